@@ -1,0 +1,47 @@
+"""Pass: the model's architecture and parameter counts, from a preset, an inline shape or a count alone."""
+
+from __future__ import annotations
+
+from ..catalog import Architecture, Catalog, count_params
+from ..resolved import Decision, ModelInfo, ResolvedPlan
+
+# A count alone gets a Llama-2-like shape. Kaplan et al. 2020 (eq. 2.1) give N ≈ 12·L·d² for a
+# transformer body; Llama-2-7B's d/L = 4096/32 = 128 (its config.json) fixes the aspect ratio, so
+# L = (N / (12·128²))^(1/3). Head dim 128, gated MLP of width 8d/3 (keeps 12d² per layer), vocab 32000.
+ASSUMED_ASPECT_RATIO = 128
+ASSUMED_HEAD_DIM = 128
+ASSUMED_VOCAB = 32000
+
+
+def assumed_architecture(params: float) -> Architecture:
+    layers = max(1, round((params / (12 * ASSUMED_ASPECT_RATIO**2)) ** (1 / 3)))
+    hidden = max(ASSUMED_HEAD_DIM, round(layers * ASSUMED_ASPECT_RATIO / ASSUMED_HEAD_DIM) * ASSUMED_HEAD_DIM)
+    heads = hidden // ASSUMED_HEAD_DIM
+    return Architecture(
+        layers=layers, hidden=hidden, heads=heads, kv_heads=heads, ffn_hidden=round(8 * hidden / 3 / 256) * 256,
+        vocab=ASSUMED_VOCAB, max_position=131072,
+    )
+
+
+def resolve_model(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
+    model = plan.spec.model
+    if model.preset:
+        preset = catalog.models[model.preset]
+        arch, ident, name, hf_id, assumed = preset.architecture, preset.id, preset.name, preset.hf_repo, False
+        why = f"preset {preset.id} ({preset.source})"
+    elif model.architecture:
+        arch = Architecture(**model.architecture.model_dump())
+        ident, name, hf_id, assumed, why = "custom", plan.name, "", False, "architecture given in the plan"
+    else:
+        arch = assumed_architecture(model.params)
+        ident, name, hf_id, assumed = "custom", plan.name, "", True
+        why = (f"only a parameter count was given: assumed a Llama-2-like shape with {arch.layers} layers × "
+               f"hidden {arch.hidden} (N ≈ 12·L·d², d/L = {ASSUMED_ASPECT_RATIO}; Kaplan et al. 2020)")
+    counts = count_params(arch)
+    info = ModelInfo(
+        id=ident, name=name, hf_id=model.hf_id or hf_id or f"local/{plan.name}", weights_uri=model.weights or "",
+        architecture=arch, params_total=counts.total, params_active=counts.active, assumed=assumed,
+    )
+    decision = Decision(topic="model", choice=f"{name}: {counts.total / 1e9:.2f}B parameters ({counts.active / 1e9:.2f}B active)", reason=why)
+    warnings = plan.warnings + ([f"model shape assumed from a parameter count: {why}"] if assumed else [])
+    return plan.model_copy(update={"model": info, "decisions": plan.decisions + [decision], "warnings": warnings})

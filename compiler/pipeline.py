@@ -1,0 +1,48 @@
+"""compile(): load → validate → passes → ResolvedPlan → targets → files. No I/O beyond reading the plan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import __version__
+from .catalog import CatalogError, load_catalog
+from .diagnostics import Diagnostic, PlanInputError
+from .passes import PASSES
+from .references import check_references
+from .resolved import ResolvedPlan
+from .source import load_yaml_file
+from .targets import TARGETS
+from .targets.base import with_header
+from .validate import validate_plan
+from .writer import RenderedPlan
+
+
+def resolve(plan_path: Path) -> ResolvedPlan:
+    loaded = load_yaml_file(plan_path, display_name=str(plan_path))
+    spec = validate_plan(loaded)
+    extra = (plan_path.parent / spec.cluster.catalog) if spec.cluster.catalog else None
+    try:
+        catalog = load_catalog(extra)
+    except CatalogError as exc:
+        pos = loaded.position(("cluster", "catalog"))
+        raise PlanInputError([Diagnostic(pos.line, pos.column, "cluster.catalog", str(exc), "invalid-catalog", file=loaded.file)], loaded.text)
+    check_references(spec, catalog, loaded)
+    plan = ResolvedPlan(generator=f"mlinfra-compile {__version__}", name=spec.name, workload=spec.workload, plan_file=plan_path.name, spec=spec)
+    for size in PASSES:
+        plan = size(plan, catalog)
+    return plan
+
+
+def render(plan: ResolvedPlan) -> RenderedPlan:
+    files = []
+    for target in TARGETS:
+        if target.applies(plan):
+            files.extend(with_header(f, plan.plan_file, plan.name) for f in target.render(plan))
+    paths = [f.path for f in files]
+    if len(paths) != len(set(paths)):
+        raise AssertionError(f"two targets emit the same path: {sorted(p for p in paths if paths.count(p) > 1)}")
+    return RenderedPlan(plan.name, tuple(sorted(files, key=lambda f: f.path)))
+
+
+def compile_plan(plan_path: Path) -> RenderedPlan:
+    return render(resolve(plan_path))

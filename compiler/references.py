@@ -1,0 +1,35 @@
+"""Names in the plan that must exist in a catalog (preset, GPU, fabric), checked with a location."""
+
+from __future__ import annotations
+
+from .catalog import Catalog
+from .catalog.fabrics import load_fabrics
+from .diagnostics import Diagnostic, PlanInputError, did_you_mean
+from .source import LoadedYaml
+from .spec import PlanSpec
+
+
+def check_references(spec: PlanSpec, catalog: Catalog, loaded: LoadedYaml) -> None:
+    problems: list[tuple[tuple, str, str]] = []
+
+    def unknown(loc: tuple, what: str, value: str, known) -> None:
+        problems.append((loc, f"unknown {what} '{value}'{did_you_mean(value, known)}", f"unknown-{what.split()[-1]}"))
+
+    if spec.model.preset and spec.model.preset not in catalog.models:
+        unknown(("model", "preset"), "model preset", spec.model.preset, catalog.models)
+    if spec.cluster.gpu and spec.cluster.gpu not in catalog.gpus:
+        unknown(("cluster", "gpu"), "GPU", spec.cluster.gpu, catalog.gpus)
+    for i, gpu in enumerate(spec.cluster.gpus or []):
+        if gpu not in catalog.gpus:
+            unknown(("cluster", "gpus", i), "GPU", gpu, catalog.gpus)
+    fabrics = load_fabrics()
+    if spec.cluster.interconnect not in fabrics.interconnects:
+        unknown(("cluster", "interconnect"), "interconnect", spec.cluster.interconnect, fabrics.interconnects)
+    if spec.cluster.storage not in fabrics.storage:
+        unknown(("cluster", "storage"), "storage", spec.cluster.storage, fabrics.storage)
+    if problems:
+        diagnostics = []
+        for loc, message, code in problems:
+            pos = loaded.position(loc)
+            diagnostics.append(Diagnostic(pos.line, pos.column, ".".join(map(str, loc)), message, code, file=loaded.file))
+        raise PlanInputError(diagnostics, loaded.text)

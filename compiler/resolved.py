@@ -1,0 +1,175 @@
+"""ResolvedPlan: every number decided. The only input of the targets; dumped as out/<plan>/plan.json."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .catalog.types import Architecture, GpuSpec
+from .spec import PlanSpec
+
+SCHEMA_VERSION = 1
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelInfo(Section):
+    id: str = Field(description="preset id, or 'custom'")
+    name: str
+    hf_id: str = Field(description="model id given to engines (Hugging Face repo id)")
+    weights_uri: str = ""
+    architecture: Architecture
+    params_total: int
+    params_active: int
+    assumed: bool = Field(False, description="architecture assumed from a parameter count")
+
+
+class Hardware(Section):
+    gpu: str
+    gpus: int
+    nodes: int
+    gpus_per_node: int
+    gpu_memory_bytes: int
+    interconnect: str
+    storage: str
+    pricing: str
+    usd_per_gpu_hour: float
+    gpu_spec: GpuSpec = Field(description="the catalog entry used, with its source")
+
+
+class Parallelism(Section):
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    zero_stage: int = 0
+    micro_batch: int = 1
+    grad_accum: int = 1
+    global_batch: int = 1
+    recompute: Literal["none", "selective", "full"] = "none"
+    sequence_parallel: bool = False
+    offload_optimizer: bool = False
+    offload_params: bool = False
+    framework: Literal["deepspeed", "fsdp", "megatron", "ddp", "vllm", "triton", "tgi"] = "ddp"
+
+
+class MemoryPerGpu(Section):
+    weights: int = 0
+    gradients: int = 0
+    optimizer: int = 0
+    activations: int = 0
+    kv_cache: int = 0
+    other: int = 0
+    total: int = 0
+    usable: int = 0
+    cpu_offload: int = 0
+
+
+class Training(Section):
+    tokens: float
+    seq_len: int
+    flops_per_token: float
+    flops_total: float
+    steps: int
+    step_seconds: float
+    step_compute_seconds: float
+    step_tp_comm_seconds: float
+    step_pp_bubble_seconds: float
+    step_dp_comm_seconds: float
+    mfu: float
+    hfu: float
+    tokens_per_second: float
+    wall_seconds: float
+    gpu_hours: float
+    goodput: float
+    deadline_seconds: float | None
+    checkpoint_bytes: int
+    checkpoint_write_seconds: float
+    checkpoint_interval_seconds: float
+    checkpoint_keep: int
+    checkpoint_dir: str
+    dataset_read_bytes_per_second: float
+    allreduce_bytes_per_step: float
+    network_bytes_per_second_needed: float
+
+
+class Serving(Section):
+    engine: str
+    precision: str
+    kv_cache_dtype: str
+    replicas: int
+    min_replicas: int
+    max_replicas: int
+    tp: int
+    pp: int
+    gpus_per_replica: int
+    nodes_per_replica: int
+    context_len: int
+    max_concurrency: int
+    max_num_batched_tokens: int
+    kv_cache_tokens: int
+    kv_bytes_per_token: int
+    gpu_memory_utilization: float
+    ttft_seconds: float
+    tpot_seconds: float
+    tokens_per_second_per_replica: float
+    requests_per_second_per_replica: float
+    queue_target_per_replica: float = Field(description="waiting requests per replica that the autoscaler targets")
+    weights_bytes: int
+    startup_seconds: float = Field(description="weight load time from storage; budgets the startup probe")
+    ttft_slo_seconds: float | None = None
+    tpot_slo_seconds: float | None = None
+    latency_slo_seconds: float | None = None
+    max_queue_delay_seconds: float = 0.0
+    preferred_batch_sizes: list[int] = Field(default_factory=list)
+
+
+class Cost(Section):
+    usd_per_hour: float = 0.0
+    usd_total: float = 0.0
+    usd_per_month: float = 0.0
+    usd_per_million_tokens: float = 0.0
+    budget_usd: float | None = None
+    budget_usd_per_month: float | None = None
+    alert_at: float = 0.8
+
+
+class Alternative(Section):
+    description: str
+    usd: float = Field(description="total (train) or per month (serve)")
+    seconds: float = Field(description="wall time (train) or TPOT (serve)")
+    chosen: bool = False
+
+
+class Rejection(Section):
+    description: str
+    reason: str
+
+
+class Decision(Section):
+    topic: str
+    choice: str
+    reason: str
+
+
+class ResolvedPlan(Section):
+    schema_version: int = SCHEMA_VERSION
+    generator: str
+    name: str
+    workload: str
+    plan_file: str = Field(description="the plan's file name (no directory, so output does not depend on where it is run)")
+    spec: PlanSpec
+    model: ModelInfo | None = None
+    hardware: Hardware | None = None
+    parallelism: Parallelism = Field(default_factory=Parallelism)
+    memory_per_gpu_bytes: MemoryPerGpu = Field(default_factory=MemoryPerGpu)
+    training: Training | None = None
+    serving: Serving | None = None
+    cost: Cost = Field(default_factory=Cost)
+    alternatives: list[Alternative] = Field(default_factory=list)
+    rejected: list[Rejection] = Field(default_factory=list)
+    decisions: list[Decision] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    search_evaluated: int = 0

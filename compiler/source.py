@@ -1,0 +1,143 @@
+"""Safe YAML loading that keeps the source position of every key and value.
+
+Duplicate keys are refused (PyYAML silently keeps the last one; dbt's checked_load does the same
+refusal), non-standard tags such as !!python/object are refused, and alias expansion is bounded so
+a "billion laughs" document cannot exhaust memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .diagnostics import Diagnostic, PlanInputError
+
+# A plan is a few kilobytes; 1 MiB leaves room for large inline catalogs and refuses a 50 MB file unread.
+MAX_PLAN_BYTES = 1 << 20
+# Nodes built while expanding aliases; a real plan has a few hundred.
+MAX_NODES = 100_000
+# Nesting deeper than any plan needs; refused before Python's recursion limit is reached.
+MAX_DEPTH = 64
+
+_STANDARD_TAGS = {
+    "tag:yaml.org,2002:" + t
+    for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")
+}
+
+Loc = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Position:
+    line: int  # 1-based
+    column: int  # 1-based
+
+
+@dataclass(frozen=True)
+class LoadedYaml:
+    data: Any
+    file: str
+    text: str
+    value_positions: dict[Loc, Position]
+    key_positions: dict[Loc, Position]
+
+    def position(self, loc: Loc, *, key: bool = False) -> Position:
+        """Closest known position for a field path: the value (or key), else its nearest parent."""
+        table = self.key_positions if key else self.value_positions
+        for end in range(len(loc), -1, -1):
+            found = table.get(loc[:end]) or self.value_positions.get(loc[:end])
+            if found:
+                return found
+        return Position(1, 1)
+
+
+def _pos(mark: yaml.Mark) -> Position:
+    return Position(mark.line + 1, mark.column + 1)
+
+
+class _Builder:
+    def __init__(self, file: str):
+        self.file = file
+        self.values: dict[Loc, Position] = {}
+        self.keys: dict[Loc, Position] = {}
+        self.nodes = 0
+        self.scalars = yaml.SafeLoader("")
+
+    def fail(self, node: yaml.Node, message: str, code: str, loc: Loc) -> PlanInputError:
+        p = _pos(node.start_mark)
+        path = ".".join(str(part) for part in loc)
+        return PlanInputError([Diagnostic(p.line, p.column, path, message, code, file=self.file)])
+
+    def build(self, node: yaml.Node, loc: Loc = ()) -> Any:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise self.fail(node, f"document expands to more than {MAX_NODES} nodes (alias bomb?)", "yaml-too-large", loc)
+        if len(loc) > MAX_DEPTH:
+            raise self.fail(node, f"nesting deeper than {MAX_DEPTH} levels", "yaml-too-deep", loc)
+        if node.tag not in _STANDARD_TAGS:
+            raise self.fail(node, f"tag {node.tag!r} is not allowed in a plan", "yaml-tag", loc)
+        self.values.setdefault(loc, _pos(node.start_mark))
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, loc)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(item, loc + (i,)) for i, item in enumerate(node.value)]
+        return self.scalars.construct_object(node, deep=True)
+
+    def _mapping(self, node: yaml.MappingNode, loc: Loc) -> dict:
+        result: dict = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise self.fail(key_node, "merge keys ('<<') are not supported in a plan", "yaml-merge", loc)
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise self.fail(key_node, "mapping keys must be plain scalars", "yaml-key", loc)
+            key = self.scalars.construct_object(key_node)
+            key = key if isinstance(key, str) else str(key)
+            if key in result:
+                first = self.keys[loc + (key,)]
+                raise self.fail(key_node, f"duplicate key '{key}' (first defined at line {first.line})", "duplicate-key", loc + (key,))
+            self.keys[loc + (key,)] = _pos(key_node.start_mark)
+            result[key] = self.build(value_node, loc + (key,))
+        return result
+
+
+def load_yaml_text(text: str, file: str) -> LoadedYaml:
+    builder = _Builder(file)
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        problem = exc.problem or str(exc)
+        raise PlanInputError([Diagnostic(line, col, "", f"invalid YAML: {problem}", "yaml-syntax", file=file)], text)
+    except yaml.YAMLError as exc:
+        raise PlanInputError([Diagnostic(1, 1, "", f"invalid YAML: {exc}", "yaml-syntax", file=file)], text)
+    except RecursionError:
+        raise PlanInputError([Diagnostic(1, 1, "", f"nesting deeper than {MAX_DEPTH} levels", "yaml-too-deep", file=file)], text)
+    if node is None:
+        raise PlanInputError([Diagnostic(1, 1, "", "the plan is empty", "empty-plan", file=file)], text)
+    try:
+        data = builder.build(node)
+    except PlanInputError as exc:
+        raise PlanInputError(exc.diagnostics, text)
+    except (yaml.YAMLError, ValueError) as exc:  # e.g. an impossible timestamp
+        raise PlanInputError([Diagnostic(1, 1, "", f"invalid YAML value: {exc}", "yaml-value", file=file)], text)
+    return LoadedYaml(data, file, text, builder.values, builder.keys)
+
+
+def load_yaml_file(path: Path, display_name: str | None = None) -> LoadedYaml:
+    name = display_name or str(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_PLAN_BYTES:
+            raise PlanInputError([Diagnostic(0, 0, "", f"file is {size} bytes; a plan may be at most {MAX_PLAN_BYTES}", "file-too-large", file=name)])
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise PlanInputError([Diagnostic(0, 0, "", f"cannot read file: {exc.strerror}", "file-unreadable", file=name)])
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PlanInputError([Diagnostic(0, 0, "", f"not UTF-8 text: {exc.reason} at byte {exc.start}", "file-encoding", file=name)])
+    return load_yaml_text(text, name)

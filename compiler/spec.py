@@ -1,0 +1,242 @@
+"""PlanSpec: the user's words, validated. Frozen; unknown keys are errors.
+
+Quantities are written the way a person writes them ("7B", "30d", "$400k") and parsed by `units`.
+Which sections are required depends on `workload`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic_core import PydanticCustomError
+
+from . import units
+from .catalog.types import Architecture
+
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+# Kubernetes object names, Slurm job names and directory names are all safe in this alphabet.
+
+
+def _quantity(parse, code: str, suffixes: dict, examples: list, minimum: float, prefix: str = ""):
+    """A number written with a unit suffix; the JSON Schema accepts a number or a matching string."""
+
+    def validate(value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return parse(value)
+        except units.QuantityError as exc:
+            raise PydanticCustomError(code, "expected {expected}, got {got}", {"expected": exc.expected, "got": repr(exc.got)})
+
+    unit = "|".join(sorted((re.escape(k) for k in suffixes if k), key=len, reverse=True))
+    pattern = rf"^\s*{re.escape(prefix)}{'?' if prefix else ''}[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*({unit})?\s*$"
+    schema = {"anyOf": [{"type": "number", "minimum": minimum}, {"type": "string", "pattern": pattern}], "examples": examples}
+    return BeforeValidator(validate), WithJsonSchema(schema), Field(ge=minimum)
+
+
+Count = Annotated[float, *_quantity(units.parse_count, "invalid-quantity", units.COUNT_SUFFIXES, ["7B", "2T", 8e9], 1)]
+Bytes = Annotated[int, *_quantity(units.parse_bytes, "invalid-size", units.BYTE_SUFFIXES, ["80GiB", "500GB"], 0)]
+Seconds = Annotated[float, *_quantity(units.parse_seconds, "invalid-duration", units.SECONDS_PER, ["30d", "2h", "150ms"], 1e-9)]
+Usd = Annotated[float, *_quantity(units.parse_usd, "invalid-amount", units.USD_SUFFIXES, ["$400k", 400000], 0.01, prefix="$")]
+IntCount = Annotated[int, *_quantity(lambda v: int(units.parse_count(v)), "invalid-quantity", units.COUNT_SUFFIXES, [512, "4k"], 1)]
+SafeText = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00\r\n]*$")]
+Precision = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
+
+
+class Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class ArchitectureSpec(Architecture):
+    """A model architecture given inline (same fields as the catalog's presets)."""
+
+
+class ModelSpec(Spec):
+    preset: str | None = Field(None, description="a catalog preset id", examples=["llama-3.1-8b"])
+    params: Count | None = Field(None, description="a parameter count alone; a Llama-like shape is assumed and the report says so")
+    architecture: ArchitectureSpec | None = Field(None, description="an explicit architecture")
+    weights: SafeText | None = Field(None, description="where serving / fine-tuning loads weights from (URI or path)", examples=["s3://bucket/llama3-8b"])
+    hf_id: SafeText | None = Field(None, description="the model id engines load (Hugging Face repo id); defaults to the preset's repo")
+
+    @model_validator(mode="after")
+    def exactly_one_source(self) -> "ModelSpec":
+        given = [k for k in ("preset", "params", "architecture") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise PydanticCustomError("model-source", "give exactly one of preset, params or architecture (got {given})", {"given": ", ".join(given) or "none"})
+        return self
+
+
+class LoraSpec(Spec):
+    rank: int = Field(16, ge=1, le=4096, description="adapter rank r")
+    alpha: float = Field(32, gt=0, description="LoRA scaling alpha")
+    targets: list[Literal["q", "k", "v", "o", "gate", "up", "down"]] = Field(
+        default_factory=lambda: ["q", "k", "v", "o"], description="projection matrices that get adapters"
+    )
+
+
+class CheckpointSpec(Spec):
+    every: Literal["auto"] | Seconds = Field("auto", description="interval; auto = Young-Daly optimum")
+    keep: int = Field(3, ge=1, le=1000, description="checkpoints retained")
+    dir: SafeText = Field("/checkpoints", description="checkpoint directory on the shared filesystem")
+
+
+class EntrypointSpec(Spec):
+    script: SafeText = Field("train.py", description="training script run by torchrun")
+    args: list[SafeText] = Field(default_factory=list, description="arguments, passed shell-quoted")
+    env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], SafeText] = Field(default_factory=dict, description="extra environment variables")
+
+
+class TrainSpec(Spec):
+    tokens: Count | None = Field(None, description="tokens to train on", examples=["1T"])
+    dataset_tokens: Count | None = Field(None, description="dataset size in tokens (with epochs)")
+    epochs: float | None = Field(None, gt=0, le=1e6, description="passes over dataset_tokens")
+    seq_len: int = Field(4096, ge=1, le=10_000_000, description="sequence length in tokens")
+    global_batch_tokens: Count | None = Field(None, description="tokens per optimizer step", examples=["4M"])
+    global_batch: IntCount | None = Field(None, description="sequences per optimizer step")
+    optimizer: Literal["adamw", "adamw-8bit", "sgd", "adafactor"] = "adamw"
+    method: Literal["full", "lora", "qlora"] = Field("full", description="finetune method")
+    lora: LoraSpec = Field(default_factory=LoraSpec, description="LoRA/QLoRA adapter settings")
+    framework: Literal["auto", "deepspeed", "fsdp", "megatron", "ddp"] = "auto"
+    deadline: Seconds | None = Field(None, description="wall-clock deadline", examples=["30d"])
+    checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
+    entrypoint: EntrypointSpec = Field(default_factory=EntrypointSpec)
+    data: SafeText | None = Field(None, description="dataset location (path or URI)")
+    bytes_per_token: float = Field(2.0, gt=0, le=1e6, description="stored bytes per token (uint16 token ids = 2)")
+    mtbf_gpu_hours: float | None = Field(None, gt=0, description="mean time between failures per GPU; default from the Llama 3 paper")
+    flash_attention: bool = True
+
+    @model_validator(mode="after")
+    def amount_of_training(self) -> "TrainSpec":
+        if self.tokens is None and self.dataset_tokens is None:
+            raise PydanticCustomError("missing-field", "give tokens, or dataset_tokens and epochs", {})
+        if self.tokens is not None and self.dataset_tokens is not None:
+            raise PydanticCustomError("conflicting-fields", "give tokens or dataset_tokens + epochs, not both", {})
+        if self.global_batch_tokens is not None and self.global_batch is not None:
+            raise PydanticCustomError("conflicting-fields", "give global_batch_tokens or global_batch, not both", {})
+        return self
+
+    @property
+    def total_tokens(self) -> float:
+        return self.tokens if self.tokens is not None else self.dataset_tokens * (self.epochs or 1.0)
+
+
+class TrafficSpec(Spec):
+    requests_per_second: float = Field(gt=0, le=1e9, description="average request rate")
+    prompt_tokens: int = Field(512, ge=1, le=10_000_000, description="average prompt length")
+    output_tokens: int = Field(256, ge=1, le=10_000_000, description="average generated length")
+    peak_factor: float = Field(1.0, ge=1, le=1000, description="peak rate / average rate")
+
+
+class SloSpec(Spec):
+    ttft_p99: Seconds | None = Field(None, description="time to first token, p99", examples=["2s"])
+    tpot_p99: Seconds | None = Field(None, description="time per output token, p99", examples=["50ms"])
+    latency_p99: Seconds | None = Field(None, description="request latency p99 (vision models)", examples=["100ms"])
+
+
+class ServeSpec(Spec):
+    engine: Literal["vllm", "triton", "tgi"] = "vllm"
+    context_len: int = Field(8192, ge=1, le=10_000_000, description="max tokens per sequence (prompt + output)")
+    traffic: TrafficSpec
+    slo: SloSpec = Field(default_factory=SloSpec, description="without it, maximise throughput")
+    precisions: list[Precision] | None = Field(None, description="serving precisions the search may use; default: the plan's precision")
+    kv_cache_dtype: Literal["auto", "fp8"] = "auto"
+    prefix_caching: bool = True
+
+
+class BudgetSpec(Spec):
+    usd: Usd | None = Field(None, description="total budget (train/finetune)")
+    usd_per_month: Usd | None = Field(None, description="monthly budget (serve)")
+    alert_at: float = Field(0.8, gt=0, le=1, description="share of the budget that raises an alert")
+
+
+class SlurmSpec(Spec):
+    partition: SafeText | None = None
+    account: SafeText | None = None
+    qos: SafeText | None = None
+    reservation: SafeText | None = None
+    constraint: SafeText | None = None
+    container_image: SafeText | None = Field(None, description="pyxis/enroot image")
+    container_mounts: list[SafeText] = Field(default_factory=list)
+    extra_directives: list[Annotated[str, Field(pattern=r"^--[a-z][a-z0-9-]*(=[^\x00\r\n]*)?$")]] = Field(
+        default_factory=list, description="any other #SBATCH flag, e.g. --mail-type=END"
+    )
+    cpus_per_node: int | None = Field(None, ge=1, le=100_000)
+    memory_per_node: Bytes | None = None
+
+
+class KubernetesSpec(Spec):
+    namespace: Annotated[str, Field(pattern=DNS1123_LABEL)] = "default"
+    job_api: Literal["jobset", "pytorchjob"] = Field("jobset", description="training job kind")
+    autoscaler: Literal["hpa", "keda"] = Field("hpa", description="serving autoscaler")
+    storage_class: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")] | None = None
+    secret_name: Annotated[str, Field(pattern=DNS1123_LABEL)] = Field("hf-token", description="Secret holding HF_TOKEN")
+    image: SafeText | None = Field(None, description="container image (default per engine/framework)")
+    tolerations: list[dict[str, str]] = Field(default_factory=lambda: [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
+    node_selector: dict[str, str] = Field(default_factory=dict)
+
+
+class ClusterSpec(Spec):
+    scheduler: Literal["slurm", "kubernetes", "both"] = "slurm"
+    gpus: list[str] | None = Field(None, description="GPU types to choose from")
+    gpu: str | None = Field(None, description="pin one GPU type")
+    count: int | None = Field(None, ge=1, le=1_000_000, description="pin the GPU count (train) or GPUs per replica (serve)")
+    max_gpus: int = Field(4096, ge=1, le=1_000_000, description="largest allocation the search may use")
+    pricing: Literal["on-demand", "spot", "reserved"] = "on-demand"
+    gpus_per_node: int | None = Field(None, ge=1, le=64)
+    interconnect: str = Field("ib-400g", description="inter-node fabric; NVLink inside a node comes from the GPU catalog")
+    storage: str = Field("lustre", description="shared storage kind for data and checkpoints")
+    catalog: SafeText | None = Field(None, description="YAML file adding or overriding GPU entries, relative to the plan")
+    slurm: SlurmSpec = Field(default_factory=SlurmSpec)
+    kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec)
+
+    @model_validator(mode="after")
+    def gpu_or_gpus(self) -> "ClusterSpec":
+        if self.gpu and self.gpus:
+            raise PydanticCustomError("conflicting-fields", "give gpu (a pin) or gpus (candidates), not both", {})
+        return self
+
+    @property
+    def gpu_choices(self) -> list[str]:
+        return [self.gpu] if self.gpu else list(self.gpus or [])
+
+
+class ParallelismSpec(Spec):
+    tp: int | None = Field(None, ge=1, le=1024)
+    pp: int | None = Field(None, ge=1, le=1024)
+    dp: int | None = Field(None, ge=1, le=1_000_000)
+    zero_stage: Literal[0, 1, 2, 3] | None = None
+    micro_batch: int | None = Field(None, ge=1, le=100_000)
+    recompute: Literal["none", "selective", "full"] | None = None
+    offload: bool | None = Field(None, description="CPU offload of optimizer states (and params at ZeRO-3)")
+
+
+class PlanSpec(Spec):
+    name: Annotated[str, Field(pattern=DNS1123_LABEL, description="DNS-1123 label; names jobs and resources", examples=["llama3-8b-pretrain"])]
+    workload: Literal["train", "finetune", "serve"]
+    model: ModelSpec
+    precision: Precision = "bf16"
+    train: TrainSpec | None = None
+    serve: ServeSpec | None = None
+    budget: BudgetSpec = Field(default_factory=BudgetSpec)
+    cluster: ClusterSpec = Field(default_factory=ClusterSpec)
+    parallelism: ParallelismSpec = Field(default_factory=ParallelismSpec)
+    optimize: Literal["cost", "time", "latency"] = "cost"
+
+    @model_validator(mode="after")
+    def sections_match_workload(self) -> "PlanSpec":
+        training = self.workload in ("train", "finetune")
+        if training and self.train is None:
+            raise PydanticCustomError("missing-section", "workload '{w}' needs a train section", {"w": self.workload})
+        if training and self.serve is not None:
+            raise PydanticCustomError("forbidden-section", "workload '{w}' takes no serve section", {"w": self.workload})
+        if not training and self.serve is None:
+            raise PydanticCustomError("missing-section", "workload 'serve' needs a serve section", {})
+        if not training and self.train is not None:
+            raise PydanticCustomError("forbidden-section", "workload 'serve' takes no train section", {})
+        if training and self.precision in ("int8", "int4"):
+            raise PydanticCustomError("invalid-precision", "precision {p} is for serving; train in fp32, fp16, bf16 or fp8", {"p": self.precision})
+        if self.workload == "train" and self.train.method != "full":
+            raise PydanticCustomError("invalid-method", "method {m} is for workload finetune", {"m": self.train.method})
+        return self
