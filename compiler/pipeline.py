@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import __version__
-from .catalog import CatalogError, load_catalog
+from .catalog.catalog import load_catalog
+from .catalog.loader import CatalogError
 from .diagnostics import Diagnostic, PlanInputError
 from .passes import PASSES
 from .references import check_references

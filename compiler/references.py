@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .catalog import Catalog
+from .catalog.catalog import Catalog
 from .catalog.fabrics import load_fabrics
 from .diagnostics import Diagnostic, PlanInputError, did_you_mean
 from .source import LoadedYaml

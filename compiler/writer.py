@@ -39,10 +39,13 @@ def manifest_text(plan: RenderedPlan) -> str:
     return json.dumps({"generator": "mlinfra-compile", "plan": plan.name, "files": entries}, sort_keys=True, indent=2) + "\n"
 
 
-def _safe_target(out_dir: Path, relative: str) -> Path:
+def _safe_target(out_dir: Path, plan_name: str, relative: str) -> Path:
     """The destination of a generated file; refuses '..', absolute paths and symlinks leading outside out/."""
+    if Path(relative).is_absolute() or Path(plan_name).is_absolute():
+        raise UnsafeOutput(f"generated path {relative!r} is absolute")
+    relative = f"{plan_name}/{relative}"
     parts = Path(relative).parts
-    if Path(relative).is_absolute() or ".." in parts or not parts:
+    if ".." in parts or not parts:
         raise UnsafeOutput(f"generated path {relative!r} would leave {out_dir}")
     root = out_dir.resolve()
     target = out_dir.joinpath(*parts)
@@ -74,11 +77,11 @@ def write_plans(out_dir: Path, plans: list[RenderedPlan]) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     if out_dir.is_symlink():
         raise UnsafeOutput(f"{out_dir} is a symlink")
-    moves: list[tuple[Path, Path, int]] = []
+    moves: list[tuple[Path | None, Path, int]] = []
     try:
         for plan in plans:
             for f in _all_files(plan):
-                target = _safe_target(out_dir, f"{plan.name}/{f.path}")
+                target = _safe_target(out_dir, plan.name, f.path)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 staged = target.with_name(f".{target.name}.mlinfra-tmp")
                 with open(staged, "w", encoding="utf-8", newline="\n") as handle:
@@ -86,14 +89,14 @@ def write_plans(out_dir: Path, plans: list[RenderedPlan]) -> list[Path]:
                     handle.flush()
                     os.fsync(handle.fileno())
                 moves.append((staged, target, f.mode))
+        for plan in plans:  # what we generated before and no longer generate (read before the swap)
+            stale = _old_manifest(out_dir / plan.name) - {f.path for f in plan.files}
+            moves.extend((None, _safe_target(out_dir, plan.name, p), 0) for p in sorted(stale))
     except BaseException:
         for staged, _, _ in moves:
-            staged.unlink(missing_ok=True)
+            if staged is not None:
+                staged.unlink(missing_ok=True)
         raise
-    for plan in plans:  # remove what we generated before and no longer generate (read before the swap)
-        plan_dir = out_dir / plan.name
-        stale = _old_manifest(plan_dir) - {f.path for f in plan.files}
-        moves.extend((None, _safe_target(out_dir, f"{plan.name}/{p}"), 0) for p in sorted(stale))  # type: ignore[arg-type]
     written = []
     for staged, target, mode in moves:
         if staged is None:
@@ -112,7 +115,7 @@ def check_plans(out_dir: Path, plans: list[RenderedPlan]) -> list[str]:
         expected = {f.path: f for f in _all_files(plan)}
         stale = _old_manifest(out_dir / plan.name) - set(expected)
         for relative in sorted(expected) + sorted(stale):
-            target = _safe_target(out_dir, f"{plan.name}/{relative}")
+            target = _safe_target(out_dir, plan.name, relative)
             want = expected[relative].text if relative in expected else ""
             try:
                 have = target.read_text(encoding="utf-8")

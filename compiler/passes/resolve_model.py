@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..catalog import Architecture, Catalog, count_params
+from ..catalog.catalog import Catalog
+from ..catalog.params import count_params
+from ..catalog.types import Architecture
 from ..resolved import Decision, ModelInfo, ResolvedPlan
 
 # A count alone gets a Llama-2-like shape. Kaplan et al. 2020 (eq. 2.1) give N ≈ 12·L·d² for a
