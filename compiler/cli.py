@@ -76,10 +76,13 @@ def run_compile(argv: list[str]) -> int:
 
 
 def run_schema(argv: list[str]) -> int:
-    from .schema import plan_schema
+    from .schema import plan_schema, resolved_schema
 
-    argparse.ArgumentParser(prog="mlinfra-compile schema", description="Print the plan JSON Schema.").parse_args(argv)
-    sys.stdout.write(json.dumps(plan_schema(), indent=2, sort_keys=True) + "\n")
+    parser = argparse.ArgumentParser(prog="mlinfra-compile schema", description="Print the plan JSON Schema.")
+    parser.add_argument("--resolved", action="store_true", help="print the schema of out/<plan>/plan.json instead")
+    args = parser.parse_args(argv)
+    schema = resolved_schema() if args.resolved else plan_schema()
+    sys.stdout.write(json.dumps(schema, indent=2, sort_keys=True) + "\n")
     return EXIT_OK
 
 

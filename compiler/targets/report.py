@@ -1,14 +1,89 @@
-"""Target: report (not yet implemented)."""
+"""Target: REPORT.md — the decision and its reasons — with SVG charts beside it."""
 
 from __future__ import annotations
 
 from ..resolved import ResolvedPlan
-from .base import OutputFile
+from ..units import format_bytes, format_count, format_seconds, format_usd
+from . import charts
+from .base import OutputFile, render as render_template
+
+MEMORY_TERMS = ("weights", "gradients", "optimizer", "activations", "kv_cache", "other")
 
 
 def applies(plan: ResolvedPlan) -> bool:
-    return False
+    return True
+
+
+def _memory_rows(plan: ResolvedPlan) -> list[dict]:
+    mem = plan.memory_per_gpu_bytes
+    rows = []
+    for term in MEMORY_TERMS:
+        value = getattr(mem, term)
+        if value:
+            share = f"{100 * value / mem.total:.1f}%" if mem.total else ""
+            rows.append({"term": term, "size": format_bytes(value), "share": share})
+    return rows
+
+
+def _facts(plan: ResolvedPlan) -> list[dict]:
+    """The headline numbers, each with the formula or catalog entry behind it."""
+    facts = []
+    hw, par, cost = plan.hardware, plan.parallelism, plan.cost
+    if plan.model:
+        facts.append({"what": "model", "value": f"{plan.model.name}, {format_count(plan.model.params_total)} params ({format_count(plan.model.params_active)} active)", "source": "parameter count from the architecture (catalog/params.py)"})
+    if hw:
+        facts.append({"what": "hardware", "value": f"{hw.gpus} × {hw.gpu} ({hw.nodes} nodes × {hw.gpus_per_node})", "source": f"catalog: {hw.gpu_spec.source} (as of {hw.gpu_spec.as_of})"})
+        facts.append({"what": "price", "value": f"{format_usd(hw.usd_per_gpu_hour)}/GPU-hour {hw.pricing}", "source": "catalog price list"})
+    facts.append({"what": "parallelism", "value": f"TP={par.tp} PP={par.pp} DP={par.dp} ZeRO={par.zero_stage} micro-batch={par.micro_batch} grad-accum={par.grad_accum} recompute={par.recompute} framework={par.framework}", "source": "search over memory fit and step time"})
+    if plan.training:
+        t = plan.training
+        facts += [
+            {"what": "step time", "value": f"{format_seconds(t.step_seconds)} = compute {format_seconds(t.step_compute_seconds)} + TP comm {format_seconds(t.step_tp_comm_seconds)} + PP bubble {format_seconds(t.step_pp_bubble_seconds)} + exposed DP comm {format_seconds(t.step_dp_comm_seconds)}", "source": "roofline at the catalog's achievable matmul share; ring all-reduce 2(n−1)/n; bubble (p−1)/(m+p−1)"},
+            {"what": "MFU", "value": f"{100 * t.mfu:.1f}% (HFU {100 * t.hfu:.1f}%)", "source": "PaLM appendix B: (6N + 12·L·H·Q·T) × tokens/s ÷ peak"},
+            {"what": "throughput", "value": f"{format_count(t.tokens_per_second)} tokens/s, {t.steps} steps", "source": "global batch ÷ step time"},
+            {"what": "wall time", "value": f"{format_seconds(t.wall_seconds)} (goodput {100 * t.goodput:.1f}%), {format_count(t.gpu_hours)} GPU-hours", "source": "failures at the per-GPU MTBF (Llama 3 paper), Young–Daly checkpoint interval"},
+            {"what": "checkpoint", "value": f"{format_bytes(t.checkpoint_bytes)} every {format_seconds(t.checkpoint_interval_seconds)}, write {format_seconds(t.checkpoint_write_seconds)}, keep {t.checkpoint_keep}", "source": "weights + fp32 master + optimizer states; Young–Daly √(2·δ·M)"},
+            {"what": "cost", "value": f"{format_usd(cost.usd_total)} total, {format_usd(cost.usd_per_million_tokens)} per 1M tokens", "source": "GPU-hours × catalog price"},
+        ]
+        if cost.budget_usd:
+            facts.append({"what": "budget", "value": f"{format_usd(cost.budget_usd)}: headroom {format_usd(cost.budget_usd - cost.usd_total)}, alert at {100 * cost.alert_at:.0f}%", "source": "plan budget"})
+    if plan.serving:
+        s = plan.serving
+        facts += [
+            {"what": "latency", "value": f"TTFT {format_seconds(s.ttft_seconds)} (SLO {format_seconds(s.ttft_slo_seconds) if s.ttft_slo_seconds else 'none'}), TPOT {format_seconds(s.tpot_seconds)} (SLO {format_seconds(s.tpot_slo_seconds) if s.tpot_slo_seconds else 'none'})", "source": "roofline: prefill FLOPs at achievable matmul rate; decode bytes at achievable HBM bandwidth"},
+            {"what": "concurrency", "value": f"{s.max_concurrency} sequences, KV cache {format_count(s.kv_cache_tokens)} tokens at {s.kv_bytes_per_token} B/token", "source": "2 × layers × kv_heads × head_dim × bytes (GQA-aware)"},
+            {"what": "replicas", "value": f"{s.replicas} (autoscale {s.min_replicas}–{s.max_replicas}) × {s.gpus_per_replica} GPU, {format_count(s.tokens_per_second_per_replica)} tokens/s each", "source": "peak traffic ÷ per-replica capacity at the target utilisation"},
+            {"what": "cost", "value": f"{format_usd(cost.usd_per_month)}/month, {format_usd(cost.usd_per_million_tokens)} per 1M output tokens", "source": "GPU-hours × catalog price, 730 h/month"},
+        ]
+        if cost.budget_usd_per_month:
+            facts.append({"what": "budget", "value": f"{format_usd(cost.budget_usd_per_month)}/month: headroom {format_usd(cost.budget_usd_per_month - cost.usd_per_month)}", "source": "plan budget"})
+    return facts
+
+
+def _alternatives(plan: ResolvedPlan) -> list[dict]:
+    unit = format_seconds
+    return [{"description": a.description, "usd": format_usd(a.usd), "seconds": unit(a.seconds), "chosen": "✔" if a.chosen else ""} for a in plan.alternatives]
 
 
 def render(plan: ResolvedPlan) -> list[OutputFile]:
-    return []
+    mem = plan.memory_per_gpu_bytes
+    training = plan.workload != "serve"
+    files = [
+        OutputFile("charts/memory.svg", charts.memory_bar(
+            [(t, float(getattr(mem, t))) for t in MEMORY_TERMS if getattr(mem, t)], float(mem.usable or mem.total),
+            f"Memory per GPU: {plan.name}")),
+        OutputFile("charts/pareto.svg", charts.pareto(
+            [(a.description, a.usd, a.seconds, a.chosen) for a in plan.alternatives],
+            "cost (USD" + (" total)" if training else " per month)"),
+            "wall time (s)" if training else "TPOT (s)", f"Cost vs {'time' if training else 'latency'}: {plan.name}")),
+    ]
+    text = render_template(
+        "report/REPORT.md.j2",
+        name=plan.name, workload=plan.workload, plan_file=plan.plan_file,
+        facts=_facts(plan), memory_rows=_memory_rows(plan), memory_total=format_bytes(mem.total),
+        memory_usable=format_bytes(mem.usable), decisions=[d.model_dump() for d in plan.decisions],
+        alternatives=_alternatives(plan), rejected=[r.model_dump() for r in plan.rejected],
+        warnings=plan.warnings, evaluated=plan.search_evaluated,
+        front_axis="wall time" if training else "TPOT",
+    )
+    return [OutputFile("REPORT.md", text), *files]

@@ -1,0 +1,14 @@
+"""`mlinfra-compile explain`: the report's reasoning, for the terminal."""
+
+from __future__ import annotations
+
+import re
+
+from .resolved import ResolvedPlan
+from .targets import report
+
+
+def explain(plan: ResolvedPlan) -> str:
+    text = next(f.text for f in report.render(plan) if f.path == "REPORT.md")
+    text = re.sub(r"^!\[[^\]]*\]\([^)]*\)\n\n?", "", text, flags=re.M)  # images mean nothing in a terminal
+    return text
