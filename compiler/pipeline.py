@@ -18,8 +18,9 @@ from .validate import validate_plan
 from .writer import RenderedPlan
 
 
-def resolve(plan_path: Path) -> ResolvedPlan:
-    loaded = load_yaml_file(plan_path, display_name=str(plan_path))
+def resolve(plan_path: Path, display_name: str | None = None) -> ResolvedPlan:
+    """Load, validate and size one plan. `display_name` stands in for the path in messages and headers."""
+    loaded = load_yaml_file(plan_path, display_name=display_name or str(plan_path))
     spec = validate_plan(loaded)
     extra = (plan_path.parent / spec.cluster.catalog) if spec.cluster.catalog else None
     try:
@@ -28,7 +29,7 @@ def resolve(plan_path: Path) -> ResolvedPlan:
         pos = loaded.position(("cluster", "catalog"))
         raise PlanInputError([Diagnostic(pos.line, pos.column, "cluster.catalog", str(exc), "invalid-catalog", file=loaded.file)], loaded.text)
     check_references(spec, catalog, loaded)
-    plan = ResolvedPlan(generator=f"mlinfra-compile {__version__}", name=spec.name, workload=spec.workload, plan_file=plan_path.name, spec=spec)
+    plan = ResolvedPlan(generator=f"mlinfra-compile {__version__}", name=spec.name, workload=spec.workload, plan_file=Path(display_name or plan_path).name, spec=spec)
     for size in PASSES:
         plan = size(plan, catalog)
     return plan
@@ -45,5 +46,5 @@ def render(plan: ResolvedPlan) -> RenderedPlan:
     return RenderedPlan(plan.name, tuple(sorted(files, key=lambda f: f.path)))
 
 
-def compile_plan(plan_path: Path) -> RenderedPlan:
-    return render(resolve(plan_path))
+def compile_plan(plan_path: Path, display_name: str | None = None) -> RenderedPlan:
+    return render(resolve(plan_path, display_name))

@@ -1,0 +1,115 @@
+"""`mlinfra-compile diff OLD NEW` (or `diff PLAN --against REV`): what a plan change does to the decisions,
+then the changed generated files as a unified diff. Always exits 0 unless the input is invalid."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .diagnostics import InfeasiblePlan, PlanInputError
+from .pipeline import render, resolve
+from .resolved import ResolvedPlan
+from .units import format_seconds, format_usd
+
+# (label, getter, formatter, relative change shown as a percentage)
+FIELDS: tuple[tuple[str, Any, Any, bool], ...] = (
+    ("GPU type", lambda p: p.hardware and p.hardware.gpu, str, False),
+    ("GPU count", lambda p: p.hardware and p.hardware.gpus, str, False),
+    ("nodes", lambda p: p.hardware and p.hardware.nodes, str, False),
+    ("TP", lambda p: p.parallelism.tp, str, False),
+    ("PP", lambda p: p.parallelism.pp, str, False),
+    ("DP", lambda p: p.parallelism.dp, str, False),
+    ("ZeRO stage", lambda p: p.parallelism.zero_stage, str, False),
+    ("micro-batch", lambda p: p.parallelism.micro_batch, str, False),
+    ("framework", lambda p: p.parallelism.framework, str, False),
+    ("step time", lambda p: p.training and p.training.step_seconds, format_seconds, True),
+    ("wall time", lambda p: p.training and p.training.wall_seconds, format_seconds, True),
+    ("MFU", lambda p: p.training and round(p.training.mfu, 4), lambda v: f"{100 * v:.1f}%", False),
+    ("cost", lambda p: p.cost.usd_total or None, format_usd, True),
+    ("cost per month", lambda p: p.cost.usd_per_month or None, format_usd, True),
+    ("replicas", lambda p: p.serving and p.serving.replicas, str, False),
+    ("TTFT", lambda p: p.serving and p.serving.ttft_seconds, format_seconds, True),
+    ("TPOT", lambda p: p.serving and p.serving.tpot_seconds, format_seconds, True),
+    ("memory per GPU", lambda p: p.memory_per_gpu_bytes.total or None, lambda v: f"{v / 2**30:.1f} GiB", True),
+)
+
+
+def decision_changes(old: ResolvedPlan, new: ResolvedPlan) -> list[dict]:
+    changes = []
+    for label, get, fmt, relative in FIELDS:
+        a, b = get(old), get(new)
+        if a == b:
+            continue
+        change = {"what": label, "old": a, "new": b, "text": f"{label} {fmt(a) if a is not None else '-'} → {fmt(b) if b is not None else '-'}"}
+        if relative and a and b:
+            change["relative"] = (b - a) / a
+            sign = "+" if b >= a else "−"
+            change["text"] += f" ({sign}{abs(change['relative']) * 100:.0f}%)"
+            if label.startswith("cost"):
+                change["text"] += f", {sign}{format_usd(abs(b - a))}"
+        changes.append(change)
+    return changes
+
+
+def file_diffs(old: ResolvedPlan, new: ResolvedPlan) -> str:
+    a = {f.path: f.text for f in render(old).files}
+    b = {f.path: f.text for f in render(new).files}
+    chunks = []
+    for path in sorted(set(a) | set(b)):
+        if a.get(path) != b.get(path):
+            chunks.append("".join(difflib.unified_diff(
+                a.get(path, "").splitlines(keepends=True), b.get(path, "").splitlines(keepends=True),
+                fromfile=f"a/{path}" if path in a else "/dev/null", tofile=f"b/{path}" if path in b else "/dev/null")))
+    return "".join(chunks)
+
+
+def _plan_at_revision(path: Path, revision: str) -> ResolvedPlan:
+    relative = subprocess.run(["git", "ls-files", "--full-name", "--error-unmatch", path.name], cwd=path.parent,
+                              capture_output=True, text=True, check=True).stdout.strip()
+    text = subprocess.run(["git", "show", f"{revision}:{relative}"], cwd=path.parent, capture_output=True, text=True, check=True).stdout
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".mlinfra-diff-", suffix=".yaml", delete=False) as handle:
+        handle.write(text)
+    try:
+        return resolve(Path(handle.name), display_name=f"{revision}:{path.name}")
+    finally:
+        Path(handle.name).unlink()
+
+
+def run_diff(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="mlinfra-compile diff", description="What a plan change does to the decisions and generated files.")
+    parser.add_argument("old", type=Path)
+    parser.add_argument("new", type=Path, nargs="?")
+    parser.add_argument("--against", metavar="REV", help="compare PLAN with its version at a git revision")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    args = parser.parse_args(argv)
+    if (args.new is None) == (args.against is None):
+        parser.error("give OLD NEW, or PLAN --against REV")
+    try:
+        if args.against:
+            old, new = _plan_at_revision(args.old, args.against), resolve(args.old)
+        else:
+            old, new = resolve(args.old), resolve(args.new, display_name=str(args.old))
+    except PlanInputError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 2
+    except InfeasiblePlan as exc:
+        print(f"infeasible: {exc}", file=sys.stderr)
+        return 1
+    except subprocess.CalledProcessError as exc:
+        print(f"error: git: {exc.stderr.strip()}", file=sys.stderr)
+        return 2
+    changes, files = decision_changes(old, new), file_diffs(old, new)
+    if args.json:
+        print(json.dumps({"decisions": changes, "files_diff": files}, indent=2, sort_keys=True, default=str))
+        return 0
+    print("\n".join(f"  {c['text']}" for c in changes) if changes else "  no change to the decisions")
+    if files:
+        print()
+        sys.stdout.write(files)
+    return 0
