@@ -95,17 +95,17 @@ class TrainSpec(Spec):
     seq_len: int = Field(4096, ge=1, le=10_000_000, description="sequence length in tokens")
     global_batch_tokens: Count | None = Field(None, description="tokens per optimizer step", examples=["4M"])
     global_batch: IntCount | None = Field(None, description="sequences per optimizer step")
-    optimizer: Literal["adamw", "adamw-8bit", "sgd", "adafactor"] = "adamw"
+    optimizer: Literal["adamw", "adamw-8bit", "sgd", "adafactor"] = Field("adamw", description="optimizer; decides the bytes of optimizer state per parameter")
     method: Literal["full", "lora", "qlora"] = Field("full", description="finetune method")
     lora: LoraSpec = Field(default_factory=LoraSpec, description="LoRA/QLoRA adapter settings")
-    framework: Literal["auto", "deepspeed", "fsdp", "megatron", "ddp"] = "auto"
+    framework: Literal["auto", "deepspeed", "fsdp", "megatron", "ddp"] = Field("auto", description="training framework; auto picks from the chosen parallelism")
     deadline: Seconds | None = Field(None, description="wall-clock deadline", examples=["30d"])
-    checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
-    entrypoint: EntrypointSpec = Field(default_factory=EntrypointSpec)
+    checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec, description="checkpoint interval, retention and location")
+    entrypoint: EntrypointSpec = Field(default_factory=EntrypointSpec, description="what torchrun runs on every node")
     data: SafeText | None = Field(None, description="dataset location (path or URI)")
     bytes_per_token: float = Field(2.0, gt=0, le=1e6, description="stored bytes per token (uint16 token ids = 2)")
     mtbf_gpu_hours: float | None = Field(None, gt=0, description="mean time between failures per GPU; default from the Llama 3 paper")
-    flash_attention: bool = True
+    flash_attention: bool = Field(True, description="attention kernel without the s² activation term (FlashAttention)")
 
     @model_validator(mode="after")
     def amount_of_training(self) -> "TrainSpec":
@@ -136,13 +136,13 @@ class SloSpec(Spec):
 
 
 class ServeSpec(Spec):
-    engine: Literal["vllm", "triton", "tgi"] = "vllm"
+    engine: Literal["vllm", "triton", "tgi"] = Field("vllm", description="serving engine")
     context_len: int = Field(8192, ge=1, le=10_000_000, description="max tokens per sequence (prompt + output)")
-    traffic: TrafficSpec
+    traffic: TrafficSpec = Field(description="request rate and lengths")
     slo: SloSpec = Field(default_factory=SloSpec, description="without it, maximise throughput")
     precisions: list[Precision] | None = Field(None, description="serving precisions the search may use; default: the plan's precision")
-    kv_cache_dtype: Literal["auto", "fp8"] = "auto"
-    prefix_caching: bool = True
+    kv_cache_dtype: Literal["auto", "fp8"] = Field("auto", description="KV cache element type (auto = the weights' dtype)")
+    prefix_caching: bool = Field(True, description="reuse KV of shared prompt prefixes")
 
 
 class BudgetSpec(Spec):
@@ -152,18 +152,18 @@ class BudgetSpec(Spec):
 
 
 class SlurmSpec(Spec):
-    partition: SafeText | None = None
-    account: SafeText | None = None
-    qos: SafeText | None = None
-    reservation: SafeText | None = None
-    constraint: SafeText | None = None
+    partition: SafeText | None = Field(None, description="#SBATCH --partition")
+    account: SafeText | None = Field(None, description="#SBATCH --account")
+    qos: SafeText | None = Field(None, description="#SBATCH --qos")
+    reservation: SafeText | None = Field(None, description="#SBATCH --reservation")
+    constraint: SafeText | None = Field(None, description="#SBATCH --constraint (node features)")
     container_image: SafeText | None = Field(None, description="pyxis/enroot image")
-    container_mounts: list[SafeText] = Field(default_factory=list)
+    container_mounts: list[SafeText] = Field(default_factory=list, description="pyxis --container-mounts entries (src:dst)")
     extra_directives: list[Annotated[str, Field(pattern=r"^--[a-z][a-z0-9-]*(=[^\x00\r\n]*)?$")]] = Field(
         default_factory=list, description="any other #SBATCH flag, e.g. --mail-type=END"
     )
-    cpus_per_node: int | None = Field(None, ge=1, le=100_000)
-    memory_per_node: Bytes | None = None
+    cpus_per_node: int | None = Field(None, ge=1, le=100_000, description="CPU cores per node (default: the GPU catalog's node)")
+    memory_per_node: Bytes | None = Field(None, description="host memory per node to request (default: all, --mem=0)")
 
 
 class KubernetesSpec(Spec):
@@ -173,8 +173,8 @@ class KubernetesSpec(Spec):
     storage_class: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")] | None = None
     secret_name: Annotated[str, Field(pattern=DNS1123_LABEL)] = Field("hf-token", description="Secret holding HF_TOKEN")
     image: SafeText | None = Field(None, description="container image (default per engine/framework)")
-    tolerations: list[dict[str, str]] = Field(default_factory=lambda: [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
-    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[dict[str, str]] = Field(default_factory=lambda: [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}], description="pod tolerations for the GPU nodes")
+    node_selector: dict[str, str] = Field(default_factory=dict, description="extra node labels to select on (the GPU product label is added)")
 
 
 class ClusterSpec(Spec):
@@ -188,8 +188,8 @@ class ClusterSpec(Spec):
     interconnect: str = Field("ib-400g", description="inter-node fabric; NVLink inside a node comes from the GPU catalog")
     storage: str = Field("lustre", description="shared storage kind for data and checkpoints")
     catalog: SafeText | None = Field(None, description="YAML file adding or overriding GPU entries, relative to the plan")
-    slurm: SlurmSpec = Field(default_factory=SlurmSpec)
-    kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec)
+    slurm: SlurmSpec = Field(default_factory=SlurmSpec, description="Slurm partition, account and directives")
+    kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec, description="Kubernetes namespace and APIs")
 
     @model_validator(mode="after")
     def gpu_or_gpus(self) -> "ClusterSpec":
@@ -203,26 +203,26 @@ class ClusterSpec(Spec):
 
 
 class ParallelismSpec(Spec):
-    tp: int | None = Field(None, ge=1, le=1024)
-    pp: int | None = Field(None, ge=1, le=1024)
-    dp: int | None = Field(None, ge=1, le=1_000_000)
-    zero_stage: Literal[0, 1, 2, 3] | None = None
-    micro_batch: int | None = Field(None, ge=1, le=100_000)
-    recompute: Literal["none", "selective", "full"] | None = None
+    tp: int | None = Field(None, ge=1, le=1024, description="pin tensor-parallel degree")
+    pp: int | None = Field(None, ge=1, le=1024, description="pin pipeline-parallel stages")
+    dp: int | None = Field(None, ge=1, le=1_000_000, description="pin data-parallel degree")
+    zero_stage: Literal[0, 1, 2, 3] | None = Field(None, description="pin ZeRO stage (FSDP: 2 = SHARD_GRAD_OP, 3 = FULL_SHARD)")
+    micro_batch: int | None = Field(None, ge=1, le=100_000, description="pin sequences per GPU per micro-step")
+    recompute: Literal["none", "selective", "full"] | None = Field(None, description="pin activation recomputation")
     offload: bool | None = Field(None, description="CPU offload of optimizer states (and params at ZeRO-3)")
 
 
 class PlanSpec(Spec):
     name: Annotated[str, Field(pattern=DNS1123_LABEL, description="DNS-1123 label; names jobs and resources", examples=["llama3-8b-pretrain"])]
-    workload: Literal["train", "finetune", "serve"]
-    model: ModelSpec
-    precision: Precision = "bf16"
-    train: TrainSpec | None = None
-    serve: ServeSpec | None = None
-    budget: BudgetSpec = Field(default_factory=BudgetSpec)
-    cluster: ClusterSpec = Field(default_factory=ClusterSpec)
-    parallelism: ParallelismSpec = Field(default_factory=ParallelismSpec)
-    optimize: Literal["cost", "time", "latency"] = "cost"
+    workload: Literal["train", "finetune", "serve"] = Field(description="decides which sections are required")
+    model: ModelSpec = Field(description="the model: a preset, an architecture, or a parameter count")
+    precision: Precision = Field("bf16", description="compute precision; int8/int4 for serving only")
+    train: TrainSpec | None = Field(None, description="required for train and finetune")
+    serve: ServeSpec | None = Field(None, description="required for serve")
+    budget: BudgetSpec = Field(default_factory=BudgetSpec, description="spending limit and alert threshold")
+    cluster: ClusterSpec = Field(default_factory=ClusterSpec, description="GPUs, scheduler, network and storage")
+    parallelism: ParallelismSpec = Field(default_factory=ParallelismSpec, description="optional pins; what is not pinned is searched")
+    optimize: Literal["cost", "time", "latency"] = Field("cost", description="cheapest meeting the targets, or fastest within budget")
 
     @model_validator(mode="after")
     def sections_match_workload(self) -> "PlanSpec":

@@ -55,37 +55,37 @@ ModelKind = Literal["decoder", "encoder", "vision-transformer", "cnn"]
 class Architecture(Frozen):
     """A model's shape, from its config.json or paper. Transformer fields are 0 for CNNs."""
 
-    kind: ModelKind = "decoder"
-    layers: int = 0
-    hidden: int = 0
-    heads: int = 0
-    kv_heads: int = 0
-    head_dim: int = 0  # 0 means hidden // heads
-    ffn_hidden: int = 0
-    vocab: int = 0
-    max_position: int = 0
-    gated_mlp: bool = True
-    experts: int = 1
-    experts_per_token: int = 1
-    shared_experts: int = 0
-    moe_ffn_hidden: int = 0  # 0 means ffn_hidden
-    dense_layers: int = 0  # leading layers with a dense MLP in an MoE model (DeepSeek-V3: 3)
-    tied_embeddings: bool = False
-    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
-    attention_bias: bool = False
-    mlp_bias: bool = False
+    kind: ModelKind = Field("decoder", description="decoder LLM, encoder (BERT), vision transformer or CNN")
+    layers: int = Field(0, description="transformer blocks")
+    hidden: int = Field(0, description="model width d")
+    heads: int = Field(0, description="attention (query) heads")
+    kv_heads: int = Field(0, description="key/value heads (GQA); = heads for MHA")
+    head_dim: int = Field(0, description="per-head width; 0 means hidden / heads")
+    ffn_hidden: int = Field(0, description="MLP intermediate width (dense layers)")
+    vocab: int = Field(0, description="vocabulary size")
+    max_position: int = Field(0, description="longest supported context")
+    gated_mlp: bool = Field(True, description="SwiGLU-style MLP with three matrices")
+    experts: int = Field(1, description="routed MoE experts (1 = dense)")
+    experts_per_token: int = Field(1, description="experts each token is routed to (top-k)")
+    shared_experts: int = Field(0, description="always-active experts (DeepSeek)")
+    moe_ffn_hidden: int = Field(0, description="expert intermediate width; 0 means ffn_hidden")
+    dense_layers: int = Field(0, description="leading layers with a dense MLP in an MoE model")
+    tied_embeddings: bool = Field(False, description="LM head shares the embedding matrix")
+    norm: Literal["rmsnorm", "layernorm"] = Field("rmsnorm", description="normalisation layer kind")
+    attention_bias: bool = Field(False, description="biases on q/k/v/o projections")
+    mlp_bias: bool = Field(False, description="biases on MLP matrices")
     # DeepSeek multi-head latent attention (MLA); 0 means plain (GQA/MHA) attention.
-    q_lora_rank: int = 0
-    kv_lora_rank: int = 0
-    qk_rope_head_dim: int = 0
-    qk_nope_head_dim: int = 0
-    v_head_dim: int = 0
+    q_lora_rank: int = Field(0, description="MLA query compression rank (0 = no MLA)")
+    kv_lora_rank: int = Field(0, description="MLA KV latent rank (0 = no MLA)")
+    qk_rope_head_dim: int = Field(0, description="MLA rotary part of q/k per head")
+    qk_nope_head_dim: int = Field(0, description="MLA non-rotary part of q/k per head")
+    v_head_dim: int = Field(0, description="MLA value head width")
     # Vision models
-    image_size: int = 0
-    patch_size: int = 0
+    image_size: int = Field(0, description="input image side in pixels (vision)")
+    patch_size: int = Field(0, description="ViT patch side in pixels")
     # CNNs (and a direct figure for any model): parameters and forward GFLOPs per sample from the paper
-    params_override: int = 0
-    gflops_per_sample: float = 0.0
+    params_override: int = Field(0, description="parameter count given directly (CNNs)")
+    gflops_per_sample: float = Field(0.0, description="forward GFLOPs per sample given directly (CNNs)")
 
     @property
     def attention_head_dim(self) -> int:

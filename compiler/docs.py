@@ -1,0 +1,60 @@
+"""The plan reference table in README.md, generated from the pydantic models (a test keeps it in sync).
+
+Run `python -m compiler.docs` to print it.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+
+from pydantic import BaseModel
+
+from .spec import PlanSpec
+from .validate import _unwrap
+
+BEGIN, END = "<!-- plan-reference:begin -->", "<!-- plan-reference:end -->"
+
+
+def _type_name(annotation: typing.Any) -> str:
+    """A short, readable type: Annotated metadata dropped, quantities named as such."""
+    if "BeforeValidator" in str(annotation):
+        return "quantity (number, or string with a unit)"
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in args if a is not type(None)) + (" or null" if type(None) in args else "")
+    if origin is typing.Literal:
+        return " \\| ".join(f"`{a}`" for a in args)
+    if origin in (list, dict):
+        return f"{origin.__name__} of " + ", ".join(_type_name(a) for a in args)
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _rows(model: type[BaseModel], prefix: str = "") -> list[str]:
+    rows = []
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{name}"
+        nested = _unwrap(field.annotation)
+        default = "" if field.is_required() else repr(field.get_default(call_default_factory=True))
+        if isinstance(nested, type) and issubclass(nested, BaseModel) and nested is not PlanSpec:
+            rows.append(f"| `{path}` | section | {field.description or ''} | |")
+            rows.extend(_rows(nested, path + "."))
+            continue
+        description = (field.description or "").replace("|", "\\|")
+        default = default.replace("|", "\\|")
+        if len(default) > 40:
+            default = default[:37] + "..."
+        type_name = _type_name(field.annotation)
+        rows.append(f"| `{path}` | {type_name} | {description} | {default} |")
+    return rows
+
+
+def plan_reference() -> str:
+    lines = [BEGIN, "| field | type | meaning | default |", "|---|---|---|---|", *_rows(PlanSpec), END]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(plan_reference())
