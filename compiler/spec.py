@@ -167,10 +167,10 @@ class SlurmSpec(Spec):
 
 
 class KubernetesSpec(Spec):
-    namespace: Annotated[str, Field(pattern=DNS1123_LABEL)] = "default"
+    namespace: Annotated[str, Field(pattern=DNS1123_LABEL)] = Field("default", description="Kubernetes namespace")
     job_api: Literal["jobset", "pytorchjob"] = Field("jobset", description="training job kind")
     autoscaler: Literal["hpa", "keda"] = Field("hpa", description="serving autoscaler")
-    storage_class: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")] | None = None
+    storage_class: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")] | None = Field(None, description="StorageClass of the PVCs (default: the cluster default)")
     secret_name: Annotated[str, Field(pattern=DNS1123_LABEL)] = Field("hf-token", description="Secret holding HF_TOKEN")
     image: SafeText | None = Field(None, description="container image (default per engine/framework)")
     tolerations: list[dict[str, str]] = Field(default_factory=lambda: [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}], description="pod tolerations for the GPU nodes")
@@ -178,13 +178,13 @@ class KubernetesSpec(Spec):
 
 
 class ClusterSpec(Spec):
-    scheduler: Literal["slurm", "kubernetes", "both"] = "slurm"
+    scheduler: Literal["slurm", "kubernetes", "both"] = Field("slurm", description="which deployment files to emit")
     gpus: list[str] | None = Field(None, description="GPU types to choose from")
     gpu: str | None = Field(None, description="pin one GPU type")
     count: int | None = Field(None, ge=1, le=1_000_000, description="pin the GPU count (train) or GPUs per replica (serve)")
     max_gpus: int = Field(4096, ge=1, le=1_000_000, description="largest allocation the search may use")
-    pricing: Literal["on-demand", "spot", "reserved"] = "on-demand"
-    gpus_per_node: int | None = Field(None, ge=1, le=64)
+    pricing: Literal["on-demand", "spot", "reserved"] = Field("on-demand", description="price list used for cost; spot also makes jobs elastic")
+    gpus_per_node: int | None = Field(None, ge=1, le=64, description="GPUs per node (default: the GPU catalog's server)")
     interconnect: str = Field("ib-400g", description="inter-node fabric; NVLink inside a node comes from the GPU catalog")
     storage: str = Field("lustre", description="shared storage kind for data and checkpoints")
     catalog: SafeText | None = Field(None, description="YAML file adding or overriding GPU entries, relative to the plan")

@@ -1,0 +1,31 @@
+"""The built wheel, installed into a fresh venv, compiles an example from outside the source tree."""
+
+import subprocess
+import sys
+import venv
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_compiles_outside_the_tree(tmp_path):
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(REPO)],
+                   check=True, capture_output=True, timeout=600)
+    wheel = next(dist.glob("mlinfra_compile-*.whl"))
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True, system_site_packages=False)
+    python = env_dir / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel)], check=True, capture_output=True, timeout=600)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    plan = work / "plan.yaml"
+    plan.write_text((REPO / "examples/llama3-8b-pretrain.yaml").read_text())
+    result = subprocess.run([str(env_dir / "bin" / "mlinfra-compile"), "plan.yaml", "-o", "out"], cwd=work,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert (work / "out/llama3-8b-pretrain/REPORT.md").is_file()
+    schema = subprocess.run([str(env_dir / "bin" / "mlinfra-compile"), "schema"], cwd=work, capture_output=True, text=True)
+    assert schema.returncode == 0 and '"title": "mlinfra-compile plan"' in schema.stdout
