@@ -1,0 +1,306 @@
+"""LLM serving latency and throughput of one replica — a roofline model, stated as such.
+
+Pure functions; seconds, bytes, FLOPs. Every time is a floor that real kernels approach, at the
+catalog's achievable fractions of peak (`GpuSpec.achievable_matmul_fraction`,
+`achievable_memory_bandwidth_fraction`).
+
+* Prefill (TTFT floor): 2·N·P matmul FLOPs + causal attention L·P²·H·(d_qk + d_v), at the achievable
+  dense rate of the compute dtype, split over TP; never faster than one read of the weights.
+* Decode step (TPOT): reads the weights once (per PP micro-batch) plus the KV of every running sequence,
+  t = max(bytes / achievable bandwidth, FLOPs / achievable rate) + 2 all-reduces per layer
+  (formulas.md §6, NVIDIA/nccl-tests PERFORMANCE.md for t = lat + S/B · 2(n−1)/n).
+* Capacity at concurrency B (engine full, continuous batching): a "cycle" in which B requests are
+  prefilled and decoded takes B · prefill + O · step(B). Prefill and decode are added, not overlapped:
+  prefill is compute-bound and decode memory-bound, and one engine step does one kind of work at a time
+  at this level of detail — a conservative bound.
+* Queueing: each of the B slots is a server holding a request for one cycle; arrivals are Poisson, so
+  the slot wait is M/M/c (Erlang C) with c = B at utilisation ρ; its p99 is exact for M/M/c:
+  P(W > t) = C(c, a)·e^(−c(1−ρ)t/S)  ⇒  W99 = S·ln(C/0.01) / (c(1−ρ)).
+  TTFT p99 = W99 + one decode step (admission waits for the running step) + prefill latency.
+  TPOT p99 = step(B) + (prefills of requests arriving during this one's decode)/O, the count taken as
+  Poisson at its mean + z99·√mean (normal approximation, z99 = 2.326).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from .serve_memory import ACTIVATION_BYTES, WEIGHT_ELEMENT_BYTES, layers_per_stage, weight_bytes_per_param
+
+if TYPE_CHECKING:
+    from ..catalog.params import ParamCounts
+    from ..catalog.types import Architecture, GpuSpec
+
+# Small-message all-reduce latency: NVIDIA/nccl issue #583, nccl-tests all_reduce_perf on 2× A100 SXM4,
+# 32 B: 10.1 µs; NVIDIA/nccl-tests issue #123 (DGX-A100, Ring LL, 2 GPUs): 10 µs. Used for every
+# collective and point-to-point message.
+COLLECTIVE_LATENCY_SECONDS = 10e-6
+# Pipeline stages on different nodes talk over the node's NIC: one 400 Gb/s ConnectX-7 per GPU
+# (NVIDIA DGX H100 user guide: 8× single-port ConnectX-7, 400 Gb/s InfiniBand NDR) = 50e9 B/s.
+INTER_NODE_BANDWIDTH_BYTES_PER_SECOND = 50e9
+# Standard normal 99th percentile (p99 of a Poisson count by the normal approximation).
+P99_Z = 2.326
+P99_TAIL = 0.01
+
+# Compute dtype each serving precision runs its matmuls in, best first. fp8: Hopper/Ada tensor cores
+# (W8A8). int8: W8A8 int8 tensor cores (SmoothQuant). int4: AWQ/GPTQ are weight-only (W4A16) — weights
+# are dequantised and the GEMM runs in 16 bits (AWQ paper §4.2 kernels).
+COMPUTE_DTYPES = {
+    "bf16": ("bf16",),
+    "fp16": ("fp16", "bf16"),
+    "fp8": ("fp8",),
+    "int8": ("int8",),
+    "int4": ("fp16", "bf16"),
+}
+
+
+def compute_dtype(precision: str, gpu: GpuSpec) -> str | None:
+    """The dtype whose dense peak applies, or None when the GPU has no such tensor cores."""
+    return next((d for d in COMPUTE_DTYPES[precision] if d in gpu.dense_tflops), None)
+
+
+def matmul_flops_per_second(gpu: GpuSpec, dtype: str) -> float:
+    return gpu.peak_flops_per_second(dtype) * gpu.achievable_matmul_fraction
+
+
+def memory_bytes_per_second(gpu: GpuSpec) -> float:
+    return gpu.memory_bandwidth_bytes_per_second * gpu.achievable_memory_bandwidth_fraction
+
+
+def matmul_params(params: ParamCounts, arch: Architecture) -> float:
+    """Parameters that take part in a matmul per token: active ones, less the input embedding lookup
+    (an untied input table is gathered, not multiplied; Kaplan et al. 2020 leave embeddings out of C)."""
+    return params.active - (0 if arch.tied_embeddings else arch.vocab * arch.hidden)
+
+
+def attention_width(arch: Architecture) -> int:
+    """H·(d_qk + d_v): query heads × (score width + value width); MLA uses nope+rope and v_head_dim."""
+    if arch.uses_mla:
+        return arch.heads * (arch.qk_nope_head_dim + arch.qk_rope_head_dim + arch.v_head_dim)
+    return arch.heads * 2 * arch.attention_head_dim
+
+
+def prefill_attention_flops(arch: Architecture, tokens: int) -> float:
+    """Causal attention of a P-token prompt: L·P²·H·(d_qk + d_v) — half of the unmasked 2·2·L·P²·H·d of
+    llm-foundry's `attn_flops_per_seq`, as FlashAttention-2 counts causal FLOPs."""
+    return arch.layers * tokens**2 * attention_width(arch)
+
+
+def prefill_flops(params: ParamCounts, arch: Architecture, tokens: int) -> float:
+    """2·N·P matmul FLOPs plus causal attention."""
+    return 2 * matmul_params(params, arch) * tokens + prefill_attention_flops(arch, tokens)
+
+
+def allreduce_transfer_seconds(size_bytes: float, ranks: int, link_bytes_per_second: float) -> float:
+    """Ring all-reduce bandwidth term (nccl-tests PERFORMANCE.md): S/B · 2(n−1)/n."""
+    return size_bytes / link_bytes_per_second * 2 * (ranks - 1) / ranks
+
+
+def allreduce_seconds(size_bytes: float, ranks: int, link_bytes_per_second: float) -> float:
+    """One all-reduce: the per-collective latency plus the bandwidth term; 0 on one rank."""
+    if ranks <= 1:
+        return 0.0
+    return COLLECTIVE_LATENCY_SECONDS + allreduce_transfer_seconds(size_bytes, ranks, link_bytes_per_second)
+
+
+def p2p_seconds(size_bytes: float) -> float:
+    return COLLECTIVE_LATENCY_SECONDS + size_bytes / INTER_NODE_BANDWIDTH_BYTES_PER_SECOND
+
+
+@dataclass(frozen=True)
+class ReplicaModel:
+    """One replica configuration as the latency model sees it (bytes per GPU)."""
+
+    gpu: GpuSpec
+    arch: Architecture
+    params: ParamCounts
+    precision: str
+    dtype: str  # compute dtype of the matmuls
+    tp: int
+    pp: int
+    weights_bytes_per_gpu: int
+    kv_bytes_per_token_per_gpu: int
+
+    @property
+    def flops_per_second(self) -> float:
+        return matmul_flops_per_second(self.gpu, self.dtype)
+
+    @property
+    def bytes_per_second(self) -> float:
+        return memory_bytes_per_second(self.gpu)
+
+
+def routed_expert_bytes_per_gpu(m: ReplicaModel) -> float:
+    """Routed-expert weights on one GPU (MoE); 0 for dense models."""
+    a = m.arch
+    if not a.is_moe:
+        return 0.0
+    matrices = 3 if a.gated_mlp else 2
+    routed = (a.layers - a.dense_layers) * a.experts * matrices * a.hidden * (a.moe_ffn_hidden or a.ffn_hidden)
+    stage_share = layers_per_stage(a, m.pp) / a.layers
+    return routed * weight_bytes_per_param(m.precision, a.hidden) * stage_share / m.tp
+
+
+def experts_touched_fraction(arch: Architecture, tokens: float) -> float:
+    """Share of routed experts a step of `tokens` tokens reads, routing uniform and independent:
+    1 − (1 − k/E)^tokens (1 for dense models)."""
+    if not arch.is_moe:
+        return 1.0
+    return 1 - (1 - arch.experts_per_token / arch.experts) ** max(1.0, tokens)
+
+
+def weight_read_bytes_per_gpu(m: ReplicaModel, tokens: float) -> float:
+    """Weight bytes one forward pass of `tokens` tokens streams from HBM on one GPU: all weights less the
+    untouched experts and the input embedding table (rows are gathered, not streamed)."""
+    untouched = routed_expert_bytes_per_gpu(m) * (1 - experts_touched_fraction(m.arch, tokens))
+    embedding_row_table = 0.0
+    if m.pp == 1 and not m.arch.tied_embeddings:
+        width = WEIGHT_ELEMENT_BYTES[m.precision] if m.precision in ("bf16", "fp16") else ACTIVATION_BYTES
+        embedding_row_table = m.arch.vocab * m.arch.hidden * width / m.tp
+    return m.weights_bytes_per_gpu - untouched - embedding_row_table
+
+
+@dataclass(frozen=True)
+class StepTime:
+    seconds: float
+    gemm_seconds: float  # max(weight bytes / bandwidth, matmul FLOPs / rate)
+    attention_seconds: float  # max(KV bytes / bandwidth, attention FLOPs / 16-bit rate)
+    comm_seconds: float
+    gemm_bound: str  # 'memory' | 'compute'
+
+    @property
+    def bound(self) -> str:
+        return self.gemm_bound
+
+
+def attention_flops_per_second(m: ReplicaModel) -> float:
+    """Attention (QK^T, AV) runs in 16 bits whatever the weights' format (FlashAttention/FlashInfer
+    kernels dequantise an fp8 KV cache to bf16/fp16)."""
+    dtype = "bf16" if "bf16" in m.gpu.dense_tflops else "fp16"
+    return matmul_flops_per_second(m.gpu, dtype)
+
+
+def decode_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
+    """One decode round: every one of `batch` sequences gains one token at `context` cached tokens.
+
+    Roofline per kernel class, the classes run one after the other: the GEMMs stream the weights,
+    the attention kernels stream the KV cache, so t = max(W/BW, F_gemm/R) + max(KV/BW, F_attn/R16).
+    With PP the batch runs as pp micro-batches; each stage reads its weights once per micro-batch, so
+    a round streams pp × (stage weights) + the batch's KV on each GPU. TP: 2 all-reduces per layer of
+    (batch/pp)·h·2 bytes over the GPU's intra-node link; PP: one activation send per micro-batch.
+    """
+    micro = batch / m.pp
+    ranks = m.tp * m.pp
+    weight_s = m.pp * weight_read_bytes_per_gpu(m, micro) / m.bytes_per_second
+    gemm_flops_s = batch * 2 * matmul_params(m.params, m.arch) / ranks / m.flops_per_second
+    kv_s = batch * context * m.kv_bytes_per_token_per_gpu / m.bytes_per_second
+    attn_flops = batch * 2 * m.arch.layers * context * attention_width(m.arch) / ranks
+    attn_flops_s = attn_flops / attention_flops_per_second(m)
+    message = micro * m.arch.hidden * ACTIVATION_BYTES
+    comm = 2 * m.arch.layers * allreduce_seconds(message, m.tp, m.gpu.intra_node_bandwidth_bytes_per_second)
+    if m.pp > 1:
+        comm += m.pp * p2p_seconds(message)
+    gemm, attention = max(weight_s, gemm_flops_s), max(kv_s, attn_flops_s)
+    return StepTime(gemm + attention + comm, gemm, attention, comm, "memory" if weight_s >= gemm_flops_s else "compute")
+
+
+def prefill_compute_seconds(m: ReplicaModel, tokens: int) -> float:
+    """Prefill FLOPs of one prompt spread over all tp·pp GPUs: matmuls at the precision's rate,
+    attention at the 16-bit rate."""
+    linear = 2 * matmul_params(m.params, m.arch) * tokens / m.flops_per_second
+    attention = prefill_attention_flops(m.arch, tokens) / attention_flops_per_second(m)
+    return (linear + attention) / (m.tp * m.pp)
+
+
+def prefill_latency_seconds(m: ReplicaModel, tokens: int, chunk_tokens: int) -> float:
+    """Time to prefill one prompt alone (the TTFT floor): its FLOPs over the TP group (PP stages run one
+    after another), never below one weight read per chunk of max_num_batched_tokens (chunked prefill),
+    plus 2 all-reduces of chunk·h·2 B per layer per chunk and the stage-to-stage sends."""
+    chunks = math.ceil(tokens / chunk_tokens)
+    compute = prefill_compute_seconds(m, tokens) * m.pp
+    memory = chunks * m.pp * weight_read_bytes_per_gpu(m, min(tokens, chunk_tokens)) / m.bytes_per_second
+    return max(compute, memory) + prefill_comm_seconds(m, tokens, chunks)
+
+
+def prefill_comm_seconds(m: ReplicaModel, tokens: int, chunks: float) -> float:
+    """TP: 2 all-reduces per layer per chunk, carrying tokens·h·2 B in all; PP: one send per stage boundary."""
+    total_bytes = tokens * m.arch.hidden * ACTIVATION_BYTES
+    link = m.gpu.intra_node_bandwidth_bytes_per_second
+    comm = 0.0
+    if m.tp > 1:
+        comm += 2 * m.arch.layers * (chunks * COLLECTIVE_LATENCY_SECONDS + allreduce_transfer_seconds(total_bytes, m.tp, link))
+    if m.pp > 1:
+        comm += (m.pp - 1) * (chunks * COLLECTIVE_LATENCY_SECONDS + total_bytes / INTER_NODE_BANDWIDTH_BYTES_PER_SECOND)
+    return comm
+
+
+def prefill_occupancy_seconds(m: ReplicaModel, tokens: int, chunk_tokens: int) -> float:
+    """Replica time one prompt's prefill takes from other work at full load: prompts are packed into
+    chunks of max_num_batched_tokens, so one weight read serves a whole chunk (tokens/chunk reads per
+    prompt); PP stages work on different chunks at once."""
+    reads = tokens / chunk_tokens
+    compute = prefill_compute_seconds(m, tokens)
+    memory = reads * weight_read_bytes_per_gpu(m, chunk_tokens) / m.bytes_per_second
+    return max(compute, memory) + prefill_comm_seconds(m, tokens, reads) / m.pp
+
+
+@lru_cache(maxsize=4096)
+def erlang_c(servers: int, offered_load: float) -> float:
+    """Probability an arrival waits in M/M/c (Erlang C), via the stable Erlang B recursion."""
+    if offered_load <= 0:
+        return 0.0
+    if offered_load >= servers:
+        return 1.0
+    blocking = 1.0
+    for k in range(1, servers + 1):
+        blocking = offered_load * blocking / (k + offered_load * blocking)
+    rho = offered_load / servers
+    return blocking / (1 - rho * (1 - blocking))
+
+
+def mmc_wait_p99_seconds(servers: int, utilization: float, service_seconds: float) -> float:
+    """p99 of the M/M/c waiting time: S·ln(C/0.01)/(c(1−ρ)), 0 when fewer than 1% of arrivals wait."""
+    waiting = erlang_c(servers, round(utilization * servers, 9))
+    if waiting <= P99_TAIL:
+        return 0.0
+    return service_seconds * math.log(waiting / P99_TAIL) / (servers * (1 - utilization))
+
+
+@dataclass(frozen=True)
+class BatchPoint:
+    """A replica at max concurrency `batch`: capacity at full load and p99 latencies at utilisation ρ."""
+
+    batch: int
+    step: StepTime
+    prefill_latency_seconds: float
+    prefill_occupancy_seconds: float
+    cycle_seconds: float  # B requests through B slots at full load
+    tokens_per_second: float  # output tokens/s at full load (capacity)
+    requests_per_second: float  # capacity
+    wait_p99_seconds: float
+    ttft_p99_seconds: float
+    tpot_p99_seconds: float
+
+
+def evaluate_batch(
+    m: ReplicaModel, batch: int, *, prompt_tokens: int, output_tokens: int, chunk_tokens: int, utilization: float,
+) -> BatchPoint:
+    context = prompt_tokens + output_tokens / 2  # average context a decode step attends to
+    step = decode_step(m, batch, context)
+    prefill = prefill_latency_seconds(m, prompt_tokens, chunk_tokens)
+    occupancy = prefill_occupancy_seconds(m, prompt_tokens, chunk_tokens)
+    cycle = batch * occupancy + output_tokens * step.seconds
+    capacity = batch / cycle
+    wait = mmc_wait_p99_seconds(batch, utilization, cycle)
+    ttft = wait + step.seconds + prefill
+    arrivals = utilization * capacity * output_tokens * step.seconds  # mean prefills during one decode
+    arrivals_p99 = arrivals + P99_Z * math.sqrt(arrivals)
+    tpot = step.seconds + arrivals_p99 * occupancy / output_tokens
+    return BatchPoint(
+        batch=batch, step=step, prefill_latency_seconds=prefill, prefill_occupancy_seconds=occupancy,
+        cycle_seconds=cycle, tokens_per_second=capacity * output_tokens, requests_per_second=capacity,
+        wait_p99_seconds=wait, ttft_p99_seconds=ttft, tpot_p99_seconds=tpot,
+    )

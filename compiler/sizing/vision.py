@@ -1,0 +1,162 @@
+"""Non-generative serving (CNNs, ViTs, encoders) and edge devices: items/s at a batch, dynamic batching.
+
+Pure. A request is one item (an image, or a sequence of `prompt_tokens` for an encoder); its rates are
+items per second. Roofline per batch of b items:
+
+    t_batch(b) = max(b × FLOPs/item / achievable rate, weights / achievable bandwidth)
+
+FLOPs per item: `Architecture.gflops_per_sample` when the catalog gives it (CNNs: read as FLOPs, 2 per
+multiply-add); otherwise 2·N per token over the tokens — ViT patches (image/patch)² + 1 class token
+(Dosovitskiy et al. 2020), or the encoder's sequence — plus full (non-causal) attention 2·L·s²·H·2d.
+
+Dynamic batching (Triton `max_queue_delay_microseconds`): a request waits at most the queue delay for
+its batch to form, then at most one running batch, then its own batch, so the worst-case latency is
+delay + 2·t_batch(b) and the delay the SLO leaves is SLO − 2·t_batch(b). This is a bound, not a
+percentile; at utilisation ρ < 1 the p99 stays under it. Capacity is b / t_batch(b).
+
+Edge devices (`GpuSpec.edge`, Jetson) are sized the same way, one model per device, and report their
+power (TDP × devices) against the request's power budget.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from .serve_latency import compute_dtype, matmul_flops_per_second, memory_bytes_per_second
+from .serve_memory import GIB, WEIGHT_ELEMENT_BYTES
+from .serving import (
+    HOURS_PER_MONTH, MAX_PARETO, MAX_REJECTED, ServeCandidate, ServeMemory, ServeRejection, ServeRequest,
+    ServeSearchResult, pareto_front, rank_key, replica_counts,
+)
+
+if TYPE_CHECKING:
+    from ..catalog.params import ParamCounts
+    from ..catalog.types import Architecture, GpuSpec
+
+# Largest batch tried. Triton's dynamic batcher has no default cap of its own (it uses the model's
+# max_batch_size); 256 is the largest batch in NVIDIA's published ResNet-50 TensorRT inference tables
+# (Deep Learning Examples, ConvNets "Inference performance" tables list batch 1 … 256).
+MAX_VISION_BATCH = 256
+FLOPS_PER_GFLOP = 1e9
+ACTIVATION_BYTES = 2
+
+
+def tokens_per_item(arch: Architecture, sequence_tokens: int) -> int:
+    if arch.kind == "vision-transformer":
+        return (arch.image_size // arch.patch_size) ** 2 + 1
+    return sequence_tokens
+
+
+def flops_per_item(arch: Architecture, params: ParamCounts, sequence_tokens: int) -> float:
+    """Forward FLOPs for one item. ViT-L/16 at 224 px: 2 × 304e6 × 197 + 24 × 2·197²·16·128 ≈ 1.24e11."""
+    if arch.gflops_per_sample:
+        return arch.gflops_per_sample * FLOPS_PER_GFLOP
+    s = tokens_per_item(arch, sequence_tokens)
+    embedding = arch.vocab * arch.hidden if arch.kind == "encoder" else 0  # lookups, not matmuls
+    attention = 2 * arch.layers * s * s * arch.heads * 2 * arch.attention_head_dim
+    return 2 * (params.total - embedding) * s + attention
+
+
+def weights_bytes(params: ParamCounts, precision: str) -> int:
+    """All weights at the precision's element width (CNN quantisation is per-channel: scales negligible)."""
+    return int(params.total * WEIGHT_ELEMENT_BYTES[precision])
+
+
+def activation_bytes(arch: Architecture, batch: int, sequence_tokens: int) -> int:
+    """Transformer activations of a batch at the widest point (tokens × (2h + ffn) × 2 B); CNNs: 0 (not
+    modelled — a ResNet-50 batch of 256 needs well under 1 GiB in TensorRT, small beside GPU memory)."""
+    if arch.kind == "cnn":
+        return 0
+    return batch * tokens_per_item(arch, sequence_tokens) * (2 * arch.hidden + arch.ffn_hidden) * ACTIVATION_BYTES
+
+
+def batch_seconds(gpu: GpuSpec, dtype: str, flops: float, weight_bytes: int, batch: int) -> float:
+    return max(batch * flops / matmul_flops_per_second(gpu, dtype), weight_bytes / memory_bytes_per_second(gpu))
+
+
+def batch_sizes() -> list[int]:
+    return [2**i for i in range(int(math.log2(MAX_VISION_BATCH)) + 1)]
+
+
+def search_vision(req: ServeRequest, gpus: dict[str, GpuSpec]) -> ServeSearchResult:
+    candidates, rejected, evaluated = [], [], 0
+    flops = flops_per_item(req.arch, req.params, req.prompt_tokens)
+    for gpu_id in req.gpu_ids:
+        gpu = gpus.get(gpu_id)
+        if gpu is None or req.pricing not in gpu.price_usd_per_gpu_hour:
+            rejected.append(ServeRejection(gpu_id, "not in the GPU catalog or no price for this pricing"))
+            continue
+        for precision in req.precisions:
+            dtype = compute_dtype(precision, gpu)
+            if dtype is None:
+                rejected.append(ServeRejection(f"{gpu.id} {precision}", f"{gpu.name} has no {precision} tensor cores"))
+                continue
+            evaluated += 1
+            fit, rejection = evaluate_device(req, gpu, precision, dtype, flops)
+            if fit:
+                candidates.append(fit)
+            else:
+                rejected.append(rejection)
+    kept = tuple(sorted(rejected, key=lambda r: (r.description, r.reason))[:MAX_REJECTED])
+    if not candidates:
+        reason = f"{req.model_id}: no GPU meets the request" + (f"; e.g. {kept[0].description}: {kept[0].reason}" if kept else "")
+        return ServeSearchResult(None, (), kept, evaluated, reason, None, ())
+    chosen = min(candidates, key=lambda c: rank_key(req, c))
+    pareto = pareto_front(candidates)[:MAX_PARETO]
+    if req.budget_usd_per_month is not None and chosen.usd_per_month > req.budget_usd_per_month:
+        cheapest = min(candidates, key=lambda c: c.usd_per_month)
+        if cheapest.usd_per_month > req.budget_usd_per_month:
+            reason = (f"the cheapest configuration, {cheapest.description}, costs ${cheapest.usd_per_month:,.0f}/month "
+                      f"> budget ${req.budget_usd_per_month:,.0f}/month")
+            return ServeSearchResult(None, pareto, kept, evaluated, reason, cheapest, ())
+        chosen = cheapest
+    return ServeSearchResult(chosen, pareto, kept, evaluated, None, None, ())
+
+
+def evaluate_device(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str, flops: float):
+    """→ (candidate, None) or (None, rejection) for one model copy per GPU."""
+    where = f"{gpu.id} {precision}"
+    weights = weights_bytes(req.params, precision)
+    usable = int(gpu.memory_bytes * req.gpu_memory_utilization)
+    slo = req.latency_p99_seconds
+    best = None
+    for b in batch_sizes():
+        if weights + activation_bytes(req.arch, b, req.prompt_tokens) > usable:
+            break
+        t = batch_seconds(gpu, dtype, flops, weights, b)
+        if slo is not None and 2 * t > slo:
+            break
+        best = (b, t)
+    if best is None:
+        if weights > usable:
+            return None, ServeRejection(where, f"weights {weights / GIB:.2f} GiB exceed {usable / GIB:.2f} GiB usable")
+        t1 = batch_seconds(gpu, dtype, flops, weights, 1)
+        return None, ServeRejection(where, f"batch 1 takes {t1 * 1e3:.2f} ms; 2 × that exceeds the p99 SLO {slo * 1e3:.1f} ms")
+    b, t = best
+    capacity = b / t
+    min_replicas, replicas = replica_counts(req.requests_per_second, req.peak_factor, capacity, req.target_utilization)
+    power = replicas * gpu.tdp_watts
+    if gpu.edge and req.power_budget_watts is not None and power > req.power_budget_watts:
+        return None, ServeRejection(where, f"{replicas} devices × {gpu.tdp_watts:g} W = {power:g} W > {req.power_budget_watts:g} W")
+    delay = max(0.0, slo - 2 * t) if slo is not None else t
+    usd_per_hour = replicas * gpu.price_usd_per_gpu_hour[req.pricing]
+    items_per_hour = req.requests_per_second * 3600
+    activations = activation_bytes(req.arch, b, req.prompt_tokens)
+    return ServeCandidate(
+        gpu_id=gpu.id, precision=precision, tp=1, pp=1, gpus_per_replica=1, nodes_per_replica=1, max_concurrency=b,
+        max_num_batched_tokens=0, kv_cache_tokens=0, kv_bytes_per_token=0, kv_bytes_per_token_per_gpu=0,
+        memory=ServeMemory(weights=weights, kv_cache=0, activations=activations, other=0,
+                           total=weights + activations, usable=usable),
+        weights_bytes_total=weights, ttft_seconds=delay + 2 * t, tpot_seconds=0.0, latency_seconds=delay + 2 * t,
+        step_bound="compute" if b * flops / matmul_flops_per_second(gpu, dtype) >= t else "memory",
+        tokens_per_second_per_replica=capacity, requests_per_second_per_replica=capacity,
+        queue_target_per_replica=float(b), replicas=replicas, min_replicas=min_replicas, max_replicas=replicas,
+        usd_per_hour=usd_per_hour, usd_per_month=usd_per_hour * HOURS_PER_MONTH,
+        usd_per_million_tokens=usd_per_hour / items_per_hour * 1e6,
+        gpu_memory_utilization=req.gpu_memory_utilization, target_utilization=req.target_utilization,
+        queueing=(f"dynamic batching: batch {b} takes {t * 1e3:.2f} ms; worst case = queue delay "
+                  f"{delay * 1e3:.2f} ms + 2 batches"),
+        max_queue_delay_seconds=delay, preferred_batch_sizes=tuple(x for x in batch_sizes() if x <= b and x >= b // 4),
+        power_watts=power,
+    ), None
