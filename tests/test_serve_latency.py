@@ -1,0 +1,114 @@
+"""Serving latency roofline and queueing, with hand-checked numbers on the H100 fixture
+(3.35e12 B/s × 0.8 = 2.68e12 B/s achievable; bf16 989.4 TFLOP/s × 0.7 = 692.58 TFLOP/s achievable)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from compiler.sizing.serve_latency import (
+    ReplicaModel, allreduce_seconds, compute_dtype, decode_step, erlang_c, evaluate_batch,
+    experts_touched_fraction, matmul_params, mmc_wait_p99_seconds, prefill_flops, weight_read_bytes_per_gpu,
+)
+from compiler.sizing.serve_memory import weights_bytes_per_gpu
+from tests.test_serve_memory import A100, DEEPSEEK_V3, H100, LLAMA_31_8B, LLAMA_31_8B_COUNTS, T4
+
+from compiler.catalog.types import Architecture
+
+BANDWIDTH = 3.35e12 * 0.8
+MIXTRAL = Architecture(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=32000, experts=8,
+                       experts_per_token=2)
+
+
+def llama_8b_on_h100(tp: int = 1, pp: int = 1) -> ReplicaModel:
+    return ReplicaModel(
+        gpu=H100, arch=LLAMA_31_8B, params=LLAMA_31_8B_COUNTS, precision="bf16", dtype="bf16", tp=tp, pp=pp,
+        weights_bytes_per_gpu=weights_bytes_per_gpu(LLAMA_31_8B_COUNTS, LLAMA_31_8B, "bf16", tp, pp),
+        kv_bytes_per_token_per_gpu=131_072 // tp,
+    )
+
+
+def test_compute_dtype_follows_tensor_cores():
+    assert compute_dtype("fp8", H100) == "fp8"
+    assert compute_dtype("fp8", A100) is None  # Ampere has no fp8 tensor cores
+    assert compute_dtype("bf16", T4) is None  # Turing has no bf16
+    assert compute_dtype("int4", T4) == "fp16"  # AWQ/GPTQ are weight-only: 16-bit matmuls
+    assert compute_dtype("fp16", H100) == "fp16"
+
+
+def test_matmul_params_leave_out_the_input_embedding():
+    assert matmul_params(LLAMA_31_8B_COUNTS, LLAMA_31_8B) == 8_030_261_248 - 128256 * 4096
+
+
+def test_prefill_flops_linear_plus_causal_attention():
+    # 2 × 7,504,924,672 × 1000 + 32 layers × 1000² × 32 heads × (128 + 128)
+    assert prefill_flops(LLAMA_31_8B_COUNTS, LLAMA_31_8B, 1000) == 2 * 7_504_924_672 * 1000 + 32 * 10**6 * 8192
+
+
+def test_allreduce_ring_time():
+    # 10 µs + 1 MB / 450 GB/s × 2·3/4
+    assert allreduce_seconds(1e6, 4, 450e9) == pytest.approx(10e-6 + 1e6 / 450e9 * 1.5)
+    assert allreduce_seconds(1e6, 1, 450e9) == 0.0
+
+
+def test_decode_step_batch_1_is_a_weight_read():
+    step = decode_step(llama_8b_on_h100(), batch=1, context=1000)
+    weights_read = 16_060_522_496 - 128256 * 4096 * 2  # input embedding rows are gathered, not streamed
+    assert weight_read_bytes_per_gpu(llama_8b_on_h100(), 1) == weights_read
+    assert step.gemm_bound == "memory"
+    assert step.comm_seconds == 0.0
+    assert step.seconds == pytest.approx(weights_read / BANDWIDTH + 131_072 * 1000 / BANDWIDTH)  # 5.650 ms
+    assert step.seconds == pytest.approx(5.6496e-3, rel=1e-4)
+
+
+def test_decode_step_large_batch_is_compute_bound_in_the_gemms():
+    step = decode_step(llama_8b_on_h100(), batch=1024, context=192)
+    gemm_flops_seconds = 1024 * 2 * 7_504_924_672 / (989.4e12 * 0.7)
+    assert step.gemm_bound == "compute"
+    assert step.gemm_seconds == pytest.approx(gemm_flops_seconds)  # 22.2 ms
+
+
+def test_tp_adds_two_allreduces_per_layer():
+    step = decode_step(llama_8b_on_h100(tp=2), batch=64, context=1000)
+    message = 64 * 4096 * 2
+    assert step.comm_seconds == pytest.approx(2 * 32 * (10e-6 + message / 450e9 * 1.0))
+
+
+def test_moe_experts_touched_by_a_batch():
+    assert experts_touched_fraction(MIXTRAL, 1) == pytest.approx(0.25)  # top-2 of 8
+    assert experts_touched_fraction(MIXTRAL, 2) == pytest.approx(1 - 0.75**2)
+    assert experts_touched_fraction(MIXTRAL, 512) == pytest.approx(1.0)
+    assert experts_touched_fraction(DEEPSEEK_V3, 1) == pytest.approx(8 / 256)
+
+
+def test_erlang_c_known_values():
+    assert erlang_c(1, 0.5) == pytest.approx(0.5)  # M/M/1: P(wait) = ρ
+    assert erlang_c(2, 1.0) == pytest.approx(1 / 3)
+    assert erlang_c(100, 60.0) < 1e-3  # many slots at ρ = 0.6 rarely queue
+
+
+def test_mm1_wait_p99():
+    # P(W > t) = ρ e^{−(μ−λ)t}, μ = 1, λ = 0.5 → t99 = ln(0.5/0.01) / 0.5
+    assert mmc_wait_p99_seconds(1, 0.5, 1.0) == pytest.approx(math.log(50) / 0.5)
+    assert mmc_wait_p99_seconds(256, 0.6, 10.0) == 0.0
+
+
+def test_batch_point_throughput_and_latency_consistency():
+    m = llama_8b_on_h100()
+    p = evaluate_batch(m, 64, prompt_tokens=512, output_tokens=256, chunk_tokens=8192, utilization=0.6)
+    assert p.cycle_seconds == pytest.approx(64 * p.prefill_occupancy_seconds + 256 * p.step.seconds)
+    assert p.tokens_per_second == pytest.approx(64 * 256 / p.cycle_seconds)
+    assert p.ttft_p99_seconds >= p.prefill_latency_seconds + p.step.seconds
+    assert p.tpot_p99_seconds > p.step.seconds  # other requests' prefills interleave with decode
+    bigger = evaluate_batch(m, 256, prompt_tokens=512, output_tokens=256, chunk_tokens=8192, utilization=0.6)
+    assert bigger.tokens_per_second > p.tokens_per_second and bigger.tpot_p99_seconds > p.tpot_p99_seconds
+
+
+def test_long_prompt_prefill_is_compute_bound_and_chunked():
+    m = llama_8b_on_h100()
+    p = evaluate_batch(m, 8, prompt_tokens=20000, output_tokens=100, chunk_tokens=8192, utilization=0.6)
+    flops = prefill_flops(LLAMA_31_8B_COUNTS, LLAMA_31_8B, 20000)
+    # 4.05e14 FLOPs at 692.6 TFLOP/s: 0.585 s, far above 3 weight reads (3 chunks × 5.6 ms)
+    assert p.prefill_latency_seconds == pytest.approx(flops / (989.4e12 * 0.7))
+    assert p.prefill_latency_seconds == pytest.approx(0.5848, rel=1e-3)
