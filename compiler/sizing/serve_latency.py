@@ -6,9 +6,10 @@ catalog's achievable fractions of peak (`GpuSpec.achievable_matmul_fraction`,
 
 * Prefill (TTFT floor): 2·N·P matmul FLOPs + causal attention L·P²·H·(d_qk + d_v), at the achievable
   dense rate of the compute dtype, split over TP; never faster than one read of the weights.
-* Decode step (TPOT): reads the weights once (per PP micro-batch) plus the KV of every running sequence,
-  t = max(bytes / achievable bandwidth, FLOPs / achievable rate) + 2 all-reduces per layer
-  (formulas.md §6, NVIDIA/nccl-tests PERFORMANCE.md for t = lat + S/B · 2(n−1)/n).
+* Decode step (TPOT): reads the weights once (per PP micro-batch) plus the KV of every running sequence
+  (formulas.md §6), a roofline per kernel class run one after the other:
+  t = max(W / BW, F_gemm / R) + max(KV / BW, F_attn / R16) + 2 all-reduces per layer
+  (NVIDIA/nccl-tests PERFORMANCE.md: t = lat + S/B · 2(n−1)/n).
 * Capacity at concurrency B (engine full, continuous batching): a "cycle" in which B requests are
   prefilled and decoded takes B · prefill + O · step(B). Prefill and decode are added, not overlapped:
   prefill is compute-bound and decode memory-bound, and one engine step does one kind of work at a time
