@@ -15,13 +15,20 @@ def check_references(spec: PlanSpec, catalog: Catalog, loaded: LoadedYaml) -> No
     def unknown(loc: tuple, what: str, value: str, known) -> None:
         problems.append((loc, f"unknown {what} '{value}'{did_you_mean(value, known)}", f"unknown-{what.split()[-1]}"))
 
-    if spec.model.preset and spec.model.preset not in catalog.models:
-        unknown(("model", "preset"), "model preset", spec.model.preset, catalog.models)
+    models = [(("model", "preset"), spec.model)] if spec.model else []
+    gpu_lists = [(("cluster", "gpus"), spec.cluster.gpus or [])]
+    for i, stage in enumerate((spec.serve.stages or []) if spec.serve else []):
+        models.append((("serve", "stages", i, "model", "preset"), stage.model))
+        gpu_lists.append((("serve", "stages", i, "gpus"), stage.gpus or []))
+    for loc, model in models:
+        if model.preset and model.preset not in catalog.models:
+            unknown(loc, "model preset", model.preset, catalog.models)
     if spec.cluster.gpu and spec.cluster.gpu not in catalog.gpus:
         unknown(("cluster", "gpu"), "GPU", spec.cluster.gpu, catalog.gpus)
-    for i, gpu in enumerate(spec.cluster.gpus or []):
-        if gpu not in catalog.gpus:
-            unknown(("cluster", "gpus", i), "GPU", gpu, catalog.gpus)
+    for loc, gpus in gpu_lists:
+        for i, gpu in enumerate(gpus):
+            if gpu not in catalog.gpus:
+                unknown(loc + (i,), "GPU", gpu, catalog.gpus)
     fabrics = load_fabrics()
     if spec.cluster.interconnect not in fabrics.interconnects:
         unknown(("cluster", "interconnect"), "interconnect", spec.cluster.interconnect, fabrics.interconnects)

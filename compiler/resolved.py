@@ -126,6 +126,19 @@ class Serving(Section):
     preferred_batch_sizes: list[int] = Field(default_factory=list)
 
 
+class Stage(Section):
+    """One stage of a multi-stage service, sized for the rate it receives."""
+
+    name: str
+    model: ModelInfo
+    hardware: Hardware
+    serving: Serving
+    memory_per_gpu_bytes: MemoryPerGpu
+    usd_per_month: float
+    gpus_per_last_stage_gpu: float = Field(description="this stage's GPUs per GPU of the last stage")
+    queue: str = Field("", description="queue this stage reads from (empty for the first stage)")
+
+
 class Cost(Section):
     usd_per_hour: float = 0.0
     usd_total: float = 0.0
@@ -167,6 +180,7 @@ class ResolvedPlan(Section):
     memory_per_gpu_bytes: MemoryPerGpu = Field(default_factory=MemoryPerGpu)
     training: Training | None = None
     serving: Serving | None = None
+    stages: list[Stage] = Field(default_factory=list, description="multi-stage services: every stage; the top-level sections describe the last")
     cost: Cost = Field(default_factory=Cost)
     alternatives: list[Alternative] = Field(default_factory=list)
     rejected: list[Rejection] = Field(default_factory=list)

@@ -135,6 +135,20 @@ class SloSpec(Spec):
     latency_p99: Seconds | None = Field(None, description="request latency p99 (vision models)", examples=["100ms"])
 
 
+class StageSpec(Spec):
+    """One stage of a multi-stage service (e.g. an image encoder feeding an LLM through a queue)."""
+
+    name: Annotated[str, Field(pattern=DNS1123_LABEL)] = Field(description="stage name; names its deployment and queue")
+    model: ModelSpec = Field(description="the stage's model")
+    precision: Precision = Field("bf16", description="the stage's serving precision")
+    engine: Literal["vllm", "triton", "tgi"] = Field("vllm", description="the stage's serving engine")
+    gpus: list[str] | None = Field(None, description="GPU types this stage may use (default: the cluster's)")
+    items_per_request: float = Field(1.0, gt=0, le=1e6, description="items this stage handles per request entering the service")
+    prompt_tokens: int | None = Field(None, ge=1, le=10_000_000, description="LLM stages: prompt length (default: traffic's)")
+    output_tokens: int | None = Field(None, ge=1, le=10_000_000, description="LLM stages: output length (default: traffic's)")
+    slo: SloSpec = Field(default_factory=SloSpec, description="the stage's own latency targets")
+
+
 class ServeSpec(Spec):
     engine: Literal["vllm", "triton", "tgi"] = Field("vllm", description="serving engine")
     context_len: int = Field(8192, ge=1, le=10_000_000, description="max tokens per sequence (prompt + output)")
@@ -143,6 +157,7 @@ class ServeSpec(Spec):
     precisions: list[Precision] | None = Field(None, description="serving precisions the search may use; default: the plan's precision")
     kv_cache_dtype: Literal["auto", "fp8"] = Field("auto", description="KV cache element type (auto = the weights' dtype)")
     prefix_caching: bool = Field(True, description="reuse KV of shared prompt prefixes")
+    stages: list[StageSpec] | None = Field(None, description="a multi-stage service: stages in order, decoupled by queues (top-level model is then omitted)")
 
 
 class BudgetSpec(Spec):
@@ -215,7 +230,7 @@ class ParallelismSpec(Spec):
 class PlanSpec(Spec):
     name: Annotated[str, Field(pattern=DNS1123_LABEL, description="DNS-1123 label; names jobs and resources", examples=["llama3-8b-pretrain"])]
     workload: Literal["train", "finetune", "serve"] = Field(description="decides which sections are required")
-    model: ModelSpec = Field(description="the model: a preset, an architecture, or a parameter count")
+    model: ModelSpec | None = Field(None, description="the model: a preset, an architecture, or a parameter count (omit only with serve.stages)")
     precision: Precision = Field("bf16", description="compute precision; int8/int4 for serving only")
     train: TrainSpec | None = Field(None, description="required for train and finetune")
     serve: ServeSpec | None = Field(None, description="required for serve")
@@ -235,6 +250,11 @@ class PlanSpec(Spec):
             raise PydanticCustomError("missing-section", "workload 'serve' needs a serve section", {})
         if not training and self.train is not None:
             raise PydanticCustomError("forbidden-section", "workload 'serve' takes no train section", {})
+        staged = self.serve is not None and bool(self.serve.stages)
+        if self.model is None and not staged:
+            raise PydanticCustomError("missing-field", "required field 'model' is missing", {})
+        if self.model is not None and staged:
+            raise PydanticCustomError("conflicting-fields", "a staged service names each stage's model in serve.stages, not a top-level model", {})
         if training and self.precision in ("int8", "int4"):
             raise PydanticCustomError("invalid-precision", "precision {p} is for serving; train in fp32, fp16, bf16 or fp8", {"p": self.precision})
         if self.workload == "train" and self.train.method != "full":
