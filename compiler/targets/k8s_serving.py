@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from ..resolved import ResolvedPlan, Serving
 from .base import OutputFile, dump_yaml_documents, shell_words
 
-# ---- stand-ins with the signatures of compiler/targets/k8s_common.py (not committed yet); replaced by its import.
+# ---- private versions with the signatures of compiler/targets/k8s_common.py (not there when this was written);
+# ---- to be replaced by `from .k8s_common import ...` once it lands.
 def labels(plan: ResolvedPlan, component: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": plan.name, "app.kubernetes.io/instance": plan.name,
             "app.kubernetes.io/component": component, "app.kubernetes.io/part-of": plan.name,
