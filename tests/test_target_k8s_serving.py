@@ -258,13 +258,18 @@ def test_hostile_strings_stay_single_inert_values():
     plan = _plan(spec=_k8s(image=HOSTILE), model={"hf_id": HOSTILE})
     container = _one(_docs(plan), "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == HOSTILE
-    assert f"--model={HOSTILE}" in container["args"]  # one argv word bound to --model, no shell involved
+    assert container["command"] == ["vllm", "serve"] and container["args"][0] == HOSTILE  # one argv word, no shell
     assert "--trust-remote-code" not in container["args"]
     leader = _one(_docs(_multi_node(spec=_k8s(image=HOSTILE), model={"hf_id": HOSTILE})), "LeaderWorkerSet")
     script = leader["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["args"][0]
     words = shlex.split(script)
-    assert f"--model={HOSTILE}" in words and "--trust-remote-code" not in words
+    assert words[words.index("serve") + 1] == HOSTILE and "--trust-remote-code" not in words
     assert words.count("rm") == 0
+
+
+def test_a_model_id_that_looks_like_a_flag_stays_a_model():
+    args = _one(_docs(_plan(model={"hf_id": "--trust-remote-code"})), "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[0] == "./--trust-remote-code" and "--trust-remote-code" not in args
 
 
 def test_long_or_digit_led_names_become_valid_service_names():

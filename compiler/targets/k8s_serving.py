@@ -217,15 +217,21 @@ def _threshold(value: float) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- engine commands
+def model_word(model_id: str) -> str:
+    """The model as a positional argument that argparse cannot take for a flag. Hub ids never start with "-"; a local
+    path that does is the same path with "./" before it."""
+    return f"./{model_id}" if model_id.startswith("-") else model_id
+
+
 def vllm_args(unit: ServingUnit) -> list[str]:
     """`vllm serve` arguments from the resolved serving section (names as in vLLM's EngineArgs CLI).
 
-    `--model=` binds the id to the flag, so an id that starts with "--" cannot become a flag of its own.
+    The model goes first, positionally (vLLM deprecates `--model` for `vllm serve`).
     """
     s, spec = unit.serving, unit.plan.spec
     dtype = {"fp32": "float32", "fp16": "float16"}.get(s.precision, "bfloat16")  # fp8/int weights compute in bf16
     args = [
-        f"--model={unit.plan.model.hf_id}", "--host=0.0.0.0", f"--port={HTTP_PORT}",
+        model_word(unit.plan.model.hf_id), "--host=0.0.0.0", f"--port={HTTP_PORT}",
         f"--tensor-parallel-size={s.tp}", f"--pipeline-parallel-size={s.pp}",
         f"--max-model-len={s.context_len}", f"--max-num-seqs={s.max_concurrency}",
         f"--max-num-batched-tokens={s.max_num_batched_tokens}",
