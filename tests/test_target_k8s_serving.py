@@ -360,6 +360,7 @@ def _manifests(tmp_path: Path) -> list[Path]:
         "lws-hpa": _multi_node(),
         "lws-keda": _multi_node(spec=_k8s(autoscaler="keda")),
         "staged": _staged_plan(),
+        "tgi": _plan(engine="tgi", tp=2, gpus_per_replica=2, tpot_slo_seconds=0.05),
     }
     paths = []
     for name, plan in plans.items():
@@ -414,7 +415,7 @@ def _promql_parse():
 
 def test_every_rule_expression_parses_as_promql():
     parse = _promql_parse()
-    exprs = [r["expr"] for plan in (_plan(), _staged_plan(), _multi_node()) for g in serving_rule_groups(plan) for r in g["rules"]]
+    exprs = [r["expr"] for plan in (_plan(), _staged_plan(), _multi_node(), _plan(engine="tgi")) for g in serving_rule_groups(plan) for r in g["rules"]]
     exprs += [k8s_serving.queue_query(u) for u in k8s_serving.serving_units(_staged_plan())]
     assert len(exprs) > 20
     for expr in exprs:

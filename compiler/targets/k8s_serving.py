@@ -251,7 +251,8 @@ def tgi_args(unit: ServingUnit) -> list[str]:
     """text-generation-launcher arguments (TGI shards one replica over TP GPUs of one node)."""
     s = unit.serving
     args = [f"--model-id={unit.plan.model.hf_id}", f"--port={HTTP_PORT}", f"--num-shard={s.tp}",
-            f"--max-total-tokens={s.context_len}", f"--max-batch-prefill-tokens={s.max_num_batched_tokens}",
+            # the launcher refuses a prefill budget below the longest prompt (max-input-tokens < max-total-tokens)
+            f"--max-total-tokens={s.context_len}", f"--max-batch-prefill-tokens={max(s.max_num_batched_tokens, s.context_len)}",
             f"--max-concurrent-requests={s.max_concurrency}"]
     if s.precision == "fp8":
         args.append("--quantize=fp8")
