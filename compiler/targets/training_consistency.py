@@ -1,0 +1,118 @@
+"""Training outputs agree with each other and with the plan: nodes, GPUs per node, world size, batch sizes
+and precision, as written in the sbatch, torchrun.sh, ds_config.json, the accelerate config and the
+Megatron arguments. `check` raises AssertionError on the first disagreement (a target bug, never a user error).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+import yaml
+
+from ..resolved import ResolvedPlan
+from .base import OutputFile
+from .deepspeed import DS_CONFIG_PATH
+from .fsdp import ACCELERATE_CONFIG_PATH, MIXED_PRECISION
+from .megatron import MEGATRON_ARGS_PATH
+from .slurm import SBATCH_PATH
+from .torchrun import LAUNCHER_PATH
+
+
+def _expect(ok: bool, message: str) -> None:
+    if not ok:
+        raise AssertionError(f"training outputs disagree: {message}")
+
+
+def _option(text: str, pattern: str, what: str) -> str:
+    found = re.findall(pattern, text, re.M)
+    _expect(len(found) >= 1, f"{what} missing")
+    _expect(len(set(found)) == 1, f"{what} given with different values {sorted(set(found))}")
+    return found[0]
+
+
+def _check_sbatch(text: str, plan: ResolvedPlan) -> None:
+    hw = plan.hardware
+    _expect(int(_option(text, r"^#SBATCH --nodes=(\d+)$", "sbatch --nodes")) == hw.nodes, "sbatch --nodes != plan nodes")
+    _expect(int(_option(text, r"^#SBATCH --gpus-per-node=(\d+)$", "sbatch --gpus-per-node")) == hw.gpus_per_node,
+            "sbatch --gpus-per-node != plan GPUs per node")
+    _expect(_option(text, r"^#SBATCH --ntasks-per-node=(\d+)$", "sbatch --ntasks-per-node") == "1", "one task per node")
+    srun_nodes = _option(text, r"^srun_args=\(--nodes=(\d+) ", "srun --nodes")
+    _expect(int(srun_nodes) == hw.nodes, "srun --nodes != sbatch --nodes")
+    cpus = _option(text, r"^#SBATCH --cpus-per-task=(\d+)$", "sbatch --cpus-per-task")
+    _expect(_option(text, r" --cpus-per-task=(\d+) --kill-on-bad-exit", "srun --cpus-per-task") == cpus,
+            "srun --cpus-per-task != sbatch --cpus-per-task")
+    body = text.split("\nset -euo pipefail\n", 1)
+    _expect(len(body) == 2 and "#SBATCH" not in body[1], "an #SBATCH line after the first command is ignored by sbatch")
+
+
+def _check_launcher(text: str, plan: ResolvedPlan) -> None:
+    hw, par = plan.hardware, plan.parallelism
+    nnodes = _option(text, r"^  --nnodes=([0-9:]+) \\$", "torchrun --nnodes")
+    _expect(int(nnodes.split(":")[-1]) == hw.nodes, f"torchrun --nnodes {nnodes} != plan nodes {hw.nodes}")
+    _expect(int(_option(text, r"^  --nproc-per-node=(\d+) \\$", "torchrun --nproc-per-node")) == hw.gpus_per_node,
+            "torchrun --nproc-per-node != plan GPUs per node")
+    exported = dict(re.findall(r"^export (MLINFRA_[A-Z_]+)=(\S+)$", text, re.M))
+    _expect(int(exported["MLINFRA_WORLD_SIZE"]) == hw.nodes * hw.gpus_per_node, "MLINFRA_WORLD_SIZE != nodes × GPUs per node")
+    _expect(int(exported["MLINFRA_GLOBAL_BATCH"]) == par.global_batch, "MLINFRA_GLOBAL_BATCH != plan")
+    _expect(int(exported["MLINFRA_MICRO_BATCH"]) == par.micro_batch, "MLINFRA_MICRO_BATCH != plan")
+    _expect(int(exported["MLINFRA_GRAD_ACCUM"]) == par.grad_accum, "MLINFRA_GRAD_ACCUM != plan")
+    _expect(shlex.split(exported["MLINFRA_PRECISION"]) == [plan.spec.precision], "MLINFRA_PRECISION != plan")
+    _expect(("--deepspeed_config" in text) == (par.framework == "deepspeed"), "DeepSpeed config passed iff framework deepspeed")
+
+
+def _check_ds_config(text: str, plan: ResolvedPlan) -> None:
+    par, ds = plan.parallelism, json.loads(text)
+    _expect(ds["train_batch_size"] == ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] * par.dp,
+            "ds_config train_batch_size != micro × grad-accum × DP")
+    _expect(ds["train_batch_size"] == par.global_batch, "ds_config train_batch_size != plan global batch")
+    _expect(ds["train_micro_batch_size_per_gpu"] == par.micro_batch, "ds_config micro batch != plan")
+    _expect(ds["gradient_accumulation_steps"] == par.grad_accum, "ds_config grad accumulation != plan")
+    _expect(ds["zero_optimization"]["stage"] == par.zero_stage, "ds_config ZeRO stage != plan")
+    bf16 = bool(ds.get("bf16", {}).get("enabled"))
+    fp16 = bool(ds.get("fp16", {}).get("enabled"))
+    _expect(bf16 == (plan.spec.precision in ("bf16", "fp8")) and fp16 == (plan.spec.precision == "fp16"),
+            "ds_config precision != plan precision")
+
+
+def _check_accelerate(text: str, plan: ResolvedPlan) -> None:
+    cfg, hw = yaml.safe_load(text), plan.hardware
+    _expect(cfg["num_machines"] == hw.nodes, "accelerate num_machines != plan nodes")
+    _expect(cfg["num_processes"] == hw.nodes * hw.gpus_per_node, "accelerate num_processes != world size")
+    _expect(cfg["mixed_precision"] == MIXED_PRECISION[plan.spec.precision], "accelerate mixed_precision != plan precision")
+
+
+def _check_megatron(text: str, plan: ResolvedPlan) -> None:
+    par = plan.parallelism
+    words = [w for line in text.splitlines() if line.startswith("  --") for w in shlex.split(line)]
+    value = {words[i]: words[i + 1] for i in range(len(words) - 1) if not words[i + 1].startswith("--")}
+    _expect(int(value["--tensor-model-parallel-size"]) == par.tp, "Megatron TP != plan")
+    _expect(int(value["--pipeline-model-parallel-size"]) == par.pp, "Megatron PP != plan")
+    _expect(int(value["--micro-batch-size"]) == par.micro_batch, "Megatron micro batch != plan")
+    _expect(int(value["--global-batch-size"]) == par.global_batch, "Megatron global batch != plan")
+    _expect(int(value["--seq-length"]) == plan.training.seq_len, "Megatron sequence length != plan")
+    _expect(("--bf16" in words) == (plan.spec.precision in ("bf16", "fp8")), "Megatron --bf16 != plan precision")
+    _expect(("--fp16" in words) == (plan.spec.precision == "fp16"), "Megatron --fp16 != plan precision")
+
+
+_CHECKS = {
+    SBATCH_PATH: _check_sbatch,
+    LAUNCHER_PATH: _check_launcher,
+    DS_CONFIG_PATH: _check_ds_config,
+    ACCELERATE_CONFIG_PATH: _check_accelerate,
+    MEGATRON_ARGS_PATH: _check_megatron,
+}
+
+
+def check(files: list[OutputFile] | dict[str, str], plan: ResolvedPlan) -> None:
+    """Raise AssertionError when the training files disagree with each other or with the plan."""
+    if plan.workload not in ("train", "finetune") or plan.hardware is None or plan.training is None:
+        return
+    texts = files if isinstance(files, dict) else {f.path: f.text for f in files}
+    par, hw = plan.parallelism, plan.hardware
+    _expect(par.micro_batch * par.grad_accum * par.dp == par.global_batch, "plan global batch != micro × grad-accum × DP")
+    _expect(par.tp * par.pp * par.dp == hw.nodes * hw.gpus_per_node, "TP × PP × DP != nodes × GPUs per node")
+    for path, check_file in _CHECKS.items():
+        if path in texts:
+            check_file(texts[path], plan)
