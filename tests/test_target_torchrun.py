@@ -1,0 +1,228 @@
+"""launch/torchrun.sh: the numbers it carries, its quoting, and real torchrun runs on CPU (gloo).
+
+Also home of the helpers the other training-target tests share (small plans, rendering, realtools access).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from compiler.targets import deepspeed, fsdp, megatron, slurm, torchrun, training_consistency
+from compiler.targets.base import OutputFile, with_header
+from tests.fixtures.resolved_plans import training_plan
+
+REPO = Path(__file__).resolve().parent.parent
+TINY_TRAIN = REPO / "tests" / "tiny_train.py"
+TRAINING_TARGETS = (torchrun, slurm, deepspeed, fsdp, megatron)
+HOSTILE = ["$(touch {m})", "`touch {m}`", "a'b\"c", "; touch {m} #", "x y", "*", "--flag=$HOME"]
+
+
+def realtools():
+    """tests/tools/realtools.py; skipped on a laptop without it, an error under CI."""
+    try:
+        from tests.tools import realtools as module
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip("tests/tools/realtools.py not available")
+    return module
+
+
+def small_training_plan(nodes: int = 1, gpus_per_node: int = 2, framework: str = "ddp", zero_stage: int = 0,
+                        steps: int = 100, step_seconds: float = 1.0, **spec_overrides):
+    """The fixture plan pinned to a small CPU-runnable layout: pure data parallelism over nodes × GPUs."""
+    raw = {
+        "train": {"tokens": "1M", "seq_len": 128,
+                  "entrypoint": {"script": str(TINY_TRAIN), "args": ["--steps", "2"]}},
+        "cluster": {"scheduler": "slurm", "gpus_per_node": gpus_per_node, "slurm": {"partition": "gpu"}},
+    }
+    raw.update(spec_overrides)
+    plan = training_plan(**raw)
+    world = nodes * gpus_per_node
+    return plan.model_copy(update={
+        "hardware": plan.hardware.model_copy(update={"nodes": nodes, "gpus_per_node": gpus_per_node, "gpus": world}),
+        "parallelism": plan.parallelism.model_copy(update={
+            "tp": 1, "pp": 1, "dp": world, "micro_batch": 2, "grad_accum": 2, "global_batch": 4 * world,
+            "zero_stage": zero_stage, "sequence_parallel": False, "framework": framework}),
+        "training": plan.training.model_copy(update={"steps": steps, "step_seconds": step_seconds, "seq_len": 128}),
+    })
+
+
+def render_training(plan) -> dict[str, OutputFile]:
+    """Every training file the plan gets, with the pipeline's header, after the consistency check."""
+    files = [with_header(f, plan.plan_file, plan.name) for t in TRAINING_TARGETS if t.applies(plan) for f in t.render(plan)]
+    training_consistency.check(files, plan)
+    return {f.path: f for f in files}
+
+
+def write_tree(files: dict[str, OutputFile], out: Path) -> Path:
+    for f in files.values():
+        path = out / f.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f.text)
+        path.chmod(f.mode)
+    return out
+
+
+def torch_env() -> dict[str, str]:
+    bin_dir = Path(realtools().tool_python("torch")).parent
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+def tiny_lines(output: str) -> list[dict]:
+    """The TINY_TRAIN lines (one whole line per rank) as dicts."""
+    rows = []
+    for line in re.findall(r"^TINY_TRAIN .*$", output, re.M):
+        head, _, args = line.partition(" args=")
+        row = dict(kv.split("=", 1) for kv in head.split()[1:])
+        row["args"] = json.loads(args)
+        rows.append(row)
+    return rows
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launcher_text(plan) -> str:
+    return torchrun.render(plan)[0].text
+
+
+# --- numbers in the right places -------------------------------------------------------------------
+
+
+def test_fixture_plan_layout():
+    text = launcher_text(training_plan())
+    assert "  --nnodes=8 \\\n" in text
+    assert "  --nproc-per-node=8 \\\n" in text
+    assert "  --max-restarts=0 \\\n" in text
+    assert "export MLINFRA_WORLD_SIZE=64\n" in text
+    assert "export MLINFRA_GLOBAL_BATCH=512\n" in text
+    # no cpus_per_node in the plan: 12 cores per GPU (p4d: 96 vCPUs / 8 GPUs) → OMP_NUM_THREADS 12
+    assert "default_env OMP_NUM_THREADS 12\n" in text
+    assert text.rstrip().endswith('train.py --config cfg.yaml --deepspeed_config "$MLINFRA_DS_CONFIG"')
+
+
+def test_omp_threads_from_cpus_per_node():
+    plan = training_plan(cluster={"gpus_per_node": 8, "slurm": {"cpus_per_node": 112}})
+    assert "default_env OMP_NUM_THREADS 14\n" in launcher_text(plan)  # 112 cores / 8 GPUs (DGX H100)
+
+
+def test_spot_is_elastic_with_restarts():
+    plan = training_plan(cluster={"gpus_per_node": 8, "pricing": "spot"})
+    text = launcher_text(plan)
+    # 8 nodes, TP 2 fits in one node → minimum max(1, ceil(8 × 0.5)) = 4 nodes
+    assert "  --nnodes=4:8 \\\n" in text
+    assert "  --max-restarts=10 \\\n" in text
+
+
+def test_elastic_minimum_keeps_whole_model_replicas():
+    plan = small_training_plan(nodes=6, gpus_per_node=8, cluster={"gpus_per_node": 8, "pricing": "spot"})
+    plan = plan.model_copy(update={"parallelism": plan.parallelism.model_copy(update={"tp": 8, "pp": 2, "dp": 3, "global_batch": 12})})
+    # one replica = TP×PP = 16 GPUs = 2 nodes; half of 6 nodes = 3 → rounded up to whole replicas = 4
+    assert torchrun.nnodes_argument(plan) == "4:6"
+
+
+@pytest.mark.parametrize(("interconnect", "present", "absent"), [
+    ("ib-400g", ["NCCL_IB_HCA mlx5", "NCCL_IB_DISABLE 0"], ["NCCL_IB_GID_INDEX", "NCCL_IB_DISABLE 1"]),
+    ("roce-400g", ["NCCL_IB_GID_INDEX 3", "NCCL_IB_HCA mlx5"], ["NCCL_IB_DISABLE 1"]),
+    ("eth-100g", ["NCCL_IB_DISABLE 1", "NCCL_SOCKET_IFNAME '^lo,docker'"], ["NCCL_IB_HCA"]),
+    ("efa-3200g", ["FI_PROVIDER efa"], ["NCCL_IB_DISABLE"]),
+])
+def test_collective_env_follows_interconnect(interconnect, present, absent):
+    plan = training_plan()
+    plan = plan.model_copy(update={"hardware": plan.hardware.model_copy(update={"interconnect": interconnect})})
+    text = launcher_text(plan)
+    for item in present:
+        assert f"default_env {item}" in text
+    for item in absent:
+        assert f"default_env {item}" not in text
+    assert "default_env TORCH_NCCL_ASYNC_ERROR_HANDLING 1" in text
+    assert "default_env NCCL_ASYNC_ERROR_HANDLING 1" in text
+
+
+def test_deepspeed_config_only_for_deepspeed():
+    assert "--deepspeed_config" not in launcher_text(small_training_plan(framework="ddp"))
+    assert "--deepspeed_config" in launcher_text(small_training_plan(framework="deepspeed", zero_stage=2))
+
+
+def test_user_env_is_exported_quoted():
+    plan = training_plan(train={"tokens": "1T", "entrypoint": {"script": "train.py", "env": {"HF_HOME": "/data/hf cache", "B": "$(id)"}}})
+    text = launcher_text(plan)
+    assert "export B='$(id)'\nexport HF_HOME='/data/hf cache'\n" in text
+
+
+def test_bash_syntax_and_shellcheck(tmp_path):
+    path = tmp_path / "torchrun.sh"
+    plan = training_plan()
+    path.write_text(with_header(torchrun.render(plan)[0], plan.plan_file, plan.name).text)
+    subprocess.run(["bash", "-n", str(path)], check=True)
+    result = subprocess.run([str(realtools().shellcheck_bin()), str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+# --- real torchrun on CPU ---------------------------------------------------------------------------
+
+
+def _run_launcher(out: Path, env: dict, *args: str, timeout_s: int = 120) -> subprocess.Popen:
+    return subprocess.Popen(["timeout", "-k", "10", str(timeout_s), "bash", str(out / torchrun.LAUNCHER_PATH), *args],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_one_node_two_processes(tmp_path):
+    out = write_tree(render_training(small_training_plan(nodes=1, gpus_per_node=2)), tmp_path)
+    env = {**torch_env(), "MASTER_PORT": str(free_port())}
+    proc = _run_launcher(out, env)
+    output, _ = proc.communicate()
+    assert proc.returncode == 0, output
+    rows = tiny_lines(output)
+    assert sorted(int(r["rank"]) for r in rows) == [0, 1]
+    assert {r["world"] for r in rows} == {"2"}
+    assert sorted(r["local_rank"] for r in rows) == ["0", "1"]
+    assert {r["omp"] for r in rows} == {"12"}  # 12 cores per GPU by default
+    assert all(r["args"] == ["--steps", "2"] for r in rows)
+
+
+def test_two_nodes_rendezvous_on_localhost(tmp_path):
+    out = write_tree(render_training(small_training_plan(nodes=2, gpus_per_node=2)), tmp_path)
+    env = {**torch_env(), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "MLINFRA_RDZV_ID": "two-node-test"}
+    agents = [_run_launcher(out, env) for _ in range(2)]
+    outputs = [a.communicate()[0] for a in agents]
+    assert [a.returncode for a in agents] == [0, 0], outputs
+    rows = tiny_lines("".join(outputs))
+    assert sorted(int(r["rank"]) for r in rows) == [0, 1, 2, 3]
+    assert {r["world"] for r in rows} == {"4"}
+    assert all(len(tiny_lines(o)) == 2 for o in outputs)  # two processes per "node"
+
+
+def test_endpoint_argument_overrides_env(tmp_path):
+    out = write_tree(render_training(small_training_plan(nodes=1, gpus_per_node=1)), tmp_path)
+    env = {**torch_env(), "MASTER_ADDR": "192.0.2.1", "MASTER_PORT": "1"}  # unreachable: must not be used
+    proc = _run_launcher(out, env, f"127.0.0.1:{free_port()}")
+    output, _ = proc.communicate()
+    assert proc.returncode == 0, output
+    assert [r["world"] for r in tiny_lines(output)] == ["1"]
+
+
+def test_hostile_strings_reach_the_script_verbatim(tmp_path):
+    marker = tmp_path / "pwned"
+    hostile = [h.format(m=marker) for h in HOSTILE]
+    plan = small_training_plan(nodes=1, gpus_per_node=1, train={
+        "tokens": "1M", "seq_len": 128,
+        "entrypoint": {"script": str(TINY_TRAIN), "args": hostile, "env": {"EVIL": f"$(touch {marker})`touch {marker}`"}},
+    })
+    out = write_tree(render_training(plan), tmp_path / "out")
+    proc = _run_launcher(out, {**torch_env(), "MASTER_PORT": str(free_port())})
+    output, _ = proc.communicate()
+    assert proc.returncode == 0, output
+    assert [r["args"] for r in tiny_lines(output)] == [hostile]
+    assert not marker.exists()
