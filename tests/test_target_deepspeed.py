@@ -1,0 +1,122 @@
+"""deepspeed/ds_config.json: batch identity, ZeRO and precision sections, bucket sizes from the hidden size
+(hand-checked), and acceptance by DeepSpeed's own config classes (validate_ds_config)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from compiler.targets import deepspeed, training_consistency
+from tests.fixtures.resolved_plans import training_plan
+from tests.test_target_torchrun import realtools, render_training, small_training_plan
+
+
+def config_of(plan) -> dict:
+    return json.loads(deepspeed.render(plan)[0].text)
+
+
+def with_parallelism(plan, **update):
+    return plan.model_copy(update={"parallelism": plan.parallelism.model_copy(update=update)})
+
+
+def test_batch_identity_and_sizes():
+    ds = config_of(training_plan())  # micro 2 × grad-accum 8 × DP 32
+    assert ds["train_batch_size"] == 512
+    assert ds["train_micro_batch_size_per_gpu"] == 2
+    assert ds["gradient_accumulation_steps"] == 8
+    assert ds["gradient_clipping"] == 1.0
+    assert ds["wall_clock_breakdown"] is False
+
+
+def test_bucket_sizes_from_hidden_size():
+    # Llama-3.1-8B hidden 4096: h² = 16,777,216; 0.9·h² = 15,099,494.4 → 15,099,494; 10·h = 40,960
+    z3 = config_of(with_parallelism(training_plan(), zero_stage=3))["zero_optimization"]
+    assert z3["reduce_bucket_size"] == 16_777_216
+    assert z3["stage3_prefetch_bucket_size"] == 15_099_494
+    assert z3["stage3_param_persistence_threshold"] == 40_960
+    assert "allgather_bucket_size" not in z3
+    z1 = config_of(training_plan())["zero_optimization"]
+    assert z1 == {"stage": 1, "overlap_comm": True, "contiguous_gradients": True,
+                  "reduce_bucket_size": 16_777_216, "allgather_bucket_size": 16_777_216}
+
+
+def test_bucket_default_without_hidden_size():
+    assert deepspeed.bucket_sizes(0)["reduce"] == 500_000_000  # DeepSpeed's own 5e8 default
+
+
+def test_offload_sections():
+    z3 = config_of(with_parallelism(training_plan(), zero_stage=3, offload_optimizer=True, offload_params=True))["zero_optimization"]
+    assert z3["offload_optimizer"] == {"device": "cpu", "pin_memory": True}
+    assert z3["offload_param"] == {"device": "cpu", "pin_memory": True}
+    z2 = config_of(with_parallelism(training_plan(), zero_stage=2, offload_optimizer=True, offload_params=True))["zero_optimization"]
+    assert "offload_param" not in z2  # parameter offload exists only at ZeRO-3
+
+
+@pytest.mark.parametrize(("precision", "bf16", "fp16"), [("bf16", True, None), ("fp8", True, None), ("fp16", None, True), ("fp32", None, None)])
+def test_precision_sections(precision, bf16, fp16):
+    ds = config_of(training_plan(precision=precision))
+    assert ds.get("bf16", {}).get("enabled") == bf16
+    assert ds.get("fp16", {}).get("enabled") == fp16
+    if fp16:
+        assert ds["fp16"]["loss_scale"] == 0  # 0 = dynamic loss scaling
+
+
+def test_activation_checkpointing_follows_recompute():
+    assert config_of(training_plan())["activation_checkpointing"]["partition_activations"] is True  # TP 2
+    assert "activation_checkpointing" not in config_of(with_parallelism(training_plan(), recompute="none"))
+
+
+def test_sorted_keys():
+    text = deepspeed.render(training_plan())[0].text
+    assert list(json.loads(text)) == sorted(json.loads(text))
+
+
+def test_consistency_check_catches_a_wrong_batch():
+    plan = training_plan()
+    files = {p: f.text for p, f in render_training(plan).items()}
+    ds = json.loads(files[deepspeed.DS_CONFIG_PATH])
+    ds["train_batch_size"] = 510
+    files[deepspeed.DS_CONFIG_PATH] = json.dumps(ds)
+    with pytest.raises(AssertionError, match="train_batch_size"):
+        training_consistency.check(files, plan)
+
+
+# --- DeepSpeed's own parser ---------------------------------------------------------------------------
+
+VARIANTS = {
+    "fixture zero1 bf16 tp2": training_plan(),
+    "zero2 fp16": with_parallelism(training_plan(precision="fp16"), zero_stage=2),
+    "zero3 offload all": with_parallelism(training_plan(), zero_stage=3, offload_optimizer=True, offload_params=True),
+    "zero0 fp32": with_parallelism(training_plan(precision="fp32"), zero_stage=0, recompute="full"),
+    "small 2x2 zero3": small_training_plan(nodes=2, gpus_per_node=2, framework="deepspeed", zero_stage=3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_deepspeed_accepts(tmp_path, name):
+    plan = VARIANTS[name]
+    path = tmp_path / "ds_config.json"
+    path.write_text(deepspeed.render(plan)[0].text)
+    # DeepSpeed's batch "world" is the data-parallel size (with TP/PP, the mpu's DP group)
+    ok, message = realtools().validate_ds_config(path, plan.parallelism.dp)
+    assert ok, message
+
+
+def test_deepspeed_rejects_a_wrong_batch_product(tmp_path):
+    plan = VARIANTS["small 2x2 zero3"]
+    ds = config_of(plan)
+    ds["train_batch_size"] += 1
+    path = tmp_path / "ds_config.json"
+    path.write_text(json.dumps(ds))
+    ok, message = realtools().validate_ds_config(path, plan.parallelism.dp)
+    assert not ok
+    assert "train_batch_size" in message
+
+
+def test_deepspeed_rejects_the_wrong_world_size(tmp_path):
+    plan = VARIANTS["small 2x2 zero3"]
+    path = tmp_path / "ds_config.json"
+    path.write_text(deepspeed.render(plan)[0].text)
+    ok, _ = realtools().validate_ds_config(path, plan.parallelism.dp * 2)
+    assert not ok

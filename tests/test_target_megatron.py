@@ -1,0 +1,80 @@
+"""megatron/args.sh: Megatron-LM flags for the parallel layout and model shape (values from the fixture),
+bash syntax, shellcheck, and that sourcing it yields exactly the intended words."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from compiler.targets import megatron, training_consistency
+from compiler.targets.base import with_header
+from tests.fixtures.resolved_plans import training_plan
+from tests.test_target_torchrun import realtools, render_training, small_training_plan
+
+
+def sourced_words(tmp_path, plan) -> list[str]:
+    path = tmp_path / "args.sh"
+    path.write_text(with_header(megatron.render(plan)[0], plan.plan_file, plan.name).text)
+    result = subprocess.run(["bash", "-c", 'set -euo pipefail; source "$1"; printf "%s\\0" "${MEGATRON_ARGS[@]}"', "_", str(path)],
+                            capture_output=True, text=True, check=True)
+    return result.stdout.split("\0")[:-1]
+
+
+def test_applies():
+    assert megatron.applies(training_plan())  # TP 2
+    assert not megatron.applies(small_training_plan())  # TP = PP = 1, ddp
+    assert megatron.applies(small_training_plan(framework="megatron"))
+
+
+def test_fixture_arguments(tmp_path):
+    words = sourced_words(tmp_path, training_plan())
+    pairs = dict(zip(words, words[1:]))
+    assert pairs["--tensor-model-parallel-size"] == "2"
+    assert pairs["--pipeline-model-parallel-size"] == "1"
+    assert pairs["--micro-batch-size"] == "2"
+    assert pairs["--global-batch-size"] == "512"
+    assert pairs["--seq-length"] == "8192"
+    assert (pairs["--num-layers"], pairs["--hidden-size"], pairs["--num-attention-heads"]) == ("32", "4096", "32")
+    assert (pairs["--num-query-groups"], pairs["--ffn-hidden-size"]) == ("8", "14336")  # GQA: 8 KV heads
+    assert pairs["--recompute-granularity"] == "selective"
+    assert pairs["--save-interval"] == "379"  # 3600 s checkpoint interval / 9.5 s per step = 378.9
+    assert {"--sequence-parallel", "--group-query-attention", "--use-distributed-optimizer", "--bf16", "--swiglu"} <= set(words)
+    assert "--fp16" not in words
+
+
+def test_full_recompute_and_fp16(tmp_path):
+    plan = training_plan(precision="fp16")
+    plan = plan.model_copy(update={"parallelism": plan.parallelism.model_copy(update={"recompute": "full", "sequence_parallel": False})})
+    words = sourced_words(tmp_path, plan)
+    pairs = dict(zip(words, words[1:]))
+    assert (pairs["--recompute-granularity"], pairs["--recompute-method"], pairs["--recompute-num-layers"]) == ("full", "uniform", "1")
+    assert "--fp16" in words and "--bf16" not in words and "--sequence-parallel" not in words
+
+
+def test_hostile_checkpoint_dir_is_one_word(tmp_path):
+    marker = tmp_path / "pwned"
+    hostile = f"/ck pt/$(touch {marker})`touch {marker}`'\""
+    plan = training_plan()
+    plan = plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_dir": hostile})})
+    words = sourced_words(tmp_path, plan)
+    assert dict(zip(words, words[1:]))["--save"] == hostile
+    assert not marker.exists()
+
+
+def test_consistency_check_catches_a_wrong_tp():
+    plan = training_plan()
+    files = {p: f.text for p, f in render_training(plan).items()}
+    files[megatron.MEGATRON_ARGS_PATH] = files[megatron.MEGATRON_ARGS_PATH].replace(
+        "--tensor-model-parallel-size 2", "--tensor-model-parallel-size 4")
+    with pytest.raises(AssertionError, match="TP"):
+        training_consistency.check(files, plan)
+
+
+def test_bash_syntax_and_shellcheck(tmp_path):
+    plan = training_plan()
+    path = tmp_path / "args.sh"
+    path.write_text(with_header(megatron.render(plan)[0], plan.plan_file, plan.name).text)
+    subprocess.run(["bash", "-n", str(path)], check=True)
+    result = subprocess.run([str(realtools().shellcheck_bin()), str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
