@@ -24,6 +24,8 @@ def applies(plan: ResolvedPlan) -> bool:
 def save_interval_steps(plan: ResolvedPlan) -> int:
     """Steps between checkpoints: the plan's checkpoint interval over its step time."""
     t = plan.training
+    if t.step_seconds <= 0:
+        return 1
     return max(1, round(t.checkpoint_interval_seconds / t.step_seconds))
 
 
