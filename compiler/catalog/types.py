@@ -70,6 +70,7 @@ class Architecture(Frozen):
     shared_experts: int = Field(0, description="always-active experts (DeepSeek)")
     moe_ffn_hidden: int = Field(0, description="expert intermediate width; 0 means ffn_hidden")
     dense_layers: int = Field(0, description="leading layers with a dense MLP in an MoE model")
+    learned_positions: bool = Field(False, description="learned absolute position embeddings (GPT-3, BERT) rather than RoPE")
     tied_embeddings: bool = Field(False, description="LM head shares the embedding matrix")
     norm: Literal["rmsnorm", "layernorm"] = Field("rmsnorm", description="normalisation layer kind")
     attention_bias: bool = Field(False, description="biases on q/k/v/o projections")

@@ -1,0 +1,86 @@
+"""Load the packaged catalogs (and a user's additions) into validated entries.
+
+A user catalog file has the packaged shape (`entries:` list); an entry whose id exists already is merged
+field by field (so `{id: h100-sxm-80gb, price_usd_per_gpu_hour: {spot: 1.9}}` changes one price).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from .types import GpuSpec, ModelPreset
+
+
+class CatalogError(ValueError):
+    """A user catalog that cannot be read or does not validate."""
+
+
+def _packaged(name: str) -> list[dict]:
+    text = resources.files("compiler.catalog").joinpath(name).read_text(encoding="utf-8")
+    return yaml.safe_load(text)["entries"]
+
+
+def _merge(base: dict, update: dict) -> dict:
+    merged = dict(base)
+    for key, value in update.items():
+        merged[key] = _merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+    return merged
+
+
+def _user_entries(path: Path) -> list[dict]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CatalogError(f"cannot read catalog {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"catalog {path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
+        raise CatalogError(f"catalog {path} must be a mapping with an 'entries' list")
+    if not all(isinstance(e, dict) and isinstance(e.get("id"), str) for e in data["entries"]):
+        raise CatalogError(f"catalog {path}: every entry needs a string 'id'")
+    return data["entries"]
+
+
+def _build(kind: type, raw: dict[str, dict], origin: str) -> dict[str, Any]:
+    built = {}
+    for ident, entry in sorted(raw.items()):
+        try:
+            built[ident] = kind.model_validate(entry)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(map(str, first["loc"]))
+            raise CatalogError(f"{origin}: entry '{ident}': {where}: {first['msg']}") from None
+    return built
+
+
+@lru_cache(maxsize=None)
+def _packaged_gpus() -> dict[str, GpuSpec]:
+    return _build(GpuSpec, {e["id"]: e for e in _packaged("gpus.yaml")}, "gpus.yaml")
+
+
+@lru_cache(maxsize=None)
+def _packaged_models() -> dict[str, ModelPreset]:
+    return _build(ModelPreset, {e["id"]: e for e in _packaged("models.yaml")}, "models.yaml")
+
+
+def _with_user(packaged: dict[str, Any], kind: type, extra: Path | None) -> dict[str, Any]:
+    if extra is None:
+        return dict(packaged)
+    raw = {ident: entry.model_dump() for ident, entry in packaged.items()}
+    for entry in _user_entries(extra):
+        raw[entry["id"]] = _merge(raw.get(entry["id"], {}), entry)
+    return _build(kind, raw, str(extra))
+
+
+def load_gpus(extra: Path | None = None) -> dict[str, GpuSpec]:
+    return _with_user(_packaged_gpus(), GpuSpec, extra)
+
+
+def load_models(extra: Path | None = None) -> dict[str, ModelPreset]:
+    return _with_user(_packaged_models(), ModelPreset, extra)

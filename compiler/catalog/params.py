@@ -1,0 +1,99 @@
+"""Parameter counts computed from an architecture, term by term.
+
+Per transformer layer (d = hidden, h_q = heads × head_dim, h_kv = kv_heads × head_dim, f = MLP width):
+- attention, GQA/MHA: q d·h_q + k d·h_kv + v d·h_kv + o h_q·d (+ biases h_q + 2·h_kv (+ d) when present);
+- attention, DeepSeek MLA (DeepSeek-V2 paper §2.1): q down d·r_q + q norm r_q + q up r_q·H·(d_nope + d_rope),
+  kv down d·(r_kv + d_rope) + kv norm r_kv + kv up r_kv·H·(d_nope + d_v) + o H·d_v·d;
+- MLP: gated (SwiGLU: gate, up, down) 3·d·f, non-gated 2·d·f (+ biases f + d);
+- MoE: every routed expert has its own MLP of width f_e, a router d·E, shared experts are always active;
+- norms: 2 per layer, d each (RMSNorm) or 2d (LayerNorm with bias).
+Outside the layers: token embeddings V·d (+ learned positions for GPT-3/BERT/ViT), a final norm, and an LM
+head V·d unless tied to the embeddings. "Active" counts the top-k experts and the shared ones only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .types import Architecture
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    total: int
+    active: int
+    embedding: int  # input embedding (+ positions) + an untied LM head
+    per_layer_attention: int
+    per_layer_mlp_total: int  # an MoE layer: all experts + router + shared experts
+    per_layer_mlp_active: int
+    per_layer_norm: int
+    largest_layer: int  # the biggest single block of parameters (a layer, or the embedding)
+    lm_head: int = 0
+
+
+def _norm(arch: Architecture, width: int) -> int:
+    return width * (2 if arch.norm == "layernorm" else 1)
+
+
+def _attention(arch: Architecture) -> int:
+    d = arch.hidden
+    if arch.uses_mla:
+        q_head = arch.qk_nope_head_dim + arch.qk_rope_head_dim
+        q = (d * arch.q_lora_rank + arch.q_lora_rank + arch.q_lora_rank * arch.heads * q_head) if arch.q_lora_rank else d * arch.heads * q_head
+        kv = d * (arch.kv_lora_rank + arch.qk_rope_head_dim) + arch.kv_lora_rank + arch.kv_lora_rank * arch.heads * (arch.qk_nope_head_dim + arch.v_head_dim)
+        return q + kv + arch.heads * arch.v_head_dim * d
+    h_q = arch.heads * arch.attention_head_dim
+    h_kv = arch.kv_heads * arch.attention_head_dim
+    weights = d * h_q + 2 * d * h_kv + h_q * d
+    bias = (h_q + 2 * h_kv + (d if arch.norm == "layernorm" else 0)) if arch.attention_bias else 0
+    return weights + bias
+
+
+def _mlp(arch: Architecture, width: int) -> int:
+    matrices = 3 if arch.gated_mlp else 2
+    bias = (width * (2 if arch.gated_mlp else 1) + arch.hidden) if arch.mlp_bias else 0
+    return matrices * arch.hidden * width + bias
+
+
+def count_params(arch: Architecture) -> ParamCounts:
+    if arch.kind == "cnn" or (arch.params_override and not arch.layers):
+        n = arch.params_override
+        return ParamCounts(n, n, 0, 0, 0, 0, 0, n)
+    d, layers = arch.hidden, arch.layers
+    attention = _attention(arch)
+    norms = 2 * _norm(arch, d)
+    dense_mlp = _mlp(arch, arch.ffn_hidden)
+    if arch.is_moe:
+        expert = _mlp(arch, arch.moe_ffn_hidden or arch.ffn_hidden)
+        router = d * arch.experts
+        moe_total = arch.experts * expert + router + arch.shared_experts * expert
+        moe_active = arch.experts_per_token * expert + router + arch.shared_experts * expert
+        moe_layers = layers - arch.dense_layers
+    else:
+        moe_total = moe_active = dense_mlp
+        moe_layers = 0
+    dense_layers = layers - moe_layers
+    body_total = layers * (attention + norms) + dense_layers * dense_mlp + moe_layers * moe_total
+    body_active = layers * (attention + norms) + dense_layers * dense_mlp + moe_layers * moe_active
+    positions = arch.max_position * d if arch.learned_positions else 0
+    if arch.kind == "vision-transformer":
+        patches = (arch.image_size // arch.patch_size) ** 2 if arch.patch_size else 0
+        patch_embed = 3 * arch.patch_size**2 * d + d
+        embedding = patch_embed + (patches + 1) * d + d  # patch projection, positions (+ class token), class token
+        head = d * arch.vocab + arch.vocab  # classifier over `vocab` classes
+    else:
+        embedding = arch.vocab * d + positions
+        head = 0 if arch.tied_embeddings else arch.vocab * d
+    if arch.kind == "encoder":
+        embedding += 2 * d  # token-type embeddings (BERT)
+    final_norm = _norm(arch, d)
+    total = body_total + embedding + head + final_norm
+    active = body_active + embedding + head + final_norm
+    per_layer_mlp_total = moe_total if moe_layers else dense_mlp
+    per_layer_mlp_active = moe_active if moe_layers else dense_mlp
+    largest = max(attention + norms + per_layer_mlp_total, embedding, head)
+    return ParamCounts(
+        total=total, active=active, embedding=embedding + head, per_layer_attention=attention,
+        per_layer_mlp_total=per_layer_mlp_total, per_layer_mlp_active=per_layer_mlp_active,
+        per_layer_norm=norms, largest_layer=largest, lm_head=head,
+    )
