@@ -103,6 +103,7 @@ def _context(plan: ResolvedPlan) -> dict:
     return {
         "name": plan.name,
         "interconnect": plan.hardware.interconnect,
+        "nodes": plan.hardware.nodes,
         "nnodes": nnodes_argument(plan),
         "nproc_per_node": plan.hardware.gpus_per_node,
         "world_size": world_size(plan),
