@@ -6,6 +6,7 @@ from pathlib import Path
 
 from . import __version__
 from .catalog.catalog import load_catalog
+from .consistency import check_consistency
 from .catalog.loader import CatalogError
 from .diagnostics import Diagnostic, PlanInputError
 from .passes import PASSES
@@ -40,6 +41,7 @@ def render(plan: ResolvedPlan) -> RenderedPlan:
     for target in TARGETS:
         if target.applies(plan):
             files.extend(with_header(f, plan.plan_file, plan.name) for f in target.render(plan))
+    check_consistency(plan, files)
     paths = [f.path for f in files]
     if len(paths) != len(set(paths)):
         raise AssertionError(f"two targets emit the same path: {sorted(p for p in paths if paths.count(p) > 1)}")

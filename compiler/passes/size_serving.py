@@ -1,0 +1,147 @@
+"""Pass: size a serve plan — GPU type, TP/PP, precision, batch, replicas (compiler/sizing/serving.py).
+
+A staged service (serve.stages) sizes every stage for the rate it receives (sizing.serving.size_pipeline);
+the top-level sections then describe the last stage and `stages` lists them all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..catalog.catalog import Catalog
+from ..catalog.fabrics import load_fabrics
+from ..catalog.params import count_params
+from ..diagnostics import InfeasiblePlan
+from ..resolved import (
+    Alternative, Cost, Decision, Hardware, MemoryPerGpu, ModelInfo, Parallelism, Rejection, ResolvedPlan, Serving, Stage,
+)
+from ..sizing.serving import HOURS_PER_MONTH, PipelineStage, ServeCandidate, ServeRequest, ServeSearchResult, search_serving, size_pipeline
+from ..spec import PlanSpec, SloSpec
+from ..units import format_count, format_seconds, format_usd
+from .resolve_model import model_info
+
+
+def _request(spec: PlanSpec, model: ModelInfo, precision: str, engine: str, gpu_ids: list[str], slo: SloSpec,
+             catalog: Catalog, prompt_tokens: int | None = None, output_tokens: int | None = None) -> ServeRequest:
+    serve, arch = spec.serve, model.architecture
+    return ServeRequest(
+        arch=arch, params=count_params(arch), model_id=model.id,
+        precisions=tuple(serve.precisions or [precision]), kv_cache_dtype=serve.kv_cache_dtype, engine=engine,
+        context_len=serve.context_len, requests_per_second=serve.traffic.requests_per_second,
+        prompt_tokens=prompt_tokens or serve.traffic.prompt_tokens, output_tokens=output_tokens or serve.traffic.output_tokens,
+        peak_factor=serve.traffic.peak_factor, ttft_p99_seconds=slo.ttft_p99, tpot_p99_seconds=slo.tpot_p99,
+        latency_p99_seconds=slo.latency_p99,
+        gpu_ids=tuple(gpu_ids) or tuple(sorted(g.id for g in catalog.gpus.values() if not g.edge)),
+        gpu_count=spec.cluster.count, tp=spec.parallelism.tp, pp=spec.parallelism.pp,
+        gpus_per_node=spec.cluster.gpus_per_node, pricing=spec.cluster.pricing,
+        optimize="cost" if spec.optimize == "cost" else "latency", budget_usd_per_month=spec.budget.usd_per_month,
+    )
+
+
+def _sections(spec: PlanSpec, engine: str, slo: SloSpec, c: ServeCandidate, catalog: Catalog) -> tuple[Hardware, Serving, MemoryPerGpu]:
+    gpu = catalog.gpus[c.gpu_id]
+    storage = load_fabrics().storage[spec.cluster.storage]
+    hardware = Hardware(
+        gpu=c.gpu_id, gpus=c.gpus, nodes=c.replicas * c.nodes_per_replica,
+        gpus_per_node=c.gpus_per_replica // c.nodes_per_replica, gpu_memory_bytes=gpu.memory_bytes,
+        interconnect=spec.cluster.interconnect, storage=spec.cluster.storage, pricing=spec.cluster.pricing,
+        usd_per_gpu_hour=gpu.price_usd_per_gpu_hour[spec.cluster.pricing], gpu_spec=gpu,
+    )
+    serving = Serving(
+        engine=engine, precision=c.precision, kv_cache_dtype=spec.serve.kv_cache_dtype,
+        replicas=c.replicas, min_replicas=c.min_replicas, max_replicas=c.max_replicas, tp=c.tp, pp=c.pp,
+        gpus_per_replica=c.gpus_per_replica, nodes_per_replica=c.nodes_per_replica, context_len=spec.serve.context_len,
+        max_concurrency=c.max_concurrency, max_num_batched_tokens=c.max_num_batched_tokens,
+        kv_cache_tokens=c.kv_cache_tokens, kv_bytes_per_token=c.kv_bytes_per_token,
+        gpu_memory_utilization=c.gpu_memory_utilization, ttft_seconds=c.ttft_seconds, tpot_seconds=c.tpot_seconds,
+        tokens_per_second_per_replica=c.tokens_per_second_per_replica,
+        requests_per_second_per_replica=c.requests_per_second_per_replica,
+        queue_target_per_replica=c.queue_target_per_replica, weights_bytes=c.weights_bytes_total,
+        startup_seconds=c.weights_bytes_total / storage.read_bytes_per_second,
+        ttft_slo_seconds=slo.ttft_p99, tpot_slo_seconds=slo.tpot_p99, latency_slo_seconds=slo.latency_p99,
+        max_queue_delay_seconds=c.max_queue_delay_seconds, preferred_batch_sizes=list(c.preferred_batch_sizes),
+    )
+    m = c.memory
+    memory = MemoryPerGpu(weights=m.weights, kv_cache=m.kv_cache, activations=m.activations, other=m.other,
+                          total=m.total, usable=m.usable)
+    return hardware, serving, memory
+
+
+def _decisions(spec: PlanSpec, c: ServeCandidate, result: ServeSearchResult, hardware: Hardware, prefix: str = "") -> list[Decision]:
+    traffic = spec.serve.traffic
+    return [
+        Decision(topic=f"{prefix}hardware", choice=f"{c.replicas} replicas × {c.gpus_per_replica} × {c.gpu_id} ({c.precision}, TP={c.tp}, PP={c.pp})",
+                 reason=f"{'cheapest' if spec.optimize == 'cost' else 'lowest latency'} of {result.evaluated} configurations meeting the SLO "
+                        f"at {traffic.requests_per_second:g} req/s × peak factor {traffic.peak_factor:g}; {c.queueing}"),
+        Decision(topic=f"{prefix}batch", choice=f"{c.max_concurrency} concurrent sequences ({c.step_bound}-bound decode)",
+                 reason=f"TTFT p99 {format_seconds(c.ttft_seconds)}, TPOT p99 {format_seconds(c.tpot_seconds)}; "
+                        f"{format_count(c.tokens_per_second_per_replica)} tokens/s per replica at utilisation {c.target_utilization:g}"),
+        Decision(topic=f"{prefix}cost", choice=f"{format_usd(c.usd_per_month)}/month",
+                 reason=f"{c.gpus} GPUs × {format_usd(hardware.usd_per_gpu_hour)}/h ({spec.cluster.pricing}) × 730 h"),
+    ]
+
+
+def _infeasible(result: ServeSearchResult, what: str) -> InfeasiblePlan:
+    near = f"; nearest: {result.nearest.description}, {format_usd(result.nearest.usd_per_month)}/month" if result.nearest else ""
+    return InfeasiblePlan(f"{what}{result.infeasible_reason or 'no configuration serves this model'}{near}")
+
+
+def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
+    spec = plan.spec
+    result = search_serving(_request(spec, plan.model, spec.precision, spec.serve.engine, spec.cluster.gpu_choices, spec.serve.slo, catalog), catalog.gpus)
+    if result.chosen is None:
+        raise _infeasible(result, "")
+    c = result.chosen
+    hardware, serving, memory = _sections(spec, spec.serve.engine, spec.serve.slo, c, catalog)
+    return plan.model_copy(update={
+        "hardware": hardware, "parallelism": Parallelism(tp=c.tp, pp=c.pp, dp=c.replicas, framework=spec.serve.engine),
+        "memory_per_gpu_bytes": memory, "serving": serving,
+        "cost": Cost(usd_per_hour=c.usd_per_hour, usd_per_month=c.usd_per_month, usd_per_million_tokens=c.usd_per_million_tokens,
+                     budget_usd_per_month=spec.budget.usd_per_month, alert_at=spec.budget.alert_at),
+        "alternatives": [Alternative(description=a.description, usd=a.usd_per_month, seconds=a.tpot_seconds or a.ttft_seconds, chosen=a == c) for a in result.pareto],
+        "rejected": [Rejection(description=r.description, reason=r.reason) for r in result.rejected],
+        "decisions": plan.decisions + _decisions(spec, c, result, hardware), "warnings": plan.warnings + list(result.warnings),
+        "search_evaluated": result.evaluated,
+    })
+
+
+def _size_stages(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
+    spec = plan.spec
+    models = [model_info(stage.model, stage.name, catalog)[0] for stage in spec.serve.stages]
+    pipeline = size_pipeline(tuple(
+        PipelineStage(stage.name, _request(spec, model, stage.precision, stage.engine, stage.gpus or spec.cluster.gpu_choices,
+                                           stage.slo, catalog, stage.prompt_tokens, stage.output_tokens), stage.items_per_request)
+        for stage, model in zip(spec.serve.stages, models)), catalog.gpus, spec.serve.traffic.requests_per_second, spec.serve.traffic.peak_factor)
+    if pipeline.infeasible_reason:
+        raise InfeasiblePlan(pipeline.infeasible_reason)
+    stages, decisions, warnings, previous = [], list(plan.decisions), list(plan.warnings), ""
+    ratios = dict(pipeline.gpu_ratio)
+    for (name, result), stage, model in zip(pipeline.stages, spec.serve.stages, models):
+        c = result.chosen
+        hardware, serving, memory = _sections(spec, stage.engine, stage.slo, c, catalog)
+        stages.append(Stage(name=name, model=model, hardware=hardware, serving=serving, memory_per_gpu_bytes=memory,
+                            usd_per_month=c.usd_per_month, gpus_per_last_stage_gpu=ratios[name],
+                            queue=f"{plan.name}-{previous}-to-{name}" if previous else ""))
+        decisions += _decisions(spec, c, result, hardware, prefix=f"{name}: ")
+        warnings += list(result.warnings)
+        previous = name
+    ratio_text = " : ".join(f"{ratios[s.name]:.2f} {s.name}" for s in stages)
+    decisions.append(Decision(topic="stage ratio", choice=ratio_text, reason="each stage sized for the rate it receives; GPUs per GPU of the last stage"))
+    last = stages[-1]
+    total_usd = pipeline.usd_per_month
+    return plan.model_copy(update={
+        "model": last.model, "hardware": last.hardware, "serving": last.serving, "memory_per_gpu_bytes": last.memory_per_gpu_bytes,
+        "parallelism": Parallelism(tp=last.serving.tp, pp=last.serving.pp, dp=last.serving.replicas, framework=last.serving.engine),
+        "stages": stages,
+        "cost": Cost(usd_per_hour=total_usd / HOURS_PER_MONTH, usd_per_month=total_usd, budget_usd_per_month=spec.budget.usd_per_month, alert_at=spec.budget.alert_at),
+        "decisions": decisions, "warnings": warnings,
+        "search_evaluated": sum(r.evaluated for _, r in pipeline.stages),
+    })
+
+
+def size_serving(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
+    if plan.workload != "serve":
+        return plan
+    if plan.spec.serve.stages:
+        return _size_stages(plan, catalog)
+    return _size_single(plan, catalog)
