@@ -1,12 +1,16 @@
 """The plan reference table in README.md, generated from the pydantic models (a test keeps it in sync).
 
-Run `python -m compiler.docs` to print it.
+Run `python -m compiler.docs` to print it, `python -m compiler.docs --write` (in the repo root) to regenerate
+README's reference and the committed schemas.
 """
 
 from __future__ import annotations
 
+import json
+import sys
 import types
 import typing
+from pathlib import Path
 
 from pydantic import BaseModel
 
@@ -56,5 +60,19 @@ def plan_reference() -> str:
     return "\n".join(lines)
 
 
+def write_generated(repo: Path) -> None:
+    """Regenerate the committed schemas and README's plan reference (`python -m compiler.docs --write`)."""
+    from .schema import plan_schema, resolved_schema
+
+    for name, schema in (("plan.schema.json", plan_schema()), ("resolved.schema.json", resolved_schema())):
+        (repo / "schemas" / name).write_text(json.dumps(schema, indent=2, sort_keys=True) + "\n")
+    readme = (repo / "README.md").read_text()
+    readme = readme[: readme.index(BEGIN)] + plan_reference() + readme[readme.index(END) + len(END):]
+    (repo / "README.md").write_text(readme)
+
+
 if __name__ == "__main__":
-    print(plan_reference())
+    if sys.argv[1:] == ["--write"]:
+        write_generated(Path.cwd())
+    else:
+        print(plan_reference())
