@@ -1,6 +1,6 @@
 """Serving sizing against published throughput: python -m benchmarks.accuracy_serving
 
-For each row of /work/shared/calibration/inference_points.csv (TensorRT-LLM 0.17 `trtllm-bench`
+For each row of benchmarks/calibration/inference_points.csv (TensorRT-LLM 0.17 `trtllm-bench`
 max-throughput tables) this sizes the same model, GPU, precision and TP with `search_serving` — no
 SLO, so the batch that maximises throughput — and compares output tokens/s (and TTFT / TPOT where a
 row gives them). The run settings follow the rows' source, nothing is fitted to them:
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from compiler.sizing.serving import ServeRequest, search_serving
 
-INFERENCE_POINTS = Path("/work/shared/calibration/inference_points.csv")
+INFERENCE_POINTS = Path(__file__).resolve().parent / "calibration" / "inference_points.csv"
 TRTLLM_KV_CACHE_FREE_GPU_MEM_FRACTION = 0.95  # the rows' own setting (inference_points.csv `source`)
 TOLERANCE = 0.5  # tests fail beyond ±50 %
 
