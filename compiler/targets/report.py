@@ -7,6 +7,7 @@ from ..units import format_bytes, format_count, format_seconds, format_usd
 from . import charts
 from .base import OutputFile, render as render_template
 
+VISION_KINDS = ("cnn", "vision-transformer")
 MEMORY_TERMS = ("weights", "gradients", "optimizer", "activations", "kv_cache", "other")
 
 
@@ -47,7 +48,14 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
         ]
         if cost.budget_usd:
             facts.append({"what": "budget", "value": f"{format_usd(cost.budget_usd)}: headroom {format_usd(cost.budget_usd - cost.usd_total)}, alert at {100 * cost.alert_at:.0f}%", "source": "plan budget"})
-    if plan.serving:
+    if plan.serving and plan.model and plan.model.architecture.kind in VISION_KINDS:
+        s = plan.serving
+        facts += [
+            {"what": "latency", "value": f"p99 {format_seconds(s.ttft_seconds)} (SLO {format_seconds(s.latency_slo_seconds) if s.latency_slo_seconds else 'none'}), batch {s.max_concurrency}, queue delay ≤ {format_seconds(s.max_queue_delay_seconds)}", "source": "GFLOPs per image at the achievable matmul rate; dynamic-batching window from the SLO"},
+            {"what": "replicas", "value": f"{s.replicas} (autoscale {s.min_replicas}–{s.max_replicas}) × {s.gpus_per_replica} GPU, {format_count(s.tokens_per_second_per_replica)} images/s each", "source": "peak rate ÷ per-replica capacity at the target utilisation"},
+            {"what": "cost", "value": f"{format_usd(cost.usd_per_month)}/month", "source": "GPU-hours × catalog price, 730 h/month"},
+        ]
+    elif plan.serving:
         s = plan.serving
         facts += [
             {"what": "latency", "value": f"TTFT {format_seconds(s.ttft_seconds)} (SLO {format_seconds(s.ttft_slo_seconds) if s.ttft_slo_seconds else 'none'}), TPOT {format_seconds(s.tpot_seconds)} (SLO {format_seconds(s.tpot_slo_seconds) if s.tpot_slo_seconds else 'none'})", "source": "roofline: prefill FLOPs at achievable matmul rate; decode bytes at achievable HBM bandwidth"},
@@ -58,6 +66,14 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
         if cost.budget_usd_per_month:
             facts.append({"what": "budget", "value": f"{format_usd(cost.budget_usd_per_month)}/month: headroom {format_usd(cost.budget_usd_per_month - cost.usd_per_month)}", "source": "plan budget"})
     return facts
+
+
+def _stages(plan: ResolvedPlan) -> list[dict]:
+    return [{
+        "name": st.name, "model": st.model.name, "gpus": f"{st.hardware.gpus} × {st.hardware.gpu}",
+        "replicas": f"{st.serving.replicas} ({st.serving.min_replicas}–{st.serving.max_replicas})",
+        "ratio": f"{st.gpus_per_last_stage_gpu:.2f}", "usd": format_usd(st.usd_per_month), "queue": st.queue or "—",
+    } for st in plan.stages]
 
 
 def _alternatives(plan: ResolvedPlan) -> list[dict]:
@@ -82,7 +98,7 @@ def render(plan: ResolvedPlan) -> list[OutputFile]:
         name=plan.name, workload=plan.workload, plan_file=plan.plan_file,
         facts=_facts(plan), memory_rows=_memory_rows(plan), memory_total=format_bytes(mem.total),
         memory_usable=format_bytes(mem.usable), decisions=[d.model_dump() for d in plan.decisions],
-        alternatives=_alternatives(plan), rejected=[r.model_dump() for r in plan.rejected],
+        alternatives=_alternatives(plan), stages=_stages(plan), rejected=[r.model_dump() for r in plan.rejected],
         warnings=plan.warnings, evaluated=plan.search_evaluated,
         front_axis="wall time" if training else "TPOT",
     )
