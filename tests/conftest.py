@@ -41,3 +41,6 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> sub
 @pytest.fixture
 def cli():
     return run_cli
+
+
+from tests.tools.realtools import slurm_cluster  # noqa: E402,F401  (session fixture for sbatch tests)

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# README's test command: install what the tests need, then run them all.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash scripts/install-test-deps.sh
+python3 -m pytest -q -p no:cacheprovider tests
