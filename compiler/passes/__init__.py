@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from .resolve_model import resolve_model
 from .size_serving import size_serving
+from .size_training import size_training
 
 PASSES = (
     resolve_model,  # everything after needs the architecture and parameter counts
+    size_training,  # train/finetune: GPU type and count, parallelism, time, cost (no-op for serving)
     size_serving,   # serve: GPU type, TP/PP, precision, batch, replicas (no-op for training)
 )

@@ -1,0 +1,119 @@
+"""Pass: size a train/finetune plan — the search over GPU type, count and parallelism (compiler/sizing/training.py)."""
+
+from __future__ import annotations
+
+import math
+
+from ..catalog.catalog import Catalog
+from ..catalog.params import count_params
+from ..diagnostics import InfeasiblePlan
+from ..resolved import Alternative, Cost, Decision, Hardware, MemoryPerGpu, Parallelism, Rejection, ResolvedPlan, Training
+from ..sizing.train_search import TrainRequest, search_training
+from ..units import format_count, format_seconds, format_usd
+
+# Without a stated batch: about 1M tokens per step, inside GPT-3's range of 0.5M-3.2M tokens
+# (Brown et al. 2020, Table 2.1).
+DEFAULT_GLOBAL_BATCH_TOKENS = 2**20
+
+
+def _global_batch_sequences(plan: ResolvedPlan) -> int:
+    train = plan.spec.train
+    if train.global_batch:
+        return train.global_batch
+    tokens = train.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS
+    # A batch given in tokens becomes the nearest power-of-two number of sequences, so that every
+    # power-of-two DP × micro-batch divides it (the report states the rounding).
+    sequences = max(1.0, tokens / train.seq_len)
+    return 2 ** round(math.log2(sequences))
+
+
+def _gpu_choices(plan: ResolvedPlan, catalog: Catalog) -> tuple[str, ...]:
+    chosen = plan.spec.cluster.gpu_choices
+    if chosen:
+        return tuple(chosen)
+    return tuple(sorted(g.id for g in catalog.gpus.values() if not g.edge))
+
+
+def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
+    spec, train, pins = plan.spec, plan.spec.train, plan.spec.parallelism
+    arch = plan.model.architecture
+    return TrainRequest(
+        arch=arch, params=count_params(arch), precision=spec.precision, optimizer=train.optimizer,
+        method=train.method, lora_rank=train.lora.rank, lora_targets=tuple(train.lora.targets),
+        tokens=train.total_tokens, seq_len=train.seq_len, global_batch_sequences=_global_batch_sequences(plan),
+        framework=train.framework, deadline_seconds=train.deadline, budget_usd=spec.budget.usd,
+        gpu_ids=_gpu_choices(plan, catalog), gpu_count=spec.cluster.count, gpus_per_node=spec.cluster.gpus_per_node,
+        max_gpus=spec.cluster.max_gpus, pricing=spec.cluster.pricing, interconnect=spec.cluster.interconnect,
+        storage=spec.cluster.storage,
+        pins={"tp": pins.tp, "pp": pins.pp, "dp": pins.dp, "zero_stage": pins.zero_stage,
+              "micro_batch": pins.micro_batch, "recompute": pins.recompute, "offload": pins.offload},
+        optimize="cost" if spec.optimize == "cost" else "time", mtbf_gpu_hours=train.mtbf_gpu_hours,
+        flash_attention=train.flash_attention,
+    )
+
+
+def _describe(c) -> str:
+    return (f"{c.gpus} × {c.gpu_id} TP{c.tp} PP{c.pp} DP{c.dp} ZeRO-{c.zero_stage} mb{c.micro_batch} "
+            f"{c.recompute}{' offload' if c.offload_optimizer else ''}")
+
+
+def size_training(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
+    if plan.workload == "serve":
+        return plan
+    result = search_training(request_for(plan, catalog), catalog.gpus)
+    if result.chosen is None:
+        raise InfeasiblePlan(result.infeasible_reason or "no configuration fits")
+    c, spec = result.chosen, plan.spec
+    gpu = catalog.gpus[c.gpu_id]
+    m = c.memory
+    hardware = Hardware(
+        gpu=c.gpu_id, gpus=c.gpus, nodes=c.nodes, gpus_per_node=c.gpus_per_node, gpu_memory_bytes=gpu.memory_bytes,
+        interconnect=spec.cluster.interconnect, storage=spec.cluster.storage, pricing=spec.cluster.pricing,
+        usd_per_gpu_hour=gpu.price_usd_per_gpu_hour[spec.cluster.pricing], gpu_spec=gpu,
+    )
+    parallelism = Parallelism(
+        tp=c.tp, pp=c.pp, dp=c.dp, zero_stage=c.zero_stage, micro_batch=c.micro_batch, grad_accum=c.grad_accum,
+        global_batch=c.micro_batch * c.grad_accum * c.dp, recompute=c.recompute, sequence_parallel=c.sequence_parallel,
+        offload_optimizer=c.offload_optimizer, offload_params=c.offload_params, framework=c.framework,
+    )
+    memory = MemoryPerGpu(weights=m.weights, gradients=m.gradients, optimizer=m.optimizer, activations=m.activations,
+                          other=m.other, total=m.total, usable=c.usable_memory_bytes, cpu_offload=m.cpu_offload_bytes)
+    tokens = spec.train.total_tokens
+    s = c.step
+    training = Training(
+        tokens=tokens, seq_len=spec.train.seq_len, flops_per_token=c.flops_per_token_model, flops_total=c.flops_total,
+        steps=c.steps, step_seconds=s.total, step_compute_seconds=s.compute, step_tp_comm_seconds=s.tp_comm,
+        step_pp_bubble_seconds=s.pp_bubble, step_dp_comm_seconds=s.dp_comm_exposed, mfu=c.mfu, hfu=c.hfu,
+        tokens_per_second=c.tokens_per_second, wall_seconds=c.wall_seconds, gpu_hours=c.gpu_hours, goodput=c.goodput,
+        deadline_seconds=spec.train.deadline, checkpoint_bytes=c.checkpoint_bytes,
+        checkpoint_write_seconds=c.checkpoint_write_seconds, checkpoint_interval_seconds=c.checkpoint_interval_seconds,
+        checkpoint_keep=spec.train.checkpoint.keep, checkpoint_dir=spec.train.checkpoint.dir,
+        dataset_read_bytes_per_second=c.tokens_per_second * spec.train.bytes_per_token,
+        allreduce_bytes_per_step=c.allreduce_bytes_per_step, network_bytes_per_second_needed=c.network_bytes_per_second_needed,
+    )
+    cost = Cost(usd_per_hour=c.gpus * hardware.usd_per_gpu_hour, usd_total=c.cost_usd,
+                usd_per_million_tokens=c.cost_usd / tokens * 1e6, budget_usd=spec.budget.usd, alert_at=spec.budget.alert_at)
+    alternatives = [Alternative(description=_describe(a), usd=a.cost_usd, seconds=a.wall_seconds, chosen=a == c) for a in result.pareto]
+    if not any(a.chosen for a in alternatives):
+        alternatives.append(Alternative(description=_describe(c), usd=c.cost_usd, seconds=c.wall_seconds, chosen=True))
+    deadline = f"deadline {format_seconds(spec.train.deadline)}" if spec.train.deadline else "no deadline"
+    decisions = [
+        Decision(topic="hardware", choice=f"{c.gpus} × {c.gpu_id} ({c.nodes} nodes)",
+                 reason=f"{'cheapest' if spec.optimize == 'cost' else 'fastest'} of {result.evaluated} configurations that fit memory and meet the {deadline}"
+                        + (f" and budget {format_usd(spec.budget.usd)}" if spec.budget.usd else "")),
+        Decision(topic="parallelism", choice=f"TP={c.tp} PP={c.pp} DP={c.dp} ZeRO-{c.zero_stage}, micro-batch {c.micro_batch} × {c.grad_accum} accumulation, recompute {c.recompute}",
+                 reason=f"{m.total / 2**30:.1f} GiB per GPU of {c.usable_memory_bytes / 2**30:.1f} GiB usable; step {format_seconds(s.total)}"),
+        Decision(topic="framework", choice=c.framework, reason=c.framework_reason),
+        Decision(topic="batch", choice=f"{parallelism.global_batch} sequences × {spec.train.seq_len} tokens = {format_count(parallelism.global_batch * spec.train.seq_len)} tokens per step",
+                 reason="as given" if spec.train.global_batch else f"{format_count(spec.train.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS)} tokens rounded to a power-of-two number of sequences so DP × micro-batch divide it"),
+        Decision(topic="time", choice=f"{format_seconds(c.wall_seconds)}, {format_count(c.gpu_hours)} GPU-hours, MFU {100 * c.mfu:.1f}%",
+                 reason=f"{format_count(tokens)} tokens at {format_count(c.tokens_per_second)} tokens/s, goodput {100 * c.goodput:.1f}%"),
+        Decision(topic="cost", choice=format_usd(c.cost_usd), reason=f"{format_count(c.gpu_hours)} GPU-hours × {format_usd(hardware.usd_per_gpu_hour)} ({spec.cluster.pricing})"),
+    ]
+    return plan.model_copy(update={
+        "hardware": hardware, "parallelism": parallelism, "memory_per_gpu_bytes": memory, "training": training,
+        "cost": cost, "alternatives": alternatives,
+        "rejected": [Rejection(description=r.description, reason=r.reason) for r in result.rejected],
+        "decisions": plan.decisions + decisions, "warnings": plan.warnings + list(result.warnings),
+        "search_evaluated": result.evaluated,
+    })
