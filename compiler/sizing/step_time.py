@@ -34,6 +34,13 @@ RESTART_SECONDS = 600
 BACKWARD_SHARE_OF_COMPUTE = 2 / 3  # backward is 4N of the 6N FLOPs per token
 COMPUTE_DTYPE = {"fp32": "tf32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}
 ELEMENTWISE_PASSES = 3  # forward write, backward read, gradient write
+# CPU offload (ZeRO-Offload, Ren et al. 2021 §4): fp32 gradients go down and 16-bit weights come back over
+# PCIe each step, and the CPU runs Adam over the offloaded states. PCIe 4.0 x16 is 32 GB/s per direction,
+# ~25 GB/s achieved (NVIDIA bandwidthTest, pinned memory); one CPU socket streams ~100 GB/s of DDR
+# (8 channels DDR4-3200 = 204.8 GB/s peak, ~50% in STREAM) shared by the 4 GPUs attached to it.
+PCIE_BYTES_PER_SECOND = 25e9
+CPU_ADAM_BYTES_PER_SECOND_PER_GPU = 100e9 / 4
+OFFLOAD_BYTES_PER_PARAM_OVER_PCIE = 4 + 2
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,7 @@ def ring_allreduce_seconds(bytes_: float, ranks: int, bandwidth: float, latency:
 
 def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precision: str, seq_len: int, micro_batch: int,
               grad_accum: int, tp: int, pp: int, dp: int, zero_stage: int, recompute: str, activation_bytes: float,
+              offloaded_bytes: float, trainable_params_per_gpu: float,
               state_bytes: float, gradient_bytes_per_gpu: float, inter_node_bytes_per_second: float,
               inter_node_latency: float, gpus_per_node: int) -> StepTime:
     dtype = COMPUTE_DTYPE[precision]
@@ -74,7 +82,11 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
     flops = hardware_flops_per_token(arch, params, seq_len, recompute) * seq_len * micro_batch * grad_accum / (tp * pp)
     elementwise = ELEMENTWISE_PASSES * activation_bytes * grad_accum / hbm
     optimizer = 2 * state_bytes / hbm
-    compute = flops / rate + elementwise + optimizer
+    offload = 0.0
+    if offloaded_bytes:
+        offload = (trainable_params_per_gpu * OFFLOAD_BYTES_PER_PARAM_OVER_PCIE / PCIE_BYTES_PER_SECOND
+                    + 2 * offloaded_bytes / CPU_ADAM_BYTES_PER_SECOND_PER_GPU)
+    compute = flops / rate + elementwise + optimizer + offload
     activation_msg = seq_len * micro_batch * arch.hidden * 2
     layers_on_stage = -(-arch.layers // pp)
     tp_bandwidth = gpu.intra_node_bandwidth_bytes_per_second if tp <= gpus_per_node else inter_node_bytes_per_second

@@ -174,6 +174,7 @@ def _evaluate(req: TrainRequest, gpu: GpuSpec, per_node: int, gpus: int, tp: int
     grad_bytes = mem.gradients * (dp if zero >= 2 else 1)
     step = step_time(req.arch, req.params, gpu, precision=req.precision, seq_len=req.seq_len, micro_batch=mb,
                      grad_accum=grad_accum, tp=tp, pp=pp, dp=dp, zero_stage=zero, recompute=recompute,
+                     offloaded_bytes=mem.cpu_offload_bytes, trainable_params_per_gpu=mem.gradients / 2,
                      activation_bytes=per_layer_act * layers_on_stage,
                      state_bytes=mem.weights + mem.gradients + mem.optimizer, gradient_bytes_per_gpu=grad_bytes,
                      inter_node_bytes_per_second=fabric.bytes_per_second_per_gpu, inter_node_latency=fabric.latency_seconds,
@@ -223,7 +224,8 @@ def search_training(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSear
                     continue
                 # Megatron splits layers unevenly when pp does not divide them (ceil per stage), so powers of
                 # two are always candidates besides the divisors.
-                pp_choices = sorted(set(_divisors_up_to(req.arch.layers, MAX_PP)) | {p for p in (1, 2, 4, 8, 16) if p <= req.arch.layers}) if req.arch.layers else [1]
+                pp_choices = sorted(set(_divisors_up_to(req.arch.layers, MAX_PP)) | {p for p in (1, 2, 4, 8, 16) if p <= req.arch.layers}
+                                    | ({pins["pp"]} if pins.get("pp") else set())) if req.arch.layers else [1]
                 for pp in pp_choices:
                     if pins.get("pp") and pp != pins["pp"] or count % (tp * pp):
                         continue
