@@ -16,7 +16,7 @@ from ..catalog.params import ParamCounts
 from ..catalog.types import Architecture, GpuSpec
 from ..units import format_seconds, format_usd
 from .fit_memory import MemoryBreakdown, memory_per_gpu, usable_memory_bytes
-from .step_time import StepTime, goodput, model_flops_per_token, step_time
+from .step_time import COMPUTE_DTYPE, StepTime, goodput, model_flops_per_token, step_time
 
 TP_CHOICES = (1, 2, 4, 8)
 MICRO_BATCHES = (1, 2, 4, 8, 16)
@@ -186,7 +186,7 @@ def _evaluate(req: TrainRequest, gpu: GpuSpec, per_node: int, gpus: int, tp: int
     from .step_time import hardware_flops_per_token
     hw_token = hardware_flops_per_token(req.arch, req.params, req.seq_len, recompute)
     tokens_per_second = tokens_per_step / step.total
-    peak = gpu.peak_flops_per_second({"fp32": "tf32"}.get(req.precision, req.precision))
+    peak = gpu.peak_flops_per_second(COMPUTE_DTYPE[req.precision])
     mfu = tokens_per_second * flops_token / (gpus * peak)
     hfu = tokens_per_second * hw_token / (gpus * peak)
     nodes = max(1, gpus // per_node)
@@ -213,7 +213,10 @@ def search_training(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSear
     warnings: list[str] = []
     for gpu_id in req.gpu_ids:
         gpu = gpus[gpu_id]
-        if gpu.edge or req.pricing not in gpu.price_usd_per_gpu_hour:
+        dtype = COMPUTE_DTYPE[req.precision]
+        if gpu.edge or req.pricing not in gpu.price_usd_per_gpu_hour or dtype not in gpu.dense_tflops:
+            if dtype not in gpu.dense_tflops:
+                rejected.setdefault(f"dtype{gpu_id}", Rejection(gpu_id, f"no {dtype} tensor cores (datasheet)"))
             continue
         per_node = req.gpus_per_node or gpu.gpus_per_node
         usable = usable_memory_bytes(gpu.memory_bytes)

@@ -142,14 +142,16 @@ class SlurmCluster:
 
 
 @pytest.fixture(scope="session")
-def slurm_cluster(tmp_path_factory):
+def slurm_cluster():
     available = all(shutil.which(b) for b in ("munged", "slurmctld", "slurmd", "sbatch"))
     require_tool("slurm", available, f"Debian's munge/slurmctld/slurmd/slurm-client not installed; {INSTALL_HINT}")
-    directory = tmp_path_factory.mktemp("slurm")
+    # munged insists every directory above its socket is world-executable; pytest's tmp dirs are 0700.
+    directory = Path(tempfile.mkdtemp(prefix="mlinfra-slurm-", dir="/tmp"))
+    directory.chmod(0o755)
     env = {"SLURM_TEST_DIR": str(directory), "SLURM_TEST_ETC_HOSTS": "1", "SLURMCTLD_PORT": "16817"}
     up = _run(["bash", REPO / "scripts/slurm/slurm_up.sh", "2"], timeout=180, env=env)
     if up.returncode:
         pytest.fail(f"slurm_up.sh failed: {up.stdout[-2000:]}{up.stderr[-2000:]}")
     cluster = SlurmCluster(directory, {"SLURM_CONF": str(directory / "etc" / "slurm.conf")}, 2)
     yield cluster
-    _run(["bash", REPO / "scripts/slurm/slurm_down.sh"], timeout=120, env=env)
+    _run(["bash", REPO / "scripts/slurm/slurm_down.sh", "--purge"], timeout=120, env=env)
