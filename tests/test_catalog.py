@@ -36,6 +36,44 @@ def test_hand_checked_counts():
     assert mixtral.per_layer_mlp_active == 2 * 3 * 4096 * 14336 + 4096 * 8
 
 
+def test_llama_3_1_8b_terms():
+    counts = count_params(MODELS["llama-3.1-8b"].architecture)
+    assert counts.per_layer_attention == 4096 * 4096 * 2 + 4096 * 1024 * 2  # q, o full; k, v 8 of 32 heads
+    assert counts.per_layer_mlp_total == 3 * 4096 * 14336
+    assert counts.per_layer_norm == 2 * 4096
+    assert counts.lm_head == 128256 * 4096  # untied
+    assert counts.embedding == 2 * 128256 * 4096
+
+
+def test_deepseek_v3_mla_and_moe_terms():
+    counts = count_params(MODELS["deepseek-v3"].architecture)
+    q = 7168 * 1536 + 1536 + 1536 * 128 * (128 + 64)  # down, norm, up
+    kv = 7168 * (512 + 64) + 512 + 512 * 128 * (128 + 128)
+    o = 128 * 128 * 7168
+    assert counts.per_layer_attention == q + kv + o == 187_107_328
+    expert = 3 * 7168 * 2048
+    assert counts.per_layer_mlp_total == 256 * expert + 7168 * 256 + expert  # routed + router + shared
+    assert counts.per_layer_mlp_active == 8 * expert + 7168 * 256 + expert
+
+
+def test_bert_counts_its_pooler_and_ties_its_mlm_head():
+    counts = count_params(MODELS["bert-large"].architecture)
+    assert counts.total == 335_141_888
+    assert counts.lm_head == 1024 * 1024 + 1024
+
+
+def test_vit_l_16_exact():
+    counts = count_params(MODELS["vit-l-16"].architecture)
+    assert counts.total == 304_326_632
+    assert counts.lm_head == 1024 * 1000 + 1000  # 1000-class head
+
+
+def test_cnns_use_the_published_count():
+    counts = count_params(MODELS["resnet-50"].architecture)
+    assert counts.total == counts.active == 25_557_032
+    assert MODELS["resnet-50"].architecture.gflops_per_sample == pytest.approx(2 * 4.09)  # MACs -> FLOPs
+
+
 def test_every_required_gpu_is_in_the_catalog_with_a_source():
     gpus = load_gpus()
     assert GPU_IDS <= set(gpus)
@@ -43,6 +81,26 @@ def test_every_required_gpu_is_in_the_catalog_with_a_source():
         assert gpu.source and gpu.as_of
         assert "bf16" in gpu.dense_tflops or "fp16" in gpu.dense_tflops
     assert gpus["h100-sxm-80gb"].dense_tflops["bf16"] == 989.4  # dense, not the 1979 sparse figure
+    assert gpus["h100-sxm-80gb"].memory_bytes == 80 * 2**30
+    assert "bf16" not in gpus["t4-16gb"].dense_tflops and "bf16" not in gpus["v100-sxm-32gb"].dense_tflops
+    assert gpus["jetson-orin-64gb"].dense_tflops["int8"] == 170 / 2  # datasheet GPU figure is sparse
+    assert gpus["jetson-orin-64gb"].edge and gpus["jetson-orin-64gb"].gpus_per_node == 1
+    assert set(gpus["jetson-orin-64gb"].price_usd_per_gpu_hour.values()) == {0}
+
+
+@pytest.mark.parametrize("gpu_id", sorted(GPU_IDS), ids=str)
+def test_gpu_entry_is_consistent(gpu_id):
+    gpu = load_gpus()[gpu_id]
+    assert gpu.id == gpu_id
+    assert 0 < gpu.achievable_matmul_fraction <= 1 and 0 < gpu.achievable_memory_bandwidth_fraction <= 1
+    assert set(gpu.price_usd_per_gpu_hour) == {"on-demand", "spot", "reserved"}
+    prices = gpu.price_usd_per_gpu_hour
+    assert prices["spot"] <= prices["on-demand"] and prices["reserved"] <= prices["on-demand"]
+    tflops = gpu.dense_tflops
+    if "bf16" in tflops and "fp16" in tflops:
+        assert tflops["bf16"] == tflops["fp16"]
+    if "fp8" in tflops:  # fp8 runs at twice the bf16 rate (the L40S datasheet prints 362.05 and 733)
+        assert tflops["fp8"] == pytest.approx(2 * tflops["bf16"], rel=0.03)
 
 
 def test_a_user_catalog_overrides_a_price_and_adds_a_gpu(tmp_path):
@@ -78,3 +136,27 @@ def test_a_broken_user_catalog_is_a_clear_error(tmp_path):
     extra.write_text("entries:\n  - {id: new-gpu, name: x}\n")
     with pytest.raises(CatalogError, match="new-gpu"):
         load_gpus(extra)
+
+
+def test_a_user_catalog_can_override_a_model_field_wise(tmp_path):
+    extra = tmp_path / "models.yaml"
+    extra.write_text("entries:\n  - {id: llama-3.1-8b, architecture: {max_position: 8192}}\n")
+    model = load_models(extra)["llama-3.1-8b"]
+    assert model.architecture.max_position == 8192
+    assert model.architecture.ffn_hidden == 14336  # the rest of the architecture is kept
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("entries: [1, 2]", "string 'id'"), ("just: text", "'entries' list"), ("entries: [", "not valid YAML")],
+)
+def test_malformed_user_catalogs_are_clear_errors(tmp_path, text, message):
+    extra = tmp_path / "gpus.yaml"
+    extra.write_text(text)
+    with pytest.raises(CatalogError, match=message):
+        load_gpus(extra)
+
+
+def test_a_missing_user_catalog_is_a_clear_error(tmp_path):
+    with pytest.raises(CatalogError, match="cannot read"):
+        load_gpus(tmp_path / "absent.yaml")

@@ -34,6 +34,7 @@ def _merge(base: dict, update: dict) -> dict:
 
 
 def _user_entries(path: Path) -> list[dict]:
+    path = Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -79,8 +80,10 @@ def _with_user(packaged: dict[str, Any], kind: type, extra: Path | None) -> dict
 
 
 def load_gpus(extra: Path | None = None) -> dict[str, GpuSpec]:
+    """The packaged GPU catalog, plus (and overridden by) the entries of the user catalog `extra`."""
     return _with_user(_packaged_gpus(), GpuSpec, extra)
 
 
 def load_models(extra: Path | None = None) -> dict[str, ModelPreset]:
+    """The packaged model presets, plus (and overridden by) the entries of the user catalog `extra`."""
     return _with_user(_packaged_models(), ModelPreset, extra)

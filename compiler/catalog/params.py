@@ -1,14 +1,23 @@
 """Parameter counts computed from an architecture, term by term.
 
 Per transformer layer (d = hidden, h_q = heads × head_dim, h_kv = kv_heads × head_dim, f = MLP width):
-- attention, GQA/MHA: q d·h_q + k d·h_kv + v d·h_kv + o h_q·d (+ biases h_q + 2·h_kv (+ d) when present);
-- attention, DeepSeek MLA (DeepSeek-V2 paper §2.1): q down d·r_q + q norm r_q + q up r_q·H·(d_nope + d_rope),
-  kv down d·(r_kv + d_rope) + kv norm r_kv + kv up r_kv·H·(d_nope + d_v) + o H·d_v·d;
-- MLP: gated (SwiGLU: gate, up, down) 3·d·f, non-gated 2·d·f (+ biases f + d);
-- MoE: every routed expert has its own MLP of width f_e, a router d·E, shared experts are always active;
-- norms: 2 per layer, d each (RMSNorm) or 2d (LayerNorm with bias).
-Outside the layers: token embeddings V·d (+ learned positions for GPT-3/BERT/ViT), a final norm, and an LM
-head V·d unless tied to the embeddings. "Active" counts the top-k experts and the shared ones only.
+- attention, GQA/MHA (Ainslie et al. 2023): q d·h_q + k d·h_kv + v d·h_kv + o h_q·d. With attention_bias the
+  q/k/v biases add h_q + 2·h_kv; the o-projection bias (+ d) exists in the LayerNorm-era models (GPT-3, BERT,
+  ViT) but not in Qwen2/2.5, which biases q/k/v only (Qwen2Attention: o_proj bias=False), so it follows `norm`;
+- attention, DeepSeek MLA (DeepSeek-V2 paper §2.1, DeepSeek-V3 config.json): q down d·r_q + q norm r_q +
+  q up r_q·H·(d_nope + d_rope), kv down d·(r_kv + d_rope) + kv norm r_kv + kv up r_kv·H·(d_nope + d_v),
+  o H·d_v·d (with q_lora_rank 0 the query is a plain d·H·(d_nope + d_rope) projection);
+- MLP: gated (SwiGLU, Shazeer 2020: gate, up, down) 3·d·f, non-gated 2·d·f; mlp_bias adds f (2f gated) + d;
+- MoE (Mixtral, DeepSeek): each routed expert is an MLP of width f_e, the router is d·E, shared experts are
+  MLPs of width f_e that every token uses; the first `dense_layers` layers keep a dense MLP of width f;
+- norms: 2 per layer, d each (RMSNorm: a scale) or 2d (LayerNorm: scale and bias), and one final norm.
+Outside the layers: token embeddings V·d, learned positions P·d (GPT-3, BERT), BERT's token-type embeddings
+2·d, and an output head: the LM head V·d unless tied to the embeddings, BERT's pooler d·d + d (the
+published 335M of bert-large counts BertModel with its pooler; the MLM head is tied and not counted), or
+the ViT classifier d·C + C over C = `vocab` classes. ViT replaces the token embedding by the patch
+projection 3·p²·d + d, a class token d and positions (N + 1)·d for N = (image / patch)² patches.
+"Active" (per token) counts the top-k routed experts and the shared ones instead of all experts.
+CNNs carry their published count in `params_override`.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ class ParamCounts:
     per_layer_mlp_active: int
     per_layer_norm: int
     largest_layer: int  # the biggest single block of parameters (a layer, or the embedding)
-    lm_head: int = 0
+    lm_head: int = 0  # output head: untied LM head, BERT pooler or ViT classifier
 
 
 def _norm(arch: Architecture, width: int) -> int:
@@ -86,6 +95,7 @@ def count_params(arch: Architecture) -> ParamCounts:
         head = 0 if arch.tied_embeddings else arch.vocab * d
     if arch.kind == "encoder":
         embedding += 2 * d  # token-type embeddings (BERT)
+        head = d * d + d  # pooler (dense + bias); the MLM head is tied to the embeddings
     final_norm = _norm(arch, d)
     total = body_total + embedding + head + final_norm
     active = body_active + embedding + head + final_norm
