@@ -17,42 +17,7 @@ from dataclasses import dataclass
 from ..resolved import ResolvedPlan, Serving
 from .base import OutputFile, dump_yaml_documents, shell_words
 
-# ---- private versions with the signatures of compiler/targets/k8s_common.py (not there when this was written);
-# ---- to be replaced by `from .k8s_common import ...` once it lands.
-def labels(plan: ResolvedPlan, component: str) -> dict[str, str]:
-    return {"app.kubernetes.io/name": plan.name, "app.kubernetes.io/instance": plan.name,
-            "app.kubernetes.io/component": component, "app.kubernetes.io/part-of": plan.name,
-            "app.kubernetes.io/managed-by": "mlinfra-compile"}
-
-
-def gpu_node_selector(plan: ResolvedPlan) -> dict[str, str]:
-    return {**plan.spec.cluster.kubernetes.node_selector, "nvidia.com/gpu.product": plan.hardware.gpu_spec.k8s_product_label}
-
-
-def tolerations(plan: ResolvedPlan) -> list[dict]:
-    return [dict(t) for t in plan.spec.cluster.kubernetes.tolerations]
-
-
-def secret_env(plan: ResolvedPlan) -> list[dict]:
-    ref = {"name": plan.spec.cluster.kubernetes.secret_name, "key": "HF_TOKEN", "optional": True}
-    return [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": ref}}]
-
-
-def quantity_bytes(n: int) -> str:
-    return f"{math.ceil(n / 2**30)}Gi"
-
-
-def pvc(name: str, size_bytes: int, plan: ResolvedPlan, access_mode: str) -> dict:
-    spec = {"accessModes": [access_mode], "resources": {"requests": {"storage": quantity_bytes(size_bytes)}}}
-    if plan.spec.cluster.kubernetes.storage_class:
-        spec["storageClassName"] = plan.spec.cluster.kubernetes.storage_class
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": name, "namespace": plan.spec.cluster.kubernetes.namespace}, "spec": spec}
-
-
-def shm_volume(size_bytes: int) -> dict:
-    return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": quantity_bytes(size_bytes)}}
-# ---- end of stand-ins
+from .k8s_common import gpu_node_selector, labels, pvc, quantity_bytes, secret_env, shm_volume, tolerations  # noqa: E402,F401
 
 # Kubernetes documents in a fixed order: Helm's InstallOrder for built-in kinds, custom resources after.
 KIND_ORDER = (
