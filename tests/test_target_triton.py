@@ -252,3 +252,22 @@ def test_vllm_builds_engine_args_from_model_json(tmp_path):
         capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert "OK 8192 64" in result.stdout
+
+
+def test_every_example_repository_parses_and_loads(tmp_path, monkeypatch):
+    from tests.test_target_vllm import example_units
+    tools = realtools()
+    server_env(monkeypatch)
+    units = example_units("triton")
+    assert len(units) >= 4  # resnet50-triton, mobilenet-jetson, llama3-8b-triton, image-captioning/vision
+    repos = []
+    for i, (name, unit) in enumerate(units):
+        out = write_tree(triton.repository(unit, instance_kind="KIND_CPU"), tmp_path / str(i), unit.plan)
+        for config in out.rglob("config.pbtxt"):
+            ok, message = tools.parse_triton_pbtxt(config)
+            assert ok, f"{name}: {message}"
+        repos.append((name, unit, config.parent.parent))
+    for name, unit, repo in repos:
+        ok, log = tools.tritonserver_loads(repo)
+        assert ok, f"{name}: {log}"
+        assert f"READY        {triton.model_name(unit.plan)}" in log

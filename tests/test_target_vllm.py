@@ -313,3 +313,28 @@ def test_vllm_rejects_a_wrong_flag():
     args = ["serve", *vllm.serve_args(plan), "--tensor-paralel-size=2"]
     ok, message = realtools().validate_vllm(args, hf_config(plan.model.hf_id))
     assert not ok and "unrecognized arguments" in message, message
+
+
+# --- the examples, compiled by the real passes ---------------------------------------------------------
+
+
+def example_units(engine: str) -> list[tuple[str, vllm.EngineUnit]]:
+    from compiler.pipeline import resolve
+    units = []
+    for path in sorted((REPO / "examples").glob("*.yaml")):
+        plan = resolve(path)
+        units += [(f"{path.stem}/{unit.directory or '-'}", unit) for unit in vllm.engine_units(plan, engine)]
+    return units
+
+
+def test_vllm_accepts_every_example():
+    tools = realtools()
+    units = example_units("vllm")
+    assert len(units) >= 4  # llama3-8b-chat, llama3-70b-fp8-slo, llama3-405b-serve, image-captioning/caption
+    has_ray = subprocess.run([str(tools.tool_python("vllm")), "-c", "import ray"], capture_output=True).returncode == 0
+    for name, unit in units:
+        if unit.serving.nodes_per_replica > 1:
+            tools.require_tool("ray (vllm venv)", has_ray, "ray is not installed in the vllm tool venv")
+        model_id = unit.plan.model.hf_id
+        ok, message = tools.validate_vllm(["serve", *vllm.serve_args(unit.plan)], hf_config(model_id))
+        assert ok, f"{name}: {message}"
