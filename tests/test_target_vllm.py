@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from compiler.catalog.types import Architecture
-from compiler.targets import tgi, triton, vllm
+from compiler.targets import vllm
 from compiler.targets.base import OutputFile, with_header
 from tests.fixtures.resolved_plans import H100, serving_plan
 

@@ -95,7 +95,7 @@ def onnx_config(plan: ResolvedPlan, instance_kind: str = "KIND_GPU") -> str:
     s = plan.serving
     inputs, outputs = inputs_outputs(plan)
     return render_template(
-        "triton/onnx_config.pbtxt.j2", plan_name=plan.name, name=model_name(plan), hf_id=plan.model.hf_id,
+        "triton/onnx_config.pbtxt.j2", plan_name=plan.name, name=model_name(plan),
         precision=s.precision, max_batch_size=s.max_concurrency, inputs=_tensor_rows(inputs),
         outputs=_tensor_rows(outputs), preferred_batch_sizes=", ".join(str(b) for b in s.preferred_batch_sizes),
         has_preferred=bool(s.preferred_batch_sizes),

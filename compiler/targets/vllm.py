@@ -188,7 +188,7 @@ def _config_yaml(unit: EngineUnit) -> str:
 def _serve_sh(unit: EngineUnit) -> str:
     s = unit.serving
     return render_template(
-        "vllm/serve.sh.j2", vllm_version=VLLM_VERSION, name=unit.plan.name, model=unit.plan.model.hf_id,
+        "vllm/serve.sh.j2", vllm_version=VLLM_VERSION, name=unit.plan.name,
         tp=s.tp, pp=s.pp, gpus=s.gpus_per_replica, nodes=s.nodes_per_replica, multi_node=s.nodes_per_replica > 1,
         serve_args=serve_args(unit.plan), ray_port=RAY_PORT, ray_wait_seconds=RAY_WAIT_SECONDS,
         ray_poll_seconds=RAY_POLL_SECONDS, ray_wait_polls=math.ceil(RAY_WAIT_SECONDS / RAY_POLL_SECONDS),
