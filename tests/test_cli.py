@@ -127,3 +127,12 @@ def test_explain_prints_the_reasoning():
     result = run_cli("explain", PLAN)
     assert result.returncode == 0, result.stderr
     assert "## Decision" in result.stdout and "![" not in result.stdout
+
+
+def test_an_engine_that_cannot_run_the_model_is_infeasible_not_a_crash(tmp_path):
+    plan = tmp_path / "p.yaml"
+    plan.write_text("name: cnn-on-vllm\nworkload: serve\nmodel: {preset: resnet-50}\nprecision: fp16\n"
+                    "serve: {engine: vllm, traffic: {requests_per_second: 10}}\ncluster: {gpus: [t4-16gb]}\n")
+    result = run_cli(plan, "-o", tmp_path / "out")
+    assert result.returncode == 1, result.stderr
+    assert "engine vllm serves decoder LLMs only" in result.stderr and "Traceback" not in result.stderr

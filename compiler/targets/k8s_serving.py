@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from ..resolved import ResolvedPlan, Serving
 from .base import OutputFile, dump_yaml_documents, shell_words
 
-from .k8s_common import gpu_node_selector, labels, pvc, quantity_bytes, secret_env, shm_volume, tolerations  # noqa: E402,F401
+from .k8s_common import gpu_node_selector, labels, pvc, quantity_bytes, secret_env, shm_volume, tolerations
+from .vllm import VLLM_VERSION
 
 # Kubernetes documents in a fixed order: Helm's InstallOrder for built-in kinds, custom resources after.
 KIND_ORDER = (
@@ -60,7 +61,7 @@ PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
 
 # Pinned engine images (release tags of the upstream images); spec.cluster.kubernetes.image overrides.
 ENGINE_IMAGES = {
-    "vllm": "vllm/vllm-openai:v0.11.0",
+    "vllm": f"vllm/vllm-openai:v{VLLM_VERSION}",  # the release whose flags the vLLM target emits
     "tgi": "ghcr.io/huggingface/text-generation-inference:3.3.6",
     "triton": "nvcr.io/nvidia/tritonserver:25.10-vllm-python-py3",
 }

@@ -95,7 +95,8 @@ def tritonserver_loads(repo_dir: Path) -> tuple[bool, str]:
     tool_python("triton")
     require_tool("curl", shutil.which("curl") is not None, f"curl not installed; {INSTALL_HINT}")
     result = _run(["bash", VALIDATORS / "triton_server_check.sh", repo_dir], timeout=300,
-                  env={"TRITON_VENV": str(TOOLS / "triton")})
+                  # the python backend's stub must find Debian's python3 with numpy, not a pyenv shim
+                  env={"TRITON_VENV": str(TOOLS / "triton"), "PATH": f"/usr/bin:/bin:{os.environ.get('PATH', '')}"})
     return result.returncode == 0, (result.stdout + result.stderr).strip()[-4000:]
 
 
