@@ -18,6 +18,7 @@ from ..resolved import ResolvedPlan, Serving
 from .base import OutputFile, dump_yaml_documents, shell_words
 
 from .k8s_common import gpu_node_selector, labels, pvc, quantity_bytes, secret_env, shm_volume, tolerations
+from . import tgi, vllm
 from .vllm import VLLM_VERSION
 
 # Kubernetes documents in a fixed order: Helm's InstallOrder for built-in kinds, custom resources after.
@@ -190,39 +191,13 @@ def model_word(model_id: str) -> str:
 
 
 def vllm_args(unit: ServingUnit) -> list[str]:
-    """`vllm serve` arguments from the resolved serving section (names as in vLLM's EngineArgs CLI).
-
-    The model goes first, positionally (vLLM deprecates `--model` for `vllm serve`).
-    """
-    s, spec = unit.serving, unit.plan.spec
-    dtype = {"fp32": "float32", "fp16": "float16"}.get(s.precision, "bfloat16")  # fp8/int weights compute in bf16
-    args = [
-        model_word(unit.plan.model.hf_id), "--host=0.0.0.0", f"--port={HTTP_PORT}",
-        f"--tensor-parallel-size={s.tp}", f"--pipeline-parallel-size={s.pp}",
-        f"--max-model-len={s.context_len}", f"--max-num-seqs={s.max_concurrency}",
-        f"--max-num-batched-tokens={s.max_num_batched_tokens}",
-        f"--gpu-memory-utilization={s.gpu_memory_utilization:g}", f"--dtype={dtype}",
-    ]
-    if s.precision == "fp8":
-        args.append("--quantization=fp8")
-    if s.kv_cache_dtype == "fp8":
-        args.append("--kv-cache-dtype=fp8")
-    args.append("--enable-prefix-caching" if spec.serve.prefix_caching else "--no-enable-prefix-caching")
-    if unit.multi_node:
-        args.append("--distributed-executor-backend=ray")
-    return args
+    """`vllm serve` arguments: exactly those of the vLLM target (vllm/serve.sh), so no two files disagree."""
+    return vllm.serve_args(unit.plan)
 
 
 def tgi_args(unit: ServingUnit) -> list[str]:
-    """text-generation-launcher arguments (TGI shards one replica over TP GPUs of one node)."""
-    s = unit.serving
-    args = [f"--model-id={unit.plan.model.hf_id}", f"--port={HTTP_PORT}", f"--num-shard={s.tp}",
-            # the launcher refuses a prefill budget below the longest prompt (max-input-tokens < max-total-tokens)
-            f"--max-total-tokens={s.context_len}", f"--max-batch-prefill-tokens={max(s.max_num_batched_tokens, s.context_len)}",
-            f"--max-concurrent-requests={s.max_concurrency}"]
-    if s.precision == "fp8":
-        args.append("--quantize=fp8")
-    return args
+    """text-generation-launcher arguments: exactly those of the TGI target (tgi/launcher.sh)."""
+    return tgi.launcher_words(unit.plan)
 
 
 def triton_args(unit: ServingUnit) -> list[str]:
