@@ -422,3 +422,15 @@ def test_every_rule_expression_parses_as_promql():
         parse(expr)
     with pytest.raises(Exception):
         parse(exprs[0].replace(")", "", 1))
+
+
+def test_stages_name_the_queue_between_them():
+    from pathlib import Path
+
+    from compiler.pipeline import resolve
+    from compiler.targets.k8s_serving import serving_units
+
+    units = serving_units(resolve(Path(__file__).parent.parent / "examples/image-captioning.yaml"))
+    assert [u.component for u in units] == ["vision", "caption"]
+    assert units[0].output_queue == units[1].input_queue == "image-captioning-vision-to-caption"
+    assert units[0].input_queue == "" and units[1].output_queue == ""

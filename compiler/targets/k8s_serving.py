@@ -104,6 +104,8 @@ class ServingUnit:
     name: str
     component: str
     plan: ResolvedPlan
+    input_queue: str = ""  # multi-stage: the queue this stage reads from (named in plan.json's stages)
+    output_queue: str = ""  # and the one the next stage reads from
 
     @property
     def serving(self) -> Serving:
@@ -136,11 +138,13 @@ def serving_units(plan: ResolvedPlan) -> list[ServingUnit]:
     """The units to deploy: one per stage of a multi-stage service, else the service itself."""
     if not plan.stages:
         return [ServingUnit(object_name(plan.name), "server", plan)]
+    outputs = [stage.queue for stage in plan.stages[1:]] + [""]
     return [
         ServingUnit(object_name(plan.name, stage.name), stage.name,
                     plan.model_copy(update={"model": stage.model, "hardware": stage.hardware, "serving": stage.serving,
-                                            "memory_per_gpu_bytes": stage.memory_per_gpu_bytes}))
-        for stage in plan.stages
+                                            "memory_per_gpu_bytes": stage.memory_per_gpu_bytes}),
+                    input_queue=stage.queue, output_queue=output)
+        for stage, output in zip(plan.stages, outputs)
     ]
 
 
@@ -264,7 +268,9 @@ def _pod_spec(unit: ServingUnit, leader: bool) -> dict:
         "image": unit.plan.spec.cluster.kubernetes.image or ENGINE_IMAGES[s.engine],
         "command": command,
         "args": args,
-        "env": [*secret_env(unit.plan), {"name": "HF_HOME", "value": f"{CACHE_MOUNT}/hf"}],
+        "env": [*secret_env(unit.plan), {"name": "HF_HOME", "value": f"{CACHE_MOUNT}/hf"},
+                *([{"name": "MLINFRA_INPUT_QUEUE", "value": unit.input_queue}] if unit.input_queue else []),
+                *([{"name": "MLINFRA_OUTPUT_QUEUE", "value": unit.output_queue}] if unit.output_queue else [])],
         "resources": {"limits": {"nvidia.com/gpu": gpus_per_pod(s)}},
         "volumeMounts": [{"name": "model-cache", "mountPath": CACHE_MOUNT},
                          {"name": shm["name"], "mountPath": "/dev/shm"}],
