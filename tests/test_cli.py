@@ -6,7 +6,6 @@ import shutil
 import subprocess
 import sys
 
-import pytest
 
 from compiler import cli as cli_module
 from compiler import pipeline

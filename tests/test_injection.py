@@ -13,7 +13,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.conftest import REPO, run_cli
+from tests.conftest import run_cli
 
 MARK = "/tmp/mlinfra-pwned"
 HOSTILE = f"a'b\"c $(touch {MARK}) `touch {MARK}` ; touch {MARK} # {{x: y}} &amp; \\\\ *"

@@ -3,11 +3,9 @@ manifests accepted by real consumers (strict Kubernetes schemas, upstream CRD sc
 
 from __future__ import annotations
 
-import math
 import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest

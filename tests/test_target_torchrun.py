@@ -17,6 +17,7 @@ import pytest
 from compiler.targets import deepspeed, fsdp, megatron, slurm, torchrun, training_consistency
 from compiler.targets.base import OutputFile, with_header
 from tests.fixtures.resolved_plans import training_plan
+from tests.tools import realtools as tools_realtools
 
 REPO = Path(__file__).resolve().parent.parent
 TINY_TRAIN = REPO / "tests" / "tiny_train.py"
@@ -25,14 +26,8 @@ HOSTILE = ["$(touch {m})", "`touch {m}`", "a'b\"c", "; touch {m} #", "x y", "*",
 
 
 def realtools():
-    """tests/tools/realtools.py; skipped on a laptop without it, an error under CI."""
-    try:
-        from tests.tools import realtools as module
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip("tests/tools/realtools.py not available")
-    return module
+    """The real-tool helpers (tests/tools/realtools.py): they skip on a laptop without a tool, fail under CI."""
+    return tools_realtools
 
 
 def small_training_plan(nodes: int = 1, gpus_per_node: int = 2, framework: str = "ddp", zero_stage: int = 0,

@@ -17,6 +17,7 @@ from compiler.catalog.types import Architecture
 from compiler.targets import vllm
 from compiler.targets.base import OutputFile, with_header
 from tests.fixtures.resolved_plans import H100, serving_plan
+from tests.tools import realtools as tools_realtools
 
 REPO = Path(__file__).resolve().parent.parent
 HF_CONFIGS = REPO / "tests" / "data" / "hf_configs"
@@ -25,14 +26,8 @@ LLAMA_405B = Architecture(layers=126, hidden=16384, heads=128, kv_heads=8, ffn_h
 
 
 def realtools():
-    """tests/tools/realtools.py; skipped on a laptop without it, an error under CI."""
-    try:
-        from tests.tools import realtools as module
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip("tests/tools/realtools.py not available")
-    return module
+    """The real-tool helpers (tests/tools/realtools.py): they skip on a laptop without a tool, fail under CI."""
+    return tools_realtools
 
 
 def llm_plan(engine: str = "vllm", model: dict | None = None, serve: dict | None = None, **serving_updates):

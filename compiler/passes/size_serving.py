@@ -6,7 +6,6 @@ the top-level sections then describe the last stage and `stages` lists them all.
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from ..catalog.catalog import Catalog
 from ..catalog.fabrics import load_fabrics
