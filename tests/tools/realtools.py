@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -22,6 +23,9 @@ VALIDATORS = Path(__file__).resolve().parent / "validators"
 CRD_DIR = REPO / "vendor" / "crds"
 TOOLS = Path(os.environ.get("MLINFRA_TOOLS", Path.home() / ".cache" / "mlinfra-tools"))
 INSTALL_HINT = "run scripts/install-test-deps.sh"
+# Debian chromium 156 headless: a window shorter than this shows 87 px less page than it screenshots (measured:
+# a 200x100 window drew 13 rows of a 100 px SVG, 200x120 drew 33, 150 and taller drew all)
+MIN_SCREENSHOT_HEIGHT_PX = 150
 
 
 def in_ci() -> bool:
@@ -50,8 +54,31 @@ def shellcheck_bin() -> Path:
 
 
 def _run(cmd: list, timeout: int, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})}, cwd=cwd)
+    """Run under `timeout -k 10 N`: it signals the whole process group (a tritonserver or a torchrun agent stuck
+    in its 300 s exit barrier ignores a plain SIGTERM); Python's own timeout is only the backstop."""
+    return subprocess.run(["timeout", "-k", "10", str(timeout), *[str(c) for c in cmd]], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=timeout + 30, env={**os.environ, **(env or {})}, cwd=cwd)
+
+
+def _verdict(result: subprocess.CompletedProcess, tail_chars: int = 3000) -> tuple[bool, str]:
+    text = (result.stdout + result.stderr).strip()[-tail_chars:]
+    if result.returncode in (124, 137):
+        text = f"timed out (rc={result.returncode}): {text}"
+    return result.returncode == 0, text
+
+
+def torchrun(args: list, timeout: int = 120, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The torch venv's torchrun (CPU, gloo) with OMP_NUM_THREADS=1 under `timeout -k 10 N`."""
+    bin_dir = tool_python("torch").parent
+    path = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    return _run([bin_dir / "torchrun", *args], timeout, env={"OMP_NUM_THREADS": "1", "PATH": path, **(env or {})},
+                cwd=cwd)
+
+
+def pre_commit_bin() -> Path:
+    found = shutil.which("pre-commit")
+    require_tool("pre-commit", found is not None, f"pre-commit not installed; {INSTALL_HINT}")
+    return Path(found)
 
 
 def validate_k8s(paths: list[Path]) -> list[str]:
@@ -67,7 +94,7 @@ def validate_ds_config(path: Path, world_size: int) -> tuple[bool, str]:
     """DeepSpeed's own DeepSpeedConfig parser (unknown top-level keys reported too)."""
     result = _run([tool_python("torch"), VALIDATORS / "ds_check.py", path, "--world-size", world_size], timeout=300,
                   env={"DS_ACCELERATOR": "cpu"})
-    return result.returncode == 0, (result.stdout + result.stderr).strip()[-3000:]
+    return _verdict(result)
 
 
 def validate_vllm(args: list[str], hf_config: dict[str, dict] | None = None) -> tuple[bool, str]:
@@ -81,13 +108,13 @@ def validate_vllm(args: list[str], hf_config: dict[str, dict] | None = None) -> 
             planted += ["--hf-config", f"{model_id}={path}"]
         result = _run([python, VALIDATORS / "vllm_check.py", *planted, "--", *args], timeout=600,
                       env={"HF_HUB_OFFLINE": "1", "HF_HOME": tmp, "VLLM_TARGET_DEVICE": "cpu"})
-    return result.returncode == 0, (result.stdout + result.stderr).strip()[-3000:]
+    return _verdict(result)
 
 
 def parse_triton_pbtxt(path: Path) -> tuple[bool, str]:
     """Parse into Triton's inference.ModelConfig protobuf (tritonclient's model_config_pb2)."""
     result = _run([tool_python("triton"), VALIDATORS / "triton_check.py", path], timeout=120)
-    return result.returncode == 0, (result.stdout + result.stderr).strip()[-3000:]
+    return _verdict(result)
 
 
 def tritonserver_loads(repo_dir: Path) -> tuple[bool, str]:
@@ -96,14 +123,18 @@ def tritonserver_loads(repo_dir: Path) -> tuple[bool, str]:
     require_tool("curl", shutil.which("curl") is not None, f"curl not installed; {INSTALL_HINT}")
     result = _run(["bash", VALIDATORS / "triton_server_check.sh", repo_dir], timeout=300,
                   # the python backend's stub must find Debian's python3 with numpy, not a pyenv shim
-                  env={"TRITON_VENV": str(TOOLS / "triton"), "PATH": f"/usr/bin:/bin:{os.environ.get('PATH', '')}"})
-    return result.returncode == 0, (result.stdout + result.stderr).strip()[-4000:]
+                  env={"TRITON_VENV": str(TOOLS / "triton"), "PATH": f"/usr/bin:/bin:{os.environ.get('PATH', '')}",
+                       "TRITON_HTTP_PORT": str(_free_port_block(3))})
+    return _verdict(result, tail_chars=4000)
 
 
 def render_svg_png(svg: Path, png: Path, width: int = 640, height: int = 360) -> None:
-    """Headless Debian chromium screenshot of an SVG file."""
+    """Headless Debian chromium screenshot of an SVG file (flags of shared env machines/python.md)."""
+    if height < MIN_SCREENSHOT_HEIGHT_PX:
+        raise ValueError(f"height {height} px < {MIN_SCREENSHOT_HEIGHT_PX} px: chromium would crop the page")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     require_tool("chromium", chromium is not None, f"chromium not installed; {INSTALL_HINT}")
+    png.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory() as profile:
         result = _run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -113,46 +144,73 @@ def render_svg_png(svg: Path, png: Path, width: int = 640, height: int = 360) ->
         raise AssertionError(f"chromium wrote no screenshot: {result.stderr[-2000:]}")
 
 
+def _free_port_block(count: int) -> int:
+    """A base port with `count` consecutive free TCP ports above it on 127.0.0.1 (slurmd i listens on base+i)."""
+    for base in range(17000 + os.getpid() % 500 * 20, 30000, 20):
+        try:
+            for port in range(base, base + count + 1):
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free port block for the Slurm test cluster")
+
+
 @dataclass
 class SlurmCluster:
-    """A throw-away Slurm 22.05 on localhost with fake 8-GPU nodes (scripts/slurm/slurm_up.sh)."""
+    """A throw-away Slurm 22.05 on localhost with fake 8-GPU nodes n1..nN (scripts/slurm/slurm_up.sh)."""
 
     directory: Path
     env: dict[str, str]
     nodes: int
 
     def sbatch(self, script: Path, *flags: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+        """sbatch FLAGS SCRIPT in the script's folder. Test the file's #SBATCH lines: command-line flags override them."""
         return _run(["sbatch", *flags, script], timeout=60, env={**self.env, **(env or {})}, cwd=cwd or script.parent)
 
     def run_job(self, script: Path, timeout: int = 180, cwd: Path | None = None, env: dict | None = None) -> tuple[str, str]:
-        """Submit, wait until the job leaves the queue; returns (final state, output file text)."""
+        """Submit, poll squeue every 0.2 s until the job leaves the queue; returns (final JobState, output file text).
+        A job still queued or running after `timeout` seconds is cancelled and reported as TIMEOUT."""
         submitted = self.sbatch(script, "--parsable", cwd=cwd, env=env)
         if submitted.returncode:
             return "SUBMIT-FAILED", submitted.stderr
         job = submitted.stdout.strip().split(";")[0]
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            queue = _run(["squeue", "-h", "-j", job, "-o", "%T"], timeout=30, env=self.env)
-            if not queue.stdout.strip():
-                break
+        while _run(["squeue", "-h", "-j", job, "-o", "%T"], timeout=30, env=self.env).stdout.strip():
+            if time.monotonic() > deadline:
+                _run(["scancel", job], timeout=30, env=self.env)
+                return "TIMEOUT", self._output(job, cwd or script.parent)
             time.sleep(0.2)
-        state = _run(["scontrol", "show", "job", job], timeout=30, env=self.env).stdout
-        final = next((w.split("=", 1)[1] for w in state.split() if w.startswith("JobState=")), "UNKNOWN")
-        out = "".join(p.read_text(errors="replace") for p in sorted((cwd or script.parent).glob(f"*{job}*.out")))
-        return final, out
+        info = _run(["scontrol", "show", "job", job], timeout=30, env=self.env).stdout
+        final = next((w.split("=", 1)[1] for w in info.split() if w.startswith("JobState=")), "UNKNOWN")
+        return final, self._output(job, cwd or script.parent, info)
+
+    def _output(self, job: str, folder: Path, info: str = "") -> str:
+        stdout = next((w.split("=", 1)[1] for w in info.split() if w.startswith("StdOut=")), "")
+        if stdout and Path(stdout).is_file():
+            return Path(stdout).read_text(errors="replace")
+        return "".join(p.read_text(errors="replace") for p in sorted(folder.glob(f"*-{job}.out")) +
+                       sorted(folder.glob(f"slurm-{job}.out")))
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster():
-    available = all(shutil.which(b) for b in ("munged", "slurmctld", "slurmd", "sbatch"))
+    """Two fake 8×h100 nodes (96 CPUs, 1,000,000 MB each) in partition `gpu`, for the whole test session."""
+    available = all(shutil.which(b) or Path("/usr/sbin", b).exists() for b in ("munged", "slurmctld", "slurmd", "sbatch"))
     require_tool("slurm", available, f"Debian's munge/slurmctld/slurmd/slurm-client not installed; {INSTALL_HINT}")
+    require_tool("slurm", os.geteuid() == 0, "the throw-away Slurm cluster runs munged/slurmctld/slurmd as root")
     # munged insists every directory above its socket is world-executable; pytest's tmp dirs are 0700.
     directory = Path(tempfile.mkdtemp(prefix="mlinfra-slurm-", dir="/tmp"))
     directory.chmod(0o755)
-    env = {"SLURM_TEST_DIR": str(directory), "SLURM_TEST_ETC_HOSTS": "1", "SLURMCTLD_PORT": "16817"}
+    ports = _free_port_block(4)
+    env = {"SLURM_TEST_DIR": str(directory), "SLURMCTLD_PORT": str(ports), "SLURMD_PORT_BASE": str(ports + 1),
+           "PATH": f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin",
+           # node names n1, n2 resolve to 127.0.0.1 (torchrun rendezvous by node name); the line is removed on teardown
+           "SLURM_TEST_ETC_HOSTS": "1" if os.access("/etc/hosts", os.W_OK) else "0"}
     up = _run(["bash", REPO / "scripts/slurm/slurm_up.sh", "2"], timeout=180, env=env)
     if up.returncode:
+        _run(["bash", REPO / "scripts/slurm/slurm_down.sh", "--purge"], timeout=120, env=env)
         pytest.fail(f"slurm_up.sh failed: {up.stdout[-2000:]}{up.stderr[-2000:]}")
-    cluster = SlurmCluster(directory, {"SLURM_CONF": str(directory / "etc" / "slurm.conf")}, 2)
-    yield cluster
+    yield SlurmCluster(directory, {"SLURM_CONF": str(directory / "etc" / "slurm.conf")}, 2)
     _run(["bash", REPO / "scripts/slurm/slurm_down.sh", "--purge"], timeout=120, env=env)
