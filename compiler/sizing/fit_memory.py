@@ -104,10 +104,30 @@ def activation_bytes_per_layer(arch: Architecture, seq_len: int, micro_batch: in
     return total
 
 
+def _deepspeed_model_states(params: float, largest_layer: float, gpus: int, stage: int, offload_optimizer: bool,
+                            offload_params: bool) -> tuple[float, float, float, float]:
+    """Model states as DeepSpeed allocates them (deepspeed/runtime/zero/stage_1_and_2.py and stage3.py,
+    `estimate_zero{2,3}_model_states_mem_needs`): stage 2 keeps 2 B/param of fp16 weights plus
+    18 B/param/N (fp16 and fp32 gradient partitions, fp32 master, two moments); stage 3 keeps
+    18 B/param/N plus a 4 B/param buffer of the largest layer it gathers. Returns weights, gradients,
+    optimizer states on the GPU and bytes on the CPU (DeepSpeed's own 1.5× CPU buffer factor left out)."""
+    shard = params / gpus
+    if stage == 2:
+        if offload_optimizer:
+            return 2 * params, 0.0, 0.0, 16 * params
+        return 2 * params, 6 * shard, 12 * shard, 0.0
+    gather = 4 * largest_layer
+    if offload_optimizer and offload_params:
+        return gather, 0.0, 0.0, 18 * shard
+    if offload_optimizer:
+        return gather + 2 * shard, 0.0, 0.0, 16 * shard
+    return gather + 2 * shard, 4 * shard, 12 * shard, 0.0
+
+
 def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str, optimizer: str, method: str,
                    lora_rank: int, lora_targets: tuple[str, ...], tp: int, pp: int, dp: int, zero_stage: int,
                    offload_optimizer: bool, offload_params: bool, seq_len: int, micro_batch: int, microbatches: int,
-                   recompute: str, sequence_parallel: bool, flash_attention: bool) -> MemoryBreakdown:
+                   recompute: str, sequence_parallel: bool, flash_attention: bool, framework: str = "") -> MemoryBreakdown:
     held = params_on_first_stage(arch, params, tp, pp)
     w = WEIGHT_BYTES[precision]
     k = OPTIMIZER_BYTES_MIXED[optimizer] - (FP32_MASTER_BYTES if precision == "fp32" else 0)
@@ -123,9 +143,13 @@ def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str, o
         weights = held * base + trainable * w
         gradients = trainable * w
         optimizer_bytes = trainable * (OPTIMIZER_BYTES_MIXED[optimizer]) / (dp if zero_stage >= 1 else 1)
+    if framework == "deepspeed" and method == "full" and w == 2 and optimizer == "adamw" and zero_stage >= 2:
+        weights, gradients, optimizer_bytes, cpu = _deepspeed_model_states(held, params.largest_layer / tp, dp, zero_stage,
+                                                                           offload_optimizer, offload_params)
+        offload_optimizer = offload_params = False  # already placed
     if offload_optimizer:
-        cpu += optimizer_bytes
-        optimizer_bytes = 0
+        cpu += optimizer_bytes + gradients  # ZeRO-Offload keeps the gradient partition on the CPU too
+        optimizer_bytes = gradients = 0
     if offload_params and zero_stage == 3:
         cpu += weights
         weights = 0

@@ -155,7 +155,7 @@ def _gpu_counts(req: TrainRequest, per_node: int) -> list[int]:
 
 
 def _evaluate(req: TrainRequest, gpu: GpuSpec, per_node: int, gpus: int, tp: int, pp: int, zero: int, offload: bool,
-              mb: int, recompute: str, fabric, storage, usable: int):
+              mb: int, recompute: str, fabric, storage, usable: int, framework: str = ""):
     dp = gpus // (tp * pp)
     if req.global_batch_sequences % (mb * dp):
         return None, "global batch not divisible by micro-batch × DP"
@@ -165,7 +165,7 @@ def _evaluate(req: TrainRequest, gpu: GpuSpec, per_node: int, gpus: int, tp: int
                          lora_rank=req.lora_rank, lora_targets=req.lora_targets, tp=tp, pp=pp, dp=dp, zero_stage=zero,
                          offload_optimizer=offload, offload_params=offload and zero == 3, seq_len=req.seq_len,
                          micro_batch=mb, microbatches=grad_accum, recompute=recompute, sequence_parallel=sp,
-                         flash_attention=req.flash_attention)
+                         flash_attention=req.flash_attention, framework=framework)
     if mem.total > usable:
         return None, mem
     per_layer_act = mem.activations / max(1, min(pp, grad_accum) * -(-req.arch.layers // pp))
@@ -252,7 +252,7 @@ def search_training(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSear
                                         continue
                                     evaluated += 1
                                     result, why = _evaluate(req, gpu, per_node, count, tp, pp, zero, offload, mb,
-                                                            recompute, fabric, storage, usable)
+                                                            recompute, fabric, storage, usable, framework[0])
                                     desc = f"{count} × {gpu_id} TP{tp} PP{pp} ZeRO-{zero} mb{mb} {recompute}"
                                     if result is None:
                                         if isinstance(why, MemoryBreakdown):
