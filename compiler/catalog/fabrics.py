@@ -20,6 +20,7 @@ class Interconnect(_Entry):
     name: str
     family: Literal["ib", "roce", "efa", "tcp"]
     bytes_per_second_per_gpu: float
+    bytes_per_second_per_node: float
     latency_seconds: float
     source: str
 

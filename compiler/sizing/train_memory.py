@@ -1,0 +1,291 @@
+"""Training memory per GPU, term by term: model states (ZeRO paper), activations (Korthikanti et al. 2022), runtime.
+
+Model states (Rajbhandari et al. 2019, "ZeRO", §3 and Fig. 1), bytes per parameter a GPU holds:
+  weights w (2 in 16-bit mixed precision; 4 in fp32; fp8 training keeps bf16 weights and casts per GEMM, as
+  Transformer Engine does), gradients w, optimizer K. Mixed-precision AdamW keeps an fp32 master + m + v:
+  K = 12 (the paper's K). 8-bit Adam (Dettmers et al. 2022, "8-bit Optimizers via Block-wise
+  Quantization"): 1-byte m and v + fp32 master = 6. SGD with momentum: momentum 4 + master 4 = 8.
+  Adafactor (Shazeer & Stern 2018, §3): no momentum (β1 = 0) and a second moment factored into one row and
+  one column vector per matrix, 4·(1/rows + 1/cols) bytes per parameter, + master 4. In fp32 training the
+  weights are the master copy, so K loses its 4-byte master.
+  Baseline DP holds (2 + 2 + K)·Ψ; ZeRO-1 shards K over the N_d ranks, ZeRO-2 also the gradients, ZeRO-3
+  also the weights (FSDP SHARD_GRAD_OP ≙ 2, FULL_SHARD ≙ 3, HYBRID_SHARD ≙ 3 over the ranks of one node:
+  pass `zero_shard_ranks`). CPU offload (ZeRO-Offload, Ren et al. 2021) moves the optimizer states and the
+  gradient partition they update to host memory, and at stage 3 (ZeRO-Infinity) the weights too.
+  DeepSpeed allocates differently from the paper at stages 2/3 (an fp32 gradient partition, a gather buffer
+  of the largest layer): `deepspeed_model_states` reproduces its estimators for framework="deepspeed".
+Megatron sharding: transformer layers split over PP stages (⌈L/p⌉ on a stage), their matrices over TP; the
+  norms are replicated on the TP ranks. The input embedding (vocab-parallel over TP) sits on the first stage,
+  the LM head (or, when tied, a copy of the embedding) and the final norm on the last; memory is that of the
+  worse of the two stages.
+
+Activations, bytes per transformer layer and micro-batch, 16-bit (Korthikanti et al. 2022, §4.1, Table 2):
+  s·b·h·(34 + 5·a·s/h) = attention 11·sbh + 5·a·s²·b, MLP 19·sbh, two LayerNorm inputs 4·sbh, where
+    attention 11 = QKV input 2 + Q and K 4 + V 2 + softmax-dropout output read by the V-GEMM 2 + out-proj
+    dropout mask 1; scores: softmax output 2·as²b + dropout mask as²b + dropout output 2·as²b;
+    MLP 19 = input 2 + first GEMM output (GeLU input) 8 + GeLU output 8 + dropout mask 1 (width 4h).
+  Generalised here, each term derived the same way:
+  * GQA (Ainslie et al. 2023): K and V are g = kv_heads/heads as wide as Q: Q 2 + K,V 4·g; attention
+    = 2 + 2 + 4·g + 2 + 1 = 7 + 4·g (MHA: 11);
+  * MLP of width f: input 2·sbh + dropout mask sbh + non-gated: activation input and output 2·(2·sbf), or
+    gated (SwiGLU): gate and up outputs + their product 3·(2·sbf); f = 4h non-gated gives the paper's 19;
+  * MoE: every token visits experts_per_token experts (+ shared experts), so the f term counts that many
+    expert widths; the router's logits s·b·E (fp32, 4 bytes) are kept for its softmax backward;
+  * TP divides every term but the 10·sbh of LayerNorm inputs, block inputs and dropout masks (Table 2:
+    10 + 24/t); sequence parallelism divides those too (34/t);
+  * flash attention (Dao et al. 2022) keeps no s×s scores: the 5·a·s²·b term is gone (it stores O and the
+    softmax statistics, counted in the 11);
+  * selective recompute recomputes the attention core: the scores term is gone (Table 2 "34·sbh/t");
+  * full recompute stores only each layer's input 2·sbh (/t with SP) and re-runs the layer in the backward,
+    which then needs one layer's full activations at a time;
+  * 1F1B pipeline: stage i holds p − i micro-batches in flight, so the first holds min(p, m) (§4.2.3), the
+    last one; the loss keeps fp32 logits s·b·V/t × 4 bytes and their gradient (× 2) on the last stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..catalog.params import ParamCounts
+from ..catalog.types import Architecture
+
+GIB = 2**30
+MIB = 2**20
+
+WEIGHT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
+FP32_MASTER_BYTES = 4
+# Optimizer states per trainable parameter in mixed precision, fp32 master included (see module docstring).
+OPTIMIZER_STATE_BYTES = {"adamw": 12, "adamw-8bit": 6, "sgd": 8, "adafactor": 4}
+# QLoRA (Dettmers et al. 2023, §3): 4-bit NormalFloat weights, one fp32 absmax per 64-weight block quantised to
+# 8 bits with a second-level fp32 constant per 256 blocks: 8/64 + 32/(64·256) = 0.127 bits per parameter.
+NF4_BITS_PER_PARAM = 4 + 8 / 64 + 32 / (64 * 256)
+# LoRA (Hu et al. 2021): a rank-r pair B·A on a d_in × d_out matrix adds r·(d_in + d_out) parameters.
+LORA_TARGETS_DEFAULT = ("q", "k", "v", "o")
+
+# Runtime, reported as `other`:
+# CUDA context with the driver's kernel images: pytorch/pytorch#107667 (ptrblck, 2023): ~300 MB with lazy module
+# loading (CUDA ≥ 11.7), > 1000 MB with eager loading; #28113 saw 200-700 MB. A training process loads most of
+# cuBLAS/cuDNN/NCCL, so the eager figure is used.
+CUDA_CONTEXT_BYTES = 1 * GIB
+# NCCL per communicator: a 4 MiB FIFO (NCCL_BUFFSIZE default, NVIDIA/nccl#285) per channel and direction, up to
+# 32 channels on NVLink-class links (NVIDIA/nccl#1685 shows 32 channels on 8×H100); #986: memory grows with
+# channels and communicators. One communicator per parallel dimension in use (DP, TP, PP).
+NCCL_BYTES_PER_COMMUNICATOR = 32 * 2 * 4 * MIB
+# PyTorch's caching allocator strands memory: GMLake (Guo et al., ASPLOS 2024) measured 15% average
+# fragmentation (1 − allocated/reserved) over eight LLM trainings on A100-80GB, so reserved = allocated / 0.85.
+ALLOCATOR_FRAGMENTATION = 0.15
+# What the driver leaves to processes: nvidia-smi shows 81559 MiB of an H100's 81920 MiB (ECC, driver) — see
+# compiler/catalog/gpus.yaml header; the same share is taken for every part.
+DEVICE_VISIBLE_SHARE = 81559 / 81920
+
+ACTIVATION_BYTES = 2  # 16-bit activations (Korthikanti et al. count 2 bytes per element, 1 per dropout mask)
+LOGITS_BYTES = 4  # fp32 logits, as Megatron's and HF's cross-entropy compute them
+LOGITS_COPIES = 2  # the logits and their gradient
+ROUTER_LOGIT_BYTES = 4  # fp32 router logits (Mixtral/Megatron MoE routers run in fp32)
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes on one GPU (the worse pipeline stage), and what offload moved to the host."""
+
+    weights: int
+    gradients: int
+    optimizer: int
+    activations: int
+    other: int
+    total: int
+    cpu_offload_bytes: int
+
+    @property
+    def model_states(self) -> int:
+        return self.weights + self.gradients + self.optimizer
+
+
+def usable_memory_bytes(gpu_memory_bytes: int) -> int:
+    """What a training process can allocate: the device memory the driver exposes (runtime is in `other`)."""
+    return int(gpu_memory_bytes * DEVICE_VISIBLE_SHARE)
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def stage_params(arch: Architecture, params: ParamCounts, tp: int, pp: int) -> tuple[float, float]:
+    """(first stage, last stage) parameters held by one GPU of that stage under Megatron TP×PP sharding."""
+    if not arch.layers:  # CNNs: no transformer structure, replicated whole
+        return float(params.total), float(params.total)
+    layer_matrices = params.per_layer_attention + params.per_layer_mlp_total
+    body = _ceil_div(arch.layers, pp) * (layer_matrices / tp + params.per_layer_norm)
+    embedding_in = params.embedding - params.lm_head
+    # the LM head; when tied, Megatron keeps a copy of the word embeddings on the last stage (pp > 1)
+    head = params.lm_head or (arch.vocab * arch.hidden if arch.tied_embeddings and pp > 1 else 0)
+    final_norm = arch.hidden * (2 if arch.norm == "layernorm" else 1)
+    if pp == 1:
+        whole = body + (embedding_in + head) / tp + final_norm
+        return whole, whole
+    return body + embedding_in / tp, body + head / tp + final_norm
+
+
+def lora_trainable_params(arch: Architecture, rank: int, targets: tuple[str, ...]) -> int:
+    """Adapter parameters over all layers: r·(d_in + d_out) per targeted matrix (Hu et al. 2021, §4.1)."""
+    d, q, kv = arch.hidden, arch.heads * arch.attention_head_dim, arch.kv_heads * arch.attention_head_dim
+    f = arch.moe_ffn_hidden or arch.ffn_hidden
+    experts = (arch.experts + arch.shared_experts) if arch.is_moe else 1
+    shapes = {"q": (d, q), "k": (d, kv), "v": (d, kv), "o": (q, d),
+              "gate": (d, f), "up": (d, f), "down": (f, d)}
+    per_layer = 0
+    for target in targets or LORA_TARGETS_DEFAULT:
+        if target not in shapes:
+            continue
+        copies = experts if target in ("gate", "up", "down") else 1
+        per_layer += copies * rank * sum(shapes[target])
+    return per_layer * arch.layers
+
+
+def optimizer_bytes_per_param(arch: Architecture, optimizer: str, precision: str) -> float:
+    """K of the ZeRO paper for this optimizer and precision (module docstring)."""
+    if optimizer == "adafactor":
+        rows, cols = max(1, arch.hidden), max(1, arch.ffn_hidden or arch.hidden)
+        k = FP32_MASTER_BYTES + 4 * (1 / rows + 1 / cols)
+    else:
+        k = OPTIMIZER_STATE_BYTES[optimizer]
+    return k - (FP32_MASTER_BYTES if precision in ("fp32", "tf32") else 0)
+
+
+def deepspeed_model_states(params: float, largest_layer: float, ranks: int, stage: int, offload_optimizer: bool,
+                           offload_params: bool) -> tuple[float, float, float, float]:
+    """Model states as DeepSpeed 0.19 allocates them for 16-bit Adam (`estimate_zero2_model_states_mem_needs`,
+    `estimate_zero3_model_states_mem_needs` in deepspeed/runtime/zero/stage_1_and_2.py and stage3.py):
+    stage 2 keeps the 16-bit weights whole (2 B/param) and per rank an fp16 + fp32 gradient partition and the
+    fp32 master, m, v (18 B/param/N); stage 3 keeps the same 18 B/param/N and gathers the largest layer into a
+    4 B/param buffer. Returns (weights, gradients, optimizer) on the GPU and bytes on the CPU (DeepSpeed's
+    1.5× host buffer factor left out)."""
+    shard = params / ranks
+    if stage == 2:
+        if offload_optimizer:
+            return 2 * params, 0.0, 0.0, 16 * params
+        return 2 * params, 6 * shard, 12 * shard, 0.0
+    gather = 4 * largest_layer
+    if offload_optimizer and offload_params:
+        return gather, 0.0, 0.0, 18 * shard
+    if offload_optimizer:
+        return gather + 2 * shard, 0.0, 0.0, 16 * shard
+    return gather + 2 * shard, 4 * shard, 12 * shard, 0.0
+
+
+def activation_bytes_per_layer(arch: Architecture, seq_len: int, micro_batch: int, tp: int, sequence_parallel: bool,
+                               recompute: str, flash_attention: bool) -> float:
+    """Stored activations of one transformer layer for one micro-batch (module docstring, Korthikanti Table 2)."""
+    s, b, h, t = seq_len, micro_batch, arch.hidden, tp
+    sbh = s * b * h
+    sp = t if sequence_parallel else 1
+    if recompute == "full":
+        return ACTIVATION_BYTES * sbh / sp
+    g = arch.kv_heads / arch.heads if arch.heads else 1.0
+    experts = (arch.experts_per_token + arch.shared_experts) if arch.is_moe else 1
+    f = (arch.moe_ffn_hidden or arch.ffn_hidden) * experts if arch.is_moe else arch.ffn_hidden
+    attention = (7 + 4 * g) * sbh
+    mlp = 3 * sbh + (3 if arch.gated_mlp else 2) * ACTIVATION_BYTES * s * b * f
+    norms = 4 * sbh
+    replicated = 10 * sbh  # LayerNorm inputs, block inputs, dropout masks: split over TP only with SP
+    total = (attention + mlp + norms - replicated) / t + replicated / sp
+    if arch.is_moe:
+        total += s * b * arch.experts * ROUTER_LOGIT_BYTES / sp
+    if not flash_attention and recompute == "none":
+        total += 5 * arch.heads * s * s * b / t
+    return total
+
+
+def _communicators(tp: int, pp: int, dp: int) -> int:
+    return max(1, (tp > 1) + (pp > 1) + (dp > 1))
+
+
+def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = "bf16", optimizer: str = "adamw",
+                   method: str = "full", lora_rank: int = 0, lora_targets: tuple[str, ...] = (), tp: int = 1, pp: int = 1,
+                   dp: int = 1, zero_stage: int = 0, zero_shard_ranks: int | None = None, offload_optimizer: bool = False,
+                   offload_params: bool = False, seq_len: int = 2048, micro_batch: int = 1, microbatches: int = 1,
+                   recompute: str = "none", sequence_parallel: bool = False, flash_attention: bool = True,
+                   framework: str = "") -> MemoryBreakdown:
+    """Peak bytes on one GPU of the worse pipeline stage: model states + activations + runtime."""
+    shard = max(1, zero_shard_ranks or dp)
+    w = WEIGHT_BYTES[precision]
+    k = optimizer_bytes_per_param(arch, optimizer, precision)
+    layers_on_stage = _ceil_div(arch.layers, pp) if arch.layers else 0
+    per_layer = activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, recompute, flash_attention)
+    if recompute == "full":  # the backward re-runs one layer and holds its full activations meanwhile
+        full_layer = activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, "none", flash_attention)
+    else:
+        full_layer = 0.0
+    logits = (seq_len * micro_batch * arch.vocab / tp * LOGITS_BYTES * LOGITS_COPIES
+              if arch.vocab and arch.kind == "decoder" else 0.0)
+    stages = stage_params(arch, params, tp, pp)
+    in_flight = (min(pp, microbatches), 1)  # 1F1B: the first stage holds up to p micro-batches, the last one
+    worst: MemoryBreakdown | None = None
+    for index, held in enumerate(stages if pp > 1 else stages[:1]):
+        last = index == 1 or pp == 1
+        weights, gradients, optimizer_bytes, cpu = _model_states(
+            arch, params, held, w, k, method, lora_rank, lora_targets, tp, pp, shard, zero_stage,
+            offload_optimizer, offload_params, framework, precision, optimizer)
+        activations = in_flight[index if pp > 1 else 0] * layers_on_stage * per_layer + full_layer
+        if last:
+            activations += logits
+        allocated = weights + gradients + optimizer_bytes + activations
+        other = (CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(tp, pp, dp)
+                 + allocated * ALLOCATOR_FRAGMENTATION / (1 - ALLOCATOR_FRAGMENTATION))
+        total = allocated + other
+        stage = MemoryBreakdown(int(weights), int(gradients), int(optimizer_bytes), int(activations), int(other),
+                                int(total), int(cpu))
+        if worst is None or stage.total > worst.total:
+            worst = stage
+    assert worst is not None
+    return worst
+
+
+def _model_states(arch: Architecture, params: ParamCounts, held: float, w: float, k: float, method: str, lora_rank: int,
+                  lora_targets: tuple[str, ...], tp: int, pp: int, shard: int, zero_stage: int, offload_optimizer: bool,
+                  offload_params: bool, framework: str, precision: str,
+                  optimizer: str) -> tuple[float, float, float, float]:
+    """(weights, gradients, optimizer, cpu) bytes for `held` parameters on one GPU."""
+    cpu = 0.0
+    if method == "full":
+        if framework == "deepspeed" and w == 2 and optimizer == "adamw" and zero_stage >= 2:
+            largest = params.largest_layer / tp
+            return deepspeed_model_states(held, largest, shard, zero_stage, offload_optimizer, offload_params)
+        weights = held * w / (shard if zero_stage >= 3 else 1)
+        gradients = held * w / (shard if zero_stage >= 2 else 1)
+        optimizer_bytes = held * k / (shard if zero_stage >= 1 else 1)
+    else:
+        base_bytes = NF4_BITS_PER_PARAM / 8 if method == "qlora" else w
+        layer_matrices = (params.per_layer_attention + params.per_layer_mlp_total) * _ceil_div(arch.layers, pp) / tp
+        quantised = min(held, layer_matrices) if method == "qlora" else 0.0  # QLoRA quantises the linear layers only
+        frozen = quantised * base_bytes + (held - quantised) * w
+        trainable = lora_trainable_params(arch, lora_rank, lora_targets) / (tp * pp)
+        weights = frozen / (shard if zero_stage >= 3 else 1) + trainable * w
+        gradients = trainable * w / (shard if zero_stage >= 2 else 1)
+        optimizer_bytes = trainable * OPTIMIZER_STATE_BYTES[optimizer] / (shard if zero_stage >= 1 else 1)
+    if offload_optimizer:  # ZeRO-Offload keeps the gradient partition next to the optimizer states on the host
+        cpu += optimizer_bytes + gradients
+        optimizer_bytes = gradients = 0.0
+    if offload_params and zero_stage >= 3:
+        cpu += weights
+        weights = 0.0
+    return weights, gradients, optimizer_bytes, cpu
+
+
+def model_state_bytes_zero_paper(params: float, zero_stage: int, ranks: int, k: float = 12) -> float:
+    """The ZeRO paper's Fig. 1 accounting: (2 + 2 + K)·Ψ, then /N_d on what each stage shards."""
+    if zero_stage == 0:
+        return (4 + k) * params
+    if zero_stage == 1:
+        return 4 * params + k * params / ranks
+    if zero_stage == 2:
+        return 2 * params + (2 + k) * params / ranks
+    return (4 + k) * params / ranks
+
+
+def checkpoint_bytes(params: ParamCounts, optimizer: str, method: str, lora_trainable: int = 0) -> int:
+    """A resumable checkpoint: 16-bit weights + the optimizer's fp32 state, 2 + K bytes per trained parameter
+    (BLOOM-176B: 176e9 × 14 B = 2.46e12 B against the reported 2.3 TB, bigscience tr11 README). LoRA and QLoRA
+    save the adapters and their states only; the frozen base is already on storage."""
+    trained = params.total if method == "full" else lora_trainable
+    return int(trained * (2 + OPTIMIZER_STATE_BYTES[optimizer]))

@@ -1,0 +1,237 @@
+"""Training step time from the hardware, and wall time with failures and checkpoints.
+
+FLOPs (the MFU numerator, PaLM, Chowdhery et al. 2022, App. B): 6·N + 12·L·H·Q·T per token, N the
+parameters that take part in matmuls (active ones for MoE; the input embedding is a lookup, the LM head a
+GEMM even when tied), H·Q = heads × head dim, T the sequence length. Recompute adds hardware FLOPs only
+(HFU): full recompute repeats each layer's forward (2·N_layers + 4·L·H·Q·T; the LM head is not recomputed,
+Narayanan et al. 2021 eq. (3) counts 96·B·s·l·h² = 4 × 24), selective the attention core (4·L·H·Q·T,
+Korthikanti et al. 2022 §5).
+
+Time of one micro-batch on the slowest pipeline stage (the last: ⌈L/p⌉ layers + the LM head and loss):
+* GEMMs: their FLOPs at `gpu.achievable_matmul_fraction` × the dense peak of the compute dtype (measured
+  large-GEMM rate, catalog).
+* Attention core: with flash attention, the kernel's FLOPs — forward 4·s²·d per head, backward 2.5× that
+  (five GEMMs against two, Dao 2023 §3), half of it under a causal mask — at the kernel's measured share of
+  peak (ATTENTION_KERNEL_FRACTION); without it, the full s×s score GEMMs at the GEMM rate, and the softmax
+  and dropout over the scores as memory traffic (next item).
+* Memory-bound kernels (norms, activations, dropout, residual adds, rotary, softmax without flash): every
+  activation byte Korthikanti et al. count is written by one kernel and read by the next in the forward
+  (2 passes), and in the backward it is read once while its gradient is written and read (3 passes):
+  5 passes at the achievable HBM rate; recompute repeats the forward passes of what it recomputes. The
+  fp32 logits are written, read by the loss, and their gradient written and read (4 passes).
+* TP (Shoeybi et al. 2019 §3): 2 all-reduces of s·b·h 16-bit activations per layer in the forward and 2 in
+  the backward (+2 when full recompute re-runs the forward; sequence parallelism replaces each by an
+  all-gather + reduce-scatter of the same volume), ring 2(t−1)/t × bytes at NVLink's achievable rate, on
+  the critical path.
+* PP (Narayanan et al. 2021 §2.2): a 1F1B step is (m + p − 1) stage-times, the bubble (p−1)/(m+p−1).
+* DP: the gradient all-reduce 2(d−1)/d × 16-bit gradient bytes over the slowest link the ring crosses;
+  PyTorch DDP / Megatron bucket it under the backward of the last micro-batch (Li et al. 2020, VLDB, §3.2.3),
+  so only what exceeds that backward is exposed. ZeRO-3/FSDP all-gathers the weights in the forward and
+  backward and reduce-scatters the gradients on every micro-batch, 1.5× the all-reduce volume (ZeRO paper
+  §7.2.2: 3Ψ against 2Ψ), prefetched under that micro-batch's compute.
+* Optimizer: reads and writes the states a GPU holds once per step at the HBM rate; CPU offload moves
+  gradients down and weights up over PCIe and runs Adam at the host's memory bandwidth (ZeRO-Offload, Ren
+  et al. 2021 §4).
+Goodput (Young 1974, Daly 2006): per-GPU MTBF from Llama 3 (Dubey et al. 2024, §3.3.4: 419 unexpected
+interruptions in 54 days on 16,384 H100s); a job on n GPUs fails every MTBF/n, checkpoints every
+τ = √(2·δ·M), δ the checkpoint write time, and loses δ/τ + (τ/2 + restart)/M of its time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..catalog.params import ParamCounts
+from ..catalog.types import Architecture, GpuSpec
+from .train_memory import activation_bytes_per_layer
+
+COMPUTE_DTYPE = {"fp32": "tf32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}
+# Flash attention's attention kernels run in 16-bit even in fp8 recipes (Transformer Engine's default).
+ATTENTION_DTYPE = {"fp32": "tf32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16", "fp8": "bf16"}
+# FlashAttention-2's share of the dense 16-bit peak, forward + backward (Dao 2023, "FlashAttention-2", abstract:
+# 50-73% of the theoretical maximum on A100; the lower end, 0.50, is its backward-dominated fwd+bwd figure).
+# On parts with fp8 tensor cores (Hopper and later) FA2 reaches 35% (Shah et al. 2024, "FlashAttention-3",
+# abstract: "FlashAttention-2 achieving only 35% utilization on H100"), as it uses none of the asynchronous
+# paths those parts add.
+ATTENTION_KERNEL_FRACTION_AMPERE = 0.50
+ATTENTION_KERNEL_FRACTION_HOPPER = 0.35
+FLASH_BACKWARD_TO_FORWARD = 2.5  # Dao 2023 §3.1: the backward runs 5 GEMMs to the forward's 2
+CAUSAL_SHARE = 0.5  # a causal kernel skips the masked half of the score matrix
+FORWARD_PASSES = 2  # an activation written by one kernel and read by the next
+BACKWARD_PASSES = 3  # the saved activation read, its gradient written and read
+LOGIT_PASSES = 4  # fp32 logits written, read by the loss, gradient written, read by the head's backward
+# NVLink achieves ~83% of its specification (H100: 749 of 900 GB/s bidirectional p2p, NVIDIA/nccl#1264;
+# formulas.md §8).
+NVLINK_ACHIEVABLE_FRACTION = 749 / 900
+BACKWARD_SHARE_OF_COMPUTE = 2 / 3  # the backward is 4N of the 6N FLOPs per token
+ZERO3_VOLUME_FACTOR = 1.5  # ZeRO paper §7.2.2: stage 3 moves 3Ψ against DP's 2Ψ
+GRADIENT_BYTES = 2  # 16-bit gradients reduced across DP (formulas.md §8)
+# CPU offload (ZeRO-Offload, Ren et al. 2021 §4): fp32 gradients go down and 16-bit weights come back over
+# PCIe each step, and the CPU runs Adam over the offloaded states. PCIe 4.0 x16 is 32 GB/s per direction,
+# ~25 GB/s achieved (NVIDIA bandwidthTest, pinned memory); one CPU socket streams ~100 GB/s of DDR
+# (8 channels DDR4-3200 = 204.8 GB/s peak, ~50% in STREAM) shared by the 4 GPUs attached to it.
+PCIE_BYTES_PER_SECOND = 25e9
+CPU_ADAM_BYTES_PER_SECOND_PER_GPU = 100e9 / 4
+OFFLOAD_BYTES_PER_PARAM_OVER_PCIE = 4 + 2
+MTBF_GPU_HOURS = 54 * 24 * 16384 / 419  # Llama 3 paper §3.3.4: 50,679 GPU-hours between interruptions per GPU
+# Restart after a failure: Llama 3 (§3.3.4) reports automated recovery handling most interruptions; relaunch,
+# NCCL init and checkpoint load take minutes at scale — 10 minutes, the launch allowance used elsewhere.
+RESTART_SECONDS = 600
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Seconds of one optimizer step on the slowest GPU; compute = matmul + attention + memory + optimizer + offload."""
+
+    compute: float
+    tp_comm: float
+    pp_bubble: float
+    dp_comm_exposed: float
+    total: float
+    matmul: float = 0.0
+    attention: float = 0.0
+    memory_bound: float = 0.0
+    optimizer: float = 0.0
+    offload: float = 0.0
+    dp_comm: float = 0.0
+
+
+def matmul_params(arch: Architecture, params: ParamCounts) -> float:
+    """Active parameters used in GEMMs: all but the input embedding lookup; a tied LM head still is a GEMM."""
+    if arch.kind == "cnn" or not arch.layers:
+        return float(params.active)
+    input_lookup = params.embedding - params.lm_head
+    tied_head = arch.vocab * arch.hidden if arch.tied_embeddings and arch.kind == "decoder" else 0
+    return float(params.active - input_lookup + tied_head)
+
+
+def _layer_matmul_params(arch: Architecture, params: ParamCounts) -> float:
+    """Active GEMM parameters of all transformer layers (the LM head and embeddings excluded)."""
+    head = params.lm_head or (arch.vocab * arch.hidden if arch.tied_embeddings and arch.kind == "decoder" else 0)
+    return max(0.0, matmul_params(arch, params) - head)
+
+
+def attention_width(arch: Architecture) -> float:
+    """H·Q of PaLM's 12·L·H·Q·T: heads × head dim (MLA: the mean of the q·k and v head widths)."""
+    if arch.uses_mla:
+        return arch.heads * (arch.qk_nope_head_dim + arch.qk_rope_head_dim + arch.v_head_dim) / 2
+    return arch.heads * arch.attention_head_dim if arch.heads else 0.0
+
+
+def model_flops_per_token(arch: Architecture, params: ParamCounts, seq_len: int) -> float:
+    """PaLM App. B: 6·N + 12·L·H·Q·T (CNNs: 3 × the forward FLOPs per sample given in the catalog)."""
+    if arch.kind == "cnn" or not arch.layers:
+        return 3 * arch.gflops_per_sample * 1e9 if arch.gflops_per_sample else 6.0 * params.active
+    return 6 * matmul_params(arch, params) + 12 * arch.layers * attention_width(arch) * seq_len
+
+
+def hardware_flops_per_token(arch: Architecture, params: ParamCounts, seq_len: int, recompute: str) -> float:
+    """Model FLOPs plus what recompute repeats (HFU numerator)."""
+    attention_forward = 4 * arch.layers * attention_width(arch) * seq_len
+    extra = {"none": 0.0, "selective": attention_forward,
+             "full": 2 * _layer_matmul_params(arch, params) + attention_forward}[recompute]
+    return model_flops_per_token(arch, params, seq_len) + extra
+
+
+def attention_kernel_fraction(gpu: GpuSpec) -> float:
+    return ATTENTION_KERNEL_FRACTION_HOPPER if "fp8" in gpu.dense_tflops else ATTENTION_KERNEL_FRACTION_AMPERE
+
+
+def ring_allreduce_seconds(size_bytes: float, ranks: int, bandwidth: float, latency: float = 0.0) -> float:
+    """nccl-tests PERFORMANCE.md: t = S/B · 2(n−1)/n, plus 2(n−1) latency hops."""
+    if ranks <= 1 or size_bytes <= 0:
+        return 0.0
+    return 2 * (ranks - 1) / ranks * size_bytes / bandwidth + 2 * (ranks - 1) * latency
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precision: str, seq_len: int, micro_batch: int,
+              grad_accum: int, tp: int, pp: int, dp: int, zero_stage: int, recompute: str, flash_attention: bool = True,
+              sequence_parallel: bool = False, state_bytes_on_gpu: float = 0.0, offloaded_bytes: float = 0.0,
+              trainable_params_per_gpu: float | None = None, gradient_bytes_per_replica: float | None = None,
+              inter_node_bytes_per_second: float = 50e9, inter_node_latency_seconds: float = 5e-6,
+              gpus_per_node: int = 8) -> StepTime:
+    """One optimizer step: grad_accum micro-batches of micro_batch sequences through a TP×PP×DP layout."""
+    rate = gpu.peak_flops_per_second(COMPUTE_DTYPE[precision]) * gpu.achievable_matmul_fraction
+    attention_dtype = ATTENTION_DTYPE[precision]
+    hbm = gpu.memory_bandwidth_bytes_per_second * gpu.achievable_memory_bandwidth_fraction
+    tokens = seq_len * micro_batch
+    layers = _ceil_div(arch.layers, pp) if arch.layers else 0
+    if arch.kind == "cnn" or not arch.layers:  # no transformer structure: FLOPs at the GEMM rate
+        matmul = model_flops_per_token(arch, params, seq_len) * tokens / tp / rate
+        attention = memory = 0.0
+    else:
+        head = params.lm_head or (arch.vocab * arch.hidden if arch.tied_embeddings and arch.kind == "decoder" else 0)
+        layer_params = _layer_matmul_params(arch, params) / arch.layers
+        repeat = 1 if recompute == "full" else 0  # the forward again
+        matmul = tokens * (layers * layer_params * (6 + 2 * repeat) + 6 * head) / tp / rate
+        width = attention_width(arch) / tp
+        score_flops = 4 * seq_len * width * tokens * layers  # forward QKᵀ and AV over the full s×s matrix
+        if flash_attention:
+            kernel = score_flops * CAUSAL_SHARE * (1 + FLASH_BACKWARD_TO_FORWARD + (1 if recompute != "none" else 0))
+            attention = kernel / (gpu.peak_flops_per_second(attention_dtype) * attention_kernel_fraction(gpu))
+        else:
+            attention = score_flops * (3 + (1 if recompute != "none" else 0)) / rate
+        stored = activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, "none", flash_attention)
+        scores = 0.0 if flash_attention else 5 * arch.heads * seq_len * seq_len * micro_batch / tp
+        recomputed = {"none": 0.0, "selective": scores, "full": stored}[recompute]
+        passes = (FORWARD_PASSES + BACKWARD_PASSES) * stored + FORWARD_PASSES * recomputed
+        logits = tokens * arch.vocab / tp * 4 * LOGIT_PASSES if arch.kind == "decoder" else 0.0
+        memory = (layers * passes + logits) / hbm
+    per_microbatch = matmul + attention + memory
+    tp_comm = 0.0
+    if tp > 1 and arch.layers:
+        tp_bandwidth = (gpu.intra_node_bandwidth_bytes_per_second * NVLINK_ACHIEVABLE_FRACTION
+                        if tp <= gpus_per_node else inter_node_bytes_per_second)
+        collectives = 4 + (2 if recompute == "full" else 0)
+        tp_comm = collectives * layers * ring_allreduce_seconds(tokens * arch.hidden * 2, tp, tp_bandwidth)
+    stage_time = per_microbatch + tp_comm
+    bubble = (pp - 1) * stage_time
+
+    held = state_bytes_on_gpu
+    optimizer = 2 * held / hbm
+    offload = 0.0
+    if offloaded_bytes:
+        trainable = trainable_params_per_gpu or 0.0
+        offload = (trainable * OFFLOAD_BYTES_PER_PARAM_OVER_PCIE / PCIE_BYTES_PER_SECOND
+                   + 2 * offloaded_bytes / CPU_ADAM_BYTES_PER_SECOND_PER_GPU)
+
+    replica_bytes = gradient_bytes_per_replica if gradient_bytes_per_replica is not None else 0.0
+    spans_nodes = dp * tp * pp > gpus_per_node
+    dp_bandwidth = (inter_node_bytes_per_second if spans_nodes
+                    else gpu.intra_node_bandwidth_bytes_per_second * NVLINK_ACHIEVABLE_FRACTION)
+    latency = inter_node_latency_seconds if spans_nodes else 0.0
+    if zero_stage >= 3:
+        per_mb = ring_allreduce_seconds(replica_bytes * ZERO3_VOLUME_FACTOR, dp, dp_bandwidth, latency)
+        dp_comm = per_mb * grad_accum
+        exposed = grad_accum * max(0.0, per_mb - per_microbatch)
+    else:
+        dp_comm = ring_allreduce_seconds(replica_bytes, dp, dp_bandwidth, latency)
+        exposed = max(0.0, dp_comm - BACKWARD_SHARE_OF_COMPUTE * per_microbatch)
+    compute = grad_accum * per_microbatch + optimizer + offload
+    total = compute + grad_accum * tp_comm + bubble + exposed
+    return StepTime(compute=compute, tp_comm=grad_accum * tp_comm, pp_bubble=bubble, dp_comm_exposed=exposed,
+                    total=total, matmul=grad_accum * matmul, attention=grad_accum * attention,
+                    memory_bound=grad_accum * memory, optimizer=optimizer, offload=offload, dp_comm=dp_comm)
+
+
+def job_mtbf_seconds(gpus: int, mtbf_gpu_hours: float | None = None) -> float:
+    return (mtbf_gpu_hours or MTBF_GPU_HOURS) * 3600 / max(1, gpus)
+
+
+def checkpoint_interval_seconds(checkpoint_write_seconds: float, job_mtbf: float) -> float:
+    """Young–Daly optimum τ = √(2·δ·M)."""
+    return math.sqrt(2 * max(checkpoint_write_seconds, 1e-3) * job_mtbf)
+
+
+def goodput(gpus: int, checkpoint_write_seconds: float, mtbf_gpu_hours: float | None = None) -> tuple[float, float]:
+    """(share of wall time doing useful steps, checkpoint interval in seconds) for a job on `gpus` GPUs."""
+    mtbf = job_mtbf_seconds(gpus, mtbf_gpu_hours)
+    delta = max(checkpoint_write_seconds, 1e-3)
+    interval = checkpoint_interval_seconds(delta, mtbf)
+    lost = delta / interval + (interval / 2 + RESTART_SECONDS) / mtbf
+    return 1 / (1 + lost), interval

@@ -1,0 +1,447 @@
+"""The training search: GPU type × count × TP × PP × DP × ZeRO × micro-batch × recompute × offload.
+
+Enumeration (pins fix a dimension):
+* GPU counts: 1, 2, 4 (less than a node), then whole nodes in power-of-two numbers up to `max_gpus`, and the
+  pinned count;
+* TP within a node, dividing the query and key/value heads; PP dividing the layers, tried only once TP
+  fills what the model allows in a node (Narayanan et al. 2021 §3.3: TP inside the node, PP across nodes);
+* DP = GPUs / (TP·PP), and global batch = micro-batch × accumulation × DP exactly;
+* ZeRO 0-3 and offload as the framework allows (`resolve_framework`); offload is only tried when the
+  layout does not fit without it;
+* recompute none → selective → full: the first that fits is kept (less recompute is never slower).
+Every fitting candidate is timed (train_time) and costed; the choice is the cheapest that meets the deadline
+and budget (optimize: cost) or the fastest within the budget (optimize: time), ties broken by wall time or
+cost, then fewer GPUs, then the description.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ..catalog.fabrics import Interconnect, Storage, load_fabrics
+from ..catalog.params import ParamCounts
+from ..catalog.types import Architecture, GpuSpec
+from ..units import format_seconds, format_usd
+from .train_memory import (
+    MemoryBreakdown, checkpoint_bytes, lora_trainable_params, memory_per_gpu, usable_memory_bytes,
+)
+from .train_time import (
+    COMPUTE_DTYPE, GRADIENT_BYTES, ZERO3_VOLUME_FACTOR, StepTime, goodput, hardware_flops_per_token, model_flops_per_token, step_time,
+)
+
+TP_CHOICES = (1, 2, 4, 8)
+MICRO_BATCHES = (1, 2, 4, 8, 16, 32)
+RECOMPUTE_ORDER = ("none", "selective", "full")
+SUB_NODE_COUNTS = (1, 2, 4)
+MAX_PP = 128  # Megatron-LM 2021 ran 1T parameters on PP 64 (Narayanan et al. 2021, Table 1)
+MAX_REJECTIONS = 20
+# DP communication beyond this share of the step marks the plan network-bound; the bandwidth "needed" is what
+# keeps the gradient all-reduce under this share (a planning threshold, stated in the report).
+NETWORK_SHARE_OF_STEP = 0.10
+# Token ids on storage: Megatron's indexed datasets store uint16 below 65,500 tokens of vocabulary, int32 above
+# (megatron/core/datasets/indexed_dataset.py, DType.optimal_dtype).
+TOKEN_ID_BYTES_SMALL_VOCAB, TOKEN_ID_BYTES, SMALL_VOCAB = 2, 4, 65500
+
+
+@dataclass(frozen=True)
+class TrainPins:
+    """Dimensions the plan fixes; None leaves them to the search."""
+
+    tp: int | None = None
+    pp: int | None = None
+    dp: int | None = None
+    zero_stage: int | None = None
+    micro_batch: int | None = None
+    recompute: str | None = None
+    offload: bool | None = None
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    arch: Architecture
+    params: ParamCounts
+    tokens: float
+    seq_len: int
+    global_batch_sequences: int
+    gpu_ids: tuple[str, ...]
+    precision: str = "bf16"
+    optimizer: str = "adamw"
+    method: str = "full"  # full | lora | qlora
+    lora_rank: int = 16
+    lora_targets: tuple[str, ...] = ("q", "k", "v", "o")
+    framework: str = "auto"  # auto | deepspeed | fsdp | megatron | ddp
+    deadline_seconds: float | None = None
+    budget_usd: float | None = None
+    gpu_count: int | None = None
+    gpus_per_node: int | None = None
+    max_gpus: int = 1024
+    pricing: str = "on-demand"
+    interconnect: str = "ib-400g"
+    storage: str = "lustre"
+    pins: TrainPins = field(default_factory=TrainPins)
+    optimize: str = "cost"  # cost | time
+    mtbf_gpu_hours: float | None = None
+    flash_attention: bool = True
+
+
+@dataclass(frozen=True)
+class TrainCandidate:
+    gpu_id: str
+    gpus: int
+    nodes: int
+    gpus_per_node: int
+    tp: int
+    pp: int
+    dp: int
+    zero_stage: int
+    micro_batch: int
+    grad_accum: int
+    recompute: str
+    offload_optimizer: bool
+    offload_params: bool
+    sequence_parallel: bool
+    framework: str
+    framework_reason: str
+    memory: MemoryBreakdown
+    usable_memory_bytes: int
+    step: StepTime
+    flops_per_token_model: float
+    flops_per_token_hardware: float
+    flops_total: float
+    mfu: float
+    hfu: float
+    tokens_per_second: float
+    steps: int
+    wall_seconds: float
+    gpu_hours: float
+    goodput: float
+    usd_per_gpu_hour: float
+    cost_usd: float
+    checkpoint_bytes: int
+    checkpoint_write_seconds: float
+    checkpoint_interval_seconds: float
+    dataset_read_bytes_per_second: float
+    allreduce_bytes_per_step: float
+    network_bytes_per_second_needed: float
+    network_bound: bool
+
+    @property
+    def description(self) -> str:
+        offload = " offload" if self.offload_optimizer else ""
+        return (f"{self.gpus} × {self.gpu_id} TP{self.tp} PP{self.pp} DP{self.dp} ZeRO-{self.zero_stage} "
+                f"mb{self.micro_batch} {self.recompute}{offload}")
+
+    @property
+    def usd_per_day(self) -> float:
+        return self.gpus * self.usd_per_gpu_hour * 24
+
+    @property
+    def usd_per_million_tokens(self) -> float:
+        tokens = self.tokens_per_second * self.wall_seconds * self.goodput
+        return self.cost_usd / tokens * 1e6 if tokens else 0.0
+
+
+@dataclass(frozen=True)
+class Rejection:
+    description: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class TrainSearchResult:
+    chosen: TrainCandidate | None
+    pareto: tuple[TrainCandidate, ...]
+    rejected: tuple[Rejection, ...]
+    evaluated: int
+    infeasible_reason: str | None
+    nearest: TrainCandidate | None
+    warnings: tuple[str, ...]
+
+
+def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, offload: bool) -> tuple[str, str] | None:
+    """The framework that runs a layout, with the rule, or None when the requested framework cannot run it.
+
+    Rule for "auto": TP or PP → Megatron-LM (its model-parallel layers; ZeRO-1 is its distributed optimizer);
+    otherwise ZeRO-0 → PyTorch DDP, ZeRO-3 without offload → FSDP FULL_SHARD, offload or ZeRO-1/2 → DeepSpeed.
+    """
+    if framework == "ddp":
+        return ("ddp", "pinned by the plan") if tp == pp == 1 and zero == 0 and not offload else None
+    if framework == "fsdp":  # FULL_SHARD (3), SHARD_GRAD_OP (2), NO_SHARD (0); CPUOffload needs FULL_SHARD
+        ok = tp == pp == 1 and zero in (0, 2, 3) and (not offload or zero == 3)
+        return ("fsdp", "pinned by the plan") if ok else None
+    if framework == "megatron":
+        return ("megatron", "pinned by the plan") if zero in (0, 1) and not offload and method == "full" else None
+    if framework == "deepspeed":
+        return ("deepspeed", "pinned by the plan") if tp == pp == 1 and (not offload or zero >= 2) else None
+    if tp > 1 or pp > 1:
+        if zero not in (0, 1) or offload or method != "full":
+            return None
+        return "megatron", "tensor/pipeline parallelism needs Megatron-LM's model-parallel layers"
+    if offload:
+        return ("deepspeed", "CPU offload of the optimizer (ZeRO-Offload) is DeepSpeed's") if zero >= 2 else None
+    if zero == 0:
+        return "ddp", "the model states fit unsharded: plain DDP has the least overhead"
+    if zero == 3:
+        return "fsdp", "full sharding (ZeRO-3) is native in PyTorch FSDP (FULL_SHARD)"
+    return "deepspeed", f"ZeRO-{zero} sharding of the optimizer{' and gradients' if zero == 2 else ''} (DeepSpeed)"
+
+
+def gpu_counts(req: TrainRequest, per_node: int) -> list[int]:
+    """Candidate GPU counts: the pinned one, or sub-node counts and power-of-two numbers of whole nodes."""
+    if req.gpu_count:
+        return [req.gpu_count]
+    counts = [c for c in SUB_NODE_COUNTS if c < per_node and c <= req.max_gpus]
+    nodes = 1
+    while nodes * per_node <= req.max_gpus:
+        counts.append(nodes * per_node)
+        nodes *= 2
+    return counts
+
+
+def _tp_choices(arch: Architecture, per_node: int, count: int, pinned: int | None) -> list[int]:
+    if pinned:
+        return [pinned] if pinned <= count else []
+    heads, kv = arch.heads or 1, arch.kv_heads or arch.heads or 1
+    return [t for t in TP_CHOICES if t <= min(per_node, count) and heads % t == 0 and kv % t == 0]
+
+
+def _pp_choices(arch: Architecture, tp: int, tp_max: int, count: int, pinned: int | None) -> list[int]:
+    if pinned:
+        return [pinned]
+    if not arch.layers or tp < tp_max:
+        return [1]
+    return [p for p in range(1, min(arch.layers, MAX_PP, count // tp) + 1) if arch.layers % p == 0]
+
+
+@dataclass(frozen=True)
+class _Context:
+    req: TrainRequest
+    fabric: Interconnect
+    storage: Storage
+    tokens_per_step: int
+    flops_model: float
+    lora_trainable: int
+    checkpoint: int
+
+
+def _context(req: TrainRequest) -> _Context:
+    fabrics = load_fabrics()
+    lora = lora_trainable_params(req.arch, req.lora_rank, req.lora_targets) if req.method != "full" else 0
+    return _Context(req, fabrics.interconnects[req.interconnect], fabrics.storage[req.storage],
+                    req.global_batch_sequences * req.seq_len, model_flops_per_token(req.arch, req.params, req.seq_len),
+                    lora, checkpoint_bytes(req.params, req.optimizer, req.method, lora))
+
+
+def _candidate(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, tp: int, pp: int, zero: int, offload: bool,
+               mb: int, recompute: str, framework: tuple[str, str], mem: MemoryBreakdown, usable: int) -> TrainCandidate:
+    req = ctx.req
+    dp = gpus // (tp * pp)
+    grad_accum = req.global_batch_sequences // (mb * dp)
+    trainable_per_gpu = (req.params.total / (tp * pp) if req.method == "full" else ctx.lora_trainable / (tp * pp))
+    gradient_bytes = trainable_per_gpu * GRADIENT_BYTES
+    if req.method != "full" and zero == 3:
+        # ZeRO-3 gathers the frozen base twice per micro-batch (forward, backward): one all-reduce's volume,
+        # given here net of the 1.5× that step_time applies to stage 3
+        gradient_bytes = mem.weights * dp / ZERO3_VOLUME_FACTOR
+    offload_params = offload and zero == 3
+    step = step_time(req.arch, req.params, gpu, precision=req.precision, seq_len=req.seq_len, micro_batch=mb,
+                     grad_accum=grad_accum, tp=tp, pp=pp, dp=dp, zero_stage=zero,
+                     recompute=recompute, flash_attention=req.flash_attention, sequence_parallel=tp > 1,
+                     state_bytes_on_gpu=mem.model_states if req.method == "full" else mem.gradients + mem.optimizer,
+                     offloaded_bytes=mem.cpu_offload_bytes, trainable_params_per_gpu=trainable_per_gpu / max(1, dp),
+                     gradient_bytes_per_replica=gradient_bytes, inter_node_bytes_per_second=ctx.fabric.bytes_per_second_per_gpu,
+                     inter_node_latency_seconds=ctx.fabric.latency_seconds, gpus_per_node=per_node)
+    steps = max(1, math.ceil(req.tokens / ctx.tokens_per_step))
+    tokens_per_second = ctx.tokens_per_step / step.total
+    peak = gpu.peak_flops_per_second(COMPUTE_DTYPE[req.precision])
+    hardware = hardware_flops_per_token(req.arch, req.params, req.seq_len, recompute)
+    mfu = tokens_per_second * ctx.flops_model / (gpus * peak)
+    hfu = tokens_per_second * hardware / (gpus * peak)
+    nodes = max(1, math.ceil(gpus / per_node))
+    write_seconds = ctx.checkpoint / (ctx.storage.write_bytes_per_second * nodes)
+    share, interval = goodput(gpus, write_seconds, req.mtbf_gpu_hours)
+    wall = steps * step.total / share
+    gpu_hours = wall * gpus / 3600
+    price = gpu.price_usd_per_gpu_hour[req.pricing]
+    allreduce = gradient_bytes * (ZERO3_VOLUME_FACTOR if zero == 3 else 1.0) * (2 * (dp - 1) / dp if dp > 1 else 0.0)
+    needed = allreduce / (NETWORK_SHARE_OF_STEP * step.total) if allreduce else 0.0
+    token_bytes = TOKEN_ID_BYTES_SMALL_VOCAB if 0 < req.arch.vocab < SMALL_VOCAB else TOKEN_ID_BYTES
+    return TrainCandidate(
+        gpu_id=gpu.id, gpus=gpus, nodes=nodes, gpus_per_node=min(per_node, gpus), tp=tp, pp=pp, dp=dp,
+        zero_stage=zero, micro_batch=mb, grad_accum=grad_accum, recompute=recompute, offload_optimizer=offload,
+        offload_params=offload_params, sequence_parallel=tp > 1, framework=framework[0], framework_reason=framework[1],
+        memory=mem, usable_memory_bytes=usable, step=step, flops_per_token_model=ctx.flops_model,
+        flops_per_token_hardware=hardware, flops_total=ctx.flops_model * req.tokens, mfu=mfu, hfu=hfu,
+        tokens_per_second=tokens_per_second, steps=steps, wall_seconds=wall, gpu_hours=gpu_hours, goodput=share,
+        usd_per_gpu_hour=price, cost_usd=gpu_hours * price, checkpoint_bytes=ctx.checkpoint,
+        checkpoint_write_seconds=write_seconds, checkpoint_interval_seconds=interval,
+        dataset_read_bytes_per_second=tokens_per_second * token_bytes, allreduce_bytes_per_step=allreduce,
+        network_bytes_per_second_needed=needed,
+        network_bound=step.dp_comm_exposed > NETWORK_SHARE_OF_STEP * step.total,
+    )
+
+
+def _key_cost(c: TrainCandidate) -> tuple:
+    return (round(c.cost_usd, 2), round(c.wall_seconds, 1), c.gpus, c.description)
+
+
+def _key_time(c: TrainCandidate) -> tuple:
+    return (round(c.wall_seconds, 1), round(c.cost_usd, 2), c.gpus, c.description)
+
+
+def _gib(value: float) -> str:
+    return f"{value / 2**30:.1f} GiB"
+
+
+class _Collector:
+    """Feasible candidates and a bounded, deterministic sample of rejections (the closest per reason)."""
+
+    def __init__(self) -> None:
+        self.feasible: list[TrainCandidate] = []
+        self.memory: dict[tuple, tuple[int, Rejection]] = {}
+        self.other: dict[str, Rejection] = {}
+        self.evaluated = 0
+
+    def too_big(self, gpu_id: str, gpus: int, description: str, mem: MemoryBreakdown, usable: int) -> None:
+        key = (gpu_id, gpus)
+        if key not in self.memory or mem.total < self.memory[key][0]:
+            reason = (f"{_gib(mem.total)} per GPU > {_gib(usable)} usable (weights {_gib(mem.weights)}, "
+                      f"gradients {_gib(mem.gradients)}, optimizer {_gib(mem.optimizer)}, activations "
+                      f"{_gib(mem.activations)}, runtime {_gib(mem.other)})")
+            self.memory[key] = (mem.total, Rejection(description, reason))
+
+    def rejections(self, fitting_counts: set[tuple[str, int]], extra: list[Rejection]) -> tuple[Rejection, ...]:
+        # memory rejections only where nothing of that GPU and count fit, smallest counts first
+        memory = [r for key, (_, r) in sorted(self.memory.items(), key=lambda kv: (kv[0][0], kv[0][1]))
+                  if key not in fitting_counts]
+        return tuple((list(self.other.values()) + extra + memory)[:MAX_REJECTIONS])
+
+
+def _memory(req: TrainRequest, tp: int, pp: int, dp: int, zero: int, offload: bool, mb: int, microbatches: int,
+            recompute: str, framework: str) -> MemoryBreakdown:
+    return memory_per_gpu(req.arch, req.params, precision=req.precision, optimizer=req.optimizer, method=req.method,
+                          lora_rank=req.lora_rank, lora_targets=req.lora_targets, tp=tp, pp=pp, dp=dp, zero_stage=zero,
+                          offload_optimizer=offload, offload_params=offload and zero == 3, seq_len=req.seq_len,
+                          micro_batch=mb, microbatches=microbatches, recompute=recompute, sequence_parallel=tp > 1,
+                          flash_attention=req.flash_attention, framework=framework)
+
+
+def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, count: int, tp: int, pp: int,
+                   usable: int) -> None:
+    req, pins = ctx.req, ctx.req.pins
+    dp = count // (tp * pp)
+    zeros = [pins.zero_stage] if pins.zero_stage is not None else [0, 1, 2, 3]
+    offloads = [pins.offload] if pins.offload is not None else [False, True]
+    mbs = [pins.micro_batch] if pins.micro_batch else list(MICRO_BATCHES)
+    mbs = [m for m in mbs if req.global_batch_sequences % (m * dp) == 0]
+    recomputes = [pins.recompute] if pins.recompute else list(RECOMPUTE_ORDER)
+    for offload in offloads:
+        fitted = False
+        for zero in zeros:
+            if zero and dp == 1 and not offload:
+                continue  # nothing to shard over
+            framework = resolve_framework(req.framework, req.method, tp, pp, zero, offload)
+            if framework is None:
+                continue
+            for mb in mbs:
+                microbatches = req.global_batch_sequences // (mb * dp)
+                for recompute in recomputes:
+                    out.evaluated += 1
+                    mem = _memory(req, tp, pp, dp, zero, offload, mb, microbatches, recompute, framework[0])
+                    description = (f"{count} × {gpu.id} TP{tp} PP{pp} DP{dp} ZeRO-{zero} mb{mb} {recompute}"
+                                   f"{' offload' if offload else ''}")
+                    if mem.total > usable:
+                        out.too_big(gpu.id, count, description, mem, usable)
+                        continue
+                    out.feasible.append(_candidate(ctx, gpu, per_node, count, tp, pp, zero, offload, mb, recompute,
+                                                   framework, mem, usable))
+                    fitted = True
+                    break  # less recompute is never slower: keep the first that fits
+        if fitted and pins.offload is None:
+            return  # offload is only worth its PCIe traffic when nothing fits without it
+
+
+def search_training(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult:
+    ctx = _context(req)
+    pins = req.pins
+    out = _Collector()
+    warnings: list[str] = []
+    dtype = COMPUTE_DTYPE[req.precision]
+    for gpu_id in req.gpu_ids:
+        gpu = gpus[gpu_id]
+        if dtype not in gpu.dense_tflops:
+            out.other[f"dtype:{gpu_id}"] = Rejection(gpu_id, f"no {dtype} tensor cores (datasheet)")
+            continue
+        if gpu.edge or req.pricing not in gpu.price_usd_per_gpu_hour:
+            out.other[f"price:{gpu_id}"] = Rejection(gpu_id, f"no {req.pricing} price in the catalog" if not gpu.edge
+                                                     else "edge device: not for training")
+            continue
+        per_node = req.gpus_per_node or gpu.gpus_per_node
+        usable = usable_memory_bytes(gpu.memory_bytes)
+        for count in gpu_counts(req, per_node):
+            tps = _tp_choices(req.arch, per_node, count, pins.tp)
+            for tp in tps:
+                for pp in _pp_choices(req.arch, tp, max(tps), count, pins.pp):
+                    if count % (tp * pp):
+                        continue
+                    dp = count // (tp * pp)
+                    if (pins.dp and dp != pins.dp) or dp > req.global_batch_sequences:
+                        continue
+                    _search_layout(ctx, out, gpu, per_node, count, tp, pp, usable)
+    fitting = {(c.gpu_id, c.gpus) for c in out.feasible}
+    if not out.feasible:
+        reason = "no configuration fits in GPU memory"
+        closest = min((entry for entry in out.memory.values()), key=lambda e: e[0], default=None)
+        if closest:
+            reason += f" (closest: {closest[1].description}: {closest[1].reason})"
+        return TrainSearchResult(None, (), out.rejections(fitting, []), out.evaluated, reason, None, ())
+    return _choose(req, out, fitting, warnings)
+
+
+def _choose(req: TrainRequest, out: _Collector, fitting: set, warnings: list[str]) -> TrainSearchResult:
+    feasible = out.feasible
+    pareto = pareto_front(feasible)
+    meets_deadline = [c for c in feasible if not req.deadline_seconds or c.wall_seconds <= req.deadline_seconds]
+    within = [c for c in meets_deadline if not req.budget_usd or c.cost_usd <= req.budget_usd]
+    extra: list[Rejection] = []
+    if req.deadline_seconds:
+        for c in sorted((c for c in feasible if c.wall_seconds > req.deadline_seconds), key=_key_cost)[:3]:
+            extra.append(Rejection(c.description, f"{format_seconds(c.wall_seconds)} misses the "
+                                                  f"{format_seconds(req.deadline_seconds)} deadline"))
+    if req.budget_usd:
+        for c in sorted((c for c in meets_deadline if c.cost_usd > req.budget_usd), key=_key_time)[:3]:
+            extra.append(Rejection(c.description, f"{format_usd(c.cost_usd)} exceeds the {format_usd(req.budget_usd)} budget"))
+    rejected = out.rejections(fitting, extra)
+    if not within:
+        if not meets_deadline:
+            fastest = min(feasible, key=_key_time)
+            reason = (f"needs {format_seconds(fastest.wall_seconds)} on the fastest configuration "
+                      f"({fastest.gpus} × {fastest.gpu_id} {req.pricing}, {format_usd(fastest.cost_usd)}), "
+                      f"deadline {format_seconds(req.deadline_seconds)}")
+            return TrainSearchResult(None, pareto, rejected, out.evaluated, reason, fastest, ())
+        cheapest = min(meets_deadline, key=_key_cost)
+        deadline = f"the {format_seconds(req.deadline_seconds)} deadline" if req.deadline_seconds else "no deadline"
+        reason = (f"needs {format_usd(cheapest.cost_usd)}, budget {format_usd(req.budget_usd)}; cheapest meeting "
+                  f"{deadline}: {cheapest.gpus} × {cheapest.gpu_id} {req.pricing}, {format_usd(cheapest.cost_usd)}")
+        return TrainSearchResult(None, pareto, rejected, out.evaluated, reason, cheapest, ())
+    chosen = min(within, key=_key_cost if req.optimize == "cost" else _key_time)
+    if chosen.network_bound:
+        warnings.append(f"network-bound: the exposed gradient all-reduce is {chosen.step.dp_comm_exposed / chosen.step.total:.0%} "
+                        f"of the step on {req.interconnect}; keeping it under {NETWORK_SHARE_OF_STEP:.0%} needs "
+                        f"{chosen.network_bytes_per_second_needed / 1e9:.1f} GB/s per GPU")
+    storage = load_fabrics().storage[req.storage]
+    if chosen.dataset_read_bytes_per_second > storage.read_bytes_per_second * chosen.nodes:
+        warnings.append(f"the data loader needs {chosen.dataset_read_bytes_per_second / 1e9:.2f} GB/s, more than "
+                        f"{req.storage} gives {chosen.nodes} node(s)")
+    return TrainSearchResult(chosen, pareto, rejected, out.evaluated, None, None, tuple(warnings))
+
+
+def pareto_front(candidates: list[TrainCandidate]) -> tuple[TrainCandidate, ...]:
+    """Cost vs wall time: sorted by cost, each entry strictly faster than every cheaper one."""
+    front: list[TrainCandidate] = []
+    for c in sorted(candidates, key=_key_cost):
+        if not front or c.wall_seconds < front[-1].wall_seconds:
+            front.append(c)
+    return tuple(front)
