@@ -1,50 +1,65 @@
-"""Training sizing against published runs (benchmarks/accuracy.py): predicted MFU within ±35 % of published.
+"""Training sizing against published runs (benchmarks/accuracy.py): predicted GPU-hours within ±35 % of published.
 
-Cases over the tolerance are listed as strict xfails — visible, and they must flip to passing rather than
-be hidden — until the step-time model gains a sourced term for what it misses (non-GEMM kernels and
-small-GEMM efficiency below the large-GEMM MAMF figure). Measured 2026-11-22; see the issue note.
+Cases over the tolerance are strict xfails, each with what the model lacks for it — visible, and they must
+flip to passing rather than be hidden. No constant was fitted to a case (benchmarks/accuracy.py docstring).
 """
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
-from benchmarks.accuracy import TOLERANCE, training_cases
+from benchmarks.accuracy import MPT_SHAPES, TOLERANCE, training_cases
 
-CASES = {c.name: c for c in training_cases() if c.predicted_mfu is not None}
-# Measured 2026-11-22 (median |error| 47%): the roofline over-predicts MFU by 40-160% on these.
+ALL = training_cases()
+CASES = {c.name: c for c in ALL if c.predicted_tokens_per_second_per_gpu}
+# Measured 2026-11-22: both over-predict the throughput of llm-foundry's H100 runs (GPU-hours 41-43% low).
 OVER_TOLERANCE = {
-    'GPT (1.7B) Megatron-Core weak scaling s4096 on 48 × h100-sxm-80gb',
-    'GPT (1.7B) Megatron-LM 2021 s2048 on 32 × a100-sxm-80gb',
-    'GPT (1008.0B) Megatron-LM 2021 s2048 on 3072 × a100-sxm-80gb',
-    'GPT (145.6B) Megatron-LM 2021 s2048 on 1536 × a100-sxm-80gb',
-    'GPT (18.4B) Megatron-LM 2021 s2048 on 256 × a100-sxm-80gb',
-    'GPT (3.6B) Megatron-LM 2021 s2048 on 64 × a100-sxm-80gb',
-    'GPT (310.1B) Megatron-LM 2021 s2048 on 1920 × a100-sxm-80gb',
-    'GPT (39.1B) Megatron-LM 2021 s2048 on 512 × a100-sxm-80gb',
-    'GPT (529.6B) Megatron-LM 2021 s2048 on 2520 × a100-sxm-80gb',
-    'GPT (7.1B) Megatron-Core weak scaling s4096 on 96 × h100-sxm-80gb',
-    'GPT (7.5B) Megatron-LM 2021 s2048 on 128 × a100-sxm-80gb',
-    'GPT (76.1B) Megatron-LM 2021 s2048 on 1024 × a100-sxm-80gb',
-    'MPT-13B (llm-foundry benchmark) s2048 on 64 × h100-sxm-80gb',
-    'MPT-30B (llm-foundry benchmark) s2048 on 32 × h100-sxm-80gb',
-    'MPT-3B (llm-foundry benchmark) s2048 on 8 × h100-sxm-80gb',
-    'MPT-70B (llm-foundry benchmark) s2048 on 64 × a100-sxm-80gb',
-    'MPT-70B (llm-foundry benchmark) s2048 on 64 × h100-sxm-80gb',
-    'MPT-7B (llm-foundry benchmark) s2048 on 128 × a100-sxm-40gb',
-    'MPT-7B (llm-foundry benchmark) s2048 on 8 × h100-sxm-80gb',
-    'MPT-7B (llm-foundry benchmark) s65536 on 8 × h100-sxm-80gb',
+    "MPT-3B (llm-foundry benchmark) s2048 on 8 × h100-sxm-80gb":
+        "fp8: the model has no term for Transformer Engine's cast/transpose kernels around each fp8 GEMM",
+    "MPT-7B (llm-foundry benchmark) s65536 on 8 × h100-sxm-80gb":
+        "64k context is ~70% attention FLOPs; the run's attention kernel is not stated and was slower than "
+        "FlashAttention-2's published 35% of H100 peak that the model uses",
 }
 
 
-def test_most_published_runs_are_predicted():
-    assert len(CASES) >= 25
+def test_every_published_run_with_a_gpu_count_is_predicted():
+    assert len(CASES) == 30
+    assert all(c.note.startswith("skipped") for c in ALL if c.name not in CASES)
+
+
+def test_median_error_is_small():
+    assert statistics.median(abs(c.error) for c in CASES.values()) < 0.25
 
 
 @pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="known over-prediction of MFU")) if n in OVER_TOLERANCE else n
+    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=OVER_TOLERANCE[n])) if n in OVER_TOLERANCE else n
     for n in sorted(CASES)
 ])
 def test_case_within_tolerance(name):
     c = CASES[name]
-    assert abs(c.error) <= TOLERANCE, f"predicted MFU {c.predicted_mfu:.1%} vs published {c.published_mfu:.1%}"
+    published, predicted = c.gpu_hours()
+    assert abs(c.error) <= TOLERANCE, f"predicted {predicted:,.0f} GPU-hours vs published {published:,.0f}"
+
+
+def test_mpt_shapes_reproduce_the_published_parameter_counts():
+    """llm-foundry's MPT shapes (learned positions, tied embeddings, no biases) give the CSV's counts ±0.03 %."""
+    from compiler.catalog.params import count_params
+    from compiler.catalog.types import Architecture
+
+    published = {"MPT-3B": 2651837440, "MPT-7B": 6658859008, "MPT-13B": 12853954560, "MPT-30B": 29975214080,
+                 "MPT-70B": 64862437376}
+    for family, (hidden, layers, heads) in MPT_SHAPES.items():
+        arch = Architecture(layers=layers, hidden=hidden, heads=heads, kv_heads=heads, ffn_hidden=4 * hidden,
+                            vocab=50432, max_position=2048, gated_mlp=False, norm="layernorm", learned_positions=True,
+                            tied_embeddings=True)
+        assert count_params(arch).total == pytest.approx(published[family], rel=3e-4)
+
+
+def test_megatron_2021_conversion_uses_equation_3():
+    """Narayanan et al. 2021 eq. (3): 1.7B at 137 TFLOP/s/GPU is 137e12 / (96·l·h²·(1 + s/6h + V/16lh)) tokens/s."""
+    case = next(c for c in ALL if c.name.startswith("GPT (1.7B) Megatron-LM 2021"))
+    l, h, s, v = 24, 2304, 2048, 51200
+    per_token = 96 * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
+    assert case.published_tokens_per_second_per_gpu == pytest.approx(137e12 / per_token)

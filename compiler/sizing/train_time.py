@@ -74,7 +74,7 @@ GRADIENT_BYTES = 2  # 16-bit gradients reduced across DP (formulas.md §8)
 PCIE_BYTES_PER_SECOND = 25e9
 CPU_ADAM_BYTES_PER_SECOND_PER_GPU = 100e9 / 4
 OFFLOAD_BYTES_PER_PARAM_OVER_PCIE = 4 + 2
-MTBF_GPU_HOURS = 54 * 24 * 16384 / 419  # Llama 3 paper §3.3.4: 50,679 GPU-hours between interruptions per GPU
+MTBF_GPU_HOURS = 54 * 24 * 16384 / 419  # Llama 3 paper §3.3.4: 50,677 GPU-hours between interruptions per GPU
 # Restart after a failure: Llama 3 (§3.3.4) reports automated recovery handling most interruptions; relaunch,
 # NCCL init and checkpoint load take minutes at scale — 10 minutes, the launch allowance used elsewhere.
 RESTART_SECONDS = 600

@@ -1,0 +1,156 @@
+"""Training memory per GPU (compiler/sizing/train_memory.py): hand-checked figures, titled per behaviour."""
+
+from __future__ import annotations
+
+import pytest
+
+from compiler.catalog.params import count_params
+from compiler.catalog.types import Architecture
+from compiler.sizing import train_memory as tm
+from compiler.sizing.train_memory import activation_bytes_per_layer, memory_per_gpu, model_state_bytes_zero_paper
+
+GB = 1e9
+GIB = 2**30
+# GPT-3 175B (Brown et al. 2020, Table 2.1): 96 layers, d 12288, 96 heads, MHA, 4d MLP, LayerNorm.
+GPT3 = Architecture(layers=96, hidden=12288, heads=96, kv_heads=96, ffn_hidden=4 * 12288, vocab=50257, max_position=2048,
+                    gated_mlp=False, norm="layernorm", attention_bias=True, mlp_bias=True, learned_positions=True,
+                    tied_embeddings=True)
+# Llama-3.1-8B (config.json): 32 layers, d 4096, 32 heads, 8 KV heads, SwiGLU 14336, vocab 128256, untied.
+LLAMA8B = Architecture(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=128256, max_position=131072)
+
+
+@pytest.mark.parametrize("stage,expected_gb", [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)])
+def test_zero_paper_fig1_7_5b_on_64_ranks(stage, expected_gb):
+    """ZeRO paper Fig. 1: Ψ = 7.5B, N_d = 64, K = 12: 120 GB → 31.4 → 16.6 → 1.9 GB per device."""
+    assert model_state_bytes_zero_paper(7.5e9, stage, 64) / GB == pytest.approx(expected_gb, abs=0.05)
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_memory_per_gpu_model_states_follow_the_zero_paper(stage):
+    params = count_params(LLAMA8B)
+    mem = memory_per_gpu(LLAMA8B, params, dp=64, zero_stage=stage, seq_len=8192)
+    assert mem.model_states == pytest.approx(model_state_bytes_zero_paper(params.total, stage, 64), rel=1e-9)
+
+
+def test_korthikanti_no_parallelism_gpt3():
+    """Table 2: s·b·h·(34 + 5·a·s/h); GPT-3 at s 2048, b 1: 25,165,824 × (34 + 80) = 2,868,903,936 B per layer."""
+    got = activation_bytes_per_layer(GPT3, 2048, 1, 1, False, "none", flash_attention=False)
+    assert got == 2048 * 12288 * (34 + 5 * 96 * 2048 / 12288) == 2_868_903_936
+
+
+def test_korthikanti_tensor_parallel_gpt3():
+    """Table 2, TP t = 8: s·b·h·(10 + 24/t + 5·a·s/(h·t))."""
+    got = activation_bytes_per_layer(GPT3, 2048, 1, 8, False, "none", flash_attention=False)
+    assert got == pytest.approx(2048 * 12288 * (10 + 24 / 8 + 5 * 96 * 2048 / (12288 * 8)))
+
+
+def test_korthikanti_sequence_parallel_and_selective_recompute_gpt3():
+    """Table 2: TP + SP s·b·h/t·(34 + 5as/h); + selective recompute 34·s·b·h/t; full recompute 2·s·b·h."""
+    sbh = 2048 * 12288
+    assert activation_bytes_per_layer(GPT3, 2048, 1, 8, True, "none", False) == pytest.approx(sbh / 8 * (34 + 80))
+    assert activation_bytes_per_layer(GPT3, 2048, 1, 8, True, "selective", False) == pytest.approx(34 * sbh / 8)
+    assert activation_bytes_per_layer(GPT3, 2048, 1, 1, False, "full", False) == 2 * sbh
+
+
+def test_flash_attention_drops_the_scores_term():
+    assert activation_bytes_per_layer(GPT3, 2048, 1, 1, False, "none", True) == 34 * 2048 * 12288
+
+
+def test_llama_3_1_8b_seq_8192_gqa_gated():
+    """GQA g = 8/32: attention 7 + 4g = 8; SwiGLU: 3 + 3·2·14336/4096 = 24; norms 4 → 36·s·b·h = 1.125 GiB/layer."""
+    per_layer = activation_bytes_per_layer(LLAMA8B, 8192, 1, 1, False, "none", True)
+    assert per_layer == 36 * 8192 * 4096 == 1_207_959_552
+    mem = memory_per_gpu(LLAMA8B, count_params(LLAMA8B), dp=8, zero_stage=3, seq_len=8192)
+    logits = 8192 * 128256 * 4 * 2  # fp32 logits and their gradient
+    assert mem.activations == 32 * per_layer + logits
+
+
+def test_moe_activations_count_the_routed_experts():
+    """Mixtral-like: top-2 of 8 experts of width 14336: the MLP term counts 2 expert widths + fp32 router logits."""
+    moe = Architecture(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=32000, experts=8,
+                       experts_per_token=2)
+    s, h = 4096, 4096
+    expected = (8 + 3 + 3 * 2 * 2 * 14336 / h + 4) * s * h + s * 8 * 4
+    assert activation_bytes_per_layer(moe, s, 1, 1, False, "none", True) == pytest.approx(expected)
+
+
+def test_pipeline_first_stage_holds_min_pp_microbatches():
+    params = count_params(LLAMA8B)
+    per_layer = activation_bytes_per_layer(LLAMA8B, 4096, 1, 1, False, "none", True)
+    first = memory_per_gpu(LLAMA8B, params, pp=4, microbatches=16, seq_len=4096)
+    few = memory_per_gpu(LLAMA8B, params, pp=4, microbatches=2, seq_len=4096)
+    # first stage: 4 micro-batches × 8 layers; the last stage holds one plus the logits (smaller here)
+    assert first.activations == 4 * 8 * per_layer
+    assert few.activations == 2 * 8 * per_layer
+
+
+def test_stage_params_put_embedding_first_and_head_last():
+    params = count_params(LLAMA8B)
+    first, last = tm.stage_params(LLAMA8B, params, tp=2, pp=4)
+    per_layer = (params.per_layer_attention + params.per_layer_mlp_total) / 2 + params.per_layer_norm
+    assert first == pytest.approx(8 * per_layer + 128256 * 4096 / 2)
+    assert last == pytest.approx(8 * per_layer + 128256 * 4096 / 2 + 4096)
+
+
+def test_runtime_overheads_are_reported_as_other():
+    mem = memory_per_gpu(LLAMA8B, count_params(LLAMA8B), tp=2, dp=4, zero_stage=1, seq_len=4096)
+    allocated = mem.weights + mem.gradients + mem.optimizer + mem.activations
+    expected = tm.CUDA_CONTEXT_BYTES + 2 * tm.NCCL_BYTES_PER_COMMUNICATOR + allocated * 0.15 / 0.85
+    assert mem.other == pytest.approx(expected, abs=2)
+    assert mem.total == pytest.approx(allocated + mem.other, abs=2)
+
+
+def test_optimizers_bytes_per_param():
+    assert tm.optimizer_bytes_per_param(LLAMA8B, "adamw", "bf16") == 12
+    assert tm.optimizer_bytes_per_param(LLAMA8B, "adamw-8bit", "bf16") == 6
+    assert tm.optimizer_bytes_per_param(LLAMA8B, "sgd", "bf16") == 8
+    assert tm.optimizer_bytes_per_param(LLAMA8B, "adamw", "fp32") == 8  # fp32 weights are the master
+    assert tm.optimizer_bytes_per_param(LLAMA8B, "adafactor", "bf16") == pytest.approx(4 + 4 * (1 / 4096 + 1 / 14336))
+
+
+def test_cpu_offload_moves_optimizer_and_gradient_partition():
+    params = count_params(LLAMA8B)
+    base = memory_per_gpu(LLAMA8B, params, dp=8, zero_stage=2, seq_len=4096)
+    off = memory_per_gpu(LLAMA8B, params, dp=8, zero_stage=2, offload_optimizer=True, seq_len=4096)
+    assert off.optimizer == off.gradients == 0
+    assert off.cpu_offload_bytes == pytest.approx(base.optimizer + base.gradients, abs=2)
+    both = memory_per_gpu(LLAMA8B, params, dp=8, zero_stage=3, offload_optimizer=True, offload_params=True, seq_len=4096)
+    assert both.model_states == 0
+    assert both.cpu_offload_bytes == pytest.approx(16 * params.total / 8, rel=1e-9)
+
+
+def test_lora_parameter_count_llama_7b_rank_8_q_v():
+    """PEFT's printout for Llama-7B, r = 8 on q_proj and v_proj: 4,194,304 trainable parameters."""
+    llama7b = Architecture(layers=32, hidden=4096, heads=32, kv_heads=32, ffn_hidden=11008, vocab=32000)
+    assert tm.lora_trainable_params(llama7b, 8, ("q", "v")) == 4_194_304
+
+
+def test_qlora_nf4_with_double_quantisation_is_4_127_bits():
+    """Dettmers et al. 2023 §3: 8/64 + 32/(64·256) = 0.127 bits of constants per parameter."""
+    assert tm.NF4_BITS_PER_PARAM == pytest.approx(4.127, abs=5e-4)
+
+
+def test_qlora_base_weights_are_nf4_except_embeddings():
+    params = count_params(LLAMA8B)
+    mem = memory_per_gpu(LLAMA8B, params, method="qlora", lora_rank=16, lora_targets=("q", "v"), seq_len=2048,
+                         recompute="full")
+    linear = 32 * (params.per_layer_attention + params.per_layer_mlp_total)
+    adapters = tm.lora_trainable_params(LLAMA8B, 16, ("q", "v"))
+    expected = linear * tm.NF4_BITS_PER_PARAM / 8 + (params.total - linear) * 2 + adapters * 2
+    assert mem.weights == pytest.approx(expected, abs=2)
+    assert mem.optimizer == pytest.approx(adapters * 12, abs=2)  # fp32 master + m + v of the adapters only
+    lora = memory_per_gpu(LLAMA8B, params, method="lora", lora_rank=16, lora_targets=("q", "v"), seq_len=2048)
+    assert lora.weights > 2.5 * mem.weights  # 16-bit base against 4.127-bit
+
+
+def test_checkpoint_bytes_bloom_176b():
+    """BLOOM-176B: 14 B/param → 2.46e12 B (≈ 2.24 TiB) against the reported 2.3 TB full checkpoint."""
+    from compiler.catalog.params import ParamCounts
+
+    bloom = ParamCounts(total=176_000_000_000, active=0, embedding=0, per_layer_attention=0, per_layer_mlp_total=0,
+                        per_layer_mlp_active=0, per_layer_norm=0, largest_layer=0)
+    assert tm.checkpoint_bytes(bloom, "adamw", "full") == 176e9 * 14
+
+
+def test_usable_memory_is_what_nvidia_smi_shows():
+    assert tm.usable_memory_bytes(80 * GIB) == 81559 * 2**20

@@ -1,0 +1,136 @@
+"""Training step time, FLOPs and goodput (compiler/sizing/train_time.py): hand-checked figures."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from compiler.catalog.params import count_params
+from compiler.catalog.types import Architecture, GpuSpec
+from compiler.sizing import train_time as tt
+
+# An H100-SXM-like part built by hand (datasheet dense bf16 989.4 TFLOP/s, 3.35 TB/s, NVLink 450 GB/s one way).
+H100 = GpuSpec(id="test-h100", name="test H100", memory_bytes=80 * 2**30, memory_bandwidth_bytes_per_second=3.35e12,
+               dense_tflops={"bf16": 989.4, "fp8": 1978.9, "tf32": 494.7}, intra_node_bandwidth_bytes_per_second=450e9,
+               gpus_per_node=8, tdp_watts=700, price_usd_per_gpu_hour={"on-demand": 6.88, "spot": 3.1},
+               achievable_matmul_fraction=0.80, achievable_memory_bandwidth_fraction=0.90, k8s_product_label="x",
+               slurm_gres_type="h100", source="test", as_of="2025-01-01")
+A100 = H100.model_copy(update={"id": "test-a100", "dense_tflops": {"bf16": 312.0, "tf32": 156.0},
+                               "memory_bandwidth_bytes_per_second": 2.039e12, "intra_node_bandwidth_bytes_per_second": 300e9,
+                               "achievable_matmul_fraction": 0.87, "achievable_memory_bandwidth_fraction": 0.87})
+LLAMA8B = Architecture(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=128256, max_position=131072)
+GPT = Architecture(layers=24, hidden=2304, heads=18, kv_heads=18, ffn_hidden=4 * 2304, vocab=51200, max_position=2048,
+                   gated_mlp=False, norm="layernorm", attention_bias=True, mlp_bias=True, learned_positions=True,
+                   tied_embeddings=True)
+
+
+def test_palm_flops_per_token_llama_3_1_8b_seq_8192():
+    """6·N + 12·L·H·Q·T with N = 8,030,261,248 − 525,336,576 input embedding = 7,504,924,672."""
+    params = count_params(LLAMA8B)
+    assert tt.matmul_params(LLAMA8B, params) == 7_504_924_672
+    assert tt.model_flops_per_token(LLAMA8B, params, 8192) == 6 * 7_504_924_672 + 12 * 32 * 4096 * 8192
+
+
+def test_tied_lm_head_still_counts_as_a_gemm():
+    params = count_params(GPT)
+    assert tt.matmul_params(GPT, params) == params.total - 51200 * 2304 - 2048 * 2304 + 51200 * 2304
+
+
+def test_full_recompute_matches_narayanan_equation_3():
+    """eq. (3): 96·B·s·l·h²·(1 + s/6h + V/16lh) per batch, with recompute; per token, up to biases and norms."""
+    params = count_params(GPT)
+    l, h, s, v = 24, 2304, 2048, 51200
+    eq3 = 96 * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
+    assert tt.hardware_flops_per_token(GPT, params, s, "full") == pytest.approx(eq3, rel=2e-3)
+    model = tt.model_flops_per_token(GPT, params, s)
+    assert tt.hardware_flops_per_token(GPT, params, s, "none") == model
+    assert tt.hardware_flops_per_token(GPT, params, s, "selective") == model + 4 * l * h * s
+
+
+def test_ring_allreduce_cost():
+    """nccl-tests: t = S/B · 2(n−1)/n; 1 GB over 8 ranks at 100 GB/s = 17.5 ms."""
+    assert tt.ring_allreduce_seconds(1e9, 8, 100e9) == pytest.approx(0.0175)
+    assert tt.ring_allreduce_seconds(1e9, 1, 100e9) == 0.0
+
+
+def _step(**overrides):
+    args = dict(precision="bf16", seq_len=4096, micro_batch=1, grad_accum=8, tp=1, pp=1, dp=1, zero_stage=0,
+                recompute="none", flash_attention=True)
+    args.update(overrides)
+    return tt.step_time(LLAMA8B, count_params(LLAMA8B), H100, **args)
+
+
+def test_matmul_time_is_flops_at_the_achievable_rate():
+    params = count_params(LLAMA8B)
+    step = _step()
+    tokens = 4096 * 8
+    assert step.matmul == pytest.approx(tokens * 6 * tt.matmul_params(LLAMA8B, params) / (989.4e12 * 0.80))
+
+
+def test_flash_attention_time_uses_the_kernel_share_of_peak():
+    """Causal half of 4·s·H·Q per token per layer forward, ×(1 + 2.5) for the backward, at 35 % of H100 peak."""
+    step = _step()
+    kernel = 4 * 4096 * 4096 * 4096 * 8 * 32 * 0.5 * 3.5
+    assert step.attention == pytest.approx(kernel / (989.4e12 * 0.35))
+    assert tt.attention_kernel_fraction(A100) == 0.50
+
+
+def test_memory_bound_time_is_five_passes_over_stored_activations():
+    step = _step()
+    stored = 36 * 4096 * 4096  # Llama-3.1-8B per layer (test_train_memory)
+    logits = 4096 * 128256 * 4 * 4
+    assert step.memory_bound == pytest.approx(8 * (32 * 5 * stored + logits) / (3.35e12 * 0.90))
+
+
+def test_pipeline_bubble_is_p_minus_1_over_m_plus_p_minus_1():
+    step = _step(pp=4, grad_accum=12)
+    busy = step.compute - step.optimizer - step.offload + step.tp_comm
+    assert step.pp_bubble / (busy + step.pp_bubble) == pytest.approx(3 / (12 + 3))
+
+
+def test_tensor_parallel_all_reduces_per_layer():
+    """4 all-reduces of s·b·h 16-bit per layer per micro-batch over NVLink at 749/900 of spec."""
+    step = _step(tp=8)
+    per = tt.ring_allreduce_seconds(4096 * 4096 * 2, 8, 450e9 * 749 / 900)
+    assert step.tp_comm == pytest.approx(8 * 32 * 4 * per)
+    assert _step(tp=8, recompute="full").tp_comm == pytest.approx(8 * 32 * 6 * per)
+
+
+def test_data_parallel_all_reduce_hides_under_the_last_backward():
+    params = count_params(LLAMA8B)
+    grads = 2 * params.total
+    fast = _step(dp=64, gradient_bytes_per_replica=grads, inter_node_bytes_per_second=50e9)
+    slow = _step(dp=64, gradient_bytes_per_replica=grads, inter_node_bytes_per_second=0.39e9)
+    assert fast.dp_comm == pytest.approx(tt.ring_allreduce_seconds(grads, 64, 50e9, 5e-6))
+    per_microbatch = (fast.matmul + fast.attention + fast.memory_bound) / 8
+    assert fast.dp_comm_exposed == pytest.approx(max(0.0, fast.dp_comm - 2 / 3 * per_microbatch))
+    assert slow.dp_comm_exposed == pytest.approx(slow.dp_comm - 2 / 3 * per_microbatch)
+
+
+def test_zero3_moves_one_and_a_half_times_per_microbatch():
+    params = count_params(LLAMA8B)
+    grads = 2 * params.total
+    step = _step(dp=64, zero_stage=3, gradient_bytes_per_replica=grads, inter_node_bytes_per_second=50e9)
+    assert step.dp_comm == pytest.approx(8 * tt.ring_allreduce_seconds(1.5 * grads, 64, 50e9, 5e-6))
+
+
+def test_fp8_runs_gemms_at_the_fp8_peak_and_attention_in_bf16():
+    bf16, fp8 = _step(), _step(precision="fp8")
+    assert fp8.matmul == pytest.approx(bf16.matmul * 989.4 / 1978.9)
+    assert fp8.attention == pytest.approx(bf16.attention)
+
+
+def test_mtbf_from_llama_3():
+    """419 interruptions in 54 days on 16,384 GPUs: 50,677 GPU-hours; a 16k-GPU job fails every 3.09 h."""
+    assert tt.MTBF_GPU_HOURS == pytest.approx(50_677, abs=1)
+    assert tt.job_mtbf_seconds(16384) == pytest.approx(54 * 86400 / 419)
+
+
+def test_young_daly_interval_and_goodput():
+    mtbf = tt.job_mtbf_seconds(16384)
+    share, interval = tt.goodput(16384, 60.0)
+    assert interval == pytest.approx(math.sqrt(2 * 60 * mtbf))
+    lost = 60 / interval + (interval / 2 + tt.RESTART_SECONDS) / mtbf
+    assert share == pytest.approx(1 / (1 + lost))
+    assert 0.8 < share < 0.9
