@@ -43,6 +43,9 @@ NETWORK_SHARE_OF_STEP = 0.10
 # Token ids on storage: Megatron's indexed datasets store uint16 below 65,500 tokens of vocabulary, int32 above
 # (megatron/core/datasets/indexed_dataset.py, DType.optimal_dtype).
 TOKEN_ID_BYTES_SMALL_VOCAB, TOKEN_ID_BYTES, SMALL_VOCAB = 2, 4, 65500
+# Host memory that CPU offload may fill per GPU: DGX H100 has 2 TB of system memory for 8 GPUs (NVIDIA DGX H100
+# datasheet); DGX A100 80GB the same 2 TB.
+HOST_MEMORY_BYTES_PER_GPU = 2e12 / 8
 
 
 @dataclass(frozen=True)
@@ -354,6 +357,11 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
                                    f"{' offload' if offload else ''}")
                     if mem.total > usable:
                         out.too_big(gpu.id, count, description, mem, usable)
+                        continue
+                    if mem.cpu_offload_bytes > HOST_MEMORY_BYTES_PER_GPU:
+                        out.other.setdefault(f"host:{gpu.id}:{count}", Rejection(description, (
+                            f"offload needs {_gib(mem.cpu_offload_bytes)} of host memory per GPU, more than "
+                            f"{_gib(HOST_MEMORY_BYTES_PER_GPU)}")))
                         continue
                     out.feasible.append(_candidate(ctx, gpu, per_node, count, tp, pp, zero, offload, mb, recompute,
                                                    framework, mem, usable))

@@ -1,0 +1,155 @@
+"""The training search (compiler/sizing/training.py): choice, pins, infeasibility, Pareto, speed."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from compiler.catalog.loader import load_gpus, load_models
+from compiler.catalog.params import count_params
+from compiler.catalog.types import Architecture, GpuSpec
+from compiler.sizing.training import (
+    TrainPins, TrainRequest, gpu_counts, pareto_front, resolve_framework, search_training,
+)
+
+H100 = GpuSpec(id="test-h100", name="test H100", memory_bytes=80 * 2**30, memory_bandwidth_bytes_per_second=3.35e12,
+               dense_tflops={"bf16": 989.4, "fp8": 1978.9, "tf32": 494.7}, intra_node_bandwidth_bytes_per_second=450e9,
+               gpus_per_node=8, tdp_watts=700, price_usd_per_gpu_hour={"on-demand": 6.88, "spot": 3.1, "reserved": 4.4},
+               achievable_matmul_fraction=0.80, achievable_memory_bandwidth_fraction=0.90, k8s_product_label="x",
+               slurm_gres_type="h100", source="test", as_of="2025-01-01")
+T4 = H100.model_copy(update={"id": "test-t4", "dense_tflops": {"fp16": 65.0}, "memory_bytes": 16 * 2**30})
+GPUS = {"test-h100": H100, "test-t4": T4}
+LLAMA8B = Architecture(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=128256, max_position=131072)
+DAY = 86400
+
+
+def request(**overrides) -> TrainRequest:
+    args = dict(arch=LLAMA8B, params=count_params(LLAMA8B), tokens=1e12, seq_len=8192, global_batch_sequences=512,
+                gpu_ids=("test-h100",), max_gpus=512)
+    args.update(overrides)
+    return TrainRequest(**args)
+
+
+def test_chosen_fits_memory_and_batch_is_exact():
+    result = search_training(request(deadline_seconds=30 * DAY), GPUS)
+    c = result.chosen
+    assert c is not None and result.infeasible_reason is None
+    assert c.memory.total <= c.usable_memory_bytes
+    assert c.micro_batch * c.grad_accum * c.dp == 512
+    assert c.tp * c.pp * c.dp == c.gpus and c.wall_seconds <= 30 * DAY
+    assert c.cost_usd == pytest.approx(c.gpu_hours * 6.88)
+    assert c.gpu_hours == pytest.approx(c.wall_seconds * c.gpus / 3600)
+    assert 0.2 < c.mfu < 0.8 and c.hfu >= c.mfu
+
+
+def test_cost_choice_is_the_cheapest_meeting_the_deadline():
+    result = search_training(request(deadline_seconds=30 * DAY), GPUS)
+    # every Pareto point cheaper than the choice misses the deadline
+    assert all(p.wall_seconds > 30 * DAY for p in result.pareto if p.cost_usd < result.chosen.cost_usd)
+
+
+def test_time_choice_is_faster_than_cost_choice():
+    cheap = search_training(request(), GPUS).chosen
+    fast = search_training(request(optimize="time"), GPUS).chosen
+    assert fast.wall_seconds < cheap.wall_seconds and fast.cost_usd >= cheap.cost_usd
+
+
+def test_pareto_front_trades_cost_for_time():
+    front = search_training(request(), GPUS).pareto
+    assert len(front) >= 3
+    assert [p.cost_usd for p in front] == sorted(p.cost_usd for p in front)
+    assert all(a.wall_seconds > b.wall_seconds for a, b in zip(front, front[1:]))
+    assert pareto_front(list(front)) == front
+
+
+def test_pins_are_respected():
+    pins = TrainPins(tp=2, pp=2, micro_batch=2, recompute="full")
+    c = search_training(request(gpu_count=64, pins=pins), GPUS).chosen
+    assert (c.gpus, c.tp, c.pp, c.micro_batch, c.recompute, c.dp) == (64, 2, 2, 2, "full", 16)
+    assert c.framework == "megatron"
+
+
+def test_budget_infeasible_names_the_cheapest_meeting_the_deadline():
+    result = search_training(request(deadline_seconds=30 * DAY, budget_usd=50_000, pricing="spot"), GPUS)
+    assert result.chosen is None and result.nearest is not None
+    assert result.infeasible_reason.startswith("needs $")
+    assert ", budget $50.0k; cheapest meeting the 30.0 d deadline: " in result.infeasible_reason
+    assert f"{result.nearest.gpus} × test-h100 spot" in result.infeasible_reason
+    assert result.nearest.wall_seconds <= 30 * DAY
+
+
+def test_deadline_infeasible_names_the_fastest():
+    result = search_training(request(deadline_seconds=DAY, max_gpus=64), GPUS)
+    assert result.chosen is None and result.nearest.gpus == 64
+    assert "deadline 1.0 d" in result.infeasible_reason or "deadline 1 d" in result.infeasible_reason
+
+
+LLAMA70B = Architecture(layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672, vocab=32000)
+
+
+def test_memory_infeasible_gives_the_closest_configuration():
+    """70B full fine-tuning on one GPU: 16 B/param is 1.1 TB — too much even for host offload (250 GB/GPU)."""
+    result = search_training(request(arch=LLAMA70B, params=count_params(LLAMA70B), gpu_count=1, seq_len=2048,
+                                     global_batch_sequences=16), GPUS)
+    assert result.chosen is None
+    assert result.infeasible_reason.startswith("no configuration fits in GPU memory (closest: 1 × test-h100")
+    assert result.rejected and len(result.rejected) <= 20
+
+
+def test_gpu_without_the_dtype_is_rejected():
+    result = search_training(request(gpu_ids=("test-t4", "test-h100")), GPUS)
+    assert any(r.description == "test-t4" and "no bf16" in r.reason for r in result.rejected)
+    assert result.chosen.gpu_id == "test-h100"
+
+
+def test_qlora_fits_a_70b_on_one_80gb_gpu():
+    """QLoRA (Dettmers et al. 2023): a 65B-class model fine-tunes on one 48-80 GB GPU."""
+    llama70b = LLAMA70B
+    req = request(arch=llama70b, params=count_params(llama70b), tokens=1e8, seq_len=2048, global_batch_sequences=16,
+                  method="qlora", lora_rank=16, lora_targets=("q", "k", "v", "o"), gpu_count=1)
+    c = search_training(req, GPUS).chosen
+    assert c is not None and c.gpus == 1 and c.checkpoint_bytes < 1e9
+    full = search_training(request(arch=llama70b, params=count_params(llama70b), tokens=1e8, seq_len=2048,
+                                   global_batch_sequences=16, gpu_count=1), GPUS)
+    assert full.chosen is None
+
+
+def test_rejections_are_bounded_and_deterministic():
+    a = search_training(request(deadline_seconds=10 * DAY), GPUS)
+    b = search_training(request(deadline_seconds=10 * DAY), GPUS)
+    assert a == b and len(a.rejected) <= 20
+
+
+def test_framework_rule():
+    assert resolve_framework("auto", "full", 8, 1, 1, False)[0] == "megatron"
+    assert resolve_framework("auto", "full", 1, 1, 0, False)[0] == "ddp"
+    assert resolve_framework("auto", "full", 1, 1, 3, False)[0] == "fsdp"
+    assert resolve_framework("auto", "full", 1, 1, 2, True)[0] == "deepspeed"
+    assert resolve_framework("auto", "full", 2, 1, 3, False) is None
+    assert resolve_framework("ddp", "full", 1, 1, 1, False) is None
+    assert resolve_framework("fsdp", "full", 1, 1, 2, False)[0] == "fsdp"
+
+
+def test_gpu_counts_are_sub_node_then_power_of_two_nodes():
+    assert gpu_counts(request(max_gpus=64), 8) == [1, 2, 4, 8, 16, 32, 64]
+    assert gpu_counts(request(gpu_count=24), 8) == [24]
+
+
+def test_network_and_storage_figures():
+    c = search_training(request(interconnect="eth-25g", gpu_count=64, pins=TrainPins(tp=1, pp=1)), GPUS).chosen
+    assert c.network_bound and c.allreduce_bytes_per_step > 0
+    assert c.network_bytes_per_second_needed > 0.39e9
+    assert c.dataset_read_bytes_per_second == pytest.approx(c.tokens_per_second * 4)  # int32 ids, vocab 128k
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "llama-3.1-70b"])
+def test_typical_plan_searches_under_a_second_with_real_presets(model):
+    arch = load_models()[model].architecture
+    req = request(arch=arch, params=count_params(arch), gpu_ids=("h100-sxm-80gb", "a100-sxm-80gb"), max_gpus=1024,
+                  deadline_seconds=30 * DAY)
+    gpus = load_gpus()
+    start = time.perf_counter()
+    result = search_training(req, gpus)
+    assert time.perf_counter() - start < 1.0
+    assert result.chosen is not None and result.evaluated > 100
