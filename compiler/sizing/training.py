@@ -88,6 +88,10 @@ class TrainRequest:
     mtbf_gpu_hours: float | None = None
     flash_attention: bool = True
 
+    def __post_init__(self) -> None:
+        if isinstance(self.pins, Mapping):  # a plain {"tp": 2, ...} mapping, None values meaning "search"
+            object.__setattr__(self, "pins", TrainPins(**{k: v for k, v in self.pins.items() if v is not None}))
+
 
 @dataclass(frozen=True)
 class TrainCandidate:
