@@ -1,6 +1,7 @@
 """`mlinfra-compile diff`: decision changes first, then the generated-file diff; --json; --against a git rev."""
 
 import json
+import re
 import subprocess
 
 from tests.conftest import REPO, run_cli
@@ -13,7 +14,7 @@ def test_diff_reports_what_a_change_does_to_the_decisions(tmp_path):
     new.write_text(PLAN.read_text().replace("deadline: 30d", "deadline: 10d"))
     result = run_cli("diff", PLAN, new)
     assert result.returncode == 0, result.stderr
-    assert "GPU count 32 → " in result.stdout and "wall time" in result.stdout
+    assert re.search(r"GPU count (\d+) → (\d+)", result.stdout) and "wall time" in result.stdout
     assert "--- a/plan.json" in result.stdout
 
 
@@ -22,7 +23,7 @@ def test_diff_json_is_machine_readable(tmp_path):
     new.write_text(PLAN.read_text().replace("deadline: 30d", "deadline: 10d"))
     data = json.loads(run_cli("diff", PLAN, new, "--json").stdout)
     changed = {c["what"]: c for c in data["decisions"]}
-    assert changed["GPU count"]["old"] == 32 and changed["GPU count"]["new"] > 32
+    assert changed["GPU count"]["new"] > changed["GPU count"]["old"]  # a tighter deadline needs more GPUs
 
 
 def test_diff_against_a_git_revision(tmp_path):
@@ -36,7 +37,7 @@ def test_diff_against_a_git_revision(tmp_path):
     plan.write_text(PLAN.read_text().replace("deadline: 30d", "deadline: 10d"))
     result = run_cli("diff", plan, "--against", "HEAD")
     assert result.returncode == 0, result.stderr
-    assert "GPU count 32 → " in result.stdout
+    assert re.search(r"GPU count \d+ → \d+", result.stdout)
     assert list(repo.glob(".mlinfra-diff-*")) == []  # the temporary copy is gone
 
 

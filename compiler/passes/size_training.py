@@ -8,7 +8,7 @@ from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..diagnostics import InfeasiblePlan
 from ..resolved import Alternative, Cost, Decision, Hardware, MemoryPerGpu, Parallelism, Rejection, ResolvedPlan, Training
-from ..sizing.train_search import TrainRequest, search_training
+from ..sizing.training import TrainRequest, search_training
 from ..units import format_count, format_seconds, format_usd
 
 # Without a stated batch: about 1M tokens per step, inside GPT-3's range of 0.5M-3.2M tokens
