@@ -1,9 +1,8 @@
 """Model-state bytes agree with DeepSpeed's own estimators, and with the figures DeepSpeed 0.19.8 printed.
 
-The live estimators run in the torch tool venv (scripts/install-test-deps.sh: torch 2.13.0 + deepspeed 0.19.8,
-venv per the brief: torch 2.13.0 + deepspeed 0.19.8 with DS_BUILD_OPS=0) the live estimators
-`estimate_zero2_model_states_mem_needs` / `estimate_zero3_model_states_mem_needs` (they return (cpu_bytes,
-gpu_bytes)) are compared; without it those tests skip, unless CI=true, where a missing deepspeed fails.
+DeepSpeed's live estimators `estimate_zero2_model_states_mem_needs` / `estimate_zero3_model_states_mem_needs`
+(they return (cpu_bytes, gpu_bytes)) run in the torch tool venv of scripts/install-test-deps.sh; without it
+those tests skip, unless CI=true, where a missing tool fails.
 The hard-coded figures (/work/shared/validators/README.md §3, calibration/memory_points.csv) always run.
 """
 
