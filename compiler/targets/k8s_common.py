@@ -1,4 +1,8 @@
-"""Kubernetes pieces shared by the training and serving targets: labels, GPU placement, secrets, volumes."""
+"""Kubernetes pieces shared by the training and serving targets: labels, GPU placement, secrets, volumes.
+
+Every function returns plain dicts (dumped by `base.dump_yaml_documents`), so a value from the plan is
+always a YAML scalar and never YAML syntax.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,21 @@ import math
 
 from ..resolved import ResolvedPlan
 
+MANAGED_BY = "mlinfra-compile"
+# The key the Secret named by `cluster.kubernetes.secret_name` holds the Hugging Face token under.
+HF_TOKEN_KEY = "HF_TOKEN"
+GIB = 2**30
+
+
 def labels(plan: ResolvedPlan, component: str) -> dict[str, str]:
+    """The recommended app.kubernetes.io labels (kubernetes.io/docs/concepts/overview/working-with-objects/common-labels)."""
     return {"app.kubernetes.io/name": plan.name, "app.kubernetes.io/instance": plan.name,
             "app.kubernetes.io/component": component, "app.kubernetes.io/part-of": plan.name,
-            "app.kubernetes.io/managed-by": "mlinfra-compile"}
+            "app.kubernetes.io/managed-by": MANAGED_BY}
 
 
 def gpu_node_selector(plan: ResolvedPlan) -> dict[str, str]:
+    """The plan's extra node labels plus the GPU product label that NVIDIA GPU feature discovery sets."""
     return {**plan.spec.cluster.kubernetes.node_selector, "nvidia.com/gpu.product": plan.hardware.gpu_spec.k8s_product_label}
 
 
@@ -21,15 +33,25 @@ def tolerations(plan: ResolvedPlan) -> list[dict]:
 
 
 def secret_env(plan: ResolvedPlan) -> list[dict]:
-    ref = {"name": plan.spec.cluster.kubernetes.secret_name, "key": "HF_TOKEN", "optional": True}
+    """HF_TOKEN from the plan's Secret, by reference only (optional: public models need no token)."""
+    ref = {"name": plan.spec.cluster.kubernetes.secret_name, "key": HF_TOKEN_KEY, "optional": True}
     return [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": ref}}]
 
 
+def literal(text: str) -> str:
+    """`text` for a container's env `value`, `command` or `args`, where the kubelet expands `$(VAR)` references
+    to earlier variables and reads `$$` as `$` (kubernetes third_party/forked/golang/expansion): doubling every
+    `$` makes the kubelet hand the process exactly `text`."""
+    return text.replace("$", "$$")
+
+
 def quantity_bytes(n: int) -> str:
-    return f"{math.ceil(n / 2**30)}Gi"
+    """A Kubernetes quantity in whole GiB, rounded up so a request is never smaller than `n` bytes."""
+    return f"{max(1, math.ceil(n / GIB))}Gi"
 
 
 def pvc(name: str, size_bytes: int, plan: ResolvedPlan, access_mode: str) -> dict:
+    """A PersistentVolumeClaim in the plan's namespace and StorageClass (the cluster default when unset)."""
     spec = {"accessModes": [access_mode], "resources": {"requests": {"storage": quantity_bytes(size_bytes)}}}
     if plan.spec.cluster.kubernetes.storage_class:
         spec["storageClassName"] = plan.spec.cluster.kubernetes.storage_class
@@ -38,4 +60,5 @@ def pvc(name: str, size_bytes: int, plan: ResolvedPlan, access_mode: str) -> dic
 
 
 def shm_volume(size_bytes: int) -> dict:
+    """/dev/shm as a RAM-backed emptyDir (volume `dshm`); its pages count against the pod's memory."""
     return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": quantity_bytes(size_bytes)}}
