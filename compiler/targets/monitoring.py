@@ -1,64 +1,145 @@
-"""Target: monitoring/prometheus-rules.yaml — alert rules for budget burn, idle GPUs and a stalled job.
+"""Target: monitoring/prometheus-rules.yaml — alert rules for a training job: budget burn, idle GPUs, a stalled job.
 
-Kubernetes plans get a PrometheusRule (monitoring.coreos.com/v1, for the Prometheus Operator); Slurm-only
-plans get a plain Prometheus rule file (the same groups). GPU metrics come from NVIDIA's dcgm-exporter.
-Serving plans add the SLO-burn, idle and budget groups of serving_rules.py.
+Kubernetes plans get a PrometheusRule (monitoring.coreos.com/v1, for the Prometheus Operator); Slurm-only plans get
+a plain Prometheus rule file with the same groups. Serve plans get the SLO, idle and budget groups of
+serving_rules.py in the same document; `rule()` builds one alerting rule for either.
+
+Assumptions (each names where the series comes from):
+* GPU series: NVIDIA dcgm-exporter's DCGM_FI_DEV_GPU_UTIL (percent of time a kernel ran; in its default counters).
+  On Kubernetes it is scraped with honorLabels, so its `namespace`/`pod` labels name the training pod (the same
+  assumption as serving_rules.py). On Slurm the job's nodes are scraped under `job="<plan name>"` for the job's
+  lifetime (e.g. a file_sd target list written when the allocation starts).
+* Spend on Kubernetes: wall time since the job's ConfigMap was created (kube-state-metrics `kube_configmap_created`,
+  which survives job restarts; re-creating the ConfigMap restarts the clock) × the plan's $/hour for all its GPUs,
+  counted only while a trainer pod runs. Pessimistic while pods wait for nodes; exact for a held node pool.
+* Spend on Slurm: GPU-hours counted from the GPUs reporting in each 5-minute step of a window as long as the
+  budget lasts at the planned rate; Prometheus must retain that long (its default retention is 15 days).
+* A hung collective keeps a GPU "busy" (NCCL spins a kernel), so the stall rule sees an idle job, not a hang; the
+  launcher's TORCH_NCCL_ASYNC_ERROR_HANDLING turns a hang into a failed pod that the restart policy handles.
 """
 
 from __future__ import annotations
 
+import json
+import math
+
 from ..resolved import ResolvedPlan
 from .base import OutputFile, dump_yaml_documents
-from .k8s_serving import labels
+from .k8s_common import labels
+from .k8s_training import REPLICATED_JOB
 from .serving_rules import serving_rule_groups
 
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
-# dcgm-exporter collects every 30 s by default (`-c 30000`, NVIDIA/dcgm-exporter README); Prometheus
-# scrapes at that interval, so each sample stands for 30 GPU-seconds.
-SCRAPE_INTERVAL_SECONDS = 30
-# Policy thresholds (ours, stated in the alerts): a GPU under 10% for 15 minutes is idle; no GPU busy for
-# 5 steps (at least 10 minutes) is a stall — longer than a checkpoint write or an evaluation pause.
+# Policy thresholds (ours, stated in the alerts): a GPU under 10 % for 15 minutes is idle. No GPU of the job busy
+# for a checkpoint write plus 5 planned steps, and at least 10 minutes, is a stall: a synchronous checkpoint write,
+# an evaluation pause or a restart's NCCL setup idles the GPUs for less.
 IDLE_UTIL_PERCENT = 10
-IDLE_FOR = "15m"
+IDLE_MIN_SECONDS = 900
 STALL_STEPS = 5
 STALL_MIN_SECONDS = 600
-BUDGET_WINDOW = "365d"
+# Slurm spend: one GPU count per subquery step, each standing for the whole step.
+SPEND_STEP_SECONDS = 300
+SECONDS_PER_HOUR = 3600
+SECONDS_PER_DAY = 86400
 
 
 def applies(plan: ResolvedPlan) -> bool:
     return plan.training is not None or plan.serving is not None
 
 
-def _selector(plan: ResolvedPlan) -> str:
-    if plan.spec.cluster.scheduler == "slurm":
-        return f'job="{plan.name}"'  # scrape dcgm-exporter on the allocation under this job label
-    return f'namespace="{plan.spec.cluster.kubernetes.namespace}",pod=~"{plan.name}-.*"'
+def rule(alert: str, expr: str, for_: str, severity: str, summary: str, **extra_labels: str) -> dict:
+    """One Prometheus alerting rule (`for_` is a Prometheus duration such as "10m" or "600s")."""
+    return {"alert": alert, "expr": expr, "for": for_, "labels": {**extra_labels, "severity": severity},
+            "annotations": {"summary": summary}}
 
 
-def _rule(alert: str, expr: str, for_: str, severity: str, summary: str) -> dict:
-    return {"alert": alert, "expr": expr, "for": for_, "labels": {"severity": severity}, "annotations": {"summary": summary}}
+def _q(value: str) -> str:
+    """A PromQL string literal (double-quoted; JSON escapes are valid Go escapes)."""
+    return json.dumps(value)
+
+
+def _on_kubernetes(plan: ResolvedPlan) -> bool:
+    return plan.spec.cluster.scheduler != "slurm"
+
+
+def trainer_pod_regex(plan: ResolvedPlan) -> str:
+    """Names of the trainer pods only: JobSet `<jobset>-<rjob>-<job>-<pod>-<suffix>`, PyTorchJob `<job>-master-0` /
+    `<job>-worker-<i>` (a prefix match would also catch a plan named `<name>-v2`)."""
+    if plan.spec.cluster.kubernetes.job_api == "pytorchjob":
+        return f"{plan.name}-(master|worker)-[0-9]+"
+    return f"{plan.name}-{REPLICATED_JOB}-[0-9]+-[0-9]+-.+"
+
+
+def _gpu_series(plan: ResolvedPlan) -> str:
+    if not _on_kubernetes(plan):
+        return f"{GPU_UTIL}{{job={_q(plan.name)}}}"
+    namespace = plan.spec.cluster.kubernetes.namespace
+    return f"{GPU_UTIL}{{namespace={_q(namespace)},pod=~{_q(trainer_pod_regex(plan))}}}"
+
+
+def _trainer_running(plan: ResolvedPlan) -> str:
+    namespace = plan.spec.cluster.kubernetes.namespace
+    pods = f'kube_pod_status_phase{{namespace={_q(namespace)},pod=~{_q(trainer_pod_regex(plan))},phase="Running"}}'
+    return f"count({pods} == 1) > 0"
+
+
+def stall_seconds(plan: ResolvedPlan) -> int:
+    train = plan.training
+    return max(STALL_MIN_SECONDS, math.ceil(train.checkpoint_write_seconds + STALL_STEPS * train.step_seconds))
+
+
+def spend_window_days(plan: ResolvedPlan) -> int:
+    """Slurm spend window: as long as the budget lasts at the planned $/hour (at least a day)."""
+    return max(1, math.ceil(plan.cost.budget_usd / plan.cost.usd_per_hour / 24)) if plan.cost.usd_per_hour else 1
+
+
+def spend_usd_expr(plan: ResolvedPlan) -> str:
+    """PromQL for the dollars spent so far (see the module docstring for what each form assumes)."""
+    if _on_kubernetes(plan):
+        namespace = plan.spec.cluster.kubernetes.namespace
+        created = f"kube_configmap_created{{namespace={_q(namespace)},configmap={_q(plan.name + '-launch')}}}"
+        return f"(time() - max({created})) / {SECONDS_PER_HOUR} * {plan.cost.usd_per_hour:g}"
+    gpu_hours = (f"sum_over_time(count({_gpu_series(plan)})[{spend_window_days(plan)}d:{SPEND_STEP_SECONDS}s])"
+                 f" * {SPEND_STEP_SECONDS} / {SECONDS_PER_HOUR}")
+    return f"{gpu_hours} * {plan.hardware.usd_per_gpu_hour:g}"
+
+
+def _budget_rules(plan: ResolvedPlan, scope: dict[str, str]) -> list[dict]:
+    cost = plan.cost
+    if not cost.budget_usd:
+        return []
+    guard = f" and on() {_trainer_running(plan)}" if _on_kubernetes(plan) else ""
+    rules = []
+    for share, alert, severity in ((cost.alert_at, "TrainingBudgetAlert", "warning"), (1.0, "TrainingBudgetExceeded", "critical")):
+        limit = share * cost.budget_usd
+        rules.append(rule(alert, f"{spend_usd_expr(plan)} > {limit:.0f}{guard}", "0m", severity,
+                          f"{plan.name} has spent {share:.0%} of its ${cost.budget_usd:,.0f} budget (${limit:,.0f}) "
+                          f"at ${cost.usd_per_hour:,.2f}/hour; planned total ${cost.usd_total:,.0f}", **scope))
+    return rules
 
 
 def training_rule_groups(plan: ResolvedPlan) -> list[dict]:
+    """PrometheusRule groups for a train/finetune plan (empty for other workloads)."""
     if plan.training is None:
         return []
-    sel, cost = _selector(plan), plan.cost
-    gpu_hours = f"sum(count_over_time({GPU_UTIL}{{{sel}}}[{BUDGET_WINDOW}])) * {SCRAPE_INTERVAL_SECONDS} / 3600"
-    spend = f"{gpu_hours} * {plan.hardware.usd_per_gpu_hour:g}"
-    stall_seconds = max(STALL_MIN_SECONDS, round(STALL_STEPS * plan.training.step_seconds))
+    series, stall = _gpu_series(plan), stall_seconds(plan)
+    idle = max(IDLE_MIN_SECONDS, stall)
+    scope = {"plan": plan.name}
+    if _on_kubernetes(plan):
+        scope["namespace"] = plan.spec.cluster.kubernetes.namespace
     rules = [
-        _rule(f"{plan.name}-gpu-idle", f"avg by (Hostname, gpu) ({GPU_UTIL}{{{sel}}}) < {IDLE_UTIL_PERCENT}", IDLE_FOR, "warning",
-              f"a GPU of {plan.name} has been under {IDLE_UTIL_PERCENT}% utilisation for {IDLE_FOR}"),
-        _rule(f"{plan.name}-stalled", f"max({GPU_UTIL}{{{sel}}}) < 1", f"{stall_seconds}s", "critical",
-              f"no GPU of {plan.name} has worked for {stall_seconds} s ({STALL_STEPS} planned steps of {plan.training.step_seconds:.1f} s)"),
-        _rule(f"{plan.name}-gone", f"absent({GPU_UTIL}{{{sel}}})", f"{stall_seconds}s", "warning",
-              f"no GPU metrics from {plan.name} for {stall_seconds} s: the job is not running"),
+        rule("TrainingGpuIdle", f"{series} < {IDLE_UTIL_PERCENT}", f"{idle}s", "warning",
+             f"{plan.name}: a GPU has been under {IDLE_UTIL_PERCENT} % utilisation for {idle} s "
+             "(input pipeline, straggler or a rank that left)", **scope),
+        rule("TrainingStalled", f"max({series}) < 1", f"{stall}s", "critical",
+             f"{plan.name}: no GPU has run a kernel for {stall} s (a {plan.training.checkpoint_write_seconds:.1f} s "
+             f"checkpoint write + {STALL_STEPS} planned steps of {plan.training.step_seconds:.1f} s)", **scope),
     ]
-    if cost.budget_usd:
-        rules.append(_rule(f"{plan.name}-budget-burn", f"{spend} > {cost.alert_at * cost.budget_usd:.0f}", "0m", "warning",
-                           f"{plan.name} has spent {cost.alert_at:.0%} of its ${cost.budget_usd:,.0f} budget"))
-        rules.append(_rule(f"{plan.name}-over-budget", f"{spend} > {cost.budget_usd:.0f}", "0m", "critical",
-                           f"{plan.name} has spent its whole ${cost.budget_usd:,.0f} budget"))
+    if _on_kubernetes(plan):
+        rules.append(rule("TrainingGpuMetricsMissing", f"absent({series}) and on() {_trainer_running(plan)}", f"{stall}s",
+                          "warning", f"{plan.name}: trainer pods run but dcgm-exporter reports no GPU of theirs; the "
+                          "idle and stall alerts are blind (exporter down, or scraped without honorLabels)", **scope))
+    rules += _budget_rules(plan, scope)
     return [{"name": f"{plan.name}.training", "rules": rules}]
 
 
@@ -66,7 +147,7 @@ def render(plan: ResolvedPlan) -> list[OutputFile]:
     groups = training_rule_groups(plan) + serving_rule_groups(plan)
     if not groups:
         return []
-    if plan.spec.cluster.scheduler == "slurm":
+    if not _on_kubernetes(plan):
         document = {"groups": groups}
     else:
         document = {
