@@ -38,17 +38,18 @@ PYTORCHJOB_PORT_NAME = "pytorchjob-port"
 COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 
 # /dev/shm rule: 1 GiB per GPU process. DataLoader workers hand every batch to their trainer process through shared
-# memory and NCCL keeps its intra-node buffers there; the container runtime's 64 MiB default breaks both (NVIDIA's
-# PyTorch container notes tell to raise --shm-size or use --ipc=host for multi-process data loading).
+# memory, and NCCL's shared-memory transport uses it between the node's ranks; the container runtime's 64 MiB default
+# breaks both (NVIDIA's PyTorch container notes: raise --shm-size or use --ipc=host for multi-process data loading).
 SHM_BYTES_PER_GPU = GIB
 # Checkpoint PVC = checkpoint_bytes × (kept + 1 being written: the oldest is deleted only after the new one lands)
 # × 1.10 for filesystem metadata and partial shards of an interrupted write.
 CHECKPOINTS_IN_FLIGHT = 1
 CHECKPOINT_FS_HEADROOM = 1.10
-# Whole-job restarts before the job is marked failed (policy). Spot nodes are reclaimed routinely and each reclaim
-# restarts the job from its last checkpoint. On-demand/reserved nodes fail rarely: Llama 3 (arXiv:2407.21783,
-# §3.3.4) saw 419 unexpected interruptions in 54 days on 16,384 GPUs, one per ~2,100 GPU-days (a 64-GPU job: one a
-# month), so 3 retries cover a bad node and a repeated failure is a bug worth a human look.
+# Whole-job restarts before the job is marked failed (policy). Spot: a reclaim that marks the pods DisruptionTarget
+# restarts without spending one (see _jobset); 20 covers reclaims that surface as plain pod failures (a node gone
+# before its pods were marked), each a restart from the last checkpoint. On-demand/reserved nodes fail rarely:
+# Llama 3 (arXiv:2407.21783, §3.3.4) saw 419 unexpected interruptions in 54 days on 16,384 GPUs, one per ~2,100
+# GPU-days (a 64-GPU job: one a month), so 3 retries cover a bad node and a repeated failure needs a human look.
 MAX_RESTARTS = {"spot": 20, "on-demand": 3, "reserved": 3}
 
 
