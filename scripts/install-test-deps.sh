@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the tests need, idempotently and without questions (re-runs skip what is there).
 #   Debian: munge + Slurm 22.05 (fake GPU nodes for sbatch), shellcheck, chromium (SVG -> PNG),
-#           libpython3.11 + python3-numpy (tritonserver's python backend), curl, bc
+#           libpython3.11 + python3-numpy (tritonserver's python backend), curl, bc,
+#           prometheus 2.42 (promtool: alert rules checked and unit-tested on synthetic series)
 #   pip:    this project with its test extras, pre-commit, into the current Python ($PYTHON, default python3)
 #   venvs under $MLINFRA_TOOLS (default ~/.cache/mlinfra-tools), each pinned to the versions the
 #   workplace recipes proved (shared/validators/README.md); a venv whose marker file exists is kept:
@@ -38,6 +39,7 @@ have_cmd shellcheck || need+=(shellcheck)
 have_cmd chromium || need+=(chromium)
 have_cmd curl || need+=(curl)
 have_cmd bc || need+=(bc)
+have_cmd promtool || need+=(prometheus)
 for p in libpython3.11 python3-numpy; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 # a Debian python3 without venv/ensurepip (PEP 668 image): the tool venvs need python3-venv
 "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)

@@ -10,6 +10,7 @@ from compiler.pipeline import render
 from compiler.targets import k8s_training
 from compiler.targets.k8s_common import literal, quantity_bytes
 from tests.fixtures.resolved_plans import serving_plan, training_plan
+from tests.tools.kubelet import kubelet_expand
 from tests.tools.realtools import validate_k8s
 
 HOSTILE = "x'; $(touch /tmp/pwned) `id` \"q\" $(MASTER_ADDR) {a: b} - &anchor *alias # c: d\\n"
@@ -34,35 +35,6 @@ def pod_of(job: dict, replica: str = "Master") -> dict:
 
 def env_of(pod: dict) -> dict[str, dict]:
     return {e["name"]: e for e in pod["containers"][0]["env"]}
-
-
-def kubelet_expand(text: str, defined: dict[str, str]) -> str:
-    """The kubelet's $(VAR) expansion (kubernetes third_party/forked/golang/expansion/expand.go), ported to test
-    what a process really receives: `$$` -> `$`, `$(NAME)` -> value of an earlier variable, else kept."""
-    out, i = [], 0
-    while i < len(text):
-        if text[i] == "$" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if nxt == "$":
-                out.append("$")
-                i += 2
-                continue
-            if nxt == "(":
-                end = text.find(")", i + 2)
-                if end != -1:
-                    name = text[i + 2:end]
-                    out.append(defined.get(name, f"$({name})"))
-                    i = end + 1
-                    continue
-                out.append("$(")
-                i += 2
-                continue
-            out.append("$" + nxt)
-            i += 2
-            continue
-        out.append(text[i])
-        i += 1
-    return "".join(out)
 
 
 def test_applies_to_kubernetes_training_only():

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 
 import pytest
@@ -12,7 +11,7 @@ import yaml
 
 from compiler.targets import k8s_training, monitoring
 from tests.fixtures.resolved_plans import serving_plan, training_plan
-from tests.tools.realtools import tool_python, validate_k8s
+from tests.tools.realtools import promtool_bin, tool_python, validate_k8s
 
 SLURM = {"scheduler": "slurm", "gpus": ["h100-sxm-80gb"]}
 PYTORCHJOB = {"scheduler": "kubernetes", "gpus": ["h100-sxm-80gb"], "kubernetes": {"namespace": "ml", "job_api": "pytorchjob"}}
@@ -129,9 +128,7 @@ def test_prometheusrule_validates_against_the_upstream_crd(tmp_path):
 
 def promtool_test(tmp_path, groups: list[dict], tests: list[dict]) -> subprocess.CompletedProcess:
     """`promtool test rules` (Prometheus 2.42, Debian package `prometheus`) over our groups and synthetic series."""
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool not installed (apt-get install prometheus)")
+    promtool = promtool_bin()
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
     (tmp_path / "test.yaml").write_text(yaml.safe_dump(
         {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": tests}, sort_keys=False))

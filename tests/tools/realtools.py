@@ -53,6 +53,13 @@ def shellcheck_bin() -> Path:
     return Path(found)
 
 
+def promtool_bin() -> Path:
+    """Prometheus's rule checker and rule unit-test runner (Debian package `prometheus`, 2.42)."""
+    found = shutil.which("promtool")
+    require_tool("promtool", found is not None, f"promtool not installed; {INSTALL_HINT}")
+    return Path(found)
+
+
 def _run(cmd: list, timeout: int, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run under `timeout -k 10 N`: it signals the whole process group (a tritonserver or a torchrun agent stuck
     in its 300 s exit barrier ignores a plain SIGTERM); Python's own timeout is only the backstop."""
