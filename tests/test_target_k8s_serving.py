@@ -3,7 +3,6 @@ manifests accepted by real consumers (strict Kubernetes schemas, upstream CRD sc
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -15,9 +14,9 @@ from compiler.resolved import MemoryPerGpu, ModelInfo, Stage
 from compiler.targets import k8s_serving
 from compiler.targets.serving_rules import serving_rule_groups
 from tests.fixtures.resolved_plans import LLAMA_8B, serving_plan, training_plan
+from tests.tools.kubelet import kubelet_expand
+from tests.tools.realtools import tool_python, validate_k8s
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
 GIB = 2**30
 
 
@@ -256,13 +255,23 @@ def test_hostile_strings_stay_single_inert_values():
     plan = _plan(spec=_k8s(image=HOSTILE), model={"hf_id": HOSTILE})
     container = _one(_docs(plan), "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == HOSTILE
-    assert container["command"] == ["vllm", "serve"] and container["args"][0] == HOSTILE  # one argv word, no shell
-    assert "--trust-remote-code" not in container["args"]
+    argv = [kubelet_expand(word, {"HF_TOKEN": "secret"}) for word in container["command"] + container["args"]]
+    assert argv[:3] == ["vllm", "serve", HOSTILE]  # one argv word, no shell, no $(VAR) expansion
+    assert "--trust-remote-code" not in argv
     leader = _one(_docs(_multi_node(spec=_k8s(image=HOSTILE), model={"hf_id": HOSTILE})), "LeaderWorkerSet")
-    script = leader["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["args"][0]
+    script = kubelet_expand(leader["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["args"][0], {})
     words = shlex.split(script)
     assert words[words.index("serve") + 1] == HOSTILE and "--trust-remote-code" not in words
     assert words.count("rm") == 0
+
+
+def test_the_hf_token_never_reaches_argv_through_kubelet_expansion():
+    """A model id naming `$(HF_TOKEN)` would otherwise have the kubelet paste the Secret into the process list."""
+    plan = _plan(model={"hf_id": "org/$(HF_TOKEN)"})
+    container = _one(_docs(plan), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    defined = {"HF_TOKEN": "hf_secret"}
+    assert kubelet_expand(container["args"][0], defined) == "org/$(HF_TOKEN)"
+    assert "hf_secret" not in str([kubelet_expand(w, defined) for w in container["args"]])
 
 
 def test_a_model_id_that_looks_like_a_flag_stays_a_model():
@@ -326,29 +335,9 @@ def test_no_rules_for_training():
 
 
 # ------------------------------------------------------------------------------------------------ real consumers
-def _require(reason: str):
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"real tool missing under CI: {reason}")
-    pytest.skip(reason)
-
-
 def _validate_k8s(paths: list[Path]) -> list[str]:
-    """Errors from strict Kubernetes schemas + upstream CRD schemas (realtools when present, else the recipe)."""
-    try:
-        from tests.tools.realtools import validate_k8s
-    except ImportError:
-        validate_k8s = None
-    if validate_k8s is not None:
-        return validate_k8s(paths)
-    script = SHARED / "validators/k8s/k8s_validate.py"
-    python = Path(os.environ.get("K8S_VENV", "/tmp/venv-k8s")) / "bin/python"
-    if not script.is_file() or not python.is_file():
-        _require("kubernetes-validate venv or shared/validators/k8s not found")
-    run = subprocess.run([str(python), str(script), "--crd-dir", str(SHARED / "crds"), *map(str, paths)],
-                         capture_output=True, text=True, timeout=120)
-    errors = [line for line in run.stdout.splitlines() if not line.startswith("OK")]
-    assert errors or run.returncode == 0, run.stderr
-    return errors
+    """Errors from strict Kubernetes schemas + upstream CRD schemas."""
+    return validate_k8s(paths)
 
 
 def _manifests(tmp_path: Path) -> list[Path]:
@@ -393,15 +382,8 @@ def test_real_validators_reject_a_broken_manifest(tmp_path):
 
 
 def _promql_parse():
-    try:
-        import promql_parser  # PyPI promql-parser 0.11.0 (Rust port of Prometheus's parser)
-        return promql_parser.parse
-    except ImportError:
-        pass
-    python = Path(os.environ.get("K8S_VENV", "/tmp/venv-k8s")) / "bin/python"
-    probe = subprocess.run([str(python), "-c", "import promql_parser"], capture_output=True) if python.is_file() else None
-    if probe is None or probe.returncode != 0:
-        _require("promql-parser not installed")
+    """PyPI promql-parser 0.11.0 (a Rust port of Prometheus's parser) in the k8s tool venv."""
+    python = tool_python("k8s")
 
     def parse(expr: str):
         run = subprocess.run([str(python), "-c", "import sys, promql_parser; promql_parser.parse(sys.stdin.read())"],

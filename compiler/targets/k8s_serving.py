@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..resolved import ResolvedPlan, Serving
 from .base import OutputFile, dump_yaml_documents, shell_words
 
-from .k8s_common import gpu_node_selector, labels, pvc, quantity_bytes, secret_env, shm_volume, tolerations
+from .k8s_common import gpu_node_selector, labels, literal, pvc, quantity_bytes, secret_env, shm_volume, tolerations
 from . import tgi, vllm
 from .vllm import VLLM_VERSION
 
@@ -266,11 +266,12 @@ def _pod_spec(unit: ServingUnit, leader: bool) -> dict:
     container = {
         "name": "engine" if leader else "worker",
         "image": unit.plan.spec.cluster.kubernetes.image or ENGINE_IMAGES[s.engine],
-        "command": command,
-        "args": args,
+        # literal(): the kubelet would expand a `$(VAR)` in a model id or queue name before the engine sees it
+        "command": [literal(word) for word in command],
+        "args": [literal(word) for word in args],
         "env": [*secret_env(unit.plan), {"name": "HF_HOME", "value": f"{CACHE_MOUNT}/hf"},
-                *([{"name": "MLINFRA_INPUT_QUEUE", "value": unit.input_queue}] if unit.input_queue else []),
-                *([{"name": "MLINFRA_OUTPUT_QUEUE", "value": unit.output_queue}] if unit.output_queue else [])],
+                *([{"name": "MLINFRA_INPUT_QUEUE", "value": literal(unit.input_queue)}] if unit.input_queue else []),
+                *([{"name": "MLINFRA_OUTPUT_QUEUE", "value": literal(unit.output_queue)}] if unit.output_queue else [])],
         "resources": {"limits": {"nvidia.com/gpu": gpus_per_pod(s)}},
         "volumeMounts": [{"name": "model-cache", "mountPath": CACHE_MOUNT},
                          {"name": shm["name"], "mountPath": "/dev/shm"}],
