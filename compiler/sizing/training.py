@@ -136,9 +136,8 @@ class TrainCandidate:
 
     @property
     def description(self) -> str:
-        offload = " offload" if self.offload_optimizer else ""
-        return (f"{self.gpus} × {self.gpu_id} TP{self.tp} PP{self.pp} DP{self.dp} ZeRO-{self.zero_stage} "
-                f"mb{self.micro_batch} {self.recompute}{offload}")
+        return describe(self.gpus, self.gpu_id, self.tp, self.pp, self.dp, self.zero_stage, self.micro_batch,
+                        self.recompute, self.offload_optimizer)
 
     @property
     def usd_per_day(self) -> float:
@@ -165,6 +164,11 @@ class TrainSearchResult:
     infeasible_reason: str | None
     nearest: TrainCandidate | None
     warnings: tuple[str, ...]
+
+
+def describe(gpus: int, gpu_id: str, tp: int, pp: int, dp: int, zero: int, mb: int, recompute: str, offload: bool) -> str:
+    return (f"{gpus} × {gpu_id} TP{tp} PP{pp} DP{dp} ZeRO-{zero} mb{mb} {recompute}"
+            f"{' offload' if offload else ''}")
 
 
 def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, offload: bool) -> tuple[str, str] | None:
@@ -224,6 +228,9 @@ def _pp_choices(arch: Architecture, tp: int, tp_max: int, count: int, pinned: in
 
 @dataclass(frozen=True)
 class _Context:
+    """What one search computes once. The memo tables hold pure functions of their keys: memory does not depend
+    on the GPU type, so each layout's memory is computed once however many GPU types share it."""
+
     req: TrainRequest
     fabric: Interconnect
     storage: Storage
@@ -231,6 +238,9 @@ class _Context:
     flops_model: float
     lora_trainable: int
     checkpoint: int
+    memory: dict[tuple, MemoryBreakdown] = field(default_factory=dict)
+    hardware_flops: dict[str, float] = field(default_factory=dict)
+    goodput: dict[tuple[int, float], tuple[float, float]] = field(default_factory=dict)
 
 
 def _context(req: TrainRequest) -> _Context:
@@ -239,6 +249,20 @@ def _context(req: TrainRequest) -> _Context:
     return _Context(req, fabrics.interconnects[req.interconnect], fabrics.storage[req.storage],
                     req.global_batch_sequences * req.seq_len, model_flops_per_token(req.arch, req.params, req.seq_len),
                     lora, checkpoint_bytes(req.params, req.optimizer, req.method, lora))
+
+
+def _hardware_flops(ctx: _Context, recompute: str) -> float:
+    if recompute not in ctx.hardware_flops:
+        req = ctx.req
+        ctx.hardware_flops[recompute] = hardware_flops_per_token(req.arch, req.params, req.seq_len, recompute)
+    return ctx.hardware_flops[recompute]
+
+
+def _goodput(ctx: _Context, gpus: int, write_seconds: float) -> tuple[float, float]:
+    key = (gpus, write_seconds)
+    if key not in ctx.goodput:
+        ctx.goodput[key] = goodput(gpus, write_seconds, ctx.req.mtbf_gpu_hours)
+    return ctx.goodput[key]
 
 
 def _candidate(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, tp: int, pp: int, zero: int, offload: bool,
@@ -263,12 +287,12 @@ def _candidate(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, tp: int, p
     steps = max(1, math.ceil(req.tokens / ctx.tokens_per_step))
     tokens_per_second = ctx.tokens_per_step / step.total
     peak = gpu.peak_flops_per_second(COMPUTE_DTYPE[req.precision])
-    hardware = hardware_flops_per_token(req.arch, req.params, req.seq_len, recompute)
+    hardware = _hardware_flops(ctx, recompute)
     mfu = tokens_per_second * ctx.flops_model / (gpus * peak)
     hfu = tokens_per_second * hardware / (gpus * peak)
     nodes = max(1, math.ceil(gpus / per_node))
     write_seconds = ctx.checkpoint / (ctx.storage.write_bytes_per_second * nodes)
-    share, interval = goodput(gpus, write_seconds, req.mtbf_gpu_hours)
+    share, interval = _goodput(ctx, gpus, write_seconds)
     wall = steps * step.total / share
     gpu_hours = wall * gpus / 3600
     price = gpu.price_usd_per_gpu_hour[req.pricing]
@@ -311,9 +335,11 @@ class _Collector:
         self.other: dict[str, Rejection] = {}
         self.evaluated = 0
 
-    def too_big(self, gpu_id: str, gpus: int, description: str, mem: MemoryBreakdown, usable: int) -> None:
+    def too_big(self, gpu_id: str, gpus: int, layout: tuple, mem: MemoryBreakdown, usable: int) -> None:
+        """`layout` is (tp, pp, dp, zero, mb, recompute, offload); described only when it is kept."""
         key = (gpu_id, gpus)
         if key not in self.memory or mem.total < self.memory[key][0]:
+            description = describe(gpus, gpu_id, *layout)
             reason = (f"{_gib(mem.total)} per GPU > {_gib(usable)} usable (weights {_gib(mem.weights)}, "
                       f"gradients {_gib(mem.gradients)}, optimizer {_gib(mem.optimizer)}, activations "
                       f"{_gib(mem.activations)}, runtime {_gib(mem.other)})")
@@ -326,8 +352,17 @@ class _Collector:
         return tuple((list(self.other.values()) + extra + memory)[:MAX_REJECTIONS])
 
 
-def _memory(req: TrainRequest, tp: int, pp: int, dp: int, zero: int, offload: bool, mb: int, microbatches: int,
+def _memory(ctx: _Context, tp: int, pp: int, dp: int, zero: int, offload: bool, mb: int, microbatches: int,
             recompute: str, framework: str) -> MemoryBreakdown:
+    key = (tp, pp, dp, zero, offload, mb, microbatches, recompute, framework)
+    found = ctx.memory.get(key)
+    if found is None:
+        found = ctx.memory[key] = _memory_per_gpu(ctx.req, tp, pp, dp, zero, offload, mb, microbatches, recompute, framework)
+    return found
+
+
+def _memory_per_gpu(req: TrainRequest, tp: int, pp: int, dp: int, zero: int, offload: bool, mb: int, microbatches: int,
+                    recompute: str, framework: str) -> MemoryBreakdown:
     return memory_per_gpu(req.arch, req.params, precision=req.precision, optimizer=req.optimizer, method=req.method,
                           lora_rank=req.lora_rank, lora_targets=req.lora_targets, tp=tp, pp=pp, dp=dp, zero_stage=zero,
                           offload_optimizer=offload, offload_params=offload and zero == 3, seq_len=req.seq_len,
@@ -356,13 +391,12 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
                 microbatches = req.global_batch_sequences // (mb * dp)
                 for recompute in recomputes:
                     out.evaluated += 1
-                    mem = _memory(req, tp, pp, dp, zero, offload, mb, microbatches, recompute, framework[0])
-                    description = (f"{count} × {gpu.id} TP{tp} PP{pp} DP{dp} ZeRO-{zero} mb{mb} {recompute}"
-                                   f"{' offload' if offload else ''}")
+                    mem = _memory(ctx, tp, pp, dp, zero, offload, mb, microbatches, recompute, framework[0])
                     if mem.total > usable:
-                        out.too_big(gpu.id, count, description, mem, usable)
+                        out.too_big(gpu.id, count, (tp, pp, dp, zero, mb, recompute, offload), mem, usable)
                         continue
                     if mem.cpu_offload_bytes > HOST_MEMORY_BYTES_PER_GPU:
+                        description = describe(count, gpu.id, tp, pp, dp, zero, mb, recompute, offload)
                         out.other.setdefault(f"host:{gpu.id}:{count}", Rejection(description, (
                             f"offload needs {_gib(mem.cpu_offload_bytes)} of host memory per GPU, more than "
                             f"{_gib(HOST_MEMORY_BYTES_PER_GPU)}")))
