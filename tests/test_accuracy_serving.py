@@ -10,18 +10,13 @@ import pytest
 
 from benchmarks.accuracy_serving import INFERENCE_POINTS, TOLERANCE, serving_cases
 
-# Cases the roofline over-predicts by more than the tolerance today (measured 2026-11-22 with the
-# packaged catalog): all are large-batch, max-load runs where TensorRT-LLM reaches a smaller share of the
-# roofline than the catalog's achievable fractions allow (likely FP8 GEMM efficiency below the bf16 MAMF
-# figure, and MoE expert imbalance). Kept visible as strict xfails — they must flip to passing, not be
-# hidden — until the model gains a sourced term for it. See the issue note.
+# Cases the roofline over-predicts by more than the tolerance today (measured 2026-11-23 with the
+# packaged catalog and the DeepGEMM-measured fp8 GEMM fractions): the MoE runs (expert load imbalance and
+# grouped-GEMM efficiency are not modelled) and a 16-bit A100 run whose decode GEMMs have no measured
+# small-batch efficiency to go on. Kept visible as strict xfails — they must flip to passing, not be hidden —
+# until the model gains a sourced term for them. See the issue note.
 KNOWN_OVER_PREDICTED = {
-    "Llama-3.1-8B FP8 1×L40S 128/128",
-    "Llama-3.1-70B FP8 1×H200-141GB-HBM3e 128/2048",
-    "Llama-3.1-70B FP8 2×H100-80GB-HBM3 128/2048",
-    "Llama-3.1-70B FP8 4×H100-80GB-HBM3 2048/2048",
     "Llama-3.1-70B FP16 4×A100-SXM4-80GB 2048/2048",
-    "Llama-3.1-70B FP8 4×L40S 2048/2048",
     "Mixtral-8x7B FP8 2×H100-80GB-HBM3 128/2048",
     "Mixtral-8x7B FP16 4×A100-SXM4-80GB 2048/2048",
     "Mixtral-8x22B FP8 8×H100-80GB-HBM3 2048/2048",

@@ -30,6 +30,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .serve_memory import ACTIVATION_BYTES, WEIGHT_ELEMENT_BYTES, layers_per_stage, weight_bytes_per_param
+from .train_time import NVLINK_ACHIEVABLE_FRACTION
 
 if TYPE_CHECKING:
     from ..catalog.params import ParamCounts
@@ -58,13 +59,26 @@ COMPUTE_DTYPES = {
 }
 
 
+# FP8 (W8A8) GEMMs at serving shapes reach less of the peak than the large bf16 GEMMs behind
+# `achievable_matmul_fraction`. Measured: deepseek-ai/DeepGEMM README.md @7a70b43, "Normal GEMMs for dense
+# models", H800 SXM5 (an H100 SXM's 132 SMs, 3.35 TB/s HBM3 and 1979 dense fp8 TFLOP/s), the fastest kernels of
+# that study (1.0-2.7x a tuned CUTLASS 3.6). Decode shapes (M = 64 and 128, 12 rows) stream the weights at a
+# median 2298.5 GB/s; prefill shapes (M = 4096, 6 rows) run at a median 1041.5 TFLOP/s. Applied to every part
+# with fp8 tensor cores (Ada's too: the nearest measurement).
+FP8_GEMM_BANDWIDTH_FRACTION = 2298.5e9 / 3.35e12  # 0.686
+FP8_GEMM_MATMUL_FRACTION = 1041.5e12 / 1979e12  # 0.526
+
+
 def compute_dtype(precision: str, gpu: GpuSpec) -> str | None:
     """The dtype whose dense peak applies, or None when the GPU has no such tensor cores."""
     return next((d for d in COMPUTE_DTYPES[precision] if d in gpu.dense_tflops), None)
 
 
 def matmul_flops_per_second(gpu: GpuSpec, dtype: str) -> float:
-    return gpu.peak_flops_per_second(dtype) * gpu.achievable_matmul_fraction
+    fraction = gpu.achievable_matmul_fraction
+    if dtype == "fp8":
+        fraction = min(fraction, FP8_GEMM_MATMUL_FRACTION)
+    return gpu.peak_flops_per_second(dtype) * fraction
 
 
 def memory_bytes_per_second(gpu: GpuSpec) -> float:
@@ -133,6 +147,19 @@ class ReplicaModel:
     def bytes_per_second(self) -> float:
         return memory_bytes_per_second(self.gpu)
 
+    @property
+    def link_bytes_per_second(self) -> float:
+        """Intra-node link rate a collective reaches (the training model's NVLink share, nccl#1264)."""
+        return self.gpu.intra_node_bandwidth_bytes_per_second * NVLINK_ACHIEVABLE_FRACTION
+
+    @property
+    def weight_bytes_per_second(self) -> float:
+        """HBM rate at which the GEMMs stream the weights (lower for fp8 GEMMs, see FP8_GEMM_BANDWIDTH_FRACTION)."""
+        if self.dtype != "fp8":
+            return self.bytes_per_second
+        fraction = min(self.gpu.achievable_memory_bandwidth_fraction, FP8_GEMM_BANDWIDTH_FRACTION)
+        return self.gpu.memory_bandwidth_bytes_per_second * fraction
+
 
 def routed_expert_bytes_per_gpu(m: ReplicaModel) -> float:
     """Routed-expert weights on one GPU (MoE); 0 for dense models."""
@@ -195,13 +222,13 @@ def decode_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
     """
     micro = batch / m.pp
     ranks = m.tp * m.pp
-    weight_s = m.pp * weight_read_bytes_per_gpu(m, micro) / m.bytes_per_second
+    weight_s = m.pp * weight_read_bytes_per_gpu(m, micro) / m.weight_bytes_per_second
     gemm_flops_s = batch * 2 * matmul_params(m.params, m.arch) / ranks / m.flops_per_second
     kv_s = batch * context * m.kv_bytes_per_token_per_gpu / m.bytes_per_second
     attn_flops = batch * 2 * m.arch.layers * context * attention_width(m.arch) / ranks
     attn_flops_s = attn_flops / attention_flops_per_second(m)
     message = micro * m.arch.hidden * ACTIVATION_BYTES
-    comm = 2 * m.arch.layers * allreduce_seconds(message, m.tp, m.gpu.intra_node_bandwidth_bytes_per_second)
+    comm = 2 * m.arch.layers * allreduce_seconds(message, m.tp, m.link_bytes_per_second)
     if m.pp > 1:
         comm += m.pp * p2p_seconds(message)
     gemm, attention = max(weight_s, gemm_flops_s), max(kv_s, attn_flops_s)
@@ -222,14 +249,14 @@ def prefill_latency_seconds(m: ReplicaModel, tokens: int, chunk_tokens: int) -> 
     plus 2 all-reduces of chunk·h·2 B per layer per chunk and the stage-to-stage sends."""
     chunks = math.ceil(tokens / chunk_tokens)
     compute = prefill_compute_seconds(m, tokens) * m.pp
-    memory = chunks * m.pp * weight_read_bytes_per_gpu(m, min(tokens, chunk_tokens)) / m.bytes_per_second
+    memory = chunks * m.pp * weight_read_bytes_per_gpu(m, min(tokens, chunk_tokens)) / m.weight_bytes_per_second
     return max(compute, memory) + prefill_comm_seconds(m, tokens, chunks)
 
 
 def prefill_comm_seconds(m: ReplicaModel, tokens: int, chunks: float) -> float:
     """TP: 2 all-reduces per layer per chunk, carrying tokens·h·2 B in all; PP: one send per stage boundary."""
     total_bytes = tokens * m.arch.hidden * ACTIVATION_BYTES
-    link = m.gpu.intra_node_bandwidth_bytes_per_second
+    link = m.link_bytes_per_second
     comm = 0.0
     if m.tp > 1:
         comm += 2 * m.arch.layers * (chunks * COLLECTIVE_LATENCY_SECONDS + allreduce_transfer_seconds(total_bytes, m.tp, link))
@@ -244,7 +271,7 @@ def prefill_occupancy_seconds(m: ReplicaModel, tokens: int, chunk_tokens: int) -
     prompt); PP stages work on different chunks at once."""
     reads = tokens / chunk_tokens
     compute = prefill_compute_seconds(m, tokens)
-    memory = reads * weight_read_bytes_per_gpu(m, chunk_tokens) / m.bytes_per_second
+    memory = reads * weight_read_bytes_per_gpu(m, chunk_tokens) / m.weight_bytes_per_second
     return max(compute, memory) + prefill_comm_seconds(m, tokens, reads) / m.pp
 
 

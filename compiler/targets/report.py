@@ -58,7 +58,7 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
     elif plan.serving:
         s = plan.serving
         facts += [
-            {"what": "latency", "value": f"TTFT {format_seconds(s.ttft_seconds)} (SLO {format_seconds(s.ttft_slo_seconds) if s.ttft_slo_seconds else 'none'}), TPOT {format_seconds(s.tpot_seconds)} (SLO {format_seconds(s.tpot_slo_seconds) if s.tpot_slo_seconds else 'none'})", "source": "roofline: prefill FLOPs at achievable matmul rate; decode bytes at achievable HBM bandwidth"},
+            {"what": "latency", "value": f"TTFT {format_seconds(s.ttft_seconds)} (SLO {format_seconds(s.ttft_slo_seconds) if s.ttft_slo_seconds else 'none'}), TPOT {format_seconds(s.tpot_seconds)} (SLO {format_seconds(s.tpot_slo_seconds) if s.tpot_slo_seconds else 'none'})", "source": "roofline: prefill FLOPs at achievable matmul rate; decode bytes at achievable HBM bandwidth (fp8 GEMMs at the DeepGEMM-measured shares)"},
             {"what": "concurrency", "value": f"{s.max_concurrency} sequences, KV cache {format_count(s.kv_cache_tokens)} tokens at {s.kv_bytes_per_token} B/token", "source": "2 × layers × kv_heads × head_dim × bytes (GQA-aware)"},
             {"what": "replicas", "value": f"{s.replicas} (autoscale {s.min_replicas}–{s.max_replicas}) × {s.gpus_per_replica} GPU, {format_count(s.tokens_per_second_per_replica)} tokens/s each", "source": "peak traffic ÷ per-replica capacity at the target utilisation"},
             {"what": "cost", "value": f"{format_usd(cost.usd_per_month)}/month, {format_usd(cost.usd_per_million_tokens)} per 1M output tokens", "source": "GPU-hours × catalog price, 730 h/month"},
