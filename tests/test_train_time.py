@@ -115,9 +115,12 @@ def test_zero3_moves_one_and_a_half_times_per_microbatch():
     assert step.dp_comm == pytest.approx(8 * tt.ring_allreduce_seconds(1.5 * grads, 64, 50e9, 5e-6))
 
 
-def test_fp8_runs_gemms_at_the_fp8_peak_and_attention_in_bf16():
+def test_fp8_runs_gemms_at_deepgemms_share_of_the_fp8_peak_and_attention_in_bf16():
+    """bf16 GEMMs at the fixture's 0.80 of 989.4 TFLOP/s; fp8 ones at 1041.5 of 1979 TFLOP/s (DeepGEMM's median
+    at M = 4096 on H800): 1.32x the bf16 rate here, not 2x."""
     bf16, fp8 = _step(), _step(precision="fp8")
-    assert fp8.matmul == pytest.approx(bf16.matmul * 989.4 / 1978.9)
+    assert tt.FP8_GEMM_MATMUL_FRACTION == pytest.approx(0.5263, abs=1e-4)
+    assert fp8.matmul == pytest.approx(bf16.matmul * (989.4 * 0.80) / (1978.9 * 1041.5 / 1979))
     assert fp8.attention == pytest.approx(bf16.attention)
 
 

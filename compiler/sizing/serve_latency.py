@@ -30,7 +30,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .serve_memory import ACTIVATION_BYTES, WEIGHT_ELEMENT_BYTES, layers_per_stage, weight_bytes_per_param
-from .train_time import NVLINK_ACHIEVABLE_FRACTION
+from .train_time import FP8_GEMM_BANDWIDTH_FRACTION, FP8_GEMM_MATMUL_FRACTION, NVLINK_ACHIEVABLE_FRACTION
 
 if TYPE_CHECKING:
     from ..catalog.params import ParamCounts
@@ -57,16 +57,6 @@ COMPUTE_DTYPES = {
     "int8": ("int8",),
     "int4": ("fp16", "bf16"),
 }
-
-
-# FP8 (W8A8) GEMMs at serving shapes reach less of the peak than the large bf16 GEMMs behind
-# `achievable_matmul_fraction`. Measured: deepseek-ai/DeepGEMM README.md @7a70b43, "Normal GEMMs for dense
-# models", H800 SXM5 (an H100 SXM's 132 SMs, 3.35 TB/s HBM3 and 1979 dense fp8 TFLOP/s), the fastest kernels of
-# that study (1.0-2.7x a tuned CUTLASS 3.6). Decode shapes (M = 64 and 128, 12 rows) stream the weights at a
-# median 2298.5 GB/s; prefill shapes (M = 4096, 6 rows) run at a median 1041.5 TFLOP/s. Applied to every part
-# with fp8 tensor cores (Ada's too: the nearest measurement).
-FP8_GEMM_BANDWIDTH_FRACTION = 2298.5e9 / 3.35e12  # 0.686
-FP8_GEMM_MATMUL_FRACTION = 1041.5e12 / 1979e12  # 0.526
 
 
 def compute_dtype(precision: str, gpu: GpuSpec) -> str | None:

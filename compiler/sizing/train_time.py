@@ -9,7 +9,7 @@ Korthikanti et al. 2022 §5).
 
 Time of one micro-batch on the slowest pipeline stage (the last: ⌈L/p⌉ layers + the LM head and loss):
 * GEMMs: their FLOPs at `gpu.achievable_matmul_fraction` × the dense peak of the compute dtype (measured
-  large-GEMM rate, catalog).
+  large-GEMM rate, catalog); fp8 GEMMs at no more than FP8_GEMM_MATMUL_FRACTION (DeepGEMM's measured share).
 * Attention core: with flash attention, the kernel's FLOPs — forward 4·s²·d per head, backward 2.5× that
   (five GEMMs against two, Dao 2023 §3), half of it under a causal mask — at the kernel's measured share of
   peak (ATTENTION_KERNEL_FRACTION); without it, the full s×s score GEMMs at the GEMM rate, and the softmax
@@ -64,6 +64,14 @@ LOGIT_PASSES = 4  # fp32 logits written, read by the loss, gradient written, rea
 # NVLink achieves ~83% of its specification (H100: 749 of 900 GB/s bidirectional p2p, NVIDIA/nccl#1264;
 # formulas.md §8).
 NVLINK_ACHIEVABLE_FRACTION = 749 / 900
+# FP8 GEMMs reach less of the peak than the large bf16 GEMMs behind
+# `achievable_matmul_fraction`. Measured: deepseek-ai/DeepGEMM README.md @7a70b43, "Normal GEMMs for dense
+# models", H800 SXM5 (an H100 SXM's 132 SMs, 3.35 TB/s HBM3 and 1979 dense fp8 TFLOP/s), the fastest kernels of
+# that study (1.0-2.7x a tuned CUTLASS 3.6). Decode shapes (M = 64 and 128, 12 rows) stream the weights at a
+# median 2298.5 GB/s; prefill shapes (M = 4096, 6 rows) run at a median 1041.5 TFLOP/s. Applied to every part
+# with fp8 tensor cores (Ada's too: the nearest measurement).
+FP8_GEMM_BANDWIDTH_FRACTION = 2298.5e9 / 3.35e12  # 0.686
+FP8_GEMM_MATMUL_FRACTION = 1041.5e12 / 1979e12  # 0.526
 BACKWARD_SHARE_OF_COMPUTE = 2 / 3  # the backward is 4N of the 6N FLOPs per token
 ZERO3_VOLUME_FACTOR = 1.5  # ZeRO paper §7.2.2: stage 3 moves 3Ψ against DP's 2Ψ
 GRADIENT_BYTES = 2  # 16-bit gradients reduced across DP (formulas.md §8)
@@ -156,7 +164,10 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
               inter_node_bytes_per_second: float = 50e9, inter_node_latency_seconds: float = 5e-6,
               gpus_per_node: int = 8) -> StepTime:
     """One optimizer step: grad_accum micro-batches of micro_batch sequences through a TP×PP×DP layout."""
-    rate = gpu.peak_flops_per_second(COMPUTE_DTYPE[precision]) * gpu.achievable_matmul_fraction
+    matmul_fraction = gpu.achievable_matmul_fraction
+    if COMPUTE_DTYPE[precision] == "fp8":
+        matmul_fraction = min(matmul_fraction, FP8_GEMM_MATMUL_FRACTION)
+    rate = gpu.peak_flops_per_second(COMPUTE_DTYPE[precision]) * matmul_fraction
     attention_dtype = ATTENTION_DTYPE[precision]
     hbm = gpu.memory_bandwidth_bytes_per_second * gpu.achievable_memory_bandwidth_fraction
     tokens = seq_len * micro_batch
