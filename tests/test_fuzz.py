@@ -1,17 +1,74 @@
-"""Mutated plans compile or give located diagnostics (exit 2/1) — never a traceback."""
+"""Mutated plans compile or give located diagnostics (exit 2/1) — never a traceback.
+
+The long run is benchmarks/fuzz.py; every crash it found is a plan in tests/fuzzing/regressions/ whose
+first line says the outcome it must have now (`# expect: compiled|infeasible|invalid`).
+"""
+
+import random
+import re
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from compiler.source import load_yaml_text
 from tests.conftest import EXAMPLES
-from tests.fuzzing.mutations import mutated_plan, outcome
+from tests.fuzzing.mutations import CATALOG_NAME, classify, mutate, mutated_outcome, plan_text, run_plan, scale, respell, SECOND_UNITS, COUNT_UNITS
+
+REGRESSIONS = sorted((Path(__file__).parent / "fuzzing" / "regressions").glob("*.yaml"))
+NOT_CRASHES = {"compiled", "invalid", "infeasible", "unrepresentable"}
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(doc=mutated_plan(EXAMPLES))
-def test_mutated_examples_never_crash(doc, tmp_path):
-    assert outcome(doc, tmp_path) in {"compiled", "invalid", "infeasible", "unrepresentable"}
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(example=st.sampled_from(EXAMPLES), rng=st.randoms(use_true_random=False))
+def test_mutated_examples_never_crash(example, rng, tmp_path):
+    mutation, text, outcome = mutated_outcome(example, rng, tmp_path / "plan")
+    assert outcome.kind in NOT_CRASHES, f"{outcome.signature}\nmutations: {mutation.notes}\n{text}\n{outcome.stderr}"
+
+
+def test_most_mutated_plans_stay_valid(tmp_path):
+    """The mutations exercise sizing and rendering, not only validation: most plans still compile."""
+    outcomes = [mutated_outcome(EXAMPLES[i % len(EXAMPLES)], random.Random(i), tmp_path / "plan")[2].kind for i in range(60)]
+    reached_sizing = sum(kind in ("compiled", "infeasible") for kind in outcomes)
+    assert reached_sizing >= 0.4 * len(outcomes), outcomes
+    assert "invalid" in outcomes
+
+
+@pytest.mark.parametrize("plan", REGRESSIONS, ids=lambda p: p.stem)
+def test_fuzz_regression(plan, tmp_path):
+    """A plan that once crashed the compiler now has the outcome its first line names."""
+    text = plan.read_text(encoding="utf-8")
+    expected = re.match(r"# expect: (\w+)", text)[1]
+    catalog = plan.with_suffix(".catalog")  # written beside the plan as the file its cluster.catalog names
+    files = {CATALOG_NAME: catalog.read_bytes()} if catalog.exists() else {}
+    outcome = run_plan(text, tmp_path / "plan", files)
+    assert outcome.kind == expected, outcome.stderr
+
+
+def test_mutations_are_reproducible():
+    first = plan_text(mutate({"name": "x", "train": {"tokens": "1T"}, "cluster": {"count": 8}}, random.Random(7)))
+    again = plan_text(mutate({"name": "x", "train": {"tokens": "1T"}, "cluster": {"count": 8}}, random.Random(7)))
+    assert first == again
+
+
+def test_value_mutations_keep_units():
+    assert scale("1T", 2) == "2T"
+    assert scale("$400k", 0.5) == "$200k"
+    assert scale("1.5s", 4) == "6s"
+    assert scale(64, 0.5) == 32
+    assert respell("30d", SECOND_UNITS, random.Random(1)) in {"30d", "720h", "43200m", "43200min", "4.28571w", "2.592e+06s", "2.592e+09ms", "2592000"} or "d" not in "30d"
+    assert isinstance(respell("2T", COUNT_UNITS, random.Random(3)), (str, float))
+
+
+def test_classifier_calls_an_unlocated_diagnostic_a_crash():
+    plan = "/tmp/p.yaml"
+    located = f"{plan}:3:5: error: train.tokens: expected a count  [invalid-quantity]\n    tokens: x\n        ^\n"
+    assert classify(2, located, plan).kind == "invalid"
+    assert classify(2, f"{plan}: error: something  [oops]\n", plan).kind == "crash"
+    assert classify(2, "usage: mlinfra-compile\n", plan).kind == "crash"
+    assert classify(3, "internal error\nTraceback (most recent call last):\n  File \"/x/compiler/a.py\", line 1, in f\nKeyError: 'fp32'\n", plan).signature == "KeyError in a.py:f"
+    assert classify(1, f"{plan}: infeasible: too big\n", plan).kind == "infeasible"
 
 
 @pytest.mark.parametrize("text", [
