@@ -9,13 +9,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from . import units
 from .catalog.types import Architecture
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+MAX_DIMENSION = 1e15  # any size of an inline architecture (the largest, params_override, is a parameter count)
 # Kubernetes object names, Slurm job names and directory names are all safe in this alphabet.
 
 
@@ -51,6 +52,33 @@ class Spec(BaseModel):
 
 class ArchitectureSpec(Architecture):
     """A model architecture given inline (same fields as the catalog's presets)."""
+
+    @field_validator("*")
+    @classmethod
+    def not_negative(cls, value: Any) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 <= value <= MAX_DIMENSION:
+            raise PydanticCustomError("out-of-range", "expected a number from 0 to {top}", {"top": f"{MAX_DIMENSION:g}"})
+        return value
+
+    @model_validator(mode="after")
+    def shape_is_complete(self) -> "ArchitectureSpec":
+        """The sizes the sizing divides by: a transformer needs them ≥ 1, a CNN its parameters and FLOPs."""
+        if self.kind == "cnn":
+            needed = {"params_override": self.params_override, "gflops_per_sample": self.gflops_per_sample}
+        else:
+            needed = {"layers": self.layers, "hidden": self.hidden, "heads": self.heads, "kv_heads": self.kv_heads,
+                      "ffn_hidden": self.ffn_hidden or self.moe_ffn_hidden, "vocab": self.vocab, "experts": self.experts,
+                      "experts_per_token": self.experts_per_token}
+            if self.kind == "vision-transformer":
+                needed |= {"image_size": self.image_size, "patch_size": self.patch_size}
+        missing = [k for k, v in needed.items() if v <= 0]
+        if missing:
+            raise PydanticCustomError("invalid-architecture", "a {kind} architecture needs {fields} ≥ 1", {"kind": self.kind, "fields": ", ".join(missing)})
+        if self.kind != "cnn" and (self.kv_heads > self.heads or self.heads % self.kv_heads):
+            raise PydanticCustomError("invalid-architecture", "heads ({h}) must be a multiple of kv_heads ({kv})", {"h": self.heads, "kv": self.kv_heads})
+        if self.experts_per_token > self.experts or self.dense_layers > self.layers:
+            raise PydanticCustomError("invalid-architecture", "experts_per_token ≤ experts and dense_layers ≤ layers", {})
+        return self
 
 
 class ModelSpec(Spec):
