@@ -141,12 +141,14 @@ def _size_stages(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
 LLM_ENGINES = ("vllm", "tgi")
 
 
-def _check_engine(engine: str, model: ModelInfo, precision: str, where: str) -> None:
+def _check_engine(engine: str, model: ModelInfo, precisions: list[str], where: str) -> None:
     """Engines that cannot run a model make the plan infeasible, said plainly (not a crash in a target)."""
     if engine in LLM_ENGINES and model.architecture.kind != "decoder":
         raise InfeasiblePlan(f"{where}engine {engine} serves decoder LLMs only; {model.name} is a {model.architecture.kind}: use engine triton")
-    if engine == "tgi" and precision == "fp32":
+    if engine == "tgi" and "fp32" in precisions:
         raise InfeasiblePlan(f"{where}TGI does not serve fp32 (--dtype takes float16 or bfloat16)")
+    if "fp32" in precisions:  # sizing.serve_memory / serve_latency have no fp32 weights, KV cache or matmul rate
+        raise InfeasiblePlan(f"{where}serving in fp32 is not modelled (16-bit, fp8, int8 and int4 are): use bf16 or fp16")
 
 
 def size_serving(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
@@ -154,9 +156,9 @@ def size_serving(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
         return plan
     if plan.spec.serve.stages:
         for stage in plan.spec.serve.stages:
-            _check_engine(stage.engine, model_info(stage.model, stage.name, catalog)[0], stage.precision, f"stage {stage.name}: ")
+            _check_engine(stage.engine, model_info(stage.model, stage.name, catalog)[0], plan.spec.serve.precisions or [stage.precision], f"stage {stage.name}: ")
     else:
-        _check_engine(plan.spec.serve.engine, plan.model, plan.spec.precision, "")
+        _check_engine(plan.spec.serve.engine, plan.model, plan.spec.serve.precisions or [plan.spec.precision], "")
     if plan.spec.serve.stages:
         return _size_stages(plan, catalog)
     return _size_single(plan, catalog)
