@@ -20,8 +20,9 @@ MAX_DIMENSION = 1e15  # any size of an inline architecture (the largest, params_
 # Kubernetes object names, Slurm job names and directory names are all safe in this alphabet.
 
 
-def _quantity(parse, code: str, suffixes: dict, examples: list, minimum: float, prefix: str = ""):
-    """A number written with a unit suffix; the JSON Schema accepts a number or a matching string."""
+def _quantity(parse, code: str, suffixes: dict, examples: list, minimum: float, maximum: float, prefix: str = ""):
+    """A number written with a unit suffix; the JSON Schema accepts a number or a matching string. `maximum`
+    is far beyond any real plan; it keeps the sizing's arithmetic finite (1e308 seconds overflows)."""
 
     def validate(value: Any) -> Any:
         if value is None:
@@ -34,14 +35,14 @@ def _quantity(parse, code: str, suffixes: dict, examples: list, minimum: float, 
     unit = "|".join(sorted((re.escape(k) for k in suffixes if k), key=len, reverse=True))
     pattern = rf"^\s*{re.escape(prefix)}{'?' if prefix else ''}[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*({unit})?\s*$"
     schema = {"anyOf": [{"type": "number", "minimum": minimum}, {"type": "string", "pattern": pattern}], "examples": examples}
-    return BeforeValidator(validate), WithJsonSchema(schema), Field(ge=minimum)
+    return BeforeValidator(validate), WithJsonSchema(schema), Field(ge=minimum, le=maximum)
 
 
-Count = Annotated[float, *_quantity(units.parse_count, "invalid-quantity", units.COUNT_SUFFIXES, ["7B", "2T", 8e9], 1)]
-Bytes = Annotated[int, *_quantity(units.parse_bytes, "invalid-size", units.BYTE_SUFFIXES, ["80GiB", "500GB"], 0)]
-Seconds = Annotated[float, *_quantity(units.parse_seconds, "invalid-duration", units.SECONDS_PER, ["30d", "2h", "150ms"], 1e-9)]
-Usd = Annotated[float, *_quantity(units.parse_usd, "invalid-amount", units.USD_SUFFIXES, ["$400k", 400000], 0.01, prefix="$")]
-IntCount = Annotated[int, *_quantity(lambda v: int(units.parse_count(v)), "invalid-quantity", units.COUNT_SUFFIXES, [512, "4k"], 1)]
+Count = Annotated[float, *_quantity(units.parse_count, "invalid-quantity", units.COUNT_SUFFIXES, ["7B", "2T", 8e9], 1, 1e18)]
+Bytes = Annotated[int, *_quantity(units.parse_bytes, "invalid-size", units.BYTE_SUFFIXES, ["80GiB", "500GB"], 0, 1e18)]
+Seconds = Annotated[float, *_quantity(units.parse_seconds, "invalid-duration", units.SECONDS_PER, ["30d", "2h", "150ms"], 1e-9, 1e10)]
+Usd = Annotated[float, *_quantity(units.parse_usd, "invalid-amount", units.USD_SUFFIXES, ["$400k", 400000], 0.01, 1e15, prefix="$")]
+IntCount = Annotated[int, *_quantity(lambda v: int(units.parse_count(v)), "invalid-quantity", units.COUNT_SUFFIXES, [512, "4k"], 1, 1e18)]
 SafeText = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00\r\n]*$")]
 Precision = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
 
