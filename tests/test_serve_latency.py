@@ -8,7 +8,7 @@ import math
 import pytest
 
 from compiler.sizing.serve_latency import (
-    ReplicaModel, allreduce_seconds, compute_dtype, decode_step, erlang_c, evaluate_batch,
+    ReplicaModel, allreduce_seconds, compute_dtype, decode_step, elementwise_seconds, erlang_c, evaluate_batch,
     experts_touched_fraction, matmul_params, mmc_wait_p99_seconds, prefill_flops, weight_read_bytes_per_gpu,
 )
 from compiler.sizing.serve_memory import weights_bytes_per_gpu
@@ -17,6 +17,7 @@ from tests.test_serve_memory import A100, DEEPSEEK_V3, H100, LLAMA_31_8B, LLAMA_
 from compiler.catalog.types import Architecture
 
 BANDWIDTH = 3.35e12 * 0.8
+ELEMENTWISE_BYTES_PER_TOKEN = 2 * 32 * 147_456  # Llama-3.1-8B at TP1 (test below)
 MIXTRAL = Architecture(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=32000, experts=8,
                        experts_per_token=2)
 
@@ -58,8 +59,21 @@ def test_decode_step_batch_1_is_a_weight_read():
     assert weight_read_bytes_per_gpu(llama_8b_on_h100(), 1) == weights_read
     assert step.gemm_bound == "memory"
     assert step.comm_seconds == 0.0
-    assert step.seconds == pytest.approx(weights_read / BANDWIDTH + 131_072 * 1000 / BANDWIDTH)  # 5.650 ms
-    assert step.seconds == pytest.approx(5.6496e-3, rel=1e-4)
+    elementwise = ELEMENTWISE_BYTES_PER_TOKEN / BANDWIDTH
+    assert step.seconds == pytest.approx(weights_read / BANDWIDTH + 131_072 * 1000 / BANDWIDTH + elementwise)
+    assert step.seconds == pytest.approx(5.6531e-3, rel=1e-4)
+
+
+def test_memory_bound_kernels_move_korthikantis_activation_bytes_twice():
+    """Llama-3.1-8B, one token, TP1: 8h attention + (3h + 6f) MLP + 4h norms = 15h + 6f = 147,456 B per layer
+    (h 4096, f 14336), written and read (2 passes) on 32 layers: 9.44 MB, 3.5 µs at 2.68 TB/s; linear in tokens
+    and split by TP except the 10h that TP replicates."""
+    m = llama_8b_on_h100()
+    assert ELEMENTWISE_BYTES_PER_TOKEN == 2 * 32 * (15 * 4096 + 6 * 14336)
+    assert elementwise_seconds(m, 1) == pytest.approx(ELEMENTWISE_BYTES_PER_TOKEN / BANDWIDTH)
+    assert elementwise_seconds(m, 256) == pytest.approx(256 * elementwise_seconds(m, 1))
+    tp2 = elementwise_seconds(llama_8b_on_h100(tp=2), 1) * BANDWIDTH
+    assert tp2 == pytest.approx(2 * 32 * ((5 * 4096 + 6 * 14336) / 2 + 10 * 4096))
 
 
 def test_decode_step_large_batch_is_compute_bound_in_the_gemms():
@@ -128,6 +142,7 @@ def test_long_prompt_prefill_is_compute_bound_and_chunked():
     m = llama_8b_on_h100()
     p = evaluate_batch(m, 8, prompt_tokens=20000, output_tokens=100, chunk_tokens=8192, utilization=0.6)
     flops = prefill_flops(LLAMA_31_8B_COUNTS, LLAMA_31_8B, 20000)
-    # 4.05e14 FLOPs at 692.6 TFLOP/s: 0.585 s, far above 3 weight reads (3 chunks × 5.6 ms)
-    assert p.prefill_latency_seconds == pytest.approx(flops / (989.4e12 * 0.7))
-    assert p.prefill_latency_seconds == pytest.approx(0.5848, rel=1e-3)
+    # 4.05e14 FLOPs at 692.6 TFLOP/s: 0.585 s, far above 3 weight reads (3 chunks × 5.6 ms); + 70 ms of
+    # memory-bound kernels over 20,000 tokens
+    assert p.prefill_latency_seconds == pytest.approx(flops / (989.4e12 * 0.7) + 20000 * ELEMENTWISE_BYTES_PER_TOKEN / BANDWIDTH)
+    assert p.prefill_latency_seconds == pytest.approx(0.6552, rel=1e-3)

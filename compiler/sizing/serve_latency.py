@@ -30,7 +30,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .serve_memory import ACTIVATION_BYTES, WEIGHT_ELEMENT_BYTES, layers_per_stage, weight_bytes_per_param
-from .train_time import FP8_GEMM_BANDWIDTH_FRACTION, FP8_GEMM_MATMUL_FRACTION, NVLINK_ACHIEVABLE_FRACTION
+from .train_memory import activation_bytes_per_layer
+from .train_time import FORWARD_PASSES, FP8_GEMM_BANDWIDTH_FRACTION, FP8_GEMM_MATMUL_FRACTION, NVLINK_ACHIEVABLE_FRACTION
 
 if TYPE_CHECKING:
     from ..catalog.params import ParamCounts
@@ -188,6 +189,7 @@ class StepTime:
     attention_seconds: float  # max(KV bytes / bandwidth, attention FLOPs / 16-bit rate)
     comm_seconds: float
     gemm_bound: str  # 'memory' | 'compute'
+    elementwise_seconds: float = 0.0  # norms, activations, rotary, residual adds: activation bytes / bandwidth
 
     @property
     def bound(self) -> str:
@@ -199,6 +201,17 @@ def attention_flops_per_second(m: ReplicaModel) -> float:
     kernels dequantise an fp8 KV cache to bf16/fp16)."""
     dtype = "bf16" if "bf16" in m.gpu.dense_tflops else "fp16"
     return matmul_flops_per_second(m.gpu, dtype)
+
+
+def elementwise_seconds(m: ReplicaModel, tokens: float) -> float:
+    """The memory-bound kernels between the GEMMs (norms, rotary, SiLU·mul, residual adds) over `tokens` tokens on
+    one GPU's layers: every activation byte Korthikanti et al. count (train_memory.activation_bytes_per_layer, as
+    the training model does) written by one kernel and read by the next, at the achievable HBM rate. Counting the
+    training-time dropout masks too, it is an upper bound by their ~2 of ~34 bytes per token and hidden unit."""
+    if not m.arch.layers or tokens <= 0:
+        return 0.0
+    per_layer = activation_bytes_per_layer(m.arch, 1, max(1, round(tokens)), m.tp, False, "none", True)
+    return FORWARD_PASSES * per_layer * layers_per_stage(m.arch, m.pp) / m.bytes_per_second
 
 
 def decode_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
@@ -222,7 +235,9 @@ def decode_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
     if m.pp > 1:
         comm += m.pp * p2p_seconds(message)
     gemm, attention = max(weight_s, gemm_flops_s), max(kv_s, attn_flops_s)
-    return StepTime(gemm + attention + comm, gemm, attention, comm, "memory" if weight_s >= gemm_flops_s else "compute")
+    elementwise = elementwise_seconds(m, batch)
+    return StepTime(gemm + attention + comm + elementwise, gemm, attention, comm,
+                    "memory" if weight_s >= gemm_flops_s else "compute", elementwise)
 
 
 def prefill_compute_seconds(m: ReplicaModel, tokens: int) -> float:
@@ -240,7 +255,7 @@ def prefill_latency_seconds(m: ReplicaModel, tokens: int, chunk_tokens: int) -> 
     chunks = math.ceil(tokens / chunk_tokens)
     compute = prefill_compute_seconds(m, tokens) * m.pp
     memory = chunks * m.pp * weight_read_bytes_per_gpu(m, min(tokens, chunk_tokens)) / m.weight_bytes_per_second
-    return max(compute, memory) + prefill_comm_seconds(m, tokens, chunks)
+    return max(compute, memory) + m.pp * elementwise_seconds(m, tokens) + prefill_comm_seconds(m, tokens, chunks)
 
 
 def prefill_comm_seconds(m: ReplicaModel, tokens: int, chunks: float) -> float:
@@ -262,7 +277,7 @@ def prefill_occupancy_seconds(m: ReplicaModel, tokens: int, chunk_tokens: int) -
     reads = tokens / chunk_tokens
     compute = prefill_compute_seconds(m, tokens)
     memory = reads * weight_read_bytes_per_gpu(m, chunk_tokens) / m.weight_bytes_per_second
-    return max(compute, memory) + prefill_comm_seconds(m, tokens, reads) / m.pp
+    return max(compute, memory) + elementwise_seconds(m, tokens) + prefill_comm_seconds(m, tokens, reads) / m.pp
 
 
 @lru_cache(maxsize=4096)

@@ -15,7 +15,7 @@ exec vllm serve \
   --pipeline-parallel-size=1 \
   --max-model-len=8192 \
   --gpu-memory-utilization=0.9 \
-  --max-num-seqs=238 \
+  --max-num-seqs=256 \
   --max-num-batched-tokens=8192 \
   --dtype=bfloat16 \
   --quantization=fp8 \
