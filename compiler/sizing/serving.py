@@ -192,6 +192,12 @@ def parallel_shapes(req: ServeRequest, gpu: GpuSpec) -> tuple[list[tuple[int, in
                 rejected.append(ServeRejection(where, f"{req.arch.heads} attention heads do not split over TP{tp}"))
             elif pp > req.arch.layers:
                 rejected.append(ServeRejection(where, f"PP{pp} exceeds {req.arch.layers} layers"))
+            elif tp * pp > per_node and tp < per_node:
+                rejected.append(ServeRejection(where, f"a replica over nodes runs one PP stage of TP{per_node} per node"))
+            elif req.engine == "tgi" and pp > 1:
+                rejected.append(ServeRejection(where, "TGI shards a replica with TP on one node (no PP)"))
+            elif req.engine == "triton" and tp * pp > per_node:
+                rejected.append(ServeRejection(where, "Triton's vLLM backend runs a replica on one node"))
             else:
                 shapes.append((tp, pp))
     return shapes, rejected
