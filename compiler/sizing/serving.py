@@ -192,6 +192,8 @@ def parallel_shapes(req: ServeRequest, gpu: GpuSpec) -> tuple[list[tuple[int, in
                 rejected.append(ServeRejection(where, f"{req.arch.heads} attention heads do not split over TP{tp}"))
             elif pp > req.arch.layers:
                 rejected.append(ServeRejection(where, f"PP{pp} exceeds {req.arch.layers} layers"))
+            elif tp > 1 and gpu.intra_node_bandwidth_bytes_per_second <= 0:
+                rejected.append(ServeRejection(where, f"{gpu.name} has no GPU-to-GPU link for TP"))
             elif tp * pp > per_node and tp < per_node:
                 rejected.append(ServeRejection(where, f"a replica over nodes runs one PP stage of TP{per_node} per node"))
             elif req.engine == "tgi" and pp > 1:
