@@ -427,6 +427,9 @@ def search_training(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSear
         per_node = req.gpus_per_node or gpu.gpus_per_node
         usable = usable_memory_bytes(gpu.memory_bytes)
         for count in gpu_counts(req, per_node):
+            if count > per_node and count % per_node:  # launchers start the same number of ranks on every node
+                out.other[f"nodes:{gpu_id}:{count}"] = Rejection(f"{count} × {gpu_id}", f"{count} GPUs do not fill nodes of {per_node}")
+                continue
             tps = _tp_choices(req.arch, per_node, count, pins.tp)
             for tp in tps:
                 for pp in _pp_choices(req.arch, tp, max(tps), count, pins.pp):
@@ -438,7 +441,7 @@ def search_training(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSear
                     _search_layout(ctx, out, gpu, per_node, count, tp, pp, usable)
     fitting = {(c.gpu_id, c.gpus) for c in out.feasible}
     if not out.feasible:
-        reason = "no configuration fits in GPU memory"
+        reason = "no configuration fits in GPU memory" if out.memory or not out.other else min(r.reason for r in out.other.values())
         closest = min((entry for entry in out.memory.values()), key=lambda e: e[0], default=None)
         if closest:
             reason += f" (closest: {closest[1].description}: {closest[1].reason})"
