@@ -36,7 +36,10 @@ def _parse(value: object, suffixes: dict[str, float], expected: str, prefix: str
     if isinstance(value, bool):
         raise QuantityError(expected, value)
     if isinstance(value, (int, float)):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond any float (10**400)
+            raise QuantityError(expected, value) from None
     elif isinstance(value, str):
         text = value.strip().replace("_", "").replace(",", "")
         if prefix and text.startswith(prefix):
