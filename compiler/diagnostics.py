@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -20,12 +21,22 @@ class Diagnostic:
     def render(self, source_lines: Sequence[str] = ()) -> str:
         where = f"{self.file}:{self.line}:{self.column}" if self.line else self.file
         prefix = f"{self.path}: " if self.path else ""
-        text = f"{where}: error: {prefix}{self.message}  [{self.code}]"
+        text = f"{where}: error: {printable(prefix + self.message)}  [{self.code}]"
         if self.hint:
-            text += f"\n    hint: {self.hint}"
+            text += f"\n    hint: {printable(self.hint)}"
         if self.line and self.line <= len(source_lines):
-            text += f"\n    {source_lines[self.line - 1]}\n    {' ' * (self.column - 1)}^"
+            line = source_lines[self.line - 1]
+            text += f"\n    {printable(line)}\n    {' ' * len(printable(line[: self.column - 1]))}^"
         return text
+
+
+# Line breaks, terminal escapes and bidi overrides from a plan's keys or values would break a diagnostic over
+# lines or restyle the terminal; they are shown escaped, as repr() shows them.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    return _UNPRINTABLE.sub(lambda m: repr(m[0])[1:-1], text)
 
 
 class PlanInputError(Exception):
