@@ -608,15 +608,16 @@ def classify(code: int, stderr: str, plan: str, lines: int = 1 << 30) -> Outcome
     if code == 1 and "infeasible:" in stderr and "Traceback" not in stderr:
         return Outcome("infeasible", 1)
     if code == 2 and "Traceback" not in stderr:
-        # a diagnostic starts with the plan's path; a message may span lines (a key with a newline in it)
+        # each diagnostic is one line: the plan's path, line and column, the message and its [code]
         heads = list(re.finditer(re.escape(plan) + r"(?::(\d+):(\d+))?: error: ", stderr))
         codes = re.findall(r"  \[([a-z0-9-]+)\]$", stderr, re.M)
-        bad = [h for h in heads if h[1] is None or not 1 <= int(h[1]) <= lines + 1]
+        bad = [h for h in heads if h[1] is None or not 1 <= int(h[1]) <= lines + 1  # no line, or past the end
+               or not re.search(r"  \[[a-z0-9-]+\]$", stderr[h.start():].split("\n", 1)[0])]  # one line each
         if heads and not bad and len(codes) >= len(heads):
             return Outcome("invalid", 2, ",".join(sorted(set(codes))))
         reason = stderr[bad[0].start():].splitlines()[0] if bad else (stderr.strip().splitlines() or ["no diagnostic"])[0]
         generic = re.sub(r"'[^']*'|\"[^\"]*\"|\d+", "_", reason.replace(plan, "PLAN"))[:120]
-        return Outcome("crash", code, f"unlocated diagnostic: {generic}", stderr)
+        return Outcome("crash", code, f"unlocated or malformed diagnostic: {generic}", stderr)
     if "Traceback" in stderr:
         return Outcome("crash", code, _crash_signature(stderr), stderr)
     return Outcome("crash", code, f"exit {code}: {stderr.strip()[:120]}", stderr)
