@@ -66,8 +66,8 @@ def _build(kind: type, raw: dict[str, dict], origin: str) -> dict[str, Any]:
             built[ident] = kind.model_validate(entry)
         except ValidationError as exc:
             first = exc.errors()[0]
-            where = ".".join(map(str, first["loc"]))
-            raise CatalogError(f"{origin}: entry '{ident}': {where}: {first['msg']}") from None
+            where = "".join(f"{part}: " for part in [".".join(map(str, first["loc"]))] if part)
+            raise CatalogError(f"{origin}: entry '{ident}': {where}{first['msg']}") from None
     return built
 
 

@@ -5,9 +5,11 @@ Units live in field names. Every entry carries its `source` and `as_of` date.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 
 class Frozen(BaseModel):
@@ -44,6 +46,21 @@ class GpuSpec(Frozen):
     edge: bool = False
     source: str
     as_of: str
+
+    @model_validator(mode="after")
+    def figures_in_range(self) -> "GpuSpec":
+        """The sizing divides by these figures; a user catalog entry with a zero, negative or infinite one is refused."""
+        positive = {"memory_bytes": self.memory_bytes, "memory_bandwidth_bytes_per_second": self.memory_bandwidth_bytes_per_second,
+                    "gpus_per_node": self.gpus_per_node, **{f"dense_tflops.{k}": v for k, v in self.dense_tflops.items()}}
+        at_least_zero = {"intra_node_bandwidth_bytes_per_second": self.intra_node_bandwidth_bytes_per_second, "tdp_watts": self.tdp_watts,
+                         **{f"price_usd_per_gpu_hour.{k}": v for k, v in self.price_usd_per_gpu_hour.items()}}
+        fractions = {"achievable_matmul_fraction": self.achievable_matmul_fraction,
+                     "achievable_memory_bandwidth_fraction": self.achievable_memory_bandwidth_fraction}
+        bad = ([k for k, v in positive.items() if not 0 < v < math.inf] + [k for k, v in at_least_zero.items() if not 0 <= v < math.inf]
+               + [k for k, v in fractions.items() if not 0 < v <= 1])
+        if bad:
+            raise PydanticCustomError("out-of-range", "out of range: {bad} (sizes and rates > 0, prices ≥ 0, fractions in (0, 1])", {"bad": ", ".join(bad)})
+        return self
 
     def peak_flops_per_second(self, dtype: Dtype) -> float:
         return self.dense_tflops[dtype] * 1e12
