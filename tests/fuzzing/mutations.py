@@ -501,13 +501,19 @@ def bad_catalog(m: Mutation, rng: random.Random) -> None:
     gpu = dict(names["gpu_entries"][rng.choice(names["gpus"])])
     key = rng.choice(sorted(gpu))
     gpu[key] = weird_value(rng)
+    if rng.random() < 0.6:  # a figure the sizing divides by, at an edge, on the GPU the plan then uses
+        key = rng.choice([k for k, v in sorted(gpu.items()) if isinstance(v, (int, float, dict)) and not isinstance(v, bool)])
+        edge = rng.choice([0, -1, math.nan, math.inf, 1e-300, 1e300, 2])
+        gpu[key] = {k: edge for k in gpu[key]} if isinstance(gpu[key], dict) else edge
+        m.doc["cluster"].pop("gpus", None)
+        m.doc["cluster"]["gpu"] = gpu["id"]
     contents = [
         b"\xff\xfe\x00binary", b"", b"entries: 5\n", b"entries: [1, 2]\n", b"[unclosed\n", b"entries:\n  - {id: x}\n",
         b"entries:\n" + b"  - " * 1 + b"[" * 300 + b"]" * 300 + b"\n",
         yaml.safe_dump({"entries": [gpu]}, allow_unicode=True).encode("utf-8", "surrogatepass"),
         yaml.safe_dump({"entries": [{"id": rng.choice(names["gpus"]), key: weird_value(rng)}]}, allow_unicode=True).encode("utf-8", "surrogatepass"),
     ]
-    m.files[CATALOG_NAME] = rng.choice(contents)
+    m.files[CATALOG_NAME] = contents[7] if m.doc["cluster"].get("gpu") == gpu["id"] else rng.choice(contents)
     m.notes.append(f"bad catalog {name!r}: {m.files[CATALOG_NAME][:60]!r}")
 
 
