@@ -38,20 +38,21 @@ def _print_error(message: str) -> None:
 
 def run_compile(argv: list[str]) -> int:
     from .diagnostics import InfeasiblePlan, PlanInputError
-    from .pipeline import compile_plan
+    from .pipeline import compile_plan, one_run
     from .writer import UnsafeOutput, check_plans, write_plans
 
     args = _compile_parser().parse_args(argv)
     rendered, status = [], EXIT_OK
-    for path in args.plans:
-        try:
-            rendered.append(compile_plan(path))
-        except PlanInputError as exc:
-            _print_error(exc.render())
-            status = max(status, EXIT_INVALID)
-        except InfeasiblePlan as exc:
-            _print_error(f"{path}: infeasible: {exc}")
-            status = max(status, EXIT_STALE_OR_INFEASIBLE)
+    with one_run():
+        for path in args.plans:
+            try:
+                rendered.append(compile_plan(path))
+            except PlanInputError as exc:
+                _print_error(exc.render())
+                status = max(status, EXIT_INVALID)
+            except InfeasiblePlan as exc:
+                _print_error(f"{path}: infeasible: {exc}")
+                status = max(status, EXIT_STALE_OR_INFEASIBLE)
     names = [r.name for r in rendered]
     for name in sorted({n for n in names if names.count(n) > 1}):
         _print_error(f"error: two plans are named '{name}'; plan names must be unique in one run  [duplicate-plan-name]")

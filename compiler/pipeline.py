@@ -12,6 +12,7 @@ from .diagnostics import Diagnostic, PlanInputError
 from .passes import PASSES
 from .references import check_references
 from .resolved import ResolvedPlan
+from .sizing.training import shared_searches
 from .source import load_yaml_file
 from .targets import TARGETS
 from .targets.base import with_header
@@ -50,3 +51,9 @@ def render(plan: ResolvedPlan) -> RenderedPlan:
 
 def compile_plan(plan_path: Path, display_name: str | None = None) -> RenderedPlan:
     return render(resolve(plan_path, display_name))
+
+
+def one_run():
+    """Context for compiling several plans in one run: plans whose training search asks the same question share
+    its result (sizing/training.py `shared_searches`); outputs are the same as compiling each alone."""
+    return shared_searches()

@@ -17,8 +17,9 @@ cost, then fewer GPUs, then the description.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from ..catalog.fabrics import Interconnect, Storage, load_fabrics
 from ..catalog.params import ParamCounts
@@ -409,7 +410,33 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
             return  # offload is only worth its PCIe traffic when nothing fits without it
 
 
+_shared: dict[str, TrainSearchResult] | None = None
+
+
+@contextmanager
+def shared_searches() -> Iterator[None]:
+    """Inside the block, searches that ask the same question share one result: the search is a pure function of
+    the request and the catalog entries it names, so a run over many plans searches each distinct question once.
+    Outside it every call searches (the tests of determinism compare two real searches)."""
+    global _shared
+    outer, _shared = _shared, {}
+    try:
+        yield
+    finally:
+        _shared = outer
+
+
 def search_training(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult:
+    if _shared is None:
+        return _search(req, gpus)
+    # repr, not hash/==: 1 == 1.0 == True would let requests that render differently share a result
+    key = repr((req, [gpus.get(gpu_id) for gpu_id in req.gpu_ids]))
+    if key not in _shared:
+        _shared[key] = _search(req, gpus)
+    return _shared[key]
+
+
+def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult:
     ctx = _context(req)
     pins = req.pins
     out = _Collector()
