@@ -39,6 +39,7 @@ def main() -> int:
     invalid_codes: collections.Counter = collections.Counter()
     by_example: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     crashes: dict[str, dict] = {}
+    slowest: list[tuple[float, int, str]] = []
     scratch = Path("/dev/shm") if Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK) else None
     indices = [args.only] if args.only is not None else range(args.plans)
     with tempfile.TemporaryDirectory(prefix="mlinfra-fuzz-", dir=scratch) as tmp:
@@ -47,6 +48,7 @@ def main() -> int:
         for n, i in enumerate(indices, 1):
             rng = random.Random(f"{args.seed}:{i}")
             example = examples[rng.randrange(len(examples))]
+            began = time.perf_counter()
             try:
                 mutation, text, outcome = mutated_outcome(example, rng, workdir / "plan")
             except Exception as exc:  # a bug in the fuzzer itself, not in the compiler: counted apart
@@ -54,6 +56,7 @@ def main() -> int:
                 print(f"fuzzer error on plan {i}: {exc!r}", file=sys.stderr)
                 continue
             counts[outcome.kind] += 1
+            slowest = sorted(slowest + [(time.perf_counter() - began, i, outcome.kind)], reverse=True)[:5]
             by_example[example.stem][outcome.kind] += 1
             if outcome.kind == "invalid":
                 invalid_codes.update(outcome.signature.split(","))
@@ -81,6 +84,7 @@ def main() -> int:
     print(f"  reached sizing (compiled + infeasible): {100 * (counts['compiled'] + counts['infeasible']) / max(total, 1):.1f}%")
     print("per example (compiled/infeasible/invalid/crash): " + "; ".join(
         f"{name} {c['compiled']}/{c['infeasible']}/{c['invalid']}/{c['crash']}" for name, c in sorted(by_example.items())))
+    print("slowest plans: " + ", ".join(f"#{i} {t:.2f} s ({kind})" for t, i, kind in slowest))
     print("most common diagnostic codes: " + ", ".join(f"{code} {n}" for code, n in invalid_codes.most_common(15)))
     print(f"crashes: {counts['crash']} ({len(crashes)} distinct)")
     for signature, record in sorted(crashes.items(), key=lambda kv: -kv[1]["count"]):

@@ -428,7 +428,39 @@ def user_catalog(m: Mutation, rng: random.Random) -> None:
     m.notes.append(f"user catalog entry {entry['id']} from {base_id}")
 
 
-BENIGN = [(set_field, 10), (scale_number, 5), (respell_unit, 3), (swap_preset, 3), (toggle_gpu_pin, 1), (drop_optional, 2), (user_catalog, 1)]
+EXTREMES = {  # values at the edges of what the spec accepts: valid plans that stress the sizing arithmetic
+    ("train", "tokens"): [1, "1e18", "1k"], ("train", "seq_len"): [1, 3, 10_000_000], ("train", "global_batch"): [1, 3, 10_000_000],
+    ("train", "global_batch_tokens"): [1, "1e15"], ("train", "epochs"): [1e-6, 1e6], ("train", "bytes_per_token"): [1e-9, 1e6],
+    ("train", "mtbf_gpu_hours"): [1e-9, 1e12], ("train", "deadline"): ["1ms", "1s", 1e10], ("train", "checkpoint", "every"): ["1ms", 1e10],
+    ("train", "checkpoint", "keep"): [1000], ("train", "lora", "rank"): [1, 4096], ("train", "lora", "alpha"): [1e-9],
+    ("serve", "context_len"): [1, 2, 10_000_000], ("serve", "traffic", "requests_per_second"): [1e-9, 1e9],
+    ("serve", "traffic", "prompt_tokens"): [1, 10_000_000], ("serve", "traffic", "output_tokens"): [1, 10_000_000],
+    ("serve", "traffic", "peak_factor"): [1000], ("serve", "slo", "ttft_p99"): ["1ms", 1e-9, 1e10],
+    ("serve", "slo", "tpot_p99"): ["1ms", 1e-9], ("serve", "slo", "latency_p99"): [1e-9, 1e10],
+    ("cluster", "count"): [1, 3, 1_000_000], ("cluster", "max_gpus"): [1, 1_000_000], ("cluster", "gpus_per_node"): [1, 3, 64],
+    ("cluster", "slurm", "cpus_per_node"): [1, 100_000], ("cluster", "slurm", "memory_per_node"): [0, 1, "1e18"],
+    ("parallelism", "tp"): [3, 1024], ("parallelism", "pp"): [3, 1024], ("parallelism", "dp"): [3, 1_000_000],
+    ("parallelism", "micro_batch"): [100_000], ("budget", "usd"): [0.01, "1e15"], ("budget", "usd_per_month"): [0.01, "1e15"],
+    ("budget", "alert_at"): [1e-9], ("model", "params"): [1, "1e18", "1T"],
+}
+
+
+def extreme_value(m: Mutation, rng: random.Random) -> None:
+    options = [p for p in EXTREMES if _applicable(m.doc, p) or (p[0] == "model" and isinstance(m.doc.get("model"), dict))]
+    path = rng.choice(options)
+    value = rng.choice(EXTREMES[path])
+    if path == ("model", "params"):
+        m.doc["model"] = {k: v for k, v in m.doc["model"].items() if k in ("weights", "hf_id")}
+    if path[-1] == "tokens":
+        m.doc["train"].pop("dataset_tokens", None)
+        m.doc["train"].pop("epochs", None)
+    if path[-1] in ("global_batch", "global_batch_tokens"):
+        m.doc["train"].pop("global_batch_tokens" if path[-1] == "global_batch" else "global_batch", None)
+    put(m.doc, path, value)
+    m.notes.append(f"extreme {'.'.join(map(str, path))} = {value!r}")
+
+
+BENIGN = [(set_field, 10), (scale_number, 5), (respell_unit, 3), (swap_preset, 3), (toggle_gpu_pin, 1), (drop_optional, 2), (user_catalog, 1), (extreme_value, 4)]
 
 
 # ----------------------------------------------------------------------------- destructive mutations
