@@ -60,6 +60,9 @@ def _describe(c) -> str:
 def size_training(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
     if plan.workload == "serve":
         return plan
+    if plan.spec.train.method != "full" and plan.model.architecture.kind == "cnn":
+        raise InfeasiblePlan(f"{plan.spec.train.method} adapts transformer projections ({', '.join(plan.spec.train.lora.targets)}); "
+                             f"{plan.model.name} is a CNN: use method full")
     result = search_training(request_for(plan, catalog), catalog.gpus)
     if result.chosen is None:
         raise InfeasiblePlan(result.infeasible_reason or "no configuration fits")
