@@ -112,6 +112,10 @@ def load_yaml_text(text: str, file: str) -> LoadedYaml:
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = exc.problem or str(exc)
         raise PlanInputError([Diagnostic(line, col, "", f"invalid YAML: {problem}", "yaml-syntax", file=file)], text)
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow: located by its offset
+        before = (text[: exc.position] + "^").splitlines()
+        message = f"invalid YAML: character {chr(exc.character)!r} is not allowed" if isinstance(exc.character, int) else f"invalid YAML: {exc.reason}"
+        raise PlanInputError([Diagnostic(len(before), len(before[-1]), "", message, "yaml-syntax", file=file)], text)
     except yaml.YAMLError as exc:
         raise PlanInputError([Diagnostic(1, 1, "", f"invalid YAML: {exc}", "yaml-syntax", file=file)], text)
     except RecursionError:

@@ -87,3 +87,13 @@ def test_hostile_yaml_is_refused_with_a_diagnostic(text):
     with pytest.raises(PlanInputError) as err:
         load_yaml_text(text, "plan.yaml")
     assert err.value.diagnostics[0].code.startswith(("yaml", "file"))
+
+
+def test_a_forbidden_character_is_located_where_it_is():
+    from compiler.diagnostics import PlanInputError
+
+    with pytest.raises(PlanInputError) as err:
+        load_yaml_text("name: x\r\nworkload: \x00serve\n", "plan.yaml")
+    d = err.value.diagnostics[0]
+    assert (d.line, d.column, d.code) == (2, 11, "yaml-syntax")
+    assert "'\\x00'" in d.message
