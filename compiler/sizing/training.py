@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, NamedTuple, Sequence, TypeVar
 
 from ..catalog.fabrics import Interconnect, Storage, load_fabrics
 from ..catalog.params import ParamCounts
@@ -266,8 +266,48 @@ def _goodput(ctx: _Context, gpus: int, write_seconds: float) -> tuple[float, flo
     return ctx.goodput[key]
 
 
-def _candidate(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, tp: int, pp: int, zero: int, offload: bool,
-               mb: int, recompute: str, framework: tuple[str, str], mem: MemoryBreakdown, usable: int) -> TrainCandidate:
+class _Fit(NamedTuple):
+    """A layout that fits, with what the choice compares (wall time and cost). Most never reach a result, so the
+    rest of a TrainCandidate (MFU, network and storage figures) is completed by `_candidate` only for those that do."""
+
+    gpu: GpuSpec
+    per_node: int
+    gpus: int
+    tp: int
+    pp: int
+    dp: int
+    zero: int
+    offload: bool
+    mb: int
+    grad_accum: int
+    recompute: str
+    framework: tuple[str, str]
+    mem: MemoryBreakdown
+    usable: int
+    gradient_bytes: float
+    step: StepTime
+    steps: int
+    tokens_per_second: float
+    nodes: int
+    write_seconds: float
+    goodput: float
+    interval: float
+    wall_seconds: float
+    gpu_hours: float
+    price: float
+    cost_usd: float
+
+    @property
+    def gpu_id(self) -> str:
+        return self.gpu.id
+
+    @property
+    def description(self) -> str:
+        return describe(self.gpus, self.gpu.id, self.tp, self.pp, self.dp, self.zero, self.mb, self.recompute, self.offload)
+
+
+def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, tp: int, pp: int, zero: int, offload: bool,
+         mb: int, recompute: str, framework: tuple[str, str], mem: MemoryBreakdown, usable: int) -> _Fit:
     req = ctx.req
     dp = gpus // (tp * pp)
     grad_accum = req.global_batch_sequences // (mb * dp)
@@ -277,7 +317,6 @@ def _candidate(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, tp: int, p
         # ZeRO-3 gathers the frozen base twice per micro-batch (forward, backward): one all-reduce's volume,
         # given here net of the 1.5× that step_time applies to stage 3
         gradient_bytes = mem.weights * dp / ZERO3_VOLUME_FACTOR
-    offload_params = offload and zero == 3
     step = step_time(req.arch, req.params, gpu, precision=req.precision, seq_len=req.seq_len, micro_batch=mb,
                      grad_accum=grad_accum, tp=tp, pp=pp, dp=dp, zero_stage=zero,
                      recompute=recompute, flash_attention=req.flash_attention, sequence_parallel=tp > 1,
@@ -287,39 +326,49 @@ def _candidate(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, tp: int, p
                      inter_node_latency_seconds=ctx.fabric.latency_seconds, gpus_per_node=per_node)
     steps = max(1, math.ceil(req.tokens / ctx.tokens_per_step))
     tokens_per_second = ctx.tokens_per_step / step.total
-    peak = gpu.peak_flops_per_second(COMPUTE_DTYPE[req.precision])
-    hardware = _hardware_flops(ctx, recompute)
-    mfu = tokens_per_second * ctx.flops_model / (gpus * peak)
-    hfu = tokens_per_second * hardware / (gpus * peak)
     nodes = max(1, math.ceil(gpus / per_node))
     write_seconds = ctx.checkpoint / (ctx.storage.write_bytes_per_second * nodes)
     share, interval = _goodput(ctx, gpus, write_seconds)
     wall = steps * step.total / share
     gpu_hours = wall * gpus / 3600
     price = gpu.price_usd_per_gpu_hour[req.pricing]
-    allreduce = gradient_bytes * (ZERO3_VOLUME_FACTOR if zero == 3 else 1.0) * (2 * (dp - 1) / dp if dp > 1 else 0.0)
+    return _Fit(gpu, per_node, gpus, tp, pp, dp, zero, offload, mb, grad_accum, recompute, framework, mem, usable,
+                gradient_bytes, step, steps, tokens_per_second, nodes, write_seconds, share, interval, wall, gpu_hours,
+                price, gpu_hours * price)
+
+
+def _candidate(ctx: _Context, f: _Fit) -> TrainCandidate:
+    req, gpu, gpus, dp, zero, step = ctx.req, f.gpu, f.gpus, f.dp, f.zero, f.step
+    peak = gpu.peak_flops_per_second(COMPUTE_DTYPE[req.precision])
+    hardware = _hardware_flops(ctx, f.recompute)
+    mfu = f.tokens_per_second * ctx.flops_model / (gpus * peak)
+    hfu = f.tokens_per_second * hardware / (gpus * peak)
+    allreduce = f.gradient_bytes * (ZERO3_VOLUME_FACTOR if zero == 3 else 1.0) * (2 * (dp - 1) / dp if dp > 1 else 0.0)
     needed = allreduce / (NETWORK_SHARE_OF_STEP * step.total) if allreduce else 0.0
     token_bytes = TOKEN_ID_BYTES_SMALL_VOCAB if 0 < req.arch.vocab < SMALL_VOCAB else TOKEN_ID_BYTES
     return TrainCandidate(
-        gpu_id=gpu.id, gpus=gpus, nodes=nodes, gpus_per_node=min(per_node, gpus), tp=tp, pp=pp, dp=dp,
-        zero_stage=zero, micro_batch=mb, grad_accum=grad_accum, recompute=recompute, offload_optimizer=offload,
-        offload_params=offload_params, sequence_parallel=tp > 1, framework=framework[0], framework_reason=framework[1],
-        memory=mem, usable_memory_bytes=usable, step=step, flops_per_token_model=ctx.flops_model,
-        flops_per_token_hardware=hardware, flops_total=ctx.flops_model * req.tokens, mfu=mfu, hfu=hfu,
-        tokens_per_second=tokens_per_second, steps=steps, wall_seconds=wall, gpu_hours=gpu_hours, goodput=share,
-        usd_per_gpu_hour=price, cost_usd=gpu_hours * price, checkpoint_bytes=ctx.checkpoint,
-        checkpoint_write_seconds=write_seconds, checkpoint_interval_seconds=interval,
-        dataset_read_bytes_per_second=tokens_per_second * token_bytes, allreduce_bytes_per_step=allreduce,
-        network_bytes_per_second_needed=needed,
+        gpu_id=gpu.id, gpus=gpus, nodes=f.nodes, gpus_per_node=min(f.per_node, gpus), tp=f.tp, pp=f.pp, dp=dp,
+        zero_stage=zero, micro_batch=f.mb, grad_accum=f.grad_accum, recompute=f.recompute, offload_optimizer=f.offload,
+        offload_params=f.offload and zero == 3, sequence_parallel=f.tp > 1, framework=f.framework[0],
+        framework_reason=f.framework[1], memory=f.mem, usable_memory_bytes=f.usable, step=step,
+        flops_per_token_model=ctx.flops_model, flops_per_token_hardware=hardware, flops_total=ctx.flops_model * req.tokens,
+        mfu=mfu, hfu=hfu, tokens_per_second=f.tokens_per_second, steps=f.steps, wall_seconds=f.wall_seconds,
+        gpu_hours=f.gpu_hours, goodput=f.goodput, usd_per_gpu_hour=f.price, cost_usd=f.cost_usd,
+        checkpoint_bytes=ctx.checkpoint, checkpoint_write_seconds=f.write_seconds,
+        checkpoint_interval_seconds=f.interval, dataset_read_bytes_per_second=f.tokens_per_second * token_bytes,
+        allreduce_bytes_per_step=allreduce, network_bytes_per_second_needed=needed,
         network_bound=step.dp_comm_exposed > NETWORK_SHARE_OF_STEP * step.total,
     )
 
 
-def _key_cost(c: TrainCandidate) -> tuple:
+C = TypeVar("C", TrainCandidate, _Fit)
+
+
+def _key_cost(c: TrainCandidate | _Fit) -> tuple:
     return (round(c.cost_usd, 2), round(c.wall_seconds, 1), c.gpus, c.description)
 
 
-def _key_time(c: TrainCandidate) -> tuple:
+def _key_time(c: TrainCandidate | _Fit) -> tuple:
     return (round(c.wall_seconds, 1), round(c.cost_usd, 2), c.gpus, c.description)
 
 
@@ -331,7 +380,7 @@ class _Collector:
     """Feasible candidates and a bounded, deterministic sample of rejections (the closest per reason)."""
 
     def __init__(self) -> None:
-        self.feasible: list[TrainCandidate] = []
+        self.feasible: list[_Fit] = []
         self.memory: dict[tuple, tuple[int, Rejection]] = {}
         self.other: dict[str, Rejection] = {}
         self.evaluated = 0
@@ -402,8 +451,8 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
                             f"offload needs {_gib(mem.cpu_offload_bytes)} of host memory per GPU, more than "
                             f"{_gib(HOST_MEMORY_BYTES_PER_GPU)}")))
                         continue
-                    out.feasible.append(_candidate(ctx, gpu, per_node, count, tp, pp, zero, offload, mb, recompute,
-                                                   framework, mem, usable))
+                    out.feasible.append(_fit(ctx, gpu, per_node, count, tp, pp, zero, offload, mb, recompute,
+                                             framework, mem, usable))
                     fitted = True
                     break  # less recompute is never slower: keep the first that fits
         if fitted and pins.offload is None:
@@ -473,12 +522,12 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
         if closest:
             reason += f" (closest: {closest[1].description}: {closest[1].reason})"
         return TrainSearchResult(None, (), out.rejections(fitting, []), out.evaluated, reason, None, ())
-    return _choose(req, out, fitting, warnings)
+    return _choose(ctx, out, fitting, warnings)
 
 
-def _choose(req: TrainRequest, out: _Collector, fitting: set, warnings: list[str]) -> TrainSearchResult:
-    feasible = out.feasible
-    pareto = pareto_front(feasible)
+def _choose(ctx: _Context, out: _Collector, fitting: set, warnings: list[str]) -> TrainSearchResult:
+    req, feasible = ctx.req, out.feasible
+    pareto = tuple(_candidate(ctx, f) for f in pareto_front(feasible))
     meets_deadline = [c for c in feasible if not req.deadline_seconds or c.wall_seconds <= req.deadline_seconds]
     within = [c for c in meets_deadline if not req.budget_usd or c.cost_usd <= req.budget_usd]
     extra: list[Rejection] = []
@@ -492,17 +541,17 @@ def _choose(req: TrainRequest, out: _Collector, fitting: set, warnings: list[str
     rejected = out.rejections(fitting, extra)
     if not within:
         if not meets_deadline:
-            fastest = min(feasible, key=_key_time)
+            fastest = _candidate(ctx, min(feasible, key=_key_time))
             reason = (f"needs {format_seconds(fastest.wall_seconds)} on the fastest configuration "
                       f"({fastest.gpus} × {fastest.gpu_id} {req.pricing}, {format_usd(fastest.cost_usd)}), "
                       f"deadline {format_seconds(req.deadline_seconds)}")
             return TrainSearchResult(None, pareto, rejected, out.evaluated, reason, fastest, ())
-        cheapest = min(meets_deadline, key=_key_cost)
+        cheapest = _candidate(ctx, min(meets_deadline, key=_key_cost))
         deadline = f"the {format_seconds(req.deadline_seconds)} deadline" if req.deadline_seconds else "no deadline"
         reason = (f"needs {format_usd(cheapest.cost_usd)}, budget {format_usd(req.budget_usd)}; cheapest meeting "
                   f"{deadline}: {cheapest.gpus} × {cheapest.gpu_id} {req.pricing}, {format_usd(cheapest.cost_usd)}")
         return TrainSearchResult(None, pareto, rejected, out.evaluated, reason, cheapest, ())
-    chosen = min(within, key=_key_cost if req.optimize == "cost" else _key_time)
+    chosen = _candidate(ctx, min(within, key=_key_cost if req.optimize == "cost" else _key_time))
     if chosen.network_bound:
         warnings.append(f"network-bound: the exposed gradient all-reduce is {chosen.step.dp_comm_exposed / chosen.step.total:.0%} "
                         f"of the step on {req.interconnect}; keeping it under {NETWORK_SHARE_OF_STEP:.0%} needs "
@@ -514,9 +563,9 @@ def _choose(req: TrainRequest, out: _Collector, fitting: set, warnings: list[str
     return TrainSearchResult(chosen, pareto, rejected, out.evaluated, None, None, tuple(warnings))
 
 
-def pareto_front(candidates: list[TrainCandidate]) -> tuple[TrainCandidate, ...]:
+def pareto_front(candidates: Sequence[C]) -> tuple[C, ...]:
     """Cost vs wall time: sorted by cost, each entry strictly faster than every cheaper one."""
-    front: list[TrainCandidate] = []
+    front: list[C] = []
     for c in sorted(candidates, key=_key_cost):
         if not front or c.wall_seconds < front[-1].wall_seconds:
             front.append(c)
