@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .diagnostics import InfeasiblePlan, PlanInputError
-from .pipeline import render, resolve
+from .pipeline import one_run, render, resolve
 from .resolved import ResolvedPlan
 from .units import format_seconds, format_usd
 
@@ -91,10 +91,11 @@ def run_diff(argv: list[str]) -> int:
     if (args.new is None) == (args.against is None):
         parser.error("give OLD NEW, or PLAN --against REV")
     try:
-        if args.against:
-            old, new = _plan_at_revision(args.old, args.against), resolve(args.old)
-        else:
-            old, new = resolve(args.old), resolve(args.new, display_name=str(args.old))
+        with one_run():  # a change that leaves the training question alone searches it once
+            if args.against:
+                old, new = _plan_at_revision(args.old, args.against), resolve(args.old)
+            else:
+                old, new = resolve(args.old), resolve(args.new, display_name=str(args.old))
     except PlanInputError as exc:
         print(exc.render(), file=sys.stderr)
         return 2
