@@ -37,11 +37,11 @@ def _print_error(message: str) -> None:
 
 
 def run_compile(argv: list[str]) -> int:
+    args = _compile_parser().parse_args(argv)  # before the imports: --help, --version and usage errors need none
     from .diagnostics import InfeasiblePlan, PlanInputError
     from .pipeline import compile_plan, one_run
     from .writer import UnsafeOutput, check_plans, write_plans
 
-    args = _compile_parser().parse_args(argv)
     rendered, status = [], EXIT_OK
     with one_run():
         for path in args.plans:
