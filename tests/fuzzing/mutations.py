@@ -680,7 +680,29 @@ def run_plan(text: str, workdir: Path, files: dict[str, bytes] | None = None) ->
             raise
         trace = traceback.format_exc()
         return Outcome("crash", None, "escaped main: " + _crash_signature(trace), trace)
-    return classify(code, err.getvalue(), str(plan), len(text.splitlines()))
+    outcome = classify(code, err.getvalue(), str(plan), len(text.splitlines()))
+    if outcome.kind == "compiled":
+        return _check_output(out.getvalue(), text) or outcome
+    return outcome
+
+
+_UNDECIDED = re.compile(r"\b(nan|NaN|inf|Infinity(?! Fabric)|None)\b")  # a number the sizing never decided ('+Inf' buckets are fine)
+
+
+def _check_output(stdout: str, plan_text: str) -> Outcome | None:
+    """A compiled plan whose files hold NaN, infinity or None (not written in the plan itself) is a bug too."""
+    for folder in re.findall(r"^\S+: \d+ files in (.+)$", stdout, re.M):
+        for path in sorted(Path(folder).rglob("*")):
+            if not path.is_file():
+                continue
+            body = path.read_text(encoding="utf-8", errors="replace")
+            for match in _UNDECIDED.finditer(body):
+                if match[0] in plan_text or body[max(0, match.start() - 1)] == "+":
+                    continue
+                line = body[: match.start()].count("\n") + 1
+                where = f"{path.relative_to(folder)}:{line}"
+                return Outcome("crash", 0, f"undecided value {match[0]!r} in {re.sub(r'[0-9]+', '_', str(path.relative_to(folder)))}", f"{where}: {body.splitlines()[line - 1]}")
+    return None
 
 
 def mutated_outcome(example: Path, rng: random.Random, workdir: Path) -> tuple[Mutation, str | None, Outcome]:
