@@ -3,7 +3,7 @@ and the distinct crash signatures. A crash is exit 3, an exception escaping main
 without a location; each distinct one is saved with its reproducing plan under --crashes.
 
 Plan i uses `random.Random(f"{seed}:{i}")`, so `--only i` reproduces one plan exactly.
-Usage: python benchmarks/fuzz.py [--plans 10000] [--seed 0] [--crashes fuzz-crashes/] [--only I]
+Usage: python benchmarks/fuzz.py [--plans 10000] [--seed 0] [--crashes DIR] [--only I]
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--plans", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--crashes", type=Path, default=REPO / "fuzz-crashes", help="where reproducing plans are saved")
+    parser.add_argument("--crashes", type=Path, default=Path(tempfile.gettempdir()) / "mlinfra-fuzz-crashes",
+                        help="where each distinct crash's plan, stderr and reproducing command are saved")
     parser.add_argument("--only", type=int, default=None, help="run only plan number I (to reproduce it)")
     parser.add_argument("--progress", type=int, default=500, help="print a line every N plans")
     args = parser.parse_args()

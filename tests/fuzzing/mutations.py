@@ -22,6 +22,7 @@ import random
 import re
 import shutil
 import traceback
+import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -682,8 +683,21 @@ def run_plan(text: str, workdir: Path, files: dict[str, bytes] | None = None) ->
         return Outcome("crash", None, "escaped main: " + _crash_signature(trace), trace)
     outcome = classify(code, err.getvalue(), str(plan), len(text.splitlines()))
     if outcome.kind == "compiled":
-        return _check_output(out.getvalue(), text) or outcome
+        return _check_output(out.getvalue(), text) or _check_fresh(plan, workdir / "out", text) or outcome
     return outcome
+
+
+def _check_fresh(plan: Path, out_dir: Path, text: str) -> Outcome | None:
+    """For one compiled plan in ten (by its text, so reproducible): `--check` right after the compile finds
+    nothing stale — the compile is deterministic within a process and the writer and the check agree."""
+    if zlib.crc32(text.encode("utf-8")) % 10:
+        return None
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli_main([str(plan), "-o", str(out_dir), "--check"])
+    if code == 0 and not out.getvalue():
+        return None
+    return Outcome("crash", code, f"--check after compile: exit {code}", err.getvalue() + out.getvalue()[:4000])
 
 
 _UNDECIDED = re.compile(r"\b(nan|NaN|inf|Infinity(?! Fabric)|None)\b")  # a number the sizing never decided ('+Inf' buckets are fine)
