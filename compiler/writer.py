@@ -39,25 +39,38 @@ def manifest_text(plan: RenderedPlan) -> str:
     return json.dumps({"generator": "mlinfra-compile", "plan": plan.name, "files": entries}, sort_keys=True, indent=2) + "\n"
 
 
-def _safe_target(out_dir: Path, plan_name: str, relative: str) -> Path:
-    """The destination of a generated file; refuses '..', absolute paths and symlinks leading outside out/."""
-    if Path(relative).is_absolute() or Path(plan_name).is_absolute():
-        raise UnsafeOutput(f"generated path {relative!r} is absolute")
-    relative = f"{plan_name}/{relative}"
-    parts = Path(relative).parts
-    if ".." in parts or not parts:
-        raise UnsafeOutput(f"generated path {relative!r} would leave {out_dir}")
-    root = out_dir.resolve()
-    target = out_dir.joinpath(*parts)
-    probe = out_dir
-    for part in parts:
-        probe = probe / part
-        if probe.is_symlink():
-            raise UnsafeOutput(f"{probe} is a symlink; refusing to write through it")
-    resolved = target.resolve()
-    if root != resolved and root not in resolved.parents:
-        raise UnsafeOutput(f"{target} resolves to {resolved}, outside {root}")
-    return target
+class _Destinations:
+    """Where generated files go, for one write or check: refuses '..', absolute paths and symlinks leading outside
+    out/. The plans' files share a few directories, so each directory is checked (and resolved) once per call."""
+
+    def __init__(self, out_dir: Path):
+        self.out_dir, self.root = out_dir, out_dir.resolve()
+        self.resolved: dict[Path, Path] = {out_dir: self.root}  # checked directory -> where it resolves to
+
+    def _directory(self, directory: Path) -> Path:
+        if directory not in self.resolved:
+            parent = self._directory(directory.parent)  # from out/ down, so the outermost symlink is named
+            if directory.is_symlink():
+                raise UnsafeOutput(f"{directory} is a symlink; refusing to write through it")
+            self.resolved[directory] = parent / directory.name
+        return self.resolved[directory]
+
+    def target(self, plan_name: str, relative: str) -> Path:
+        """The destination of a generated file."""
+        if Path(relative).is_absolute() or Path(plan_name).is_absolute():
+            raise UnsafeOutput(f"generated path {relative!r} is absolute")
+        relative = f"{plan_name}/{relative}"
+        parts = Path(relative).parts
+        if ".." in parts or not parts:
+            raise UnsafeOutput(f"generated path {relative!r} would leave {self.out_dir}")
+        target = self.out_dir.joinpath(*parts)
+        parent = self._directory(target.parent)
+        if target.is_symlink():
+            raise UnsafeOutput(f"{target} is a symlink; refusing to write through it")
+        resolved = parent / target.name  # what target.resolve() gives when no part below out/ is a symlink
+        if self.root != resolved and self.root not in resolved.parents:
+            raise UnsafeOutput(f"{target} resolves to {resolved}, outside {self.root}")
+        return target
 
 
 def _old_manifest(plan_dir: Path) -> set[str]:
@@ -77,11 +90,12 @@ def write_plans(out_dir: Path, plans: list[RenderedPlan]) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     if out_dir.is_symlink():
         raise UnsafeOutput(f"{out_dir} is a symlink")
+    destinations = _Destinations(out_dir)
     moves: list[tuple[Path | None, Path, int]] = []
     try:
         for plan in plans:
             for f in _all_files(plan):
-                target = _safe_target(out_dir, plan.name, f.path)
+                target = destinations.target(plan.name, f.path)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 staged = target.with_name(f".{target.name}.mlinfra-tmp")
                 with open(staged, "w", encoding="utf-8", newline="\n") as handle:
@@ -91,7 +105,7 @@ def write_plans(out_dir: Path, plans: list[RenderedPlan]) -> list[Path]:
                 moves.append((staged, target, f.mode))
         for plan in plans:  # what we generated before and no longer generate (read before the swap)
             stale = _old_manifest(out_dir / plan.name) - {f.path for f in plan.files}
-            moves.extend((None, _safe_target(out_dir, plan.name, p), 0) for p in sorted(stale))
+            moves.extend((None, destinations.target(plan.name, p), 0) for p in sorted(stale))
     except BaseException:
         for staged, _, _ in moves:
             if staged is not None:
@@ -111,11 +125,12 @@ def write_plans(out_dir: Path, plans: list[RenderedPlan]) -> list[Path]:
 def check_plans(out_dir: Path, plans: list[RenderedPlan]) -> list[str]:
     """Unified diffs of what a compile would change; empty when out/ is up to date. Writes nothing."""
     diffs: list[str] = []
+    destinations = _Destinations(out_dir)
     for plan in plans:
         expected = {f.path: f for f in _all_files(plan)}
         stale = _old_manifest(out_dir / plan.name) - set(expected)
         for relative in sorted(expected) + sorted(stale):
-            target = _safe_target(out_dir, plan.name, relative)
+            target = destinations.target(plan.name, relative)
             want = expected[relative].text if relative in expected else ""
             try:
                 have = target.read_text(encoding="utf-8")
