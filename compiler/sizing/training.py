@@ -296,14 +296,11 @@ class _Fit(NamedTuple):
     gpu_hours: float
     price: float
     cost_usd: float
+    description: str  # formatted once: every ordering of the choice compares it
 
     @property
     def gpu_id(self) -> str:
         return self.gpu.id
-
-    @property
-    def description(self) -> str:
-        return describe(self.gpus, self.gpu.id, self.tp, self.pp, self.dp, self.zero, self.mb, self.recompute, self.offload)
 
 
 def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, tp: int, pp: int, zero: int, offload: bool,
@@ -334,7 +331,7 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, tp: int, pp: int
     price = gpu.price_usd_per_gpu_hour[req.pricing]
     return _Fit(gpu, per_node, gpus, tp, pp, dp, zero, offload, mb, grad_accum, recompute, framework, mem, usable,
                 gradient_bytes, step, steps, tokens_per_second, nodes, write_seconds, share, interval, wall, gpu_hours,
-                price, gpu_hours * price)
+                price, gpu_hours * price, describe(gpus, gpu.id, tp, pp, dp, zero, mb, recompute, offload))
 
 
 def _candidate(ctx: _Context, f: _Fit) -> TrainCandidate:
