@@ -146,3 +146,11 @@ def test_long_prompt_prefill_is_compute_bound_and_chunked():
     # memory-bound kernels over 20,000 tokens
     assert p.prefill_latency_seconds == pytest.approx(flops / (989.4e12 * 0.7) + 20000 * ELEMENTWISE_BYTES_PER_TOKEN / BANDWIDTH)
     assert p.prefill_latency_seconds == pytest.approx(0.6552, rel=1e-3)
+
+
+@pytest.mark.parametrize("tp, batch, context", [(1, 1, 100), (2, 64, 1000), (1, 1024, 192)])
+def test_decode_step_is_the_sum_of_its_reported_parts(tp, batch, context):
+    step = decode_step(llama_8b_on_h100(tp=tp), batch=batch, context=context)
+    parts = step.gemm_seconds + step.attention_seconds + step.elementwise_seconds + step.comm_seconds
+    assert step.seconds == pytest.approx(parts)
+    assert step.elementwise_seconds > 0 and (step.comm_seconds > 0) == (tp > 1)

@@ -8,8 +8,10 @@ catalog's achievable fractions of peak (`GpuSpec.achievable_matmul_fraction`,
   dense rate of the compute dtype, split over TP; never faster than one read of the weights.
 * Decode step (TPOT): reads the weights once (per PP micro-batch) plus the KV of every running sequence
   (formulas.md §6), a roofline per kernel class run one after the other:
-  t = max(W / BW, F_gemm / R) + max(KV / BW, F_attn / R16) + 2 all-reduces per layer
-  (NVIDIA/nccl-tests PERFORMANCE.md: t = lat + S/B · 2(n−1)/n).
+  t = max(W / BW_w, F_gemm / R) + max(KV / BW, F_attn / R16) + A / BW + 2 all-reduces per layer
+  (NVIDIA/nccl-tests PERFORMANCE.md: t = lat + S/B · 2(n−1)/n), A the activation bytes the memory-bound
+  kernels between the GEMMs write and read (as the training model counts them); fp8 GEMMs stream their
+  weights (BW_w) and multiply (R) at the shares DeepGEMM measured (train_time.FP8_GEMM_*).
 * Capacity at concurrency B (engine full, continuous batching): a "cycle" in which B requests are
   prefilled and decoded takes B · prefill + O · step(B). Prefill and decode are added, not overlapped:
   prefill is compute-bound and decode memory-bound, and one engine step does one kind of work at a time

@@ -261,7 +261,9 @@ def build_candidate(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp
         gpu_memory_utilization=req.gpu_memory_utilization, target_utilization=req.target_utilization,
         queueing=(f"M/M/c slot wait, c = {point.batch}, ρ = {req.target_utilization:g}: p99 wait "
                   f"{point.wait_p99_seconds * 1e3:.1f} ms; decode step {point.step.seconds * 1e3:.2f} ms "
-                  f"({point.step.bound}-bound)"),
+                  f"({point.step.bound}-bound) = GEMMs {point.step.gemm_seconds * 1e3:.2f} + attention "
+                  f"{point.step.attention_seconds * 1e3:.2f} + elementwise {point.step.elementwise_seconds * 1e3:.2f} "
+                  f"+ TP/PP comm {point.step.comm_seconds * 1e3:.2f} ms"),
     )
 
 
