@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from . import units
@@ -43,7 +43,18 @@ Bytes = Annotated[int, *_quantity(units.parse_bytes, "invalid-size", units.BYTE_
 Seconds = Annotated[float, *_quantity(units.parse_seconds, "invalid-duration", units.SECONDS_PER, ["30d", "2h", "150ms"], 1e-9, 1e10)]
 Usd = Annotated[float, *_quantity(units.parse_usd, "invalid-amount", units.USD_SUFFIXES, ["$400k", 400000], 0.01, 1e15, prefix="$")]
 IntCount = Annotated[int, *_quantity(lambda v: int(units.parse_count(v)), "invalid-quantity", units.COUNT_SUFFIXES, [512, "4k"], 1, 1e18)]
-SafeText = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00\r\n]*$")]
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")  # C0/C1 controls but tab, and Unicode line breaks
+
+
+def _no_control_characters(text: str) -> str:
+    """Paths, names and arguments reach shell lines and YAML: a control character (e.g. U+001C, which Python
+    counts as a line break) is refused rather than carried into a script."""
+    if found := _CONTROL.search(text):
+        raise PydanticCustomError("invalid-format", "control character {c} is not allowed", {"c": repr(found[0])})
+    return text
+
+
+SafeText = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00\r\n]*$"), AfterValidator(_no_control_characters)]
 Precision = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
 
 
