@@ -5,11 +5,13 @@ per plan, so any plan can be reproduced from its seed).
 Most mutations keep the plan valid, so sizing and rendering get exercised: another GPU id from the
 catalog, another preset of the same kind, other precisions/engines/frameworks, numbers scaled ×0.5..×4,
 the same quantity in other units ('2T' / '2000B', '30d' / '720h'), tp/pp/dp pins, an inline architecture,
-a user GPU catalog. At a lower rate they are destructive: wrong types, missing and extra keys, huge and
-negative numbers, NaN/inf, unicode, deep nesting, broken YAML text.
+a user GPU catalog, values at the edges of what the spec accepts. At a lower rate (DESTRUCTIVE_RATE) they
+are destructive: wrong types, missing and extra keys, huge and negative numbers, NaN/inf, unicode, deep
+nesting, broken user catalogs, broken YAML text.
 
-Every outcome must be a compile (exit 0), an infeasible plan (exit 1) or located diagnostics (exit 2);
-anything else (exit 3, an exception escaping `main`, an unlocated diagnostic) is a crash, i.e. a bug.
+Every outcome must be a compile (exit 0), an infeasible plan (exit 1) or located diagnostics (exit 2, one
+line each); anything else is a crash, i.e. a bug: exit 3, an exception escaping `main`, a diagnostic without
+a line, a compiled file holding nan/inf/None, or (one plan in ten) `--check` finding the fresh output stale.
 """
 
 from __future__ import annotations
