@@ -353,7 +353,8 @@ def swap_preset(m: Mutation, rng: random.Random) -> None:
         return set_field(m, rng)
     path = rng.choice(spots)
     model = get(m.doc, path)
-    kind = names["kind_of"].get(model.get("preset"), "decoder")
+    preset = model.get("preset")
+    kind = names["kind_of"].get(preset, "decoder") if isinstance(preset, str) else "decoder"
     choice = rng.random()
     new = {k: v for k, v in model.items() if k in ("weights", "hf_id")} if rng.random() < 0.5 else {}
     if choice < 0.6:
