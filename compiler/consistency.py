@@ -6,11 +6,9 @@ Run on every compile after rendering, before anything is written; a disagreement
 
 from __future__ import annotations
 
-import yaml
-
 from .resolved import ResolvedPlan
 from .targets import training_consistency
-from .targets.base import OutputFile
+from .targets.base import OutputFile, load_generated_yaml, load_generated_yaml_documents
 
 
 class InconsistentOutput(AssertionError):
@@ -23,7 +21,7 @@ def _expect(ok: bool, message: str) -> None:
 
 
 def _yaml_docs(text: str) -> list[dict]:
-    return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+    return [d for d in load_generated_yaml_documents(text) if isinstance(d, dict)]
 
 
 def _training(plan: ResolvedPlan, files: dict[str, str]) -> None:
@@ -39,7 +37,7 @@ def _serving(plan: ResolvedPlan, files: dict[str, str]) -> None:
     _expect(s.min_replicas <= s.replicas <= s.max_replicas, "replicas outside the autoscaler bounds")
     _expect(s.tp * s.pp == s.gpus_per_replica, "TP × PP != GPUs per replica")
     if "vllm/config.yaml" in files and not plan.stages:
-        cfg = yaml.safe_load(files["vllm/config.yaml"])
+        cfg = load_generated_yaml(files["vllm/config.yaml"])
         _expect(cfg.get("tensor_parallel_size", 1) == s.tp, "vLLM tensor_parallel_size != plan TP")
         _expect(cfg.get("pipeline_parallel_size", 1) == s.pp, "vLLM pipeline_parallel_size != plan PP")
         _expect(cfg.get("max_model_len", 0) <= s.kv_cache_tokens, "max_model_len exceeds what the KV cache holds")

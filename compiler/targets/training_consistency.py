@@ -9,10 +9,9 @@ import json
 import re
 import shlex
 
-import yaml
 
 from ..resolved import ResolvedPlan
-from .base import OutputFile
+from .base import OutputFile, load_generated_yaml
 from .deepspeed import DS_CONFIG_PATH
 from .fsdp import ACCELERATE_CONFIG_PATH, MIXED_PRECISION
 from .megatron import MEGATRON_ARGS_PATH
@@ -77,7 +76,7 @@ def _check_ds_config(text: str, plan: ResolvedPlan) -> None:
 
 
 def _check_accelerate(text: str, plan: ResolvedPlan) -> None:
-    cfg, hw = yaml.safe_load(text), plan.hardware
+    cfg, hw = load_generated_yaml(text), plan.hardware
     _expect(cfg["num_machines"] == hw.nodes, "accelerate num_machines != plan nodes")
     _expect(cfg["num_processes"] == hw.nodes * hw.gpus_per_node, "accelerate num_processes != world size")
     _expect(cfg["mixed_precision"] == MIXED_PRECISION[plan.spec.precision], "accelerate mixed_precision != plan precision")
