@@ -59,7 +59,7 @@ Precision = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
 
 
 class Spec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class ArchitectureSpec(Architecture):
