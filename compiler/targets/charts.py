@@ -6,7 +6,13 @@ output is byte-stable.
 
 from __future__ import annotations
 
-from xml.sax.saxutils import escape
+from html import escape as _html_escape
+
+
+def escape(text: str) -> str:
+    """Text-node escaping (&, <, >), as xml.sax.saxutils.escape does, without importing urllib/http."""
+    return _html_escape(text, quote=False)
+
 
 WIDTH, HEIGHT, MARGIN = 640, 360, 60
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1")
