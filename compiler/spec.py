@@ -34,7 +34,8 @@ def _quantity(parse, code: str, suffixes: dict, examples: list, minimum: float, 
 
     unit = "|".join(sorted((re.escape(k) for k in suffixes if k), key=len, reverse=True))
     pattern = rf"^\s*{re.escape(prefix)}{'?' if prefix else ''}[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*({unit})?\s*$"
-    schema = {"anyOf": [{"type": "number", "minimum": minimum}, {"type": "string", "pattern": pattern}], "examples": examples}
+    schema = {"anyOf": [{"type": "number", "minimum": minimum, "maximum": maximum}, {"type": "string", "pattern": pattern}],
+              "examples": examples}
     return BeforeValidator(validate), WithJsonSchema(schema), Field(ge=minimum, le=maximum)
 
 
@@ -57,15 +58,6 @@ def _no_control_characters(text: str) -> str:
 # Rates below this (one request every 11.6 days) are not a service to size; a denormal such as 5e-324 made the
 # cost per million tokens infinite.
 MIN_RATE = 1e-6
-
-
-def _at_least(minimum: float):
-    def check(value: float) -> float:
-        if value < minimum:
-            raise PydanticCustomError("out-of-range", "expected at least {minimum}", {"minimum": f"{minimum:g}"})
-        return value
-
-    return check
 
 
 SafeText = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00\r\n]*$"), AfterValidator(_no_control_characters)]
@@ -177,7 +169,7 @@ class TrainSpec(Spec):
 
 
 class TrafficSpec(Spec):
-    requests_per_second: Annotated[float, AfterValidator(_at_least(MIN_RATE))] = Field(gt=0, le=1e9, description="average request rate")
+    requests_per_second: float = Field(ge=MIN_RATE, le=1e9, description="average request rate")
     prompt_tokens: int = Field(512, ge=1, le=10_000_000, description="average prompt length")
     output_tokens: int = Field(256, ge=1, le=10_000_000, description="average generated length")
     peak_factor: float = Field(1.0, ge=1, le=1000, description="peak rate / average rate")
@@ -197,7 +189,7 @@ class StageSpec(Spec):
     precision: Precision = Field("bf16", description="the stage's serving precision")
     engine: Literal["vllm", "triton", "tgi"] = Field("vllm", description="the stage's serving engine")
     gpus: list[str] | None = Field(None, description="GPU types this stage may use (default: the cluster's)")
-    items_per_request: Annotated[float, AfterValidator(_at_least(MIN_RATE))] = Field(1.0, gt=0, le=1e6, description="items this stage handles per request entering the service")
+    items_per_request: float = Field(1.0, ge=MIN_RATE, le=1e6, description="items this stage handles per request entering the service")
     prompt_tokens: int | None = Field(None, ge=1, le=10_000_000, description="LLM stages: prompt length (default: traffic's)")
     output_tokens: int | None = Field(None, ge=1, le=10_000_000, description="LLM stages: output length (default: traffic's)")
     slo: SloSpec = Field(default_factory=SloSpec, description="the stage's own latency targets")
