@@ -30,7 +30,9 @@ def _quantity(parse, code: str, suffixes: dict, examples: list, minimum: float, 
         try:
             return parse(value)
         except units.QuantityError as exc:
-            raise PydanticCustomError(code, "expected {expected}, got {got}", {"expected": exc.expected, "got": repr(exc.got)})
+            got = repr(exc.got)
+            got = got if len(got) <= 60 else got[:57] + "..."  # a 400-digit number is not echoed whole
+            raise PydanticCustomError(code, "expected {expected}, got {got}", {"expected": exc.expected, "got": got})
 
     unit = "|".join(sorted((re.escape(k) for k in suffixes if k), key=len, reverse=True))
     pattern = rf"^\s*{re.escape(prefix)}{'?' if prefix else ''}[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*({unit})?\s*$"

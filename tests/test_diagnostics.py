@@ -43,3 +43,13 @@ def test_huge_file_is_refused_unread(tmp_path, cli):
     result = cli(plan)
     assert result.returncode == 2
     assert "[file-too-large]" in result.stderr
+
+
+def test_a_huge_quantity_is_not_echoed_whole(cli, tmp_path):
+    plan = tmp_path / "big.yaml"
+    plan.write_text("name: big\nworkload: train\nmodel: {params: " + "9" * 400 + "}\n"
+                    "train: {tokens: 1T, seq_len: 2048, global_batch_tokens: 4M}\ncluster: {gpus: [h100-sxm-80gb]}\n")
+    result = cli(plan, "-o", str(tmp_path / "out"))
+    error = next(l for l in result.stderr.splitlines() if ": error: " in l)
+    assert result.returncode == 2 and "[invalid-quantity]" in error
+    assert error.count("9") < 80 and "9..." in error
