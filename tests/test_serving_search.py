@@ -88,6 +88,16 @@ def test_model_too_large_for_allowed_gpu_names_smallest_fit():
     assert any("exceed" in r.reason for r in result.rejected)
 
 
+def test_smallest_fit_names_only_shapes_the_engine_can_run():
+    """Llama-2-70B bf16 (~129 GiB) on T4s only fits with PP across two nodes: vLLM can run that, TGI cannot."""
+    t4_only = {"t4-pcie-16gb": GPUS["t4-pcie-16gb"]}
+    req = llama_8b_request(arch=LLAMA_2_70B, params=LLAMA_2_70B_COUNTS, model_id="llama-2-70b", context_len=4096,
+                           precisions=("fp16",), gpu_ids=("t4-pcie-16gb",), gpu_count=1)
+    assert "smallest fit: 16 × t4-pcie-16gb (TP8 PP2" in search_serving(req, t4_only).infeasible_reason
+    tgi = search_serving(replace(req, engine="tgi"), t4_only).infeasible_reason
+    assert "smallest fit" not in tgi and "does not fit" in tgi
+
+
 def test_budget_gate_names_the_cheapest_alternative():
     unlimited = search_serving(llama_8b_request(), GPUS).chosen
     gated = search_serving(llama_8b_request(budget_usd_per_month=unlimited.usd_per_month / 2), GPUS)

@@ -344,7 +344,9 @@ def smallest_fit(req: ServeRequest, gpus: dict[str, GpuSpec]) -> str | None:
             if compute_dtype(precision, gpu) is None:
                 continue
             cap, chunk = engine_limits(req, gpu)
-            shapes = [(tp, 1) for tp in TP_DEGREES if tp <= per_node] + [(per_node, pp) for pp in PP_DEGREES[1:]]
+            shapes = [(tp, 1) for tp in TP_DEGREES if tp <= per_node]
+            if req.engine == "vllm":  # TGI and Triton run a replica on one node (parallel_shapes)
+                shapes += [(per_node, pp) for pp in PP_DEGREES[1:]]
             for tp, pp in shapes:
                 if req.arch.heads % tp:
                     continue
