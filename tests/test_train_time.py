@@ -137,3 +137,26 @@ def test_young_daly_interval_and_goodput():
     lost = 60 / interval + (interval / 2 + tt.RESTART_SECONDS) / mtbf
     assert share == pytest.approx(1 / (1 + lost))
     assert 0.8 < share < 0.9
+
+
+# NVIDIA DeepLearningExamples, PyTorch ConvNets resnet50v1.5 README, "Training performance" tables
+# (pytorch-21.03): images/s. The A100 mixed-precision 1-GPU row is where the catalog's ResNet-50
+# activation_bytes_per_sample comes from; the other rows are held out.
+RESNET50_ROWS = [
+    ("a100-sxm-80gb", "fp16", 1, 2470), ("a100-sxm-80gb", "fp16", 8, 16621),
+    ("a100-sxm-80gb", "fp32", 1, 938), ("a100-sxm-80gb", "fp32", 8, 7248),
+    ("v100-sxm-32gb", "fp16", 1, 1156), ("v100-sxm-32gb", "fp16", 8, 8056),
+]
+
+
+@pytest.mark.parametrize("gpu_id, precision, gpus, images_per_second", RESNET50_ROWS)
+def test_resnet50_training_throughput_against_nvidia_published_rows(gpu_id, precision, gpus, images_per_second):
+    """Within the training accuracy tolerance (35% of GPU-hours); FLOPs alone predicted ~4x the A100 rate."""
+    from compiler.catalog.loader import load_gpus, load_models
+
+    resnet = load_models()["resnet-50"].architecture
+    step = tt.step_time(resnet, count_params(resnet), load_gpus()[gpu_id], precision=precision, seq_len=1,
+                        micro_batch=256, grad_accum=1, tp=1, pp=1, dp=gpus, zero_stage=0, recompute="none")
+    predicted = 256 * gpus / step.total
+    assert abs(images_per_second / predicted - 1) <= 0.35, f"{predicted:.0f} vs {images_per_second} img/s"
+    assert step.memory_bound > step.matmul  # CNN training is mostly memory-bound

@@ -153,3 +153,14 @@ def test_typical_plan_searches_under_a_second_with_real_presets(model):
     result = search_training(req, gpus)
     assert time.perf_counter() - start < 1.0
     assert result.chosen is not None and result.evaluated > 100
+
+
+def test_cnn_activations_count_in_memory_and_their_absence_is_a_warning():
+    models = load_models()
+    resnet, mobilenet = models["resnet-50"].architecture, models["mobilenet-v2"].architecture
+    cnn = dict(tokens=1.28e9, seq_len=1, global_batch_sequences=1024)
+    chosen = search_training(request(arch=resnet, params=count_params(resnet), **cnn), GPUS).chosen
+    assert chosen.memory.activations >= chosen.micro_batch * 112_000_000  # 16-bit, per image (catalog)
+    assert not search_training(request(arch=resnet, params=count_params(resnet), **cnn), GPUS).warnings
+    warned = search_training(request(arch=mobilenet, params=count_params(mobilenet), **cnn), GPUS).warnings
+    assert any("no activation_bytes_per_sample" in w for w in warned)

@@ -104,6 +104,8 @@ class Architecture(Frozen):
     # CNNs (and a direct figure for any model): parameters and forward GFLOPs per sample from the paper
     params_override: int = Field(0, description="parameter count given directly (CNNs)")
     gflops_per_sample: float = Field(0.0, description="forward GFLOPs per sample given directly (CNNs)")
+    activation_bytes_per_sample: int = Field(
+        0, description="CNNs: bytes of 16-bit activations one training sample keeps for its backward (0: unknown)")
 
     @property
     def attention_head_dim(self) -> int:

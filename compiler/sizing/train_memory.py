@@ -173,6 +173,12 @@ def deepspeed_model_states(params: float, largest_layer: float, ranks: int, stag
     return gather + 2 * shard, 4 * shard, 12 * shard, 0.0
 
 
+def cnn_activation_bytes(arch: Architecture, precision: str, samples: int) -> float:
+    """Activations `samples` CNN samples keep for the backward: the catalog's 16-bit figure, doubled when they
+    are fp32 (TF32 training keeps fp32 activations)."""
+    return arch.activation_bytes_per_sample * samples * (2 if WEIGHT_BYTES[precision] == 4 else 1)
+
+
 def activation_bytes_per_layer(arch: Architecture, seq_len: int, micro_batch: int, tp: int, sequence_parallel: bool,
                                recompute: str, flash_attention: bool) -> float:
     """Stored activations of one transformer layer for one micro-batch (module docstring, Korthikanti Table 2)."""
@@ -227,6 +233,8 @@ def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = 
             arch, params, held, w, k, method, lora_rank, lora_targets, tp, pp, shard, zero_stage,
             offload_optimizer, offload_params, framework, precision, optimizer)
         activations = in_flight[index if pp > 1 else 0] * layers_on_stage * per_layer + full_layer
+        if not arch.layers:
+            activations += cnn_activation_bytes(arch, precision, micro_batch) / tp
         if last:
             activations += logits
         allocated = weights + gradients + optimizer_bytes + activations

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from ..catalog.params import ParamCounts
 from ..catalog.types import Architecture, GpuSpec
-from .train_memory import activation_bytes_per_layer
+from .train_memory import activation_bytes_per_layer, cnn_activation_bytes
 
 COMPUTE_DTYPE = {"fp32": "tf32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}
 # Flash attention's attention kernels run in 16-bit even in fp8 recipes (Transformer Engine's default).
@@ -174,7 +174,9 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
     layers = _ceil_div(arch.layers, pp) if arch.layers else 0
     if arch.kind == "cnn" or not arch.layers:  # no transformer structure: FLOPs at the GEMM rate
         matmul = model_flops_per_token(arch, params, seq_len) * tokens / tp / rate
-        attention = memory = 0.0
+        attention = 0.0
+        # BN, ReLU, pooling and residual adds stream the stored activations as in a transformer layer
+        memory = (FORWARD_PASSES + BACKWARD_PASSES) * cnn_activation_bytes(arch, precision, micro_batch) / tp / hbm
     else:
         head = params.lm_head or (arch.vocab * arch.hidden if arch.tied_embeddings and arch.kind == "decoder" else 0)
         layer_params = _layer_matmul_params(arch, params) / arch.layers

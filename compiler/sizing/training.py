@@ -487,6 +487,9 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
     pins = req.pins
     out = _Collector()
     warnings: list[str] = []
+    if not req.arch.layers and not req.arch.activation_bytes_per_sample:
+        warnings.append("no activation_bytes_per_sample for this model: its step time counts FLOPs only and its "
+                        "memory no activations (optimistic; CNN training is mostly memory-bound)")
     dtype = COMPUTE_DTYPE[req.precision]
     for gpu_id in req.gpu_ids:
         gpu = gpus[gpu_id]
