@@ -97,13 +97,27 @@ def test_tensor_parallel_all_reduces_per_layer():
     assert _step(tp=8, recompute="full").tp_comm == pytest.approx(8 * 32 * 6 * per)
 
 
+def test_weights_are_read_and_gradients_accumulated_every_microbatch():
+    """Llama-3.1-8B on one GPU: 2 reads of the 16-bit GEMM weights (forward, data gradient) and 3 accesses of the
+    16-bit gradients per micro-batch, 10 B per GEMM parameter; full recompute reads the weights once more; a
+    LoRA run accumulates only its adapters' gradients."""
+    params = count_params(LLAMA8B)
+    gemm_params = tt.matmul_params(LLAMA8B, params)
+    hbm = 3.35e12 * 0.90
+    assert _step().weights == pytest.approx(8 * 10 * gemm_params / hbm)  # 8 micro-batches
+    assert _step(recompute="full").weights == pytest.approx(8 * 12 * gemm_params / hbm)
+    lora = _step(trainable_params_per_replica=20e6).weights
+    assert lora == pytest.approx(8 * (4 * gemm_params + 6 * 20e6) / hbm)
+    assert _step().total > _step().matmul + _step().attention + _step().memory_bound
+
+
 def test_data_parallel_all_reduce_hides_under_the_last_backward():
     params = count_params(LLAMA8B)
     grads = 2 * params.total
     fast = _step(dp=64, gradient_bytes_per_replica=grads, inter_node_bytes_per_second=50e9)
     slow = _step(dp=64, gradient_bytes_per_replica=grads, inter_node_bytes_per_second=0.39e9)
     assert fast.dp_comm == pytest.approx(tt.ring_allreduce_seconds(grads, 64, 50e9, 5e-6))
-    per_microbatch = (fast.matmul + fast.attention + fast.memory_bound) / 8
+    per_microbatch = (fast.matmul + fast.attention + fast.memory_bound + fast.weights) / 8
     assert fast.dp_comm_exposed == pytest.approx(max(0.0, fast.dp_comm - 2 / 3 * per_microbatch))
     assert slow.dp_comm_exposed == pytest.approx(slow.dp_comm - 2 / 3 * per_microbatch)
 

@@ -29,6 +29,9 @@ Time of one micro-batch on the slowest pipeline stage (the last: ⌈L/p⌉ layer
   so only what exceeds that backward is exposed. ZeRO-3/FSDP all-gathers the weights in the forward and
   backward and reduce-scatters the gradients on every micro-batch, 1.5× the all-reduce volume (ZeRO paper
   §7.2.2: 3Ψ against 2Ψ), prefetched under that micro-batch's compute.
+* Weights: every micro-batch reads the 16-bit GEMM weights twice (forward, data gradient; three times with
+  full recompute) and writes and accumulates each trainable weight's 16-bit gradient (3 accesses), at the
+  HBM rate: why a larger micro-batch is faster per token.
 * Optimizer: reads and writes the states a GPU holds once per step at the HBM rate; CPU offload moves
   gradients down and weights up over PCIe and runs Adam at the host's memory bandwidth (ZeRO-Offload, Ren
   et al. 2021 §4).
@@ -72,9 +75,15 @@ NVLINK_ACHIEVABLE_FRACTION = 749 / 900
 # with fp8 tensor cores (Ada's too: the nearest measurement).
 FP8_GEMM_BANDWIDTH_FRACTION = 2298.5e9 / 3.35e12  # 0.686
 FP8_GEMM_MATMUL_FRACTION = 1041.5e12 / 1979e12  # 0.526
+# Weights and gradients cross HBM on every micro-batch (the roofline's operands, Williams et al. 2009): each
+# GEMM weight is read by the forward and by the backward's data-gradient GEMM (and by a full-recompute forward
+# again); each trainable weight's 16-bit gradient is written, then read and written into the accumulation buffer.
+WEIGHT_READS_PER_MICROBATCH = 2
+GRADIENT_ACCESSES_PER_MICROBATCH = 3
 BACKWARD_SHARE_OF_COMPUTE = 2 / 3  # the backward is 4N of the 6N FLOPs per token
 ZERO3_VOLUME_FACTOR = 1.5  # ZeRO paper §7.2.2: stage 3 moves 3Ψ against DP's 2Ψ
 GRADIENT_BYTES = 2  # 16-bit gradients reduced across DP (formulas.md §8)
+WEIGHT_BYTES_16 = 2  # the 16-bit working copy the GEMMs read (fp8 recipes cast it per GEMM)
 # CPU offload (ZeRO-Offload, Ren et al. 2021 §4): fp32 gradients go down and 16-bit weights come back over
 # PCIe each step, and the CPU runs Adam over the offloaded states. PCIe 4.0 x16 is 32 GB/s per direction,
 # ~25 GB/s achieved (NVIDIA bandwidthTest, pinned memory); one CPU socket streams ~100 GB/s of DDR
@@ -90,7 +99,8 @@ RESTART_SECONDS = 600
 
 @dataclass(frozen=True)
 class StepTime:
-    """Seconds of one optimizer step on the slowest GPU; compute = matmul + attention + memory + optimizer + offload."""
+    """Seconds of one optimizer step on the slowest GPU; compute = matmul + attention + memory + weights + optimizer
+    + offload."""
 
     compute: float
     tp_comm: float
@@ -103,6 +113,7 @@ class StepTime:
     optimizer: float = 0.0
     offload: float = 0.0
     dp_comm: float = 0.0
+    weights: float = 0.0  # weights read and gradients accumulated, every micro-batch
 
 
 def matmul_params(arch: Architecture, params: ParamCounts) -> float:
@@ -161,6 +172,7 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
               grad_accum: int, tp: int, pp: int, dp: int, zero_stage: int, recompute: str, flash_attention: bool = True,
               sequence_parallel: bool = False, state_bytes_on_gpu: float = 0.0, offloaded_bytes: float = 0.0,
               trainable_params_per_gpu: float | None = None, gradient_bytes_per_replica: float | None = None,
+              trainable_params_per_replica: float | None = None,
               inter_node_bytes_per_second: float = 50e9, inter_node_latency_seconds: float = 5e-6,
               gpus_per_node: int = 8) -> StepTime:
     """One optimizer step: grad_accum micro-batches of micro_batch sequences through a TP×PP×DP layout."""
@@ -174,6 +186,8 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
     layers = _ceil_div(arch.layers, pp) if arch.layers else 0
     if arch.kind == "cnn" or not arch.layers:  # no transformer structure: FLOPs at the GEMM rate
         matmul = model_flops_per_token(arch, params, seq_len) * tokens / tp / rate
+        local_params = params.active / tp
+        repeat = 0
         attention = 0.0
         # BN, ReLU, pooling and residual adds stream the stored activations as in a transformer layer
         memory = (FORWARD_PASSES + BACKWARD_PASSES) * cnn_activation_bytes(arch, precision, micro_batch) / tp / hbm
@@ -182,6 +196,7 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
         layer_params = _layer_matmul_params(arch, params) / arch.layers
         repeat = 1 if recompute == "full" else 0  # the forward again
         matmul = tokens * (layers * layer_params * (6 + 2 * repeat) + 6 * head) / tp / rate
+        local_params = (layers * layer_params + head) / tp
         width = attention_width(arch) / tp
         score_flops = 4 * seq_len * width * tokens * layers  # forward QKᵀ and AV over the full s×s matrix
         if flash_attention:
@@ -195,7 +210,10 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
         passes = (FORWARD_PASSES + BACKWARD_PASSES) * stored + FORWARD_PASSES * recomputed
         logits = tokens * arch.vocab / tp * 4 * LOGIT_PASSES if arch.kind == "decoder" else 0.0
         memory = (layers * passes + logits) / hbm
-    per_microbatch = matmul + attention + memory
+    trainable = local_params if trainable_params_per_replica is None else trainable_params_per_replica
+    weights = (WEIGHT_BYTES_16 * (WEIGHT_READS_PER_MICROBATCH + repeat) * local_params
+               + GRADIENT_BYTES * GRADIENT_ACCESSES_PER_MICROBATCH * trainable) / hbm
+    per_microbatch = matmul + attention + memory + weights
     tp_comm = 0.0
     if tp > 1 and arch.layers:
         tp_bandwidth = (gpu.intra_node_bandwidth_bytes_per_second * NVLINK_ACHIEVABLE_FRACTION
@@ -229,7 +247,8 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
     total = compute + grad_accum * tp_comm + bubble + exposed
     return StepTime(compute=compute, tp_comm=grad_accum * tp_comm, pp_bubble=bubble, dp_comm_exposed=exposed,
                     total=total, matmul=grad_accum * matmul, attention=grad_accum * attention,
-                    memory_bound=grad_accum * memory, optimizer=optimizer, offload=offload, dp_comm=dp_comm)
+                    memory_bound=grad_accum * memory, optimizer=optimizer, offload=offload, dp_comm=dp_comm,
+                    weights=grad_accum * weights)
 
 
 def job_mtbf_seconds(gpus: int, mtbf_gpu_hours: float | None = None) -> float:

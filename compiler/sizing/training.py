@@ -319,6 +319,7 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, tp: int, pp: int
                      recompute=recompute, flash_attention=req.flash_attention, sequence_parallel=tp > 1,
                      state_bytes_on_gpu=mem.model_states if req.method == "full" else mem.gradients + mem.optimizer,
                      offloaded_bytes=mem.cpu_offload_bytes, trainable_params_per_gpu=trainable_per_gpu / max(1, dp),
+                     trainable_params_per_replica=trainable_per_gpu,
                      gradient_bytes_per_replica=gradient_bytes, inter_node_bytes_per_second=ctx.fabric.bytes_per_second_per_gpu,
                      inter_node_latency_seconds=ctx.fabric.latency_seconds, gpus_per_node=per_node)
     steps = max(1, math.ceil(req.tokens / ctx.tokens_per_step))
