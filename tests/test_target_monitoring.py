@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import subprocess
 
-import pytest
 import yaml
 
 from compiler.targets import k8s_training, monitoring

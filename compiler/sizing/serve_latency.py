@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from .serve_memory import ACTIVATION_BYTES, WEIGHT_ELEMENT_BYTES, layers_per_stage, weight_bytes_per_param
 from .train_memory import activation_bytes_per_layer
-from .train_time import FORWARD_PASSES, FP8_GEMM_BANDWIDTH_FRACTION, FP8_GEMM_MATMUL_FRACTION, NVLINK_ACHIEVABLE_FRACTION
+from .train_time import FORWARD_PASSES, FP8_GEMM_BANDWIDTH_FRACTION, NVLINK_ACHIEVABLE_FRACTION, matmul_flops_per_second
 
 if TYPE_CHECKING:
     from ..catalog.params import ParamCounts
@@ -65,13 +65,6 @@ COMPUTE_DTYPES = {
 def compute_dtype(precision: str, gpu: GpuSpec) -> str | None:
     """The dtype whose dense peak applies, or None when the GPU has no such tensor cores."""
     return next((d for d in COMPUTE_DTYPES[precision] if d in gpu.dense_tflops), None)
-
-
-def matmul_flops_per_second(gpu: GpuSpec, dtype: str) -> float:
-    fraction = gpu.achievable_matmul_fraction
-    if dtype == "fp8":
-        fraction = min(fraction, FP8_GEMM_MATMUL_FRACTION)
-    return gpu.peak_flops_per_second(dtype) * fraction
 
 
 def memory_bytes_per_second(gpu: GpuSpec) -> float:

@@ -116,6 +116,14 @@ class StepTime:
     weights: float = 0.0  # weights read and gradients accumulated, every micro-batch
 
 
+def matmul_flops_per_second(gpu: GpuSpec, dtype: str) -> float:
+    """A GEMM's achievable rate: the catalog's large-GEMM share of the dense peak, fp8 at no more than DeepGEMM's."""
+    fraction = gpu.achievable_matmul_fraction
+    if dtype == "fp8":
+        fraction = min(fraction, FP8_GEMM_MATMUL_FRACTION)
+    return gpu.peak_flops_per_second(dtype) * fraction
+
+
 def matmul_params(arch: Architecture, params: ParamCounts) -> float:
     """Active parameters used in GEMMs: all but the input embedding lookup; a tied LM head still is a GEMM."""
     if arch.kind == "cnn" or not arch.layers:
@@ -176,10 +184,7 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
               inter_node_bytes_per_second: float = 50e9, inter_node_latency_seconds: float = 5e-6,
               gpus_per_node: int = 8) -> StepTime:
     """One optimizer step: grad_accum micro-batches of micro_batch sequences through a TP×PP×DP layout."""
-    matmul_fraction = gpu.achievable_matmul_fraction
-    if COMPUTE_DTYPE[precision] == "fp8":
-        matmul_fraction = min(matmul_fraction, FP8_GEMM_MATMUL_FRACTION)
-    rate = gpu.peak_flops_per_second(COMPUTE_DTYPE[precision]) * matmul_fraction
+    rate = matmul_flops_per_second(gpu, COMPUTE_DTYPE[precision])
     attention_dtype = ATTENTION_DTYPE[precision]
     hbm = gpu.memory_bandwidth_bytes_per_second * gpu.achievable_memory_bandwidth_fraction
     tokens = seq_len * micro_batch
