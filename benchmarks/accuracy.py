@@ -4,7 +4,9 @@ For each row, what the source states is pinned — model shape, sequence length,
 where given, FSDP FULL_SHARD (ZeRO-3) for the llm-foundry rows, activation checkpointing where the row says
 so, full recompute and no flash attention for the 2021 Megatron-LM runs (Narayanan et al. 2021 §5.1 run all
 Table 1 models with activation recomputation; their eq. (3) counts its FLOPs, and flash attention came in
-2022) — and the search picks the rest. The published throughput becomes tokens/s per GPU:
+2022), and for the llm-foundry rows the Triton flash-attention kernel their MPT configs name
+(scripts/train/yamls/pretrain/mpt-*.yaml `attn_impl: triton`; submit_benchmarks.py's `--attn_impl` default
+'triton') — and the search picks the rest. The published throughput becomes tokens/s per GPU:
 * llm-foundry: its tokens/s/GPU column;
 * Megatron-LM 2021: TFLOP/s/GPU ÷ eq. (3) per token, 96·l·h²·(1 + s/6h + V/16lh) (recompute included);
 * Megatron-Core 2024: MFU × dense peak ÷ 6N + 12·L·H·Q·T (PaLM App. B; model FLOPs, what Megatron reports).
@@ -161,7 +163,8 @@ def training_cases() -> list[Case]:
                 arch=arch, params=count_params(arch), tokens=TOKENS, seq_len=int(row["seq_len"]),
                 global_batch_sequences=batch, gpu_ids=(gpu_id,), precision=precision, gpu_count=count,
                 gpus_per_node=8, max_gpus=count, interconnect="ib-200g" if "A100" in row["gpu_type"] else "ib-400g",
-                pins=_pins(row, family), optimize="time", flash_attention=family != "megatron-2021")
+                pins=_pins(row, family), optimize="time", flash_attention=family != "megatron-2021",
+                attention_kernel="triton-flash" if family == "llm-foundry" else "flash2")
             result = search_training(request, gpus)
             gpu = gpus[gpu_id]
             peak = gpu.dense_tflops[COMPUTE_DTYPE[precision]]

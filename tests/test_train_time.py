@@ -76,6 +76,14 @@ def test_flash_attention_time_uses_the_kernel_share_of_peak():
     assert tt.attention_kernel_fraction(A100) == 0.50
 
 
+def test_triton_flash_kernel_is_slower_by_the_middle_of_dao_2023_range():
+    """FA2 is 1.3-2.5x faster than the Triton FlashAttention (Dao 2023 §4.1): √(1.3·2.5) ≈ 1.80 slower."""
+    flash2 = _step(seq_len=16384).attention
+    triton = _step(seq_len=16384, attention_kernel="triton-flash").attention
+    assert triton / flash2 == pytest.approx(1.8028, rel=1e-4)
+    assert tt.attention_kernel_fraction(H100, "triton-flash") == pytest.approx(0.35 / 1.8028, rel=1e-4)
+
+
 def test_memory_bound_time_is_five_passes_over_stored_activations():
     step = _step()
     stored = 36 * 4096 * 4096  # Llama-3.1-8B per layer (test_train_memory)

@@ -88,6 +88,7 @@ class TrainRequest:
     optimize: str = "cost"  # cost | time
     mtbf_gpu_hours: float | None = None
     flash_attention: bool = True
+    attention_kernel: str = "flash2"  # train_time.ATTENTION_KERNELS
 
     def __post_init__(self) -> None:
         if isinstance(self.pins, Mapping):  # a plain {"tp": 2, ...} mapping, None values meaning "search"
@@ -316,7 +317,8 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, tp: int, pp: int
         gradient_bytes = mem.weights * dp / ZERO3_VOLUME_FACTOR
     step = step_time(req.arch, req.params, gpu, precision=req.precision, seq_len=req.seq_len, micro_batch=mb,
                      grad_accum=grad_accum, tp=tp, pp=pp, dp=dp, zero_stage=zero,
-                     recompute=recompute, flash_attention=req.flash_attention, sequence_parallel=tp > 1,
+                     recompute=recompute, flash_attention=req.flash_attention,
+                     attention_kernel=req.attention_kernel, sequence_parallel=tp > 1,
                      state_bytes_on_gpu=mem.model_states if req.method == "full" else mem.gradients + mem.optimizer,
                      offloaded_bytes=mem.cpu_offload_bytes, trainable_params_per_gpu=trainable_per_gpu / max(1, dp),
                      trainable_params_per_replica=trainable_per_gpu,
