@@ -9,7 +9,8 @@ import pytest
 
 from compiler.sizing.serve_latency import (
     ReplicaModel, allreduce_seconds, compute_dtype, decode_step, elementwise_seconds, erlang_c, evaluate_batch,
-    experts_touched_fraction, matmul_params, mmc_wait_p99_seconds, prefill_flops, weight_read_bytes_per_gpu,
+    expert_flops_per_second, experts_touched_fraction, matmul_params, mmc_wait_p99_seconds, prefill_flops, routed_active_params,
+    weight_read_bytes_per_gpu,
 )
 from compiler.sizing.serve_memory import weights_bytes_per_gpu
 from tests.test_serve_memory import A100, DEEPSEEK_V3, H100, LLAMA_31_8B, LLAMA_31_8B_COUNTS, T4
@@ -113,6 +114,29 @@ def test_moe_experts_touched_by_a_batch():
     assert experts_touched_fraction(MIXTRAL, 2) == pytest.approx(1 - 0.75**2)
     assert experts_touched_fraction(MIXTRAL, 512) == pytest.approx(1.0)
     assert experts_touched_fraction(DEEPSEEK_V3, 1) == pytest.approx(8 / 256)
+
+
+def test_moe_expert_gemms_are_a_roofline_of_their_own_at_deepgemms_grouped_rate():
+    """Mixtral-8x7B fp8 at batch 1024: 256 rows per expert → DeepGEMM's masked grouped GEMM, 873.5 of 1979
+    TFLOP/s; the dense GEMMs keep the 1041.5 share; weights are all read (every expert touched)."""
+    from compiler.catalog.params import count_params
+    counts = count_params(MIXTRAL)
+    m = ReplicaModel(gpu=H100, arch=MIXTRAL, params=counts, precision="fp8", dtype="fp8", tp=1, pp=1,
+                     weights_bytes_per_gpu=weights_bytes_per_gpu(counts, MIXTRAL, "fp8", 1, 1),
+                     kv_bytes_per_token_per_gpu=65_536)
+    routed = 2 * 3 * 4096 * 14336 * 32
+    assert routed_active_params(MIXTRAL) == routed
+    peak = H100.peak_flops_per_second("fp8")
+    assert expert_flops_per_second(m, 1024) == pytest.approx(peak * 873.5 / 1979)
+    assert expert_flops_per_second(m, 2048) == pytest.approx(peak * 978 / 1979)
+    assert expert_flops_per_second(m, 100_000) == pytest.approx(m.flops_per_second)  # never above the dense rate
+    step = decode_step(m, batch=1024, context=100)
+    expert = 1024 * 2 * routed / (peak * 873.5 / 1979)
+    dense = 1024 * 2 * (matmul_params(counts, MIXTRAL) - routed) / m.flops_per_second
+    assert step.gemm_seconds == pytest.approx(expert + dense)
+    bf16 = ReplicaModel(gpu=H100, arch=MIXTRAL, params=counts, precision="bf16", dtype="bf16", tp=1, pp=1,
+                        weights_bytes_per_gpu=1, kv_bytes_per_token_per_gpu=1)
+    assert expert_flops_per_second(bf16, 1024) == bf16.flops_per_second  # no grouped-GEMM measurement
 
 
 def test_erlang_c_known_values():

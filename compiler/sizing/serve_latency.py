@@ -11,7 +11,9 @@ catalog's achievable fractions of peak (`GpuSpec.achievable_matmul_fraction`,
   t = max(W / BW_w, F_gemm / R) + max(KV / BW, F_attn / R16) + A / BW + 2 all-reduces per layer
   (NVIDIA/nccl-tests PERFORMANCE.md: t = lat + S/B · 2(n−1)/n), A the activation bytes the memory-bound
   kernels between the GEMMs write and read (as the training model counts them); fp8 GEMMs stream their
-  weights (BW_w) and multiply (R) at the shares DeepGEMM measured (train_time.FP8_GEMM_*).
+  weights (BW_w) and multiply (R) at the shares DeepGEMM measured (train_time.FP8_GEMM_*); an MoE's routed
+  experts are a GEMM term of their own, max(W_e / BW_w, F_e / R_e), R_e DeepGEMM's grouped-GEMM rate at the
+  step's rows per expert.
 * Capacity at concurrency B (engine full, continuous batching): a "cycle" in which B requests are
   prefilled and decoded takes B · prefill + O · step(B). Prefill and decode are added, not overlapped:
   prefill is compute-bound and decode memory-bound, and one engine step does one kind of work at a time
@@ -166,6 +168,34 @@ def experts_touched_fraction(arch: Architecture, tokens: float) -> float:
     return 1 - (1 - arch.experts_per_token / arch.experts) ** max(1.0, tokens)
 
 
+# fp8 grouped GEMMs for MoE decode (DeepGEMM's "masked layout", deepseek-ai/DeepGEMM README.md @7a70b43, H800
+# SXM5, 1979 dense fp8 TFLOP/s): with few tokens per expert they reach less of the peak than one large GEMM.
+# Median of the two rows per M per group (N×K = 4096×7168 and 7168×2048): 256 → 873.5, 512 → 978,
+# 1024 → 1079 TFLOP/s. Keyed by the smallest M per group each applies from; below 256, the 256 rows.
+FP8_GROUPED_GEMM_MATMUL_FRACTIONS = ((256, 873.5e12 / 1979e12), (512, 978e12 / 1979e12), (1024, 1079e12 / 1979e12))
+
+
+def routed_active_params(arch: Architecture) -> float:
+    """Routed-expert parameters one token multiplies: k experts in every MoE layer (0 for dense models)."""
+    if not arch.is_moe:
+        return 0.0
+    matrices = 3 if arch.gated_mlp else 2
+    expert = matrices * arch.hidden * (arch.moe_ffn_hidden or arch.ffn_hidden)
+    return arch.experts_per_token * expert * (arch.layers - arch.dense_layers)
+
+
+def expert_flops_per_second(m: ReplicaModel, tokens: float) -> float:
+    """Rate of the routed experts' grouped GEMMs when a step of `tokens` tokens gives each expert
+    tokens·k/E rows: DeepGEMM's measured share for fp8 (FP8_GROUPED_GEMM_MATMUL_FRACTIONS, never above the
+    dense fp8 rate); no measurement for other dtypes, so the dense GEMM rate."""
+    if m.dtype != "fp8":
+        return m.flops_per_second
+    rows = tokens * m.arch.experts_per_token / m.arch.experts
+    fraction = next((f for least, f in reversed(FP8_GROUPED_GEMM_MATMUL_FRACTIONS) if rows >= least),
+                    FP8_GROUPED_GEMM_MATMUL_FRACTIONS[0][1])
+    return min(m.flops_per_second, m.gpu.peak_flops_per_second("fp8") * fraction)
+
+
 def weight_read_bytes_per_gpu(m: ReplicaModel, tokens: float) -> float:
     """Weight bytes one forward pass of `tokens` tokens streams from HBM on one GPU: all weights less the
     untouched experts and the input embedding table (rows are gathered, not streamed)."""
@@ -213,15 +243,20 @@ def decode_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
     """One decode round: every one of `batch` sequences gains one token at `context` cached tokens.
 
     Roofline per kernel class, the classes run one after the other: the GEMMs stream the weights,
-    the attention kernels stream the KV cache, so t = max(W/BW, F_gemm/R) + max(KV/BW, F_attn/R16).
+    the attention kernels stream the KV cache, so t = max(W/BW, F_gemm/R) + max(KV/BW, F_attn/R16);
+    an MoE's routed experts are a class of their own (grouped GEMMs, at expert_flops_per_second).
     With PP the batch runs as pp micro-batches; each stage reads its weights once per micro-batch, so
     a round streams pp × (stage weights) + the batch's KV on each GPU. TP: 2 all-reduces per layer of
     (batch/pp)·h·2 bytes over the GPU's intra-node link; PP: one activation send per micro-batch.
     """
     micro = batch / m.pp
     ranks = m.tp * m.pp
-    weight_s = m.pp * weight_read_bytes_per_gpu(m, micro) / m.weight_bytes_per_second
-    gemm_flops_s = batch * 2 * matmul_params(m.params, m.arch) / ranks / m.flops_per_second
+    expert_bytes = routed_expert_bytes_per_gpu(m) * experts_touched_fraction(m.arch, micro)
+    expert_weight_s = m.pp * expert_bytes / m.weight_bytes_per_second
+    routed = routed_active_params(m.arch)
+    expert_flops_s = batch * 2 * routed / ranks / expert_flops_per_second(m, micro)
+    weight_s = m.pp * weight_read_bytes_per_gpu(m, micro) / m.weight_bytes_per_second - expert_weight_s
+    gemm_flops_s = batch * 2 * (matmul_params(m.params, m.arch) - routed) / ranks / m.flops_per_second
     kv_s = batch * context * m.kv_bytes_per_token_per_gpu / m.bytes_per_second
     attn_flops = batch * 2 * m.arch.layers * context * attention_width(m.arch) / ranks
     attn_flops_s = attn_flops / attention_flops_per_second(m)
@@ -229,10 +264,12 @@ def decode_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
     comm = 2 * m.arch.layers * allreduce_seconds(message, m.tp, m.link_bytes_per_second)
     if m.pp > 1:
         comm += m.pp * p2p_seconds(message)
-    gemm, attention = max(weight_s, gemm_flops_s), max(kv_s, attn_flops_s)
+    gemm = max(weight_s, gemm_flops_s) + max(expert_weight_s, expert_flops_s)
+    attention = max(kv_s, attn_flops_s)
     elementwise = elementwise_seconds(m, batch)
+    memory_bound = weight_s + expert_weight_s >= gemm_flops_s + expert_flops_s
     return StepTime(gemm + attention + comm + elementwise, gemm, attention, comm,
-                    "memory" if weight_s >= gemm_flops_s else "compute", elementwise)
+                    "memory" if memory_bound else "compute", elementwise)
 
 
 def prefill_compute_seconds(m: ReplicaModel, tokens: int) -> float:
