@@ -149,13 +149,17 @@ class ReplicaModel:
         return self.gpu.memory_bandwidth_bytes_per_second * fraction
 
 
+def expert_params(arch: Architecture) -> int:
+    """One expert's MLP matrices (gate, up and down when gated)."""
+    return (3 if arch.gated_mlp else 2) * arch.hidden * (arch.moe_ffn_hidden or arch.ffn_hidden)
+
+
 def routed_expert_bytes_per_gpu(m: ReplicaModel) -> float:
     """Routed-expert weights on one GPU (MoE); 0 for dense models."""
     a = m.arch
     if not a.is_moe:
         return 0.0
-    matrices = 3 if a.gated_mlp else 2
-    routed = (a.layers - a.dense_layers) * a.experts * matrices * a.hidden * (a.moe_ffn_hidden or a.ffn_hidden)
+    routed = (a.layers - a.dense_layers) * a.experts * expert_params(a)
     stage_share = layers_per_stage(a, m.pp) / a.layers
     return routed * weight_bytes_per_param(m.precision, a.hidden) * stage_share / m.tp
 
@@ -179,9 +183,7 @@ def routed_active_params(arch: Architecture) -> float:
     """Routed-expert parameters one token multiplies: k experts in every MoE layer (0 for dense models)."""
     if not arch.is_moe:
         return 0.0
-    matrices = 3 if arch.gated_mlp else 2
-    expert = matrices * arch.hidden * (arch.moe_ffn_hidden or arch.ffn_hidden)
-    return arch.experts_per_token * expert * (arch.layers - arch.dense_layers)
+    return arch.experts_per_token * expert_params(arch) * (arch.layers - arch.dense_layers)
 
 
 def expert_flops_per_second(m: ReplicaModel, tokens: float) -> float:
