@@ -7,6 +7,7 @@ infeasible; 2 invalid input; 3 an internal error (a bug: the only case that show
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -85,9 +86,16 @@ def _use_template_cache() -> None:
 
 def run_compile(argv: list[str]) -> int:
     args = _compile_parser().parse_args(argv)  # before the imports: --help, --version and usage errors need none
-    from .diagnostics import InfeasiblePlan, PlanInputError
-    from .pipeline import compile_plan, one_run
-    from .writer import UnsafeOutput, check_plans, write_plans
+    collecting = gc.isenabled()
+    gc.disable()  # what the imports build (modules, pydantic's validators) lives as long as the process ...
+    try:
+        from .diagnostics import InfeasiblePlan, PlanInputError
+        from .pipeline import compile_plan, one_run
+        from .writer import UnsafeOutput, check_plans, write_plans
+    finally:
+        gc.freeze()  # ... so no collection, during the run or at exit, needs to look at it again
+        if collecting:
+            gc.enable()
 
     _use_template_cache()
 
@@ -162,8 +170,15 @@ def run_diff(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv_given = argv is not None
     argv = list(sys.argv[1:] if argv is None else argv)
     handlers = {"schema": run_schema, "explain": run_explain, "diff": run_diff}
+    # A run allocates many objects and frees nearly all of them by reference counting, so the cycle collector's
+    # default pace (a collection every 700 net allocations) is mostly wasted work; with the imports frozen (above)
+    # it took 45-50 ms of a one-plan run and 0.25 s of --check over 100 plans, now under 1 ms in both, for about 5 MB
+    # more memory over the 100. mypy's build() sets the same threshold.
+    thresholds = gc.get_threshold()
+    gc.set_threshold(200_000, 30, 30)
     try:
         if argv and argv[0] in handlers:
             return handlers[argv[0]](argv[1:])
@@ -176,3 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         _print_error("internal error (a bug in mlinfra-compile; please report it with this trace):")
         traceback.print_exc()
         return EXIT_INTERNAL
+    finally:
+        gc.set_threshold(*thresholds)
+        if argv_given:  # called in-process (tests, scripts): leave the collector as it was; a program just exits
+            gc.unfreeze()
