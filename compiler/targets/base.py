@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass
 from functools import lru_cache
@@ -62,9 +63,35 @@ def load_generated_yaml_documents(text: str) -> list[Any]:
     return list(yaml.load_all(text, Loader=GENERATED_YAML_LOADER))
 
 
+# libyaml's emitter is several times faster than PyYAML's own but styles some scalars differently: empty, long
+# or non-ASCII mapping keys, characters outside the Basic Multilingual Plane, control characters. Documents without
+# those are emitted identically by both (tests/test_yaml_emitters.py compares them), so it is used only for them:
+# the output never depends on whether PyYAML was built with libyaml.
+_LIBYAML_DUMPER = getattr(yaml, "CSafeDumper", None)
+_PLAIN_KEY = re.compile(r"[\x20-\x7e]{1,99}")
+_PLAIN_TEXT = re.compile(r"[\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]*")
+
+
+def plain_yaml_data(node: Any) -> bool:
+    """True when every key is a short printable-ASCII string and every string value printable BMP text."""
+    if isinstance(node, str):
+        return _PLAIN_TEXT.fullmatch(node) is not None
+    if isinstance(node, dict):
+        return all(isinstance(k, str) and _PLAIN_KEY.fullmatch(k) and plain_yaml_data(v) for k, v in node.items())
+    if isinstance(node, list):
+        return all(plain_yaml_data(v) for v in node)
+    return node is None or isinstance(node, (bool, int, float))
+
+
+def _dump_yaml(document: dict, dumper) -> str:
+    return yaml.dump(document, Dumper=dumper, sort_keys=False, default_flow_style=False, width=1 << 30,
+                     allow_unicode=True)
+
+
 def dump_yaml_documents(documents: list[dict]) -> str:
     """Several YAML documents; keys keep the order they were built in (kind, metadata, spec read best)."""
-    return "---\n".join(yaml.safe_dump(d, sort_keys=False, default_flow_style=False, width=1 << 30, allow_unicode=True) for d in documents)
+    fast = _LIBYAML_DUMPER is not None and all(plain_yaml_data(d) for d in documents)
+    return "---\n".join(_dump_yaml(d, _LIBYAML_DUMPER if fast else yaml.SafeDumper) for d in documents)
 
 
 class _PackageLoader(jinja2.BaseLoader):
