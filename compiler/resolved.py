@@ -78,6 +78,11 @@ class Training(Section):
     step_tp_comm_seconds: float
     step_pp_bubble_seconds: float
     step_dp_comm_seconds: float
+    step_matmul_seconds: float  # the parts of step_compute_seconds
+    step_attention_seconds: float
+    step_memory_bound_seconds: float
+    step_weight_traffic_seconds: float
+    step_optimizer_seconds: float
     mfu: float
     hfu: float
     tokens_per_second: float

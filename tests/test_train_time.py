@@ -182,3 +182,19 @@ def test_resnet50_training_throughput_against_nvidia_published_rows(gpu_id, prec
     predicted = 256 * gpus / step.total
     assert abs(images_per_second / predicted - 1) <= 0.35, f"{predicted:.0f} vs {images_per_second} img/s"
     assert step.memory_bound > step.matmul  # CNN training is mostly memory-bound
+
+
+@pytest.mark.parametrize("example", ["llama3-8b-pretrain", "gpt-20b-64xa100", "llama3-70b-lora-k8s",
+                                     "mistral-7b-fsdp-finetune", "llama3-405b-pretrain"])
+def test_plan_reports_the_parts_of_the_step_compute(example):
+    """plan.json's step_compute_seconds is the sum of the parts the report lists, each one non-zero."""
+    from pathlib import Path
+
+    from compiler.pipeline import resolve
+
+    t = resolve(Path(__file__).resolve().parent.parent / "examples" / f"{example}.yaml").training
+    parts = (t.step_matmul_seconds, t.step_attention_seconds, t.step_memory_bound_seconds,
+             t.step_weight_traffic_seconds, t.step_optimizer_seconds)
+    assert all(p > 0 for p in parts)
+    assert sum(parts) == pytest.approx(t.step_compute_seconds, rel=1e-9)
+    assert t.step_matmul_seconds > max(parts[1:])  # a dense LLM step is GEMM-bound

@@ -86,7 +86,9 @@ def size_training(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
     training = Training(
         tokens=tokens, seq_len=spec.train.seq_len, flops_per_token=c.flops_per_token_model, flops_total=c.flops_total,
         steps=c.steps, step_seconds=s.total, step_compute_seconds=s.compute, step_tp_comm_seconds=s.tp_comm,
-        step_pp_bubble_seconds=s.pp_bubble, step_dp_comm_seconds=s.dp_comm_exposed, mfu=c.mfu, hfu=c.hfu,
+        step_pp_bubble_seconds=s.pp_bubble, step_dp_comm_seconds=s.dp_comm_exposed, step_matmul_seconds=s.matmul,
+        step_attention_seconds=s.attention, step_memory_bound_seconds=s.memory_bound, step_weight_traffic_seconds=s.weights,
+        step_optimizer_seconds=s.optimizer + s.offload, mfu=c.mfu, hfu=c.hfu,
         tokens_per_second=c.tokens_per_second, wall_seconds=c.wall_seconds, gpu_hours=c.gpu_hours, goodput=c.goodput,
         deadline_seconds=spec.train.deadline, checkpoint_bytes=c.checkpoint_bytes,
         checkpoint_write_seconds=c.checkpoint_write_seconds, checkpoint_interval_seconds=c.checkpoint_interval_seconds,
