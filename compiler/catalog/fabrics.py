@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict
+
+from .loader import PACKAGED_LOADER, packaged_text
 
 
 class _Entry(BaseModel):
@@ -42,7 +43,7 @@ class Fabrics:
 
 @lru_cache(maxsize=1)
 def load_fabrics() -> Fabrics:
-    data = yaml.safe_load(resources.files("compiler.catalog").joinpath("fabrics.yaml").read_text(encoding="utf-8"))
+    data = yaml.load(packaged_text("fabrics.yaml"), Loader=PACKAGED_LOADER)
     return Fabrics(
         interconnects={e["id"]: Interconnect.model_validate(e) for e in data["interconnects"]},
         storage={e["id"]: Storage.model_validate(e) for e in data["storage"]},
