@@ -36,7 +36,9 @@ PHASES = ("import", "load+validate", "sizing", "render", "write")
 # validates it, PyYAML parses it, jinja2 renders it).
 STARTUP_LINES = (
     ("python start", "pass"),
-    ("python start + import pydantic, yaml, jinja2 (the floor of any compile)", "import pydantic, yaml, jinja2"),
+    ("python start + import pydantic, yaml, jinja2", "import pydantic, yaml, jinja2"),
+    ("  + one one-field pydantic model built and validated (the floor of any compile)",
+     "import yaml, jinja2\nfrom pydantic import BaseModel\nclass A(BaseModel):\n    x: int\nA(x=1)"),
     ("python start + import compiler.cli", "import compiler.cli"),
     ("python start + import compiler.pipeline (what a compile imports)", "import compiler.pipeline"),
 )
