@@ -35,7 +35,10 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
     if hw:
         facts.append({"what": "hardware", "value": f"{hw.gpus} × {hw.gpu} ({hw.nodes} nodes × {hw.gpus_per_node})", "source": f"catalog: {hw.gpu_spec.source} (as of {hw.gpu_spec.as_of})"})
         facts.append({"what": "price", "value": f"{format_usd(hw.usd_per_gpu_hour)}/GPU-hour {hw.pricing}", "source": "catalog price list"})
-    facts.append({"what": "parallelism", "value": f"TP={par.tp} PP={par.pp} DP={par.dp} ZeRO={par.zero_stage} micro-batch={par.micro_batch} grad-accum={par.grad_accum} recompute={par.recompute} framework={par.framework}", "source": "search over memory fit and step time"})
+    if plan.serving:  # a replica's shape; replicas, batch and engine have their own rows
+        facts.append({"what": "parallelism", "value": f"TP={par.tp} PP={par.pp} per replica, engine {par.framework}", "source": "search over memory fit and the SLO"})
+    else:
+        facts.append({"what": "parallelism", "value": f"TP={par.tp} PP={par.pp} DP={par.dp} ZeRO={par.zero_stage} micro-batch={par.micro_batch} grad-accum={par.grad_accum} recompute={par.recompute} framework={par.framework}", "source": "search over memory fit and step time"})
     if plan.training:
         t = plan.training
         facts += [
