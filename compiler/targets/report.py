@@ -11,6 +11,10 @@ VISION_KINDS = ("cnn", "vision-transformer")
 MEMORY_TERMS = ("weights", "gradients", "optimizer", "activations", "kv_cache", "other")
 
 
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
 def applies(plan: ResolvedPlan) -> bool:
     return True
 
@@ -33,7 +37,9 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
     if plan.model:
         facts.append({"what": "model", "value": f"{plan.model.name}, {format_count(plan.model.params_total)} params ({format_count(plan.model.params_active)} active)", "source": "parameter count from the architecture (catalog/params.py)"})
     if hw:
-        facts.append({"what": "hardware", "value": f"{hw.gpus} × {hw.gpu} ({hw.nodes} nodes × {hw.gpus_per_node})", "source": f"catalog: {hw.gpu_spec.source} (as of {hw.gpu_spec.as_of})"})
+        layout = (f"{_counted(plan.serving.replicas, 'replica')} × {_counted(plan.serving.gpus_per_replica, 'GPU')}" if plan.serving
+                  else f"{_counted(hw.nodes, 'node')} × {hw.gpus_per_node}")
+        facts.append({"what": "hardware", "value": f"{hw.gpus} × {hw.gpu} ({layout})", "source": f"catalog: {hw.gpu_spec.source} (as of {hw.gpu_spec.as_of})"})
         facts.append({"what": "price", "value": f"{format_usd(hw.usd_per_gpu_hour)}/GPU-hour {hw.pricing}", "source": "catalog price list"})
     if plan.serving:  # a replica's shape; replicas, batch and engine have their own rows
         facts.append({"what": "parallelism", "value": f"TP={par.tp} PP={par.pp} per replica, engine {par.framework}", "source": "search over memory fit and the SLO"})
@@ -63,7 +69,7 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
         s = plan.serving
         facts += [
             {"what": "latency", "value": f"TTFT {format_seconds(s.ttft_seconds)} (SLO {format_seconds(s.ttft_slo_seconds) if s.ttft_slo_seconds else 'none'}), TPOT {format_seconds(s.tpot_seconds)} (SLO {format_seconds(s.tpot_slo_seconds) if s.tpot_slo_seconds else 'none'})", "source": "roofline: prefill FLOPs at achievable matmul rate; decode bytes at achievable HBM bandwidth (fp8 GEMMs at the DeepGEMM-measured shares)"},
-            {"what": "concurrency", "value": f"{s.max_concurrency} sequences, KV cache {format_count(s.kv_cache_tokens)} tokens at {s.kv_bytes_per_token} B/token", "source": "2 × layers × kv_heads × head_dim × bytes (GQA-aware)"},
+            {"what": "concurrency", "value": f"{s.max_concurrency} sequences, KV cache {format_count(s.kv_cache_tokens)} tokens at {s.kv_bytes_per_token} B/token", "source": "MLA: (kv_lora_rank + qk_rope_head_dim) × layers × bytes, the compressed latent" if plan.model and plan.model.architecture.uses_mla else "2 × layers × kv_heads × head_dim × bytes (GQA-aware)"},
             {"what": "replicas", "value": f"{s.replicas} (autoscale {s.min_replicas}–{s.max_replicas}) × {s.gpus_per_replica} GPU, {format_count(s.tokens_per_second_per_replica)} tokens/s each", "source": "peak traffic ÷ per-replica capacity at the target utilisation"},
             {"what": "cost", "value": f"{format_usd(cost.usd_per_month)}/month, {format_usd(cost.usd_per_million_tokens)} per 1M output tokens", "source": "GPU-hours × catalog price, 730 h/month"},
         ]
