@@ -13,7 +13,7 @@ Table 1 models with activation recomputation; their eq. (3) counts its FLOPs, an
 GPU-hours for a fixed token count are tokens ÷ (tokens/s/GPU) ÷ 3600 on both sides (step throughput, no
 failures: the sources measured steady steps), so the GPU-hours error is published/predicted throughput − 1.
 Rows without a GPU count are listed as skipped. No constant is fitted to these rows; each has its source in
-compiler/sizing. Usage: python benchmarks/accuracy.py
+compiler/sizing. Usage: python benchmarks/accuracy.py [--sweep: llm-foundry's whole H100 BF16 table instead]
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from compiler.sizing.train_time import COMPUTE_DTYPE, model_flops_per_token  # n
 from compiler.sizing.training import TrainPins, TrainRequest, search_training  # noqa: E402
 
 RUNS = Path(__file__).resolve().parent / "calibration" / "training_runs.csv"
+SWEEP = Path(__file__).resolve().parent / "calibration" / "llm_foundry_h100_bf16.csv"
 TOLERANCE = 0.35  # every case within ±35 % of the published GPU-hours
 TOKENS = 1e12  # GPU-hours are compared for this many tokens (any count gives the same ratio)
 GPT_VOCAB = 51200  # Megatron-LM 2021 GPT runs (the CSV note)
@@ -43,7 +44,7 @@ MPT_VOCAB = 50432  # MPT models (mosaicml/llm-foundry mpt configs: vocab_size 50
 HEAD_DIM = 128  # heads not published for the 2021 rows: 128-wide heads assumed (FLOPs do not depend on it)
 # MPT shapes are not in the CSV: llm-foundry's yamls (scripts/train/yamls/pretrain/mpt-*.yaml) give
 # d_model / n_layers / n_heads; the parameter count in the CSV is matched by them (checked in test_accuracy).
-MPT_SHAPES = {"MPT-3B": (2560, 32, 20), "MPT-7B": (4096, 32, 32), "MPT-13B": (5120, 40, 40),
+MPT_SHAPES = {"MPT-1B": (2048, 24, 16), "MPT-3B": (2560, 32, 20), "MPT-7B": (4096, 32, 32), "MPT-13B": (5120, 40, 40),
               "MPT-30B": (7168, 48, 64), "MPT-70B": (8192, 80, 64)}
 # llm-foundry benchmark global batch when the row does not state one: its throughput table runs 2048-token
 # sequences at a per-GPU batch chosen to fill memory; here 8 sequences per GPU, the search picks the
@@ -124,7 +125,7 @@ def _pins(row: dict, family: str) -> TrainPins:
 
 
 def _global_batch(row: dict, gpus: int) -> tuple[int, str]:
-    if m := re.search(r"global batch (\d+)", row["parallelism"]):
+    if m := re.search(r"global batch (\d+)", row["parallelism"]) or re.search(r"global batch (\d+) \(README row\)", row["notes"]):
         return int(m[1]), "global batch as published"
     if m := re.search(r"GBS (\d+)M tokens", row["notes"]):
         return int(m[1]) * 2**20 // int(row["seq_len"]), "global batch as published"
@@ -179,7 +180,58 @@ def training_cases() -> list[Case]:
     return cases
 
 
+def _mpt(family: str, seq_len: int) -> Architecture:
+    hidden, layers, heads = MPT_SHAPES[family]
+    return Architecture(layers=layers, hidden=hidden, heads=heads, kv_heads=heads, ffn_hidden=4 * hidden,
+                        vocab=MPT_VOCAB, max_position=seq_len, gated_mlp=False, norm="layernorm", learned_positions=True,
+                        tied_embeddings=True)
+
+
+def print_sweep() -> None:
+    """llm-foundry's H100 BF16 table, every row (calibration/llm_foundry_h100_bf16.csv): pinned as published (FSDP
+    FULL_SHARD, checkpointing, global batch; the Triton kernel its configs name), the micro-batch left to the search;
+    beside it, whether the published micro-batch fits our memory model. Figures only: no tolerance applies here."""
+    from compiler.sizing.train_memory import memory_per_gpu
+
+    gpus = load_gpus()
+    print(f"\n{'llm-foundry H100 BF16 row':34s} {'tok/s/GPU pub':>13s} {'pred':>7s} {'error':>7s}  published micro-batch in our memory model")
+    errors, misfits, rows = [], 0, 0
+    with SWEEP.open() as handle:
+        for row in csv.DictReader(handle):
+            rows += 1
+            seq, count, mb = int(row["seq_len"]), int(row["gpus"]), int(row["micro_batch"])
+            recompute = "full" if row["activation_checkpointing"] == "true" else "none"
+            arch = _mpt(f"MPT-{row['model'].upper()}", seq)
+            params = count_params(arch)
+            request = TrainRequest(
+                arch=arch, params=params, tokens=TOKENS, seq_len=seq, global_batch_sequences=int(row["global_batch"]),
+                gpu_ids=("h100-sxm-80gb",), precision="bf16", gpu_count=count, gpus_per_node=8, max_gpus=count,
+                interconnect="ib-400g", pins=TrainPins(tp=1, pp=1, zero_stage=3, recompute=recompute), optimize="time",
+                attention_kernel="triton-flash")
+            chosen = search_training(request, gpus).chosen
+            memory = memory_per_gpu(arch, params, dp=count, zero_stage=3, seq_len=seq, micro_batch=mb, recompute=recompute,
+                                    framework="fsdp")
+            usable = gpus["h100-sxm-80gb"].memory_bytes
+            fits = memory.total <= usable
+            misfits += not fits
+            name = f"MPT-{row['model'].upper()} s{seq} × {count} mb{mb} {'ckpt' if recompute == 'full' else 'no ckpt'}"
+            published = float(row["tokens_per_s_per_gpu"])
+            if chosen is None:
+                print(f"{name:34s} {published:13.0f} {'—':>7s}")
+                continue
+            predicted = chosen.tokens_per_second / count
+            errors.append(published / predicted - 1)
+            print(f"{name:34s} {published:13.0f} {predicted:7.0f} {errors[-1]:+7.0%}  "
+                  f"{memory.total / 2**30:5.1f} GiB {'fits' if fits else 'DOES NOT FIT'} (search: mb{chosen.micro_batch})")
+    print(f"GPU-hours error over {len(errors)} rows: median {statistics.median(errors):+.0%}, median |error| "
+          f"{statistics.median(abs(e) for e in errors):.0%}, worst {min(errors):+.0%} / {max(errors):+.0%}; "
+          f"{misfits} of {rows} published micro-batches exceed our memory model")
+
+
 def main() -> None:
+    if "--sweep" in sys.argv[1:]:
+        print_sweep()
+        return
     cases = training_cases()
     print(f"{'case':64s} {'GPU-h pub':>10s} {'GPU-h pred':>10s} {'error':>7s} {'MFU pub':>7s} {'MFU pred':>8s}")
     errors = []

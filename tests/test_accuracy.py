@@ -14,8 +14,9 @@ from benchmarks.accuracy import MPT_SHAPES, TOLERANCE, training_cases
 
 ALL = training_cases()
 CASES = {c.name: c for c in ALL if c.predicted_tokens_per_second_per_gpu}
-# None left. MPT-7B at 64k context (~70% attention FLOPs) was 41% low while the model gave llm-foundry's runs
-# FlashAttention-2; with the Triton kernel their configs name it is 6% low (2026-11-23).
+# None today (measured 2026-11-23). The closest: MPT-13B on 64 H100 at −33% (a 0.57 s step at global batch 128; the
+# same config on 8 GPUs is −33% too), after inter-node collectives got their node's NIC bandwidth and the llm-foundry
+# rows their published global batch. A case over the tolerance goes here as a strict xfail with its reason.
 OVER_TOLERANCE: dict[str, str] = {}
 
 
@@ -43,7 +44,7 @@ def test_mpt_shapes_reproduce_the_published_parameter_counts():
     from compiler.catalog.params import count_params
     from compiler.catalog.types import Architecture
 
-    published = {"MPT-3B": 2651837440, "MPT-7B": 6658859008, "MPT-13B": 12853954560, "MPT-30B": 29975214080,
+    published = {"MPT-1B": 1315950592, "MPT-3B": 2651837440, "MPT-7B": 6658859008, "MPT-13B": 12853954560, "MPT-30B": 29975214080,
                  "MPT-70B": 64862437376}
     for family, (hidden, layers, heads) in MPT_SHAPES.items():
         arch = Architecture(layers=layers, hidden=hidden, heads=heads, kv_heads=heads, ffn_hidden=4 * hidden,

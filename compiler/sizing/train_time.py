@@ -31,7 +31,8 @@ Time of one micro-batch on the slowest pipeline stage (the last: ⌈L/p⌉ layer
   §7.2.2: 3Ψ against 2Ψ), prefetched under that micro-batch's compute.
 * Weights: every micro-batch reads the 16-bit GEMM weights twice (forward, data gradient; three times with
   full recompute) and writes and accumulates each trainable weight's 16-bit gradient (3 accesses), at the
-  HBM rate: why a larger micro-batch is faster per token.
+  HBM rate: why a larger micro-batch is faster per token. ZeRO-3/FSDP also writes every gathered weight into
+  HBM twice per micro-batch (the forward's and the backward's all-gather; a recompute reuses the backward's).
 * Optimizer: reads and writes the states a GPU holds once per step at the HBM rate; CPU offload moves
   gradients down and weights up over PCIe and runs Adam at the host's memory bandwidth (ZeRO-Offload, Ren
   et al. 2021 §4).
@@ -71,6 +72,10 @@ LOGIT_PASSES = 4  # fp32 logits written, read by the loss, gradient written, rea
 # NVLink achieves ~83% of its specification (H100: 749 of 900 GB/s bidirectional p2p, NVIDIA/nccl#1264;
 # formulas.md §8).
 NVLINK_ACHIEVABLE_FRACTION = 749 / 900
+# Inter-node collectives reach ~86% of the NICs' rate: nccl-tests all_reduce bus bandwidth between 8×A100 nodes
+# with 4× HDR 200 Gb/s (100 GB/s per node): 84.8 (nccl-tests #119), 86 (NVIDIA/nccl#1048), 91 GB/s (nccl-tests #100);
+# the middle one.
+INTER_NODE_ACHIEVABLE_FRACTION = 0.86
 # FP8 GEMMs reach less of the peak than the large bf16 GEMMs behind
 # `achievable_matmul_fraction`. Measured: deepseek-ai/DeepGEMM README.md @7a70b43, "Normal GEMMs for dense
 # models", H800 SXM5 (an H100 SXM's 132 SMs, 3.35 TB/s HBM3 and 1979 dense fp8 TFLOP/s), the fastest kernels of
@@ -84,6 +89,7 @@ FP8_GEMM_MATMUL_FRACTION = 1041.5e12 / 1979e12  # 0.526
 # again); each trainable weight's 16-bit gradient is written, then read and written into the accumulation buffer.
 WEIGHT_READS_PER_MICROBATCH = 2
 GRADIENT_ACCESSES_PER_MICROBATCH = 3
+ZERO3_GATHERS_PER_MICROBATCH = 2  # ZeRO paper §5.3 / FSDP: parameters gathered for the forward, again for the backward
 BACKWARD_SHARE_OF_COMPUTE = 2 / 3  # the backward is 4N of the 6N FLOPs per token
 ZERO3_VOLUME_FACTOR = 1.5  # ZeRO paper §7.2.2: stage 3 moves 3Ψ against DP's 2Ψ
 GRADIENT_BYTES = 2  # 16-bit gradients reduced across DP (formulas.md §8)
@@ -171,6 +177,23 @@ def attention_kernel_fraction(gpu: GpuSpec, kernel: str = "flash2") -> float:
     return fraction / TRITON_FLASH_SLOWDOWN if kernel == "triton-flash" else fraction
 
 
+def dp_collective_bandwidth(gpu: GpuSpec, tp: int, dp: int, gpus_per_node: int,
+                            nic_bytes_per_second: float) -> tuple[float, bool]:
+    """(bandwidth B of t = S/B · 2(n−1)/n, whether the group spans nodes) for a data-parallel collective.
+
+    Ranks are ordered TP innermost, then DP (Megatron's order; FSDP/DeepSpeed have no TP), so a DP group takes
+    every tp-th GPU: within one node while tp·dp ≤ gpus per node, else gpus_per_node/tp of its ranks on each node.
+    Across nodes NCCL runs a ring per NIC and each node's ranks share the inter-node hops, so a GPU's collective
+    moves at its NIC rate times its node's ranks in the group (nccl-tests #100, #119 and NVIDIA/nccl#1048: 8×A100
+    nodes with 4 HDR NICs reach 85-91 GB/s bus bandwidth of the node's 100 GB/s), at INTER_NODE_ACHIEVABLE_FRACTION
+    and never above NVLink, which carries the intra-node hops."""
+    nvlink = gpu.intra_node_bandwidth_bytes_per_second * NVLINK_ACHIEVABLE_FRACTION
+    ranks_per_node = max(1, min(dp, gpus_per_node // max(1, tp)))
+    if dp <= ranks_per_node:
+        return nvlink, False
+    return min(nvlink, nic_bytes_per_second * ranks_per_node * INTER_NODE_ACHIEVABLE_FRACTION), True
+
+
 def ring_allreduce_seconds(size_bytes: float, ranks: int, bandwidth: float, latency: float = 0.0) -> float:
     """nccl-tests PERFORMANCE.md: t = S/B · 2(n−1)/n, plus 2(n−1) latency hops."""
     if ranks <= 1 or size_bytes <= 0:
@@ -222,7 +245,8 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
         logits = tokens * arch.vocab / tp * 4 * LOGIT_PASSES if arch.kind == "decoder" else 0.0
         memory = (layers * passes + logits) / hbm
     trainable = local_params if trainable_params_per_replica is None else trainable_params_per_replica
-    weights = (WEIGHT_BYTES_16 * (WEIGHT_READS_PER_MICROBATCH + repeat) * local_params
+    gathers = ZERO3_GATHERS_PER_MICROBATCH if zero_stage >= 3 and dp > 1 else 0
+    weights = (WEIGHT_BYTES_16 * (WEIGHT_READS_PER_MICROBATCH + repeat + gathers) * local_params
                + GRADIENT_BYTES * GRADIENT_ACCESSES_PER_MICROBATCH * trainable) / hbm
     per_microbatch = matmul + attention + memory + weights
     tp_comm = 0.0
@@ -243,9 +267,7 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
                    + 2 * offloaded_bytes / CPU_ADAM_BYTES_PER_SECOND_PER_GPU)
 
     replica_bytes = gradient_bytes_per_replica if gradient_bytes_per_replica is not None else 0.0
-    spans_nodes = dp * tp * pp > gpus_per_node
-    dp_bandwidth = (inter_node_bytes_per_second if spans_nodes
-                    else gpu.intra_node_bandwidth_bytes_per_second * NVLINK_ACHIEVABLE_FRACTION)
+    dp_bandwidth, spans_nodes = dp_collective_bandwidth(gpu, tp, dp, gpus_per_node, inter_node_bytes_per_second)
     latency = inter_node_latency_seconds if spans_nodes else 0.0
     if zero_stage >= 3:
         per_mb = ring_allreduce_seconds(replica_bytes * ZERO3_VOLUME_FACTOR, dp, dp_bandwidth, latency)

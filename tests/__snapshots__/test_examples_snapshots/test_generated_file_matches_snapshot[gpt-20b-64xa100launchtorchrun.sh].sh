@@ -31,8 +31,8 @@ default_env OMP_NUM_THREADS 12
 # What the plan decided, for the training script to read.
 export MLINFRA_WORLD_SIZE=64
 export MLINFRA_GLOBAL_BATCH=1024
-export MLINFRA_MICRO_BATCH=1
-export MLINFRA_GRAD_ACCUM=16
+export MLINFRA_MICRO_BATCH=2
+export MLINFRA_GRAD_ACCUM=8
 export MLINFRA_PRECISION=bf16
 export MLINFRA_CHECKPOINT_DIR=/lustre/ckpt/gpt-20b
 export MLINFRA_DS_CONFIG="$OUT_DIR/deepspeed/ds_config.json"
