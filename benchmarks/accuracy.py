@@ -187,18 +187,33 @@ def _mpt(family: str, seq_len: int) -> Architecture:
                         tied_embeddings=True)
 
 
-def print_sweep() -> None:
+@dataclass(frozen=True)
+class SweepRow:
+    name: str
+    published_tokens_per_second_per_gpu: float
+    predicted_tokens_per_second_per_gpu: float | None
+    published_micro_batch_bytes: float  # our memory model's total at the published micro-batch
+    usable_bytes: float
+    searched_micro_batch: int | None
+
+    @property
+    def error(self) -> float:
+        if not self.predicted_tokens_per_second_per_gpu:
+            return float("inf")
+        return self.published_tokens_per_second_per_gpu / self.predicted_tokens_per_second_per_gpu - 1
+
+
+def sweep_rows() -> list[SweepRow]:
     """llm-foundry's H100 BF16 table, every row (calibration/llm_foundry_h100_bf16.csv): pinned as published (FSDP
-    FULL_SHARD, checkpointing, global batch; the Triton kernel its configs name), the micro-batch left to the search;
-    beside it, whether the published micro-batch fits our memory model. Figures only: no tolerance applies here."""
+    FULL_SHARD, checkpointing, global batch; the Triton kernel its configs name), the micro-batch left to the search,
+    and our memory model's total at the published micro-batch."""
     from compiler.sizing.train_memory import memory_per_gpu
 
     gpus = load_gpus()
-    print(f"\n{'llm-foundry H100 BF16 row':34s} {'tok/s/GPU pub':>13s} {'pred':>7s} {'error':>7s}  published micro-batch in our memory model")
-    errors, misfits, rows = [], 0, 0
+    usable = gpus["h100-sxm-80gb"].memory_bytes
+    rows = []
     with SWEEP.open() as handle:
         for row in csv.DictReader(handle):
-            rows += 1
             seq, count, mb = int(row["seq_len"]), int(row["gpus"]), int(row["micro_batch"])
             recompute = "full" if row["activation_checkpointing"] == "true" else "none"
             arch = _mpt(f"MPT-{row['model'].upper()}", seq)
@@ -209,23 +224,33 @@ def print_sweep() -> None:
                 interconnect="ib-400g", pins=TrainPins(tp=1, pp=1, zero_stage=3, recompute=recompute), optimize="time",
                 attention_kernel="triton-flash")
             chosen = search_training(request, gpus).chosen
-            memory = memory_per_gpu(arch, params, dp=count, zero_stage=3, seq_len=seq, micro_batch=mb, recompute=recompute,
-                                    framework="fsdp")
-            usable = gpus["h100-sxm-80gb"].memory_bytes
-            fits = memory.total <= usable
-            misfits += not fits
-            name = f"MPT-{row['model'].upper()} s{seq} × {count} mb{mb} {'ckpt' if recompute == 'full' else 'no ckpt'}"
-            published = float(row["tokens_per_s_per_gpu"])
-            if chosen is None:
-                print(f"{name:34s} {published:13.0f} {'—':>7s}")
-                continue
-            predicted = chosen.tokens_per_second / count
-            errors.append(published / predicted - 1)
-            print(f"{name:34s} {published:13.0f} {predicted:7.0f} {errors[-1]:+7.0%}  "
-                  f"{memory.total / 2**30:5.1f} GiB {'fits' if fits else 'DOES NOT FIT'} (search: mb{chosen.micro_batch})")
+            memory = memory_per_gpu(arch, params, dp=count, zero_stage=3, seq_len=seq, micro_batch=mb,
+                                    recompute=recompute, framework="fsdp")
+            rows.append(SweepRow(
+                name=f"MPT-{row['model'].upper()} s{seq} × {count} mb{mb} {'ckpt' if recompute == 'full' else 'no ckpt'}",
+                published_tokens_per_second_per_gpu=float(row["tokens_per_s_per_gpu"]),
+                predicted_tokens_per_second_per_gpu=chosen.tokens_per_second / count if chosen else None,
+                published_micro_batch_bytes=memory.total, usable_bytes=usable,
+                searched_micro_batch=chosen.micro_batch if chosen else None))
+    return rows
+
+
+def print_sweep() -> None:
+    """The sweep as a table, with the median error and how many published micro-batches our memory model refuses."""
+    rows = sweep_rows()
+    print(f"{'llm-foundry H100 BF16 row':34s} {'tok/s/GPU pub':>13s} {'pred':>7s} {'error':>7s}  "
+          "published micro-batch in our memory model")
+    for r in rows:
+        fits = r.published_micro_batch_bytes <= r.usable_bytes
+        predicted = f"{r.predicted_tokens_per_second_per_gpu:7.0f}" if r.predicted_tokens_per_second_per_gpu else f"{'—':>7s}"
+        print(f"{r.name:34s} {r.published_tokens_per_second_per_gpu:13.0f} {predicted} {r.error:+7.0%}  "
+              f"{r.published_micro_batch_bytes / 2**30:5.1f} GiB {'fits' if fits else 'DOES NOT FIT'} "
+              f"(search: mb{r.searched_micro_batch})")
+    errors = [r.error for r in rows if r.predicted_tokens_per_second_per_gpu]
+    misfits = sum(r.published_micro_batch_bytes > r.usable_bytes for r in rows)
     print(f"GPU-hours error over {len(errors)} rows: median {statistics.median(errors):+.0%}, median |error| "
           f"{statistics.median(abs(e) for e in errors):.0%}, worst {min(errors):+.0%} / {max(errors):+.0%}; "
-          f"{misfits} of {rows} published micro-batches exceed our memory model")
+          f"{misfits} of {len(rows)} published micro-batches exceed our memory model")
 
 
 def main() -> None:
