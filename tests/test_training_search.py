@@ -141,6 +141,11 @@ def test_network_and_storage_figures():
     assert c.network_bound and c.allreduce_bytes_per_step > 0
     assert c.network_bytes_per_second_needed > 0.39e9
     assert c.dataset_read_bytes_per_second == pytest.approx(c.tokens_per_second * 4)  # int32 ids, vocab 128k
+    # the NIC per GPU that keeps the all-reduce under 10% of the step: the ring moves at NIC × 8 ranks per node
+    ring_needed = c.allreduce_bytes_per_step / (0.10 * c.step.total)
+    assert c.network_bytes_per_second_needed == pytest.approx(ring_needed / (8 * 0.86))
+    one_node = search_training(request(gpu_count=8, pins=TrainPins(tp=1, pp=1)), GPUS).chosen
+    assert one_node.allreduce_bytes_per_step > 0 and one_node.network_bytes_per_second_needed == 0.0  # NVLink only
 
 
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "llama-3.1-70b"])

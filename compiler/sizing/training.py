@@ -29,7 +29,7 @@ from .train_memory import (
     MemoryBreakdown, checkpoint_bytes, lora_trainable_params, memory_per_gpu, usable_memory_bytes,
 )
 from .train_time import (
-    COMPUTE_DTYPE, GRADIENT_BYTES, ZERO3_VOLUME_FACTOR, StepTime, goodput, hardware_flops_per_token, model_flops_per_token, step_time,
+    COMPUTE_DTYPE, GRADIENT_BYTES, INTER_NODE_ACHIEVABLE_FRACTION, ZERO3_VOLUME_FACTOR, StepTime, goodput, hardware_flops_per_token, model_flops_per_token, step_time,
 )
 
 TP_CHOICES = (1, 2, 4, 8)
@@ -344,7 +344,11 @@ def _candidate(ctx: _Context, f: _Fit) -> TrainCandidate:
     mfu = f.tokens_per_second * ctx.flops_model / (gpus * peak)
     hfu = f.tokens_per_second * hardware / (gpus * peak)
     allreduce = f.gradient_bytes * (ZERO3_VOLUME_FACTOR if zero == 3 else 1.0) * (2 * (dp - 1) / dp if dp > 1 else 0.0)
-    needed = allreduce / (NETWORK_SHARE_OF_STEP * step.total) if allreduce else 0.0
+    # the NIC rate per GPU that keeps it under the share: the ring moves at NIC × the group's ranks on each node
+    # (train_time.dp_collective_bandwidth); 0 where the group stays inside a node
+    ranks_per_node = max(1, min(dp, f.per_node // f.tp))
+    needed = (allreduce / (NETWORK_SHARE_OF_STEP * step.total) / (ranks_per_node * INTER_NODE_ACHIEVABLE_FRACTION)
+              if allreduce and dp > ranks_per_node else 0.0)
     token_bytes = TOKEN_ID_BYTES_SMALL_VOCAB if 0 < req.arch.vocab < SMALL_VOCAB else TOKEN_ID_BYTES
     return TrainCandidate(
         gpu_id=gpu.id, gpus=gpus, nodes=f.nodes, gpus_per_node=min(f.per_node, gpus), tp=f.tp, pp=f.pp, dp=dp,
@@ -558,7 +562,7 @@ def _choose(ctx: _Context, out: _Collector, fitting: set, warnings: list[str]) -
     if chosen.network_bound:
         warnings.append(f"network-bound: the exposed gradient all-reduce is {chosen.step.dp_comm_exposed / chosen.step.total:.0%} "
                         f"of the step on {req.interconnect}; keeping it under {NETWORK_SHARE_OF_STEP:.0%} needs "
-                        f"{chosen.network_bytes_per_second_needed / 1e9:.1f} GB/s per GPU")
+                        f"{chosen.network_bytes_per_second_needed / 1e9:.1f} GB/s of NIC per GPU")
     storage = load_fabrics().storage[req.storage]
     if chosen.dataset_read_bytes_per_second > storage.read_bytes_per_second * chosen.nodes:
         warnings.append(f"the data loader needs {chosen.dataset_read_bytes_per_second / 1e9:.2f} GB/s, more than "
