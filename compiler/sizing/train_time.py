@@ -12,8 +12,9 @@ Time of one micro-batch on the slowest pipeline stage (the last: ⌈L/p⌉ layer
   large-GEMM rate, catalog); fp8 GEMMs at no more than FP8_GEMM_MATMUL_FRACTION (DeepGEMM's measured share).
 * Attention core: with flash attention, the kernel's FLOPs — forward 4·s²·d per head, backward 2.5× that
   (five GEMMs against two, Dao 2023 §3), half of it under a causal mask — at the kernel's measured share of
-  peak (ATTENTION_KERNEL_FRACTION; the older Triton kernel at TRITON_FLASH_SLOWDOWN less); without it, the full s×s score GEMMs at the GEMM rate, and the softmax
-  and dropout over the scores as memory traffic (next item).
+  peak (ATTENTION_KERNEL_FRACTION; the older Triton kernel TRITON_FLASH_SLOWDOWN times slower); without it,
+  the full s×s score GEMMs at the GEMM rate, and the softmax and dropout over the scores as memory traffic
+  (next item).
 * Memory-bound kernels (norms, activations, dropout, residual adds, rotary, softmax without flash): every
   activation byte Korthikanti et al. count is written by one kernel and read by the next in the forward
   (2 passes), and in the backward it is read once while its gradient is written and read (3 passes):
@@ -173,6 +174,8 @@ def hardware_flops_per_token(arch: Architecture, params: ParamCounts, seq_len: i
 
 def attention_kernel_fraction(gpu: GpuSpec, kernel: str = "flash2") -> float:
     """The flash-attention kernel's share of the 16-bit peak, forward + backward."""
+    if kernel not in ATTENTION_KERNELS:
+        raise ValueError(f"attention kernel {kernel!r}: one of {ATTENTION_KERNELS}")
     fraction = ATTENTION_KERNEL_FRACTION_HOPPER if "fp8" in gpu.dense_tflops else ATTENTION_KERNEL_FRACTION_AMPERE
     return fraction / TRITON_FLASH_SLOWDOWN if kernel == "triton-flash" else fraction
 
@@ -207,7 +210,8 @@ def _ceil_div(a: int, b: int) -> int:
 
 def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precision: str, seq_len: int, micro_batch: int,
               grad_accum: int, tp: int, pp: int, dp: int, zero_stage: int, recompute: str, flash_attention: bool = True,
-              attention_kernel: str = "flash2", sequence_parallel: bool = False, state_bytes_on_gpu: float = 0.0, offloaded_bytes: float = 0.0,
+              attention_kernel: str = "flash2", sequence_parallel: bool = False, state_bytes_on_gpu: float = 0.0,
+              offloaded_bytes: float = 0.0,
               trainable_params_per_gpu: float | None = None, gradient_bytes_per_replica: float | None = None,
               trainable_params_per_replica: float | None = None,
               inter_node_bytes_per_second: float = 50e9, inter_node_latency_seconds: float = 5e-6,
@@ -235,7 +239,8 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
         score_flops = 4 * seq_len * width * tokens * layers  # forward QKᵀ and AV over the full s×s matrix
         if flash_attention:
             kernel = score_flops * CAUSAL_SHARE * (1 + FLASH_BACKWARD_TO_FORWARD + (1 if recompute != "none" else 0))
-            attention = kernel / (gpu.peak_flops_per_second(attention_dtype) * attention_kernel_fraction(gpu, attention_kernel))
+            share = attention_kernel_fraction(gpu, attention_kernel)
+            attention = kernel / (gpu.peak_flops_per_second(attention_dtype) * share)
         else:
             attention = score_flops * (3 + (1 if recompute != "none" else 0)) / rate
         stored = activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, "none", flash_attention)

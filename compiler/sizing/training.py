@@ -29,7 +29,8 @@ from .train_memory import (
     MemoryBreakdown, checkpoint_bytes, lora_trainable_params, memory_per_gpu, usable_memory_bytes,
 )
 from .train_time import (
-    COMPUTE_DTYPE, GRADIENT_BYTES, INTER_NODE_ACHIEVABLE_FRACTION, ZERO3_VOLUME_FACTOR, StepTime, goodput, hardware_flops_per_token, model_flops_per_token, step_time,
+    COMPUTE_DTYPE, GRADIENT_BYTES, INTER_NODE_ACHIEVABLE_FRACTION, ZERO3_VOLUME_FACTOR, StepTime, goodput,
+    hardware_flops_per_token, model_flops_per_token, step_time,
 )
 
 TP_CHOICES = (1, 2, 4, 8)
