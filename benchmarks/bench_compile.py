@@ -10,7 +10,7 @@ training plan its own deadline (one minute more per plan) so that each one is se
 Python's start is part of every end-to-end figure, and so is compiling the package's sources when there is no
 bytecode for them (PYTHONDONTWRITEBYTECODE with an editable install; pip compiles an installed wheel's bytecode
 at install): the "bytecode cached" line runs with a bytecode cache for comparison. The CLI keeps compiled templates
-in a per-user cache (cli.py `_use_template_cache`); here that cache lives in the benchmark's temporary folder and is
+in a per-user cache (compiler/template_cache.py); here that cache lives in the benchmark's temporary folder and is
 filled by one run before the timed ones, and the "no template cache" line times first runs, each with an empty one.
 The in-process phases call the pipeline directly, without the CLI's template cache or collector settings.
 """

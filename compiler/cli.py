@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import sys
 import traceback
 from pathlib import Path
@@ -38,52 +37,6 @@ def _print_error(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _cache_dir() -> Path | None:
-    """The per-user cache ($XDG_CACHE_HOME or ~/.cache), or None where there is no home to put it in."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base, "mlinfra-compile") if os.path.isabs(base) else None
-
-
-def _use_template_cache() -> None:
-    """Keep the templates' compiled code between runs (about 20 ms of a one-plan run): jinja's bytecode cache, in a
-    folder keyed by our version, jinja's and the environment's options and filters, and checked against each template's source
-    on every load, so it never changes an output. A cache that cannot be read or written is skipped."""
-    import hashlib
-
-    import jinja2
-
-    from .targets.base import environment
-
-    class TemplateCache(jinja2.FileSystemBytecodeCache):
-        def load_bytecode(self, bucket) -> None:
-            try:
-                super().load_bytecode(bucket)
-            except Exception:  # unreadable or corrupt: compile the template as if there were no cache
-                bucket.reset()
-
-        def dump_bytecode(self, bucket) -> None:
-            try:
-                super().dump_bytecode(bucket)
-            except OSError:
-                pass
-
-    env, root = environment(), _cache_dir()
-    if root is None or env.bytecode_cache is not None:
-        return
-    options = (jinja2.__version__, env.block_start_string, env.block_end_string, env.variable_start_string,
-               env.variable_end_string, env.comment_start_string, env.comment_end_string, env.line_statement_prefix,
-               env.line_comment_prefix, env.trim_blocks, env.lstrip_blocks, env.newline_sequence,
-               env.keep_trailing_newline, env.autoescape, env.optimized, env.undefined.__name__, sorted(env.extensions),
-               sorted(env.filters), sorted(env.tests))
-    key = hashlib.sha256(repr(options).encode()).hexdigest()[:16]
-    directory = root / f"templates-{__version__}-{key}"
-    try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError:
-        return
-    env.bytecode_cache = TemplateCache(str(directory))
-
-
 def run_compile(argv: list[str]) -> int:
     args = _compile_parser().parse_args(argv)  # before the imports: --help, --version and usage errors need none
     collecting = gc.isenabled()
@@ -97,7 +50,10 @@ def run_compile(argv: list[str]) -> int:
         if collecting:
             gc.enable()
 
-    _use_template_cache()
+    from .targets.base import environment
+    from .template_cache import attach_template_cache, user_cache_dir
+
+    attach_template_cache(environment(), user_cache_dir())
 
     rendered, status = [], EXIT_OK
     with one_run():
