@@ -180,6 +180,11 @@ def attention_kernel_fraction(gpu: GpuSpec, kernel: str = "flash2") -> float:
     return fraction / TRITON_FLASH_SLOWDOWN if kernel == "triton-flash" else fraction
 
 
+def dp_ranks_per_node(tp: int, dp: int, gpus_per_node: int) -> int:
+    """A DP group's ranks on one node: TP innermost in the rank order, so every tp-th GPU of the node."""
+    return max(1, min(dp, gpus_per_node // max(1, tp)))
+
+
 def dp_collective_bandwidth(gpu: GpuSpec, tp: int, dp: int, gpus_per_node: int,
                             nic_bytes_per_second: float) -> tuple[float, bool]:
     """(bandwidth B of t = S/B · 2(n−1)/n, whether the group spans nodes) for a data-parallel collective.
@@ -191,7 +196,7 @@ def dp_collective_bandwidth(gpu: GpuSpec, tp: int, dp: int, gpus_per_node: int,
     nodes with 4 HDR NICs reach 85-91 GB/s bus bandwidth of the node's 100 GB/s), at INTER_NODE_ACHIEVABLE_FRACTION
     and never above NVLink, which carries the intra-node hops."""
     nvlink = gpu.intra_node_bandwidth_bytes_per_second * NVLINK_ACHIEVABLE_FRACTION
-    ranks_per_node = max(1, min(dp, gpus_per_node // max(1, tp)))
+    ranks_per_node = dp_ranks_per_node(tp, dp, gpus_per_node)
     if dp <= ranks_per_node:
         return nvlink, False
     return min(nvlink, nic_bytes_per_second * ranks_per_node * INTER_NODE_ACHIEVABLE_FRACTION), True

@@ -30,7 +30,7 @@ from .train_memory import (
 )
 from .train_time import (
     COMPUTE_DTYPE, GRADIENT_BYTES, INTER_NODE_ACHIEVABLE_FRACTION, ZERO3_VOLUME_FACTOR, StepTime, goodput,
-    hardware_flops_per_token, model_flops_per_token, step_time,
+    dp_ranks_per_node, hardware_flops_per_token, model_flops_per_token, step_time,
 )
 
 TP_CHOICES = (1, 2, 4, 8)
@@ -347,7 +347,7 @@ def _candidate(ctx: _Context, f: _Fit) -> TrainCandidate:
     allreduce = f.gradient_bytes * (ZERO3_VOLUME_FACTOR if zero == 3 else 1.0) * (2 * (dp - 1) / dp if dp > 1 else 0.0)
     # the NIC rate per GPU that keeps it under the share: the ring moves at NIC × the group's ranks on each node
     # (train_time.dp_collective_bandwidth); 0 where the group stays inside a node
-    ranks_per_node = max(1, min(dp, f.per_node // f.tp))
+    ranks_per_node = dp_ranks_per_node(f.tp, dp, f.per_node)
     needed = (allreduce / (NETWORK_SHARE_OF_STEP * step.total) / (ranks_per_node * INTER_NODE_ACHIEVABLE_FRACTION)
               if allreduce and dp > ranks_per_node else 0.0)
     token_bytes = TOKEN_ID_BYTES_SMALL_VOCAB if 0 < req.arch.vocab < SMALL_VOCAB else TOKEN_ID_BYTES
