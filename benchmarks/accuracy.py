@@ -97,12 +97,7 @@ def _architecture(row: dict) -> tuple[Architecture, str]:
                             norm="layernorm", attention_bias=True, mlp_bias=True, learned_positions=not core,
                             tied_embeddings=not core), "megatron-core" if core else "megatron-2021"
     family = row["model"].split(" ")[0]
-    hidden, layers, heads = MPT_SHAPES[family]
-    # MPT (mosaicml/llm-foundry MPTConfig): learned positions over max_seq_len, no biases, LayerNorm, tied
-    # embeddings, 4·d MLP. With these the CSV's parameter counts are matched within 0.03 % (test_accuracy).
-    return Architecture(layers=layers, hidden=hidden, heads=heads, kv_heads=heads, ffn_hidden=4 * hidden,
-                        vocab=MPT_VOCAB, max_position=seq, gated_mlp=False, norm="layernorm", learned_positions=True,
-                        tied_embeddings=True), "llm-foundry"
+    return _mpt(family, seq), "llm-foundry"
 
 
 def _pins(row: dict, family: str) -> TrainPins:
@@ -181,6 +176,8 @@ def training_cases() -> list[Case]:
 
 
 def _mpt(family: str, seq_len: int) -> Architecture:
+    """MPT (mosaicml/llm-foundry MPTConfig): learned positions over max_seq_len, no biases, LayerNorm, tied
+    embeddings, 4·d MLP. With these the CSV's parameter counts are matched within 0.03 % (test_accuracy)."""
     hidden, layers, heads = MPT_SHAPES[family]
     return Architecture(layers=layers, hidden=hidden, heads=heads, kv_heads=heads, ffn_hidden=4 * hidden,
                         vocab=MPT_VOCAB, max_position=seq_len, gated_mlp=False, norm="layernorm", learned_positions=True,
