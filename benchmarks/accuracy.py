@@ -97,7 +97,7 @@ def _architecture(row: dict) -> tuple[Architecture, str]:
                             norm="layernorm", attention_bias=True, mlp_bias=True, learned_positions=not core,
                             tied_embeddings=not core), "megatron-core" if core else "megatron-2021"
     family = row["model"].split(" ")[0]
-    return _mpt(family, seq), "llm-foundry"
+    return mpt_architecture(family, seq), "llm-foundry"
 
 
 def _pins(row: dict, family: str) -> TrainPins:
@@ -175,7 +175,7 @@ def training_cases() -> list[Case]:
     return cases
 
 
-def _mpt(family: str, seq_len: int) -> Architecture:
+def mpt_architecture(family: str, seq_len: int) -> Architecture:
     """MPT (mosaicml/llm-foundry MPTConfig): learned positions over max_seq_len, no biases, LayerNorm, tied
     embeddings, 4·d MLP. With these the CSV's parameter counts are matched within 0.03 % (test_accuracy)."""
     hidden, layers, heads = MPT_SHAPES[family]
@@ -213,7 +213,7 @@ def sweep_rows() -> list[SweepRow]:
         for row in csv.DictReader(handle):
             seq, count, mb = int(row["seq_len"]), int(row["gpus"]), int(row["micro_batch"])
             recompute = "full" if row["activation_checkpointing"] == "true" else "none"
-            arch = _mpt(f"MPT-{row['model'].upper()}", seq)
+            arch = mpt_architecture(f"MPT-{row['model'].upper()}", seq)
             params = count_params(arch)
             request = TrainRequest(
                 arch=arch, params=params, tokens=TOKENS, seq_len=seq, global_batch_sequences=int(row["global_batch"]),

@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from benchmarks.accuracy import MPT_SHAPES, TOLERANCE, training_cases
+from benchmarks.accuracy import MPT_SHAPES, TOLERANCE, mpt_architecture, training_cases
 
 ALL = training_cases()
 CASES = {c.name: c for c in ALL if c.predicted_tokens_per_second_per_gpu}
@@ -42,15 +42,12 @@ def test_case_within_tolerance(name):
 def test_mpt_shapes_reproduce_the_published_parameter_counts():
     """llm-foundry's MPT shapes (learned positions, tied embeddings, no biases) give the CSV's counts ±0.03 %."""
     from compiler.catalog.params import count_params
-    from compiler.catalog.types import Architecture
 
-    published = {"MPT-1B": 1315950592, "MPT-3B": 2651837440, "MPT-7B": 6658859008, "MPT-13B": 12853954560, "MPT-30B": 29975214080,
-                 "MPT-70B": 64862437376}
-    for family, (hidden, layers, heads) in MPT_SHAPES.items():
-        arch = Architecture(layers=layers, hidden=hidden, heads=heads, kv_heads=heads, ffn_hidden=4 * hidden,
-                            vocab=50432, max_position=2048, gated_mlp=False, norm="layernorm", learned_positions=True,
-                            tied_embeddings=True)
-        assert count_params(arch).total == pytest.approx(published[family], rel=3e-4)
+    published = {"MPT-1B": 1315950592, "MPT-3B": 2651837440, "MPT-7B": 6658859008, "MPT-13B": 12853954560,
+                 "MPT-30B": 29975214080, "MPT-70B": 64862437376}
+    assert published.keys() == MPT_SHAPES.keys()
+    for family in MPT_SHAPES:
+        assert count_params(mpt_architecture(family, 2048)).total == pytest.approx(published[family], rel=3e-4)
 
 
 def test_megatron_2021_conversion_uses_equation_3():
