@@ -19,7 +19,7 @@ class Diagnostic:
     hint: str = field(default="", compare=False)
 
     def render(self, source_lines: Sequence[str] = ()) -> str:
-        where = f"{self.file}:{self.line}:{self.column}" if self.line else self.file
+        where = printable(f"{self.file}:{self.line}:{self.column}" if self.line else self.file)
         prefix = f"{self.path}: " if self.path else ""
         text = f"{where}: error: {printable(prefix + self.message)}  [{self.code}]"
         if self.hint:

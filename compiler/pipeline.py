@@ -20,8 +20,17 @@ from .validate import validate_plan
 from .writer import RenderedPlan
 
 
+def _check_file_name(name: str) -> None:
+    """The file name reaches every generated header and the 'Regenerate:' command: a name with a line break or
+    another unprintable character is refused (headers escape it as well)."""
+    if not all(c.isprintable() for c in Path(name).name):
+        message = "the plan's file name holds a line break or another unprintable character; rename the file"
+        raise PlanInputError([Diagnostic(0, 0, "", message, "unsafe-file-name", file=name)])
+
+
 def resolve(plan_path: Path, display_name: str | None = None) -> ResolvedPlan:
     """Load, validate and size one plan. `display_name` stands in for the path in messages and headers."""
+    _check_file_name(display_name or str(plan_path))
     loaded = load_yaml_file(plan_path, display_name=display_name or str(plan_path))
     spec = validate_plan(loaded)
     extra = (plan_path.parent / spec.cluster.catalog) if spec.cluster.catalog else None
