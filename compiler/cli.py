@@ -37,6 +37,22 @@ def _print_error(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+def terminal_text(text: str) -> str:
+    """Text for a terminal: line by line, anything that could restyle it (escape sequences, bidi overrides) shown
+    escaped. Plans and catalogs refuse such characters already; this keeps the promise if one gets through."""
+    from .diagnostics import printable
+
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
+def _utf8_streams() -> None:
+    """Output is UTF-8 whatever the locale (generated files are UTF-8, so are their diffs): under LANG=C or a
+    Latin-1 locale, '→' or a non-ASCII plan string must not crash `explain`, `diff` or `--check`."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(encoding="utf-8", errors="backslashreplace")
+
+
 def run_compile(argv: list[str]) -> int:
     args = _compile_parser().parse_args(argv)  # before the imports: --help, --version and usage errors need none
     collecting = gc.isenabled()
@@ -109,7 +125,7 @@ def run_explain(argv: list[str]) -> int:
     parser.add_argument("plan", type=Path)
     args = parser.parse_args(argv)
     try:
-        sys.stdout.write(explain(resolve(args.plan)))
+        sys.stdout.write(terminal_text(explain(resolve(args.plan))))
     except PlanInputError as exc:
         _print_error(exc.render())
         return EXIT_INVALID
@@ -135,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     # more memory over the 100. mypy's build() sets the same threshold.
     thresholds = gc.get_threshold()
     gc.set_threshold(200_000, 30, 30)
+    _utf8_streams()
     try:
         if argv and argv[0] in handlers:
             return handlers[argv[0]](argv[1:])

@@ -138,8 +138,8 @@ def run_diff(argv: list[str]) -> int:
     if args.json:
         print(json.dumps({"decisions": changes, "files_diff": files}, indent=2, sort_keys=True, default=str))
         return 0
-    print("\n".join(f"  {c['text']}" for c in changes) if changes else "  no change to the decisions")
+    print("\n".join(f"  {printable(c['text'])}" for c in changes) if changes else "  no change to the decisions")
     if files:
         print()
-        sys.stdout.write(files)
+        sys.stdout.write("\n".join(printable(line) for line in files.split("\n")))
     return 0

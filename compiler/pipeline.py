@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from . import __version__
@@ -43,7 +44,28 @@ def resolve(plan_path: Path, display_name: str | None = None) -> ResolvedPlan:
     plan = ResolvedPlan(generator=f"mlinfra-compile {__version__}", name=spec.name, workload=spec.workload, plan_file=Path(display_name or plan_path).name, spec=spec)
     for size in PASSES:
         plan = size(plan, catalog)
+    _check_finite(plan, loaded)
     return plan
+
+
+def _non_finite(value, path: str = ""):
+    if isinstance(value, float) and not math.isfinite(value):
+        yield path
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _non_finite(item, f"{path}.{i}")
+
+
+def _check_finite(plan: ResolvedPlan, loaded) -> None:
+    """No nan or inf reaches an output (JSON cannot hold them, a script would run with them): the plan's figures
+    are bounded so this should not happen; when it does, the plan is refused naming the figure."""
+    bad = next(_non_finite(plan.model_dump(exclude={"spec"})), None)
+    if bad is not None:
+        message = f"the sizing of this plan gives a non-finite {bad}; its figures are outside what can be sized"
+        raise PlanInputError([Diagnostic(0, 0, "", message, "non-finite", file=loaded.file)])
 
 
 def render(plan: ResolvedPlan) -> RenderedPlan:

@@ -47,7 +47,7 @@ def pbtxt_string(value: Any) -> str:
 
 
 def dump_json(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 # Our own generated YAML read back (consistency checks): libyaml's safe parser where PyYAML has it, several
