@@ -72,10 +72,10 @@ def recover(out_dir: Path, plan_name: str) -> None:
 
 
 def remove(path: Path, ignore_errors: bool = False) -> None:
-    if path.is_symlink():
-        path.unlink()
-    elif os.path.lexists(path):
+    if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=ignore_errors)
+    else:
+        path.unlink(missing_ok=True)  # something planted under a stage's name: never followed
 
 
 class Swap:

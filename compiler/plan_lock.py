@@ -37,7 +37,8 @@ class PlanLock:
             try:
                 while not _try_lock(fd):
                     if time.monotonic() > deadline:
-                        raise PlanLocked(f"{self.path}: another mlinfra-compile is writing plan '{self.plan_name}'")
+                        raise PlanLocked(f"{self.path}: another mlinfra-compile has been writing plan "
+                                         f"'{self.plan_name}' for {WAIT_SECONDS:g} s; try again when it is done")
                     time.sleep(0.05)
                 if _same_file(fd, self.path):
                     self.fd = fd

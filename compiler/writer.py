@@ -117,8 +117,9 @@ def _all_files(plan: RenderedPlan) -> list[OutputFile]:
     return sorted(plan.files, key=lambda f: f.path) + [OutputFile(MANIFEST, manifest_text(plan))]
 
 
-def _scan(folder: Path) -> dict[str, os.stat_result]:
-    """Every entry under folder (relative path -> lstat), symlinks not followed; {} when folder does not exist."""
+def _scan(folder: Path, device: int) -> dict[str, os.stat_result]:
+    """Every entry under folder (relative path -> lstat), symlinks not followed. A mount point is refused: the old
+    folder is deleted after the swap, and deleting through a mount would delete what is mounted."""
     entries: dict[str, os.stat_result] = {}
     pending = [""]
     while pending:
@@ -127,6 +128,8 @@ def _scan(folder: Path) -> dict[str, os.stat_result]:
             for entry in found:
                 path = f"{relative}/{entry.name}" if relative else entry.name
                 entries[path] = entry.stat(follow_symlinks=False)
+                if entries[path].st_dev != device:
+                    raise OutputConflict(f"{folder / path} is on another filesystem (a mount point); move it out of {folder}")
                 if entry.is_dir(follow_symlinks=False):
                     pending.append(path)
     return entries
@@ -153,7 +156,7 @@ def _layout(out_dir: Path, plan: RenderedPlan) -> _Layout:
         raise UnsafeOutput(f"{folder} is a symlink; refusing to write through it")
     if root is not None and not stat.S_ISDIR(root.st_mode):
         raise OutputConflict(f"{folder} is a file; the plan's folder goes there")
-    old = _scan(folder) if root else {}
+    old = _scan(folder, root.st_dev) if root else {}
     ours = _manifest_paths(folder)
     owned = set() if ours is None else ours | {MANIFEST}
     files = _all_files(plan)
@@ -218,7 +221,7 @@ def _keep(source: Path, copy: Path) -> None:
     try:
         os.link(source, copy, follow_symlinks=False)  # same inode: the user's file, untouched
     except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
+        if exc.errno not in (errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
             raise
         shutil.copy2(source, copy, follow_symlinks=False)
 
@@ -242,9 +245,10 @@ def _create(path: Path, text: str, mode: int, shown_as: Path) -> None:
 
 def _prepare(out_dir: Path, plans: list[RenderedPlan]) -> None:
     """Refuses names and paths that could leave out/, then makes out/; nothing else is written before the locks."""
+    names = [plan.name for plan in plans]
     for plan in plans:
-        if not _plain_relative(plan.name) or "/" in plan.name:
-            raise UnsafeOutput(f"plan name {plan.name!r} is not a plain folder name")
+        if not _plain_relative(plan.name) or "/" in plan.name or names.count(plan.name) > 1:
+            raise UnsafeOutput(f"plan name {plan.name!r} is not a plain folder name, or not unique")
         for f in plan.files:
             if not _plain_relative(f.path):
                 raise UnsafeOutput(f"generated path {f.path!r} would leave {out_dir / plan.name}")

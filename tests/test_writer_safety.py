@@ -242,6 +242,21 @@ def test_a_read_only_folder_is_refused_before_any_write(tmp_path, monkeypatch):
     assert snapshot(tmp_path) == before
 
 
+def test_a_mount_point_inside_the_plan_folder_is_refused(tmp_path):
+    write_plans(tmp_path, [plan(OLD)])
+    mount = tmp_path / "demo/data"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "none", str(mount)], capture_output=True).returncode:
+        pytest.skip("cannot mount here (needs root)")
+    try:
+        (mount / "dataset.bin").write_text("d")
+        with pytest.raises(OutputConflict, match="demo/data is on another filesystem"):
+            write_plans(tmp_path, [plan(NEW)])
+        assert (mount / "dataset.bin").read_text() == "d" and (tmp_path / "demo/a.txt").read_text() == "old a\n"
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
 # 12: the environment's errors are exit 2 with one line naming the path, never exit 3
 
 
