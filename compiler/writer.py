@@ -141,7 +141,7 @@ class _Layout:
 
     folder: Path
     files: list[OutputFile]
-    directories: dict[str, int]  # relative path -> mode ("" is the folder itself)
+    directories: dict[str, int | None]  # relative path ("" is the folder) -> the old one's mode; None: a new one
     kept: list[str]  # the old folder's entries we did not generate (hard-linked into the new one)
 
 
@@ -156,7 +156,7 @@ def _layout(out_dir: Path, plan: RenderedPlan) -> _Layout:
         raise UnsafeOutput(f"{folder} is a symlink; refusing to write through it")
     if root is not None and not stat.S_ISDIR(root.st_mode):
         raise OutputConflict(f"{folder} is a file; the plan's folder goes there")
-    old = _scan(folder, root.st_dev) if root else {}
+    old = _scan(folder, root.st_dev) if root is not None else {}
     ours = _manifest_paths(folder)
     owned = set() if ours is None else ours | {MANIFEST}
     files = _all_files(plan)
@@ -183,9 +183,9 @@ def _layout(out_dir: Path, plan: RenderedPlan) -> _Layout:
     for path in ["", *sorted(directories)]:
         if root is not None and not os.access(folder / path, os.W_OK):
             raise OutputConflict(f"{folder / path} is read-only; the plan's folder cannot be replaced")
-    default = 0o777 & ~_umask()
-    directories = {p: stat.S_IMODE(m) for p, m in directories.items()} | {p: default for p in needed - directories.keys()}
-    directories[""] = stat.S_IMODE(root.st_mode) if root else default
+    kept_modes: dict[str, int | None] = {p: stat.S_IMODE(m) for p, m in directories.items()}
+    kept_modes[""] = stat.S_IMODE(root.st_mode) if root is not None else None
+    directories = dict.fromkeys(needed) | kept_modes
     kept = sorted(p for p, st in old.items() if not stat.S_ISDIR(st.st_mode) and p not in owned and p not in generated)
     return _Layout(folder, files, directories, kept)
 
@@ -197,24 +197,18 @@ def _holds(path: Path, text: str) -> bool:
         return False
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def _build(tree: Path, layout: _Layout) -> None:
-    """The complete new folder at `tree`: directories, the kept entries, then the generated files."""
-    os.mkdir(tree, 0o700)
-    for path in sorted(layout.directories):
-        if path:
-            os.mkdir(tree / path, 0o700)
+    """The complete new folder at `tree`: directories, the kept entries, then the generated files. The stage is
+    private, so new directories get their usual mode (0777 less the umask) at once; kept ones get theirs last."""
+    for path in sorted(layout.directories):  # a parent sorts before its children
+        os.mkdir(tree / path, 0o777 if layout.directories[path] is None else 0o700)
     for path in layout.kept:
         _keep(layout.folder / path, tree / path)
     for f in layout.files:
         _create(tree / f.path, f.text, f.mode, shown_as=layout.folder / f.path)
     for path in sorted(layout.directories, reverse=True):  # deepest first: a read-only mode comes last
-        os.chmod(tree / path, layout.directories[path])
+        if layout.directories[path] is not None:
+            os.chmod(tree / path, layout.directories[path])
 
 
 def _keep(source: Path, copy: Path) -> None:
