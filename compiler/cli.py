@@ -1,7 +1,8 @@
 """The command line: the only place that prints or exits.
 
 Exit codes: 0 compiled (or up to date under --check); 1 stale under --check, or a valid plan that is
-infeasible; 2 invalid input; 3 an internal error (a bug: the only case that shows a traceback).
+infeasible; 2 invalid input, or an out/ that cannot be written (one line naming the path); 3 an internal
+error (a bug: the only case that shows a traceback).
 """
 
 from __future__ import annotations
