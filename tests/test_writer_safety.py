@@ -82,7 +82,7 @@ def test_a_symlink_planted_at_a_stage_name_is_removed_not_followed(tmp_path):
 # 5: a kill at any step leaves the plan folder wholly old or wholly new; the next compile cleans up
 
 
-def _kill_at(step, out, files):
+def _kill_at(step, out, plans):
     """In a forked child: write, dying (os._exit, like SIGKILL: no cleanup runs) at the step-th file-system change."""
     pid = os.fork()
     if pid == 0:
@@ -101,7 +101,7 @@ def _kill_at(step, out, files):
             setattr(os, name, counted(getattr(os, name)))
         folder_swap.exchange = counted(folder_swap.exchange)
         try:
-            write_plans(out, [plan(files)])
+            write_plans(out, plans)
         finally:
             os._exit(3)  # finished (or failed) before the step: there are no more steps
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
@@ -120,7 +120,7 @@ def test_a_kill_at_every_step_leaves_the_folder_wholly_old_or_wholly_new(tmp_pat
     for step in range(1, 1000):
         shutil.rmtree(out, ignore_errors=True)
         shutil.copytree(pristine, out, symlinks=True)
-        if _kill_at(step, out, NEW) == 3:
+        if _kill_at(step, out, [plan(NEW)]) == 3:
             break
         for stage in folder_swap.leftover_stages(out, "demo"):
             assert os.lstat(stage).st_mode & 0o777 == 0o700  # private
@@ -134,6 +134,25 @@ def test_a_kill_at_every_step_leaves_the_folder_wholly_old_or_wholly_new(tmp_pat
         write_plans(out, [plan(NEW)])  # the next compile finishes the job and leaves nothing behind
         assert snapshot(out / "demo") == new and os.listdir(out) == ["demo"], f"step {step}"
     assert step > 20 and seen == {"old", "new"}
+
+
+def test_a_kill_while_writing_two_plans_leaves_each_folder_wholly_old_or_wholly_new(tmp_path):
+    pristine, reference, out = tmp_path / "pristine", tmp_path / "reference", tmp_path / "out"
+    names = ("one", "two")
+    write_plans(pristine, [plan(OLD, name) for name in names])
+    shutil.copytree(pristine, reference)
+    write_plans(reference, [plan(NEW, name) for name in names])
+    for step in range(1, 1000):
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.copytree(pristine, out, symlinks=True)
+        if _kill_at(step, out, [plan(NEW, name) for name in names]) == 3:
+            break
+        for name in names:
+            assert snapshot(out / name) in (snapshot(pristine / name), snapshot(reference / name)), f"step {step}"
+        write_plans(out, [plan(NEW, name) for name in names])
+        assert all(snapshot(out / name) == snapshot(reference / name) for name in names)
+        assert sorted(os.listdir(out)) == list(names)
+    assert step > 40
 
 
 def test_a_failed_swap_puts_every_plan_back(tmp_path, monkeypatch):
