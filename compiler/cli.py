@@ -86,7 +86,7 @@ def run_compile(argv: list[str]) -> int:
     except (UnsafeOutput, PlanLocked) as exc:
         _print_error(f"error: {exc}  [{exc.code}]")
         return EXIT_INVALID
-    except OSError as exc:  # the environment, not the plan: a full disk, a read-only or missing folder, a file in the way
+    except OSError as exc:  # the environment, not the plan: a full disk, a read-only folder, a file in the way
         _print_error(f"error: {exc.filename or args.out}: {exc.strerror or exc}  [os-error]")
         return EXIT_INVALID
     for plan in rendered:

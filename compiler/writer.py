@@ -129,7 +129,7 @@ def _scan(folder: Path, device: int) -> dict[str, os.stat_result]:
                 path = f"{relative}/{entry.name}" if relative else entry.name
                 entries[path] = entry.stat(follow_symlinks=False)
                 if entries[path].st_dev != device:
-                    raise OutputConflict(f"{folder / path} is on another filesystem (a mount point); move it out of {folder}")
+                    raise OutputConflict(f"{folder / path} is on another filesystem (a mount point); move it out")
                 if entry.is_dir(follow_symlinks=False):
                     pending.append(path)
     return entries
