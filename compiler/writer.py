@@ -8,8 +8,10 @@ bytes already equal ours is adopted), every old directory writable. Then, for ev
 folder in a private stage inside out/: the generated files, created with O_EXCL|O_NOFOLLOW, plus hard links (or
 copies) of every file we did not generate, so the user's own files survive; then swap each new folder in whole
 (`folder_swap`). A failure before or during the swaps undoes them all; a kill leaves each plan folder wholly old or
-wholly new. `.mlinfra-manifest.json` in each plan folder lists what we generated (path, sha256, mode): only those
-files are ever dropped or replaced.
+wholly new (where the system cannot exchange two folders in one step, a kill between its two renames leaves the old
+folder moved aside, and the next compile puts it back first). No mount point may lie inside a plan folder.
+`.mlinfra-manifest.json` in each plan folder lists what we generated (path, sha256, mode): only those files are ever
+dropped or replaced. `--check` (check_plans) compares bytes and modes, and takes no lock.
 """
 
 from __future__ import annotations
@@ -172,7 +174,7 @@ def _layout(out_dir: Path, plan: RenderedPlan) -> _Layout:
         mode = old[path].st_mode
         if stat.S_ISDIR(mode):
             raise OutputConflict(f"{folder / path} is a directory; a generated file goes there")
-        if path not in owned and not (stat.S_ISREG(mode) and _holds(folder / path, generated[path].text)):
+        if path not in owned and not (stat.S_ISREG(mode) and _holds(folder / path, old[path], generated[path].text)):
             in_the_way(path, f"a file mlinfra-compile did not write (not in {MANIFEST}), where a generated file goes")
         if stat.S_ISLNK(mode):
             in_the_way(path, "a symlink")
@@ -190,9 +192,11 @@ def _layout(out_dir: Path, plan: RenderedPlan) -> _Layout:
     return _Layout(folder, files, directories, kept)
 
 
-def _holds(path: Path, text: str) -> bool:
+def _holds(path: Path, status: os.stat_result, text: str) -> bool:
+    """Whether a file already holds exactly these bytes (then it is adopted, not refused)."""
+    data = text.encode("utf-8")
     try:
-        return path.read_bytes() == text.encode("utf-8")
+        return status.st_size == len(data) and path.read_bytes() == data
     except OSError:
         return False
 

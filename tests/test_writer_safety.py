@@ -102,9 +102,12 @@ def _kill_at(step, out, plans):
         folder_swap.exchange = counted(folder_swap.exchange)
         try:
             write_plans(out, plans)
-        finally:
-            os._exit(3)  # finished (or failed) before the step: there are no more steps
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        except BaseException:
+            os._exit(4)
+        os._exit(3)  # finished before the step: there are no more steps
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    assert code in (0, 3), f"the write failed in the child before step {step}"
+    return code
 
 
 @pytest.mark.parametrize("swap", ["exchange", "two-renames"])
