@@ -268,7 +268,7 @@ def test_a_mount_point_inside_the_plan_folder_is_refused(tmp_path):
     write_plans(tmp_path, [plan(OLD)])
     mount = tmp_path / "demo/data"
     mount.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "none", str(mount)], capture_output=True).returncode:
+    if not shutil.which("mount") or subprocess.run(["mount", "-t", "tmpfs", "none", str(mount)], capture_output=True).returncode:
         pytest.skip("cannot mount here (needs root)")
     try:
         (mount / "dataset.bin").write_text("d")
@@ -288,13 +288,16 @@ def _compile(out, capsys):
     return code, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("case", ["out-is-a-file", "path-through-a-file", "dangling-symlink"])
+@pytest.mark.parametrize("case", ["out-is-a-file", "path-through-a-file", "dangling-symlink", "dangling-symlink-inside"])
 def test_an_unusable_out_is_exit_2_naming_it(tmp_path, capsys, case):
     (tmp_path / "file").write_text("x")
     out = {"out-is-a-file": tmp_path / "file", "path-through-a-file": tmp_path / "file/sub",
-           "dangling-symlink": tmp_path / "link"}[case]
+           "dangling-symlink": tmp_path / "link", "dangling-symlink-inside": tmp_path / "out"}[case]
     if case == "dangling-symlink":
         out.symlink_to(tmp_path / "nowhere")
+    if case == "dangling-symlink-inside":
+        (out / "llama3-8b-pretrain").mkdir(parents=True)
+        (out / "llama3-8b-pretrain/REPORT.md").symlink_to(tmp_path / "nowhere")
     code, err = _compile(out, capsys)
     assert code == 2 and err.count("\n") == 1 and err.startswith(f"error: {out}") and "Traceback" not in err
 
