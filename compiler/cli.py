@@ -1,7 +1,8 @@
 """The command line: the only place that prints or exits.
 
 Exit codes: 0 compiled (or up to date under --check); 1 stale under --check, or a valid plan that is
-infeasible; 2 invalid input; 3 an internal error (a bug: the only case that shows a traceback).
+infeasible; 2 invalid input, or an out/ that cannot be written (one line naming the path); 3 an internal
+error (a bug: the only case that shows a traceback).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ def run_compile(argv: list[str]) -> int:
     try:
         from .diagnostics import InfeasiblePlan, PlanInputError
         from .pipeline import compile_plan, one_run
+        from .plan_lock import PlanLocked
         from .writer import UnsafeOutput, check_plans, write_plans
     finally:
         gc.freeze()  # ... so no collection, during the run or at exit, needs to look at it again
@@ -97,8 +99,11 @@ def run_compile(argv: list[str]) -> int:
                 return EXIT_STALE_OR_INFEASIBLE
             return EXIT_OK
         written = write_plans(args.out, rendered)
-    except UnsafeOutput as exc:
-        _print_error(f"error: {exc}  [unsafe-output]")
+    except (UnsafeOutput, PlanLocked) as exc:
+        _print_error(f"error: {exc}  [{exc.code}]")
+        return EXIT_INVALID
+    except OSError as exc:  # the environment, not the plan: a full disk, a read-only folder, a file in the way
+        _print_error(f"error: {exc.filename or args.out}: {exc.strerror or exc}  [os-error]")
         return EXIT_INVALID
     for plan in rendered:
         print(f"{plan.name}: {len(plan.files)} files in {args.out / plan.name}")
