@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from compiler.catalog.fabrics import load_fabrics
 from compiler.catalog.loader import load_gpus, load_models
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture, GpuSpec
@@ -22,11 +23,13 @@ T4 = H100.model_copy(update={"id": "test-t4", "dense_tflops": {"fp16": 65.0}, "m
 GPUS = {"test-h100": H100, "test-t4": T4}
 LLAMA8B = Architecture(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=128256, max_position=131072)
 DAY = 86400
+FABRICS = load_fabrics()
 
 
 def request(**overrides) -> TrainRequest:
     args = dict(arch=LLAMA8B, params=count_params(LLAMA8B), tokens=1e12, seq_len=8192, global_batch_sequences=512,
-                gpu_ids=("test-h100",), max_gpus=512)
+                gpu_ids=("test-h100",), max_gpus=512, interconnect=FABRICS.interconnects["ib-400g"],
+                storage=FABRICS.storage["lustre"])
     args.update(overrides)
     return TrainRequest(**args)
 
@@ -137,7 +140,7 @@ def test_gpu_counts_are_sub_node_then_power_of_two_nodes():
 
 
 def test_network_and_storage_figures():
-    c = search_training(request(interconnect="eth-25g", gpu_count=64, pins=TrainPins(tp=1, pp=1)), GPUS).chosen
+    c = search_training(request(interconnect=FABRICS.interconnects["eth-25g"], gpu_count=64, pins=TrainPins(tp=1, pp=1)), GPUS).chosen
     assert c.network_bound and c.allreduce_bytes_per_step > 0
     assert c.network_bytes_per_second_needed > 0.39e9
     assert c.dataset_read_bytes_per_second == pytest.approx(c.tokens_per_second * 4)  # int32 ids, vocab 128k

@@ -7,6 +7,7 @@ from ..catalog.params import count_params
 from ..catalog.types import Architecture
 from ..resolved import Decision, ModelInfo, ResolvedPlan
 from ..spec import ModelSpec
+from .context import PassContext
 
 # A count alone gets a Llama-2-like shape. Kaplan et al. 2020 (eq. 2.1) give N ≈ 12·L·d² for a
 # transformer body; Llama-2-7B's d/L = 4096/32 = 128 (its config.json) fixes the aspect ratio, so
@@ -48,10 +49,10 @@ def model_info(model: ModelSpec, fallback_name: str, catalog: Catalog) -> tuple[
     return info, why
 
 
-def resolve_model(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
+def resolve_model(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     if plan.spec.model is None:  # a staged service: each stage resolves its own model
         return plan
-    info, why = model_info(plan.spec.model, plan.name, catalog)
+    info, why = model_info(plan.spec.model, plan.name, ctx.catalog)
     decision = Decision(topic="model", choice=f"{info.name}: {info.params_total / 1e9:.2f}B parameters ({info.params_active / 1e9:.2f}B active)", reason=why)
     warnings = plan.warnings + ([f"model shape assumed from a parameter count: {why}"] if info.assumed else [])
     return plan.model_copy(update={"model": info, "decisions": plan.decisions + [decision], "warnings": warnings})

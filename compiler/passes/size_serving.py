@@ -8,7 +8,6 @@ from __future__ import annotations
 
 
 from ..catalog.catalog import Catalog
-from ..catalog.fabrics import load_fabrics
 from ..catalog.params import count_params
 from ..diagnostics import InfeasiblePlan
 from ..resolved import (
@@ -17,6 +16,7 @@ from ..resolved import (
 from ..sizing.serving import HOURS_PER_MONTH, PipelineStage, ServeCandidate, ServeRequest, ServeSearchResult, search_serving, size_pipeline
 from ..spec import PlanSpec, SloSpec
 from ..units import format_count, format_seconds, format_usd
+from .context import PassContext
 from .resolve_model import model_info
 
 
@@ -39,7 +39,7 @@ def _request(spec: PlanSpec, model: ModelInfo, precision: str, engine: str, gpu_
 
 def _sections(spec: PlanSpec, engine: str, slo: SloSpec, c: ServeCandidate, catalog: Catalog) -> tuple[Hardware, Serving, MemoryPerGpu]:
     gpu = catalog.gpus[c.gpu_id]
-    storage = load_fabrics().storage[spec.cluster.storage]
+    storage = catalog.storage[spec.cluster.storage]
     hardware = Hardware(
         gpu=c.gpu_id, gpus=c.gpus, nodes=c.replicas * c.nodes_per_replica,
         gpus_per_node=c.gpus_per_replica // c.nodes_per_replica, gpu_memory_bytes=gpu.memory_bytes,
@@ -151,7 +151,8 @@ def _check_engine(engine: str, model: ModelInfo, precisions: list[str], where: s
         raise InfeasiblePlan(f"{where}serving in fp32 is not modelled (16-bit, fp8, int8 and int4 are): use bf16 or fp16")
 
 
-def size_serving(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
+def size_serving(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
+    catalog = ctx.catalog
     if plan.workload != "serve":
         return plan
     if plan.spec.serve.stages:

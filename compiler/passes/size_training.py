@@ -9,6 +9,7 @@ from ..catalog.params import count_params
 from ..diagnostics import InfeasiblePlan
 from ..resolved import Alternative, Cost, Decision, Hardware, MemoryPerGpu, Parallelism, Rejection, ResolvedPlan, Training
 from ..sizing.training import TrainRequest, search_training
+from .context import PassContext
 from ..units import format_count, format_seconds, format_usd
 
 # Without a stated batch: about 1M tokens per step, inside GPT-3's range of 0.5M-3.2M tokens
@@ -43,8 +44,8 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
         tokens=train.total_tokens, seq_len=train.seq_len, global_batch_sequences=_global_batch_sequences(plan),
         framework=train.framework, deadline_seconds=train.deadline, budget_usd=spec.budget.usd,
         gpu_ids=_gpu_choices(plan, catalog), gpu_count=spec.cluster.count, gpus_per_node=spec.cluster.gpus_per_node,
-        max_gpus=spec.cluster.max_gpus, pricing=spec.cluster.pricing, interconnect=spec.cluster.interconnect,
-        storage=spec.cluster.storage,
+        max_gpus=spec.cluster.max_gpus, pricing=spec.cluster.pricing,
+        interconnect=catalog.interconnects[spec.cluster.interconnect], storage=catalog.storage[spec.cluster.storage],
         pins={"tp": pins.tp, "pp": pins.pp, "dp": pins.dp, "zero_stage": pins.zero_stage,
               "micro_batch": pins.micro_batch, "recompute": pins.recompute, "offload": pins.offload},
         optimize="cost" if spec.optimize == "cost" else "time", mtbf_gpu_hours=train.mtbf_gpu_hours,
@@ -57,13 +58,14 @@ def _describe(c) -> str:
             f"{c.recompute}{' offload' if c.offload_optimizer else ''}")
 
 
-def size_training(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
+def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
+    catalog = ctx.catalog
     if plan.workload == "serve":
         return plan
     if plan.spec.train.method != "full" and plan.model.architecture.kind == "cnn":
         raise InfeasiblePlan(f"{plan.spec.train.method} adapts transformer projections ({', '.join(plan.spec.train.lora.targets)}); "
                              f"{plan.model.name} is a CNN: use method full")
-    result = search_training(request_for(plan, catalog), catalog.gpus)
+    result = search_training(request_for(plan, catalog), catalog.gpus, ctx.searches)
     if result.chosen is None:
         raise InfeasiblePlan(result.infeasible_reason or "no configuration fits")
     c, spec = result.chosen, plan.spec

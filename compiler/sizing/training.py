@@ -17,14 +17,14 @@ cost, then fewer GPUs, then the description.
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping, NamedTuple, Sequence, TypeVar
+from typing import Mapping, NamedTuple, Sequence, TypeVar
 
-from ..catalog.fabrics import Interconnect, Storage, load_fabrics
+from ..catalog.fabrics import Interconnect, Storage
 from ..catalog.params import ParamCounts
 from ..catalog.types import Architecture, GpuSpec
 from ..units import format_seconds, format_usd
+from .search_cache import SearchCache
 from .train_memory import (
     MemoryBreakdown, checkpoint_bytes, lora_trainable_params, memory_per_gpu, usable_memory_bytes,
 )
@@ -71,6 +71,8 @@ class TrainRequest:
     seq_len: int
     global_batch_sequences: int
     gpu_ids: tuple[str, ...]
+    interconnect: Interconnect  # the catalog entries the plan names: the search reads only its arguments
+    storage: Storage
     precision: str = "bf16"
     optimizer: str = "adamw"
     method: str = "full"  # full | lora | qlora
@@ -83,8 +85,6 @@ class TrainRequest:
     gpus_per_node: int | None = None
     max_gpus: int = 1024
     pricing: str = "on-demand"
-    interconnect: str = "ib-400g"
-    storage: str = "lustre"
     pins: TrainPins = field(default_factory=TrainPins)
     optimize: str = "cost"  # cost | time
     mtbf_gpu_hours: float | None = None
@@ -247,9 +247,8 @@ class _Context:
 
 
 def _context(req: TrainRequest) -> _Context:
-    fabrics = load_fabrics()
     lora = lora_trainable_params(req.arch, req.lora_rank, req.lora_targets) if req.method != "full" else 0
-    return _Context(req, fabrics.interconnects[req.interconnect], fabrics.storage[req.storage],
+    return _Context(req, req.interconnect, req.storage,
                     req.global_batch_sequences * req.seq_len, model_flops_per_token(req.arch, req.params, req.seq_len),
                     lora, checkpoint_bytes(req.params, req.optimizer, req.method, lora))
 
@@ -464,30 +463,13 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
             return  # offload is only worth its PCIe traffic when nothing fits without it
 
 
-_shared: dict[str, TrainSearchResult] | None = None
-
-
-@contextmanager
-def shared_searches() -> Iterator[None]:
-    """Inside the block, searches that ask the same question share one result: the search is a pure function of
-    the request and the catalog entries it names, so a run over many plans searches each distinct question once.
-    Outside it every call searches (the tests of determinism compare two real searches)."""
-    global _shared
-    outer, _shared = _shared, {}
-    try:
-        yield
-    finally:
-        _shared = outer
-
-
-def search_training(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult:
-    if _shared is None:
+def search_training(req: TrainRequest, gpus: Mapping[str, GpuSpec], searches: SearchCache | None = None) -> TrainSearchResult:
+    """The search for `req` over the catalog entries `gpus`; with `searches` (one per run, the pipeline's), a question
+    asked before in the run gets the earlier result. Without it every call searches (the tests of determinism
+    compare two real searches)."""
+    if searches is None:
         return _search(req, gpus)
-    # repr, not hash/==: 1 == 1.0 == True would let requests that render differently share a result
-    key = repr((req, [gpus.get(gpu_id) for gpu_id in req.gpu_ids]))
-    if key not in _shared:
-        _shared[key] = _search(req, gpus)
-    return _shared[key]
+    return searches.get_or_search((req, [gpus.get(gpu_id) for gpu_id in req.gpu_ids]), lambda: _search(req, gpus))
 
 
 def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult:
@@ -562,12 +544,11 @@ def _choose(ctx: _Context, out: _Collector, fitting: set, warnings: list[str]) -
     chosen = _candidate(ctx, min(within, key=_key_cost if req.optimize == "cost" else _key_time))
     if chosen.network_bound:
         warnings.append(f"network-bound: the exposed gradient all-reduce is {chosen.step.dp_comm_exposed / chosen.step.total:.0%} "
-                        f"of the step on {req.interconnect}; keeping it under {NETWORK_SHARE_OF_STEP:.0%} needs "
+                        f"of the step on {req.interconnect.id}; keeping it under {NETWORK_SHARE_OF_STEP:.0%} needs "
                         f"{chosen.network_bytes_per_second_needed / 1e9:.1f} GB/s of NIC per GPU")
-    storage = load_fabrics().storage[req.storage]
-    if chosen.dataset_read_bytes_per_second > storage.read_bytes_per_second * chosen.nodes:
+    if chosen.dataset_read_bytes_per_second > req.storage.read_bytes_per_second * chosen.nodes:
         warnings.append(f"the data loader needs {chosen.dataset_read_bytes_per_second / 1e9:.2f} GB/s, more than "
-                        f"{req.storage} gives {chosen.nodes} node(s)")
+                        f"{req.storage.id} gives {chosen.nodes} node(s)")
     return TrainSearchResult(chosen, pareto, rejected, out.evaluated, None, None, tuple(warnings))
 
 
