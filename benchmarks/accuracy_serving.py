@@ -19,7 +19,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler.sizing.serving import ServeRequest, search_serving
+from compiler.sizing.serve_search import search_serving
+from compiler.sizing.serve_types import ServeRequest
 
 INFERENCE_POINTS = Path(__file__).resolve().parent / "calibration" / "inference_points.csv"
 TRTLLM_KV_CACHE_FREE_GPU_MEM_FRACTION = 0.95  # the rows' own setting (inference_points.csv `source`)

@@ -7,9 +7,9 @@ import time
 from dataclasses import replace
 
 from compiler.catalog.types import Architecture
-from compiler.sizing.serving import (
-    DEFAULT_TARGET_UTILIZATION, HOURS_PER_MONTH, PipelineStage, ServeRequest, search_serving, size_pipeline,
-)
+from compiler.sizing.serve_search import search_serving
+from compiler.sizing.serve_stages import PipelineStage, size_pipeline
+from compiler.sizing.serve_types import DEFAULT_TARGET_UTILIZATION, HOURS_PER_MONTH, ServeRequest
 from tests.test_serve_memory import (
     GPUS, LLAMA_2_70B, LLAMA_2_70B_COUNTS, LLAMA_31_8B, LLAMA_31_8B_COUNTS, Counts,
 )

@@ -1,6 +1,7 @@
-"""Pass: size a serve plan — GPU type, TP/PP, precision, batch, replicas (compiler/sizing/serving.py).
+"""Pass: size a serve plan — GPU type, TP/PP, precision, batch, replicas (compiler/sizing/serve_search.py: LLMs in
+serve_llm_search.py, non-generative models in vision.py).
 
-A staged service (serve.stages) sizes every stage for the rate it receives (sizing.serving.size_pipeline);
+A staged service (serve.stages) sizes every stage for the rate it receives (sizing.serve_stages.size_pipeline);
 the top-level sections then describe the last stage and `stages` lists them all.
 """
 
@@ -13,7 +14,9 @@ from ..diagnostics import InfeasiblePlan
 from ..resolved import (
     Alternative, Cost, Decision, Hardware, MemoryPerGpu, ModelInfo, Parallelism, Rejection, ResolvedPlan, Serving, Stage,
 )
-from ..sizing.serving import HOURS_PER_MONTH, PipelineStage, ServeCandidate, ServeRequest, ServeSearchResult, search_serving, size_pipeline
+from ..sizing.serve_search import search_serving
+from ..sizing.serve_stages import PipelineStage, size_pipeline
+from ..sizing.serve_types import HOURS_PER_MONTH, ServeCandidate, ServeRequest, ServeSearchResult
 from ..spec import PlanSpec, SloSpec
 from ..units import format_count, format_seconds, format_usd
 from .context import PassContext

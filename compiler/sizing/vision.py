@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from .serve_latency import compute_dtype, matmul_flops_per_second, memory_bytes_per_second
 from .serve_memory import GIB, WEIGHT_ELEMENT_BYTES
-from .serving import (
+from .serve_types import (
     HOURS_PER_MONTH, MAX_PARETO, MAX_REJECTED, ServeCandidate, ServeMemory, ServeRejection, ServeRequest,
     ServeSearchResult, pareto_front, rank_key, replica_counts,
 )
