@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
+from compiler.catalog.catalog import load_catalog
 from compiler.catalog.fabrics import load_fabrics
 from compiler.catalog.loader import load_gpus, load_models
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture, GpuSpec
+from compiler.passes.size_training import request_for
+from compiler.pipeline import resolve
 from compiler.sizing.training import (
     TrainPins, TrainRequest, gpu_counts, pareto_front, resolve_framework, search_training,
 )
@@ -23,6 +27,7 @@ T4 = H100.model_copy(update={"id": "test-t4", "dense_tflops": {"fp16": 65.0}, "m
 GPUS = {"test-h100": H100, "test-t4": T4}
 LLAMA8B = Architecture(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=128256, max_position=131072)
 DAY = 86400
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 FABRICS = load_fabrics()
 
 
@@ -149,6 +154,23 @@ def test_network_and_storage_figures():
     assert c.network_bytes_per_second_needed == pytest.approx(ring_needed / (8 * 0.86))
     one_node = search_training(request(gpu_count=8, pins=TrainPins(tp=1, pp=1)), GPUS).chosen
     assert one_node.allreduce_bytes_per_step > 0 and one_node.network_bytes_per_second_needed == 0.0  # NVLink only
+
+
+def test_dataset_read_rate_in_plan_json_is_the_one_the_search_warns_with():
+    """llama3-8b-pretrain: plan.json said 1.415 MB/s (2 B/token) while the search's storage check used 2.830 MB/s
+    (int32 ids for a 128k vocabulary). One formula now: the plan's bytes_per_token, else the vocabulary's id width."""
+    plan = resolve(EXAMPLES / "llama3-8b-pretrain.yaml")
+    chosen = search_training(request_for(plan, load_catalog()), load_gpus()).chosen
+    assert plan.training.dataset_read_bytes_per_second == chosen.dataset_read_bytes_per_second
+    assert plan.training.dataset_read_bytes_per_second == pytest.approx(plan.training.tokens_per_second * 4)
+
+
+def test_a_stated_bytes_per_token_is_what_the_storage_warning_reads():
+    slow = FABRICS.storage["nfs"].model_copy(update={"read_bytes_per_second": 1e3})
+    result = search_training(request(gpu_count=8, bytes_per_token=3.0, storage=slow), GPUS)
+    c = result.chosen
+    assert c.dataset_read_bytes_per_second == pytest.approx(c.tokens_per_second * 3.0)
+    assert f"the data loader needs {c.dataset_read_bytes_per_second / 1e9:.2f} GB/s, more than nfs gives 1 node(s)" in result.warnings
 
 
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "llama-3.1-70b"])

@@ -49,7 +49,7 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
         pins={"tp": pins.tp, "pp": pins.pp, "dp": pins.dp, "zero_stage": pins.zero_stage,
               "micro_batch": pins.micro_batch, "recompute": pins.recompute, "offload": pins.offload},
         optimize="cost" if spec.optimize == "cost" else "time", mtbf_gpu_hours=train.mtbf_gpu_hours,
-        flash_attention=train.flash_attention,
+        flash_attention=train.flash_attention, bytes_per_token=train.bytes_per_token,
     )
 
 
@@ -95,7 +95,7 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         deadline_seconds=spec.train.deadline, checkpoint_bytes=c.checkpoint_bytes,
         checkpoint_write_seconds=c.checkpoint_write_seconds, checkpoint_interval_seconds=c.checkpoint_interval_seconds,
         checkpoint_keep=spec.train.checkpoint.keep, checkpoint_dir=spec.train.checkpoint.dir,
-        dataset_read_bytes_per_second=c.tokens_per_second * spec.train.bytes_per_token,
+        dataset_read_bytes_per_second=c.dataset_read_bytes_per_second,
         allreduce_bytes_per_step=c.allreduce_bytes_per_step, network_bytes_per_second_needed=c.network_bytes_per_second_needed,
     )
     cost = Cost(usd_per_hour=c.gpus * hardware.usd_per_gpu_hour, usd_total=c.cost_usd,

@@ -45,6 +45,15 @@ NETWORK_SHARE_OF_STEP = 0.10
 # Token ids on storage: Megatron's indexed datasets store uint16 below 65,500 tokens of vocabulary, int32 above
 # (megatron/core/datasets/indexed_dataset.py, DType.optimal_dtype).
 TOKEN_ID_BYTES_SMALL_VOCAB, TOKEN_ID_BYTES, SMALL_VOCAB = 2, 4, 65500
+
+
+def stored_bytes_per_token(arch: Architecture, stated: float | None) -> float:
+    """Bytes one training token takes on storage: the plan's `train.bytes_per_token`, else the token-id width
+    Megatron's indexed datasets pick for the vocabulary. The one figure behind the dataset read rate (the
+    candidate's `dataset_read_bytes_per_second`, which plan.json and the storage warning both show)."""
+    if stated is not None:
+        return stated
+    return TOKEN_ID_BYTES_SMALL_VOCAB if 0 < arch.vocab < SMALL_VOCAB else TOKEN_ID_BYTES
 # Host memory that CPU offload may fill per GPU: DGX H100 has 2 TB of system memory for 8 GPUs (NVIDIA DGX H100
 # datasheet); DGX A100 80GB the same 2 TB.
 HOST_MEMORY_BYTES_PER_GPU = 2e12 / 8
@@ -90,6 +99,7 @@ class TrainRequest:
     mtbf_gpu_hours: float | None = None
     flash_attention: bool = True
     attention_kernel: str = "flash2"  # train_time.ATTENTION_KERNELS
+    bytes_per_token: float | None = None  # stored bytes per token; None: from the vocabulary (stored_bytes_per_token)
 
     def __post_init__(self) -> None:
         if isinstance(self.pins, Mapping):  # a plain {"tp": 2, ...} mapping, None values meaning "search"
@@ -349,7 +359,7 @@ def _candidate(ctx: _Context, f: _Fit) -> TrainCandidate:
     ranks_per_node = dp_ranks_per_node(f.tp, dp, f.per_node)
     needed = (allreduce / (NETWORK_SHARE_OF_STEP * step.total) / (ranks_per_node * INTER_NODE_ACHIEVABLE_FRACTION)
               if allreduce and dp > ranks_per_node else 0.0)
-    token_bytes = TOKEN_ID_BYTES_SMALL_VOCAB if 0 < req.arch.vocab < SMALL_VOCAB else TOKEN_ID_BYTES
+    token_bytes = stored_bytes_per_token(req.arch, req.bytes_per_token)
     return TrainCandidate(
         gpu_id=gpu.id, gpus=gpus, nodes=f.nodes, gpus_per_node=min(f.per_node, gpus), tp=f.tp, pp=f.pp, dp=dp,
         zero_stage=zero, micro_batch=f.mb, grad_accum=f.grad_accum, recompute=f.recompute, offload_optimizer=f.offload,
