@@ -5,7 +5,11 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import replace
+from pathlib import Path
 
+import yaml
+
+from compiler.catalog.fabrics import load_fabrics
 from compiler.catalog.types import Architecture
 from compiler.sizing.serve_search import search_serving
 from compiler.sizing.serve_stages import PipelineStage, size_pipeline
@@ -14,6 +18,8 @@ from tests.test_serve_memory import (
     GPUS, LLAMA_2_70B, LLAMA_2_70B_COUNTS, LLAMA_31_8B, LLAMA_31_8B_COUNTS, Counts,
 )
 
+FABRICS = load_fabrics()
+
 
 def llama_8b_request(**changes) -> ServeRequest:
     base = ServeRequest(
@@ -21,7 +27,8 @@ def llama_8b_request(**changes) -> ServeRequest:
         kv_cache_dtype="auto", engine="vllm", context_len=8192, requests_per_second=20, prompt_tokens=512,
         output_tokens=256, peak_factor=2.0, ttft_p99_seconds=2.0, tpot_p99_seconds=0.05, latency_p99_seconds=None,
         gpu_ids=("a100-sxm-80gb", "h100-sxm-80gb", "l40s-pcie-48gb"), gpu_count=None, tp=None, pp=None,
-        gpus_per_node=None, pricing="on-demand", optimize="cost", budget_usd_per_month=None,
+        gpus_per_node=None, interconnect=FABRICS.interconnects["ib-400g"], pricing="on-demand", optimize="cost",
+        budget_usd_per_month=None,
     )
     return replace(base, **changes)
 
@@ -192,3 +199,33 @@ def test_captioning_pipeline_reports_stage_ratio():
     assert dict(result.gpu_ratio)["vision"] == cv_result.chosen.gpus / llm_result.chosen.gpus
     assert dict(result.gpu_ratio)["caption"] == 1.0
     assert result.usd_per_month == cv_result.chosen.usd_per_month + llm_result.chosen.usd_per_month
+
+
+def test_pipeline_stages_on_two_nodes_send_over_the_plans_interconnect():
+    """A replica of TP8 × PP2 spans two 8-GPU nodes: its stage-to-stage sends cross the fabric, so 25 Gb/s Ethernet
+    is slower than 400 Gb/s InfiniBand (they used to get one hard-wired 50 GB/s NIC whatever the plan said)."""
+    pinned = dict(gpu_ids=("h100-sxm-80gb",), precisions=("bf16",), tp=8, pp=2, gpu_count=16,
+                  ttft_p99_seconds=60.0, tpot_p99_seconds=1.0)
+    ib = search_serving(llama_8b_request(**pinned), GPUS).chosen
+    eth = search_serving(llama_8b_request(**pinned, interconnect=FABRICS.interconnects["eth-25g"]), GPUS).chosen
+    assert ib.nodes_per_replica == eth.nodes_per_replica == 2
+    assert eth.tpot_seconds > ib.tpot_seconds and eth.ttft_seconds > ib.ttft_seconds
+    one_node = dict(pinned, tp=4, pp=2, gpu_count=8)  # stages inside one node: the fabric carries nothing
+    assert (search_serving(llama_8b_request(**one_node), GPUS).chosen
+            == search_serving(llama_8b_request(**one_node, interconnect=FABRICS.interconnects["eth-25g"]), GPUS).chosen)
+
+
+def test_a_multi_node_serve_plan_depends_on_its_interconnect(tmp_path):
+    """llama3-405b-serve (PP across two nodes) on ib-400g and on eth-25g: TTFT/TPOT were identical."""
+    from compiler.pipeline import resolve
+
+    plan = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples/llama3-405b-serve.yaml").read_text())
+    serving = {}
+    for fabric in ("ib-400g", "eth-25g"):
+        path = tmp_path / f"{fabric}.yaml"
+        path.write_text(yaml.safe_dump({**plan, "cluster": {**plan["cluster"], "interconnect": fabric}}))
+        serving[fabric] = resolve(path).serving
+    ib, eth = serving["ib-400g"], serving["eth-25g"]
+    assert ib.nodes_per_replica == eth.nodes_per_replica == 2
+    assert (eth.ttft_seconds, eth.tpot_seconds) != (ib.ttft_seconds, ib.tpot_seconds)
+    assert eth.ttft_seconds > ib.ttft_seconds and eth.tpot_seconds > ib.tpot_seconds

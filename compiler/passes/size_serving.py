@@ -35,7 +35,8 @@ def _request(spec: PlanSpec, model: ModelInfo, precision: str, engine: str, gpu_
         latency_p99_seconds=slo.latency_p99,
         gpu_ids=tuple(gpu_ids) or tuple(sorted(g.id for g in catalog.gpus.values() if not g.edge)),
         gpu_count=spec.cluster.count, tp=spec.parallelism.tp, pp=spec.parallelism.pp,
-        gpus_per_node=spec.cluster.gpus_per_node, pricing=spec.cluster.pricing,
+        gpus_per_node=spec.cluster.gpus_per_node, interconnect=catalog.interconnects[spec.cluster.interconnect],
+        pricing=spec.cluster.pricing,
         optimize="cost" if spec.optimize == "cost" else "latency", budget_usd_per_month=spec.budget.usd_per_month,
     )
 

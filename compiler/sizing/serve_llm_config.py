@@ -7,7 +7,7 @@ import math
 from typing import TYPE_CHECKING
 
 from .serve_engine_limits import engine_limits
-from .serve_latency import BatchPoint, ReplicaModel, evaluate_batch
+from .serve_latency import BatchPoint, ReplicaModel, evaluate_batch, inter_node_link
 from .serve_memory import GIB, kv_bytes_per_token, kv_element_bytes, replica_memory, weights_bytes_total
 from .serve_types import HOURS_PER_MONTH, ServeCandidate, ServeMemory, ServeRejection, ServeRequest, replica_counts
 
@@ -96,8 +96,10 @@ def evaluate_config(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
             f"weights {mem.weights / GIB:.1f} GiB + workspace {(mem.activations + mem.other) / GIB:.1f} GiB exceed "
             f"{mem.usable / GIB:.1f} GiB usable per GPU")), None
     limit = max(1, min(cap, mem.max_seqs_at_request))  # KV reserved for whole requests (no preemption)
+    spans_nodes = tp * pp > (req.gpus_per_node or gpu.gpus_per_node)
     model = ReplicaModel(gpu=gpu, arch=req.arch, params=req.params, precision=precision, dtype=dtype, tp=tp, pp=pp,
-                         weights_bytes_per_gpu=mem.weights, kv_bytes_per_token_per_gpu=mem.kv_bytes_per_token)
+                         weights_bytes_per_gpu=mem.weights, kv_bytes_per_token_per_gpu=mem.kv_bytes_per_token,
+                         inter_node=inter_node_link(req.interconnect) if spans_nodes else None)
     points = [evaluate_batch(model, b, prompt_tokens=req.prompt_tokens, output_tokens=req.output_tokens,
                              chunk_tokens=chunk, utilization=req.target_utilization) for b in batch_grid(limit)]
     meeting = [p for p in points if meets_slo(req, p)]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from .serve_memory import DEFAULT_GPU_MEMORY_UTILIZATION
 
 if TYPE_CHECKING:
+    from ..catalog.fabrics import Interconnect
     from ..catalog.params import ParamCounts
     from ..catalog.types import Architecture
 
@@ -54,6 +55,7 @@ class ServeRequest:
     tp: int | None
     pp: int | None
     gpus_per_node: int | None
+    interconnect: Interconnect  # the plan's fabric: what PP stages on different nodes send over
     pricing: str
     optimize: str  # 'cost' | 'latency'
     budget_usd_per_month: float | None
