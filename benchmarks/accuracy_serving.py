@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compiler.catalog.fabrics import load_fabrics
+from compiler.passes.wording import words
 from compiler.sizing.serve_search import search_serving
 from compiler.sizing.serve_types import ServeRequest
 
@@ -112,7 +113,7 @@ def serving_cases(gpus=None, models=None, count=None) -> list[ServingCase]:
             result = search_serving(req, gpus)
             c = result.chosen
             if c is None:
-                raise RuntimeError(f"{row['model']} on {tp} × {gpu_id}: {result.infeasible_reason}")
+                raise RuntimeError(f"{row['model']} on {tp} × {gpu_id}: {words(result.infeasible_reason)}")
             cases.append(ServingCase(
                 name=f"{row['model']} {row['precision']} {tp}×{row['gpu_type']} {prompt}/{output}",
                 model_id=preset.id, gpu_id=gpu_id, precision=precision, tp=tp, prompt_tokens=prompt,

@@ -11,6 +11,7 @@ import yaml
 
 from compiler.catalog.fabrics import load_fabrics
 from compiler.catalog.types import Architecture
+from compiler.passes.wording import words
 from compiler.sizing.serve_search import search_serving
 from compiler.sizing.serve_stages import PipelineStage, size_pipeline
 from compiler.sizing.serve_types import DEFAULT_TARGET_UTILIZATION, HOURS_PER_MONTH, ServeRequest
@@ -65,7 +66,8 @@ def test_pins_are_respected():
 def test_fp8_rejected_on_ampere_with_reason():
     result = search_serving(llama_8b_request(gpu_ids=("a100-sxm-80gb",), precisions=("fp8",)), GPUS)
     assert result.chosen is None
-    assert any("no fp8 tensor cores" in r.reason for r in result.rejected)
+    assert any(r.reason.code == "no-tensor-cores" and r.reason["precision"] == "fp8" for r in result.rejected)
+    assert any("no fp8 tensor cores" in words(r.reason) for r in result.rejected)
 
 
 def test_without_slo_the_batch_maximises_throughput():
@@ -81,9 +83,10 @@ def test_without_slo_the_batch_maximises_throughput():
 def test_unreachable_slo_is_infeasible_with_nearest():
     result = search_serving(llama_8b_request(tpot_p99_seconds=0.0005), GPUS)
     assert result.chosen is None
-    assert "no configuration meets the SLO" in result.infeasible_reason
+    assert result.infeasible_reason.code == "no-config-meets-slo"
+    assert "no configuration meets the SLO" in words(result.infeasible_reason)
     assert result.nearest is not None and result.nearest.tpot_seconds > 0.0005
-    assert all("no batch meets the SLO" in r.reason for r in result.rejected if "TPOT" in r.reason)
+    assert all("no batch meets the SLO" in words(r.reason) for r in result.rejected if "TPOT" in words(r.reason))
 
 
 def test_model_too_large_for_allowed_gpu_names_smallest_fit():
@@ -91,8 +94,9 @@ def test_model_too_large_for_allowed_gpu_names_smallest_fit():
                            precisions=("bf16",), gpu_ids=("l40s-pcie-48gb",), gpu_count=1)
     result = search_serving(req, GPUS)
     assert result.chosen is None
-    assert "does not fit" in result.infeasible_reason and "smallest fit: 2 × " in result.infeasible_reason
-    assert any("exceed" in r.reason for r in result.rejected)
+    assert result.infeasible_reason["fit"][0] == 2
+    assert "does not fit" in words(result.infeasible_reason) and "smallest fit: 2 × " in words(result.infeasible_reason)
+    assert any("exceed" in words(r.reason) for r in result.rejected)
 
 
 def test_smallest_fit_names_only_shapes_the_engine_can_run():
@@ -100,15 +104,15 @@ def test_smallest_fit_names_only_shapes_the_engine_can_run():
     t4_only = {"t4-pcie-16gb": GPUS["t4-pcie-16gb"]}
     req = llama_8b_request(arch=LLAMA_2_70B, params=LLAMA_2_70B_COUNTS, model_id="llama-2-70b", context_len=4096,
                            precisions=("fp16",), gpu_ids=("t4-pcie-16gb",), gpu_count=1)
-    assert "smallest fit: 16 × t4-pcie-16gb (TP8 PP2" in search_serving(req, t4_only).infeasible_reason
-    tgi = search_serving(replace(req, engine="tgi"), t4_only).infeasible_reason
+    assert "smallest fit: 16 × t4-pcie-16gb (TP8 PP2" in words(search_serving(req, t4_only).infeasible_reason)
+    tgi = words(search_serving(replace(req, engine="tgi"), t4_only).infeasible_reason)
     assert "smallest fit" not in tgi and "does not fit" in tgi
 
 
 def test_budget_gate_names_the_cheapest_alternative():
     unlimited = search_serving(llama_8b_request(), GPUS).chosen
     gated = search_serving(llama_8b_request(budget_usd_per_month=unlimited.usd_per_month / 2), GPUS)
-    assert gated.chosen is None and "budget" in gated.infeasible_reason
+    assert gated.chosen is None and "budget" in words(gated.infeasible_reason)
     assert gated.nearest == unlimited
     fits = search_serving(llama_8b_request(budget_usd_per_month=unlimited.usd_per_month), GPUS)
     assert fits.chosen == unlimited
@@ -184,7 +188,7 @@ def test_edge_device_power_budget():
     c = search_serving(req, GPUS).chosen
     assert c.power_watts == c.replicas * 60
     too_little = search_serving(replace(req, power_budget_watts=c.power_watts - 1), GPUS)
-    assert too_little.chosen is None and "W >" in too_little.rejected[0].reason
+    assert too_little.chosen is None and "W >" in words(too_little.rejected[0].reason)
 
 
 def test_captioning_pipeline_reports_stage_ratio():

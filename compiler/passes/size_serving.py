@@ -16,11 +16,12 @@ from ..resolved import (
 )
 from ..sizing.serve_search import search_serving
 from ..sizing.serve_stages import PipelineStage, size_pipeline
-from ..sizing.serve_types import HOURS_PER_MONTH, ServeCandidate, ServeRequest, ServeSearchResult
+from ..sizing.serve_types import HOURS_PER_MONTH, MAX_REJECTED, ServeCandidate, ServeRequest, ServeSearchResult
 from ..spec import PlanSpec, SloSpec
 from ..units import format_count, format_seconds, format_usd
 from .context import PassContext
 from .resolve_model import model_info
+from .wording import rejection_rows, words
 
 
 def _request(spec: PlanSpec, model: ModelInfo, precision: str, engine: str, gpu_ids: list[str], slo: SloSpec,
@@ -75,7 +76,7 @@ def _decisions(spec: PlanSpec, c: ServeCandidate, result: ServeSearchResult, har
     return [
         Decision(topic=f"{prefix}hardware", choice=f"{c.replicas} replicas × {c.gpus_per_replica} × {c.gpu_id} ({c.precision}, TP={c.tp}, PP={c.pp})",
                  reason=f"{'cheapest' if spec.optimize == 'cost' else 'lowest latency'} of {result.evaluated} configurations meeting the SLO "
-                        f"at {traffic.requests_per_second:g} req/s × peak factor {traffic.peak_factor:g}; {c.queueing}"),
+                        f"at {traffic.requests_per_second:g} req/s × peak factor {traffic.peak_factor:g}; {words(c.queueing)}"),
         Decision(topic=f"{prefix}batch", choice=f"{c.max_concurrency} concurrent sequences ({c.step_bound}-bound decode)",
                  reason=f"TTFT p99 {format_seconds(c.ttft_seconds)}, TPOT p99 {format_seconds(c.tpot_seconds)}; "
                         f"{format_count(c.tokens_per_second_per_replica)} tokens/s per replica at utilisation {c.target_utilization:g}"),
@@ -86,7 +87,8 @@ def _decisions(spec: PlanSpec, c: ServeCandidate, result: ServeSearchResult, har
 
 def _infeasible(result: ServeSearchResult, what: str) -> InfeasiblePlan:
     near = f"; nearest: {result.nearest.description}, {format_usd(result.nearest.usd_per_month)}/month" if result.nearest else ""
-    return InfeasiblePlan(f"{what}{result.infeasible_reason or 'no configuration serves this model'}{near}")
+    why = words(result.infeasible_reason) if result.infeasible_reason else "no configuration serves this model"
+    return InfeasiblePlan(f"{what}{why}{near}")
 
 
 def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
@@ -102,8 +104,8 @@ def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
         "cost": Cost(usd_per_hour=c.usd_per_hour, usd_per_month=c.usd_per_month, usd_per_million_tokens=c.usd_per_million_tokens,
                      budget_usd_per_month=spec.budget.usd_per_month, alert_at=spec.budget.alert_at),
         "alternatives": [Alternative(description=a.description, usd=a.usd_per_month, seconds=a.tpot_seconds or a.ttft_seconds, chosen=a == c) for a in result.pareto],
-        "rejected": [Rejection(description=r.description, reason=r.reason) for r in result.rejected],
-        "decisions": plan.decisions + _decisions(spec, c, result, hardware), "warnings": plan.warnings + list(result.warnings),
+        "rejected": [Rejection(description=d, reason=r) for d, r in rejection_rows(result.rejected, MAX_REJECTED)],
+        "decisions": plan.decisions + _decisions(spec, c, result, hardware), "warnings": plan.warnings + [words(w) for w in result.warnings],
         "search_evaluated": result.evaluated,
     })
 
@@ -116,7 +118,7 @@ def _size_stages(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
                                            stage.slo, catalog, stage.prompt_tokens, stage.output_tokens), stage.items_per_request)
         for stage, model in zip(spec.serve.stages, models)), catalog.gpus, spec.serve.traffic.requests_per_second, spec.serve.traffic.peak_factor)
     if pipeline.infeasible_reason:
-        raise InfeasiblePlan(pipeline.infeasible_reason)
+        raise InfeasiblePlan(words(pipeline.infeasible_reason))
     stages, decisions, warnings, previous = [], list(plan.decisions), list(plan.warnings), ""
     ratios = dict(pipeline.gpu_ratio)
     for (name, result), stage, model in zip(pipeline.stages, spec.serve.stages, models):
@@ -126,7 +128,7 @@ def _size_stages(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
                             usd_per_month=c.usd_per_month, gpus_per_last_stage_gpu=ratios[name],
                             queue=f"{plan.name}-{previous}-to-{name}" if previous else ""))
         decisions += _decisions(spec, c, result, hardware, prefix=f"{name}: ")
-        warnings += list(result.warnings)
+        warnings += [words(w) for w in result.warnings]
         previous = name
     ratio_text = " : ".join(f"{ratios[s.name]:.2f} {s.name}" for s in stages)
     decisions.append(Decision(topic="stage ratio", choice=ratio_text, reason="each stage sized for the rate it receives; GPUs per GPU of the last stage"))

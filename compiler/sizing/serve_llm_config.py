@@ -6,9 +6,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from .reasons import because
 from .serve_engine_limits import engine_limits
 from .serve_latency import BatchPoint, ReplicaModel, evaluate_batch, inter_node_link
-from .serve_memory import GIB, kv_bytes_per_token, kv_element_bytes, replica_memory, weights_bytes_total
+from .serve_memory import kv_bytes_per_token, kv_element_bytes, replica_memory, weights_bytes_total
 from .serve_types import HOURS_PER_MONTH, ServeCandidate, ServeMemory, ServeRejection, ServeRequest, replica_counts
 
 if TYPE_CHECKING:
@@ -61,11 +62,10 @@ def build_candidate(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp
         replicas=replicas, min_replicas=min_replicas, max_replicas=replicas, usd_per_hour=usd_per_hour,
         usd_per_month=usd_per_hour * HOURS_PER_MONTH, usd_per_million_tokens=usd_per_hour / million_tokens_per_hour,
         gpu_memory_utilization=req.gpu_memory_utilization, target_utilization=req.target_utilization,
-        queueing=(f"M/M/c slot wait, c = {point.batch}, ρ = {req.target_utilization:g}: p99 wait "
-                  f"{point.wait_p99_seconds * 1e3:.1f} ms; decode step {point.step.seconds * 1e3:.2f} ms "
-                  f"({point.step.bound}-bound) = GEMMs {point.step.gemm_seconds * 1e3:.2f} + attention "
-                  f"{point.step.attention_seconds * 1e3:.2f} + elementwise {point.step.elementwise_seconds * 1e3:.2f} "
-                  f"+ TP/PP comm {point.step.comm_seconds * 1e3:.2f} ms"),
+        queueing=because("mmc-queue", batch=point.batch, utilization=req.target_utilization, wait=point.wait_p99_seconds,
+                         step=point.step.seconds, bound=point.step.bound, gemm=point.step.gemm_seconds,
+                         attention=point.step.attention_seconds, elementwise=point.step.elementwise_seconds,
+                         comm=point.step.comm_seconds),
     )
 
 
@@ -88,13 +88,9 @@ def evaluate_config(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
         mem = memory_for(req, gpu, precision, tp, pp, max(1, mem.max_seqs_at_request), chunk)
         cap = min(cap, max(1, mem.max_seqs_at_request))
     if mem.kv_cache_tokens < req.context_len:
-        need = mem.weights + mem.activations + mem.other
-        return None, ServeRejection(where, (
-            f"weights {mem.weights / GIB:.1f} GiB + workspace {(mem.activations + mem.other) / GIB:.1f} GiB of "
-            f"{mem.usable / GIB:.1f} GiB usable leave KV for {mem.kv_cache_tokens} tokens < context {req.context_len}"
-            if need < mem.usable else
-            f"weights {mem.weights / GIB:.1f} GiB + workspace {(mem.activations + mem.other) / GIB:.1f} GiB exceed "
-            f"{mem.usable / GIB:.1f} GiB usable per GPU")), None
+        return None, ServeRejection(where, because(
+            "kv-below-context", weights=mem.weights, workspace=mem.activations + mem.other, usable=mem.usable,
+            kv_tokens=mem.kv_cache_tokens, context=req.context_len)), None
     limit = max(1, min(cap, mem.max_seqs_at_request))  # KV reserved for whole requests (no preemption)
     spans_nodes = tp * pp > (req.gpus_per_node or gpu.gpus_per_node)
     model = ReplicaModel(gpu=gpu, arch=req.arch, params=req.params, precision=precision, dtype=dtype, tp=tp, pp=pp,
@@ -107,10 +103,6 @@ def evaluate_config(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
         best = max(meeting, key=lambda p: (round(p.requests_per_second, 9), -p.batch))
         return build_candidate(req, gpu, precision, tp, pp, mem, best, chunk), None, None
     closest = min(points, key=lambda p: (slo_ratio(req, p), p.batch))
-    parts = []
-    if req.ttft_p99_seconds and closest.ttft_p99_seconds > req.ttft_p99_seconds:
-        parts.append(f"TTFT p99 {closest.ttft_p99_seconds * 1e3:.0f} ms > {req.ttft_p99_seconds * 1e3:.0f} ms")
-    if req.tpot_p99_seconds and closest.tpot_p99_seconds > req.tpot_p99_seconds:
-        parts.append(f"TPOT p99 {closest.tpot_p99_seconds * 1e3:.1f} ms > {req.tpot_p99_seconds * 1e3:.1f} ms")
-    reason = f"no batch meets the SLO; best at batch {closest.batch}: " + ", ".join(parts)
+    reason = because("no-batch-meets-slo", batch=closest.batch, ttft=closest.ttft_p99_seconds, ttft_slo=req.ttft_p99_seconds,
+                     tpot=closest.tpot_p99_seconds, tpot_slo=req.tpot_p99_seconds)
     return None, ServeRejection(where, reason), build_candidate(req, gpu, precision, tp, pp, mem, closest, chunk)

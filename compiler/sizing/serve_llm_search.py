@@ -9,17 +9,18 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from .reasons import Reason, because
 from .serve_engine_limits import engine_limits
 from .serve_latency import compute_dtype
 from .serve_llm_config import evaluate_config, memory_for
 from .serve_shapes import PP_DEGREES, TP_DEGREES, parallel_shapes
-from .serve_types import MAX_REJECTED, ServeCandidate, ServeRejection, ServeRequest, ServeSearchResult, pareto_front, rank_key
+from .serve_types import ServeCandidate, ServeRejection, ServeRequest, ServeSearchResult, pareto_front, rank_key
 
 if TYPE_CHECKING:
     from ..catalog.types import GpuSpec
 
 
-def smallest_fit(req: ServeRequest, gpus: dict[str, GpuSpec]) -> str | None:
+def smallest_fit(req: ServeRequest, gpus: dict[str, GpuSpec]) -> tuple[int, str, int, int, str] | None:
     """The fewest GPUs of any catalog type (then the cheapest) whose memory holds the model and one
     context — also outside the plan's allowed GPUs and pins, to say what would fit."""
     fits = []
@@ -40,7 +41,7 @@ def smallest_fit(req: ServeRequest, gpus: dict[str, GpuSpec]) -> str | None:
                 mem = memory_for(req, gpu, precision, tp, pp, 1, chunk)
                 if mem.kv_cache_tokens >= req.context_len:
                     fits.append((tp * pp, tp * pp * gpu.price_usd_per_gpu_hour.get(req.pricing, math.inf),
-                                 f"{tp * pp} × {gpu.id} (TP{tp} PP{pp}, {precision})"))
+                                 (tp * pp, gpu.id, tp, pp, precision)))
                     break
     return min(fits)[2] if fits else None
 
@@ -50,17 +51,17 @@ def search_llm(req: ServeRequest, gpus: dict[str, GpuSpec]) -> ServeSearchResult
     for gpu_id in req.gpu_ids:
         gpu = gpus.get(gpu_id)
         if gpu is None:
-            rejected.append(ServeRejection(gpu_id, "not in the GPU catalog"))
+            rejected.append(ServeRejection(gpu_id, because("not-in-catalog")))
             continue
         if req.pricing not in gpu.price_usd_per_gpu_hour:
-            rejected.append(ServeRejection(gpu_id, f"no {req.pricing} price in the catalog"))
+            rejected.append(ServeRejection(gpu_id, because("no-price", pricing=req.pricing)))
             continue
         shapes, shape_rejections = parallel_shapes(req, gpu)
         rejected += shape_rejections
         for precision in req.precisions:
             dtype = compute_dtype(precision, gpu)
             if dtype is None:
-                rejected.append(ServeRejection(f"{gpu.id} {precision}", f"{gpu.name} has no {precision} tensor cores"))
+                rejected.append(ServeRejection(f"{gpu.id} {precision}", because("no-tensor-cores", gpu_name=gpu.name, precision=precision)))
                 continue
             fitted_without_pp = False
             for tp, pp in shapes:
@@ -76,8 +77,8 @@ def search_llm(req: ServeRequest, gpus: dict[str, GpuSpec]) -> ServeSearchResult
                 if closest:
                     near.append(closest)
     if "int4" in req.precisions:
-        warnings.append("int4 (AWQ/GPTQ) is weight-only: matmuls run at the 16-bit rate")
-    kept = tuple(sorted(rejected, key=lambda r: (r.description, r.reason))[:MAX_REJECTED])
+        warnings.append(because("int4-weight-only"))
+    kept = tuple(rejected)
     if not candidates:
         return ServeSearchResult(None, (), kept, evaluated, no_fit_reason(req, gpus, rejected, near), nearest_of(req, near),
                                  tuple(warnings))
@@ -85,15 +86,15 @@ def search_llm(req: ServeRequest, gpus: dict[str, GpuSpec]) -> ServeSearchResult
     pareto = pareto_front(candidates)
     if req.budget_usd_per_month is not None and chosen.usd_per_month > req.budget_usd_per_month:
         cheapest = min(candidates, key=lambda c: (c.usd_per_month, rank_key(req, c)))
-        reason = (f"the cheapest configuration meeting the SLO, {cheapest.description}, costs "
-                  f"${cheapest.usd_per_month:,.0f}/month > budget ${req.budget_usd_per_month:,.0f}/month")
+        reason = because("slo-config-over-budget", cheapest=cheapest.description, usd=cheapest.usd_per_month,
+                         budget=req.budget_usd_per_month)
         if cheapest.usd_per_month <= req.budget_usd_per_month:
             chosen = cheapest
-            warnings.append(f"optimising latency exceeded the budget; chose the cheapest: {cheapest.description}")
+            warnings.append(because("latency-over-budget", cheapest=cheapest.description))
         else:
             return ServeSearchResult(None, pareto, kept, evaluated, reason, cheapest, tuple(warnings))
     if chosen.max_concurrency < 8 and req.ttft_p99_seconds is None and req.tpot_p99_seconds is None:
-        warnings.append(f"KV cache holds only {chosen.max_concurrency} requests per replica on {chosen.gpu_id}")
+        warnings.append(because("few-requests-in-kv", concurrency=chosen.max_concurrency, gpu_id=chosen.gpu_id))
     return ServeSearchResult(chosen, pareto, kept, evaluated, None, None, tuple(warnings))
 
 
@@ -106,15 +107,13 @@ def nearest_of(req: ServeRequest, near: list[ServeCandidate]) -> ServeCandidate 
 
 
 def no_fit_reason(req: ServeRequest, gpus: dict[str, GpuSpec], rejected: list[ServeRejection],
-                  near: list[ServeCandidate]) -> str:
+                  near: list[ServeCandidate]) -> Reason:
     if near:
         best = nearest_of(req, near)
-        return (f"no configuration meets the SLO; closest is {best.description} with TTFT p99 "
-                f"{best.ttft_seconds * 1e3:.0f} ms, TPOT p99 {best.tpot_seconds * 1e3:.1f} ms")
+        return because("no-config-meets-slo", closest=best.description, ttft=best.ttft_seconds, tpot=best.tpot_seconds)
     fit = smallest_fit(req, gpus)
-    allowed = ", ".join(req.gpu_ids) or "none"
     if fit:
-        return f"{req.model_id} does not fit the allowed GPUs ({allowed}) and pins; smallest fit: {fit}"
+        return because("fits-outside-allowed", model_id=req.model_id, allowed=req.gpu_ids, fit=fit)
     if rejected:
-        return f"{req.model_id} does not fit any GPU configuration; e.g. {rejected[0].description}: {rejected[0].reason}"
-    return f"{req.model_id}: no GPU to evaluate (allowed: {allowed})"
+        return because("fits-no-gpu", model_id=req.model_id, rejection=rejected[0])
+    return because("no-gpu-to-evaluate", model_id=req.model_id, allowed=req.gpu_ids)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .reasons import because
 from .serve_types import ServeRejection, ServeRequest
 
 if TYPE_CHECKING:
@@ -27,19 +28,19 @@ def parallel_shapes(req: ServeRequest, gpu: GpuSpec) -> tuple[list[tuple[int, in
                 continue
             where = f"{gpu.id} TP{tp} PP{pp}"
             if tp > per_node:
-                rejected.append(ServeRejection(where, f"TP{tp} spans nodes of {per_node} GPUs (TP stays within NVLink)"))
+                rejected.append(ServeRejection(where, because("tp-spans-nodes", tp=tp, per_node=per_node)))
             elif req.arch.heads % tp:
-                rejected.append(ServeRejection(where, f"{req.arch.heads} attention heads do not split over TP{tp}"))
+                rejected.append(ServeRejection(where, because("heads-do-not-split", heads=req.arch.heads, tp=tp)))
             elif pp > req.arch.layers:
-                rejected.append(ServeRejection(where, f"PP{pp} exceeds {req.arch.layers} layers"))
+                rejected.append(ServeRejection(where, because("pp-exceeds-layers", pp=pp, layers=req.arch.layers)))
             elif tp > 1 and gpu.intra_node_bandwidth_bytes_per_second <= 0:
-                rejected.append(ServeRejection(where, f"{gpu.name} has no GPU-to-GPU link for TP"))
+                rejected.append(ServeRejection(where, because("no-gpu-link", gpu_name=gpu.name)))
             elif tp * pp > per_node and tp < per_node:
-                rejected.append(ServeRejection(where, f"a replica over nodes runs one PP stage of TP{per_node} per node"))
+                rejected.append(ServeRejection(where, because("one-stage-per-node", per_node=per_node)))
             elif req.engine == "tgi" and pp > 1:
-                rejected.append(ServeRejection(where, "TGI shards a replica with TP on one node (no PP)"))
+                rejected.append(ServeRejection(where, because("tgi-no-pp")))
             elif req.engine == "triton" and tp * pp > per_node:
-                rejected.append(ServeRejection(where, "Triton's vLLM backend runs a replica on one node"))
+                rejected.append(ServeRejection(where, because("triton-one-node")))
             else:
                 shapes.append((tp, pp))
     return shapes, rejected

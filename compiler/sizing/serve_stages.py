@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from .reasons import Reason, because
 from .serve_search import search_serving
 from .serve_types import ServeRequest, ServeSearchResult
 
@@ -28,7 +29,7 @@ class PipelineResult:
     gpus: tuple[tuple[str, int], ...]  # GPUs per stage (at peak)
     gpu_ratio: tuple[tuple[str, float], ...]  # stage GPUs per GPU of the last stage
     usd_per_month: float
-    infeasible_reason: str | None
+    infeasible_reason: Reason | None
 
 
 def size_pipeline(stages: tuple[PipelineStage, ...], gpus: dict[str, GpuSpec], requests_per_second: float,
@@ -45,5 +46,5 @@ def size_pipeline(stages: tuple[PipelineStage, ...], gpus: dict[str, GpuSpec], r
     last = counts[-1][1] if counts else 0
     ratio = tuple((name, n / last if last else 0.0) for name, n in counts)
     cost = sum(r.chosen.usd_per_month for _, r in results if r.chosen)
-    reason = "; ".join(f"stage {n}: {why}" for n, why in failed) or None
+    reason = because("stages-infeasible", failures=tuple(failed)) if failed else None
     return PipelineResult(tuple(results), counts, ratio, cost, reason)

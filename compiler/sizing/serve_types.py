@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .reasons import Reason
 from .serve_memory import DEFAULT_GPU_MEMORY_UTILIZATION
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 # (google.cloud.aiplatform AutoscalingMetricSpec.target: "The default value is 60").
 DEFAULT_TARGET_UTILIZATION = 0.6
 HOURS_PER_MONTH = 730  # 8760 h / 12
-MAX_REJECTED = 24  # rejections kept in a result (sorted, so deterministic)
+MAX_REJECTED = 24  # rejections the resolved plan keeps (sorted, so deterministic)
 MAX_PARETO = 12
 VISION_KINDS = ("cnn", "vision-transformer", "encoder")
 
@@ -108,7 +109,7 @@ class ServeCandidate:
     usd_per_million_tokens: float
     gpu_memory_utilization: float
     target_utilization: float
-    queueing: str
+    queueing: Reason  # how the latency at the operating point comes about
     max_queue_delay_seconds: float = 0.0
     preferred_batch_sizes: tuple[int, ...] = ()
     power_watts: float = 0.0
@@ -130,18 +131,18 @@ class ServeCandidate:
 @dataclass(frozen=True)
 class ServeRejection:
     description: str
-    reason: str
+    reason: Reason
 
 
 @dataclass(frozen=True)
 class ServeSearchResult:
     chosen: ServeCandidate | None
     pareto: tuple[ServeCandidate, ...]
-    rejected: tuple[ServeRejection, ...]
+    rejected: tuple[ServeRejection, ...]  # all, in the order met; the pass keeps a sorted sample of MAX_REJECTED
     evaluated: int
-    infeasible_reason: str | None
+    infeasible_reason: Reason | None
     nearest: ServeCandidate | None
-    warnings: tuple[str, ...]
+    warnings: tuple[Reason, ...]
 
 
 def replica_counts(rate: float, peak_factor: float, capacity: float, utilization: float) -> tuple[int, int]:
