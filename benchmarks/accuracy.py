@@ -31,6 +31,7 @@ sys.path.insert(0, str(REPO))
 from compiler.catalog.fabrics import load_fabrics  # noqa: E402
 from compiler.catalog.loader import load_gpus  # noqa: E402
 from compiler.catalog.params import count_params  # noqa: E402
+from compiler.passes.wording import words  # noqa: E402
 from compiler.catalog.types import Architecture  # noqa: E402
 from compiler.sizing.train_time import COMPUTE_DTYPE, model_flops_per_token  # noqa: E402
 from compiler.sizing.training import TrainPins, TrainRequest, search_training  # noqa: E402
@@ -170,7 +171,7 @@ def training_cases() -> list[Case]:
             published_tps, published_mfu = _published(row, arch, family, peak, model_flops)
             chosen = result.chosen
             if chosen is None:
-                cases.append(Case(name, gpu_id, count, published_tps, None, published_mfu, None, result.infeasible_reason or ""))
+                cases.append(Case(name, gpu_id, count, published_tps, None, published_mfu, None, words(result.infeasible_reason) if result.infeasible_reason else ""))
                 continue
             cases.append(Case(name, gpu_id, count, published_tps, chosen.tokens_per_second / count, published_mfu,
                               chosen.mfu, f"{chosen.description}; {batch_note}"))

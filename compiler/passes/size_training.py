@@ -10,6 +10,7 @@ from ..diagnostics import InfeasiblePlan
 from ..resolved import Alternative, Cost, Decision, Hardware, MemoryPerGpu, Parallelism, Rejection, ResolvedPlan, Training
 from ..sizing.training import TrainRequest, search_training
 from .context import PassContext
+from .wording import rejection_rows, words
 from ..units import format_count, format_seconds, format_usd
 
 # Without a stated batch: about 1M tokens per step, inside GPT-3's range of 0.5M-3.2M tokens
@@ -67,7 +68,7 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
                              f"{plan.model.name} is a CNN: use method full")
     result = search_training(request_for(plan, catalog), catalog.gpus, ctx.searches)
     if result.chosen is None:
-        raise InfeasiblePlan(result.infeasible_reason or "no configuration fits")
+        raise InfeasiblePlan(words(result.infeasible_reason) if result.infeasible_reason else "no configuration fits")
     c, spec = result.chosen, plan.spec
     gpu = catalog.gpus[c.gpu_id]
     m = c.memory
@@ -110,7 +111,7 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
                         + (f" and budget {format_usd(spec.budget.usd)}" if spec.budget.usd else "")),
         Decision(topic="parallelism", choice=f"TP={c.tp} PP={c.pp} DP={c.dp} ZeRO-{c.zero_stage}, micro-batch {c.micro_batch} × {c.grad_accum} accumulation, recompute {c.recompute}",
                  reason=f"{m.total / 2**30:.1f} GiB per GPU of {c.usable_memory_bytes / 2**30:.1f} GiB usable; step {format_seconds(s.total)}"),
-        Decision(topic="framework", choice=c.framework, reason=c.framework_reason),
+        Decision(topic="framework", choice=c.framework, reason=words(c.framework_reason)),
         Decision(topic="batch", choice=f"{parallelism.global_batch} sequences × {spec.train.seq_len} tokens = {format_count(parallelism.global_batch * spec.train.seq_len)} tokens per step",
                  reason="as given" if spec.train.global_batch else f"{format_count(spec.train.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS)} tokens rounded to a power-of-two number of sequences so DP × micro-batch divide it"),
         Decision(topic="time", choice=f"{format_seconds(c.wall_seconds)}, {format_count(c.gpu_hours)} GPU-hours, MFU {100 * c.mfu:.1f}%",
@@ -120,7 +121,7 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     return plan.model_copy(update={
         "hardware": hardware, "parallelism": parallelism, "memory_per_gpu_bytes": memory, "training": training,
         "cost": cost, "alternatives": alternatives,
-        "rejected": [Rejection(description=r.description, reason=r.reason) for r in result.rejected],
-        "decisions": plan.decisions + decisions, "warnings": plan.warnings + list(result.warnings),
+        "rejected": [Rejection(description=d, reason=r) for d, r in rejection_rows(result.rejected)],
+        "decisions": plan.decisions + decisions, "warnings": plan.warnings + [words(w) for w in result.warnings],
         "search_evaluated": result.evaluated,
     })
