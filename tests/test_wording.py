@@ -1,4 +1,4 @@
-"""Sizing returns reasons as data and passes/wording.py words them: every code the sizing modules use has one
+"""Sizing returns reasons as data and passes/wording.py words them: every code sizing and the passes use has one
 sentence taking exactly the facts given, no sentence is left unused, and sizing builds no sentences of its own."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from compiler.sizing.reasons import because
 from tests.conftest import REPO
 
 SIZING = sorted((REPO / "compiler/sizing").glob("*.py"))
+CALLERS = SIZING + sorted((REPO / "compiler/passes").glob("*.py"))  # who may give a reason
 # Words an f-string in sizing may hold outside its fields: the compact labels of a configuration
 # ("8 × h100 TP8 PP1 DP1 ZeRO-1 mb1 none offload", "2 × (8 × h100) bf16 TP8 PP1 batch 64") and the keys of
 # the search's own tables.
@@ -20,7 +21,7 @@ LABEL_WORDS = {"batch", "host", "dtype", "price", "nodes", "offload"}
 
 def _because_calls() -> list[tuple[str, str, frozenset[str]]]:
     calls = []
-    for path in SIZING:
+    for path in CALLERS:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "because":
                 assert isinstance(node.args[0], ast.Constant), f"{path.name}:{node.lineno}: a reason code is a literal"
@@ -35,7 +36,7 @@ def test_every_reason_code_in_sizing_is_worded_with_the_facts_it_is_given():
         assert code in SENTENCES, f"{where}: reason '{code}' has no wording in compiler/passes/wording.py"
         expected = set(inspect.signature(SENTENCES[code]).parameters)
         assert facts == expected, f"{where}: '{code}' is given {sorted(facts)}, its sentence takes {sorted(expected)}"
-    assert set(SENTENCES) == {code for _, code, _ in calls}, "wording for codes no sizing module uses"
+    assert set(SENTENCES) == {code for _, code, _ in calls}, "wording for codes nothing uses"
 
 
 def test_sizing_builds_no_sentences():

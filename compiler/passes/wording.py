@@ -8,10 +8,17 @@ modules use is worded here, and nothing else is.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from ..resolved import Decision
 from ..sizing.reasons import Reason
-from ..units import format_seconds, format_usd
+from ..units import format_count, format_seconds, format_usd
+
+if TYPE_CHECKING:
+    from ..resolved import Hardware, Parallelism
+    from ..sizing.serve_types import ServeCandidate, ServeSearchResult
+    from ..sizing.training import TrainCandidate
+    from ..spec import PlanSpec
 
 GIB = 2**30
 
@@ -81,6 +88,59 @@ def _over_budget_cheapest(cost: float, budget: float, deadline: float | None, gp
     return (f"needs {format_usd(cost)}, budget {format_usd(budget)}; cheapest meeting {meeting}: "
             f"{gpus} × {gpu_id} {pricing}, {format_usd(cost)}")
 
+
+# --- the decisions the sizing passes record ------------------------------------------------------------------
+
+def model_choice(name: str, params_total: float, params_active: float) -> str:
+    return f"{name}: {params_total / 1e9:.2f}B parameters ({params_active / 1e9:.2f}B active)"
+
+
+def training_decisions(spec: PlanSpec, c: TrainCandidate, evaluated: int, hardware: Hardware, parallelism: Parallelism,
+                       batch_tokens: float) -> list[Decision]:
+    """`batch_tokens`: the tokens per step the plan gave or the default, when it gave no batch in sequences."""
+    m, s, tokens = c.memory, c.step, spec.train.total_tokens
+    deadline = f"deadline {format_seconds(spec.train.deadline)}" if spec.train.deadline else "no deadline"
+    return [
+        Decision(topic="hardware", choice=f"{c.gpus} × {c.gpu_id} ({c.nodes} nodes)",
+                 reason=f"{'cheapest' if spec.optimize == 'cost' else 'fastest'} of {evaluated} configurations that fit memory and meet the {deadline}"
+                        + (f" and budget {format_usd(spec.budget.usd)}" if spec.budget.usd else "")),
+        Decision(topic="parallelism", choice=f"TP={c.tp} PP={c.pp} DP={c.dp} ZeRO-{c.zero_stage}, micro-batch {c.micro_batch} × {c.grad_accum} accumulation, recompute {c.recompute}",
+                 reason=f"{m.total / 2**30:.1f} GiB per GPU of {c.usable_memory_bytes / 2**30:.1f} GiB usable; step {format_seconds(s.total)}"),
+        Decision(topic="framework", choice=c.framework, reason=words(c.framework_reason)),
+        Decision(topic="batch", choice=f"{parallelism.global_batch} sequences × {spec.train.seq_len} tokens = {format_count(parallelism.global_batch * spec.train.seq_len)} tokens per step",
+                 reason="as given" if spec.train.global_batch else f"{format_count(batch_tokens)} tokens rounded to a power-of-two number of sequences so DP × micro-batch divide it"),
+        Decision(topic="time", choice=f"{format_seconds(c.wall_seconds)}, {format_count(c.gpu_hours)} GPU-hours, MFU {100 * c.mfu:.1f}%",
+                 reason=f"{format_count(tokens)} tokens at {format_count(c.tokens_per_second)} tokens/s, goodput {100 * c.goodput:.1f}%"),
+        Decision(topic="cost", choice=format_usd(c.cost_usd), reason=f"{format_count(c.gpu_hours)} GPU-hours × {format_usd(hardware.usd_per_gpu_hour)} ({spec.cluster.pricing})"),
+    ]
+
+
+def serving_decisions(spec: PlanSpec, c: ServeCandidate, evaluated: int, hardware: Hardware, prefix: str = "") -> list[Decision]:
+    traffic = spec.serve.traffic
+    return [
+        Decision(topic=f"{prefix}hardware", choice=f"{c.replicas} replicas × {c.gpus_per_replica} × {c.gpu_id} ({c.precision}, TP={c.tp}, PP={c.pp})",
+                 reason=f"{'cheapest' if spec.optimize == 'cost' else 'lowest latency'} of {evaluated} configurations meeting the SLO "
+                        f"at {traffic.requests_per_second:g} req/s × peak factor {traffic.peak_factor:g}; {words(c.queueing)}"),
+        Decision(topic=f"{prefix}batch", choice=f"{c.max_concurrency} concurrent sequences ({c.step_bound}-bound decode)",
+                 reason=f"TTFT p99 {format_seconds(c.ttft_seconds)}, TPOT p99 {format_seconds(c.tpot_seconds)}; "
+                        f"{format_count(c.tokens_per_second_per_replica)} tokens/s per replica at utilisation {c.target_utilization:g}"),
+        Decision(topic=f"{prefix}cost", choice=f"{format_usd(c.usd_per_month)}/month",
+                 reason=f"{c.gpus} GPUs × {format_usd(hardware.usd_per_gpu_hour)}/h ({spec.cluster.pricing}) × 730 h"),
+    ]
+
+
+def stage_ratio_decision(ratios: list[tuple[str, float]]) -> Decision:
+    return Decision(topic="stage ratio", choice=" : ".join(f"{ratio:.2f} {name}" for name, ratio in ratios),
+                    reason="each stage sized for the rate it receives; GPUs per GPU of the last stage")
+
+
+def serving_infeasible(result: ServeSearchResult, where: str) -> str:
+    near = f"; nearest: {result.nearest.description}, {format_usd(result.nearest.usd_per_month)}/month" if result.nearest else ""
+    why = words(result.infeasible_reason) if result.infeasible_reason else "no configuration serves this model"
+    return f"{where}{why}{near}"
+
+
+# --- reasons, by code ---------------------------------------------------------------------------------------
 
 SENTENCES: dict[str, Callable[..., str]] = {
     # --- catalog and hardware (both searches) ---------------------------------------------------------------
@@ -156,4 +216,19 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "ddp-unsharded": lambda: "the model states fit unsharded: plain DDP has the least overhead",
     "fsdp-full-shard": lambda: "full sharding (ZeRO-3) is native in PyTorch FSDP (FULL_SHARD)",
     "deepspeed-zero": lambda zero: f"ZeRO-{zero} sharding of the optimizer{' and gradients' if zero == 2 else ''} (DeepSpeed)",
+    # --- the passes: what the plan asks that no engine or method can do --------------------------------------
+    "adapters-need-transformer": lambda method, targets, model: (
+        f"{method} adapts transformer projections ({', '.join(targets)}); {model} is a CNN: use method full"),
+    "engine-serves-decoders": lambda where, engine, model, kind: (
+        f"{where}engine {engine} serves decoder LLMs only; {model} is a {kind}: use engine triton"),
+    "tgi-no-fp32": lambda where: f"{where}TGI does not serve fp32 (--dtype takes float16 or bfloat16)",
+    "fp32-serving-not-modelled": lambda where: (
+        f"{where}serving in fp32 is not modelled (16-bit, fp8, int8 and int4 are): use bf16 or fp16"),
+    # --- the model's shape (resolve_model) ---------------------------------------------------------------------
+    "preset": lambda preset, source: f"preset {preset} ({source})",
+    "architecture-given": lambda: "architecture given in the plan",
+    "shape-from-count": lambda layers, hidden, aspect_ratio: (
+        f"only a parameter count was given: assumed a Llama-2-like shape with {layers} layers × hidden {hidden} "
+        f"(N ≈ 12·L·d², d/L = {aspect_ratio}; Kaplan et al. 2020)"),
+    "shape-assumed": lambda why: f"model shape assumed from a parameter count: {words(why)}",
 }
