@@ -74,10 +74,10 @@ def run_compile(argv: list[str]) -> int:
     attach_template_cache(environment(), user_cache_dir())
 
     rendered, status = [], EXIT_OK
-    with one_run():
+    with one_run() as searches:
         for path in args.plans:
             try:
-                rendered.append(compile_plan(path))
+                rendered.append(compile_plan(path, searches=searches))
             except PlanInputError as exc:
                 _print_error(exc.render())
                 status = max(status, EXIT_INVALID)

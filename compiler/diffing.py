@@ -14,6 +14,7 @@ from typing import Any
 
 from .diagnostics import InfeasiblePlan, PlanInputError, printable
 from .pipeline import one_run, render, resolve
+from .sizing.search_cache import SearchCache
 from .resolved import ResolvedPlan
 from .units import format_seconds, format_usd
 
@@ -97,7 +98,7 @@ def _commit(revision: str, cwd: Path) -> str:
     return sha
 
 
-def _plan_at_revision(path: Path, revision: str) -> ResolvedPlan:
+def _plan_at_revision(path: Path, revision: str, searches: SearchCache) -> ResolvedPlan:
     cwd = path.parent
     sha = _commit(revision, cwd)
     relative = _git(["ls-files", "--full-name", "--error-unmatch", "--", path.name], cwd).strip()
@@ -105,7 +106,7 @@ def _plan_at_revision(path: Path, revision: str) -> ResolvedPlan:
     with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".mlinfra-diff-", suffix=".yaml", delete=False) as handle:
         handle.write(text)
     try:
-        return resolve(Path(handle.name), display_name=f"{sha[:12]}:{path.name}")
+        return resolve(Path(handle.name), display_name=f"{sha[:12]}:{path.name}", searches=searches)
     finally:
         Path(handle.name).unlink()
 
@@ -120,11 +121,11 @@ def run_diff(argv: list[str]) -> int:
     if (args.new is None) == (args.against is None):
         parser.error("give OLD NEW, or PLAN --against REV")
     try:
-        with one_run():  # a change that leaves the training question alone searches it once
+        with one_run() as searches:  # a change that leaves the training question alone searches it once
             if args.against is not None:
-                old, new = _plan_at_revision(args.old, args.against), resolve(args.old)
+                old, new = _plan_at_revision(args.old, args.against, searches), resolve(args.old, searches=searches)
             else:
-                old, new = resolve(args.old), resolve(args.new, display_name=str(args.old))
+                old, new = resolve(args.old, searches=searches), resolve(args.new, display_name=str(args.old), searches=searches)
     except PlanInputError as exc:
         print(exc.render(), file=sys.stderr)
         return 2

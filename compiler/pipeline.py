@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from . import __version__
 from .catalog.catalog import load_catalog
@@ -11,9 +13,10 @@ from .consistency import check_consistency
 from .catalog.loader import CatalogError
 from .diagnostics import Diagnostic, PlanInputError
 from .passes import PASSES
+from .passes.context import PassContext
 from .references import check_references
 from .resolved import ResolvedPlan
-from .sizing.training import shared_searches
+from .sizing.search_cache import SearchCache
 from .source import load_yaml_file
 from .targets import TARGETS
 from .targets.base import with_header
@@ -29,8 +32,9 @@ def _check_file_name(name: str) -> None:
         raise PlanInputError([Diagnostic(0, 0, "", message, "unsafe-file-name", file=name)])
 
 
-def resolve(plan_path: Path, display_name: str | None = None) -> ResolvedPlan:
-    """Load, validate and size one plan. `display_name` stands in for the path in messages and headers."""
+def resolve(plan_path: Path, display_name: str | None = None, searches: SearchCache | None = None) -> ResolvedPlan:
+    """Load, validate and size one plan. `display_name` stands in for the path in messages and headers; `searches`
+    is the run's shared search results (one_run), a fresh cache when the plan is compiled alone."""
     _check_file_name(display_name or str(plan_path))
     loaded = load_yaml_file(plan_path, display_name=display_name or str(plan_path))
     spec = validate_plan(loaded)
@@ -42,8 +46,9 @@ def resolve(plan_path: Path, display_name: str | None = None) -> ResolvedPlan:
         raise PlanInputError([Diagnostic(pos.line, pos.column, "cluster.catalog", str(exc), "invalid-catalog", file=loaded.file)], loaded.text)
     check_references(spec, catalog, loaded)
     plan = ResolvedPlan(generator=f"mlinfra-compile {__version__}", name=spec.name, workload=spec.workload, plan_file=Path(display_name or plan_path).name, spec=spec)
+    ctx = PassContext(catalog=catalog, searches=SearchCache() if searches is None else searches)
     for size in PASSES:
-        plan = size(plan, catalog)
+        plan = size(plan, ctx)
     _check_finite(plan, loaded)
     return plan
 
@@ -80,11 +85,13 @@ def render(plan: ResolvedPlan) -> RenderedPlan:
     return RenderedPlan(plan.name, tuple(sorted(files, key=lambda f: f.path)))
 
 
-def compile_plan(plan_path: Path, display_name: str | None = None) -> RenderedPlan:
-    return render(resolve(plan_path, display_name))
+def compile_plan(plan_path: Path, display_name: str | None = None, searches: SearchCache | None = None) -> RenderedPlan:
+    return render(resolve(plan_path, display_name, searches))
 
 
-def one_run():
-    """Context for compiling several plans in one run: plans whose training search asks the same question share
-    its result (sizing/training.py `shared_searches`); outputs are the same as compiling each alone."""
-    return shared_searches()
+@contextmanager
+def one_run() -> Iterator[SearchCache]:
+    """The search results several plans of one run share: `with one_run() as searches: compile_plan(p, searches=searches)`.
+    Plans whose training search asks the same question share its result (sizing/search_cache.py); outputs are the
+    same as compiling each alone. The cache lives as long as the block and is no one else's."""
+    yield SearchCache()

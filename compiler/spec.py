@@ -167,7 +167,7 @@ class TrainSpec(Spec):
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec, description="checkpoint interval, retention and location")
     entrypoint: EntrypointSpec = Field(default_factory=EntrypointSpec, description="what torchrun runs on every node")
     data: SafeText | None = Field(None, description="dataset location (path or URI)")
-    bytes_per_token: float = Field(2.0, ge=0.01, le=1e6, description="stored bytes per token (uint16 token ids = 2)")
+    bytes_per_token: float | None = Field(None, ge=0.01, le=1e6, description="stored bytes per token; default from the vocabulary: 2 (uint16 ids) below 65,500 tokens, 4 (int32) above, as Megatron stores them")
     mtbf_gpu_hours: float | None = Field(None, ge=1, le=1e12, description="mean time between failures per GPU; default from the Llama 3 paper")
     flash_attention: bool = Field(True, description="attention kernel without the s² activation term (FlashAttention)")
 

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 
 from ..resolved import ResolvedPlan
-from ..sizing.serving import HOURS_PER_MONTH
+from ..sizing.serve_types import HOURS_PER_MONTH
 from .k8s_serving import ServingUnit, scale_down_window_seconds, serving_units, startup_failure_threshold, PROBE_PERIOD_SECONDS
 
 # A p99 target lets 1 % of requests be slower than the threshold: that 1 % is the error budget.
