@@ -1,8 +1,8 @@
 """The command line: the only place that prints or exits.
 
-Exit codes: 0 compiled (or up to date under --check); 1 stale under --check, or a valid plan that is
-infeasible; 2 invalid input, or an out/ that cannot be written (one line naming the path); 3 an internal
-error (a bug: the only case that shows a traceback).
+Exit codes: 0 compiled (or up to date under --check); 1 stale under --check; 2 invalid input, or an environment
+error such as an out/ that cannot be written (one located line); 3 an internal error (a bug: the only case that
+shows a traceback); 4 a valid plan that is infeasible (does not fit, misses its deadline or budget).
 """
 
 from __future__ import annotations
@@ -10,26 +10,52 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
+import shlex
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 
 from . import __version__
+from .cli_report import FORMATS
 
-EXIT_OK, EXIT_STALE_OR_INFEASIBLE, EXIT_INVALID, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_OK, EXIT_STALE, EXIT_INVALID, EXIT_INTERNAL, EXIT_INFEASIBLE = 0, 1, 2, 3, 4
 SUBCOMMANDS = ("schema", "explain", "diff")
+EXIT_CODES_HELP = """exit codes:
+  0  compiled, or up to date under --check
+  1  stale under --check (the diff and the command that fixes it are printed)
+  2  invalid input or environment (every error located: file:line:col: error: field: message  [code])
+  3  internal error (a bug in mlinfra-compile; the only case with a traceback)
+  4  a valid plan that is infeasible (does not fit, misses its deadline or budget)"""
+COMPILE_EXAMPLES = """examples:
+  mlinfra-compile examples/llama3-8b-pretrain.yaml -o out/
+  mlinfra-compile plans/ -o out/ --check              # a whole folder: also reports orphan out/ folders
+  cat plan.yaml | mlinfra-compile - --stdin-name plan.yaml -o out/
+  mlinfra-compile plans/*.yaml -o out/ --check --format github   # CI annotations
+
+other commands: schema, explain, diff (mlinfra-compile COMMAND --help)"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """No abbreviations (`--ch` is not `--check`), and examples kept as written in --help."""
+
+    def __init__(self, **kwargs):
+        super().__init__(allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
 
 
 def _compile_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="mlinfra-compile",
         description="Compile ML infrastructure plans into Slurm, torchrun, DeepSpeed, vLLM, Triton and Kubernetes configs.",
-        epilog="Other commands: 'mlinfra-compile schema' prints the plan JSON Schema; "
-        "'mlinfra-compile explain PLAN' prints the reasoning; 'mlinfra-compile diff OLD NEW' compares two plans.",
+        epilog=f"{COMPILE_EXAMPLES}\n\n{EXIT_CODES_HELP}",
     )
-    parser.add_argument("plans", nargs="+", type=Path, help="plan YAML files")
+    parser.add_argument("plans", nargs="+", type=Path, help="plan YAML files, folders of them, or - for standard input")
     parser.add_argument("-o", "--out", type=Path, default=Path("out"), help="output directory (default: out/)")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 with a diff when out/ is stale")
+    parser.add_argument("--format", choices=FORMATS, default="text", help="text (default), json (schemas/cli-output.schema.json) or github (workflow annotations)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only problems")
+    parser.add_argument("--stdin-name", default="stdin.yaml", metavar="NAME", help="the file name a plan read from - stands for (headers, messages)")
     parser.add_argument("--version", action="version", version=f"mlinfra-compile {__version__}")
     return parser
 
@@ -54,15 +80,47 @@ def _utf8_streams() -> None:
             stream.reconfigure(encoding="utf-8", errors="backslashreplace")
 
 
+def _plan_files(arguments: list[Path]) -> tuple[list[Path], bool]:
+    """The plan files named, a folder standing for its *.yaml and *.yml; True when a folder was given (then the
+    plans are the whole set, and a plan folder in out/ that none of them owns is an orphan)."""
+    files, whole = [], False
+    for argument in arguments:
+        if str(argument) != "-" and argument.is_dir():
+            files += sorted(p for p in argument.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+            whole = True
+        else:
+            files.append(argument)
+    return files, whole
+
+
+def _read_stdin_plan(cwd: Path) -> Path:
+    """A plan from standard input, written to a private file in the working directory (a catalog it names is
+    found relative to it, as for a plan file there); the caller removes it."""
+    from .source import MAX_PLAN_BYTES
+
+    data = sys.stdin.buffer.read(MAX_PLAN_BYTES + 1)
+    handle, name = tempfile.mkstemp(prefix=".mlinfra-stdin-", suffix=".yaml", dir=cwd)
+    with os.fdopen(handle, "wb") as out:
+        out.write(data)
+    return Path(name)
+
+
+def _problems_of(exc, path: str):
+    from .cli_report import Problem
+
+    return [Problem(d.file or path, d.message, d.code, d.line, d.column, d.path, text=d.render(exc.source_lines))
+            for d in exc.diagnostics]
+
+
 def run_compile(argv: list[str]) -> int:
     args = _compile_parser().parse_args(argv)  # before the imports: --help, --version and usage errors need none
     collecting = gc.isenabled()
     gc.disable()  # what the imports build (modules, pydantic's validators) lives as long as the process ...
     try:
+        from .cli_report import Problem, RunReport, emit
         from .diagnostics import InfeasiblePlan, PlanInputError
         from .pipeline import compile_plan, one_run
-        from .plan_lock import PlanLocked
-        from .writer import UnsafeOutput, check_plans, write_plans
+        from . import check, writer  # noqa: F401  (imported with the collector off, used below)
     finally:
         gc.freeze()  # ... so no collection, during the run or at exit, needs to look at it again
         if collecting:
@@ -73,47 +131,70 @@ def run_compile(argv: list[str]) -> int:
 
     attach_template_cache(environment(), user_cache_dir())
 
-    rendered, status = [], EXIT_OK
+    report = RunReport("check" if args.check else "compile")
+    plan_files, whole_folder = _plan_files(args.plans)
+    rendered, sources = [], []
     with one_run() as searches:
-        for path in args.plans:
+        for path in plan_files:
+            stdin_copy = _read_stdin_plan(Path.cwd()) if str(path) == "-" else None
+            shown = args.stdin_name if stdin_copy else str(path)
             try:
-                rendered.append(compile_plan(path, searches=searches))
+                rendered.append(compile_plan(stdin_copy or path, display_name=shown if stdin_copy else None, searches=searches))
+                sources.append(shown)
             except PlanInputError as exc:
-                _print_error(exc.render())
-                status = max(status, EXIT_INVALID)
+                report.problems += _problems_of(exc, shown)
+                report.exit_code = max(report.exit_code, EXIT_INVALID)
             except InfeasiblePlan as exc:
-                _print_error(f"{path}: infeasible: {exc}")
-                status = max(status, EXIT_STALE_OR_INFEASIBLE)
+                report.problems.append(Problem(shown, f"infeasible: {exc}", "infeasible"))
+                report.exit_code = max(report.exit_code, EXIT_INFEASIBLE) if report.exit_code != EXIT_INVALID else EXIT_INVALID
+            finally:
+                if stdin_copy:
+                    stdin_copy.unlink(missing_ok=True)
     names = [r.name for r in rendered]
     for name in sorted({n for n in names if names.count(n) > 1}):
-        _print_error(f"error: two plans are named '{name}'; plan names must be unique in one run  [duplicate-plan-name]")
-        status = EXIT_INVALID
-    if status:
-        return status  # nothing is written when any plan fails
+        files = [src for src, r in zip(sources, rendered) if r.name == name]
+        report.problems.append(Problem(files[-1], f"two plans are named '{name}' ({', '.join(files)}); plan names must be unique in one run", "duplicate-plan-name", field="name"))
+        report.exit_code = EXIT_INVALID
+    if not report.exit_code:  # nothing is written when any plan fails
+        _write_or_check(args, rendered, sources, whole_folder, report)
+    emit(report, args.format, args.quiet)
+    return report.exit_code
+
+
+def _write_or_check(args, rendered, sources, whole_folder: bool, report) -> None:
+    from .check import describe, orphan_folders, stale_files
+    from .cli_report import Problem
+    from .plan_lock import PlanLocked
+    from .writer import UnsafeOutput, write_plans
+
+    plan_args = [shlex.quote(str(a)) for a in args.plans]
     try:
         if args.check:
-            diffs = check_plans(args.out, rendered)
-            sys.stdout.write("".join(diffs))
-            if diffs:
-                _print_error(f"{len(diffs)} generated file(s) are stale; run: mlinfra-compile {' '.join(map(str, args.plans))} -o {args.out}")
-                return EXIT_STALE_OR_INFEASIBLE
-            return EXIT_OK
-        written = write_plans(args.out, rendered)
+            stale = stale_files(args.out, rendered) + (orphan_folders(args.out, rendered) if whole_folder else [])
+            for item in stale:
+                report.problems.append(Problem(str(args.out / item.path), describe(item, args.out, plan_args), f"stale-{item.reason}", diff=item.diff))
+            if stale:
+                report.exit_code = EXIT_STALE
+                report.summary = f"{len(stale)} generated file(s) are stale; run: mlinfra-compile {' '.join(plan_args)} -o {shlex.quote(str(args.out))}"
+        else:
+            write_plans(args.out, rendered)
     except (UnsafeOutput, PlanLocked) as exc:
-        _print_error(f"error: {exc}  [{exc.code}]")
-        return EXIT_INVALID
+        report.problems.append(Problem(str(args.out), str(exc), exc.code))
+        report.exit_code = EXIT_INVALID
     except OSError as exc:  # the environment, not the plan: a full disk, a read-only folder, a file in the way
-        _print_error(f"error: {exc.filename or args.out}: {exc.strerror or exc}  [os-error]")
-        return EXIT_INVALID
-    for plan in rendered:
-        print(f"{plan.name}: {len(plan.files)} files in {args.out / plan.name}")
-    return EXIT_OK if written is not None else EXIT_INTERNAL
+        report.problems.append(Problem(str(exc.filename or args.out), str(exc.strerror or exc), "os-error"))
+        report.exit_code = EXIT_INVALID
+    if not report.exit_code:
+        status = "checked" if args.check else "written"
+        report.plans = [{"file": src, "name": r.name, "status": status, "files": len(r.files), "out": str(args.out / r.name)}
+                        for src, r in zip(sources, rendered)]
 
 
 def run_schema(argv: list[str]) -> int:
     from .schema import plan_schema, resolved_schema
 
-    parser = argparse.ArgumentParser(prog="mlinfra-compile schema", description="Print the plan JSON Schema.")
+    parser = _Parser(prog="mlinfra-compile schema", description="Print the plan JSON Schema.",
+                     epilog="examples:\n  mlinfra-compile schema > schemas/plan.schema.json\n  mlinfra-compile schema --resolved   # the schema of out/<plan>/plan.json")
     parser.add_argument("--resolved", action="store_true", help="print the schema of out/<plan>/plan.json instead")
     args = parser.parse_args(argv)
     schema = resolved_schema() if args.resolved else plan_schema()
@@ -126,7 +207,8 @@ def run_explain(argv: list[str]) -> int:
     from .explain import explain
     from .pipeline import resolve
 
-    parser = argparse.ArgumentParser(prog="mlinfra-compile explain", description="Print the sizing decisions and their reasons.")
+    parser = _Parser(prog="mlinfra-compile explain", description="Print the sizing decisions and their reasons.",
+                     epilog=f"example:\n  mlinfra-compile explain examples/llama3-8b-pretrain.yaml\n\n{EXIT_CODES_HELP}")
     parser.add_argument("plan", type=Path)
     args = parser.parse_args(argv)
     try:
@@ -135,8 +217,8 @@ def run_explain(argv: list[str]) -> int:
         _print_error(exc.render())
         return EXIT_INVALID
     except InfeasiblePlan as exc:
-        _print_error(f"{args.plan}: infeasible: {exc}")
-        return EXIT_STALE_OR_INFEASIBLE
+        _print_error(terminal_text(f"{args.plan}: error: infeasible: {exc}  [infeasible]"))
+        return EXIT_INFEASIBLE
     return EXIT_OK
 
 
@@ -144,6 +226,16 @@ def run_diff(argv: list[str]) -> int:
     from .diffing import run_diff as diff_main
 
     return diff_main(argv)
+
+
+def _looks_like_a_command(word: str) -> bool:
+    """A bare word that is no file and no YAML name, close to a command name: a mistyped command (`explian`),
+    not a plan path to report as unreadable."""
+    import difflib
+
+    if word.startswith("-") or word.endswith((".yaml", ".yml")) or "/" in word or Path(word).exists():
+        return False
+    return bool(difflib.get_close_matches(word, SUBCOMMANDS, n=1, cutoff=0.6))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,6 +252,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] in handlers:
             return handlers[argv[0]](argv[1:])
+        if argv and _looks_like_a_command(argv[0]):
+            from .diagnostics import did_you_mean
+
+            _print_error(f"mlinfra-compile: error: unknown command '{terminal_text(argv[0])}'{did_you_mean(argv[0], handlers)}; "
+                         f"commands: {', '.join(handlers)}, or plan files to compile  [unknown-command]")
+            return EXIT_INVALID
         return run_compile(argv)
     except SystemExit as exc:  # argparse: usage errors are invalid input
         return EXIT_INVALID if exc.code not in (0, None) else EXIT_OK

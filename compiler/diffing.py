@@ -112,7 +112,10 @@ def _plan_at_revision(path: Path, revision: str, searches: SearchCache) -> Resol
 
 
 def run_diff(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="mlinfra-compile diff", description="What a plan change does to the decisions and generated files.")
+    parser = argparse.ArgumentParser(
+        prog="mlinfra-compile diff", description="What a plan change does to the decisions and generated files.", allow_abbrev=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  mlinfra-compile diff plans/a.yaml plans/a-new.yaml\n  mlinfra-compile diff plans/a.yaml --against HEAD~1 --json")
     parser.add_argument("old", type=Path)
     parser.add_argument("new", type=Path, nargs="?")
     parser.add_argument("--against", metavar="REV", help="compare PLAN with its version at a git revision")
@@ -130,8 +133,8 @@ def run_diff(argv: list[str]) -> int:
         print(exc.render(), file=sys.stderr)
         return 2
     except InfeasiblePlan as exc:
-        print(f"infeasible: {exc}", file=sys.stderr)
-        return 1
+        print(printable(f"{args.old}: error: infeasible: {exc}  [infeasible]"), file=sys.stderr)
+        return 4
     except GitError as exc:
         print(f"{printable(str(args.old))}: error: {printable(str(exc))}  [git-revision]", file=sys.stderr)
         return 2

@@ -20,9 +20,10 @@ MAX_DIMENSION = 1e15  # any size of an inline architecture (the largest, params_
 # Kubernetes object names, Slurm job names and directory names are all safe in this alphabet.
 
 
-def _quantity(parse, code: str, suffixes: dict, examples: list, minimum: float, maximum: float, prefix: str = ""):
-    """A number written with a unit suffix; the JSON Schema accepts a number or a matching string. `maximum`
-    is far beyond any real plan; it keeps the sizing's arithmetic finite (1e308 seconds overflows)."""
+def _quantity(parse, code: str, suffixes: dict, examples: list, minimum: float, maximum: float, expected: str, prefix: str = ""):
+    """A number written with a unit suffix; the JSON Schema accepts a number or a matching string, as one type so an
+    editor says what is expected in the compiler's words (yaml-language-server reads patternErrorMessage and
+    errorMessage). `maximum` is far beyond any real plan; it keeps the sizing's arithmetic finite."""
 
     def validate(value: Any) -> Any:
         if value is None:
@@ -36,16 +37,16 @@ def _quantity(parse, code: str, suffixes: dict, examples: list, minimum: float, 
 
     unit = "|".join(sorted((re.escape(k) for k in suffixes if k), key=len, reverse=True))
     pattern = rf"^\s*{re.escape(prefix)}{'?' if prefix else ''}[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*({unit})?\s*$"
-    schema = {"anyOf": [{"type": "number", "minimum": minimum, "maximum": maximum}, {"type": "string", "pattern": pattern}],
-              "examples": examples}
+    schema = {"type": ["number", "string"], "minimum": minimum, "maximum": maximum, "pattern": pattern, "examples": examples,
+              "patternErrorMessage": f"expected {expected}", "errorMessage": f"expected {expected} (a number, or a string with a unit)"}
     return BeforeValidator(validate), WithJsonSchema(schema), Field(ge=minimum, le=maximum)
 
 
-Count = Annotated[float, *_quantity(units.parse_count, "invalid-quantity", units.COUNT_SUFFIXES, ["7B", "2T", 8e9], 1, 1e18)]
-Bytes = Annotated[int, *_quantity(units.parse_bytes, "invalid-size", units.BYTE_SUFFIXES, ["80GiB", "500GB"], 0, 1e18)]
-Seconds = Annotated[float, *_quantity(units.parse_seconds, "invalid-duration", units.SECONDS_PER, ["30d", "2h", "150ms"], 1e-9, 1e10)]
-Usd = Annotated[float, *_quantity(units.parse_usd, "invalid-amount", units.USD_SUFFIXES, ["$400k", 400000], 0.01, 1e15, prefix="$")]
-IntCount = Annotated[int, *_quantity(lambda v: int(units.parse_count(v)), "invalid-quantity", units.COUNT_SUFFIXES, [512, "4k"], 1, 1e18)]
+Count = Annotated[float, *_quantity(units.parse_count, "invalid-quantity", units.COUNT_SUFFIXES, ["7B", "2T", 8e9], 1, 1e18, units.COUNT_EXPECTED)]
+Bytes = Annotated[int, *_quantity(units.parse_bytes, "invalid-size", units.BYTE_SUFFIXES, ["80GiB", "500GB"], 0, 1e18, units.BYTES_EXPECTED)]
+Seconds = Annotated[float, *_quantity(units.parse_seconds, "invalid-duration", units.SECONDS_PER, ["30d", "2h", "150ms"], 1e-9, 1e10, units.SECONDS_EXPECTED)]
+Usd = Annotated[float, *_quantity(units.parse_usd, "invalid-amount", units.USD_SUFFIXES, ["$400k", 400000], 0.01, 1e15, units.USD_EXPECTED, prefix="$")]
+IntCount = Annotated[int, *_quantity(lambda v: int(units.parse_count(v)), "invalid-quantity", units.COUNT_SUFFIXES, [512, "4k"], 1, 1e18, units.COUNT_EXPECTED)]
 _CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")  # C0/C1 controls but tab, and Unicode line breaks
 
 
@@ -55,6 +56,22 @@ def _no_control_characters(text: str) -> str:
     if found := _CONTROL.search(text):
         raise PydanticCustomError("invalid-format", "control character {c} is not allowed", {"c": repr(found[0])})
     return text
+
+
+def _offers(kind: str):
+    """json_schema_extra: the packaged catalog's ids as the field's examples, so an editor completes them."""
+
+    def extra(schema: dict) -> None:
+        from .catalog.catalog import packaged_ids
+
+        ids = packaged_ids(kind)
+        for branch in schema.get("anyOf", [schema]):  # optional fields: the non-null branch
+            if branch.get("type") == "array":
+                branch["items"]["examples"] = ids
+            elif branch.get("type") == "string":
+                branch["examples"] = ids
+
+    return extra
 
 
 # Rates below this (one request every 11.6 days) are not a service to size; a denormal such as 5e-324 made the
@@ -102,7 +119,7 @@ class ArchitectureSpec(Architecture):
 
 
 class ModelSpec(Spec):
-    preset: str | None = Field(None, description="a catalog preset id", examples=["llama-3.1-8b"])
+    preset: str | None = Field(None, description="a catalog preset id", json_schema_extra=_offers("models"))
     params: Count | None = Field(None, description="a parameter count alone; a Llama-like shape is assumed and the report says so")
     architecture: ArchitectureSpec | None = Field(None, description="an explicit architecture")
     weights: SafeText | None = Field(None, description="where serving / fine-tuning loads weights from (URI or path)", examples=["s3://bucket/llama3-8b"])
@@ -206,7 +223,7 @@ class StageSpec(Spec):
     model: ModelSpec = Field(description="the stage's model")
     precision: Precision = Field("bf16", description="the stage's serving precision")
     engine: Literal["vllm", "triton", "tgi"] = Field("vllm", description="the stage's serving engine")
-    gpus: list[str] | None = Field(None, description="GPU types this stage may use (default: the cluster's)")
+    gpus: list[str] | None = Field(None, description="GPU types this stage may use (default: the cluster's)", json_schema_extra=_offers("gpus"))
     items_per_request: float = Field(1.0, ge=MIN_RATE, le=1e6, description="items this stage handles per request entering the service")
     prompt_tokens: int | None = Field(None, ge=1, le=10_000_000, description="LLM stages: prompt length (default: traffic's)")
     output_tokens: int | None = Field(None, ge=1, le=10_000_000, description="LLM stages: output length (default: traffic's)")
@@ -268,14 +285,14 @@ class KubernetesSpec(Spec):
 
 class ClusterSpec(Spec):
     scheduler: Literal["slurm", "kubernetes", "both"] = Field("slurm", description="which deployment files to emit")
-    gpus: list[str] | None = Field(None, description="GPU types to choose from")
-    gpu: str | None = Field(None, description="pin one GPU type")
+    gpus: list[str] | None = Field(None, description="GPU types to choose from", json_schema_extra=_offers("gpus"))
+    gpu: str | None = Field(None, description="pin one GPU type", json_schema_extra=_offers("gpus"))
     count: int | None = Field(None, ge=1, le=1_000_000, description="pin the GPU count (train) or GPUs per replica (serve)")
     max_gpus: int = Field(4096, ge=1, le=1_000_000, description="largest allocation the search may use")
     pricing: Literal["on-demand", "spot", "reserved"] = Field("on-demand", description="price list used for cost; spot also makes jobs elastic")
     gpus_per_node: int | None = Field(None, ge=1, le=64, description="GPUs per node (default: the GPU catalog's server)")
-    interconnect: str = Field("ib-400g", description="inter-node fabric; NVLink inside a node comes from the GPU catalog")
-    storage: str = Field("lustre", description="shared storage kind for data and checkpoints")
+    interconnect: str = Field("ib-400g", description="inter-node fabric; NVLink inside a node comes from the GPU catalog", json_schema_extra=_offers("interconnects"))
+    storage: str = Field("lustre", description="shared storage kind for data and checkpoints", json_schema_extra=_offers("storage"))
     catalog: SafeText | None = Field(None, description="YAML file adding or overriding GPU entries, relative to the plan")
     slurm: SlurmSpec = Field(default_factory=SlurmSpec, description="Slurm partition, account and directives")
     kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec, description="Kubernetes namespace and APIs")

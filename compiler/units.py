@@ -55,24 +55,31 @@ def _parse(value: object, suffixes: dict[str, float], expected: str, prefix: str
     return number
 
 
+# What each kind of quantity looks like, in the words of the compiler's errors (the plan schema's too).
+COUNT_EXPECTED = "a count like '7B', '2T' or '2e12'"
+BYTES_EXPECTED = "a size like '80GiB' or '500GB'"
+SECONDS_EXPECTED = "a duration like '30d', '2h' or '150ms'"
+USD_EXPECTED = "an amount like '$400k' or '400000'"
+
+
 def parse_count(value: object) -> float:
     """'7B', '1.5T', '4M', '70e9' or a bare number -> a count."""
-    return _parse(value, COUNT_SUFFIXES, "a count like '7B', '2T' or '2e12'")
+    return _parse(value, COUNT_SUFFIXES, COUNT_EXPECTED)
 
 
 def parse_bytes(value: object) -> int:
     """'80GiB' (binary), '80GB' (decimal) or a bare number of bytes."""
-    return int(_parse(value, BYTE_SUFFIXES, "a size like '80GiB' or '500GB'"))
+    return int(_parse(value, BYTE_SUFFIXES, BYTES_EXPECTED))
 
 
 def parse_seconds(value: object) -> float:
     """'30d', '2h', '150ms', '2s' or a bare number of seconds."""
-    return _parse(value, SECONDS_PER, "a duration like '30d', '2h' or '150ms'")
+    return _parse(value, SECONDS_PER, SECONDS_EXPECTED)
 
 
 def parse_usd(value: object) -> float:
     """'$400k', '400k', '1.2M' or a bare number of US dollars."""
-    return _parse(value, USD_SUFFIXES, "an amount like '$400k' or '400000'", prefix="$")
+    return _parse(value, USD_SUFFIXES, USD_EXPECTED, prefix="$")
 
 
 def format_count(value: float) -> str:

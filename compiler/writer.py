@@ -60,7 +60,7 @@ def manifest_text(plan: RenderedPlan) -> str:
     return json.dumps({"generator": "mlinfra-compile", "plan": plan.name, "files": entries}, sort_keys=True, indent=2) + "\n"
 
 
-class _Destinations:
+class Destinations:
     """Where generated files go, for one write or check: refuses '..', absolute paths and symlinks leading outside
     out/. The plans' files share a few directories, so each directory is checked (and resolved) once per call."""
 
@@ -115,7 +115,7 @@ def _manifest_paths(plan_dir: Path) -> set[str] | None:
         return None
 
 
-def _all_files(plan: RenderedPlan) -> list[OutputFile]:
+def all_files(plan: RenderedPlan) -> list[OutputFile]:
     return sorted(plan.files, key=lambda f: f.path) + [OutputFile(MANIFEST, manifest_text(plan))]
 
 
@@ -161,7 +161,7 @@ def _layout(out_dir: Path, plan: RenderedPlan) -> _Layout:
     old = _scan(folder, root.st_dev) if root is not None else {}
     ours = _manifest_paths(folder)
     owned = set() if ours is None else ours | {MANIFEST}
-    files = _all_files(plan)
+    files = all_files(plan)
     generated = {f.path: f for f in files}
     needed = {str(parent) for f in files for parent in PurePosixPath(f.path).parents if str(parent) != "."}
 
@@ -298,30 +298,27 @@ def _stage_and_swap(out_dir: Path, plans: list[RenderedPlan], layouts: list[_Lay
 
 
 def check_plans(out_dir: Path, plans: list[RenderedPlan]) -> list[str]:
-    """Unified diffs of what a compile would change, comparing bytes and modes; empty when out/ is up to date.
-    Writes nothing (and takes no lock)."""
-    diffs: list[str] = []
-    destinations = _Destinations(out_dir)
-    for plan in plans:
-        expected = {f.path: f for f in _all_files(plan)}
-        stale = (_manifest_paths(out_dir / plan.name) or set()) - set(expected)
-        for relative in sorted(expected) + sorted(stale):
-            target = destinations.target(plan.name, relative)
-            want = expected[relative].text.encode("utf-8") if relative in expected else None
-            have = _file_bytes(target)
-            if have == want and (want is None or _mode_ok(target, expected[relative].mode)):
-                continue
-            label = f"{plan.name}/{relative}"
-            lines = difflib.unified_diff(
-                _lines(have), _lines(want),
-                fromfile=f"a/{label}" if have is not None else "/dev/null",
-                tofile=f"b/{label}" if want is not None else "/dev/null",
-            )
-            diffs.append("".join(lines) or f"{'mode' if have == want else 'bytes'} of {label} differ\n")
-    return diffs
+    """Unified diffs of what a compile would change (compiler/check.py has the whole report)."""
+    from .check import stale_files
+
+    return [stale.diff for stale in stale_files(out_dir, plans)]
 
 
-def _file_bytes(path: Path) -> bytes | None:
+def manifest_hashes(plan_dir: Path) -> dict[str, str]:
+    """path -> sha256 as the folder's manifest recorded them when we wrote it; empty without a manifest of ours."""
+    paths = _manifest_paths(plan_dir) or set()
+    try:
+        entries = json.loads((plan_dir / MANIFEST).read_bytes())["files"] if paths else []
+        return {e["path"]: str(e.get("sha256", "")) for e in entries if isinstance(e, dict) and e.get("path") in paths}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def is_generated_folder(folder: Path) -> bool:
+    return _manifest_paths(folder) is not None
+
+
+def file_bytes(path: Path) -> bytes | None:
     """A regular file's bytes, exactly (no newline translation); None for anything else or nothing."""
     try:
         return path.read_bytes() if stat.S_ISREG(os.stat(path).st_mode) else None
@@ -329,9 +326,9 @@ def _file_bytes(path: Path) -> bytes | None:
         return None
 
 
-def _lines(data: bytes | None) -> list[str]:
+def diff_lines(data: bytes | None) -> list[str]:
     return (data or b"").decode("utf-8", errors="replace").splitlines(keepends=True)
 
 
-def _mode_ok(path: Path, mode: int) -> bool:
+def mode_ok(path: Path, mode: int) -> bool:
     return (path.stat().st_mode & 0o777) == mode

@@ -3,6 +3,7 @@
 #   Debian: munge + Slurm 22.05 (fake GPU nodes for sbatch), shellcheck, chromium (SVG -> PNG),
 #           libpython3.11 + python3-numpy (tritonserver's python backend), curl, bc,
 #           prometheus 2.42 (promtool: alert rules checked and unit-tested on synthetic series)
+#   npm:    yaml-language-server 1.19.2 under $MLINFRA_TOOLS/yamlls (the plan schema as an editor reads it)
 #   pip:    this project with its test extras, pre-commit, into the current Python ($PYTHON, default python3)
 #   venvs under $MLINFRA_TOOLS (default ~/.cache/mlinfra-tools), each pinned to the versions the
 #   workplace recipes proved (shared/validators/README.md); a venv whose marker file exists is kept:
@@ -40,6 +41,7 @@ have_cmd chromium || need+=(chromium)
 have_cmd curl || need+=(curl)
 have_cmd bc || need+=(bc)
 have_cmd promtool || need+=(prometheus)
+have_cmd npm || need+=(npm)
 for p in libpython3.11 python3-numpy; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 # a Debian python3 without venv/ensurepip (PEP 668 image): the tool venvs need python3-venv
 "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
@@ -105,6 +107,14 @@ install_vllm() {
   "$1" uninstall -y -q torchvision torchaudio torchcodec || true
 }
 venv vllm v2 install_vllm
+done_step
+
+step "npm yaml-language-server 1.19.2 (editor completion and diagnostics against the plan schema)"
+if [ -f "$TOOLS/yamlls/.ok-v1" ]; then echo "   yamlls: present"; else
+  rm -rf "$TOOLS/yamlls" && mkdir -p "$TOOLS/yamlls"
+  (cd "$TOOLS/yamlls" && npm install --silent --no-audit --no-fund --no-save 'yaml-language-server@1.19.2' >/dev/null)
+  touch "$TOOLS/yamlls/.ok-v1"
+fi
 done_step
 
 echo "== install-test-deps timings (tools in $TOOLS)"

@@ -1,11 +1,15 @@
 """The CLI end to end: compile, --check, several plans, exit codes, determinism, atomicity."""
 
+import json
+import re
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
 
+
+import pytest
 
 from compiler import cli as cli_module
 from compiler import pipeline
@@ -133,5 +137,96 @@ def test_an_engine_that_cannot_run_the_model_is_infeasible_not_a_crash(tmp_path)
     plan.write_text("name: cnn-on-vllm\nworkload: serve\nmodel: {preset: resnet-50}\nprecision: fp16\n"
                     "serve: {engine: vllm, traffic: {requests_per_second: 10}}\ncluster: {gpus: [t4-16gb]}\n")
     result = run_cli(plan, "-o", tmp_path / "out")
-    assert result.returncode == 1, result.stderr
+    assert result.returncode == 4, result.stderr
     assert "engine vllm serves decoder LLMs only" in result.stderr and "Traceback" not in result.stderr
+
+
+# --- issue 16: the habits of terraform/ruff -----------------------------------------------------------------
+
+
+def test_a_mistyped_command_says_did_you_mean():
+    result = run_cli("explian", PLAN)
+    assert result.returncode == 2 and "did you mean 'explain'" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_options_are_never_abbreviated(tmp_path):
+    result = run_cli(PLAN, "-o", tmp_path / "out", "--ch")
+    assert result.returncode == 2 and "--ch" in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_plan_from_stdin_compiles_under_its_stated_name(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "compiler", "-", "--stdin-name", "chat.yaml", "-o", str(tmp_path / "out")],
+                          input=PLAN.read_text(), capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "from chat.yaml" in (tmp_path / "out" / "llama3-8b-pretrain" / "slurm" / "train.sbatch").read_text()
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # the private copy of stdin is gone
+
+
+def test_quiet_prints_nothing_on_success(tmp_path):
+    result = run_cli(PLAN, "-o", tmp_path / "out", "-q")
+    assert result.returncode == 0 and result.stdout == "" and result.stderr == ""
+
+
+def test_json_output_follows_its_schema_for_every_outcome(tmp_path):
+    import jsonschema
+
+    schema = json.loads((REPO / "schemas" / "cli-output.schema.json").read_text())
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(PLAN.read_text().replace("  tokens: 1T", "  tokens: lots"))
+    outcomes = {
+        0: run_cli(PLAN, "-o", tmp_path / "out", "--format", "json"),
+        2: run_cli(bad, "-o", tmp_path / "out", "--format", "json"),
+    }
+    sbatch = tmp_path / "out" / "llama3-8b-pretrain" / "slurm" / "train.sbatch"
+    sbatch.write_text(sbatch.read_text() + "# hand edit\n")
+    outcomes[1] = run_cli(PLAN, "-o", tmp_path / "out", "--check", "--format", "json")
+    for code, result in outcomes.items():
+        data = json.loads(result.stdout)
+        jsonschema.validate(data, schema)
+        assert result.returncode == code == data["exit_code"], result.stderr
+    stale = json.loads(outcomes[1].stdout)["problems"]
+    assert [p["code"] for p in stale] == ["stale-edited-by-hand"] and "+# hand edit" not in stale[0]["diff"]
+    invalid = json.loads(outcomes[2].stdout)["problems"][0]
+    assert invalid["field"] == "train.tokens" and invalid["line"] > 0 and invalid["code"] == "invalid-quantity"
+
+
+def test_github_format_annotates_the_plan_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(PLAN.read_text().replace("  tokens: 1T", "  tokens: lots"))
+    result = run_cli(bad, "-o", tmp_path / "out", "--format", "github")
+    line = next(l for l in result.stdout.splitlines() if l.startswith("::error "))
+    assert result.returncode == 2 and f"file={bad}," in line and ",line=" in line and "title=invalid-quantity::train.tokens: " in line
+
+
+def test_infeasible_and_stale_have_distinct_exit_codes(tmp_path):
+    assert run_cli(PLAN, "-o", tmp_path / "out", "--check").returncode == 1
+    tight = tmp_path / "tight.yaml"
+    tight.write_text(PLAN.read_text().replace("deadline: 30d", "deadline: 1h"))
+    result = run_cli(tight, "-o", tmp_path / "out")
+    assert result.returncode == 4 and "[infeasible]" in result.stderr
+
+
+def test_check_over_a_folder_reports_hand_edits_first_and_orphans(tmp_path):
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    (plans / "a.yaml").write_text(PLAN.read_text())
+    assert run_cli(plans, "-o", tmp_path / "out").returncode == 0
+    (tmp_path / "out" / "llama3-8b-pretrain" / "REPORT.md").write_text("mine\n")
+    (plans / "a.yaml").write_text(PLAN.read_text().replace("deadline: 30d", "deadline: 20d").replace("name: llama3-8b-pretrain", "name: renamed"))
+    result = run_cli(plans, "-o", tmp_path / "out", "--check")
+    assert result.returncode == 1
+    codes = re.findall(r"\[(stale-[a-z-]+)\]", result.stderr)
+    assert codes[-1] == "stale-orphan" and "rm -r" in result.stderr  # the old folder, no plan owns it now
+    (plans / "a.yaml").write_text(PLAN.read_text())
+    result = run_cli(plans, "-o", tmp_path / "out", "--check")
+    codes = re.findall(r"\[(stale-[a-z-]+)\]", result.stderr)
+    assert codes == ["stale-edited-by-hand", "stale-manifest"] or codes[0] == "stale-edited-by-hand", result.stderr
+
+
+@pytest.mark.parametrize("command", [[], ["schema"], ["explain"], ["diff"]])
+def test_every_help_shows_an_example(command):
+    result = run_cli(*command, "--help")
+    assert result.returncode == 0 and "example" in result.stdout and "mlinfra-compile " in result.stdout.split("example", 1)[1]

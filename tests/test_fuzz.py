@@ -73,7 +73,7 @@ def test_classifier_calls_an_unlocated_diagnostic_a_crash():
     assert classify(2, "usage: mlinfra-compile\n", plan).kind == "crash"
     assert classify(2, f"{plan}:3:5: error: train.x\ny: unknown key 'x\ny'  [unknown-key]\n", plan).kind == "crash"
     assert classify(3, "internal error\nTraceback (most recent call last):\n  File \"/x/compiler/a.py\", line 1, in f\nKeyError: 'fp32'\n", plan).signature == "KeyError in a.py:f"
-    assert classify(1, f"{plan}: infeasible: too big\n", plan).kind == "infeasible"
+    assert classify(4, f"{plan}: error: infeasible: too big  [infeasible]\n", plan).kind == "infeasible"
 
 
 @pytest.mark.parametrize("text", [

@@ -29,3 +29,18 @@ def test_wheel_installs_and_compiles_outside_the_tree(tmp_path):
     assert (work / "out/llama3-8b-pretrain/REPORT.md").is_file()
     schema = subprocess.run([str(env_dir / "bin" / "mlinfra-compile"), "schema"], cwd=work, capture_output=True, text=True)
     assert schema.returncode == 0 and '"title": "mlinfra-compile plan"' in schema.stdout
+
+
+@pytest.mark.slow
+def test_distributions_pass_twine_check_strict(tmp_path):
+    """Metadata PyPI would accept: README renders, license file and URLs present (twine check --strict)."""
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(dist), str(REPO)],
+                   check=True, capture_output=True, timeout=600)
+    files = sorted(str(p) for p in dist.iterdir())
+    result = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", *files], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.count("PASSED") == 2, result.stdout + result.stderr
+    metadata = subprocess.run([sys.executable, "-c", "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); "
+                               "print(next(z.read(n).decode() for n in z.namelist() if n.endswith('METADATA')))",
+                               next(dist.glob("*.whl"))], capture_output=True, text=True).stdout
+    assert "License-Expression: Apache-2.0" in metadata and "Project-URL: Source" in metadata and "Classifier: " in metadata

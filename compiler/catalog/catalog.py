@@ -26,3 +26,10 @@ def load_catalog(extra_gpus: Path | None = None) -> Catalog:
     fabrics = load_fabrics()
     return Catalog(gpus=load_gpus(extra_gpus), models=load_models(),
                    interconnects=dict(fabrics.interconnects), storage=dict(fabrics.storage))
+
+
+def packaged_ids(kind: str) -> list[str]:
+    """The ids of one packaged catalog (gpus, models, interconnects, storage): what the plan schema offers editors
+    to complete. A user catalog may add more, so the schema lists them as examples, not as an enum."""
+    catalog = load_catalog()
+    return sorted(getattr(catalog, kind))

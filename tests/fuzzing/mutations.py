@@ -646,8 +646,8 @@ def _crash_signature(trace: str) -> str:
 def classify(code: int, stderr: str, plan: str, lines: int = 1 << 30) -> Outcome:
     if code == 0:
         return Outcome("compiled", 0)
-    if code == 1 and "infeasible:" in stderr and "Traceback" not in stderr:
-        return Outcome("infeasible", 1)
+    if code == 4 and "infeasible:" in stderr and "Traceback" not in stderr:
+        return Outcome("infeasible", 4)
     if code == 2 and "Traceback" not in stderr:
         # each diagnostic is one line: the plan's path, line and column, the message and its [code]
         heads = list(re.finditer(re.escape(plan) + r"(?::(\d+):(\d+))?: error: ", stderr))

@@ -90,6 +90,14 @@ def pre_commit_bin() -> Path:
     return Path(found)
 
 
+def yaml_language_server() -> list[str]:
+    """The command of the pinned yaml-language-server (npm, installed by scripts/install-test-deps.sh)."""
+    server = TOOLS / "yamlls" / "node_modules" / "yaml-language-server" / "bin" / "yaml-language-server"
+    node = shutil.which("node")
+    require_tool("yaml-language-server", server.exists() and node is not None, f"yaml-language-server (npm) not installed; {INSTALL_HINT}")
+    return [node, str(server), "--stdio"]
+
+
 def validate_k8s(paths: list[Path]) -> list[str]:
     """Errors from strict Kubernetes 1.37 schemas (built-in kinds) and the vendored upstream CRDs."""
     result = _run([tool_python("k8s"), VALIDATORS / "k8s_validate.py", "--crd-dir", CRD_DIR, *paths], timeout=300)
