@@ -1,6 +1,6 @@
 """Data shipped with the package: templates/ and schemas/ live at the repo root and are mapped into
-the wheel as compiler/templates and compiler/schemas (pyproject force-include). An editable install or a
-source checkout reads them from the repo root instead."""
+the wheel as mlinfra_compile/templates and mlinfra_compile/schemas (pyproject force-include; the package itself
+is installed as mlinfra_compile). A source checkout reads them from the repo root instead."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 def data_dir(name: str) -> Traversable:
-    packaged = resources.files("compiler").joinpath(name)
+    packaged = resources.files(__package__).joinpath(name)
     if packaged.is_dir():
         return packaged
     return Path(__file__).resolve().parent.parent / name

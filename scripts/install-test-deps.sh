@@ -63,7 +63,10 @@ step "project + test extras + pre-commit ($PY)"
 if [ -f "$("$PY" -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED" ]; then
   export PIP_BREAK_SYSTEM_PACKAGES=1
 fi
-quiet "$PY" -m pip install -q -e ".[test]" 'pre-commit==4.7.0'
+# not editable: the wheel installs the package as mlinfra_compile (pyproject); the tests import compiler/ from the
+# checkout, and an older editable install's "compiler" mapping is removed first
+quiet "$PY" -m pip uninstall -q -y mlinfra-compile || true
+quiet "$PY" -m pip install -q ".[test]" 'pre-commit==4.7.0'
 done_step
 
 venv() {  # venv NAME MARKER INSTALL-FUNCTION

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from functools import lru_cache
@@ -11,6 +12,9 @@ import pytest
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 REPO = Path(__file__).resolve().parent.parent
+# Subprocesses run the checkout's compiler/ (`python -m compiler`) from any working directory: the installed wheel's
+# package is mlinfra_compile, so nothing else provides `compiler`.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")]))
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 
 

@@ -29,6 +29,12 @@ def test_wheel_installs_and_compiles_outside_the_tree(tmp_path):
     assert (work / "out/llama3-8b-pretrain/REPORT.md").is_file()
     schema = subprocess.run([str(env_dir / "bin" / "mlinfra-compile"), "schema"], cwd=work, capture_output=True, text=True)
     assert schema.returncode == 0 and '"title": "mlinfra-compile plan"' in schema.stdout
+    import zipfile
+
+    tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
+    assert "mlinfra_compile" in tops and "compiler" not in tops  # a specific import name, nothing generic
+    module = subprocess.run([str(python), "-m", "mlinfra_compile", "--version"], cwd=work, capture_output=True, text=True)
+    assert module.returncode == 0 and module.stdout.startswith("mlinfra-compile ")
 
 
 @pytest.mark.slow

@@ -30,7 +30,7 @@ class CatalogError(ValueError):
 
 
 def packaged_text(name: str) -> str:
-    return resources.files("compiler.catalog").joinpath(name).read_text(encoding="utf-8")
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
 def _packaged(name: str) -> list[dict]:
