@@ -117,8 +117,8 @@ class Serving(Section):
     kv_cache_tokens: int
     kv_bytes_per_token: int
     gpu_memory_utilization: float
-    ttft_seconds: float
-    tpot_seconds: float
+    ttft_seconds: float = Field(description="p99 at the operating point at peak traffic (vision: request latency)")
+    tpot_seconds: float = Field(description="p99 at the operating point at peak traffic")
     tokens_per_second_per_replica: float
     requests_per_second_per_replica: float
     queue_target_per_replica: float = Field(description="waiting requests per replica that the autoscaler targets")
@@ -129,6 +129,14 @@ class Serving(Section):
     latency_slo_seconds: float | None = None
     max_queue_delay_seconds: float = 0.0
     preferred_batch_sizes: list[int] = Field(default_factory=list)
+    ttft_p50_seconds: float = Field(0.0, description="LLMs: at the operating point at peak traffic (ttft_seconds is its p99)")
+    tpot_p50_seconds: float = 0.0
+    utilization_at_peak: float = Field(0.0, description="a replica's utilisation at peak traffic over max_replicas")
+    in_flight_at_peak: float = Field(0.0, description="sequences a replica runs at peak traffic (Little's law)")
+    ttft_batch1_seconds: float = Field(0.0, description="one request alone: one prefill and one decode step")
+    tpot_batch1_seconds: float = 0.0
+    ttft_at_capacity_seconds: float = Field(0.0, description="p99 at max concurrency and the autoscaler's target utilisation")
+    tpot_at_capacity_seconds: float = 0.0
 
 
 class Stage(Section):

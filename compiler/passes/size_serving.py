@@ -39,6 +39,7 @@ def _request(spec: PlanSpec, model: ModelInfo, precision: str, engine: str, gpu_
         gpus_per_node=spec.cluster.gpus_per_node, interconnect=catalog.interconnects[spec.cluster.interconnect],
         pricing=spec.cluster.pricing,
         optimize="cost" if spec.optimize == "cost" else "latency", budget_usd_per_month=spec.budget.usd_per_month,
+        max_batch=serve.max_num_seqs,
     )
 
 
@@ -64,6 +65,9 @@ def _sections(spec: PlanSpec, engine: str, slo: SloSpec, c: ServeCandidate, cata
         startup_seconds=c.weights_bytes_total / storage.read_bytes_per_second,
         ttft_slo_seconds=slo.ttft_p99, tpot_slo_seconds=slo.tpot_p99, latency_slo_seconds=slo.latency_p99,
         max_queue_delay_seconds=c.max_queue_delay_seconds, preferred_batch_sizes=list(c.preferred_batch_sizes),
+        ttft_p50_seconds=c.ttft_p50_seconds, tpot_p50_seconds=c.tpot_p50_seconds, utilization_at_peak=c.utilization_at_peak,
+        in_flight_at_peak=c.in_flight_at_peak, ttft_batch1_seconds=c.ttft_batch1_seconds, tpot_batch1_seconds=c.tpot_batch1_seconds,
+        ttft_at_capacity_seconds=c.ttft_at_capacity_seconds, tpot_at_capacity_seconds=c.tpot_at_capacity_seconds,
     )
     m = c.memory
     memory = MemoryPerGpu(weights=m.weights, kv_cache=m.kv_cache, activations=m.activations, other=m.other,
@@ -83,7 +87,7 @@ def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
         "memory_per_gpu_bytes": memory, "serving": serving,
         "cost": Cost(usd_per_hour=c.usd_per_hour, usd_per_month=c.usd_per_month, usd_per_million_tokens=c.usd_per_million_tokens,
                      budget_usd_per_month=spec.budget.usd_per_month, alert_at=spec.budget.alert_at),
-        "alternatives": [Alternative(description=a.description, usd=a.usd_per_month, seconds=a.tpot_seconds or a.ttft_seconds, chosen=a == c) for a in result.pareto],
+        "alternatives": [Alternative(description=a.description, usd=a.usd_per_month, seconds=a.latency_seconds, chosen=a == c) for a in result.pareto],
         "rejected": [Rejection(description=d, reason=r) for d, r in rejection_rows(result.rejected, MAX_REJECTED)],
         "decisions": plan.decisions + serving_decisions(spec, c, result.evaluated, hardware), "warnings": plan.warnings + [words(w) for w in result.warnings],
         "search_evaluated": result.evaluated,

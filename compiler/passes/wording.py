@@ -122,8 +122,15 @@ def serving_decisions(spec: PlanSpec, c: ServeCandidate, evaluated: int, hardwar
                  reason=f"{'cheapest' if spec.optimize == 'cost' else 'lowest latency'} of {evaluated} configurations meeting the SLO "
                         f"at {traffic.requests_per_second:g} req/s × peak factor {traffic.peak_factor:g}; {words(c.queueing)}"),
         Decision(topic=f"{prefix}batch", choice=f"{c.max_concurrency} concurrent sequences ({c.step_bound}-bound decode)",
-                 reason=f"TTFT p99 {format_seconds(c.ttft_seconds)}, TPOT p99 {format_seconds(c.tpot_seconds)}; "
-                        f"{format_count(c.tokens_per_second_per_replica)} tokens/s per replica at utilisation {c.target_utilization:g}"),
+                 reason=f"{'pinned by serve.max_num_seqs' if spec.serve.max_num_seqs else 'the most requests/s per replica whose latency at peak traffic meets the SLO'}; "
+                        f"capacity {format_count(c.tokens_per_second_per_replica)} tokens/s per replica at max concurrency"),
+        *([Decision(topic=f"{prefix}latency", choice=f"TTFT p50/p99 {format_seconds(c.ttft_p50_seconds)}/{format_seconds(c.ttft_seconds)}, "
+                                                     f"TPOT p50/p99 {format_seconds(c.tpot_p50_seconds)}/{format_seconds(c.tpot_seconds)} at peak traffic",
+                    reason=f"{c.max_replicas} replicas at {traffic.requests_per_second * traffic.peak_factor:g} req/s: utilisation {c.utilization_at_peak:.2f} of "
+                           f"capacity, {c.in_flight_at_peak:.1f} sequences in flight per replica (Little's law, decode steps at that batch); "
+                           f"one request alone: TTFT {format_seconds(c.ttft_batch1_seconds)}, TPOT {format_seconds(c.tpot_batch1_seconds)}; "
+                           f"at max concurrency and utilisation {c.target_utilization:g}: TTFT {format_seconds(c.ttft_at_capacity_seconds)}, "
+                           f"TPOT {format_seconds(c.tpot_at_capacity_seconds)}")] if c.ttft_batch1_seconds else []),
         Decision(topic=f"{prefix}cost", choice=f"{format_usd(c.usd_per_month)}/month",
                  reason=f"{c.gpus} GPUs × {format_usd(hardware.usd_per_gpu_hour)}/h ({spec.cluster.pricing}) × 730 h"),
     ]

@@ -399,3 +399,53 @@ def evaluate_batch(
         cycle_seconds=cycle, tokens_per_second=capacity * output_tokens, requests_per_second=capacity,
         wait_p99_seconds=wait, ttft_p99_seconds=ttft, tpot_p99_seconds=tpot,
     )
+
+
+# The operating point: what a user sees at the traffic the plan states, not at the capacity limit. A replica of
+# max concurrency B serves λ requests/s; Little's law gives the sequences in flight N = λ × (TTFT + output × TPOT),
+# and a decode step runs the N in flight (not B), so the point is the fixed point of N (Little 1961; vLLM's
+# scheduler batches every running sequence each step). As λ → 0, TTFT → one prefill and one step, TPOT → one step.
+LOAD_POINT_ITERATIONS = 30
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """Latencies of a replica at arrival rate λ: p50 and p99, with the utilisation and sequences in flight."""
+
+    arrival_rate: float
+    utilization: float
+    in_flight: float
+    ttft_p50_seconds: float
+    ttft_p99_seconds: float
+    tpot_p50_seconds: float
+    tpot_p99_seconds: float
+
+
+def mmc_wait_quantile_seconds(servers: int, utilization: float, service_seconds: float, tail: float) -> float:
+    """The (1 − tail) quantile of the M/M/c waiting time, P(W > t) = C·exp(−c(1−ρ)t/S) (Erlang C)."""
+    waiting = erlang_c(servers, round(utilization * servers, 9))
+    if waiting <= tail:
+        return 0.0
+    return service_seconds * math.log(waiting / tail) / (servers * (1 - utilization))
+
+
+def load_point(m: ReplicaModel, batch: int, *, prompt_tokens: int, output_tokens: int, chunk_tokens: int,
+               arrival_rate: float) -> LoadPoint:
+    """The replica's latencies at λ = arrival_rate (below its capacity at max concurrency `batch`)."""
+    context = prompt_tokens + output_tokens / 2
+    full = decode_step(m, batch, context)
+    prefill = prefill_latency_seconds(m, prompt_tokens, chunk_tokens)
+    occupancy = prefill_occupancy_seconds(m, prompt_tokens, chunk_tokens)
+    cycle = batch * occupancy + output_tokens * full.seconds
+    utilization = min(arrival_rate * cycle / batch, 0.999)
+    in_flight = 1.0
+    for _ in range(LOAD_POINT_ITERATIONS):
+        step = decode_step(m, max(1, min(batch, math.ceil(in_flight - 1e-9))), context)
+        arrivals = arrival_rate * output_tokens * step.seconds  # prefills that land during one request's decode
+        tpot_p50 = step.seconds + arrivals * occupancy / output_tokens
+        ttft_p50 = mmc_wait_quantile_seconds(batch, utilization, cycle, 0.5) + step.seconds + prefill
+        in_flight = min(float(batch), max(1.0, arrival_rate * (ttft_p50 + output_tokens * tpot_p50)))
+    tpot_p99 = step.seconds + (arrivals + P99_Z * math.sqrt(arrivals)) * occupancy / output_tokens
+    ttft_p99 = mmc_wait_quantile_seconds(batch, utilization, cycle, P99_TAIL) + step.seconds + prefill
+    return LoadPoint(arrival_rate=arrival_rate, utilization=utilization, in_flight=in_flight, ttft_p50_seconds=ttft_p50,
+                     ttft_p99_seconds=ttft_p99, tpot_p50_seconds=tpot_p50, tpot_p99_seconds=tpot_p99)

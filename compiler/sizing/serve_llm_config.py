@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from .reasons import because
 from .serve_engine_limits import engine_limits
-from .serve_latency import BatchPoint, ReplicaModel, evaluate_batch, inter_node_link
+from .serve_latency import BatchPoint, LoadPoint, ReplicaModel, evaluate_batch, inter_node_link, load_point
 from .serve_memory import kv_bytes_per_token, kv_element_bytes, replica_memory, weights_bytes_total
 from .serve_types import HOURS_PER_MONTH, ServeCandidate, ServeMemory, ServeRejection, ServeRequest, replica_counts
 
@@ -22,12 +22,12 @@ def batch_grid(limit: int) -> list[int]:
     return grid + [limit]
 
 
-def meets_slo(req: ServeRequest, p: BatchPoint) -> bool:
+def meets_slo(req: ServeRequest, p: BatchPoint | LoadPoint) -> bool:
     return ((req.ttft_p99_seconds is None or p.ttft_p99_seconds <= req.ttft_p99_seconds)
             and (req.tpot_p99_seconds is None or p.tpot_p99_seconds <= req.tpot_p99_seconds))
 
 
-def slo_ratio(req: ServeRequest, p: BatchPoint) -> float:
+def slo_ratio(req: ServeRequest, p: BatchPoint | LoadPoint) -> float:
     """How far a point is from the SLO: the worst of latency / target (≤ 1 meets it)."""
     ratios = [p.ttft_p99_seconds / req.ttft_p99_seconds if req.ttft_p99_seconds else 0.0,
               p.tpot_p99_seconds / req.tpot_p99_seconds if req.tpot_p99_seconds else 0.0]
@@ -35,7 +35,10 @@ def slo_ratio(req: ServeRequest, p: BatchPoint) -> float:
 
 
 def build_candidate(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp: int, mem, point: BatchPoint,
-                    chunk: int) -> ServeCandidate:
+                    chunk: int, at_peak: LoadPoint, idle: LoadPoint) -> ServeCandidate:
+    """`point` is the replica at its capacity limit (max concurrency, the autoscaler's target utilisation); `at_peak`
+    the operating point at peak traffic over the replicas sized for it (the headline latencies); `idle` one request
+    alone (batch 1)."""
     min_replicas, replicas = replica_counts(req.requests_per_second, req.peak_factor, point.requests_per_second,
                                             req.target_utilization)
     per_node = req.gpus_per_node or gpu.gpus_per_node
@@ -55,8 +58,12 @@ def build_candidate(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp
         memory=ServeMemory(weights=mem.weights, kv_cache=mem.kv_cache, activations=mem.activations, other=mem.other,
                            total=mem.total, usable=mem.usable),
         weights_bytes_total=weights_bytes_total(req.params, req.arch, precision),
-        ttft_seconds=point.ttft_p99_seconds, tpot_seconds=point.tpot_p99_seconds,
-        latency_seconds=point.ttft_p99_seconds + req.output_tokens * point.tpot_p99_seconds,
+        ttft_seconds=at_peak.ttft_p99_seconds, tpot_seconds=at_peak.tpot_p99_seconds,
+        latency_seconds=at_peak.ttft_p99_seconds + req.output_tokens * at_peak.tpot_p99_seconds,
+        ttft_p50_seconds=at_peak.ttft_p50_seconds, tpot_p50_seconds=at_peak.tpot_p50_seconds,
+        utilization_at_peak=at_peak.utilization, in_flight_at_peak=at_peak.in_flight,
+        ttft_batch1_seconds=idle.ttft_p99_seconds, tpot_batch1_seconds=idle.tpot_p99_seconds,
+        ttft_at_capacity_seconds=point.ttft_p99_seconds, tpot_at_capacity_seconds=point.tpot_p99_seconds,
         step_bound=point.step.bound, tokens_per_second_per_replica=point.tokens_per_second,
         requests_per_second_per_replica=point.requests_per_second, queue_target_per_replica=queue_target,
         replicas=replicas, min_replicas=min_replicas, max_replicas=replicas, usd_per_hour=usd_per_hour,
@@ -96,13 +103,24 @@ def evaluate_config(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
     model = ReplicaModel(gpu=gpu, arch=req.arch, params=req.params, precision=precision, dtype=dtype, tp=tp, pp=pp,
                          weights_bytes_per_gpu=mem.weights, kv_bytes_per_token_per_gpu=mem.kv_bytes_per_token,
                          inter_node=inter_node_link(req.interconnect) if spans_nodes else None)
+    grid = [limit] if req.max_batch else batch_grid(limit)  # a pinned max_num_seqs is the only batch tried
     points = [evaluate_batch(model, b, prompt_tokens=req.prompt_tokens, output_tokens=req.output_tokens,
-                             chunk_tokens=chunk, utilization=req.target_utilization) for b in batch_grid(limit)]
-    meeting = [p for p in points if meets_slo(req, p)]
+                             chunk_tokens=chunk, utilization=req.target_utilization) for b in grid]
+    at_peak = {p.batch: peak_point(req, model, p, chunk) for p in points}
+    idle = load_point(model, 1, prompt_tokens=req.prompt_tokens, output_tokens=req.output_tokens, chunk_tokens=chunk, arrival_rate=0.0)
+    meeting = [p for p in points if meets_slo(req, at_peak[p.batch])]  # the SLO holds where the traffic puts it
     if meeting:
         best = max(meeting, key=lambda p: (round(p.requests_per_second, 9), -p.batch))
-        return build_candidate(req, gpu, precision, tp, pp, mem, best, chunk), None, None
-    closest = min(points, key=lambda p: (slo_ratio(req, p), p.batch))
-    reason = because("no-batch-meets-slo", batch=closest.batch, ttft=closest.ttft_p99_seconds, ttft_slo=req.ttft_p99_seconds,
-                     tpot=closest.tpot_p99_seconds, tpot_slo=req.tpot_p99_seconds)
-    return None, ServeRejection(where, reason), build_candidate(req, gpu, precision, tp, pp, mem, closest, chunk)
+        return build_candidate(req, gpu, precision, tp, pp, mem, best, chunk, at_peak[best.batch], idle), None, None
+    closest = min(points, key=lambda p: (slo_ratio(req, at_peak[p.batch]), p.batch))
+    peak = at_peak[closest.batch]
+    reason = because("no-batch-meets-slo", batch=closest.batch, ttft=peak.ttft_p99_seconds, ttft_slo=req.ttft_p99_seconds,
+                     tpot=peak.tpot_p99_seconds, tpot_slo=req.tpot_p99_seconds)
+    return None, ServeRejection(where, reason), build_candidate(req, gpu, precision, tp, pp, mem, closest, chunk, peak, idle)
+
+
+def peak_point(req: ServeRequest, model: ReplicaModel, point: BatchPoint, chunk: int) -> LoadPoint:
+    """The operating point at peak traffic: λ = peak rate ÷ the replicas sized for it at this batch."""
+    _, replicas = replica_counts(req.requests_per_second, req.peak_factor, point.requests_per_second, req.target_utilization)
+    return load_point(model, point.batch, prompt_tokens=req.prompt_tokens, output_tokens=req.output_tokens, chunk_tokens=chunk,
+                      arrival_rate=req.requests_per_second * req.peak_factor / replicas)

@@ -94,8 +94,8 @@ class ServeCandidate:
     kv_bytes_per_token_per_gpu: int
     memory: ServeMemory
     weights_bytes_total: int
-    ttft_seconds: float  # p99 at target utilisation (request latency for non-generative models)
-    tpot_seconds: float  # p99 at target utilisation
+    ttft_seconds: float  # p99 at the operating point at peak traffic (request latency for non-generative models)
+    tpot_seconds: float  # p99 at the operating point at peak traffic
     latency_seconds: float  # ttft + output_tokens × tpot
     step_bound: str  # 'memory' | 'compute'
     tokens_per_second_per_replica: float  # capacity (output tokens, or items)
@@ -113,6 +113,15 @@ class ServeCandidate:
     max_queue_delay_seconds: float = 0.0
     preferred_batch_sizes: tuple[int, ...] = ()
     power_watts: float = 0.0
+    # LLMs: the same latencies at other load points (0 where not modelled, e.g. vision)
+    ttft_p50_seconds: float = 0.0  # at the operating point at peak traffic
+    tpot_p50_seconds: float = 0.0
+    utilization_at_peak: float = 0.0
+    in_flight_at_peak: float = 0.0  # sequences a replica runs at peak (Little's law)
+    ttft_batch1_seconds: float = 0.0  # one request alone
+    tpot_batch1_seconds: float = 0.0
+    ttft_at_capacity_seconds: float = 0.0  # max concurrency at the autoscaler's target utilisation
+    tpot_at_capacity_seconds: float = 0.0
 
     @property
     def batch(self) -> int:

@@ -68,7 +68,8 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
     elif plan.serving:
         s = plan.serving
         facts += [
-            {"what": "latency", "value": f"TTFT {format_seconds(s.ttft_seconds)} (SLO {format_seconds(s.ttft_slo_seconds) if s.ttft_slo_seconds else 'none'}), TPOT {format_seconds(s.tpot_seconds)} (SLO {format_seconds(s.tpot_slo_seconds) if s.tpot_slo_seconds else 'none'})", "source": "roofline: prefill FLOPs at achievable matmul rate; decode bytes at achievable HBM bandwidth (fp8 GEMMs at the DeepGEMM-measured shares)"},
+            {"what": "latency at peak traffic", "value": f"TTFT p50/p99 {format_seconds(s.ttft_p50_seconds)}/{format_seconds(s.ttft_seconds)} (SLO {format_seconds(s.ttft_slo_seconds) if s.ttft_slo_seconds else 'none'}), TPOT p50/p99 {format_seconds(s.tpot_p50_seconds)}/{format_seconds(s.tpot_seconds)} (SLO {format_seconds(s.tpot_slo_seconds) if s.tpot_slo_seconds else 'none'}); utilisation {s.utilization_at_peak:.2f}, {s.in_flight_at_peak:.1f} sequences in flight per replica", "source": "roofline: prefill FLOPs at achievable matmul rate; decode bytes at achievable HBM bandwidth (fp8 GEMMs at the DeepGEMM-measured shares); decode batch = sequences in flight (Little's law); M/M/c slot wait"},
+            {"what": "latency, other loads", "value": f"one request alone: TTFT {format_seconds(s.ttft_batch1_seconds)}, TPOT {format_seconds(s.tpot_batch1_seconds)}; at max concurrency {s.max_concurrency} and the autoscaler's target utilisation: TTFT {format_seconds(s.ttft_at_capacity_seconds)}, TPOT {format_seconds(s.tpot_at_capacity_seconds)}", "source": "the same model at λ → 0 and at the capacity limit"},
             {"what": "concurrency", "value": f"{s.max_concurrency} sequences, KV cache {format_count(s.kv_cache_tokens)} tokens at {s.kv_bytes_per_token} B/token", "source": "MLA: (kv_lora_rank + qk_rope_head_dim) × layers × bytes, the compressed latent" if plan.model and plan.model.architecture.uses_mla else "2 × layers × kv_heads × head_dim × bytes (GQA-aware)"},
             {"what": "replicas", "value": f"{s.replicas} (autoscale {s.min_replicas}–{s.max_replicas}) × {s.gpus_per_replica} GPU, {format_count(s.tokens_per_second_per_replica)} tokens/s each", "source": "peak traffic ÷ per-replica capacity at the target utilisation"},
             {"what": "cost", "value": f"{format_usd(cost.usd_per_month)}/month, {format_usd(cost.usd_per_million_tokens)} per 1M output tokens", "source": "GPU-hours × catalog price, 730 h/month"},
@@ -92,8 +93,9 @@ def _alternatives(plan: ResolvedPlan) -> list[dict]:
 
 
 def _latency_name(plan: ResolvedPlan) -> str:
+    """The time axis of the alternatives: what their Pareto front is computed on."""
     vision = plan.model is not None and plan.model.architecture.kind in VISION_KINDS
-    return "wall time" if plan.workload != "serve" else "p99 latency" if vision else "TPOT"
+    return "wall time" if plan.workload != "serve" else "p99 latency" if vision else "request latency p99"
 
 
 def _pareto_axes(plan: ResolvedPlan) -> tuple[charts.Axis, charts.Axis]:
@@ -104,7 +106,7 @@ def _pareto_axes(plan: ResolvedPlan) -> tuple[charts.Axis, charts.Axis]:
         return (charts.Axis("total cost", charts.usd_unit, cost.budget_usd, "budget"),
                 charts.Axis(name, charts.seconds_unit, deadline, "deadline"))
     s = plan.serving
-    slo = s and (s.latency_slo_seconds if name == "p99 latency" else s.tpot_slo_seconds)
+    slo = s and (s.latency_slo_seconds if name == "p99 latency" else None)  # TTFT/TPOT SLOs bound no request latency
     return (charts.Axis("cost per month", charts.usd_unit, cost.budget_usd_per_month, "budget"),
             charts.Axis(name, charts.seconds_unit, slo or None, f"{name} SLO"))
 

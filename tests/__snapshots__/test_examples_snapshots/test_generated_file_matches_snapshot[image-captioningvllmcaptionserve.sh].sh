@@ -15,7 +15,7 @@ exec vllm serve \
   --pipeline-parallel-size=1 \
   --max-model-len=4096 \
   --gpu-memory-utilization=0.9 \
-  --max-num-seqs=128 \
+  --max-num-seqs=256 \
   --max-num-batched-tokens=2048 \
   --dtype=bfloat16 \
   --kv-cache-dtype=auto \

@@ -16,6 +16,6 @@ exec text-generation-launcher \
   --max-total-tokens=8192 \
   --max-input-tokens=8191 \
   --max-batch-prefill-tokens=8241 \
-  --max-concurrent-requests=146 \
+  --max-concurrent-requests=224 \
   --dtype=bfloat16 \
   "$@"
