@@ -12,10 +12,10 @@ reduce_bucket_size = h², stage3_prefetch_bucket_size = 0.9·h², stage3_param_p
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from ..resolved import ResolvedPlan
-from .base import OutputFile, dump_json
-from .torchrun import DS_CONFIG_PATH
-from .torchrun import applies as training_applies
+from .base import OutputFile, Target, dump_json
 
 # Clip the global gradient norm at 1.0: GPT-3 (Brown et al. 2020, appendix B) and Llama 3
 # (Dubey et al. 2024, section 3.4) both train with this value.
@@ -35,7 +35,7 @@ FP16_MIN_LOSS_SCALE = 1
 
 
 def applies(plan: ResolvedPlan) -> bool:
-    return training_applies(plan) and plan.parallelism.framework == "deepspeed"
+    return plan.deployment is not None and plan.deployment.launcher is not None and plan.parallelism.framework == "deepspeed"
 
 
 def bucket_sizes(hidden: int) -> dict[str, int]:
@@ -91,7 +91,7 @@ def ds_config(plan: ResolvedPlan) -> dict:
         "gradient_clipping": GRADIENT_CLIP_NORM,
         "zero_optimization": _zero(plan),
         "wall_clock_breakdown": False,
-        **_precision(plan.spec.precision),
+        **_precision(plan.deployment.launcher.precision),
     }
     if par.recompute != "none":
         # Used by models that checkpoint through deepspeed.checkpointing (Megatron-DeepSpeed); splitting
@@ -103,5 +103,8 @@ def ds_config(plan: ResolvedPlan) -> dict:
     return config
 
 
-def render(plan: ResolvedPlan) -> list[OutputFile]:
-    return [OutputFile(DS_CONFIG_PATH, dump_json(ds_config(plan)))]
+def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
+    return [OutputFile(plan.deployment.files.ds_config, dump_json(ds_config(plan)))]
+
+
+TARGET = Target("deepspeed", applies, render)

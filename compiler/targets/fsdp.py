@@ -9,10 +9,10 @@ Accelerate uses since it deprecated `fsdp_sharding_strategy` (same values).
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from ..resolved import ResolvedPlan
-from .base import OutputFile, dump_yaml_documents
-from .torchrun import ACCELERATE_CONFIG_PATH, world_size
-from .torchrun import applies as training_applies
+from .base import OutputFile, Target, dump_yaml_documents
 
 # ZeRO stage → FSDP sharding strategy (PyTorch FSDP docs, ShardingStrategy): FSDP has no
 # optimizer-only sharding, so ZeRO-1 maps to SHARD_GRAD_OP like ZeRO-2.
@@ -23,7 +23,7 @@ MIXED_PRECISION = {"fp32": "no", "fp16": "fp16", "bf16": "bf16", "fp8": "bf16"}
 
 
 def applies(plan: ResolvedPlan) -> bool:
-    return training_applies(plan) and plan.parallelism.framework == "fsdp"
+    return plan.deployment is not None and plan.deployment.launcher is not None and plan.parallelism.framework == "fsdp"
 
 
 def sharding_strategy(zero_stage: int) -> str:
@@ -50,9 +50,9 @@ def accelerate_config(plan: ResolvedPlan) -> dict:
             "fsdp_sync_module_states": True,
             "fsdp_use_orig_params": True,
         },
-        "mixed_precision": MIXED_PRECISION[plan.spec.precision],
+        "mixed_precision": MIXED_PRECISION[plan.deployment.launcher.precision],
         "num_machines": plan.hardware.nodes,
-        "num_processes": world_size(plan),
+        "num_processes": plan.deployment.launcher.world_size,
         "machine_rank": 0,
         "rdzv_backend": "c10d",
         "same_network": True,
@@ -61,5 +61,8 @@ def accelerate_config(plan: ResolvedPlan) -> dict:
     }
 
 
-def render(plan: ResolvedPlan) -> list[OutputFile]:
-    return [OutputFile(ACCELERATE_CONFIG_PATH, dump_yaml_documents([accelerate_config(plan)]))]
+def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
+    return [OutputFile(plan.deployment.files.accelerate_config, dump_yaml_documents([accelerate_config(plan)]))]
+
+
+TARGET = Target("fsdp", applies, render)

@@ -7,26 +7,18 @@ Megatron-LM's (megatron/training/arguments.py). Emitted when TP or PP > 1, or th
 
 from __future__ import annotations
 
-from ..resolved import ResolvedPlan
-from .base import OutputFile, render as render_template
-from .torchrun import applies as training_applies
+from typing import Mapping
 
-MEGATRON_ARGS_PATH = "megatron/args.sh"
+from ..resolved import ResolvedPlan
+from .base import OutputFile, Target, render as render_template
+
 NORMALIZATION = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
 
 
 def applies(plan: ResolvedPlan) -> bool:
     par = plan.parallelism
     transformer = plan.model is not None and plan.model.architecture.layers > 0
-    return training_applies(plan) and transformer and (par.tp > 1 or par.pp > 1 or par.framework == "megatron")
-
-
-def save_interval_steps(plan: ResolvedPlan) -> int:
-    """Steps between checkpoints: the plan's checkpoint interval over its step time."""
-    t = plan.training
-    if t.step_seconds <= 0:
-        return 1
-    return max(1, round(t.checkpoint_interval_seconds / t.step_seconds))
+    return plan.deployment is not None and plan.deployment.launcher is not None and transformer and (par.tp > 1 or par.pp > 1 or par.framework == "megatron")
 
 
 def megatron_args(plan: ResolvedPlan) -> list[tuple[str, str | None]]:
@@ -67,7 +59,7 @@ def megatron_args(plan: ResolvedPlan) -> list[tuple[str, str | None]]:
         args.append(("--recompute-granularity", par.recompute))
         if par.recompute == "full":  # recompute every layer from its input
             args += [("--recompute-method", "uniform"), ("--recompute-num-layers", "1")]
-    precision = plan.spec.precision
+    precision = plan.deployment.launcher.precision
     if precision in ("bf16", "fp8"):
         args.append(("--bf16", None))
     elif precision == "fp16":
@@ -76,14 +68,17 @@ def megatron_args(plan: ResolvedPlan) -> list[tuple[str, str | None]]:
         args.append(("--fp8-format", "hybrid"))  # e4m3 forward, e5m2 gradients (Transformer Engine)
     args += [
         ("--train-iters", str(t.steps)),
-        ("--save-interval", str(save_interval_steps(plan))),
-        ("--save", t.checkpoint_dir),
-        ("--load", t.checkpoint_dir),
+        ("--save-interval", str(plan.deployment.launcher.checkpoint.interval_steps)),
+        ("--save", plan.deployment.launcher.checkpoint.dir),
+        ("--load", plan.deployment.launcher.checkpoint.dir),
     ]
     return args
 
 
-def render(plan: ResolvedPlan) -> list[OutputFile]:
+def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
     lines = [[flag] if value is None else [flag, value] for flag, value in megatron_args(plan)]
     text = render_template("megatron/args.sh.j2", name=plan.name, lines=lines)
-    return [OutputFile(MEGATRON_ARGS_PATH, text)]
+    return [OutputFile(plan.deployment.files.megatron_args, text)]
+
+
+TARGET = Target("megatron", applies, render)

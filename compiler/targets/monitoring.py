@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Mapping
 
 from ..resolved import ResolvedPlan
-from .base import OutputFile, dump_yaml_documents
+from .base import OutputFile, Target, dump_yaml_documents
 from .k8s_common import labels
-from .k8s_training import REPLICATED_JOB
 from .serving_rules import serving_rule_groups
 
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -44,7 +44,7 @@ SECONDS_PER_DAY = 86400
 
 
 def applies(plan: ResolvedPlan) -> bool:
-    return plan.training is not None or plan.serving is not None
+    return plan.deployment is not None and (plan.training is not None or plan.serving is not None)
 
 
 def rule(alert: str, expr: str, for_: str, severity: str, summary: str, **extra_labels: str) -> dict:
@@ -59,26 +59,24 @@ def _q(value: str) -> str:
 
 
 def _on_kubernetes(plan: ResolvedPlan) -> bool:
-    return plan.spec.cluster.scheduler != "slurm"
+    return plan.deployment.scheduler != "slurm"
 
 
 def trainer_pod_regex(plan: ResolvedPlan) -> str:
     """Names of the trainer pods only: JobSet `<jobset>-<rjob>-<job>-<pod>-<suffix>`, PyTorchJob `<job>-master-0` /
     `<job>-worker-<i>` (a prefix match would also catch a plan named `<name>-v2`)."""
-    if plan.spec.cluster.kubernetes.job_api == "pytorchjob":
-        return f"{plan.name}-(master|worker)-[0-9]+"
-    return f"{plan.name}-{REPLICATED_JOB}-[0-9]+-[0-9]+-.+"
+    return plan.deployment.kubernetes.training.trainer_pod_regex
 
 
 def _gpu_series(plan: ResolvedPlan) -> str:
     if not _on_kubernetes(plan):
         return f"{GPU_UTIL}{{job={_q(plan.name)}}}"
-    namespace = plan.spec.cluster.kubernetes.namespace
+    namespace = plan.deployment.kubernetes.namespace
     return f"{GPU_UTIL}{{namespace={_q(namespace)},pod=~{_q(trainer_pod_regex(plan))}}}"
 
 
 def _trainer_running(plan: ResolvedPlan) -> str:
-    namespace = plan.spec.cluster.kubernetes.namespace
+    namespace = plan.deployment.kubernetes.namespace
     pods = f'kube_pod_status_phase{{namespace={_q(namespace)},pod=~{_q(trainer_pod_regex(plan))},phase="Running"}}'
     return f"count({pods} == 1) > 0"
 
@@ -96,7 +94,7 @@ def spend_window_days(plan: ResolvedPlan) -> int:
 def spend_usd_expr(plan: ResolvedPlan) -> str:
     """PromQL for the dollars spent so far (see the module docstring for what each form assumes)."""
     if _on_kubernetes(plan):
-        namespace = plan.spec.cluster.kubernetes.namespace
+        namespace = plan.deployment.kubernetes.namespace
         created = f"kube_configmap_created{{namespace={_q(namespace)},configmap={_q(plan.name + '-launch')}}}"
         return f"(time() - max({created})) / {SECONDS_PER_HOUR} * {plan.cost.usd_per_hour:g}"
     gpu_hours = (f"sum_over_time(count({_gpu_series(plan)})[{spend_window_days(plan)}d:{SPEND_STEP_SECONDS}s])"
@@ -126,7 +124,7 @@ def training_rule_groups(plan: ResolvedPlan) -> list[dict]:
     idle = max(IDLE_MIN_SECONDS, stall)
     scope = {"plan": plan.name}
     if _on_kubernetes(plan):
-        scope["namespace"] = plan.spec.cluster.kubernetes.namespace
+        scope["namespace"] = plan.deployment.kubernetes.namespace
     rules = [
         rule("TrainingGpuIdle", f"{series} < {IDLE_UTIL_PERCENT}", f"{idle}s", "warning",
              f"{plan.name}: a GPU has been under {IDLE_UTIL_PERCENT} % utilisation for {idle} s "
@@ -143,7 +141,7 @@ def training_rule_groups(plan: ResolvedPlan) -> list[dict]:
     return [{"name": f"{plan.name}.training", "rules": rules}]
 
 
-def render(plan: ResolvedPlan) -> list[OutputFile]:
+def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
     groups = training_rule_groups(plan) + serving_rule_groups(plan)
     if not groups:
         return []
@@ -152,8 +150,11 @@ def render(plan: ResolvedPlan) -> list[OutputFile]:
     else:
         document = {
             "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
-            "metadata": {"name": f"{plan.name}-alerts", "namespace": plan.spec.cluster.kubernetes.namespace,
+            "metadata": {"name": f"{plan.name}-alerts", "namespace": plan.deployment.kubernetes.namespace,
                          "labels": labels(plan, "monitoring")},
             "spec": {"groups": groups},
         }
-    return [OutputFile("monitoring/prometheus-rules.yaml", dump_yaml_documents([document]))]
+    return [OutputFile(plan.deployment.files.monitoring_rules, dump_yaml_documents([document]))]
+
+
+TARGET = Target("monitoring", applies, render)

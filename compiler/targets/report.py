@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from ..resolved import ResolvedPlan
 from ..units import format_bytes, format_count, format_seconds, format_usd
 from . import charts
-from .base import OutputFile, render as render_template
+from .base import OutputFile, Target, render as render_template
 
 VISION_KINDS = ("cnn", "vision-transformer")
 MEMORY_TERMS = ("weights", "gradients", "optimizer", "activations", "kv_cache", "other")
@@ -91,7 +93,7 @@ def _alternatives(plan: ResolvedPlan) -> list[dict]:
     return [{"description": a.description, "usd": format_usd(a.usd), "seconds": unit(a.seconds), "chosen": "✔" if a.chosen else ""} for a in plan.alternatives]
 
 
-def render(plan: ResolvedPlan) -> list[OutputFile]:
+def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
     mem = plan.memory_per_gpu_bytes
     training = plan.workload != "serve"
     files = [
@@ -108,8 +110,12 @@ def render(plan: ResolvedPlan) -> list[OutputFile]:
         name=plan.name, workload=plan.workload, plan_file=plan.plan_file,
         facts=_facts(plan), memory_rows=_memory_rows(plan), memory_total=format_bytes(mem.total),
         memory_usable=format_bytes(mem.usable), decisions=[d.model_dump() for d in plan.decisions],
+        deployment=[d.model_dump() for d in plan.deployment.decisions] if plan.deployment else [],
         alternatives=_alternatives(plan), stages=_stages(plan), rejected=[r.model_dump() for r in plan.rejected],
         warnings=plan.warnings, evaluated=plan.search_evaluated,
         front_axis="wall time" if training else "TPOT",
     )
-    return [OutputFile("REPORT.md", text), *files]
+    return [OutputFile(plan.deployment.files.report if plan.deployment else "REPORT.md", text), *files]
+
+
+TARGET = Target("report", applies, render)

@@ -15,18 +15,15 @@ A multi-stage service gets one repository per Triton stage, under `triton/<stage
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
+from ..deployment.serving import TRITON_HTTP_PORT as HTTP_PORT, TRITON_METRICS_PORT as METRICS_PORT, VLLM_VERSION
 from ..resolved import ResolvedPlan
-from . import vllm
-from .base import OutputFile, dump_json, render as render_template
+from .base import OutputFile, Target, dump_json, render as render_template
+from .engine_common import EngineUnit, engine_units, unit_path, vllm_engine_config
 
-# The Triton release whose model-config schema the output was checked against: tritonserver 2.51.0 (from
-# nvidia-pytriton 0.7.0) loads it and tritonclient 2.73.0's ModelConfig protobuf parses it (shared/validators §4).
-TRITON_SERVER_VERSION = "2.51.0"
 VERSION = "1"  # the model version folder
-HTTP_PORT = 8000  # tritonserver defaults (--http-port, --grpc-port, --metrics-port); k8s_serving exposes the same
-GRPC_PORT = 8001
-METRICS_PORT = 8002
+GRPC_PORT = 8001  # tritonserver's default --grpc-port
 MICROSECONDS_PER_SECOND = 1_000_000
 # One execution instance per GPU: the serving search sized one batch running at a time per GPU (latency bound
 # delay + 2 × batch time, compiler/sizing/vision.py); a second instance would overlap batches it did not budget.
@@ -57,7 +54,7 @@ class Tensor:
 
 
 def applies(plan: ResolvedPlan) -> bool:
-    return bool(vllm.engine_units(plan, "triton"))
+    return bool(engine_units(plan, "triton"))
 
 
 def model_name(plan: ResolvedPlan) -> str:
@@ -108,12 +105,12 @@ def onnx_config(plan: ResolvedPlan, instance_kind: str = "KIND_GPU") -> str:
 def vllm_config(plan: ResolvedPlan) -> str:
     s = plan.serving
     return render_template("triton/vllm_config.pbtxt.j2", plan_name=plan.name, name=model_name(plan),
-                           vllm_version=vllm.VLLM_VERSION, tp=s.tp, pp=s.pp, gpus=s.gpus_per_replica)
+                           vllm_version=VLLM_VERSION, tp=s.tp, pp=s.pp, gpus=s.gpus_per_replica)
 
 
-def model_json(plan: ResolvedPlan) -> str:
+def model_json(unit: EngineUnit) -> str:
     """The vLLM backend's engine arguments: `AsyncEngineArgs(**model.json)`, so engine fields only."""
-    return dump_json(vllm.engine_config(plan, frontend=False))
+    return dump_json(vllm_engine_config(unit.engine, frontend=False))
 
 
 def _ms(seconds: float | None) -> str:
@@ -139,24 +136,24 @@ def _onnx_model(plan: ResolvedPlan) -> dict:
     }
 
 
-def serve_sh(unit: vllm.EngineUnit) -> str:
+def serve_sh(unit: EngineUnit) -> str:
     plan = unit.plan
     onnx = [] if is_llm(plan) else [_onnx_model(plan)]
-    return render_template("triton/serve.sh.j2", plan_name=plan.name, server_version=TRITON_SERVER_VERSION,
+    return render_template("triton/serve.sh.j2", plan_name=plan.name, server_version=unit.engine.version,
                            models=onnx, model=model_name(plan), version=VERSION, http_port=HTTP_PORT,
                            grpc_port=GRPC_PORT, metrics_port=METRICS_PORT)
 
 
 # ----------------------------------------------------------------------------------------------- files
-def repository(unit: vllm.EngineUnit, instance_kind: str = "KIND_GPU") -> list[OutputFile]:
+def repository(unit: EngineUnit, instance_kind: str = "KIND_GPU") -> list[OutputFile]:
     """The unit's model folder. `instance_kind="KIND_CPU"` is for loading it in a CPU-only tritonserver (tests)."""
     plan, name = unit.plan, model_name(unit.plan)
-    folder = vllm.unit_path("triton", unit, name)
+    folder = unit_path("triton", unit, name)
     if is_llm(plan):
         if unit.serving.nodes_per_replica > 1:
             raise ValueError(f"Triton's vLLM backend runs one replica per node; plan needs {unit.serving.nodes_per_replica} nodes")
         return [OutputFile(f"{folder}/config.pbtxt", vllm_config(plan)),
-                OutputFile(f"{folder}/{VERSION}/model.json", model_json(plan))]
+                OutputFile(f"{folder}/{VERSION}/model.json", model_json(unit))]
     readme = render_template("triton/version_readme.md.j2", name=name, version=VERSION)
     return [OutputFile(f"{folder}/config.pbtxt", onnx_config(plan, instance_kind)),
             OutputFile(f"{folder}/{VERSION}/README.md", readme)]
@@ -164,11 +161,14 @@ def repository(unit: vllm.EngineUnit, instance_kind: str = "KIND_GPU") -> list[O
 
 def render_units(plan: ResolvedPlan, instance_kind: str = "KIND_GPU") -> list[OutputFile]:
     files = []
-    for unit in vllm.engine_units(plan, "triton"):
+    for unit in engine_units(plan, "triton"):
         files += repository(unit, instance_kind)
-        files.append(OutputFile(vllm.unit_path("triton", unit, "serve.sh"), serve_sh(unit), 0o755))
+        files.append(OutputFile(unit_path("triton", unit, "serve.sh"), serve_sh(unit), 0o755))
     return files
 
 
-def render(plan: ResolvedPlan) -> list[OutputFile]:
+def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
     return render_units(plan)
+
+
+TARGET = Target("triton", applies, render)
