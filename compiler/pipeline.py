@@ -16,6 +16,7 @@ from .sizing.training import shared_searches
 from .source import load_yaml_file
 from .targets import TARGETS
 from .targets.base import OutputFile, with_header
+from .unused import check_unused
 from .validate import validate_plan
 from .writer import RenderedPlan
 
@@ -24,6 +25,7 @@ def resolve(plan_path: Path, display_name: str | None = None) -> ResolvedPlan:
     """Load, validate and size one plan. `display_name` stands in for the path in messages and headers."""
     loaded = load_yaml_file(plan_path, display_name=display_name or str(plan_path))
     spec = validate_plan(loaded)
+    check_unused(spec, loaded)
     extra = (plan_path.parent / spec.cluster.catalog) if spec.cluster.catalog else None
     try:
         catalog = load_catalog(extra)

@@ -166,6 +166,19 @@ def _directive(flag: str) -> str:
     return f"{name}={directive_value(value)}" if sep else name
 
 
+def pyxis_mountable(path: str) -> bool:
+    """pyxis --container-mounts separates entries with ',' and source from target with ':'."""
+    return "," not in path and ":" not in path
+
+
+def warnings(launch: Launcher, job: Slurm | None, spec: PlanSpec) -> list[str]:
+    data = launch.data
+    if job and job.container_image and data and is_local_path(data) and not pyxis_mountable(data):
+        return [f"train.data {data!r} has ',' or ':' and cannot be a pyxis mount: the container does not see it; "
+                "mount its parent with cluster.slurm.container_mounts"]
+    return []
+
+
 def slurm_time(seconds: float) -> str:
     """D-HH:MM:SS, rounded up to whole minutes."""
     minutes = math.ceil(seconds / 60)
@@ -202,7 +215,7 @@ def slurm(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) -> Slurm:
     given = spec.cluster.slurm
     links, steps_per_link, limit = job_chain(plan, launch.checkpoint.interval_seconds)
     mounts = list(given.container_mounts)
-    if given.container_image and launch.data and is_local_path(launch.data):
+    if given.container_image and launch.data and is_local_path(launch.data) and pyxis_mountable(launch.data):
         mounts.append(f"{launch.data}:{launch.data}")  # the dataset at the same path inside the container
     return Slurm(
         job_name=plan.name, nodes=plan.hardware.nodes, gpus_per_node=plan.hardware.gpus_per_node,
@@ -255,7 +268,7 @@ def decisions(launch: Launcher, job: Slurm | None, k8s: KubernetesTraining | Non
     ]
     if launch.data:
         out.append(DeploymentDecision(topic="data", choice=launch.data, reason="train.data, exported as MLINFRA_DATA"
-                                      + (" and mounted at the same path in containers" if is_local_path(launch.data) else "")))
+                                      + (" and mounted at the same path in containers" if is_local_path(launch.data) and pyxis_mountable(launch.data) else "")))
     if launch.lora:
         out.append(DeploymentDecision(topic="adapters", choice=f"{launch.lora.method} rank {launch.lora.rank}, alpha {launch.lora.alpha:g}, "
                                       f"on {', '.join(launch.lora.targets)}", reason="train.lora, exported as MLINFRA_LORA_*"))

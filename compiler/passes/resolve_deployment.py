@@ -21,12 +21,13 @@ def resolve_deployment(plan: ResolvedPlan, catalog=None) -> ResolvedPlan:
     on_slurm, on_kubernetes = scheduler in ("slurm", "both"), scheduler in ("kubernetes", "both")
     k8s = spec.cluster.kubernetes
     launch = job = k8s_training = None
-    engines, units, decisions = [], [], []
+    engines, units, decisions, warnings = [], [], [], []
     if plan.workload in ("train", "finetune") and plan.hardware is not None and plan.training is not None:
         launch = training.launcher(plan, spec, files)
         job = training.slurm(plan, spec, launch) if on_slurm else None
         k8s_training = training.kubernetes_training(plan, spec, launch) if on_kubernetes else None
         decisions += training.decisions(launch, job, k8s_training)
+        warnings += training.warnings(launch, job, spec)
     views = unit_views(plan)
     if views:
         engines = [serving.engine(v, spec) for v in views]
@@ -39,4 +40,4 @@ def resolve_deployment(plan: ResolvedPlan, catalog=None) -> ResolvedPlan:
     )
     deployment = Deployment(scheduler=scheduler, files=files, launcher=launch, slurm=job, kubernetes=kubernetes,
                             engines=engines, hours_per_month=HOURS_PER_MONTH, decisions=decisions)
-    return plan.model_copy(update={"deployment": deployment})
+    return plan.model_copy(update={"deployment": deployment, "warnings": plan.warnings + warnings})
