@@ -154,3 +154,12 @@ def test_diff_shows_deployment_decisions(tmp_path):
     new.write_text(base.replace("checkpoint: {every: auto,", "checkpoint: {every: 2h,"))
     changes = {c["what"]: c for c in decision_changes(resolve(old), resolve(new))}
     assert "checkpoint interval" in changes and "every 7200 s" in changes["checkpoint interval"]["new"]
+
+
+def test_model_weights_and_id_reach_the_training_job():
+    """model.weights / model.hf_id on a training plan used to reach plan.json only."""
+    plan = training_plan(workload="finetune", model={"preset": "llama-3.1-8b", "weights": "s3://m/llama 8b", "hf_id": "org/x"},
+                         train=BASE_TRAIN)
+    env = exports(files(plan, "torchrun")["launch/torchrun.sh"])
+    assert env["MLINFRA_WEIGHTS"] == "s3://m/llama 8b" and env["MLINFRA_MODEL_ID"] == "org/x"
+    assert "MLINFRA_WEIGHTS" not in files(training_plan(), "torchrun")["launch/torchrun.sh"]

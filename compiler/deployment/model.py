@@ -84,6 +84,8 @@ class Launcher(Section):
     user_env: list[EnvVar]
     checkpoint: Checkpoint
     data: str | None = Field(None, description="train.data: dataset location given to the job (MLINFRA_DATA)")
+    model_weights: str | None = Field(None, description="model.weights: the weights to start from (MLINFRA_WEIGHTS)")
+    model_id: str | None = Field(None, description="model.hf_id as given: the model id (tokenizer, config) (MLINFRA_MODEL_ID)")
     lora: Lora | None = None
 
 

@@ -10,6 +10,7 @@ import math
 
 from ..resolved import ResolvedPlan, Serving
 from ..spec import PlanSpec
+from ..units import format_bytes
 from .model import DeploymentDecision, Engine, EngineArg, ServingUnit
 from .units import UnitView
 
@@ -271,7 +272,7 @@ def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage:
             choice=f"{u.startup_failure_threshold} × {u.probe_period_seconds} s = {u.startup_budget_seconds} s",
             reason=f"{STARTUP_BUDGET_FACTOR:g} × the {s.startup_seconds:.0f} s weight load (weights ÷ storage bandwidth)"))
         out.append(DeploymentDecision(
-            topic=f"model cache{where}", choice=f"{u.model_cache_bytes / 2**30:.1f} GiB, {'shared ReadWriteMany' if u.shared_cache else 'per pod'}",
+            topic=f"model cache{where}", choice=f"{format_bytes(u.model_cache_bytes)}, {'shared ReadWriteMany' if u.shared_cache else 'per pod'}",
             reason=f"weights + {MODEL_CACHE_HEADROOM_FRACTION:.0%} (filesystem reserve, tokenizer, revision updates)"))
         out.append(DeploymentDecision(
             topic=f"scale-down window{where}", choice=f"{u.scale_down_window_seconds} s",

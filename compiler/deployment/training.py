@@ -150,6 +150,7 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
         fabric_env=fabric_env(hw.interconnect),
         user_env=[EnvVar(name=k, value=v) for k, v in sorted(entry.env.items())],
         checkpoint=checkpoint(plan, spec), data=spec.train.data, lora=lora,
+        model_weights=spec.model.weights if spec.model else None, model_id=spec.model.hf_id if spec.model else None,
     )
 
 
@@ -264,11 +265,16 @@ def decisions(launch: Launcher, job: Slurm | None, k8s: KubernetesTraining | Non
                            reason="cluster.slurm.cpus_per_node" if launch.cpus_per_node != DEFAULT_CPUS_PER_GPU * launch.nproc_per_node
                            else f"{DEFAULT_CPUS_PER_GPU} per GPU, the smallest common 8-GPU server (AWS p4d.24xlarge)"),
         DeploymentDecision(topic="checkpoint interval", choice=f"every {ck.interval_seconds:.0f} s = {ck.interval_steps} steps, keep {ck.keep}, in {ck.dir}",
-                           reason="train.checkpoint.every" if ck.source == "plan" else "Young-Daly interval from the sizing"),
+                           reason=("train.checkpoint.every" if ck.source == "plan" else "Young-Daly interval from the sizing")
+                           + "; exported as MLINFRA_CHECKPOINT_INTERVAL_SECONDS/_STEPS and MLINFRA_CHECKPOINT_KEEP (DeepSpeed and "
+                           "accelerate configs have no interval key), Megatron --save-interval"),
     ]
     if launch.data:
         out.append(DeploymentDecision(topic="data", choice=launch.data, reason="train.data, exported as MLINFRA_DATA"
                                       + (" and mounted at the same path in containers" if is_local_path(launch.data) and pyxis_mountable(launch.data) else "")))
+    if launch.model_weights or launch.model_id:
+        out.append(DeploymentDecision(topic="model", choice=", ".join(x for x in (launch.model_weights, launch.model_id) if x),
+                                      reason="model.weights / model.hf_id, exported as MLINFRA_WEIGHTS / MLINFRA_MODEL_ID"))
     if launch.lora:
         out.append(DeploymentDecision(topic="adapters", choice=f"{launch.lora.method} rank {launch.lora.rank}, alpha {launch.lora.alpha:g}, "
                                       f"on {', '.join(launch.lora.targets)}", reason="train.lora, exported as MLINFRA_LORA_*"))

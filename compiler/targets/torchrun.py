@@ -26,6 +26,10 @@ def _exports(plan: ResolvedPlan) -> list[tuple[str, str]]:
            ("MLINFRA_CHECKPOINT_KEEP", str(ck.keep))]
     if launch.data:
         env.append(("MLINFRA_DATA", launch.data))
+    if launch.model_weights:
+        env.append(("MLINFRA_WEIGHTS", launch.model_weights))
+    if launch.model_id:
+        env.append(("MLINFRA_MODEL_ID", launch.model_id))
     if launch.lora:
         env += [("MLINFRA_LORA_RANK", str(launch.lora.rank)), ("MLINFRA_LORA_ALPHA", f"{launch.lora.alpha:g}"),
                 ("MLINFRA_LORA_TARGETS", ",".join(launch.lora.targets))]
