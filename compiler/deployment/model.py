@@ -148,6 +148,10 @@ class Engine(Section):
     args: list[EngineArg] = Field(default_factory=list, description="vLLM engine arguments or TGI launcher arguments, in order")
     prefix_caching: bool
     http_port: int
+    metrics_port: int
+    grpc_port: int | None = Field(None, description="Triton's gRPC port")
+    ray_port: int = Field(description="Ray head port when a replica spans nodes (vLLM)")
+    ray_wait_seconds: int = Field(description="how long the Ray head waits for every worker's GPUs")
 
 
 class ServingUnit(Section):

@@ -20,6 +20,10 @@ from .units import UnitView
 VLLM_VERSION = "0.32.0"
 HTTP_PORT = 8000  # vLLM's default API port (`vllm serve --port`); also what k8s_serving exposes
 HOST = "0.0.0.0"  # listen on every interface: a launcher for a cluster node, not a laptop
+RAY_PORT = 6379  # Ray head's default GCS port (`ray start --head`), as in vLLM's multi-node-serving.sh
+# How long the head waits for every worker's GPUs to join the Ray cluster: vLLM's multi-node-serving.sh uses
+# ray_init_timeout=300 s for the same wait.
+RAY_WAIT_SECONDS = 300
 # vLLM `--dtype` for each plan precision whose weights vLLM computes in that type (EngineArgs choices: auto,
 # bfloat16, float, float16, float32, half).
 DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
@@ -67,6 +71,7 @@ QUEUE_ADMISSION_FACTOR = 2
 # nvidia-pytriton 0.7.0) loads it and tritonclient 2.73.0's ModelConfig protobuf parses it (shared/validators §4).
 TRITON_SERVER_VERSION = "2.51.0"
 TRITON_HTTP_PORT = 8000  # tritonserver defaults (--http-port, --grpc-port, --metrics-port)
+TRITON_GRPC_PORT = 8001
 TRITON_METRICS_PORT = 8002
 
 # ----------------------------------------------------------------------------------------------- Kubernetes
@@ -187,16 +192,19 @@ def tgi_args(plan: ResolvedPlan) -> list[EngineArg]:
 def engine(unit: UnitView, spec: PlanSpec) -> Engine:
     s, plan = unit.plan.serving, unit.plan
     prefix_caching = spec.serve.prefix_caching
+    ray = {"ray_port": RAY_PORT, "ray_wait_seconds": RAY_WAIT_SECONDS}
     if s.engine == "vllm":
         return Engine(stage=unit.stage, engine="vllm", version=VLLM_VERSION, directory=unit.stage,
-                      args=vllm_args(plan, prefix_caching), prefix_caching=prefix_caching, http_port=HTTP_PORT)
+                      args=vllm_args(plan, prefix_caching), prefix_caching=prefix_caching, http_port=HTTP_PORT,
+                      metrics_port=HTTP_PORT, **ray)
     if s.engine == "tgi":
         return Engine(stage=unit.stage, engine="tgi", version=TGI_VERSION, directory=unit.stage, args=tgi_args(plan),
-                      prefix_caching=prefix_caching, http_port=TGI_HTTP_PORT)
+                      prefix_caching=prefix_caching, http_port=TGI_HTTP_PORT, metrics_port=TGI_HTTP_PORT, **ray)
     # Triton: LLMs run on its vLLM backend, which reads the vLLM engine arguments (model.json)
     args = vllm_args(plan, prefix_caching) if plan.model.architecture.kind == "decoder" else []
     return Engine(stage=unit.stage, engine="triton", version=TRITON_SERVER_VERSION, directory=unit.stage, args=args,
-                  prefix_caching=prefix_caching, http_port=TRITON_HTTP_PORT)
+                  prefix_caching=prefix_caching, http_port=TRITON_HTTP_PORT, metrics_port=TRITON_METRICS_PORT,
+                  grpc_port=TRITON_GRPC_PORT, **ray)
 
 
 # ----------------------------------------------------------------------------------------------- Kubernetes units

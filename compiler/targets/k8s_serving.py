@@ -41,7 +41,6 @@ METRICS_SCRAPE_INTERVAL = f"{SCALE_PERIOD_SECONDS}s"  # fresh queue samples at e
 # in the namespace kube-prometheus-stack is usually installed in. An assumption: edit it for another install.
 PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
 
-RAY_PORT = 6379  # Ray head's default GCS port (ray start --head)
 LWS_LEADER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"  # "0" on the leader pod (LWS API)
 
 
@@ -143,7 +142,7 @@ def _command(unit: ServingUnit) -> tuple[list[str], list[str]]:
         # The leader starts the Ray head, waits until every worker's GPUs joined the cluster, then serves.
         ready = (f'import ray, sys; ray.init(address="auto", logging_level="ERROR"); '
                  f'sys.exit(ray.cluster_resources().get("GPU", 0) < {unit.serving.gpus_per_replica})')
-        script = (f"ray start --head --port={RAY_PORT} && until python3 -c {shell_words([ready])}; "
+        script = (f"ray start --head --port={unit.engine_decision.ray_port} && until python3 -c {shell_words([ready])}; "
                   f"do sleep {unit.decided.probe_period_seconds}; done && exec vllm serve {shell_words(vllm_args(unit))}")
         return ["bash", "-c"], [script]
     if unit.multi_node:
@@ -186,7 +185,7 @@ def _pod_spec(unit: ServingUnit, leader: bool) -> dict:
     if leader:
         command, args = _command(unit)
     else:
-        command, args = ["bash", "-c"], [f"exec ray start --block --address=\"$LWS_LEADER_ADDRESS:{RAY_PORT}\""]
+        command, args = ["bash", "-c"], [f"exec ray start --block --address=\"$LWS_LEADER_ADDRESS:{unit.engine_decision.ray_port}\""]
     container = {
         "name": "engine" if leader else "worker",
         "image": unit.decided.image,

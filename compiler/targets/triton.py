@@ -17,13 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from ..deployment.serving import TRITON_HTTP_PORT as HTTP_PORT, TRITON_METRICS_PORT as METRICS_PORT, VLLM_VERSION
+from ..deployment.serving import VLLM_VERSION
 from ..resolved import ResolvedPlan
 from .base import OutputFile, Target, dump_json, render as render_template
 from .engine_common import EngineUnit, engine_units, unit_path, vllm_engine_config
 
 VERSION = "1"  # the model version folder
-GRPC_PORT = 8001  # tritonserver's default --grpc-port
 MICROSECONDS_PER_SECOND = 1_000_000
 # One execution instance per GPU: the serving search sized one batch running at a time per GPU (latency bound
 # delay + 2 × batch time, compiler/sizing/vision.py); a second instance would overlap batches it did not budget.
@@ -140,8 +139,8 @@ def serve_sh(unit: EngineUnit) -> str:
     plan = unit.plan
     onnx = [] if is_llm(plan) else [_onnx_model(plan)]
     return render_template("triton/serve.sh.j2", plan_name=plan.name, server_version=unit.engine.version,
-                           models=onnx, model=model_name(plan), version=VERSION, http_port=HTTP_PORT,
-                           grpc_port=GRPC_PORT, metrics_port=METRICS_PORT)
+                           models=onnx, model=model_name(plan), version=VERSION, http_port=unit.engine.http_port,
+                           grpc_port=unit.engine.grpc_port, metrics_port=unit.engine.metrics_port)
 
 
 # ----------------------------------------------------------------------------------------------- files

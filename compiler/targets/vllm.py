@@ -22,11 +22,7 @@ from ..resolved import ResolvedPlan
 from .base import OutputFile, Target, render as render_template
 from .engine_common import EngineUnit, engine_units, unit_path, vllm_engine_config, vllm_serve_args
 
-RAY_PORT = 6379  # Ray head's default GCS port (`ray start --head`), as in vLLM's multi-node-serving.sh
-# How long the head waits for every worker's GPUs to join the Ray cluster: vLLM's multi-node-serving.sh uses
-# ray_init_timeout=300 s for the same wait.
-RAY_WAIT_SECONDS = 300
-RAY_POLL_SECONDS = 5
+RAY_POLL_SECONDS = 5  # how often the head checks that the workers joined
 
 
 def applies(plan: ResolvedPlan) -> bool:
@@ -53,8 +49,9 @@ def _serve_sh(unit: EngineUnit) -> str:
     return render_template(
         "vllm/serve.sh.j2", vllm_version=unit.engine.version, name=unit.plan.name,
         tp=s.tp, pp=s.pp, gpus=s.gpus_per_replica, nodes=s.nodes_per_replica, multi_node=s.nodes_per_replica > 1,
-        serve_args=vllm_serve_args(unit.engine), ray_port=RAY_PORT, ray_wait_seconds=RAY_WAIT_SECONDS,
-        ray_poll_seconds=RAY_POLL_SECONDS, ray_wait_polls=math.ceil(RAY_WAIT_SECONDS / RAY_POLL_SECONDS),
+        serve_args=vllm_serve_args(unit.engine), ray_port=unit.engine.ray_port,
+        ray_wait_seconds=unit.engine.ray_wait_seconds, ray_poll_seconds=RAY_POLL_SECONDS,
+        ray_wait_polls=math.ceil(unit.engine.ray_wait_seconds / RAY_POLL_SECONDS),
     )
 
 
