@@ -12,7 +12,7 @@ import shlex
 
 from .resolved import ResolvedPlan
 from .targets.base import OutputFile, load_generated_yaml
-from .targets.fsdp import MIXED_PRECISION
+from .deployment.frameworks import MIXED_PRECISION
 
 
 def _expect(ok: bool, message: str) -> None:

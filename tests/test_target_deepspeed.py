@@ -9,6 +9,7 @@ import pytest
 
 from compiler import training_consistency
 from compiler.targets import deepspeed
+from compiler.deployment.frameworks import bucket_sizes
 from tests.fixtures.resolved_plans import deployed, training_plan
 from tests.test_target_torchrun import realtools, render_training, small_training_plan
 
@@ -43,7 +44,7 @@ def test_bucket_sizes_from_hidden_size():
 
 
 def test_bucket_default_without_hidden_size():
-    assert deepspeed.bucket_sizes(0)["reduce"] == 500_000_000  # DeepSpeed's own 5e8 default
+    assert bucket_sizes(0)["reduce"] == 500_000_000  # DeepSpeed's own 5e8 default
 
 
 def test_offload_sections():

@@ -6,7 +6,7 @@ Each value is decided once, in `compiler/deployment/training.py` or `serving.py`
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -87,6 +87,19 @@ class Launcher(Section):
     model_weights: str | None = Field(None, description="model.weights: the weights to start from (MLINFRA_WEIGHTS)")
     model_id: str | None = Field(None, description="model.hf_id as given: the model id (tokenizer, config) (MLINFRA_MODEL_ID)")
     lora: Lora | None = None
+
+
+class FrameworkArg(Section):
+    flag: str
+    value: str | None = Field(None, description="None for a switch")
+
+
+class Frameworks(Section):
+    """What the training framework reads besides the launch environment."""
+
+    deepspeed_config: dict[str, Any] | None = Field(None, description="deepspeed/ds_config.json as written")
+    accelerate_config: dict[str, Any] | None = Field(None, description="fsdp/accelerate_config.yaml as written")
+    megatron_args: list[FrameworkArg] | None = Field(None, description="megatron/args.sh, in Megatron-LM's argument-group order")
 
 
 class Directive(Section):
@@ -196,6 +209,7 @@ class Deployment(Section):
     scheduler: Literal["slurm", "kubernetes", "both"]
     files: Files = Field(default_factory=Files)
     launcher: Launcher | None = None
+    frameworks: Frameworks | None = None
     slurm: Slurm | None = None
     kubernetes: Kubernetes | None = None
     engines: list[Engine] = Field(default_factory=list)

@@ -7,7 +7,7 @@ targets take a deployment number or string from. Each decision carries its reaso
 
 from __future__ import annotations
 
-from ..deployment import serving, training
+from ..deployment import frameworks, serving, training
 from ..deployment.model import Deployment, Files, Kubernetes
 from ..deployment.units import unit_views
 from ..resolved import ResolvedPlan
@@ -20,10 +20,11 @@ def resolve_deployment(plan: ResolvedPlan, catalog=None) -> ResolvedPlan:
     scheduler = spec.cluster.scheduler
     on_slurm, on_kubernetes = scheduler in ("slurm", "both"), scheduler in ("kubernetes", "both")
     k8s = spec.cluster.kubernetes
-    launch = job = k8s_training = None
+    launch = job = k8s_training = framework_files = None
     engines, units, decisions, warnings = [], [], [], []
     if plan.workload in ("train", "finetune") and plan.hardware is not None and plan.training is not None:
         launch = training.launcher(plan, spec, files)
+        framework_files = frameworks.frameworks(plan, launch.checkpoint)
         job = training.slurm(plan, spec, launch) if on_slurm else None
         k8s_training = training.kubernetes_training(plan, spec, launch) if on_kubernetes else None
         decisions += training.decisions(launch, job, k8s_training)
@@ -38,6 +39,6 @@ def resolve_deployment(plan: ResolvedPlan, catalog=None) -> ResolvedPlan:
         tolerations=[dict(t) for t in k8s.tolerations], node_selector=dict(k8s.node_selector), autoscaler=k8s.autoscaler,
         training=k8s_training, serving=units,
     )
-    deployment = Deployment(scheduler=scheduler, files=files, launcher=launch, slurm=job, kubernetes=kubernetes,
+    deployment = Deployment(scheduler=scheduler, files=files, launcher=launch, frameworks=framework_files, slurm=job, kubernetes=kubernetes,
                             engines=engines, hours_per_month=HOURS_PER_MONTH, decisions=decisions)
     return plan.model_copy(update={"deployment": deployment, "warnings": plan.warnings + warnings})
