@@ -271,4 +271,4 @@ def test_every_example_repository_parses_and_loads(tmp_path, monkeypatch):
     for name, unit, repo in repos:
         ok, log = tools.tritonserver_loads(repo)
         assert ok, f"{name}: {log}"
-        assert f"READY        {triton.model_name(unit.plan)}" in log
+        assert f"READY        {unit.engine.triton.name}" in log

@@ -151,6 +151,29 @@ class EngineArg(Section):
     frontend: bool = Field(False, description="an option of the HTTP server, not of the engine (Triton's vLLM backend leaves it out)")
 
 
+class Tensor(Section):
+    name: str
+    data_type: str
+    dims: list[int]
+    format: str = Field("", description="FORMAT_NCHW for images")
+    optional: bool = False
+
+
+class TritonModel(Section):
+    """The model folder of a Triton repository: its name, backend and I/O."""
+
+    name: str = Field(description="folder and API name")
+    backend: Literal["vllm", "onnxruntime"]
+    io_type: str = Field("", description="tensor element type of the ONNX export")
+    instance_count: int = 1
+    max_queue_delay_microseconds: int = 0
+    inputs: list[Tensor] = Field(default_factory=list)
+    outputs: list[Tensor] = Field(default_factory=list)
+    export_task: str = Field("", description="optimum-cli export onnx --task")
+    export_dtype: str = Field("", description="optimum-cli export onnx --dtype")
+    export_on_gpu: bool = False
+
+
 class Engine(Section):
     """One served model: the whole service, or one stage of a multi-stage service."""
 
@@ -165,6 +188,7 @@ class Engine(Section):
     grpc_port: int | None = Field(None, description="Triton's gRPC port")
     ray_port: int = Field(description="Ray head port when a replica spans nodes (vLLM)")
     ray_wait_seconds: int = Field(description="how long the Ray head waits for every worker's GPUs")
+    triton: TritonModel | None = None
 
 
 class ServingUnit(Section):

@@ -11,7 +11,7 @@ import math
 from ..resolved import ResolvedPlan, Serving
 from ..spec import PlanSpec
 from ..units import format_bytes
-from .model import DeploymentDecision, Engine, EngineArg, ServingUnit
+from .model import DeploymentDecision, Engine, EngineArg, ServingUnit, Tensor, TritonModel
 from .units import UnitView
 
 # ----------------------------------------------------------------------------------------------- vLLM
@@ -73,6 +73,21 @@ TRITON_SERVER_VERSION = "2.51.0"
 TRITON_HTTP_PORT = 8000  # tritonserver defaults (--http-port, --grpc-port, --metrics-port)
 TRITON_GRPC_PORT = 8001
 TRITON_METRICS_PORT = 8002
+
+MICROSECONDS_PER_SECOND = 1_000_000
+# One execution instance per GPU: the serving search sized one batch running at a time per GPU (latency bound
+# delay + 2 × batch time, compiler/sizing/vision.py); a second instance would overlap batches it did not budget.
+INSTANCES_PER_GPU = 1
+# Tensor element type of an ONNX export per plan precision. fp16 (and bf16, which ONNX Runtime's CUDA kernels
+# mostly lack: the same 2 bytes per weight, so sizing holds) are exported in float16 and take/return float16.
+# int8/fp8/int4 are QDQ-quantized models (onnxruntime.quantization): their inputs and outputs stay float32.
+IO_TYPE = {"fp16": "TYPE_FP16", "bf16": "TYPE_FP16"}
+DEFAULT_IO_TYPE = "TYPE_FP32"
+EXPORT_DTYPE = {"TYPE_FP16": "fp16", "TYPE_FP32": "fp32"}  # optimum-cli export onnx --dtype
+# optimum-cli export onnx --task per model kind, and the tensor names its ONNX configs give the inputs/outputs.
+EXPORT_TASK = {"cnn": "image-classification", "vision-transformer": "image-classification", "encoder": "feature-extraction"}
+IMAGE_CHANNELS = 3  # RGB, NCHW
+TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # BERT-style encoder export (int64 token ids)
 
 # ----------------------------------------------------------------------------------------------- Kubernetes
 # Kubernetes probe defaults (periodSeconds 10, failureThreshold 3; kubernetes.io "Configure Liveness, Readiness
@@ -189,6 +204,37 @@ def tgi_args(plan: ResolvedPlan) -> list[EngineArg]:
     return args
 
 
+def triton_model_name(plan: ResolvedPlan) -> str:
+    """The model's folder and API name: the catalog preset id (safe characters), else the plan name (a DNS label)."""
+    return plan.model.id if plan.model.id != "custom" else plan.name
+
+
+def inputs_outputs(plan: ResolvedPlan, dtype: str) -> tuple[list[Tensor], list[Tensor]]:
+    """Tensors of the ONNX export (batch dimension implicit: max_batch_size > 0)."""
+    arch = plan.model.architecture
+    if arch.kind in ("cnn", "vision-transformer"):
+        image = Tensor(name="pixel_values", data_type=dtype, dims=[IMAGE_CHANNELS, arch.image_size, arch.image_size], format="FORMAT_NCHW")
+        return [image], [Tensor(name="logits", data_type=dtype, dims=[arch.vocab])]  # vocab = number of classes for classifiers
+    if arch.kind == "encoder":
+        tokens = [Tensor(name=name, data_type="TYPE_INT64", dims=[-1]) for name in TEXT_INPUTS]
+        return tokens, [Tensor(name="last_hidden_state", data_type=dtype, dims=[-1, arch.hidden])]
+    raise ValueError(f"no ONNX model layout for a {arch.kind} model")
+
+
+def triton_model(plan: ResolvedPlan) -> TritonModel:
+    if plan.model.architecture.kind == "decoder":
+        return TritonModel(name=triton_model_name(plan), backend="vllm")
+    s = plan.serving
+    dtype = IO_TYPE.get(s.precision, DEFAULT_IO_TYPE)
+    inputs, outputs = inputs_outputs(plan, dtype)
+    return TritonModel(
+        name=triton_model_name(plan), backend="onnxruntime", io_type=dtype, instance_count=INSTANCES_PER_GPU,
+        max_queue_delay_microseconds=round(s.max_queue_delay_seconds * MICROSECONDS_PER_SECOND),
+        inputs=inputs, outputs=outputs, export_task=EXPORT_TASK[plan.model.architecture.kind],
+        export_dtype=EXPORT_DTYPE[dtype], export_on_gpu=dtype == "TYPE_FP16",  # optimum exports float16 on a CUDA device only
+    )
+
+
 def engine(unit: UnitView, spec: PlanSpec) -> Engine:
     s, plan = unit.plan.serving, unit.plan
     prefix_caching = spec.serve.prefix_caching
@@ -204,7 +250,7 @@ def engine(unit: UnitView, spec: PlanSpec) -> Engine:
     args = vllm_args(plan, prefix_caching) if plan.model.architecture.kind == "decoder" else []
     return Engine(stage=unit.stage, engine="triton", version=TRITON_SERVER_VERSION, directory=unit.stage, args=args,
                   prefix_caching=prefix_caching, http_port=TRITON_HTTP_PORT, metrics_port=TRITON_METRICS_PORT,
-                  grpc_port=TRITON_GRPC_PORT, **ray)
+                  grpc_port=TRITON_GRPC_PORT, triton=triton_model(plan), **ray)
 
 
 # ----------------------------------------------------------------------------------------------- Kubernetes units
