@@ -229,6 +229,16 @@ class Kubernetes(Section):
     serving: list[ServingUnit] = Field(default_factory=list)
 
 
+class TrainingAlerts(Section):
+    """Alert timings of monitoring/prometheus-rules.yaml for a training job."""
+
+    idle_util_percent: int
+    idle_seconds: int
+    stall_steps: int
+    stall_seconds: int
+    spend_window_days: int = Field(description="Slurm spend: the window the GPU count is summed over")
+
+
 class Deployment(Section):
     scheduler: Literal["slurm", "kubernetes", "both"]
     files: Files = Field(default_factory=Files)
@@ -238,4 +248,5 @@ class Deployment(Section):
     kubernetes: Kubernetes | None = None
     engines: list[Engine] = Field(default_factory=list)
     hours_per_month: float = Field(description="hours a monthly figure counts (spend rules)")
+    training_alerts: TrainingAlerts | None = None
     decisions: list[DeploymentDecision] = Field(default_factory=list)

@@ -7,7 +7,7 @@ targets take a deployment number or string from. Each decision carries its reaso
 
 from __future__ import annotations
 
-from ..deployment import frameworks, serving, training
+from ..deployment import frameworks, monitoring, serving, training
 from ..deployment.model import Deployment, Files, Kubernetes
 from ..deployment.units import unit_views
 from ..resolved import ResolvedPlan
@@ -20,7 +20,7 @@ def resolve_deployment(plan: ResolvedPlan, catalog=None) -> ResolvedPlan:
     scheduler = spec.cluster.scheduler
     on_slurm, on_kubernetes = scheduler in ("slurm", "both"), scheduler in ("kubernetes", "both")
     k8s = spec.cluster.kubernetes
-    launch = job = k8s_training = framework_files = None
+    launch = job = k8s_training = framework_files = alerts = None
     engines, units, decisions, warnings = [], [], [], []
     if plan.workload in ("train", "finetune") and plan.hardware is not None and plan.training is not None:
         launch = training.launcher(plan, spec, files)
@@ -29,6 +29,8 @@ def resolve_deployment(plan: ResolvedPlan, catalog=None) -> ResolvedPlan:
         k8s_training = training.kubernetes_training(plan, spec, launch) if on_kubernetes else None
         decisions += training.decisions(launch, job, k8s_training)
         warnings += training.warnings(launch, job, spec)
+        alerts = monitoring.training_alerts(plan)
+        decisions += monitoring.decisions(alerts)
     views = unit_views(plan)
     if views:
         engines = [serving.engine(v, spec) for v in views]
@@ -40,5 +42,5 @@ def resolve_deployment(plan: ResolvedPlan, catalog=None) -> ResolvedPlan:
         training=k8s_training, serving=units,
     )
     deployment = Deployment(scheduler=scheduler, files=files, launcher=launch, frameworks=framework_files, slurm=job, kubernetes=kubernetes,
-                            engines=engines, hours_per_month=HOURS_PER_MONTH, decisions=decisions)
+                            engines=engines, hours_per_month=HOURS_PER_MONTH, training_alerts=alerts, decisions=decisions)
     return plan.model_copy(update={"deployment": deployment, "warnings": plan.warnings + warnings})
