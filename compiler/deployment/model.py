@@ -218,6 +218,15 @@ class ServingUnit(Section):
     output_queue: str = ""
 
 
+class Autoscaling(Section):
+    """HPA / KEDA behaviour shared by every serving unit (the scale-down window is per unit)."""
+
+    scale_up_percent: int
+    scale_up_pods: int
+    period_seconds: int = Field(description="HPA sync period, scale-policy period, KEDA polling and metrics scrape interval")
+    prometheus_url: str = Field(description="the Prometheus KEDA queries")
+
+
 class Kubernetes(Section):
     namespace: str
     secret_name: str
@@ -225,6 +234,8 @@ class Kubernetes(Section):
     tolerations: list[dict[str, str]]
     node_selector: dict[str, str] = Field(description="the plan's extra labels; the GPU product label is added per pod")
     autoscaler: Literal["hpa", "keda"]
+    autoscaling: Autoscaling
+    model_cache_mount: str = Field(description="where serving pods mount the model cache (HF_HOME, Triton's repository)")
     training: KubernetesTraining | None = None
     serving: list[ServingUnit] = Field(default_factory=list)
 

@@ -11,7 +11,7 @@ import math
 from ..resolved import ResolvedPlan, Serving
 from ..spec import PlanSpec
 from ..units import format_bytes
-from .model import DeploymentDecision, Engine, EngineArg, ServingUnit, Tensor, TritonModel
+from .model import Autoscaling, DeploymentDecision, Engine, EngineArg, ServingUnit, Tensor, TritonModel
 from .units import UnitView
 
 # ----------------------------------------------------------------------------------------------- vLLM
@@ -115,6 +115,22 @@ ENGINE_IMAGES = {
 # /dev/shm for NCCL and vLLM's shared-memory broadcast queue: the size LWS's vLLM GPU example gives
 # (kubernetes-sigs/lws docs/examples/vllm/GPU/lws.yaml, sizeLimit 15Gi); Docker's 64 MiB default is too small.
 SHM_BYTES = 15 * 2**30
+# HPA behaviour. Scale-up: the Kubernetes defaults (no stabilisation; +100 % or +4 pods per 15 s, the larger;
+# kubernetes.io "Horizontal Pod Autoscaling", default behavior) — a queue that grows breaks TTFT within seconds.
+SCALE_UP_PERCENT = 100
+SCALE_UP_PODS = 4
+SCALE_PERIOD_SECONDS = 15  # also the HPA sync period (kube-controller-manager --horizontal-pod-autoscaler-sync-period)
+# Prometheus that KEDA queries: the Service prometheus-operator creates for every Prometheus ("prometheus-operated")
+# in the namespace kube-prometheus-stack is usually installed in. An assumption: edit it for another install.
+PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
+CACHE_MOUNT = "/models"  # HF_HOME and Triton's model repository live on the model-cache volume
+
+
+def autoscaling() -> Autoscaling:
+    return Autoscaling(scale_up_percent=SCALE_UP_PERCENT, scale_up_pods=SCALE_UP_PODS, period_seconds=SCALE_PERIOD_SECONDS,
+                       prometheus_url=PROMETHEUS_URL)
+
+
 # What differs between engines: health path, queue metric (Prometheus name and custom-metrics API name), metrics port.
 ENGINE_ENDPOINTS = {
     # vLLM: GET /health; vllm:num_requests_waiting gauge (vllm/v1/metrics/loggers.py).

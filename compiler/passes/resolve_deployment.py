@@ -39,7 +39,7 @@ def resolve_deployment(plan: ResolvedPlan, catalog=None) -> ResolvedPlan:
     kubernetes = Kubernetes(
         namespace=k8s.namespace, secret_name=k8s.secret_name, storage_class=k8s.storage_class,
         tolerations=[dict(t) for t in k8s.tolerations], node_selector=dict(k8s.node_selector), autoscaler=k8s.autoscaler,
-        training=k8s_training, serving=units,
+        autoscaling=serving.autoscaling(), model_cache_mount=serving.CACHE_MOUNT, training=k8s_training, serving=units,
     )
     deployment = Deployment(scheduler=scheduler, files=files, launcher=launch, frameworks=framework_files, slurm=job, kubernetes=kubernetes,
                             engines=engines, hours_per_month=HOURS_PER_MONTH, training_alerts=alerts, decisions=decisions)

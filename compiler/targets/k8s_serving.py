@@ -27,19 +27,7 @@ KIND_ORDER = (
     "LeaderWorkerSet", "ScaledObject", "ServiceMonitor",
 )
 
-CACHE_MOUNT = "/models"  # HF_HOME and Triton's model repository live on the model-cache volume
 ANNOTATION = "mlinfra.io/"  # prefix of the annotations that carry the reasons for chosen numbers
-
-# HPA behaviour. Scale-up: the Kubernetes defaults (no stabilisation; +100 % or +4 pods per 15 s, the larger;
-# kubernetes.io "Horizontal Pod Autoscaling", default behavior) — a queue that grows breaks TTFT within seconds.
-SCALE_UP_PERCENT = 100
-SCALE_UP_PODS = 4
-SCALE_PERIOD_SECONDS = 15  # also the HPA sync period (kube-controller-manager --horizontal-pod-autoscaler-sync-period)
-METRICS_SCRAPE_INTERVAL = f"{SCALE_PERIOD_SECONDS}s"  # fresh queue samples at every HPA sync
-
-# Prometheus that KEDA queries: the Service prometheus-operator creates for every Prometheus ("prometheus-operated")
-# in the namespace kube-prometheus-stack is usually installed in. An assumption: edit it for another install.
-PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
 
 LWS_LEADER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"  # "0" on the leader pod (LWS API)
 
@@ -129,7 +117,7 @@ def tgi_args(unit: ServingUnit) -> list[str]:
 
 def triton_args(unit: ServingUnit) -> list[str]:
     """tritonserver over the model repository the triton target emits, copied onto the model-cache volume."""
-    return [f"--model-repository={CACHE_MOUNT}/model_repository", f"--http-port={unit.decided.http_port}",
+    return [f"--model-repository={unit.plan.deployment.kubernetes.model_cache_mount}/model_repository", f"--http-port={unit.decided.http_port}",
             f"--metrics-port={unit.decided.metrics_port}"]
 
 
@@ -192,11 +180,11 @@ def _pod_spec(unit: ServingUnit, leader: bool) -> dict:
         # literal(): the kubelet would expand a `$(VAR)` in a model id or queue name before the engine sees it
         "command": [literal(word) for word in command],
         "args": [literal(word) for word in args],
-        "env": [*secret_env(unit.plan), {"name": "HF_HOME", "value": f"{CACHE_MOUNT}/hf"},
+        "env": [*secret_env(unit.plan), {"name": "HF_HOME", "value": f"{unit.plan.deployment.kubernetes.model_cache_mount}/hf"},
                 *([{"name": "MLINFRA_INPUT_QUEUE", "value": literal(unit.input_queue)}] if unit.input_queue else []),
                 *([{"name": "MLINFRA_OUTPUT_QUEUE", "value": literal(unit.output_queue)}] if unit.output_queue else [])],
         "resources": {"limits": {"nvidia.com/gpu": unit.decided.gpus_per_pod}},
-        "volumeMounts": [{"name": "model-cache", "mountPath": CACHE_MOUNT},
+        "volumeMounts": [{"name": "model-cache", "mountPath": unit.plan.deployment.kubernetes.model_cache_mount},
                          {"name": shm["name"], "mountPath": "/dev/shm"}],
     }
     if leader:
@@ -273,22 +261,23 @@ def _target_ref(unit: ServingUnit) -> dict:
 
 
 def _behavior(unit: ServingUnit) -> dict:
+    a = unit.plan.deployment.kubernetes.autoscaling
     return {
         "scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max", "policies": [
-            {"type": "Percent", "value": SCALE_UP_PERCENT, "periodSeconds": SCALE_PERIOD_SECONDS},
-            {"type": "Pods", "value": SCALE_UP_PODS, "periodSeconds": SCALE_PERIOD_SECONDS}]},
+            {"type": "Percent", "value": a.scale_up_percent, "periodSeconds": a.period_seconds},
+            {"type": "Pods", "value": a.scale_up_pods, "periodSeconds": a.period_seconds}]},
         "scaleDown": {"stabilizationWindowSeconds": unit.decided.scale_down_window_seconds, "selectPolicy": "Max",
-                      "policies": [{"type": "Percent", "value": 100, "periodSeconds": SCALE_PERIOD_SECONDS}]},
+                      "policies": [{"type": "Percent", "value": 100, "periodSeconds": a.period_seconds}]},
     }
 
 
 def _autoscaler_annotations(unit: ServingUnit) -> dict[str, str]:
-    s = unit.serving
+    s, a = unit.serving, unit.plan.deployment.kubernetes.autoscaling
     return {
         f"{ANNOTATION}queue-target": (f"{s.queue_target_per_replica:g} waiting requests per replica (from sizing: capacity "
                                       f"{s.requests_per_second_per_replica:g} req/s per replica within the latency SLO)"),
-        f"{ANNOTATION}scale-up": (f"no stabilisation, +{SCALE_UP_PERCENT} % or +{SCALE_UP_PODS} pods per "
-                                  f"{SCALE_PERIOD_SECONDS} s: a growing queue breaks TTFT within seconds"),
+        f"{ANNOTATION}scale-up": (f"no stabilisation, +{a.scale_up_percent} % or +{a.scale_up_pods} pods per "
+                                  f"{a.period_seconds} s: a growing queue breaks TTFT within seconds"),
         f"{ANNOTATION}scale-down": (f"{unit.decided.scale_down_window_seconds} s stabilisation: a replica given back costs "
                                     f"{s.startup_seconds:.0f} s of weight loading to get again"),
     }
@@ -309,10 +298,10 @@ def _autoscaler(unit: ServingUnit) -> dict:
             "spec": {
                 "scaleTargetRef": _target_ref(unit),
                 "minReplicaCount": s.min_replicas, "maxReplicaCount": s.max_replicas,
-                "pollingInterval": SCALE_PERIOD_SECONDS,
+                "pollingInterval": unit.plan.deployment.kubernetes.autoscaling.period_seconds,
                 "advanced": {"horizontalPodAutoscalerConfig": {"behavior": _behavior(unit)}},
                 "triggers": [{"type": "prometheus", "metricType": "AverageValue", "metadata": {
-                    "serverAddress": PROMETHEUS_URL, "query": queue_query(unit),
+                    "serverAddress": unit.plan.deployment.kubernetes.autoscaling.prometheus_url, "query": queue_query(unit),
                     "threshold": _threshold(s.queue_target_per_replica)}}],
             },
         }
@@ -354,7 +343,7 @@ def _service_monitor(unit: ServingUnit) -> dict:
     return {
         "apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor", "metadata": _meta(unit),
         "spec": {"selector": {"matchLabels": _selector(unit)},
-                 "endpoints": [{"port": port, "path": "/metrics", "interval": METRICS_SCRAPE_INTERVAL}]},
+                 "endpoints": [{"port": port, "path": "/metrics", "interval": f"{unit.plan.deployment.kubernetes.autoscaling.period_seconds}s"}]},
     }
 
 
