@@ -105,7 +105,7 @@ def run_explain(argv: list[str]) -> int:
     from .explain import explain
     from .pipeline import resolve
 
-    parser = argparse.ArgumentParser(prog="mlinfra-compile explain", description="Print the sizing decisions and their reasons.")
+    parser = argparse.ArgumentParser(prog="mlinfra-compile explain", description="Print the sizing and deployment decisions and their reasons.")
     parser.add_argument("plan", type=Path)
     args = parser.parse_args(argv)
     try:

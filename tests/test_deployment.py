@@ -163,3 +163,13 @@ def test_model_weights_and_id_reach_the_training_job():
     env = exports(files(plan, "torchrun")["launch/torchrun.sh"])
     assert env["MLINFRA_WEIGHTS"] == "s3://m/llama 8b" and env["MLINFRA_MODEL_ID"] == "org/x"
     assert "MLINFRA_WEIGHTS" not in files(training_plan(), "torchrun")["launch/torchrun.sh"]
+
+
+def test_report_and_explain_show_the_deployment_decisions():
+    from compiler.explain import explain
+
+    plan = resolve(REPO / "examples/llama3-8b-pretrain.yaml")
+    text = explain(plan)
+    assert "## Deployment" in text
+    for decision in plan.deployment.decisions:
+        assert f"**{decision.topic}**: {decision.choice}" in text
