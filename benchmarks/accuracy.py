@@ -28,12 +28,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from compiler.catalog.fabrics import load_fabrics  # noqa: E402
 from compiler.catalog.loader import load_gpus  # noqa: E402
 from compiler.catalog.params import count_params  # noqa: E402
+from compiler.passes.wording import words  # noqa: E402
 from compiler.catalog.types import Architecture  # noqa: E402
 from compiler.sizing.train_time import COMPUTE_DTYPE, model_flops_per_token  # noqa: E402
 from compiler.sizing.training import TrainPins, TrainRequest, search_training  # noqa: E402
 
+FABRICS = load_fabrics()
 RUNS = Path(__file__).resolve().parent / "calibration" / "training_runs.csv"
 SWEEP = Path(__file__).resolve().parent / "calibration" / "llm_foundry_h100_bf16.csv"
 TOLERANCE = 0.35  # every case within ±35 % of the published GPU-hours
@@ -158,8 +161,8 @@ def training_cases() -> list[Case]:
             request = TrainRequest(
                 arch=arch, params=count_params(arch), tokens=TOKENS, seq_len=int(row["seq_len"]),
                 global_batch_sequences=batch, gpu_ids=(gpu_id,), precision=precision, gpu_count=count,
-                gpus_per_node=8, max_gpus=count, interconnect="ib-200g" if "A100" in row["gpu_type"] else "ib-400g",
-                pins=_pins(row, family), optimize="time", flash_attention=family != "megatron-2021",
+                gpus_per_node=8, max_gpus=count, interconnect=FABRICS.interconnects["ib-200g" if "A100" in row["gpu_type"] else "ib-400g"],
+                storage=FABRICS.storage["lustre"], pins=_pins(row, family), optimize="time", flash_attention=family != "megatron-2021",
                 attention_kernel="triton-flash" if family == "llm-foundry" else "flash2")
             result = search_training(request, gpus)
             gpu = gpus[gpu_id]
@@ -168,7 +171,7 @@ def training_cases() -> list[Case]:
             published_tps, published_mfu = _published(row, arch, family, peak, model_flops)
             chosen = result.chosen
             if chosen is None:
-                cases.append(Case(name, gpu_id, count, published_tps, None, published_mfu, None, result.infeasible_reason or ""))
+                cases.append(Case(name, gpu_id, count, published_tps, None, published_mfu, None, words(result.infeasible_reason) if result.infeasible_reason else ""))
                 continue
             cases.append(Case(name, gpu_id, count, published_tps, chosen.tokens_per_second / count, published_mfu,
                               chosen.mfu, f"{chosen.description}; {batch_note}"))
@@ -218,7 +221,8 @@ def sweep_rows() -> list[SweepRow]:
             request = TrainRequest(
                 arch=arch, params=params, tokens=TOKENS, seq_len=seq, global_batch_sequences=int(row["global_batch"]),
                 gpu_ids=("h100-sxm-80gb",), precision="bf16", gpu_count=count, gpus_per_node=8, max_gpus=count,
-                interconnect="ib-400g", pins=TrainPins(tp=1, pp=1, zero_stage=3, recompute=recompute), optimize="time",
+                interconnect=FABRICS.interconnects["ib-400g"], storage=FABRICS.storage["lustre"],
+                pins=TrainPins(tp=1, pp=1, zero_stage=3, recompute=recompute), optimize="time",
                 attention_kernel="triton-flash")
             chosen = search_training(request, gpus).chosen
             memory = memory_per_gpu(arch, params, dp=count, zero_stage=3, seq_len=seq, micro_batch=mb,

@@ -19,8 +19,12 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler.sizing.serving import ServeRequest, search_serving
+from compiler.catalog.fabrics import load_fabrics
+from compiler.passes.wording import words
+from compiler.sizing.serve_search import search_serving
+from compiler.sizing.serve_types import ServeRequest
 
+FABRICS = load_fabrics()  # one node per case: the fabric carries nothing
 INFERENCE_POINTS = Path(__file__).resolve().parent / "calibration" / "inference_points.csv"
 TRTLLM_KV_CACHE_FREE_GPU_MEM_FRACTION = 0.95  # the rows' own setting (inference_points.csv `source`)
 TOLERANCE = 0.5  # tests fail beyond ±50 %
@@ -102,14 +106,14 @@ def serving_cases(gpus=None, models=None, count=None) -> list[ServingCase]:
                 precisions=(precision,), kv_cache_dtype="fp8" if precision == "fp8" else "auto", engine="triton",
                 context_len=prompt + output, requests_per_second=1.0, prompt_tokens=prompt, output_tokens=output,
                 peak_factor=1.0, ttft_p99_seconds=None, tpot_p99_seconds=None, latency_p99_seconds=None,
-                gpu_ids=(gpu_id,), gpu_count=tp, tp=tp, pp=1, gpus_per_node=None, pricing="on-demand",
+                gpu_ids=(gpu_id,), gpu_count=tp, tp=tp, pp=1, gpus_per_node=None, interconnect=FABRICS.interconnects["ib-400g"], pricing="on-demand",
                 optimize="cost", budget_usd_per_month=None,
                 gpu_memory_utilization=TRTLLM_KV_CACHE_FREE_GPU_MEM_FRACTION,
             )
             result = search_serving(req, gpus)
             c = result.chosen
             if c is None:
-                raise RuntimeError(f"{row['model']} on {tp} × {gpu_id}: {result.infeasible_reason}")
+                raise RuntimeError(f"{row['model']} on {tp} × {gpu_id}: {words(result.infeasible_reason)}")
             cases.append(ServingCase(
                 name=f"{row['model']} {row['precision']} {tp}×{row['gpu_type']} {prompt}/{output}",
                 model_id=preset.id, gpu_id=gpu_id, precision=precision, tp=tp, prompt_tokens=prompt,

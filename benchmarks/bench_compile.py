@@ -4,7 +4,7 @@ Targets (issue): ≤ 0.3 s per plan, ≤ 3 s for 100 plans under --check. Prints
 Usage: python benchmarks/bench_compile.py [--repeat N] [--plans N]
 
 The 100 plans cycle through examples/ (every other one is llama3-8b-pretrain), so many ask the same training
-question, which one run searches once (sizing/training.py `shared_searches`); the "distinct" figures give every
+question, which one run searches once (pipeline.one_run, sizing/search_cache.py); the "distinct" figures give every
 training plan its own deadline (one minute more per plan) so that each one is searched.
 
 Python's start is part of every end-to-end figure, and so is compiling the package's sources when there is no
@@ -79,13 +79,13 @@ def phases(plans: list[Path], out: Path) -> dict[str, float]:
     figures = dict.fromkeys(PHASES, 0.0)
     figures["import"] = time.perf_counter() - start
     rendered = []
-    with one_run():
+    with one_run() as searches:
         for path in plans:
             start = time.perf_counter()
             validate_plan(load_yaml_file(path))
             load_catalog(None)
             middle = time.perf_counter()
-            plan = resolve(path)  # loads and validates again: subtracted below
+            plan = resolve(path, searches=searches)  # loads and validates again: subtracted below
             sized = time.perf_counter()
             rendered.append(render(plan))
             figures["load+validate"] += middle - start

@@ -1,7 +1,8 @@
 """The command line: the only place that prints or exits.
 
 Exit codes: 0 compiled (or up to date under --check); 1 stale under --check, or a valid plan that is
-infeasible; 2 invalid input; 3 an internal error (a bug: the only case that shows a traceback).
+infeasible; 2 invalid input, or an out/ that cannot be written (one line naming the path); 3 an internal
+error (a bug: the only case that shows a traceback).
 """
 
 from __future__ import annotations
@@ -37,6 +38,22 @@ def _print_error(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+def terminal_text(text: str) -> str:
+    """Text for a terminal: line by line, anything that could restyle it (escape sequences, bidi overrides) shown
+    escaped. Plans and catalogs refuse such characters already; this keeps the promise if one gets through."""
+    from .diagnostics import printable
+
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
+def _utf8_streams() -> None:
+    """Output is UTF-8 whatever the locale (generated files are UTF-8, so are their diffs): under LANG=C or a
+    Latin-1 locale, '→' or a non-ASCII plan string must not crash `explain`, `diff` or `--check`."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(encoding="utf-8", errors="backslashreplace")
+
+
 def run_compile(argv: list[str]) -> int:
     args = _compile_parser().parse_args(argv)  # before the imports: --help, --version and usage errors need none
     collecting = gc.isenabled()
@@ -44,6 +61,7 @@ def run_compile(argv: list[str]) -> int:
     try:
         from .diagnostics import InfeasiblePlan, PlanInputError
         from .pipeline import compile_plan, one_run
+        from .plan_lock import PlanLocked
         from .writer import UnsafeOutput, check_plans, write_plans
     finally:
         gc.freeze()  # ... so no collection, during the run or at exit, needs to look at it again
@@ -56,10 +74,10 @@ def run_compile(argv: list[str]) -> int:
     attach_template_cache(environment(), user_cache_dir())
 
     rendered, status = [], EXIT_OK
-    with one_run():
+    with one_run() as searches:
         for path in args.plans:
             try:
-                rendered.append(compile_plan(path))
+                rendered.append(compile_plan(path, searches=searches))
             except PlanInputError as exc:
                 _print_error(exc.render())
                 status = max(status, EXIT_INVALID)
@@ -81,8 +99,11 @@ def run_compile(argv: list[str]) -> int:
                 return EXIT_STALE_OR_INFEASIBLE
             return EXIT_OK
         written = write_plans(args.out, rendered)
-    except UnsafeOutput as exc:
-        _print_error(f"error: {exc}  [unsafe-output]")
+    except (UnsafeOutput, PlanLocked) as exc:
+        _print_error(f"error: {exc}  [{exc.code}]")
+        return EXIT_INVALID
+    except OSError as exc:  # the environment, not the plan: a full disk, a read-only folder, a file in the way
+        _print_error(f"error: {exc.filename or args.out}: {exc.strerror or exc}  [os-error]")
         return EXIT_INVALID
     for plan in rendered:
         print(f"{plan.name}: {len(plan.files)} files in {args.out / plan.name}")
@@ -109,7 +130,7 @@ def run_explain(argv: list[str]) -> int:
     parser.add_argument("plan", type=Path)
     args = parser.parse_args(argv)
     try:
-        sys.stdout.write(explain(resolve(args.plan)))
+        sys.stdout.write(terminal_text(explain(resolve(args.plan))))
     except PlanInputError as exc:
         _print_error(exc.render())
         return EXIT_INVALID
@@ -135,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     # more memory over the 100. mypy's build() sets the same threshold.
     thresholds = gc.get_threshold()
     gc.set_threshold(200_000, 30, 30)
+    _utf8_streams()
     try:
         if argv and argv[0] in handlers:
             return handlers[argv[0]](argv[1:])

@@ -19,15 +19,26 @@ class Diagnostic:
     hint: str = field(default="", compare=False)
 
     def render(self, source_lines: Sequence[str] = ()) -> str:
-        where = f"{self.file}:{self.line}:{self.column}" if self.line else self.file
+        where = printable(f"{self.file}:{self.line}:{self.column}" if self.line else self.file)
         prefix = f"{self.path}: " if self.path else ""
         text = f"{where}: error: {printable(prefix + self.message)}  [{self.code}]"
         if self.hint:
             text += f"\n    hint: {printable(self.hint)}"
         if self.line and self.line <= len(source_lines):
-            line = source_lines[self.line - 1]
-            text += f"\n    {printable(line)}\n    {' ' * len(printable(line[: self.column - 1]))}^"
+            line, column = _window(source_lines[self.line - 1], self.column)
+            text += f"\n    {printable(line)}\n    {' ' * len(printable(line[: column - 1]))}^"
         return text
+
+
+QUOTE_WIDTH = 100  # characters of a long source line quoted around the column
+
+
+def _window(line: str, column: int) -> tuple[str, int]:
+    """At most QUOTE_WIDTH characters of `line` around `column` (a 1 MB one-line document is not echoed)."""
+    if len(line) <= QUOTE_WIDTH:
+        return line, column
+    start = max(0, min(column - 1 - QUOTE_WIDTH // 2, len(line) - QUOTE_WIDTH))
+    return line[start:start + QUOTE_WIDTH], column - start
 
 
 # Line breaks, terminal escapes and bidi overrides from a plan's keys or values would break a diagnostic over

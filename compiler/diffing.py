@@ -12,8 +12,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .diagnostics import InfeasiblePlan, PlanInputError
+from .diagnostics import InfeasiblePlan, PlanInputError, printable
 from .pipeline import one_run, render, resolve
+from .sizing.search_cache import SearchCache
 from .resolved import ResolvedPlan
 from .units import format_seconds, format_usd
 
@@ -81,14 +82,43 @@ def file_diffs(old: ResolvedPlan, new: ResolvedPlan) -> str:
     return "".join(chunks)
 
 
-def _plan_at_revision(path: Path, revision: str) -> ResolvedPlan:
-    relative = subprocess.run(["git", "ls-files", "--full-name", "--error-unmatch", path.name], cwd=path.parent,
-                              capture_output=True, text=True, check=True).stdout.strip()
-    text = subprocess.run(["git", "show", f"{revision}:{relative}"], cwd=path.parent, capture_output=True, text=True, check=True).stdout
+class GitError(Exception):
+    """git could not give the plan at the revision: exit 2 with one line."""
+
+
+def _git(args: list[str], cwd: Path) -> str:
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, errors="replace", timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GitError(f"cannot run git: {getattr(exc, 'strerror', None) or exc}") from None
+    if done.returncode:
+        raise GitError((done.stderr.strip().splitlines() or [f"git {args[0]} failed"])[-1])
+    return done.stdout
+
+
+def _commit(revision: str, cwd: Path) -> str:
+    """The commit a revision names. `--end-of-options` keeps a revision such as '--output=FILE' from being read
+    as an option; the result is a full hash, so nothing the user typed reaches `git show`."""
+    if not revision.strip():
+        raise GitError("--against: the revision is empty")
+    try:
+        sha = _git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"], cwd).strip()
+    except GitError as exc:
+        raise GitError(f"--against: {revision!r} is not a commit here ({exc})") from None
+    if len(sha) not in (40, 64) or not all(c in "0123456789abcdef" for c in sha):
+        raise GitError(f"--against: {revision!r} is not a commit here")
+    return sha
+
+
+def _plan_at_revision(path: Path, revision: str, searches: SearchCache) -> ResolvedPlan:
+    cwd = path.parent
+    sha = _commit(revision, cwd)
+    relative = _git(["ls-files", "--full-name", "--error-unmatch", "--", path.name], cwd).strip()
+    text = _git(["show", f"{sha}:{relative}"], cwd)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".mlinfra-diff-", suffix=".yaml", delete=False) as handle:
         handle.write(text)
     try:
-        return resolve(Path(handle.name), display_name=f"{revision}:{path.name}")
+        return resolve(Path(handle.name), display_name=f"{sha[:12]}:{path.name}", searches=searches)
     finally:
         Path(handle.name).unlink()
 
@@ -103,26 +133,26 @@ def run_diff(argv: list[str]) -> int:
     if (args.new is None) == (args.against is None):
         parser.error("give OLD NEW, or PLAN --against REV")
     try:
-        with one_run():  # a change that leaves the training question alone searches it once
-            if args.against:
-                old, new = _plan_at_revision(args.old, args.against), resolve(args.old)
+        with one_run() as searches:  # a change that leaves the training question alone searches it once
+            if args.against is not None:
+                old, new = _plan_at_revision(args.old, args.against, searches), resolve(args.old, searches=searches)
             else:
-                old, new = resolve(args.old), resolve(args.new, display_name=str(args.old))
+                old, new = resolve(args.old, searches=searches), resolve(args.new, display_name=str(args.old), searches=searches)
     except PlanInputError as exc:
         print(exc.render(), file=sys.stderr)
         return 2
     except InfeasiblePlan as exc:
         print(f"infeasible: {exc}", file=sys.stderr)
         return 1
-    except subprocess.CalledProcessError as exc:
-        print(f"error: git: {exc.stderr.strip()}", file=sys.stderr)
+    except GitError as exc:
+        print(f"{printable(str(args.old))}: error: {printable(str(exc))}  [git-revision]", file=sys.stderr)
         return 2
     changes, files = decision_changes(old, new), file_diffs(old, new)
     if args.json:
         print(json.dumps({"decisions": changes, "files_diff": files}, indent=2, sort_keys=True, default=str))
         return 0
-    print("\n".join(f"  {c['text']}" for c in changes) if changes else "  no change to the decisions")
+    print("\n".join(f"  {printable(c['text'])}" for c in changes) if changes else "  no change to the decisions")
     if files:
         print()
-        sys.stdout.write(files)
+        sys.stdout.write("\n".join(printable(line) for line in files.split("\n")))
     return 0

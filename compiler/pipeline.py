@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from . import __version__
 from .catalog.catalog import load_catalog
@@ -10,9 +13,10 @@ from .consistency import check_consistency
 from .catalog.loader import CatalogError
 from .diagnostics import Diagnostic, PlanInputError
 from .passes import PASSES
+from .passes.context import PassContext
 from .references import check_references
 from .resolved import ResolvedPlan
-from .sizing.training import shared_searches
+from .sizing.search_cache import SearchCache
 from .source import load_yaml_file
 from .targets import TARGETS
 from .targets.base import OutputFile, with_header
@@ -21,8 +25,18 @@ from .validate import validate_plan
 from .writer import RenderedPlan
 
 
-def resolve(plan_path: Path, display_name: str | None = None) -> ResolvedPlan:
-    """Load, validate and size one plan. `display_name` stands in for the path in messages and headers."""
+def _check_file_name(name: str) -> None:
+    """The file name reaches every generated header and the 'Regenerate:' command: a name with a line break or
+    another unprintable character is refused (headers escape it as well)."""
+    if not all(c.isprintable() for c in Path(name).name):
+        message = "the plan's file name holds a line break or another unprintable character; rename the file"
+        raise PlanInputError([Diagnostic(0, 0, "", message, "unsafe-file-name", file=name)])
+
+
+def resolve(plan_path: Path, display_name: str | None = None, searches: SearchCache | None = None) -> ResolvedPlan:
+    """Load, validate and size one plan. `display_name` stands in for the path in messages and headers; `searches`
+    is the run's shared search results (one_run), a fresh cache when the plan is compiled alone."""
+    _check_file_name(display_name or str(plan_path))
     loaded = load_yaml_file(plan_path, display_name=display_name or str(plan_path))
     spec = validate_plan(loaded)
     check_unused(spec, loaded)
@@ -34,9 +48,31 @@ def resolve(plan_path: Path, display_name: str | None = None) -> ResolvedPlan:
         raise PlanInputError([Diagnostic(pos.line, pos.column, "cluster.catalog", str(exc), "invalid-catalog", file=loaded.file)], loaded.text)
     check_references(spec, catalog, loaded)
     plan = ResolvedPlan(generator=f"mlinfra-compile {__version__}", name=spec.name, workload=spec.workload, plan_file=Path(display_name or plan_path).name, spec=spec)
+    ctx = PassContext(catalog=catalog, searches=SearchCache() if searches is None else searches)
     for size in PASSES:
-        plan = size(plan, catalog)
+        plan = size(plan, ctx)
+    _check_finite(plan, loaded)
     return plan
+
+
+def _non_finite(value, path: str = ""):
+    if isinstance(value, float) and not math.isfinite(value):
+        yield path
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _non_finite(item, f"{path}.{i}")
+
+
+def _check_finite(plan: ResolvedPlan, loaded) -> None:
+    """No nan or inf reaches an output (JSON cannot hold them, a script would run with them): the plan's figures
+    are bounded so this should not happen; when it does, the plan is refused naming the figure."""
+    bad = next(_non_finite(plan.model_dump(exclude={"spec"})), None)
+    if bad is not None:
+        message = f"the sizing of this plan gives a non-finite {bad}; its figures are outside what can be sized"
+        raise PlanInputError([Diagnostic(0, 0, "", message, "non-finite", file=loaded.file)])
 
 
 def render_files(plan: ResolvedPlan, only: tuple[str, ...] | None = None) -> list[OutputFile]:
@@ -69,11 +105,13 @@ def render(plan: ResolvedPlan) -> RenderedPlan:
     return RenderedPlan(plan.name, tuple(sorted(files, key=lambda f: f.path)))
 
 
-def compile_plan(plan_path: Path, display_name: str | None = None) -> RenderedPlan:
-    return render(resolve(plan_path, display_name))
+def compile_plan(plan_path: Path, display_name: str | None = None, searches: SearchCache | None = None) -> RenderedPlan:
+    return render(resolve(plan_path, display_name, searches))
 
 
-def one_run():
-    """Context for compiling several plans in one run: plans whose training search asks the same question share
-    its result (sizing/training.py `shared_searches`); outputs are the same as compiling each alone."""
-    return shared_searches()
+@contextmanager
+def one_run() -> Iterator[SearchCache]:
+    """The search results several plans of one run share: `with one_run() as searches: compile_plan(p, searches=searches)`.
+    Plans whose training search asks the same question share its result (sizing/search_cache.py); outputs are the
+    same as compiling each alone. The cache lives as long as the block and is no one else's."""
+    yield SearchCache()

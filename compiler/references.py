@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from .catalog.catalog import Catalog
-from .catalog.fabrics import load_fabrics
 from .diagnostics import Diagnostic, PlanInputError, did_you_mean
 from .source import LoadedYaml
 from .spec import PlanSpec
@@ -29,11 +28,10 @@ def check_references(spec: PlanSpec, catalog: Catalog, loaded: LoadedYaml) -> No
         for i, gpu in enumerate(gpus):
             if gpu not in catalog.gpus:
                 unknown(loc + (i,), "GPU", gpu, catalog.gpus)
-    fabrics = load_fabrics()
-    if spec.cluster.interconnect not in fabrics.interconnects:
-        unknown(("cluster", "interconnect"), "interconnect", spec.cluster.interconnect, fabrics.interconnects)
-    if spec.cluster.storage not in fabrics.storage:
-        unknown(("cluster", "storage"), "storage", spec.cluster.storage, fabrics.storage)
+    if spec.cluster.interconnect not in catalog.interconnects:
+        unknown(("cluster", "interconnect"), "interconnect", spec.cluster.interconnect, catalog.interconnects)
+    if spec.cluster.storage not in catalog.storage:
+        unknown(("cluster", "storage"), "storage", spec.cluster.storage, catalog.storage)
     if problems:
         diagnostics = []
         for loc, message, code in problems:

@@ -7,6 +7,8 @@ a "billion laughs" document cannot exhaust memory.
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,8 +19,9 @@ from .diagnostics import Diagnostic, PlanInputError
 
 # A plan is a few kilobytes; 1 MiB leaves room for large inline catalogs and refuses a 50 MB file unread.
 MAX_PLAN_BYTES = 1 << 20
-# Nodes built while expanding aliases; a real plan has a few hundred.
-MAX_NODES = 100_000
+# Nodes in the document (counted while parsing, before any is built) and after expanding aliases; a real plan
+# has a few hundred, a user catalog of 15 GPUs about 500.
+MAX_NODES = 20_000
 # Nesting deeper than any plan needs; refused before Python's recursion limit is reached.
 MAX_DEPTH = 64
 
@@ -84,7 +87,14 @@ class _Builder:
             return self._mapping(node, loc)
         if isinstance(node, yaml.SequenceNode):
             return [self.build(item, loc + (i,)) for i, item in enumerate(node.value)]
-        return self.scalars.construct_object(node, deep=True)
+        return self._scalar(node, loc)
+
+    def _scalar(self, node: yaml.Node, loc: Loc) -> Any:
+        """A scalar's value; one Python cannot hold (a 5,000-digit integer, 2024-02-30) is located at the scalar."""
+        try:
+            return self.scalars.construct_object(node, deep=True)
+        except (ValueError, OverflowError) as exc:
+            raise self.fail(node, f"invalid value: {str(exc)[:120]}", "yaml-value", loc) from None
 
     def _mapping(self, node: yaml.MappingNode, loc: Loc) -> dict:
         result: dict = {}
@@ -93,7 +103,7 @@ class _Builder:
                 raise self.fail(key_node, "merge keys ('<<') are not supported in a plan", "yaml-merge", loc)
             if not isinstance(key_node, yaml.ScalarNode):
                 raise self.fail(key_node, "mapping keys must be plain scalars", "yaml-key", loc)
-            key = self.scalars.construct_object(key_node)
+            key = self._scalar(key_node, loc)
             key = key if isinstance(key, str) else str(key)
             if key in result:
                 first = self.keys[loc + (key,)]
@@ -103,8 +113,31 @@ class _Builder:
         return result
 
 
+_NODE_EVENTS = (yaml.ScalarEvent, yaml.AliasEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent)
+# The pre-scan only counts: libyaml's parser where PyYAML has it; its errors are left to the full parse below.
+_SCAN_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _scan_size(text: str, file: str) -> None:
+    """Refuse a document with too many nodes or too deep a nesting while streaming its events, before building
+    any node: a 1 MiB list of 500k tiny items is refused in milliseconds instead of after seconds of composing."""
+    nodes = depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_SCAN_LOADER):
+            nodes += isinstance(event, _NODE_EVENTS)
+            depth += isinstance(event, yaml.CollectionStartEvent) - isinstance(event, yaml.CollectionEndEvent)
+            if nodes > MAX_NODES or depth > MAX_DEPTH:
+                p = _pos(event.start_mark)
+                message, code = ((f"document has more than {MAX_NODES} nodes", "yaml-too-large") if nodes > MAX_NODES
+                                 else (f"nesting deeper than {MAX_DEPTH} levels", "yaml-too-deep"))
+                raise PlanInputError([Diagnostic(p.line, p.column, "", message, code, file=file)], text)
+    except yaml.YAMLError:
+        return
+
+
 def load_yaml_text(text: str, file: str) -> LoadedYaml:
     builder = _Builder(file)
+    _scan_size(text, file)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -131,15 +164,26 @@ def load_yaml_text(text: str, file: str) -> LoadedYaml:
     return LoadedYaml(data, file, text, builder.values, builder.keys)
 
 
+def _read_bounded(path: Path, name: str) -> bytes:
+    """The bytes of a regular file of at most MAX_PLAN_BYTES; a device, FIFO or directory is refused unread."""
+    def refuse(message: str, code: str) -> PlanInputError:
+        return PlanInputError([Diagnostic(0, 0, "", message, code, file=name)])
+
+    try:  # O_NONBLOCK: opening a FIFO would otherwise wait for a writer
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise refuse("not a regular file", "file-not-regular")
+            raw = handle.read(MAX_PLAN_BYTES + 1)
+    except OSError as exc:
+        raise refuse(f"cannot read file: {exc.strerror}", "file-unreadable") from None
+    if len(raw) > MAX_PLAN_BYTES:
+        raise refuse(f"file is larger than {MAX_PLAN_BYTES} bytes", "file-too-large")
+    return raw
+
+
 def load_yaml_file(path: Path, display_name: str | None = None) -> LoadedYaml:
     name = display_name or str(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_PLAN_BYTES:
-            raise PlanInputError([Diagnostic(0, 0, "", f"file is {size} bytes; a plan may be at most {MAX_PLAN_BYTES}", "file-too-large", file=name)])
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise PlanInputError([Diagnostic(0, 0, "", f"cannot read file: {exc.strerror}", "file-unreadable", file=name)])
+    raw = _read_bounded(path, name)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

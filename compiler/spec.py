@@ -130,16 +130,32 @@ class CheckpointSpec(Spec):
     dir: SafeText = Field("/checkpoints", description="checkpoint directory on the shared filesystem")
 
 
+# Parts of an environment variable's name that mark a credential (HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY).
+CREDENTIAL_WORDS = {"TOKEN", "KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "PRIVATE"}
+
+
+def _no_credentials(env: dict[str, str]) -> dict[str, str]:
+    """Plain env lands in the launcher and a ConfigMap, readable by anyone who reads out/ or the namespace."""
+    for name in env:
+        if CREDENTIAL_WORDS & set(name.upper().split("_")):
+            raise PydanticCustomError(
+                "secret-in-plain-env", "{name} looks like a credential; plain env is written into the launcher and a "
+                "ConfigMap. Keep it in a Kubernetes Secret (cluster.kubernetes.secret_name) or the job's own environment",
+                {"name": name})
+    return env
+
+
 class EntrypointSpec(Spec):
     script: SafeText = Field("train.py", description="training script run by torchrun")
     args: list[SafeText] = Field(default_factory=list, description="arguments, passed shell-quoted")
-    env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], SafeText] = Field(default_factory=dict, description="extra environment variables")
+    env: Annotated[dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], SafeText], AfterValidator(_no_credentials)] = Field(
+        default_factory=dict, description="extra environment variables (no credentials: names with TOKEN, KEY, SECRET, PASSWORD ... are refused)")
 
 
 class TrainSpec(Spec):
     tokens: Count | None = Field(None, description="tokens to train on", examples=["1T"])
     dataset_tokens: Count | None = Field(None, description="dataset size in tokens (with epochs)")
-    epochs: float | None = Field(None, gt=0, le=1e6, description="passes over dataset_tokens")
+    epochs: float | None = Field(None, ge=1e-3, le=1e6, description="passes over dataset_tokens")
     seq_len: int = Field(4096, ge=1, le=10_000_000, description="sequence length in tokens")
     global_batch_tokens: Count | None = Field(None, description="tokens per optimizer step", examples=["4M"])
     global_batch: IntCount | None = Field(None, description="sequences per optimizer step")
@@ -151,8 +167,8 @@ class TrainSpec(Spec):
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec, description="checkpoint interval, retention and location")
     entrypoint: EntrypointSpec = Field(default_factory=EntrypointSpec, description="what torchrun runs on every node")
     data: SafeText | None = Field(None, description="dataset location (path or URI)")
-    bytes_per_token: float = Field(2.0, gt=0, le=1e6, description="stored bytes per token (uint16 token ids = 2)")
-    mtbf_gpu_hours: float | None = Field(None, gt=0, description="mean time between failures per GPU; default from the Llama 3 paper")
+    bytes_per_token: float | None = Field(None, ge=0.01, le=1e6, description="stored bytes per token; default from the vocabulary: 2 (uint16 ids) below 65,500 tokens, 4 (int32) above, as Megatron stores them")
+    mtbf_gpu_hours: float | None = Field(None, ge=1, le=1e12, description="mean time between failures per GPU; default from the Llama 3 paper")
     flash_attention: bool = Field(True, description="attention kernel without the s² activation term (FlashAttention)")
 
     @model_validator(mode="after")
@@ -206,6 +222,16 @@ class ServeSpec(Spec):
     kv_cache_dtype: Literal["auto", "fp8"] = Field("auto", description="KV cache element type (auto = the weights' dtype)")
     prefix_caching: bool = Field(True, description="reuse KV of shared prompt prefixes")
     stages: list[StageSpec] | None = Field(None, description="a multi-stage service: stages in order, decoupled by queues (top-level model is then omitted)")
+
+    @field_validator("stages")
+    @classmethod
+    def stage_names_unique(cls, stages: list[StageSpec] | None) -> list[StageSpec] | None:
+        """A stage name names its Deployment, Service and queue: two stages of one name would be one object."""
+        names = [s.name for s in stages or []]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise PydanticCustomError("duplicate-stage-name", "stage name {n} is used more than once", {"n": repr(twice[0])})
+        return stages
 
 
 class BudgetSpec(Spec):

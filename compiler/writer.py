@@ -1,20 +1,33 @@
-"""Writes rendered plans into out/: staged, then swapped in; never outside out/; never a foreign file.
+"""Writes rendered plans into out/: each plan folder replaced as a whole, atomically; never outside out/; never a
+foreign file.
 
-Every file of every plan is first written to a temporary file beside its destination; only when all of
-them are staged are they renamed into place (os.replace is atomic on POSIX). If staging fails, the
-temporaries are removed and out/ is exactly as it was. `.mlinfra-manifest.json` in each plan directory
-lists what we generated (path, sha256, mode); on regeneration only paths listed there may be removed.
+For each plan, in name order: take the plan's lock (`plan_lock`), so a second compile of it waits; finish or undo
+what a killed compile left (`folder_swap.recover`); read the old folder and check every precondition before the
+first write: no directory, symlink or foreign file where a generated file or directory goes (a foreign file whose
+bytes already equal ours is adopted), every old directory writable. Then, for every plan, build the complete new
+folder in a private stage inside out/: the generated files, created with O_EXCL|O_NOFOLLOW, plus hard links (or
+copies) of every file we did not generate, so the user's own files survive; then swap each new folder in whole
+(`folder_swap`). A failure before or during the swaps undoes them all; a kill leaves each plan folder wholly old or
+wholly new (where the system cannot exchange two folders in one step, a kill between its two renames leaves the old
+folder moved aside, and the next compile puts it back first). No mount point may lie inside a plan folder.
+`.mlinfra-manifest.json` in each plan folder lists what we generated (path, sha256, mode): only those files are ever
+dropped or replaced. `--check` (check_plans) compares bytes and modes, and takes no lock.
 """
 
 from __future__ import annotations
 
 import difflib
+import errno
 import hashlib
 import json
 import os
+import shutil
+import stat
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+from . import folder_swap
+from .plan_lock import PlanLock
 from .targets.base import OutputFile
 
 MANIFEST = ".mlinfra-manifest.json"
@@ -22,6 +35,14 @@ MANIFEST = ".mlinfra-manifest.json"
 
 class UnsafeOutput(Exception):
     """A generated path would escape out/ (through '..' or a symlink): exit 2, nothing written."""
+
+    code = "unsafe-output"
+
+
+class OutputConflict(UnsafeOutput):
+    """Something we did not write, or cannot replace, is where a generated file goes: exit 2, nothing written."""
+
+    code = "output-conflict"
 
 
 @dataclass(frozen=True)
@@ -73,79 +94,243 @@ class _Destinations:
         return target
 
 
-def _old_manifest(plan_dir: Path) -> set[str]:
+def _plain_relative(path: object) -> bool:
+    """A normalised relative POSIX path without '..' or NUL (what a manifest entry or a generated path must be)."""
+    if not isinstance(path, str) or not path or "\0" in path or path.startswith("/"):
+        return False
+    return PurePosixPath(path).as_posix() == path and ".." not in path.split("/")
+
+
+def _manifest_paths(plan_dir: Path) -> set[str] | None:
+    """The valid paths the folder's manifest lists (never itself); None when it has no manifest of ours."""
+    path = plan_dir / MANIFEST
     try:
-        data = json.loads((plan_dir / MANIFEST).read_text(encoding="utf-8"))
-        return {str(e["path"]) for e in data["files"]}
-    except (OSError, ValueError, KeyError, TypeError):
-        return set()
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        data = json.loads(path.read_bytes())
+        if data["generator"] != "mlinfra-compile":
+            return None
+        return {e["path"] for e in data["files"] if isinstance(e, dict) and _plain_relative(e.get("path"))} - {MANIFEST}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def _all_files(plan: RenderedPlan) -> list[OutputFile]:
     return sorted(plan.files, key=lambda f: f.path) + [OutputFile(MANIFEST, manifest_text(plan))]
 
 
-def write_plans(out_dir: Path, plans: list[RenderedPlan]) -> list[Path]:
-    """Stage every file, then swap all into place; returns the paths written."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+def _scan(folder: Path, device: int) -> dict[str, os.stat_result]:
+    """Every entry under folder (relative path -> lstat), symlinks not followed. A mount point is refused: the old
+    folder is deleted after the swap, and deleting through a mount would delete what is mounted."""
+    entries: dict[str, os.stat_result] = {}
+    pending = [""]
+    while pending:
+        relative = pending.pop()
+        with os.scandir(folder / relative if relative else folder) as found:
+            for entry in found:
+                path = f"{relative}/{entry.name}" if relative else entry.name
+                entries[path] = entry.stat(follow_symlinks=False)
+                if entries[path].st_dev != device:
+                    raise OutputConflict(f"{folder / path} is on another filesystem (a mount point); move it out")
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(path)
+    return entries
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """One plan's new folder: the files we generate, and the directories and foreign entries kept from the old one."""
+
+    folder: Path
+    files: list[OutputFile]
+    directories: dict[str, int | None]  # relative path ("" is the folder) -> the old one's mode; None: a new one
+    kept: list[str]  # the old folder's entries we did not generate (hard-linked into the new one)
+
+
+def _layout(out_dir: Path, plan: RenderedPlan) -> _Layout:
+    """Reads the old folder and refuses, before anything is written, whatever the new folder cannot replace safely."""
+    folder = out_dir / plan.name
+    try:
+        root = os.lstat(folder)
+    except FileNotFoundError:
+        root = None
+    if root is not None and stat.S_ISLNK(root.st_mode):
+        raise UnsafeOutput(f"{folder} is a symlink; refusing to write through it")
+    if root is not None and not stat.S_ISDIR(root.st_mode):
+        raise OutputConflict(f"{folder} is a file; the plan's folder goes there")
+    old = _scan(folder, root.st_dev) if root is not None else {}
+    ours = _manifest_paths(folder)
+    owned = set() if ours is None else ours | {MANIFEST}
+    files = _all_files(plan)
+    generated = {f.path: f for f in files}
+    needed = {str(parent) for f in files for parent in PurePosixPath(f.path).parents if str(parent) != "."}
+
+    def in_the_way(path: str, what: str) -> None:
+        if stat.S_ISLNK(old[path].st_mode):
+            raise UnsafeOutput(f"{folder / path} is a symlink; refusing to write through it")
+        raise OutputConflict(f"{folder / path} is {what}; move or delete it")
+
+    for path in sorted(generated.keys() & old.keys()):
+        mode = old[path].st_mode
+        if stat.S_ISDIR(mode):
+            raise OutputConflict(f"{folder / path} is a directory; a generated file goes there")
+        if path not in owned and not (stat.S_ISREG(mode) and _holds(folder / path, old[path], generated[path].text)):
+            in_the_way(path, f"a file mlinfra-compile did not write (not in {MANIFEST}), where a generated file goes")
+        if stat.S_ISLNK(mode):
+            in_the_way(path, "a symlink")
+    for path in sorted(needed & old.keys()):
+        if not stat.S_ISDIR(old[path].st_mode) and (path not in owned or stat.S_ISLNK(old[path].st_mode)):
+            in_the_way(path, "a file mlinfra-compile did not write, where a generated directory goes")
+    directories = {path: st.st_mode for path, st in old.items() if stat.S_ISDIR(st.st_mode)}
+    for path in ["", *sorted(directories)]:
+        if root is not None and not os.access(folder / path, os.W_OK):
+            raise OutputConflict(f"{folder / path} is read-only; the plan's folder cannot be replaced")
+    kept_modes: dict[str, int | None] = {p: stat.S_IMODE(m) for p, m in directories.items()}
+    kept_modes[""] = stat.S_IMODE(root.st_mode) if root is not None else None
+    directories = dict.fromkeys(needed) | kept_modes
+    kept = sorted(p for p, st in old.items() if not stat.S_ISDIR(st.st_mode) and p not in owned and p not in generated)
+    return _Layout(folder, files, directories, kept)
+
+
+def _holds(path: Path, status: os.stat_result, text: str) -> bool:
+    """Whether a file already holds exactly these bytes (then it is adopted, not refused)."""
+    data = text.encode("utf-8")
+    try:
+        return status.st_size == len(data) and path.read_bytes() == data
+    except OSError:
+        return False
+
+
+def _build(tree: Path, layout: _Layout) -> None:
+    """The complete new folder at `tree`: directories, the kept entries, then the generated files. The stage is
+    private, so new directories get their usual mode (0777 less the umask) at once; kept ones get theirs last."""
+    for path in sorted(layout.directories):  # a parent sorts before its children
+        os.mkdir(tree / path, 0o777 if layout.directories[path] is None else 0o700)
+    for path in layout.kept:
+        _keep(layout.folder / path, tree / path)
+    for f in layout.files:
+        _create(tree / f.path, f.text, f.mode, shown_as=layout.folder / f.path)
+    for path in sorted(layout.directories, reverse=True):  # deepest first: a read-only mode comes last
+        if layout.directories[path] is not None:
+            os.chmod(tree / path, layout.directories[path])
+
+
+def _keep(source: Path, copy: Path) -> None:
+    try:
+        os.link(source, copy, follow_symlinks=False)  # same inode: the user's file, untouched
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise
+        shutil.copy2(source, copy, follow_symlinks=False)
+
+
+def _create(path: Path, text: str, mode: int, shown_as: Path) -> None:
+    data = memoryview(text.encode("utf-8"))
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            while data:
+                data = data[os.write(fd, data):]
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        if exc.filename is None or exc.filename == str(path):
+            exc.filename = str(shown_as)  # name the file the user knows, not its staged copy
+        raise
+
+
+def _prepare(out_dir: Path, plans: list[RenderedPlan]) -> None:
+    """Refuses names and paths that could leave out/, then makes out/; nothing else is written before the locks."""
+    names = [plan.name for plan in plans]
+    for plan in plans:
+        if not _plain_relative(plan.name) or "/" in plan.name or names.count(plan.name) > 1:
+            raise UnsafeOutput(f"plan name {plan.name!r} is not a plain folder name, or not unique")
+        for f in plan.files:
+            if not _plain_relative(f.path):
+                raise UnsafeOutput(f"generated path {f.path!r} would leave {out_dir / plan.name}")
     if out_dir.is_symlink():
         raise UnsafeOutput(f"{out_dir} is a symlink")
-    destinations = _Destinations(out_dir)
-    moves: list[tuple[Path | None, Path, int]] = []
+    if out_dir.exists() and not out_dir.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(out_dir))
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def write_plans(out_dir: Path, plans: list[RenderedPlan]) -> list[Path]:
+    """Replaces each plan's folder with its new one (see the module docstring); returns the generated paths."""
+    plans = sorted(plans, key=lambda p: p.name)  # locks always taken in one order: no deadlock
+    _prepare(out_dir, plans)
+    locks: list[PlanLock] = []
     try:
         for plan in plans:
-            for f in _all_files(plan):
-                target = destinations.target(plan.name, f.path)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                staged = target.with_name(f".{target.name}.mlinfra-tmp")
-                with open(staged, "w", encoding="utf-8", newline="\n") as handle:
-                    handle.write(f.text)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                moves.append((staged, target, f.mode))
-        for plan in plans:  # what we generated before and no longer generate (read before the swap)
-            stale = _old_manifest(out_dir / plan.name) - {f.path for f in plan.files}
-            moves.extend((None, destinations.target(plan.name, p), 0) for p in sorted(stale))
-    except BaseException:
-        for staged, _, _ in moves:
-            if staged is not None:
-                staged.unlink(missing_ok=True)
-        raise
-    written = []
-    for staged, target, mode in moves:
-        if staged is None:
-            target.unlink(missing_ok=True)
-            continue
-        os.chmod(staged, mode)
-        os.replace(staged, target)
-        written.append(target)
-    return written
+            locks.append(PlanLock(out_dir, plan.name))
+            locks[-1].acquire()
+        for plan in plans:
+            folder_swap.recover(out_dir, plan.name)
+        layouts = [_layout(out_dir, plan) for plan in plans]
+        _stage_and_swap(out_dir, plans, layouts)
+    finally:
+        for lock in reversed(locks):
+            lock.release()
+    return [layout.folder / f.path for layout in layouts for f in layout.files]
+
+
+def _stage_and_swap(out_dir: Path, plans: list[RenderedPlan], layouts: list[_Layout]) -> None:
+    stages: list[Path] = []
+    try:
+        for plan, layout in zip(plans, layouts):
+            stages.append(folder_swap.make_stage(out_dir, plan.name))
+            _build(stages[-1] / "tree", layout)
+        done: list[folder_swap.Swap] = []
+        try:
+            for stage, layout in zip(stages, layouts):
+                swap = folder_swap.Swap(stage, layout.folder)
+                swap.do()
+                done.append(swap)
+        except BaseException:
+            for swap in reversed(done):
+                swap.undo()
+            raise
+    finally:
+        for stage in stages:  # after the swaps, each holds an old folder
+            folder_swap.remove(stage, ignore_errors=True)
 
 
 def check_plans(out_dir: Path, plans: list[RenderedPlan]) -> list[str]:
-    """Unified diffs of what a compile would change; empty when out/ is up to date. Writes nothing."""
+    """Unified diffs of what a compile would change, comparing bytes and modes; empty when out/ is up to date.
+    Writes nothing (and takes no lock)."""
     diffs: list[str] = []
     destinations = _Destinations(out_dir)
     for plan in plans:
         expected = {f.path: f for f in _all_files(plan)}
-        stale = _old_manifest(out_dir / plan.name) - set(expected)
+        stale = (_manifest_paths(out_dir / plan.name) or set()) - set(expected)
         for relative in sorted(expected) + sorted(stale):
             target = destinations.target(plan.name, relative)
-            want = expected[relative].text if relative in expected else ""
-            try:
-                have = target.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                have = None
-            if have == want and (relative not in expected or _mode_ok(target, expected[relative].mode)):
+            want = expected[relative].text.encode("utf-8") if relative in expected else None
+            have = _file_bytes(target)
+            if have == want and (want is None or _mode_ok(target, expected[relative].mode)):
                 continue
             label = f"{plan.name}/{relative}"
             lines = difflib.unified_diff(
-                (have or "").splitlines(keepends=True), want.splitlines(keepends=True),
+                _lines(have), _lines(want),
                 fromfile=f"a/{label}" if have is not None else "/dev/null",
-                tofile=f"b/{label}" if relative in expected else "/dev/null",
+                tofile=f"b/{label}" if want is not None else "/dev/null",
             )
-            diffs.append("".join(lines) or f"mode of {label} differs\n")
+            diffs.append("".join(lines) or f"{'mode' if have == want else 'bytes'} of {label} differ\n")
     return diffs
+
+
+def _file_bytes(path: Path) -> bytes | None:
+    """A regular file's bytes, exactly (no newline translation); None for anything else or nothing."""
+    try:
+        return path.read_bytes() if stat.S_ISREG(os.stat(path).st_mode) else None
+    except OSError:
+        return None
+
+
+def _lines(data: bytes | None) -> list[str]:
+    return (data or b"").decode("utf-8", errors="replace").splitlines(keepends=True)
 
 
 def _mode_ok(path: Path, mode: int) -> bool:

@@ -148,7 +148,7 @@ def test_a_user_catalog_can_override_a_model_field_wise(tmp_path):
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("entries: [1, 2]", "string 'id'"), ("just: text", "'entries' list"), ("entries: [", "not valid YAML")],
+    [("entries: [1, 2]", "string 'id'"), ("just: text", "'entries' list"), ("entries: [", "invalid YAML")],
 )
 def test_malformed_user_catalogs_are_clear_errors(tmp_path, text, message):
     extra = tmp_path / "gpus.yaml"

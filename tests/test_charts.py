@@ -29,7 +29,8 @@ def test_memory_chart_places_each_term_and_the_capacity_line():
 
 
 def test_hostile_labels_are_escaped_in_svg():
-    svg = charts.pareto([("<script>alert(1)</script> & co", 1.0, 2.0, True)], "x", "y", "t")
+    axis = charts.Axis("x", charts.usd_unit)
+    svg = charts.pareto([("<script>alert(1)</script> & co", 1.0, 2.0, True)], axis, axis, "t")
     ET.fromstring(svg)  # still well-formed
     assert "<script>" not in svg
 
@@ -45,3 +46,39 @@ def test_report_charts_render_non_blank_in_headless_chromium(tmp_path):
             render_svg_png(svg, png)
             pixels = png_pixels(png.read_bytes())
             assert len(set(pixels)) > 8, f"{f.path} rendered blank"
+
+
+def _boxes_overlap(a: dict, b: dict) -> bool:
+    return a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"] and a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"]
+
+
+def test_example_charts_keep_every_label_inside_the_canvas_in_chromium(tmp_path):
+    """Laid out by a real browser: every text inside the SVG, tick values on both axes, no two labels on top
+    of each other (the 'chosen' label used to be clipped at the right edge; points were tooltips only)."""
+    from compiler.pipeline import compile_plan
+    from tests.conftest import EXAMPLES
+    from tests.tools.realtools import svg_text_boxes
+
+    for example in EXAMPLES:
+        for f in compile_plan(example).files:
+            if not f.path.endswith(".svg"):
+                continue
+            laid_out = svg_text_boxes(f.text.split("\n", 1)[1], tmp_path)  # without the XML comment header
+            boxes = [b for b in laid_out["boxes"] if b["text"].strip()]
+            for b in boxes:
+                assert b["x"] >= 0 and b["y"] >= 0, (example.name, f.path, b)
+                assert b["x"] + b["width"] <= laid_out["width"] and b["y"] + b["height"] <= laid_out["height"], (example.name, f.path, b)
+            overlapping = [(a["text"], b["text"]) for i, a in enumerate(boxes) for b in boxes[i + 1:] if _boxes_overlap(a, b)]
+            assert overlapping == [], (example.name, f.path, overlapping)
+            if f.path.endswith("pareto.svg") and "no alternatives" not in f.text:
+                texts = [b["text"] for b in boxes]
+                assert sum(t.startswith("$") for t in texts) >= 3, texts  # cost tick values
+                assert sum(t.endswith((" d", " h", " min", " s", " ms")) for t in texts) >= 3, texts  # time tick values
+                assert any(t.startswith("1. ") for t in texts)  # the legend names every point
+
+
+def test_ticks_are_round_numbers_in_the_display_unit():
+    assert charts.nice_ticks(172.6, 175.8) == [172.0, 173.0, 174.0, 175.0, 176.0]
+    assert charts.tick_text(16.5 * 86400, charts.seconds_unit(30 * 86400), 0.5 * 86400) == "16.5 d"
+    assert charts.axis_range([173_000, 175_400]) [0] > 170_000  # zero-free when the spread is small
+    assert charts.axis_range([1.0, 30.0])[0] == 0.0

@@ -5,14 +5,21 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import replace
+from pathlib import Path
 
+import yaml
+
+from compiler.catalog.fabrics import load_fabrics
 from compiler.catalog.types import Architecture
-from compiler.sizing.serving import (
-    DEFAULT_TARGET_UTILIZATION, HOURS_PER_MONTH, PipelineStage, ServeRequest, search_serving, size_pipeline,
-)
+from compiler.passes.wording import words
+from compiler.sizing.serve_search import search_serving
+from compiler.sizing.serve_stages import PipelineStage, size_pipeline
+from compiler.sizing.serve_types import DEFAULT_TARGET_UTILIZATION, HOURS_PER_MONTH, ServeRequest
 from tests.test_serve_memory import (
     GPUS, LLAMA_2_70B, LLAMA_2_70B_COUNTS, LLAMA_31_8B, LLAMA_31_8B_COUNTS, Counts,
 )
+
+FABRICS = load_fabrics()
 
 
 def llama_8b_request(**changes) -> ServeRequest:
@@ -21,7 +28,8 @@ def llama_8b_request(**changes) -> ServeRequest:
         kv_cache_dtype="auto", engine="vllm", context_len=8192, requests_per_second=20, prompt_tokens=512,
         output_tokens=256, peak_factor=2.0, ttft_p99_seconds=2.0, tpot_p99_seconds=0.05, latency_p99_seconds=None,
         gpu_ids=("a100-sxm-80gb", "h100-sxm-80gb", "l40s-pcie-48gb"), gpu_count=None, tp=None, pp=None,
-        gpus_per_node=None, pricing="on-demand", optimize="cost", budget_usd_per_month=None,
+        gpus_per_node=None, interconnect=FABRICS.interconnects["ib-400g"], pricing="on-demand", optimize="cost",
+        budget_usd_per_month=None,
     )
     return replace(base, **changes)
 
@@ -58,7 +66,8 @@ def test_pins_are_respected():
 def test_fp8_rejected_on_ampere_with_reason():
     result = search_serving(llama_8b_request(gpu_ids=("a100-sxm-80gb",), precisions=("fp8",)), GPUS)
     assert result.chosen is None
-    assert any("no fp8 tensor cores" in r.reason for r in result.rejected)
+    assert any(r.reason.code == "no-tensor-cores" and r.reason["precision"] == "fp8" for r in result.rejected)
+    assert any("no fp8 tensor cores" in words(r.reason) for r in result.rejected)
 
 
 def test_without_slo_the_batch_maximises_throughput():
@@ -74,9 +83,10 @@ def test_without_slo_the_batch_maximises_throughput():
 def test_unreachable_slo_is_infeasible_with_nearest():
     result = search_serving(llama_8b_request(tpot_p99_seconds=0.0005), GPUS)
     assert result.chosen is None
-    assert "no configuration meets the SLO" in result.infeasible_reason
+    assert result.infeasible_reason.code == "no-config-meets-slo"
+    assert "no configuration meets the SLO" in words(result.infeasible_reason)
     assert result.nearest is not None and result.nearest.tpot_seconds > 0.0005
-    assert all("no batch meets the SLO" in r.reason for r in result.rejected if "TPOT" in r.reason)
+    assert all("no batch meets the SLO" in words(r.reason) for r in result.rejected if "TPOT" in words(r.reason))
 
 
 def test_model_too_large_for_allowed_gpu_names_smallest_fit():
@@ -84,8 +94,9 @@ def test_model_too_large_for_allowed_gpu_names_smallest_fit():
                            precisions=("bf16",), gpu_ids=("l40s-pcie-48gb",), gpu_count=1)
     result = search_serving(req, GPUS)
     assert result.chosen is None
-    assert "does not fit" in result.infeasible_reason and "smallest fit: 2 × " in result.infeasible_reason
-    assert any("exceed" in r.reason for r in result.rejected)
+    assert result.infeasible_reason["fit"][0] == 2
+    assert "does not fit" in words(result.infeasible_reason) and "smallest fit: 2 × " in words(result.infeasible_reason)
+    assert any("exceed" in words(r.reason) for r in result.rejected)
 
 
 def test_smallest_fit_names_only_shapes_the_engine_can_run():
@@ -93,15 +104,15 @@ def test_smallest_fit_names_only_shapes_the_engine_can_run():
     t4_only = {"t4-pcie-16gb": GPUS["t4-pcie-16gb"]}
     req = llama_8b_request(arch=LLAMA_2_70B, params=LLAMA_2_70B_COUNTS, model_id="llama-2-70b", context_len=4096,
                            precisions=("fp16",), gpu_ids=("t4-pcie-16gb",), gpu_count=1)
-    assert "smallest fit: 16 × t4-pcie-16gb (TP8 PP2" in search_serving(req, t4_only).infeasible_reason
-    tgi = search_serving(replace(req, engine="tgi"), t4_only).infeasible_reason
+    assert "smallest fit: 16 × t4-pcie-16gb (TP8 PP2" in words(search_serving(req, t4_only).infeasible_reason)
+    tgi = words(search_serving(replace(req, engine="tgi"), t4_only).infeasible_reason)
     assert "smallest fit" not in tgi and "does not fit" in tgi
 
 
 def test_budget_gate_names_the_cheapest_alternative():
     unlimited = search_serving(llama_8b_request(), GPUS).chosen
     gated = search_serving(llama_8b_request(budget_usd_per_month=unlimited.usd_per_month / 2), GPUS)
-    assert gated.chosen is None and "budget" in gated.infeasible_reason
+    assert gated.chosen is None and "budget" in words(gated.infeasible_reason)
     assert gated.nearest == unlimited
     fits = search_serving(llama_8b_request(budget_usd_per_month=unlimited.usd_per_month), GPUS)
     assert fits.chosen == unlimited
@@ -177,7 +188,7 @@ def test_edge_device_power_budget():
     c = search_serving(req, GPUS).chosen
     assert c.power_watts == c.replicas * 60
     too_little = search_serving(replace(req, power_budget_watts=c.power_watts - 1), GPUS)
-    assert too_little.chosen is None and "W >" in too_little.rejected[0].reason
+    assert too_little.chosen is None and "W >" in words(too_little.rejected[0].reason)
 
 
 def test_captioning_pipeline_reports_stage_ratio():
@@ -192,3 +203,33 @@ def test_captioning_pipeline_reports_stage_ratio():
     assert dict(result.gpu_ratio)["vision"] == cv_result.chosen.gpus / llm_result.chosen.gpus
     assert dict(result.gpu_ratio)["caption"] == 1.0
     assert result.usd_per_month == cv_result.chosen.usd_per_month + llm_result.chosen.usd_per_month
+
+
+def test_pipeline_stages_on_two_nodes_send_over_the_plans_interconnect():
+    """A replica of TP8 × PP2 spans two 8-GPU nodes: its stage-to-stage sends cross the fabric, so 25 Gb/s Ethernet
+    is slower than 400 Gb/s InfiniBand (they used to get one hard-wired 50 GB/s NIC whatever the plan said)."""
+    pinned = dict(gpu_ids=("h100-sxm-80gb",), precisions=("bf16",), tp=8, pp=2, gpu_count=16,
+                  ttft_p99_seconds=60.0, tpot_p99_seconds=1.0)
+    ib = search_serving(llama_8b_request(**pinned), GPUS).chosen
+    eth = search_serving(llama_8b_request(**pinned, interconnect=FABRICS.interconnects["eth-25g"]), GPUS).chosen
+    assert ib.nodes_per_replica == eth.nodes_per_replica == 2
+    assert eth.tpot_seconds > ib.tpot_seconds and eth.ttft_seconds > ib.ttft_seconds
+    one_node = dict(pinned, tp=4, pp=2, gpu_count=8)  # stages inside one node: the fabric carries nothing
+    assert (search_serving(llama_8b_request(**one_node), GPUS).chosen
+            == search_serving(llama_8b_request(**one_node, interconnect=FABRICS.interconnects["eth-25g"]), GPUS).chosen)
+
+
+def test_a_multi_node_serve_plan_depends_on_its_interconnect(tmp_path):
+    """llama3-405b-serve (PP across two nodes) on ib-400g and on eth-25g: TTFT/TPOT were identical."""
+    from compiler.pipeline import resolve
+
+    plan = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples/llama3-405b-serve.yaml").read_text())
+    serving = {}
+    for fabric in ("ib-400g", "eth-25g"):
+        path = tmp_path / f"{fabric}.yaml"
+        path.write_text(yaml.safe_dump({**plan, "cluster": {**plan["cluster"], "interconnect": fabric}}))
+        serving[fabric] = resolve(path).serving
+    ib, eth = serving["ib-400g"], serving["eth-25g"]
+    assert ib.nodes_per_replica == eth.nodes_per_replica == 2
+    assert (eth.ttft_seconds, eth.tpot_seconds) != (ib.ttft_seconds, ib.tpot_seconds)
+    assert eth.ttft_seconds > ib.ttft_seconds and eth.tpot_seconds > ib.tpot_seconds

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
+from compiler.catalog.catalog import load_catalog
+from compiler.catalog.fabrics import load_fabrics
 from compiler.catalog.loader import load_gpus, load_models
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture, GpuSpec
+from compiler.passes.size_training import request_for
+from compiler.passes.wording import words
+from compiler.pipeline import resolve
 from compiler.sizing.training import (
     TrainPins, TrainRequest, gpu_counts, pareto_front, resolve_framework, search_training,
 )
@@ -22,11 +28,14 @@ T4 = H100.model_copy(update={"id": "test-t4", "dense_tflops": {"fp16": 65.0}, "m
 GPUS = {"test-h100": H100, "test-t4": T4}
 LLAMA8B = Architecture(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=128256, max_position=131072)
 DAY = 86400
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+FABRICS = load_fabrics()
 
 
 def request(**overrides) -> TrainRequest:
     args = dict(arch=LLAMA8B, params=count_params(LLAMA8B), tokens=1e12, seq_len=8192, global_batch_sequences=512,
-                gpu_ids=("test-h100",), max_gpus=512)
+                gpu_ids=("test-h100",), max_gpus=512, interconnect=FABRICS.interconnects["ib-400g"],
+                storage=FABRICS.storage["lustre"])
     args.update(overrides)
     return TrainRequest(**args)
 
@@ -73,16 +82,18 @@ def test_pins_are_respected():
 def test_budget_infeasible_names_the_cheapest_meeting_the_deadline():
     result = search_training(request(deadline_seconds=30 * DAY, budget_usd=50_000, pricing="spot"), GPUS)
     assert result.chosen is None and result.nearest is not None
-    assert result.infeasible_reason.startswith("needs $")
-    assert ", budget $50.0k; cheapest meeting the 30.0 d deadline: " in result.infeasible_reason
-    assert f"{result.nearest.gpus} × test-h100 spot" in result.infeasible_reason
+    assert result.infeasible_reason.code == "over-budget-cheapest" and result.infeasible_reason["budget"] == 50_000
+    said = words(result.infeasible_reason)
+    assert said.startswith("needs $")
+    assert ", budget $50.0k; cheapest meeting the 30.0 d deadline: " in said
+    assert f"{result.nearest.gpus} × test-h100 spot" in said
     assert result.nearest.wall_seconds <= 30 * DAY
 
 
 def test_deadline_infeasible_names_the_fastest():
     result = search_training(request(deadline_seconds=DAY, max_gpus=64), GPUS)
     assert result.chosen is None and result.nearest.gpus == 64
-    assert "deadline 1.0 d" in result.infeasible_reason or "deadline 1 d" in result.infeasible_reason
+    assert "deadline 1.0 d" in words(result.infeasible_reason) or "deadline 1 d" in words(result.infeasible_reason)
 
 
 LLAMA70B = Architecture(layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672, vocab=32000)
@@ -93,13 +104,13 @@ def test_memory_infeasible_gives_the_closest_configuration():
     result = search_training(request(arch=LLAMA70B, params=count_params(LLAMA70B), gpu_count=1, seq_len=2048,
                                      global_batch_sequences=16), GPUS)
     assert result.chosen is None
-    assert result.infeasible_reason.startswith("no configuration fits in GPU memory (closest: 1 × test-h100")
+    assert words(result.infeasible_reason).startswith("no configuration fits in GPU memory (closest: 1 × test-h100")
     assert result.rejected and len(result.rejected) <= 20
 
 
 def test_gpu_without_the_dtype_is_rejected():
     result = search_training(request(gpu_ids=("test-t4", "test-h100")), GPUS)
-    assert any(r.description == "test-t4" and "no bf16" in r.reason for r in result.rejected)
+    assert any(r.description == "test-t4" and "no bf16" in words(r.reason) for r in result.rejected)
     assert result.chosen.gpu_id == "test-h100"
 
 
@@ -137,7 +148,7 @@ def test_gpu_counts_are_sub_node_then_power_of_two_nodes():
 
 
 def test_network_and_storage_figures():
-    c = search_training(request(interconnect="eth-25g", gpu_count=64, pins=TrainPins(tp=1, pp=1)), GPUS).chosen
+    c = search_training(request(interconnect=FABRICS.interconnects["eth-25g"], gpu_count=64, pins=TrainPins(tp=1, pp=1)), GPUS).chosen
     assert c.network_bound and c.allreduce_bytes_per_step > 0
     assert c.network_bytes_per_second_needed > 0.39e9
     assert c.dataset_read_bytes_per_second == pytest.approx(c.tokens_per_second * 4)  # int32 ids, vocab 128k
@@ -146,6 +157,24 @@ def test_network_and_storage_figures():
     assert c.network_bytes_per_second_needed == pytest.approx(ring_needed / (8 * 0.86))
     one_node = search_training(request(gpu_count=8, pins=TrainPins(tp=1, pp=1)), GPUS).chosen
     assert one_node.allreduce_bytes_per_step > 0 and one_node.network_bytes_per_second_needed == 0.0  # NVLink only
+
+
+def test_dataset_read_rate_in_plan_json_is_the_one_the_search_warns_with():
+    """llama3-8b-pretrain: plan.json said 1.415 MB/s (2 B/token) while the search's storage check used 2.830 MB/s
+    (int32 ids for a 128k vocabulary). One formula now: the plan's bytes_per_token, else the vocabulary's id width."""
+    plan = resolve(EXAMPLES / "llama3-8b-pretrain.yaml")
+    chosen = search_training(request_for(plan, load_catalog()), load_gpus()).chosen
+    assert plan.training.dataset_read_bytes_per_second == chosen.dataset_read_bytes_per_second
+    assert plan.training.dataset_read_bytes_per_second == pytest.approx(plan.training.tokens_per_second * 4)
+
+
+def test_a_stated_bytes_per_token_is_what_the_storage_warning_reads():
+    slow = FABRICS.storage["nfs"].model_copy(update={"read_bytes_per_second": 1e3})
+    result = search_training(request(gpu_count=8, bytes_per_token=3.0, storage=slow), GPUS)
+    c = result.chosen
+    assert c.dataset_read_bytes_per_second == pytest.approx(c.tokens_per_second * 3.0)
+    said = [words(w) for w in result.warnings]
+    assert f"the data loader needs {c.dataset_read_bytes_per_second / 1e9:.2f} GB/s, more than nfs gives 1 node(s)" in said
 
 
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "llama-3.1-70b"])
@@ -168,4 +197,4 @@ def test_cnn_activations_count_in_memory_and_their_absence_is_a_warning():
     assert chosen.memory.activations >= chosen.micro_batch * 112_000_000  # 16-bit, per image (catalog)
     assert not search_training(request(arch=resnet, params=count_params(resnet), **cnn), GPUS).warnings
     warned = search_training(request(arch=mobilenet, params=count_params(mobilenet), **cnn), GPUS).warnings
-    assert any("no activation_bytes_per_sample" in w for w in warned)
+    assert any("no activation_bytes_per_sample" in words(w) for w in warned)

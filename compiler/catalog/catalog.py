@@ -1,10 +1,15 @@
-"""The catalogs one compile uses: packaged entries plus the plan's own additions."""
+"""The catalogs one compile uses: packaged entries plus the plan's own additions.
+
+One object, built once per plan by the pipeline and handed to every pass (passes/context.py): GPUs, model
+presets, inter-node fabrics and storage kinds. Nothing below the pipeline loads a catalog of its own.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+from .fabrics import Interconnect, Storage, load_fabrics
 from .loader import load_gpus, load_models
 from .types import GpuSpec, ModelPreset
 
@@ -13,7 +18,11 @@ from .types import GpuSpec, ModelPreset
 class Catalog:
     gpus: dict[str, GpuSpec]
     models: dict[str, ModelPreset]
+    interconnects: dict[str, Interconnect]
+    storage: dict[str, Storage]
 
 
 def load_catalog(extra_gpus: Path | None = None) -> Catalog:
-    return Catalog(gpus=load_gpus(extra_gpus), models=load_models())
+    fabrics = load_fabrics()
+    return Catalog(gpus=load_gpus(extra_gpus), models=load_models(),
+                   interconnects=dict(fabrics.interconnects), storage=dict(fabrics.storage))

@@ -14,6 +14,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from ..diagnostics import PlanInputError
+from ..source import load_yaml_file
 from .types import GpuSpec, ModelPreset
 
 
@@ -43,15 +45,15 @@ def _merge(base: dict, update: dict) -> dict:
 
 
 def _user_entries(path: Path) -> list[dict]:
+    """A user catalog goes through the plan's own loader (a regular file, size, node and depth caps, standard tags
+    only); its errors name the position, never quote the file's text (it may be any file, e.g. a .env)."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CatalogError(f"cannot read catalog {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise CatalogError(f"catalog {path} is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
-    except yaml.YAMLError as exc:
-        raise CatalogError(f"catalog {path} is not valid YAML: {exc}") from None
+        data = load_yaml_file(path).data
+    except PlanInputError as exc:
+        first = exc.diagnostics[0]
+        where = f"{path}:{first.line}:{first.column}" if first.line else str(path)
+        raise CatalogError(f"catalog {where}: {first.message}") from None
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
         raise CatalogError(f"catalog {path} must be a mapping with an 'entries' list")
     if not all(isinstance(e, dict) and isinstance(e.get("id"), str) for e in data["entries"]):

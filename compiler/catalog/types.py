@@ -6,9 +6,9 @@ Units live in field names. Every entry carries its `source` and `as_of` date.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 
@@ -16,15 +16,50 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+# Catalog ids name files, Kubernetes labels and comment lines of generated scripts: a strict alphabet, no spaces.
+CATALOG_ID = r"^[a-z0-9][a-z0-9._-]{0,62}$"
+# nvidia.com/gpu.product values are Kubernetes label values; Slurm GRES type names are one word.
+LABEL_VALUE = r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+GRES_TYPE = r"^[A-Za-z0-9_.-]{1,63}$"
+
+
+def _printable(text: str) -> str:
+    """Catalog names and sources reach comments, reports and terminals: every character must be printable
+    (no line breaks, no control or bidi characters)."""
+    bad = next((c for c in text if not c.isprintable()), None)
+    if bad is not None:
+        raise PydanticCustomError("invalid-format", "character {c} is not allowed", {"c": repr(bad)})
+    return text
+
+
+CatalogId = Annotated[str, Field(pattern=CATALOG_ID)]
+CatalogText = Annotated[str, Field(max_length=1000), AfterValidator(_printable)]
+
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4"]
 Pricing = Literal["on-demand", "spot", "reserved"]
+
+
+# Bounds of a catalog figure, or zero where zero means "none" (a free GPU, no NVLink); the upper bounds are
+# 100-1000x today's largest parts (B200: 180 GB, 8 TB/s, 4.5 PFLOP/s fp8; 8-GPU nodes), not estimates.
+FIGURE_RANGES: dict[str, tuple[float, float]] = {
+    "memory_bytes": (2**20, 2**50),
+    "memory_bandwidth_bytes_per_second": (1e6, 1e15),
+    "intra_node_bandwidth_bytes_per_second": (1e6, 1e14),
+    "gpus_per_node": (1, 64),
+    "tdp_watts": (1, 1e5),
+    "achievable_matmul_fraction": (0.001, 1),
+    "achievable_memory_bandwidth_fraction": (0.001, 1),
+    "dense_tflops": (1e-3, 1e6),
+    "price_usd_per_gpu_hour": (1e-4, 1e4),
+}
+ZERO_MEANS_NONE = {"intra_node_bandwidth_bytes_per_second", "tdp_watts", "price_usd_per_gpu_hour"}
 
 
 class GpuSpec(Frozen):
     """One accelerator. Throughput figures are dense (not sparse) peaks from the datasheet."""
 
-    id: str = Field(description="lowercase <chip>-<form>-<memory>, e.g. h100-sxm-80gb")
-    name: str
+    id: CatalogId = Field(description="lowercase <chip>-<form>-<memory>, e.g. h100-sxm-80gb")
+    name: CatalogText
     vendor: Literal["nvidia", "amd"] = "nvidia"
     memory_bytes: int
     memory_bandwidth_bytes_per_second: float
@@ -41,25 +76,30 @@ class GpuSpec(Frozen):
     achievable_memory_bandwidth_fraction: float = Field(
         description="share of peak HBM bandwidth a streaming kernel reaches (measured, with source)"
     )
-    k8s_product_label: str = Field(description="value of the nvidia.com/gpu.product node label")
-    slurm_gres_type: str = Field(description="GRES type name, e.g. h100")
+    k8s_product_label: Annotated[str, Field(pattern=LABEL_VALUE)] = Field(description="value of the nvidia.com/gpu.product node label")
+    slurm_gres_type: Annotated[str, Field(pattern=GRES_TYPE)] = Field(description="GRES type name, e.g. h100")
     edge: bool = False
-    source: str
-    as_of: str
+    source: CatalogText
+    as_of: Annotated[str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]
 
     @model_validator(mode="after")
     def figures_in_range(self) -> "GpuSpec":
-        """The sizing divides by these figures; a user catalog entry with a zero, negative or infinite one is refused."""
-        positive = {"memory_bytes": self.memory_bytes, "memory_bandwidth_bytes_per_second": self.memory_bandwidth_bytes_per_second,
-                    "gpus_per_node": self.gpus_per_node, **{f"dense_tflops.{k}": v for k, v in self.dense_tflops.items()}}
-        at_least_zero = {"intra_node_bandwidth_bytes_per_second": self.intra_node_bandwidth_bytes_per_second, "tdp_watts": self.tdp_watts,
-                         **{f"price_usd_per_gpu_hour.{k}": v for k, v in self.price_usd_per_gpu_hour.items()}}
-        fractions = {"achievable_matmul_fraction": self.achievable_matmul_fraction,
-                     "achievable_memory_bandwidth_fraction": self.achievable_memory_bandwidth_fraction}
-        bad = ([k for k, v in positive.items() if not 0 < v < math.inf] + [k for k, v in at_least_zero.items() if not 0 <= v < math.inf]
-               + [k for k, v in fractions.items() if not 0 < v <= 1])
+        """The sizing divides and multiplies by these figures: each must lie in FIGURE_RANGES (far beyond any real
+        accelerator, so the arithmetic stays finite: a bandwidth of 5e-324 or a price of 1e308 is refused)."""
+        figures = {
+            "memory_bytes": self.memory_bytes, "memory_bandwidth_bytes_per_second": self.memory_bandwidth_bytes_per_second,
+            "intra_node_bandwidth_bytes_per_second": self.intra_node_bandwidth_bytes_per_second,
+            "gpus_per_node": self.gpus_per_node, "tdp_watts": self.tdp_watts,
+            "achievable_matmul_fraction": self.achievable_matmul_fraction,
+            "achievable_memory_bandwidth_fraction": self.achievable_memory_bandwidth_fraction,
+            **{f"dense_tflops.{k}": v for k, v in self.dense_tflops.items()},
+            **{f"price_usd_per_gpu_hour.{k}": v for k, v in self.price_usd_per_gpu_hour.items()},
+        }
+        bad = [f"{k} (allowed {low:g} to {high:g})" for k, v in figures.items()
+               for kind in [k.split(".")[0]] for low, high in [FIGURE_RANGES[kind]]
+               if not (low <= v <= high or (v == 0 and kind in ZERO_MEANS_NONE))]
         if bad:
-            raise PydanticCustomError("out-of-range", "out of range: {bad} (sizes and rates > 0, prices ≥ 0, fractions in (0, 1])", {"bad": ", ".join(bad)})
+            raise PydanticCustomError("out-of-range", "out of range: {bad}", {"bad": ", ".join(bad)})
         return self
 
     def peak_flops_per_second(self, dtype: Dtype) -> float:
@@ -121,11 +161,11 @@ class Architecture(Frozen):
 
 
 class ModelPreset(Frozen):
-    id: str
-    name: str
+    id: CatalogId
+    name: CatalogText
     architecture: Architecture
     published_params: float = Field(description="total parameters as the model's authors state them")
     published_active_params: float = 0.0
-    hf_repo: str = ""
-    source: str
-    as_of: str
+    hf_repo: Annotated[str, Field(pattern=r"^([A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*)?$")] = ""
+    source: CatalogText
+    as_of: Annotated[str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]

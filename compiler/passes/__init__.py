@@ -1,4 +1,4 @@
-"""The sizing passes, in order. Each is a pure function (ResolvedPlan, Catalog) -> ResolvedPlan."""
+"""The sizing passes, in order. Each is a pure function (ResolvedPlan, PassContext) -> ResolvedPlan (context.py)."""
 
 from __future__ import annotations
 

@@ -11,10 +11,11 @@ from ..deployment import frameworks, monitoring, serving, training
 from ..deployment.model import Deployment, Files, Kubernetes
 from ..deployment.units import unit_views
 from ..resolved import ResolvedPlan
-from ..sizing.serving import HOURS_PER_MONTH
+from .context import PassContext
+from ..sizing.serve_types import HOURS_PER_MONTH
 
 
-def resolve_deployment(plan: ResolvedPlan, catalog=None) -> ResolvedPlan:
+def resolve_deployment(plan: ResolvedPlan, ctx: PassContext | None = None) -> ResolvedPlan:
     spec = plan.spec
     files = Files()
     scheduler = spec.cluster.scheduler

@@ -6,7 +6,10 @@ from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..catalog.types import Architecture
 from ..resolved import Decision, ModelInfo, ResolvedPlan
+from ..sizing.reasons import Reason, because
 from ..spec import ModelSpec
+from .context import PassContext
+from .wording import model_choice, words
 
 # A count alone gets a Llama-2-like shape. Kaplan et al. 2020 (eq. 2.1) give N ≈ 12·L·d² for a
 # transformer body; Llama-2-7B's d/L = 4096/32 = 128 (its config.json) fixes the aspect ratio, so
@@ -26,20 +29,19 @@ def assumed_architecture(params: float) -> Architecture:
     )
 
 
-def model_info(model: ModelSpec, fallback_name: str, catalog: Catalog) -> tuple[ModelInfo, str]:
+def model_info(model: ModelSpec, fallback_name: str, catalog: Catalog) -> tuple[ModelInfo, Reason]:
     """The resolved model and the reason for its shape."""
     if model.preset:
         preset = catalog.models[model.preset]
         arch, ident, name, hf_id, assumed = preset.architecture, preset.id, preset.name, preset.hf_repo, False
-        why = f"preset {preset.id} ({preset.source})"
+        why = because("preset", preset=preset.id, source=preset.source)
     elif model.architecture:
         arch = Architecture(**model.architecture.model_dump())
-        ident, name, hf_id, assumed, why = "custom", fallback_name, "", False, "architecture given in the plan"
+        ident, name, hf_id, assumed, why = "custom", fallback_name, "", False, because("architecture-given")
     else:
         arch = assumed_architecture(model.params)
         ident, name, hf_id, assumed = "custom", fallback_name, "", True
-        why = (f"only a parameter count was given: assumed a Llama-2-like shape with {arch.layers} layers × "
-               f"hidden {arch.hidden} (N ≈ 12·L·d², d/L = {ASSUMED_ASPECT_RATIO}; Kaplan et al. 2020)")
+        why = because("shape-from-count", layers=arch.layers, hidden=arch.hidden, aspect_ratio=ASSUMED_ASPECT_RATIO)
     counts = count_params(arch)
     info = ModelInfo(
         id=ident, name=name, hf_id=model.hf_id or hf_id or f"local/{fallback_name}", weights_uri=model.weights or "",
@@ -48,10 +50,10 @@ def model_info(model: ModelSpec, fallback_name: str, catalog: Catalog) -> tuple[
     return info, why
 
 
-def resolve_model(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
+def resolve_model(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     if plan.spec.model is None:  # a staged service: each stage resolves its own model
         return plan
-    info, why = model_info(plan.spec.model, plan.name, catalog)
-    decision = Decision(topic="model", choice=f"{info.name}: {info.params_total / 1e9:.2f}B parameters ({info.params_active / 1e9:.2f}B active)", reason=why)
-    warnings = plan.warnings + ([f"model shape assumed from a parameter count: {why}"] if info.assumed else [])
+    info, why = model_info(plan.spec.model, plan.name, ctx.catalog)
+    decision = Decision(topic="model", choice=model_choice(info.name, info.params_total, info.params_active), reason=words(why))
+    warnings = plan.warnings + ([words(because("shape-assumed", why=why))] if info.assumed else [])
     return plan.model_copy(update={"model": info, "decisions": plan.decisions + [decision], "warnings": warnings})

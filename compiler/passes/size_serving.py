@@ -1,6 +1,7 @@
-"""Pass: size a serve plan — GPU type, TP/PP, precision, batch, replicas (compiler/sizing/serving.py).
+"""Pass: size a serve plan — GPU type, TP/PP, precision, batch, replicas (compiler/sizing/serve_search.py: LLMs in
+serve_llm_search.py, non-generative models in vision.py).
 
-A staged service (serve.stages) sizes every stage for the rate it receives (sizing.serving.size_pipeline);
+A staged service (serve.stages) sizes every stage for the rate it receives (sizing.serve_stages.size_pipeline);
 the top-level sections then describe the last stage and `stages` lists them all.
 """
 
@@ -8,16 +9,19 @@ from __future__ import annotations
 
 
 from ..catalog.catalog import Catalog
-from ..catalog.fabrics import load_fabrics
 from ..catalog.params import count_params
 from ..diagnostics import InfeasiblePlan
 from ..resolved import (
-    Alternative, Cost, Decision, Hardware, MemoryPerGpu, ModelInfo, Parallelism, Rejection, ResolvedPlan, Serving, Stage,
+    Alternative, Cost, Hardware, MemoryPerGpu, ModelInfo, Parallelism, Rejection, ResolvedPlan, Serving, Stage,
 )
-from ..sizing.serving import HOURS_PER_MONTH, PipelineStage, ServeCandidate, ServeRequest, ServeSearchResult, search_serving, size_pipeline
+from ..sizing.serve_search import search_serving
+from ..sizing.serve_stages import PipelineStage, size_pipeline
+from ..sizing.reasons import because
+from ..sizing.serve_types import HOURS_PER_MONTH, MAX_REJECTED, ServeCandidate, ServeRequest
 from ..spec import PlanSpec, SloSpec
-from ..units import format_count, format_seconds, format_usd
+from .context import PassContext
 from .resolve_model import model_info
+from .wording import rejection_rows, serving_decisions, serving_infeasible, stage_ratio_decision, words
 
 
 def _request(spec: PlanSpec, model: ModelInfo, precision: str, engine: str, gpu_ids: list[str], slo: SloSpec,
@@ -32,14 +36,15 @@ def _request(spec: PlanSpec, model: ModelInfo, precision: str, engine: str, gpu_
         latency_p99_seconds=slo.latency_p99,
         gpu_ids=tuple(gpu_ids) or tuple(sorted(g.id for g in catalog.gpus.values() if not g.edge)),
         gpu_count=spec.cluster.count, tp=spec.parallelism.tp, pp=spec.parallelism.pp,
-        gpus_per_node=spec.cluster.gpus_per_node, pricing=spec.cluster.pricing,
+        gpus_per_node=spec.cluster.gpus_per_node, interconnect=catalog.interconnects[spec.cluster.interconnect],
+        pricing=spec.cluster.pricing,
         optimize="cost" if spec.optimize == "cost" else "latency", budget_usd_per_month=spec.budget.usd_per_month,
     )
 
 
 def _sections(spec: PlanSpec, engine: str, slo: SloSpec, c: ServeCandidate, catalog: Catalog) -> tuple[Hardware, Serving, MemoryPerGpu]:
     gpu = catalog.gpus[c.gpu_id]
-    storage = load_fabrics().storage[spec.cluster.storage]
+    storage = catalog.storage[spec.cluster.storage]
     hardware = Hardware(
         gpu=c.gpu_id, gpus=c.gpus, nodes=c.replicas * c.nodes_per_replica,
         gpus_per_node=c.gpus_per_replica // c.nodes_per_replica, gpu_memory_bytes=gpu.memory_bytes,
@@ -66,30 +71,11 @@ def _sections(spec: PlanSpec, engine: str, slo: SloSpec, c: ServeCandidate, cata
     return hardware, serving, memory
 
 
-def _decisions(spec: PlanSpec, c: ServeCandidate, result: ServeSearchResult, hardware: Hardware, prefix: str = "") -> list[Decision]:
-    traffic = spec.serve.traffic
-    return [
-        Decision(topic=f"{prefix}hardware", choice=f"{c.replicas} replicas × {c.gpus_per_replica} × {c.gpu_id} ({c.precision}, TP={c.tp}, PP={c.pp})",
-                 reason=f"{'cheapest' if spec.optimize == 'cost' else 'lowest latency'} of {result.evaluated} configurations meeting the SLO "
-                        f"at {traffic.requests_per_second:g} req/s × peak factor {traffic.peak_factor:g}; {c.queueing}"),
-        Decision(topic=f"{prefix}batch", choice=f"{c.max_concurrency} concurrent sequences ({c.step_bound}-bound decode)",
-                 reason=f"TTFT p99 {format_seconds(c.ttft_seconds)}, TPOT p99 {format_seconds(c.tpot_seconds)}; "
-                        f"{format_count(c.tokens_per_second_per_replica)} tokens/s per replica at utilisation {c.target_utilization:g}"),
-        Decision(topic=f"{prefix}cost", choice=f"{format_usd(c.usd_per_month)}/month",
-                 reason=f"{c.gpus} GPUs × {format_usd(hardware.usd_per_gpu_hour)}/h ({spec.cluster.pricing}) × 730 h"),
-    ]
-
-
-def _infeasible(result: ServeSearchResult, what: str) -> InfeasiblePlan:
-    near = f"; nearest: {result.nearest.description}, {format_usd(result.nearest.usd_per_month)}/month" if result.nearest else ""
-    return InfeasiblePlan(f"{what}{result.infeasible_reason or 'no configuration serves this model'}{near}")
-
-
 def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
     spec = plan.spec
     result = search_serving(_request(spec, plan.model, spec.precision, spec.serve.engine, spec.cluster.gpu_choices, spec.serve.slo, catalog), catalog.gpus)
     if result.chosen is None:
-        raise _infeasible(result, "")
+        raise InfeasiblePlan(serving_infeasible(result, ""))
     c = result.chosen
     hardware, serving, memory = _sections(spec, spec.serve.engine, spec.serve.slo, c, catalog)
     return plan.model_copy(update={
@@ -98,8 +84,8 @@ def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
         "cost": Cost(usd_per_hour=c.usd_per_hour, usd_per_month=c.usd_per_month, usd_per_million_tokens=c.usd_per_million_tokens,
                      budget_usd_per_month=spec.budget.usd_per_month, alert_at=spec.budget.alert_at),
         "alternatives": [Alternative(description=a.description, usd=a.usd_per_month, seconds=a.tpot_seconds or a.ttft_seconds, chosen=a == c) for a in result.pareto],
-        "rejected": [Rejection(description=r.description, reason=r.reason) for r in result.rejected],
-        "decisions": plan.decisions + _decisions(spec, c, result, hardware), "warnings": plan.warnings + list(result.warnings),
+        "rejected": [Rejection(description=d, reason=r) for d, r in rejection_rows(result.rejected, MAX_REJECTED)],
+        "decisions": plan.decisions + serving_decisions(spec, c, result.evaluated, hardware), "warnings": plan.warnings + [words(w) for w in result.warnings],
         "search_evaluated": result.evaluated,
     })
 
@@ -112,7 +98,7 @@ def _size_stages(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
                                            stage.slo, catalog, stage.prompt_tokens, stage.output_tokens), stage.items_per_request)
         for stage, model in zip(spec.serve.stages, models)), catalog.gpus, spec.serve.traffic.requests_per_second, spec.serve.traffic.peak_factor)
     if pipeline.infeasible_reason:
-        raise InfeasiblePlan(pipeline.infeasible_reason)
+        raise InfeasiblePlan(words(pipeline.infeasible_reason))
     stages, decisions, warnings, previous = [], list(plan.decisions), list(plan.warnings), ""
     ratios = dict(pipeline.gpu_ratio)
     for (name, result), stage, model in zip(pipeline.stages, spec.serve.stages, models):
@@ -121,11 +107,10 @@ def _size_stages(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
         stages.append(Stage(name=name, model=model, hardware=hardware, serving=serving, memory_per_gpu_bytes=memory,
                             usd_per_month=c.usd_per_month, gpus_per_last_stage_gpu=ratios[name],
                             queue=f"{plan.name}-{previous}-to-{name}" if previous else ""))
-        decisions += _decisions(spec, c, result, hardware, prefix=f"{name}: ")
-        warnings += list(result.warnings)
+        decisions += serving_decisions(spec, c, result.evaluated, hardware, prefix=f"{name}: ")
+        warnings += [words(w) for w in result.warnings]
         previous = name
-    ratio_text = " : ".join(f"{ratios[s.name]:.2f} {s.name}" for s in stages)
-    decisions.append(Decision(topic="stage ratio", choice=ratio_text, reason="each stage sized for the rate it receives; GPUs per GPU of the last stage"))
+    decisions.append(stage_ratio_decision([(s.name, ratios[s.name]) for s in stages]))
     last = stages[-1]
     total_usd = pipeline.usd_per_month
     return plan.model_copy(update={
@@ -144,14 +129,16 @@ LLM_ENGINES = ("vllm", "tgi")
 def _check_engine(engine: str, model: ModelInfo, precisions: list[str], where: str) -> None:
     """Engines that cannot run a model make the plan infeasible, said plainly (not a crash in a target)."""
     if engine in LLM_ENGINES and model.architecture.kind != "decoder":
-        raise InfeasiblePlan(f"{where}engine {engine} serves decoder LLMs only; {model.name} is a {model.architecture.kind}: use engine triton")
+        raise InfeasiblePlan(words(because("engine-serves-decoders", where=where, engine=engine, model=model.name,
+                                           kind=model.architecture.kind)))
     if engine == "tgi" and "fp32" in precisions:
-        raise InfeasiblePlan(f"{where}TGI does not serve fp32 (--dtype takes float16 or bfloat16)")
+        raise InfeasiblePlan(words(because("tgi-no-fp32", where=where)))
     if "fp32" in precisions:  # sizing.serve_memory / serve_latency have no fp32 weights, KV cache or matmul rate
-        raise InfeasiblePlan(f"{where}serving in fp32 is not modelled (16-bit, fp8, int8 and int4 are): use bf16 or fp16")
+        raise InfeasiblePlan(words(because("fp32-serving-not-modelled", where=where)))
 
 
-def size_serving(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
+def size_serving(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
+    catalog = ctx.catalog
     if plan.workload != "serve":
         return plan
     if plan.spec.serve.stages:

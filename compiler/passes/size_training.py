@@ -7,9 +7,11 @@ import math
 from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..diagnostics import InfeasiblePlan
-from ..resolved import Alternative, Cost, Decision, Hardware, MemoryPerGpu, Parallelism, Rejection, ResolvedPlan, Training
+from ..resolved import Alternative, Cost, Hardware, MemoryPerGpu, Parallelism, Rejection, ResolvedPlan, Training
+from ..sizing.reasons import because
 from ..sizing.training import TrainRequest, search_training
-from ..units import format_count, format_seconds, format_usd
+from .context import PassContext
+from .wording import rejection_rows, training_decisions, words
 
 # Without a stated batch: about 1M tokens per step, inside GPT-3's range of 0.5M-3.2M tokens
 # (Brown et al. 2020, Table 2.1).
@@ -43,29 +45,25 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
         tokens=train.total_tokens, seq_len=train.seq_len, global_batch_sequences=_global_batch_sequences(plan),
         framework=train.framework, deadline_seconds=train.deadline, budget_usd=spec.budget.usd,
         gpu_ids=_gpu_choices(plan, catalog), gpu_count=spec.cluster.count, gpus_per_node=spec.cluster.gpus_per_node,
-        max_gpus=spec.cluster.max_gpus, pricing=spec.cluster.pricing, interconnect=spec.cluster.interconnect,
-        storage=spec.cluster.storage,
+        max_gpus=spec.cluster.max_gpus, pricing=spec.cluster.pricing,
+        interconnect=catalog.interconnects[spec.cluster.interconnect], storage=catalog.storage[spec.cluster.storage],
         pins={"tp": pins.tp, "pp": pins.pp, "dp": pins.dp, "zero_stage": pins.zero_stage,
               "micro_batch": pins.micro_batch, "recompute": pins.recompute, "offload": pins.offload},
         optimize="cost" if spec.optimize == "cost" else "time", mtbf_gpu_hours=train.mtbf_gpu_hours,
-        flash_attention=train.flash_attention,
+        flash_attention=train.flash_attention, bytes_per_token=train.bytes_per_token,
     )
 
 
-def _describe(c) -> str:
-    return (f"{c.gpus} × {c.gpu_id} TP{c.tp} PP{c.pp} DP{c.dp} ZeRO-{c.zero_stage} mb{c.micro_batch} "
-            f"{c.recompute}{' offload' if c.offload_optimizer else ''}")
-
-
-def size_training(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
+def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
+    catalog = ctx.catalog
     if plan.workload == "serve":
         return plan
     if plan.spec.train.method != "full" and plan.model.architecture.kind == "cnn":
-        raise InfeasiblePlan(f"{plan.spec.train.method} adapts transformer projections ({', '.join(plan.spec.train.lora.targets)}); "
-                             f"{plan.model.name} is a CNN: use method full")
-    result = search_training(request_for(plan, catalog), catalog.gpus)
+        raise InfeasiblePlan(words(because("adapters-need-transformer", method=plan.spec.train.method,
+                                           targets=tuple(plan.spec.train.lora.targets), model=plan.model.name)))
+    result = search_training(request_for(plan, catalog), catalog.gpus, ctx.searches)
     if result.chosen is None:
-        raise InfeasiblePlan(result.infeasible_reason or "no configuration fits")
+        raise InfeasiblePlan(words(result.infeasible_reason) if result.infeasible_reason else "no configuration fits")
     c, spec = result.chosen, plan.spec
     gpu = catalog.gpus[c.gpu_id]
     m = c.memory
@@ -93,32 +91,20 @@ def size_training(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
         deadline_seconds=spec.train.deadline, checkpoint_bytes=c.checkpoint_bytes,
         checkpoint_write_seconds=c.checkpoint_write_seconds, checkpoint_interval_seconds=c.checkpoint_interval_seconds,
         checkpoint_keep=spec.train.checkpoint.keep, checkpoint_dir=spec.train.checkpoint.dir,
-        dataset_read_bytes_per_second=c.tokens_per_second * spec.train.bytes_per_token,
+        dataset_read_bytes_per_second=c.dataset_read_bytes_per_second,
         allreduce_bytes_per_step=c.allreduce_bytes_per_step, network_bytes_per_second_needed=c.network_bytes_per_second_needed,
     )
     cost = Cost(usd_per_hour=c.gpus * hardware.usd_per_gpu_hour, usd_total=c.cost_usd,
                 usd_per_million_tokens=c.cost_usd / tokens * 1e6, budget_usd=spec.budget.usd, alert_at=spec.budget.alert_at)
-    alternatives = [Alternative(description=_describe(a), usd=a.cost_usd, seconds=a.wall_seconds, chosen=a == c) for a in result.pareto]
+    alternatives = [Alternative(description=a.description, usd=a.cost_usd, seconds=a.wall_seconds, chosen=a == c) for a in result.pareto]
     if not any(a.chosen for a in alternatives):
-        alternatives.append(Alternative(description=_describe(c), usd=c.cost_usd, seconds=c.wall_seconds, chosen=True))
-    deadline = f"deadline {format_seconds(spec.train.deadline)}" if spec.train.deadline else "no deadline"
-    decisions = [
-        Decision(topic="hardware", choice=f"{c.gpus} × {c.gpu_id} ({c.nodes} nodes)",
-                 reason=f"{'cheapest' if spec.optimize == 'cost' else 'fastest'} of {result.evaluated} configurations that fit memory and meet the {deadline}"
-                        + (f" and budget {format_usd(spec.budget.usd)}" if spec.budget.usd else "")),
-        Decision(topic="parallelism", choice=f"TP={c.tp} PP={c.pp} DP={c.dp} ZeRO-{c.zero_stage}, micro-batch {c.micro_batch} × {c.grad_accum} accumulation, recompute {c.recompute}",
-                 reason=f"{m.total / 2**30:.1f} GiB per GPU of {c.usable_memory_bytes / 2**30:.1f} GiB usable; step {format_seconds(s.total)}"),
-        Decision(topic="framework", choice=c.framework, reason=c.framework_reason),
-        Decision(topic="batch", choice=f"{parallelism.global_batch} sequences × {spec.train.seq_len} tokens = {format_count(parallelism.global_batch * spec.train.seq_len)} tokens per step",
-                 reason="as given" if spec.train.global_batch else f"{format_count(spec.train.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS)} tokens rounded to a power-of-two number of sequences so DP × micro-batch divide it"),
-        Decision(topic="time", choice=f"{format_seconds(c.wall_seconds)}, {format_count(c.gpu_hours)} GPU-hours, MFU {100 * c.mfu:.1f}%",
-                 reason=f"{format_count(tokens)} tokens at {format_count(c.tokens_per_second)} tokens/s, goodput {100 * c.goodput:.1f}%"),
-        Decision(topic="cost", choice=format_usd(c.cost_usd), reason=f"{format_count(c.gpu_hours)} GPU-hours × {format_usd(hardware.usd_per_gpu_hour)} ({spec.cluster.pricing})"),
-    ]
+        alternatives.append(Alternative(description=c.description, usd=c.cost_usd, seconds=c.wall_seconds, chosen=True))
+    decisions = training_decisions(spec, c, result.evaluated, hardware, parallelism,
+                                   spec.train.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS)
     return plan.model_copy(update={
         "hardware": hardware, "parallelism": parallelism, "memory_per_gpu_bytes": memory, "training": training,
         "cost": cost, "alternatives": alternatives,
-        "rejected": [Rejection(description=r.description, reason=r.reason) for r in result.rejected],
-        "decisions": plan.decisions + decisions, "warnings": plan.warnings + list(result.warnings),
+        "rejected": [Rejection(description=d, reason=r) for d, r in rejection_rows(result.rejected)],
+        "decisions": plan.decisions + decisions, "warnings": plan.warnings + [words(w) for w in result.warnings],
         "search_evaluated": result.evaluated,
     })

@@ -9,7 +9,8 @@ catalog's achievable fractions of peak (`GpuSpec.achievable_matmul_fraction`,
 * Decode step (TPOT): reads the weights once (per PP micro-batch) plus the KV of every running sequence
   (formulas.md §6), a roofline per kernel class run one after the other:
   t = max(W / BW_w, F_gemm / R) + max(KV / BW, F_attn / R16) + A / BW + 2 all-reduces per layer
-  (NVIDIA/nccl-tests PERFORMANCE.md: t = lat + S/B · 2(n−1)/n), A the activation bytes the memory-bound
+  (NVIDIA/nccl-tests PERFORMANCE.md: t = lat + S/B · 2(n−1)/n) + PP sends (t = lat + S/B over the plan's
+  `cluster.interconnect` when a replica spans nodes, the NVLink otherwise), A the activation bytes the memory-bound
   kernels between the GEMMs write and read (as the training model counts them); fp8 GEMMs stream their
   weights (BW_w) and multiply (R) at the shares DeepGEMM measured (train_time.FP8_GEMM_*); an MoE's routed
   experts are a GEMM term of their own, max(W_e / BW_w, F_e / R_e), R_e DeepGEMM's grouped-GEMM rate at the
@@ -35,9 +36,13 @@ from typing import TYPE_CHECKING
 
 from .serve_memory import ACTIVATION_BYTES, WEIGHT_ELEMENT_BYTES, layers_per_stage, weight_bytes_per_param
 from .train_memory import activation_bytes_per_layer
-from .train_time import FORWARD_PASSES, FP8_GEMM_BANDWIDTH_FRACTION, NVLINK_ACHIEVABLE_FRACTION, matmul_flops_per_second
+from .train_time import (
+    FORWARD_PASSES, FP8_GEMM_BANDWIDTH_FRACTION, INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION,
+    matmul_flops_per_second,
+)
 
 if TYPE_CHECKING:
+    from ..catalog.fabrics import Interconnect
     from ..catalog.params import ParamCounts
     from ..catalog.types import Architecture, GpuSpec
 
@@ -45,9 +50,6 @@ if TYPE_CHECKING:
 # 32 B: 10.1 µs; NVIDIA/nccl-tests issue #123 (DGX-A100, Ring LL, 2 GPUs): 10 µs. Used for every
 # collective and point-to-point message.
 COLLECTIVE_LATENCY_SECONDS = 10e-6
-# Pipeline stages on different nodes talk over the node's NIC: one 400 Gb/s ConnectX-7 per GPU
-# (NVIDIA DGX H100 user guide: 8× single-port ConnectX-7, 400 Gb/s InfiniBand NDR) = 50e9 B/s.
-INTER_NODE_BANDWIDTH_BYTES_PER_SECOND = 50e9
 # Standard normal 99th percentile (p99 of a Poisson count by the normal approximation).
 P99_Z = 2.326
 P99_TAIL = 0.01
@@ -109,8 +111,24 @@ def allreduce_seconds(size_bytes: float, ranks: int, link_bytes_per_second: floa
     return COLLECTIVE_LATENCY_SECONDS + allreduce_transfer_seconds(size_bytes, ranks, link_bytes_per_second)
 
 
-def p2p_seconds(size_bytes: float) -> float:
-    return COLLECTIVE_LATENCY_SECONDS + size_bytes / INTER_NODE_BANDWIDTH_BYTES_PER_SECOND
+@dataclass(frozen=True)
+class Link:
+    """A point-to-point path between pipeline stages: a message of S bytes takes latency + S / rate (the
+    α-β model, Hockney 1994; nccl-tests PERFORMANCE.md: for SendRecv the bus bandwidth equals the algorithm
+    bandwidth S / t, no ring factor)."""
+
+    bytes_per_second: float
+    latency_seconds: float
+
+    def seconds(self, size_bytes: float) -> float:
+        return self.latency_seconds + size_bytes / self.bytes_per_second
+
+
+def inter_node_link(interconnect: Interconnect) -> Link:
+    """Stages on different nodes send over the plan's fabric (catalog/fabrics.yaml): its NIC rate per GPU at the
+    share inter-node NCCL traffic reaches (train_time.INTER_NODE_ACHIEVABLE_FRACTION, as the training model's
+    collectives), after its latency. The message goes over each sending GPU's own NIC share (no slicing over TP)."""
+    return Link(interconnect.bytes_per_second_per_gpu * INTER_NODE_ACHIEVABLE_FRACTION, interconnect.latency_seconds)
 
 
 @dataclass(frozen=True)
@@ -126,6 +144,9 @@ class ReplicaModel:
     pp: int
     weights_bytes_per_gpu: int
     kv_bytes_per_token_per_gpu: int
+    # The fabric between PP stages when the replica spans nodes (one TP-filled stage per node, serve_shapes.py);
+    # None: the replica sits in one node and its stages talk over the GPU-to-GPU link.
+    inter_node: Link | None = None
 
     @property
     def flops_per_second(self) -> float:
@@ -139,6 +160,11 @@ class ReplicaModel:
     def link_bytes_per_second(self) -> float:
         """Intra-node link rate a collective reaches (the training model's NVLink share, nccl#1264)."""
         return self.gpu.intra_node_bandwidth_bytes_per_second * NVLINK_ACHIEVABLE_FRACTION
+
+    @property
+    def pp_link(self) -> Link:
+        """What a PP stage-to-stage send crosses: the plan's fabric across nodes, else the intra-node link."""
+        return self.inter_node or Link(self.link_bytes_per_second, COLLECTIVE_LATENCY_SECONDS)
 
     @property
     def weight_bytes_per_second(self) -> float:
@@ -249,7 +275,8 @@ def decode_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
     an MoE's routed experts are a class of their own (grouped GEMMs, at expert_flops_per_second).
     With PP the batch runs as pp micro-batches; each stage reads its weights once per micro-batch, so
     a round streams pp × (stage weights) + the batch's KV on each GPU. TP: 2 all-reduces per layer of
-    (batch/pp)·h·2 bytes over the GPU's intra-node link; PP: one activation send per micro-batch.
+    (batch/pp)·h·2 bytes over the GPU's intra-node link; PP: one activation send per micro-batch, over the
+    plan's fabric when the stages sit on different nodes (`ReplicaModel.pp_link`).
     """
     micro = batch / m.pp
     ranks = m.tp * m.pp
@@ -265,7 +292,7 @@ def decode_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
     message = micro * m.arch.hidden * ACTIVATION_BYTES
     comm = 2 * m.arch.layers * allreduce_seconds(message, m.tp, m.link_bytes_per_second)
     if m.pp > 1:
-        comm += m.pp * p2p_seconds(message)
+        comm += m.pp * m.pp_link.seconds(message)
     gemm = max(weight_s, gemm_flops_s) + max(expert_weight_s, expert_flops_s)
     attention = max(kv_s, attn_flops_s)
     elementwise = elementwise_seconds(m, batch)
@@ -300,7 +327,8 @@ def prefill_comm_seconds(m: ReplicaModel, tokens: int, chunks: float) -> float:
     if m.tp > 1:
         comm += 2 * m.arch.layers * (chunks * COLLECTIVE_LATENCY_SECONDS + allreduce_transfer_seconds(total_bytes, m.tp, link))
     if m.pp > 1:
-        comm += (m.pp - 1) * (chunks * COLLECTIVE_LATENCY_SECONDS + total_bytes / INTER_NODE_BANDWIDTH_BYTES_PER_SECOND)
+        pp_link = m.pp_link
+        comm += (m.pp - 1) * (chunks * pp_link.latency_seconds + total_bytes / pp_link.bytes_per_second)
     return comm
 
 

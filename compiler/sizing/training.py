@@ -17,14 +17,14 @@ cost, then fewer GPUs, then the description.
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping, NamedTuple, Sequence, TypeVar
+from typing import Mapping, NamedTuple, Sequence, TypeVar
 
-from ..catalog.fabrics import Interconnect, Storage, load_fabrics
+from ..catalog.fabrics import Interconnect, Storage
 from ..catalog.params import ParamCounts
 from ..catalog.types import Architecture, GpuSpec
-from ..units import format_seconds, format_usd
+from .reasons import Reason, because
+from .search_cache import SearchCache
 from .train_memory import (
     MemoryBreakdown, checkpoint_bytes, lora_trainable_params, memory_per_gpu, usable_memory_bytes,
 )
@@ -45,6 +45,15 @@ NETWORK_SHARE_OF_STEP = 0.10
 # Token ids on storage: Megatron's indexed datasets store uint16 below 65,500 tokens of vocabulary, int32 above
 # (megatron/core/datasets/indexed_dataset.py, DType.optimal_dtype).
 TOKEN_ID_BYTES_SMALL_VOCAB, TOKEN_ID_BYTES, SMALL_VOCAB = 2, 4, 65500
+
+
+def stored_bytes_per_token(arch: Architecture, stated: float | None) -> float:
+    """Bytes one training token takes on storage: the plan's `train.bytes_per_token`, else the token-id width
+    Megatron's indexed datasets pick for the vocabulary. The one figure behind the dataset read rate (the
+    candidate's `dataset_read_bytes_per_second`, which plan.json and the storage warning both show)."""
+    if stated is not None:
+        return stated
+    return TOKEN_ID_BYTES_SMALL_VOCAB if 0 < arch.vocab < SMALL_VOCAB else TOKEN_ID_BYTES
 # Host memory that CPU offload may fill per GPU: DGX H100 has 2 TB of system memory for 8 GPUs (NVIDIA DGX H100
 # datasheet); DGX A100 80GB the same 2 TB.
 HOST_MEMORY_BYTES_PER_GPU = 2e12 / 8
@@ -71,6 +80,8 @@ class TrainRequest:
     seq_len: int
     global_batch_sequences: int
     gpu_ids: tuple[str, ...]
+    interconnect: Interconnect  # the catalog entries the plan names: the search reads only its arguments
+    storage: Storage
     precision: str = "bf16"
     optimizer: str = "adamw"
     method: str = "full"  # full | lora | qlora
@@ -83,13 +94,12 @@ class TrainRequest:
     gpus_per_node: int | None = None
     max_gpus: int = 1024
     pricing: str = "on-demand"
-    interconnect: str = "ib-400g"
-    storage: str = "lustre"
     pins: TrainPins = field(default_factory=TrainPins)
     optimize: str = "cost"  # cost | time
     mtbf_gpu_hours: float | None = None
     flash_attention: bool = True
     attention_kernel: str = "flash2"  # train_time.ATTENTION_KERNELS
+    bytes_per_token: float | None = None  # stored bytes per token; None: from the vocabulary (stored_bytes_per_token)
 
     def __post_init__(self) -> None:
         if isinstance(self.pins, Mapping):  # a plain {"tp": 2, ...} mapping, None values meaning "search"
@@ -113,7 +123,7 @@ class TrainCandidate:
     offload_params: bool
     sequence_parallel: bool
     framework: str
-    framework_reason: str
+    framework_reason: Reason
     memory: MemoryBreakdown
     usable_memory_bytes: int
     step: StepTime
@@ -155,7 +165,7 @@ class TrainCandidate:
 @dataclass(frozen=True)
 class Rejection:
     description: str
-    reason: str
+    reason: Reason
 
 
 @dataclass(frozen=True)
@@ -164,9 +174,9 @@ class TrainSearchResult:
     pareto: tuple[TrainCandidate, ...]
     rejected: tuple[Rejection, ...]
     evaluated: int
-    infeasible_reason: str | None
+    infeasible_reason: Reason | None
     nearest: TrainCandidate | None
-    warnings: tuple[str, ...]
+    warnings: tuple[Reason, ...]
 
 
 def describe(gpus: int, gpu_id: str, tp: int, pp: int, dp: int, zero: int, mb: int, recompute: str, offload: bool) -> str:
@@ -174,32 +184,33 @@ def describe(gpus: int, gpu_id: str, tp: int, pp: int, dp: int, zero: int, mb: i
             f"{' offload' if offload else ''}")
 
 
-def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, offload: bool) -> tuple[str, str] | None:
+def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, offload: bool) -> tuple[str, Reason] | None:
     """The framework that runs a layout, with the rule, or None when the requested framework cannot run it.
 
     Rule for "auto": TP or PP → Megatron-LM (its model-parallel layers; ZeRO-1 is its distributed optimizer);
     otherwise ZeRO-0 → PyTorch DDP, ZeRO-3 without offload → FSDP FULL_SHARD, offload or ZeRO-1/2 → DeepSpeed.
     """
+    pinned = because("framework-pinned")
     if framework == "ddp":
-        return ("ddp", "pinned by the plan") if tp == pp == 1 and zero == 0 and not offload else None
+        return ("ddp", pinned) if tp == pp == 1 and zero == 0 and not offload else None
     if framework == "fsdp":  # FULL_SHARD (3), SHARD_GRAD_OP (2), NO_SHARD (0); CPUOffload needs FULL_SHARD
         ok = tp == pp == 1 and zero in (0, 2, 3) and (not offload or zero == 3)
-        return ("fsdp", "pinned by the plan") if ok else None
+        return ("fsdp", pinned) if ok else None
     if framework == "megatron":
-        return ("megatron", "pinned by the plan") if zero in (0, 1) and not offload and method == "full" else None
+        return ("megatron", pinned) if zero in (0, 1) and not offload and method == "full" else None
     if framework == "deepspeed":
-        return ("deepspeed", "pinned by the plan") if tp == pp == 1 and (not offload or zero >= 2) else None
+        return ("deepspeed", pinned) if tp == pp == 1 and (not offload or zero >= 2) else None
     if tp > 1 or pp > 1:
         if zero not in (0, 1) or offload or method != "full":
             return None
-        return "megatron", "tensor/pipeline parallelism needs Megatron-LM's model-parallel layers"
+        return "megatron", because("megatron-for-model-parallel")
     if offload:
-        return ("deepspeed", "CPU offload of the optimizer (ZeRO-Offload) is DeepSpeed's") if zero >= 2 else None
+        return ("deepspeed", because("deepspeed-for-offload")) if zero >= 2 else None
     if zero == 0:
-        return "ddp", "the model states fit unsharded: plain DDP has the least overhead"
+        return "ddp", because("ddp-unsharded")
     if zero == 3:
-        return "fsdp", "full sharding (ZeRO-3) is native in PyTorch FSDP (FULL_SHARD)"
-    return "deepspeed", f"ZeRO-{zero} sharding of the optimizer{' and gradients' if zero == 2 else ''} (DeepSpeed)"
+        return "fsdp", because("fsdp-full-shard")
+    return "deepspeed", because("deepspeed-zero", zero=zero)
 
 
 def gpu_counts(req: TrainRequest, per_node: int) -> list[int]:
@@ -247,9 +258,8 @@ class _Context:
 
 
 def _context(req: TrainRequest) -> _Context:
-    fabrics = load_fabrics()
     lora = lora_trainable_params(req.arch, req.lora_rank, req.lora_targets) if req.method != "full" else 0
-    return _Context(req, fabrics.interconnects[req.interconnect], fabrics.storage[req.storage],
+    return _Context(req, req.interconnect, req.storage,
                     req.global_batch_sequences * req.seq_len, model_flops_per_token(req.arch, req.params, req.seq_len),
                     lora, checkpoint_bytes(req.params, req.optimizer, req.method, lora))
 
@@ -283,7 +293,7 @@ class _Fit(NamedTuple):
     mb: int
     grad_accum: int
     recompute: str
-    framework: tuple[str, str]
+    framework: tuple[str, Reason]
     mem: MemoryBreakdown
     usable: int
     gradient_bytes: float
@@ -306,7 +316,7 @@ class _Fit(NamedTuple):
 
 
 def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, tp: int, pp: int, zero: int, offload: bool,
-         mb: int, recompute: str, framework: tuple[str, str], mem: MemoryBreakdown, usable: int) -> _Fit:
+         mb: int, recompute: str, framework: tuple[str, Reason], mem: MemoryBreakdown, usable: int) -> _Fit:
     req = ctx.req
     dp = gpus // (tp * pp)
     grad_accum = req.global_batch_sequences // (mb * dp)
@@ -350,7 +360,7 @@ def _candidate(ctx: _Context, f: _Fit) -> TrainCandidate:
     ranks_per_node = dp_ranks_per_node(f.tp, dp, f.per_node)
     needed = (allreduce / (NETWORK_SHARE_OF_STEP * step.total) / (ranks_per_node * INTER_NODE_ACHIEVABLE_FRACTION)
               if allreduce and dp > ranks_per_node else 0.0)
-    token_bytes = TOKEN_ID_BYTES_SMALL_VOCAB if 0 < req.arch.vocab < SMALL_VOCAB else TOKEN_ID_BYTES
+    token_bytes = stored_bytes_per_token(req.arch, req.bytes_per_token)
     return TrainCandidate(
         gpu_id=gpu.id, gpus=gpus, nodes=f.nodes, gpus_per_node=min(f.per_node, gpus), tp=f.tp, pp=f.pp, dp=dp,
         zero_stage=zero, micro_batch=f.mb, grad_accum=f.grad_accum, recompute=f.recompute, offload_optimizer=f.offload,
@@ -377,10 +387,6 @@ def _key_time(c: TrainCandidate | _Fit) -> tuple:
     return (round(c.wall_seconds, 1), round(c.cost_usd, 2), c.gpus, c.description)
 
 
-def _gib(value: float) -> str:
-    return f"{value / 2**30:.1f} GiB"
-
-
 class _Collector:
     """Feasible candidates and a bounded, deterministic sample of rejections (the closest per reason)."""
 
@@ -395,9 +401,8 @@ class _Collector:
         key = (gpu_id, gpus)
         if key not in self.memory or mem.total < self.memory[key][0]:
             description = describe(gpus, gpu_id, *layout)
-            reason = (f"{_gib(mem.total)} per GPU > {_gib(usable)} usable (weights {_gib(mem.weights)}, "
-                      f"gradients {_gib(mem.gradients)}, optimizer {_gib(mem.optimizer)}, activations "
-                      f"{_gib(mem.activations)}, runtime {_gib(mem.other)})")
+            reason = because("too-big", total=mem.total, usable=usable, weights=mem.weights, gradients=mem.gradients,
+                             optimizer=mem.optimizer, activations=mem.activations, other=mem.other)
             self.memory[key] = (mem.total, Rejection(description, reason))
 
     def rejections(self, fitting_counts: set[tuple[str, int]], extra: list[Rejection]) -> tuple[Rejection, ...]:
@@ -452,9 +457,8 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
                         continue
                     if mem.cpu_offload_bytes > HOST_MEMORY_BYTES_PER_GPU:
                         description = describe(count, gpu.id, tp, pp, dp, zero, mb, recompute, offload)
-                        out.other.setdefault(f"host:{gpu.id}:{count}", Rejection(description, (
-                            f"offload needs {_gib(mem.cpu_offload_bytes)} of host memory per GPU, more than "
-                            f"{_gib(HOST_MEMORY_BYTES_PER_GPU)}")))
+                        out.other.setdefault(f"host:{gpu.id}:{count}", Rejection(description, because(
+                            "host-memory", needed=mem.cpu_offload_bytes, host=HOST_MEMORY_BYTES_PER_GPU)))
                         continue
                     out.feasible.append(_fit(ctx, gpu, per_node, count, tp, pp, zero, offload, mb, recompute,
                                              framework, mem, usable))
@@ -464,55 +468,37 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
             return  # offload is only worth its PCIe traffic when nothing fits without it
 
 
-_shared: dict[str, TrainSearchResult] | None = None
-
-
-@contextmanager
-def shared_searches() -> Iterator[None]:
-    """Inside the block, searches that ask the same question share one result: the search is a pure function of
-    the request and the catalog entries it names, so a run over many plans searches each distinct question once.
-    Outside it every call searches (the tests of determinism compare two real searches)."""
-    global _shared
-    outer, _shared = _shared, {}
-    try:
-        yield
-    finally:
-        _shared = outer
-
-
-def search_training(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult:
-    if _shared is None:
+def search_training(req: TrainRequest, gpus: Mapping[str, GpuSpec], searches: SearchCache | None = None) -> TrainSearchResult:
+    """The search for `req` over the catalog entries `gpus`; with `searches` (one per run, the pipeline's), a question
+    asked before in the run gets the earlier result. Without it every call searches (the tests of determinism
+    compare two real searches)."""
+    if searches is None:
         return _search(req, gpus)
-    # repr, not hash/==: 1 == 1.0 == True would let requests that render differently share a result
-    key = repr((req, [gpus.get(gpu_id) for gpu_id in req.gpu_ids]))
-    if key not in _shared:
-        _shared[key] = _search(req, gpus)
-    return _shared[key]
+    return searches.get_or_search((req, [gpus.get(gpu_id) for gpu_id in req.gpu_ids]), lambda: _search(req, gpus))
 
 
 def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult:
     ctx = _context(req)
     pins = req.pins
     out = _Collector()
-    warnings: list[str] = []
+    warnings: list[Reason] = []
     if not req.arch.layers and not req.arch.activation_bytes_per_sample:
-        warnings.append("no activation_bytes_per_sample for this model: its step time counts FLOPs only and its "
-                        "memory no activations (optimistic; CNN training is mostly memory-bound)")
+        warnings.append(because("cnn-no-activations"))
     dtype = COMPUTE_DTYPE[req.precision]
     for gpu_id in req.gpu_ids:
         gpu = gpus[gpu_id]
         if dtype not in gpu.dense_tflops:
-            out.other[f"dtype:{gpu_id}"] = Rejection(gpu_id, f"no {dtype} tensor cores (datasheet)")
+            out.other[f"dtype:{gpu_id}"] = Rejection(gpu_id, because("no-tensor-cores-datasheet", dtype=dtype))
             continue
         if gpu.edge or req.pricing not in gpu.price_usd_per_gpu_hour:
-            out.other[f"price:{gpu_id}"] = Rejection(gpu_id, f"no {req.pricing} price in the catalog" if not gpu.edge
-                                                     else "edge device: not for training")
+            out.other[f"price:{gpu_id}"] = Rejection(gpu_id, because("no-price", pricing=req.pricing) if not gpu.edge
+                                                     else because("edge-not-for-training"))
             continue
         per_node = req.gpus_per_node or gpu.gpus_per_node
         usable = usable_memory_bytes(gpu.memory_bytes)
         for count in gpu_counts(req, per_node):
             if count > per_node and count % per_node:  # launchers start the same number of ranks on every node
-                out.other[f"nodes:{gpu_id}:{count}"] = Rejection(f"{count} × {gpu_id}", f"{count} GPUs do not fill nodes of {per_node}")
+                out.other[f"nodes:{gpu_id}:{count}"] = Rejection(f"{count} × {gpu_id}", because("nodes-not-filled", gpus=count, per_node=per_node))
                 continue
             tps = _tp_choices(req.arch, per_node, count, pins.tp)
             for tp in tps:
@@ -525,15 +511,16 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
                     _search_layout(ctx, out, gpu, per_node, count, tp, pp, usable)
     fitting = {(c.gpu_id, c.gpus) for c in out.feasible}
     if not out.feasible:
-        reason = "no configuration fits in GPU memory" if out.memory or not out.other else min(r.reason for r in out.other.values())
         closest = min((entry for entry in out.memory.values()), key=lambda e: e[0], default=None)
-        if closest:
-            reason += f" (closest: {closest[1].description}: {closest[1].reason})"
+        if out.memory or not out.other:
+            reason = because("no-fit-memory", closest=closest[1] if closest else None)
+        else:
+            reason = because("every-gpu-refused", reasons=tuple(r.reason for r in out.other.values()))
         return TrainSearchResult(None, (), out.rejections(fitting, []), out.evaluated, reason, None, ())
     return _choose(ctx, out, fitting, warnings)
 
 
-def _choose(ctx: _Context, out: _Collector, fitting: set, warnings: list[str]) -> TrainSearchResult:
+def _choose(ctx: _Context, out: _Collector, fitting: set, warnings: list[Reason]) -> TrainSearchResult:
     req, feasible = ctx.req, out.feasible
     pareto = tuple(_candidate(ctx, f) for f in pareto_front(feasible))
     meets_deadline = [c for c in feasible if not req.deadline_seconds or c.wall_seconds <= req.deadline_seconds]
@@ -541,33 +528,29 @@ def _choose(ctx: _Context, out: _Collector, fitting: set, warnings: list[str]) -
     extra: list[Rejection] = []
     if req.deadline_seconds:
         for c in sorted((c for c in feasible if c.wall_seconds > req.deadline_seconds), key=_key_cost)[:3]:
-            extra.append(Rejection(c.description, f"{format_seconds(c.wall_seconds)} misses the "
-                                                  f"{format_seconds(req.deadline_seconds)} deadline"))
+            extra.append(Rejection(c.description, because("misses-deadline", wall=c.wall_seconds, deadline=req.deadline_seconds)))
     if req.budget_usd:
         for c in sorted((c for c in meets_deadline if c.cost_usd > req.budget_usd), key=_key_time)[:3]:
-            extra.append(Rejection(c.description, f"{format_usd(c.cost_usd)} exceeds the {format_usd(req.budget_usd)} budget"))
+            extra.append(Rejection(c.description, because("over-budget", cost=c.cost_usd, budget=req.budget_usd)))
     rejected = out.rejections(fitting, extra)
     if not within:
         if not meets_deadline:
             fastest = _candidate(ctx, min(feasible, key=_key_time))
-            reason = (f"needs {format_seconds(fastest.wall_seconds)} on the fastest configuration "
-                      f"({fastest.gpus} × {fastest.gpu_id} {req.pricing}, {format_usd(fastest.cost_usd)}), "
-                      f"deadline {format_seconds(req.deadline_seconds)}")
+            reason = because("deadline-unreachable", wall=fastest.wall_seconds, gpus=fastest.gpus, gpu_id=fastest.gpu_id,
+                             pricing=req.pricing, cost=fastest.cost_usd, deadline=req.deadline_seconds)
             return TrainSearchResult(None, pareto, rejected, out.evaluated, reason, fastest, ())
         cheapest = _candidate(ctx, min(meets_deadline, key=_key_cost))
-        deadline = f"the {format_seconds(req.deadline_seconds)} deadline" if req.deadline_seconds else "no deadline"
-        reason = (f"needs {format_usd(cheapest.cost_usd)}, budget {format_usd(req.budget_usd)}; cheapest meeting "
-                  f"{deadline}: {cheapest.gpus} × {cheapest.gpu_id} {req.pricing}, {format_usd(cheapest.cost_usd)}")
+        reason = because("over-budget-cheapest", cost=cheapest.cost_usd, budget=req.budget_usd,
+                         deadline=req.deadline_seconds, gpus=cheapest.gpus, gpu_id=cheapest.gpu_id, pricing=req.pricing)
         return TrainSearchResult(None, pareto, rejected, out.evaluated, reason, cheapest, ())
     chosen = _candidate(ctx, min(within, key=_key_cost if req.optimize == "cost" else _key_time))
     if chosen.network_bound:
-        warnings.append(f"network-bound: the exposed gradient all-reduce is {chosen.step.dp_comm_exposed / chosen.step.total:.0%} "
-                        f"of the step on {req.interconnect}; keeping it under {NETWORK_SHARE_OF_STEP:.0%} needs "
-                        f"{chosen.network_bytes_per_second_needed / 1e9:.1f} GB/s of NIC per GPU")
-    storage = load_fabrics().storage[req.storage]
-    if chosen.dataset_read_bytes_per_second > storage.read_bytes_per_second * chosen.nodes:
-        warnings.append(f"the data loader needs {chosen.dataset_read_bytes_per_second / 1e9:.2f} GB/s, more than "
-                        f"{req.storage} gives {chosen.nodes} node(s)")
+        warnings.append(because("network-bound", share=chosen.step.dp_comm_exposed / chosen.step.total,
+                                interconnect=req.interconnect.id, limit=NETWORK_SHARE_OF_STEP,
+                                needed=chosen.network_bytes_per_second_needed))
+    if chosen.dataset_read_bytes_per_second > req.storage.read_bytes_per_second * chosen.nodes:
+        warnings.append(because("storage-too-slow", read=chosen.dataset_read_bytes_per_second, storage=req.storage.id,
+                                nodes=chosen.nodes))
     return TrainSearchResult(chosen, pareto, rejected, out.evaluated, None, None, tuple(warnings))
 
 

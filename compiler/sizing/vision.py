@@ -23,10 +23,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from .reasons import because
 from .serve_latency import compute_dtype, matmul_flops_per_second, memory_bytes_per_second
-from .serve_memory import GIB, WEIGHT_ELEMENT_BYTES
-from .serving import (
-    HOURS_PER_MONTH, MAX_PARETO, MAX_REJECTED, ServeCandidate, ServeMemory, ServeRejection, ServeRequest,
+from .serve_memory import WEIGHT_ELEMENT_BYTES
+from .serve_types import (
+    HOURS_PER_MONTH, MAX_PARETO, ServeCandidate, ServeMemory, ServeRejection, ServeRequest,
     ServeSearchResult, pareto_front, rank_key, replica_counts,
 )
 
@@ -85,12 +86,12 @@ def search_vision(req: ServeRequest, gpus: dict[str, GpuSpec]) -> ServeSearchRes
     for gpu_id in req.gpu_ids:
         gpu = gpus.get(gpu_id)
         if gpu is None or req.pricing not in gpu.price_usd_per_gpu_hour:
-            rejected.append(ServeRejection(gpu_id, "not in the GPU catalog or no price for this pricing"))
+            rejected.append(ServeRejection(gpu_id, because("not-in-catalog-or-no-price")))
             continue
         for precision in req.precisions:
             dtype = compute_dtype(precision, gpu)
             if dtype is None:
-                rejected.append(ServeRejection(f"{gpu.id} {precision}", f"{gpu.name} has no {precision} tensor cores"))
+                rejected.append(ServeRejection(f"{gpu.id} {precision}", because("no-tensor-cores", gpu_name=gpu.name, precision=precision)))
                 continue
             evaluated += 1
             fit, rejection = evaluate_device(req, gpu, precision, dtype, flops)
@@ -98,17 +99,17 @@ def search_vision(req: ServeRequest, gpus: dict[str, GpuSpec]) -> ServeSearchRes
                 candidates.append(fit)
             else:
                 rejected.append(rejection)
-    kept = tuple(sorted(rejected, key=lambda r: (r.description, r.reason))[:MAX_REJECTED])
+    kept = tuple(rejected)
     if not candidates:
-        reason = f"{req.model_id}: no GPU meets the request" + (f"; e.g. {kept[0].description}: {kept[0].reason}" if kept else "")
+        reason = because("vision-no-gpu", model_id=req.model_id, rejections=kept)
         return ServeSearchResult(None, (), kept, evaluated, reason, None, ())
     chosen = min(candidates, key=lambda c: rank_key(req, c))
     pareto = pareto_front(candidates)[:MAX_PARETO]
     if req.budget_usd_per_month is not None and chosen.usd_per_month > req.budget_usd_per_month:
         cheapest = min(candidates, key=lambda c: c.usd_per_month)
         if cheapest.usd_per_month > req.budget_usd_per_month:
-            reason = (f"the cheapest configuration, {cheapest.description}, costs ${cheapest.usd_per_month:,.0f}/month "
-                      f"> budget ${req.budget_usd_per_month:,.0f}/month")
+            reason = because("config-over-budget", cheapest=cheapest.description, usd=cheapest.usd_per_month,
+                             budget=req.budget_usd_per_month)
             return ServeSearchResult(None, pareto, kept, evaluated, reason, cheapest, ())
         chosen = cheapest
     return ServeSearchResult(chosen, pareto, kept, evaluated, None, None, ())
@@ -130,15 +131,16 @@ def evaluate_device(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
         best = (b, t)
     if best is None:
         if weights > usable:
-            return None, ServeRejection(where, f"weights {weights / GIB:.2f} GiB exceed {usable / GIB:.2f} GiB usable")
+            return None, ServeRejection(where, because("vision-weights-exceed", weights=weights, usable=usable))
         t1 = batch_seconds(gpu, dtype, flops, weights, 1)
-        return None, ServeRejection(where, f"batch 1 takes {t1 * 1e3:.2f} ms; 2 × that exceeds the p99 SLO {slo * 1e3:.1f} ms")
+        return None, ServeRejection(where, because("batch-one-over-slo", batch_seconds=t1, slo=slo))
     b, t = best
     capacity = b / t
     min_replicas, replicas = replica_counts(req.requests_per_second, req.peak_factor, capacity, req.target_utilization)
     power = replicas * gpu.tdp_watts
     if gpu.edge and req.power_budget_watts is not None and power > req.power_budget_watts:
-        return None, ServeRejection(where, f"{replicas} devices × {gpu.tdp_watts:g} W = {power:g} W > {req.power_budget_watts:g} W")
+        return None, ServeRejection(where, because("over-power-budget", devices=replicas, tdp=gpu.tdp_watts, power=power,
+                                                  budget=req.power_budget_watts))
     delay = max(0.0, slo - 2 * t) if slo is not None else t
     usd_per_hour = replicas * gpu.price_usd_per_gpu_hour[req.pricing]
     items_per_hour = req.requests_per_second * 3600
@@ -155,8 +157,7 @@ def evaluate_device(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
         usd_per_hour=usd_per_hour, usd_per_month=usd_per_hour * HOURS_PER_MONTH,
         usd_per_million_tokens=usd_per_hour / items_per_hour * 1e6,
         gpu_memory_utilization=req.gpu_memory_utilization, target_utilization=req.target_utilization,
-        queueing=(f"dynamic batching: batch {b} takes {t * 1e3:.2f} ms; worst case = queue delay "
-                  f"{delay * 1e3:.2f} ms + 2 batches"),
+        queueing=because("dynamic-batching", batch=b, batch_seconds=t, delay=delay),
         max_queue_delay_seconds=delay, preferred_batch_sizes=tuple(x for x in batch_sizes() if x <= b and x >= b // 4),
         power_watts=power,
     ), None

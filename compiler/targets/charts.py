@@ -6,7 +6,10 @@ output is byte-stable.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from html import escape as _html_escape
+from typing import Callable
 
 
 def escape(text: str) -> str:
@@ -14,14 +17,14 @@ def escape(text: str) -> str:
     return _html_escape(text, quote=False)
 
 
-WIDTH, HEIGHT, MARGIN = 640, 360, 60
+WIDTH, HEIGHT, MARGIN = 720, 360, 60
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1")
 
 
-def _svg(body: list[str], title: str) -> str:
-    head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-            f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">')
-    return "\n".join([head, f"<title>{escape(title)}</title>", f'<rect width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>',
+def _svg(body: list[str], title: str, height: int = HEIGHT) -> str:
+    head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+            f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">')
+    return "\n".join([head, f"<title>{escape(title)}</title>", f'<rect width="{WIDTH}" height="{height}" fill="#ffffff"/>',
                       f'<text x="{WIDTH / 2}" y="20" text-anchor="middle" font-size="14">{escape(title)}</text>', *body, "</svg>"]) + "\n"
 
 
@@ -47,24 +50,152 @@ def memory_bar(terms: list[tuple[str, float]], capacity_bytes: float, title: str
     return _svg(body, title)
 
 
-def pareto(points: list[tuple[str, float, float, bool]], x_label: str, y_label: str, title: str) -> str:
-    """Scatter of (label, x, y, chosen) with the chosen point marked; axes start at zero."""
+@dataclass(frozen=True)
+class Unit:
+    """How an axis writes its numbers: value / scale, then prefix and suffix ("$", "k"; "", " d")."""
+
+    scale: float
+    prefix: str = ""
+    suffix: str = ""
+
+
+def seconds_unit(largest: float) -> Unit:
+    """The unit the tables use for a duration of this size (units.format_seconds' thresholds)."""
+    for scale, suffix in ((86400, " d"), (3600, " h"), (60, " min"), (1, " s")):
+        if largest >= scale:
+            return Unit(scale, suffix=suffix)
+    return Unit(1e-3, suffix=" ms")
+
+
+def usd_unit(largest: float) -> Unit:
+    for scale, suffix in ((1e6, "M"), (1e3, "k")):
+        if largest >= scale:
+            return Unit(scale, "$", suffix)
+    return Unit(1, "$")
+
+
+@dataclass(frozen=True)
+class Axis:
+    label: str
+    unit: Callable[[float], Unit]
+    limit: float | None = None  # a deadline, budget or SLO, drawn as a dashed line
+    limit_label: str = ""
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """Round tick values covering [low, high]: steps of 1, 2 or 5 × 10^k (Heckbert, "Nice numbers for graph
+    labels", Graphics Gems 1990)."""
+    span = high - low or abs(high) or 1.0
+    raw = span / count
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    first = math.floor(low / step) * step
+    return [round(first + i * step, 12) for i in range(int(math.ceil((high - first) / step - 1e-9)) + 1)]
+
+
+def axis_range(values: list[float]) -> tuple[float, float]:
+    """From zero when the values spread over more than half their size; otherwise around them, so options
+    $173.0k-$175.4k do not collapse into one line at the edge of a 0-$200k axis."""
+    low, high = min(values), max(values)
+    if low <= 0.5 * high:
+        return 0.0, high * 1.1 or 1.0
+    pad = (high - low) * 0.15 or abs(high) * 0.05 or 1.0
+    return low - pad, high + pad
+
+
+def _scaled_ticks(values: list[float], unit: Unit) -> tuple[tuple[float, float], float, list[float]]:
+    """The axis range, tick step and ticks, nice in the axis' display unit (days, $k), returned in base units."""
+    low, high = axis_range([v / unit.scale for v in values])
+    ticks = nice_ticks(low, high)
+    step = (ticks[1] - ticks[0]) if len(ticks) > 1 else 1.0
+    low, high = min(low, ticks[0]), max(high, ticks[-1])
+    return (low * unit.scale, high * unit.scale), step * unit.scale, [t * unit.scale for t in ticks]
+
+
+def tick_text(value: float, unit: Unit, step: float) -> str:
+    decimals = max(0, -math.floor(math.log10(step / unit.scale) + 1e-9)) if step > 0 else 0
+    return f"{unit.prefix}{value / unit.scale:.{decimals}f}{unit.suffix}"
+
+
+LEGEND_CHARS = 100  # characters of an option's description that fit the legend line at 12 px
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= LEGEND_CHARS else text[: LEGEND_CHARS - 1] + "…"
+
+
+CHAR_WIDTH, LINE_HEIGHT = 7.0, 14.0  # generous estimates for 12 px sans-serif, to keep labels apart
+
+
+def _label_spot(cx: float, cy: float, tag: str, placed: list, plot: tuple) -> tuple[float, float, str]:
+    """Where a point's number goes: right, left, above or below it, the first spot inside the plot that no
+    earlier label covers (labels are text, visible in any viewer; tooltips are not)."""
+    width = CHAR_WIDTH * len(tag)
+    left, top, right, bottom = plot
+    spots = [(cx + 10, cy + 4, "start", cx + 10), (cx - 10, cy + 4, "end", cx - 10 - width),
+             (cx, cy - 12, "middle", cx - width / 2), (cx, cy + 20, "middle", cx - width / 2)]
+    for offset in range(0, 200, 16):  # then the same spots further up
+        for tx, ty, anchor, x0 in spots:
+            box = (x0, ty - offset - LINE_HEIGHT + 3, x0 + width, ty - offset + 3)
+            inside = box[0] >= left and box[2] <= right and box[1] >= top - 40 and box[3] <= bottom
+            if inside and not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
+                placed.append(box)
+                return tx, ty - offset, anchor
+    placed.append((cx, cy, cx, cy))
+    return cx + 10, cy + 4, "start"
+
+
+def pareto(points: list[tuple[str, float, float, bool]], x: Axis, y: Axis, title: str) -> str:
+    """Scatter of (label, x, y, chosen): ticks in the tables' units, the limits as dashed lines, every point
+    numbered on the plot and described in a legend below it (visible without hovering)."""
     if not points:
         return _svg([f'<text x="{MARGIN}" y="80">no alternatives</text>'], title)
-    max_x = max(p[1] for p in points) * 1.15 or 1.0
-    max_y = max(p[2] for p in points) * 1.15 or 1.0
-    plot_w, plot_h = WIDTH - 2 * MARGIN, HEIGHT - 2 * MARGIN
-    body = [
-        f'<line x1="{MARGIN}" y1="{HEIGHT - MARGIN}" x2="{WIDTH - MARGIN}" y2="{HEIGHT - MARGIN}" stroke="#000000"/>',
-        f'<line x1="{MARGIN}" y1="{MARGIN}" x2="{MARGIN}" y2="{HEIGHT - MARGIN}" stroke="#000000"/>',
-        f'<text x="{WIDTH / 2}" y="{HEIGHT - 20}" text-anchor="middle">{escape(x_label)}</text>',
-        f'<text x="15" y="{HEIGHT / 2}" transform="rotate(-90 15 {HEIGHT / 2})" text-anchor="middle">{escape(y_label)}</text>',
-    ]
-    for label, px, py, chosen in points:
-        cx = MARGIN + plot_w * px / max_x
-        cy = HEIGHT - MARGIN - plot_h * py / max_y
+    left, right, top, plot_h = 100, WIDTH - 40, 50, 220
+    bottom = top + plot_h
+    x_unit, y_unit = x.unit(max(p[1] for p in points)), y.unit(max(p[2] for p in points))
+    (x0, x1), x_step, x_ticks = _scaled_ticks([p[1] for p in points], x_unit)
+    (y0, y1), y_step, y_ticks = _scaled_ticks([p[2] for p in points], y_unit)
+    px = lambda v: left + (right - left) * (v - x0) / (x1 - x0)  # noqa: E731
+    py = lambda v: bottom - plot_h * (v - y0) / (y1 - y0)  # noqa: E731
+    body = [f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#000000"/>',
+            f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#000000"/>']
+    for tick in x_ticks:
+        body += [f'<line x1="{px(tick):.1f}" y1="{bottom}" x2="{px(tick):.1f}" y2="{bottom + 5}" stroke="#000000"/>',
+                 f'<text x="{px(tick):.1f}" y="{bottom + 18}" text-anchor="middle">{escape(tick_text(tick, x_unit, x_step))}</text>']
+    for tick in y_ticks:
+        body += [f'<line x1="{left - 5}" y1="{py(tick):.1f}" x2="{left}" y2="{py(tick):.1f}" stroke="#000000"/>',
+                 f'<text x="{left - 8}" y="{py(tick) + 4:.1f}" text-anchor="end">{escape(tick_text(tick, y_unit, y_step))}</text>']
+    body += [f'<text x="{(left + right) / 2}" y="{bottom + 38}" text-anchor="middle">{escape(x.label)}</text>',
+             f'<text x="16" y="{(top + bottom) / 2}" transform="rotate(-90 16 {(top + bottom) / 2})" text-anchor="middle">{escape(y.label)}</text>']
+    placed: list[tuple[float, float, float, float]] = []  # label boxes so far, kept apart
+
+    def note(tx: float, ty: float, anchor: str, text: str) -> None:
+        width = CHAR_WIDTH * len(text)
+        x0 = tx - width if anchor == "end" else tx
+        placed.append((x0, ty - LINE_HEIGHT + 3, x0 + width, ty + 3))
+        body.append(f'<text x="{tx:.1f}" y="{ty:.1f}" text-anchor="{anchor}" fill="#e15759">{escape(text)}</text>')
+
+    if x.limit:
+        text = f"{x.limit_label} {tick_text(x.limit, x_unit, x_step)}"
+        if x0 <= x.limit <= x1:
+            body.append(f'<line x1="{px(x.limit):.1f}" y1="{top}" x2="{px(x.limit):.1f}" y2="{bottom}" stroke="#e15759" stroke-dasharray="6 3"/>')
+            note(px(x.limit) - 4, top + 12, "end", text)
+        else:  # off the axis: said above the plot on the side it lies, so the points keep their spread
+            note(right, top - 12, "end", f"{text} {'→' if x.limit > x1 else '←'}")
+    if y.limit:
+        text = f"{y.limit_label} {tick_text(y.limit, y_unit, y_step)}"
+        if y0 <= y.limit <= y1:
+            body.append(f'<line x1="{left}" y1="{py(y.limit):.1f}" x2="{right}" y2="{py(y.limit):.1f}" stroke="#e15759" stroke-dasharray="6 3"/>')
+            note(left + 4, py(y.limit) - 4 if py(y.limit) - 4 - LINE_HEIGHT > top - 4 else py(y.limit) + 14, "start", text)
+        else:
+            note(left + 4, top - 12 if y.limit > y1 else bottom - 6, "start", f"{text} {'↑' if y.limit > y1 else '↓'}")
+    for number, (label, vx, vy, chosen) in enumerate(points, 1):
+        cx, cy = px(vx), py(vy)
         color, r = ("#e15759", 7) if chosen else ("#4e79a7", 4)
-        body.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{r}" fill="{color}"><title>{escape(label)}</title></circle>')
-        if chosen:
-            body.append(f'<text x="{cx + 10:.1f}" y="{cy - 8:.1f}">chosen: {escape(label)}</text>')
-    return _svg(body, title)
+        tag = f"{number}{' (chosen)' if chosen else ''}"
+        tx, ty, anchor = _label_spot(cx, cy, tag, placed, (left, top, right, bottom))
+        body += [f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{r}" fill="{color}"><title>{escape(label)}</title></circle>',
+                 f'<text x="{tx:.1f}" y="{ty:.1f}" text-anchor="{anchor}">{tag}</text>']
+        weight = ' font-weight="bold"' if chosen else ""
+        body.append(f'<text x="{MARGIN // 2}" y="{bottom + 62 + 16 * (number - 1)}"{weight}>{number}. {escape(_clip(label))}</text>')
+    return _svg(body, title, height=bottom + 62 + 16 * len(points))

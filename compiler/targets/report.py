@@ -93,6 +93,24 @@ def _alternatives(plan: ResolvedPlan) -> list[dict]:
     return [{"description": a.description, "usd": format_usd(a.usd), "seconds": unit(a.seconds), "chosen": "✔" if a.chosen else ""} for a in plan.alternatives]
 
 
+def _latency_name(plan: ResolvedPlan) -> str:
+    vision = plan.model is not None and plan.model.architecture.kind in VISION_KINDS
+    return "wall time" if plan.workload != "serve" else "p99 latency" if vision else "TPOT"
+
+
+def _pareto_axes(plan: ResolvedPlan) -> tuple[charts.Axis, charts.Axis]:
+    """Cost and time axes in the tables' units, with the plan's budget and deadline (or SLO) as lines."""
+    cost, name = plan.cost, _latency_name(plan)
+    if plan.workload != "serve":
+        deadline = plan.training.deadline_seconds if plan.training else None
+        return (charts.Axis("total cost", charts.usd_unit, cost.budget_usd, "budget"),
+                charts.Axis(name, charts.seconds_unit, deadline, "deadline"))
+    s = plan.serving
+    slo = s and (s.latency_slo_seconds if name == "p99 latency" else s.tpot_slo_seconds)
+    return (charts.Axis("cost per month", charts.usd_unit, cost.budget_usd_per_month, "budget"),
+            charts.Axis(name, charts.seconds_unit, slo or None, f"{name} SLO"))
+
+
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
     mem = plan.memory_per_gpu_bytes
     training = plan.workload != "serve"
@@ -101,9 +119,8 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
             [(t, float(getattr(mem, t))) for t in MEMORY_TERMS if getattr(mem, t)], float(mem.usable or mem.total),
             f"Memory per GPU: {plan.name}")),
         OutputFile("charts/pareto.svg", charts.pareto(
-            [(a.description, a.usd, a.seconds, a.chosen) for a in plan.alternatives],
-            "cost (USD" + (" total)" if training else " per month)"),
-            "wall time (s)" if training else "TPOT (s)", f"Cost vs {'time' if training else 'latency'}: {plan.name}")),
+            [(a.description, a.usd, a.seconds, a.chosen) for a in plan.alternatives], *_pareto_axes(plan),
+            f"Cost vs {'time' if training else 'latency'}: {plan.name}")),
     ]
     text = render_template(
         "report/REPORT.md.j2",
@@ -113,7 +130,7 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
         deployment=[d.model_dump() for d in plan.deployment.decisions] if plan.deployment else [],
         alternatives=_alternatives(plan), stages=_stages(plan), rejected=[r.model_dump() for r in plan.rejected],
         warnings=plan.warnings, evaluated=plan.search_evaluated,
-        front_axis="wall time" if training else "TPOT",
+        front_axis=_latency_name(plan),
     )
     return [OutputFile(plan.deployment.files.report if plan.deployment else "REPORT.md", text), *files]
 

@@ -33,7 +33,6 @@ from typing import Any, Callable
 import yaml
 
 from compiler.catalog.catalog import load_catalog
-from compiler.catalog.fabrics import load_fabrics
 from compiler.cli import main as cli_main
 
 PLAN_NAME = "fuzz-plan.yaml"
@@ -44,7 +43,7 @@ PRECISIONS = ["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
 
 @lru_cache(maxsize=None)
 def catalog_names() -> dict[str, Any]:
-    catalog, fabrics = load_catalog(None), load_fabrics()
+    catalog = load_catalog(None)
     by_kind: dict[str, list[str]] = {}
     for ident, preset in sorted(catalog.models.items()):
         by_kind.setdefault(preset.architecture.kind, []).append(ident)
@@ -53,7 +52,7 @@ def catalog_names() -> dict[str, Any]:
         "kind_of": {i: p.architecture.kind for i, p in catalog.models.items()},
         "architectures": {i: p.architecture.model_dump() for i, p in sorted(catalog.models.items())},
         "gpu_entries": {i: g.model_dump() for i, g in sorted(catalog.gpus.items())},
-        "interconnects": sorted(fabrics.interconnects), "storage": sorted(fabrics.storage),
+        "interconnects": sorted(catalog.interconnects), "storage": sorted(catalog.storage),
     }
 
 

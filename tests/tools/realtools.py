@@ -6,8 +6,10 @@ exercise every real-tool check. Each helper returns the tool's verdict; none of 
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -149,6 +151,35 @@ def render_svg_png(svg: Path, png: Path, width: int = 640, height: int = 360) ->
                        svg.resolve().as_uri()], timeout=120)
     if not png.exists():
         raise AssertionError(f"chromium wrote no screenshot: {result.stderr[-2000:]}")
+
+
+_BOXES_SCRIPT = """<script>
+window.onload = () => {
+  const svg = document.querySelector('svg');
+  const s = svg.getBoundingClientRect();
+  const boxes = [...svg.querySelectorAll('text')].map(t => { const b = t.getBoundingClientRect();
+    return {text: t.textContent, x: b.left - s.left, y: b.top - s.top, width: b.width, height: b.height}; });
+  document.body.setAttribute('data-boxes', JSON.stringify(
+    {width: svg.width.baseVal.value, height: svg.height.baseVal.value, boxes: boxes}));
+};
+</script>"""
+
+
+def svg_text_boxes(svg_text: str, workdir: Path) -> dict:
+    """Where headless chromium lays out every <text> of an SVG (client rectangles after fonts, layout and transforms): the SVG's width and
+    height, and each text's box, to check that labels are inside the canvas and do not overlap."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    require_tool("chromium", chromium is not None, f"chromium not installed; {INSTALL_HINT}")
+    page = workdir / "boxes.html"
+    page.write_text(f"<!DOCTYPE html><html><body>{svg_text}{_BOXES_SCRIPT}</body></html>", encoding="utf-8")
+    with tempfile.TemporaryDirectory() as profile:
+        result = _run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+                       "--disable-background-networking", "--disable-component-update", f"--user-data-dir={profile}",
+                       "--virtual-time-budget=5000", "--dump-dom", page.resolve().as_uri()], timeout=120)
+    found = re.search(r'data-boxes="([^"]*)"', result.stdout)
+    if not found:
+        raise AssertionError(f"chromium laid out no text boxes: {result.stderr[-2000:]}")
+    return json.loads(html.unescape(found[1]))
 
 
 def _free_port_block(count: int) -> int:

@@ -1,0 +1,234 @@
+"""The one place sizing's reasons become English: `words(reason)` for a `sizing.reasons.Reason`.
+
+The searches return codes and figures (bytes, seconds, USD, ids); each code below has one sentence. Passes word
+what they put into the resolved plan (decisions, warnings, rejections, infeasible plans); so does anything else
+that shows a search's reasons (benchmarks, tests). tests/test_wording.py checks that every code the sizing
+modules use is worded here, and nothing else is.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from ..resolved import Decision
+from ..sizing.reasons import Reason
+from ..units import format_count, format_seconds, format_usd
+
+if TYPE_CHECKING:
+    from ..resolved import Hardware, Parallelism
+    from ..sizing.serve_types import ServeCandidate, ServeSearchResult
+    from ..sizing.training import TrainCandidate
+    from ..spec import PlanSpec
+
+GIB = 2**30
+
+
+def words(reason: Reason) -> str:
+    return SENTENCES[reason.code](**dict(reason.facts))
+
+
+def rejection_rows(rejections: Iterable[Any], limit: int | None = None) -> list[tuple[str, str]]:
+    """(description, sentence) of each rejection, in order; sorted by both first when `limit` keeps a bounded,
+    deterministic sample (the serving searches return every rejection they met)."""
+    rows = [(r.description, words(r.reason)) for r in rejections]
+    return rows if limit is None else sorted(rows)[:limit]
+
+
+def _gib(value: float) -> str:
+    return f"{value / GIB:.1f} GiB"
+
+
+def _ms(seconds: float, digits: int) -> str:
+    return f"{seconds * 1e3:.{digits}f}"
+
+
+def _rejection(r: Any) -> str:
+    return f"{r.description}: {words(r.reason)}"
+
+
+def _no_batch_meets_slo(batch: int, ttft: float, ttft_slo: float | None, tpot: float, tpot_slo: float | None) -> str:
+    parts = []
+    if ttft_slo and ttft > ttft_slo:
+        parts.append(f"TTFT p99 {_ms(ttft, 0)} ms > {_ms(ttft_slo, 0)} ms")
+    if tpot_slo and tpot > tpot_slo:
+        parts.append(f"TPOT p99 {_ms(tpot, 1)} ms > {_ms(tpot_slo, 1)} ms")
+    return f"no batch meets the SLO; best at batch {batch}: " + ", ".join(parts)
+
+
+def _kv_below_context(weights: int, workspace: int, usable: int, kv_tokens: int, context: int) -> str:
+    if weights + workspace < usable:
+        return (f"weights {weights / GIB:.1f} GiB + workspace {workspace / GIB:.1f} GiB of {usable / GIB:.1f} GiB usable "
+                f"leave KV for {kv_tokens} tokens < context {context}")
+    return f"weights {weights / GIB:.1f} GiB + workspace {workspace / GIB:.1f} GiB exceed {usable / GIB:.1f} GiB usable per GPU"
+
+
+def _mmc_queue(batch: int, utilization: float, wait: float, step: float, bound: str, gemm: float, attention: float,
+               elementwise: float, comm: float) -> str:
+    return (f"M/M/c slot wait, c = {batch}, ρ = {utilization:g}: p99 wait {_ms(wait, 1)} ms; decode step {_ms(step, 2)} ms "
+            f"({bound}-bound) = GEMMs {_ms(gemm, 2)} + attention {_ms(attention, 2)} + elementwise {_ms(elementwise, 2)} "
+            f"+ TP/PP comm {_ms(comm, 2)} ms")
+
+
+def _smallest_fit(fit: tuple[int, str, int, int, str]) -> str:
+    gpus, gpu_id, tp, pp, precision = fit
+    return f"{gpus} × {gpu_id} (TP{tp} PP{pp}, {precision})"
+
+
+def _vision_no_gpu(model_id: str, rejections: tuple) -> str:
+    first = min(rejections, key=lambda r: (r.description, words(r.reason)), default=None)
+    return f"{model_id}: no GPU meets the request" + (f"; e.g. {_rejection(first)}" if first else "")
+
+
+def _no_fit_memory(closest: Any) -> str:
+    return "no configuration fits in GPU memory" + (f" (closest: {_rejection(closest)})" if closest else "")
+
+
+def _over_budget_cheapest(cost: float, budget: float, deadline: float | None, gpus: int, gpu_id: str, pricing: str) -> str:
+    meeting = f"the {format_seconds(deadline)} deadline" if deadline else "no deadline"
+    return (f"needs {format_usd(cost)}, budget {format_usd(budget)}; cheapest meeting {meeting}: "
+            f"{gpus} × {gpu_id} {pricing}, {format_usd(cost)}")
+
+
+# --- the decisions the sizing passes record ------------------------------------------------------------------
+
+def model_choice(name: str, params_total: float, params_active: float) -> str:
+    return f"{name}: {params_total / 1e9:.2f}B parameters ({params_active / 1e9:.2f}B active)"
+
+
+def training_decisions(spec: PlanSpec, c: TrainCandidate, evaluated: int, hardware: Hardware, parallelism: Parallelism,
+                       batch_tokens: float) -> list[Decision]:
+    """`batch_tokens`: the tokens per step the plan gave or the default, when it gave no batch in sequences."""
+    m, s, tokens = c.memory, c.step, spec.train.total_tokens
+    deadline = f"deadline {format_seconds(spec.train.deadline)}" if spec.train.deadline else "no deadline"
+    return [
+        Decision(topic="hardware", choice=f"{c.gpus} × {c.gpu_id} ({c.nodes} nodes)",
+                 reason=f"{'cheapest' if spec.optimize == 'cost' else 'fastest'} of {evaluated} configurations that fit memory and meet the {deadline}"
+                        + (f" and budget {format_usd(spec.budget.usd)}" if spec.budget.usd else "")),
+        Decision(topic="parallelism", choice=f"TP={c.tp} PP={c.pp} DP={c.dp} ZeRO-{c.zero_stage}, micro-batch {c.micro_batch} × {c.grad_accum} accumulation, recompute {c.recompute}",
+                 reason=f"{m.total / 2**30:.1f} GiB per GPU of {c.usable_memory_bytes / 2**30:.1f} GiB usable; step {format_seconds(s.total)}"),
+        Decision(topic="framework", choice=c.framework, reason=words(c.framework_reason)),
+        Decision(topic="batch", choice=f"{parallelism.global_batch} sequences × {spec.train.seq_len} tokens = {format_count(parallelism.global_batch * spec.train.seq_len)} tokens per step",
+                 reason="as given" if spec.train.global_batch else f"{format_count(batch_tokens)} tokens rounded to a power-of-two number of sequences so DP × micro-batch divide it"),
+        Decision(topic="time", choice=f"{format_seconds(c.wall_seconds)}, {format_count(c.gpu_hours)} GPU-hours, MFU {100 * c.mfu:.1f}%",
+                 reason=f"{format_count(tokens)} tokens at {format_count(c.tokens_per_second)} tokens/s, goodput {100 * c.goodput:.1f}%"),
+        Decision(topic="cost", choice=format_usd(c.cost_usd), reason=f"{format_count(c.gpu_hours)} GPU-hours × {format_usd(hardware.usd_per_gpu_hour)} ({spec.cluster.pricing})"),
+    ]
+
+
+def serving_decisions(spec: PlanSpec, c: ServeCandidate, evaluated: int, hardware: Hardware, prefix: str = "") -> list[Decision]:
+    traffic = spec.serve.traffic
+    return [
+        Decision(topic=f"{prefix}hardware", choice=f"{c.replicas} replicas × {c.gpus_per_replica} × {c.gpu_id} ({c.precision}, TP={c.tp}, PP={c.pp})",
+                 reason=f"{'cheapest' if spec.optimize == 'cost' else 'lowest latency'} of {evaluated} configurations meeting the SLO "
+                        f"at {traffic.requests_per_second:g} req/s × peak factor {traffic.peak_factor:g}; {words(c.queueing)}"),
+        Decision(topic=f"{prefix}batch", choice=f"{c.max_concurrency} concurrent sequences ({c.step_bound}-bound decode)",
+                 reason=f"TTFT p99 {format_seconds(c.ttft_seconds)}, TPOT p99 {format_seconds(c.tpot_seconds)}; "
+                        f"{format_count(c.tokens_per_second_per_replica)} tokens/s per replica at utilisation {c.target_utilization:g}"),
+        Decision(topic=f"{prefix}cost", choice=f"{format_usd(c.usd_per_month)}/month",
+                 reason=f"{c.gpus} GPUs × {format_usd(hardware.usd_per_gpu_hour)}/h ({spec.cluster.pricing}) × 730 h"),
+    ]
+
+
+def stage_ratio_decision(ratios: list[tuple[str, float]]) -> Decision:
+    return Decision(topic="stage ratio", choice=" : ".join(f"{ratio:.2f} {name}" for name, ratio in ratios),
+                    reason="each stage sized for the rate it receives; GPUs per GPU of the last stage")
+
+
+def serving_infeasible(result: ServeSearchResult, where: str) -> str:
+    near = f"; nearest: {result.nearest.description}, {format_usd(result.nearest.usd_per_month)}/month" if result.nearest else ""
+    why = words(result.infeasible_reason) if result.infeasible_reason else "no configuration serves this model"
+    return f"{where}{why}{near}"
+
+
+# --- reasons, by code ---------------------------------------------------------------------------------------
+
+SENTENCES: dict[str, Callable[..., str]] = {
+    # --- catalog and hardware (both searches) ---------------------------------------------------------------
+    "not-in-catalog": lambda: "not in the GPU catalog",
+    "no-price": lambda pricing: f"no {pricing} price in the catalog",
+    "not-in-catalog-or-no-price": lambda: "not in the GPU catalog or no price for this pricing",
+    "no-tensor-cores": lambda gpu_name, precision: f"{gpu_name} has no {precision} tensor cores",
+    # --- serving: replica shapes (serve_shapes.py) --------------------------------------------------------------
+    "tp-spans-nodes": lambda tp, per_node: f"TP{tp} spans nodes of {per_node} GPUs (TP stays within NVLink)",
+    "heads-do-not-split": lambda heads, tp: f"{heads} attention heads do not split over TP{tp}",
+    "pp-exceeds-layers": lambda pp, layers: f"PP{pp} exceeds {layers} layers",
+    "no-gpu-link": lambda gpu_name: f"{gpu_name} has no GPU-to-GPU link for TP",
+    "one-stage-per-node": lambda per_node: f"a replica over nodes runs one PP stage of TP{per_node} per node",
+    "tgi-no-pp": lambda: "TGI shards a replica with TP on one node (no PP)",
+    "triton-one-node": lambda: "Triton's vLLM backend runs a replica on one node",
+    # --- serving: one LLM configuration (serve_llm_config.py) ---------------------------------------------------
+    "kv-below-context": _kv_below_context,
+    "no-batch-meets-slo": _no_batch_meets_slo,
+    "mmc-queue": _mmc_queue,
+    # --- serving: the LLM search (serve_llm_search.py) ----------------------------------------------------------
+    "int4-weight-only": lambda: "int4 (AWQ/GPTQ) is weight-only: matmuls run at the 16-bit rate",
+    "latency-over-budget": lambda cheapest: f"optimising latency exceeded the budget; chose the cheapest: {cheapest}",
+    "few-requests-in-kv": lambda concurrency, gpu_id: f"KV cache holds only {concurrency} requests per replica on {gpu_id}",
+    "slo-config-over-budget": lambda cheapest, usd, budget: (
+        f"the cheapest configuration meeting the SLO, {cheapest}, costs ${usd:,.0f}/month > budget ${budget:,.0f}/month"),
+    "no-config-meets-slo": lambda closest, ttft, tpot: (
+        f"no configuration meets the SLO; closest is {closest} with TTFT p99 {_ms(ttft, 0)} ms, TPOT p99 {_ms(tpot, 1)} ms"),
+    "fits-outside-allowed": lambda model_id, allowed, fit: (
+        f"{model_id} does not fit the allowed GPUs ({', '.join(allowed) or 'none'}) and pins; smallest fit: {_smallest_fit(fit)}"),
+    "fits-no-gpu": lambda model_id, rejection: f"{model_id} does not fit any GPU configuration; e.g. {_rejection(rejection)}",
+    "no-gpu-to-evaluate": lambda model_id, allowed: f"{model_id}: no GPU to evaluate (allowed: {', '.join(allowed) or 'none'})",
+    # --- serving: non-generative models and edge devices (vision.py) --------------------------------------------
+    "vision-weights-exceed": lambda weights, usable: f"weights {weights / GIB:.2f} GiB exceed {usable / GIB:.2f} GiB usable",
+    "batch-one-over-slo": lambda batch_seconds, slo: (
+        f"batch 1 takes {_ms(batch_seconds, 2)} ms; 2 × that exceeds the p99 SLO {_ms(slo, 1)} ms"),
+    "over-power-budget": lambda devices, tdp, power, budget: f"{devices} devices × {tdp:g} W = {power:g} W > {budget:g} W",
+    "vision-no-gpu": _vision_no_gpu,
+    "config-over-budget": lambda cheapest, usd, budget: (
+        f"the cheapest configuration, {cheapest}, costs ${usd:,.0f}/month > budget ${budget:,.0f}/month"),
+    "dynamic-batching": lambda batch, batch_seconds, delay: (
+        f"dynamic batching: batch {batch} takes {_ms(batch_seconds, 2)} ms; worst case = queue delay {_ms(delay, 2)} ms + 2 batches"),
+    # --- serving: multi-stage services (serve_stages.py) --------------------------------------------------------
+    "stages-infeasible": lambda failures: "; ".join(f"stage {name}: {words(why)}" for name, why in failures),
+    # --- training: the search (training.py) ---------------------------------------------------------------------
+    "too-big": lambda total, usable, weights, gradients, optimizer, activations, other: (
+        f"{_gib(total)} per GPU > {_gib(usable)} usable (weights {_gib(weights)}, gradients {_gib(gradients)}, "
+        f"optimizer {_gib(optimizer)}, activations {_gib(activations)}, runtime {_gib(other)})"),
+    "host-memory": lambda needed, host: f"offload needs {_gib(needed)} of host memory per GPU, more than {_gib(host)}",
+    "no-tensor-cores-datasheet": lambda dtype: f"no {dtype} tensor cores (datasheet)",
+    "edge-not-for-training": lambda: "edge device: not for training",
+    "nodes-not-filled": lambda gpus, per_node: f"{gpus} GPUs do not fill nodes of {per_node}",
+    "misses-deadline": lambda wall, deadline: f"{format_seconds(wall)} misses the {format_seconds(deadline)} deadline",
+    "over-budget": lambda cost, budget: f"{format_usd(cost)} exceeds the {format_usd(budget)} budget",
+    "no-fit-memory": _no_fit_memory,
+    # every GPU refused for a reason other than memory: the first of the reasons in sentence order
+    "every-gpu-refused": lambda reasons: min(words(r) for r in reasons),
+    "deadline-unreachable": lambda wall, gpus, gpu_id, pricing, cost, deadline: (
+        f"needs {format_seconds(wall)} on the fastest configuration ({gpus} × {gpu_id} {pricing}, {format_usd(cost)}), "
+        f"deadline {format_seconds(deadline)}"),
+    "over-budget-cheapest": _over_budget_cheapest,
+    "cnn-no-activations": lambda: (
+        "no activation_bytes_per_sample for this model: its step time counts FLOPs only and its memory no activations "
+        "(optimistic; CNN training is mostly memory-bound)"),
+    "network-bound": lambda share, interconnect, limit, needed: (
+        f"network-bound: the exposed gradient all-reduce is {share:.0%} of the step on {interconnect}; keeping it under "
+        f"{limit:.0%} needs {needed / 1e9:.1f} GB/s of NIC per GPU"),
+    "storage-too-slow": lambda read, storage, nodes: (
+        f"the data loader needs {read / 1e9:.2f} GB/s, more than {storage} gives {nodes} node(s)"),
+    # --- training: the framework rule (training.resolve_framework) ----------------------------------------------
+    "framework-pinned": lambda: "pinned by the plan",
+    "megatron-for-model-parallel": lambda: "tensor/pipeline parallelism needs Megatron-LM's model-parallel layers",
+    "deepspeed-for-offload": lambda: "CPU offload of the optimizer (ZeRO-Offload) is DeepSpeed's",
+    "ddp-unsharded": lambda: "the model states fit unsharded: plain DDP has the least overhead",
+    "fsdp-full-shard": lambda: "full sharding (ZeRO-3) is native in PyTorch FSDP (FULL_SHARD)",
+    "deepspeed-zero": lambda zero: f"ZeRO-{zero} sharding of the optimizer{' and gradients' if zero == 2 else ''} (DeepSpeed)",
+    # --- the passes: what the plan asks that no engine or method can do --------------------------------------
+    "adapters-need-transformer": lambda method, targets, model: (
+        f"{method} adapts transformer projections ({', '.join(targets)}); {model} is a CNN: use method full"),
+    "engine-serves-decoders": lambda where, engine, model, kind: (
+        f"{where}engine {engine} serves decoder LLMs only; {model} is a {kind}: use engine triton"),
+    "tgi-no-fp32": lambda where: f"{where}TGI does not serve fp32 (--dtype takes float16 or bfloat16)",
+    "fp32-serving-not-modelled": lambda where: (
+        f"{where}serving in fp32 is not modelled (16-bit, fp8, int8 and int4 are): use bf16 or fp16"),
+    # --- the model's shape (resolve_model) ---------------------------------------------------------------------
+    "preset": lambda preset, source: f"preset {preset} ({source})",
+    "architecture-given": lambda: "architecture given in the plan",
+    "shape-from-count": lambda layers, hidden, aspect_ratio: (
+        f"only a parameter count was given: assumed a Llama-2-like shape with {layers} layers × hidden {hidden} "
+        f"(N ≈ 12·L·d², d/L = {aspect_ratio}; Kaplan et al. 2020)"),
+    "shape-assumed": lambda why: f"model shape assumed from a parameter count: {words(why)}",
+}

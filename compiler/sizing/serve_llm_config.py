@@ -1,0 +1,108 @@
+"""One LLM replica configuration (GPU, precision, TP, PP): its memory, the batch that meets the SLO at the most
+requests per second, and the candidate (or rejection) it gives the search (serve_llm_search.py)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from .reasons import because
+from .serve_engine_limits import engine_limits
+from .serve_latency import BatchPoint, ReplicaModel, evaluate_batch, inter_node_link
+from .serve_memory import kv_bytes_per_token, kv_element_bytes, replica_memory, weights_bytes_total
+from .serve_types import HOURS_PER_MONTH, ServeCandidate, ServeMemory, ServeRejection, ServeRequest, replica_counts
+
+if TYPE_CHECKING:
+    from ..catalog.types import GpuSpec
+
+
+def batch_grid(limit: int) -> list[int]:
+    """Powers of two below the limit, and the limit itself."""
+    grid = [b for b in (2**i for i in range(13)) if b < limit]
+    return grid + [limit]
+
+
+def meets_slo(req: ServeRequest, p: BatchPoint) -> bool:
+    return ((req.ttft_p99_seconds is None or p.ttft_p99_seconds <= req.ttft_p99_seconds)
+            and (req.tpot_p99_seconds is None or p.tpot_p99_seconds <= req.tpot_p99_seconds))
+
+
+def slo_ratio(req: ServeRequest, p: BatchPoint) -> float:
+    """How far a point is from the SLO: the worst of latency / target (≤ 1 meets it)."""
+    ratios = [p.ttft_p99_seconds / req.ttft_p99_seconds if req.ttft_p99_seconds else 0.0,
+              p.tpot_p99_seconds / req.tpot_p99_seconds if req.tpot_p99_seconds else 0.0]
+    return max(ratios)
+
+
+def build_candidate(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp: int, mem, point: BatchPoint,
+                    chunk: int) -> ServeCandidate:
+    min_replicas, replicas = replica_counts(req.requests_per_second, req.peak_factor, point.requests_per_second,
+                                            req.target_utilization)
+    per_node = req.gpus_per_node or gpu.gpus_per_node
+    usd_per_hour = replicas * tp * pp * gpu.price_usd_per_gpu_hour[req.pricing]
+    million_tokens_per_hour = req.requests_per_second * req.output_tokens * 3600 / 1e6
+    if req.ttft_p99_seconds:
+        slack = max(0.0, req.ttft_p99_seconds - point.step.seconds - point.prefill_latency_seconds)
+        queue_target = max(1.0, math.floor(slack * point.requests_per_second))
+    else:
+        queue_target = float(point.batch)
+    return ServeCandidate(
+        gpu_id=gpu.id, precision=precision, tp=tp, pp=pp, gpus_per_replica=tp * pp,
+        nodes_per_replica=math.ceil(tp * pp / per_node), max_concurrency=point.batch, max_num_batched_tokens=chunk,
+        kv_cache_tokens=mem.kv_cache_tokens,
+        kv_bytes_per_token=kv_bytes_per_token(req.arch, kv_element_bytes(req.kv_cache_dtype)),
+        kv_bytes_per_token_per_gpu=mem.kv_bytes_per_token,
+        memory=ServeMemory(weights=mem.weights, kv_cache=mem.kv_cache, activations=mem.activations, other=mem.other,
+                           total=mem.total, usable=mem.usable),
+        weights_bytes_total=weights_bytes_total(req.params, req.arch, precision),
+        ttft_seconds=point.ttft_p99_seconds, tpot_seconds=point.tpot_p99_seconds,
+        latency_seconds=point.ttft_p99_seconds + req.output_tokens * point.tpot_p99_seconds,
+        step_bound=point.step.bound, tokens_per_second_per_replica=point.tokens_per_second,
+        requests_per_second_per_replica=point.requests_per_second, queue_target_per_replica=queue_target,
+        replicas=replicas, min_replicas=min_replicas, max_replicas=replicas, usd_per_hour=usd_per_hour,
+        usd_per_month=usd_per_hour * HOURS_PER_MONTH, usd_per_million_tokens=usd_per_hour / million_tokens_per_hour,
+        gpu_memory_utilization=req.gpu_memory_utilization, target_utilization=req.target_utilization,
+        queueing=because("mmc-queue", batch=point.batch, utilization=req.target_utilization, wait=point.wait_p99_seconds,
+                         step=point.step.seconds, bound=point.step.bound, gemm=point.step.gemm_seconds,
+                         attention=point.step.attention_seconds, elementwise=point.step.elementwise_seconds,
+                         comm=point.step.comm_seconds),
+    )
+
+
+def memory_for(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp: int, max_num_seqs: int, chunk: int):
+    """Per-GPU memory; Triton (TensorRT-LLM) reads the utilisation as a share of free memory."""
+    return replica_memory(
+        req.params, req.arch, precision=precision, kv_cache_dtype=req.kv_cache_dtype, tp=tp, pp=pp,
+        gpu_memory_bytes=gpu.memory_bytes, gpu_memory_utilization=req.gpu_memory_utilization,
+        max_num_batched_tokens=chunk, max_num_seqs=max_num_seqs, context_len=req.context_len,
+        request_tokens=req.prompt_tokens + req.output_tokens, share_of_free_memory=req.engine == "triton",
+    )
+
+
+def evaluate_config(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str, tp: int, pp: int):
+    """→ (candidate meeting the SLO or None, rejection or None, closest-to-SLO candidate or None)."""
+    where = f"{gpu.id} {precision} TP{tp} PP{pp}"
+    cap, chunk = engine_limits(req, gpu)
+    mem = memory_for(req, gpu, precision, tp, pp, cap, chunk)
+    if mem.max_seqs_at_request < cap:  # the sampler's logits are sized by the concurrency that fits
+        mem = memory_for(req, gpu, precision, tp, pp, max(1, mem.max_seqs_at_request), chunk)
+        cap = min(cap, max(1, mem.max_seqs_at_request))
+    if mem.kv_cache_tokens < req.context_len:
+        return None, ServeRejection(where, because(
+            "kv-below-context", weights=mem.weights, workspace=mem.activations + mem.other, usable=mem.usable,
+            kv_tokens=mem.kv_cache_tokens, context=req.context_len)), None
+    limit = max(1, min(cap, mem.max_seqs_at_request))  # KV reserved for whole requests (no preemption)
+    spans_nodes = tp * pp > (req.gpus_per_node or gpu.gpus_per_node)
+    model = ReplicaModel(gpu=gpu, arch=req.arch, params=req.params, precision=precision, dtype=dtype, tp=tp, pp=pp,
+                         weights_bytes_per_gpu=mem.weights, kv_bytes_per_token_per_gpu=mem.kv_bytes_per_token,
+                         inter_node=inter_node_link(req.interconnect) if spans_nodes else None)
+    points = [evaluate_batch(model, b, prompt_tokens=req.prompt_tokens, output_tokens=req.output_tokens,
+                             chunk_tokens=chunk, utilization=req.target_utilization) for b in batch_grid(limit)]
+    meeting = [p for p in points if meets_slo(req, p)]
+    if meeting:
+        best = max(meeting, key=lambda p: (round(p.requests_per_second, 9), -p.batch))
+        return build_candidate(req, gpu, precision, tp, pp, mem, best, chunk), None, None
+    closest = min(points, key=lambda p: (slo_ratio(req, p), p.batch))
+    reason = because("no-batch-meets-slo", batch=closest.batch, ttft=closest.ttft_p99_seconds, ttft_slo=req.ttft_p99_seconds,
+                     tpot=closest.tpot_p99_seconds, tpot_slo=req.tpot_p99_seconds)
+    return None, ServeRejection(where, reason), build_candidate(req, gpu, precision, tp, pp, mem, closest, chunk)
