@@ -173,3 +173,16 @@ def test_report_and_explain_show_the_deployment_decisions():
     assert "## Deployment" in text
     for decision in plan.deployment.decisions:
         assert f"**{decision.topic}**: {decision.choice}" in text
+
+
+@pytest.mark.parametrize("extra, where", [
+    ("budget: {usd: 10k}\n", "budget.usd"),
+    ("parallelism: {zero_stage: 3}\n", "parallelism.zero_stage"),
+    ("cluster: {scheduler: kubernetes, slurm: {partition: gpu}}\n", "cluster.slurm"),
+])
+def test_serve_plan_fields_that_change_nothing_are_refused(tmp_path, extra, where):
+    text = ("name: x\nworkload: serve\nmodel: {preset: llama-3.1-8b}\n"
+            "serve: {traffic: {requests_per_second: 1}}\n" + extra)
+    with pytest.raises(PlanInputError) as exc:
+        _resolve_text(tmp_path, text)
+    assert [(d.code, d.path) for d in exc.value.diagnostics] == [("unused-field", where)]
