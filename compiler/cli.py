@@ -207,7 +207,7 @@ def run_explain(argv: list[str]) -> int:
     from .explain import explain
     from .pipeline import resolve
 
-    parser = _Parser(prog="mlinfra-compile explain", description="Print the sizing decisions and their reasons.",
+    parser = _Parser(prog="mlinfra-compile explain", description="Print the sizing and deployment decisions and their reasons.",
                      epilog=f"example:\n  mlinfra-compile explain examples/llama3-8b-pretrain.yaml\n\n{EXIT_CODES_HELP}")
     parser.add_argument("plan", type=Path)
     args = parser.parse_args(argv)

@@ -55,6 +55,18 @@ def decision_changes(old: ResolvedPlan, new: ResolvedPlan) -> list[dict]:
             if label.startswith("cost"):
                 change["text"] += f", {sign}{format_usd(abs(b - a))}"
         changes.append(change)
+    return changes + deployment_changes(old, new)
+
+
+def deployment_changes(old: ResolvedPlan, new: ResolvedPlan) -> list[dict]:
+    """Deployment decisions (plan.deployment.decisions) whose choice changed, appeared or went away, by topic."""
+    a = {d.topic: d.choice for d in (old.deployment.decisions if old.deployment else [])}
+    b = {d.topic: d.choice for d in (new.deployment.decisions if new.deployment else [])}
+    changes = []
+    for topic in [*a, *(t for t in b if t not in a)]:
+        if a.get(topic) != b.get(topic):
+            changes.append({"what": topic, "old": a.get(topic), "new": b.get(topic),
+                            "text": f"{topic} {a.get(topic) or '-'} → {b.get(topic) or '-'}"})
     return changes
 
 

@@ -19,7 +19,8 @@ from .resolved import ResolvedPlan
 from .sizing.search_cache import SearchCache
 from .source import load_yaml_file
 from .targets import TARGETS
-from .targets.base import with_header
+from .targets.base import OutputFile, with_header
+from .unused import check_unused
 from .validate import validate_plan
 from .writer import RenderedPlan
 
@@ -38,6 +39,7 @@ def resolve(plan_path: Path, display_name: str | None = None, searches: SearchCa
     _check_file_name(display_name or str(plan_path))
     loaded = load_yaml_file(plan_path, display_name=display_name or str(plan_path))
     spec = validate_plan(loaded)
+    check_unused(spec, loaded)
     extra = (plan_path.parent / spec.cluster.catalog) if spec.cluster.catalog else None
     try:
         catalog = load_catalog(extra)
@@ -73,11 +75,29 @@ def _check_finite(plan: ResolvedPlan, loaded) -> None:
         raise PlanInputError([Diagnostic(0, 0, "", message, "non-finite", file=loaded.file)])
 
 
-def render(plan: ResolvedPlan) -> RenderedPlan:
+def render_files(plan: ResolvedPlan, only: tuple[str, ...] | None = None) -> list[OutputFile]:
+    """Every target that applies, in registry order, each given the files rendered before it (`rendered`, with their
+    headers) so a target can carry another's output without importing it. `only` renders those targets and what
+    they need (tests)."""
+    wanted = None
+    if only is not None:
+        wanted = set(only)
+        for target in reversed(TARGETS):
+            if target.name in wanted:
+                wanted.update(target.needs)
+    rendered: dict[str, OutputFile] = {}
     files = []
     for target in TARGETS:
-        if target.applies(plan):
-            files.extend(with_header(f, plan.plan_file, plan.name) for f in target.render(plan))
+        if (wanted is None or target.name in wanted) and target.applies(plan):
+            produced = [with_header(f, plan.plan_file, plan.name) for f in target.render(plan, rendered)]
+            rendered.update((f.path, f) for f in produced)
+            if only is None or target.name in only:
+                files.extend(produced)
+    return files
+
+
+def render(plan: ResolvedPlan) -> RenderedPlan:
+    files = render_files(plan)
     check_consistency(plan, files)
     paths = [f.path for f in files]
     if len(paths) != len(set(paths)):

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .catalog.types import Architecture, GpuSpec
+from .deployment.model import Deployment
 from .spec import PlanSpec
 
 SCHEMA_VERSION = 1
@@ -200,3 +201,4 @@ class ResolvedPlan(Section):
     decisions: list[Decision] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     search_evaluated: int = 0
+    deployment: Deployment | None = Field(None, description="how the plan is deployed: launcher, scheduler, pods, engines, files (passes/resolve_deployment.py)")

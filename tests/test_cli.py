@@ -13,6 +13,7 @@ import pytest
 
 from compiler import cli as cli_module
 from compiler import pipeline
+from compiler.targets.base import Target
 from tests.conftest import EXAMPLES, REPO, run_cli
 
 PLAN = REPO / "examples/llama3-8b-pretrain.yaml"
@@ -81,15 +82,10 @@ def test_a_failing_target_leaves_out_unchanged(tmp_path, monkeypatch, capsys):
     assert cli_module.main([str(PLAN), "-o", str(tmp_path)]) == 0
     before = tree_digest(tmp_path)
 
-    class Exploding:
-        @staticmethod
-        def applies(plan):
-            return True
+    def explode(plan, rendered):
+        raise RuntimeError("target blew up half-way")
 
-        @staticmethod
-        def render(plan):
-            raise RuntimeError("target blew up half-way")
-
+    Exploding = Target("exploding", lambda plan: True, explode)
     monkeypatch.setattr(pipeline, "TARGETS", (*pipeline.TARGETS, Exploding))
     assert cli_module.main([str(PLAN), "-o", str(tmp_path)]) == 3
     assert "target blew up" in capsys.readouterr().err

@@ -7,8 +7,10 @@ import json
 
 import pytest
 
-from compiler.targets import deepspeed, training_consistency
-from tests.fixtures.resolved_plans import training_plan
+from compiler import training_consistency
+from compiler.targets import deepspeed
+from compiler.deployment.frameworks import bucket_sizes
+from tests.fixtures.resolved_plans import deployed, training_plan
 from tests.test_target_torchrun import realtools, render_training, small_training_plan
 
 
@@ -17,7 +19,7 @@ def config_of(plan) -> dict:
 
 
 def with_parallelism(plan, **update):
-    return plan.model_copy(update={"parallelism": plan.parallelism.model_copy(update=update)})
+    return deployed(plan.model_copy(update={"parallelism": plan.parallelism.model_copy(update=update)}))
 
 
 def test_batch_identity_and_sizes():
@@ -42,7 +44,7 @@ def test_bucket_sizes_from_hidden_size():
 
 
 def test_bucket_default_without_hidden_size():
-    assert deepspeed.bucket_sizes(0)["reduce"] == 500_000_000  # DeepSpeed's own 5e8 default
+    assert bucket_sizes(0)["reduce"] == 500_000_000  # DeepSpeed's own 5e8 default
 
 
 def test_offload_sections():
@@ -75,9 +77,9 @@ def test_sorted_keys():
 def test_consistency_check_catches_a_wrong_batch():
     plan = training_plan()
     files = {p: f.text for p, f in render_training(plan).items()}
-    ds = json.loads(files[deepspeed.DS_CONFIG_PATH])
+    ds = json.loads(files["deepspeed/ds_config.json"])
     ds["train_batch_size"] = 510
-    files[deepspeed.DS_CONFIG_PATH] = json.dumps(ds)
+    files["deepspeed/ds_config.json"] = json.dumps(ds)
     with pytest.raises(AssertionError, match="train_batch_size"):
         training_consistency.check(files, plan)
 

@@ -9,13 +9,13 @@ import pytest
 import yaml
 
 from compiler.targets import fsdp
-from tests.fixtures.resolved_plans import training_plan
+from tests.fixtures.resolved_plans import deployed, training_plan
 from tests.test_target_torchrun import realtools, small_training_plan
 
 
 def fsdp_plan(zero_stage=3, **update):
     plan = small_training_plan(nodes=2, gpus_per_node=8, framework="fsdp", zero_stage=zero_stage)
-    return plan.model_copy(update={"parallelism": plan.parallelism.model_copy(update=update)}) if update else plan
+    return deployed(plan.model_copy(update={"parallelism": plan.parallelism.model_copy(update=update)})) if update else plan
 
 
 def config_of(plan) -> dict:

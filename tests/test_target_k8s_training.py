@@ -9,7 +9,8 @@ import yaml
 from compiler.pipeline import render
 from compiler.targets import k8s_training
 from compiler.targets.k8s_common import literal, quantity_bytes
-from tests.fixtures.resolved_plans import serving_plan, training_plan
+from compiler.pipeline import render_files
+from tests.fixtures.resolved_plans import deployed, serving_plan, training_plan
 from tests.tools.kubelet import kubelet_expand
 from tests.tools.realtools import validate_k8s
 
@@ -20,7 +21,7 @@ PYTORCHJOB = {**ON_DEMAND, "kubernetes": {"namespace": "ml", "job_api": "pytorch
 
 
 def documents(plan) -> list[dict]:
-    return list(yaml.safe_load_all(k8s_training.render(plan)[0].text))
+    return list(yaml.safe_load_all(render_files(plan, only=("k8s_training",))[0].text))
 
 
 def docs(plan) -> dict[str, dict]:
@@ -82,7 +83,7 @@ def test_secret_is_referenced_never_inlined():
     plan = training_plan(cluster={**ON_DEMAND, "kubernetes": {"namespace": "ml", "secret_name": "my-hf"}})
     token = env_of(pod_of(docs(plan)["JobSet"]))["HF_TOKEN"]
     assert token == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "my-hf", "key": "HF_TOKEN", "optional": True}}}
-    assert "kind: Secret" not in k8s_training.render(plan)[0].text
+    assert "kind: Secret" not in render_files(plan, only=("k8s_training",))[0].text
 
 
 def test_checkpoint_pvc_holds_the_retained_checkpoints():
@@ -151,7 +152,7 @@ def test_pytorchjob_follows_the_operator():
         assert container["ports"] == [{"name": "pytorchjob-port", "containerPort": 29500}]  # ...MASTER_PORT from this port
         assert "MASTER_ADDR" not in env_of(pod) and "MASTER_PORT" not in env_of(pod)  # no duplicates of the operator's
         assert env_of(pod)["NNODES"]["value"] == "8"
-    one_node = training_plan(cluster=PYTORCHJOB).model_copy(update={"hardware": training_plan().hardware.model_copy(update={"nodes": 1, "gpus": 8})})
+    one_node = deployed(training_plan(cluster=PYTORCHJOB).model_copy(update={"hardware": training_plan().hardware.model_copy(update={"nodes": 1, "gpus": 8})}))
     assert set(docs(one_node)["PyTorchJob"]["spec"]["pytorchReplicaSpecs"]) == {"Master"}
 
 
@@ -165,7 +166,7 @@ def test_hostile_strings_stay_inert_values():
         train={"tokens": "1T", "seq_len": 8192,
                "entrypoint": {"script": "t.py", "args": ["--x", HOSTILE], "env": {"X": HOSTILE}}},
         cluster={**ON_DEMAND, "kubernetes": {"namespace": "ml", "image": HOSTILE, "node_selector": {"pool": HOSTILE}}})
-    plan = plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_dir": "/ckpt/" + HOSTILE})})
+    plan = deployed(plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_dir": "/ckpt/" + HOSTILE})}))
     pod = pod_of(docs(plan)["JobSet"])
     container = pod["containers"][0]
     assert container["image"] == HOSTILE  # parsed back: still one plain string
@@ -190,7 +191,7 @@ def test_manifests_validate_and_a_broken_one_does_not(tmp_path):
     for label, cluster in (("jobset", ON_DEMAND), ("jobset-spot", SPOT), ("pytorchjob", PYTORCHJOB),
                            ("pytorchjob-spot", {**PYTORCHJOB, "pricing": "spot"})):
         path = tmp_path / f"{label}.yaml"
-        path.write_text(k8s_training.render(training_plan(cluster=cluster))[0].text)
+        path.write_text(render_files(training_plan(cluster=cluster), only=("k8s_training",))[0].text)
         paths.append(path)
     assert validate_k8s(paths) == []
     bad = tmp_path / "bad.yaml"

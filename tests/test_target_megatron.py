@@ -7,9 +7,10 @@ import subprocess
 
 import pytest
 
-from compiler.targets import megatron, training_consistency
+from compiler import training_consistency
+from compiler.targets import megatron
 from compiler.targets.base import with_header
-from tests.fixtures.resolved_plans import training_plan
+from tests.fixtures.resolved_plans import deployed, training_plan
 from tests.test_target_torchrun import realtools, render_training, small_training_plan
 
 
@@ -45,7 +46,7 @@ def test_fixture_arguments(tmp_path):
 
 def test_full_recompute_and_fp16(tmp_path):
     plan = training_plan(precision="fp16")
-    plan = plan.model_copy(update={"parallelism": plan.parallelism.model_copy(update={"recompute": "full", "sequence_parallel": False})})
+    plan = deployed(plan.model_copy(update={"parallelism": plan.parallelism.model_copy(update={"recompute": "full", "sequence_parallel": False})}))
     words = sourced_words(tmp_path, plan)
     pairs = dict(zip(words, words[1:]))
     assert (pairs["--recompute-granularity"], pairs["--recompute-method"], pairs["--recompute-num-layers"]) == ("full", "uniform", "1")
@@ -56,7 +57,7 @@ def test_hostile_checkpoint_dir_is_one_word(tmp_path):
     marker = tmp_path / "pwned"
     hostile = f"/ck pt/$(touch {marker})`touch {marker}`'\""
     plan = training_plan()
-    plan = plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_dir": hostile})})
+    plan = deployed(plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_dir": hostile})}))
     words = sourced_words(tmp_path, plan)
     assert dict(zip(words, words[1:]))["--save"] == hostile
     assert not marker.exists()
@@ -65,7 +66,7 @@ def test_hostile_checkpoint_dir_is_one_word(tmp_path):
 def test_consistency_check_catches_a_wrong_tp():
     plan = training_plan()
     files = {p: f.text for p, f in render_training(plan).items()}
-    files[megatron.MEGATRON_ARGS_PATH] = files[megatron.MEGATRON_ARGS_PATH].replace(
+    files["megatron/args.sh"] = files["megatron/args.sh"].replace(
         "--tensor-model-parallel-size 2", "--tensor-model-parallel-size 4")
     with pytest.raises(AssertionError, match="TP"):
         training_consistency.check(files, plan)

@@ -9,7 +9,8 @@ import subprocess
 import yaml
 
 from compiler.targets import k8s_training, monitoring
-from tests.fixtures.resolved_plans import serving_plan, training_plan
+from compiler.pipeline import render_files
+from tests.fixtures.resolved_plans import deployed, serving_plan, training_plan
 from tests.tools.realtools import promtool_bin, tool_python, validate_k8s
 
 SLURM = {"scheduler": "slurm", "gpus": ["h100-sxm-80gb"]}
@@ -26,7 +27,7 @@ def rules_of(plan) -> dict[str, dict]:
 
 
 def with_budget(plan, usd: float):
-    return plan.model_copy(update={"cost": plan.cost.model_copy(update={"budget_usd": usd})})
+    return deployed(plan.model_copy(update={"cost": plan.cost.model_copy(update={"budget_usd": usd})}))
 
 
 def test_rule_helper_shape():
@@ -45,7 +46,7 @@ def test_budget_alert_fires_at_alert_at_of_the_budget():
 
 def test_budget_clock_is_the_configmap_the_training_target_creates():
     plan = training_plan()
-    config_map = next(yaml.safe_load_all(k8s_training.render(plan)[0].text))
+    config_map = next(yaml.safe_load_all(render_files(plan, only=("k8s_training",))[0].text))
     assert config_map["kind"] == "ConfigMap"
     expected = f'kube_configmap_created{{namespace="ml",configmap="{config_map["metadata"]["name"]}"}}'
     assert expected in rules_of(plan)["TrainingBudgetAlert"]["expr"]
@@ -69,7 +70,7 @@ def test_pod_selector_matches_the_trainer_pods_only():
 def test_stall_window_covers_a_checkpoint_write_and_five_steps_but_at_least_ten_minutes():
     plan = training_plan()
     assert rules_of(plan)["TrainingStalled"]["for"] == "600s"  # 40 s write + 5 × 9.5 s = 87.5 s < 600 s
-    slow = plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_write_seconds": 900.0})})
+    slow = deployed(plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_write_seconds": 900.0})}))
     assert rules_of(slow)["TrainingStalled"]["for"] == "948s"  # 900 + 47.5 = 947.5 → 948
     assert rules_of(slow)["TrainingGpuIdle"]["for"] == "948s"  # idle waits at least as long as a stall
 

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from compiler.targets import slurm, training_consistency
+from compiler import training_consistency
+from compiler.targets import slurm
+from compiler.deployment.training import directive_value, slurm_time
 from tests.fixtures.resolved_plans import training_plan
 from tests.test_target_torchrun import HOSTILE, realtools, render_training, small_training_plan, tiny_lines, torch_env, write_tree
 
@@ -50,7 +52,8 @@ def test_long_run_becomes_a_chain():
     600 launch + 40 restore + 90 lead = 730 s; steps per 24 h job = floor((86,400 − 730) / 10.5661) = 8,107;
     links = ceil(238,419 / 8,107) = 30; limit = 8,107 × 10.5661 + 730 = 86,389 s → 1440 min."""
     plan = training_plan()
-    links, per_link, limit = slurm.job_chain(plan)
+    job = plan.deployment.slurm
+    links, per_link, limit = job.links, job.steps_per_link, job.time_limit_seconds
     assert (links, per_link) == (30, 8107)
     assert limit == pytest.approx(86_389, abs=1)
     d = directives(sbatch_text(plan))
@@ -62,7 +65,7 @@ def test_short_run_is_one_job():
     """100 steps × 1 s: 100 × 1 × (1 + 40/3600) × 1.10 = 111.2 s + 600 + 40 + lead ceil(1 + 2 × 40) = 81
     → 832.2 s → 14 min."""
     plan = small_training_plan(nodes=2, gpus_per_node=2)
-    assert slurm.signal_lead_seconds(plan) == 81
+    assert plan.deployment.slurm.signal_lead_seconds == 81
     d = directives(sbatch_text(plan))
     assert "--time=0-00:14:00" in d
     assert "--signal=USR1@81" in d
@@ -73,12 +76,12 @@ def test_short_run_is_one_job():
 def test_signal_lead_covers_step_and_checkpoint_write():
     plan = training_plan()
     # one 9.5 s step + 2 × 40 s checkpoint write = 89.5 → 90 s
-    assert slurm.signal_lead_seconds(plan) == 90
+    assert plan.deployment.slurm.signal_lead_seconds == 90
 
 
 def test_slurm_time_format():
-    assert slurm.slurm_time(59) == "0-00:01:00"
-    assert slurm.slurm_time(90_061) == "1-01:02:00"  # 25 h 1 min 1 s → rounded up to 1-01:02
+    assert slurm_time(59) == "0-00:01:00"
+    assert slurm_time(90_061) == "1-01:02:00"  # 25 h 1 min 1 s → rounded up to 1-01:02
 
 
 def test_cpus_and_memory_from_plan():
@@ -102,8 +105,8 @@ def test_all_directives_before_first_command():
 
 
 def test_directive_quoting():
-    assert slurm.directive_value("gpu") == "gpu"
-    assert slurm.directive_value('a "b" c\\') == '"a \\"b\\" c\\\\"'
+    assert directive_value("gpu") == "gpu"
+    assert directive_value('a "b" c\\') == '"a \\"b\\" c\\\\"'
 
 
 def test_container_on_srun_line():
@@ -116,7 +119,7 @@ def test_container_on_srun_line():
 def test_consistency_check_catches_a_wrong_node_count():
     plan = training_plan()
     files = {path: f.text for path, f in render_training(plan).items()}
-    files[slurm.SBATCH_PATH] = files[slurm.SBATCH_PATH].replace("#SBATCH --nodes=8", "#SBATCH --nodes=4")
+    files["slurm/train.sbatch"] = files["slurm/train.sbatch"].replace("#SBATCH --nodes=8", "#SBATCH --nodes=4")
     with pytest.raises(AssertionError, match="--nodes"):
         training_consistency.check(files, plan)
 
@@ -124,7 +127,7 @@ def test_consistency_check_catches_a_wrong_node_count():
 def test_bash_syntax_and_shellcheck(tmp_path):
     plan = training_plan(cluster={"scheduler": "slurm", "gpus_per_node": 8, "slurm": {
         "container_image": "img", "container_mounts": ["/a:/b"], "extra_directives": ["--comment=x"]}})
-    for path in (write_tree(render_training(plan), tmp_path) / slurm.SBATCH_PATH,):
+    for path in (write_tree(render_training(plan), tmp_path) / "slurm/train.sbatch",):
         subprocess.run(["bash", "-n", str(path)], check=True)
         result = subprocess.run([str(realtools().shellcheck_bin()), str(path)], capture_output=True, text=True)
         assert result.returncode == 0, result.stdout
@@ -159,7 +162,7 @@ def test_hostile_plan_strings_stay_data(tmp_path):
     log = tmp_path / "srun.log"
     env = {**os.environ, "PATH": f"{_fake_slurm_bin(tmp_path)}{os.pathsep}{os.environ['PATH']}", "SRUN_LOG": str(log),
            "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_ID": "7", "SLURM_SUBMIT_DIR": str(out)}
-    subprocess.run(["bash", str(out / slurm.SBATCH_PATH)], env=env, check=True, timeout=30)
+    subprocess.run(["bash", str(out / "slurm/train.sbatch")], env=env, check=True, timeout=30)
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(calls) == 1
     assert f"--container-image=img$(touch {marker})`touch {marker}`'\"" in calls[0]
@@ -187,7 +190,7 @@ def cluster_env(cluster) -> dict[str, str]:
 
 
 def _sbatch(cluster, out: Path, *flags: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["sbatch", *flags, slurm.SBATCH_PATH], cwd=out, env=env or cluster_env(cluster),
+    return subprocess.run(["sbatch", *flags, "slurm/train.sbatch"], cwd=out, env=env or cluster_env(cluster),
                           capture_output=True, text=True, timeout=60)
 
 

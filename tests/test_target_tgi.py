@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from compiler.targets import tgi
+from tests.fixtures.resolved_plans import deployed
 from tests.test_target_vllm import (
     by_path, fake_calls, fake_commands, llama_405b_two_nodes, llama_70b_fp8, llm_plan, run_script, shellcheck_ok, write_tree,
 )
@@ -102,7 +103,7 @@ def test_refuses_what_tgi_cannot_serve():
         tgi.render(tgi_plan(precision="fp32"))
     plan = llama_405b_two_nodes()
     with pytest.raises(ValueError, match="one node"):
-        tgi.render(plan.model_copy(update={"serving": plan.serving.model_copy(update={"engine": "tgi"})}))
+        tgi.render(deployed(plan.model_copy(update={"serving": plan.serving.model_copy(update={"engine": "tgi"})})))
 
 
 # --- TGI's documented CLI and rules ----------------------------------------------------------------
@@ -141,7 +142,7 @@ def test_hostile_model_location_reaches_the_launcher_verbatim(tmp_path):
     marker = tmp_path / "pwned"
     weights = f"/m/a'b\"c $(touch {marker}) `touch {marker}` ; touch {marker} #"
     plan = tgi_plan()
-    plan = plan.model_copy(update={"model": plan.model.model_copy(update={"weights_uri": weights})})
+    plan = deployed(plan.model_copy(update={"model": plan.model.model_copy(update={"weights_uri": weights})}))
     out = write_tree(tgi.render(plan), tmp_path / "out", plan)
     env = fake_commands(tmp_path / "bin", "text-generation-launcher")
     assert run_script(out / "tgi/launcher.sh", env).returncode == 0

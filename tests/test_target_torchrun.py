@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from compiler.targets import deepspeed, fsdp, megatron, slurm, torchrun, training_consistency
+from compiler import training_consistency
+from compiler.targets import deepspeed, fsdp, megatron, slurm, torchrun
 from compiler.targets.base import OutputFile, with_header
-from tests.fixtures.resolved_plans import training_plan
+from tests.fixtures.resolved_plans import deployed, training_plan
 from tests.tools import realtools as tools_realtools
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,13 +42,13 @@ def small_training_plan(nodes: int = 1, gpus_per_node: int = 2, framework: str =
     raw.update(spec_overrides)
     plan = training_plan(**raw)
     world = nodes * gpus_per_node
-    return plan.model_copy(update={
+    return deployed(plan.model_copy(update={
         "hardware": plan.hardware.model_copy(update={"nodes": nodes, "gpus_per_node": gpus_per_node, "gpus": world}),
         "parallelism": plan.parallelism.model_copy(update={
             "tp": 1, "pp": 1, "dp": world, "micro_batch": 2, "grad_accum": 2, "global_batch": 4 * world,
             "zero_stage": zero_stage, "sequence_parallel": False, "framework": framework}),
         "training": plan.training.model_copy(update={"steps": steps, "step_seconds": step_seconds, "seq_len": 128}),
-    })
+    }))
 
 
 def render_training(plan) -> dict[str, OutputFile]:
@@ -122,9 +123,9 @@ def test_spot_is_elastic_with_restarts():
 
 def test_elastic_minimum_keeps_whole_model_replicas():
     plan = small_training_plan(nodes=6, gpus_per_node=8, cluster={"gpus_per_node": 8, "pricing": "spot"})
-    plan = plan.model_copy(update={"parallelism": plan.parallelism.model_copy(update={"tp": 8, "pp": 2, "dp": 3, "global_batch": 12})})
+    plan = deployed(plan.model_copy(update={"parallelism": plan.parallelism.model_copy(update={"tp": 8, "pp": 2, "dp": 3, "global_batch": 12})}))
     # one replica = TP×PP = 16 GPUs = 2 nodes; half of 6 nodes = 3 → rounded up to whole replicas = 4
-    assert torchrun.nnodes_argument(plan) == "4:6"
+    assert plan.deployment.launcher.nnodes == "4:6"
 
 
 @pytest.mark.parametrize(("interconnect", "present", "absent"), [
@@ -135,7 +136,7 @@ def test_elastic_minimum_keeps_whole_model_replicas():
 ])
 def test_collective_env_follows_interconnect(interconnect, present, absent):
     plan = training_plan()
-    plan = plan.model_copy(update={"hardware": plan.hardware.model_copy(update={"interconnect": interconnect})})
+    plan = deployed(plan.model_copy(update={"hardware": plan.hardware.model_copy(update={"interconnect": interconnect})}))
     text = launcher_text(plan)
     for item in present:
         assert f"default_env {item}" in text
@@ -169,7 +170,7 @@ def test_bash_syntax_and_shellcheck(tmp_path):
 
 
 def _run_launcher(out: Path, env: dict, *args: str, timeout_s: int = 120) -> subprocess.Popen:
-    return subprocess.Popen(["timeout", "-k", "10", str(timeout_s), "bash", str(out / torchrun.LAUNCHER_PATH), *args],
+    return subprocess.Popen(["timeout", "-k", "10", str(timeout_s), "bash", str(out / "launch/torchrun.sh"), *args],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 

@@ -15,6 +15,7 @@ import subprocess
 import pytest
 
 from compiler.catalog.types import Architecture
+from tests.fixtures.resolved_plans import deployed
 from compiler.targets import triton, vllm
 from tests.test_target_vllm import (
     by_path, fake_calls, fake_commands, hf_config, llama_405b_two_nodes, llm_plan, realtools, run_script, shellcheck_ok,
@@ -98,7 +99,7 @@ def test_vit_and_encoder_tensors():
 
 def test_no_preferred_sizes_leaves_the_field_out():
     plan = vision_plan()
-    plan = plan.model_copy(update={"serving": plan.serving.model_copy(update={"preferred_batch_sizes": []})})
+    plan = deployed(plan.model_copy(update={"serving": plan.serving.model_copy(update={"preferred_batch_sizes": []})}))
     assert "preferred_batch_size" not in triton.onnx_config(plan)
 
 
@@ -118,7 +119,7 @@ def test_llm_runs_on_the_vllm_backend_with_the_vllm_engine_arguments():
 
 def test_multi_node_llm_is_refused():
     plan = llama_405b_two_nodes()
-    plan = plan.model_copy(update={"serving": plan.serving.model_copy(update={"engine": "triton"})})
+    plan = deployed(plan.model_copy(update={"serving": plan.serving.model_copy(update={"engine": "triton"})}))
     with pytest.raises(ValueError, match="one replica per node"):
         triton.render(plan)
 
@@ -224,7 +225,7 @@ def test_tritonserver_loads_the_repository(name, tmp_path, monkeypatch):
 
 def test_tritonserver_rejects_a_batch_above_max_batch_size(tmp_path, monkeypatch):
     plan = vision_plan()
-    plan = plan.model_copy(update={"serving": plan.serving.model_copy(update={"preferred_batch_sizes": [32, 256]})})
+    plan = deployed(plan.model_copy(update={"serving": plan.serving.model_copy(update={"preferred_batch_sizes": [32, 256]})}))
     server_env(monkeypatch)
     out = write_tree(triton.render_units(plan, instance_kind="KIND_CPU"), tmp_path, plan)
     ok, log = realtools().tritonserver_loads(out / "triton")
@@ -270,4 +271,4 @@ def test_every_example_repository_parses_and_loads(tmp_path, monkeypatch):
     for name, unit, repo in repos:
         ok, log = tools.tritonserver_loads(repo)
         assert ok, f"{name}: {log}"
-        assert f"READY        {triton.model_name(unit.plan)}" in log
+        assert f"READY        {unit.engine.triton.name}" in log

@@ -16,7 +16,8 @@ import yaml
 from compiler.catalog.types import Architecture
 from compiler.targets import vllm
 from compiler.targets.base import OutputFile, with_header
-from tests.fixtures.resolved_plans import H100, serving_plan
+from compiler.targets.engine_common import EngineUnit, engine_units, vllm_serve_args
+from tests.fixtures.resolved_plans import deployed, H100, serving_plan
 from tests.tools import realtools as tools_realtools
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,9 +36,9 @@ def llm_plan(engine: str = "vllm", model: dict | None = None, serve: dict | None
     spec_serve = {"engine": engine, "context_len": 8192,
                   "traffic": {"requests_per_second": 20, "prompt_tokens": 1500, "output_tokens": 300}, **(serve or {})}
     plan = serving_plan(serve=spec_serve)
-    plan = plan.model_copy(update={"serving": plan.serving.model_copy(update={"engine": engine, **serving_updates})})
+    plan = deployed(plan.model_copy(update={"serving": plan.serving.model_copy(update={"engine": engine, **serving_updates})}))
     if model:
-        plan = plan.model_copy(update={"model": plan.model.model_copy(update=model)})
+        plan = deployed(plan.model_copy(update={"model": plan.model.model_copy(update=model)}))
     return plan
 
 
@@ -50,7 +51,7 @@ def llama_70b_fp8(engine: str = "vllm"):
 def llama_405b_two_nodes():
     plan = llm_plan(model={"id": "llama-3.1-405b", "hf_id": "meta-llama/Llama-3.1-405B-Instruct", "architecture": LLAMA_405B},
                     tp=8, pp=2, gpus_per_replica=16, nodes_per_replica=2, context_len=16384, max_concurrency=249)
-    return plan.model_copy(update={"hardware": plan.hardware.model_copy(update={"gpus_per_node": 8, "nodes": 2, "gpus": 16})})
+    return deployed(plan.model_copy(update={"hardware": plan.hardware.model_copy(update={"gpus_per_node": 8, "nodes": 2, "gpus": 16})}))
 
 
 def by_path(files: list[OutputFile]) -> dict[str, OutputFile]:
@@ -157,9 +158,9 @@ def test_fp8_weights_and_kv_cache():
 def test_dtype_follows_precision_and_gpu():
     assert vllm.engine_config(llm_plan(precision="fp16"))["dtype"] == "float16"
     assert vllm.engine_config(llm_plan(precision="fp32"))["dtype"] == "float32"
-    no_bf16 = H100.model_copy(update={"dense_tflops": {"fp16": 65.0, "int8": 130.0}})  # a T4-like GPU
+    no_bf16 = deployed(H100.model_copy(update={"dense_tflops": {"fp16": 65.0, "int8": 130.0}}))  # a T4-like GPU
     plan = llm_plan(precision="int8")
-    plan = plan.model_copy(update={"hardware": plan.hardware.model_copy(update={"gpu_spec": no_bf16})})
+    plan = deployed(plan.model_copy(update={"hardware": plan.hardware.model_copy(update={"gpu_spec": no_bf16})}))
     config = vllm.engine_config(plan)
     assert config["dtype"] == "float16" and "quantization" not in config  # int8: a pre-quantized checkpoint
 
@@ -197,9 +198,8 @@ def test_multi_node_replica_uses_ray():
 
 
 def test_non_llm_is_refused():
-    plan = llm_plan(model={"id": "resnet-50", "architecture": Architecture(kind="cnn", image_size=224, vocab=1000)})
-    with pytest.raises(ValueError, match="decoder LLMs"):
-        vllm.render(plan)
+    with pytest.raises(ValueError, match="decoder LLMs"):  # decided (and refused) by the deployment pass
+        llm_plan(model={"id": "resnet-50", "architecture": Architecture(kind="cnn", image_size=224, vocab=1000)})
 
 
 def test_stages_get_their_own_folder():
@@ -207,8 +207,8 @@ def test_stages_get_their_own_folder():
     from compiler.resolved import Stage
     stage = Stage(name="caption", model=plan.model, hardware=plan.hardware, serving=plan.serving,
                   memory_per_gpu_bytes=plan.memory_per_gpu_bytes, usd_per_month=1.0, gpus_per_last_stage_gpu=1.0)
-    vision = stage.model_copy(update={"name": "vision", "serving": plan.serving.model_copy(update={"engine": "triton"})})
-    staged = plan.model_copy(update={"stages": [vision, stage]})
+    vision = deployed(stage.model_copy(update={"name": "vision", "serving": plan.serving.model_copy(update={"engine": "triton"})}))
+    staged = deployed(plan.model_copy(update={"stages": [vision, stage]}))
     assert sorted(by_path(vllm.render(staged))) == ["vllm/caption/config.yaml", "vllm/caption/serve.sh"]
 
 
@@ -313,12 +313,12 @@ def test_vllm_rejects_a_wrong_flag():
 # --- the examples, compiled by the real passes ---------------------------------------------------------
 
 
-def example_units(engine: str) -> list[tuple[str, vllm.EngineUnit]]:
+def example_units(engine: str) -> list[tuple[str, EngineUnit]]:
     from compiler.pipeline import resolve
     units = []
     for path in sorted((REPO / "examples").glob("*.yaml")):
         plan = resolve(path)
-        units += [(f"{path.stem}/{unit.directory or '-'}", unit) for unit in vllm.engine_units(plan, engine)]
+        units += [(f"{path.stem}/{unit.directory or '-'}", unit) for unit in engine_units(plan, engine)]
     return units
 
 
@@ -331,5 +331,5 @@ def test_vllm_accepts_every_example():
         if unit.serving.nodes_per_replica > 1:
             tools.require_tool("ray (vllm venv)", has_ray, "ray is not installed in the vllm tool venv")
         model_id = unit.plan.model.hf_id
-        ok, message = tools.validate_vllm(["serve", *vllm.serve_args(unit.plan)], hf_config(model_id))
+        ok, message = tools.validate_vllm(["serve", *vllm_serve_args(unit.engine)], hf_config(model_id))
         assert ok, f"{name}: {message}"

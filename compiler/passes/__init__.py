@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .resolve_deployment import resolve_deployment
 from .resolve_model import resolve_model
 from .size_serving import size_serving
 from .size_training import size_training
@@ -10,4 +11,5 @@ PASSES = (
     resolve_model,  # everything after needs the architecture and parameter counts
     size_training,  # train/finetune: GPU type and count, parallelism, time, cost (no-op for serving)
     size_serving,   # serve: GPU type, TP/PP, precision, batch, replicas (no-op for training)
+    resolve_deployment,  # last: launcher, scheduler, pod and engine decisions from the sized numbers
 )

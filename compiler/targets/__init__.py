@@ -1,25 +1,33 @@
-"""Targets, registered in one place. Each module has `applies(plan) -> bool` and `render(plan) -> list[OutputFile]`."""
+"""Targets, registered in one place: each module declares one `TARGET = Target(name, applies, render, needs)` record
+(targets/base.py) and builds its files from the ResolvedPlan alone (paths in `plan.deployment.files`).
+
+Order matters only for `needs`: a target that carries another's rendered files comes after it. Non-target helpers
+in this package (base, k8s_common, engine_common, serving_rules, charts) are shared by several targets.
+"""
 
 from __future__ import annotations
-
-from types import ModuleType
 
 from . import (
     deepspeed, fsdp, k8s_serving, k8s_training, megatron, monitoring, plan_json, report, slurm, tgi, torchrun, triton, vllm,
 )
+from .base import Target
 
-TARGETS: tuple[ModuleType, ...] = (
-    plan_json,      # always: the resolved plan itself
-    report,         # always: REPORT.md and its charts
-    torchrun,       # train/finetune: the launcher every scheduler runs
-    slurm,          # train/finetune with scheduler slurm|both (and serving launchers)
-    deepspeed,      # framework deepspeed
-    fsdp,           # framework fsdp
-    megatron,       # tp or pp > 1
-    k8s_training,   # train/finetune with scheduler kubernetes|both
-    vllm,           # serve with engine vllm (also the backend of triton's vllm model)
-    triton,         # serve with engine triton
-    tgi,            # serve with engine tgi
-    k8s_serving,    # serve with scheduler kubernetes|both
-    monitoring,     # alert rules for both kinds of workload
+TARGETS: tuple[Target, ...] = (
+    plan_json.TARGET,      # always: the resolved plan itself
+    report.TARGET,         # always: REPORT.md and its charts
+    torchrun.TARGET,       # train/finetune: the launcher every scheduler runs
+    slurm.TARGET,          # train/finetune with scheduler slurm|both
+    deepspeed.TARGET,      # framework deepspeed
+    fsdp.TARGET,           # framework fsdp
+    megatron.TARGET,       # tp or pp > 1
+    k8s_training.TARGET,   # train/finetune with scheduler kubernetes|both; carries torchrun's and deepspeed's files
+    vllm.TARGET,           # serve with engine vllm
+    triton.TARGET,         # serve with engine triton
+    tgi.TARGET,            # serve with engine tgi
+    k8s_serving.TARGET,    # serve with scheduler kubernetes|both
+    monitoring.TARGET,     # alert rules for both kinds of workload
 )
+
+
+def by_name(name: str) -> Target:
+    return next(t for t in TARGETS if t.name == name)

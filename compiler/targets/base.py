@@ -7,7 +7,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import jinja2
 import yaml
@@ -15,12 +15,28 @@ import yaml
 from .. import __version__
 from ..resources import data_dir
 
+if TYPE_CHECKING:
+    from ..resolved import ResolvedPlan
+
 
 @dataclass(frozen=True)
 class OutputFile:
     path: str  # relative to out/<plan>/, forward slashes
     text: str
     mode: int = 0o644
+
+
+@dataclass(frozen=True)
+class Target:
+    """One target's registry record. `render(plan, rendered)` builds the target's files from the ResolvedPlan alone
+    (`plan.deployment.files` names the paths); `rendered` maps the path of every file rendered so far (with its
+    header) to that file, for a target that carries another's output (the K8s ConfigMap carrying the launcher),
+    so no target imports another. `needs` names those targets: the registry lists them earlier."""
+
+    name: str
+    applies: "Callable[[ResolvedPlan], bool]"
+    render: "Callable[[ResolvedPlan, Mapping[str, OutputFile]], list[OutputFile]]"
+    needs: tuple[str, ...] = ()
 
 
 def shell_quote(value: Any) -> str:

@@ -1,4 +1,5 @@
 """Kubernetes pieces shared by the training and serving targets: labels, GPU placement, secrets, volumes.
+Not a target (not in the registry); values come from `plan.deployment.kubernetes`.
 
 Every function returns plain dicts (dumped by `base.dump_yaml_documents`), so a value from the plan is
 always a YAML scalar and never YAML syntax.
@@ -25,16 +26,16 @@ def labels(plan: ResolvedPlan, component: str) -> dict[str, str]:
 
 def gpu_node_selector(plan: ResolvedPlan) -> dict[str, str]:
     """The plan's extra node labels plus the GPU product label that NVIDIA GPU feature discovery sets."""
-    return {**plan.spec.cluster.kubernetes.node_selector, "nvidia.com/gpu.product": plan.hardware.gpu_spec.k8s_product_label}
+    return {**plan.deployment.kubernetes.node_selector, "nvidia.com/gpu.product": plan.hardware.gpu_spec.k8s_product_label}
 
 
 def tolerations(plan: ResolvedPlan) -> list[dict]:
-    return [dict(t) for t in plan.spec.cluster.kubernetes.tolerations]
+    return [dict(t) for t in plan.deployment.kubernetes.tolerations]
 
 
 def secret_env(plan: ResolvedPlan) -> list[dict]:
     """HF_TOKEN from the plan's Secret, by reference only (optional: public models need no token)."""
-    ref = {"name": plan.spec.cluster.kubernetes.secret_name, "key": HF_TOKEN_KEY, "optional": True}
+    ref = {"name": plan.deployment.kubernetes.secret_name, "key": HF_TOKEN_KEY, "optional": True}
     return [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": ref}}]
 
 
@@ -53,10 +54,10 @@ def quantity_bytes(n: int) -> str:
 def pvc(name: str, size_bytes: int, plan: ResolvedPlan, access_mode: str) -> dict:
     """A PersistentVolumeClaim in the plan's namespace and StorageClass (the cluster default when unset)."""
     spec = {"accessModes": [access_mode], "resources": {"requests": {"storage": quantity_bytes(size_bytes)}}}
-    if plan.spec.cluster.kubernetes.storage_class:
-        spec["storageClassName"] = plan.spec.cluster.kubernetes.storage_class
+    if plan.deployment.kubernetes.storage_class:
+        spec["storageClassName"] = plan.deployment.kubernetes.storage_class
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": name, "namespace": plan.spec.cluster.kubernetes.namespace}, "spec": spec}
+            "metadata": {"name": name, "namespace": plan.deployment.kubernetes.namespace}, "spec": spec}
 
 
 def shm_volume(size_bytes: int) -> dict:

@@ -21,22 +21,15 @@ Assumptions (each names where the series comes from):
 from __future__ import annotations
 
 import json
-import math
+from typing import Mapping
 
 from ..resolved import ResolvedPlan
-from .base import OutputFile, dump_yaml_documents
+from .base import OutputFile, Target, dump_yaml_documents
 from .k8s_common import labels
-from .k8s_training import REPLICATED_JOB
 from .serving_rules import serving_rule_groups
 
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
-# Policy thresholds (ours, stated in the alerts): a GPU under 10 % for 15 minutes is idle. No GPU of the job busy
-# for a checkpoint write plus 5 planned steps, and at least 10 minutes, is a stall: a synchronous checkpoint write,
-# an evaluation pause or a restart's NCCL setup idles the GPUs for less.
-IDLE_UTIL_PERCENT = 10
-IDLE_MIN_SECONDS = 900
-STALL_STEPS = 5
-STALL_MIN_SECONDS = 600
+# Alert timings (idle, stall, spend window) are decided in compiler/deployment/monitoring.py.
 # Slurm spend: one GPU count per subquery step, each standing for the whole step.
 SPEND_STEP_SECONDS = 300
 SECONDS_PER_HOUR = 3600
@@ -44,7 +37,7 @@ SECONDS_PER_DAY = 86400
 
 
 def applies(plan: ResolvedPlan) -> bool:
-    return plan.training is not None or plan.serving is not None
+    return plan.deployment is not None and (plan.training is not None or plan.serving is not None)
 
 
 def rule(alert: str, expr: str, for_: str, severity: str, summary: str, **extra_labels: str) -> dict:
@@ -59,47 +52,39 @@ def _q(value: str) -> str:
 
 
 def _on_kubernetes(plan: ResolvedPlan) -> bool:
-    return plan.spec.cluster.scheduler != "slurm"
+    return plan.deployment.scheduler != "slurm"
 
 
 def trainer_pod_regex(plan: ResolvedPlan) -> str:
     """Names of the trainer pods only: JobSet `<jobset>-<rjob>-<job>-<pod>-<suffix>`, PyTorchJob `<job>-master-0` /
     `<job>-worker-<i>` (a prefix match would also catch a plan named `<name>-v2`)."""
-    if plan.spec.cluster.kubernetes.job_api == "pytorchjob":
-        return f"{plan.name}-(master|worker)-[0-9]+"
-    return f"{plan.name}-{REPLICATED_JOB}-[0-9]+-[0-9]+-.+"
+    return plan.deployment.kubernetes.training.trainer_pod_regex
 
 
 def _gpu_series(plan: ResolvedPlan) -> str:
     if not _on_kubernetes(plan):
         return f"{GPU_UTIL}{{job={_q(plan.name)}}}"
-    namespace = plan.spec.cluster.kubernetes.namespace
+    namespace = plan.deployment.kubernetes.namespace
     return f"{GPU_UTIL}{{namespace={_q(namespace)},pod=~{_q(trainer_pod_regex(plan))}}}"
 
 
 def _trainer_running(plan: ResolvedPlan) -> str:
-    namespace = plan.spec.cluster.kubernetes.namespace
+    namespace = plan.deployment.kubernetes.namespace
     pods = f'kube_pod_status_phase{{namespace={_q(namespace)},pod=~{_q(trainer_pod_regex(plan))},phase="Running"}}'
     return f"count({pods} == 1) > 0"
 
 
 def stall_seconds(plan: ResolvedPlan) -> int:
-    train = plan.training
-    return max(STALL_MIN_SECONDS, math.ceil(train.checkpoint_write_seconds + STALL_STEPS * train.step_seconds))
-
-
-def spend_window_days(plan: ResolvedPlan) -> int:
-    """Slurm spend window: as long as the budget lasts at the planned $/hour (at least a day)."""
-    return max(1, math.ceil(plan.cost.budget_usd / plan.cost.usd_per_hour / 24)) if plan.cost.usd_per_hour else 1
+    return plan.deployment.training_alerts.stall_seconds
 
 
 def spend_usd_expr(plan: ResolvedPlan) -> str:
     """PromQL for the dollars spent so far (see the module docstring for what each form assumes)."""
     if _on_kubernetes(plan):
-        namespace = plan.spec.cluster.kubernetes.namespace
+        namespace = plan.deployment.kubernetes.namespace
         created = f"kube_configmap_created{{namespace={_q(namespace)},configmap={_q(plan.name + '-launch')}}}"
         return f"(time() - max({created})) / {SECONDS_PER_HOUR} * {plan.cost.usd_per_hour:g}"
-    gpu_hours = (f"sum_over_time(count({_gpu_series(plan)})[{spend_window_days(plan)}d:{SPEND_STEP_SECONDS}s])"
+    gpu_hours = (f"sum_over_time(count({_gpu_series(plan)})[{plan.deployment.training_alerts.spend_window_days}d:{SPEND_STEP_SECONDS}s])"
                  f" * {SPEND_STEP_SECONDS} / {SECONDS_PER_HOUR}")
     return f"{gpu_hours} * {plan.hardware.usd_per_gpu_hour:g}"
 
@@ -122,18 +107,18 @@ def training_rule_groups(plan: ResolvedPlan) -> list[dict]:
     """PrometheusRule groups for a train/finetune plan (empty for other workloads)."""
     if plan.training is None:
         return []
-    series, stall = _gpu_series(plan), stall_seconds(plan)
-    idle = max(IDLE_MIN_SECONDS, stall)
+    alerts = plan.deployment.training_alerts
+    series, stall, idle = _gpu_series(plan), alerts.stall_seconds, alerts.idle_seconds
     scope = {"plan": plan.name}
     if _on_kubernetes(plan):
-        scope["namespace"] = plan.spec.cluster.kubernetes.namespace
+        scope["namespace"] = plan.deployment.kubernetes.namespace
     rules = [
-        rule("TrainingGpuIdle", f"{series} < {IDLE_UTIL_PERCENT}", f"{idle}s", "warning",
-             f"{plan.name}: a GPU has been under {IDLE_UTIL_PERCENT} % utilisation for {idle} s "
+        rule("TrainingGpuIdle", f"{series} < {alerts.idle_util_percent}", f"{idle}s", "warning",
+             f"{plan.name}: a GPU has been under {alerts.idle_util_percent} % utilisation for {idle} s "
              "(input pipeline, straggler or a rank that left)", **scope),
         rule("TrainingStalled", f"max({series}) < 1", f"{stall}s", "critical",
              f"{plan.name}: no GPU has run a kernel for {stall} s (a {plan.training.checkpoint_write_seconds:.1f} s "
-             f"checkpoint write + {STALL_STEPS} planned steps of {plan.training.step_seconds:.1f} s)", **scope),
+             f"checkpoint write + {alerts.stall_steps} planned steps of {plan.training.step_seconds:.1f} s)", **scope),
     ]
     if _on_kubernetes(plan):
         rules.append(rule("TrainingGpuMetricsMissing", f"absent({series}) and on() {_trainer_running(plan)}", f"{stall}s",
@@ -143,7 +128,7 @@ def training_rule_groups(plan: ResolvedPlan) -> list[dict]:
     return [{"name": f"{plan.name}.training", "rules": rules}]
 
 
-def render(plan: ResolvedPlan) -> list[OutputFile]:
+def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
     groups = training_rule_groups(plan) + serving_rule_groups(plan)
     if not groups:
         return []
@@ -152,8 +137,11 @@ def render(plan: ResolvedPlan) -> list[OutputFile]:
     else:
         document = {
             "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
-            "metadata": {"name": f"{plan.name}-alerts", "namespace": plan.spec.cluster.kubernetes.namespace,
+            "metadata": {"name": f"{plan.name}-alerts", "namespace": plan.deployment.kubernetes.namespace,
                          "labels": labels(plan, "monitoring")},
             "spec": {"groups": groups},
         }
-    return [OutputFile("monitoring/prometheus-rules.yaml", dump_yaml_documents([document]))]
+    return [OutputFile(plan.deployment.files.monitoring_rules, dump_yaml_documents([document]))]
+
+
+TARGET = Target("monitoring", applies, render)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Mapping
 
 from ..resolved import ResolvedPlan
-from .base import OutputFile, dump_json
+from .base import OutputFile, Target, dump_json
 
 SIGNIFICANT_DIGITS = 6  # enough for any sizing figure; hides last-bit float noise between platforms
 
@@ -30,5 +30,9 @@ def applies(plan: ResolvedPlan) -> bool:
     return True
 
 
-def render(plan: ResolvedPlan) -> list[OutputFile]:
-    return [OutputFile("plan.json", dump_json(stable(plan.model_dump(mode="json"))))]
+def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
+    path = plan.deployment.files.plan_json if plan.deployment else "plan.json"
+    return [OutputFile(path, dump_json(stable(plan.model_dump(mode="json"))))]
+
+
+TARGET = Target("plan_json", applies, render)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from ..resolved import ResolvedPlan
 from ..units import format_bytes, format_count, format_seconds, format_usd
 from . import charts
-from .base import OutputFile, render as render_template
+from .base import OutputFile, Target, render as render_template
 
 VISION_KINDS = ("cnn", "vision-transformer")
 MEMORY_TERMS = ("weights", "gradients", "optimizer", "activations", "kv_cache", "other")
@@ -111,7 +113,7 @@ def _pareto_axes(plan: ResolvedPlan) -> tuple[charts.Axis, charts.Axis]:
             charts.Axis(name, charts.seconds_unit, slo or None, f"{name} SLO"))
 
 
-def render(plan: ResolvedPlan) -> list[OutputFile]:
+def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
     mem = plan.memory_per_gpu_bytes
     training = plan.workload != "serve"
     files = [
@@ -127,8 +129,12 @@ def render(plan: ResolvedPlan) -> list[OutputFile]:
         name=plan.name, workload=plan.workload, plan_file=plan.plan_file,
         facts=_facts(plan), memory_rows=_memory_rows(plan), memory_total=format_bytes(mem.total),
         memory_usable=format_bytes(mem.usable), decisions=[d.model_dump() for d in plan.decisions],
+        deployment=[d.model_dump() for d in plan.deployment.decisions] if plan.deployment else [],
         alternatives=_alternatives(plan), stages=_stages(plan), rejected=[r.model_dump() for r in plan.rejected],
         warnings=plan.warnings, evaluated=plan.search_evaluated,
         front_axis=_latency_name(plan),
     )
-    return [OutputFile("REPORT.md", text), *files]
+    return [OutputFile(plan.deployment.files.report if plan.deployment else "REPORT.md", text), *files]
+
+
+TARGET = Target("report", applies, render)

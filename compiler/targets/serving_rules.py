@@ -1,4 +1,5 @@
-"""Prometheus alert and recording rules for a serve plan: SLO burn, idle GPUs, monthly budget.
+"""Prometheus alert and recording rules for a serve plan: SLO burn, idle GPUs, monthly budget. Not a target: the
+monitoring target wraps these groups.
 
 `serving_rule_groups(plan)` returns PrometheusRule `spec.groups` entries; the monitoring target wraps them. The
 series are selected the way k8s_serving deploys them: engine metrics carry the `namespace` and `service` labels
@@ -12,8 +13,9 @@ import json
 from dataclasses import dataclass
 
 from ..resolved import ResolvedPlan
-from ..sizing.serve_types import HOURS_PER_MONTH
-from .k8s_serving import ServingUnit, scale_down_window_seconds, serving_units, startup_failure_threshold, PROBE_PERIOD_SECONDS
+from ..deployment.model import ServingUnit as DecidedUnit
+from ..deployment.units import unit_views
+from ..resolved import Serving
 
 # A p99 target lets 1 % of requests be slower than the threshold: that 1 % is the error budget.
 ERROR_BUDGET_FRACTION = 0.01
@@ -45,20 +47,38 @@ class _Latency:
     target_seconds: float
 
 
+@dataclass(frozen=True)
+class ServingUnit:
+    """What the rules need of one served unit: its object name and namespace, its sizing and its decisions."""
+
+    name: str
+    namespace: str
+    serving: Serving
+    usd_per_gpu_hour: float
+    decided: DecidedUnit
+
+
+def serving_units(plan: ResolvedPlan) -> list[ServingUnit]:
+    k8s = plan.deployment.kubernetes
+    decided = {u.stage: u for u in k8s.serving}
+    return [ServingUnit(decided[v.stage].name, k8s.namespace, v.plan.serving, v.plan.hardware.usd_per_gpu_hour, decided[v.stage])
+            for v in unit_views(plan)]
+
+
 def _q(value: str) -> str:
     """A PromQL string literal (double-quoted; JSON escapes are valid Go escapes)."""
     return json.dumps(value)
 
 
 def _selector(unit: ServingUnit, metric: str = "", regex: bool = False, **extra: str) -> str:
-    namespace = unit.plan.spec.cluster.kubernetes.namespace
+    namespace = unit.namespace
     matchers = [f"__name__=~{_q(metric)}"] if regex else []
     matchers += [f"namespace={_q(namespace)}", f"service={_q(unit.name)}", *(f"{k}={_q(v)}" for k, v in extra.items())]
     return f"{'' if regex else metric}{{{','.join(matchers)}}}"
 
 
 def _pods(unit: ServingUnit, metric: str, **extra: str) -> str:
-    namespace = unit.plan.spec.cluster.kubernetes.namespace
+    namespace = unit.namespace
     matchers = [f"namespace={_q(namespace)}", f"pod=~{_q(unit.name + '-.+')}", *(f"{k}={_q(v)}" for k, v in extra.items())]
     return f"{metric}{{{','.join(matchers)}}}"
 
@@ -116,7 +136,7 @@ def _p99(unit: ServingUnit, lat: _Latency, window: str) -> str:
 
 
 def _labels(unit: ServingUnit, **extra: str) -> dict[str, str]:
-    return {"namespace": unit.plan.spec.cluster.kubernetes.namespace, "service": unit.name, **extra}
+    return {"namespace": unit.namespace, "service": unit.name, **extra}
 
 
 def _slo_rules(unit: ServingUnit) -> list[dict]:
@@ -161,7 +181,7 @@ def _slo_rules(unit: ServingUnit) -> list[dict]:
 def idle_seconds(unit: ServingUnit) -> int:
     """A GPU is reported idle after loading weights (the startup budget) and the autoscaler's scale-down window:
     past both, the autoscaler is not going to give it back (the unit sits at min_replicas)."""
-    return scale_down_window_seconds(unit.serving) + startup_failure_threshold(unit.serving) * PROBE_PERIOD_SECONDS
+    return unit.decided.scale_down_window_seconds + unit.decided.startup_budget_seconds
 
 
 def _idle_rules(unit: ServingUnit) -> list[dict]:
@@ -180,7 +200,7 @@ def _spend_expr(plan: ResolvedPlan) -> str:
     terms = []
     for unit in serving_units(plan):
         gpus = _pods(unit, "kube_pod_container_resource_limits", resource="nvidia_com_gpu")
-        terms.append(f"(sum({gpus}) or vector(0)) * {unit.plan.hardware.usd_per_gpu_hour:g} * {HOURS_PER_MONTH}")
+        terms.append(f"(sum({gpus}) or vector(0)) * {unit.usd_per_gpu_hour:g} * {plan.deployment.hours_per_month:g}")
     return " + ".join(terms)
 
 

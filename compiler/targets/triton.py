@@ -14,75 +14,27 @@ A multi-stage service gets one repository per Triton stage, under `triton/<stage
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Mapping
 
+from ..deployment.model import Tensor, TritonModel
+from ..deployment.serving import VLLM_VERSION
 from ..resolved import ResolvedPlan
-from . import vllm
-from .base import OutputFile, dump_json, render as render_template
+from .base import OutputFile, Target, dump_json, render as render_template
+from .engine_common import EngineUnit, engine_units, unit_path, vllm_engine_config
 
-# The Triton release whose model-config schema the output was checked against: tritonserver 2.51.0 (from
-# nvidia-pytriton 0.7.0) loads it and tritonclient 2.73.0's ModelConfig protobuf parses it (shared/validators §4).
-TRITON_SERVER_VERSION = "2.51.0"
 VERSION = "1"  # the model version folder
-HTTP_PORT = 8000  # tritonserver defaults (--http-port, --grpc-port, --metrics-port); k8s_serving exposes the same
-GRPC_PORT = 8001
-METRICS_PORT = 8002
-MICROSECONDS_PER_SECOND = 1_000_000
-# One execution instance per GPU: the serving search sized one batch running at a time per GPU (latency bound
-# delay + 2 × batch time, compiler/sizing/vision.py); a second instance would overlap batches it did not budget.
-INSTANCES_PER_GPU = 1
-
-# Tensor element type of an ONNX export per plan precision. fp16 (and bf16, which ONNX Runtime's CUDA kernels
-# mostly lack: the same 2 bytes per weight, so sizing holds) are exported in float16 and take/return float16.
-# int8/fp8/int4 are QDQ-quantized models (onnxruntime.quantization): their inputs and outputs stay float32.
-IO_TYPE = {"fp16": "TYPE_FP16", "bf16": "TYPE_FP16"}
-DEFAULT_IO_TYPE = "TYPE_FP32"
-EXPORT_DTYPE = {"TYPE_FP16": "fp16", "TYPE_FP32": "fp32"}  # optimum-cli export onnx --dtype
-# optimum-cli export onnx --task per model kind, and the tensor names its ONNX configs give the inputs/outputs.
-EXPORT_TASK = {"cnn": "image-classification", "vision-transformer": "image-classification", "encoder": "feature-extraction"}
-IMAGE_CHANNELS = 3  # RGB, NCHW
-TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # BERT-style encoder export (int64 token ids)
 # Fetching a model file from the plan's weights location, by URI scheme.
 FETCH = {"s3://": ("aws", "s3", "cp"), "gs://": ("gcloud", "storage", "cp"), "http://": ("curl", "-fsSL", "-o"),
          "https://": ("curl", "-fsSL", "-o")}
 
 
-@dataclass(frozen=True)
-class Tensor:
-    name: str
-    data_type: str
-    dims: list[int]
-    format: str = ""  # FORMAT_NCHW for images
-    optional: bool = False
-
-
 def applies(plan: ResolvedPlan) -> bool:
-    return bool(vllm.engine_units(plan, "triton"))
+    return bool(engine_units(plan, "triton"))
 
 
 def model_name(plan: ResolvedPlan) -> str:
-    """The model's folder and API name: the catalog preset id (safe characters), else the plan name (a DNS label)."""
-    return plan.model.id if plan.model.id != "custom" else plan.name
-
-
-def is_llm(plan: ResolvedPlan) -> bool:
-    return plan.model.architecture.kind == "decoder"
-
-
-def io_type(plan: ResolvedPlan) -> str:
-    return IO_TYPE.get(plan.serving.precision, DEFAULT_IO_TYPE)
-
-
-def inputs_outputs(plan: ResolvedPlan) -> tuple[list[Tensor], list[Tensor]]:
-    """Tensors of the ONNX export (batch dimension implicit: max_batch_size > 0)."""
-    arch, dtype = plan.model.architecture, io_type(plan)
-    if arch.kind in ("cnn", "vision-transformer"):
-        image = Tensor("pixel_values", dtype, [IMAGE_CHANNELS, arch.image_size, arch.image_size], "FORMAT_NCHW")
-        return [image], [Tensor("logits", dtype, [arch.vocab])]  # vocab = number of classes for classifiers
-    if arch.kind == "encoder":
-        tokens = [Tensor(name, "TYPE_INT64", [-1]) for name in TEXT_INPUTS]
-        return tokens, [Tensor("last_hidden_state", dtype, [-1, arch.hidden])]
-    raise ValueError(f"no ONNX model layout for a {arch.kind} model")
+    """The model folder's name in a single-service plan (tests)."""
+    return plan.deployment.engines[0].triton.name
 
 
 # ----------------------------------------------------------------------------------------------- config.pbtxt
@@ -91,29 +43,28 @@ def _tensor_rows(tensors: list[Tensor]) -> list[dict]:
              "format": t.format, "has_format": bool(t.format), "optional": t.optional} for t in tensors]
 
 
-def onnx_config(plan: ResolvedPlan, instance_kind: str = "KIND_GPU") -> str:
-    s = plan.serving
-    inputs, outputs = inputs_outputs(plan)
+def onnx_config(plan: ResolvedPlan, instance_kind: str = "KIND_GPU", model: TritonModel | None = None) -> str:
+    """config.pbtxt of an ONNX model (`model`: the unit's Triton decisions; default the single service's)."""
+    s, m = plan.serving, model or plan.deployment.engines[0].triton
     return render_template(
-        "triton/onnx_config.pbtxt.j2", plan_name=plan.name, name=model_name(plan),
-        precision=s.precision, max_batch_size=s.max_concurrency, inputs=_tensor_rows(inputs),
-        outputs=_tensor_rows(outputs), preferred_batch_sizes=", ".join(str(b) for b in s.preferred_batch_sizes),
-        has_preferred=bool(s.preferred_batch_sizes),
-        max_queue_delay_microseconds=round(s.max_queue_delay_seconds * MICROSECONDS_PER_SECOND),
-        instance_count=INSTANCES_PER_GPU, instance_kind=instance_kind, latency_slo_ms=_ms(s.latency_slo_seconds),
+        "triton/onnx_config.pbtxt.j2", plan_name=plan.name, name=m.name,
+        precision=s.precision, max_batch_size=s.max_concurrency, inputs=_tensor_rows(m.inputs),
+        outputs=_tensor_rows(m.outputs), preferred_batch_sizes=", ".join(str(b) for b in s.preferred_batch_sizes),
+        has_preferred=bool(s.preferred_batch_sizes), max_queue_delay_microseconds=m.max_queue_delay_microseconds,
+        instance_count=m.instance_count, instance_kind=instance_kind, latency_slo_ms=_ms(s.latency_slo_seconds),
         has_slo=s.latency_slo_seconds is not None,
     )
 
 
-def vllm_config(plan: ResolvedPlan) -> str:
+def vllm_config(plan: ResolvedPlan, model: TritonModel) -> str:
     s = plan.serving
-    return render_template("triton/vllm_config.pbtxt.j2", plan_name=plan.name, name=model_name(plan),
-                           vllm_version=vllm.VLLM_VERSION, tp=s.tp, pp=s.pp, gpus=s.gpus_per_replica)
+    return render_template("triton/vllm_config.pbtxt.j2", plan_name=plan.name, name=model.name,
+                           vllm_version=VLLM_VERSION, tp=s.tp, pp=s.pp, gpus=s.gpus_per_replica)
 
 
-def model_json(plan: ResolvedPlan) -> str:
+def model_json(unit: EngineUnit) -> str:
     """The vLLM backend's engine arguments: `AsyncEngineArgs(**model.json)`, so engine fields only."""
-    return dump_json(vllm.engine_config(plan, frontend=False))
+    return dump_json(vllm_engine_config(unit.engine, frontend=False))
 
 
 def _ms(seconds: float | None) -> str:
@@ -130,45 +81,48 @@ def _fetch_command(plan: ResolvedPlan) -> tuple[list[str], list[str]]:
     return (["cp", "--", uri], [])
 
 
-def _onnx_model(plan: ResolvedPlan) -> dict:
+def _onnx_model(plan: ResolvedPlan, m: TritonModel) -> dict:
     return {
-        "name": model_name(plan), "hf_id": plan.model.hf_id, "fetch_before": _fetch_command(plan)[0], "fetch_after": _fetch_command(plan)[1],
+        "name": m.name, "hf_id": plan.model.hf_id, "fetch_before": _fetch_command(plan)[0], "fetch_after": _fetch_command(plan)[1],
         "has_weights": bool(plan.model.weights_uri), "weights_uri": plan.model.weights_uri,
-        "task": EXPORT_TASK[plan.model.architecture.kind], "dtype": EXPORT_DTYPE[io_type(plan)],
-        "on_gpu": io_type(plan) == "TYPE_FP16",  # optimum exports float16 on a CUDA device only
+        "task": m.export_task, "dtype": m.export_dtype, "on_gpu": m.export_on_gpu,
     }
 
 
-def serve_sh(unit: vllm.EngineUnit) -> str:
-    plan = unit.plan
-    onnx = [] if is_llm(plan) else [_onnx_model(plan)]
-    return render_template("triton/serve.sh.j2", plan_name=plan.name, server_version=TRITON_SERVER_VERSION,
-                           models=onnx, model=model_name(plan), version=VERSION, http_port=HTTP_PORT,
-                           grpc_port=GRPC_PORT, metrics_port=METRICS_PORT)
+def serve_sh(unit: EngineUnit) -> str:
+    plan, m = unit.plan, unit.engine.triton
+    onnx = [] if m.backend == "vllm" else [_onnx_model(plan, m)]
+    return render_template("triton/serve.sh.j2", plan_name=plan.name, server_version=unit.engine.version,
+                           models=onnx, model=m.name, version=VERSION, http_port=unit.engine.http_port,
+                           grpc_port=unit.engine.grpc_port, metrics_port=unit.engine.metrics_port)
 
 
 # ----------------------------------------------------------------------------------------------- files
-def repository(unit: vllm.EngineUnit, instance_kind: str = "KIND_GPU") -> list[OutputFile]:
+def repository(unit: EngineUnit, instance_kind: str = "KIND_GPU") -> list[OutputFile]:
     """The unit's model folder. `instance_kind="KIND_CPU"` is for loading it in a CPU-only tritonserver (tests)."""
-    plan, name = unit.plan, model_name(unit.plan)
-    folder = vllm.unit_path("triton", unit, name)
-    if is_llm(plan):
+    plan, m = unit.plan, unit.engine.triton
+    name = m.name
+    folder = unit_path("triton", unit, name)
+    if m.backend == "vllm":
         if unit.serving.nodes_per_replica > 1:
             raise ValueError(f"Triton's vLLM backend runs one replica per node; plan needs {unit.serving.nodes_per_replica} nodes")
-        return [OutputFile(f"{folder}/config.pbtxt", vllm_config(plan)),
-                OutputFile(f"{folder}/{VERSION}/model.json", model_json(plan))]
+        return [OutputFile(f"{folder}/config.pbtxt", vllm_config(plan, m)),
+                OutputFile(f"{folder}/{VERSION}/model.json", model_json(unit))]
     readme = render_template("triton/version_readme.md.j2", name=name, version=VERSION)
-    return [OutputFile(f"{folder}/config.pbtxt", onnx_config(plan, instance_kind)),
+    return [OutputFile(f"{folder}/config.pbtxt", onnx_config(plan, instance_kind, m)),
             OutputFile(f"{folder}/{VERSION}/README.md", readme)]
 
 
 def render_units(plan: ResolvedPlan, instance_kind: str = "KIND_GPU") -> list[OutputFile]:
     files = []
-    for unit in vllm.engine_units(plan, "triton"):
+    for unit in engine_units(plan, "triton"):
         files += repository(unit, instance_kind)
-        files.append(OutputFile(vllm.unit_path("triton", unit, "serve.sh"), serve_sh(unit), 0o755))
+        files.append(OutputFile(unit_path("triton", unit, "serve.sh"), serve_sh(unit), 0o755))
     return files
 
 
-def render(plan: ResolvedPlan) -> list[OutputFile]:
+def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
     return render_units(plan)
+
+
+TARGET = Target("triton", applies, render)

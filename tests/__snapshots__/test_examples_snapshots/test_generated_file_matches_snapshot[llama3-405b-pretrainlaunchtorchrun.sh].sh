@@ -35,6 +35,9 @@ export MLINFRA_MICRO_BATCH=1
 export MLINFRA_GRAD_ACCUM=16
 export MLINFRA_PRECISION=bf16
 export MLINFRA_CHECKPOINT_DIR=/lustre/ckpt/llama3-405b
+export MLINFRA_CHECKPOINT_INTERVAL_SECONDS=889
+export MLINFRA_CHECKPOINT_INTERVAL_STEPS=18
+export MLINFRA_CHECKPOINT_KEEP=2
 
 
 # Slurm sends SIGUSR1 to every process of the step before the time limit. The agent ignores it;

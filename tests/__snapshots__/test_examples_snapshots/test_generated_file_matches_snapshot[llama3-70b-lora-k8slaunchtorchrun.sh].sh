@@ -39,6 +39,14 @@ export MLINFRA_MICRO_BATCH=4
 export MLINFRA_GRAD_ACCUM=2
 export MLINFRA_PRECISION=bf16
 export MLINFRA_CHECKPOINT_DIR=/checkpoints
+export MLINFRA_CHECKPOINT_INTERVAL_SECONDS=11499
+export MLINFRA_CHECKPOINT_INTERVAL_STEPS=419
+export MLINFRA_CHECKPOINT_KEEP=2
+export MLINFRA_DATA=s3://datasets/support-chats
+export MLINFRA_WEIGHTS=s3://models/meta-llama/Llama-3.1-70B
+export MLINFRA_LORA_RANK=16
+export MLINFRA_LORA_ALPHA=32
+export MLINFRA_LORA_TARGETS=q,k,v,o,gate,up,down
 export MLINFRA_ACCELERATE_CONFIG="$OUT_DIR/fsdp/accelerate_config.yaml"
 
 

@@ -35,6 +35,10 @@ export MLINFRA_MICRO_BATCH=1
 export MLINFRA_GRAD_ACCUM=8
 export MLINFRA_PRECISION=bf16
 export MLINFRA_CHECKPOINT_DIR=/lustre/ckpt/llama3-8b
+export MLINFRA_CHECKPOINT_INTERVAL_SECONDS=4003
+export MLINFRA_CHECKPOINT_INTERVAL_STEPS=675
+export MLINFRA_CHECKPOINT_KEEP=3
+export MLINFRA_DATA=/lustre/datasets/fineweb-tokens
 export MLINFRA_DS_CONFIG="$OUT_DIR/deepspeed/ds_config.json"
 
 

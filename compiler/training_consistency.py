@@ -10,13 +10,9 @@ import re
 import shlex
 
 
-from ..resolved import ResolvedPlan
-from .base import OutputFile, load_generated_yaml
-from .deepspeed import DS_CONFIG_PATH
-from .fsdp import ACCELERATE_CONFIG_PATH, MIXED_PRECISION
-from .megatron import MEGATRON_ARGS_PATH
-from .slurm import SBATCH_PATH
-from .torchrun import LAUNCHER_PATH
+from .resolved import ResolvedPlan
+from .targets.base import OutputFile, load_generated_yaml
+from .deployment.frameworks import MIXED_PRECISION
 
 
 def _expect(ok: bool, message: str) -> None:
@@ -57,7 +53,7 @@ def _check_launcher(text: str, plan: ResolvedPlan) -> None:
     _expect(int(exported["MLINFRA_GLOBAL_BATCH"]) == par.global_batch, "MLINFRA_GLOBAL_BATCH != plan")
     _expect(int(exported["MLINFRA_MICRO_BATCH"]) == par.micro_batch, "MLINFRA_MICRO_BATCH != plan")
     _expect(int(exported["MLINFRA_GRAD_ACCUM"]) == par.grad_accum, "MLINFRA_GRAD_ACCUM != plan")
-    _expect(shlex.split(exported["MLINFRA_PRECISION"]) == [plan.spec.precision], "MLINFRA_PRECISION != plan")
+    _expect(shlex.split(exported["MLINFRA_PRECISION"]) == [plan.deployment.launcher.precision], "MLINFRA_PRECISION != plan")
     _expect(("--deepspeed_config" in text) == (par.framework == "deepspeed"), "DeepSpeed config passed iff framework deepspeed")
 
 
@@ -71,7 +67,7 @@ def _check_ds_config(text: str, plan: ResolvedPlan) -> None:
     _expect(ds["zero_optimization"]["stage"] == par.zero_stage, "ds_config ZeRO stage != plan")
     bf16 = bool(ds.get("bf16", {}).get("enabled"))
     fp16 = bool(ds.get("fp16", {}).get("enabled"))
-    _expect(bf16 == (plan.spec.precision in ("bf16", "fp8")) and fp16 == (plan.spec.precision == "fp16"),
+    _expect(bf16 == (plan.deployment.launcher.precision in ("bf16", "fp8")) and fp16 == (plan.deployment.launcher.precision == "fp16"),
             "ds_config precision != plan precision")
 
 
@@ -79,7 +75,7 @@ def _check_accelerate(text: str, plan: ResolvedPlan) -> None:
     cfg, hw = load_generated_yaml(text), plan.hardware
     _expect(cfg["num_machines"] == hw.nodes, "accelerate num_machines != plan nodes")
     _expect(cfg["num_processes"] == hw.nodes * hw.gpus_per_node, "accelerate num_processes != world size")
-    _expect(cfg["mixed_precision"] == MIXED_PRECISION[plan.spec.precision], "accelerate mixed_precision != plan precision")
+    _expect(cfg["mixed_precision"] == MIXED_PRECISION[plan.deployment.launcher.precision], "accelerate mixed_precision != plan precision")
 
 
 def _check_megatron(text: str, plan: ResolvedPlan) -> None:
@@ -91,16 +87,16 @@ def _check_megatron(text: str, plan: ResolvedPlan) -> None:
     _expect(int(value["--micro-batch-size"]) == par.micro_batch, "Megatron micro batch != plan")
     _expect(int(value["--global-batch-size"]) == par.global_batch, "Megatron global batch != plan")
     _expect(int(value["--seq-length"]) == plan.training.seq_len, "Megatron sequence length != plan")
-    _expect(("--bf16" in words) == (plan.spec.precision in ("bf16", "fp8")), "Megatron --bf16 != plan precision")
-    _expect(("--fp16" in words) == (plan.spec.precision == "fp16"), "Megatron --fp16 != plan precision")
+    _expect(("--bf16" in words) == (plan.deployment.launcher.precision in ("bf16", "fp8")), "Megatron --bf16 != plan precision")
+    _expect(("--fp16" in words) == (plan.deployment.launcher.precision == "fp16"), "Megatron --fp16 != plan precision")
 
 
-_CHECKS = {
-    SBATCH_PATH: _check_sbatch,
-    LAUNCHER_PATH: _check_launcher,
-    DS_CONFIG_PATH: _check_ds_config,
-    ACCELERATE_CONFIG_PATH: _check_accelerate,
-    MEGATRON_ARGS_PATH: _check_megatron,
+_CHECKS = {  # the file (a field of deployment.files) -> its check
+    "sbatch": _check_sbatch,
+    "launcher": _check_launcher,
+    "ds_config": _check_ds_config,
+    "accelerate_config": _check_accelerate,
+    "megatron_args": _check_megatron,
 }
 
 
@@ -112,6 +108,7 @@ def check(files: list[OutputFile] | dict[str, str], plan: ResolvedPlan) -> None:
     par, hw = plan.parallelism, plan.hardware
     _expect(par.micro_batch * par.grad_accum * par.dp == par.global_batch, "plan global batch != micro × grad-accum × DP")
     _expect(par.tp * par.pp * par.dp == hw.nodes * hw.gpus_per_node, "TP × PP × DP != nodes × GPUs per node")
-    for path, check_file in _CHECKS.items():
+    for field, check_file in _CHECKS.items():
+        path = getattr(plan.deployment.files, field)
         if path in texts:
             check_file(texts[path], plan)

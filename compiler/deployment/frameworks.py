@@ -1,0 +1,213 @@
+"""Framework configuration decisions: the DeepSpeed config, the Accelerate (FSDP) config and the Megatron-LM
+arguments, built from the sized parallelism and the plan's precision. Moved here from the deepspeed, fsdp and
+megatron targets, which now only write them out (`plan.deployment.frameworks`).
+
+DeepSpeed batch identity (DeepSpeedConfig._batch_assertion): train_batch_size = train_micro_batch_size_per_gpu ×
+gradient_accumulation_steps × data-parallel size. Bucket sizes follow the "auto" rules of the Hugging Face
+integration, which fills them from the model's hidden size h (transformers/integrations/deepspeed.py,
+HfTrainerDeepSpeedConfig.trainer_config_finalize): reduce_bucket_size = h², stage3_prefetch_bucket_size = 0.9·h²,
+stage3_param_persistence_threshold = 10·h. Accelerate keys are those `accelerate config` writes for FSDP1
+(accelerate/commands/config/cluster.py). Megatron flag names are Megatron-LM's (megatron/training/arguments.py).
+"""
+
+from __future__ import annotations
+
+from ..resolved import ResolvedPlan
+from .model import Checkpoint, FrameworkArg, Frameworks
+
+# Clip the global gradient norm at 1.0: GPT-3 (Brown et al. 2020, appendix B) and Llama 3
+# (Dubey et al. 2024, section 3.4) both train with this value.
+GRADIENT_CLIP_NORM = 1.0
+# DeepSpeed's own bucket default (elements), used when the model has no hidden size (CNNs):
+# deepspeed/runtime/zero/config.py ZERO_REDUCE_BUCKET_SIZE / allgather_bucket_size default 5e8.
+DEEPSPEED_DEFAULT_BUCKET_ELEMENTS = 500_000_000
+# HF "auto" rule factors (see module docstring).
+PREFETCH_BUCKET_FRACTION = 0.9
+PERSISTENCE_THRESHOLD_PER_HIDDEN = 10
+# fp16 dynamic loss scaling: loss_scale 0 = dynamic; start at 2^16, halve on overflow, double after
+# 1000 clean steps (DeepSpeed config docs, "fp16 training options" defaults written out).
+FP16_INITIAL_SCALE_POWER = 16
+FP16_LOSS_SCALE_WINDOW = 1000
+FP16_HYSTERESIS = 2
+FP16_MIN_LOSS_SCALE = 1
+
+
+def bucket_sizes(hidden: int) -> dict[str, int]:
+    """Elements per communication bucket from the hidden size (HF "auto" rules); DeepSpeed's default without one."""
+    if hidden <= 0:
+        return {"reduce": DEEPSPEED_DEFAULT_BUCKET_ELEMENTS, "allgather": DEEPSPEED_DEFAULT_BUCKET_ELEMENTS,
+                "prefetch": DEEPSPEED_DEFAULT_BUCKET_ELEMENTS, "persistence": 0}
+    square = hidden * hidden
+    return {
+        "reduce": square,
+        "allgather": square,  # ZeRO-1/2 all-gather of updated partitions: same size as the reduce bucket
+        "prefetch": int(PREFETCH_BUCKET_FRACTION * square),
+        "persistence": PERSISTENCE_THRESHOLD_PER_HIDDEN * hidden,
+    }
+
+
+def _precision(precision: str) -> dict:
+    if precision in ("bf16", "fp8"):  # fp8 matmuls run inside Transformer Engine on top of bf16 weights
+        return {"bf16": {"enabled": True}}
+    if precision == "fp16":
+        return {"fp16": {"enabled": True, "loss_scale": 0, "initial_scale_power": FP16_INITIAL_SCALE_POWER,
+                         "loss_scale_window": FP16_LOSS_SCALE_WINDOW, "hysteresis": FP16_HYSTERESIS,
+                         "min_loss_scale": FP16_MIN_LOSS_SCALE}}
+    return {}
+
+
+def _zero(plan: ResolvedPlan) -> dict:
+    par = plan.parallelism
+    stage = par.zero_stage
+    zero: dict = {"stage": stage}
+    if stage == 0:
+        return zero
+    buckets = bucket_sizes(plan.model.architecture.hidden if plan.model else 0)
+    zero.update({"overlap_comm": True, "contiguous_gradients": True, "reduce_bucket_size": buckets["reduce"]})
+    if stage < 3:
+        zero["allgather_bucket_size"] = buckets["allgather"]
+    else:
+        zero["stage3_prefetch_bucket_size"] = buckets["prefetch"]
+        zero["stage3_param_persistence_threshold"] = buckets["persistence"]
+    if par.offload_optimizer:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+    if par.offload_params and stage == 3:
+        zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+    return zero
+
+
+def ds_config(plan: ResolvedPlan) -> dict:
+    par = plan.parallelism
+    config: dict = {
+        "train_batch_size": par.micro_batch * par.grad_accum * par.dp,
+        "train_micro_batch_size_per_gpu": par.micro_batch,
+        "gradient_accumulation_steps": par.grad_accum,
+        "gradient_clipping": GRADIENT_CLIP_NORM,
+        "zero_optimization": _zero(plan),
+        "wall_clock_breakdown": False,
+        **_precision(plan.spec.precision),
+    }
+    if par.recompute != "none":
+        # Used by models that checkpoint through deepspeed.checkpointing (Megatron-DeepSpeed); splitting
+        # the saved activations only helps when tensor parallelism replicates them.
+        config["activation_checkpointing"] = {
+            "partition_activations": par.tp > 1, "contiguous_memory_optimization": False,
+            "cpu_checkpointing": False, "synchronize_checkpoint_boundary": False, "profile": False,
+        }
+    return config
+
+
+# ZeRO stage → FSDP sharding strategy (PyTorch FSDP docs, ShardingStrategy): FSDP has no
+# optimizer-only sharding, so ZeRO-1 maps to SHARD_GRAD_OP like ZeRO-2.
+SHARDING_BY_ZERO_STAGE = {0: "NO_SHARD", 1: "SHARD_GRAD_OP", 2: "SHARD_GRAD_OP", 3: "FULL_SHARD"}
+# Accelerate's mixed_precision values: "no", "fp16", "bf16", "fp8". fp8 in Accelerate needs a separate
+# fp8 backend section; the plan's fp8 runs matmuls in fp8 over bf16 master weights, so bf16 here.
+MIXED_PRECISION = {"fp32": "no", "fp16": "fp16", "bf16": "bf16", "fp8": "bf16"}
+
+
+def sharding_strategy(zero_stage: int) -> str:
+    return SHARDING_BY_ZERO_STAGE[zero_stage]
+
+
+def accelerate_config(plan: ResolvedPlan) -> dict:
+    par = plan.parallelism
+    return {
+        "compute_environment": "LOCAL_MACHINE",
+        "distributed_type": "FSDP",
+        "debug": False,
+        "fsdp_config": {
+            "fsdp_version": 1,
+            "fsdp_reshard_after_forward": sharding_strategy(par.zero_stage),
+            # wrap each transformer block (the model's _no_split_modules): one all-gather per block
+            "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+            "fsdp_backward_prefetch": "BACKWARD_PRE",
+            "fsdp_forward_prefetch": False,
+            "fsdp_offload_params": par.offload_params or par.offload_optimizer,
+            "fsdp_activation_checkpointing": par.recompute != "none",
+            "fsdp_state_dict_type": "SHARDED_STATE_DICT",
+            "fsdp_cpu_ram_efficient_loading": True,
+            "fsdp_sync_module_states": True,
+            "fsdp_use_orig_params": True,
+        },
+        "mixed_precision": MIXED_PRECISION[plan.spec.precision],
+        "num_machines": plan.hardware.nodes,
+        "num_processes": plan.hardware.nodes * plan.hardware.gpus_per_node,
+        "machine_rank": 0,
+        "rdzv_backend": "c10d",
+        "same_network": True,
+        "main_training_function": "main",
+        "use_cpu": False,
+    }
+
+
+NORMALIZATION = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
+
+
+def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str, str | None]]:
+    """(flag, value) pairs in Megatron-LM's order of argument groups; value None for switches."""
+    par, arch, t = plan.parallelism, plan.model.architecture, plan.training
+    args: list[tuple[str, str | None]] = [
+        ("--tensor-model-parallel-size", str(par.tp)),
+        ("--pipeline-model-parallel-size", str(par.pp)),
+    ]
+    if par.sequence_parallel and par.tp > 1:  # Megatron refuses sequence parallelism without TP
+        args.append(("--sequence-parallel", None))
+    if par.zero_stage >= 1:  # Megatron's distributed optimizer shards optimizer states over DP (ZeRO-1)
+        args.append(("--use-distributed-optimizer", None))
+    args += [
+        ("--micro-batch-size", str(par.micro_batch)),
+        ("--global-batch-size", str(par.global_batch)),
+        ("--seq-length", str(t.seq_len)),
+        ("--max-position-embeddings", str(max(t.seq_len, arch.max_position))),
+        ("--num-layers", str(arch.layers)),
+        ("--hidden-size", str(arch.hidden)),
+        ("--ffn-hidden-size", str(arch.ffn_hidden)),
+        ("--num-attention-heads", str(arch.heads)),
+    ]
+    if arch.kv_heads and arch.kv_heads < arch.heads:
+        args += [("--group-query-attention", None), ("--num-query-groups", str(arch.kv_heads))]
+    if arch.head_dim and arch.head_dim != arch.hidden // arch.heads:
+        args.append(("--kv-channels", str(arch.head_dim)))
+    if arch.is_moe:
+        args += [("--num-experts", str(arch.experts)), ("--moe-router-topk", str(arch.experts_per_token))]
+    args += [("--position-embedding-type", "rope"), ("--normalization", NORMALIZATION[arch.norm])]
+    if arch.gated_mlp:
+        args.append(("--swiglu", None))
+    if not arch.tied_embeddings:
+        args.append(("--untie-embeddings-and-output-weights", None))
+    if not arch.attention_bias and not arch.mlp_bias:
+        args.append(("--disable-bias-linear", None))
+    if par.recompute != "none":
+        args.append(("--recompute-granularity", par.recompute))
+        if par.recompute == "full":  # recompute every layer from its input
+            args += [("--recompute-method", "uniform"), ("--recompute-num-layers", "1")]
+    precision = plan.spec.precision
+    if precision in ("bf16", "fp8"):
+        args.append(("--bf16", None))
+    elif precision == "fp16":
+        args.append(("--fp16", None))
+    if precision == "fp8":
+        args.append(("--fp8-format", "hybrid"))  # e4m3 forward, e5m2 gradients (Transformer Engine)
+    args += [
+        ("--train-iters", str(t.steps)),
+        ("--save-interval", str(checkpoint.interval_steps)),
+        ("--save", checkpoint.dir),
+        ("--load", checkpoint.dir),
+    ]
+    return args
+
+
+def uses_megatron(plan: ResolvedPlan) -> bool:
+    """Megatron arguments are emitted when TP or PP > 1, or the framework is megatron (transformers only)."""
+    par = plan.parallelism
+    transformer = plan.model is not None and plan.model.architecture.layers > 0
+    return transformer and (par.tp > 1 or par.pp > 1 or par.framework == "megatron")
+
+
+def frameworks(plan: ResolvedPlan, checkpoint: Checkpoint) -> Frameworks:
+    framework = plan.parallelism.framework
+    return Frameworks(
+        deepspeed_config=ds_config(plan) if framework == "deepspeed" else None,
+        accelerate_config=accelerate_config(plan) if framework == "fsdp" else None,
+        megatron_args=[FrameworkArg(flag=f, value=v) for f, v in megatron_args(plan, checkpoint)] if uses_megatron(plan) else None,
+    )

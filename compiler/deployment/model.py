@@ -1,0 +1,263 @@
+"""The `deployment` section of the ResolvedPlan: every number and string a target emits that sizing does not decide.
+
+Each value is decided once, in `compiler/deployment/training.py` or `serving.py`; `Deployment.decisions` says why
+(the report and `explain` list them). Issues that add launch, serving or security decisions add a field here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DeploymentDecision(Section):
+    topic: str
+    choice: str
+    reason: str = Field(description="why, with the source of any constant (a documentation page, a default, a policy)")
+
+
+class EnvVar(Section):
+    name: str
+    value: str
+    comment: str = ""
+
+
+class Files(Section):
+    """Output paths (relative to out/<plan>/): one place, so targets that refer to each other's files agree."""
+
+    plan_json: str = "plan.json"
+    report: str = "REPORT.md"
+    launcher: str = "launch/torchrun.sh"
+    sbatch: str = "slurm/train.sbatch"
+    ds_config: str = "deepspeed/ds_config.json"
+    accelerate_config: str = "fsdp/accelerate_config.yaml"
+    megatron_args: str = "megatron/args.sh"
+    k8s_training: str = "k8s/training.yaml"
+    k8s_serving: str = "k8s/serving.yaml"
+    adapter_values: str = "k8s/prometheus-adapter-values.yaml"
+    monitoring_rules: str = "monitoring/prometheus-rules.yaml"
+
+
+class Checkpoint(Section):
+    """Checkpoints as the job sees them (launch environment, framework flags)."""
+
+    dir: str
+    interval_seconds: float
+    interval_steps: int = Field(description="interval in optimizer steps (Megatron --save-interval, MLINFRA_CHECKPOINT_INTERVAL_STEPS)")
+    keep: int
+    source: Literal["plan", "young-daly"] = Field(description="train.checkpoint.every as given, or the Young-Daly interval of the sizing")
+
+
+class Lora(Section):
+    rank: int
+    alpha: float
+    targets: list[str]
+    method: Literal["lora", "qlora"]
+
+
+class Launcher(Section):
+    """launch/torchrun.sh: one torchrun agent per node."""
+
+    program: str = "torchrun"
+    script: str
+    python_script: bool
+    args: list[str] = Field(description="the plan's own arguments, passed shell-quoted after the script")
+    nodes: int
+    nnodes: str = Field(description="torchrun --nnodes: N, or MIN:MAX when elastic")
+    min_nodes: int
+    nproc_per_node: int
+    world_size: int
+    elastic: bool
+    max_restarts: int
+    rdzv_port: int
+    cpus_per_node: int
+    omp_threads: int
+    precision: str
+    framework: str
+    framework_config: str = Field("", description="file the framework reads (DeepSpeed or accelerate config), '' for none")
+    fabric_env: list[EnvVar]
+    user_env: list[EnvVar]
+    checkpoint: Checkpoint
+    data: str | None = Field(None, description="train.data: dataset location given to the job (MLINFRA_DATA)")
+    model_weights: str | None = Field(None, description="model.weights: the weights to start from (MLINFRA_WEIGHTS)")
+    model_id: str | None = Field(None, description="model.hf_id as given: the model id (tokenizer, config) (MLINFRA_MODEL_ID)")
+    lora: Lora | None = None
+
+
+class FrameworkArg(Section):
+    flag: str
+    value: str | None = Field(None, description="None for a switch")
+
+
+class Frameworks(Section):
+    """What the training framework reads besides the launch environment."""
+
+    deepspeed_config: dict[str, Any] | None = Field(None, description="deepspeed/ds_config.json as written")
+    accelerate_config: dict[str, Any] | None = Field(None, description="fsdp/accelerate_config.yaml as written")
+    megatron_args: list[FrameworkArg] | None = Field(None, description="megatron/args.sh, in Megatron-LM's argument-group order")
+
+
+class Directive(Section):
+    flag: str
+    value: str = Field(description="quoted for sbatch's directive parser")
+
+
+class Slurm(Section):
+    """slurm/train.sbatch."""
+
+    job_name: str
+    nodes: int
+    gpus_per_node: int
+    cpus_per_task: int
+    memory: str = Field(description="--mem value: 0 (all of the node) or MiB")
+    time: str = Field(description="--time, D-HH:MM:SS")
+    time_limit_seconds: float
+    time_margin_fraction: float
+    launch_overhead_seconds: float
+    links: int = Field(description="jobs in the array chain (1 = no chain)")
+    steps_per_link: int
+    signal_lead_seconds: int
+    log_pattern: str
+    directives: list[Directive] = Field(description="partition, account, qos, reservation, constraint as given")
+    extra_directives: list[str]
+    container_image: str | None = None
+    container_mounts: list[str] = Field(default_factory=list, description="pyxis mounts besides the submit directory")
+
+
+class KubernetesTraining(Section):
+    """k8s/training.yaml: a JobSet or a PyTorchJob running launch/torchrun.sh."""
+
+    job_api: Literal["jobset", "pytorchjob"]
+    image: str
+    replicated_job: str
+    launch_mount: str
+    max_restarts: int
+    shm_bytes: int
+    checkpoint_claim_bytes: int
+    rdzv_port: int
+    trainer_pod_regex: str = Field(description="names of the trainer pods (monitoring selects them)")
+    data_mount: str | None = Field(None, description="train.data when it is a path: mounted from the node (hostPath)")
+
+
+class EngineArg(Section):
+    key: str = Field(description="vLLM: the EngineArgs field (config key); TGI: the launcher flag")
+    value: bool | int | float | str
+    reason: str
+    frontend: bool = Field(False, description="an option of the HTTP server, not of the engine (Triton's vLLM backend leaves it out)")
+
+
+class Tensor(Section):
+    name: str
+    data_type: str
+    dims: list[int]
+    format: str = Field("", description="FORMAT_NCHW for images")
+    optional: bool = False
+
+
+class TritonModel(Section):
+    """The model folder of a Triton repository: its name, backend and I/O."""
+
+    name: str = Field(description="folder and API name")
+    backend: Literal["vllm", "onnxruntime"]
+    io_type: str = Field("", description="tensor element type of the ONNX export")
+    instance_count: int = 1
+    max_queue_delay_microseconds: int = 0
+    inputs: list[Tensor] = Field(default_factory=list)
+    outputs: list[Tensor] = Field(default_factory=list)
+    export_task: str = Field("", description="optimum-cli export onnx --task")
+    export_dtype: str = Field("", description="optimum-cli export onnx --dtype")
+    export_on_gpu: bool = False
+
+
+class Engine(Section):
+    """One served model: the whole service, or one stage of a multi-stage service."""
+
+    stage: str = Field("", description="stage name; '' for a single service")
+    engine: Literal["vllm", "triton", "tgi"]
+    version: str
+    directory: str = Field(description="the unit's folder under the engine's output folder")
+    args: list[EngineArg] = Field(default_factory=list, description="vLLM engine arguments or TGI launcher arguments, in order")
+    prefix_caching: bool
+    http_port: int
+    metrics_port: int
+    grpc_port: int | None = Field(None, description="Triton's gRPC port")
+    ray_port: int = Field(description="Ray head port when a replica spans nodes (vLLM)")
+    ray_wait_seconds: int = Field(description="how long the Ray head waits for every worker's GPUs")
+    triton: TritonModel | None = None
+
+
+class ServingUnit(Section):
+    """k8s/serving.yaml, per independently scaled unit."""
+
+    name: str = Field(description="object name (DNS-1035)")
+    component: str
+    stage: str = ""
+    engine: Literal["vllm", "triton", "tgi"]
+    image: str
+    gpus_per_pod: int
+    pods_per_replica: int
+    http_port: int
+    metrics_port: int
+    health_path: str
+    queue_metric: str
+    adapter_metric: str
+    probe_period_seconds: int
+    probe_failure_threshold: int
+    startup_failure_threshold: int
+    startup_budget_seconds: int
+    model_cache_bytes: int
+    shared_cache: bool
+    shm_bytes: int
+    scale_down_window_seconds: int
+    input_queue: str = ""
+    output_queue: str = ""
+
+
+class Autoscaling(Section):
+    """HPA / KEDA behaviour shared by every serving unit (the scale-down window is per unit)."""
+
+    scale_up_percent: int
+    scale_up_pods: int
+    period_seconds: int = Field(description="HPA sync period, scale-policy period, KEDA polling and metrics scrape interval")
+    prometheus_url: str = Field(description="the Prometheus KEDA queries")
+
+
+class Kubernetes(Section):
+    namespace: str
+    secret_name: str
+    storage_class: str | None
+    tolerations: list[dict[str, str]]
+    node_selector: dict[str, str] = Field(description="the plan's extra labels; the GPU product label is added per pod")
+    autoscaler: Literal["hpa", "keda"]
+    autoscaling: Autoscaling
+    model_cache_mount: str = Field(description="where serving pods mount the model cache (HF_HOME, Triton's repository)")
+    training: KubernetesTraining | None = None
+    serving: list[ServingUnit] = Field(default_factory=list)
+
+
+class TrainingAlerts(Section):
+    """Alert timings of monitoring/prometheus-rules.yaml for a training job."""
+
+    idle_util_percent: int
+    idle_seconds: int
+    stall_steps: int
+    stall_seconds: int
+    spend_window_days: int = Field(description="Slurm spend: the window the GPU count is summed over")
+
+
+class Deployment(Section):
+    scheduler: Literal["slurm", "kubernetes", "both"]
+    files: Files = Field(default_factory=Files)
+    launcher: Launcher | None = None
+    frameworks: Frameworks | None = None
+    slurm: Slurm | None = None
+    kubernetes: Kubernetes | None = None
+    engines: list[Engine] = Field(default_factory=list)
+    hours_per_month: float = Field(description="hours a monthly figure counts (spend rules)")
+    training_alerts: TrainingAlerts | None = None
+    decisions: list[DeploymentDecision] = Field(default_factory=list)

@@ -1,0 +1,31 @@
+"""Alert timing decisions for the monitoring target (moved from targets/monitoring.py)."""
+
+from __future__ import annotations
+
+import math
+
+from ..resolved import ResolvedPlan
+from .model import DeploymentDecision, TrainingAlerts
+
+# Policy thresholds (ours, stated in the alerts): a GPU under 10 % for 15 minutes is idle. No GPU of the job busy
+# for a checkpoint write plus 5 planned steps, and at least 10 minutes, is a stall: a synchronous checkpoint write,
+# an evaluation pause or a restart's NCCL setup idles the GPUs for less.
+IDLE_UTIL_PERCENT = 10
+IDLE_MIN_SECONDS = 900
+STALL_STEPS = 5
+STALL_MIN_SECONDS = 600
+
+
+def training_alerts(plan: ResolvedPlan) -> TrainingAlerts:
+    train = plan.training
+    stall = max(STALL_MIN_SECONDS, math.ceil(train.checkpoint_write_seconds + STALL_STEPS * train.step_seconds))
+    # Slurm spend window: as long as the budget lasts at the planned $/hour (at least a day)
+    window = max(1, math.ceil(plan.cost.budget_usd / plan.cost.usd_per_hour / 24)) if plan.cost.usd_per_hour and plan.cost.budget_usd else 1
+    return TrainingAlerts(idle_util_percent=IDLE_UTIL_PERCENT, idle_seconds=max(IDLE_MIN_SECONDS, stall),
+                          stall_steps=STALL_STEPS, stall_seconds=stall, spend_window_days=window)
+
+
+def decisions(alerts: TrainingAlerts) -> list[DeploymentDecision]:
+    return [DeploymentDecision(topic="alerts", choice=f"stalled after {alerts.stall_seconds} s, GPU idle after {alerts.idle_seconds} s",
+                               reason=f"a checkpoint write + {alerts.stall_steps} planned steps, at least {STALL_MIN_SECONDS} s; "
+                                      f"idle: under {alerts.idle_util_percent} % for at least {IDLE_MIN_SECONDS} s")]

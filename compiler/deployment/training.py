@@ -1,0 +1,292 @@
+"""Training deployment decisions: the torchrun launcher, the Slurm job and its chain, the Kubernetes job.
+
+Moved here from the targets (torchrun.py, slurm.py, k8s_training.py), which now only place these values.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ..resolved import ResolvedPlan
+from ..spec import PlanSpec
+from .model import Checkpoint, Directive, DeploymentDecision, EnvVar, Files, KubernetesTraining, Launcher, Lora, Slurm
+
+# torchrun's default rendezvous port (torch.distributed.run: --master-port default 29500).
+DEFAULT_RDZV_PORT = 29500
+
+# CPU cores per GPU when the plan gives no cpus_per_node: the smallest of the common 8-GPU servers,
+# AWS p4d.24xlarge (96 vCPUs / 8 A100, aws.amazon.com/ec2/instance-types/p4), so the request fits
+# DGX A100 (128 cores), DGX H100 (112 cores) and p5.48xlarge (192 vCPUs) as well.
+DEFAULT_CPUS_PER_GPU = 12
+
+# Spot pricing makes the job elastic: torchrun keeps running while at least this share of the
+# planned nodes is alive (a policy choice: below half the throughput the deadline is lost anyway).
+SPOT_MIN_NODE_FRACTION = 0.5
+# Restarts torchrun may do per job on spot capacity (each reloads the last checkpoint); on
+# on-demand/reserved capacity a failure ends the job and Slurm/Kubernetes requeue it instead.
+SPOT_MAX_RESTARTS = 10
+
+# Environment for the collective library, by fabric family (NCCL env docs:
+# docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html). Every value is only a default:
+# the launcher keeps a value already set in the environment, because device names are site-specific.
+_IB_ENV = [
+    ("NCCL_IB_DISABLE", "0", "use the InfiniBand verbs transport"),
+    ("NCCL_IB_HCA", "mlx5", "all ports of every HCA whose name starts with mlx5 (prefix match)"),
+    ("NCCL_SOCKET_IFNAME", "^lo,docker", "bootstrap over any interface but loopback and docker bridges"),
+]
+_ROCE_ENV = [
+    ("NCCL_IB_DISABLE", "0", "RoCE runs on the IB verbs transport"),
+    ("NCCL_IB_HCA", "mlx5", "all ports of every HCA whose name starts with mlx5 (prefix match)"),
+    ("NCCL_IB_GID_INDEX", "3", "GID index of RoCE v2 on Mellanox/NVIDIA NICs with the default GID table"),
+    ("NCCL_IB_TC", "106", "traffic class of the lossless (PFC/ECN) queue in NVIDIA's RoCE guides"),
+    ("NCCL_SOCKET_IFNAME", "^lo,docker", "bootstrap over any interface but loopback and docker bridges"),
+]
+_EFA_ENV = [
+    ("FI_PROVIDER", "efa", "libfabric provider used by the aws-ofi-nccl plugin"),
+    ("FI_EFA_USE_DEVICE_RDMA", "1", "GPUDirect RDMA on p4d/p5 (AWS EFA docs)"),
+    ("NCCL_SOCKET_IFNAME", "^lo,docker", "bootstrap over any interface but loopback and docker bridges"),
+]
+_SOCKET_ENV = [
+    ("NCCL_IB_DISABLE", "1", "no RDMA fabric: TCP sockets"),
+    ("NCCL_SOCKET_IFNAME", "^lo,docker", "any interface but loopback and docker bridges"),
+]
+_FABRIC_ENV = {"ib": _IB_ENV, "roce": _ROCE_ENV, "efa": _EFA_ENV}
+
+# ----------------------------------------------------------------------------------------------- Slurm
+# Longest single job. Slurm's own default is unlimited, but sites cap partitions; 24 h is at or below
+# the common caps (NERSC Perlmutter regular QOS 48 h, many university partitions 24-72 h). Longer runs chain.
+MAX_JOB_SECONDS = 24 * 3600
+# Share added to the estimated training time of a job: step-time variance between the sizing model
+# and the real run (the roofline-based step time is an estimate, not a measurement).
+TIME_MARGIN_FRACTION = 0.10
+# Fixed start-up cost of every job: container start, rendezvous, NCCL communicator set-up, data-loader
+# warm-up (an assumption; restoring the checkpoint is counted separately from its write time).
+LAUNCH_OVERHEAD_SECONDS = 600
+# The time-limit warning must cover one in-flight step plus a checkpoint write; the write time is
+# doubled for contention on the shared filesystem when every rank writes at once.
+CHECKPOINT_WRITE_SAFETY = 2.0
+# sbatch(1) --signal: "sig_time must be an integer between 0 and 65535".
+MAX_SIGNAL_LEAD_SECONDS = 65535
+# Slurm memory unit for --mem: MiB (sbatch(1): "Default units are megabytes").
+BYTES_PER_MIB = 2**20
+# Characters sbatch takes as-is in a directive value; anything else is double-quoted (sbatch's script
+# parser strips double quotes and honours backslash escapes inside them).
+_PLAIN_VALUE = re.compile(r"^[A-Za-z0-9_.,:@+%=/&|!*\[\]()-]+$")
+
+# ----------------------------------------------------------------------------------------------- Kubernetes
+GIB = 2**30
+LAUNCH_MOUNT = "/mlinfra"  # the ConfigMap's files: $MLINFRA_OUT_DIR of the launcher
+REPLICATED_JOB = "trainer"
+# Default image when the plan names none: NVIDIA's PyTorch container (torch, NCCL, DeepSpeed-ready CUDA toolkit).
+DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
+# /dev/shm rule: 1 GiB per GPU process. DataLoader workers hand every batch to their trainer process through shared
+# memory, and NCCL's shared-memory transport uses it between the node's ranks; the container runtime's 64 MiB default
+# breaks both (NVIDIA's PyTorch container notes: raise --shm-size or use --ipc=host for multi-process data loading).
+SHM_BYTES_PER_GPU = GIB
+# Checkpoint PVC = checkpoint_bytes × (kept + 1 being written: the oldest is deleted only after the new one lands)
+# × 1.10 for filesystem metadata and partial shards of an interrupted write.
+CHECKPOINTS_IN_FLIGHT = 1
+CHECKPOINT_FS_HEADROOM = 1.10
+# Whole-job restarts before the job is marked failed (policy). Spot: a reclaim that marks the pods DisruptionTarget
+# restarts without spending one (see k8s_training._jobset); 20 covers reclaims that surface as plain pod failures (a
+# node gone before its pods were marked), each a restart from the last checkpoint. On-demand/reserved nodes fail
+# rarely: Llama 3 (arXiv:2407.21783, §3.3.4) saw 419 unexpected interruptions in 54 days on 16,384 GPUs, one per
+# ~2,100 GPU-days (a 64-GPU job: one a month), so 3 retries cover a bad node and a repeated failure needs a human look.
+MAX_RESTARTS = {"spot": 20, "on-demand": 3, "reserved": 3}
+
+URI = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+
+
+def is_local_path(location: str) -> bool:
+    """A filesystem path the job's nodes see (mounted into containers), not a URI the script fetches."""
+    return location.startswith("/") and not URI.match(location)
+
+
+# ----------------------------------------------------------------------------------------------- launcher
+def fabric_env(interconnect: str) -> list[EnvVar]:
+    family = interconnect.split("-", 1)[0].lower()
+    return [EnvVar(name=n, value=v, comment=c) for n, v, c in _FABRIC_ENV.get(family, _SOCKET_ENV)]
+
+
+def nnodes_range(plan: ResolvedPlan, elastic: bool) -> tuple[int, int]:
+    """(minimum, maximum) nodes: N:N, or on spot capacity MIN:N (MIN keeps whole model replicas: TP×PP GPUs each)."""
+    nodes = plan.hardware.nodes
+    if not elastic:
+        return nodes, nodes
+    replica_gpus = plan.parallelism.tp * plan.parallelism.pp
+    replica_nodes = max(1, math.ceil(replica_gpus / plan.hardware.gpus_per_node))
+    minimum = max(replica_nodes, math.ceil(nodes * SPOT_MIN_NODE_FRACTION))
+    minimum = min(nodes, math.ceil(minimum / replica_nodes) * replica_nodes)
+    return minimum, nodes
+
+
+def checkpoint(plan: ResolvedPlan, spec: PlanSpec) -> Checkpoint:
+    """The interval the job checkpoints at: train.checkpoint.every when given, else the sizing's Young-Daly interval."""
+    t, given = plan.training, spec.train.checkpoint.every
+    seconds = t.checkpoint_interval_seconds if given == "auto" else float(given)
+    steps = 1 if t.step_seconds <= 0 else max(1, round(seconds / t.step_seconds))
+    return Checkpoint(dir=t.checkpoint_dir, interval_seconds=seconds, interval_steps=steps, keep=t.checkpoint_keep,
+                      source="young-daly" if given == "auto" else "plan")
+
+
+def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
+    entry, hw, framework = spec.train.entrypoint, plan.hardware, plan.parallelism.framework
+    elastic = spec.cluster.pricing == "spot"
+    minimum, maximum = nnodes_range(plan, elastic)
+    cpus = spec.cluster.slurm.cpus_per_node
+    cpus = cpus if cpus is not None else DEFAULT_CPUS_PER_GPU * hw.gpus_per_node
+    lora = None
+    if spec.train.method in ("lora", "qlora"):
+        lora = Lora(rank=spec.train.lora.rank, alpha=spec.train.lora.alpha, targets=list(spec.train.lora.targets),
+                    method=spec.train.method)
+    return Launcher(
+        script=entry.script, python_script=entry.script.endswith(".py"), args=list(entry.args),
+        nodes=hw.nodes, nnodes=str(maximum) if not elastic else f"{minimum}:{maximum}", min_nodes=minimum,
+        nproc_per_node=hw.gpus_per_node, world_size=hw.nodes * hw.gpus_per_node, elastic=elastic,
+        max_restarts=SPOT_MAX_RESTARTS if elastic else 0, rdzv_port=DEFAULT_RDZV_PORT,
+        cpus_per_node=cpus, omp_threads=max(1, cpus // hw.gpus_per_node), precision=spec.precision, framework=framework,
+        framework_config={"deepspeed": files.ds_config, "fsdp": files.accelerate_config}.get(framework, ""),
+        fabric_env=fabric_env(hw.interconnect),
+        user_env=[EnvVar(name=k, value=v) for k, v in sorted(entry.env.items())],
+        checkpoint=checkpoint(plan, spec), data=spec.train.data, lora=lora,
+        model_weights=spec.model.weights if spec.model else None, model_id=spec.model.hf_id if spec.model else None,
+    )
+
+
+# ----------------------------------------------------------------------------------------------- Slurm
+def directive_value(value: str) -> str:
+    if _PLAIN_VALUE.match(value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _directive(flag: str) -> str:
+    """A user's `--flag=value` with its value quoted for sbatch's directive parser."""
+    name, sep, value = flag.partition("=")
+    return f"{name}={directive_value(value)}" if sep else name
+
+
+def pyxis_mountable(path: str) -> bool:
+    """pyxis --container-mounts separates entries with ',' and source from target with ':'."""
+    return "," not in path and ":" not in path
+
+
+def warnings(launch: Launcher, job: Slurm | None, spec: PlanSpec) -> list[str]:
+    data = launch.data
+    if job and job.container_image and data and is_local_path(data) and not pyxis_mountable(data):
+        return [f"train.data {data!r} has ',' or ':' and cannot be a pyxis mount: the container does not see it; "
+                "mount its parent with cluster.slurm.container_mounts"]
+    return []
+
+
+def slurm_time(seconds: float) -> str:
+    """D-HH:MM:SS, rounded up to whole minutes."""
+    minutes = math.ceil(seconds / 60)
+    days, rest = divmod(minutes, 24 * 60)
+    return f"{days}-{rest // 60:02d}:{rest % 60:02d}:00"
+
+
+def signal_lead_seconds(plan: ResolvedPlan) -> int:
+    """Seconds before the limit at which SIGUSR1 arrives: one step + CHECKPOINT_WRITE_SAFETY × write time."""
+    t = plan.training
+    lead = math.ceil(t.step_seconds + CHECKPOINT_WRITE_SAFETY * t.checkpoint_write_seconds)
+    return min(MAX_SIGNAL_LEAD_SECONDS, lead)
+
+
+def job_chain(plan: ResolvedPlan, interval_seconds: float) -> tuple[int, int, float]:
+    """(links, steps per link, time limit in seconds) for the run.
+
+    Effective step = step time × (1 + checkpoint write / checkpoint interval) (periodic saves stall training);
+    a link's limit = steps × effective step × (1 + TIME_MARGIN_FRACTION) + launch + restore + warning lead.
+    """
+    t = plan.training
+    write_share = t.checkpoint_write_seconds / interval_seconds if interval_seconds > 0 else 0.0
+    step = t.step_seconds * (1 + write_share) * (1 + TIME_MARGIN_FRACTION)
+    overhead = LAUNCH_OVERHEAD_SECONDS + t.checkpoint_write_seconds + signal_lead_seconds(plan)
+    steps = max(1, t.steps)
+    if steps * step + overhead <= MAX_JOB_SECONDS:
+        return 1, steps, steps * step + overhead
+    per_link = max(1, math.floor((MAX_JOB_SECONDS - overhead) / step))
+    links = math.ceil(steps / per_link)
+    return links, per_link, per_link * step + overhead
+
+
+def slurm(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) -> Slurm:
+    given = spec.cluster.slurm
+    links, steps_per_link, limit = job_chain(plan, launch.checkpoint.interval_seconds)
+    mounts = list(given.container_mounts)
+    if given.container_image and launch.data and is_local_path(launch.data) and pyxis_mountable(launch.data):
+        mounts.append(f"{launch.data}:{launch.data}")  # the dataset at the same path inside the container
+    return Slurm(
+        job_name=plan.name, nodes=plan.hardware.nodes, gpus_per_node=plan.hardware.gpus_per_node,
+        cpus_per_task=launch.cpus_per_node,
+        memory="0" if given.memory_per_node is None else f"{given.memory_per_node // BYTES_PER_MIB}M",
+        time=slurm_time(limit), time_limit_seconds=limit, time_margin_fraction=TIME_MARGIN_FRACTION,
+        launch_overhead_seconds=LAUNCH_OVERHEAD_SECONDS, links=links, steps_per_link=steps_per_link,
+        signal_lead_seconds=signal_lead_seconds(plan), log_pattern="%x-%A_%a" if links > 1 else "%x-%j",
+        directives=[Directive(flag=flag, value=directive_value(value))
+                    for flag, value in (("partition", given.partition), ("account", given.account), ("qos", given.qos),
+                                        ("reservation", given.reservation), ("constraint", given.constraint))
+                    if value is not None],
+        extra_directives=[_directive(d) for d in given.extra_directives],
+        container_image=given.container_image, container_mounts=mounts,
+    )
+
+
+# ----------------------------------------------------------------------------------------------- Kubernetes
+def kubernetes_training(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) -> KubernetesTraining:
+    k8s = spec.cluster.kubernetes
+    t = plan.training
+    if k8s.job_api == "pytorchjob":
+        pods = f"{plan.name}-(master|worker)-[0-9]+"
+    else:
+        pods = f"{plan.name}-{REPLICATED_JOB}-[0-9]+-[0-9]+-.+"
+    return KubernetesTraining(
+        job_api=k8s.job_api, image=k8s.image or spec.cluster.slurm.container_image or DEFAULT_IMAGE,
+        replicated_job=REPLICATED_JOB, launch_mount=LAUNCH_MOUNT, max_restarts=MAX_RESTARTS[spec.cluster.pricing],
+        shm_bytes=SHM_BYTES_PER_GPU * plan.hardware.gpus_per_node,
+        checkpoint_claim_bytes=int(t.checkpoint_bytes * (t.checkpoint_keep + CHECKPOINTS_IN_FLIGHT) * CHECKPOINT_FS_HEADROOM),
+        rdzv_port=DEFAULT_RDZV_PORT, trainer_pod_regex=pods,
+        data_mount=launch.data if launch.data and is_local_path(launch.data) else None,
+    )
+
+
+# ----------------------------------------------------------------------------------------------- reasons
+def decisions(launch: Launcher, job: Slurm | None, k8s: KubernetesTraining | None) -> list[DeploymentDecision]:
+    ck = launch.checkpoint
+    out = [
+        DeploymentDecision(topic="launcher", choice=f"torchrun --nnodes={launch.nnodes} --nproc-per-node={launch.nproc_per_node} "
+                           f"--max-restarts={launch.max_restarts} {launch.script}",
+                           reason=("spot capacity: elastic down to half the nodes in whole model replicas, "
+                                   f"{SPOT_MAX_RESTARTS} restarts from the last checkpoint") if launch.elastic
+                           else "fixed node count; the scheduler requeues a failed job"),
+        DeploymentDecision(topic="CPUs", choice=f"{launch.cpus_per_node} per node, OMP_NUM_THREADS={launch.omp_threads}",
+                           reason="cluster.slurm.cpus_per_node" if launch.cpus_per_node != DEFAULT_CPUS_PER_GPU * launch.nproc_per_node
+                           else f"{DEFAULT_CPUS_PER_GPU} per GPU, the smallest common 8-GPU server (AWS p4d.24xlarge)"),
+        DeploymentDecision(topic="checkpoint interval", choice=f"every {ck.interval_seconds:.0f} s = {ck.interval_steps} steps, keep {ck.keep}, in {ck.dir}",
+                           reason=("train.checkpoint.every" if ck.source == "plan" else "Young-Daly interval from the sizing")
+                           + "; exported as MLINFRA_CHECKPOINT_INTERVAL_SECONDS/_STEPS and MLINFRA_CHECKPOINT_KEEP (DeepSpeed and "
+                           "accelerate configs have no interval key), Megatron --save-interval"),
+    ]
+    if launch.data:
+        out.append(DeploymentDecision(topic="data", choice=launch.data, reason="train.data, exported as MLINFRA_DATA"
+                                      + (" and mounted at the same path in containers" if is_local_path(launch.data) and pyxis_mountable(launch.data) else "")))
+    if launch.model_weights or launch.model_id:
+        out.append(DeploymentDecision(topic="model", choice=", ".join(x for x in (launch.model_weights, launch.model_id) if x),
+                                      reason="model.weights / model.hf_id, exported as MLINFRA_WEIGHTS / MLINFRA_MODEL_ID"))
+    if launch.lora:
+        out.append(DeploymentDecision(topic="adapters", choice=f"{launch.lora.method} rank {launch.lora.rank}, alpha {launch.lora.alpha:g}, "
+                                      f"on {', '.join(launch.lora.targets)}", reason="train.lora, exported as MLINFRA_LORA_*"))
+    if job:
+        out.append(DeploymentDecision(
+            topic="Slurm time limit",
+            choice=f"{job.time} per job" + (f", a chain of {job.links} jobs of {job.steps_per_link} steps" if job.links > 1 else ""),
+            reason=f"steps × step time (+ checkpoint writes) + {job.time_margin_fraction:.0%} margin + {job.launch_overhead_seconds:.0f} s launch "
+                   f"+ restore + warning lead; jobs longer than {MAX_JOB_SECONDS // 3600} h chain as a job array"))
+        out.append(DeploymentDecision(topic="Slurm signal", choice=f"SIGUSR1 {job.signal_lead_seconds} s before the limit",
+                                      reason=f"one step + {CHECKPOINT_WRITE_SAFETY:g} × the checkpoint write time"))
+    if k8s:
+        out.append(DeploymentDecision(topic="Kubernetes job", choice=f"{k8s.job_api}, image {k8s.image}, {k8s.max_restarts} restarts",
+                                      reason="restarts: Llama 3 interruption rate (on-demand) or spot reclaims (spot)"))
+    return out

@@ -1,0 +1,47 @@
+"""Pass: decide how the sized plan is deployed — launcher, Slurm job, Kubernetes objects, engine flags, file layout.
+
+Runs last: it reads the sizing's numbers (hardware, parallelism, training / serving) and the plan's deployment
+settings (cluster.slurm, cluster.kubernetes, train.entrypoint...), and writes `plan.deployment`, the only place
+targets take a deployment number or string from. Each decision carries its reason (`deployment.decisions`).
+"""
+
+from __future__ import annotations
+
+from ..deployment import frameworks, monitoring, serving, training
+from ..deployment.model import Deployment, Files, Kubernetes
+from ..deployment.units import unit_views
+from ..resolved import ResolvedPlan
+from .context import PassContext
+from ..sizing.serve_types import HOURS_PER_MONTH
+
+
+def resolve_deployment(plan: ResolvedPlan, ctx: PassContext | None = None) -> ResolvedPlan:
+    spec = plan.spec
+    files = Files()
+    scheduler = spec.cluster.scheduler
+    on_slurm, on_kubernetes = scheduler in ("slurm", "both"), scheduler in ("kubernetes", "both")
+    k8s = spec.cluster.kubernetes
+    launch = job = k8s_training = framework_files = alerts = None
+    engines, units, decisions, warnings = [], [], [], []
+    if plan.workload in ("train", "finetune") and plan.hardware is not None and plan.training is not None:
+        launch = training.launcher(plan, spec, files)
+        framework_files = frameworks.frameworks(plan, launch.checkpoint)
+        job = training.slurm(plan, spec, launch) if on_slurm else None
+        k8s_training = training.kubernetes_training(plan, spec, launch) if on_kubernetes else None
+        decisions += training.decisions(launch, job, k8s_training)
+        warnings += training.warnings(launch, job, spec)
+        alerts = monitoring.training_alerts(plan)
+        decisions += monitoring.decisions(alerts)
+    views = unit_views(plan)
+    if views:
+        engines = [serving.engine(v, spec) for v in views]
+        units = [serving.serving_unit(plan, v, spec, on_kubernetes) for v in views]
+        decisions += serving.decisions(engines, units, {v.stage: v.plan.serving for v in views})
+    kubernetes = Kubernetes(
+        namespace=k8s.namespace, secret_name=k8s.secret_name, storage_class=k8s.storage_class,
+        tolerations=[dict(t) for t in k8s.tolerations], node_selector=dict(k8s.node_selector), autoscaler=k8s.autoscaler,
+        autoscaling=serving.autoscaling(), model_cache_mount=serving.CACHE_MOUNT, training=k8s_training, serving=units,
+    )
+    deployment = Deployment(scheduler=scheduler, files=files, launcher=launch, frameworks=framework_files, slurm=job, kubernetes=kubernetes,
+                            engines=engines, hours_per_month=HOURS_PER_MONTH, training_alerts=alerts, decisions=decisions)
+    return plan.model_copy(update={"deployment": deployment, "warnings": plan.warnings + warnings})
