@@ -89,7 +89,7 @@ def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
                      budget_usd_per_month=spec.budget.usd_per_month, alert_at=spec.budget.alert_at),
         "alternatives": [Alternative(description=a.description, usd=a.usd_per_month, seconds=a.latency_seconds, chosen=a == c) for a in result.pareto],
         "rejected": [Rejection(description=d, reason=r) for d, r in rejection_rows(result.rejected, MAX_REJECTED)],
-        "decisions": plan.decisions + serving_decisions(spec, c, result.evaluated, hardware), "warnings": plan.warnings + [words(w) for w in result.warnings],
+        "decisions": plan.decisions + serving_decisions(spec, c, result.evaluated, hardware, vision=plan.model.architecture.kind in VISION_KINDS), "warnings": plan.warnings + [words(w) for w in result.warnings],
         "search_evaluated": result.evaluated,
     })
 
@@ -111,7 +111,7 @@ def _size_stages(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
         stages.append(Stage(name=name, model=model, hardware=hardware, serving=serving, memory_per_gpu_bytes=memory,
                             usd_per_month=c.usd_per_month, gpus_per_last_stage_gpu=ratios[name],
                             queue=f"{plan.name}-{previous}-to-{name}" if previous else ""))
-        decisions += serving_decisions(spec, c, result.evaluated, hardware, prefix=f"{name}: ")
+        decisions += serving_decisions(spec, c, result.evaluated, hardware, prefix=f"{name}: ", vision=model.architecture.kind in VISION_KINDS)
         warnings += [words(w) for w in result.warnings]
         previous = name
     decisions.append(stage_ratio_decision([(s.name, ratios[s.name]) for s in stages]))
@@ -121,13 +121,24 @@ def _size_stages(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
         "model": last.model, "hardware": last.hardware, "serving": last.serving, "memory_per_gpu_bytes": last.memory_per_gpu_bytes,
         "parallelism": Parallelism(tp=last.serving.tp, pp=last.serving.pp, dp=last.serving.replicas, framework=last.serving.engine),
         "stages": stages,
-        "cost": Cost(usd_per_hour=total_usd / HOURS_PER_MONTH, usd_per_month=total_usd, budget_usd_per_month=spec.budget.usd_per_month, alert_at=spec.budget.alert_at),
+        "cost": Cost(usd_per_hour=total_usd / HOURS_PER_MONTH, usd_per_month=total_usd, budget_usd_per_month=spec.budget.usd_per_month,
+                     usd_per_million_tokens=_usd_per_million_output_tokens(total_usd / HOURS_PER_MONTH, last.serving, spec),
+                     alert_at=spec.budget.alert_at),
         "decisions": decisions, "warnings": warnings,
         "search_evaluated": sum(r.evaluated for _, r in pipeline.stages),
     })
 
 
 LLM_ENGINES = ("vllm", "tgi")
+VISION_KINDS = ("cnn", "vision-transformer")
+
+
+def _usd_per_million_output_tokens(usd_per_hour: float, last: Serving, spec: PlanSpec) -> float:
+    """The whole service's cost per million tokens the last stage generates at average traffic (0 when it
+    generates none: a vision-only service)."""
+    stage = spec.serve.stages[-1]
+    tokens_per_hour = spec.serve.traffic.requests_per_second * (stage.output_tokens or spec.serve.traffic.output_tokens) * 3600
+    return usd_per_hour / (tokens_per_hour / 1e6) if last.tpot_seconds and tokens_per_hour else 0.0
 
 
 def _check_engine(engine: str, model: ModelInfo, precisions: list[str], where: str) -> None:

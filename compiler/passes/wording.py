@@ -115,15 +115,26 @@ def training_decisions(spec: PlanSpec, c: TrainCandidate, evaluated: int, hardwa
     ]
 
 
-def serving_decisions(spec: PlanSpec, c: ServeCandidate, evaluated: int, hardware: Hardware, prefix: str = "") -> list[Decision]:
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def serving_decisions(spec: PlanSpec, c: ServeCandidate, evaluated: int, hardware: Hardware, prefix: str = "",
+                      vision: bool = False) -> list[Decision]:
     traffic = spec.serve.traffic
+    if vision:  # images (or items) per batch and request latency: no decode, no tokens
+        batch = Decision(topic=f"{prefix}batch", choice=f"{c.max_concurrency} items per batch",
+                         reason=f"the largest batch whose p99 request latency ({format_seconds(c.ttft_seconds)}) meets the SLO; "
+                                f"capacity {format_count(c.tokens_per_second_per_replica)} items/s per replica")
+    else:
+        batch = Decision(topic=f"{prefix}batch", choice=f"{c.max_concurrency} concurrent sequences ({c.step_bound}-bound decode)",
+                         reason=f"{'pinned by serve.max_num_seqs' if spec.serve.max_num_seqs else 'the most requests/s per replica whose latency at peak traffic meets the SLO'}; "
+                                f"capacity {format_count(c.tokens_per_second_per_replica)} tokens/s per replica at max concurrency")
     return [
-        Decision(topic=f"{prefix}hardware", choice=f"{c.replicas} replicas × {c.gpus_per_replica} × {c.gpu_id} ({c.precision}, TP={c.tp}, PP={c.pp})",
+        Decision(topic=f"{prefix}hardware", choice=f"{_plural(c.replicas, 'replica')} × {c.gpus_per_replica} × {c.gpu_id} ({c.precision}, TP={c.tp}, PP={c.pp})",
                  reason=f"{'cheapest' if spec.optimize == 'cost' else 'lowest latency'} of {evaluated} configurations meeting the SLO "
                         f"at {traffic.requests_per_second:g} req/s × peak factor {traffic.peak_factor:g}; {words(c.queueing)}"),
-        Decision(topic=f"{prefix}batch", choice=f"{c.max_concurrency} concurrent sequences ({c.step_bound}-bound decode)",
-                 reason=f"{'pinned by serve.max_num_seqs' if spec.serve.max_num_seqs else 'the most requests/s per replica whose latency at peak traffic meets the SLO'}; "
-                        f"capacity {format_count(c.tokens_per_second_per_replica)} tokens/s per replica at max concurrency"),
+        batch,
         *([Decision(topic=f"{prefix}latency", choice=f"TTFT p50/p99 {format_seconds(c.ttft_p50_seconds)}/{format_seconds(c.ttft_seconds)}, "
                                                      f"TPOT p50/p99 {format_seconds(c.tpot_p50_seconds)}/{format_seconds(c.tpot_seconds)} at peak traffic",
                     reason=f"{c.max_replicas} replicas at {traffic.requests_per_second * traffic.peak_factor:g} req/s: utilisation {c.utilization_at_peak:.2f} of "
@@ -132,7 +143,7 @@ def serving_decisions(spec: PlanSpec, c: ServeCandidate, evaluated: int, hardwar
                            f"at max concurrency and utilisation {c.target_utilization:g}: TTFT {format_seconds(c.ttft_at_capacity_seconds)}, "
                            f"TPOT {format_seconds(c.tpot_at_capacity_seconds)}")] if c.ttft_batch1_seconds else []),
         Decision(topic=f"{prefix}cost", choice=f"{format_usd(c.usd_per_month)}/month",
-                 reason=f"{c.gpus} GPUs × {format_usd(hardware.usd_per_gpu_hour)}/h ({spec.cluster.pricing}) × 730 h"),
+                 reason=f"{_plural(c.gpus, 'GPU')} × {format_usd(hardware.usd_per_gpu_hour)}/h ({spec.cluster.pricing}) × 730 h"),
     ]
 
 

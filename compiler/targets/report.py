@@ -134,7 +134,7 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
         warnings=plan.warnings, evaluated=plan.search_evaluated,
         front_axis=_latency_name(plan),
     )
-    return [OutputFile(plan.deployment.files.report if plan.deployment else "REPORT.md", text), *files]
+    return [OutputFile(plan.deployment.files.report if plan.deployment else "REPORT.md", text.rstrip("\n") + "\n"), *files]
 
 
 TARGET = Target("report", applies, render)

@@ -1,0 +1,35 @@
+"""REPORT.md reads right for every kind of plan: no empty sections, vision stages in their own words."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from compiler.pipeline import compile_plan
+from tests.conftest import EXAMPLES, REPO
+
+
+def _report(example) -> str:
+    return next(f.text for f in compile_plan(example).files if f.path == "REPORT.md")
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_no_section_is_empty(example):
+    text = _report(example)
+    sections = re.split(r"^## ", text, flags=re.M)[1:]
+    empty = [s.splitlines()[0] for s in sections if not "\n".join(s.splitlines()[1:]).strip()]
+    assert empty == [] and text.endswith("\n") and not text.endswith("\n\n")
+
+
+def test_a_staged_service_shows_no_empty_alternatives_table():
+    text = _report(REPO / "examples" / "image-captioning.yaml")
+    assert "candidate configurations were evaluated" not in text or "| ✔ |" in text
+
+
+@pytest.mark.parametrize("example", ["image-captioning.yaml", "resnet50-triton.yaml", "mobilenet-jetson.yaml"])
+def test_vision_serving_is_described_in_items_and_latency(example):
+    text = _report(REPO / "examples" / example)
+    vision_lines = [l for l in text.splitlines() if l.startswith("- **") and "batch**" in l and "caption" not in l]
+    assert vision_lines and all("items per batch" in l and "sequences" not in l and "TPOT" not in l for l in vision_lines), vision_lines
+    assert "1 replicas" not in text and "1 GPUs" not in text
