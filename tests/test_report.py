@@ -33,3 +33,14 @@ def test_vision_serving_is_described_in_items_and_latency(example):
     vision_lines = [l for l in text.splitlines() if l.startswith("- **") and "batch**" in l and "caption" not in l]
     assert vision_lines and all("items per batch" in l and "sequences" not in l and "TPOT" not in l for l in vision_lines), vision_lines
     assert "1 replicas" not in text and "1 GPUs" not in text
+
+
+@pytest.mark.parametrize("example", ["llama3-8b-pretrain.yaml", "llama3-8b-chat.yaml"])
+def test_monitoring_states_its_assumptions_in_the_rules_file_and_the_report(example):
+    files = {f.path: f.text for f in compile_plan(REPO / "examples" / example).files}
+    rules = files["monitoring/prometheus-rules.yaml"]
+    assumed = [l for l in rules.splitlines() if l.startswith("# Assumes: ")]
+    assert any("dcgm-exporter" in l for l in assumed)
+    assert "**monitoring assumes**" in files["REPORT.md"] and "dcgm-exporter" in files["REPORT.md"]
+    if "pretrain" in example:
+        assert any('job="llama3-8b-pretrain"' in l for l in assumed) and any("retention" in l for l in assumed)

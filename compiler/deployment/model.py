@@ -260,4 +260,5 @@ class Deployment(Section):
     engines: list[Engine] = Field(default_factory=list)
     hours_per_month: float = Field(description="hours a monthly figure counts (spend rules)")
     training_alerts: TrainingAlerts | None = None
+    monitoring_assumptions: list[str] = Field(default_factory=list, description="what the alert rules assume of the site's Prometheus (stated in the rules file and the report)")
     decisions: list[DeploymentDecision] = Field(default_factory=list)

@@ -29,3 +29,30 @@ def decisions(alerts: TrainingAlerts) -> list[DeploymentDecision]:
     return [DeploymentDecision(topic="alerts", choice=f"stalled after {alerts.stall_seconds} s, GPU idle after {alerts.idle_seconds} s",
                                reason=f"a checkpoint write + {alerts.stall_steps} planned steps, at least {STALL_MIN_SECONDS} s; "
                                       f"idle: under {alerts.idle_util_percent} % for at least {IDLE_MIN_SECONDS} s")]
+
+
+# Prometheus' default TSDB retention (prometheus --storage.tsdb.retention.time, docs: "Defaults to 15d").
+PROMETHEUS_DEFAULT_RETENTION_DAYS = 15
+
+
+def assumptions(plan: ResolvedPlan, on_slurm: bool, on_kubernetes: bool, alerts: TrainingAlerts | None) -> list[str]:
+    """What the rules need from the site's monitoring, said where the rules are installed (file header, report)."""
+    said = ["GPU series from NVIDIA dcgm-exporter (DCGM_FI_DEV_GPU_UTIL, in its default counters)"]
+    if on_kubernetes:
+        said.append("dcgm-exporter scraped with honorLabels, so namespace/pod name the workload's pod; "
+                    "kube-state-metrics for pod phases and ConfigMap creation times")
+    if on_slurm and plan.training is not None:
+        said.append(f'the job\'s nodes scraped under job="{plan.name}" while the job runs (e.g. a file_sd list written at allocation)')
+    if alerts is not None and on_slurm and alerts.spend_window_days > PROMETHEUS_DEFAULT_RETENTION_DAYS:
+        said.append(f"Prometheus retention of at least {alerts.spend_window_days} days for the spend rule "
+                    f"(the default is {PROMETHEUS_DEFAULT_RETENTION_DAYS} days)")
+    elif alerts is not None and on_slurm:
+        said.append(f"Prometheus retention of at least {alerts.spend_window_days} days for the spend rule (the default 15 days covers it)")
+    if plan.serving is not None:
+        said.append("the engine's own /metrics scraped (vLLM, TGI or Triton histograms named in the rules)")
+    return said
+
+
+def assumption_decision(assumed: list[str]) -> DeploymentDecision:
+    return DeploymentDecision(topic="monitoring assumes", choice="; ".join(assumed),
+                              reason="the alert rules read these series; stated at the top of the rules file too")

@@ -24,7 +24,7 @@ import json
 from typing import Mapping
 
 from ..resolved import ResolvedPlan
-from .base import OutputFile, Target, dump_yaml_documents
+from .base import OutputFile, Target, comment_text, dump_yaml_documents
 from .k8s_common import labels
 from .serving_rules import serving_rule_groups
 
@@ -141,7 +141,8 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
                          "labels": labels(plan, "monitoring")},
             "spec": {"groups": groups},
         }
-    return [OutputFile(plan.deployment.files.monitoring_rules, dump_yaml_documents([document]))]
+    said = "".join(f"# Assumes: {comment_text(line)}\n" for line in plan.deployment.monitoring_assumptions)
+    return [OutputFile(plan.deployment.files.monitoring_rules, said + dump_yaml_documents([document]))]
 
 
 TARGET = Target("monitoring", applies, render)
