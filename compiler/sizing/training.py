@@ -26,7 +26,7 @@ from ..catalog.types import Architecture, GpuSpec
 from .reasons import Reason, because
 from .search_cache import SearchCache
 from .train_memory import (
-    MemoryBreakdown, checkpoint_bytes, lora_trainable_params, memory_per_gpu, usable_memory_bytes,
+    MemoryBreakdown, MemoryOptions, checkpoint_bytes, lora_trainable_params, memory_per_gpu, usable_memory_bytes,
 )
 from .train_time import (
     COMPUTE_DTYPE, GRADIENT_BYTES, INTER_NODE_ACHIEVABLE_FRACTION, ZERO3_VOLUME_FACTOR, StepTime, goodput,
@@ -100,6 +100,7 @@ class TrainRequest:
     flash_attention: bool = True
     attention_kernel: str = "flash2"  # train_time.ATTENTION_KERNELS
     bytes_per_token: float | None = None  # stored bytes per token; None: from the vocabulary (stored_bytes_per_token)
+    memory: MemoryOptions = field(default_factory=MemoryOptions)  # where frameworks differ (train_memory docstring)
 
     def __post_init__(self) -> None:
         if isinstance(self.pins, Mapping):  # a plain {"tp": 2, ...} mapping, None values meaning "search"
@@ -427,7 +428,7 @@ def _memory_per_gpu(req: TrainRequest, tp: int, pp: int, dp: int, zero: int, off
                           lora_rank=req.lora_rank, lora_targets=req.lora_targets, tp=tp, pp=pp, dp=dp, zero_stage=zero,
                           offload_optimizer=offload, offload_params=offload and zero == 3, seq_len=req.seq_len,
                           micro_batch=mb, microbatches=microbatches, recompute=recompute, sequence_parallel=tp > 1,
-                          flash_attention=req.flash_attention, framework=framework)
+                          flash_attention=req.flash_attention, framework=framework, options=req.memory)
 
 
 def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, count: int, tp: int, pp: int,
