@@ -105,7 +105,9 @@ def training_decisions(spec: PlanSpec, c: TrainCandidate, evaluated: int, hardwa
                  reason=f"{'cheapest' if spec.optimize == 'cost' else 'fastest'} of {evaluated} configurations that fit memory and meet the {deadline}"
                         + (f" and budget {format_usd(spec.budget.usd)}" if spec.budget.usd else "")),
         Decision(topic="parallelism", choice=f"TP={c.tp} PP={c.pp} DP={c.dp} ZeRO-{c.zero_stage}, micro-batch {c.micro_batch} × {c.grad_accum} accumulation, recompute {c.recompute}",
-                 reason=f"{m.total / 2**30:.1f} GiB per GPU of {c.usable_memory_bytes / 2**30:.1f} GiB usable; step {format_seconds(s.total)}"),
+                 reason=f"{m.total / 2**30:.1f} GiB per GPU of {c.usable_memory_bytes / 2**30:.1f} GiB usable "
+                        f"({m.allocated / 2**30:.1f} GiB allocated, {m.reserved / 2**30:.1f} GiB reserved by the caching "
+                        f"allocator, the rest CUDA context and NCCL); step {format_seconds(s.total)}"),
         Decision(topic="framework", choice=c.framework, reason=words(c.framework_reason)),
         Decision(topic="batch", choice=f"{parallelism.global_batch} sequences × {spec.train.seq_len} tokens = {format_count(parallelism.global_batch * spec.train.seq_len)} tokens per step",
                  reason="as given" if spec.train.global_batch else f"{format_count(batch_tokens)} tokens rounded to a power-of-two number of sequences so DP × micro-batch divide it"),

@@ -164,6 +164,7 @@ class MemoryBreakdown:
     cpu_offload_bytes: int
     allocated: int = 0  # what torch.cuda.max_memory_allocated would count at the peak
     reserved: int = 0  # allocated + what the caching allocator strands (module docstring)
+    gathered: int = 0  # of `weights`: the layers FSDP holds gathered at ZeRO-3 (a working buffer, not a shard)
 
     @property
     def model_states(self) -> int:
@@ -312,6 +313,7 @@ def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = 
         weights, gradients, optimizer_bytes, cpu = _model_states(
             arch, params, held, w, k, method, lora_rank, lora_targets, tp, pp, shard, zero_stage,
             offload_optimizer, offload_params, framework, precision, optimizer, options)
+        gathered = _gathered(arch, params, w, method, tp, shard, zero_stage, framework, options)
         activations = in_flight[index if pp > 1 else 0] * layers_on_stage * per_layer + full_layer
         if not arch.layers:
             activations += cnn_activation_bytes(arch, precision, micro_batch) / tp
@@ -322,7 +324,7 @@ def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = 
         other = CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(tp, pp, dp) + reserve
         total = allocated + other
         stage = MemoryBreakdown(int(weights), int(gradients), int(optimizer_bytes), int(activations), int(other),
-                                int(total), int(cpu), int(allocated), int(allocated + reserve))
+                                int(total), int(cpu), int(allocated), int(allocated + reserve), int(gathered))
         if worst is None or stage.total > worst.total:
             worst = stage
     assert worst is not None
@@ -335,19 +337,24 @@ def largest_tensor_params(arch: Architecture, tp: int) -> float:
     return max(arch.vocab * arch.hidden, arch.hidden * f, arch.hidden * arch.hidden) / tp
 
 
+def _gathered(arch: Architecture, params: ParamCounts, w: float, method: str, tp: int, shard: int, zero_stage: int,
+              framework: str, options: MemoryOptions) -> float:
+    """FSDP (ZeRO-3 outside DeepSpeed) holds the layer it computes with and the one it prefetches (docstring)."""
+    if zero_stage < 3 or shard <= 1 or not options.reshard_after_forward or framework == "deepspeed" or not arch.layers:
+        return 0.0
+    layer = (params.per_layer_attention + params.per_layer_mlp_total) / tp
+    return FSDP_GATHERED_LAYERS * layer * (NF4_BITS_PER_PARAM / 8 if method == "qlora" else w)
+
+
 def _model_states(arch: Architecture, params: ParamCounts, held: float, w: float, k: float, method: str, lora_rank: int,
                   lora_targets: tuple[str, ...], tp: int, pp: int, shard: int, zero_stage: int, offload_optimizer: bool,
                   offload_params: bool, framework: str, precision: str, optimizer: str,
                   options: MemoryOptions = MemoryOptions()) -> tuple[float, float, float, float]:
     """(weights, gradients, optimizer, cpu) bytes for `held` parameters on one GPU."""
     cpu = 0.0
-    # FSDP (ZeRO-3 outside DeepSpeed) gathers a layer and prefetches the next; without resharding after the forward
-    # every gathered layer stays until the backward, so the weights are held whole (module docstring)
+    # without resharding after the forward every gathered layer stays until the backward: weights held whole
     weight_shard = shard if zero_stage >= 3 and options.reshard_after_forward else 1
-    gathered = 0.0
-    if zero_stage >= 3 and weight_shard > 1 and framework != "deepspeed" and arch.layers:
-        layer = (params.per_layer_attention + params.per_layer_mlp_total) / tp
-        gathered = FSDP_GATHERED_LAYERS * layer * (NF4_BITS_PER_PARAM / 8 if method == "qlora" else w)
+    gathered = _gathered(arch, params, w, method, tp, shard, zero_stage, framework, options)
     if method == "full":
         if (framework == "deepspeed" and w == 2 and optimizer == "adamw" and zero_stage >= 2
                 and options.master_weights == "fp32"):

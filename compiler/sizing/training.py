@@ -326,12 +326,13 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, tp: int, pp: int
     if req.method != "full" and zero == 3:
         # ZeRO-3 gathers the frozen base twice per micro-batch (forward, backward): one all-reduce's volume,
         # given here net of the 1.5× that step_time applies to stage 3
-        gradient_bytes = mem.weights * dp / ZERO3_VOLUME_FACTOR
+        gradient_bytes = (mem.weights - mem.gathered) * dp / ZERO3_VOLUME_FACTOR
     step = step_time(req.arch, req.params, gpu, precision=req.precision, seq_len=req.seq_len, micro_batch=mb,
                      grad_accum=grad_accum, tp=tp, pp=pp, dp=dp, zero_stage=zero,
                      recompute=recompute, flash_attention=req.flash_attention,
                      attention_kernel=req.attention_kernel, sequence_parallel=tp > 1,
-                     state_bytes_on_gpu=mem.model_states if req.method == "full" else mem.gradients + mem.optimizer,
+                     state_bytes_on_gpu=(mem.model_states - mem.gathered if req.method == "full"
+                                         else mem.gradients + mem.optimizer),
                      offloaded_bytes=mem.cpu_offload_bytes, trainable_params_per_gpu=trainable_per_gpu / max(1, dp),
                      trainable_params_per_replica=trainable_per_gpu,
                      gradient_bytes_per_replica=gradient_bytes, inter_node_bytes_per_second=ctx.fabric.bytes_per_second_per_gpu,
