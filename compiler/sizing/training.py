@@ -8,7 +8,8 @@ Enumeration (pins fix a dimension):
 * DP = GPUs / (TP·PP), and global batch = micro-batch × accumulation × DP exactly;
 * ZeRO 0-3 and offload as the framework allows (`resolve_framework`); offload is only tried when the
   layout does not fit without it;
-* recompute none → selective → full: the first that fits is kept (less recompute is never slower).
+* recompute none → selective → full: the first that fits is kept (less recompute is never slower); selective
+  (Megatron's core-attention recompute) only under Megatron-LM, whose configs are the only ones that can ask for it.
 Every fitting candidate is timed (train_time) and costed; the choice is the cheapest that meets the deadline
 and budget (optimize: cost) or the fastest within the budget (optimize: time), ties broken by wall time or
 cost, then fewer GPUs, then the description.
@@ -449,9 +450,13 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
             framework = resolve_framework(req.framework, req.method, tp, pp, zero, offload)
             if framework is None:
                 continue
+            # "selective" is Megatron's core-attention recompute; the other frameworks' configs checkpoint whole
+            # layers or nothing (FSDP fsdp_activation_checkpointing, DeepSpeed activation_checkpointing), so they are
+            # offered none and full unless the plan pins selective
+            kinds = [r for r in recomputes if r != "selective" or framework[0] == "megatron" or pins.recompute]
             for mb in mbs:
                 microbatches = req.global_batch_sequences // (mb * dp)
-                for recompute in recomputes:
+                for recompute in kinds:
                     out.evaluated += 1
                     mem = _memory(ctx, tp, pp, dp, zero, offload, mb, microbatches, recompute, framework[0])
                     if mem.total > usable:
