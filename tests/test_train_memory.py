@@ -250,3 +250,11 @@ def test_llama_3_1_8b_lora_on_a_24_gb_gpu_fits_without_sharding():
                          seq_len=2048, micro_batch=2, recompute="full", options=tm.MemoryOptions(loss=tm.loss_for("auto", "lora")))
     assert mem.total <= tm.usable_memory_bytes(24 * GIB)
     assert mem.allocated / GIB == pytest.approx(16.2, rel=0.15)
+
+
+def test_ddp_buckets_copy_the_gradients():
+    """DDP with gradient_as_bucket_view=False (the default) holds its all-reduce buckets beside the gradients."""
+    params = count_params(LLAMA8B)
+    one = memory_per_gpu(LLAMA8B, params, seq_len=2048, framework="ddp")
+    four = memory_per_gpu(LLAMA8B, params, dp=4, seq_len=2048, framework="ddp")
+    assert four.gradients == 2 * one.gradients

@@ -66,6 +66,8 @@ one Megatron-LM / DeepSpeed / FSDP mixed precision use, with the recipe that dif
     exist during the forward of an un-accumulated step, so a single-replica or FSDP step without gradient
     accumulation peaks at max(activations + logits, gradients) on top of weights and optimizer states, not their
     sum; with accumulation, pipelines, DDP buckets or DeepSpeed/Megatron contiguous buffers they are all live;
+  * PyTorch DDP (more than one replica) keeps its all-reduce buckets beside the gradients: two copies
+    (`gradient_as_bucket_view=False`, the default; pytorch/pytorch#41954 measured the view saving one gradient size);
   * at ZeRO-3 outside DeepSpeed, FSDP holds the gathered layer and the next one it prefetches (FSDP docs,
     `backward_prefetch=BACKWARD_PRE` default; FSDP2 prefetches one layer ahead): 2 × the largest layer at the
     weight width (NF4 for a QLoRA base).
@@ -127,6 +129,9 @@ LOGITS_COPIES = 2  # the logits and their gradient
 CHUNKED_LOSS_CHUNKS = 8
 LOSS_BYTES_PER_LOGIT = {"standard": LOGITS_BYTES * LOGITS_COPIES,
                         "chunked": 2 + LOGITS_BYTES * LOGITS_COPIES / CHUNKED_LOSS_CHUNKS, "fused": 0.0}
+# PyTorch DDP copies gradients into its all-reduce buckets unless gradient_as_bucket_view=True (default False);
+# pytorch/pytorch#41954, which added the view: "roberta_base with ~1GB parameters, peak memory dropped ~1GB".
+DDP_GRADIENT_COPIES = 2
 # FSDP's gathered layers at ZeRO-3: the one computing and the one prefetched (module docstring).
 FSDP_GATHERED_LAYERS = 2
 
@@ -374,6 +379,8 @@ def _model_states(arch: Architecture, params: ParamCounts, held: float, w: float
         optimizer_bytes = trainable * k / (shard if zero_stage >= 1 else 1)
     if options.optimizer_in_backward:  # one tensor's gradient at a time
         gradients = min(gradients, largest_tensor_params(arch, tp) * w)
+    elif framework == "ddp" and shard > 1:  # DDP's all-reduce buckets hold a second copy of the gradients
+        gradients *= DDP_GRADIENT_COPIES
     if optimizer in PAGED_OPTIMIZERS:  # unified memory the driver pages to the host under pressure
         cpu += optimizer_bytes
         optimizer_bytes = 0.0
