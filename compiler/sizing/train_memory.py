@@ -74,10 +74,11 @@ one Megatron-LM / DeepSpeed / FSDP mixed precision use, with the recipe that dif
 
 Allocator (`allocated` vs `reserved`): what torch.cuda.max_memory_allocated counts is `allocated`; the caching
 allocator holds more (`reserved`). Without expandable segments (PyTorch's default) GMLake (Guo et al., ASPLOS
-2024) measured 15% average fragmentation (1 − allocated/reserved) over eight LLM trainings on A100-80GB: reserved =
-allocated / 0.85. With `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` (PyTorch docs, "CUDA memory
-management") a segment grows by mapping 2 MiB pages instead of caching fixed-size blocks, so reserved is allocated
-rounded up to the page, counted as equal. The CUDA context and NCCL buffers are outside both.
+2024) measured 15% average fragmentation (1 − allocated/reserved; up to 33%) over eight LLM trainings on A100-80GB:
+reserved = allocated / 0.85, the average, not the worst case. With `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`
+(PyTorch docs, "CUDA memory management") a segment grows by mapping 2 MiB pages through the CUDA virtual-memory API
+instead of caching fixed-size blocks — the mechanism GMLake's stitching uses to remove that fragmentation — so
+reserved is allocated rounded up to the page, counted as equal. The CUDA context and NCCL buffers are outside both.
 """
 
 from __future__ import annotations
