@@ -452,6 +452,8 @@ def main() -> None:
     if errors:
         print(f"GPU-hours for {TOKENS:.0e} tokens; median |error| {statistics.median(errors):.0%}, "
               f"worst {max(errors):.0%} over {len(errors)} cases")
+    for family, (rows, median, worst) in memory_family_stats(memory_cases()).items():
+        print(f"peak memory, {family}: {rows} rows, median |error| {median:.0%}, worst {worst:.0%} (--memory: every row)")
 
 
 if __name__ == "__main__":
