@@ -258,3 +258,9 @@ def test_ddp_buckets_copy_the_gradients():
     one = memory_per_gpu(LLAMA8B, params, seq_len=2048, framework="ddp")
     four = memory_per_gpu(LLAMA8B, params, dp=4, seq_len=2048, framework="ddp")
     assert four.gradients == 2 * one.gradients
+
+
+def test_pure_bf16_checkpoint_saves_16_bit_states():
+    params = count_params(LLAMA8B)
+    assert tm.checkpoint_bytes(params, "adamw", "full", master_weights="none") == params.total * (2 + 4)
+    assert tm.checkpoint_bytes(params, "adamw", "full") == params.total * 14

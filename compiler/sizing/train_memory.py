@@ -405,9 +405,12 @@ def model_state_bytes_zero_paper(params: float, zero_stage: int, ranks: int, k: 
     return (4 + k) * params / ranks
 
 
-def checkpoint_bytes(params: ParamCounts, optimizer: str, method: str, lora_trainable: int = 0) -> int:
+def checkpoint_bytes(params: ParamCounts, optimizer: str, method: str, lora_trainable: int = 0,
+                     master_weights: str = "fp32") -> int:
     """A resumable checkpoint: 16-bit weights + the optimizer's fp32 state, 2 + K bytes per trained parameter
-    (BLOOM-176B: 176e9 × 14 B = 2.46e12 B against the reported 2.3 TB, bigscience tr11 README). LoRA and QLoRA
-    save the adapters and their states only; the frozen base is already on storage."""
+    (BLOOM-176B: 176e9 × 14 B = 2.46e12 B against the reported 2.3 TB, bigscience tr11 README); pure 16-bit training
+    saves its 16-bit states instead. LoRA and QLoRA save the adapters and their states only; the frozen base is
+    already on storage."""
     trained = params.total if method == "full" else lora_trainable
-    return int(trained * (2 + OPTIMIZER_STATE_BYTES[optimizer]))
+    states = PURE_16BIT_STATE_BYTES[optimizer] if master_weights == "none" else OPTIMIZER_STATE_BYTES[optimizer]
+    return int(trained * (2 + states))

@@ -263,7 +263,7 @@ def _context(req: TrainRequest) -> _Context:
     lora = lora_trainable_params(req.arch, req.lora_rank, req.lora_targets) if req.method != "full" else 0
     return _Context(req, req.interconnect, req.storage,
                     req.global_batch_sequences * req.seq_len, model_flops_per_token(req.arch, req.params, req.seq_len),
-                    lora, checkpoint_bytes(req.params, req.optimizer, req.method, lora))
+                    lora, checkpoint_bytes(req.params, req.optimizer, req.method, lora, req.memory.master_weights))
 
 
 def _hardware_flops(ctx: _Context, recompute: str) -> float:
