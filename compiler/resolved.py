@@ -66,6 +66,8 @@ class MemoryPerGpu(Section):
     total: int = 0
     usable: int = 0
     cpu_offload: int = 0
+    allocated: int = 0  # training: what torch.cuda.max_memory_allocated counts at the peak
+    reserved: int = 0  # training: allocated + what the caching allocator strands (train_memory docstring)
 
 
 class Training(Section):

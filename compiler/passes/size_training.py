@@ -9,6 +9,7 @@ from ..catalog.params import count_params
 from ..diagnostics import InfeasiblePlan
 from ..resolved import Alternative, Cost, Hardware, MemoryPerGpu, Parallelism, Rejection, ResolvedPlan, Training
 from ..sizing.reasons import because
+from ..sizing.train_memory import MemoryOptions, loss_for
 from ..sizing.training import TrainRequest, search_training
 from .context import PassContext
 from .wording import rejection_rows, training_decisions, words
@@ -51,6 +52,11 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
               "micro_batch": pins.micro_batch, "recompute": pins.recompute, "offload": pins.offload},
         optimize="cost" if spec.optimize == "cost" else "time", mtbf_gpu_hours=train.mtbf_gpu_hours,
         flash_attention=train.flash_attention, bytes_per_token=train.bytes_per_token,
+        memory=MemoryOptions(master_weights=train.master_weights, loss=loss_for(train.loss, train.method),
+                             optimizer_in_backward=train.optimizer_in_backward,
+                             activation_offload=train.activation_offload,
+                             reshard_after_forward=train.reshard_after_forward,
+                             expandable_segments=train.expandable_segments),
     )
 
 
@@ -78,7 +84,8 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         offload_optimizer=c.offload_optimizer, offload_params=c.offload_params, framework=c.framework,
     )
     memory = MemoryPerGpu(weights=m.weights, gradients=m.gradients, optimizer=m.optimizer, activations=m.activations,
-                          other=m.other, total=m.total, usable=c.usable_memory_bytes, cpu_offload=m.cpu_offload_bytes)
+                          other=m.other, total=m.total, usable=c.usable_memory_bytes, cpu_offload=m.cpu_offload_bytes,
+                          allocated=m.allocated, reserved=m.reserved)
     tokens = spec.train.total_tokens
     s = c.step
     training = Training(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..resolved import Decision
 from ..sizing.reasons import Reason
+from ..sizing.train_memory import loss_for
 from ..units import format_count, format_seconds, format_usd
 
 if TYPE_CHECKING:
@@ -95,6 +96,23 @@ def model_choice(name: str, params_total: float, params_active: float) -> str:
     return f"{name}: {params_total / 1e9:.2f}B parameters ({params_active / 1e9:.2f}B active)"
 
 
+def _memory_choices(spec: PlanSpec) -> str:
+    """The plan's memory choices in words (compiler/sizing/train_memory.py docstring has their sources)."""
+    train = spec.train
+    loss = {"standard": "cross-entropy on fp32 logits", "chunked": "chunked cross-entropy", "fused": "fused cross-entropy"}[
+        loss_for(train.loss, train.method)]
+    parts = [loss + (" (auto)" if train.loss == "auto" else ""),
+             "fp32 master weights" if train.master_weights == "fp32" else "pure 16-bit weights and optimizer states"]
+    if train.optimizer_in_backward:
+        parts.append("optimizer step in the backward")
+    if train.activation_offload:
+        parts.append("checkpointed activations on the host")
+    if not train.reshard_after_forward:
+        parts.append("FSDP keeps gathered weights to the backward")
+    parts.append("expandable segments" if train.expandable_segments else "15% caching-allocator fragmentation reserve")
+    return ", ".join(parts)
+
+
 def training_decisions(spec: PlanSpec, c: TrainCandidate, evaluated: int, hardware: Hardware, parallelism: Parallelism,
                        batch_tokens: float) -> list[Decision]:
     """`batch_tokens`: the tokens per step the plan gave or the default, when it gave no batch in sequences."""
@@ -105,8 +123,13 @@ def training_decisions(spec: PlanSpec, c: TrainCandidate, evaluated: int, hardwa
                  reason=f"{'cheapest' if spec.optimize == 'cost' else 'fastest'} of {evaluated} configurations that fit memory and meet the {deadline}"
                         + (f" and budget {format_usd(spec.budget.usd)}" if spec.budget.usd else "")),
         Decision(topic="parallelism", choice=f"TP={c.tp} PP={c.pp} DP={c.dp} ZeRO-{c.zero_stage}, micro-batch {c.micro_batch} × {c.grad_accum} accumulation, recompute {c.recompute}",
-                 reason=f"{m.total / 2**30:.1f} GiB per GPU of {c.usable_memory_bytes / 2**30:.1f} GiB usable; step {format_seconds(s.total)}"),
+                 reason=f"{m.total / 2**30:.1f} GiB per GPU of {c.usable_memory_bytes / 2**30:.1f} GiB usable "
+                        f"({m.allocated / 2**30:.1f} GiB allocated, {m.reserved / 2**30:.1f} GiB reserved by the caching "
+                        f"allocator, the rest CUDA context and NCCL); step {format_seconds(s.total)}"),
         Decision(topic="framework", choice=c.framework, reason=words(c.framework_reason)),
+        Decision(topic="memory", choice=_memory_choices(spec),
+                 reason="what the memory per GPU assumes of the training script: train.loss, train.master_weights, "
+                        "train.optimizer_in_backward, train.activation_offload and train.expandable_segments say otherwise"),
         Decision(topic="batch", choice=f"{parallelism.global_batch} sequences × {spec.train.seq_len} tokens = {format_count(parallelism.global_batch * spec.train.seq_len)} tokens per step",
                  reason="as given" if spec.train.global_batch else f"{format_count(batch_tokens)} tokens rounded to a power-of-two number of sequences so DP × micro-batch divide it"),
         Decision(topic="time", choice=f"{format_seconds(c.wall_seconds)}, {format_count(c.gpu_hours)} GPU-hours, MFU {100 * c.mfu:.1f}%",

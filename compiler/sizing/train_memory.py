@@ -39,7 +39,46 @@ Activations, bytes per transformer layer and micro-batch, 16-bit (Korthikanti et
   * full recompute stores only each layer's input 2·sbh (/t with SP) and re-runs the layer in the backward,
     which then needs one layer's full activations at a time;
   * 1F1B pipeline: stage i holds p − i micro-batches in flight, so the first holds min(p, m) (§4.2.3), the
-    last one; the loss keeps fp32 logits s·b·V/t × 4 bytes and their gradient (× 2) on the last stage.
+    last one.
+
+Choices where frameworks differ (`MemoryOptions`; the plan's `train` fields of the same names), each default the
+one Megatron-LM / DeepSpeed / FSDP mixed precision use, with the recipe that differs named:
+  * master_weights "fp32" (Megatron `--bf16` keeps fp32 main params, DeepSpeed's bf16 optimizer an fp32 copy, FSDP
+    MixedPrecision keeps fp32 sharded params) or "none": pure 16-bit training, torchtune's default (`dtype: bf16`
+    loads the model in bf16 and torch.optim creates its states `zeros_like(param)`, so m and v are 16-bit too);
+  * loss "standard": fp32 logits and their fp32 gradient, s·b·V/t × (4 + 4) on the last stage (Megatron's
+    vocab-parallel cross-entropy and HF's loss upcast the logits); "chunked": torchtune's CEWithChunkedOutputLoss
+    (pytorch/torchtune#1390, num_output_chunks 8) keeps the 16-bit logits (2 bytes) and upcasts one chunk of 8 at a
+    time (fp32 copy + its gradient, 8/8 = 1 byte per logit); "fused": a fused linear cross-entropy (Liger-Kernel
+    LigerFusedLinearCrossEntropyLoss, Apple's Cut Cross-Entropy) never materialises the logits (counted as 0);
+    "auto" is chunked for LoRA/QLoRA (every torchtune LoRA/QLoRA recipe config names CEWithChunkedOutputLoss) and
+    standard for full training;
+  * optimizer_in_backward: torchtune's `optimizer_in_bwd` steps each parameter from a post-accumulate-grad hook and
+    frees its gradient, so one tensor's gradient (the largest) is live instead of all of them;
+  * adamw-8bit-paged: bitsandbytes' paged optimizers put their 8-bit states in CUDA unified memory, which the
+    driver pages to host memory under pressure (bitsandbytes docs, "Paged optimizers"); counted as host-backed
+    (`cpu_offload_bytes`), not against the GPU;
+  * activation_offload: torchtune's `enable_activation_offloading` (OffloadActivations) moves the checkpointed layer
+    inputs to host memory; with full recompute only the layer being recomputed stays;
+  * reshard_after_forward (FSDP2 `fully_shard` default True): False keeps every layer's gathered weights from the
+    forward to the backward, so at ZeRO-3 the weights are held whole at the peak (ZeRO-2's weights);
+  * gradients live at the peak: with `zero_grad(set_to_none=True)` (PyTorch's default since 2.0) gradients do not
+    exist during the forward of an un-accumulated step, so a single-replica or FSDP step without gradient
+    accumulation peaks at max(activations + logits, gradients) on top of weights and optimizer states, not their
+    sum; with accumulation, pipelines, DDP buckets or DeepSpeed/Megatron contiguous buffers they are all live;
+  * PyTorch DDP (more than one replica) keeps its all-reduce buckets beside the gradients: two copies
+    (`gradient_as_bucket_view=False`, the default; pytorch/pytorch#41954 measured the view saving one gradient size);
+  * at ZeRO-3 outside DeepSpeed, FSDP holds the gathered layer and the next one it prefetches (FSDP docs,
+    `backward_prefetch=BACKWARD_PRE` default; FSDP2 prefetches one layer ahead): 2 × the largest layer at the
+    weight width (NF4 for a QLoRA base).
+
+Allocator (`allocated` vs `reserved`): what torch.cuda.max_memory_allocated counts is `allocated`; the caching
+allocator holds more (`reserved`). Without expandable segments (PyTorch's default) GMLake (Guo et al., ASPLOS
+2024) measured 15% average fragmentation (1 − allocated/reserved; up to 33%) over eight LLM trainings on A100-80GB:
+reserved = allocated / 0.85, the average, not the worst case. With `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`
+(PyTorch docs, "CUDA memory management") a segment grows by mapping 2 MiB pages through the CUDA virtual-memory API
+instead of caching fixed-size blocks — the mechanism GMLake's stitching uses to remove that fragmentation — so
+reserved is allocated rounded up to the page, counted as equal. The CUDA context and NCCL buffers are outside both.
 """
 
 from __future__ import annotations
@@ -55,7 +94,11 @@ MIB = 2**20
 WEIGHT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
 FP32_MASTER_BYTES = 4
 # Optimizer states per trainable parameter in mixed precision, fp32 master included (see module docstring).
-OPTIMIZER_STATE_BYTES = {"adamw": 12, "adamw-8bit": 6, "sgd": 8, "adafactor": 4}
+OPTIMIZER_STATE_BYTES = {"adamw": 12, "adamw-8bit": 6, "adamw-8bit-paged": 6, "sgd": 8, "adafactor": 4}
+# The same states without a master copy, kept in the parameters' own 16-bit dtype (torch.optim states are
+# `zeros_like(param)`); 8-bit states stay 1 byte each (bitsandbytes, Dettmers et al. 2022).
+PURE_16BIT_STATE_BYTES = {"adamw": 4, "adamw-8bit": 2, "adamw-8bit-paged": 2, "sgd": 2, "adafactor": 0}
+PAGED_OPTIMIZERS = ("adamw-8bit-paged",)
 # QLoRA (Dettmers et al. 2023, §3): 4-bit NormalFloat weights, one fp32 absmax per 64-weight block quantised to
 # 8 bits with a second-level fp32 constant per 256 blocks: 8/64 + 32/(64·256) = 0.127 bits per parameter.
 NF4_BITS_PER_PARAM = 4 + 8 / 64 + 32 / (64 * 256)
@@ -81,6 +124,36 @@ DEVICE_VISIBLE_SHARE = 81559 / 81920
 ACTIVATION_BYTES = 2  # 16-bit activations (Korthikanti et al. count 2 bytes per element, 1 per dropout mask)
 LOGITS_BYTES = 4  # fp32 logits, as Megatron's and HF's cross-entropy compute them
 LOGITS_COPIES = 2  # the logits and their gradient
+# Bytes per logit each loss keeps at its peak (module docstring): standard fp32 logits + gradient; chunked 16-bit
+# logits + one of 8 chunks upcast with its gradient (torchtune CEWithChunkedOutputLoss, num_output_chunks=8);
+# fused never materialises them.
+CHUNKED_LOSS_CHUNKS = 8
+LOSS_BYTES_PER_LOGIT = {"standard": LOGITS_BYTES * LOGITS_COPIES,
+                        "chunked": 2 + LOGITS_BYTES * LOGITS_COPIES / CHUNKED_LOSS_CHUNKS, "fused": 0.0}
+# PyTorch DDP copies gradients into its all-reduce buckets unless gradient_as_bucket_view=True (default False);
+# pytorch/pytorch#41954, which added the view: "roberta_base with ~1GB parameters, peak memory dropped ~1GB".
+DDP_GRADIENT_COPIES = 2
+# FSDP's gathered layers at ZeRO-3: the one computing and the one prefetched (module docstring).
+FSDP_GATHERED_LAYERS = 2
+
+
+@dataclass(frozen=True)
+class MemoryOptions:
+    """Where frameworks differ (module docstring); each default is Megatron-LM's / DeepSpeed's / FSDP's."""
+
+    master_weights: str = "fp32"  # fp32 | none (pure 16-bit, torchtune's default)
+    loss: str = "standard"  # standard | chunked | fused (resolve "auto" with `loss_for`)
+    optimizer_in_backward: bool = False
+    activation_offload: bool = False
+    reshard_after_forward: bool = True
+    expandable_segments: bool = False
+
+
+def loss_for(loss: str, method: str) -> str:
+    """The plan's `loss`, "auto" resolved: chunked for LoRA/QLoRA (torchtune's recipes), standard for full."""
+    if loss != "auto":
+        return loss
+    return "chunked" if method in ("lora", "qlora") else "standard"
 ROUTER_LOGIT_BYTES = 4  # fp32 router logits (Mixtral/Megatron MoE routers run in fp32)
 
 
@@ -95,6 +168,9 @@ class MemoryBreakdown:
     other: int
     total: int
     cpu_offload_bytes: int
+    allocated: int = 0  # what torch.cuda.max_memory_allocated would count at the peak
+    reserved: int = 0  # allocated + what the caching allocator strands (module docstring)
+    gathered: int = 0  # of `weights`: the layers FSDP holds gathered at ZeRO-3 (a working buffer, not a shard)
 
     @property
     def model_states(self) -> int:
@@ -142,8 +218,14 @@ def lora_trainable_params(arch: Architecture, rank: int, targets: tuple[str, ...
     return per_layer * arch.layers
 
 
-def optimizer_bytes_per_param(arch: Architecture, optimizer: str, precision: str) -> float:
-    """K of the ZeRO paper for this optimizer and precision (module docstring)."""
+def optimizer_bytes_per_param(arch: Architecture, optimizer: str, precision: str, master_weights: str = "fp32") -> float:
+    """K of the ZeRO paper for this optimizer and precision (module docstring); without a master copy (pure 16-bit)
+    the states are in the weights' own width."""
+    if master_weights == "none" and WEIGHT_BYTES[precision] == 2:
+        if optimizer == "adafactor":
+            rows, cols = max(1, arch.hidden), max(1, arch.ffn_hidden or arch.hidden)
+            return 2 * (1 / rows + 1 / cols)
+        return PURE_16BIT_STATE_BYTES[optimizer]
     if optimizer == "adafactor":
         rows, cols = max(1, arch.hidden), max(1, arch.ffn_hidden or arch.hidden)
         k = FP32_MASTER_BYTES + 4 * (1 / rows + 1 / cols)
@@ -211,19 +293,24 @@ def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = 
                    dp: int = 1, zero_stage: int = 0, zero_shard_ranks: int | None = None, offload_optimizer: bool = False,
                    offload_params: bool = False, seq_len: int = 2048, micro_batch: int = 1, microbatches: int = 1,
                    recompute: str = "none", sequence_parallel: bool = False, flash_attention: bool = True,
-                   framework: str = "") -> MemoryBreakdown:
+                   framework: str = "", options: MemoryOptions = MemoryOptions()) -> MemoryBreakdown:
     """Peak bytes on one GPU of the worse pipeline stage: model states + activations + runtime."""
     shard = max(1, zero_shard_ranks or dp)
     w = WEIGHT_BYTES[precision]
-    k = optimizer_bytes_per_param(arch, optimizer, precision)
+    k = optimizer_bytes_per_param(arch, optimizer, precision, options.master_weights)
     layers_on_stage = _ceil_div(arch.layers, pp) if arch.layers else 0
     per_layer = activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, recompute, flash_attention)
     if recompute == "full":  # the backward re-runs one layer and holds its full activations meanwhile
         full_layer = activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, "none", flash_attention)
+        if options.activation_offload:  # the checkpointed layer inputs wait in host memory
+            per_layer = 0.0
     else:
         full_layer = 0.0
-    logits = (seq_len * micro_batch * arch.vocab / tp * LOGITS_BYTES * LOGITS_COPIES
+    loss = loss_for(options.loss, method)
+    logits = (seq_len * micro_batch * arch.vocab / tp * LOSS_BYTES_PER_LOGIT[loss]
               if arch.vocab and arch.kind == "decoder" else 0.0)
+    # gradients and activations not live together: an un-accumulated step of one replica or of FSDP (docstring)
+    apart = microbatches == 1 and pp == 1 and (dp == 1 or framework == "fsdp")
     stages = stage_params(arch, params, tp, pp)
     in_flight = (min(pp, microbatches), 1)  # 1F1B: the first stage holds up to p micro-batches, the last one
     worst: MemoryBreakdown | None = None
@@ -231,35 +318,55 @@ def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = 
         last = index == 1 or pp == 1
         weights, gradients, optimizer_bytes, cpu = _model_states(
             arch, params, held, w, k, method, lora_rank, lora_targets, tp, pp, shard, zero_stage,
-            offload_optimizer, offload_params, framework, precision, optimizer)
+            offload_optimizer, offload_params, framework, precision, optimizer, options)
+        gathered = _gathered(arch, params, w, method, tp, shard, zero_stage, framework, options)
         activations = in_flight[index if pp > 1 else 0] * layers_on_stage * per_layer + full_layer
         if not arch.layers:
             activations += cnn_activation_bytes(arch, precision, micro_batch) / tp
         if last:
             activations += logits
-        allocated = weights + gradients + optimizer_bytes + activations
-        other = (CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(tp, pp, dp)
-                 + allocated * ALLOCATOR_FRAGMENTATION / (1 - ALLOCATOR_FRAGMENTATION))
+        allocated = weights + optimizer_bytes + (max(gradients, activations) if apart else gradients + activations)
+        reserve = 0.0 if options.expandable_segments else allocated * ALLOCATOR_FRAGMENTATION / (1 - ALLOCATOR_FRAGMENTATION)
+        other = CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(tp, pp, dp) + reserve
         total = allocated + other
         stage = MemoryBreakdown(int(weights), int(gradients), int(optimizer_bytes), int(activations), int(other),
-                                int(total), int(cpu))
+                                int(total), int(cpu), int(allocated), int(allocated + reserve), int(gathered))
         if worst is None or stage.total > worst.total:
             worst = stage
     assert worst is not None
     return worst
 
 
+def largest_tensor_params(arch: Architecture, tp: int) -> float:
+    """The largest single weight tensor on a GPU: the embedding (or LM head) or an MLP matrix, split over TP."""
+    f = arch.moe_ffn_hidden or arch.ffn_hidden
+    return max(arch.vocab * arch.hidden, arch.hidden * f, arch.hidden * arch.hidden) / tp
+
+
+def _gathered(arch: Architecture, params: ParamCounts, w: float, method: str, tp: int, shard: int, zero_stage: int,
+              framework: str, options: MemoryOptions) -> float:
+    """FSDP (ZeRO-3 outside DeepSpeed) holds the layer it computes with and the one it prefetches (docstring)."""
+    if zero_stage < 3 or shard <= 1 or not options.reshard_after_forward or framework == "deepspeed" or not arch.layers:
+        return 0.0
+    layer = (params.per_layer_attention + params.per_layer_mlp_total) / tp
+    return FSDP_GATHERED_LAYERS * layer * (NF4_BITS_PER_PARAM / 8 if method == "qlora" else w)
+
+
 def _model_states(arch: Architecture, params: ParamCounts, held: float, w: float, k: float, method: str, lora_rank: int,
                   lora_targets: tuple[str, ...], tp: int, pp: int, shard: int, zero_stage: int, offload_optimizer: bool,
-                  offload_params: bool, framework: str, precision: str,
-                  optimizer: str) -> tuple[float, float, float, float]:
+                  offload_params: bool, framework: str, precision: str, optimizer: str,
+                  options: MemoryOptions = MemoryOptions()) -> tuple[float, float, float, float]:
     """(weights, gradients, optimizer, cpu) bytes for `held` parameters on one GPU."""
     cpu = 0.0
+    # without resharding after the forward every gathered layer stays until the backward: weights held whole
+    weight_shard = shard if zero_stage >= 3 and options.reshard_after_forward else 1
+    gathered = _gathered(arch, params, w, method, tp, shard, zero_stage, framework, options)
     if method == "full":
-        if framework == "deepspeed" and w == 2 and optimizer == "adamw" and zero_stage >= 2:
+        if (framework == "deepspeed" and w == 2 and optimizer == "adamw" and zero_stage >= 2
+                and options.master_weights == "fp32"):
             largest = params.largest_layer / tp
             return deepspeed_model_states(held, largest, shard, zero_stage, offload_optimizer, offload_params)
-        weights = held * w / (shard if zero_stage >= 3 else 1)
+        weights = held * w / weight_shard + gathered
         gradients = held * w / (shard if zero_stage >= 2 else 1)
         optimizer_bytes = held * k / (shard if zero_stage >= 1 else 1)
     else:
@@ -268,15 +375,22 @@ def _model_states(arch: Architecture, params: ParamCounts, held: float, w: float
         quantised = min(held, layer_matrices) if method == "qlora" else 0.0  # QLoRA quantises the linear layers only
         frozen = quantised * base_bytes + (held - quantised) * w
         trainable = lora_trainable_params(arch, lora_rank, lora_targets) / (tp * pp)
-        weights = frozen / (shard if zero_stage >= 3 else 1) + trainable * w
+        weights = frozen / weight_shard + gathered + trainable * w
         gradients = trainable * w / (shard if zero_stage >= 2 else 1)
-        optimizer_bytes = trainable * OPTIMIZER_STATE_BYTES[optimizer] / (shard if zero_stage >= 1 else 1)
+        optimizer_bytes = trainable * k / (shard if zero_stage >= 1 else 1)
+    if options.optimizer_in_backward:  # one tensor's gradient at a time
+        gradients = min(gradients, largest_tensor_params(arch, tp) * w)
+    elif framework == "ddp" and shard > 1:  # DDP's all-reduce buckets hold a second copy of the gradients
+        gradients *= DDP_GRADIENT_COPIES
+    if optimizer in PAGED_OPTIMIZERS:  # unified memory the driver pages to the host under pressure
+        cpu += optimizer_bytes
+        optimizer_bytes = 0.0
     if offload_optimizer:  # ZeRO-Offload keeps the gradient partition next to the optimizer states on the host
         cpu += optimizer_bytes + gradients
         optimizer_bytes = gradients = 0.0
     if offload_params and zero_stage >= 3:
-        cpu += weights
-        weights = 0.0
+        cpu += weights - gathered
+        weights = gathered
     return weights, gradients, optimizer_bytes, cpu
 
 
@@ -291,9 +405,12 @@ def model_state_bytes_zero_paper(params: float, zero_stage: int, ranks: int, k: 
     return (4 + k) * params / ranks
 
 
-def checkpoint_bytes(params: ParamCounts, optimizer: str, method: str, lora_trainable: int = 0) -> int:
+def checkpoint_bytes(params: ParamCounts, optimizer: str, method: str, lora_trainable: int = 0,
+                     master_weights: str = "fp32") -> int:
     """A resumable checkpoint: 16-bit weights + the optimizer's fp32 state, 2 + K bytes per trained parameter
-    (BLOOM-176B: 176e9 × 14 B = 2.46e12 B against the reported 2.3 TB, bigscience tr11 README). LoRA and QLoRA
-    save the adapters and their states only; the frozen base is already on storage."""
+    (BLOOM-176B: 176e9 × 14 B = 2.46e12 B against the reported 2.3 TB, bigscience tr11 README); pure 16-bit training
+    saves its 16-bit states instead. LoRA and QLoRA save the adapters and their states only; the frozen base is
+    already on storage."""
     trained = params.total if method == "full" else lora_trainable
-    return int(trained * (2 + OPTIMIZER_STATE_BYTES[optimizer]))
+    states = PURE_16BIT_STATE_BYTES[optimizer] if master_weights == "none" else OPTIMIZER_STATE_BYTES[optimizer]
+    return int(trained * (2 + states))

@@ -8,7 +8,8 @@ Enumeration (pins fix a dimension):
 * DP = GPUs / (TP·PP), and global batch = micro-batch × accumulation × DP exactly;
 * ZeRO 0-3 and offload as the framework allows (`resolve_framework`); offload is only tried when the
   layout does not fit without it;
-* recompute none → selective → full: the first that fits is kept (less recompute is never slower).
+* recompute none → selective → full: the first that fits is kept (less recompute is never slower); selective
+  (Megatron's core-attention recompute) only under Megatron-LM, whose configs are the only ones that can ask for it.
 Every fitting candidate is timed (train_time) and costed; the choice is the cheapest that meets the deadline
 and budget (optimize: cost) or the fastest within the budget (optimize: time), ties broken by wall time or
 cost, then fewer GPUs, then the description.
@@ -26,7 +27,7 @@ from ..catalog.types import Architecture, GpuSpec
 from .reasons import Reason, because
 from .search_cache import SearchCache
 from .train_memory import (
-    MemoryBreakdown, checkpoint_bytes, lora_trainable_params, memory_per_gpu, usable_memory_bytes,
+    MemoryBreakdown, MemoryOptions, checkpoint_bytes, lora_trainable_params, memory_per_gpu, usable_memory_bytes,
 )
 from .train_time import (
     COMPUTE_DTYPE, GRADIENT_BYTES, INTER_NODE_ACHIEVABLE_FRACTION, ZERO3_VOLUME_FACTOR, StepTime, goodput,
@@ -100,6 +101,7 @@ class TrainRequest:
     flash_attention: bool = True
     attention_kernel: str = "flash2"  # train_time.ATTENTION_KERNELS
     bytes_per_token: float | None = None  # stored bytes per token; None: from the vocabulary (stored_bytes_per_token)
+    memory: MemoryOptions = field(default_factory=MemoryOptions)  # where frameworks differ (train_memory docstring)
 
     def __post_init__(self) -> None:
         if isinstance(self.pins, Mapping):  # a plain {"tp": 2, ...} mapping, None values meaning "search"
@@ -261,7 +263,7 @@ def _context(req: TrainRequest) -> _Context:
     lora = lora_trainable_params(req.arch, req.lora_rank, req.lora_targets) if req.method != "full" else 0
     return _Context(req, req.interconnect, req.storage,
                     req.global_batch_sequences * req.seq_len, model_flops_per_token(req.arch, req.params, req.seq_len),
-                    lora, checkpoint_bytes(req.params, req.optimizer, req.method, lora))
+                    lora, checkpoint_bytes(req.params, req.optimizer, req.method, lora, req.memory.master_weights))
 
 
 def _hardware_flops(ctx: _Context, recompute: str) -> float:
@@ -325,12 +327,13 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, tp: int, pp: int
     if req.method != "full" and zero == 3:
         # ZeRO-3 gathers the frozen base twice per micro-batch (forward, backward): one all-reduce's volume,
         # given here net of the 1.5× that step_time applies to stage 3
-        gradient_bytes = mem.weights * dp / ZERO3_VOLUME_FACTOR
+        gradient_bytes = (mem.weights - mem.gathered) * dp / ZERO3_VOLUME_FACTOR
     step = step_time(req.arch, req.params, gpu, precision=req.precision, seq_len=req.seq_len, micro_batch=mb,
                      grad_accum=grad_accum, tp=tp, pp=pp, dp=dp, zero_stage=zero,
                      recompute=recompute, flash_attention=req.flash_attention,
                      attention_kernel=req.attention_kernel, sequence_parallel=tp > 1,
-                     state_bytes_on_gpu=mem.model_states if req.method == "full" else mem.gradients + mem.optimizer,
+                     state_bytes_on_gpu=(mem.model_states - mem.gathered if req.method == "full"
+                                         else mem.gradients + mem.optimizer),
                      offloaded_bytes=mem.cpu_offload_bytes, trainable_params_per_gpu=trainable_per_gpu / max(1, dp),
                      trainable_params_per_replica=trainable_per_gpu,
                      gradient_bytes_per_replica=gradient_bytes, inter_node_bytes_per_second=ctx.fabric.bytes_per_second_per_gpu,
@@ -427,7 +430,7 @@ def _memory_per_gpu(req: TrainRequest, tp: int, pp: int, dp: int, zero: int, off
                           lora_rank=req.lora_rank, lora_targets=req.lora_targets, tp=tp, pp=pp, dp=dp, zero_stage=zero,
                           offload_optimizer=offload, offload_params=offload and zero == 3, seq_len=req.seq_len,
                           micro_batch=mb, microbatches=microbatches, recompute=recompute, sequence_parallel=tp > 1,
-                          flash_attention=req.flash_attention, framework=framework)
+                          flash_attention=req.flash_attention, framework=framework, options=req.memory)
 
 
 def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, count: int, tp: int, pp: int,
@@ -447,9 +450,13 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
             framework = resolve_framework(req.framework, req.method, tp, pp, zero, offload)
             if framework is None:
                 continue
+            # "selective" is Megatron's core-attention recompute; the other frameworks' configs checkpoint whole
+            # layers or nothing (FSDP fsdp_activation_checkpointing, DeepSpeed activation_checkpointing), so they are
+            # offered none and full unless the plan pins selective
+            kinds = [r for r in recomputes if r != "selective" or framework[0] == "megatron" or pins.recompute]
             for mb in mbs:
                 microbatches = req.global_batch_sequences // (mb * dp)
-                for recompute in recomputes:
+                for recompute in kinds:
                     out.evaluated += 1
                     mem = _memory(ctx, tp, pp, dp, zero, offload, mb, microbatches, recompute, framework[0])
                     if mem.total > usable:
