@@ -179,7 +179,7 @@ def _write_or_check(args, rendered, sources, whole_folder: bool, report) -> None
         else:
             write_plans(args.out, rendered)
     except (UnsafeOutput, PlanLocked) as exc:
-        report.problems.append(Problem(str(args.out), str(exc), exc.code))
+        report.problems.append(Problem("", str(exc), exc.code))  # the message names the path
         report.exit_code = EXIT_INVALID
     except OSError as exc:  # the environment, not the plan: a full disk, a read-only folder, a file in the way
         report.problems.append(Problem(str(exc.filename or args.out), str(exc.strerror or exc), "os-error"))
@@ -263,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INVALID if exc.code not in (0, None) else EXIT_OK
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `mlinfra-compile diff ... | head`: the reader left; not an error of ours (128 + SIGPIPE)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush does not raise again
+        return 141
     except Exception:
         _print_error("internal error (a bug in mlinfra-compile; please report it with this trace):")
         traceback.print_exc()

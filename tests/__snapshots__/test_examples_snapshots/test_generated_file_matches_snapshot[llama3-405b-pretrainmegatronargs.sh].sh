@@ -29,7 +29,7 @@ MEGATRON_ARGS=(
   --recompute-num-layers 1
   --bf16
   --train-iters 119210
-  --save-interval 18
+  --save-interval 16
   --save /lustre/ckpt/llama3-405b
   --load /lustre/ckpt/llama3-405b
 )
