@@ -133,6 +133,9 @@ def run_compile(argv: list[str]) -> int:
 
     report = RunReport("check" if args.check else "compile")
     plan_files, whole_folder = _plan_files(args.plans)
+    for folder in (a for a in args.plans if str(a) != "-" and a.is_dir() and not any(p.parent == a for p in plan_files)):
+        report.problems.append(Problem(str(folder), "no plan files (*.yaml, *.yml) in this folder", "no-plans"))
+        report.exit_code = EXIT_INVALID
     rendered, sources = [], []
     with one_run() as searches:
         for path in plan_files:
