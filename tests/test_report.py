@@ -44,3 +44,13 @@ def test_monitoring_states_its_assumptions_in_the_rules_file_and_the_report(exam
     assert "**monitoring assumes**" in files["REPORT.md"] and "dcgm-exporter" in files["REPORT.md"]
     if "pretrain" in example:
         assert any('job="llama3-8b-pretrain"' in l for l in assumed) and any("retention" in l for l in assumed)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_the_pareto_front_holds_only_non_dominated_options(example):
+    """On the axes the report draws: no option is both dearer and slower than another (one was, for serving)."""
+    from compiler.pipeline import resolve
+
+    points = [(a.usd, a.seconds) for a in resolve(example).alternatives]
+    dominated = [p for p in points if any(q != p and q[0] <= p[0] and q[1] <= p[1] for q in points)]
+    assert dominated == []
