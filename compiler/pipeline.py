@@ -21,6 +21,7 @@ from .source import load_yaml_file
 from .targets import TARGETS
 from .targets.base import OutputFile, with_header
 from .unused import check_unused
+from .site_calibration import CalibrationError, calibrate, load_site_calibration
 from .validate import validate_plan
 from .writer import RenderedPlan
 
@@ -47,12 +48,25 @@ def resolve(plan_path: Path, display_name: str | None = None, searches: SearchCa
         pos = loaded.position(("cluster", "catalog"))
         raise PlanInputError([Diagnostic(pos.line, pos.column, "cluster.catalog", str(exc), "invalid-catalog", file=loaded.file)], loaded.text)
     check_references(spec, catalog, loaded)
-    plan = ResolvedPlan(generator=f"mlinfra-compile {__version__}", name=spec.name, workload=spec.workload, plan_file=Path(display_name or plan_path).name, spec=spec)
+    catalog, site_decisions = _site_calibrated(catalog, plan_path, spec, loaded)
+    plan = ResolvedPlan(generator=f"mlinfra-compile {__version__}", name=spec.name, workload=spec.workload,
+                        plan_file=Path(display_name or plan_path).name, spec=spec, decisions=site_decisions)
     ctx = PassContext(catalog=catalog, searches=SearchCache() if searches is None else searches)
     for size in PASSES:
         plan = size(plan, ctx)
     _check_finite(plan, loaded)
     return plan
+
+
+def _site_calibrated(catalog, plan_path: Path, spec, loaded):
+    """The catalog fitted to the plan's site calibration file, with the decisions that say so (none without one)."""
+    if not spec.cluster.calibration:
+        return catalog, []
+    try:
+        return calibrate(catalog, load_site_calibration(plan_path.parent / spec.cluster.calibration))
+    except CalibrationError as exc:
+        pos = loaded.position(("cluster", "calibration"))
+        raise PlanInputError([Diagnostic(pos.line, pos.column, "cluster.calibration", str(exc), "invalid-calibration", file=loaded.file)], loaded.text)
 
 
 def _non_finite(value, path: str = ""):

@@ -1,0 +1,65 @@
+"""cluster.calibration: measured steps at stated layouts refit the site's achievable matmul share."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from compiler.catalog.catalog import load_catalog
+from compiler.pipeline import resolve
+from compiler.site_calibration import SiteCalibration, SitePoint, _predicted_step, calibrate
+from compiler.sizing.search_cache import SearchCache
+from tests.conftest import REPO, run_cli
+
+POINT = dict(gpu="h100-sxm-80gb", model="llama-3.1-8b", gpus=8, tp=1, pp=1, zero_stage=2, micro_batch=1, global_batch=64,
+             seq_len=4096, recompute="none")
+
+
+def _site(step_seconds: float) -> SiteCalibration:
+    return SiteCalibration(site="cluster-a", measured_at="2026-11-20", source="test", points=[SitePoint(**POINT, step_seconds=step_seconds)])
+
+
+def test_a_step_measured_as_predicted_keeps_the_catalog_share():
+    catalog = load_catalog()
+    share = catalog.gpus["h100-sxm-80gb"].achievable_matmul_fraction
+    predicted = _predicted_step(SitePoint(**POINT, step_seconds=1.0), catalog, share, SearchCache())
+    fitted, decisions = calibrate(catalog, _site(predicted))
+    assert fitted.gpus["h100-sxm-80gb"].achievable_matmul_fraction == pytest.approx(share, rel=0.01)
+    assert "predicted ÷ measured 1.00 with the catalog's share" in decisions[0].reason
+
+
+def test_a_slower_site_gets_a_lower_share_and_slower_plans(tmp_path):
+    catalog = load_catalog()
+    share = catalog.gpus["h100-sxm-80gb"].achievable_matmul_fraction
+    predicted = _predicted_step(SitePoint(**POINT, step_seconds=1.0), catalog, share, SearchCache())
+    fitted, decisions = calibrate(catalog, _site(predicted * 1.25))
+    assert fitted.gpus["h100-sxm-80gb"].achievable_matmul_fraction < share
+    assert _predicted_step(SitePoint(**POINT, step_seconds=1.0), fitted, fitted.gpus["h100-sxm-80gb"].achievable_matmul_fraction,
+                           SearchCache()) == pytest.approx(predicted * 1.25, rel=0.01)
+    assert fitted.gpus["a100-sxm-80gb"] == catalog.gpus["a100-sxm-80gb"]  # only measured GPUs change
+
+
+def _plan_with_site(tmp_path, site: dict) -> object:
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
+    plan = yaml.safe_load((REPO / "examples" / "llama3-8b-pretrain.yaml").read_text())
+    plan["cluster"]["calibration"] = "site.yaml"
+    plan["budget"] = {}
+    plan["cluster"]["gpus"] = ["h100-sxm-80gb"]
+    plan["cluster"].pop("gpu", None)
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    return tmp_path / "plan.yaml"
+
+
+def test_the_report_names_the_site_numbers(tmp_path):
+    site = {"site": "cluster-a", "measured_at": "2026-11-20", "source": "probe job 4711", "points": [{**POINT, "step_seconds": 9.0}]}
+    plan = resolve(_plan_with_site(tmp_path, site))
+    decision = next(d for d in plan.decisions if d.topic == "site calibration (h100-sxm-80gb)")
+    assert "cluster-a" in decision.reason and "probe job 4711" in decision.reason and "9.00 s" in decision.reason
+
+
+@pytest.mark.parametrize("change,message", [({"gpu": "no-such-gpu"}, "catalog lacks"), ({"step_seconds": -1}, "step_seconds")])
+def test_a_bad_calibration_file_is_a_located_error(tmp_path, change, message):
+    site = {"site": "cluster-a", "measured_at": "2026-11-20", "source": "x", "points": [{**POINT, "step_seconds": 9.0, **change}]}
+    result = run_cli(_plan_with_site(tmp_path, site), "-o", tmp_path / "out")
+    assert result.returncode == 2 and "cluster.calibration" in result.stderr and "[invalid-calibration]" in result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
