@@ -17,11 +17,11 @@ import statistics
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .catalog.catalog import Catalog
 from .catalog.params import count_params
-from .catalog.types import CatalogId, CatalogText
+from .catalog.types import Architecture, CatalogId, CatalogText
 from .diagnostics import PlanInputError
 from .resolved import Decision
 from .sizing.search_cache import SearchCache
@@ -44,7 +44,8 @@ class _Strict(BaseModel):
 
 class SitePoint(_Strict):
     gpu: CatalogId
-    model: CatalogId = Field(description="a catalog preset id")
+    model: CatalogId | None = Field(None, description="a catalog preset id (or give the architecture)")
+    architecture: Architecture | None = Field(None, description="the measured shape, e.g. a probe's reduced layers")
     gpus: int = Field(ge=1, le=1_000_000)
     tp: int = Field(1, ge=1, le=1024)
     pp: int = Field(1, ge=1, le=1024)
@@ -55,6 +56,15 @@ class SitePoint(_Strict):
     recompute: Literal["none", "selective", "full"] = "none"
     precision: Literal["bf16", "fp16", "fp8"] = "bf16"
     step_seconds: float = Field(gt=1e-6, le=1e6, description="the measured time of one optimizer step")
+
+    @model_validator(mode="after")
+    def one_shape(self) -> "SitePoint":
+        if (self.model is None) == (self.architecture is None):
+            raise ValueError("give model (a preset id) or architecture, not both")
+        return self
+
+    def shape(self, catalog: Catalog) -> Architecture:
+        return self.architecture or catalog.models[self.model].architecture
 
 
 class SiteCalibration(_Strict):
@@ -78,7 +88,7 @@ def load_site_calibration(path: Path) -> SiteCalibration:
 
 def _predicted_step(point: SitePoint, catalog: Catalog, share: float, searches: SearchCache) -> float | None:
     gpu = catalog.gpus[point.gpu].model_copy(update={"achievable_matmul_fraction": share})
-    arch = catalog.models[point.model].architecture
+    arch = point.shape(catalog)
     req = TrainRequest(arch=arch, params=count_params(arch), tokens=TOKENS, seq_len=point.seq_len,
                        global_batch_sequences=point.global_batch, gpu_ids=(point.gpu,), gpu_count=point.gpus,
                        interconnect=catalog.interconnects["ib-400g"], storage=catalog.storage["lustre"],
@@ -95,7 +105,7 @@ def _mean_ratio(points: list[SitePoint], catalog: Catalog, share: float, searche
     for p in points:
         predicted = _predicted_step(p, catalog, share, searches)
         if predicted is None:
-            raise CalibrationError(f"point {p.model} on {p.gpus} × {p.gpu} (TP{p.tp} PP{p.pp} ZeRO-{p.zero_stage} "
+            raise CalibrationError(f"point {p.model or 'inline architecture'} on {p.gpus} × {p.gpu} (TP{p.tp} PP{p.pp} ZeRO-{p.zero_stage} "
                                    f"mb{p.micro_batch}) does not fit: the layout cannot be sized")
         ratios.append(predicted / p.step_seconds)
     return statistics.geometric_mean(ratios)
@@ -103,7 +113,7 @@ def _mean_ratio(points: list[SitePoint], catalog: Catalog, share: float, searche
 
 def calibrate(catalog: Catalog, site: SiteCalibration) -> tuple[Catalog, list[Decision]]:
     """The catalog with each measured GPU's matmul share fitted to the site's points, and the decisions saying so."""
-    unknown = sorted({p.gpu for p in site.points if p.gpu not in catalog.gpus} | {p.model for p in site.points if p.model not in catalog.models})
+    unknown = sorted({p.gpu for p in site.points if p.gpu not in catalog.gpus} | {p.model for p in site.points if p.model and p.model not in catalog.models})
     if unknown:
         raise CalibrationError(f"points name what the catalog lacks: {', '.join(unknown)}")
     gpus, decisions, searches = dict(catalog.gpus), [], SearchCache()
@@ -117,12 +127,13 @@ def calibrate(catalog: Catalog, site: SiteCalibration) -> tuple[Catalog, list[De
             low, high = (mid, high) if _mean_ratio(points, catalog, mid, searches) > 1 else (low, mid)
         share = round((low + high) / 2, 4)
         after = _mean_ratio(points, catalog, share, searches)
+        bound = " (the share's bound: no share explains these steps; check the measurement)" if abs(after - 1) > 0.05 else ""
         gpus[gpu_id] = catalog.gpus[gpu_id].model_copy(update={"achievable_matmul_fraction": share})
         measured = ", ".join(format_seconds(p.step_seconds) for p in points)
         decisions.append(Decision(
             topic=f"site calibration ({gpu_id})",
             choice=f"achievable matmul share {before_share:.3f} → {share:.3f}",
             reason=f"{len(points)} step(s) measured at {site.site} on {site.measured_at} ({site.source}): {measured}; "
-                   f"predicted ÷ measured {before:.2f} with the catalog's share, {after:.2f} with the site's"))
+                   f"predicted ÷ measured {before:.3g} with the catalog's share, {after:.3g} with the site's{bound}"))
     return Catalog(gpus=gpus, models=catalog.models, interconnects=catalog.interconnects, storage=catalog.storage,
                    residuals=catalog.residuals), decisions

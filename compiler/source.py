@@ -164,7 +164,7 @@ def load_yaml_text(text: str, file: str) -> LoadedYaml:
     return LoadedYaml(data, file, text, builder.values, builder.keys)
 
 
-def _read_bounded(path: Path, name: str) -> bytes:
+def read_regular_file(path: Path, name: str) -> bytes:
     """The bytes of a regular file of at most MAX_PLAN_BYTES; a device, FIFO or directory is refused unread."""
     def refuse(message: str, code: str) -> PlanInputError:
         return PlanInputError([Diagnostic(0, 0, "", message, code, file=name)])
@@ -183,7 +183,7 @@ def _read_bounded(path: Path, name: str) -> bytes:
 
 def load_yaml_file(path: Path, display_name: str | None = None) -> LoadedYaml:
     name = display_name or str(path)
-    raw = _read_bounded(path, name)
+    raw = read_regular_file(path, name)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

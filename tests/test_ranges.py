@@ -77,4 +77,4 @@ def test_a_reader_that_leaves_early_is_not_a_crash(tmp_path):
     faster.write_text(PRETRAIN.read_text().replace("deadline: 30d", "deadline: 10d"))
     done = subprocess.run(f"{sys.executable} -m compiler diff {PRETRAIN} {faster} | head -1; exit ${{PIPESTATUS[0]}}",
                           shell=True, executable="/bin/bash", capture_output=True, text=True)
-    assert done.returncode == 141 and "Traceback" not in done.stderr
+    assert done.returncode in (0, 141) and "Traceback" not in done.stderr  # 0 when diff finished before head left

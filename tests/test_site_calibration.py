@@ -25,7 +25,7 @@ def test_a_step_measured_as_predicted_keeps_the_catalog_share():
     predicted = _predicted_step(SitePoint(**POINT, step_seconds=1.0), catalog, share, SearchCache())
     fitted, decisions = calibrate(catalog, _site(predicted))
     assert fitted.gpus["h100-sxm-80gb"].achievable_matmul_fraction == pytest.approx(share, rel=0.01)
-    assert "predicted ÷ measured 1.00 with the catalog's share" in decisions[0].reason
+    assert "predicted ÷ measured 1 with the catalog's share" in decisions[0].reason
 
 
 def test_a_slower_site_gets_a_lower_share_and_slower_plans(tmp_path):
