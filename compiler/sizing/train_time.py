@@ -36,7 +36,8 @@ Time of one micro-batch on the slowest pipeline stage (the last: ⌈L/p⌉ layer
   so only what exceeds that backward is exposed. ZeRO-3/FSDP all-gathers the weights in the forward and
   backward and reduce-scatters the gradients on every micro-batch, 1.5× the all-reduce volume (ZeRO paper
   §7.2.2: 3Ψ against 2Ψ), prefetched under that micro-batch's compute.
-* Weights: every micro-batch reads the 16-bit GEMM weights twice (forward, data gradient; three times with
+* Weights: every micro-batch reads the 16-bit GEMM weights it holds twice (an MoE layer: the E/ep experts on the
+  GPU, each of which receives tokens at training batch sizes, not only the top-k) (forward, data gradient; three times with
   full recompute) and writes and accumulates each trainable weight's 16-bit gradient (3 accesses), at the
   HBM rate: why a larger micro-batch is faster per token. ZeRO-3/FSDP also writes every gathered weight into
   HBM twice per micro-batch (the forward's and the backward's all-gather; a recompute reuses the backward's).
@@ -57,6 +58,7 @@ from ..catalog.params import ParamCounts
 from ..catalog.types import Architecture, GpuSpec
 from .train_layout import (
     cp_ring_bytes_per_layer, ep_all_to_all_bytes_per_layer, interleaved_bubble_fraction, moe_layer_share,
+    routed_expert_params,
 )
 from .train_memory import activation_bytes_per_layer, cnn_activation_bytes
 
@@ -266,6 +268,10 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
             layer_params = _layer_matmul_params(arch, params) / arch.layers
             matmul = tokens * (layers * layer_params * (6 + 2 * repeat) + 6 * head) / tp / rate
             local_params = (layers * layer_params + head) / tp
+            if arch.is_moe:  # the GPU reads the experts it holds (E/ep; every one gets tokens), not the top-k
+                routed = routed_expert_params(arch, params)
+                active = routed * (arch.experts_per_token / arch.experts)
+                local_params += layers * moe_layer_share(arch) * (routed / ep - active) / tp
             width = attention_width(arch) / tp
             score_flops = 4 * seq_len * width * tokens * layers  # forward QKᵀ and AV: local queries × all keys
             if flash_attention:

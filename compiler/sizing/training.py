@@ -324,7 +324,9 @@ def _pp_choices(arch: Architecture, tp: int, tp_max: int, count: int, pinned: in
     a split of the layers — even, or the Llama 3 split with lighter first and last stages."""
     if pinned:
         return [pinned]
-    if not arch.layers or tp < tp_max:
+    # MoE: expert parallelism takes the place of TP inside a node (DeepSeek-V3: TP1 EP64 PP16), so PP is tried
+    # at every TP degree
+    if not arch.layers or (tp < tp_max and not arch.is_moe):
         return [1]
     return [p for p in range(1, min(arch.layers, MAX_PP, count // tp) + 1)
             if (count // tp) % p == 0 and pipeline_split(arch.layers, p) is not None]
@@ -738,3 +740,19 @@ def pareto_front(candidates: Sequence[C]) -> tuple[C, ...]:
         if not front or c.wall_seconds < front[-1].wall_seconds:
             front.append(c)
     return tuple(front)
+
+
+def evaluate_layout(req: TrainRequest, gpu: GpuSpec, shape: Shape, zero: int, micro_batch: int, recompute: str,
+                    framework: str, offload: bool = False) -> TrainCandidate:
+    """One fully stated layout, timed and sized without the search's framework gate or memory check (the caller reads
+    `memory.total` against `usable_memory_bytes`): how benchmarks/accuracy.py prices a published layout that a
+    framework the compiler does not emit ran (NeMo's LoRA with TP/PP, torchtitan's FSDP × TP × PP)."""
+    ctx = _context(req)
+    per_node = req.gpus_per_node or gpu.gpus_per_node
+    count = req.gpu_count or shape.tp * shape.cp * shape.pp
+    dp = count // (shape.tp * shape.cp * shape.pp)
+    microbatches = req.global_batch_sequences // (micro_batch * dp)
+    mem = _memory(ctx, shape, dp, zero, offload, micro_batch, microbatches, recompute, framework)
+    fit = _fit(ctx, gpu, per_node, count, shape, zero, offload, micro_batch, recompute,
+               (framework, because("framework-pinned")), mem, usable_memory_bytes(gpu.memory_bytes))
+    return _candidate(ctx, fit)
