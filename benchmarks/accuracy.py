@@ -648,6 +648,9 @@ def main() -> None:
               f"worst {max(errors):.0%} over {len(errors)} cases")
     for family, (rows, median, worst) in memory_family_stats(memory_cases()).items():
         print(f"peak memory, {family}: {rows} rows, median |error| {median:.0%}, worst {worst:.0%} (--memory: every row)")
+    for family, (rows, median, worst, before) in layout_family_stats(layout_cases()).items():
+        print(f"published layouts, {family}: {rows} rows, median |error| {median:.0%}, worst {worst:.0%} "
+              f"(--layouts: every row)")
 
 
 if __name__ == "__main__":
