@@ -10,7 +10,6 @@ import pytest
 from compiler.catalog.loader import load_models
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture
-from compiler.diagnostics import InfeasiblePlan
 from compiler.pipeline import resolve
 from compiler.sizing import train_layout as tl
 from compiler.sizing import train_time as tt
@@ -204,3 +203,35 @@ def test_pinned_layouts_reach_the_megatron_arguments(tmp_path):
     assert (plan.parallelism.cp, plan.parallelism.vp, plan.parallelism.dp) == (2, 5, 2)
     args = [(a.flag, a.value) for a in plan.deployment.frameworks.megatron_args]
     assert ("--context-parallel-size", "2") in args and ("--num-layers-per-virtual-pipeline-stage", "4") in args
+
+
+def test_hsdp_shard_group_reaches_the_accelerate_config(tmp_path):
+    """FSDP HYBRID_SHARD: ZeRO-3 inside each node's 8 GPUs, replicated over 4 nodes; weights sharded by 8, not 32."""
+    plan_file = tmp_path / "h.yaml"
+    plan_file.write_text("name: hsdp\nworkload: train\nmodel: {preset: llama-3.1-8b}\n"
+                         "train: {tokens: 100B, seq_len: 4096, global_batch: 256, framework: fsdp}\n"
+                         "cluster: {gpu: h100-sxm-80gb, count: 32}\nparallelism: {zero_stage: 3, shard_group_gpus: 8}\n")
+    plan = resolve(plan_file)
+    assert plan.parallelism.shard_group_gpus == 8 and plan.parallelism.framework == "fsdp"
+    assert plan.deployment.frameworks.accelerate_config["fsdp_config"]["fsdp_reshard_after_forward"] == "HYBRID_SHARD"
+    params = count_params(LLAMA8B)
+    assert plan.memory_per_gpu_bytes.weights > 2 * params.total / 8 * 0.99
+
+
+def test_fsdp_with_tensor_parallelism_names_the_missing_path():
+    from compiler.passes.wording import words
+
+    result = search_training(request(gpu_count=16, framework="fsdp", pins=TrainPins(tp=2)), GPUS)
+    assert result.chosen is None
+    assert "framework fsdp has no tensor, pipeline, context or expert parallelism" in words(result.infeasible_reason)
+
+
+def test_stage_layers_given_two_ways_are_refused():
+    from pydantic import ValidationError
+
+    from compiler.spec import ParallelismSpec
+
+    with pytest.raises(ValidationError, match="not both"):
+        ParallelismSpec(pp=4, pp_stage_layers=[7, 9, 9, 7], pp_first_stage_layers=7)
+    with pytest.raises(ValidationError, match="lists 3 stages, pp is 4"):
+        ParallelismSpec(pp=4, pp_stage_layers=[10, 12, 10])
