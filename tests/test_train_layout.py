@@ -235,3 +235,16 @@ def test_stage_layers_given_two_ways_are_refused():
         ParallelismSpec(pp=4, pp_stage_layers=[7, 9, 9, 7], pp_first_stage_layers=7)
     with pytest.raises(ValidationError, match="lists 3 stages, pp is 4"):
         ParallelismSpec(pp=4, pp_stage_layers=[10, 12, 10])
+
+
+def test_issue_15_405b_on_16k_h100_is_no_longer_infeasible(tmp_path):
+    """Issue 15: free on 16,384 H100 it was infeasible (PP had to divide 126 layers and the GPU count); pinned to
+    TP8 PP16 the bubble was 5.9 s of a 12.3 s step. Now the Llama 3 split and interleaving are searched."""
+    plan_file = tmp_path / "l405.yaml"
+    plan_file.write_text("name: l405\nworkload: train\nmodel: {preset: llama-3.1-405b}\n"
+                         "train: {tokens: 15.6T, seq_len: 8192, global_batch_tokens: 16M, framework: megatron}\n"
+                         "cluster: {gpu: h100-sxm-80gb, count: 16384, max_gpus: 16384}\n")
+    plan = resolve(plan_file)
+    par, t = plan.parallelism, plan.training
+    assert (par.tp, par.pp) == (8, 16) and par.vp > 1 and par.pp_stage_layers[:2] == [7, 8]
+    assert t.step_pp_bubble_seconds < 0.15 * t.step_seconds
