@@ -69,6 +69,11 @@ def stale_files(out_dir: Path, plans: list[RenderedPlan]) -> list[Stale]:
     return sorted(found, key=lambda s: s.rank)
 
 
+def check_plans(out_dir: Path, plans: list[RenderedPlan]) -> list[str]:
+    """Unified diffs of what a compile would change; empty when out/ is up to date. Writes nothing, takes no lock."""
+    return [stale.diff for stale in stale_files(out_dir, plans)]
+
+
 def orphan_folders(out_dir: Path, plans: list[RenderedPlan]) -> list[Stale]:
     """Plan folders in out/ with our manifest that no given plan owns (a deleted plan, a renamed `name:`)."""
     owned = {p.name for p in plans}

@@ -133,6 +133,9 @@ def run_compile(argv: list[str]) -> int:
 
     report = RunReport("check" if args.check else "compile")
     plan_files, whole_folder = _plan_files(args.plans)
+    for folder in (a for a in args.plans if str(a) != "-" and a.is_dir() and not any(p.parent == a for p in plan_files)):
+        report.problems.append(Problem(str(folder), "no plan files (*.yaml, *.yml) in this folder", "no-plans"))
+        report.exit_code = EXIT_INVALID
     rendered, sources = [], []
     with one_run() as searches:
         for path in plan_files:
@@ -179,7 +182,7 @@ def _write_or_check(args, rendered, sources, whole_folder: bool, report) -> None
         else:
             write_plans(args.out, rendered)
     except (UnsafeOutput, PlanLocked) as exc:
-        report.problems.append(Problem(str(args.out), str(exc), exc.code))
+        report.problems.append(Problem("", str(exc), exc.code))  # the message names the path
         report.exit_code = EXIT_INVALID
     except OSError as exc:  # the environment, not the plan: a full disk, a read-only folder, a file in the way
         report.problems.append(Problem(str(exc.filename or args.out), str(exc.strerror or exc), "os-error"))
@@ -263,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INVALID if exc.code not in (0, None) else EXIT_OK
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `mlinfra-compile diff ... | head`: the reader left; not an error of ours (128 + SIGPIPE)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush does not raise again
+        return 141
     except Exception:
         _print_error("internal error (a bug in mlinfra-compile; please report it with this trace):")
         traceback.print_exc()

@@ -58,9 +58,9 @@ def _github(problem: Problem) -> str:
 def _text(problem: Problem) -> str:
     if problem.text:
         return problem.text
-    where = f"{problem.file}:{problem.line}:{problem.column}" if problem.line else problem.file
+    where = f"{problem.file}:{problem.line}:{problem.column}: " if problem.line else f"{problem.file}: " if problem.file else ""
     prefix = f"{problem.field}: " if problem.field else ""
-    return printable(f"{where}: {problem.severity}: {prefix}{problem.message}  [{problem.code}]")
+    return printable(f"{where}{problem.severity}: {prefix}{problem.message}  [{problem.code}]")
 
 
 def emit(report: RunReport, fmt: str, quiet: bool) -> None:

@@ -41,6 +41,16 @@ FIELDS: tuple[tuple[str, Any, Any, bool], ...] = (
 )
 
 
+RANGED = {"step time": "training.step_seconds", "wall time": "training.wall_seconds", "cost": "cost.usd_total",
+          "cost per month": "cost.usd_per_month", "TPOT": "serving.tpot_seconds", "memory per GPU": "memory_per_gpu_bytes.total"}
+
+
+def _spread(plan: ResolvedPlan, label: str, fmt) -> str:
+    """The new figure's P10-P90, when it carries a range."""
+    found = next((r for r in plan.ranges if r.quantity == RANGED.get(label)), None)
+    return f" [P10–P90 {fmt(found.p10)}–{fmt(found.p90)}]" if found else ""
+
+
 def decision_changes(old: ResolvedPlan, new: ResolvedPlan) -> list[dict]:
     changes = []
     for label, get, fmt, relative in FIELDS:
@@ -54,6 +64,8 @@ def decision_changes(old: ResolvedPlan, new: ResolvedPlan) -> list[dict]:
             change["text"] += f" ({sign}{abs(change['relative']) * 100:.0f}%)"
             if label.startswith("cost"):
                 change["text"] += f", {sign}{format_usd(abs(b - a))}"
+        if b is not None:
+            change["text"] += _spread(new, label, fmt)
         changes.append(change)
     return changes + deployment_changes(old, new)
 

@@ -185,6 +185,18 @@ class Rejection(Section):
     reason: str
 
 
+class Range(Section):
+    """A prediction with the spread its family of published figures shows: predicted × (actual ÷ predicted) at P10
+    and P90 (÷ for rates) over the family's rows (compiler/catalog/residuals.yaml, benchmarks/residuals.py)."""
+
+    quantity: str = Field(description="dotted plan.json path of the prediction, e.g. training.wall_seconds")
+    predicted: float
+    p10: float
+    p90: float
+    family: str
+    rows: int
+
+
 class Decision(Section):
     topic: str
     choice: str
@@ -209,6 +221,7 @@ class ResolvedPlan(Section):
     alternatives: list[Alternative] = Field(default_factory=list)
     rejected: list[Rejection] = Field(default_factory=list)
     decisions: list[Decision] = Field(default_factory=list)
+    ranges: list[Range] = Field(default_factory=list, description="the headline predictions with their P10-P90 spread")
     warnings: list[str] = Field(default_factory=list)
     search_evaluated: int = 0
     deployment: Deployment | None = Field(None, description="how the plan is deployed: launcher, scheduler, pods, engines, files (passes/resolve_deployment.py)")

@@ -11,7 +11,7 @@ copies) of every file we did not generate, so the user's own files survive; then
 wholly new (where the system cannot exchange two folders in one step, a kill between its two renames leaves the old
 folder moved aside, and the next compile puts it back first). No mount point may lie inside a plan folder.
 `.mlinfra-manifest.json` in each plan folder lists what we generated (path, sha256, mode): only those files are ever
-dropped or replaced. `--check` (check_plans) compares bytes and modes, and takes no lock.
+dropped or replaced. `--check` (compiler/check.py) compares bytes and modes, and takes no lock.
 """
 
 from __future__ import annotations
@@ -295,13 +295,6 @@ def _stage_and_swap(out_dir: Path, plans: list[RenderedPlan], layouts: list[_Lay
     finally:
         for stage in stages:  # after the swaps, each holds an old folder
             folder_swap.remove(stage, ignore_errors=True)
-
-
-def check_plans(out_dir: Path, plans: list[RenderedPlan]) -> list[str]:
-    """Unified diffs of what a compile would change (compiler/check.py has the whole report)."""
-    from .check import stale_files
-
-    return [stale.diff for stale in stale_files(out_dir, plans)]
 
 
 def manifest_hashes(plan_dir: Path) -> dict[str, str]:

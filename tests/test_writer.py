@@ -6,7 +6,8 @@ import os
 import pytest
 
 from compiler.targets.base import OutputFile
-from compiler.writer import MANIFEST, RenderedPlan, UnsafeOutput, check_plans, write_plans
+from compiler.writer import MANIFEST, RenderedPlan, UnsafeOutput, write_plans
+from compiler.check import check_plans
 
 
 def plan(*files, name="demo"):

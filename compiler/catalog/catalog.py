@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .fabrics import Interconnect, Storage, load_fabrics
 from .loader import load_gpus, load_models
+from .residuals import Residual, load_residuals
 from .types import GpuSpec, ModelPreset
 
 
@@ -20,12 +21,13 @@ class Catalog:
     models: dict[str, ModelPreset]
     interconnects: dict[str, Interconnect]
     storage: dict[str, Storage]
+    residuals: dict[str, Residual]  # how far predictions land from published figures, per family (ranges)
 
 
 def load_catalog(extra_gpus: Path | None = None) -> Catalog:
     fabrics = load_fabrics()
     return Catalog(gpus=load_gpus(extra_gpus), models=load_models(),
-                   interconnects=dict(fabrics.interconnects), storage=dict(fabrics.storage))
+                   interconnects=dict(fabrics.interconnects), storage=dict(fabrics.storage), residuals=load_residuals())
 
 
 def packaged_ids(kind: str) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .attach_ranges import attach_ranges
 from .resolve_deployment import resolve_deployment
 from .resolve_model import resolve_model
 from .size_serving import size_serving
@@ -11,5 +12,6 @@ PASSES = (
     resolve_model,  # everything after needs the architecture and parameter counts
     size_training,  # train/finetune: GPU type and count, parallelism, time, cost (no-op for serving)
     size_serving,   # serve: GPU type, TP/PP, precision, batch, replicas (no-op for training)
+    attach_ranges,  # the headline predictions' P10-P90 from their family's published residuals
     resolve_deployment,  # last: launcher, scheduler, pod and engine decisions from the sized numbers
 )

@@ -37,6 +37,15 @@ def _gpu_choices(plan: ResolvedPlan, catalog: Catalog) -> tuple[str, ...]:
     return tuple(sorted(g.id for g in catalog.gpus.values() if not g.edge))
 
 
+TIME_FAMILY = "train-step-time"  # residuals.yaml: published runs' step time ÷ ours
+
+
+def gate_factor(catalog: Catalog, quantile: str) -> float:
+    """What deadline and budget check time and cost with: the published runs' actual ÷ predicted step time at the
+    plan's quantile, never below 1 (a pessimistic prediction is not relaxed)."""
+    return max(1.0, getattr(catalog.residuals[TIME_FAMILY], quantile))
+
+
 def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
     spec, train, pins = plan.spec, plan.spec.train, plan.spec.parallelism
     arch = plan.model.architecture
@@ -56,6 +65,7 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
               "shard_group": pins.shard_group_gpus},
         optimize="cost" if spec.optimize == "cost" else "time", mtbf_gpu_hours=train.mtbf_gpu_hours,
         flash_attention=train.flash_attention, bytes_per_token=train.bytes_per_token,
+        gate_factor=gate_factor(catalog, train.gate_quantile), gate_quantile=train.gate_quantile.upper(),
         memory=MemoryOptions(master_weights=train.master_weights, loss=loss_for(train.loss, train.method),
                              optimizer_in_backward=train.optimizer_in_backward,
                              activation_offload=train.activation_offload,
@@ -113,7 +123,8 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     if not any(a.chosen for a in alternatives):
         alternatives.append(Alternative(description=c.description, usd=c.cost_usd, seconds=c.wall_seconds, chosen=True))
     decisions = training_decisions(spec, c, result.evaluated, hardware, parallelism,
-                                   spec.train.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS)
+                                   spec.train.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS,
+                                   gate=(gate_factor(ctx.catalog, spec.train.gate_quantile), ctx.catalog.residuals[TIME_FAMILY].rows))
     return plan.model_copy(update={
         "hardware": hardware, "parallelism": parallelism, "memory_per_gpu_bytes": memory, "training": training,
         "cost": cost, "alternatives": alternatives,

@@ -109,9 +109,15 @@ _GAPS = {
 }
 
 
-def _over_budget_cheapest(cost: float, budget: float, deadline: float | None, gpus: int, gpu_id: str, pricing: str) -> str:
+def _gated(value: str, gated: str, quantile: str) -> str:
+    """A predicted figure and the one the deadline or budget was checked with, when they differ."""
+    return value if gated == value else f"{value} ({gated} at {quantile})"
+
+
+def _over_budget_cheapest(cost: float, gated: float, quantile: str, budget: float, deadline: float | None, gpus: int,
+                          gpu_id: str, pricing: str) -> str:
     meeting = f"the {format_seconds(deadline)} deadline" if deadline else "no deadline"
-    return (f"needs {format_usd(cost)}, budget {format_usd(budget)}; cheapest meeting {meeting}: "
+    return (f"needs {_gated(format_usd(cost), format_usd(gated), quantile)}, budget {format_usd(budget)}; cheapest meeting {meeting}: "
             f"{gpus} × {gpu_id} {pricing}, {format_usd(cost)}")
 
 
@@ -153,14 +159,17 @@ def _layout_words(c: TrainCandidate) -> str:
 
 
 def training_decisions(spec: PlanSpec, c: TrainCandidate, evaluated: int, hardware: Hardware, parallelism: Parallelism,
-                       batch_tokens: float) -> list[Decision]:
-    """`batch_tokens`: the tokens per step the plan gave or the default, when it gave no batch in sequences."""
+                       batch_tokens: float, gate: tuple[float, int] = (1.0, 0)) -> list[Decision]:
+    """`batch_tokens`: the tokens per step the plan gave or the default, when it gave no batch in sequences;
+    `gate`: the factor time and cost were checked with against deadline and budget, and the rows behind it."""
     m, s, tokens = c.memory, c.step, spec.train.total_tokens
     deadline = f"deadline {format_seconds(spec.train.deadline)}" if spec.train.deadline else "no deadline"
     return [
         Decision(topic="hardware", choice=f"{c.gpus} × {c.gpu_id} ({c.nodes} nodes)",
                  reason=f"{'cheapest' if spec.optimize == 'cost' else 'fastest'} of {evaluated} configurations that fit memory and meet the {deadline}"
-                        + (f" and budget {format_usd(spec.budget.usd)}" if spec.budget.usd else "")),
+                        + (f" and budget {format_usd(spec.budget.usd)}" if spec.budget.usd else "")
+                        + (f", with time and cost at {spec.train.gate_quantile.upper()} of {gate[1]} published runs "
+                           f"(× {gate[0]:.2f}; train.gate_quantile)" if gate[1] and (spec.train.deadline or spec.budget.usd) else "")),
         Decision(topic="parallelism", choice=f"TP={c.tp} PP={c.pp} DP={c.dp}{_layout_words(c)} ZeRO-{c.zero_stage}, micro-batch {c.micro_batch} × {c.grad_accum} accumulation, recompute {c.recompute}",
                  reason=f"{m.total / 2**30:.1f} GiB per GPU of {c.usable_memory_bytes / 2**30:.1f} GiB usable "
                         f"({m.allocated / 2**30:.1f} GiB allocated, {m.reserved / 2**30:.1f} GiB reserved by the caching "
@@ -272,8 +281,10 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "no-tensor-cores-datasheet": lambda dtype: f"no {dtype} tensor cores (datasheet)",
     "edge-not-for-training": lambda: "edge device: not for training",
     "nodes-not-filled": lambda gpus, per_node: f"{gpus} GPUs do not fill nodes of {per_node}",
-    "misses-deadline": lambda wall, deadline: f"{format_seconds(wall)} misses the {format_seconds(deadline)} deadline",
-    "over-budget": lambda cost, budget: f"{format_usd(cost)} exceeds the {format_usd(budget)} budget",
+    "misses-deadline": lambda wall, gated, quantile, deadline: (
+        f"{_gated(format_seconds(wall), format_seconds(gated), quantile)} misses the {format_seconds(deadline)} deadline"),
+    "over-budget": lambda cost, gated, quantile, budget: (
+        f"{_gated(format_usd(cost), format_usd(gated), quantile)} exceeds the {format_usd(budget)} budget"),
     "no-fit-memory": _no_fit_memory,
     "no-framework-path": lambda layout, framework, detail, vp: _GAPS[layout](framework, detail, vp),
     "only-unrunnable-fit": lambda rejection: (
@@ -288,9 +299,9 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "ep-needs-moe": lambda ep: f"EP{ep} splits routed experts; this model has none (expert parallelism is for MoE models)",
     # every GPU refused for a reason other than memory: the first of the reasons in sentence order
     "every-gpu-refused": lambda reasons: min(words(r) for r in reasons),
-    "deadline-unreachable": lambda wall, gpus, gpu_id, pricing, cost, deadline: (
-        f"needs {format_seconds(wall)} on the fastest configuration ({gpus} × {gpu_id} {pricing}, {format_usd(cost)}), "
-        f"deadline {format_seconds(deadline)}"),
+    "deadline-unreachable": lambda wall, gated, quantile, gpus, gpu_id, pricing, cost, deadline: (
+        f"needs {_gated(format_seconds(wall), format_seconds(gated), quantile)} on the fastest configuration "
+        f"({gpus} × {gpu_id} {pricing}, {format_usd(cost)}), deadline {format_seconds(deadline)}"),
     "over-budget-cheapest": _over_budget_cheapest,
     "cnn-no-activations": lambda: (
         "no activation_bytes_per_sample for this model: its step time counts FLOPs only and its memory no activations "

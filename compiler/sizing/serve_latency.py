@@ -429,7 +429,7 @@ def mmc_wait_quantile_seconds(servers: int, utilization: float, service_seconds:
     return service_seconds * math.log(waiting / tail) / (servers * (1 - utilization))
 
 
-def load_point(m: ReplicaModel, batch: int, *, prompt_tokens: int, output_tokens: int, chunk_tokens: int,
+def operating_point(m: ReplicaModel, batch: int, *, prompt_tokens: int, output_tokens: int, chunk_tokens: int,
                arrival_rate: float) -> LoadPoint:
     """The replica's latencies at λ = arrival_rate (below its capacity at max concurrency `batch`)."""
     context = prompt_tokens + output_tokens / 2

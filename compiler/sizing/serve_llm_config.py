@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from .reasons import because
 from .serve_engine_limits import engine_limits
-from .serve_latency import BatchPoint, LoadPoint, ReplicaModel, evaluate_batch, inter_node_link, load_point
+from .serve_latency import BatchPoint, LoadPoint, ReplicaModel, evaluate_batch, inter_node_link, operating_point
 from .serve_memory import kv_bytes_per_token, kv_element_bytes, replica_memory, weights_bytes_total
 from .serve_types import HOURS_PER_MONTH, ServeCandidate, ServeMemory, ServeRejection, ServeRequest, replica_counts
 
@@ -107,7 +107,7 @@ def evaluate_config(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
     points = [evaluate_batch(model, b, prompt_tokens=req.prompt_tokens, output_tokens=req.output_tokens,
                              chunk_tokens=chunk, utilization=req.target_utilization) for b in grid]
     at_peak = {p.batch: peak_point(req, model, p, chunk) for p in points}
-    idle = load_point(model, 1, prompt_tokens=req.prompt_tokens, output_tokens=req.output_tokens, chunk_tokens=chunk, arrival_rate=0.0)
+    idle = operating_point(model, 1, prompt_tokens=req.prompt_tokens, output_tokens=req.output_tokens, chunk_tokens=chunk, arrival_rate=0.0)
     meeting = [p for p in points if meets_slo(req, at_peak[p.batch])]  # the SLO holds where the traffic puts it
     if meeting:
         best = max(meeting, key=lambda p: (round(p.requests_per_second, 9), -p.batch))
@@ -122,5 +122,5 @@ def evaluate_config(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
 def peak_point(req: ServeRequest, model: ReplicaModel, point: BatchPoint, chunk: int) -> LoadPoint:
     """The operating point at peak traffic: λ = peak rate ÷ the replicas sized for it at this batch."""
     _, replicas = replica_counts(req.requests_per_second, req.peak_factor, point.requests_per_second, req.target_utilization)
-    return load_point(model, point.batch, prompt_tokens=req.prompt_tokens, output_tokens=req.output_tokens, chunk_tokens=chunk,
+    return operating_point(model, point.batch, prompt_tokens=req.prompt_tokens, output_tokens=req.output_tokens, chunk_tokens=chunk,
                       arrival_rate=req.requests_per_second * req.peak_factor / replicas)

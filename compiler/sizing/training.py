@@ -133,6 +133,10 @@ class TrainRequest:
     flash_attention: bool = True
     attention_kernel: str = "flash2"  # train_time.ATTENTION_KERNELS
     bytes_per_token: float | None = None  # stored bytes per token; None: from the vocabulary (stored_bytes_per_token)
+    # deadline and budget are checked with time and cost × this factor: the published runs' actual ÷ predicted step
+    # time at the plan's gate quantile (compiler/catalog/residuals.yaml); 1.0 checks the prediction itself
+    gate_factor: float = 1.0
+    gate_quantile: str = "P50"
     memory: MemoryOptions = field(default_factory=MemoryOptions)  # where frameworks differ (train_memory docstring)
 
     def __post_init__(self) -> None:
@@ -702,25 +706,30 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
 def _choose(ctx: _Context, out: _Collector, fitting: set, warnings: list[Reason]) -> TrainSearchResult:
     req, feasible = ctx.req, out.feasible
     pareto = tuple(_candidate(ctx, f) for f in pareto_front(feasible))
-    meets_deadline = [c for c in feasible if not req.deadline_seconds or c.wall_seconds <= req.deadline_seconds]
-    within = [c for c in meets_deadline if not req.budget_usd or c.cost_usd <= req.budget_usd]
+    f, q = req.gate_factor, req.gate_quantile
+    meets_deadline = [c for c in feasible if not req.deadline_seconds or c.wall_seconds * f <= req.deadline_seconds]
+    within = [c for c in meets_deadline if not req.budget_usd or c.cost_usd * f <= req.budget_usd]
     extra: list[Rejection] = []
     if req.deadline_seconds:
-        for c in sorted((c for c in feasible if c.wall_seconds > req.deadline_seconds), key=_key_cost)[:3]:
-            extra.append(Rejection(c.description, because("misses-deadline", wall=c.wall_seconds, deadline=req.deadline_seconds)))
+        for c in sorted((c for c in feasible if c.wall_seconds * f > req.deadline_seconds), key=_key_cost)[:3]:
+            extra.append(Rejection(c.description, because("misses-deadline", wall=c.wall_seconds, gated=c.wall_seconds * f,
+                                                          quantile=q, deadline=req.deadline_seconds)))
     if req.budget_usd:
-        for c in sorted((c for c in meets_deadline if c.cost_usd > req.budget_usd), key=_key_time)[:3]:
-            extra.append(Rejection(c.description, because("over-budget", cost=c.cost_usd, budget=req.budget_usd)))
+        for c in sorted((c for c in meets_deadline if c.cost_usd * f > req.budget_usd), key=_key_time)[:3]:
+            extra.append(Rejection(c.description, because("over-budget", cost=c.cost_usd, gated=c.cost_usd * f, quantile=q,
+                                                          budget=req.budget_usd)))
     rejected = out.rejections(fitting, extra)
     if not within:
         if not meets_deadline:
             fastest = _candidate(ctx, min(feasible, key=_key_time))
-            reason = because("deadline-unreachable", wall=fastest.wall_seconds, gpus=fastest.gpus, gpu_id=fastest.gpu_id,
-                             pricing=req.pricing, cost=fastest.cost_usd, deadline=req.deadline_seconds)
+            reason = because("deadline-unreachable", wall=fastest.wall_seconds, gated=fastest.wall_seconds * f, quantile=q,
+                             gpus=fastest.gpus, gpu_id=fastest.gpu_id, pricing=req.pricing, cost=fastest.cost_usd,
+                             deadline=req.deadline_seconds)
             return TrainSearchResult(None, pareto, rejected, out.evaluated, reason, fastest, ())
         cheapest = _candidate(ctx, min(meets_deadline, key=_key_cost))
-        reason = because("over-budget-cheapest", cost=cheapest.cost_usd, budget=req.budget_usd,
-                         deadline=req.deadline_seconds, gpus=cheapest.gpus, gpu_id=cheapest.gpu_id, pricing=req.pricing)
+        reason = because("over-budget-cheapest", cost=cheapest.cost_usd, gated=cheapest.cost_usd * f, quantile=q,
+                         budget=req.budget_usd, deadline=req.deadline_seconds, gpus=cheapest.gpus, gpu_id=cheapest.gpu_id,
+                         pricing=req.pricing)
         return TrainSearchResult(None, pareto, rejected, out.evaluated, reason, cheapest, ())
     chosen = _candidate(ctx, min(within, key=_key_cost if req.optimize == "cost" else _key_time))
     if chosen.network_bound:

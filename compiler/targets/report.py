@@ -120,6 +120,25 @@ def _pareto_axes(plan: ResolvedPlan) -> tuple[charts.Axis, charts.Axis]:
             charts.Axis(name, charts.seconds_unit, slo or None, f"{name} SLO"))
 
 
+RANGE_LABELS = {  # quantity -> (label, formatter)
+    "training.step_seconds": ("step time", format_seconds), "training.wall_seconds": ("wall time", format_seconds),
+    "training.gpu_hours": ("GPU-hours", format_count), "training.tokens_per_second": ("tokens/s", format_count),
+    "cost.usd_total": ("cost", format_usd), "cost.usd_per_month": ("cost per month", format_usd),
+    "memory_per_gpu_bytes.total": ("memory per GPU", format_bytes),
+    "serving.tokens_per_second_per_replica": ("tokens/s per replica", format_count),
+    "serving.tpot_seconds": ("TPOT p99 at peak", format_seconds),
+}
+
+
+def _ranges(plan: ResolvedPlan) -> list[dict]:
+    rows = []
+    for r in plan.ranges:
+        label, fmt = RANGE_LABELS[r.quantity]
+        rows.append({"what": label, "predicted": fmt(r.predicted), "spread": f"{fmt(r.p10)} – {fmt(r.p90)}",
+                     "source": f"{r.family}: actual ÷ predicted over {r.rows} published rows (P10–P90)"})
+    return rows
+
+
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
     mem = plan.memory_per_gpu_bytes
     training = plan.workload != "serve"
@@ -138,7 +157,8 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
         memory_usable=format_bytes(mem.usable), decisions=[d.model_dump() for d in plan.decisions],
         deployment=[d.model_dump() for d in plan.deployment.decisions] if plan.deployment else [],
         alternatives=_alternatives(plan), stages=_stages(plan), rejected=[r.model_dump() for r in plan.rejected],
-        warnings=plan.warnings, evaluated=plan.search_evaluated,
+        warnings=plan.warnings, evaluated=plan.search_evaluated, ranges=_ranges(plan),
+        unranged="TTFT has no published rows behind it yet: no range" if plan.serving and plan.ranges else "",
         front_axis=_latency_name(plan),
     )
     return [OutputFile(plan.deployment.files.report if plan.deployment else "REPORT.md", text.rstrip("\n") + "\n"), *files]

@@ -1,0 +1,52 @@
+"""attach_ranges: every headline prediction with the spread its family of published figures shows.
+
+A family's residuals (compiler/catalog/residuals.yaml, written by benchmarks/residuals.py) are the ratio
+actual ÷ predicted at P10 and P90 over its rows. A duration, a size or a cost that grows with it reads
+predicted × ratio; a rate reads predicted ÷ ratio (so its P10 comes from the P90 ratio). Time-to-first-token and
+vision latencies have no published rows behind them yet and carry no range (the report says so).
+"""
+
+from __future__ import annotations
+
+from ..resolved import Range, ResolvedPlan
+from .context import PassContext
+
+STEP_TIME = "train-step-time"
+THROUGHPUT = "serve-throughput"
+MEMORY_FAMILY = {"full": "memory-full", "lora": "memory-lora", "qlora": "memory-qlora"}
+
+
+def _range(ctx: PassContext, quantity: str, predicted: float, family: str, rate: bool = False) -> Range:
+    r = ctx.catalog.residuals[family]
+    low, high = (predicted / r.p90, predicted / r.p10) if rate else (predicted * r.p10, predicted * r.p90)
+    return Range(quantity=quantity, predicted=predicted, p10=low, p90=high, family=family, rows=r.rows)
+
+
+def _training(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
+    t, method = plan.training, plan.spec.train.method
+    ranges = [_range(ctx, "training.step_seconds", t.step_seconds, STEP_TIME),
+              _range(ctx, "training.wall_seconds", t.wall_seconds, STEP_TIME),
+              _range(ctx, "training.gpu_hours", t.gpu_hours, STEP_TIME),
+              _range(ctx, "training.tokens_per_second", t.tokens_per_second, STEP_TIME, rate=True),
+              _range(ctx, "cost.usd_total", plan.cost.usd_total, STEP_TIME)]
+    if plan.memory_per_gpu_bytes.total:
+        ranges.append(_range(ctx, "memory_per_gpu_bytes.total", plan.memory_per_gpu_bytes.total, MEMORY_FAMILY[method]))
+    return ranges
+
+
+def _serving(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
+    s = plan.serving
+    if not s.tpot_seconds:  # vision and other non-generative models: no published rows yet
+        return []
+    # a replica's throughput; a decode step (TPOT) and the replicas, so the monthly cost, scale inversely with it
+    return [_range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, THROUGHPUT),
+            _range(ctx, "serving.tpot_seconds", s.tpot_seconds, THROUGHPUT, rate=True),
+            _range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, THROUGHPUT, rate=True)]
+
+
+def attach_ranges(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
+    if plan.training is not None:
+        return plan.model_copy(update={"ranges": _training(plan, ctx)})
+    if plan.serving is not None:
+        return plan.model_copy(update={"ranges": _serving(plan, ctx)})
+    return plan

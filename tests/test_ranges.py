@@ -1,0 +1,80 @@
+"""Honest ranges (issue 17): every headline prediction carries its family's P10-P90 of published actual ÷
+predicted; deadline and budget are checked at a stated quantile."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from benchmarks.residuals import RESIDUALS, residuals_text
+from compiler.pipeline import compile_plan, resolve
+from tests.conftest import EXAMPLES, REPO
+
+PRETRAIN = REPO / "examples" / "llama3-8b-pretrain.yaml"
+TRAINING_QUANTITIES = {"training.step_seconds", "training.wall_seconds", "training.gpu_hours", "training.tokens_per_second",
+                       "cost.usd_total", "memory_per_gpu_bytes.total"}
+LLM_SERVING_QUANTITIES = {"serving.tokens_per_second_per_replica", "serving.tpot_seconds", "cost.usd_per_month"}
+
+
+def test_the_committed_residuals_are_what_the_benchmarks_give_today():
+    assert RESIDUALS.read_text(encoding="utf-8") == residuals_text(), "run: python benchmarks/residuals.py --write"
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_every_headline_prediction_carries_a_range(example):
+    plan = resolve(example)
+    quantities = {r.quantity for r in plan.ranges}
+    if plan.training is not None:
+        assert quantities == TRAINING_QUANTITIES
+    elif plan.serving.tpot_seconds:
+        assert quantities == LLM_SERVING_QUANTITIES
+    else:
+        assert quantities == set()  # vision: no published rows yet, and the report says nothing it cannot back
+    for r in plan.ranges:
+        assert 0 < r.p10 < r.p90 and r.rows >= 3
+        assert r.p10 < r.predicted * 2 and r.p90 > r.predicted / 2
+
+
+def test_a_rate_reads_the_spread_the_other_way():
+    """tokens/s ÷ the step-time ratio: its P10 comes from the slow runs (P90 ratio)."""
+    plan = resolve(PRETRAIN)
+    by = {r.quantity: r for r in plan.ranges}
+    wall, rate = by["training.wall_seconds"], by["training.tokens_per_second"]
+    assert rate.p10 / rate.predicted == pytest.approx(wall.predicted / wall.p90)
+
+
+def _with_deadline(tmp_path, deadline: str, quantile: str):
+    plan = yaml.safe_load(PRETRAIN.read_text())
+    plan["train"]["deadline"] = deadline
+    plan["train"]["gate_quantile"] = quantile
+    path = tmp_path / f"{quantile}.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    return resolve(path)
+
+
+def test_the_deadline_is_met_at_the_stated_quantile(tmp_path):
+    """16.4 d predicted: ×1.18 (P50 of 30 runs) = 19.3 d meets 20 d; ×1.35 (P90) = 22.1 d does not, so P90 (the
+    default) buys more GPUs."""
+    p50, p90 = _with_deadline(tmp_path, "20d", "p50"), _with_deadline(tmp_path, "20d", "p90")
+    assert p90.hardware.gpus > p50.hardware.gpus
+    assert any("at P90" in r.reason for r in p90.rejected)
+
+
+def test_report_and_diff_show_ranges(tmp_path):
+    report = next(f.text for f in compile_plan(PRETRAIN).files if f.path == "REPORT.md")
+    assert "## Ranges" in report and "train-step-time: actual ÷ predicted over 30 published rows" in report
+    faster = tmp_path / "faster.yaml"
+    faster.write_text(PRETRAIN.read_text().replace("deadline: 30d", "deadline: 10d"))
+    done = subprocess.run([sys.executable, "-m", "compiler", "diff", str(PRETRAIN), str(faster)], capture_output=True, text=True)
+    assert done.returncode == 0 and "[P10–P90 " in done.stdout
+
+
+def test_a_reader_that_leaves_early_is_not_a_crash(tmp_path):
+    faster = tmp_path / "faster.yaml"
+    faster.write_text(PRETRAIN.read_text().replace("deadline: 30d", "deadline: 10d"))
+    done = subprocess.run(f"{sys.executable} -m compiler diff {PRETRAIN} {faster} | head -1; exit ${{PIPESTATUS[0]}}",
+                          shell=True, executable="/bin/bash", capture_output=True, text=True)
+    assert done.returncode == 141 and "Traceback" not in done.stderr
