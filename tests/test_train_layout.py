@@ -248,3 +248,10 @@ def test_issue_15_405b_on_16k_h100_is_no_longer_infeasible(tmp_path):
     par, t = plan.parallelism, plan.training
     assert (par.tp, par.pp) == (8, 16) and par.vp > 1 and par.pp_stage_layers[:2] == [7, 8]
     assert t.step_pp_bubble_seconds < 0.15 * t.step_seconds
+
+
+def test_vp_without_pipeline_stages_is_refused_with_its_reason():
+    from compiler.passes.wording import words
+
+    result = search_training(request(gpu_count=8, pins=TrainPins(pp=1, vp=2)), GPUS)
+    assert result.chosen is None and "it needs PP > 1" in words(result.infeasible_reason)

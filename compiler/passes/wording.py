@@ -296,6 +296,7 @@ SENTENCES: dict[str, Callable[..., str]] = {
         f"{layers} layers have no split over PP{pp}"
         + (f" with first stage {first} and last stage {last} (the middle stages must share the rest equally)"
            if first or last else "")),
+    "vp-needs-pp": lambda vp: f"VP{vp} interleaves pipeline stages: it needs PP > 1",
     "ep-needs-moe": lambda ep: f"EP{ep} splits routed experts; this model has none (expert parallelism is for MoE models)",
     # every GPU refused for a reason other than memory: the first of the reasons in sentence order
     "every-gpu-refused": lambda reasons: min(words(r) for r in reasons),

@@ -349,7 +349,7 @@ def _vp_choices(req: TrainRequest, split: tuple[int, ...]) -> list[int]:
     """Interleaving degrees: the pin, or VP_CHOICES where Megatron-LM can state the split with them."""
     pinned = req.pins.vp
     if pinned:
-        return [pinned]
+        return [pinned] if pinned == 1 or len(split) > 1 else []  # interleaving needs pipeline stages
     if len(split) <= 1:
         return [1]
     return [v for v in VP_CHOICES if v == 1 or megatron_split(split, v) is not None]
@@ -684,7 +684,10 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
                         for ep in eps:
                             if (dp * cp) % ep:
                                 continue  # EP ranks come from the data-parallel ranks
-                            for vp in _vp_choices(req, split):
+                            vps = _vp_choices(req, split)
+                            if not vps:
+                                out.other.setdefault(f"vp:{pp}", Rejection(f"PP{pp}", because("vp-needs-pp", vp=pins.vp)))
+                            for vp in vps:
                                 shape = Shape(tp, cp, pp, ep, vp, split, pins.shard_group)
                                 _search_layout(ctx, out, gpu, per_node, count, shape, usable)
     fitting = {(c.gpu_id, c.gpus) for c in out.feasible}
