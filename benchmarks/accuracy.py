@@ -15,6 +15,7 @@ failures: the sources measured steady steps), so the GPU-hours error is publishe
 Rows without a GPU count are listed as skipped. No constant is fitted to these rows; each has its source in
 compiler/sizing. Usage: python benchmarks/accuracy.py [--sweep: llm-foundry's whole H100 BF16 table instead]
 [--memory: measured peak memory per family (full / LoRA / QLoRA) against memory_peaks_2.csv and memory_points.csv]
+[--layouts: every row of train_steps_2.csv at its published TP/PP/CP/EP/VP layout, error per row and per family]
 """
 
 from __future__ import annotations
@@ -255,6 +256,196 @@ def print_sweep() -> None:
           f"{misfits} of {len(rows)} published micro-batches exceed our memory model")
 
 
+LAYOUTS = Path(__file__).resolve().parent / "calibration" / "train_steps_2.csv"  # copied from the shared calibration folder
+# |GPU-hours error| per layout family (README, "Accuracy"): median and every row. The rows are FP8 and Float8 runs
+# whose GEMM efficiency and torch.compile fusions the model takes from DeepGEMM's median, not from each run, and
+# three of them ran frameworks the compiler does not emit; the row bound is what those leave open.
+LAYOUT_MEDIAN_TOLERANCE = 0.35
+LAYOUT_ROW_TOLERANCE = 0.75
+# Assumptions per row where the CSV leaves a field open (stated in the row's note).
+GPT3_VOCAB = 51200  # Megatron's padded GPT-2 vocabulary (the NeMo table does not state it)
+NEMOTRON_VOCAB = 256000  # Nemotron-4 technical report (Parmar et al. 2024): 256k SentencePiece vocabulary
+TORCHTITAN_INTERLEAVED_VP = 2  # torchtitan's interleaved 1F1B: two stages per rank unless configured (not stated)
+# torchtitan's Grand Teton H100: 96 GB HBM2e at 2.4 TB/s, 500 W (the CSV's gpu_type); compute as the SXM part.
+H100_96GB = {"memory_bytes": 96 * 10**9, "memory_bandwidth_bytes_per_second": 2.4e12}
+
+
+@dataclass(frozen=True)
+class LayoutCase:
+    name: str
+    family: str  # nemo | nemo-long-context | torchtitan
+    layout: str  # as stated to the compiler
+    published_tokens_per_second_per_gpu: float
+    predicted_tokens_per_second_per_gpu: float
+    before_tokens_per_second_per_gpu: float | None  # TP/PP/DP only (CP folded into DP, no VP/EP); None: not statable
+    memory_gib: float
+    usable_gib: float
+    note: str
+
+    @property
+    def error(self) -> float:
+        """GPU-hours error: predicted / published − 1."""
+        return self.published_tokens_per_second_per_gpu / self.predicted_tokens_per_second_per_gpu - 1
+
+    @property
+    def error_before(self) -> float | None:
+        if not self.before_tokens_per_second_per_gpu:
+            return None
+        return self.published_tokens_per_second_per_gpu / self.before_tokens_per_second_per_gpu - 1
+
+
+def _int(text: str, default: int) -> int:
+    m = re.match(r"\s*(\d+)", text or "")
+    return int(m[1]) if m else default
+
+
+def _layout_gpu(text: str):
+    from compiler.catalog.loader import load_gpus
+
+    gpus = load_gpus()
+    if "B200" in text:
+        return gpus["b200-sxm-180gb"]
+    if "H200" in text:
+        return gpus["h200-sxm-141gb"]
+    if "96GB" in text:
+        return gpus["h100-sxm-80gb"].model_copy(update={"id": "h100-96gb-hbm2e", **H100_96GB})
+    return gpus["h100-sxm-80gb"]
+
+
+def layout_row(row: dict) -> dict:
+    """What a row of train_steps_2.csv states, as the compiler's inputs, with the assumptions it needs."""
+    notes = []
+    family = ("torchtitan" if "torchtitan" in row["model"] else
+              "nemo-long-context" if "long-context" in row["model"] else "nemo")
+    seq = _int(row["seq_len"], 8192)
+    if not row["seq_len"][:1].isdigit():
+        notes.append("seq 8192 assumed (torchtitan's config default)")
+    vocab = _int(row["vocab"], 0)
+    if not vocab:
+        vocab = GPT3_VOCAB if "GPT3" in row["model"] else NEMOTRON_VOCAB
+        notes.append(f"vocab {vocab} assumed")
+    llama = "Llama" in row["model"]
+    arch = Architecture(layers=int(row["layers"]), hidden=int(row["hidden"]), heads=int(row["heads"]),
+                        kv_heads=int(row["kv_heads"]), ffn_hidden=int(row["ffn_hidden"]), vocab=vocab,
+                        max_position=seq, gated_mlp=llama, norm="rmsnorm" if llama else "layernorm",
+                        attention_bias="GPT3" in row["model"], mlp_bias="GPT3" in row["model"],
+                        tied_embeddings=False)
+    tp, pp, cp, ep = (_int(row[k], 1) for k in ("tp", "pp", "cp", "ep"))
+    vp = _int(row["vp"], 1)
+    if family == "torchtitan" and "nterleaved" in row["model"] and not row["vp"]:
+        vp = TORCHTITAN_INTERLEAVED_VP
+        notes.append(f"VP{vp} assumed (torchtitan interleaved 1F1B)")
+    gpus = int(row["gpu_count"])
+    dp = gpus // (tp * pp * cp)
+    if tp * pp * cp * dp != gpus:
+        notes.append("printed layout does not fill the GPUs")
+    if "as printed" in row["dp_or_fsdp"]:
+        notes.append(f"layout as printed, DP{dp} from the GPU count (the row says not to trust it)")
+    mb = _int(row["micro_batch"], 1)
+    if not row["micro_batch"]:
+        notes.append("micro-batch 1 assumed")
+    batch = _int(row["global_batch_seqs"], 0)
+    if not batch:
+        m = re.search(r"batch size (\d+)", row["parallelism"]) or re.search(r"local batch size (\d+)", row["quote"])
+        local = int(m[1]) if m else 1
+        batch = local * (dp if "local" in (m[0] if m else "") else 1)
+        notes.append(f"global batch {batch} from the local batch")
+    if family == "torchtitan":
+        framework, zero = "fsdp", 3 if dp > 1 else 0
+        # torchtitan pipelines micro-batches of one sequence (pipeline_parallel_microbatch_size default 1)
+        if pp > 1:
+            mb = 1
+    else:
+        framework, zero = "megatron", 1 if dp * cp > 1 else 0
+        notes.append("distributed optimizer (ZeRO-1) assumed" if zero else "")
+    recompute = {"full": "full", "selective": "selective"}.get(row["recompute"].split(" ")[0], None)
+    method = "lora" if "LoRA" in row["model"] else "full"
+    precision = "fp8" if re.search(r"FP8|Float8", row["precision"]) else "bf16"
+    if row["tokens_per_s_per_gpu"]:
+        published = float(row["tokens_per_s_per_gpu"])
+    else:  # model TFLOP/s per GPU, converted with PaLM's count (what NeMo reports)
+        from compiler.sizing.train_time import model_flops_per_token
+
+        published = float(row["model_tflops_per_gpu"]) * 1e12 / model_flops_per_token(arch, count_params(arch), seq)
+        notes.append("TFLOP/s converted with 6N + 12LHQT")
+    return dict(family=family, arch=arch, seq=seq, gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, vp=vp, dp=dp, mb=mb,
+                batch=batch, framework=framework, zero=zero, recompute=recompute, method=method, precision=precision,
+                published=published, gpu=_layout_gpu(row["gpu_type"]), notes=[n for n in notes if n])
+
+
+def _price_layout(r: dict, cp: int, vp: int, ep: int, split: tuple[int, ...] | None) -> tuple[object, str]:
+    """The compiler's prediction at the stated layout; recompute not stated: the least that fits (as the search)."""
+    from compiler.sizing.train_memory import usable_memory_bytes
+    from compiler.sizing.training import Shape, evaluate_layout
+
+    shape = Shape(r["tp"], cp, r["pp"], ep, vp, split)
+    dp = r["gpus"] // (r["tp"] * cp * r["pp"])
+    request = TrainRequest(
+        arch=r["arch"], params=count_params(r["arch"]), tokens=TOKENS, seq_len=r["seq"], global_batch_sequences=r["batch"],
+        gpu_ids=(r["gpu"].id,), precision=r["precision"], gpu_count=r["gpus"], gpus_per_node=8, max_gpus=r["gpus"],
+        interconnect=FABRICS.interconnects["ib-400g"], storage=FABRICS.storage["lustre"], optimize="time",
+        method=r["method"], lora_rank=16, lora_targets=("q", "k", "v", "o"))
+    zero = r["zero"] if dp * cp > 1 else 0
+    usable = usable_memory_bytes(r["gpu"].memory_bytes)
+    kinds = [r["recompute"]] if r["recompute"] else ["none", "selective", "full"]
+    for recompute in kinds:
+        c = evaluate_layout(request, r["gpu"], shape, zero, r["mb"], recompute, r["framework"])
+        if c.memory.total <= usable:
+            break
+    return c, recompute
+
+
+def layout_cases() -> list[LayoutCase]:
+    """Every row of train_steps_2.csv at its published layout (TP, PP, CP, EP, VP, micro and global batch), and the
+    same row with only TP/PP/DP (what could be stated before: CP folded into DP, no VP, no uneven stages)."""
+    from compiler.sizing.train_layout import pipeline_split
+
+    cases = []
+    with LAYOUTS.open() as handle:
+        for row in csv.DictReader(handle):
+            r = layout_row(row)
+            split = pipeline_split(r["arch"].layers, r["pp"])
+            c, recompute = _price_layout(r, r["cp"], r["vp"], r["ep"], split)
+            even = split if split and len(set(split)) == 1 else None
+            before = None
+            if even and r["batch"] % (r["mb"] * r["dp"] * r["cp"]) == 0:
+                b, _ = _price_layout(r, 1, 1, 1, even)
+                before = b.tokens_per_second / r["gpus"]
+            layout = (f"TP{r['tp']} PP{r['pp']} CP{r['cp']} EP{r['ep']} VP{r['vp']} DP{r['dp']} "
+                      f"{'FSDP' if r['framework'] == 'fsdp' else 'ZeRO-' + str(r['zero'])} mb{r['mb']} gb{r['batch']} "
+                      f"{recompute}{' ' + r['method'] if r['method'] != 'full' else ''}")
+            name = f"{row['model']} × {r['gpus']} s{r['seq']}"
+            cases.append(LayoutCase(name, r["family"], layout, r["published"], c.tokens_per_second / r["gpus"], before,
+                                    c.memory.total / 2**30, c.usable_memory_bytes / 2**30, "; ".join(r["notes"])))
+    return cases
+
+
+def layout_family_stats(cases: list[LayoutCase]) -> dict[str, tuple[int, float, float, float | None]]:
+    """Per family: rows, median |error|, worst |error|, median |error| before (rows that could be stated)."""
+    stats = {}
+    for family in sorted({c.family for c in cases}):
+        errors = [abs(c.error) for c in cases if c.family == family]
+        before = [abs(c.error_before) for c in cases if c.family == family and c.error_before is not None]
+        stats[family] = (len(errors), statistics.median(errors), max(errors),
+                         statistics.median(before) if before else None)
+    return stats
+
+
+def print_layouts() -> None:
+    cases = layout_cases()
+    print(f"{'train_steps_2.csv row':62s} {'tok/s/GPU pub':>13s} {'pred':>8s} {'error':>7s} {'before':>7s} {'mem GiB':>8s}  layout; note")
+    for c in cases:
+        before = f"{c.error_before:+7.0%}" if c.error_before is not None else f"{'—':>7s}"
+        fits = "" if c.memory_gib <= c.usable_gib else "!"
+        print(f"{c.name[:62]:62s} {c.published_tokens_per_second_per_gpu:13.0f} {c.predicted_tokens_per_second_per_gpu:8.0f} "
+              f"{c.error:+7.0%} {before} {c.memory_gib:7.1f}{fits:1s}  {c.layout}; {c.note}")
+    for family, (rows, median, worst, before) in layout_family_stats(cases).items():
+        was = f", before (TP/PP/DP only) {before:.0%}" if before is not None else ""
+        print(f"layouts {family:18s}: {rows} rows, median |error| {median:.0%}, worst {worst:.0%}{was}")
+    errors = [abs(c.error) for c in cases]
+    print(f"layouts all: {len(errors)} rows, median |error| {statistics.median(errors):.0%}, worst {max(errors):.0%}")
+
+
 MEMORY_PEAKS = Path(__file__).resolve().parent / "calibration" / "memory_peaks_2.csv"  # copied from the shared calibration folder
 MEMORY_POINTS = Path(__file__).resolve().parent / "calibration" / "memory_points.csv"
 # |predicted/measured − 1| per family (README, "Accuracy"): the median, and every row. The row bound is what the
@@ -438,6 +629,9 @@ def main() -> None:
     if "--memory" in sys.argv[1:]:
         print_memory()
         return
+    if "--layouts" in sys.argv[1:]:
+        print_layouts()
+        return
     cases = training_cases()
     print(f"{'case':64s} {'GPU-h pub':>10s} {'GPU-h pred':>10s} {'error':>7s} {'MFU pub':>7s} {'MFU pred':>8s}")
     errors = []
@@ -454,6 +648,9 @@ def main() -> None:
               f"worst {max(errors):.0%} over {len(errors)} cases")
     for family, (rows, median, worst) in memory_family_stats(memory_cases()).items():
         print(f"peak memory, {family}: {rows} rows, median |error| {median:.0%}, worst {worst:.0%} (--memory: every row)")
+    for family, (rows, median, worst, before) in layout_family_stats(layout_cases()).items():
+        print(f"published layouts, {family}: {rows} rows, median |error| {median:.0%}, worst {worst:.0%} "
+              f"(--layouts: every row)")
 
 
 if __name__ == "__main__":

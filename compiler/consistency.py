@@ -27,7 +27,7 @@ def _yaml_docs(text: str) -> list[dict]:
 def _training(plan: ResolvedPlan, files: dict[str, str]) -> None:
     par, hw = plan.parallelism, plan.hardware
     _expect(par.global_batch == par.micro_batch * par.grad_accum * par.dp, "global batch != micro × grad-accum × DP")
-    _expect(par.tp * par.pp * par.dp == hw.gpus, f"TP×PP×DP = {par.tp * par.pp * par.dp} but {hw.gpus} GPUs")
+    _expect(par.tp * par.cp * par.pp * par.dp == hw.gpus, f"TP×CP×PP×DP = {par.tp * par.cp * par.pp * par.dp} but {hw.gpus} GPUs")
     _expect(hw.nodes * hw.gpus_per_node == hw.gpus, "nodes × GPUs per node != GPUs")
     training_consistency.check(files, plan)  # the cross-file checks of the training targets
 

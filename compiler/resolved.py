@@ -54,6 +54,11 @@ class Parallelism(Section):
     offload_optimizer: bool = False
     offload_params: bool = False
     framework: Literal["deepspeed", "fsdp", "megatron", "ddp", "vllm", "triton", "tgi"] = "ddp"
+    cp: int = Field(1, description="context-parallel degree: GPUs that split each sequence (ring attention)")
+    ep: int = Field(1, description="expert-parallel degree (MoE): GPUs of the data-parallel group the routed experts are split over")
+    vp: int = Field(1, description="virtual pipeline stages (model chunks) per pipeline GPU; > 1 is interleaved 1F1B")
+    pp_stage_layers: list[int] = Field(default_factory=list, description="transformer layers on each pipeline stage, first to last")
+    shard_group_gpus: int | None = Field(None, description="HSDP: GPUs a ZeRO-3 shard group spans (replicated across groups); None: all data-parallel GPUs")
 
 
 class MemoryPerGpu(Section):
@@ -101,6 +106,9 @@ class Training(Section):
     dataset_read_bytes_per_second: float
     allreduce_bytes_per_step: float
     network_bytes_per_second_needed: float
+    step_cp_comm_seconds: float = Field(0.0, description="context-parallel KV ring transfers not hidden under attention, per step")
+    step_ep_comm_seconds: float = Field(0.0, description="expert-parallel all-to-alls (dispatch and combine), per step")
+    step_pp_p2p_seconds: float = Field(0.0, description="pipeline point-to-point sends, per step (v per stage boundary when interleaved)")
 
 
 class Serving(Section):

@@ -325,6 +325,21 @@ class ParallelismSpec(Spec):
     micro_batch: int | None = Field(None, ge=1, le=100_000, description="pin sequences per GPU per micro-step")
     recompute: Literal["none", "selective", "full"] | None = Field(None, description="pin activation recomputation")
     offload: bool | None = Field(None, description="CPU offload of optimizer states (and params at ZeRO-3)")
+    cp: int | None = Field(None, ge=1, le=1024, description="pin context-parallel degree: each sequence split over cp GPUs (ring attention; Megatron --context-parallel-size)")
+    ep: int | None = Field(None, ge=1, le=4096, description="pin expert-parallel degree (MoE models only): routed experts split over ep of the data-parallel GPUs (Megatron --expert-model-parallel-size)")
+    vp: int | None = Field(None, ge=1, le=128, description="pin virtual pipeline stages per GPU (interleaved 1F1B): each pipeline rank runs vp model chunks")
+    pp_first_stage_layers: int | None = Field(None, ge=1, le=100_000, description="pin the layers on the first pipeline stage (uneven PP; Megatron --decoder-first-pipeline-num-layers)")
+    pp_last_stage_layers: int | None = Field(None, ge=1, le=100_000, description="pin the layers on the last pipeline stage (uneven PP; Megatron --decoder-last-pipeline-num-layers)")
+    pp_stage_layers: list[Annotated[int, Field(ge=1, le=100_000)]] | None = Field(None, min_length=1, max_length=1024, description="pin the layers of every pipeline stage, first to last (sums to the model's layers)")
+    shard_group_gpus: int | None = Field(None, ge=1, le=1_000_000, description="HSDP: ZeRO-3/FSDP shards over groups of this many GPUs and replicates across groups (FSDP HYBRID_SHARD); default: all data-parallel GPUs")
+
+    @model_validator(mode="after")
+    def one_way_to_split_stages(self) -> "ParallelismSpec":
+        if self.pp_stage_layers is not None and (self.pp_first_stage_layers or self.pp_last_stage_layers):
+            raise PydanticCustomError("conflicting-fields", "give pp_stage_layers or pp_first/last_stage_layers, not both", {})
+        if self.pp_stage_layers is not None and self.pp is not None and len(self.pp_stage_layers) != self.pp:
+            raise PydanticCustomError("conflicting-fields", "pp_stage_layers lists {n} stages, pp is {pp}", {"n": len(self.pp_stage_layers), "pp": self.pp})
+        return self
 
 
 class PlanSpec(Spec):

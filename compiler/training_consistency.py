@@ -107,7 +107,7 @@ def check(files: list[OutputFile] | dict[str, str], plan: ResolvedPlan) -> None:
     texts = files if isinstance(files, dict) else {f.path: f.text for f in files}
     par, hw = plan.parallelism, plan.hardware
     _expect(par.micro_batch * par.grad_accum * par.dp == par.global_batch, "plan global batch != micro × grad-accum × DP")
-    _expect(par.tp * par.pp * par.dp == hw.nodes * hw.gpus_per_node, "TP × PP × DP != nodes × GPUs per node")
+    _expect(par.tp * par.cp * par.pp * par.dp == hw.nodes * hw.gpus_per_node, "TP × CP × PP × DP != nodes × GPUs per node")
     for field, check_file in _CHECKS.items():
         path = getattr(plan.deployment.files, field)
         if path in texts:

@@ -16,7 +16,8 @@ CODE = "unused-field"
 SLURM_ONLY = ("partition", "account", "qos", "reservation", "constraint", "extra_directives", "memory_per_node", "container_mounts")
 KUBERNETES_TRAINING = ("namespace", "job_api", "storage_class", "secret_name", "image", "tolerations", "node_selector")
 KUBERNETES_SERVING = ("namespace", "autoscaler", "storage_class", "secret_name", "image", "tolerations", "node_selector")
-SERVING_IGNORES_PINS = ("dp", "zero_stage", "micro_batch", "recompute", "offload")
+SERVING_IGNORES_PINS = ("dp", "zero_stage", "micro_batch", "recompute", "offload", "cp", "ep", "vp",
+                        "pp_first_stage_layers", "pp_last_stage_layers", "pp_stage_layers", "shard_group_gpus")
 
 
 def _given(data: Any, path: tuple) -> bool:

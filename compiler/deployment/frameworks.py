@@ -13,6 +13,7 @@ stage3_param_persistence_threshold = 10·h. Accelerate keys are those `accelerat
 from __future__ import annotations
 
 from ..resolved import ResolvedPlan
+from ..sizing.train_layout import megatron_split
 from .model import Checkpoint, FrameworkArg, Frameworks
 
 # Clip the global gradient norm at 1.0: GPT-3 (Brown et al. 2020, appendix B) and Llama 3
@@ -117,7 +118,8 @@ def accelerate_config(plan: ResolvedPlan) -> dict:
         "debug": False,
         "fsdp_config": {
             "fsdp_version": 1,
-            "fsdp_reshard_after_forward": sharding_strategy(par.zero_stage),
+            # HSDP: shard inside a node, replicate across nodes (FSDP ShardingStrategy.HYBRID_SHARD)
+            "fsdp_reshard_after_forward": "HYBRID_SHARD" if par.shard_group_gpus else sharding_strategy(par.zero_stage),
             # wrap each transformer block (the model's _no_split_modules): one all-gather per block
             "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
             "fsdp_backward_prefetch": "BACKWARD_PRE",
@@ -150,6 +152,7 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
         ("--tensor-model-parallel-size", str(par.tp)),
         ("--pipeline-model-parallel-size", str(par.pp)),
     ]
+    args += layout_args(plan)
     if par.sequence_parallel and par.tp > 1:  # Megatron refuses sequence parallelism without TP
         args.append(("--sequence-parallel", None))
     if par.zero_stage >= 1:  # Megatron's distributed optimizer shards optimizer states over DP (ZeRO-1)
@@ -194,6 +197,37 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
         ("--save", checkpoint.dir),
         ("--load", checkpoint.dir),
     ]
+    return args
+
+
+def layout_args(plan: ResolvedPlan) -> list[tuple[str, str | None]]:
+    """Context, expert, uneven and interleaved pipeline layouts as Megatron-LM states them (names checked against
+    megatron/training/arguments.py and ModelParallelConfig @d98e8a6): --context-parallel-size,
+    --expert-model-parallel-size (experts' TP left at its default, the TP size); an uneven split as
+    --decoder-first/last-pipeline-num-layers, or, interleaved with first and last one layer lighter, as the
+    embedding and loss each counted as a layer (--account-for-embedding-in-pipeline-split,
+    --account-for-loss-in-pipeline-split); interleaving as --num-layers-per-virtual-pipeline-stage on even splits and
+    --num-virtual-stages-per-pipeline-rank with first/last counts (arguments.py asserts that pairing)."""
+    par = plan.parallelism
+    args: list[tuple[str, str | None]] = []
+    if par.cp > 1:
+        args.append(("--context-parallel-size", str(par.cp)))
+    if par.ep > 1:
+        args.append(("--expert-model-parallel-size", str(par.ep)))
+    split, vp = tuple(par.pp_stage_layers), max(1, par.vp)
+    if par.pp <= 1 or not split:
+        return args
+    form = megatron_split(split, vp)
+    if form == "first-last":
+        args += [("--decoder-first-pipeline-num-layers", str(split[0])),
+                 ("--decoder-last-pipeline-num-layers", str(split[-1]))]
+        if vp > 1:
+            args.append(("--num-virtual-stages-per-pipeline-rank", str(vp)))
+    elif form == "account-embedding-loss":
+        args += [("--account-for-embedding-in-pipeline-split", None), ("--account-for-loss-in-pipeline-split", None),
+                 ("--num-layers-per-virtual-pipeline-stage", str((split[1]) // vp))]
+    elif form == "even" and vp > 1:
+        args.append(("--num-layers-per-virtual-pipeline-stage", str(split[0] // vp)))
     return args
 
 

@@ -110,11 +110,11 @@ def fabric_env(interconnect: str) -> list[EnvVar]:
 
 
 def nnodes_range(plan: ResolvedPlan, elastic: bool) -> tuple[int, int]:
-    """(minimum, maximum) nodes: N:N, or on spot capacity MIN:N (MIN keeps whole model replicas: TP×PP GPUs each)."""
+    """(minimum, maximum) nodes: N:N, or on spot capacity MIN:N (MIN keeps whole model replicas: TP×CP×PP GPUs each)."""
     nodes = plan.hardware.nodes
     if not elastic:
         return nodes, nodes
-    replica_gpus = plan.parallelism.tp * plan.parallelism.pp
+    replica_gpus = plan.parallelism.tp * plan.parallelism.cp * plan.parallelism.pp
     replica_nodes = max(1, math.ceil(replica_gpus / plan.hardware.gpus_per_node))
     minimum = max(replica_nodes, math.ceil(nodes * SPOT_MIN_NODE_FRACTION))
     minimum = min(nodes, math.ceil(minimum / replica_nodes) * replica_nodes)

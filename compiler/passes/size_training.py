@@ -58,7 +58,11 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
         max_gpus=spec.cluster.max_gpus, pricing=spec.cluster.pricing,
         interconnect=catalog.interconnects[spec.cluster.interconnect], storage=catalog.storage[spec.cluster.storage],
         pins={"tp": pins.tp, "pp": pins.pp, "dp": pins.dp, "zero_stage": pins.zero_stage,
-              "micro_batch": pins.micro_batch, "recompute": pins.recompute, "offload": pins.offload},
+              "micro_batch": pins.micro_batch, "recompute": pins.recompute, "offload": pins.offload, "cp": pins.cp,
+              "ep": pins.ep, "vp": pins.vp, "pp_first_stage_layers": pins.pp_first_stage_layers,
+              "pp_last_stage_layers": pins.pp_last_stage_layers,
+              "pp_stage_layers": tuple(pins.pp_stage_layers) if pins.pp_stage_layers else None,
+              "shard_group": pins.shard_group_gpus},
         optimize="cost" if spec.optimize == "cost" else "time", mtbf_gpu_hours=train.mtbf_gpu_hours,
         flash_attention=train.flash_attention, bytes_per_token=train.bytes_per_token,
         gate_factor=gate_factor(catalog, train.gate_quantile), gate_quantile=train.gate_quantile.upper(),
@@ -92,6 +96,7 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         tp=c.tp, pp=c.pp, dp=c.dp, zero_stage=c.zero_stage, micro_batch=c.micro_batch, grad_accum=c.grad_accum,
         global_batch=c.micro_batch * c.grad_accum * c.dp, recompute=c.recompute, sequence_parallel=c.sequence_parallel,
         offload_optimizer=c.offload_optimizer, offload_params=c.offload_params, framework=c.framework,
+        cp=c.cp, ep=c.ep, vp=c.vp, pp_stage_layers=list(c.pp_stage_layers), shard_group_gpus=c.shard_group,
     )
     memory = MemoryPerGpu(weights=m.weights, gradients=m.gradients, optimizer=m.optimizer, activations=m.activations,
                           other=m.other, total=m.total, usable=c.usable_memory_bytes, cpu_offload=m.cpu_offload_bytes,
@@ -110,6 +115,7 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         checkpoint_keep=spec.train.checkpoint.keep, checkpoint_dir=spec.train.checkpoint.dir,
         dataset_read_bytes_per_second=c.dataset_read_bytes_per_second,
         allreduce_bytes_per_step=c.allreduce_bytes_per_step, network_bytes_per_second_needed=c.network_bytes_per_second_needed,
+        step_cp_comm_seconds=s.cp_comm, step_ep_comm_seconds=s.ep_comm, step_pp_p2p_seconds=s.pp_p2p,
     )
     cost = Cost(usd_per_hour=c.gpus * hardware.usd_per_gpu_hour, usd_total=c.cost_usd,
                 usd_per_million_tokens=c.cost_usd / tokens * 1e6, budget_usd=spec.budget.usd, alert_at=spec.budget.alert_at)

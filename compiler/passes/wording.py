@@ -84,6 +84,31 @@ def _no_fit_memory(closest: Any) -> str:
     return "no configuration fits in GPU memory" + (f" (closest: {_rejection(closest)})" if closest else "")
 
 
+# what each framework path cannot do (training.framework_gap): the constraint, then the capability behind it
+_GAPS = {
+    "adapters-model-parallel": lambda framework, detail, vp: (
+        f"{detail} with TP/PP/CP/EP: no framework path — the Megatron-LM arguments emitted train full weights only, "
+        f"and the DeepSpeed/FSDP configs have no tensor or pipeline parallelism"),
+    "model-parallel": lambda framework, detail, vp: (
+        f"framework {framework} has no tensor, pipeline, context or expert parallelism in the configs emitted "
+        f"(Megatron-LM has)"),
+    "megatron-zero": lambda framework, detail, vp: (
+        f"{detail} with model parallelism: no framework path — Megatron-LM shards only optimizer states (ZeRO-1, "
+        f"its distributed optimizer) and does not offload"),
+    "hsdp-megatron": lambda framework, detail, vp: "an HSDP shard group is FSDP's (HYBRID_SHARD); Megatron-LM has none",
+    "hsdp": lambda framework, detail, vp: (
+        f"HSDP shard group {detail}: the Accelerate FSDP config emitted shards within one node (HYBRID_SHARD) at "
+        f"ZeRO-3 without offload"),
+    "uneven-split": lambda framework, detail, vp: (
+        f"pipeline stages of {detail} layers{f' with VP{vp}' if vp > 1 else ''}: Megatron-LM states only equal "
+        f"middle stages with a different first/last{', each divisible by VP' if vp > 1 else ''}"),
+    "ddp-sharding": lambda framework, detail, vp: f"{detail}: PyTorch DDP does not shard",
+    "fsdp-stage": lambda framework, detail, vp: (
+        f"{detail}: FSDP shards gradients (SHARD_GRAD_OP) or everything (FULL_SHARD); CPU offload needs FULL_SHARD"),
+    "offload-stage": lambda framework, detail, vp: f"{detail} offload: ZeRO-Offload needs stage 2 or 3",
+}
+
+
 def _gated(value: str, gated: str, quantile: str) -> str:
     """A predicted figure and the one the deadline or budget was checked with, when they differ."""
     return value if gated == value else f"{value} ({gated} at {quantile})"
@@ -119,6 +144,20 @@ def _memory_choices(spec: PlanSpec) -> str:
     return ", ".join(parts)
 
 
+def _layout_words(c: TrainCandidate) -> str:
+    """CP, EP, VP, an uneven split and an HSDP shard group, only where the layout uses them."""
+    parts = [f"CP={c.cp}"] if c.cp > 1 else []
+    parts += [f"EP={c.ep}"] if c.ep > 1 else []
+    parts += [f"VP={c.vp} (interleaved 1F1B)"] if c.vp > 1 else []
+    split = c.pp_stage_layers
+    if len(split) > 1 and len(set(split)) > 1:
+        middle = sorted(set(split[1:-1]))
+        parts.append(f"layers per stage {split[0]} first, {middle[0]} middle, {split[-1]} last" if len(middle) == 1
+                     else "layers per stage " + "/".join(map(str, split)))
+    parts += [f"FSDP shard group {c.shard_group} GPUs"] if c.shard_group else []
+    return "".join(" " + p for p in parts)
+
+
 def training_decisions(spec: PlanSpec, c: TrainCandidate, evaluated: int, hardware: Hardware, parallelism: Parallelism,
                        batch_tokens: float, gate: tuple[float, int] = (1.0, 0)) -> list[Decision]:
     """`batch_tokens`: the tokens per step the plan gave or the default, when it gave no batch in sequences;
@@ -131,7 +170,7 @@ def training_decisions(spec: PlanSpec, c: TrainCandidate, evaluated: int, hardwa
                         + (f" and budget {format_usd(spec.budget.usd)}" if spec.budget.usd else "")
                         + (f", with time and cost at {spec.train.gate_quantile.upper()} of {gate[1]} published runs "
                            f"(× {gate[0]:.2f}; train.gate_quantile)" if gate[1] and (spec.train.deadline or spec.budget.usd) else "")),
-        Decision(topic="parallelism", choice=f"TP={c.tp} PP={c.pp} DP={c.dp} ZeRO-{c.zero_stage}, micro-batch {c.micro_batch} × {c.grad_accum} accumulation, recompute {c.recompute}",
+        Decision(topic="parallelism", choice=f"TP={c.tp} PP={c.pp} DP={c.dp}{_layout_words(c)} ZeRO-{c.zero_stage}, micro-batch {c.micro_batch} × {c.grad_accum} accumulation, recompute {c.recompute}",
                  reason=f"{m.total / 2**30:.1f} GiB per GPU of {c.usable_memory_bytes / 2**30:.1f} GiB usable "
                         f"({m.allocated / 2**30:.1f} GiB allocated, {m.reserved / 2**30:.1f} GiB reserved by the caching "
                         f"allocator, the rest CUDA context and NCCL); step {format_seconds(s.total)}"),
@@ -247,6 +286,18 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "over-budget": lambda cost, gated, quantile, budget: (
         f"{_gated(format_usd(cost), format_usd(gated), quantile)} exceeds the {format_usd(budget)} budget"),
     "no-fit-memory": _no_fit_memory,
+    "no-framework-path": lambda layout, framework, detail, vp: _GAPS[layout](framework, detail, vp),
+    "only-unrunnable-fit": lambda rejection: (
+        f"the layouts that fit have no framework path (e.g. {_rejection(rejection)})"),
+    "vp-needs-microbatches": lambda pp, vp: (
+        f"VP{vp} needs the micro-batches of a step to be a multiple of PP{pp} (Megatron-LM's interleaved schedule "
+        f"runs them in groups of PP)"),
+    "no-pipeline-split": lambda pp, layers, first, last: (
+        f"{layers} layers have no split over PP{pp}"
+        + (f" with first stage {first} and last stage {last} (the middle stages must share the rest equally)"
+           if first or last else "")),
+    "vp-needs-pp": lambda vp: f"VP{vp} interleaves pipeline stages: it needs PP > 1",
+    "ep-needs-moe": lambda ep: f"EP{ep} splits routed experts; this model has none (expert parallelism is for MoE models)",
     # every GPU refused for a reason other than memory: the first of the reasons in sentence order
     "every-gpu-refused": lambda reasons: min(words(r) for r in reasons),
     "deadline-unreachable": lambda wall, gated, quantile, gpus, gpu_id, pricing, cost, deadline: (
@@ -267,6 +318,8 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "deepspeed-for-offload": lambda: "CPU offload of the optimizer (ZeRO-Offload) is DeepSpeed's",
     "ddp-unsharded": lambda: "the model states fit unsharded: plain DDP has the least overhead",
     "fsdp-full-shard": lambda: "full sharding (ZeRO-3) is native in PyTorch FSDP (FULL_SHARD)",
+    "fsdp-hybrid-shard": lambda shard: (
+        f"ZeRO-3 inside a shard group of {shard} GPUs, replicated across groups: FSDP HYBRID_SHARD"),
     "deepspeed-zero": lambda zero: f"ZeRO-{zero} sharding of the optimizer{' and gradients' if zero == 2 else ''} (DeepSpeed)",
     # --- the passes: what the plan asks that no engine or method can do --------------------------------------
     "adapters-need-transformer": lambda method, targets, model: (

@@ -87,6 +87,7 @@ from dataclasses import dataclass
 
 from ..catalog.params import ParamCounts
 from ..catalog.types import Architecture
+from .train_layout import microbatches_in_flight, routed_expert_params
 
 GIB = 2**30
 MIB = 2**20
@@ -190,16 +191,26 @@ def stage_params(arch: Architecture, params: ParamCounts, tp: int, pp: int) -> t
     """(first stage, last stage) parameters held by one GPU of that stage under Megatron TP×PP sharding."""
     if not arch.layers:  # CNNs: no transformer structure, replicated whole
         return float(params.total), float(params.total)
-    layer_matrices = params.per_layer_attention + params.per_layer_mlp_total
-    body = _ceil_div(arch.layers, pp) * (layer_matrices / tp + params.per_layer_norm)
+    layers = _ceil_div(arch.layers, pp)
+    first = held_params(arch, params, tp, pp, layers, first=True, last=pp == 1)[0]
+    last = held_params(arch, params, tp, pp, layers, first=pp == 1, last=True)[0]
+    return first, last
+
+
+def held_params(arch: Architecture, params: ParamCounts, tp: int, pp: int, layers: int, first: bool, last: bool,
+                ep: int = 1) -> tuple[float, float]:
+    """(parameters, of which routed experts) one GPU of a stage of `layers` layers holds: the layers' matrices over
+    TP (routed experts over EP too, train_layout docstring), their norms replicated, the input embedding on the
+    first stage, the LM head (or, when tied, Megatron's copy of the word embeddings) and the final norm on the last."""
+    routed = routed_expert_params(arch, params)
+    dense_matrices = params.per_layer_attention + params.per_layer_mlp_total - routed
+    experts = layers * routed / (tp * ep)
+    body = layers * (dense_matrices / tp + params.per_layer_norm) + experts
     embedding_in = params.embedding - params.lm_head
-    # the LM head; when tied, Megatron keeps a copy of the word embeddings on the last stage (pp > 1)
     head = params.lm_head or (arch.vocab * arch.hidden if arch.tied_embeddings and pp > 1 else 0)
     final_norm = arch.hidden * (2 if arch.norm == "layernorm" else 1)
-    if pp == 1:
-        whole = body + (embedding_in + head) / tp + final_norm
-        return whole, whole
-    return body + embedding_in / tp, body + head / tp + final_norm
+    held = body + (embedding_in / tp if first else 0.0) + (head / tp + final_norm if last else 0.0)
+    return held, experts
 
 
 def lora_trainable_params(arch: Architecture, rank: int, targets: tuple[str, ...]) -> int:
@@ -262,8 +273,12 @@ def cnn_activation_bytes(arch: Architecture, precision: str, samples: int) -> fl
 
 
 def activation_bytes_per_layer(arch: Architecture, seq_len: int, micro_batch: int, tp: int, sequence_parallel: bool,
-                               recompute: str, flash_attention: bool) -> float:
-    """Stored activations of one transformer layer for one micro-batch (module docstring, Korthikanti Table 2)."""
+                               recompute: str, flash_attention: bool, cp: int = 1) -> float:
+    """Stored activations of one transformer layer for one micro-batch (module docstring, Korthikanti Table 2);
+    context parallelism splits every term along the sequence (train_layout docstring)."""
+    if cp > 1:
+        return activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, recompute,
+                                          flash_attention) / cp
     s, b, h, t = seq_len, micro_batch, arch.hidden, tp
     sbh = s * b * h
     sp = t if sequence_parallel else 1
@@ -284,8 +299,8 @@ def activation_bytes_per_layer(arch: Architecture, seq_len: int, micro_batch: in
     return total
 
 
-def _communicators(tp: int, pp: int, dp: int) -> int:
-    return max(1, (tp > 1) + (pp > 1) + (dp > 1))
+def _communicators(tp: int, pp: int, dp: int, cp: int = 1, ep: int = 1) -> int:
+    return max(1, (tp > 1) + (pp > 1) + (dp > 1) + (cp > 1) + (ep > 1))
 
 
 def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = "bf16", optimizer: str = "adamw",
@@ -293,41 +308,55 @@ def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = 
                    dp: int = 1, zero_stage: int = 0, zero_shard_ranks: int | None = None, offload_optimizer: bool = False,
                    offload_params: bool = False, seq_len: int = 2048, micro_batch: int = 1, microbatches: int = 1,
                    recompute: str = "none", sequence_parallel: bool = False, flash_attention: bool = True,
-                   framework: str = "", options: MemoryOptions = MemoryOptions()) -> MemoryBreakdown:
-    """Peak bytes on one GPU of the worse pipeline stage: model states + activations + runtime."""
-    shard = max(1, zero_shard_ranks or dp)
+                   framework: str = "", options: MemoryOptions = MemoryOptions(), cp: int = 1, ep: int = 1, vp: int = 1,
+                   split: tuple[int, ...] | None = None) -> MemoryBreakdown:
+    """Peak bytes on one GPU of the worst pipeline stage: model states + activations + runtime.
+
+    `split`: layers per stage (train_layout.pipeline_split; default ⌈L/p⌉ on every stage); `cp` divides the
+    activations and joins the ZeRO shard group (Megatron shards over dp·cp); `ep` divides the routed experts and
+    their states; `vp` chunks per rank hold more micro-batches in flight (train_layout.microbatches_in_flight)."""
+    shard = max(1, zero_shard_ranks or dp * cp)
     w = WEIGHT_BYTES[precision]
     k = optimizer_bytes_per_param(arch, optimizer, precision, options.master_weights)
-    layers_on_stage = _ceil_div(arch.layers, pp) if arch.layers else 0
-    per_layer = activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, recompute, flash_attention)
+    per_layer = activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, recompute, flash_attention, cp)
     if recompute == "full":  # the backward re-runs one layer and holds its full activations meanwhile
-        full_layer = activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, "none", flash_attention)
+        full_layer = activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, "none", flash_attention, cp)
         if options.activation_offload:  # the checkpointed layer inputs wait in host memory
             per_layer = 0.0
     else:
         full_layer = 0.0
     loss = loss_for(options.loss, method)
-    logits = (seq_len * micro_batch * arch.vocab / tp * LOSS_BYTES_PER_LOGIT[loss]
+    logits = (seq_len * micro_batch * arch.vocab / (tp * cp) * LOSS_BYTES_PER_LOGIT[loss]
               if arch.vocab and arch.kind == "decoder" else 0.0)
     # gradients and activations not live together: an un-accumulated step of one replica or of FSDP (docstring)
     apart = microbatches == 1 and pp == 1 and (dp == 1 or framework == "fsdp")
-    stages = stage_params(arch, params, tp, pp)
-    in_flight = (min(pp, microbatches), 1)  # 1F1B: the first stage holds up to p micro-batches, the last one
+    if not arch.layers:
+        stages = [(0, 0, True, True)]
+    else:
+        split = split or (_ceil_div(arch.layers, pp),) * pp
+        # the first, second and last stages bound every regular split (in-flight falls with the rank); a stated
+        # per-stage list is checked stage by stage
+        ranks = range(pp) if len(set(split[1:-1])) > 1 else sorted({0, min(1, pp - 1), pp - 1})
+        stages = [(r, split[r], r == 0, r == pp - 1) for r in ranks]
     worst: MemoryBreakdown | None = None
-    for index, held in enumerate(stages if pp > 1 else stages[:1]):
-        last = index == 1 or pp == 1
+    for rank, layers_on_stage, first, last in stages:
+        if arch.layers:
+            held, experts = held_params(arch, params, tp, pp, layers_on_stage, first, last, ep)
+        else:
+            held, experts = float(params.total), 0.0
         weights, gradients, optimizer_bytes, cpu = _model_states(
             arch, params, held, w, k, method, lora_rank, lora_targets, tp, pp, shard, zero_stage,
-            offload_optimizer, offload_params, framework, precision, optimizer, options)
+            offload_optimizer, offload_params, framework, precision, optimizer, options, experts, ep)
         gathered = _gathered(arch, params, w, method, tp, shard, zero_stage, framework, options)
-        activations = in_flight[index if pp > 1 else 0] * layers_on_stage * per_layer + full_layer
+        in_flight = microbatches_in_flight(pp, vp, rank, microbatches)
+        activations = in_flight * layers_on_stage * per_layer + full_layer
         if not arch.layers:
             activations += cnn_activation_bytes(arch, precision, micro_batch) / tp
         if last:
             activations += logits
         allocated = weights + optimizer_bytes + (max(gradients, activations) if apart else gradients + activations)
         reserve = 0.0 if options.expandable_segments else allocated * ALLOCATOR_FRAGMENTATION / (1 - ALLOCATOR_FRAGMENTATION)
-        other = CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(tp, pp, dp) + reserve
+        other = CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(tp, pp, dp, cp, ep) + reserve
         total = allocated + other
         stage = MemoryBreakdown(int(weights), int(gradients), int(optimizer_bytes), int(activations), int(other),
                                 int(total), int(cpu), int(allocated), int(allocated + reserve), int(gathered))
@@ -355,9 +384,27 @@ def _gathered(arch: Architecture, params: ParamCounts, w: float, method: str, tp
 def _model_states(arch: Architecture, params: ParamCounts, held: float, w: float, k: float, method: str, lora_rank: int,
                   lora_targets: tuple[str, ...], tp: int, pp: int, shard: int, zero_stage: int, offload_optimizer: bool,
                   offload_params: bool, framework: str, precision: str, optimizer: str,
-                  options: MemoryOptions = MemoryOptions()) -> tuple[float, float, float, float]:
-    """(weights, gradients, optimizer, cpu) bytes for `held` parameters on one GPU."""
+                  options: MemoryOptions = MemoryOptions(), experts: float = 0.0,
+                  ep: int = 1) -> tuple[float, float, float, float]:
+    """(weights, gradients, optimizer, cpu) bytes for `held` parameters on one GPU; `experts` of them are routed
+    experts, whose states shard over the shard/ep expert-data-parallel ranks (train_layout docstring)."""
     cpu = 0.0
+    if experts and ep > 1 and method == "full":
+        # each GPU holds 1/ep of the experts; ZeRO shards them over shard/ep ranks instead of shard
+        expert_shard = max(1, shard // ep)
+        dense = held - experts
+        weight_shard = shard if zero_stage >= 3 and options.reshard_after_forward else 1
+        expert_weight_shard = expert_shard if weight_shard > 1 else 1
+        gathered = _gathered(arch, params, w, method, tp, shard, zero_stage, framework, options)
+        weights = dense * w / weight_shard + experts * w / expert_weight_shard + gathered
+        gradients = (dense * w / shard + experts * w / expert_shard) if zero_stage >= 2 else held * w
+        optimizer_bytes = (dense * k / shard + experts * k / expert_shard) if zero_stage >= 1 else held * k
+        if framework == "ddp" and shard > 1:
+            gradients *= DDP_GRADIENT_COPIES
+        if offload_optimizer:
+            cpu += optimizer_bytes + gradients
+            optimizer_bytes = gradients = 0.0
+        return weights, gradients, optimizer_bytes, cpu
     # without resharding after the forward every gathered layer stays until the backward: weights held whole
     weight_shard = shard if zero_stage >= 3 and options.reshard_after_forward else 1
     gathered = _gathered(arch, params, w, method, tp, shard, zero_stage, framework, options)

@@ -24,13 +24,20 @@ Time of one micro-batch on the slowest pipeline stage (the last: ⌈L/p⌉ layer
   the backward (+2 when full recompute re-runs the forward; sequence parallelism replaces each by an
   all-gather + reduce-scatter of the same volume), ring 2(t−1)/t × bytes at NVLink's achievable rate, on
   the critical path.
-* PP (Narayanan et al. 2021 §2.2): a 1F1B step is (m + p − 1) stage-times, the bubble (p−1)/(m+p−1).
+* PP (Narayanan et al. 2021 §2.2): a 1F1B step is (m + p − 1) stage-times, the bubble (p−1)/(m+p−1); with v
+  interleaved chunks per rank the bubble is (p−1)/v stage-times (§2.2.2), and the point-to-point sends of each
+  micro-batch's s·b·h/(t·cp) 16-bit activations (forward) and their gradients (backward) happen v times per stage
+  boundary, at the NIC rate (stages sit on different nodes), on the critical path. The slowest stage sets the
+  stage-time (uneven splits: train_layout.pipeline_split).
+* CP and EP (train_layout docstring): a micro-batch's tokens on a GPU are s·b/cp; the CP ring's KV transfers hide
+  under the attention kernel and only the excess is exposed; EP's all-to-alls are exposed.
 * DP: the gradient all-reduce 2(d−1)/d × 16-bit gradient bytes over the slowest link the ring crosses;
   PyTorch DDP / Megatron bucket it under the backward of the last micro-batch (Li et al. 2020, VLDB, §3.2.3),
   so only what exceeds that backward is exposed. ZeRO-3/FSDP all-gathers the weights in the forward and
   backward and reduce-scatters the gradients on every micro-batch, 1.5× the all-reduce volume (ZeRO paper
   §7.2.2: 3Ψ against 2Ψ), prefetched under that micro-batch's compute.
-* Weights: every micro-batch reads the 16-bit GEMM weights twice (forward, data gradient; three times with
+* Weights: every micro-batch reads the 16-bit GEMM weights it holds twice (an MoE layer: the E/ep experts on the
+  GPU, each of which receives tokens at training batch sizes, not only the top-k) (forward, data gradient; three times with
   full recompute) and writes and accumulates each trainable weight's 16-bit gradient (3 accesses), at the
   HBM rate: why a larger micro-batch is faster per token. ZeRO-3/FSDP also writes every gathered weight into
   HBM twice per micro-batch (the forward's and the backward's all-gather; a recompute reuses the backward's).
@@ -49,6 +56,10 @@ from dataclasses import dataclass
 
 from ..catalog.params import ParamCounts
 from ..catalog.types import Architecture, GpuSpec
+from .train_layout import (
+    cp_ring_bytes_per_layer, ep_all_to_all_bytes_per_layer, interleaved_bubble_fraction, moe_layer_share,
+    routed_expert_params,
+)
 from .train_memory import activation_bytes_per_layer, cnn_activation_bytes
 
 COMPUTE_DTYPE = {"fp32": "tf32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}
@@ -125,6 +136,9 @@ class StepTime:
     offload: float = 0.0
     dp_comm: float = 0.0
     weights: float = 0.0  # weights read and gradients accumulated, every micro-batch
+    cp_comm: float = 0.0  # the CP ring's KV transfers not hidden under attention
+    ep_comm: float = 0.0  # EP all-to-alls (dispatch and combine)
+    pp_p2p: float = 0.0  # pipeline point-to-point sends, v per boundary with interleaving
 
 
 def matmul_flops_per_second(gpu: GpuSpec, dtype: str) -> float:
@@ -220,13 +234,17 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
               trainable_params_per_gpu: float | None = None, gradient_bytes_per_replica: float | None = None,
               trainable_params_per_replica: float | None = None,
               inter_node_bytes_per_second: float = 50e9, inter_node_latency_seconds: float = 5e-6,
-              gpus_per_node: int = 8) -> StepTime:
-    """One optimizer step: grad_accum micro-batches of micro_batch sequences through a TP×PP×DP layout."""
+              gpus_per_node: int = 8, cp: int = 1, ep: int = 1, vp: int = 1, split: tuple[int, ...] | None = None,
+              zero_shard_ranks: int | None = None) -> StepTime:
+    """One optimizer step: grad_accum micro-batches of micro_batch sequences through a TP×CP×PP×DP layout (EP
+    inside DP; `split` the layers per stage, default ⌈L/p⌉; ZeRO-3 over `zero_shard_ranks` when smaller than DP)."""
     rate = matmul_flops_per_second(gpu, COMPUTE_DTYPE[precision])
     attention_dtype = ATTENTION_DTYPE[precision]
     hbm = gpu.memory_bandwidth_bytes_per_second * gpu.achievable_memory_bandwidth_fraction
-    tokens = seq_len * micro_batch
-    layers = _ceil_div(arch.layers, pp) if arch.layers else 0
+    tokens = seq_len * micro_batch / cp
+    nvlink = gpu.intra_node_bandwidth_bytes_per_second * NVLINK_ACHIEVABLE_FRACTION
+    nic = inter_node_bytes_per_second * INTER_NODE_ACHIEVABLE_FRACTION
+    repeat = 1 if recompute == "full" else 0  # the forward again
     if arch.kind == "cnn" or not arch.layers:  # no transformer structure: FLOPs at the GEMM rate
         matmul = model_flops_per_token(arch, params, seq_len) * tokens / tp / rate
         local_params = params.active / tp
@@ -234,39 +252,67 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
         attention = 0.0
         # BN, ReLU, pooling and residual adds stream the stored activations as in a transformer layer
         memory = (FORWARD_PASSES + BACKWARD_PASSES) * cnn_activation_bytes(arch, precision, micro_batch) / tp / hbm
+        stages = [(0, False)]
     else:
-        head = params.lm_head or (arch.vocab * arch.hidden if arch.tied_embeddings and arch.kind == "decoder" else 0)
-        layer_params = _layer_matmul_params(arch, params) / arch.layers
-        repeat = 1 if recompute == "full" else 0  # the forward again
-        matmul = tokens * (layers * layer_params * (6 + 2 * repeat) + 6 * head) / tp / rate
-        local_params = (layers * layer_params + head) / tp
-        width = attention_width(arch) / tp
-        score_flops = 4 * seq_len * width * tokens * layers  # forward QKᵀ and AV over the full s×s matrix
-        if flash_attention:
-            kernel = score_flops * CAUSAL_SHARE * (1 + FLASH_BACKWARD_TO_FORWARD + (1 if recompute != "none" else 0))
-            share = attention_kernel_fraction(gpu, attention_kernel)
-            attention = kernel / (gpu.peak_flops_per_second(attention_dtype) * share)
-        else:
-            attention = score_flops * (3 + (1 if recompute != "none" else 0)) / rate
-        stored = activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, "none", flash_attention)
-        scores = 0.0 if flash_attention else 5 * arch.heads * seq_len * seq_len * micro_batch / tp
-        recomputed = {"none": 0.0, "selective": scores, "full": stored}[recompute]
-        passes = (FORWARD_PASSES + BACKWARD_PASSES) * stored + FORWARD_PASSES * recomputed
-        logits = tokens * arch.vocab / tp * 4 * LOGIT_PASSES if arch.kind == "decoder" else 0.0
-        memory = (layers * passes + logits) / hbm
-    trainable = local_params if trainable_params_per_replica is None else trainable_params_per_replica
+        split = split or (_ceil_div(arch.layers, pp),) * pp
+        # the busiest stage without the head, and the last stage with it: the slower sets the stage-time
+        stages = [(max(split[:-1]), False), (split[-1], True)] if pp > 1 else [(split[0], True)]
+    trainable_given = trainable_params_per_replica
     gathers = ZERO3_GATHERS_PER_MICROBATCH if zero_stage >= 3 and dp > 1 else 0
-    weights = (WEIGHT_BYTES_16 * (WEIGHT_READS_PER_MICROBATCH + repeat + gathers) * local_params
-               + GRADIENT_BYTES * GRADIENT_ACCESSES_PER_MICROBATCH * trainable) / hbm
-    per_microbatch = matmul + attention + memory + weights
-    tp_comm = 0.0
-    if tp > 1 and arch.layers:
-        tp_bandwidth = (gpu.intra_node_bandwidth_bytes_per_second * NVLINK_ACHIEVABLE_FRACTION
-                        if tp <= gpus_per_node else inter_node_bytes_per_second)
-        collectives = 4 + (2 if recompute == "full" else 0)
-        tp_comm = collectives * layers * ring_allreduce_seconds(tokens * arch.hidden * 2, tp, tp_bandwidth)
-    stage_time = per_microbatch + tp_comm
-    bubble = (pp - 1) * stage_time
+    best: tuple | None = None
+    for layers, with_head in stages:
+        cp_exposed = ep_comm = 0.0
+        if arch.layers:
+            head = (params.lm_head or (arch.vocab * arch.hidden if arch.tied_embeddings and arch.kind == "decoder" else 0)
+                    ) if with_head else 0
+            layer_params = _layer_matmul_params(arch, params) / arch.layers
+            matmul = tokens * (layers * layer_params * (6 + 2 * repeat) + 6 * head) / tp / rate
+            local_params = (layers * layer_params + head) / tp
+            if arch.is_moe:  # the GPU reads the experts it holds (E/ep; every one gets tokens), not the top-k
+                routed = routed_expert_params(arch, params)
+                active = routed * (arch.experts_per_token / arch.experts)
+                local_params += layers * moe_layer_share(arch) * (routed / ep - active) / tp
+            width = attention_width(arch) / tp
+            score_flops = 4 * seq_len * width * tokens * layers  # forward QKᵀ and AV: local queries × all keys
+            if flash_attention:
+                kernel = score_flops * CAUSAL_SHARE * (1 + FLASH_BACKWARD_TO_FORWARD + (1 if recompute != "none" else 0))
+                share = attention_kernel_fraction(gpu, attention_kernel)
+                attention = kernel / (gpu.peak_flops_per_second(attention_dtype) * share)
+            else:
+                attention = score_flops * (3 + (1 if recompute != "none" else 0)) / rate
+            stored = activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, "none", flash_attention, cp)
+            scores = 0.0 if flash_attention else 5 * arch.heads * seq_len * seq_len * micro_batch / (tp * cp)
+            recomputed = {"none": 0.0, "selective": scores, "full": stored}[recompute]
+            passes = (FORWARD_PASSES + BACKWARD_PASSES) * stored + FORWARD_PASSES * recomputed
+            logits = tokens * arch.vocab / tp * 4 * LOGIT_PASSES if arch.kind == "decoder" and with_head else 0.0
+            memory = (layers * passes + logits) / hbm
+            if cp > 1:  # the KV ring, hidden under the attention kernel where it can be
+                cp_bandwidth = nvlink if tp * cp <= gpus_per_node else min(nvlink, nic)
+                ring = layers * cp_ring_bytes_per_layer(arch, seq_len, micro_batch, tp, cp, recompute) / cp_bandwidth
+                cp_exposed = max(0.0, ring - attention)
+            if ep > 1 and arch.is_moe:  # EP ranks sit every tp·cp ranks: inside a node while ep·tp·cp fits
+                ep_bandwidth = nvlink if ep * tp * cp <= gpus_per_node else min(nvlink, nic)
+                ep_comm = (layers * moe_layer_share(arch) * ep_all_to_all_bytes_per_layer(arch, tokens / tp, ep, recompute)
+                           / ep_bandwidth)
+        trainable = local_params if trainable_given is None else trainable_given
+        weights = (WEIGHT_BYTES_16 * (WEIGHT_READS_PER_MICROBATCH + repeat + gathers) * local_params
+                   + GRADIENT_BYTES * GRADIENT_ACCESSES_PER_MICROBATCH * trainable) / hbm
+        per_microbatch = matmul + attention + memory + weights
+        tp_comm = 0.0
+        if tp > 1 and arch.layers:
+            tp_bandwidth = nvlink if tp <= gpus_per_node else inter_node_bytes_per_second
+            collectives = 4 + (2 if recompute == "full" else 0)
+            tp_comm = collectives * layers * ring_allreduce_seconds(tokens * arch.hidden * 2, tp, tp_bandwidth)
+        parts = (matmul, attention, memory, weights, per_microbatch, tp_comm, cp_exposed, ep_comm, trainable)
+        if best is None or per_microbatch + sum(parts[5:8]) > best[4] + sum(best[5:8]):
+            best = parts
+    matmul, attention, memory, weights, per_microbatch, tp_comm, cp_comm, ep_comm, trainable = best
+    stage_time = per_microbatch + tp_comm + cp_comm + ep_comm
+    bubble = interleaved_bubble_fraction(pp, vp, grad_accum) * grad_accum * stage_time if pp > 1 else 0.0
+    p2p = 0.0
+    if pp > 1 and arch.layers:  # activations forward, gradients backward, v times per boundary (docstring)
+        p2p_bytes = tokens * arch.hidden * 2 / (tp if sequence_parallel else 1)
+        p2p = grad_accum * 2 * max(1, vp) * p2p_bytes / nic
 
     held = state_bytes_on_gpu
     optimizer = 2 * held / hbm
@@ -277,21 +323,32 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
                    + 2 * offloaded_bytes / CPU_ADAM_BYTES_PER_SECOND_PER_GPU)
 
     replica_bytes = gradient_bytes_per_replica if gradient_bytes_per_replica is not None else 0.0
-    dp_bandwidth, spans_nodes = dp_collective_bandwidth(gpu, tp, dp, gpus_per_node, inter_node_bytes_per_second)
+    ranks = dp * cp  # CP ranks reduce their gradients with DP (train_layout docstring)
+    shard = min(ranks, zero_shard_ranks or ranks)
+    dp_bandwidth, spans_nodes = dp_collective_bandwidth(gpu, tp, shard if zero_stage >= 3 else ranks, gpus_per_node,
+                                                        inter_node_bytes_per_second)
     latency = inter_node_latency_seconds if spans_nodes else 0.0
     if zero_stage >= 3:
-        per_mb = ring_allreduce_seconds(replica_bytes * ZERO3_VOLUME_FACTOR, dp, dp_bandwidth, latency)
+        per_mb = ring_allreduce_seconds(replica_bytes * ZERO3_VOLUME_FACTOR, shard, dp_bandwidth, latency)
         dp_comm = per_mb * grad_accum
         exposed = grad_accum * max(0.0, per_mb - per_microbatch)
+        if shard < ranks:  # HSDP: the replicas all-reduce the gradient shard once per step
+            replica_bandwidth, crosses = dp_collective_bandwidth(gpu, tp * shard, ranks // shard, gpus_per_node,
+                                                                 inter_node_bytes_per_second)
+            replicas = ring_allreduce_seconds(replica_bytes / shard, ranks // shard, replica_bandwidth,
+                                              inter_node_latency_seconds if crosses else 0.0)
+            dp_comm += replicas
+            exposed += max(0.0, replicas - BACKWARD_SHARE_OF_COMPUTE * per_microbatch)
     else:
-        dp_comm = ring_allreduce_seconds(replica_bytes, dp, dp_bandwidth, latency)
+        dp_comm = ring_allreduce_seconds(replica_bytes, ranks, dp_bandwidth, latency)
         exposed = max(0.0, dp_comm - BACKWARD_SHARE_OF_COMPUTE * per_microbatch)
     compute = grad_accum * per_microbatch + optimizer + offload
-    total = compute + grad_accum * tp_comm + bubble + exposed
+    total = compute + grad_accum * (tp_comm + cp_comm + ep_comm) + bubble + p2p + exposed
     return StepTime(compute=compute, tp_comm=grad_accum * tp_comm, pp_bubble=bubble, dp_comm_exposed=exposed,
                     total=total, matmul=grad_accum * matmul, attention=grad_accum * attention,
                     memory_bound=grad_accum * memory, optimizer=optimizer, offload=offload, dp_comm=dp_comm,
-                    weights=grad_accum * weights)
+                    weights=grad_accum * weights, cp_comm=grad_accum * cp_comm, ep_comm=grad_accum * ep_comm,
+                    pp_p2p=p2p)
 
 
 def job_mtbf_seconds(gpus: int, mtbf_gpu_hours: float | None = None) -> float:

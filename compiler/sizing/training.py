@@ -1,15 +1,21 @@
-"""The training search: GPU type × count × TP × PP × DP × ZeRO × micro-batch × recompute × offload.
+"""The training search: GPU type × count × TP × CP × PP (split, VP) × DP (EP) × ZeRO × micro-batch × recompute × offload.
 
 Enumeration (pins fix a dimension):
 * GPU counts: 1, 2, 4 (less than a node), then whole nodes in power-of-two numbers up to `max_gpus`, and the
   pinned count;
 * TP within a node, dividing the query and key/value heads; PP dividing the layers, tried only once TP
   fills what the model allows in a node (Narayanan et al. 2021 §3.3: TP inside the node, PP across nodes);
-* DP = GPUs / (TP·PP), and global batch = micro-batch × accumulation × DP exactly;
+* PP that does not divide the layers: the Llama 3 split (first and last stages lighter, train_layout.pipeline_split);
+* CP where each rank keeps ≥ 4096 tokens of a sequence (train_layout.cp_choices); EP for MoE models, dividing the
+  experts and DP·CP; VP ∈ {1, 2, 4} chunks per rank when PP > 1, where Megatron-LM can state the split with them
+  and the micro-batches are a multiple of PP (its interleaved schedule's groups);
+* DP = GPUs / (TP·CP·PP), and global batch = micro-batch × accumulation × DP exactly;
 * ZeRO 0-3 and offload as the framework allows (`resolve_framework`); offload is only tried when the
   layout does not fit without it;
 * recompute none → selective → full: the first that fits is kept (less recompute is never slower); selective
   (Megatron's core-attention recompute) only under Megatron-LM, whose configs are the only ones that can ask for it.
+A layout no framework can run is not chosen; when only such layouts fit memory, the refusal names the missing
+framework path (`framework_gap`), not memory.
 Every fitting candidate is timed (train_time) and costed; the choice is the cheapest that meets the deadline
 and budget (optimize: cost) or the fastest within the budget (optimize: time), ties broken by wall time or
 cost, then fewer GPUs, then the description.
@@ -26,6 +32,9 @@ from ..catalog.params import ParamCounts
 from ..catalog.types import Architecture, GpuSpec
 from .reasons import Reason, because
 from .search_cache import SearchCache
+from .train_layout import (
+    VP_CHOICES, cp_choices, ep_choices, is_even, megatron_split, moe_layer_share, pipeline_split, routed_expert_params,
+)
 from .train_memory import (
     MemoryBreakdown, MemoryOptions, checkpoint_bytes, lora_trainable_params, memory_per_gpu, usable_memory_bytes,
 )
@@ -71,6 +80,29 @@ class TrainPins:
     micro_batch: int | None = None
     recompute: str | None = None
     offload: bool | None = None
+    cp: int | None = None
+    ep: int | None = None
+    vp: int | None = None
+    pp_first_stage_layers: int | None = None
+    pp_last_stage_layers: int | None = None
+    pp_stage_layers: tuple[int, ...] | None = None
+    shard_group: int | None = None  # ZeRO-3 / FSDP shard group (HSDP) when smaller than DP·CP
+
+
+class Shape(NamedTuple):
+    """The model-parallel shape of a layout: degrees and the layers of each pipeline stage."""
+
+    tp: int
+    cp: int
+    pp: int
+    ep: int
+    vp: int
+    split: tuple[int, ...]
+    shard: int | None = None  # HSDP shard group; None: all of DP·CP
+
+    @property
+    def uneven(self) -> bool:
+        return len(self.split) > 1 and not is_even(self.split)
 
 
 @dataclass(frozen=True)
@@ -152,11 +184,17 @@ class TrainCandidate:
     allreduce_bytes_per_step: float
     network_bytes_per_second_needed: float
     network_bound: bool
+    cp: int = 1
+    ep: int = 1
+    vp: int = 1
+    pp_stage_layers: tuple[int, ...] = ()
+    shard_group: int | None = None
 
     @property
     def description(self) -> str:
         return describe(self.gpus, self.gpu_id, self.tp, self.pp, self.dp, self.zero_stage, self.micro_batch,
-                        self.recompute, self.offload_optimizer)
+                        self.recompute, self.offload_optimizer,
+                        Shape(self.tp, self.cp, self.pp, self.ep, self.vp, self.pp_stage_layers, self.shard_group))
 
     @property
     def usd_per_day(self) -> float:
@@ -185,38 +223,85 @@ class TrainSearchResult:
     warnings: tuple[Reason, ...]
 
 
-def describe(gpus: int, gpu_id: str, tp: int, pp: int, dp: int, zero: int, mb: int, recompute: str, offload: bool) -> str:
+def describe(gpus: int, gpu_id: str, tp: int, pp: int, dp: int, zero: int, mb: int, recompute: str, offload: bool,
+             shape: Shape | None = None) -> str:
+    """`8 × h100 TP2 PP2 DP2 ZeRO-1 mb1 none`; CP, EP, VP, an uneven split ([first/middle/last] layers) and an HSDP
+    shard group only when used."""
+    extra = ""
+    if shape is not None:
+        extra += f" CP{shape.cp}" if shape.cp > 1 else ""
+        extra += f" EP{shape.ep}" if shape.ep > 1 else ""
+        extra += f" VP{shape.vp}" if shape.vp > 1 else ""
+        if shape.uneven:
+            first, last = shape.split[0], shape.split[-1]
+            middle = sorted(set(shape.split[1:-1]))
+            extra += (f" [{first}/{middle[0]}/{last}]" if len(middle) == 1
+                      else " [" + "/".join(map(str, shape.split)) + "]")
+        extra += f" HSDP{shape.shard}" if shape.shard else ""
     return (f"{gpus} × {gpu_id} TP{tp} PP{pp} DP{dp} ZeRO-{zero} mb{mb} {recompute}"
-            f"{' offload' if offload else ''}")
+            f"{' offload' if offload else ''}{extra}")
 
 
-def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, offload: bool) -> tuple[str, Reason] | None:
-    """The framework that runs a layout, with the rule, or None when the requested framework cannot run it.
+def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, offload: bool,
+                      shape: Shape | None = None, per_node: int = 8) -> tuple[str, Reason] | None:
+    """The framework that runs a layout, with the rule, or None when the requested framework cannot run it
+    (`framework_gap` says why).
 
-    Rule for "auto": TP or PP → Megatron-LM (its model-parallel layers; ZeRO-1 is its distributed optimizer);
-    otherwise ZeRO-0 → PyTorch DDP, ZeRO-3 without offload → FSDP FULL_SHARD, offload or ZeRO-1/2 → DeepSpeed.
+    Rule for "auto": TP, PP, CP, EP or VP → Megatron-LM (its model-parallel layers; ZeRO-1 is its distributed
+    optimizer; uneven stages and interleaving as its arguments can state them, train_layout.megatron_split);
+    otherwise ZeRO-0 → PyTorch DDP, ZeRO-3 without offload → FSDP FULL_SHARD (HYBRID_SHARD for a shard group of one
+    node), offload or ZeRO-1/2 → DeepSpeed.
     """
-    pinned = because("framework-pinned")
-    if framework == "ddp":
-        return ("ddp", pinned) if tp == pp == 1 and zero == 0 and not offload else None
-    if framework == "fsdp":  # FULL_SHARD (3), SHARD_GRAD_OP (2), NO_SHARD (0); CPUOffload needs FULL_SHARD
-        ok = tp == pp == 1 and zero in (0, 2, 3) and (not offload or zero == 3)
-        return ("fsdp", pinned) if ok else None
-    if framework == "megatron":
-        return ("megatron", pinned) if zero in (0, 1) and not offload and method == "full" else None
-    if framework == "deepspeed":
-        return ("deepspeed", pinned) if tp == pp == 1 and (not offload or zero >= 2) else None
-    if tp > 1 or pp > 1:
-        if zero not in (0, 1) or offload or method != "full":
-            return None
+    if framework_gap(framework, method, tp, pp, zero, offload, shape, per_node) is not None:
+        return None
+    beyond = shape is not None and (shape.cp > 1 or shape.ep > 1 or shape.vp > 1 or shape.uneven)
+    if framework != "auto":
+        return framework, because("framework-pinned")
+    if tp > 1 or pp > 1 or beyond:
         return "megatron", because("megatron-for-model-parallel")
+    if shape is not None and shape.shard:
+        return "fsdp", because("fsdp-hybrid-shard", shard=shape.shard)
     if offload:
-        return ("deepspeed", because("deepspeed-for-offload")) if zero >= 2 else None
+        return "deepspeed", because("deepspeed-for-offload")
     if zero == 0:
         return "ddp", because("ddp-unsharded")
     if zero == 3:
         return "fsdp", because("fsdp-full-shard")
     return "deepspeed", because("deepspeed-zero", zero=zero)
+
+
+def framework_gap(framework: str, method: str, tp: int, pp: int, zero: int, offload: bool,
+                  shape: Shape | None = None, per_node: int = 8) -> Reason | None:
+    """Why no framework path runs this layout, as a reason naming the constraint and the capability behind it;
+    None when one does. The paths are the configs the compiler emits (compiler/deployment/frameworks.py)."""
+    shape = shape or Shape(tp, 1, pp, 1, 1, ())
+    model_parallel = tp > 1 or pp > 1 or shape.cp > 1 or shape.ep > 1 or shape.vp > 1 or shape.uneven
+    megatron_can = zero in (0, 1) and not offload and method == "full" and not shape.shard
+    if shape.pp > 1 and shape.split and megatron_split(shape.split, shape.vp) is None:
+        return because("no-framework-path", layout="uneven-split", framework=framework,
+                       detail="/".join(map(str, shape.split)), vp=shape.vp)
+    if framework in ("ddp", "fsdp", "deepspeed") and model_parallel:
+        return because("no-framework-path", layout="model-parallel", framework=framework, detail="", vp=shape.vp)
+    if framework == "megatron" or (framework == "auto" and model_parallel):
+        if method != "full":
+            return because("no-framework-path", layout="adapters-model-parallel", framework=framework, detail=method,
+                           vp=shape.vp)
+        if shape.shard:
+            return because("no-framework-path", layout="hsdp-megatron", framework=framework, detail="", vp=shape.vp)
+        if not megatron_can:
+            return because("no-framework-path", layout="megatron-zero", framework=framework,
+                           detail=f"ZeRO-{zero}{' offload' if offload else ''}", vp=shape.vp)
+        return None
+    if shape.shard and (framework not in ("auto", "fsdp") or zero != 3 or offload or shape.shard != per_node):
+        return because("no-framework-path", layout="hsdp", framework=framework, detail=str(shape.shard), vp=shape.vp)
+    if framework == "ddp" and (zero or offload):
+        return because("no-framework-path", layout="ddp-sharding", framework=framework, detail=f"ZeRO-{zero}", vp=1)
+    if framework == "fsdp" and (zero == 1 or (offload and zero != 3)):
+        return because("no-framework-path", layout="fsdp-stage", framework=framework,
+                       detail=f"ZeRO-{zero}{' offload' if offload else ''}", vp=1)
+    if (framework in ("deepspeed", "auto")) and offload and zero < 2:
+        return because("no-framework-path", layout="offload-stage", framework=framework, detail=f"ZeRO-{zero}", vp=1)
+    return None
 
 
 def gpu_counts(req: TrainRequest, per_node: int) -> list[int]:
@@ -239,11 +324,35 @@ def _tp_choices(arch: Architecture, per_node: int, count: int, pinned: int | Non
 
 
 def _pp_choices(arch: Architecture, tp: int, tp_max: int, count: int, pinned: int | None) -> list[int]:
+    """PP degrees: the pin, or (once TP fills what the model allows) every depth that divides the GPUs left and has
+    a split of the layers — even, or the Llama 3 split with lighter first and last stages."""
     if pinned:
         return [pinned]
-    if not arch.layers or tp < tp_max:
+    # MoE: expert parallelism takes the place of TP inside a node (DeepSeek-V3: TP1 EP64 PP16), so PP is tried
+    # at every TP degree
+    if not arch.layers or (tp < tp_max and not arch.is_moe):
         return [1]
-    return [p for p in range(1, min(arch.layers, MAX_PP, count // tp) + 1) if arch.layers % p == 0]
+    return [p for p in range(1, min(arch.layers, MAX_PP, count // tp) + 1)
+            if (count // tp) % p == 0 and pipeline_split(arch.layers, p) is not None]
+
+
+def _split(req: TrainRequest, pp: int) -> tuple[int, ...] | None:
+    """The layers of each stage: as pinned (first/last counts or a list), else train_layout.pipeline_split."""
+    pins = req.pins
+    if not req.arch.layers:
+        return ()
+    return pipeline_split(req.arch.layers, pp, pins.pp_first_stage_layers, pins.pp_last_stage_layers,
+                          pins.pp_stage_layers)
+
+
+def _vp_choices(req: TrainRequest, split: tuple[int, ...]) -> list[int]:
+    """Interleaving degrees: the pin, or VP_CHOICES where Megatron-LM can state the split with them."""
+    pinned = req.pins.vp
+    if pinned:
+        return [pinned] if pinned == 1 or len(split) > 1 else []  # interleaving needs pipeline stages
+    if len(split) <= 1:
+        return [1]
+    return [v for v in VP_CHOICES if v == 1 or megatron_split(split, v) is not None]
 
 
 @dataclass(frozen=True)
@@ -315,18 +424,23 @@ class _Fit(NamedTuple):
     price: float
     cost_usd: float
     description: str  # formatted once: every ordering of the choice compares it
+    shape: Shape
 
     @property
     def gpu_id(self) -> str:
         return self.gpu.id
 
 
-def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, tp: int, pp: int, zero: int, offload: bool,
+def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, zero: int, offload: bool,
          mb: int, recompute: str, framework: tuple[str, Reason], mem: MemoryBreakdown, usable: int) -> _Fit:
     req = ctx.req
-    dp = gpus // (tp * pp)
+    tp, pp = shape.tp, shape.pp
+    dp = gpus // (tp * pp * shape.cp)
     grad_accum = req.global_batch_sequences // (mb * dp)
-    trainable_per_gpu = (req.params.total / (tp * pp) if req.method == "full" else ctx.lora_trainable / (tp * pp))
+    # routed experts are split over EP: a GPU reduces the gradients of the experts it holds
+    experts = routed_expert_params(req.arch, req.params) * moe_layer_share(req.arch) * req.arch.layers
+    full = req.params.total - experts * (1 - 1 / shape.ep)
+    trainable_per_gpu = (full / (tp * pp) if req.method == "full" else ctx.lora_trainable / (tp * pp))
     gradient_bytes = trainable_per_gpu * GRADIENT_BYTES
     if req.method != "full" and zero == 3:
         # ZeRO-3 gathers the frozen base twice per micro-batch (forward, backward): one all-reduce's volume,
@@ -341,7 +455,8 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, tp: int, pp: int
                      offloaded_bytes=mem.cpu_offload_bytes, trainable_params_per_gpu=trainable_per_gpu / max(1, dp),
                      trainable_params_per_replica=trainable_per_gpu,
                      gradient_bytes_per_replica=gradient_bytes, inter_node_bytes_per_second=ctx.fabric.bytes_per_second_per_gpu,
-                     inter_node_latency_seconds=ctx.fabric.latency_seconds, gpus_per_node=per_node)
+                     inter_node_latency_seconds=ctx.fabric.latency_seconds, gpus_per_node=per_node, cp=shape.cp,
+                     ep=shape.ep, vp=shape.vp, split=shape.split or None, zero_shard_ranks=shape.shard)
     steps = max(1, math.ceil(req.tokens / ctx.tokens_per_step))
     tokens_per_second = ctx.tokens_per_step / step.total
     nodes = max(1, math.ceil(gpus / per_node))
@@ -352,7 +467,7 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, tp: int, pp: int
     price = gpu.price_usd_per_gpu_hour[req.pricing]
     return _Fit(gpu, per_node, gpus, tp, pp, dp, zero, offload, mb, grad_accum, recompute, framework, mem, usable,
                 gradient_bytes, step, steps, tokens_per_second, nodes, write_seconds, share, interval, wall, gpu_hours,
-                price, gpu_hours * price, describe(gpus, gpu.id, tp, pp, dp, zero, mb, recompute, offload))
+                price, gpu_hours * price, describe(gpus, gpu.id, tp, pp, dp, zero, mb, recompute, offload, shape), shape)
 
 
 def _candidate(ctx: _Context, f: _Fit) -> TrainCandidate:
@@ -361,12 +476,13 @@ def _candidate(ctx: _Context, f: _Fit) -> TrainCandidate:
     hardware = _hardware_flops(ctx, f.recompute)
     mfu = f.tokens_per_second * ctx.flops_model / (gpus * peak)
     hfu = f.tokens_per_second * hardware / (gpus * peak)
-    allreduce = f.gradient_bytes * (ZERO3_VOLUME_FACTOR if zero == 3 else 1.0) * (2 * (dp - 1) / dp if dp > 1 else 0.0)
+    ranks = dp * f.shape.cp  # CP ranks reduce gradients with DP
+    allreduce = f.gradient_bytes * (ZERO3_VOLUME_FACTOR if zero == 3 else 1.0) * (2 * (ranks - 1) / ranks if ranks > 1 else 0.0)
     # the NIC rate per GPU that keeps it under the share: the ring moves at NIC × the group's ranks on each node
     # (train_time.dp_collective_bandwidth); 0 where the group stays inside a node
-    ranks_per_node = dp_ranks_per_node(f.tp, dp, f.per_node)
+    ranks_per_node = dp_ranks_per_node(f.tp, ranks, f.per_node)
     needed = (allreduce / (NETWORK_SHARE_OF_STEP * step.total) / (ranks_per_node * INTER_NODE_ACHIEVABLE_FRACTION)
-              if allreduce and dp > ranks_per_node else 0.0)
+              if allreduce and ranks > ranks_per_node else 0.0)
     token_bytes = stored_bytes_per_token(req.arch, req.bytes_per_token)
     return TrainCandidate(
         gpu_id=gpu.id, gpus=gpus, nodes=f.nodes, gpus_per_node=min(f.per_node, gpus), tp=f.tp, pp=f.pp, dp=dp,
@@ -380,6 +496,7 @@ def _candidate(ctx: _Context, f: _Fit) -> TrainCandidate:
         checkpoint_interval_seconds=f.interval, dataset_read_bytes_per_second=f.tokens_per_second * token_bytes,
         allreduce_bytes_per_step=allreduce, network_bytes_per_second_needed=needed,
         network_bound=step.dp_comm_exposed > NETWORK_SHARE_OF_STEP * step.total,
+        cp=f.shape.cp, ep=f.shape.ep, vp=f.shape.vp, pp_stage_layers=tuple(f.shape.split), shard_group=f.shape.shard,
     )
 
 
@@ -401,10 +518,15 @@ class _Collector:
         self.feasible: list[_Fit] = []
         self.memory: dict[tuple, tuple[int, Rejection]] = {}
         self.other: dict[str, Rejection] = {}
+        self.gaps: dict[str, tuple[Rejection, bool]] = {}  # layouts no framework runs, and whether they fit memory
         self.evaluated = 0
 
+    def gap(self, key: str, description: str, reason: Reason, fits: bool) -> None:
+        if key not in self.gaps or (fits and not self.gaps[key][1]):
+            self.gaps[key] = (Rejection(description, reason), fits)
+
     def too_big(self, gpu_id: str, gpus: int, layout: tuple, mem: MemoryBreakdown, usable: int) -> None:
-        """`layout` is (tp, pp, dp, zero, mb, recompute, offload); described only when it is kept."""
+        """`layout` is (tp, pp, dp, zero, mb, recompute, offload, shape); described only when it is kept."""
         key = (gpu_id, gpus)
         if key not in self.memory or mem.total < self.memory[key][0]:
             description = describe(gpus, gpu_id, *layout)
@@ -416,43 +538,55 @@ class _Collector:
         # memory rejections only where nothing of that GPU and count fit, smallest counts first
         memory = [r for key, (_, r) in sorted(self.memory.items(), key=lambda kv: (kv[0][0], kv[0][1]))
                   if key not in fitting_counts]
-        return tuple((list(self.other.values()) + extra + memory)[:MAX_REJECTIONS])
+        # layouts without a framework path are listed when nothing was chosen (else every plan would list them)
+        gaps = [r for _, (r, _) in sorted(self.gaps.items())] if not self.feasible else []
+        return tuple((list(self.other.values()) + gaps + extra + memory)[:MAX_REJECTIONS])
 
 
-def _memory(ctx: _Context, tp: int, pp: int, dp: int, zero: int, offload: bool, mb: int, microbatches: int,
+def _memory(ctx: _Context, shape: Shape, dp: int, zero: int, offload: bool, mb: int, microbatches: int,
             recompute: str, framework: str) -> MemoryBreakdown:
-    key = (tp, pp, dp, zero, offload, mb, microbatches, recompute, framework)
+    key = (shape, dp, zero, offload, mb, microbatches, recompute, framework)
     found = ctx.memory.get(key)
     if found is None:
-        found = ctx.memory[key] = _memory_per_gpu(ctx.req, tp, pp, dp, zero, offload, mb, microbatches, recompute, framework)
+        found = ctx.memory[key] = _memory_per_gpu(ctx.req, shape, dp, zero, offload, mb, microbatches, recompute, framework)
     return found
 
 
-def _memory_per_gpu(req: TrainRequest, tp: int, pp: int, dp: int, zero: int, offload: bool, mb: int, microbatches: int,
+def _memory_per_gpu(req: TrainRequest, shape: Shape, dp: int, zero: int, offload: bool, mb: int, microbatches: int,
                     recompute: str, framework: str) -> MemoryBreakdown:
     return memory_per_gpu(req.arch, req.params, precision=req.precision, optimizer=req.optimizer, method=req.method,
-                          lora_rank=req.lora_rank, lora_targets=req.lora_targets, tp=tp, pp=pp, dp=dp, zero_stage=zero,
-                          offload_optimizer=offload, offload_params=offload and zero == 3, seq_len=req.seq_len,
-                          micro_batch=mb, microbatches=microbatches, recompute=recompute, sequence_parallel=tp > 1,
-                          flash_attention=req.flash_attention, framework=framework, options=req.memory)
+                          lora_rank=req.lora_rank, lora_targets=req.lora_targets, tp=shape.tp, pp=shape.pp, dp=dp,
+                          zero_stage=zero, zero_shard_ranks=shape.shard, offload_optimizer=offload,
+                          offload_params=offload and zero == 3, seq_len=req.seq_len, micro_batch=mb,
+                          microbatches=microbatches, recompute=recompute, sequence_parallel=shape.tp > 1,
+                          flash_attention=req.flash_attention, framework=framework, options=req.memory, cp=shape.cp,
+                          ep=shape.ep, vp=shape.vp, split=shape.split or None)
 
 
-def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, count: int, tp: int, pp: int,
+def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, count: int, shape: Shape,
                    usable: int) -> None:
     req, pins = ctx.req, ctx.req.pins
-    dp = count // (tp * pp)
+    tp, pp = shape.tp, shape.pp
+    dp = count // (tp * pp * shape.cp)
     zeros = [pins.zero_stage] if pins.zero_stage is not None else [0, 1, 2, 3]
     offloads = [pins.offload] if pins.offload is not None else [False, True]
     mbs = [pins.micro_batch] if pins.micro_batch else list(MICRO_BATCHES)
     mbs = [m for m in mbs if req.global_batch_sequences % (m * dp) == 0]
+    if shape.vp > 1:  # Megatron's interleaved schedule runs micro-batches in groups of PP (schedules.py)
+        mbs = [m for m in mbs if (req.global_batch_sequences // (m * dp)) % pp == 0]
+        if not mbs:
+            out.gap(f"vp:{gpu.id}:{count}", describe(count, gpu.id, tp, pp, dp, 0, 1, "none", False, shape),
+                    because("vp-needs-microbatches", pp=pp, vp=shape.vp), fits=False)
+            return
     recomputes = [pins.recompute] if pins.recompute else list(RECOMPUTE_ORDER)
     for offload in offloads:
         fitted = False
         for zero in zeros:
-            if zero and dp == 1 and not offload:
+            if zero and dp * shape.cp == 1 and not offload:
                 continue  # nothing to shard over
-            framework = resolve_framework(req.framework, req.method, tp, pp, zero, offload)
+            framework = resolve_framework(req.framework, req.method, tp, pp, zero, offload, shape, per_node)
             if framework is None:
+                _record_gap(ctx, out, gpu, count, shape, dp, zero, offload, mbs, recomputes, usable, per_node)
                 continue
             # "selective" is Megatron's core-attention recompute; the other frameworks' configs checkpoint whole
             # layers or nothing (FSDP fsdp_activation_checkpointing, DeepSpeed activation_checkpointing), so they are
@@ -462,21 +596,38 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
                 microbatches = req.global_batch_sequences // (mb * dp)
                 for recompute in kinds:
                     out.evaluated += 1
-                    mem = _memory(ctx, tp, pp, dp, zero, offload, mb, microbatches, recompute, framework[0])
+                    mem = _memory(ctx, shape, dp, zero, offload, mb, microbatches, recompute, framework[0])
                     if mem.total > usable:
-                        out.too_big(gpu.id, count, (tp, pp, dp, zero, mb, recompute, offload), mem, usable)
+                        out.too_big(gpu.id, count, (tp, pp, dp, zero, mb, recompute, offload, shape), mem, usable)
                         continue
                     if mem.cpu_offload_bytes > HOST_MEMORY_BYTES_PER_GPU:
-                        description = describe(count, gpu.id, tp, pp, dp, zero, mb, recompute, offload)
+                        description = describe(count, gpu.id, tp, pp, dp, zero, mb, recompute, offload, shape)
                         out.other.setdefault(f"host:{gpu.id}:{count}", Rejection(description, because(
                             "host-memory", needed=mem.cpu_offload_bytes, host=HOST_MEMORY_BYTES_PER_GPU)))
                         continue
-                    out.feasible.append(_fit(ctx, gpu, per_node, count, tp, pp, zero, offload, mb, recompute,
+                    out.feasible.append(_fit(ctx, gpu, per_node, count, shape, zero, offload, mb, recompute,
                                              framework, mem, usable))
                     fitted = True
                     break  # less recompute is never slower: keep the first that fits
         if fitted and pins.offload is None:
             return  # offload is only worth its PCIe traffic when nothing fits without it
+
+
+def _record_gap(ctx: _Context, out: _Collector, gpu: GpuSpec, count: int, shape: Shape, dp: int, zero: int,
+                offload: bool, mbs: list[int], recomputes: list[str], usable: int, per_node: int) -> None:
+    """A layout no framework runs: kept (one per reason) with whether it would have fit memory, so that a search
+    where only such layouts fit says so instead of "does not fit"."""
+    req = ctx.req
+    reason = framework_gap(req.framework, req.method, shape.tp, shape.pp, zero, offload, shape, per_node)
+    if reason is None or not mbs:
+        return
+    key = f"{reason.code}:{dict(reason.facts)['layout']}"
+    if key in out.gaps and out.gaps[key][1]:
+        return
+    mb, recompute = mbs[0], recomputes[-1]
+    mem = _memory(ctx, shape, dp, zero, offload, mb, req.global_batch_sequences // (mb * dp), recompute, "megatron")
+    fits = mem.total <= usable and mem.cpu_offload_bytes <= HOST_MEMORY_BYTES_PER_GPU
+    out.gap(key, describe(count, gpu.id, shape.tp, shape.pp, dp, zero, mb, recompute, offload, shape), reason, fits)
 
 
 def search_training(req: TrainRequest, gpus: Mapping[str, GpuSpec], searches: SearchCache | None = None) -> TrainSearchResult:
@@ -496,6 +647,10 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
     if not req.arch.layers and not req.arch.activation_bytes_per_sample:
         warnings.append(because("cnn-no-activations"))
     dtype = COMPUTE_DTYPE[req.precision]
+    if pins.ep and pins.ep > 1 and not req.arch.is_moe:
+        reason = because("ep-needs-moe", ep=pins.ep)
+        return TrainSearchResult(None, (), (), 0, reason, None, ())
+    cps, eps = cp_choices(req.seq_len, pins.cp) if req.arch.layers else [1], ep_choices(req.arch, pins.ep)
     for gpu_id in req.gpu_ids:
         gpu = gpus[gpu_id]
         if dtype not in gpu.dense_tflops:
@@ -513,17 +668,37 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
                 continue
             tps = _tp_choices(req.arch, per_node, count, pins.tp)
             for tp in tps:
-                for pp in _pp_choices(req.arch, tp, max(tps), count, pins.pp):
-                    if count % (tp * pp):
-                        continue
-                    dp = count // (tp * pp)
-                    if (pins.dp and dp != pins.dp) or dp > req.global_batch_sequences:
-                        continue
-                    _search_layout(ctx, out, gpu, per_node, count, tp, pp, usable)
+                for cp in cps:
+                    for pp in _pp_choices(req.arch, tp, max(tps), count // cp, pins.pp):
+                        if count % (tp * cp * pp):
+                            continue
+                        dp = count // (tp * cp * pp)
+                        if (pins.dp and dp != pins.dp) or dp > req.global_batch_sequences:
+                            continue
+                        split = _split(req, pp)
+                        if split is None:
+                            out.other.setdefault(f"pp:{pp}", Rejection(f"PP{pp}", because(
+                                "no-pipeline-split", pp=pp, layers=req.arch.layers,
+                                first=pins.pp_first_stage_layers, last=pins.pp_last_stage_layers)))
+                            continue
+                        for ep in eps:
+                            if (dp * cp) % ep:
+                                continue  # EP ranks come from the data-parallel ranks
+                            vps = _vp_choices(req, split)
+                            if not vps:
+                                out.other.setdefault(f"vp:{pp}", Rejection(f"PP{pp}", because("vp-needs-pp", vp=pins.vp)))
+                            for vp in vps:
+                                shape = Shape(tp, cp, pp, ep, vp, split, pins.shard_group)
+                                _search_layout(ctx, out, gpu, per_node, count, shape, usable)
     fitting = {(c.gpu_id, c.gpus) for c in out.feasible}
     if not out.feasible:
         closest = min((entry for entry in out.memory.values()), key=lambda e: e[0], default=None)
-        if out.memory or not out.other:
+        fitting_gap = next((r for r, fits in out.gaps.values() if fits), None)
+        if fitting_gap is not None:
+            reason = because("only-unrunnable-fit", rejection=fitting_gap)
+        elif out.gaps and not out.memory:
+            reason = because("only-unrunnable-fit", rejection=next(iter(out.gaps.values()))[0])
+        elif out.memory or not out.other:
             reason = because("no-fit-memory", closest=closest[1] if closest else None)
         else:
             reason = because("every-gpu-refused", reasons=tuple(r.reason for r in out.other.values()))
@@ -577,3 +752,19 @@ def pareto_front(candidates: Sequence[C]) -> tuple[C, ...]:
         if not front or c.wall_seconds < front[-1].wall_seconds:
             front.append(c)
     return tuple(front)
+
+
+def evaluate_layout(req: TrainRequest, gpu: GpuSpec, shape: Shape, zero: int, micro_batch: int, recompute: str,
+                    framework: str, offload: bool = False) -> TrainCandidate:
+    """One fully stated layout, timed and sized without the search's framework gate or memory check (the caller reads
+    `memory.total` against `usable_memory_bytes`): how benchmarks/accuracy.py prices a published layout that a
+    framework the compiler does not emit ran (NeMo's LoRA with TP/PP, torchtitan's FSDP × TP × PP)."""
+    ctx = _context(req)
+    per_node = req.gpus_per_node or gpu.gpus_per_node
+    count = req.gpu_count or shape.tp * shape.cp * shape.pp
+    dp = count // (shape.tp * shape.cp * shape.pp)
+    microbatches = req.global_batch_sequences // (micro_batch * dp)
+    mem = _memory(ctx, shape, dp, zero, offload, micro_batch, microbatches, recompute, framework)
+    fit = _fit(ctx, gpu, per_node, count, shape, zero, offload, micro_batch, recompute,
+               (framework, because("framework-pinned")), mem, usable_memory_bytes(gpu.memory_bytes))
+    return _candidate(ctx, fit)

@@ -46,11 +46,18 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
     if plan.serving:  # a replica's shape; replicas, batch and engine have their own rows
         facts.append({"what": "parallelism", "value": f"TP={par.tp} PP={par.pp} per replica, engine {par.framework}", "source": "search over memory fit and the SLO"})
     else:
-        facts.append({"what": "parallelism", "value": f"TP={par.tp} PP={par.pp} DP={par.dp} ZeRO={par.zero_stage} micro-batch={par.micro_batch} grad-accum={par.grad_accum} recompute={par.recompute} framework={par.framework}", "source": "search over memory fit and step time"})
+        layout = "".join(f" {k}={v}" for k, v in (("CP", par.cp), ("EP", par.ep), ("VP", par.vp)) if v > 1)
+        if len(set(par.pp_stage_layers)) > 1:
+            layout += " layers/stage=" + "/".join(map(str, par.pp_stage_layers))
+        layout += f" shard-group={par.shard_group_gpus}" if par.shard_group_gpus else ""
+        facts.append({"what": "parallelism", "value": f"TP={par.tp} PP={par.pp} DP={par.dp}{layout} ZeRO={par.zero_stage} micro-batch={par.micro_batch} grad-accum={par.grad_accum} recompute={par.recompute} framework={par.framework}", "source": "search over memory fit and step time"})
     if plan.training:
         t = plan.training
         facts += [
-            {"what": "step time", "value": f"{format_seconds(t.step_seconds)} = compute {format_seconds(t.step_compute_seconds)} + TP comm {format_seconds(t.step_tp_comm_seconds)} + PP bubble {format_seconds(t.step_pp_bubble_seconds)} + exposed DP comm {format_seconds(t.step_dp_comm_seconds)}", "source": "roofline at the catalog's achievable matmul share; ring all-reduce 2(n−1)/n; bubble (p−1)/(m+p−1)"},
+            {"what": "step time", "value": f"{format_seconds(t.step_seconds)} = compute {format_seconds(t.step_compute_seconds)} + TP comm {format_seconds(t.step_tp_comm_seconds)}"
+                                            + "".join(f" + {name} {format_seconds(v)}" for name, v in (("CP ring", t.step_cp_comm_seconds), ("EP all-to-all", t.step_ep_comm_seconds), ("PP p2p", t.step_pp_p2p_seconds)) if v)
+                                            + f" + PP bubble {format_seconds(t.step_pp_bubble_seconds)} + exposed DP comm {format_seconds(t.step_dp_comm_seconds)}",
+             "source": "roofline at the catalog's achievable matmul share; ring all-reduce 2(n−1)/n; bubble (p−1)/(m+p−1), (p−1)/(v·m) of the ideal step interleaved (sizing/train_layout.py)"},
             {"what": "compute", "value": f"{format_seconds(t.step_compute_seconds)} = GEMMs {format_seconds(t.step_matmul_seconds)} + attention {format_seconds(t.step_attention_seconds)} + memory-bound kernels {format_seconds(t.step_memory_bound_seconds)} + weight and gradient traffic {format_seconds(t.step_weight_traffic_seconds)} + optimizer {format_seconds(t.step_optimizer_seconds)}", "source": "GEMM FLOPs at the achievable matmul share; flash-attention kernel at its measured share of peak (Dao 2023, Shah et al. 2024); activations, weights and optimizer states through HBM at its achievable share (train_time.py)"},
             {"what": "MFU", "value": f"{100 * t.mfu:.1f}% (HFU {100 * t.hfu:.1f}%)", "source": "PaLM appendix B: (6N + 12·L·H·Q·T) × tokens/s ÷ peak"},
             {"what": "throughput", "value": f"{format_count(t.tokens_per_second)} tokens/s, {t.steps} steps", "source": "global batch ÷ step time"},

@@ -6,7 +6,11 @@
 # shellcheck disable=SC2034  # used by the script that sources this file
 MEGATRON_ARGS=(
   --tensor-model-parallel-size 8
-  --pipeline-model-parallel-size 2
+  --pipeline-model-parallel-size 8
+  --context-parallel-size 2
+  --account-for-embedding-in-pipeline-split
+  --account-for-loss-in-pipeline-split
+  --num-layers-per-virtual-pipeline-stage 4
   --sequence-parallel
   --use-distributed-optimizer
   --micro-batch-size 1
@@ -24,12 +28,9 @@ MEGATRON_ARGS=(
   --swiglu
   --untie-embeddings-and-output-weights
   --disable-bias-linear
-  --recompute-granularity full
-  --recompute-method uniform
-  --recompute-num-layers 1
   --bf16
   --train-iters 119210
-  --save-interval 16
+  --save-interval 23
   --save /lustre/ckpt/llama3-405b
   --load /lustre/ckpt/llama3-405b
 )
