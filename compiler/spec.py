@@ -193,6 +193,7 @@ class TrainSpec(Spec):
     bytes_per_token: float | None = Field(None, ge=0.01, le=1e6, description="stored bytes per token; default from the vocabulary: 2 (uint16 ids) below 65,500 tokens, 4 (int32) above, as Megatron stores them")
     mtbf_gpu_hours: float | None = Field(None, ge=1, le=1e12, description="mean time between failures per GPU; default from the Llama 3 paper")
     flash_attention: bool = Field(True, description="attention kernel without the s² activation term (FlashAttention)")
+    memory_quantile: Literal["none", "p50", "p90"] = Field("p50", description="a layout fits when its predicted memory × the method's measured ÷ predicted peak at this quantile fits (none: the prediction itself)")
     gate_quantile: Literal["p50", "p90"] = Field("p90", description="the deadline and budget are met by the predicted time and cost at this quantile of the published runs' actual ÷ predicted (p90: 9 in 10 comparable runs would have made it)")
 
     @model_validator(mode="after")

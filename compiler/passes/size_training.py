@@ -46,6 +46,15 @@ def gate_factor(catalog: Catalog, quantile: str) -> float:
     return max(1.0, getattr(catalog.residuals[TIME_FAMILY], quantile))
 
 
+MEMORY_FAMILY = {"full": "memory-full", "lora": "memory-lora", "qlora": "memory-qlora"}
+
+
+def memory_factor(catalog: Catalog, method: str, quantile: str) -> float:
+    """The memory margin: measured ÷ predicted peak of the method's published rows at the plan's quantile, never
+    below 1 (a prediction that runs high is not trimmed)."""
+    return 1.0 if quantile == "none" else max(1.0, getattr(catalog.residuals[MEMORY_FAMILY[method]], quantile))
+
+
 def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
     spec, train, pins = plan.spec, plan.spec.train, plan.spec.parallelism
     arch = plan.model.architecture
@@ -66,6 +75,7 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
         optimize="cost" if spec.optimize == "cost" else "time", mtbf_gpu_hours=train.mtbf_gpu_hours,
         flash_attention=train.flash_attention, bytes_per_token=train.bytes_per_token,
         gate_factor=gate_factor(catalog, train.gate_quantile), gate_quantile=train.gate_quantile.upper(),
+        memory_factor=memory_factor(catalog, train.method, train.memory_quantile),
         memory=MemoryOptions(master_weights=train.master_weights, loss=loss_for(train.loss, train.method),
                              optimizer_in_backward=train.optimizer_in_backward,
                              activation_offload=train.activation_offload,
@@ -124,7 +134,9 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         alternatives.append(Alternative(description=c.description, usd=c.cost_usd, seconds=c.wall_seconds, chosen=True))
     decisions = training_decisions(spec, c, result.evaluated, hardware, parallelism,
                                    spec.train.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS,
-                                   gate=(gate_factor(ctx.catalog, spec.train.gate_quantile), ctx.catalog.residuals[TIME_FAMILY].rows))
+                                   gate=(gate_factor(ctx.catalog, spec.train.gate_quantile), ctx.catalog.residuals[TIME_FAMILY].rows),
+                                   memory=(memory_factor(ctx.catalog, spec.train.method, spec.train.memory_quantile),
+                                           ctx.catalog.residuals[MEMORY_FAMILY[spec.train.method]].rows))
     return plan.model_copy(update={
         "hardware": hardware, "parallelism": parallelism, "memory_per_gpu_bytes": memory, "training": training,
         "cost": cost, "alternatives": alternatives,

@@ -137,6 +137,9 @@ class TrainRequest:
     # time at the plan's gate quantile (compiler/catalog/residuals.yaml); 1.0 checks the prediction itself
     gate_factor: float = 1.0
     gate_quantile: str = "P50"
+    # a layout fits when its predicted memory × this factor fits: measured ÷ predicted peak memory of the method's
+    # family at the plan's quantile (residuals.yaml); 1.0 fits the prediction itself
+    memory_factor: float = 1.0
     memory: MemoryOptions = field(default_factory=MemoryOptions)  # where frameworks differ (train_memory docstring)
 
     def __post_init__(self) -> None:
@@ -661,7 +664,7 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
                                                      else because("edge-not-for-training"))
             continue
         per_node = req.gpus_per_node or gpu.gpus_per_node
-        usable = usable_memory_bytes(gpu.memory_bytes)
+        usable = int(usable_memory_bytes(gpu.memory_bytes) / req.memory_factor)  # the memory margin, as less room
         for count in gpu_counts(req, per_node):
             if count > per_node and count % per_node:  # launchers start the same number of ranks on every node
                 out.other[f"nodes:{gpu_id}:{count}"] = Rejection(f"{count} × {gpu_id}", because("nodes-not-filled", gpus=count, per_node=per_node))
