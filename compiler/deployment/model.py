@@ -250,6 +250,22 @@ class TrainingAlerts(Section):
     spend_window_days: int = Field(description="Slurm spend: the window the GPU count is summed over")
 
 
+class BurnWindow(Section):
+    long: str = Field(description="Prometheus duration of the long window")
+    short: str
+    burn_rate: float
+    severity: Literal["critical", "warning"]
+
+
+class Alerting(Section):
+    """Alert policy of monitoring/prometheus-rules.yaml (each part a decision with its source)."""
+
+    error_budget_fraction: float = Field(description="share of requests a p99 target lets be slower")
+    burn_windows: list[BurnWindow]
+    serving_spend_window: str = Field(description="Prometheus duration the serving spend rate is averaged over")
+    spend_step_seconds: int = Field(description="Slurm spend: one GPU count per subquery step")
+
+
 class Deployment(Section):
     scheduler: Literal["slurm", "kubernetes", "both"]
     files: Files = Field(default_factory=Files)
@@ -260,5 +276,6 @@ class Deployment(Section):
     engines: list[Engine] = Field(default_factory=list)
     hours_per_month: float = Field(description="hours a monthly figure counts (spend rules)")
     training_alerts: TrainingAlerts | None = None
+    alerting: Alerting | None = None
     monitoring_assumptions: list[str] = Field(default_factory=list, description="what the alert rules assume of the site's Prometheus (stated in the rules file and the report)")
     decisions: list[DeploymentDecision] = Field(default_factory=list)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ..resolved import ResolvedPlan
-from .model import DeploymentDecision, TrainingAlerts
+from .model import Alerting, BurnWindow, DeploymentDecision, TrainingAlerts
 
 # Policy thresholds (ours, stated in the alerts): a GPU under 10 % for 15 minutes is idle. No GPU of the job busy
 # for a checkpoint write plus 5 planned steps, and at least 10 minutes, is a stall: a synchronous checkpoint write,
@@ -56,3 +56,29 @@ def assumptions(plan: ResolvedPlan, on_slurm: bool, on_kubernetes: bool, alerts:
 def assumption_decision(assumed: list[str]) -> DeploymentDecision:
     return DeploymentDecision(topic="monitoring assumes", choice="; ".join(assumed),
                               reason="the alert rules read these series; stated at the top of the rules file too")
+
+
+# A p99 target lets 1 % of requests be slower than the threshold: that 1 % is the error budget.
+ERROR_BUDGET_FRACTION = 0.01
+# Multiwindow, multi-burn-rate alerts, the recommended parameters of the Google SRE Workbook, "Alerting on SLOs"
+# (2 % of a 30-day budget in 1 h, 5 % in 6 h: page; 10 % in 3 d: ticket).
+BURN_WINDOWS = (("1h", "5m", 14.4, "critical"), ("6h", "30m", 6.0, "critical"), ("3d", "6h", 1.0, "warning"))
+# Serving spend is averaged over a day: the autoscaler follows the daily traffic cycle, so a shorter window alarms
+# every peak.
+SERVING_SPEND_WINDOW = "1d"
+# Slurm spend: GPU counts sampled every 5 minutes (Prometheus subquery step), each standing for its step.
+SPEND_STEP_SECONDS = 300
+
+
+def alerting() -> Alerting:
+    return Alerting(error_budget_fraction=ERROR_BUDGET_FRACTION,
+                    burn_windows=[BurnWindow(long=a, short=b, burn_rate=r, severity=v) for a, b, r, v in BURN_WINDOWS],
+                    serving_spend_window=SERVING_SPEND_WINDOW, spend_step_seconds=SPEND_STEP_SECONDS)
+
+
+def alerting_decision(policy: Alerting) -> DeploymentDecision:
+    windows = ", ".join(f"{w.long}/{w.short} × {w.burn_rate:g} ({w.severity})" for w in policy.burn_windows)
+    return DeploymentDecision(topic="alert policy", choice=f"error budget {policy.error_budget_fraction:.0%}; burn windows {windows}",
+                              reason="Google SRE Workbook, 'Alerting on SLOs' (multiwindow, multi-burn-rate); serving spend "
+                                     f"averaged over {policy.serving_spend_window} (the daily traffic cycle), Slurm spend "
+                                     f"sampled every {policy.spend_step_seconds} s")

@@ -43,8 +43,9 @@ def resolve_deployment(plan: ResolvedPlan, ctx: PassContext | None = None) -> Re
         autoscaling=serving.autoscaling(), model_cache_mount=serving.CACHE_MOUNT, training=k8s_training, serving=units,
     )
     assumed = monitoring.assumptions(plan, on_slurm, on_kubernetes, alerts)
-    decisions.append(monitoring.assumption_decision(assumed))
+    policy = monitoring.alerting()
+    decisions += [monitoring.alerting_decision(policy), monitoring.assumption_decision(assumed)]
     deployment = Deployment(scheduler=scheduler, files=files, launcher=launch, frameworks=framework_files, slurm=job, kubernetes=kubernetes,
-                            engines=engines, hours_per_month=HOURS_PER_MONTH, training_alerts=alerts,
+                            engines=engines, hours_per_month=HOURS_PER_MONTH, training_alerts=alerts, alerting=policy,
                             monitoring_assumptions=assumed, decisions=decisions)
     return plan.model_copy(update={"deployment": deployment, "warnings": plan.warnings + warnings})

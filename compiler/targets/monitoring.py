@@ -30,8 +30,6 @@ from .serving_rules import serving_rule_groups
 
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 # Alert timings (idle, stall, spend window) are decided in compiler/deployment/monitoring.py.
-# Slurm spend: one GPU count per subquery step, each standing for the whole step.
-SPEND_STEP_SECONDS = 300
 SECONDS_PER_HOUR = 3600
 SECONDS_PER_DAY = 86400
 
@@ -84,8 +82,9 @@ def spend_usd_expr(plan: ResolvedPlan) -> str:
         namespace = plan.deployment.kubernetes.namespace
         created = f"kube_configmap_created{{namespace={_q(namespace)},configmap={_q(plan.name + '-launch')}}}"
         return f"(time() - max({created})) / {SECONDS_PER_HOUR} * {plan.cost.usd_per_hour:g}"
-    gpu_hours = (f"sum_over_time(count({_gpu_series(plan)})[{plan.deployment.training_alerts.spend_window_days}d:{SPEND_STEP_SECONDS}s])"
-                 f" * {SPEND_STEP_SECONDS} / {SECONDS_PER_HOUR}")
+    step = plan.deployment.alerting.spend_step_seconds
+    gpu_hours = (f"sum_over_time(count({_gpu_series(plan)})[{plan.deployment.training_alerts.spend_window_days}d:{step}s])"
+                 f" * {step} / {SECONDS_PER_HOUR}")
     return f"{gpu_hours} * {plan.hardware.usd_per_gpu_hour:g}"
 
 

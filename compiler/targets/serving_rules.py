@@ -13,15 +13,11 @@ import json
 from dataclasses import dataclass
 
 from ..resolved import ResolvedPlan
-from ..deployment.model import ServingUnit as DecidedUnit
+from ..deployment.model import Alerting, ServingUnit as DecidedUnit
 from ..deployment.units import unit_views
 from ..resolved import Serving
 
-# A p99 target lets 1 % of requests be slower than the threshold: that 1 % is the error budget.
-ERROR_BUDGET_FRACTION = 0.01
-# Multiwindow, multi-burn-rate alerts: (long window, short window, burn rate, severity), the recommended parameters
-# of the Google SRE Workbook, "Alerting on SLOs" (2 % of a 30-day budget in 1 h, 5 % in 6 h: page; 10 % in 3 d: ticket).
-BURN_WINDOWS = (("1h", "5m", 14.4, "critical"), ("6h", "30m", 6.0, "critical"), ("3d", "6h", 1.0, "warning"))
+# The alert policy (error budget, burn windows, spend window) is decided in compiler/deployment/monitoring.py.
 
 # vLLM's histogram bucket bounds (vllm/v1/metrics/loggers.py). An SLO between two bounds counts the good requests by
 # linear interpolation inside that bucket, the same assumption histogram_quantile makes.
@@ -34,8 +30,6 @@ VLLM_TTFT = "vllm:time_to_first_token_seconds"
 # observations as vllm:inter_token_latency_seconds; match either (both present double numerator and denominator alike).
 VLLM_TPOT_NAME_RE = "vllm:(inter_token_latency|time_per_output_token)_seconds"
 TGI_TPOT = "tgi_request_mean_time_per_token_duration"  # TGI histogram (router/src/server.rs)
-# Spend is averaged over a day: the autoscaler follows the daily traffic cycle, so a shorter window alarms every peak.
-BUDGET_WINDOW = "1d"
 
 
 @dataclass(frozen=True)
@@ -139,14 +133,15 @@ def _labels(unit: ServingUnit, **extra: str) -> dict[str, str]:
     return {"namespace": unit.namespace, "service": unit.name, **extra}
 
 
-def _slo_rules(unit: ServingUnit) -> list[dict]:
+def _slo_rules(unit: ServingUnit, policy: Alerting) -> list[dict]:
     rules = []
     for lat in _latencies(unit):
         name = lat.slo.upper()
         rules.append({"record": f"mlinfra:serving_{lat.slo}_seconds:p99_5m", "expr": _p99(unit, lat, "5m"),
                       "labels": _labels(unit)})
         if not lat.buckets:  # bucket bounds unknown: alert on the p99 over the fast-burn window
-            long, _, _, severity = BURN_WINDOWS[0]
+            first = policy.burn_windows[0]
+            long, severity = first.long, first.severity
             rules.append({
                 "alert": f"Serving{name}P99AboveSlo", "expr": f"{_p99(unit, lat, long)} > {lat.target_seconds:g}",
                 "labels": _labels(unit, severity=severity, slo=lat.slo),
@@ -154,8 +149,9 @@ def _slo_rules(unit: ServingUnit) -> list[dict]:
             })
             continue
         what = "requests" if lat.slo == "ttft" else "token intervals"
-        for long, short, burn, severity in BURN_WINDOWS:
-            limit = f"{burn * ERROR_BUDGET_FRACTION:g}"
+        for window in policy.burn_windows:
+            long, short, burn, severity = window.long, window.short, window.burn_rate, window.severity
+            limit = f"{burn * policy.error_budget_fraction:g}"
             rules.append({
                 "alert": f"Serving{name}ErrorBudgetBurn",
                 "expr": f"{_bad_ratio(unit, lat, long)} > {limit} and {_bad_ratio(unit, lat, short)} > {limit}",
@@ -163,13 +159,13 @@ def _slo_rules(unit: ServingUnit) -> list[dict]:
                 "annotations": {
                     "summary": f"{unit.name}: {name} error budget burning {burn:g}× too fast over {long}",
                     "description": (f"More than {float(limit):.1%} of {what} slower than the {lat.target_seconds:g} s "
-                                    f"p99 SLO over {long} and {short}; the SLO allows {ERROR_BUDGET_FRACTION:.0%}."),
+                                    f"p99 SLO over {long} and {short}; the SLO allows {policy.error_budget_fraction:.0%}."),
                 },
             })
     if unit.serving.engine == "triton" and unit.serving.latency_slo_seconds:
         # Triton exports cumulative counters only (no histogram by default): the mean over the window. A mean above
         # the p99 target means the p99 is above it too, so this never alerts falsely (it may alert late).
-        target, window = unit.serving.latency_slo_seconds, BURN_WINDOWS[0][1]
+        target, window = unit.serving.latency_slo_seconds, policy.burn_windows[0].short
         mean = (f"sum(rate({_selector(unit, 'nv_inference_request_duration_us')}[{window}])) / "
                 f"sum(rate({_selector(unit, 'nv_inference_request_success')}[{window}])) / 1e6")
         rules.append({"alert": "ServingLatencyMeanAboveP99Slo", "expr": f"{mean} > {target:g}",
@@ -210,14 +206,14 @@ def _budget_rules(plan: ResolvedPlan) -> list[dict]:
     rules = [{"record": "mlinfra:serving_usd_per_month", "expr": _spend_expr(plan), "labels": plan_label}]
     if cost.budget_usd_per_month is None:
         return rules
-    spend = f'avg_over_time(mlinfra:serving_usd_per_month{{plan={_q(plan.name)}}}[{BUDGET_WINDOW}])'
+    spend = f'avg_over_time(mlinfra:serving_usd_per_month{{plan={_q(plan.name)}}}[{plan.deployment.alerting.serving_spend_window}])'
     for share, severity in ((cost.alert_at, "warning"), (1.0, "critical")):
         limit = cost.budget_usd_per_month * share
         rules.append({
             "alert": "ServingBudgetExceeded" if share == 1.0 else "ServingBudgetAlert",
             "expr": f"{spend} > {limit:g}",
             "labels": {**plan_label, "severity": severity},
-            "annotations": {"summary": (f"{plan.name}: spend rate over {BUDGET_WINDOW} above {share:.0%} of the "
+            "annotations": {"summary": (f"{plan.name}: spend rate over {plan.deployment.alerting.serving_spend_window} above {share:.0%} of the "
                                         f"${cost.budget_usd_per_month:,.0f}/month budget (${limit:,.0f}); "
                                         f"planned ${cost.usd_per_month:,.0f}/month")},
         })
@@ -230,7 +226,7 @@ def serving_rule_groups(plan: ResolvedPlan) -> list[dict]:
         return []
     units = serving_units(plan)
     groups = [
-        {"name": f"{plan.name}.serving-slo", "rules": [r for u in units for r in _slo_rules(u)]},
+        {"name": f"{plan.name}.serving-slo", "rules": [r for u in units for r in _slo_rules(u, plan.deployment.alerting)]},
         {"name": f"{plan.name}.serving-gpus", "rules": [r for u in units for r in _idle_rules(u)]},
         {"name": f"{plan.name}.serving-budget", "rules": _budget_rules(plan)},
     ]
