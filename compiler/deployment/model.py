@@ -60,10 +60,17 @@ class Lora(Section):
     method: Literal["lora", "qlora"]
 
 
+LaunchKind = Literal["torchrun", "deepspeed", "hf-trainer", "accelerate", "megatron"]
+
+
 class Launcher(Section):
-    """launch/torchrun.sh: one torchrun agent per node."""
+    """launch/torchrun.sh: one torchrun agent (or `accelerate launch`, which runs torchrun's agent in-process) per node."""
 
     program: str = "torchrun"
+    kind: LaunchKind = Field("torchrun", description="the launch contract: how the script is started and reads the generated configuration")
+    config_flag: str = Field("", description="flag before the framework file's path on the script's command line ('' for none)")
+    megatron_args: bool = Field(False, description="append megatron/args.sh's MEGATRON_ARGS to the script's arguments")
+    checkpoint_signal: Literal["USR1", "TERM"] = Field("USR1", description="signal the launcher forwards to the workers when Slurm warns before the time limit (MLINFRA_CHECKPOINT_SIGNAL)")
     script: str
     python_script: bool
     args: list[str] = Field(description="the plan's own arguments, passed shell-quoted after the script")
@@ -115,6 +122,8 @@ class Slurm(Section):
     gpus_per_node: int
     cpus_per_task: int
     memory: str = Field(description="--mem value: 0 (all of the node) or MiB")
+    exclusive: bool = Field(True, description="--exclusive: the job uses every GPU of its nodes")
+    max_job_seconds: float = Field(description="longest single job: cluster.slurm.max_time, or the default")
     time: str = Field(description="--time, D-HH:MM:SS")
     time_limit_seconds: float
     time_margin_fraction: float
