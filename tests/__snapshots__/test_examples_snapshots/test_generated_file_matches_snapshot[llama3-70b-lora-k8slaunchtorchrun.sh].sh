@@ -50,15 +50,29 @@ export MLINFRA_LORA_TARGETS=q,k,v,o,gate,up,down
 export MLINFRA_ACCELERATE_CONFIG="$OUT_DIR/fsdp/accelerate_config.yaml"
 
 
-# Slurm sends SIGUSR1 to every process of the step before the time limit. The agent ignores it;
-# the workers inherit "ignore" unless the training script installs a handler that checkpoints.
+# Checkpoint before the time limit: Slurm sends SIGUSR1 to the job step ahead of the limit, but torchrun starts the
+# workers in their own session, so the launcher forwards it to them as SIGUSR1 (the script installs a
+# handler for $MLINFRA_CHECKPOINT_SIGNAL that checkpoints after the current step and exits).
+# The agent is started with SIGUSR1 ignored (it must not die of it); a SIGTERM (the limit, scancel) is passed to the
+# agent, which stops its workers with it.
+export MLINFRA_CHECKPOINT_SIGNAL=USR1
 trap '' USR1
-
-exec "${MLINFRA_TORCHRUN:-torchrun}" \
-  --nnodes=1:1 \
-  --nproc-per-node=8 \
-  --max-restarts=10 \
-  --rdzv-backend=c10d \
-  --rdzv-endpoint="$RDZV_ENDPOINT" \
-  --rdzv-id="$RDZV_ID" \
-  finetune.py --lora-rank 16
+"${MLINFRA_ACCELERATE:-accelerate}" launch \
+  --config_file "$OUT_DIR/fsdp/accelerate_config.yaml" \
+  --num_machines=1 \
+  --num_processes=8 \
+  --machine_rank="${MLINFRA_NODE_RANK:-${SLURM_NODEID:-0}}" \
+  --main_process_ip="${RDZV_ENDPOINT%:*}" \
+  --main_process_port="${RDZV_ENDPOINT##*:}" \
+  --rdzv_backend=c10d \
+  --max_restarts=10 \
+  finetune.py --lora-rank 16 &
+agent=$!
+trap 'pkill -USR1 -P "$agent" || true' USR1
+trap 'kill -TERM "$agent" 2>/dev/null || true' TERM INT
+status=0
+while :; do
+  wait "$agent" && status=0 || status=$?
+  kill -0 "$agent" 2>/dev/null || break  # a trap interrupted the wait; the agent is still running
+done
+exit "$status"
