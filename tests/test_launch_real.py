@@ -130,3 +130,54 @@ def test_checkpoint_signal_reaches_the_workers(tmp_path):
     assert sorted(r["rank"] for r in rows) == [0, 1]
     assert {r["signal"] for r in rows} == {"SIGUSR1"}
     assert (tmp_path / HOSTILE_DIR / "step-1.pt").is_file()
+
+
+# ----------------------------------------------------------------------------------------------- Megatron-LM's parser
+def megatron_example(name: str):
+    from compiler.pipeline import render, resolve
+
+    plan = resolve(REPO / "examples" / f"{name}.yaml")
+    return plan, {f.path: f for f in render(plan).files}
+
+
+def launcher_env(text: str) -> dict[str, str]:
+    return dict(re.findall(r"^export (CUDA_[A-Z_]+)=(\S+)", text, re.M))
+
+
+@pytest.mark.parametrize("name", ["llama3-405b-pretrain"])
+def test_megatron_accepts_the_generated_arguments(tmp_path, name):
+    """Megatron-LM's parse_args + validate_args take every word of megatron/args.sh, with the launcher's environment."""
+    plan, files = megatron_example(name)
+    out = write_tree(files, tmp_path)
+    env = launcher_env(files["launch/torchrun.sh"].text)
+    ok, message = realtools().validate_megatron_args(out / "megatron/args.sh", plan.hardware.gpus, env=env)
+    assert ok, message
+    derived = json.loads(message.rsplit("MEGATRON_OK ", 1)[1].splitlines()[0])
+    par = plan.parallelism
+    assert (derived["tensor_model_parallel_size"], derived["pipeline_model_parallel_size"], derived["data_parallel_size"]) == (par.tp, par.pp, par.dp)
+    assert (derived["global_batch_size"], derived["micro_batch_size"]) == (par.global_batch, par.micro_batch)
+    assert derived["exit_signal_handler"] is True and derived["rotary_base"] == 500000 and derived["hidden_dropout"] == 0.0
+
+
+def test_megatron_takes_uneven_pipeline_stages_and_rejects_them_missing(tmp_path):
+    """126 layers on 4 pipeline stages: Megatron accepts the first/last-stage counts and refuses the split without them."""
+    from tests.fixtures.resolved_plans import training_plan
+
+    plan = training_plan()
+    arch = plan.model.architecture.model_copy(update={"layers": 126})
+    plan = deployed(plan.model_copy(update={
+        "model": plan.model.model_copy(update={"architecture": arch}),
+        "parallelism": plan.parallelism.model_copy(update={"tp": 2, "pp": 4, "dp": 8, "grad_accum": 32, "framework": "megatron"})}))
+    files = render_training(plan)
+    out = write_tree(files, tmp_path / "ok")
+    env = launcher_env(files["launch/torchrun.sh"].text)
+    assert env == {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+    ok, message = realtools().validate_megatron_args(out / "megatron/args.sh", plan.hardware.gpus, env=env)
+    assert ok, message
+    derived = json.loads(message.rsplit("MEGATRON_OK ", 1)[1].splitlines()[0])
+    assert (derived["decoder_first_pipeline_num_layers"], derived["decoder_last_pipeline_num_layers"]) == (31, 31)
+    broken = (out / "megatron/args.sh").read_text()
+    broken = re.sub(r"^  --decoder-(first|last)-pipeline-num-layers \d+\n", "", broken, flags=re.M)
+    (tmp_path / "broken.sh").write_text(broken)
+    ok, message = realtools().validate_megatron_args(tmp_path / "broken.sh", plan.hardware.gpus, env=env)
+    assert not ok and "divisible by the pipeline-model-parallel size" in message

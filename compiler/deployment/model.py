@@ -88,6 +88,7 @@ class Launcher(Section):
     framework: str
     framework_config: str = Field("", description="file the framework reads (DeepSpeed or accelerate config), '' for none")
     fabric_env: list[EnvVar]
+    framework_env: list[EnvVar] = Field(default_factory=list, description="environment the launch kind's framework requires")
     user_env: list[EnvVar]
     checkpoint: Checkpoint
     data: str | None = Field(None, description="train.data: dataset location given to the job (MLINFRA_DATA)")

@@ -150,6 +150,15 @@ LAUNCH_KINDS = {
 AUTO_KIND = {"ddp": "torchrun", "deepspeed": "deepspeed", "fsdp": "accelerate", "megatron": "megatron"}
 
 
+def framework_env(plan: ResolvedPlan, kind: str) -> list[EnvVar]:
+    """Megatron-LM's validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor parallelism on Hopper and earlier
+    (megatron/training/arguments.py: one hardware queue keeps TP communication ahead of the GEMMs it overlaps)."""
+    if kind == "megatron" and plan.parallelism.tp > 1:
+        return [EnvVar(name="CUDA_DEVICE_MAX_CONNECTIONS", value="1",
+                       comment="Megatron-LM asserts it with tensor parallelism (before Blackwell)")]
+    return []
+
+
 def launch_kind(plan: ResolvedPlan, spec: PlanSpec) -> str:
     framework, given = plan.parallelism.framework, spec.train.entrypoint.kind
     if given == "auto":
@@ -184,7 +193,7 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
         max_restarts=SPOT_MAX_RESTARTS if elastic else 0, rdzv_port=DEFAULT_RDZV_PORT,
         cpus_per_node=cpus, omp_threads=max(1, cpus // hw.gpus_per_node), precision=spec.precision, framework=framework,
         framework_config={"deepspeed": files.ds_config, "fsdp": files.accelerate_config}.get(framework, ""),
-        fabric_env=fabric_env(hw.interconnect),
+        fabric_env=fabric_env(hw.interconnect), framework_env=framework_env(plan, kind),
         user_env=[EnvVar(name=k, value=v) for k, v in sorted(entry.env.items())],
         checkpoint=checkpoint(plan, spec), data=spec.train.data, lora=lora,
         model_weights=spec.model.weights if spec.model else None, model_id=spec.model.hf_id if spec.model else None,

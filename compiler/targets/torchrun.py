@@ -50,6 +50,7 @@ def _context(plan: ResolvedPlan) -> dict:
         "rdzv_port": launch.rdzv_port,
         "omp_threads": launch.omp_threads,
         "fabric_env": [e.model_dump() for e in launch.fabric_env],
+        "framework_env": [e.model_dump() for e in launch.framework_env],
         "user_env": [(e.name, e.value) for e in launch.user_env],
         "has_user_env": bool(launch.user_env),
         "script": launch.script,

@@ -38,6 +38,7 @@ export MLINFRA_CHECKPOINT_DIR=/lustre/ckpt/llama3-405b
 export MLINFRA_CHECKPOINT_INTERVAL_SECONDS=889
 export MLINFRA_CHECKPOINT_INTERVAL_STEPS=18
 export MLINFRA_CHECKPOINT_KEEP=2
+export CUDA_DEVICE_MAX_CONNECTIONS=1  # Megatron-LM asserts it with tensor parallelism (before Blackwell)
 # Megatron-LM's arguments for this plan (MEGATRON_ARGS), placed before the plan's own so those can add to them.
 # shellcheck source=/dev/null
 source "$OUT_DIR/megatron/args.sh"
