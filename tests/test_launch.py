@@ -58,7 +58,9 @@ def test_hf_trainer_gets_deepspeed_flag(tmp_path):
     plan = small_training_plan(framework="deepspeed", zero_stage=3, train={
         "tokens": "1M", "seq_len": 128, "entrypoint": {"kind": "hf-trainer", "script": "sft.py", "args": ["--bf16", "a b"]}})
     words = after_script(launched(tmp_path, plan), "sft.py")
-    assert words == ["--bf16", "a b", "--deepspeed", str(tmp_path / "out/deepspeed/ds_config.json")]
+    ck = plan.deployment.launcher.checkpoint
+    assert words == ["--output_dir", ck.dir, "--save_steps", str(ck.interval_steps), "--save_total_limit", str(ck.keep),
+                     "--bf16", "a b", "--deepspeed", str(tmp_path / "out/deepspeed/ds_config.json")]
 
 
 def test_fsdp_runs_through_accelerate_launch_with_the_generated_config(tmp_path):
@@ -183,3 +185,16 @@ def test_every_job_path_is_mounted_or_warned():
     assert covered.deployment.slurm.container_mounts == ["/lustre:/lustre"]  # the plan's own mount covers it
     bad = with_checkpoint_dir(training_plan(), "/ck:pt")
     assert any(w.startswith("train.checkpoint.dir '/ck:pt'") for w in bad.warnings)
+
+
+# ----------------------------------------------------------------------------------------------- checkpoint write
+def test_checkpoint_write_is_bounded_by_the_filesystem():
+    """Before: per-node bandwidth × nodes, so 2,048 nodes wrote at 10 TB/s (a 405B checkpoint every ~2 minutes)."""
+    from compiler.catalog.fabrics import load_fabrics
+    from compiler.sizing.training import checkpoint_write_bandwidth
+
+    lustre = load_fabrics().storage["lustre"]
+    assert lustre.aggregate_write_bytes_per_second == 2e12 and "Llama 3" in lustre.aggregate_source
+    assert checkpoint_write_bandwidth(lustre, 8) == 8 * 5e9  # small jobs: the clients are the limit
+    assert checkpoint_write_bandwidth(lustre, 2048) == 2e12  # 16,384 GPUs: the filesystem is
+    assert checkpoint_write_bandwidth(load_fabrics().storage["local-nvme"], 2048) == 2048 * 12e9  # node-local: no ceiling

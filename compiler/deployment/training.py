@@ -150,6 +150,15 @@ LAUNCH_KINDS = {
 AUTO_KIND = {"ddp": "torchrun", "deepspeed": "deepspeed", "fsdp": "accelerate", "megatron": "megatron"}
 
 
+def framework_args(kind: str, ck: Checkpoint) -> list[str]:
+    """Checkpoint interval, retention and directory as flags where the launch kind's parser has them: Hugging Face
+    TrainingArguments output_dir, save_steps, save_total_limit (Megatron's are in megatron/args.sh; others read the
+    MLINFRA_CHECKPOINT_* environment)."""
+    if kind == "hf-trainer":
+        return ["--output_dir", ck.dir, "--save_steps", str(ck.interval_steps), "--save_total_limit", str(ck.keep)]
+    return []
+
+
 def framework_env(plan: ResolvedPlan, kind: str) -> list[EnvVar]:
     """Megatron-LM's validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor parallelism on Hopper and earlier
     (megatron/training/arguments.py: one hardware queue keeps TP communication ahead of the GEMMs it overlaps)."""
@@ -186,6 +195,7 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
     return Launcher(
         program="accelerate" if kind == "accelerate" else "torchrun", kind=kind,
         config_flag=LAUNCH_KINDS[kind][1].get(framework, ""), megatron_args=kind == "megatron",
+        framework_args=framework_args(kind, checkpoint(plan, spec)),
         checkpoint_signal="TERM" if kind == "megatron" else "USR1",
         script=entry.script, python_script=entry.script.endswith(".py"), args=list(entry.args),
         nodes=hw.nodes, nnodes=str(maximum) if not elastic else f"{minimum}:{maximum}", min_nodes=minimum,

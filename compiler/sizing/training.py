@@ -341,7 +341,7 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, tp: int, pp: int
     steps = max(1, math.ceil(req.tokens / ctx.tokens_per_step))
     tokens_per_second = ctx.tokens_per_step / step.total
     nodes = max(1, math.ceil(gpus / per_node))
-    write_seconds = ctx.checkpoint / (ctx.storage.write_bytes_per_second * nodes)
+    write_seconds = ctx.checkpoint / checkpoint_write_bandwidth(ctx.storage, nodes)
     share, interval = _goodput(ctx, gpus, write_seconds)
     wall = steps * step.total / share
     gpu_hours = wall * gpus / 3600
@@ -568,3 +568,11 @@ def pareto_front(candidates: Sequence[C]) -> tuple[C, ...]:
         if not front or c.wall_seconds < front[-1].wall_seconds:
             front.append(c)
     return tuple(front)
+
+
+def checkpoint_write_bandwidth(storage, nodes: int) -> float:
+    """Bytes/s a checkpoint is written at: every node writes its shard at the per-node client rate, up to the
+    filesystem's aggregate ceiling (fabrics.yaml aggregate_write_bytes_per_second, sourced there)."""
+    per_nodes = storage.write_bytes_per_second * nodes
+    ceiling = storage.aggregate_write_bytes_per_second
+    return per_nodes if ceiling is None else min(per_nodes, ceiling)

@@ -55,7 +55,7 @@ def _context(plan: ResolvedPlan) -> dict:
         "has_user_env": bool(launch.user_env),
         "script": launch.script,
         "python_script": launch.python_script,
-        "args": list(launch.args),
+        "args": list(launch.framework_args) + list(launch.args),
         "deepspeed": launch.framework == "deepspeed",
         "accelerate": launch.kind == "accelerate",
         "megatron": launch.megatron_args,
