@@ -198,3 +198,19 @@ def test_checkpoint_write_is_bounded_by_the_filesystem():
     assert checkpoint_write_bandwidth(lustre, 8) == 8 * 5e9  # small jobs: the clients are the limit
     assert checkpoint_write_bandwidth(lustre, 2048) == 2e12  # 16,384 GPUs: the filesystem is
     assert checkpoint_write_bandwidth(load_fabrics().storage["local-nvme"], 2048) == 2048 * 12e9  # node-local: no ceiling
+
+
+# ----------------------------------------------------------------------------------------------- Kubernetes
+@pytest.mark.parametrize("framework, carried", [("fsdp", "fsdp__accelerate_config.yaml"), ("megatron", "megatron__args.sh"),
+                                                ("deepspeed", "deepspeed__ds_config.json")])
+def test_kubernetes_configmap_carries_what_the_launcher_reads(framework, carried):
+    """Before: the ConfigMap carried torchrun.sh (+ ds_config.json) only; accelerate and Megatron files were missing."""
+    import yaml
+
+    from compiler.pipeline import render_files
+
+    plan = small_training_plan(framework=framework, zero_stage=3 if framework == "fsdp" else 1,
+                               cluster={"scheduler": "kubernetes", "gpus_per_node": 2})
+    text = {f.path: f.text for f in render_files(plan)}["k8s/training.yaml"]
+    config_map = next(d for d in yaml.safe_load_all(text) if d["kind"] == "ConfigMap")
+    assert set(config_map["data"]) == {"launch__torchrun.sh", carried}

@@ -184,6 +184,7 @@ def launch_kind(plan: ResolvedPlan, spec: PlanSpec) -> str:
 def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
     entry, hw, framework = spec.train.entrypoint, plan.hardware, plan.parallelism.framework
     kind = launch_kind(plan, spec)
+    config = {"deepspeed": files.ds_config, "fsdp": files.accelerate_config}.get(framework, "")
     elastic = spec.cluster.pricing == "spot"
     minimum, maximum = nnodes_range(plan, elastic)
     cpus = spec.cluster.slurm.cpus_per_node
@@ -196,13 +197,14 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
         program="accelerate" if kind == "accelerate" else "torchrun", kind=kind,
         config_flag=LAUNCH_KINDS[kind][1].get(framework, ""), megatron_args=kind == "megatron",
         framework_args=framework_args(kind, checkpoint(plan, spec)),
+        reads=[p for p in (config, files.megatron_args if kind == "megatron" else "") if p],
         checkpoint_signal="TERM" if kind == "megatron" else "USR1",
         script=entry.script, python_script=entry.script.endswith(".py"), args=list(entry.args),
         nodes=hw.nodes, nnodes=str(maximum) if not elastic else f"{minimum}:{maximum}", min_nodes=minimum,
         nproc_per_node=hw.gpus_per_node, world_size=hw.nodes * hw.gpus_per_node, elastic=elastic,
         max_restarts=SPOT_MAX_RESTARTS if elastic else 0, rdzv_port=DEFAULT_RDZV_PORT,
         cpus_per_node=cpus, omp_threads=max(1, cpus // hw.gpus_per_node), precision=spec.precision, framework=framework,
-        framework_config={"deepspeed": files.ds_config, "fsdp": files.accelerate_config}.get(framework, ""),
+        framework_config=config,
         fabric_env=fabric_env(hw.interconnect), framework_env=framework_env(plan, kind),
         user_env=[EnvVar(name=k, value=v) for k, v in sorted(entry.env.items())],
         checkpoint=checkpoint(plan, spec), data=spec.train.data, lora=lora,

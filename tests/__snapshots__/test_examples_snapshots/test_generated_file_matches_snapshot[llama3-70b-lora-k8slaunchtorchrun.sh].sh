@@ -61,7 +61,7 @@ trap '' USR1
   --config_file "$OUT_DIR/fsdp/accelerate_config.yaml" \
   --num_machines=1 \
   --num_processes=8 \
-  --machine_rank="${MLINFRA_NODE_RANK:-${SLURM_NODEID:-0}}" \
+  --machine_rank="${MLINFRA_NODE_RANK:-${SLURM_NODEID:-${NODE_RANK:-0}}}" \
   --main_process_ip="${RDZV_ENDPOINT%:*}" \
   --main_process_port="${RDZV_ENDPOINT##*:}" \
   --rdzv_backend=c10d \
