@@ -357,19 +357,24 @@ KIND_CONTRACT = {
 }
 
 
-def launch_command(launch: Launcher) -> str:
-    return "accelerate launch" if launch.program == "accelerate" else "torchrun"
+def launch_line(launch: Launcher) -> str:
+    if launch.program == "accelerate":
+        head = f"accelerate launch --num_machines={launch.nodes} --num_processes={launch.world_size} --max_restarts={launch.max_restarts}"
+    else:
+        head = f"torchrun --nnodes={launch.nnodes} --nproc-per-node={launch.nproc_per_node} --max-restarts={launch.max_restarts}"
+    return f"{head} {launch.script}"
 
 
 def decisions(launch: Launcher, job: Slurm | None, k8s: KubernetesTraining | None, kind_given: bool = False) -> list[DeploymentDecision]:
     ck = launch.checkpoint
     out = [
-        DeploymentDecision(topic="launcher", choice=f"{launch_command(launch)} --nnodes={launch.nnodes} "
-                           f"--nproc-per-node={launch.nproc_per_node} --max-restarts={launch.max_restarts} {launch.script}",
+        DeploymentDecision(topic="launcher", choice=launch_line(launch),
                            reason=("spot capacity: elastic down to half the nodes in whole model replicas, "
                                    f"{SPOT_MAX_RESTARTS} restarts from the last checkpoint") if launch.elastic
                            else "fixed node count; the scheduler requeues a failed job"),
-        DeploymentDecision(topic="launch contract", choice=f"{launch.kind}: {KIND_CONTRACT[launch.kind]}",
+        DeploymentDecision(topic="launch contract", choice=f"{launch.kind}: {KIND_CONTRACT[launch.kind]}; the job reads "
+                           + ", ".join([Files().launcher, *launch.reads]) + (" (submit: cd out/<plan> && sbatch slurm/train.sbatch, "
+                           "which runs bash launch/torchrun.sh on every node through srun)" if job else ""),
                            reason="train.entrypoint.kind" if kind_given else
                            f"train.entrypoint.kind auto: the kind that reads what the {launch.framework} target writes"),
         DeploymentDecision(topic="checkpoint signal",
