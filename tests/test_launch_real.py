@@ -51,8 +51,8 @@ def expected(plan) -> dict:
             "global_batch": par["global_batch"], "zero_stage": par["zero_stage"], "checkpoint_dir": launch["checkpoint"]["dir"]}
 
 
-def run_on_slurm(cluster, plan, out: Path, timeout: float = 240) -> tuple[str, str]:
-    env = {**cluster_env(cluster), "PATH": torch_env()["PATH"], "MASTER_PORT": str(free_port())}
+def run_on_slurm(cluster, plan, out: Path, timeout: float = 240, **extra_env: str) -> tuple[str, str]:
+    env = {**cluster_env(cluster), "PATH": torch_env()["PATH"], "MASTER_PORT": str(free_port()), **extra_env}
     submitted = _sbatch(cluster, out, "--parsable", env=env)
     assert submitted.returncode == 0, submitted.stderr
     job = submitted.stdout.strip().split(";")[0]
@@ -99,6 +99,31 @@ def test_deepspeed_on_slurm_matches_plan(tmp_path, slurm_cluster, kind, flag):
         assert row["precision"] == "torch.bfloat16" and plan.spec.precision == "bf16"
         assert row["config_flag"] == flag and row["optimizer_steps"] == 1
     assert "step-1" in rows[0]["saved"]
+
+
+def test_accelerate_reads_the_generated_fsdp_config_on_slurm(tmp_path, slurm_cluster):
+    """Launch kind accelerate on 2 nodes × 2 ranks: `accelerate launch --config_file fsdp/accelerate_config.yaml` (machine
+    rank from Slurm, rendezvous on the first node) hands every worker the FSDP settings of plan.json. No FSDP step: FSDP
+    needs a device and accelerate 1.15 refuses CPU ("no available devices"), asserted so a change is noticed."""
+    plan = probe_plan(tmp_path, "fsdp", "auto", nodes=2, gpus_per_node=2, zero_stage=3)
+    assert plan.deployment.launcher.kind == "accelerate"
+    out = write_tree(render_training(plan), tmp_path / "out")
+    # Both fake nodes share one host: accelerate checks that the rendezvous port is free on machine rank 0, and the other
+    # node's torchrun agent may already hold it there (on a real cluster only the head node has that address). With
+    # c10d rendezvous torchrun ignores the node rank, so every agent says 1 (the launcher's MLINFRA_NODE_RANK override).
+    state, logs = run_on_slurm(slurm_cluster, plan, out, MLINFRA_NODE_RANK="1")
+    assert "JobState=COMPLETED" in state, state + logs[-4000:]
+    rows = probe_rows(logs)
+    assert sorted(r["rank"] for r in rows) == [0, 1, 2, 3], logs[-4000:]
+    want = expected(plan)
+    del want["zero_stage"]
+    config = plan_json(plan)["deployment"]["frameworks"]["accelerate_config"]
+    for row in rows:
+        assert {k: row[k] for k in want} == want
+        assert row["use_fsdp"] == "true" and row["precision"] == config["mixed_precision"] == "bf16"
+        assert row["sharding_strategy"] == config["fsdp_config"]["fsdp_reshard_after_forward"] == "FULL_SHARD"
+        assert row["state_dict_type"] == config["fsdp_config"]["fsdp_state_dict_type"]
+        assert "no available devices" in row["accelerator_error"]
 
 
 def test_checkpoint_signal_reaches_the_workers(tmp_path):
