@@ -143,6 +143,7 @@ class LoraSpec(Spec):
 
 class CheckpointSpec(Spec):
     every: Literal["auto"] | Seconds = Field("auto", description="interval; auto = Young-Daly optimum")
+    min_interval: Seconds | None = Field(None, description="floor under the Young-Daly interval (e.g. the site's limit on checkpoint traffic)", examples=["30min"])
     keep: int = Field(3, ge=1, le=1000, description="checkpoints retained")
     dir: SafeText = Field("/checkpoints", description="checkpoint directory on the shared filesystem")
 

@@ -214,3 +214,22 @@ def test_kubernetes_configmap_carries_what_the_launcher_reads(framework, carried
     text = {f.path: f.text for f in render_files(plan)}["k8s/training.yaml"]
     config_map = next(d for d in yaml.safe_load_all(text) if d["kind"] == "ConfigMap")
     assert set(config_map["data"]) == {"launch__torchrun.sh", carried}
+
+
+def test_checkpoint_interval_floor():
+    plan = training_plan(train={"tokens": "1T", "seq_len": 8192, "checkpoint": {"min_interval": "2h"}})
+    ck = plan.deployment.launcher.checkpoint
+    assert (ck.interval_seconds, ck.source, ck.interval_steps) == (7200, "floor", round(7200 / 9.5))
+    words = {a.flag: a.value for a in plan.deployment.frameworks.megatron_args}
+    assert words["--save-interval"] == str(ck.interval_steps)
+    assert training_plan(train={"tokens": "1T", "seq_len": 8192, "checkpoint": {"min_interval": "1min"}}
+                         ).deployment.launcher.checkpoint.source == "young-daly"  # below Young-Daly: no effect
+
+
+def test_learned_positions_are_not_rope():
+    plan = training_plan()
+    arch = plan.model.architecture.model_copy(update={"learned_positions": True, "norm": "layernorm", "rope_theta": 0.0,
+                                                      "rope_scaling_factor": 0.0})
+    plan = deployed(plan.model_copy(update={"model": plan.model.model_copy(update={"architecture": arch})}))
+    words = {a.flag: a.value for a in plan.deployment.frameworks.megatron_args}
+    assert words["--position-embedding-type"] == "learned_absolute" and "--attention-dropout" not in words

@@ -169,7 +169,7 @@ def launcher_env(text: str) -> dict[str, str]:
     return dict(re.findall(r"^export (CUDA_[A-Z_]+)=(\S+)", text, re.M))
 
 
-@pytest.mark.parametrize("name", ["llama3-405b-pretrain"])
+@pytest.mark.parametrize("name", ["llama3-405b-pretrain"])  # the one example that emits megatron/args.sh
 def test_megatron_accepts_the_generated_arguments(tmp_path, name):
     """Megatron-LM's parse_args + validate_args take every word of megatron/args.sh, with the launcher's environment."""
     plan, files = megatron_example(name)

@@ -189,7 +189,8 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
         args.append(("--kv-channels", str(arch.head_dim)))
     if arch.is_moe:
         args += [("--num-experts", str(arch.experts)), ("--moe-router-topk", str(arch.experts_per_token))]
-    args += [("--position-embedding-type", "rope"), ("--normalization", NORMALIZATION[arch.norm])]
+    args += [("--position-embedding-type", "learned_absolute" if arch.learned_positions else "rope"),
+             ("--normalization", NORMALIZATION[arch.norm])]
     if arch.gated_mlp:
         args.append(("--swiglu", None))
     if not arch.tied_embeddings:

@@ -50,7 +50,7 @@ class Checkpoint(Section):
     interval_seconds: float
     interval_steps: int = Field(description="interval in optimizer steps (Megatron --save-interval, MLINFRA_CHECKPOINT_INTERVAL_STEPS)")
     keep: int
-    source: Literal["plan", "young-daly"] = Field(description="train.checkpoint.every as given, or the Young-Daly interval of the sizing")
+    source: Literal["plan", "young-daly", "floor"] = Field(description="train.checkpoint.every as given, the Young-Daly interval of the sizing, or train.checkpoint.min_interval above it")
 
 
 class Lora(Section):

@@ -127,11 +127,13 @@ def nnodes_range(plan: ResolvedPlan, elastic: bool) -> tuple[int, int]:
 
 def checkpoint(plan: ResolvedPlan, spec: PlanSpec) -> Checkpoint:
     """The interval the job checkpoints at: train.checkpoint.every when given, else the sizing's Young-Daly interval."""
-    t, given = plan.training, spec.train.checkpoint.every
+    t, given, floor = plan.training, spec.train.checkpoint.every, spec.train.checkpoint.min_interval
     seconds = t.checkpoint_interval_seconds if given == "auto" else float(given)
+    source = "young-daly" if given == "auto" else "plan"
+    if given == "auto" and floor is not None and floor > seconds:
+        seconds, source = float(floor), "floor"
     steps = 1 if t.step_seconds <= 0 else max(1, round(seconds / t.step_seconds))
-    return Checkpoint(dir=t.checkpoint_dir, interval_seconds=seconds, interval_steps=steps, keep=t.checkpoint_keep,
-                      source="young-daly" if given == "auto" else "plan")
+    return Checkpoint(dir=t.checkpoint_dir, interval_seconds=seconds, interval_steps=steps, keep=t.checkpoint_keep, source=source)
 
 
 # The launch contract of each kind: (frameworks it can launch, flag before the framework file on the script's
@@ -389,7 +391,8 @@ def decisions(launch: Launcher, job: Slurm | None, k8s: KubernetesTraining | Non
                            reason="cluster.slurm.cpus_per_node" if launch.cpus_per_node != DEFAULT_CPUS_PER_GPU * launch.nproc_per_node
                            else f"{DEFAULT_CPUS_PER_GPU} per GPU, the smallest common 8-GPU server (AWS p4d.24xlarge)"),
         DeploymentDecision(topic="checkpoint interval", choice=f"every {ck.interval_seconds:.0f} s = {ck.interval_steps} steps, keep {ck.keep}, in {ck.dir}",
-                           reason=("train.checkpoint.every" if ck.source == "plan" else "Young-Daly interval from the sizing")
+                           reason={"plan": "train.checkpoint.every", "young-daly": "Young-Daly interval from the sizing",
+                                   "floor": "train.checkpoint.min_interval, above the Young-Daly interval"}[ck.source]
                            + "; exported as MLINFRA_CHECKPOINT_INTERVAL_SECONDS/_STEPS and MLINFRA_CHECKPOINT_KEEP (DeepSpeed and "
                            "accelerate configs have no interval key), Megatron --save-interval"),
     ]
