@@ -206,3 +206,15 @@ def test_megatron_takes_uneven_pipeline_stages_and_rejects_them_missing(tmp_path
     (tmp_path / "broken.sh").write_text(broken)
     ok, message = realtools().validate_megatron_args(tmp_path / "broken.sh", plan.hardware.gpus, env=env)
     assert not ok and "divisible by the pipeline-model-parallel size" in message
+
+
+def test_partial_node_and_site_walltime_pass_sbatch(tmp_path, slurm_cluster):
+    """A 1-GPU job (its own GPUs, CPUs and memory, no --exclusive) under a 20 h site limit: sbatch --test-only accepts it
+    and the chain's time limit is within the site's."""
+    plan = small_training_plan(nodes=1, gpus_per_node=1, steps=200_000, step_seconds=2.0, cluster={
+        "scheduler": "slurm", "gpus_per_node": 1, "slurm": {"partition": "gpu", "max_time": "20h"}})
+    out = write_tree(render_training(plan), tmp_path)
+    result = _sbatch(slurm_cluster, out, "--test-only")
+    assert result.returncode == 0 and "to start at" in result.stderr, result.stderr
+    job = plan.deployment.slurm
+    assert not job.exclusive and job.links > 1 and job.time_limit_seconds <= 20 * 3600
