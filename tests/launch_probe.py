@@ -142,11 +142,17 @@ def main() -> None:
     parser.add_argument("--framework", choices=["ddp", "deepspeed", "fsdp"], required=True)
     parser.add_argument("--deepspeed_config")  # deepspeed.add_config_arguments' name (launch kind deepspeed)
     parser.add_argument("--deepspeed")  # transformers TrainingArguments.deepspeed (launch kind hf-trainer)
+    # transformers TrainingArguments' checkpoint flags (launch kind hf-trainer), reported back as parsed
+    parser.add_argument("--output_dir")
+    parser.add_argument("--save_steps", type=int)
+    parser.add_argument("--save_total_limit", type=int)
     parser.add_argument("--wait-signal", action="store_true")
     parser.add_argument("--wait-seconds", type=float, default=60)
     parser.add_argument("--local_rank", type=int, default=-1)
     args = parser.parse_args()
-    report({"ddp": run_ddp, "deepspeed": run_deepspeed, "fsdp": run_accelerate}[args.framework](args))
+    row = {"ddp": run_ddp, "deepspeed": run_deepspeed, "fsdp": run_accelerate}[args.framework](args)
+    row["hf_checkpoint_flags"] = [args.output_dir, args.save_steps, args.save_total_limit]
+    report(row)
 
 
 if __name__ == "__main__":

@@ -98,6 +98,9 @@ def test_deepspeed_on_slurm_matches_plan(tmp_path, slurm_cluster, kind, flag):
         assert {k: row[k] for k in want} == want
         assert row["precision"] == "torch.bfloat16" and plan.spec.precision == "bf16"
         assert row["config_flag"] == flag and row["optimizer_steps"] == 1
+        ck = plan_json(plan)["deployment"]["launcher"]["checkpoint"]
+        hf_flags = [ck["dir"], ck["interval_steps"], ck["keep"]] if kind == "hf-trainer" else [None, None, None]
+        assert row["hf_checkpoint_flags"] == hf_flags  # output_dir, save_steps, save_total_limit as the parser read them
     assert "step-1" in rows[0]["saved"]
 
 
