@@ -272,22 +272,20 @@ class BudgetSpec(Spec):
 
 # #SBATCH flags the compiler writes itself, with the plan field that decides each: an extra directive repeating one
 # would give sbatch two values (the last wins for most flags) while the chain, signal lead and launcher keep the first.
-OWNED_DIRECTIVES = {
-    "--time": "cluster.slurm.max_time", "-t": "cluster.slurm.max_time",
-    "--nodes": "cluster.count / cluster.gpus_per_node", "-N": "cluster.count / cluster.gpus_per_node",
+OWNED_DIRECTIVES = {  # long forms only: extra_directives takes --name[=value]
+    "--time": "cluster.slurm.max_time", "--nodes": "cluster.count / cluster.gpus_per_node",
     "--gpus-per-node": "cluster.gpus_per_node", "--gres": "cluster.gpus_per_node", "--gpus": "cluster.count",
     "--ntasks-per-node": "nothing: one torchrun agent per node is the launch contract",
     "--ntasks": "nothing: one torchrun agent per node is the launch contract",
-    "--cpus-per-task": "cluster.slurm.cpus_per_node", "-c": "cluster.slurm.cpus_per_node",
-    "--mem": "cluster.slurm.memory_per_node", "--mem-per-cpu": "cluster.slurm.memory_per_node",
-    "--mem-per-gpu": "cluster.slurm.memory_per_node", "--exclusive": "nothing: whole-node jobs are exclusive already",
-    "--job-name": "name", "-J": "name", "--output": "nothing: the log pattern follows the chain",
-    "--error": "nothing: the log pattern follows the chain", "-o": "nothing: the log pattern follows the chain",
-    "-e": "nothing: the log pattern follows the chain", "--signal": "nothing: the lead is decided from the checkpoint write",
+    "--cpus-per-task": "cluster.slurm.cpus_per_node", "--mem": "cluster.slurm.memory_per_node",
+    "--mem-per-cpu": "cluster.slurm.memory_per_node", "--mem-per-gpu": "cluster.slurm.memory_per_node",
+    "--exclusive": "nothing: whole-node jobs are exclusive already, partial-node jobs share on purpose",
+    "--job-name": "name", "--output": "nothing: the log pattern follows the chain",
+    "--error": "nothing: the log pattern follows the chain",
+    "--signal": "nothing: the lead is decided from the step and checkpoint write times",
     "--array": "cluster.slurm.max_time (the chain)", "--requeue": "nothing: it is always written",
-    "--partition": "cluster.slurm.partition", "-p": "cluster.slurm.partition", "--account": "cluster.slurm.account",
-    "-A": "cluster.slurm.account", "--qos": "cluster.slurm.qos", "--reservation": "cluster.slurm.reservation",
-    "--constraint": "cluster.slurm.constraint", "-C": "cluster.slurm.constraint",
+    "--partition": "cluster.slurm.partition", "--account": "cluster.slurm.account", "--qos": "cluster.slurm.qos",
+    "--reservation": "cluster.slurm.reservation", "--constraint": "cluster.slurm.constraint",
 }
 
 

@@ -394,7 +394,7 @@ def decisions(launch: Launcher, job: Slurm | None, k8s: KubernetesTraining | Non
                            reason={"plan": "train.checkpoint.every", "young-daly": "Young-Daly interval from the sizing",
                                    "floor": "train.checkpoint.min_interval, above the Young-Daly interval"}[ck.source]
                            + "; exported as MLINFRA_CHECKPOINT_INTERVAL_SECONDS/_STEPS and MLINFRA_CHECKPOINT_KEEP (DeepSpeed and "
-                           "accelerate configs have no interval key), Megatron --save-interval"),
+                           "accelerate configs have no interval key), Megatron --save-interval, Hugging Face --save_steps/--save_total_limit/--output_dir"),
     ]
     if launch.data:
         out.append(DeploymentDecision(topic="data", choice=launch.data, reason="train.data, exported as MLINFRA_DATA"
