@@ -233,3 +233,15 @@ def test_learned_positions_are_not_rope():
     plan = deployed(plan.model_copy(update={"model": plan.model.model_copy(update={"architecture": arch})}))
     words = {a.flag: a.value for a in plan.deployment.frameworks.megatron_args}
     assert words["--position-embedding-type"] == "learned_absolute" and "--attention-dropout" not in words
+
+
+@pytest.mark.parametrize("framework, kind", [("ddp", "torchrun"), ("deepspeed", "hf-trainer"), ("fsdp", "auto"), ("megatron", "auto")])
+def test_every_launcher_variant_passes_shellcheck(tmp_path, framework, kind):
+    from tests.test_target_torchrun import realtools
+
+    plan = small_training_plan(framework=framework, zero_stage=3 if framework == "fsdp" else 1,
+                               train={"tokens": "1M", "seq_len": 128, "entrypoint": {"kind": kind if framework != "fsdp" else "auto"}})
+    out = write_tree(render_training(plan), tmp_path)
+    result = subprocess.run([str(realtools().shellcheck_bin()), "-x", str(out / "launch/torchrun.sh"), str(out / "slurm/train.sbatch")],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout

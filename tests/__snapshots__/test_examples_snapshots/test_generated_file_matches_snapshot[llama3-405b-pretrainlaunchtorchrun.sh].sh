@@ -29,6 +29,7 @@ default_env NCCL_ASYNC_ERROR_HANDLING 1
 default_env OMP_NUM_THREADS 12
 
 # What the plan decided, for the training script to read.
+export MLINFRA_OUT_DIR="$OUT_DIR"  # the generated files (configs the script may read)
 export MLINFRA_WORLD_SIZE=2048
 export MLINFRA_GLOBAL_BATCH=2048
 export MLINFRA_MICRO_BATCH=1

@@ -9,7 +9,6 @@ set -euo pipefail
 
 OUT_DIR="${MLINFRA_OUT_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 RDZV_ENDPOINT="${1:-${MASTER_ADDR:-127.0.0.1}:${MASTER_PORT:-29500}}"
-RDZV_ID="${MLINFRA_RDZV_ID:-${SLURM_JOB_ID:-mistral-7b-sft}}"
 
 # Keep a value the site already exported; otherwise use the plan's default.
 default_env() {
@@ -29,6 +28,7 @@ default_env NCCL_ASYNC_ERROR_HANDLING 1
 default_env OMP_NUM_THREADS 12
 
 # What the plan decided, for the training script to read.
+export MLINFRA_OUT_DIR="$OUT_DIR"  # the generated files (configs the script may read)
 export MLINFRA_WORLD_SIZE=8
 export MLINFRA_GLOBAL_BATCH=128
 export MLINFRA_MICRO_BATCH=2
