@@ -143,6 +143,7 @@ class LoraSpec(Spec):
 
 class CheckpointSpec(Spec):
     every: Literal["auto"] | Seconds = Field("auto", description="interval; auto = Young-Daly optimum")
+    min_interval: Seconds | None = Field(None, description="floor under the Young-Daly interval (e.g. the site's limit on checkpoint traffic)", examples=["30min"])
     keep: int = Field(3, ge=1, le=1000, description="checkpoints retained")
     dir: SafeText = Field("/checkpoints", description="checkpoint directory on the shared filesystem")
 
@@ -163,6 +164,11 @@ def _no_credentials(env: dict[str, str]) -> dict[str, str]:
 
 
 class EntrypointSpec(Spec):
+    kind: Literal["auto", "torchrun", "deepspeed", "hf-trainer", "accelerate", "megatron"] = Field(
+        "auto", description="how the script reads the generated configuration: torchrun (plain script, MLINFRA_* "
+        "environment), deepspeed (deepspeed.initialize: --deepspeed_config PATH), hf-trainer (Hugging Face Trainer/TRL: "
+        "--deepspeed PATH), accelerate (accelerate launch --config_file <fsdp config>), megatron (pretrain_gpt.py with "
+        "megatron/args.sh); auto picks from the framework")
     script: SafeText = Field("train.py", description="training script run by torchrun")
     args: list[SafeText] = Field(default_factory=list, description="arguments, passed shell-quoted")
     env: Annotated[dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], SafeText], AfterValidator(_no_credentials)] = Field(
@@ -266,6 +272,33 @@ class BudgetSpec(Spec):
     alert_at: float = Field(0.8, gt=0, le=1, description="share of the budget that raises an alert")
 
 
+# #SBATCH flags the compiler writes itself, with the plan field that decides each: an extra directive repeating one
+# would give sbatch two values (the last wins for most flags) while the chain, signal lead and launcher keep the first.
+OWNED_DIRECTIVES = {  # long forms only: extra_directives takes --name[=value]
+    "--time": "cluster.slurm.max_time", "--nodes": "cluster.count / cluster.gpus_per_node",
+    "--gpus-per-node": "cluster.gpus_per_node", "--gres": "cluster.gpus_per_node", "--gpus": "cluster.count",
+    "--ntasks-per-node": "nothing: one torchrun agent per node is the launch contract",
+    "--ntasks": "nothing: one torchrun agent per node is the launch contract",
+    "--cpus-per-task": "cluster.slurm.cpus_per_node", "--mem": "cluster.slurm.memory_per_node",
+    "--mem-per-cpu": "cluster.slurm.memory_per_node", "--mem-per-gpu": "cluster.slurm.memory_per_node",
+    "--exclusive": "nothing: whole-node jobs are exclusive already, partial-node jobs share on purpose",
+    "--job-name": "name", "--output": "nothing: the log pattern follows the chain",
+    "--error": "nothing: the log pattern follows the chain",
+    "--signal": "nothing: the lead is decided from the step and checkpoint write times",
+    "--array": "cluster.slurm.max_time (the chain)", "--requeue": "nothing: it is always written",
+    "--partition": "cluster.slurm.partition", "--account": "cluster.slurm.account", "--qos": "cluster.slurm.qos",
+    "--reservation": "cluster.slurm.reservation", "--constraint": "cluster.slurm.constraint",
+}
+
+
+def _not_owned(directive: str) -> str:
+    flag = directive.partition("=")[0]
+    if flag in OWNED_DIRECTIVES:
+        raise PydanticCustomError("owned-directive", "{flag} is written by the compiler; set {field} instead",
+                                  {"flag": flag, "field": OWNED_DIRECTIVES[flag]})
+    return directive
+
+
 class SlurmSpec(Spec):
     partition: SafeText | None = Field(None, description="#SBATCH --partition")
     account: SafeText | None = Field(None, description="#SBATCH --account")
@@ -274,9 +307,10 @@ class SlurmSpec(Spec):
     constraint: SafeText | None = Field(None, description="#SBATCH --constraint (node features)")
     container_image: SafeText | None = Field(None, description="pyxis/enroot image")
     container_mounts: list[SafeText] = Field(default_factory=list, description="pyxis --container-mounts entries (src:dst)")
-    extra_directives: list[Annotated[str, Field(pattern=r"^--[a-z][a-z0-9-]*(=[^\x00\r\n]*)?$")]] = Field(
-        default_factory=list, description="any other #SBATCH flag, e.g. --mail-type=END"
+    extra_directives: list[Annotated[str, Field(pattern=r"^--[a-z][a-z0-9-]*(=[^\x00\r\n]*)?$"), AfterValidator(_not_owned)]] = Field(
+        default_factory=list, description="any other #SBATCH flag, e.g. --mail-type=END (not one the compiler writes: --time, --nodes, ...)"
     )
+    max_time: Seconds | None = Field(None, description="the site's longest job (partition/QOS walltime); longer runs chain as a job array (default 24h)", examples=["20h"])
     cpus_per_node: int | None = Field(None, ge=1, le=100_000, description="CPU cores per node (default: the GPU catalog's node)")
     memory_per_node: Bytes | None = Field(None, description="host memory per node to request (default: all, --mem=0)")
 

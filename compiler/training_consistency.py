@@ -44,17 +44,26 @@ def _check_sbatch(text: str, plan: ResolvedPlan) -> None:
 
 def _check_launcher(text: str, plan: ResolvedPlan) -> None:
     hw, par = plan.hardware, plan.parallelism
-    nnodes = _option(text, r"^  --nnodes=([0-9:]+) \\$", "torchrun --nnodes")
-    _expect(int(nnodes.split(":")[-1]) == hw.nodes, f"torchrun --nnodes {nnodes} != plan nodes {hw.nodes}")
-    _expect(int(_option(text, r"^  --nproc-per-node=(\d+) \\$", "torchrun --nproc-per-node")) == hw.gpus_per_node,
-            "torchrun --nproc-per-node != plan GPUs per node")
+    launch = plan.deployment.launcher
+    if launch.kind == "accelerate":  # accelerate launch: machines and processes (its config file says the same)
+        _expect(int(_option(text, r"^  --num_machines=(\d+) \\$", "accelerate --num_machines")) == hw.nodes,
+                "accelerate --num_machines != plan nodes")
+        _expect(int(_option(text, r"^  --num_processes=(\d+) \\$", "accelerate --num_processes")) == hw.nodes * hw.gpus_per_node,
+                "accelerate --num_processes != world size")
+    else:
+        nnodes = _option(text, r"^  --nnodes=([0-9:]+) \\$", "torchrun --nnodes")
+        _expect(int(nnodes.split(":")[-1]) == hw.nodes, f"torchrun --nnodes {nnodes} != plan nodes {hw.nodes}")
+        _expect(int(_option(text, r"^  --nproc-per-node=(\d+) \\$", "torchrun --nproc-per-node")) == hw.gpus_per_node,
+                "torchrun --nproc-per-node != plan GPUs per node")
     exported = dict(re.findall(r"^export (MLINFRA_[A-Z_]+)=(\S+)$", text, re.M))
     _expect(int(exported["MLINFRA_WORLD_SIZE"]) == hw.nodes * hw.gpus_per_node, "MLINFRA_WORLD_SIZE != nodes × GPUs per node")
     _expect(int(exported["MLINFRA_GLOBAL_BATCH"]) == par.global_batch, "MLINFRA_GLOBAL_BATCH != plan")
     _expect(int(exported["MLINFRA_MICRO_BATCH"]) == par.micro_batch, "MLINFRA_MICRO_BATCH != plan")
     _expect(int(exported["MLINFRA_GRAD_ACCUM"]) == par.grad_accum, "MLINFRA_GRAD_ACCUM != plan")
     _expect(shlex.split(exported["MLINFRA_PRECISION"]) == [plan.deployment.launcher.precision], "MLINFRA_PRECISION != plan")
-    _expect(("--deepspeed_config" in text) == (par.framework == "deepspeed"), "DeepSpeed config passed iff framework deepspeed")
+    if launch.config_flag:
+        _expect(f' {launch.config_flag} "$OUT_DIR/{launch.framework_config}"' in text, "framework config not passed to the script")
+    _expect(("megatron/args.sh" in text) == launch.megatron_args, "megatron/args.sh sourced iff the launch kind is megatron")
 
 
 def _check_ds_config(text: str, plan: ResolvedPlan) -> None:

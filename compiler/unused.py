@@ -13,7 +13,8 @@ from .source import LoadedYaml
 from .spec import PlanSpec
 
 CODE = "unused-field"
-SLURM_ONLY = ("partition", "account", "qos", "reservation", "constraint", "extra_directives", "memory_per_node", "container_mounts")
+SLURM_ONLY = ("partition", "account", "qos", "reservation", "constraint", "extra_directives", "memory_per_node", "container_mounts",
+              "max_time")
 KUBERNETES_TRAINING = ("namespace", "job_api", "storage_class", "secret_name", "image", "tolerations", "node_selector")
 KUBERNETES_SERVING = ("namespace", "autoscaler", "storage_class", "secret_name", "image", "tolerations", "node_selector")
 SERVING_IGNORES_PINS = ("dp", "zero_stage", "micro_batch", "recompute", "offload", "cp", "ep", "vp",
@@ -42,6 +43,8 @@ def unused_fields(spec: PlanSpec, data: Any) -> list[tuple[tuple, str]]:
     if training:
         if spec.train.method == "full":
             refuse(("train", "lora"), "LoRA settings apply to method lora or qlora; this plan trains all weights (method full)")
+        if spec.train.checkpoint.every != "auto":
+            refuse(("train", "checkpoint", "min_interval"), "the floor applies to the Young-Daly interval; train.checkpoint.every is given")
         if spec.train.tokens is not None:
             refuse(("train", "epochs"), "epochs multiply dataset_tokens; with train.tokens given it changes nothing")
         refuse(("budget", "usd_per_month"), "a monthly budget is for serve plans; give budget.usd for a training run")

@@ -112,6 +112,16 @@ install_vllm() {
 venv vllm v2 install_vllm
 done_step
 
+step "Megatron-LM source (pinned commit; its argument parser runs in the torch venv: tests/tools/validators/megatron_check.py)"
+MEGATRON_LM_COMMIT=d98e8a64ddf34856e74b24714e3bedb2f5a39553  # main of 2026-08-22
+if [ -f "$TOOLS/megatron-lm/.ok-$MEGATRON_LM_COMMIT" ]; then echo "   megatron-lm: present"; else
+  rm -rf "$TOOLS/megatron-lm" && mkdir -p "$TOOLS/megatron-lm"
+  curl -fsSL "https://codeload.github.com/NVIDIA/Megatron-LM/tar.gz/$MEGATRON_LM_COMMIT" |
+    tar -xz --strip-components=1 -C "$TOOLS/megatron-lm" "Megatron-LM-$MEGATRON_LM_COMMIT/megatron"
+  touch "$TOOLS/megatron-lm/.ok-$MEGATRON_LM_COMMIT"
+fi
+done_step
+
 step "npm yaml-language-server 1.19.2 (editor completion and diagnostics against the plan schema)"
 if [ -f "$TOOLS/yamlls/.ok-v1" ]; then echo "   yamlls: present"; else
   rm -rf "$TOOLS/yamlls" && mkdir -p "$TOOLS/yamlls"

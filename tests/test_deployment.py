@@ -81,7 +81,7 @@ def test_train_data_path_reaches_the_job_and_is_mounted():
     assert exports(out["launch/torchrun.sh"])["MLINFRA_DATA"] == HOSTILE_DATA
     # pyxis: the dataset at the same path inside the container, after the submit directory
     mounts_line = next(line for line in out["slurm/train.sbatch"].splitlines() if line.startswith('container_mounts="$container_mounts,"'))
-    assert shlex.split(mounts_line.split("=", 1)[1])[0] == f"$container_mounts,{HOSTILE_DATA}:{HOSTILE_DATA}"
+    assert shlex.split(mounts_line.split("=", 1)[1])[0] == f"$container_mounts,{HOSTILE_DATA}:{HOSTILE_DATA},/lustre/ckpt:/lustre/ckpt"
     # Kubernetes: read-only at the same path
     docs = list(yaml.safe_load_all(out["k8s/training.yaml"]))
     pod = docs[2]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
@@ -91,7 +91,7 @@ def test_train_data_path_reaches_the_job_and_is_mounted():
 
 def test_train_data_path_pyxis_cannot_mount_is_a_warning():
     plan = training_plan(train={**BASE_TRAIN, "data": "/lustre/a,b"})
-    assert plan.deployment.slurm.container_mounts == []
+    assert plan.deployment.slurm.container_mounts == ["/lustre/ckpt:/lustre/ckpt"]  # the checkpoint directory still is
     assert any("/lustre/a,b" in w and "container_mounts" in w for w in plan.warnings)
 
 

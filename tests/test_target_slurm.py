@@ -166,7 +166,8 @@ def test_hostile_plan_strings_stay_data(tmp_path):
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(calls) == 1
     assert f"--container-image=img$(touch {marker})`touch {marker}`'\"" in calls[0]
-    assert f"--container-mounts={out}:{out},/a:/b$(touch {marker}),/c d:/e" in calls[0]
+    # the plan's mounts, then the checkpoint directory the job writes (at the same path)
+    assert f"--container-mounts={out}:{out},/a:/b$(touch {marker}),/c d:/e,/lustre/ckpt:/lustre/ckpt" in calls[0]
     assert calls[0][-2:] == ["bash", str(out / "launch/torchrun.sh")]
     assert not marker.exists()
 

@@ -105,7 +105,7 @@ def test_fixture_plan_layout():
     assert "export MLINFRA_GLOBAL_BATCH=512\n" in text
     # no cpus_per_node in the plan: 12 cores per GPU (p4d: 96 vCPUs / 8 GPUs) → OMP_NUM_THREADS 12
     assert "default_env OMP_NUM_THREADS 12\n" in text
-    assert text.rstrip().endswith('train.py --config cfg.yaml --deepspeed_config "$MLINFRA_DS_CONFIG"')
+    assert '  train.py --config cfg.yaml --deepspeed_config "$OUT_DIR/deepspeed/ds_config.json" &\n' in text
 
 
 def test_omp_threads_from_cpus_per_node():

@@ -33,6 +33,8 @@ class Storage(_Entry):
     write_bytes_per_second: float
     shared: bool
     source: str
+    aggregate_write_bytes_per_second: float | None = None  # the whole filesystem's ceiling, all clients together
+    aggregate_source: str = ""
 
 
 @dataclass(frozen=True)

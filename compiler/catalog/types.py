@@ -132,6 +132,9 @@ class Architecture(Frozen):
     norm: Literal["rmsnorm", "layernorm"] = Field("rmsnorm", description="normalisation layer kind")
     attention_bias: bool = Field(False, description="biases on q/k/v/o projections")
     mlp_bias: bool = Field(False, description="biases on MLP matrices")
+    rope_theta: float = Field(0.0, description="RoPE base (config.json rope_theta); 0 = not in the catalog")
+    rope_scaling_factor: float = Field(0.0, description="Llama 3.x RoPE scaling factor (config.json rope_scaling.factor, rope_type llama3); 0 = none")
+    norm_eps: float = Field(0.0, description="normalisation epsilon (config.json rms_norm_eps); 0 = not in the catalog")
     # DeepSeek multi-head latent attention (MLA); 0 means plain (GQA/MHA) attention.
     q_lora_rank: int = Field(0, description="MLA query compression rank (0 = no MLA)")
     kv_lora_rank: int = Field(0, description="MLA KV latent rank (0 = no MLA)")

@@ -145,6 +145,25 @@ def accelerate_config(plan: ResolvedPlan) -> dict:
 NORMALIZATION = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
 
 
+def pipeline_split(layers: int, pp: int) -> tuple[int, int] | None:
+    """(first-stage, last-stage) layers when PP does not divide the layers, else None.
+
+    Megatron-LM (TransformerConfig, "Uneven PP"): the layers left after the first and last stage must divide evenly
+    over the PP-2 middle stages, and each end stage needs at least one layer. The middle stages take
+    ceil(layers / PP) each and the ends share the rest (they also hold the embedding and the output layer + loss),
+    the larger share on the first stage.
+    """
+    if pp <= 1 or layers % pp == 0:
+        return None
+    middle = -(-layers // pp)
+    rest = layers - middle * (pp - 2)
+    if rest < 2:  # too few left for the ends: floor instead
+        middle = layers // pp
+        rest = layers - middle * (pp - 2)
+    last = rest // 2
+    return rest - last, last
+
+
 def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str, str | None]]:
     """(flag, value) pairs in Megatron-LM's order of argument groups; value None for switches."""
     par, arch, t = plan.parallelism, plan.model.architecture, plan.training
@@ -173,13 +192,27 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
         args.append(("--kv-channels", str(arch.head_dim)))
     if arch.is_moe:
         args += [("--num-experts", str(arch.experts)), ("--moe-router-topk", str(arch.experts_per_token))]
-    args += [("--position-embedding-type", "rope"), ("--normalization", NORMALIZATION[arch.norm])]
+    args += [("--position-embedding-type", "learned_absolute" if arch.learned_positions else "rope"),
+             ("--normalization", NORMALIZATION[arch.norm])]
     if arch.gated_mlp:
         args.append(("--swiglu", None))
     if not arch.tied_embeddings:
         args.append(("--untie-embeddings-and-output-weights", None))
     if not arch.attention_bias and not arch.mlp_bias:
         args.append(("--disable-bias-linear", None))
+    if arch.rope_theta:
+        args.append(("--rotary-base", f"{arch.rope_theta:g}"))
+    if arch.rope_scaling_factor:
+        args += [("--use-rope-scaling", None), ("--rope-scaling-factor", f"{arch.rope_scaling_factor:g}")]
+    if arch.norm_eps:
+        args.append(("--norm-epsilon", f"{arch.norm_eps:g}"))
+    if arch.norm == "rmsnorm":
+        # Llama-family models train without dropout (config.json attention_dropout 0.0; Megatron's default is 0.1)
+        args += [("--attention-dropout", "0"), ("--hidden-dropout", "0")]
+    split = pipeline_split(arch.layers, par.pp)
+    if split:
+        args += [("--decoder-first-pipeline-num-layers", str(split[0])),
+                 ("--decoder-last-pipeline-num-layers", str(split[1]))]
     if par.recompute != "none":
         args.append(("--recompute-granularity", par.recompute))
         if par.recompute == "full":  # recompute every layer from its input
@@ -191,11 +224,22 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
         args.append(("--fp16", None))
     if precision == "fp8":
         args.append(("--fp8-format", "hybrid"))  # e4m3 forward, e5m2 gradients (Transformer Engine)
+    spec = plan.spec
+    model_id = spec.model.hf_id if spec.model else None
+    if model_id:
+        args += [("--tokenizer-type", "HuggingFaceTokenizer"), ("--tokenizer-model", model_id)]
+    else:  # no tokenizer named: ids as stored, vocabulary from the catalog
+        args += [("--tokenizer-type", "NullTokenizer"), ("--vocab-size", str(arch.vocab))]
+    if spec.train.data:
+        args.append(("--data-path", spec.train.data))
     args += [
         ("--train-iters", str(t.steps)),
         ("--save-interval", str(checkpoint.interval_steps)),
         ("--save", checkpoint.dir),
         ("--load", checkpoint.dir),
+        # finish the step, save, exit on the signal the launcher forwards before the time limit (SIGTERM, the
+        # default of --exit-signal: the same in every Megatron-LM version that has the handler)
+        ("--exit-signal-handler", None),
     ]
     return args
 

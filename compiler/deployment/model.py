@@ -50,7 +50,7 @@ class Checkpoint(Section):
     interval_seconds: float
     interval_steps: int = Field(description="interval in optimizer steps (Megatron --save-interval, MLINFRA_CHECKPOINT_INTERVAL_STEPS)")
     keep: int
-    source: Literal["plan", "young-daly"] = Field(description="train.checkpoint.every as given, or the Young-Daly interval of the sizing")
+    source: Literal["plan", "young-daly", "floor"] = Field(description="train.checkpoint.every as given, the Young-Daly interval of the sizing, or train.checkpoint.min_interval above it")
 
 
 class Lora(Section):
@@ -60,10 +60,19 @@ class Lora(Section):
     method: Literal["lora", "qlora"]
 
 
+LaunchKind = Literal["torchrun", "deepspeed", "hf-trainer", "accelerate", "megatron"]
+
+
 class Launcher(Section):
-    """launch/torchrun.sh: one torchrun agent per node."""
+    """launch/torchrun.sh: one torchrun agent (or `accelerate launch`, which runs torchrun's agent in-process) per node."""
 
     program: str = "torchrun"
+    kind: LaunchKind = Field("torchrun", description="the launch contract: how the script is started and reads the generated configuration")
+    config_flag: str = Field("", description="flag before the framework file's path on the script's command line ('' for none)")
+    framework_args: list[str] = Field(default_factory=list, description="arguments the launch kind's parser takes from the plan (checkpoint interval, retention, directory), before the plan's own")
+    reads: list[str] = Field(default_factory=list, description="generated files the launched job reads besides the launcher (Kubernetes carries them in its ConfigMap)")
+    megatron_args: bool = Field(False, description="append megatron/args.sh's MEGATRON_ARGS to the script's arguments")
+    checkpoint_signal: Literal["USR1", "TERM"] = Field("USR1", description="signal the launcher forwards to the workers when Slurm warns before the time limit (MLINFRA_CHECKPOINT_SIGNAL)")
     script: str
     python_script: bool
     args: list[str] = Field(description="the plan's own arguments, passed shell-quoted after the script")
@@ -81,6 +90,7 @@ class Launcher(Section):
     framework: str
     framework_config: str = Field("", description="file the framework reads (DeepSpeed or accelerate config), '' for none")
     fabric_env: list[EnvVar]
+    framework_env: list[EnvVar] = Field(default_factory=list, description="environment the launch kind's framework requires")
     user_env: list[EnvVar]
     checkpoint: Checkpoint
     data: str | None = Field(None, description="train.data: dataset location given to the job (MLINFRA_DATA)")
@@ -115,6 +125,8 @@ class Slurm(Section):
     gpus_per_node: int
     cpus_per_task: int
     memory: str = Field(description="--mem value: 0 (all of the node) or MiB")
+    exclusive: bool = Field(True, description="--exclusive: the job uses every GPU of its nodes")
+    max_job_seconds: float = Field(description="longest single job: cluster.slurm.max_time, or the default")
     time: str = Field(description="--time, D-HH:MM:SS")
     time_limit_seconds: float
     time_margin_fraction: float

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 
+from ..diagnostics import InfeasiblePlan
 from ..resolved import ResolvedPlan
 from ..spec import PlanSpec
 from .model import Checkpoint, Directive, DeploymentDecision, EnvVar, Files, KubernetesTraining, Launcher, Lora, Slurm
@@ -68,6 +69,9 @@ LAUNCH_OVERHEAD_SECONDS = 600
 CHECKPOINT_WRITE_SAFETY = 2.0
 # sbatch(1) --signal: "sig_time must be an integer between 0 and 65535".
 MAX_SIGNAL_LEAD_SECONDS = 65535
+# Host memory per GPU of a job that shares its node (--mem when the plan gives no memory_per_node): the smallest of
+# the common 8-GPU servers, AWS p4d.24xlarge, 1,152 GiB / 8 GPUs (aws.amazon.com/ec2/instance-types/p4), as for CPUs.
+HOST_MEMORY_PER_GPU_BYTES = 144 * 2**30
 # Slurm memory unit for --mem: MiB (sbatch(1): "Default units are megabytes").
 BYTES_PER_MIB = 2**20
 # Characters sbatch takes as-is in a directive value; anything else is double-quoted (sbatch's script
@@ -123,15 +127,66 @@ def nnodes_range(plan: ResolvedPlan, elastic: bool) -> tuple[int, int]:
 
 def checkpoint(plan: ResolvedPlan, spec: PlanSpec) -> Checkpoint:
     """The interval the job checkpoints at: train.checkpoint.every when given, else the sizing's Young-Daly interval."""
-    t, given = plan.training, spec.train.checkpoint.every
+    t, given, floor = plan.training, spec.train.checkpoint.every, spec.train.checkpoint.min_interval
     seconds = t.checkpoint_interval_seconds if given == "auto" else float(given)
+    source = "young-daly" if given == "auto" else "plan"
+    if given == "auto" and floor is not None and floor > seconds:
+        seconds, source = float(floor), "floor"
     steps = 1 if t.step_seconds <= 0 else max(1, round(seconds / t.step_seconds))
-    return Checkpoint(dir=t.checkpoint_dir, interval_seconds=seconds, interval_steps=steps, keep=t.checkpoint_keep,
-                      source="young-daly" if given == "auto" else "plan")
+    return Checkpoint(dir=t.checkpoint_dir, interval_seconds=seconds, interval_steps=steps, keep=t.checkpoint_keep, source=source)
+
+
+# The launch contract of each kind: (frameworks it can launch, flag before the framework file on the script's
+# command line per framework). deepspeed: deepspeed.add_config_arguments adds --deepspeed_config (the
+# `deepspeed` launcher's convention); hf-trainer: transformers TrainingArguments.deepspeed is `--deepspeed PATH`
+# (TRL's parsers inherit it); accelerate: `accelerate launch --config_file` reads the file itself; megatron:
+# pretrain_gpt.py reads megatron/args.sh's words.
+LAUNCH_KINDS = {
+    "torchrun": ({"ddp", "deepspeed", "fsdp", "megatron"}, {}),
+    "deepspeed": ({"deepspeed"}, {"deepspeed": "--deepspeed_config"}),
+    "hf-trainer": ({"ddp", "deepspeed"}, {"deepspeed": "--deepspeed"}),
+    "accelerate": ({"fsdp"}, {}),
+    "megatron": ({"megatron"}, {}),
+}
+# entrypoint.kind auto: the kind that reads what the framework's target writes.
+AUTO_KIND = {"ddp": "torchrun", "deepspeed": "deepspeed", "fsdp": "accelerate", "megatron": "megatron"}
+
+
+def framework_args(kind: str, ck: Checkpoint) -> list[str]:
+    """Checkpoint interval, retention and directory as flags where the launch kind's parser has them: Hugging Face
+    TrainingArguments output_dir, save_steps, save_total_limit (Megatron's are in megatron/args.sh; others read the
+    MLINFRA_CHECKPOINT_* environment)."""
+    if kind == "hf-trainer":
+        return ["--output_dir", ck.dir, "--save_steps", str(ck.interval_steps), "--save_total_limit", str(ck.keep)]
+    return []
+
+
+def framework_env(plan: ResolvedPlan, kind: str) -> list[EnvVar]:
+    """Megatron-LM's validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor parallelism on Hopper and earlier
+    (megatron/training/arguments.py: one hardware queue keeps TP communication ahead of the GEMMs it overlaps)."""
+    if kind == "megatron" and plan.parallelism.tp > 1:
+        return [EnvVar(name="CUDA_DEVICE_MAX_CONNECTIONS", value="1",
+                       comment="Megatron-LM asserts it with tensor parallelism (before Blackwell)")]
+    return []
+
+
+def launch_kind(plan: ResolvedPlan, spec: PlanSpec) -> str:
+    framework, given = plan.parallelism.framework, spec.train.entrypoint.kind
+    if given == "auto":
+        return AUTO_KIND.get(framework, "torchrun")
+    allowed = LAUNCH_KINDS[given][0]
+    megatron_emitted = given == "megatron" and plan.model is not None and (plan.parallelism.tp > 1 or plan.parallelism.pp > 1)
+    if framework not in allowed and not megatron_emitted:
+        raise InfeasiblePlan(f"train.entrypoint.kind {given} cannot launch the {framework} layout this plan sized "
+                             f"(it launches {', '.join(sorted(allowed))}); set train.framework to one of those, or "
+                             f"train.entrypoint.kind to {AUTO_KIND.get(framework, 'torchrun')} or torchrun")
+    return given
 
 
 def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
     entry, hw, framework = spec.train.entrypoint, plan.hardware, plan.parallelism.framework
+    kind = launch_kind(plan, spec)
+    config = {"deepspeed": files.ds_config, "fsdp": files.accelerate_config}.get(framework, "")
     elastic = spec.cluster.pricing == "spot"
     minimum, maximum = nnodes_range(plan, elastic)
     cpus = spec.cluster.slurm.cpus_per_node
@@ -141,13 +196,18 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
         lora = Lora(rank=spec.train.lora.rank, alpha=spec.train.lora.alpha, targets=list(spec.train.lora.targets),
                     method=spec.train.method)
     return Launcher(
+        program="accelerate" if kind == "accelerate" else "torchrun", kind=kind,
+        config_flag=LAUNCH_KINDS[kind][1].get(framework, ""), megatron_args=kind == "megatron",
+        framework_args=framework_args(kind, checkpoint(plan, spec)),
+        reads=[p for p in (config, files.megatron_args if kind == "megatron" else "") if p],
+        checkpoint_signal="TERM" if kind == "megatron" else "USR1",
         script=entry.script, python_script=entry.script.endswith(".py"), args=list(entry.args),
         nodes=hw.nodes, nnodes=str(maximum) if not elastic else f"{minimum}:{maximum}", min_nodes=minimum,
         nproc_per_node=hw.gpus_per_node, world_size=hw.nodes * hw.gpus_per_node, elastic=elastic,
         max_restarts=SPOT_MAX_RESTARTS if elastic else 0, rdzv_port=DEFAULT_RDZV_PORT,
         cpus_per_node=cpus, omp_threads=max(1, cpus // hw.gpus_per_node), precision=spec.precision, framework=framework,
-        framework_config={"deepspeed": files.ds_config, "fsdp": files.accelerate_config}.get(framework, ""),
-        fabric_env=fabric_env(hw.interconnect),
+        framework_config=config,
+        fabric_env=fabric_env(hw.interconnect), framework_env=framework_env(plan, kind),
         user_env=[EnvVar(name=k, value=v) for k, v in sorted(entry.env.items())],
         checkpoint=checkpoint(plan, spec), data=spec.train.data, lora=lora,
         model_weights=spec.model.weights if spec.model else None, model_id=spec.model.hf_id if spec.model else None,
@@ -173,11 +233,14 @@ def pyxis_mountable(path: str) -> bool:
 
 
 def warnings(launch: Launcher, job: Slurm | None, spec: PlanSpec) -> list[str]:
-    data = launch.data
-    if job and job.container_image and data and is_local_path(data) and not pyxis_mountable(data):
-        return [f"train.data {data!r} has ',' or ':' and cannot be a pyxis mount: the container does not see it; "
-                "mount its parent with cluster.slurm.container_mounts"]
-    return []
+    out = []
+    if job and job.container_image:
+        targets = mount_targets(job.container_mounts)
+        for field, path in job_paths(launch):
+            if not covered(path, targets):
+                out.append(f"{field} {path!r} has ',' or ':' and cannot be a pyxis mount: the container does not see it; "
+                           "mount its parent with cluster.slurm.container_mounts")
+    return out
 
 
 def slurm_time(seconds: float) -> str:
@@ -194,7 +257,7 @@ def signal_lead_seconds(plan: ResolvedPlan) -> int:
     return min(MAX_SIGNAL_LEAD_SECONDS, lead)
 
 
-def job_chain(plan: ResolvedPlan, interval_seconds: float) -> tuple[int, int, float]:
+def job_chain(plan: ResolvedPlan, interval_seconds: float, max_job_seconds: float = MAX_JOB_SECONDS) -> tuple[int, int, float]:
     """(links, steps per link, time limit in seconds) for the run.
 
     Effective step = step time × (1 + checkpoint write / checkpoint interval) (periodic saves stall training);
@@ -205,23 +268,57 @@ def job_chain(plan: ResolvedPlan, interval_seconds: float) -> tuple[int, int, fl
     step = t.step_seconds * (1 + write_share) * (1 + TIME_MARGIN_FRACTION)
     overhead = LAUNCH_OVERHEAD_SECONDS + t.checkpoint_write_seconds + signal_lead_seconds(plan)
     steps = max(1, t.steps)
-    if steps * step + overhead <= MAX_JOB_SECONDS:
+    if steps * step + overhead <= max_job_seconds:
         return 1, steps, steps * step + overhead
-    per_link = max(1, math.floor((MAX_JOB_SECONDS - overhead) / step))
+    if overhead + step > max_job_seconds:
+        raise InfeasiblePlan(f"cluster.slurm.max_time {slurm_time(max_job_seconds)} cannot hold one step "
+                             f"({step:.0f} s) plus launch, restore and the checkpoint warning ({overhead:.0f} s)")
+    per_link = max(1, math.floor((max_job_seconds - overhead) / step))
     links = math.ceil(steps / per_link)
     return links, per_link, per_link * step + overhead
 
 
+def job_paths(launch: Launcher) -> list[tuple[str, str]]:
+    """(field, path) of every local path the job reads or writes besides the submit directory."""
+    paths = [("train.data", launch.data), ("train.checkpoint.dir", launch.checkpoint.dir),
+             ("model.weights", launch.model_weights)]
+    return [(f, p) for f, p in paths if p and is_local_path(p)]
+
+
+def mount_targets(mounts: list[str]) -> list[str]:
+    """The container side of pyxis mounts (SRC[:DST[:FLAGS]]; DST defaults to SRC)."""
+    parts = [m.split(":") for m in mounts]
+    return [p[1] if len(p) > 1 and p[1] else p[0] for p in parts]
+
+
+def covered(path: str, targets: list[str]) -> bool:
+    return any(path == t or path.startswith(t.rstrip("/") + "/") for t in targets)
+
+
+def partial_node(plan: ResolvedPlan) -> bool:
+    """The job uses fewer GPUs than its node has (a 1-GPU fine-tune on an 8-GPU server): share the node."""
+    return plan.hardware.nodes == 1 and plan.hardware.gpus_per_node < plan.hardware.gpu_spec.gpus_per_node
+
+
 def slurm(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) -> Slurm:
     given = spec.cluster.slurm
-    links, steps_per_link, limit = job_chain(plan, launch.checkpoint.interval_seconds)
+    max_job = given.max_time if given.max_time is not None else MAX_JOB_SECONDS
+    links, steps_per_link, limit = job_chain(plan, launch.checkpoint.interval_seconds, max_job)
     mounts = list(given.container_mounts)
-    if given.container_image and launch.data and is_local_path(launch.data) and pyxis_mountable(launch.data):
-        mounts.append(f"{launch.data}:{launch.data}")  # the dataset at the same path inside the container
+    if given.container_image:
+        for _, path in job_paths(launch):  # each at the same path inside the container, unless the plan mounts it
+            if pyxis_mountable(path) and not covered(path, mount_targets(mounts)):
+                mounts.append(f"{path}:{path}")
+    share = partial_node(plan)
+    if given.memory_per_node is not None:
+        memory = f"{given.memory_per_node // BYTES_PER_MIB}M"
+    elif share:
+        memory = f"{HOST_MEMORY_PER_GPU_BYTES * plan.hardware.gpus_per_node // BYTES_PER_MIB}M"
+    else:
+        memory = "0"
     return Slurm(
         job_name=plan.name, nodes=plan.hardware.nodes, gpus_per_node=plan.hardware.gpus_per_node,
-        cpus_per_task=launch.cpus_per_node,
-        memory="0" if given.memory_per_node is None else f"{given.memory_per_node // BYTES_PER_MIB}M",
+        cpus_per_task=launch.cpus_per_node, memory=memory, exclusive=not share, max_job_seconds=max_job,
         time=slurm_time(limit), time_limit_seconds=limit, time_margin_fraction=TIME_MARGIN_FRACTION,
         launch_overhead_seconds=LAUNCH_OVERHEAD_SECONDS, links=links, steps_per_link=steps_per_link,
         signal_lead_seconds=signal_lead_seconds(plan), log_pattern="%x-%A_%a" if links > 1 else "%x-%j",
@@ -253,21 +350,51 @@ def kubernetes_training(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) ->
 
 
 # ----------------------------------------------------------------------------------------------- reasons
-def decisions(launch: Launcher, job: Slurm | None, k8s: KubernetesTraining | None) -> list[DeploymentDecision]:
+KIND_CONTRACT = {
+    "torchrun": "torchrun runs the script; it reads the plan from the MLINFRA_* environment (framework file in MLINFRA_DS_CONFIG / MLINFRA_ACCELERATE_CONFIG)",
+    "deepspeed": "torchrun runs the script with --deepspeed_config deepspeed/ds_config.json (deepspeed.add_config_arguments)",
+    "hf-trainer": "torchrun runs the Hugging Face Trainer/TRL script with --deepspeed deepspeed/ds_config.json (TrainingArguments.deepspeed)",
+    "accelerate": "accelerate launch --config_file fsdp/accelerate_config.yaml runs the script (accelerate sets the FSDP environment the Accelerator reads)",
+    "megatron": "torchrun runs pretrain_gpt.py with the words of megatron/args.sh, then the plan's own arguments",
+}
+
+
+def launch_line(launch: Launcher) -> str:
+    if launch.program == "accelerate":
+        head = f"accelerate launch --num_machines={launch.nodes} --num_processes={launch.world_size} --max_restarts={launch.max_restarts}"
+    else:
+        head = f"torchrun --nnodes={launch.nnodes} --nproc-per-node={launch.nproc_per_node} --max-restarts={launch.max_restarts}"
+    return f"{head} {launch.script}"
+
+
+def decisions(launch: Launcher, job: Slurm | None, k8s: KubernetesTraining | None, kind_given: bool = False) -> list[DeploymentDecision]:
     ck = launch.checkpoint
     out = [
-        DeploymentDecision(topic="launcher", choice=f"torchrun --nnodes={launch.nnodes} --nproc-per-node={launch.nproc_per_node} "
-                           f"--max-restarts={launch.max_restarts} {launch.script}",
+        DeploymentDecision(topic="launcher", choice=launch_line(launch),
                            reason=("spot capacity: elastic down to half the nodes in whole model replicas, "
                                    f"{SPOT_MAX_RESTARTS} restarts from the last checkpoint") if launch.elastic
                            else "fixed node count; the scheduler requeues a failed job"),
+        DeploymentDecision(topic="launch contract", choice=f"{launch.kind}: {KIND_CONTRACT[launch.kind]}; the job reads "
+                           + ", ".join([Files().launcher, *launch.reads]) + (" (submit: cd out/<plan> && sbatch slurm/train.sbatch, "
+                           "which runs bash launch/torchrun.sh on every node through srun)" if job else ""),
+                           reason="train.entrypoint.kind" if kind_given else
+                           f"train.entrypoint.kind auto: the kind that reads what the {launch.framework} target writes"),
+        DeploymentDecision(topic="checkpoint signal",
+                           choice=f"the launcher forwards SIGUSR1 from Slurm to the workers as SIG{launch.checkpoint_signal} "
+                                  f"(MLINFRA_CHECKPOINT_SIGNAL={launch.checkpoint_signal}); SIGTERM goes to the agent, which stops the workers",
+                           reason=("Megatron-LM --exit-signal-handler saves and exits on SIGTERM (its --exit-signal default)"
+                                   if launch.checkpoint_signal == "TERM" else
+                                   "torchrun starts workers in their own session, so a signal to the job step reaches them only if "
+                                   "the launcher forwards it; the script checkpoints on it: signal.signal(getattr(signal, 'SIG' + "
+                                   "os.environ['MLINFRA_CHECKPOINT_SIGNAL']), handler) sets a flag read after each step")),
         DeploymentDecision(topic="CPUs", choice=f"{launch.cpus_per_node} per node, OMP_NUM_THREADS={launch.omp_threads}",
                            reason="cluster.slurm.cpus_per_node" if launch.cpus_per_node != DEFAULT_CPUS_PER_GPU * launch.nproc_per_node
                            else f"{DEFAULT_CPUS_PER_GPU} per GPU, the smallest common 8-GPU server (AWS p4d.24xlarge)"),
         DeploymentDecision(topic="checkpoint interval", choice=f"every {ck.interval_seconds:.0f} s = {ck.interval_steps} steps, keep {ck.keep}, in {ck.dir}",
-                           reason=("train.checkpoint.every" if ck.source == "plan" else "Young-Daly interval from the sizing")
+                           reason={"plan": "train.checkpoint.every", "young-daly": "Young-Daly interval from the sizing",
+                                   "floor": "train.checkpoint.min_interval, above the Young-Daly interval"}[ck.source]
                            + "; exported as MLINFRA_CHECKPOINT_INTERVAL_SECONDS/_STEPS and MLINFRA_CHECKPOINT_KEEP (DeepSpeed and "
-                           "accelerate configs have no interval key), Megatron --save-interval"),
+                           "accelerate configs have no interval key), Megatron --save-interval, Hugging Face --save_steps/--save_total_limit/--output_dir"),
     ]
     if launch.data:
         out.append(DeploymentDecision(topic="data", choice=launch.data, reason="train.data, exported as MLINFRA_DATA"
@@ -283,7 +410,13 @@ def decisions(launch: Launcher, job: Slurm | None, k8s: KubernetesTraining | Non
             topic="Slurm time limit",
             choice=f"{job.time} per job" + (f", a chain of {job.links} jobs of {job.steps_per_link} steps" if job.links > 1 else ""),
             reason=f"steps × step time (+ checkpoint writes) + {job.time_margin_fraction:.0%} margin + {job.launch_overhead_seconds:.0f} s launch "
-                   f"+ restore + warning lead; jobs longer than {MAX_JOB_SECONDS // 3600} h chain as a job array"))
+                   f"+ restore + warning lead; jobs longer than {slurm_time(job.max_job_seconds)} "
+                   + ("(cluster.slurm.max_time)" if job.max_job_seconds != MAX_JOB_SECONDS else "(default; set cluster.slurm.max_time to the site's limit)")
+                   + " chain as a job array"))
+        if not job.exclusive:
+            out.append(DeploymentDecision(topic="Slurm share", choice=f"{job.gpus_per_node} GPU(s), {job.cpus_per_task} CPUs, --mem={job.memory}, not exclusive",
+                                          reason="the job uses fewer GPUs than its node has; host memory "
+                                          f"{HOST_MEMORY_PER_GPU_BYTES // 2**30} GiB per GPU (AWS p4d.24xlarge share) unless cluster.slurm.memory_per_node"))
         out.append(DeploymentDecision(topic="Slurm signal", choice=f"SIGUSR1 {job.signal_lead_seconds} s before the limit",
                                       reason=f"one step + {CHECKPOINT_WRITE_SAFETY:g} × the checkpoint write time"))
     if k8s:

@@ -28,7 +28,7 @@ def resolve_deployment(plan: ResolvedPlan, ctx: PassContext | None = None) -> Re
         framework_files = frameworks.frameworks(plan, launch.checkpoint)
         job = training.slurm(plan, spec, launch) if on_slurm else None
         k8s_training = training.kubernetes_training(plan, spec, launch) if on_kubernetes else None
-        decisions += training.decisions(launch, job, k8s_training)
+        decisions += training.decisions(launch, job, k8s_training, spec.train.entrypoint.kind != "auto")
         warnings += training.warnings(launch, job, spec)
         alerts = monitoring.training_alerts(plan)
         decisions += monitoring.decisions(alerts)

@@ -463,7 +463,7 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, ze
     steps = max(1, math.ceil(req.tokens / ctx.tokens_per_step))
     tokens_per_second = ctx.tokens_per_step / step.total
     nodes = max(1, math.ceil(gpus / per_node))
-    write_seconds = ctx.checkpoint / (ctx.storage.write_bytes_per_second * nodes)
+    write_seconds = ctx.checkpoint / checkpoint_write_bandwidth(ctx.storage, nodes)
     share, interval = _goodput(ctx, gpus, write_seconds)
     wall = steps * step.total / share
     gpu_hours = wall * gpus / 3600
@@ -771,3 +771,11 @@ def evaluate_layout(req: TrainRequest, gpu: GpuSpec, shape: Shape, zero: int, mi
     fit = _fit(ctx, gpu, per_node, count, shape, zero, offload, micro_batch, recompute,
                (framework, because("framework-pinned")), mem, usable_memory_bytes(gpu.memory_bytes))
     return _candidate(ctx, fit)
+
+
+def checkpoint_write_bandwidth(storage, nodes: int) -> float:
+    """Bytes/s a checkpoint is written at: every node writes its shard at the per-node client rate, up to the
+    filesystem's aggregate ceiling (fabrics.yaml aggregate_write_bytes_per_second, sourced there)."""
+    per_nodes = storage.write_bytes_per_second * nodes
+    ceiling = storage.aggregate_write_bytes_per_second
+    return per_nodes if ceiling is None else min(per_nodes, ceiling)

@@ -20,7 +20,7 @@ TARGETS: tuple[Target, ...] = (
     deepspeed.TARGET,      # framework deepspeed
     fsdp.TARGET,           # framework fsdp
     megatron.TARGET,       # tp or pp > 1
-    k8s_training.TARGET,   # train/finetune with scheduler kubernetes|both; carries torchrun's and deepspeed's files
+    k8s_training.TARGET,   # train/finetune with scheduler kubernetes|both; carries the launcher and the files it reads
     vllm.TARGET,           # serve with engine vllm
     triton.TARGET,         # serve with engine triton
     tgi.TARGET,            # serve with engine tgi

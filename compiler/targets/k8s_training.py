@@ -38,9 +38,8 @@ def applies(plan: ResolvedPlan) -> bool:
 
 
 def carried_files(plan: ResolvedPlan) -> list[str]:
-    """Files the ConfigMap carries, byte-identical to the Slurm ones: the launcher and the DeepSpeed config."""
-    files = plan.deployment.files
-    return [files.launcher] + ([files.ds_config] if plan.deployment.launcher.framework == "deepspeed" else [])
+    """Files the ConfigMap carries, byte-identical to the Slurm ones: the launcher and every file the job reads."""
+    return [plan.deployment.files.launcher, *plan.deployment.launcher.reads]
 
 
 def _config_map(plan: ResolvedPlan, rendered: Mapping[str, OutputFile]) -> dict:
@@ -166,4 +165,4 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile]) -> list[Outpu
     return [OutputFile(plan.deployment.files.k8s_training, dump_yaml_documents([config_map, claim, job]))]
 
 
-TARGET = Target("k8s_training", applies, render, needs=("torchrun", "deepspeed"))
+TARGET = Target("k8s_training", applies, render, needs=("torchrun", "deepspeed", "fsdp", "megatron"))

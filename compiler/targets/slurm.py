@@ -36,6 +36,7 @@ def _context(plan: ResolvedPlan) -> dict:
         "world_size": launch.world_size,
         "cpus_per_task": job.cpus_per_task,
         "memory": job.memory,
+        "exclusive": job.exclusive,
         "time": job.time,
         "time_seconds": round(job.time_limit_seconds),
         "steps": plan.training.steps,

@@ -114,6 +114,22 @@ def validate_ds_config(path: Path, world_size: int) -> tuple[bool, str]:
     return _verdict(result)
 
 
+MEGATRON_LM_COMMIT = "d98e8a64ddf34856e74b24714e3bedb2f5a39553"
+
+
+def validate_megatron_args(args_sh: Path, world_size: int, *extra: str, env: dict | None = None) -> tuple[bool, str]:
+    """Megatron-LM's own parse_args + validate_args on the words of a generated megatron/args.sh (pinned source tree)."""
+    source = TOOLS / "megatron-lm"
+    require_tool("megatron-lm", (source / f".ok-{MEGATRON_LM_COMMIT}").exists(),
+                 f"Megatron-LM source at {MEGATRON_LM_COMMIT[:10]} not in {source}; {INSTALL_HINT}")
+    result = _run([tool_python("torch"), VALIDATORS / "megatron_check.py", args_sh, world_size, *extra], timeout=300,
+                  env={"PYTHONPATH": str(source), **(env or {})})
+    found = re.search(r"^MEGATRON_OK .*$", result.stdout, re.M)
+    if result.returncode == 0 and found:
+        return True, found.group(0)
+    return False, _verdict(result, tail_chars=1500)[1]
+
+
 def validate_vllm(args: list[str], hf_config: dict[str, dict] | None = None) -> tuple[bool, str]:
     """vLLM's argparse + serve-arg checks + EngineArgs/VllmConfig; `hf_config` plants config.json per model id."""
     python = tool_python("vllm")

@@ -29,6 +29,7 @@ default_env NCCL_ASYNC_ERROR_HANDLING 1
 default_env OMP_NUM_THREADS 12
 
 # What the plan decided, for the training script to read.
+export MLINFRA_OUT_DIR="$OUT_DIR"  # the generated files (configs the script may read)
 export MLINFRA_WORLD_SIZE=2048
 export MLINFRA_GLOBAL_BATCH=2048
 export MLINFRA_MICRO_BATCH=1
@@ -38,17 +39,32 @@ export MLINFRA_CHECKPOINT_DIR=/lustre/ckpt/llama3-405b
 export MLINFRA_CHECKPOINT_INTERVAL_SECONDS=889
 export MLINFRA_CHECKPOINT_INTERVAL_STEPS=23
 export MLINFRA_CHECKPOINT_KEEP=2
+export CUDA_DEVICE_MAX_CONNECTIONS=1  # Megatron-LM asserts it with tensor parallelism (before Blackwell)
+# Megatron-LM's arguments for this plan (MEGATRON_ARGS), placed before the plan's own so those can add to them.
+# shellcheck source=/dev/null
+source "$OUT_DIR/megatron/args.sh"
 
 
-# Slurm sends SIGUSR1 to every process of the step before the time limit. The agent ignores it;
-# the workers inherit "ignore" unless the training script installs a handler that checkpoints.
+# Checkpoint before the time limit: Slurm sends SIGUSR1 to the job step ahead of the limit, but torchrun starts the
+# workers in their own session, so the launcher forwards it to them as SIGTERM (Megatron-LM's --exit-signal-handler saves and exits on it).
+# The agent is started with SIGUSR1 ignored (it must not die of it); a SIGTERM (the limit, scancel) is passed to the
+# agent, which stops its workers with it.
+export MLINFRA_CHECKPOINT_SIGNAL=TERM
 trap '' USR1
-
-exec "${MLINFRA_TORCHRUN:-torchrun}" \
+"${MLINFRA_TORCHRUN:-torchrun}" \
   --nnodes=256 \
   --nproc-per-node=8 \
   --max-restarts=0 \
   --rdzv-backend=c10d \
   --rdzv-endpoint="$RDZV_ENDPOINT" \
   --rdzv-id="$RDZV_ID" \
-  pretrain_gpt.py --use-mcore-models
+  pretrain_gpt.py "${MEGATRON_ARGS[@]}" --use-mcore-models &
+agent=$!
+trap 'pkill -TERM -P "$agent" || true' USR1
+trap 'kill -TERM "$agent" 2>/dev/null || true' TERM INT
+status=0
+while :; do
+  wait "$agent" && status=0 || status=$?
+  kill -0 "$agent" 2>/dev/null || break  # a trap interrupted the wait; the agent is still running
+done
+exit "$status"

@@ -28,9 +28,20 @@ MEGATRON_ARGS=(
   --swiglu
   --untie-embeddings-and-output-weights
   --disable-bias-linear
+  --rotary-base 500000
+  --use-rope-scaling
+  --rope-scaling-factor 8
+  --norm-epsilon 1e-05
+  --attention-dropout 0
+  --hidden-dropout 0
+  --decoder-first-pipeline-num-layers 7
+  --decoder-last-pipeline-num-layers 7
   --bf16
+  --tokenizer-type NullTokenizer
+  --vocab-size 128256
   --train-iters 119210
   --save-interval 23
   --save /lustre/ckpt/llama3-405b
   --load /lustre/ckpt/llama3-405b
+  --exit-signal-handler
 )

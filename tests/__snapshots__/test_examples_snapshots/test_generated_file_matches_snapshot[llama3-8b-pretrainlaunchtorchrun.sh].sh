@@ -29,6 +29,7 @@ default_env NCCL_ASYNC_ERROR_HANDLING 1
 default_env OMP_NUM_THREADS 12
 
 # What the plan decided, for the training script to read.
+export MLINFRA_OUT_DIR="$OUT_DIR"  # the generated files (configs the script may read)
 export MLINFRA_WORLD_SIZE=64
 export MLINFRA_GLOBAL_BATCH=512
 export MLINFRA_MICRO_BATCH=1
@@ -42,15 +43,27 @@ export MLINFRA_DATA=/lustre/datasets/fineweb-tokens
 export MLINFRA_DS_CONFIG="$OUT_DIR/deepspeed/ds_config.json"
 
 
-# Slurm sends SIGUSR1 to every process of the step before the time limit. The agent ignores it;
-# the workers inherit "ignore" unless the training script installs a handler that checkpoints.
+# Checkpoint before the time limit: Slurm sends SIGUSR1 to the job step ahead of the limit, but torchrun starts the
+# workers in their own session, so the launcher forwards it to them as SIGUSR1 (the script installs a
+# handler for $MLINFRA_CHECKPOINT_SIGNAL that checkpoints after the current step and exits).
+# The agent is started with SIGUSR1 ignored (it must not die of it); a SIGTERM (the limit, scancel) is passed to the
+# agent, which stops its workers with it.
+export MLINFRA_CHECKPOINT_SIGNAL=USR1
 trap '' USR1
-
-exec "${MLINFRA_TORCHRUN:-torchrun}" \
+"${MLINFRA_TORCHRUN:-torchrun}" \
   --nnodes=8 \
   --nproc-per-node=8 \
   --max-restarts=0 \
   --rdzv-backend=c10d \
   --rdzv-endpoint="$RDZV_ENDPOINT" \
   --rdzv-id="$RDZV_ID" \
-  train.py --config cfg.yaml --deepspeed_config "$MLINFRA_DS_CONFIG"
+  train.py --config cfg.yaml --deepspeed_config "$OUT_DIR/deepspeed/ds_config.json" &
+agent=$!
+trap 'pkill -USR1 -P "$agent" || true' USR1
+trap 'kill -TERM "$agent" 2>/dev/null || true' TERM INT
+status=0
+while :; do
+  wait "$agent" && status=0 || status=$?
+  kill -0 "$agent" 2>/dev/null || break  # a trap interrupted the wait; the agent is still running
+done
+exit "$status"

@@ -9,7 +9,6 @@ set -euo pipefail
 
 OUT_DIR="${MLINFRA_OUT_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 RDZV_ENDPOINT="${1:-${MASTER_ADDR:-127.0.0.1}:${MASTER_PORT:-29500}}"
-RDZV_ID="${MLINFRA_RDZV_ID:-${SLURM_JOB_ID:-mistral-7b-sft}}"
 
 # Keep a value the site already exported; otherwise use the plan's default.
 default_env() {
@@ -29,6 +28,7 @@ default_env NCCL_ASYNC_ERROR_HANDLING 1
 default_env OMP_NUM_THREADS 12
 
 # What the plan decided, for the training script to read.
+export MLINFRA_OUT_DIR="$OUT_DIR"  # the generated files (configs the script may read)
 export MLINFRA_WORLD_SIZE=8
 export MLINFRA_GLOBAL_BATCH=128
 export MLINFRA_MICRO_BATCH=2
@@ -41,15 +41,29 @@ export MLINFRA_CHECKPOINT_KEEP=2
 export MLINFRA_ACCELERATE_CONFIG="$OUT_DIR/fsdp/accelerate_config.yaml"
 
 
-# Slurm sends SIGUSR1 to every process of the step before the time limit. The agent ignores it;
-# the workers inherit "ignore" unless the training script installs a handler that checkpoints.
+# Checkpoint before the time limit: Slurm sends SIGUSR1 to the job step ahead of the limit, but torchrun starts the
+# workers in their own session, so the launcher forwards it to them as SIGUSR1 (the script installs a
+# handler for $MLINFRA_CHECKPOINT_SIGNAL that checkpoints after the current step and exits).
+# The agent is started with SIGUSR1 ignored (it must not die of it); a SIGTERM (the limit, scancel) is passed to the
+# agent, which stops its workers with it.
+export MLINFRA_CHECKPOINT_SIGNAL=USR1
 trap '' USR1
-
-exec "${MLINFRA_TORCHRUN:-torchrun}" \
-  --nnodes=1 \
-  --nproc-per-node=8 \
-  --max-restarts=0 \
-  --rdzv-backend=c10d \
-  --rdzv-endpoint="$RDZV_ENDPOINT" \
-  --rdzv-id="$RDZV_ID" \
-  sft.py --dataset /shared/data/sft.jsonl
+"${MLINFRA_ACCELERATE:-accelerate}" launch \
+  --config_file "$OUT_DIR/fsdp/accelerate_config.yaml" \
+  --num_machines=1 \
+  --num_processes=8 \
+  --machine_rank="${MLINFRA_NODE_RANK:-${SLURM_NODEID:-${NODE_RANK:-0}}}" \
+  --main_process_ip="${RDZV_ENDPOINT%:*}" \
+  --main_process_port="${RDZV_ENDPOINT##*:}" \
+  --rdzv_backend=c10d \
+  --max_restarts=0 \
+  sft.py --dataset /shared/data/sft.jsonl &
+agent=$!
+trap 'pkill -USR1 -P "$agent" || true' USR1
+trap 'kill -TERM "$agent" 2>/dev/null || true' TERM INT
+status=0
+while :; do
+  wait "$agent" && status=0 || status=$?
+  kill -0 "$agent" 2>/dev/null || break  # a trap interrupted the wait; the agent is still running
+done
+exit "$status"
