@@ -221,3 +221,24 @@ def test_partial_node_and_site_walltime_pass_sbatch(tmp_path, slurm_cluster):
     assert result.returncode == 0 and "to start at" in result.stderr, result.stderr
     job = plan.deployment.slurm
     assert not job.exclusive and job.links > 1 and job.time_limit_seconds <= 20 * 3600
+
+
+# --------------------------------------------------------------------- megatron-core (PyPI): runs wherever CI runs
+def test_megatron_core_accepts_the_generated_layout_and_refuses_a_broken_split(tmp_path):
+    """megatron-core's TransformerConfig takes the 405B example's layout (TP, PP, CP, virtual stages, uneven split as
+    Megatron states it) and refuses the same arguments with the pipeline split made inconsistent."""
+    plan, files = megatron_example("llama3-405b-pretrain")
+    out = write_tree(files, tmp_path)
+    ok, message = realtools().validate_megatron_core(out / "megatron/args.sh", plan.hardware.gpus)
+    assert ok, message
+    derived = json.loads(message.split("MEGATRON_CORE_OK ", 1)[1])
+    par = plan.parallelism
+    assert (derived["tensor_model_parallel_size"], derived["pipeline_model_parallel_size"], derived["data_parallel_size"]) == (par.tp, par.pp, par.dp)
+    assert derived.get("context_parallel_size", 1) == par.cp
+    assert derived["virtual_pipeline_model_parallel_size"] == (par.vp if par.vp > 1 else None)
+    text = (out / "megatron/args.sh").read_text()
+    broken = text.replace("--account-for-loss-in-pipeline-split\n", "--decoder-first-pipeline-num-layers 5\n", 1)
+    assert broken != text
+    (tmp_path / "broken.sh").write_text(broken)
+    ok, message = realtools().validate_megatron_core(tmp_path / "broken.sh", plan.hardware.gpus)
+    assert not ok and any(words in message for words in ("cannot be", "divisible", "Mismatch")), message

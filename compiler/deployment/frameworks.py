@@ -209,7 +209,7 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
     if arch.norm == "rmsnorm":
         # Llama-family models train without dropout (config.json attention_dropout 0.0; Megatron's default is 0.1)
         args += [("--attention-dropout", "0"), ("--hidden-dropout", "0")]
-    split = pipeline_split(arch.layers, par.pp)
+    split = None if par.pp_stage_layers else pipeline_split(arch.layers, par.pp)  # a sized split: layout_args says it
     if split:
         args += [("--decoder-first-pipeline-num-layers", str(split[0])),
                  ("--decoder-last-pipeline-num-layers", str(split[1]))]
