@@ -34,8 +34,6 @@ MEGATRON_ARGS=(
   --norm-epsilon 1e-05
   --attention-dropout 0
   --hidden-dropout 0
-  --decoder-first-pipeline-num-layers 7
-  --decoder-last-pipeline-num-layers 7
   --bf16
   --tokenizer-type NullTokenizer
   --vocab-size 128256
