@@ -17,7 +17,8 @@ import yaml
 
 from .catalog.params import count_params
 from .resolved import ResolvedPlan
-from .targets.base import OutputFile, dump_json, render, with_header
+from .targets.base import OutputFile, dump_json, dump_yaml_documents, render, with_header
+from .targets.k8s_common import gpu_node_selector, labels, tolerations
 from .writer import RenderedPlan
 
 ADAM_BYTES_PER_PARAM = 16  # fp16/bf16 weights and gradients, fp32 master, momentum and variance
@@ -61,9 +62,33 @@ def probe_files(plan: ResolvedPlan) -> RenderedPlan:
     sbatch = render("probe/probe.sbatch.j2", job_name=f"{plan.name}-probe", processes=s["processes"], time_limit=f"00:{minutes:02d}:00",
                     directives=directives, plan_name=plan.name, layers=s["layers"], model_layers=s["model_layers"],
                     micro_batch=s["micro_batch"], seq_len=s["seq_len"], precision=s["precision"])
-    files = [OutputFile("probe.py", render("probe/probe.py.j2"), 0o755), OutputFile("probe.sbatch", sbatch, 0o755),
-             OutputFile("settings.json", dump_json(s))]
+    script, settings_text = render("probe/probe.py.j2"), dump_json(s)
+    files = [OutputFile("probe.py", script, 0o755), OutputFile("probe.sbatch", sbatch, 0o755), OutputFile("settings.json", settings_text)]
+    if plan.deployment and plan.deployment.kubernetes and plan.deployment.kubernetes.training:
+        files.append(OutputFile("probe-job.yaml", dump_yaml_documents(_kubernetes_job(plan, s, script, settings_text))))
     return RenderedPlan(f"{plan.name}-probe", tuple(with_header(f, plan.plan_file, plan.name) for f in files))
+
+
+def _kubernetes_job(plan: ResolvedPlan, s: dict, script: str, settings_text: str) -> list[dict]:
+    """A ConfigMap with probe.py and settings.json and a one-pod Job on one GPU node of the plan's type: the results
+    are printed to the log (`kubectl logs job/<plan>-probe > probe-results.json`)."""
+    k8s, name = plan.deployment.kubernetes, f"{plan.name}-probe"
+    meta = {"name": name, "namespace": k8s.namespace, "labels": labels(plan, "probe")}
+    command = ("python3 -m torch.distributed.run --standalone --nproc-per-node=\"$PROBE_PROCESSES\" /probe/probe.py "
+               "--settings /probe/settings.json --out /tmp/probe-results.json >&2 && cat /tmp/probe-results.json")
+    container = {
+        "name": "probe", "image": k8s.training.image, "command": ["bash", "-c", command],
+        "env": [{"name": "PROBE_PROCESSES", "value": str(s["processes"])}],
+        "resources": {"limits": {"nvidia.com/gpu": s["processes"]}},
+        "volumeMounts": [{"name": "probe", "mountPath": "/probe", "readOnly": True}, {"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+    pod = {"restartPolicy": "Never", "nodeSelector": gpu_node_selector(plan), "tolerations": tolerations(plan),
+           "containers": [container],
+           "volumes": [{"name": "probe", "configMap": {"name": name}}, {"name": "dshm", "emptyDir": {"medium": "Memory"}}]}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
+           "spec": {"backoffLimit": 0, "activeDeadlineSeconds": s["time_limit_seconds"], "template": {"metadata": {"labels": meta["labels"]}, "spec": pod}}}
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"probe.py": script, "settings.json": settings_text}}
+    return [config, job]
 
 
 def site_calibration_text(results: dict, site: str) -> str:

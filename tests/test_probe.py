@@ -76,3 +76,24 @@ def _run(folder, env):
     state = next((w.split("=", 1)[1] for w in info.split() if w.startswith("JobState=")), "UNKNOWN")
     output = "".join(p.read_text(errors="replace") for p in folder.glob(f"*-{job}.out"))
     return state, output + info
+
+
+@pytest.mark.realtool
+def test_a_kubernetes_plan_gets_a_probe_job_the_schemas_accept(tmp_path):
+    """scheduler both/kubernetes: probe-job.yaml (a ConfigMap with the script and a one-pod Job on one GPU node)."""
+    import yaml
+
+    from tests.tools.realtools import validate_k8s
+
+    plan = resolve(REPO / "examples" / "llama3-405b-pretrain.yaml")
+    files = {f.path: f.text for f in probe_files(plan).files}
+    docs = list(yaml.safe_load_all(files["probe-job.yaml"]))
+    assert [d["kind"] for d in docs] == ["ConfigMap", "Job"]
+    config, job = docs
+    assert config["data"]["settings.json"] == files["settings.json"]  # JSON carries no header: the same bytes
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == plan.hardware.gpus_per_node
+    assert job["spec"]["activeDeadlineSeconds"] == 900 and job["spec"]["backoffLimit"] == 0
+    path = tmp_path / "probe-job.yaml"
+    path.write_text(files["probe-job.yaml"])
+    assert validate_k8s([path]) == []
