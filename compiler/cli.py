@@ -206,28 +206,40 @@ def run_schema(argv: list[str]) -> int:
 
 
 def run_explain(argv: list[str]) -> int:
-    from .diagnostics import InfeasiblePlan, PlanInputError
     from .explain import explain
-    from .pipeline import resolve
 
     parser = _Parser(prog="mlinfra-compile explain", description="Print the sizing and deployment decisions and their reasons.",
                      epilog=f"example:\n  mlinfra-compile explain examples/llama3-8b-pretrain.yaml\n\n{EXIT_CODES_HELP}")
     parser.add_argument("plan", type=Path)
     args = parser.parse_args(argv)
+    plan, status = _resolved(args.plan)
+    if plan is not None:
+        sys.stdout.write(terminal_text(explain(plan)))
+    return status
+
+
+def _resolved(path: Path):
+    """(the resolved plan, EXIT_OK), or (None, the exit code) after printing why."""
+    from .diagnostics import InfeasiblePlan, PlanInputError
+    from .pipeline import resolve
+
     try:
-        sys.stdout.write(terminal_text(explain(resolve(args.plan))))
+        return resolve(path), EXIT_OK
     except PlanInputError as exc:
         _print_error(exc.render())
-        return EXIT_INVALID
+        return None, EXIT_INVALID
     except InfeasiblePlan as exc:
-        _print_error(terminal_text(f"{args.plan}: error: infeasible: {exc}  [infeasible]"))
-        return EXIT_INFEASIBLE
-    return EXIT_OK
+        _print_error(terminal_text(f"{path}: error: infeasible: {exc}  [infeasible]"))
+        return None, EXIT_INFEASIBLE
+
+
+def _os_error(exc: OSError, fallback: Path) -> int:
+    """An environment error: one line naming the path, exit 2."""
+    _print_error(terminal_text(f"{exc.filename or fallback}: error: {exc.strerror or exc}  [os-error]"))
+    return EXIT_INVALID
 
 
 def run_probe(argv: list[str]) -> int:
-    from .diagnostics import InfeasiblePlan, PlanInputError
-    from .pipeline import resolve
     from .plan_lock import PlanLocked
     from .probe import ProbeError, probe_files
     from .writer import UnsafeOutput, write_plans
@@ -240,15 +252,12 @@ def run_probe(argv: list[str]) -> int:
     parser.add_argument("plan", type=Path)
     parser.add_argument("-o", "--out", type=Path, default=Path("out"))
     args = parser.parse_args(argv)
+    plan, status = _resolved(args.plan)
+    if plan is None:
+        return status
     try:
-        rendered = probe_files(resolve(args.plan))
+        rendered = probe_files(plan)
         write_plans(args.out, [rendered])
-    except PlanInputError as exc:
-        _print_error(exc.render())
-        return EXIT_INVALID
-    except InfeasiblePlan as exc:
-        _print_error(terminal_text(f"{args.plan}: error: infeasible: {exc}  [infeasible]"))
-        return EXIT_INFEASIBLE
     except ProbeError as exc:
         _print_error(terminal_text(f"{args.plan}: error: {exc}  [no-probe]"))
         return EXIT_INVALID
@@ -256,8 +265,7 @@ def run_probe(argv: list[str]) -> int:
         _print_error(terminal_text(f"error: {exc}  [{exc.code}]"))
         return EXIT_INVALID
     except OSError as exc:
-        _print_error(terminal_text(f"{exc.filename or args.out}: error: {exc.strerror or exc}  [os-error]"))
-        return EXIT_INVALID
+        return _os_error(exc, args.out)
     print(f"{rendered.name}: {len(rendered.files)} files in {args.out / rendered.name}")
     return EXIT_OK
 
@@ -282,8 +290,7 @@ def run_calibrate(argv: list[str]) -> int:
         _print_error(terminal_text(f"{args.results}: error: {exc}  [invalid-results]"))
         return EXIT_INVALID
     except OSError as exc:
-        _print_error(terminal_text(f"{exc.filename or args.out}: error: {exc.strerror or exc}  [os-error]"))
-        return EXIT_INVALID
+        return _os_error(exc, args.out)
     print(f"wrote {args.out}")
     return EXIT_OK
 
