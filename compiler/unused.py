@@ -45,6 +45,7 @@ def unused_fields(spec: PlanSpec, data: Any) -> list[tuple[tuple, str]]:
             refuse(("train", "epochs"), "epochs multiply dataset_tokens; with train.tokens given it changes nothing")
         refuse(("budget", "usd_per_month"), "a monthly budget is for serve plans; give budget.usd for a training run")
         refuse(("cluster", "kubernetes", "autoscaler"), "the autoscaler is for serve plans")
+        refuse(("model", "quantization"), "model.quantization chooses the serving engine's quantization flags; training reads 16-bit weights")
         if scheduler == "kubernetes":
             for key in SLURM_ONLY:
                 refuse(("cluster", "slurm", key), "scheduler kubernetes emits no Slurm job; use scheduler both to get one")

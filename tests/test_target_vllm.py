@@ -166,9 +166,9 @@ def test_dtype_follows_precision_and_gpu():
 
 
 def test_int4_names_no_load_time_method_and_says_why():
-    text = by_path(vllm.render(llm_plan(precision="int4")))["vllm/config.yaml"].text
+    text = by_path(vllm.render(llm_plan(precision="int4", model={"quantization": "awq"})))["vllm/config.yaml"].text
     assert "quantization" not in yaml.safe_load(text)
-    assert "must\n# name a pre-quantized checkpoint" in text
+    assert "pre-quantized checkpoint (model.quantization: awq)" in text
 
 
 def test_prefix_caching_off():

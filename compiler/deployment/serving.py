@@ -33,9 +33,10 @@ DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 # dynamic activation scales) at load time, no calibration (vLLM docs, "FP8 W8A8"). vLLM 0.32 has no load-time int8
 # or int4 method for dense layers (its online shorthands quantize MoE experts only; bitsandbytes was removed), so
 # int8/int4 name no method: the model must be a pre-quantized checkpoint (AWQ, GPTQ or compressed-tensors W8A8/W4A16)
-# and vLLM reads the method from its config.json quantization_config.
+# and vLLM reads the method from its config.json quantization_config. A plan whose checkpoint is already quantized
+# (model.quantization != none) gets no --quantization at all: vLLM reads it from the checkpoint, and `--quantization
+# fp8` on an FP8 checkpoint would conflict with it (compiler/serve_checks.py refuses mismatches before this runs).
 QUANTIZATION = {"fp8": "fp8"}
-PREQUANTIZED = frozenset({"int8", "int4"})
 # `--kv-cache-dtype` per plan kv_cache_dtype (fp8 means e4m3 in vLLM).
 KV_CACHE_DTYPE = {"auto": "auto", "fp8": "fp8"}
 # Object-store weights are streamed with the Run:ai model streamer (vLLM docs "Loading models with Run:ai Model
@@ -178,8 +179,9 @@ def vllm_args(plan: ResolvedPlan, prefix_caching: bool) -> list[EngineArg]:
         EngineArg(key="max_num_batched_tokens", value=s.max_num_batched_tokens, reason="tokens per scheduler step (chunked-prefill budget) from sizing"),
         EngineArg(key="dtype", value=compute_dtype(plan), reason=f"compute type for precision {s.precision}"),
     ]
-    if s.precision in QUANTIZATION:
-        args.append(EngineArg(key="quantization", value=QUANTIZATION[s.precision], reason=f"precision {s.precision}"))
+    if s.precision in QUANTIZATION and model.quantization == "none":
+        args.append(EngineArg(key="quantization", value=QUANTIZATION[s.precision],
+                              reason=f"precision {s.precision} from a 16-bit checkpoint: vLLM quantizes the weights at load time"))
     args.append(EngineArg(key="kv_cache_dtype", value=KV_CACHE_DTYPE[s.kv_cache_dtype], reason="serve.kv_cache_dtype"))
     args.append(EngineArg(key="enable_prefix_caching", value=prefix_caching, reason="serve.prefix_caching"))
     if model_source(plan).lower().startswith(STREAMED_SCHEMES):
@@ -192,7 +194,7 @@ def vllm_args(plan: ResolvedPlan, prefix_caching: bool) -> list[EngineArg]:
 # ----------------------------------------------------------------------------------------------- TGI arguments
 def tgi_args(plan: ResolvedPlan) -> list[EngineArg]:
     require_llm(plan)
-    s = plan.serving
+    s, model = plan.serving, plan.model
     if s.nodes_per_replica > 1 or s.pp > 1:
         raise ValueError(f"TGI shards a replica over one node's GPUs only; the plan needs TP={s.tp} x PP={s.pp} "
                          f"on {s.nodes_per_replica} nodes (use engine vllm)")
@@ -211,7 +213,9 @@ def tgi_args(plan: ResolvedPlan) -> list[EngineArg]:
         EngineArg(key="--max-concurrent-requests", value=s.max_concurrency + QUEUE_ADMISSION_FACTOR * math.ceil(s.queue_target_per_replica),
                   reason=f"batch {s.max_concurrency} + {QUEUE_ADMISSION_FACTOR} x queue target {s.queue_target_per_replica:g}"),
     ]
-    if s.precision in TGI_QUANTIZE:
+    if model.quantization != "none":
+        pass  # a pre-quantized checkpoint: TGI reads the method from its config.json (quantization_config); --dtype conflicts
+    elif s.precision in TGI_QUANTIZE:
         args.append(EngineArg(key="--quantize", value=TGI_QUANTIZE[s.precision], reason=f"precision {s.precision}"))
     else:
         args.append(EngineArg(key="--dtype", value=TGI_DTYPE[s.precision], reason=f"precision {s.precision}"))
@@ -324,16 +328,20 @@ def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernet
     )
 
 
-def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage: dict[str, Serving]) -> list[DeploymentDecision]:
+def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage: dict[str, Serving],
+              checkpoint_by_stage: dict[str, str]) -> list[DeploymentDecision]:
     out = []
     for e in engines:
         where = f" ({e.stage})" if e.stage else ""
         flags = {a.key: a.value for a in e.args}
         dtype = flags.get("dtype", flags.get("--dtype"))
         quant = flags.get("quantization", flags.get("--quantize"))
-        choice = f"{e.engine} {e.version}" + (f", dtype {dtype}" if dtype else "") + (f", quantization {quant}" if quant else "")
+        checkpoint = checkpoint_by_stage[e.stage]
+        choice = (f"{e.engine} {e.version}" + (f", dtype {dtype}" if dtype else "") + (f", quantization {quant}" if quant else "")
+                  + (f", {checkpoint}-quantized checkpoint (method read from its config.json)" if checkpoint != "none" else ""))
         out.append(DeploymentDecision(topic=f"engine{where}", choice=choice,
-                                      reason="plan precision and the GPU's tensor-core types; pinned release whose flags were checked"))
+                                      reason="plan precision, model.quantization (the checkpoint's own) and the GPU's tensor-core types; "
+                                             "pinned release whose flags were checked"))
     for u in units:
         where = f" ({u.stage})" if u.stage else ""
         s = serving_by_stage[u.stage]

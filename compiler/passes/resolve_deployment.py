@@ -36,7 +36,8 @@ def resolve_deployment(plan: ResolvedPlan, ctx: PassContext | None = None) -> Re
     if views:
         engines = [serving.engine(v, spec) for v in views]
         units = [serving.serving_unit(plan, v, spec, on_kubernetes) for v in views]
-        decisions += serving.decisions(engines, units, {v.stage: v.plan.serving for v in views})
+        decisions += serving.decisions(engines, units, {v.stage: v.plan.serving for v in views},
+                                       {v.stage: v.plan.model.quantization for v in views})
     kubernetes = Kubernetes(
         namespace=k8s.namespace, secret_name=k8s.secret_name, storage_class=k8s.storage_class,
         tolerations=[dict(t) for t in k8s.tolerations], node_selector=dict(k8s.node_selector), autoscaler=k8s.autoscaler,
