@@ -156,7 +156,7 @@ def test_scale_down_window_covers_a_slow_reload():
 
 
 def test_adapter_values_expose_the_queue_metric_under_the_hpa_name():
-    values = yaml.safe_load(_files(_plan())["k8s/prometheus-adapter-values.yaml"])
+    values = yaml.safe_load(_files(_plan())["helm/prometheus-adapter-values.yaml"])
     rule = values["rules"]["custom"][0]
     assert rule["seriesQuery"].startswith("vllm:num_requests_waiting{")
     assert rule["name"]["as"] == "vllm_num_requests_waiting"
@@ -165,7 +165,7 @@ def test_adapter_values_expose_the_queue_metric_under_the_hpa_name():
 def test_keda_scaledobject_replaces_the_hpa():
     plan = _plan(spec=_k8s(autoscaler="keda"), min_replicas=2, max_replicas=6, queue_target_per_replica=4)
     files = _files(plan)
-    assert "k8s/prometheus-adapter-values.yaml" not in files
+    assert "helm/prometheus-adapter-values.yaml" not in files
     docs = list(yaml.safe_load_all(files["k8s/serving.yaml"]))
     assert not [d for d in docs if d["kind"] == "HorizontalPodAutoscaler"]
     scaled = _one(docs, "ScaledObject")["spec"]
@@ -415,3 +415,25 @@ def test_stages_name_the_queue_between_them():
     assert [u.component for u in units] == ["vision", "caption"]
     assert units[0].output_queue == units[1].input_queue == "image-captioning-vision-to-caption"
     assert units[0].input_queue == "" and units[1].output_queue == ""
+
+
+# ------------------------------------------------------------------------------------------------ kubectl apply -f k8s/
+def test_every_file_under_k8s_is_kubernetes_objects_the_schemas_accept(tmp_path):
+    """`kubectl apply -f out/<plan>/k8s/` applies every file there: each document must be a Kubernetes object
+    (apiVersion + kind) that the strict schemas and CRDs accept; Helm values live under helm/."""
+    from compiler.pipeline import compile_plan
+    from tests.conftest import EXAMPLES
+
+    paths, helm = [], []
+    for example in EXAMPLES:
+        for f in compile_plan(example).files:
+            if f.path.startswith("helm/"):
+                helm.append(f.path)
+            if not f.path.startswith("k8s/"):
+                continue
+            docs = list(yaml.safe_load_all(f.text))
+            assert docs and all(isinstance(d, dict) and d.get("apiVersion") and d.get("kind") for d in docs), f"{example.stem}/{f.path}"
+            paths.append(tmp_path / f"{example.stem}-{f.path.replace('/', '-')}")
+            paths[-1].write_text(f.text)
+    assert paths and "helm/prometheus-adapter-values.yaml" in helm
+    assert _validate_k8s(paths) == []

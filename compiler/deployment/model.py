@@ -39,7 +39,7 @@ class Files(Section):
     megatron_args: str = "megatron/args.sh"
     k8s_training: str = "k8s/training.yaml"
     k8s_serving: str = "k8s/serving.yaml"
-    adapter_values: str = "k8s/prometheus-adapter-values.yaml"
+    adapter_values: str = Field("helm/prometheus-adapter-values.yaml", description="Helm values of prometheus-adapter: not a Kubernetes object, so outside k8s/ (kubectl apply -f k8s/ applies every file there)")
     monitoring_rules: str = "monitoring/prometheus-rules.yaml"
 
 

@@ -3,7 +3,8 @@
 Per serving unit (the whole service, or each stage of a multi-stage service): the engine as a Deployment, or a
 LeaderWorkerSet when one replica spans nodes; a Service; an autoscaler on the engine's queue metric (HPA through a
 Prometheus adapter, or a KEDA ScaledObject); a PodDisruptionBudget; a model-cache volume; a ServiceMonitor. With
-the HPA, `k8s/prometheus-adapter-values.yaml` maps the queue metric into the custom metrics API.
+the HPA, `helm/prometheus-adapter-values.yaml` (Helm values, not a Kubernetes object: kept out of k8s/ so that
+`kubectl apply -f k8s/` applies every file there) maps the queue metric into the custom metrics API.
 Every number comes from `plan.serving` / `plan.hardware`; the few policies chosen here are named constants with a
 reason, and the reasons also travel in `mlinfra.io/*` annotations so `kubectl describe` shows them.
 """
@@ -379,7 +380,9 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
     files = plan.deployment.files
     out = [OutputFile(files.k8s_serving, dump_yaml_documents(serving_documents(plan)))]
     if plan.deployment.kubernetes.autoscaler == "hpa":
-        out.append(OutputFile(files.adapter_values, dump_yaml_documents([adapter_values(plan)])))
+        usage = (f"# Helm values for prometheus-adapter (not a Kubernetes object): helm upgrade --install prometheus-adapter "
+                 f"prometheus-community/prometheus-adapter -n monitoring -f {files.adapter_values}\n")
+        out.append(OutputFile(files.adapter_values, usage + dump_yaml_documents([adapter_values(plan)])))
     return out
 
 
