@@ -177,12 +177,12 @@ def test_keda_scaledobject_replaces_the_hpa():
 
 
 # ------------------------------------------------------------------------------------------------ probes, storage
-@pytest.mark.parametrize("startup_seconds, threshold", [(60, 12), (812.3, 163), (0.4, 1)])
+@pytest.mark.parametrize("startup_seconds, threshold", [(60, 48), (812.3, 199), (0.4, 37)])
 def test_startup_probe_budget_covers_the_weight_load(startup_seconds, threshold):
     container = _one(_docs(_plan(startup_seconds=startup_seconds)), "Deployment")["spec"]["template"]["spec"]["containers"][0]
     probe = container["startupProbe"]
-    assert probe["failureThreshold"] == threshold  # ceil(2 × startup / 10 s)
-    assert probe["failureThreshold"] * probe["periodSeconds"] >= startup_seconds
+    assert probe["failureThreshold"] == threshold  # ceil(2 × (ceil(load) + 180 s warm-up) / 10 s)
+    assert probe["failureThreshold"] * probe["periodSeconds"] >= startup_seconds + 180
     assert probe["httpGet"] == {"path": "/health", "port": "http"}
     assert container["readinessProbe"]["httpGet"]["path"] == container["livenessProbe"]["httpGet"]["path"] == "/health"
 
@@ -307,7 +307,7 @@ def test_slo_burn_rules_use_the_plan_slos_and_sre_workbook_burn_rates():
 
 def test_idle_gpu_rule_waits_for_load_and_scale_down():
     idle = _rules(_plan())["serving-gpus"][0]
-    assert idle["for"] == "420s"  # 300 s scale-down window + 12 × 10 s startup budget
+    assert idle["for"] == "780s"  # 300 s scale-down window + 48 × 10 s startup budget
     assert idle["expr"].startswith("DCGM_FI_DEV_GPU_UTIL{") and 'pod=~"llama3-8b-chat-.+"' in idle["expr"]
 
 
@@ -437,3 +437,51 @@ def test_every_file_under_k8s_is_kubernetes_objects_the_schemas_accept(tmp_path)
             paths[-1].write_text(f.text)
     assert paths and "helm/prometheus-adapter-values.yaml" in helm
     assert _validate_k8s(paths) == []
+
+
+# ------------------------------------------------------------------------------------------------ weights delivery
+def _pods(docs) -> list[dict]:
+    return [t["spec"] for d in docs if d["kind"] in ("Deployment", "LeaderWorkerSet")
+            for t in ([d["spec"]["template"]] if d["kind"] == "Deployment"
+                      else [d["spec"]["leaderWorkerTemplate"]["leaderTemplate"], d["spec"]["leaderWorkerTemplate"]["workerTemplate"]])]
+
+
+def test_hub_weights_are_downloaded_by_an_init_container_before_any_probe():
+    """The fixture downloads 16 GB from the Hub: a startup probe sized for the load alone would restart the pod
+    mid-download (CrashLoopBackOff on the first rollout). The download runs unprobed, in an init container."""
+    plan = _plan()
+    docs = _docs(plan)
+    (pod,) = _pods(docs)
+    (init,) = pod["initContainers"]
+    assert init["name"] == "fetch-weights" and init["args"][0] == "meta-llama/Llama-3.1-8B-Instruct"
+    assert "*.safetensors" in init["args"] and "snapshot_download" in init["command"][2]
+    assert {"name": "HF_HOME", "value": "/models/hf"} in init["env"] and init["env"][0]["name"] == "HF_TOKEN"
+    unit = plan.deployment.kubernetes.serving[0]
+    assert unit.weights_source == "hub" and unit.download_bytes_per_second == 100e6
+    assert unit.download_seconds == 161  # 16,060,522,496 B ÷ 100 MB/s
+    deployment = _one(docs, "Deployment")
+    assert deployment["spec"]["progressDeadlineSeconds"] == 161 + unit.startup_budget_seconds + 600
+    assert any(d.topic == "weights" and "init container downloads" in d.choice for d in plan.deployment.decisions)
+
+
+def test_object_store_weights_are_streamed_without_a_download():
+    plan = _plan(model={"weights_uri": "s3://bucket/llama3-8b"})
+    (pod,) = _pods(_docs(plan))
+    assert "initContainers" not in pod
+    unit = plan.deployment.kubernetes.serving[0]
+    assert (unit.weights_source, unit.fetch_weights, unit.download_seconds) == ("object-store", False, 0)
+
+
+def test_lws_pods_each_fetch_the_whole_checkpoint_and_load_their_stage():
+    plan = _multi_node()
+    pods = _pods(_docs(plan))
+    assert len(pods) == 2 and all(p["initContainers"][0]["name"] == "fetch-weights" for p in pods)
+    unit = plan.deployment.kubernetes.serving[0]
+    assert unit.weights_bytes_per_pod == 16_060_522_496 // 2 and unit.load_seconds == 407  # ceil(812.3 s ÷ 2 stages)
+    assert unit.model_cache_bytes >= unit.checkpoint_bytes  # every pod downloads the whole checkpoint
+
+
+def test_a_16_bit_checkpoint_quantized_at_load_is_cached_at_16_bits():
+    plan = _plan(precision="fp8", weights_bytes=8_030_261_248)
+    unit = plan.deployment.kubernetes.serving[0]
+    assert unit.checkpoint_bytes == 2 * 8_030_261_248 and unit.model_cache_bytes >= 2 * 8_030_261_248

@@ -210,6 +210,17 @@ class ServingUnit(Section):
     probe_failure_threshold: int
     startup_failure_threshold: int
     startup_budget_seconds: int
+    weights_source: Literal["hub", "object-store", "path"] = Field(description="where the weights come from: the Hugging Face Hub (model.hf_id), object storage (model.weights s3://, gs://, az://) or a path")
+    weights_location: str = Field(description="the Hub repo id or the URI / path the weights are read from")
+    fetch_weights: bool = Field(description="an init container downloads the checkpoint into the model cache before the engine starts (Hub weights)")
+    fetch_patterns: list[str] = Field(default_factory=list, description="files the init container downloads (huggingface_hub allow_patterns)")
+    checkpoint_bytes: int = Field(description="bytes of the checkpoint as stored (what a download moves): the serving weights, or 2 bytes per parameter for a 16-bit checkpoint quantized at load time")
+    weights_bytes_per_pod: int = Field(description="weights one pod loads into its GPUs: the replica's weights ÷ its pods (one pipeline stage per pod)")
+    download_bytes_per_second: float = Field(description="assumed Hub download rate per pod (0 when nothing is downloaded)")
+    download_seconds: int = Field(description="checkpoint ÷ download rate: the init container's expected run time")
+    load_seconds: int = Field(description="the pod's weights ÷ the storage read rate (sizing's startup_seconds, per pod)")
+    warmup_seconds: int = Field(description="engine start after the weights are in memory: CUDA graph capture, compilation, KV-cache profiling (policy)")
+    progress_deadline_seconds: int = Field(description="Deployment progressDeadlineSeconds: download + startup budget, so a first rollout is not reported failed while it downloads")
     model_cache_bytes: int
     shared_cache: bool
     shm_bytes: int

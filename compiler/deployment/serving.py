@@ -95,9 +95,27 @@ TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # BERT-style en
 # and Startup Probes"), written out so a reviewer sees them.
 PROBE_PERIOD_SECONDS = 10
 PROBE_FAILURE_THRESHOLD = 3
-# serving.startup_seconds is a bandwidth roofline (weights ÷ storage read bandwidth): a lower bound that leaves out
-# process start, CUDA graph capture and KV-cache profiling. Our policy, not a measurement: budget twice the bound.
+# The startup probe covers what happens after the weights are on the pod: the pod's share of the weights read from
+# the cache (serving.startup_seconds ÷ pods per replica: a bandwidth roofline) plus the engine's warm-up. Our policy,
+# not a measurement: budget twice that.
 STARTUP_BUDGET_FACTOR = 2.0
+# Engine warm-up once the weights are in GPU memory: vLLM's torch.compile + CUDA graph capture + KV-cache profiling,
+# TGI's prefill warm-up, Triton's model load. A policy (minutes for large vLLM models on a cold compile cache, per
+# vLLM's docs "torch.compile integration": the first compile is cached for later starts), not a measurement.
+WARMUP_SECONDS = {"vllm": 180, "tgi": 180, "triton-vllm": 180, "triton": 60}
+# Hub weights are downloaded by an init container into the model cache before the engine starts, so the startup
+# probe never races a download (a probe sized for a stream from object storage would restart the pod mid-download:
+# CrashLoopBackOff on the first rollout). The rate is an assumption stated in the report: plain-Python
+# huggingface_hub downloads top out near 500 MB/s on very fast links (hf_transfer's README, pypi.org/project/
+# hf-transfer: "a power user tool, to go beyond ~500MB/s"), and a cluster's egress is shared; we assume a fifth.
+HUB_DOWNLOAD_BYTES_PER_SECOND = 100e6
+HUB_DOWNLOAD_SOURCE = ("assumed 100 MB/s per pod: a fifth of the ~500 MB/s ceiling of plain-Python huggingface_hub "
+                       "downloads (hf_transfer README, pypi.org/project/hf-transfer), a policy for shared cluster egress")
+# What the init container downloads (huggingface_hub snapshot_download allow_patterns): safetensors weights, configs
+# and tokenizer files, as vLLM's loader uses them; not `original/` consolidated .pth copies (Llama repos) or .bin
+# duplicates, which would double the bytes.
+FETCH_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.tiktoken", "*.txt", "*.py"]
+CHECKPOINT_BYTES_PER_PARAM_16BIT = 2  # a checkpoint that is not pre-quantized is stored in bf16/fp16
 # Model cache = weights + headroom: ext4 reserves 5 % of blocks for root (mke2fs -m default), and another 5 % holds
 # tokenizer/config files and the changed files of a new revision while it downloads.
 MODEL_CACHE_HEADROOM_FRACTION = 0.10
@@ -107,6 +125,10 @@ SHARED_FILESYSTEMS = frozenset({"lustre", "nfs", "gpfs", "weka", "vast", "cephfs
 # Scale-down: a replica given back costs serving.startup_seconds to get again, so keep it until the load has been low
 # at least that long (the break-even rule of ski rental, Karlin et al. 1988), never less than the Kubernetes default.
 DEFAULT_SCALE_DOWN_WINDOW_SECONDS = 300
+# Deployment progressDeadlineSeconds: the Kubernetes default (600 s, kubernetes.io "Deployments", Progress Deadline
+# Seconds) on top of the expected download and startup budget, so `kubectl rollout status` of a first rollout does
+# not report a Deployment that is still downloading its weights as failed.
+PROGRESS_DEADLINE_DEFAULT_SECONDS = 600
 # Pinned engine images (release tags of the upstream images); spec.cluster.kubernetes.image overrides.
 ENGINE_IMAGES = {
     "vllm": f"vllm/vllm-openai:v{VLLM_VERSION}",  # the release whose flags the vLLM target emits
@@ -295,13 +317,33 @@ def gpus_per_pod(serving: Serving) -> int:
     return serving.tp
 
 
-def startup_failure_threshold(serving: Serving) -> int:
-    """Startup probe failures allowed, so that failureThreshold × periodSeconds ≥ budget ≥ startup_seconds."""
-    return max(1, math.ceil(STARTUP_BUDGET_FACTOR * serving.startup_seconds / PROBE_PERIOD_SECONDS))
+def startup_failure_threshold(load_seconds: float, warmup_seconds: float) -> int:
+    """Startup probe failures allowed, so that failureThreshold × periodSeconds ≥ factor × (load + warm-up)."""
+    return max(1, math.ceil(STARTUP_BUDGET_FACTOR * (load_seconds + warmup_seconds) / PROBE_PERIOD_SECONDS))
 
 
-def model_cache_bytes(serving: Serving) -> int:
-    return math.ceil(serving.weights_bytes * (1 + MODEL_CACHE_HEADROOM_FRACTION))
+def weights_source(plan: ResolvedPlan) -> str:
+    uri = plan.model.weights_uri
+    if not uri:
+        return "hub"
+    return "object-store" if uri.lower().startswith(STREAMED_SCHEMES) else "path"
+
+
+def checkpoint_bytes(plan: ResolvedPlan) -> int:
+    """The checkpoint as stored: a 16-bit one is 2 bytes per parameter even when the engine quantizes it at load."""
+    s = plan.serving
+    if plan.model.quantization == "none":
+        return max(s.weights_bytes, CHECKPOINT_BYTES_PER_PARAM_16BIT * plan.model.params_total)
+    return s.weights_bytes
+
+
+def model_cache_bytes(checkpoint: int) -> int:
+    return math.ceil(checkpoint * (1 + MODEL_CACHE_HEADROOM_FRACTION))
+
+
+def warmup_key(plan: ResolvedPlan) -> str:
+    engine = plan.serving.engine
+    return "triton-vllm" if engine == "triton" and plan.model.architecture.kind == "decoder" else engine
 
 
 def scale_down_window_seconds(serving: Serving) -> int:
@@ -313,7 +355,14 @@ def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernet
     # the shape check raises for a replica a LeaderWorkerSet cannot place; only Kubernetes places pods
     pod_gpus = gpus_per_pod(s) if on_kubernetes else (s.tp if s.nodes_per_replica > 1 else s.gpus_per_replica)
     health, queue, adapter, metrics_port = ENGINE_ENDPOINTS[s.engine]
-    threshold = startup_failure_threshold(s)
+    source = weights_source(unit.plan)
+    fetch = source == "hub" and (s.engine != "triton" or unit.plan.model.architecture.kind == "decoder")
+    checkpoint = checkpoint_bytes(unit.plan)
+    rate = HUB_DOWNLOAD_BYTES_PER_SECOND if fetch else 0.0
+    download = math.ceil(checkpoint / rate) if fetch else 0
+    load = math.ceil(s.startup_seconds / s.nodes_per_replica)
+    warmup = WARMUP_SECONDS[warmup_key(unit.plan)]
+    threshold = startup_failure_threshold(load, warmup)
     return ServingUnit(
         name=object_name(plan.name, unit.stage) if unit.stage else object_name(plan.name),
         component=unit.stage or "server", stage=unit.stage, engine=s.engine,
@@ -322,7 +371,12 @@ def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernet
         http_port=HTTP_PORT, metrics_port=metrics_port, health_path=health, queue_metric=queue, adapter_metric=adapter,
         probe_period_seconds=PROBE_PERIOD_SECONDS, probe_failure_threshold=PROBE_FAILURE_THRESHOLD,
         startup_failure_threshold=threshold, startup_budget_seconds=threshold * PROBE_PERIOD_SECONDS,
-        model_cache_bytes=model_cache_bytes(s), shared_cache=unit.plan.hardware.storage in SHARED_FILESYSTEMS,
+        weights_source=source, weights_location=model_source(unit.plan), fetch_weights=fetch,
+        fetch_patterns=list(FETCH_PATTERNS) if fetch else [], checkpoint_bytes=checkpoint,
+        weights_bytes_per_pod=math.ceil(s.weights_bytes / s.nodes_per_replica), download_bytes_per_second=rate,
+        download_seconds=download, load_seconds=load, warmup_seconds=warmup,
+        progress_deadline_seconds=download + threshold * PROBE_PERIOD_SECONDS + PROGRESS_DEADLINE_DEFAULT_SECONDS,
+        model_cache_bytes=model_cache_bytes(checkpoint), shared_cache=unit.plan.hardware.storage in SHARED_FILESYSTEMS,
         shm_bytes=SHM_BYTES, scale_down_window_seconds=scale_down_window_seconds(s),
         input_queue=unit.input_queue, output_queue=unit.output_queue,
     )
@@ -345,14 +399,39 @@ def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage:
     for u in units:
         where = f" ({u.stage})" if u.stage else ""
         s = serving_by_stage[u.stage]
+        out.append(DeploymentDecision(topic=f"weights{where}", choice=weights_choice(u), reason=weights_reason(u)))
         out.append(DeploymentDecision(
             topic=f"startup probe{where}",
             choice=f"{u.startup_failure_threshold} × {u.probe_period_seconds} s = {u.startup_budget_seconds} s",
-            reason=f"{STARTUP_BUDGET_FACTOR:g} × the {s.startup_seconds:.0f} s weight load (weights ÷ storage bandwidth)"))
+            reason=(f"{STARTUP_BUDGET_FACTOR:g} × ({u.load_seconds} s to read the pod's {format_bytes(u.weights_bytes_per_pod)} "
+                    f"of weights at the storage read rate + {u.warmup_seconds} s engine warm-up, a policy: compilation, "
+                    f"CUDA graphs, KV-cache profiling)" + ("; the download runs before, in the init container, unprobed" if u.fetch_weights else "")
+                    + f"; Deployment progressDeadlineSeconds {u.progress_deadline_seconds} s = download + budget + "
+                      f"the {PROGRESS_DEADLINE_DEFAULT_SECONDS} s default")))
         out.append(DeploymentDecision(
             topic=f"model cache{where}", choice=f"{format_bytes(u.model_cache_bytes)}, {'shared ReadWriteMany' if u.shared_cache else 'per pod'}",
-            reason=f"weights + {MODEL_CACHE_HEADROOM_FRACTION:.0%} (filesystem reserve, tokenizer, revision updates)"))
+            reason=(f"checkpoint {format_bytes(u.checkpoint_bytes)} + {MODEL_CACHE_HEADROOM_FRACTION:.0%} (filesystem reserve, "
+                    f"tokenizer, revision updates); " + ("one copy on the shared filesystem for every replica" if u.shared_cache else
+                    "each pod (each LWS pod too) downloads the whole checkpoint into its own volume and loads its share"))))
         out.append(DeploymentDecision(
             topic=f"scale-down window{where}", choice=f"{u.scale_down_window_seconds} s",
             reason=f"a replica given back costs its weight load to get again; at least the Kubernetes default {DEFAULT_SCALE_DOWN_WINDOW_SECONDS} s"))
     return out
+
+
+def weights_choice(u: ServingUnit) -> str:
+    if u.weights_source == "hub":
+        if u.fetch_weights:
+            return (f"Hugging Face Hub {u.weights_location}: init container downloads {format_bytes(u.checkpoint_bytes)} into the "
+                    f"model cache (~{u.download_seconds} s at {u.download_bytes_per_second / 1e6:g} MB/s), then the engine loads it")
+        return f"Hugging Face Hub {u.weights_location}: fetched by the engine at start"
+    if u.weights_source == "object-store":
+        return f"object storage {u.weights_location}: streamed by the engine (Run:ai streamer), read in place, no download"
+    return f"path {u.weights_location}: read in place (must be mounted into the pod)"
+
+
+def weights_reason(u: ServingUnit) -> str:
+    if u.fetch_weights:
+        return (f"model.weights not given, so the weights come from the Hub; {HUB_DOWNLOAD_SOURCE}. HF_TOKEN from Secret by "
+                f"reference only. Pre-fill a shared cache or set model.weights to object storage to start faster")
+    return "model.weights as given; the read rate is the cluster.storage catalog entry's"

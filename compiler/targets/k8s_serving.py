@@ -167,6 +167,27 @@ def _probe(unit: ServingUnit, failure_threshold: int) -> dict:
             "periodSeconds": unit.decided.probe_period_seconds, "failureThreshold": failure_threshold}
 
 
+# The init container's program: download the checkpoint files into the Hugging Face cache (HF_HOME on the model-cache
+# volume), where the engine then finds them; the repo id and the patterns arrive as argv, never inside the code.
+FETCH_SCRIPT = ("import sys; from huggingface_hub import snapshot_download; "
+                "snapshot_download(repo_id=sys.argv[1], allow_patterns=sys.argv[2:])")
+
+
+def _cache_env(unit: ServingUnit) -> list[dict]:
+    return [*secret_env(unit.plan), {"name": "HF_HOME", "value": f"{unit.plan.deployment.kubernetes.model_cache_mount}/hf"}]
+
+
+def _fetch_container(unit: ServingUnit) -> dict:
+    """Downloads the Hub checkpoint before the engine starts: no probe races the download."""
+    return {
+        "name": "fetch-weights", "image": unit.decided.image,
+        "command": ["python3", "-c", FETCH_SCRIPT],
+        "args": [literal(unit.decided.weights_location), *unit.decided.fetch_patterns],
+        "env": _cache_env(unit),
+        "volumeMounts": [{"name": "model-cache", "mountPath": unit.plan.deployment.kubernetes.model_cache_mount}],
+    }
+
+
 def _pod_spec(unit: ServingUnit, leader: bool) -> dict:
     """Pod of a single-node replica (leader=True) or of an LWS leader/worker."""
     s = unit.serving
@@ -181,7 +202,7 @@ def _pod_spec(unit: ServingUnit, leader: bool) -> dict:
         # literal(): the kubelet would expand a `$(VAR)` in a model id or queue name before the engine sees it
         "command": [literal(word) for word in command],
         "args": [literal(word) for word in args],
-        "env": [*secret_env(unit.plan), {"name": "HF_HOME", "value": f"{unit.plan.deployment.kubernetes.model_cache_mount}/hf"},
+        "env": [*_cache_env(unit),
                 *([{"name": "MLINFRA_INPUT_QUEUE", "value": literal(unit.input_queue)}] if unit.input_queue else []),
                 *([{"name": "MLINFRA_OUTPUT_QUEUE", "value": literal(unit.output_queue)}] if unit.output_queue else [])],
         "resources": {"limits": {"nvidia.com/gpu": unit.decided.gpus_per_pod}},
@@ -197,6 +218,7 @@ def _pod_spec(unit: ServingUnit, leader: bool) -> dict:
         container["readinessProbe"] = _probe(unit, unit.decided.probe_failure_threshold)
         container["livenessProbe"] = _probe(unit, unit.decided.probe_failure_threshold)
     spec = {"containers": [container], "volumes": [_cache_volume(unit), shm],
+            **({"initContainers": [_fetch_container(unit)]} if unit.decided.fetch_weights else {}),
             "nodeSelector": gpu_node_selector(unit.plan), "tolerations": tolerations(unit.plan)}
     return spec
 
@@ -205,7 +227,10 @@ def _workload_annotations(unit: ServingUnit) -> dict[str, str]:
     s, d = unit.serving, unit.decided
     return {
         f"{ANNOTATION}startup-budget": (f"{d.startup_budget_seconds} s = {d.startup_failure_threshold} × {d.probe_period_seconds} s ≥ "
-                                        f"{STARTUP_BUDGET_FACTOR:g} × {s.startup_seconds:.0f} s weight load (weights ÷ storage bandwidth)"),
+                                        f"{STARTUP_BUDGET_FACTOR:g} × ({d.load_seconds} s weight load + {d.warmup_seconds} s warm-up)"
+                                        + (f"; the ~{d.download_seconds} s download runs before, in the fetch-weights init container"
+                                           if d.fetch_weights else "")),
+        f"{ANNOTATION}weights": f"{d.weights_source}: {d.weights_location}",
         f"{ANNOTATION}replicas": (f"left to the autoscaler ({s.min_replicas}..{s.max_replicas}); a fixed count here "
                                   f"would be reset by every apply"),
     }
@@ -223,6 +248,7 @@ def _workload(unit: ServingUnit) -> dict:
             }),
             "spec": {
                 "selector": {"matchLabels": _selector(unit)},
+                "progressDeadlineSeconds": unit.decided.progress_deadline_seconds,
                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
                 "template": {"metadata": {"labels": template_labels}, "spec": _pod_spec(unit, leader=True)},
             },
