@@ -242,7 +242,7 @@ def test_multi_stage_service_gets_one_deployment_and_autoscaler_per_stage():
     assert vision["containers"][0]["command"] == ["tritonserver"]
     assert vision["containers"][0]["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
     hpas = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "HorizontalPodAutoscaler"}
-    assert (hpas["llama3-8b-chat-vision"]["minReplicas"], hpas["llama3-8b-chat-vision"]["maxReplicas"]) == (1, 3)
+    assert (hpas["llama3-8b-chat-vision"]["minReplicas"], hpas["llama3-8b-chat-vision"]["maxReplicas"]) == (2, 3)  # availability floor 2
     assert hpas["llama3-8b-chat-vision"]["metrics"][0]["pods"]["metric"]["name"] == "nv_inference_pending_request_count"
     assert (hpas["llama3-8b-chat-caption"]["minReplicas"], hpas["llama3-8b-chat-caption"]["maxReplicas"]) == (2, 4)
     monitors = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "ServiceMonitor"}
@@ -485,3 +485,63 @@ def test_a_16_bit_checkpoint_quantized_at_load_is_cached_at_16_bits():
     plan = _plan(precision="fp8", weights_bytes=8_030_261_248)
     unit = plan.deployment.kubernetes.serving[0]
     assert unit.checkpoint_bytes == 2 * 8_030_261_248 and unit.model_cache_bytes >= 2 * 8_030_261_248
+
+
+# ------------------------------------------------------------------------------------------------ pod resources, lifecycle
+def test_pods_request_cpu_and_host_memory_for_loading_the_weights():
+    plan = _plan()
+    (pod,) = _pods(_docs(plan))
+    resources = pod["containers"][0]["resources"]
+    assert resources["requests"]["cpu"] == "12" and "cpu" not in resources["limits"]  # 12 per GPU, unthrottled
+    # 16,060,522,496 B of weights + 16 GiB overhead + 15 GiB /dev/shm = 46.0 GiB -> 46Gi (rounded up)
+    assert resources["requests"]["memory"] == resources["limits"]["memory"] == "46Gi"
+    assert _quantity_bytes(resources["requests"]["memory"]) >= 16_060_522_496 + 31 * GIB
+    assert resources["limits"]["nvidia.com/gpu"] == 1
+    assert any(d.topic == "pod resources" and "QoS Burstable" in d.choice for d in plan.deployment.decisions)
+
+
+def test_lws_pods_request_memory_for_their_own_stage():
+    pods = _pods(_docs(_multi_node()))
+    for pod in pods:
+        memory = _quantity_bytes(pod["containers"][0]["resources"]["requests"]["memory"])
+        assert 16_060_522_496 // 2 + 31 * GIB <= memory < 16_060_522_496 + 31 * GIB
+        assert pod["containers"][0]["resources"]["requests"]["cpu"] == "96"  # 8 GPUs × 12
+
+
+def test_termination_waits_for_the_longest_generation_after_leaving_the_service():
+    plan = _plan(ttft_at_capacity_seconds=1.2, tpot_at_capacity_seconds=0.04)
+    (pod,) = _pods(_docs(plan))
+    # 15 s preStop + ceil(1.2 s + (8192 - 1500) tokens × 0.04 s) = 15 + 269
+    assert pod["terminationGracePeriodSeconds"] == 15 + 269
+    assert pod["containers"][0]["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "15"]
+
+
+@pytest.mark.parametrize("autoscaler", ["hpa", "keda"])
+def test_min_replicas_reaches_the_autoscaler(autoscaler):
+    spec = _k8s(autoscaler=autoscaler)
+    default = _plan(spec=spec, min_replicas=1, max_replicas=4)  # the sizing would scale to 1 at low load
+    given = _plan(spec={**spec, "serve": {**serving_plan().spec.serve.model_dump(exclude_none=True), "min_replicas": 3}},
+                  min_replicas=1, max_replicas=4)
+    kind, low = ("HorizontalPodAutoscaler", "minReplicas") if autoscaler == "hpa" else ("ScaledObject", "minReplicaCount")
+    assert _one(_docs(default), kind)["spec"][low] == 2  # the availability floor
+    assert _one(_docs(given), kind)["spec"][low] == 3
+    assert any(d.topic == "replicas" and "serve.min_replicas as given" in d.reason for d in given.deployment.decisions)
+
+
+def test_multi_node_pods_on_infiniband_request_rdma_and_set_nccl():
+    plan = _multi_node(hardware={"interconnect": "ib-400g"})
+    for pod in _pods(_docs(plan)):
+        c = pod["containers"][0]
+        assert c["resources"]["limits"]["rdma/rdma_shared_device_a"] == 1
+        assert c["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+        assert {"name": "NCCL_IB_DISABLE", "value": "0"} in c["env"]
+    assert any(d.topic == "RDMA" for d in plan.deployment.decisions)
+    tcp = _pods(_docs(_multi_node()))  # fixture fabric eth-100g: sockets, as the sizing assumed
+    assert all("rdma/rdma_shared_device_a" not in p["containers"][0]["resources"]["limits"] for p in tcp)
+
+
+def test_rdma_manifests_pass_the_schemas(tmp_path):
+    plan = _multi_node(hardware={"interconnect": "roce-400g"})
+    path = tmp_path / "rdma.yaml"
+    path.write_text(_files(plan)["k8s/serving.yaml"])
+    assert _validate_k8s([path]) == []

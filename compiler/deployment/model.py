@@ -223,6 +223,17 @@ class ServingUnit(Section):
     progress_deadline_seconds: int = Field(description="Deployment progressDeadlineSeconds: download + startup budget, so a first rollout is not reported failed while it downloads")
     model_cache_bytes: int
     shared_cache: bool
+    cpu_request: int = Field(description="CPU cores requested per pod (no CPU limit: limits throttle the tokenizer and API server)")
+    memory_bytes: int = Field(description="host memory request = limit per pod: the pod's weights (loaded through host memory) + overhead + /dev/shm")
+    qos_class: Literal["Guaranteed", "Burstable"] = Field(description="the pod's Kubernetes QoS class with these requests and limits")
+    termination_grace_seconds: int = Field(description="terminationGracePeriodSeconds: preStop drain + the longest in-flight generation")
+    pre_stop_seconds: int = Field(description="preStop sleep: the pod leaves the Service endpoints before SIGTERM reaches the engine")
+    longest_request_seconds: int = Field(description="the longest request a replica may be running when it is asked to stop")
+    min_replicas: int = Field(description="HPA/KEDA minReplicas: the availability floor (serve.min_replicas, or the default policy)")
+    max_replicas: int = Field(description="HPA/KEDA maxReplicas: the sizing's peak count, at least min_replicas")
+    rdma_resource: str = Field("", description="extended resource for the RDMA devices of multi-node pods ('' for none)")
+    rdma_count: int = Field(0, description="RDMA devices requested per multi-node pod")
+    nccl_env: list[EnvVar] = Field(default_factory=list, description="NCCL settings of multi-node pods (the fabric sizing assumed)")
     shm_bytes: int
     scale_down_window_seconds: int
     input_queue: str = ""

@@ -11,7 +11,8 @@ import math
 from ..resolved import ResolvedPlan, Serving
 from ..spec import PlanSpec
 from ..units import format_bytes
-from .model import Autoscaling, DeploymentDecision, Engine, EngineArg, ServingUnit, Tensor, TritonModel
+from .model import Autoscaling, DeploymentDecision, Engine, EngineArg, EnvVar, ServingUnit, Tensor, TritonModel
+from .training import DEFAULT_CPUS_PER_GPU
 from .units import UnitView
 
 # ----------------------------------------------------------------------------------------------- vLLM
@@ -146,6 +147,47 @@ SCALE_PERIOD_SECONDS = 15  # also the HPA sync period (kube-controller-manager -
 # Prometheus that KEDA queries: the Service prometheus-operator creates for every Prometheus ("prometheus-operated")
 # in the namespace kube-prometheus-stack is usually installed in. An assumption: edit it for another install.
 PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
+# Pod resources. CPU: the training default per GPU (DEFAULT_CPUS_PER_GPU, the smallest common 8-GPU server's share)
+# as a request, no limit: CFS quotas throttle the tokenizer / detokenizer and the API server's event loop, which sit
+# on the TTFT path (Kubernetes requests without limits give the Burstable QoS class). Host memory: safetensors are
+# read through host memory on their way to the GPU, so the request (= limit: no overcommit of what loading needs)
+# holds the pod's weights + an overhead (Python, CUDA context and NCCL host buffers, tokenizer, API server; a policy)
+# + the RAM-backed /dev/shm, whose pages count against the pod's memory.
+HOST_MEMORY_OVERHEAD_BYTES = 16 * 2**30
+# Edge devices (Jetson: 6-12 CPU cores, 8-64 GB shared by CPU and GPU): a small request that fits the device.
+EDGE_CPUS = 2
+EDGE_HOST_MEMORY_OVERHEAD_BYTES = 1 * 2**30
+EDGE_SHM_BYTES = 1 * 2**30
+# Availability floor when the plan gives no serve.min_replicas: two replicas, so a node drain or a crash (the PDB lets
+# one pod go at a time) never takes the whole service down; one on an edge device (one device, nowhere to fail over).
+DEFAULT_MIN_REPLICAS = 2
+EDGE_MIN_REPLICAS = 1
+# Graceful termination. preStop sleeps until the endpoint controller and kube-proxy have taken the pod out of the
+# Service (a few seconds; 15 s is the figure of the Kubernetes "Pod Lifecycle" termination examples), then the kubelet
+# sends SIGTERM and the engine's HTTP server (uvicorn for vLLM, axum for TGI, Triton's own) finishes the requests it
+# holds. The grace period adds the longest request a replica may hold: the sized TTFT at capacity + the longest
+# generation max_model_len allows (context - prompt tokens) at the sized TPOT at capacity.
+PRE_STOP_SECONDS = 15
+VISION_MIN_GRACE_SECONDS = 30  # the Kubernetes default terminationGracePeriodSeconds, for one-shot (vision) requests
+# RDMA for multi-node replicas: the fabric the sizing assumed must be the one NCCL gets. InfiniBand and RoCE NICs
+# reach pods as the extended resource of Mellanox/NVIDIA's k8s-rdma-shared-dev-plugin (deployed by the NVIDIA Network
+# Operator; resourcePrefix "rdma", resourceName "rdma_shared_device_a" in its README's default config); memory
+# registration needs CAP_IPC_LOCK. AWS EFA: the aws-efa-k8s-device-plugin's vpc.amazonaws.com/efa, 32 interfaces on
+# p5.48xlarge (AWS "EFA on EKS" docs). Plain Ethernet (tcp) needs nothing: the sizing assumed sockets.
+RDMA_RESOURCES = {"ib": ("rdma/rdma_shared_device_a", 1), "roce": ("rdma/rdma_shared_device_a", 1),
+                  "efa": ("vpc.amazonaws.com/efa", 32)}
+RDMA_SOURCE = {"ib": "k8s-rdma-shared-dev-plugin (NVIDIA Network Operator) default resource",
+               "roce": "k8s-rdma-shared-dev-plugin (NVIDIA Network Operator) default resource",
+               "efa": "aws-efa-k8s-device-plugin, 32 EFA interfaces per p5.48xlarge"}
+# NCCL: use the RDMA NICs (NCCL_IB_DISABLE=0 is the default, written so a site override is visible); bootstrap over
+# the pod network's eth0. EFA goes through the aws-ofi-nccl plugin (FI_PROVIDER=efa).
+NCCL_ENV = {
+    "ib": [("NCCL_IB_DISABLE", "0", "InfiniBand verbs for the inter-node collectives"),
+           ("NCCL_SOCKET_IFNAME", "eth0", "bootstrap over the pod network")],
+    "roce": [("NCCL_IB_DISABLE", "0", "RoCE through the verbs transport"), ("NCCL_IB_GID_INDEX", "3", "RoCE v2 GID (IPv4-mapped)"),
+             ("NCCL_SOCKET_IFNAME", "eth0", "bootstrap over the pod network")],
+    "efa": [("FI_PROVIDER", "efa", "libfabric EFA provider for aws-ofi-nccl"), ("NCCL_SOCKET_IFNAME", "eth0", "bootstrap over the pod network")],
+}
 CACHE_MOUNT = "/models"  # HF_HOME and Triton's model repository live on the model-cache volume
 
 
@@ -350,8 +392,30 @@ def scale_down_window_seconds(serving: Serving) -> int:
     return max(DEFAULT_SCALE_DOWN_WINDOW_SECONDS, math.ceil(serving.startup_seconds))
 
 
-def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernetes: bool) -> ServingUnit:
+def longest_request_seconds(plan: ResolvedPlan, prompt_tokens: int) -> int:
+    s = plan.serving
+    if s.tpot_at_capacity_seconds <= 0:  # one-shot (vision) requests
+        return max(VISION_MIN_GRACE_SECONDS, math.ceil(s.latency_slo_seconds or s.ttft_seconds))
+    return math.ceil(s.ttft_at_capacity_seconds + max(1, s.context_len - prompt_tokens) * s.tpot_at_capacity_seconds)
+
+
+def replica_bounds(s: Serving, spec: PlanSpec, edge: bool) -> tuple[int, int]:
+    floor = spec.serve.min_replicas if spec.serve.min_replicas is not None else (EDGE_MIN_REPLICAS if edge else DEFAULT_MIN_REPLICAS)
+    low = max(floor, s.min_replicas) if spec.serve.min_replicas is None else floor
+    return low, max(low, s.max_replicas)
+
+
+def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernetes: bool, fabric: str = "tcp") -> ServingUnit:
     s = unit.plan.serving
+    edge = unit.plan.hardware.gpu_spec.edge
+    prompt_tokens = next((st.prompt_tokens for st in spec.serve.stages or [] if st.name == unit.stage and st.prompt_tokens), None) \
+        or spec.serve.traffic.prompt_tokens
+    longest = longest_request_seconds(unit.plan, prompt_tokens)
+    low, high = replica_bounds(s, spec, edge)
+    multi_node = s.nodes_per_replica > 1
+    rdma_resource, rdma_count = RDMA_RESOURCES.get(fabric, ("", 0)) if multi_node else ("", 0)
+    nccl = [EnvVar(name=n, value=v, comment=c) for n, v, c in NCCL_ENV.get(fabric, [])] if multi_node else []
+    shm = EDGE_SHM_BYTES if edge else SHM_BYTES
     # the shape check raises for a replica a LeaderWorkerSet cannot place; only Kubernetes places pods
     pod_gpus = gpus_per_pod(s) if on_kubernetes else (s.tp if s.nodes_per_replica > 1 else s.gpus_per_replica)
     health, queue, adapter, metrics_port = ENGINE_ENDPOINTS[s.engine]
@@ -377,13 +441,20 @@ def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernet
         download_seconds=download, load_seconds=load, warmup_seconds=warmup,
         progress_deadline_seconds=download + threshold * PROBE_PERIOD_SECONDS + PROGRESS_DEADLINE_DEFAULT_SECONDS,
         model_cache_bytes=model_cache_bytes(checkpoint), shared_cache=unit.plan.hardware.storage in SHARED_FILESYSTEMS,
-        shm_bytes=SHM_BYTES, scale_down_window_seconds=scale_down_window_seconds(s),
+        cpu_request=EDGE_CPUS if edge else DEFAULT_CPUS_PER_GPU * pod_gpus,
+        memory_bytes=math.ceil(s.weights_bytes / s.nodes_per_replica) + shm + (EDGE_HOST_MEMORY_OVERHEAD_BYTES if edge else HOST_MEMORY_OVERHEAD_BYTES),
+        qos_class="Burstable", pre_stop_seconds=PRE_STOP_SECONDS, longest_request_seconds=longest,
+        termination_grace_seconds=PRE_STOP_SECONDS + longest, min_replicas=low, max_replicas=high,
+        rdma_resource=rdma_resource, rdma_count=rdma_count, nccl_env=nccl,
+        shm_bytes=shm, scale_down_window_seconds=scale_down_window_seconds(s),
         input_queue=unit.input_queue, output_queue=unit.output_queue,
     )
 
 
 def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage: dict[str, Serving],
-              checkpoint_by_stage: dict[str, str]) -> list[DeploymentDecision]:
+              checkpoint_by_stage: dict[str, str], min_given: bool = False,
+              fabric: tuple[str, str] = ("", "tcp")) -> list[DeploymentDecision]:
+    """`fabric`: the plan's interconnect id and its catalog family."""
     out = []
     for e in engines:
         where = f" ({e.stage})" if e.stage else ""
@@ -413,6 +484,31 @@ def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage:
             reason=(f"checkpoint {format_bytes(u.checkpoint_bytes)} + {MODEL_CACHE_HEADROOM_FRACTION:.0%} (filesystem reserve, "
                     f"tokenizer, revision updates); " + ("one copy on the shared filesystem for every replica" if u.shared_cache else
                     "each pod (each LWS pod too) downloads the whole checkpoint into its own volume and loads its share"))))
+        out.append(DeploymentDecision(
+            topic=f"pod resources{where}",
+            choice=(f"{u.cpu_request} CPU requested (no limit), {format_bytes(u.memory_bytes)} memory request = limit, "
+                    f"{u.gpus_per_pod} GPU; QoS {u.qos_class}"),
+            reason=(f"CPU: {'an edge device' if u.cpu_request == EDGE_CPUS and u.shm_bytes == EDGE_SHM_BYTES else f'{DEFAULT_CPUS_PER_GPU} per GPU (the training default)'}, "
+                    f"unthrottled for the tokenizer and API server; memory: the pod's {format_bytes(u.weights_bytes_per_pod)} of weights pass "
+                    f"through host memory while loading, + {format_bytes(u.memory_bytes - u.weights_bytes_per_pod - u.shm_bytes)} overhead "
+                    f"(a policy) + {format_bytes(u.shm_bytes)} /dev/shm")))
+        out.append(DeploymentDecision(
+            topic=f"graceful termination{where}",
+            choice=f"terminationGracePeriodSeconds {u.termination_grace_seconds}, preStop sleep {u.pre_stop_seconds} s",
+            reason=(f"{u.pre_stop_seconds} s for the pod to leave the Service endpoints, then SIGTERM and {u.longest_request_seconds} s "
+                    f"for the longest in-flight request (TTFT at capacity + the longest generation max_model_len allows at the sized "
+                    f"TPOT; vision: the latency bound, at least the 30 s default)")))
+        out.append(DeploymentDecision(
+            topic=f"replicas{where}", choice=f"minReplicas {u.min_replicas}, maxReplicas {u.max_replicas}",
+            reason=(f"serve.min_replicas as given" if min_given else
+                    f"availability floor {EDGE_MIN_REPLICAS if u.min_replicas == EDGE_MIN_REPLICAS else DEFAULT_MIN_REPLICAS} (policy: one replica is a "
+                    f"single point of failure — a drain or a crash, which the PodDisruptionBudget allows one pod at a time, "
+                    f"would take the service down; 1 on an edge device), or the sizing's minimum {s.min_replicas} when higher")
+                   + f"; cost figures are the sizing's ({s.min_replicas}–{s.max_replicas} replicas)"))
+        if u.rdma_resource:
+            out.append(DeploymentDecision(
+                topic=f"RDMA{where}", choice=f"{u.rdma_resource}: {u.rdma_count} per pod, IPC_LOCK, " + ", ".join(f"{e.name}={e.value}" for e in u.nccl_env),
+                reason=f"one replica spans {u.pods_per_replica} pods and the sizing assumed {fabric[0]}: {RDMA_SOURCE[fabric[1]]}"))
         out.append(DeploymentDecision(
             topic=f"scale-down window{where}", choice=f"{u.scale_down_window_seconds} s",
             reason=f"a replica given back costs its weight load to get again; at least the Kubernetes default {DEFAULT_SCALE_DOWN_WINDOW_SECONDS} s"))

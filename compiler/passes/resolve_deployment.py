@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..deployment import frameworks, monitoring, serving, training
 from ..deployment.model import Deployment, Files, Kubernetes
 from ..deployment.units import unit_views
+from ..catalog.catalog import load_catalog
 from ..resolved import ResolvedPlan
 from .context import PassContext
 from ..sizing.serve_types import HOURS_PER_MONTH
@@ -35,9 +36,13 @@ def resolve_deployment(plan: ResolvedPlan, ctx: PassContext | None = None) -> Re
     views = unit_views(plan)
     if views:
         engines = [serving.engine(v, spec) for v in views]
-        units = [serving.serving_unit(plan, v, spec, on_kubernetes) for v in views]
+        catalog = ctx.catalog if ctx is not None else load_catalog()
+        fabric_id = plan.hardware.interconnect  # the fabric the sizing assumed
+        fabric = catalog.interconnects[fabric_id].family if fabric_id in catalog.interconnects else "tcp"
+        units = [serving.serving_unit(plan, v, spec, on_kubernetes, fabric) for v in views]
         decisions += serving.decisions(engines, units, {v.stage: v.plan.serving for v in views},
-                                       {v.stage: v.plan.model.quantization for v in views})
+                                       {v.stage: v.plan.model.quantization for v in views}, spec.serve.min_replicas is not None,
+                                       (fabric_id, fabric))
     kubernetes = Kubernetes(
         namespace=k8s.namespace, secret_name=k8s.secret_name, storage_class=k8s.storage_class,
         tolerations=[dict(t) for t in k8s.tolerations], node_selector=dict(k8s.node_selector), autoscaler=k8s.autoscaler,

@@ -188,6 +188,15 @@ def _fetch_container(unit: ServingUnit) -> dict:
     }
 
 
+def _resources(unit: ServingUnit) -> dict:
+    """CPU request without a limit, host memory request = limit, the GPUs, and the RDMA devices of multi-node pods."""
+    d = unit.decided
+    extra = {d.rdma_resource: d.rdma_count} if d.rdma_resource else {}
+    memory = quantity_bytes(d.memory_bytes)
+    return {"requests": {"cpu": str(d.cpu_request), "memory": memory},
+            "limits": {"memory": memory, "nvidia.com/gpu": d.gpus_per_pod, **extra}}
+
+
 def _pod_spec(unit: ServingUnit, leader: bool) -> dict:
     """Pod of a single-node replica (leader=True) or of an LWS leader/worker."""
     s = unit.serving
@@ -205,11 +214,16 @@ def _pod_spec(unit: ServingUnit, leader: bool) -> dict:
         "env": [*_cache_env(unit),
                 *([{"name": "MLINFRA_INPUT_QUEUE", "value": literal(unit.input_queue)}] if unit.input_queue else []),
                 *([{"name": "MLINFRA_OUTPUT_QUEUE", "value": literal(unit.output_queue)}] if unit.output_queue else [])],
-        "resources": {"limits": {"nvidia.com/gpu": unit.decided.gpus_per_pod}},
+        "resources": _resources(unit),
         "volumeMounts": [{"name": "model-cache", "mountPath": unit.plan.deployment.kubernetes.model_cache_mount},
                          {"name": shm["name"], "mountPath": "/dev/shm"}],
     }
+    if unit.decided.nccl_env:
+        container["env"] += [{"name": e.name, "value": literal(e.value)} for e in unit.decided.nccl_env]
+    if unit.decided.rdma_resource:
+        container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}  # RDMA memory registration
     if leader:
+        container["lifecycle"] = {"preStop": {"exec": {"command": ["sleep", str(unit.decided.pre_stop_seconds)]}}}
         ports = [{"name": "http", "containerPort": unit.decided.http_port}]
         if unit.engine.metrics_port != unit.decided.http_port:
             ports.append({"name": "metrics", "containerPort": unit.engine.metrics_port})
@@ -218,6 +232,7 @@ def _pod_spec(unit: ServingUnit, leader: bool) -> dict:
         container["readinessProbe"] = _probe(unit, unit.decided.probe_failure_threshold)
         container["livenessProbe"] = _probe(unit, unit.decided.probe_failure_threshold)
     spec = {"containers": [container], "volumes": [_cache_volume(unit), shm],
+            "terminationGracePeriodSeconds": unit.decided.termination_grace_seconds,
             **({"initContainers": [_fetch_container(unit)]} if unit.decided.fetch_weights else {}),
             "nodeSelector": gpu_node_selector(unit.plan), "tolerations": tolerations(unit.plan)}
     return spec
@@ -231,7 +246,7 @@ def _workload_annotations(unit: ServingUnit) -> dict[str, str]:
                                         + (f"; the ~{d.download_seconds} s download runs before, in the fetch-weights init container"
                                            if d.fetch_weights else "")),
         f"{ANNOTATION}weights": f"{d.weights_source}: {d.weights_location}",
-        f"{ANNOTATION}replicas": (f"left to the autoscaler ({s.min_replicas}..{s.max_replicas}); a fixed count here "
+        f"{ANNOTATION}replicas": (f"left to the autoscaler ({d.min_replicas}..{d.max_replicas}); a fixed count here "
                                   f"would be reset by every apply"),
     }
 
@@ -324,7 +339,7 @@ def _autoscaler(unit: ServingUnit) -> dict:
             "metadata": _meta(unit, annotations=_autoscaler_annotations(unit)),
             "spec": {
                 "scaleTargetRef": _target_ref(unit),
-                "minReplicaCount": s.min_replicas, "maxReplicaCount": s.max_replicas,
+                "minReplicaCount": unit.decided.min_replicas, "maxReplicaCount": unit.decided.max_replicas,
                 "pollingInterval": unit.plan.deployment.kubernetes.autoscaling.period_seconds,
                 "advanced": {"horizontalPodAutoscalerConfig": {"behavior": _behavior(unit)}},
                 "triggers": [{"type": "prometheus", "metricType": "AverageValue", "metadata": {
@@ -337,7 +352,7 @@ def _autoscaler(unit: ServingUnit) -> dict:
         "metadata": _meta(unit, annotations=_autoscaler_annotations(unit)),
         "spec": {
             "scaleTargetRef": _target_ref(unit),
-            "minReplicas": s.min_replicas, "maxReplicas": s.max_replicas,
+            "minReplicas": unit.decided.min_replicas, "maxReplicas": unit.decided.max_replicas,
             "metrics": [{"type": "Pods", "pods": {
                 "metric": {"name": unit.engine.adapter_metric},
                 "target": {"type": "AverageValue", "averageValue": _decimal(s.queue_target_per_replica)}}}],
