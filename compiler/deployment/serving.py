@@ -503,8 +503,8 @@ def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage:
             reason=(f"serve.min_replicas as given" if min_given else
                     f"availability floor {EDGE_MIN_REPLICAS if u.min_replicas == EDGE_MIN_REPLICAS else DEFAULT_MIN_REPLICAS} (policy: one replica is a "
                     f"single point of failure — a drain or a crash, which the PodDisruptionBudget allows one pod at a time, "
-                    f"would take the service down; 1 on an edge device), or the sizing's minimum {s.min_replicas} when higher")
-                   + f"; cost figures are the sizing's ({s.min_replicas}–{s.max_replicas} replicas)"))
+                    f"would take the service down; 1 on an edge device), or the sizing's minimum when higher")
+                   + f"; cost figures count the sizing's replica range (minimum {s.min_replicas}, maximum {s.max_replicas})"))
         if u.rdma_resource:
             out.append(DeploymentDecision(
                 topic=f"RDMA{where}", choice=f"{u.rdma_resource}: {u.rdma_count} per pod, IPC_LOCK, " + ", ".join(f"{e.name}={e.value}" for e in u.nccl_env),
