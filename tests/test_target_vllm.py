@@ -333,3 +333,24 @@ def test_vllm_accepts_every_example():
         model_id = unit.plan.model.hf_id
         ok, message = tools.validate_vllm(["serve", *vllm_serve_args(unit.engine)], hf_config(model_id))
         assert ok, f"{name}: {message}"
+
+
+MIXTRAL = Architecture(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=32000, max_position=32768,
+                       experts=8, experts_per_token=2)
+
+
+def test_moe_models_on_several_gpus_get_expert_parallelism():
+    moe = llm_plan(model={"id": "mixtral-8x7b", "hf_id": "mistralai/Mixtral-8x7B-Instruct-v0.1", "architecture": MIXTRAL},
+                   tp=2, gpus_per_replica=2)
+    assert vllm.engine_config(moe)["enable_expert_parallel"] is True
+    assert "--enable-expert-parallel" in vllm.serve_args(moe)
+    one_gpu = llm_plan(model={"id": "mixtral-8x7b", "architecture": MIXTRAL})
+    assert "enable_expert_parallel" not in vllm.engine_config(one_gpu)
+    assert "enable_expert_parallel" not in vllm.engine_config(llm_plan(tp=2, gpus_per_replica=2))  # dense
+
+
+def test_vllm_accepts_expert_parallelism():
+    moe = llm_plan(model={"id": "mixtral-8x7b", "hf_id": "mistralai/Mixtral-8x7B-Instruct-v0.1", "architecture": MIXTRAL},
+                   tp=2, gpus_per_replica=2)
+    ok, output = realtools().validate_vllm(["serve", *vllm.serve_args(moe)], hf_config("mistralai/Mixtral-8x7B-Instruct-v0.1"))
+    assert ok, output

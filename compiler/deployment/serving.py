@@ -250,6 +250,10 @@ def vllm_args(plan: ResolvedPlan, prefix_caching: bool) -> list[EngineArg]:
     args.append(EngineArg(key="enable_prefix_caching", value=prefix_caching, reason="serve.prefix_caching"))
     if model_source(plan).lower().startswith(STREAMED_SCHEMES):
         args.append(EngineArg(key="load_format", value="runai_streamer", reason="stream weights from object storage"))
+    if model.architecture.is_moe and s.tp > 1:
+        args.append(EngineArg(key="enable_expert_parallel", value=True,
+                              reason=(f"MoE model ({model.architecture.experts} experts) on TP={s.tp}: whole experts per GPU instead of "
+                                      f"every expert split {s.tp} ways (vLLM docs, Expert Parallel Deployment); same bytes per GPU")))
     if s.nodes_per_replica > 1:
         args.append(EngineArg(key="distributed_executor_backend", value="ray", reason=f"one replica spans {s.nodes_per_replica} nodes"))
     return args
