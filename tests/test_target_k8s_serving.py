@@ -45,7 +45,9 @@ def _k8s(autoscaler="hpa", storage_class=None, image=None) -> dict:
 
 
 def _files(plan) -> dict[str, str]:
-    return {f.path: f.text for f in k8s_serving.render(plan)}
+    """k8s_serving's files, given the triton target's (a Triton unit's ConfigMap carries its repository)."""
+    from compiler.pipeline import render_files
+    return {f.path: f.text for f in render_files(plan, only=("k8s_serving",))}
 
 
 def _docs(plan) -> list[dict]:
@@ -352,10 +354,10 @@ def _manifests(tmp_path: Path) -> list[Path]:
     }
     paths = []
     for name, plan in plans.items():
-        for f in k8s_serving.render(plan):
-            if f.path == "k8s/serving.yaml":
+        for path, text in _files(plan).items():
+            if path == "k8s/serving.yaml":
                 paths.append(tmp_path / f"{name}.yaml")
-                paths[-1].write_text(f.text)
+                paths[-1].write_text(text)
     rules = {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
              "metadata": {"name": "serving", "namespace": "serving"},
              "spec": {"groups": serving_rule_groups(_staged_plan()) + serving_rule_groups(_plan())}}

@@ -234,6 +234,10 @@ class ServingUnit(Section):
     rdma_resource: str = Field("", description="extended resource for the RDMA devices of multi-node pods ('' for none)")
     rdma_count: int = Field(0, description="RDMA devices requested per multi-node pod")
     nccl_env: list[EnvVar] = Field(default_factory=list, description="NCCL settings of multi-node pods (the fabric sizing assumed)")
+    node_arch: str = Field("", description="kubernetes.io/arch node label to select ('' = any): arm64 for Jetson images")
+    repository_init_image: str = Field("", description="Triton: image of the init container that fills the model repository ('' = not Triton)")
+    repository_init_packages: list[str] = Field(default_factory=list, description="Triton: pip requirements the fill step installs before fetching / exporting the model file")
+    repository_init_gpus: int = Field(0, description="Triton: GPUs of the fill step (an fp16 ONNX export runs on a CUDA device)")
     shm_bytes: int
     scale_down_window_seconds: int
     input_queue: str = ""

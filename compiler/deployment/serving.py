@@ -136,6 +136,17 @@ ENGINE_IMAGES = {
     "tgi": f"ghcr.io/huggingface/text-generation-inference:{TGI_VERSION}",
     "triton": "nvcr.io/nvidia/tritonserver:25.10-vllm-python-py3",
 }
+# Triton images per backend (NGC nvcr.io/nvidia/tritonserver tags): `-vllm-python-py3` carries the vLLM and python
+# backends only; `-py3` the full set (onnxruntime, TensorRT, python, ...); `-py3-igpu` is the arm64 build for
+# integrated GPUs (Jetson Orin / IGX, JetPack 6), which needs arm64 nodes.
+TRITON_IMAGES = {"vllm": "nvcr.io/nvidia/tritonserver:25.10-vllm-python-py3", "onnxruntime": "nvcr.io/nvidia/tritonserver:25.10-py3",
+                 "onnxruntime-edge": "nvcr.io/nvidia/tritonserver:25.10-py3-igpu"}
+# The ONNX file of a Triton model is fetched (model.weights) or exported (optimum-cli, from the Hub repo) by an init
+# container before tritonserver starts. Triton's images carry no optimum, so that step runs in a Python image with
+# curl (python:3.12, Debian) and pip-installs the exporter (needs egress to PyPI, like the Hub download needs egress
+# to the Hub); on Jetson, NVIDIA's L4T PyTorch image, whose torch has CUDA for the device (pip's arm64 torch has none).
+EXPORT_IMAGES = {"default": "python:3.12", "edge": "nvcr.io/nvidia/l4t-pytorch:r35.2.1-pth2.0-py3"}
+EXPORT_PACKAGES = {"hub": ["optimum[exporters]==1.23.3"], "s3://": ["awscli"]}
 # /dev/shm for NCCL and vLLM's shared-memory broadcast queue: the size LWS's vLLM GPU example gives
 # (kubernetes-sigs/lws docs/examples/vllm/GPU/lws.yaml, sizeLimit 15Gi); Docker's 64 MiB default is too small.
 SHM_BYTES = 15 * 2**30
@@ -396,6 +407,19 @@ def scale_down_window_seconds(serving: Serving) -> int:
     return max(DEFAULT_SCALE_DOWN_WINDOW_SECONDS, math.ceil(serving.startup_seconds))
 
 
+def triton_images(plan: ResolvedPlan, edge: bool) -> tuple[str, str, list[str], int]:
+    """(server image, repository fill image, pip packages of the fill step, GPUs of the fill step)."""
+    if plan.model.architecture.kind == "decoder":  # vLLM backend: the repository is config files only
+        image = TRITON_IMAGES["vllm"]
+        return image, image, [], 0
+    model = triton_model(plan)
+    uri = plan.model.weights_uri
+    packages = EXPORT_PACKAGES["hub"] if not uri else EXPORT_PACKAGES.get(next((k for k in EXPORT_PACKAGES if uri.startswith(k)), ""), [])
+    export_gpus = 1 if (not uri and model.export_on_gpu) else 0
+    return (TRITON_IMAGES["onnxruntime-edge" if edge else "onnxruntime"], EXPORT_IMAGES["edge" if edge else "default"],
+            list(packages), export_gpus)
+
+
 def longest_request_seconds(plan: ResolvedPlan, prompt_tokens: int) -> int:
     s = plan.serving
     if s.tpot_at_capacity_seconds <= 0:  # one-shot (vision) requests
@@ -431,10 +455,12 @@ def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernet
     load = math.ceil(s.startup_seconds / s.nodes_per_replica)
     warmup = WARMUP_SECONDS[warmup_key(unit.plan)]
     threshold = startup_failure_threshold(load, warmup)
+    image, init_image, packages, init_gpus = triton_images(unit.plan, edge) if s.engine == "triton" else (ENGINE_IMAGES[s.engine], "", [], 0)
     return ServingUnit(
         name=object_name(plan.name, unit.stage) if unit.stage else object_name(plan.name),
         component=unit.stage or "server", stage=unit.stage, engine=s.engine,
-        image=spec.cluster.kubernetes.image or ENGINE_IMAGES[s.engine],
+        image=spec.cluster.kubernetes.image or image, node_arch="arm64" if edge else "",
+        repository_init_image=init_image, repository_init_packages=packages, repository_init_gpus=init_gpus,
         gpus_per_pod=pod_gpus, pods_per_replica=s.nodes_per_replica,
         http_port=HTTP_PORT, metrics_port=metrics_port, health_path=health, queue_metric=queue, adapter_metric=adapter,
         probe_period_seconds=PROBE_PERIOD_SECONDS, probe_failure_threshold=PROBE_FAILURE_THRESHOLD,
@@ -496,6 +522,16 @@ def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage:
                     f"unthrottled for the tokenizer and API server; memory: the pod's {format_bytes(u.weights_bytes_per_pod)} of weights pass "
                     f"through host memory while loading, + {format_bytes(u.memory_bytes - u.weights_bytes_per_pod - u.shm_bytes)} overhead "
                     f"(a policy) + {format_bytes(u.shm_bytes)} /dev/shm")))
+        if u.repository_init_image:
+            out.append(DeploymentDecision(
+                topic=f"model repository{where}",
+                choice=(f"server image {u.image}{' on arm64 nodes' if u.node_arch else ''}; init container fill-repository "
+                        f"({u.repository_init_image}) copies the generated repository from a ConfigMap into the model cache"
+                        + (f", installs {', '.join(u.repository_init_packages)}" if u.repository_init_packages else "")
+                        + " and runs serve.sh --fetch-only (fetch or export the ONNX file)"),
+                reason=("the image carries the model's backend (-vllm-python-py3: vLLM and python only; -py3: onnxruntime, "
+                        "TensorRT; -py3-igpu: arm64 for Jetson); the export needs optimum, absent from Triton's images, "
+                        "and egress to PyPI and the Hub")))
         out.append(DeploymentDecision(
             topic=f"graceful termination{where}",
             choice=f"terminationGracePeriodSeconds {u.termination_grace_seconds}, preStop sleep {u.pre_stop_seconds} s",
@@ -524,7 +560,7 @@ def weights_choice(u: ServingUnit) -> str:
         if u.fetch_weights:
             return (f"Hugging Face Hub {u.weights_location}: init container downloads {format_bytes(u.checkpoint_bytes)} into the "
                     f"model cache (~{u.download_seconds} s at {u.download_bytes_per_second / 1e6:g} MB/s), then the engine loads it")
-        return f"Hugging Face Hub {u.weights_location}: fetched by the engine at start"
+        return f"Hugging Face Hub {u.weights_location}: exported to ONNX by the fill-repository init container"
     if u.weights_source == "object-store":
         return f"object storage {u.weights_location}: streamed by the engine (Run:ai streamer), read in place, no download"
     return f"path {u.weights_location}: read in place (must be mounted into the pod)"
@@ -534,4 +570,6 @@ def weights_reason(u: ServingUnit) -> str:
     if u.fetch_weights:
         return (f"model.weights not given, so the weights come from the Hub; {HUB_DOWNLOAD_SOURCE}. HF_TOKEN from Secret by "
                 f"reference only. Pre-fill a shared cache or set model.weights to object storage to start faster")
+    if u.repository_init_image and u.weights_source == "hub":
+        return "model.weights not given: the ONNX file is exported from the Hub repo (optimum) before tritonserver starts"
     return "model.weights as given; the read rate is the cluster.storage catalog entry's"

@@ -19,12 +19,12 @@ from ..deployment.serving import MODEL_CACHE_HEADROOM_FRACTION, STARTUP_BUDGET_F
 from ..deployment.units import unit_views
 from ..resolved import ResolvedPlan, Serving
 from .base import OutputFile, Target, dump_yaml_documents, shell_words
-from .engine_common import tgi_launcher_words, vllm_serve_args
+from .engine_common import EngineUnit, tgi_launcher_words, unit_path, vllm_serve_args
 from .k8s_common import gpu_node_selector, labels, literal, pvc, quantity_bytes, secret_env, shm_volume, tolerations
 
 # Kubernetes documents in a fixed order: Helm's InstallOrder for built-in kinds, custom resources after.
 KIND_ORDER = (
-    "PodDisruptionBudget", "PersistentVolumeClaim", "Service", "Deployment", "HorizontalPodAutoscaler",
+    "PodDisruptionBudget", "ConfigMap", "PersistentVolumeClaim", "Service", "Deployment", "HorizontalPodAutoscaler",
     "LeaderWorkerSet", "ScaledObject", "ServiceMonitor",
 )
 
@@ -177,6 +177,13 @@ def _cache_env(unit: ServingUnit) -> list[dict]:
     return [*secret_env(unit.plan), {"name": "HF_HOME", "value": f"{unit.plan.deployment.kubernetes.model_cache_mount}/hf"}]
 
 
+def _init_containers(unit: ServingUnit, rendered: Mapping[str, OutputFile]) -> list[dict]:
+    init = [_fetch_container(unit)] if unit.decided.fetch_weights else []
+    if unit.decided.repository_init_image:
+        init.append(_fill_container(unit, rendered))
+    return init
+
+
 def _fetch_container(unit: ServingUnit) -> dict:
     """Downloads the Hub checkpoint before the engine starts: no probe races the download."""
     return {
@@ -197,7 +204,56 @@ def _resources(unit: ServingUnit) -> dict:
             "limits": {"memory": memory, "nvidia.com/gpu": d.gpus_per_pod, **extra}}
 
 
-def _pod_spec(unit: ServingUnit, leader: bool) -> dict:
+# ----------------------------------------------------------------------------------------------- Triton repository
+REPOSITORY_SOURCE = "/repository-source"  # where the ConfigMap with the generated repository is mounted
+
+
+def _repository_root(unit: ServingUnit) -> str:
+    return f"{unit.plan.deployment.kubernetes.model_cache_mount}/model_repository"
+
+
+def repository_files(unit: ServingUnit, rendered: Mapping[str, OutputFile]) -> list[tuple[str, OutputFile]]:
+    """(path inside the repository, file) of every file the triton target rendered for this unit."""
+    prefix = unit_path("triton", EngineUnit(unit.plan, unit.engine_decision), "") + "/"
+    return [(path[len(prefix):], f) for path, f in sorted(rendered.items()) if path.startswith(prefix)]
+
+
+def _config_map_key(path: str) -> str:
+    return path.replace("/", "__")
+
+
+def _repository_config_map(unit: ServingUnit, rendered: Mapping[str, OutputFile]) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(unit, f"{unit.name}-model-repository"),
+            "data": {_config_map_key(path): f.text for path, f in repository_files(unit, rendered)}}
+
+
+def _repository_volume(unit: ServingUnit, rendered: Mapping[str, OutputFile]) -> dict:
+    items = [{"key": _config_map_key(path), "path": path, **({"mode": 0o755} if f.mode & 0o111 else {})}
+             for path, f in repository_files(unit, rendered)]
+    return {"name": "repository-source", "configMap": {"name": f"{unit.name}-model-repository", "items": items}}
+
+
+def _fill_container(unit: ServingUnit, rendered: Mapping[str, OutputFile]) -> dict:
+    """Copies the generated repository into the model cache, then fetches or exports the model file (serve.sh)."""
+    d, root = unit.decided, _repository_root(unit)
+    steps = [f"install -D -m {'0755' if f.mode & 0o111 else '0644'} {shell_words([f'{REPOSITORY_SOURCE}/{path}', f'{root}/{path}'])}"
+             for path, f in repository_files(unit, rendered)]
+    if d.repository_init_packages:
+        steps.append(f"python3 -m pip install --no-cache-dir {shell_words(d.repository_init_packages)}")
+    steps.append(f"bash {shell_words([f'{root}/serve.sh'])} --fetch-only")
+    container = {
+        "name": "fill-repository", "image": d.repository_init_image,
+        "command": ["bash", "-c"], "args": [literal("set -euo pipefail; " + "; ".join(steps))],
+        "env": _cache_env(unit),
+        "volumeMounts": [{"name": "model-cache", "mountPath": unit.plan.deployment.kubernetes.model_cache_mount},
+                         {"name": "repository-source", "mountPath": REPOSITORY_SOURCE, "readOnly": True}],
+    }
+    if d.repository_init_gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": d.repository_init_gpus}}
+    return container
+
+
+def _pod_spec(unit: ServingUnit, leader: bool, rendered: Mapping[str, OutputFile] | None = None) -> dict:
     """Pod of a single-node replica (leader=True) or of an LWS leader/worker."""
     s = unit.serving
     shm = shm_volume(unit.decided.shm_bytes)
@@ -233,8 +289,11 @@ def _pod_spec(unit: ServingUnit, leader: bool) -> dict:
         container["livenessProbe"] = _probe(unit, unit.decided.probe_failure_threshold)
     spec = {"containers": [container], "volumes": [_cache_volume(unit), shm],
             "terminationGracePeriodSeconds": unit.decided.termination_grace_seconds,
-            **({"initContainers": [_fetch_container(unit)]} if unit.decided.fetch_weights else {}),
-            "nodeSelector": gpu_node_selector(unit.plan), "tolerations": tolerations(unit.plan)}
+            **({"initContainers": init} if (init := _init_containers(unit, rendered or {})) else {}),
+            "nodeSelector": {**gpu_node_selector(unit.plan), **({"kubernetes.io/arch": unit.decided.node_arch} if unit.decided.node_arch else {})},
+            "tolerations": tolerations(unit.plan)}
+    if unit.decided.repository_init_image:
+        spec["volumes"].append(_repository_volume(unit, rendered or {}))
     return spec
 
 
@@ -251,7 +310,7 @@ def _workload_annotations(unit: ServingUnit) -> dict[str, str]:
     }
 
 
-def _workload(unit: ServingUnit) -> dict:
+def _workload(unit: ServingUnit, rendered: Mapping[str, OutputFile]) -> dict:
     s = unit.serving
     template_labels = labels(unit.plan, unit.component)
     if not unit.multi_node:
@@ -265,7 +324,7 @@ def _workload(unit: ServingUnit) -> dict:
                 "selector": {"matchLabels": _selector(unit)},
                 "progressDeadlineSeconds": unit.decided.progress_deadline_seconds,
                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-                "template": {"metadata": {"labels": template_labels}, "spec": _pod_spec(unit, leader=True)},
+                "template": {"metadata": {"labels": template_labels}, "spec": _pod_spec(unit, leader=True, rendered=rendered)},
             },
         }
     return {
@@ -278,7 +337,7 @@ def _workload(unit: ServingUnit) -> dict:
             "leaderWorkerTemplate": {
                 "size": s.pp,
                 "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": {"metadata": {"labels": template_labels}, "spec": _pod_spec(unit, leader=True)},
+                "leaderTemplate": {"metadata": {"labels": template_labels}, "spec": _pod_spec(unit, leader=True, rendered=rendered)},
                 "workerTemplate": {"metadata": {"labels": template_labels}, "spec": _pod_spec(unit, leader=False)},
             },
         },
@@ -389,16 +448,20 @@ def _service_monitor(unit: ServingUnit) -> dict:
     }
 
 
-def unit_documents(unit: ServingUnit) -> list[dict]:
-    """Every document of one serving unit (unsorted); a multi-stage service calls this once per stage."""
-    docs = [_pdb(unit), _service(unit), _workload(unit), _autoscaler(unit), _service_monitor(unit)]
+def unit_documents(unit: ServingUnit, rendered: Mapping[str, OutputFile] | None = None) -> list[dict]:
+    """Every document of one serving unit (unsorted); a multi-stage service calls this once per stage. `rendered`:
+    the triton target's files, carried in a ConfigMap for a Triton unit."""
+    rendered = rendered or {}
+    docs = [_pdb(unit), _service(unit), _workload(unit, rendered), _autoscaler(unit), _service_monitor(unit)]
+    if unit.decided.repository_init_image:
+        docs.append(_repository_config_map(unit, rendered))
     if unit.decided.shared_cache:
         docs.append(_model_cache(unit))
     return docs
 
 
-def serving_documents(plan: ResolvedPlan) -> list[dict]:
-    docs = [doc for unit in serving_units(plan) for doc in unit_documents(unit)]
+def serving_documents(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[dict]:
+    docs = [doc for unit in serving_units(plan) for doc in unit_documents(unit, rendered)]
     return sorted(docs, key=lambda d: KIND_ORDER.index(d["kind"]))  # stable: units keep their order within a kind
 
 
@@ -419,7 +482,7 @@ def adapter_values(plan: ResolvedPlan) -> dict:
 
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
     files = plan.deployment.files
-    out = [OutputFile(files.k8s_serving, dump_yaml_documents(serving_documents(plan)))]
+    out = [OutputFile(files.k8s_serving, dump_yaml_documents(serving_documents(plan, rendered)))]
     if plan.deployment.kubernetes.autoscaler == "hpa":
         usage = (f"# Helm values for prometheus-adapter (not a Kubernetes object): helm upgrade --install prometheus-adapter "
                  f"prometheus-community/prometheus-adapter -n monitoring -f {files.adapter_values}\n")
@@ -427,4 +490,4 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
     return out
 
 
-TARGET = Target("k8s_serving", applies, render)
+TARGET = Target("k8s_serving", applies, render, needs=("triton",))
