@@ -354,3 +354,27 @@ def test_vllm_accepts_expert_parallelism():
                    tp=2, gpus_per_replica=2)
     ok, output = realtools().validate_vllm(["serve", *vllm.serve_args(moe)], hf_config("mistralai/Mixtral-8x7B-Instruct-v0.1"))
     assert ok, output
+
+
+# --- a REAL vLLM server from an example's generated configuration ---------------------------------
+# What this CPU cannot take from the generated config, overridden after it on the command line (the model is swapped
+# for the tiny local one): a context the tiny model has (512 positions), host memory instead of GPU memory, and no
+# CUDA graphs. Everything else (max_num_seqs, max_num_batched_tokens, dtype, kv_cache_dtype, prefix caching,
+# served_model_name) is the generated file's.
+CPU_OVERRIDES = ["--max-model-len", "256", "--gpu-memory-utilization", "0.1", "--enforce-eager"]
+
+
+def test_a_real_vllm_server_starts_from_the_generated_config_and_exposes_the_queried_metrics(tmp_path):
+    import re as _re
+    from compiler.pipeline import compile_plan
+    files = {f.path: f for f in compile_plan(REPO / "examples" / "llama3-8b-chat.yaml").files}
+    config = tmp_path / "config.yaml"
+    config.write_text(files["vllm/config.yaml"].text)
+    queried = set(_re.findall(r"vllm:[a-z_]+", files["monitoring/prometheus-rules.yaml"].text + files["k8s/serving.yaml"].text
+                              + files["helm/prometheus-adapter-values.yaml"].text))
+    assert "vllm:num_requests_waiting" in queried
+    served = realtools().vllm_serves(config, CPU_OVERRIDES)
+    assert served.ok, served.log
+    assert "meta-llama/Llama-3.1-8B-Instruct" in served.completion  # the served_model_name clients send
+    exposed = set(_re.findall(r"^(vllm:[a-z_]+)", served.metrics, _re.M))
+    assert queried <= exposed, f"queried but not exposed: {sorted(queried - exposed)}"
