@@ -378,3 +378,10 @@ def test_a_real_vllm_server_starts_from_the_generated_config_and_exposes_the_que
     assert "meta-llama/Llama-3.1-8B-Instruct" in served.completion  # the served_model_name clients send
     exposed = set(_re.findall(r"^(vllm:[a-z_]+)", served.metrics, _re.M))
     assert queried <= exposed, f"queried but not exposed: {sorted(queried - exposed)}"
+    # name regexes (TPOT: either of two names, vLLM >= 0.10 hides one of them): at least one alternative is exposed
+    text = files["monitoring/prometheus-rules.yaml"].text
+    alternations = _re.findall(r"vllm:\(([a-z_|]+)\)([a-z_]*)", text)
+    assert alternations, "the TPOT rule matches its metric by a name regex"
+    for names, suffix in alternations:
+        assert any(f"vllm:{n}{suffix}" in exposed or any(e.startswith(f"vllm:{n}{suffix}") for e in exposed)
+                   for n in names.split("|")), (names, suffix)
