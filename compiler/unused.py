@@ -60,6 +60,7 @@ def unused_fields(spec: PlanSpec, data: Any) -> list[tuple[tuple, str]]:
             for key in KUBERNETES_SERVING:
                 if key != "namespace":  # the alert rules select the service's series by namespace
                     refuse(("cluster", "kubernetes", key), "scheduler slurm emits no Kubernetes objects; use scheduler both to get them")
+            refuse(("serve", "min_replicas"), "the replica floor is the Kubernetes autoscaler's minReplicas; scheduler slurm emits none")
         for key in SERVING_IGNORES_PINS:
             refuse(("parallelism", key), "serving pins only tp and pp (data parallelism is the replica count)")
     return found

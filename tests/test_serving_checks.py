@@ -85,3 +85,10 @@ def test_checkpoint_quantization_on_a_training_plan_is_refused(tmp_path):
     text = "name: x\nworkload: train\nmodel: {preset: llama-3.1-8b, quantization: awq}\ntrain: {tokens: 10B}\ncluster: {gpus: [h100-sxm-80gb]}\n"
     (diag,) = _refused(tmp_path, text)
     assert (diag.code, diag.path) == ("unused-field", "model.quantization")
+
+
+def test_min_replicas_without_kubernetes_is_refused(tmp_path):
+    text = ("name: x\nworkload: serve\nmodel: {preset: llama-3.1-8b}\n"
+            "serve: {traffic: {requests_per_second: 1}, min_replicas: 2}\ncluster: {scheduler: slurm}\n")
+    (diag,) = _refused(tmp_path, text)
+    assert (diag.code, diag.path) == ("unused-field", "serve.min_replicas")

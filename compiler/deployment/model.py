@@ -41,6 +41,7 @@ class Files(Section):
     k8s_serving: str = "k8s/serving.yaml"
     adapter_values: str = Field("helm/prometheus-adapter-values.yaml", description="Helm values of prometheus-adapter: not a Kubernetes object, so outside k8s/ (kubectl apply -f k8s/ applies every file there)")
     monitoring_rules: str = "monitoring/prometheus-rules.yaml"
+    kustomization: str = Field("kustomization.yaml", description="kubectl apply -k out/<plan>: lists the Kubernetes object files (beside k8s/, not in it)")
 
 
 class Checkpoint(Section):

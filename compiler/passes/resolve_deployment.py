@@ -10,13 +10,12 @@ from __future__ import annotations
 from ..deployment import frameworks, monitoring, serving, training
 from ..deployment.model import Deployment, Files, Kubernetes
 from ..deployment.units import unit_views
-from ..catalog.catalog import load_catalog
 from ..resolved import ResolvedPlan
 from .context import PassContext
 from ..sizing.serve_types import HOURS_PER_MONTH
 
 
-def resolve_deployment(plan: ResolvedPlan, ctx: PassContext | None = None) -> ResolvedPlan:
+def resolve_deployment(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     spec = plan.spec
     files = Files()
     scheduler = spec.cluster.scheduler
@@ -36,9 +35,8 @@ def resolve_deployment(plan: ResolvedPlan, ctx: PassContext | None = None) -> Re
     views = unit_views(plan)
     if views:
         engines = [serving.engine(v, spec) for v in views]
-        catalog = ctx.catalog if ctx is not None else load_catalog()
-        fabric_id = plan.hardware.interconnect  # the fabric the sizing assumed
-        fabric = catalog.interconnects[fabric_id].family if fabric_id in catalog.interconnects else "tcp"
+        fabric_id = plan.hardware.interconnect  # the fabric the sizing assumed (a name check_references verified)
+        fabric = ctx.catalog.interconnects[fabric_id].family
         units = [serving.serving_unit(plan, v, spec, on_kubernetes, fabric) for v in views]
         decisions += serving.decisions(engines, units, {v.stage: v.plan.serving for v in views},
                                        {v.stage: v.plan.model.quantization for v in views}, spec.serve.min_replicas is not None,

@@ -107,6 +107,13 @@ def validate_k8s(paths: list[Path]) -> list[str]:
     return errors
 
 
+def kustomize_build(folder: Path) -> subprocess.CompletedProcess:
+    """`kubectl kustomize FOLDER`: the objects `kubectl apply -k FOLDER` would send (no cluster needed)."""
+    kubectl = shutil.which("kubectl")
+    require_tool("kubectl", kubectl is not None, f"kubectl not installed; {INSTALL_HINT}")
+    return _run([kubectl, "kustomize", folder], timeout=120)
+
+
 def validate_ds_config(path: Path, world_size: int) -> tuple[bool, str]:
     """DeepSpeed's own DeepSpeedConfig parser (unknown top-level keys reported too)."""
     result = _run([tool_python("torch"), VALIDATORS / "ds_check.py", path, "--world-size", world_size], timeout=300,
