@@ -47,7 +47,10 @@ def _serving(plan: ResolvedPlan, files: dict[str, str]) -> None:
         for doc in _yaml_docs(text):
             if doc.get("kind") == "HorizontalPodAutoscaler" and not plan.stages:
                 spec = doc["spec"]
-                _expect(spec["minReplicas"] <= s.replicas <= spec["maxReplicas"], "HPA bounds exclude the planned replicas")
+                decided = plan.deployment.kubernetes.serving[0]
+                _expect((spec["minReplicas"], spec["maxReplicas"]) == (decided.min_replicas, decided.max_replicas),
+                        "HPA bounds differ from the deployment decision")
+                _expect(s.replicas <= spec["maxReplicas"], "HPA bounds exclude the planned replicas")
 
 
 def check_consistency(plan: ResolvedPlan, files: list[OutputFile]) -> None:

@@ -15,6 +15,7 @@ from .diagnostics import Diagnostic, PlanInputError
 from .passes import PASSES
 from .passes.context import PassContext
 from .references import check_references
+from .serve_checks import check_serving
 from .resolved import ResolvedPlan
 from .sizing.search_cache import SearchCache
 from .source import load_yaml_file
@@ -48,6 +49,7 @@ def resolve(plan_path: Path, display_name: str | None = None, searches: SearchCa
         pos = loaded.position(("cluster", "catalog"))
         raise PlanInputError([Diagnostic(pos.line, pos.column, "cluster.catalog", str(exc), "invalid-catalog", file=loaded.file)], loaded.text)
     check_references(spec, catalog, loaded)
+    check_serving(spec, catalog, loaded)
     catalog, site_decisions = _site_calibrated(catalog, plan_path, spec, loaded)
     plan = ResolvedPlan(generator=f"mlinfra-compile {__version__}", name=spec.name, workload=spec.workload,
                         plan_file=Path(display_name or plan_path).name, spec=spec, decisions=site_decisions)

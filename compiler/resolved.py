@@ -22,6 +22,7 @@ class ModelInfo(Section):
     name: str
     hf_id: str = Field(description="model id given to engines (Hugging Face repo id)")
     weights_uri: str = ""
+    quantization: str = Field("none", description="model.quantization: the checkpoint's own quantization (none = 16-bit weights)")
     architecture: Architecture
     params_total: int
     params_active: int

@@ -81,6 +81,7 @@ MIN_RATE = 1e-6
 
 SafeText = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00\r\n]*$"), AfterValidator(_no_control_characters)]
 Precision = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
+CheckpointQuantization = Literal["none", "fp8", "awq", "gptq", "compressed-tensors"]
 
 
 class Spec(BaseModel):
@@ -124,6 +125,7 @@ class ModelSpec(Spec):
     architecture: ArchitectureSpec | None = Field(None, description="an explicit architecture")
     weights: SafeText | None = Field(None, description="where serving / fine-tuning loads weights from (URI or path)", examples=["s3://bucket/llama3-8b"])
     hf_id: SafeText | None = Field(None, description="the model id engines load (Hugging Face repo id); defaults to the preset's repo")
+    quantization: CheckpointQuantization = Field("none", description="how the checkpoint the engine loads (hf_id / weights) is already quantized: none = 16-bit weights (the presets' repos); fp8, awq, gptq or compressed-tensors = a pre-quantized checkpoint whose method the engine reads from its config.json (serve plans)")
 
     @model_validator(mode="after")
     def exactly_one_source(self) -> "ModelSpec":
@@ -254,6 +256,7 @@ class ServeSpec(Spec):
     prefix_caching: bool = Field(True, description="reuse KV of shared prompt prefixes")
     max_num_seqs: int | None = Field(None, ge=1, le=100_000, description="pin the sequences a replica runs at once (vLLM max_num_seqs, TGI max-batch-size, TensorRT-LLM max batch); default: the search picks")
     stages: list[StageSpec] | None = Field(None, description="a multi-stage service: stages in order, decoupled by queues (top-level model is then omitted)")
+    min_replicas: int | None = Field(None, ge=1, le=100_000, description="availability floor: replicas kept however low the load (HPA/KEDA minReplicas); default: 2 (1 on edge devices), or the sizing's minimum when higher")
 
     @field_validator("stages")
     @classmethod

@@ -49,6 +49,7 @@ def unused_fields(spec: PlanSpec, data: Any) -> list[tuple[tuple, str]]:
             refuse(("train", "epochs"), "epochs multiply dataset_tokens; with train.tokens given it changes nothing")
         refuse(("budget", "usd_per_month"), "a monthly budget is for serve plans; give budget.usd for a training run")
         refuse(("cluster", "kubernetes", "autoscaler"), "the autoscaler is for serve plans")
+        refuse(("model", "quantization"), "model.quantization chooses the serving engine's quantization flags; training reads 16-bit weights")
         if scheduler == "kubernetes":
             for key in SLURM_ONLY:
                 refuse(("cluster", "slurm", key), "scheduler kubernetes emits no Slurm job; use scheduler both to get one")
@@ -63,6 +64,7 @@ def unused_fields(spec: PlanSpec, data: Any) -> list[tuple[tuple, str]]:
             for key in KUBERNETES_SERVING:
                 if key != "namespace":  # the alert rules select the service's series by namespace
                     refuse(("cluster", "kubernetes", key), "scheduler slurm emits no Kubernetes objects; use scheduler both to get them")
+            refuse(("serve", "min_replicas"), "the replica floor is the Kubernetes autoscaler's minReplicas; scheduler slurm emits none")
         for key in SERVING_IGNORES_PINS:
             refuse(("parallelism", key), "serving pins only tp and pp (data parallelism is the replica count)")
     return found

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything the tests need, idempotently and without questions (re-runs skip what is there).
-#   Debian: munge + Slurm 22.05 (fake GPU nodes for sbatch), shellcheck, chromium (SVG -> PNG),
+#   Debian: munge + Slurm 22.05 (fake GPU nodes for sbatch), shellcheck, chromium (SVG -> PNG), kubectl (kustomize), npm,
 #           libpython3.11 + python3-numpy (tritonserver's python backend), curl, bc,
 #           prometheus 2.42 (promtool: alert rules checked and unit-tested on synthetic series)
 #   npm:    yaml-language-server 1.19.2 under $MLINFRA_TOOLS/yamlls (the plan schema as an editor reads it)
@@ -42,6 +42,7 @@ have_cmd curl || need+=(curl)
 have_cmd bc || need+=(bc)
 have_cmd promtool || need+=(prometheus)
 have_cmd npm || need+=(npm)
+have_cmd kubectl || need+=(kubernetes-client)  # kubectl kustomize: what `kubectl apply -k out/<plan>` sends
 for p in libpython3.11 python3-numpy; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 # a Debian python3 without venv/ensurepip (PEP 668 image): the tool venvs need python3-venv
 "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)

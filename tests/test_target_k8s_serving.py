@@ -45,7 +45,9 @@ def _k8s(autoscaler="hpa", storage_class=None, image=None) -> dict:
 
 
 def _files(plan) -> dict[str, str]:
-    return {f.path: f.text for f in k8s_serving.render(plan)}
+    """k8s_serving's files, given the triton target's (a Triton unit's ConfigMap carries its repository)."""
+    from compiler.pipeline import render_files
+    return {f.path: f.text for f in render_files(plan, only=("k8s_serving",))}
 
 
 def _docs(plan) -> list[dict]:
@@ -156,7 +158,7 @@ def test_scale_down_window_covers_a_slow_reload():
 
 
 def test_adapter_values_expose_the_queue_metric_under_the_hpa_name():
-    values = yaml.safe_load(_files(_plan())["k8s/prometheus-adapter-values.yaml"])
+    values = yaml.safe_load(_files(_plan())["helm/prometheus-adapter-values.yaml"])
     rule = values["rules"]["custom"][0]
     assert rule["seriesQuery"].startswith("vllm:num_requests_waiting{")
     assert rule["name"]["as"] == "vllm_num_requests_waiting"
@@ -165,7 +167,7 @@ def test_adapter_values_expose_the_queue_metric_under_the_hpa_name():
 def test_keda_scaledobject_replaces_the_hpa():
     plan = _plan(spec=_k8s(autoscaler="keda"), min_replicas=2, max_replicas=6, queue_target_per_replica=4)
     files = _files(plan)
-    assert "k8s/prometheus-adapter-values.yaml" not in files
+    assert "helm/prometheus-adapter-values.yaml" not in files
     docs = list(yaml.safe_load_all(files["k8s/serving.yaml"]))
     assert not [d for d in docs if d["kind"] == "HorizontalPodAutoscaler"]
     scaled = _one(docs, "ScaledObject")["spec"]
@@ -177,12 +179,12 @@ def test_keda_scaledobject_replaces_the_hpa():
 
 
 # ------------------------------------------------------------------------------------------------ probes, storage
-@pytest.mark.parametrize("startup_seconds, threshold", [(60, 12), (812.3, 163), (0.4, 1)])
+@pytest.mark.parametrize("startup_seconds, threshold", [(60, 48), (812.3, 199), (0.4, 37)])
 def test_startup_probe_budget_covers_the_weight_load(startup_seconds, threshold):
     container = _one(_docs(_plan(startup_seconds=startup_seconds)), "Deployment")["spec"]["template"]["spec"]["containers"][0]
     probe = container["startupProbe"]
-    assert probe["failureThreshold"] == threshold  # ceil(2 × startup / 10 s)
-    assert probe["failureThreshold"] * probe["periodSeconds"] >= startup_seconds
+    assert probe["failureThreshold"] == threshold  # ceil(2 × (ceil(load) + 180 s warm-up) / 10 s)
+    assert probe["failureThreshold"] * probe["periodSeconds"] >= startup_seconds + 180
     assert probe["httpGet"] == {"path": "/health", "port": "http"}
     assert container["readinessProbe"]["httpGet"]["path"] == container["livenessProbe"]["httpGet"]["path"] == "/health"
 
@@ -242,7 +244,7 @@ def test_multi_stage_service_gets_one_deployment_and_autoscaler_per_stage():
     assert vision["containers"][0]["command"] == ["tritonserver"]
     assert vision["containers"][0]["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
     hpas = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "HorizontalPodAutoscaler"}
-    assert (hpas["llama3-8b-chat-vision"]["minReplicas"], hpas["llama3-8b-chat-vision"]["maxReplicas"]) == (1, 3)
+    assert (hpas["llama3-8b-chat-vision"]["minReplicas"], hpas["llama3-8b-chat-vision"]["maxReplicas"]) == (2, 3)  # availability floor 2
     assert hpas["llama3-8b-chat-vision"]["metrics"][0]["pods"]["metric"]["name"] == "nv_inference_pending_request_count"
     assert (hpas["llama3-8b-chat-caption"]["minReplicas"], hpas["llama3-8b-chat-caption"]["maxReplicas"]) == (2, 4)
     monitors = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "ServiceMonitor"}
@@ -307,7 +309,7 @@ def test_slo_burn_rules_use_the_plan_slos_and_sre_workbook_burn_rates():
 
 def test_idle_gpu_rule_waits_for_load_and_scale_down():
     idle = _rules(_plan())["serving-gpus"][0]
-    assert idle["for"] == "420s"  # 300 s scale-down window + 12 × 10 s startup budget
+    assert idle["for"] == "780s"  # 300 s scale-down window + 48 × 10 s startup budget
     assert idle["expr"].startswith("DCGM_FI_DEV_GPU_UTIL{") and 'pod=~"llama3-8b-chat-.+"' in idle["expr"]
 
 
@@ -352,10 +354,10 @@ def _manifests(tmp_path: Path) -> list[Path]:
     }
     paths = []
     for name, plan in plans.items():
-        for f in k8s_serving.render(plan):
-            if f.path == "k8s/serving.yaml":
+        for path, text in _files(plan).items():
+            if path == "k8s/serving.yaml":
                 paths.append(tmp_path / f"{name}.yaml")
-                paths[-1].write_text(f.text)
+                paths[-1].write_text(text)
     rules = {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
              "metadata": {"name": "serving", "namespace": "serving"},
              "spec": {"groups": serving_rule_groups(_staged_plan()) + serving_rule_groups(_plan())}}
@@ -415,3 +417,160 @@ def test_stages_name_the_queue_between_them():
     assert [u.component for u in units] == ["vision", "caption"]
     assert units[0].output_queue == units[1].input_queue == "image-captioning-vision-to-caption"
     assert units[0].input_queue == "" and units[1].output_queue == ""
+
+
+# ------------------------------------------------------------------------------------------------ kubectl apply -f k8s/
+def test_every_file_under_k8s_is_kubernetes_objects_the_schemas_accept(tmp_path):
+    """`kubectl apply -f out/<plan>/k8s/` applies every file there: each document must be a Kubernetes object
+    (apiVersion + kind) that the strict schemas and CRDs accept; Helm values live under helm/."""
+    from compiler.pipeline import compile_plan
+    from tests.conftest import EXAMPLES
+
+    paths, helm = [], []
+    for example in EXAMPLES:
+        for f in compile_plan(example).files:
+            if f.path.startswith("helm/"):
+                helm.append(f.path)
+            if not f.path.startswith("k8s/"):
+                continue
+            docs = list(yaml.safe_load_all(f.text))
+            assert docs and all(isinstance(d, dict) and d.get("apiVersion") and d.get("kind") for d in docs), f"{example.stem}/{f.path}"
+            paths.append(tmp_path / f"{example.stem}-{f.path.replace('/', '-')}")
+            paths[-1].write_text(f.text)
+    assert paths and "helm/prometheus-adapter-values.yaml" in helm
+    assert _validate_k8s(paths) == []
+
+
+# ------------------------------------------------------------------------------------------------ weights delivery
+def _pods(docs) -> list[dict]:
+    return [t["spec"] for d in docs if d["kind"] in ("Deployment", "LeaderWorkerSet")
+            for t in ([d["spec"]["template"]] if d["kind"] == "Deployment"
+                      else [d["spec"]["leaderWorkerTemplate"]["leaderTemplate"], d["spec"]["leaderWorkerTemplate"]["workerTemplate"]])]
+
+
+def test_hub_weights_are_downloaded_by_an_init_container_before_any_probe():
+    """The fixture downloads 16 GB from the Hub: a startup probe sized for the load alone would restart the pod
+    mid-download (CrashLoopBackOff on the first rollout). The download runs unprobed, in an init container."""
+    plan = _plan()
+    docs = _docs(plan)
+    (pod,) = _pods(docs)
+    (init,) = pod["initContainers"]
+    assert init["name"] == "fetch-weights" and init["args"][0] == "meta-llama/Llama-3.1-8B-Instruct"
+    assert "*.safetensors" in init["args"] and "snapshot_download" in init["command"][2]
+    assert {"name": "HF_HOME", "value": "/models/hf"} in init["env"] and init["env"][0]["name"] == "HF_TOKEN"
+    unit = plan.deployment.kubernetes.serving[0]
+    assert unit.weights_source == "hub" and unit.download_bytes_per_second == 100e6
+    assert unit.download_seconds == 161  # 16,060,522,496 B ÷ 100 MB/s
+    deployment = _one(docs, "Deployment")
+    assert deployment["spec"]["progressDeadlineSeconds"] == 161 + unit.startup_budget_seconds + 600
+    assert any(d.topic == "weights" and "init container downloads" in d.choice for d in plan.deployment.decisions)
+
+
+def test_object_store_weights_are_streamed_without_a_download():
+    plan = _plan(model={"weights_uri": "s3://bucket/llama3-8b"})
+    (pod,) = _pods(_docs(plan))
+    assert "initContainers" not in pod
+    unit = plan.deployment.kubernetes.serving[0]
+    assert (unit.weights_source, unit.fetch_weights, unit.download_seconds) == ("object-store", False, 0)
+
+
+def test_lws_pods_each_fetch_the_whole_checkpoint_and_load_their_stage():
+    plan = _multi_node()
+    pods = _pods(_docs(plan))
+    assert len(pods) == 2 and all(p["initContainers"][0]["name"] == "fetch-weights" for p in pods)
+    unit = plan.deployment.kubernetes.serving[0]
+    assert unit.weights_bytes_per_pod == 16_060_522_496 // 2 and unit.load_seconds == 407  # ceil(812.3 s ÷ 2 stages)
+    assert unit.model_cache_bytes >= unit.checkpoint_bytes  # every pod downloads the whole checkpoint
+
+
+def test_a_16_bit_checkpoint_quantized_at_load_is_cached_at_16_bits():
+    plan = _plan(precision="fp8", weights_bytes=8_030_261_248)
+    unit = plan.deployment.kubernetes.serving[0]
+    assert unit.checkpoint_bytes == 2 * 8_030_261_248 and unit.model_cache_bytes >= 2 * 8_030_261_248
+
+
+# ------------------------------------------------------------------------------------------------ pod resources, lifecycle
+def test_pods_request_cpu_and_host_memory_for_loading_the_weights():
+    plan = _plan()
+    (pod,) = _pods(_docs(plan))
+    resources = pod["containers"][0]["resources"]
+    assert resources["requests"]["cpu"] == "12" and "cpu" not in resources["limits"]  # 12 per GPU, unthrottled
+    # 16,060,522,496 B of weights + 16 GiB overhead + 15 GiB /dev/shm = 46.0 GiB -> 46Gi (rounded up)
+    assert resources["requests"]["memory"] == resources["limits"]["memory"] == "46Gi"
+    assert _quantity_bytes(resources["requests"]["memory"]) >= 16_060_522_496 + 31 * GIB
+    assert resources["limits"]["nvidia.com/gpu"] == 1
+    assert any(d.topic == "pod resources" and "QoS Burstable" in d.choice for d in plan.deployment.decisions)
+
+
+def test_lws_pods_request_memory_for_their_own_stage():
+    pods = _pods(_docs(_multi_node()))
+    for pod in pods:
+        memory = _quantity_bytes(pod["containers"][0]["resources"]["requests"]["memory"])
+        assert 16_060_522_496 // 2 + 31 * GIB <= memory < 16_060_522_496 + 31 * GIB
+        assert pod["containers"][0]["resources"]["requests"]["cpu"] == "96"  # 8 GPUs × 12
+
+
+def test_termination_waits_for_the_longest_generation_after_leaving_the_service():
+    plan = _plan(ttft_at_capacity_seconds=1.2, tpot_at_capacity_seconds=0.04)
+    (pod,) = _pods(_docs(plan))
+    # 15 s preStop + ceil(1.2 s + (8192 - 1500) tokens × 0.04 s) = 15 + 269
+    assert pod["terminationGracePeriodSeconds"] == 15 + 269
+    assert pod["containers"][0]["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "15"]
+
+
+@pytest.mark.parametrize("autoscaler", ["hpa", "keda"])
+def test_min_replicas_reaches_the_autoscaler(autoscaler):
+    spec = _k8s(autoscaler=autoscaler)
+    default = _plan(spec=spec, min_replicas=1, max_replicas=4)  # the sizing would scale to 1 at low load
+    given = _plan(spec={**spec, "serve": {**serving_plan().spec.serve.model_dump(exclude_none=True), "min_replicas": 3}},
+                  min_replicas=1, max_replicas=4)
+    kind, low = ("HorizontalPodAutoscaler", "minReplicas") if autoscaler == "hpa" else ("ScaledObject", "minReplicaCount")
+    assert _one(_docs(default), kind)["spec"][low] == 2  # the availability floor
+    assert _one(_docs(given), kind)["spec"][low] == 3
+    assert any(d.topic == "replicas" and "serve.min_replicas as given" in d.reason for d in given.deployment.decisions)
+
+
+def test_multi_node_pods_on_infiniband_request_rdma_and_set_nccl():
+    plan = _multi_node(hardware={"interconnect": "ib-400g"})
+    for pod in _pods(_docs(plan)):
+        c = pod["containers"][0]
+        assert c["resources"]["limits"]["rdma/rdma_shared_device_a"] == 1
+        assert c["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+        assert {"name": "NCCL_IB_DISABLE", "value": "0"} in c["env"]
+    assert any(d.topic == "RDMA" for d in plan.deployment.decisions)
+    tcp = _pods(_docs(_multi_node()))  # fixture fabric eth-100g: sockets, as the sizing assumed
+    assert all("rdma/rdma_shared_device_a" not in p["containers"][0]["resources"]["limits"] for p in tcp)
+
+
+def test_rdma_manifests_pass_the_schemas(tmp_path):
+    plan = _multi_node(hardware={"interconnect": "roce-400g"})
+    path = tmp_path / "rdma.yaml"
+    path.write_text(_files(plan)["k8s/serving.yaml"])
+    assert _validate_k8s([path]) == []
+
+
+def test_kustomize_builds_every_kubernetes_example_and_the_objects_pass_the_schemas(tmp_path):
+    """`kubectl apply -k out/<plan>`: the kustomization beside k8s/ lists every object file, kustomize builds it
+    (real kubectl), and the built objects pass the strict schemas and CRDs."""
+    from compiler.pipeline import compile_plan
+    from tests.conftest import EXAMPLES
+    from tests.tools.realtools import kustomize_build
+
+    built = []
+    for example in EXAMPLES:
+        files = compile_plan(example).files
+        if not any(f.path == "kustomization.yaml" for f in files):
+            continue
+        root = tmp_path / example.stem
+        for f in files:
+            (root / f.path).parent.mkdir(parents=True, exist_ok=True)
+            (root / f.path).write_text(f.text)
+        listed = yaml.safe_load((root / "kustomization.yaml").read_text())["resources"]
+        assert all(p.startswith("k8s/") or p == "monitoring/prometheus-rules.yaml" for p in listed)
+        assert {f.path for f in files if f.path.startswith("k8s/")} <= set(listed)
+        result = kustomize_build(root)
+        assert result.returncode == 0, f"{example.stem}: {result.stderr}"
+        built.append(tmp_path / f"{example.stem}-built.yaml")
+        built[-1].write_text(result.stdout)
+    assert len(built) >= 8
+    assert _validate_k8s(built) == []

@@ -11,11 +11,14 @@ import json
 import os
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from compiler.catalog.types import Architecture
 from tests.fixtures.resolved_plans import deployed
+
+REPO = Path(__file__).resolve().parent.parent
 from compiler.targets import triton, vllm
 from tests.test_target_vllm import (
     by_path, fake_calls, fake_commands, hf_config, llama_405b_two_nodes, llm_plan, realtools, run_script, shellcheck_ok,
@@ -272,3 +275,84 @@ def test_every_example_repository_parses_and_loads(tmp_path, monkeypatch):
         ok, log = tools.tritonserver_loads(repo)
         assert ok, f"{name}: {log}"
         assert f"READY        {unit.engine.triton.name}" in log
+
+
+# --- Triton on Kubernetes: the repository the init step fills -------------------------------------
+def _example_k8s(example: str) -> tuple[dict, dict[str, str]]:
+    """(the serving Deployment's pod spec, the ConfigMap data) of an example's k8s/serving.yaml."""
+    import yaml
+    from compiler.pipeline import compile_plan
+    files = {f.path: f for f in compile_plan(REPO / "examples" / example).files}
+    docs = list(yaml.safe_load_all(files["k8s/serving.yaml"].text))
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    data = next(d for d in docs if d["kind"] == "ConfigMap")["data"]
+    return pod, data
+
+
+def _run_fill_step(pod: dict, data: dict[str, str], tmp_path: Path, env: dict[str, str] | None = None) -> Path:
+    """Run the fill-repository init container's script on this machine: the ConfigMap's items where the volume puts
+    them, the model cache in tmp_path (the only change: those two absolute paths)."""
+    fill = next(c for c in pod["initContainers"] if c["name"] == "fill-repository")
+    source, cache = tmp_path / "repository-source", tmp_path / "models"
+    volume = next(v for v in pod["volumes"] if v["name"] == "repository-source")
+    for item in volume["configMap"]["items"]:
+        path = source / item["path"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(data[item["key"]])
+        path.chmod(item.get("mode", 0o644))
+    script = fill["args"][0].replace("$$", "$").replace("/repository-source", str(source)).replace("/models", str(cache))
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
+    assert result.returncode == 0, result.stderr
+    return cache / "model_repository"
+
+
+def test_triton_on_kubernetes_fills_the_repository_with_the_backends_image():
+    pod, data = _example_k8s("llama3-8b-triton.yaml")
+    assert pod["containers"][0]["image"].endswith("-vllm-python-py3")
+    assert [c["name"] for c in pod["initContainers"]] == ["fetch-weights", "fill-repository"]
+    assert {"llama-3.1-8b__config.pbtxt", "llama-3.1-8b__1__model.json", "serve.sh"} <= set(data)
+    assert pod["containers"][0]["startupProbe"]["failureThreshold"] > 1
+    pod, data = _example_k8s("resnet50-triton.yaml")
+    assert pod["containers"][0]["image"] == "nvcr.io/nvidia/tritonserver:25.10-py3"  # onnxruntime backend
+    fill = pod["initContainers"][0]
+    assert fill["image"] == "python:3.12" and "optimum[exporters]==1.23.3" in fill["args"][0]
+    assert fill["resources"]["limits"]["nvidia.com/gpu"] == 1  # fp16 export on a CUDA device
+    assert pod["containers"][0]["startupProbe"]["failureThreshold"] > 1
+
+
+def test_jetson_gets_the_arm64_igpu_image_on_arm64_nodes():
+    pod, _ = _example_k8s("mobilenet-jetson.yaml")
+    assert pod["containers"][0]["image"].endswith("-py3-igpu")
+    assert pod["nodeSelector"]["kubernetes.io/arch"] == "arm64"
+    assert pod["initContainers"][0]["image"].startswith("nvcr.io/nvidia/l4t-pytorch:")
+
+
+def test_tritonserver_loads_the_repository_the_init_step_fills(tmp_path, monkeypatch):
+    """The llama3-8b-triton example's fill-repository step, run here, gives a repository a real tritonserver loads."""
+    pod, data = _example_k8s("llama3-8b-triton.yaml")
+    tools = realtools()
+    server_env(monkeypatch)
+    repo = _run_fill_step(pod, data, tmp_path)
+    assert (repo / "llama-3.1-8b/1/model.json").is_file()
+    ok, log = tools.tritonserver_loads(repo)
+    assert ok, log
+    assert re.search(r"READY\s+llama-3\.1-8b\b", log), log
+
+
+def test_tritonserver_loads_the_onnx_repository_the_init_step_exports(tmp_path, monkeypatch):
+    """resnet50-triton's fill step with pip and optimum-cli stood in (no network here): the step copies the
+    repository, runs serve.sh --fetch-only, which exports model.onnx; tritonserver loads the result (KIND_GPU ->
+    KIND_CPU, the only edit: this machine has no GPU)."""
+    pod, data = _example_k8s("resnet50-triton.yaml")
+    tools = realtools()
+    server_env(monkeypatch)
+    bin_dir = tmp_path / "bin"
+    fake_commands(bin_dir, "python3", script='exit 0\n')
+    fake_commands(bin_dir, "optimum-cli", script='out="${@: -1}"; mkdir -p "$out"; printf onnx >"$out/model.onnx"\n')
+    repo = _run_fill_step(pod, data, tmp_path, env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert (repo / "resnet-50/1/model.onnx").read_text() == "onnx"
+    config = repo / "resnet-50/config.pbtxt"
+    config.write_text(config.read_text().replace("KIND_GPU", "KIND_CPU"))
+    ok, log = tools.tritonserver_loads(repo)
+    assert ok, log
+    assert re.search(r"READY\s+resnet-50\b", log), log

@@ -136,6 +136,7 @@ def test_config_yaml_carries_the_sized_numbers():
         "host": "0.0.0.0", "port": 8000, "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
         "max_model_len": 8192, "gpu_memory_utilization": 0.9, "max_num_seqs": 64, "max_num_batched_tokens": 8192,
         "dtype": "bfloat16", "kv_cache_dtype": "auto", "enable_prefix_caching": True,
+        "shutdown_timeout": 141,  # drain: 0.35 s TTFT + (8192 - 1500) tokens × 21 ms TPOT, rounded up
     }
     assert files["vllm/config.yaml"].text.startswith("# vLLM 0.32.0 engine configuration")
 
@@ -166,9 +167,9 @@ def test_dtype_follows_precision_and_gpu():
 
 
 def test_int4_names_no_load_time_method_and_says_why():
-    text = by_path(vllm.render(llm_plan(precision="int4")))["vllm/config.yaml"].text
+    text = by_path(vllm.render(llm_plan(precision="int4", model={"quantization": "awq"})))["vllm/config.yaml"].text
     assert "quantization" not in yaml.safe_load(text)
-    assert "must\n# name a pre-quantized checkpoint" in text
+    assert "pre-quantized checkpoint (model.quantization: awq)" in text
 
 
 def test_prefix_caching_off():
@@ -333,3 +334,82 @@ def test_vllm_accepts_every_example():
         model_id = unit.plan.model.hf_id
         ok, message = tools.validate_vllm(["serve", *vllm_serve_args(unit.engine)], hf_config(model_id))
         assert ok, f"{name}: {message}"
+
+
+MIXTRAL = Architecture(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=32000, max_position=32768,
+                       experts=8, experts_per_token=2)
+
+
+def test_moe_models_on_several_gpus_get_expert_parallelism():
+    moe = llm_plan(model={"id": "mixtral-8x7b", "hf_id": "mistralai/Mixtral-8x7B-Instruct-v0.1", "architecture": MIXTRAL},
+                   tp=2, gpus_per_replica=2)
+    assert vllm.engine_config(moe)["enable_expert_parallel"] is True
+    assert "--enable-expert-parallel" in vllm.serve_args(moe)
+    one_gpu = llm_plan(model={"id": "mixtral-8x7b", "architecture": MIXTRAL})
+    assert "enable_expert_parallel" not in vllm.engine_config(one_gpu)
+    assert "enable_expert_parallel" not in vllm.engine_config(llm_plan(tp=2, gpus_per_replica=2))  # dense
+
+
+def test_vllm_accepts_expert_parallelism():
+    moe = llm_plan(model={"id": "mixtral-8x7b", "hf_id": "mistralai/Mixtral-8x7B-Instruct-v0.1", "architecture": MIXTRAL},
+                   tp=2, gpus_per_replica=2)
+    ok, output = realtools().validate_vllm(["serve", *vllm.serve_args(moe)], hf_config("mistralai/Mixtral-8x7B-Instruct-v0.1"))
+    assert ok, output
+
+
+# --- a REAL vLLM server from an example's generated configuration ---------------------------------
+# What this CPU cannot take from the generated config, overridden after it on the command line (the model is swapped
+# for the tiny local one): a context the tiny model has (512 positions), host memory instead of GPU memory, and no
+# CUDA graphs. Everything else (max_num_seqs, max_num_batched_tokens, dtype, kv_cache_dtype, prefix caching,
+# served_model_name) is the generated file's.
+CPU_OVERRIDES = ["--max-model-len", "256", "--gpu-memory-utilization", "0.1", "--enforce-eager"]
+
+
+# vLLM examples and their engine config, one per vLLM unit (the image-captioning service's caption stage too).
+VLLM_EXAMPLE_CONFIGS = [("llama3-8b-chat", "vllm/config.yaml"), ("llama3-70b-fp8-slo", "vllm/config.yaml"),
+                        ("llama3-405b-serve", "vllm/config.yaml"), ("image-captioning", "vllm/caption/config.yaml")]
+# Keys this CPU build cannot run, dropped from the copy it starts (not from the generated file): FP8 weights and KV
+# cache need a GPU; a replica over several GPUs or nodes (TP/PP, Ray) becomes one CPU process (see CPU_SINGLE).
+GPU_ONLY_KEYS = ("quantization", "kv_cache_dtype", "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend")
+
+
+@pytest.mark.parametrize("example, path", VLLM_EXAMPLE_CONFIGS, ids=[e for e, _ in VLLM_EXAMPLE_CONFIGS])
+def test_a_real_vllm_server_starts_from_the_generated_config_and_exposes_the_queried_metrics(example, path, tmp_path):
+    import re as _re
+    from compiler.pipeline import compile_plan
+    files = {f.path: f for f in compile_plan(REPO / "examples" / f"{example}.yaml").files}
+    config = tmp_path / "config.yaml"
+    kept = [line for line in files[path].text.splitlines() if line.split(":", 1)[0] not in GPU_ONLY_KEYS]
+    config.write_text("\n".join(kept) + "\n")
+    served_name = yaml.safe_load(files[path].text)["served_model_name"]
+    rules = files["monitoring/prometheus-rules.yaml"].text
+    queried = set(_re.findall(r"vllm:[a-z_]+", rules + files["k8s/serving.yaml"].text
+                              + files["helm/prometheus-adapter-values.yaml"].text))
+    assert "vllm:num_requests_waiting" in queried
+    served = realtools().vllm_serves(config, CPU_OVERRIDES)
+    assert served.ok, served.log
+    assert served_name in served.completion  # the served_model_name clients send
+    exposed = set(_re.findall(r"^(vllm:[a-z_]+)", served.metrics, _re.M))
+    assert queried <= exposed, f"queried but not exposed: {sorted(queried - exposed)}"
+    # name regexes (TPOT: either of two names, vLLM >= 0.10 hides one of them): at least one alternative is exposed
+    for names, suffix in _re.findall(r"vllm:\(([a-z_|]+)\)([a-z_]*)", rules):
+        assert any(e.startswith(f"vllm:{n}{suffix}") for n in names.split("|") for e in exposed), (names, suffix)
+
+
+def test_a_real_vllm_server_drains_in_flight_requests_on_sigterm(tmp_path):
+    """vLLM 0.32 aborts in-flight requests on SIGTERM unless shutdown_timeout > 0. With the generated config (the
+    llama3-8b-chat example's, GPU-only keys dropped), a request running when the kubelet's SIGTERM arrives still
+    gets all its tokens and vLLM logs a drain (with shutdown_timeout 0 it logs mode=abort, and a request was seen cut
+    at 274 of 500 tokens)."""
+    from compiler.pipeline import compile_plan
+    files = {f.path: f for f in compile_plan(REPO / "examples" / "llama3-8b-chat.yaml").files}
+    generated = yaml.safe_load(files["vllm/config.yaml"].text)
+    assert generated["shutdown_timeout"] > 0
+    config = tmp_path / "config.yaml"
+    config.write_text("\n".join(line for line in files["vllm/config.yaml"].text.splitlines()
+                                if line.split(":", 1)[0] not in GPU_ONLY_KEYS) + "\n")
+    served = realtools().vllm_serves(config, ["--max-model-len", "512", "--gpu-memory-utilization", "0.1", "--enforce-eager"],
+                                     terminate_during=500)
+    assert '"completion_tokens":500' in served.completion.replace(" ", ""), served.completion[-500:] + served.log
+    # vLLM's own account of the shutdown: drain (not abort) for the generated timeout
+    assert f"stopping engine client mode=drain timeout={generated['shutdown_timeout']}s" in served.log, served.log

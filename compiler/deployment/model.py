@@ -39,8 +39,9 @@ class Files(Section):
     megatron_args: str = "megatron/args.sh"
     k8s_training: str = "k8s/training.yaml"
     k8s_serving: str = "k8s/serving.yaml"
-    adapter_values: str = "k8s/prometheus-adapter-values.yaml"
+    adapter_values: str = Field("helm/prometheus-adapter-values.yaml", description="Helm values of prometheus-adapter: not a Kubernetes object, so outside k8s/ (kubectl apply -f k8s/ applies every file there)")
     monitoring_rules: str = "monitoring/prometheus-rules.yaml"
+    kustomization: str = Field("kustomization.yaml", description="kubectl apply -k out/<plan>: lists the Kubernetes object files (beside k8s/, not in it)")
 
 
 class Checkpoint(Section):
@@ -222,8 +223,34 @@ class ServingUnit(Section):
     probe_failure_threshold: int
     startup_failure_threshold: int
     startup_budget_seconds: int
+    weights_source: Literal["hub", "object-store", "path"] = Field(description="where the weights come from: the Hugging Face Hub (model.hf_id), object storage (model.weights s3://, gs://, az://) or a path")
+    weights_location: str = Field(description="the Hub repo id or the URI / path the weights are read from")
+    fetch_weights: bool = Field(description="an init container downloads the checkpoint into the model cache before the engine starts (Hub weights)")
+    fetch_patterns: list[str] = Field(default_factory=list, description="files the init container downloads (huggingface_hub allow_patterns)")
+    checkpoint_bytes: int = Field(description="bytes of the checkpoint as stored (what a download moves): the serving weights, or 2 bytes per parameter for a 16-bit checkpoint quantized at load time")
+    weights_bytes_per_pod: int = Field(description="weights one pod loads into its GPUs: the replica's weights ÷ its pods (one pipeline stage per pod)")
+    download_bytes_per_second: float = Field(description="assumed Hub download rate per pod (0 when nothing is downloaded)")
+    download_seconds: int = Field(description="checkpoint ÷ download rate: the init container's expected run time")
+    load_seconds: int = Field(description="the pod's weights ÷ the storage read rate (sizing's startup_seconds, per pod)")
+    warmup_seconds: int = Field(description="engine start after the weights are in memory: CUDA graph capture, compilation, KV-cache profiling (policy)")
+    progress_deadline_seconds: int = Field(description="Deployment progressDeadlineSeconds: download + startup budget, so a first rollout is not reported failed while it downloads")
     model_cache_bytes: int
     shared_cache: bool
+    cpu_request: int = Field(description="CPU cores requested per pod (no CPU limit: limits throttle the tokenizer and API server)")
+    memory_bytes: int = Field(description="host memory request = limit per pod: the pod's weights (loaded through host memory) + overhead + /dev/shm")
+    qos_class: Literal["Guaranteed", "Burstable"] = Field(description="the pod's Kubernetes QoS class with these requests and limits")
+    termination_grace_seconds: int = Field(description="terminationGracePeriodSeconds: preStop drain + the longest in-flight generation")
+    pre_stop_seconds: int = Field(description="preStop sleep: the pod leaves the Service endpoints before SIGTERM reaches the engine")
+    longest_request_seconds: int = Field(description="the longest request a replica may be running when it is asked to stop")
+    min_replicas: int = Field(description="HPA/KEDA minReplicas: the availability floor (serve.min_replicas, or the default policy)")
+    max_replicas: int = Field(description="HPA/KEDA maxReplicas: the sizing's peak count, at least min_replicas")
+    rdma_resource: str = Field("", description="extended resource for the RDMA devices of multi-node pods ('' for none)")
+    rdma_count: int = Field(0, description="RDMA devices requested per multi-node pod")
+    nccl_env: list[EnvVar] = Field(default_factory=list, description="NCCL settings of multi-node pods (the fabric sizing assumed)")
+    node_arch: str = Field("", description="kubernetes.io/arch node label to select ('' = any): arm64 for Jetson images")
+    repository_init_image: str = Field("", description="Triton: image of the init container that fills the model repository ('' = not Triton)")
+    repository_init_packages: list[str] = Field(default_factory=list, description="Triton: pip requirements the fill step installs before fetching / exporting the model file")
+    repository_init_gpus: int = Field(0, description="Triton: GPUs of the fill step (an fp16 ONNX export runs on a CUDA device)")
     shm_bytes: int
     scale_down_window_seconds: int
     input_queue: str = ""

@@ -11,7 +11,8 @@ import math
 from ..resolved import ResolvedPlan, Serving
 from ..spec import PlanSpec
 from ..units import format_bytes
-from .model import Autoscaling, DeploymentDecision, Engine, EngineArg, ServingUnit, Tensor, TritonModel
+from .model import Autoscaling, DeploymentDecision, Engine, EngineArg, EnvVar, ServingUnit, Tensor, TritonModel
+from .training import DEFAULT_CPUS_PER_GPU
 from .units import UnitView
 
 # ----------------------------------------------------------------------------------------------- vLLM
@@ -33,9 +34,10 @@ DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 # dynamic activation scales) at load time, no calibration (vLLM docs, "FP8 W8A8"). vLLM 0.32 has no load-time int8
 # or int4 method for dense layers (its online shorthands quantize MoE experts only; bitsandbytes was removed), so
 # int8/int4 name no method: the model must be a pre-quantized checkpoint (AWQ, GPTQ or compressed-tensors W8A8/W4A16)
-# and vLLM reads the method from its config.json quantization_config.
+# and vLLM reads the method from its config.json quantization_config. A plan whose checkpoint is already quantized
+# (model.quantization != none) gets no --quantization at all: vLLM reads it from the checkpoint, and `--quantization
+# fp8` on an FP8 checkpoint would conflict with it (compiler/serve_checks.py refuses mismatches before this runs).
 QUANTIZATION = {"fp8": "fp8"}
-PREQUANTIZED = frozenset({"int8", "int4"})
 # `--kv-cache-dtype` per plan kv_cache_dtype (fp8 means e4m3 in vLLM).
 KV_CACHE_DTYPE = {"auto": "auto", "fp8": "fp8"}
 # Object-store weights are streamed with the Run:ai model streamer (vLLM docs "Loading models with Run:ai Model
@@ -94,9 +96,27 @@ TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # BERT-style en
 # and Startup Probes"), written out so a reviewer sees them.
 PROBE_PERIOD_SECONDS = 10
 PROBE_FAILURE_THRESHOLD = 3
-# serving.startup_seconds is a bandwidth roofline (weights ÷ storage read bandwidth): a lower bound that leaves out
-# process start, CUDA graph capture and KV-cache profiling. Our policy, not a measurement: budget twice the bound.
+# The startup probe covers what happens after the weights are on the pod: the pod's share of the weights read from
+# the cache (serving.startup_seconds ÷ pods per replica: a bandwidth roofline) plus the engine's warm-up. Our policy,
+# not a measurement: budget twice that.
 STARTUP_BUDGET_FACTOR = 2.0
+# Engine warm-up once the weights are in GPU memory: vLLM's torch.compile + CUDA graph capture + KV-cache profiling,
+# TGI's prefill warm-up, Triton's model load. A policy (minutes for large vLLM models on a cold compile cache, per
+# vLLM's docs "torch.compile integration": the first compile is cached for later starts), not a measurement.
+WARMUP_SECONDS = {"vllm": 180, "tgi": 180, "triton-vllm": 180, "triton": 60}
+# Hub weights are downloaded by an init container into the model cache before the engine starts, so the startup
+# probe never races a download (a probe sized for a stream from object storage would restart the pod mid-download:
+# CrashLoopBackOff on the first rollout). The rate is an assumption stated in the report: plain-Python
+# huggingface_hub downloads top out near 500 MB/s on very fast links (hf_transfer's README, pypi.org/project/
+# hf-transfer: "a power user tool, to go beyond ~500MB/s"), and a cluster's egress is shared; we assume a fifth.
+HUB_DOWNLOAD_BYTES_PER_SECOND = 100e6
+HUB_DOWNLOAD_SOURCE = ("assumed 100 MB/s per pod: a fifth of the ~500 MB/s ceiling of plain-Python huggingface_hub "
+                       "downloads (hf_transfer README, pypi.org/project/hf-transfer), a policy for shared cluster egress")
+# What the init container downloads (huggingface_hub snapshot_download allow_patterns): safetensors weights, configs
+# and tokenizer files, as vLLM's loader uses them; not `original/` consolidated .pth copies (Llama repos) or .bin
+# duplicates, which would double the bytes.
+FETCH_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.tiktoken", "*.txt", "*.py"]
+CHECKPOINT_BYTES_PER_PARAM_16BIT = 2  # a checkpoint that is not pre-quantized is stored in bf16/fp16
 # Model cache = weights + headroom: ext4 reserves 5 % of blocks for root (mke2fs -m default), and another 5 % holds
 # tokenizer/config files and the changed files of a new revision while it downloads.
 MODEL_CACHE_HEADROOM_FRACTION = 0.10
@@ -106,12 +126,27 @@ SHARED_FILESYSTEMS = frozenset({"lustre", "nfs", "gpfs", "weka", "vast", "cephfs
 # Scale-down: a replica given back costs serving.startup_seconds to get again, so keep it until the load has been low
 # at least that long (the break-even rule of ski rental, Karlin et al. 1988), never less than the Kubernetes default.
 DEFAULT_SCALE_DOWN_WINDOW_SECONDS = 300
+# Deployment progressDeadlineSeconds: the Kubernetes default (600 s, kubernetes.io "Deployments", Progress Deadline
+# Seconds) on top of the expected download and startup budget, so `kubectl rollout status` of a first rollout does
+# not report a Deployment that is still downloading its weights as failed.
+PROGRESS_DEADLINE_DEFAULT_SECONDS = 600
 # Pinned engine images (release tags of the upstream images); spec.cluster.kubernetes.image overrides.
 ENGINE_IMAGES = {
     "vllm": f"vllm/vllm-openai:v{VLLM_VERSION}",  # the release whose flags the vLLM target emits
     "tgi": f"ghcr.io/huggingface/text-generation-inference:{TGI_VERSION}",
     "triton": "nvcr.io/nvidia/tritonserver:25.10-vllm-python-py3",
 }
+# Triton images per backend (NGC nvcr.io/nvidia/tritonserver tags): `-vllm-python-py3` carries the vLLM and python
+# backends only; `-py3` the full set (onnxruntime, TensorRT, python, ...); `-py3-igpu` is the arm64 build for
+# integrated GPUs (Jetson Orin / IGX, JetPack 6), which needs arm64 nodes.
+TRITON_IMAGES = {"vllm": "nvcr.io/nvidia/tritonserver:25.10-vllm-python-py3", "onnxruntime": "nvcr.io/nvidia/tritonserver:25.10-py3",
+                 "onnxruntime-edge": "nvcr.io/nvidia/tritonserver:25.10-py3-igpu"}
+# The ONNX file of a Triton model is fetched (model.weights) or exported (optimum-cli, from the Hub repo) by an init
+# container before tritonserver starts. Triton's images carry no optimum, so that step runs in a Python image with
+# curl (python:3.12, Debian) and pip-installs the exporter (needs egress to PyPI, like the Hub download needs egress
+# to the Hub); on Jetson, NVIDIA's L4T PyTorch image, whose torch has CUDA for the device (pip's arm64 torch has none).
+EXPORT_IMAGES = {"default": "python:3.12", "edge": "nvcr.io/nvidia/l4t-pytorch:r35.2.1-pth2.0-py3"}
+EXPORT_PACKAGES = {"hub": ["optimum[exporters]==1.23.3"], "s3://": ["awscli"]}
 # /dev/shm for NCCL and vLLM's shared-memory broadcast queue: the size LWS's vLLM GPU example gives
 # (kubernetes-sigs/lws docs/examples/vllm/GPU/lws.yaml, sizeLimit 15Gi); Docker's 64 MiB default is too small.
 SHM_BYTES = 15 * 2**30
@@ -123,6 +158,47 @@ SCALE_PERIOD_SECONDS = 15  # also the HPA sync period (kube-controller-manager -
 # Prometheus that KEDA queries: the Service prometheus-operator creates for every Prometheus ("prometheus-operated")
 # in the namespace kube-prometheus-stack is usually installed in. An assumption: edit it for another install.
 PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
+# Pod resources. CPU: the training default per GPU (DEFAULT_CPUS_PER_GPU, the smallest common 8-GPU server's share)
+# as a request, no limit: CFS quotas throttle the tokenizer / detokenizer and the API server's event loop, which sit
+# on the TTFT path (Kubernetes requests without limits give the Burstable QoS class). Host memory: safetensors are
+# read through host memory on their way to the GPU, so the request (= limit: no overcommit of what loading needs)
+# holds the pod's weights + an overhead (Python, CUDA context and NCCL host buffers, tokenizer, API server; a policy)
+# + the RAM-backed /dev/shm, whose pages count against the pod's memory.
+HOST_MEMORY_OVERHEAD_BYTES = 16 * 2**30
+# Edge devices (Jetson: 6-12 CPU cores, 8-64 GB shared by CPU and GPU): a small request that fits the device.
+EDGE_CPUS = 2
+EDGE_HOST_MEMORY_OVERHEAD_BYTES = 1 * 2**30
+EDGE_SHM_BYTES = 1 * 2**30
+# Availability floor when the plan gives no serve.min_replicas: two replicas, so a node drain or a crash (the PDB lets
+# one pod go at a time) never takes the whole service down; one on an edge device (one device, nowhere to fail over).
+DEFAULT_MIN_REPLICAS = 2
+EDGE_MIN_REPLICAS = 1
+# Graceful termination. preStop sleeps until the endpoint controller and kube-proxy have taken the pod out of the
+# Service (a few seconds; 15 s is the figure of the Kubernetes "Pod Lifecycle" termination examples), then the kubelet
+# sends SIGTERM and the engine's HTTP server (uvicorn for vLLM, axum for TGI, Triton's own) finishes the requests it
+# holds. The grace period adds the longest request a replica may hold: the sized TTFT at capacity + the longest
+# generation max_model_len allows (context - prompt tokens) at the sized TPOT at capacity.
+PRE_STOP_SECONDS = 15
+VISION_MIN_GRACE_SECONDS = 30  # the Kubernetes default terminationGracePeriodSeconds, for one-shot (vision) requests
+# RDMA for multi-node replicas: the fabric the sizing assumed must be the one NCCL gets. InfiniBand and RoCE NICs
+# reach pods as the extended resource of Mellanox/NVIDIA's k8s-rdma-shared-dev-plugin (deployed by the NVIDIA Network
+# Operator; resourcePrefix "rdma", resourceName "rdma_shared_device_a" in its README's default config); memory
+# registration needs CAP_IPC_LOCK. AWS EFA: the aws-efa-k8s-device-plugin's vpc.amazonaws.com/efa, 32 interfaces on
+# p5.48xlarge (AWS "EFA on EKS" docs). Plain Ethernet (tcp) needs nothing: the sizing assumed sockets.
+RDMA_RESOURCES = {"ib": ("rdma/rdma_shared_device_a", 1), "roce": ("rdma/rdma_shared_device_a", 1),
+                  "efa": ("vpc.amazonaws.com/efa", 32)}
+RDMA_SOURCE = {"ib": "k8s-rdma-shared-dev-plugin (NVIDIA Network Operator) default resource",
+               "roce": "k8s-rdma-shared-dev-plugin (NVIDIA Network Operator) default resource",
+               "efa": "aws-efa-k8s-device-plugin, 32 EFA interfaces per p5.48xlarge"}
+# NCCL: use the RDMA NICs (NCCL_IB_DISABLE=0 is the default, written so a site override is visible); bootstrap over
+# the pod network's eth0. EFA goes through the aws-ofi-nccl plugin (FI_PROVIDER=efa).
+NCCL_ENV = {
+    "ib": [("NCCL_IB_DISABLE", "0", "InfiniBand verbs for the inter-node collectives"),
+           ("NCCL_SOCKET_IFNAME", "eth0", "bootstrap over the pod network")],
+    "roce": [("NCCL_IB_DISABLE", "0", "RoCE through the verbs transport"), ("NCCL_IB_GID_INDEX", "3", "RoCE v2 GID (IPv4-mapped)"),
+             ("NCCL_SOCKET_IFNAME", "eth0", "bootstrap over the pod network")],
+    "efa": [("FI_PROVIDER", "efa", "libfabric EFA provider for aws-ofi-nccl"), ("NCCL_SOCKET_IFNAME", "eth0", "bootstrap over the pod network")],
+}
 CACHE_MOUNT = "/models"  # HF_HOME and Triton's model repository live on the model-cache volume
 
 
@@ -161,7 +237,7 @@ def require_llm(plan: ResolvedPlan) -> None:
         raise ValueError(f"vLLM serves decoder LLMs; model {plan.model.id!r} is a {kind} model (use engine triton)")
 
 
-def vllm_args(plan: ResolvedPlan, prefix_caching: bool) -> list[EngineArg]:
+def vllm_args(plan: ResolvedPlan, prefix_caching: bool, drain_seconds: int = 0) -> list[EngineArg]:
     """vLLM engine arguments from the resolved serving section, in the order a reader looks for them."""
     require_llm(plan)
     s, model = plan.serving, plan.model
@@ -178,12 +254,21 @@ def vllm_args(plan: ResolvedPlan, prefix_caching: bool) -> list[EngineArg]:
         EngineArg(key="max_num_batched_tokens", value=s.max_num_batched_tokens, reason="tokens per scheduler step (chunked-prefill budget) from sizing"),
         EngineArg(key="dtype", value=compute_dtype(plan), reason=f"compute type for precision {s.precision}"),
     ]
-    if s.precision in QUANTIZATION:
-        args.append(EngineArg(key="quantization", value=QUANTIZATION[s.precision], reason=f"precision {s.precision}"))
+    if s.precision in QUANTIZATION and model.quantization == "none":
+        args.append(EngineArg(key="quantization", value=QUANTIZATION[s.precision],
+                              reason=f"precision {s.precision} from a 16-bit checkpoint: vLLM quantizes the weights at load time"))
     args.append(EngineArg(key="kv_cache_dtype", value=KV_CACHE_DTYPE[s.kv_cache_dtype], reason="serve.kv_cache_dtype"))
     args.append(EngineArg(key="enable_prefix_caching", value=prefix_caching, reason="serve.prefix_caching"))
+    if drain_seconds:
+        args.append(EngineArg(key="shutdown_timeout", value=drain_seconds,
+                              reason=("on SIGTERM finish in-flight requests for up to the longest one (vLLM 0.32's default, 0, "
+                                      "aborts them: launcher.py 'mode=abort'); the pod's grace period covers it")))
     if model_source(plan).lower().startswith(STREAMED_SCHEMES):
         args.append(EngineArg(key="load_format", value="runai_streamer", reason="stream weights from object storage"))
+    if model.architecture.is_moe and s.tp > 1:
+        args.append(EngineArg(key="enable_expert_parallel", value=True,
+                              reason=(f"MoE model ({model.architecture.experts} experts) on TP={s.tp}: whole experts per GPU instead of "
+                                      f"every expert split {s.tp} ways (vLLM docs, Expert Parallel Deployment); same bytes per GPU")))
     if s.nodes_per_replica > 1:
         args.append(EngineArg(key="distributed_executor_backend", value="ray", reason=f"one replica spans {s.nodes_per_replica} nodes"))
     return args
@@ -192,7 +277,7 @@ def vllm_args(plan: ResolvedPlan, prefix_caching: bool) -> list[EngineArg]:
 # ----------------------------------------------------------------------------------------------- TGI arguments
 def tgi_args(plan: ResolvedPlan) -> list[EngineArg]:
     require_llm(plan)
-    s = plan.serving
+    s, model = plan.serving, plan.model
     if s.nodes_per_replica > 1 or s.pp > 1:
         raise ValueError(f"TGI shards a replica over one node's GPUs only; the plan needs TP={s.tp} x PP={s.pp} "
                          f"on {s.nodes_per_replica} nodes (use engine vllm)")
@@ -211,7 +296,9 @@ def tgi_args(plan: ResolvedPlan) -> list[EngineArg]:
         EngineArg(key="--max-concurrent-requests", value=s.max_concurrency + QUEUE_ADMISSION_FACTOR * math.ceil(s.queue_target_per_replica),
                   reason=f"batch {s.max_concurrency} + {QUEUE_ADMISSION_FACTOR} x queue target {s.queue_target_per_replica:g}"),
     ]
-    if s.precision in TGI_QUANTIZE:
+    if model.quantization != "none":
+        pass  # a pre-quantized checkpoint: TGI reads the method from its config.json (quantization_config); --dtype conflicts
+    elif s.precision in TGI_QUANTIZE:
         args.append(EngineArg(key="--quantize", value=TGI_QUANTIZE[s.precision], reason=f"precision {s.precision}"))
     else:
         args.append(EngineArg(key="--dtype", value=TGI_DTYPE[s.precision], reason=f"precision {s.precision}"))
@@ -255,15 +342,16 @@ def engine(unit: UnitView, spec: PlanSpec) -> Engine:
     s, plan = unit.plan.serving, unit.plan
     prefix_caching = spec.serve.prefix_caching
     ray = {"ray_port": RAY_PORT, "ray_wait_seconds": RAY_WAIT_SECONDS}
+    drain = longest_request_seconds(plan, stage_prompt_tokens(unit, spec)) if plan.model.architecture.kind == "decoder" else 0
     if s.engine == "vllm":
         return Engine(stage=unit.stage, engine="vllm", version=VLLM_VERSION, directory=unit.stage,
-                      args=vllm_args(plan, prefix_caching), prefix_caching=prefix_caching, http_port=HTTP_PORT,
+                      args=vllm_args(plan, prefix_caching, drain), prefix_caching=prefix_caching, http_port=HTTP_PORT,
                       metrics_port=HTTP_PORT, **ray)
     if s.engine == "tgi":
         return Engine(stage=unit.stage, engine="tgi", version=TGI_VERSION, directory=unit.stage, args=tgi_args(plan),
                       prefix_caching=prefix_caching, http_port=TGI_HTTP_PORT, metrics_port=TGI_HTTP_PORT, **ray)
     # Triton: LLMs run on its vLLM backend, which reads the vLLM engine arguments (model.json)
-    args = vllm_args(plan, prefix_caching) if plan.model.architecture.kind == "decoder" else []
+    args = vllm_args(plan, prefix_caching, drain) if plan.model.architecture.kind == "decoder" else []
     return Engine(stage=unit.stage, engine="triton", version=TRITON_SERVER_VERSION, directory=unit.stage, args=args,
                   prefix_caching=prefix_caching, http_port=TRITON_HTTP_PORT, metrics_port=TRITON_METRICS_PORT,
                   grpc_port=TRITON_GRPC_PORT, triton=triton_model(plan), **ray)
@@ -291,60 +379,206 @@ def gpus_per_pod(serving: Serving) -> int:
     return serving.tp
 
 
-def startup_failure_threshold(serving: Serving) -> int:
-    """Startup probe failures allowed, so that failureThreshold × periodSeconds ≥ budget ≥ startup_seconds."""
-    return max(1, math.ceil(STARTUP_BUDGET_FACTOR * serving.startup_seconds / PROBE_PERIOD_SECONDS))
+def startup_failure_threshold(load_seconds: float, warmup_seconds: float) -> int:
+    """Startup probe failures allowed, so that failureThreshold × periodSeconds ≥ factor × (load + warm-up)."""
+    return max(1, math.ceil(STARTUP_BUDGET_FACTOR * (load_seconds + warmup_seconds) / PROBE_PERIOD_SECONDS))
 
 
-def model_cache_bytes(serving: Serving) -> int:
-    return math.ceil(serving.weights_bytes * (1 + MODEL_CACHE_HEADROOM_FRACTION))
+def weights_source(plan: ResolvedPlan) -> str:
+    uri = plan.model.weights_uri
+    if not uri:
+        return "hub"
+    return "object-store" if uri.lower().startswith(STREAMED_SCHEMES) else "path"
+
+
+def checkpoint_bytes(plan: ResolvedPlan) -> int:
+    """The checkpoint as stored: a 16-bit one is 2 bytes per parameter even when the engine quantizes it at load."""
+    s = plan.serving
+    if plan.model.quantization == "none":
+        return max(s.weights_bytes, CHECKPOINT_BYTES_PER_PARAM_16BIT * plan.model.params_total)
+    return s.weights_bytes
+
+
+def model_cache_bytes(checkpoint: int) -> int:
+    return math.ceil(checkpoint * (1 + MODEL_CACHE_HEADROOM_FRACTION))
+
+
+def warmup_key(plan: ResolvedPlan) -> str:
+    engine = plan.serving.engine
+    return "triton-vllm" if engine == "triton" and plan.model.architecture.kind == "decoder" else engine
 
 
 def scale_down_window_seconds(serving: Serving) -> int:
     return max(DEFAULT_SCALE_DOWN_WINDOW_SECONDS, math.ceil(serving.startup_seconds))
 
 
-def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernetes: bool) -> ServingUnit:
+def triton_images(plan: ResolvedPlan, edge: bool) -> tuple[str, str, list[str], int]:
+    """(server image, repository fill image, pip packages of the fill step, GPUs of the fill step)."""
+    if plan.model.architecture.kind == "decoder":  # vLLM backend: the repository is config files only
+        image = TRITON_IMAGES["vllm"]
+        return image, image, [], 0
+    model = triton_model(plan)
+    uri = plan.model.weights_uri
+    packages = EXPORT_PACKAGES["hub"] if not uri else EXPORT_PACKAGES.get(next((k for k in EXPORT_PACKAGES if uri.startswith(k)), ""), [])
+    export_gpus = 1 if (not uri and model.export_on_gpu) else 0
+    return (TRITON_IMAGES["onnxruntime-edge" if edge else "onnxruntime"], EXPORT_IMAGES["edge" if edge else "default"],
+            list(packages), export_gpus)
+
+
+def stage_prompt_tokens(unit: UnitView, spec: PlanSpec) -> int:
+    return next((st.prompt_tokens for st in spec.serve.stages or [] if st.name == unit.stage and st.prompt_tokens), None) \
+        or spec.serve.traffic.prompt_tokens
+
+
+def longest_request_seconds(plan: ResolvedPlan, prompt_tokens: int) -> int:
+    s = plan.serving
+    if plan.model.architecture.kind != "decoder":  # one-shot (vision, encoder) requests
+        return max(VISION_MIN_GRACE_SECONDS, math.ceil(s.latency_slo_seconds or s.ttft_seconds))
+    ttft, tpot = s.ttft_at_capacity_seconds or s.ttft_seconds, s.tpot_at_capacity_seconds or s.tpot_seconds
+    return math.ceil(ttft + max(1, s.context_len - prompt_tokens) * tpot)
+
+
+def replica_bounds(s: Serving, spec: PlanSpec, edge: bool) -> tuple[int, int]:
+    floor = spec.serve.min_replicas if spec.serve.min_replicas is not None else (EDGE_MIN_REPLICAS if edge else DEFAULT_MIN_REPLICAS)
+    low = max(floor, s.min_replicas) if spec.serve.min_replicas is None else floor
+    return low, max(low, s.max_replicas)
+
+
+def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernetes: bool, fabric: str = "tcp") -> ServingUnit:
     s = unit.plan.serving
+    edge = unit.plan.hardware.gpu_spec.edge
+    longest = longest_request_seconds(unit.plan, stage_prompt_tokens(unit, spec))
+    low, high = replica_bounds(s, spec, edge)
+    multi_node = s.nodes_per_replica > 1
+    rdma_resource, rdma_count = RDMA_RESOURCES.get(fabric, ("", 0)) if multi_node else ("", 0)
+    nccl = [EnvVar(name=n, value=v, comment=c) for n, v, c in NCCL_ENV.get(fabric, [])] if multi_node else []
+    shm = EDGE_SHM_BYTES if edge else SHM_BYTES
     # the shape check raises for a replica a LeaderWorkerSet cannot place; only Kubernetes places pods
     pod_gpus = gpus_per_pod(s) if on_kubernetes else (s.tp if s.nodes_per_replica > 1 else s.gpus_per_replica)
     health, queue, adapter, metrics_port = ENGINE_ENDPOINTS[s.engine]
-    threshold = startup_failure_threshold(s)
+    source = weights_source(unit.plan)
+    fetch = source == "hub" and (s.engine != "triton" or unit.plan.model.architecture.kind == "decoder")
+    checkpoint = checkpoint_bytes(unit.plan)
+    rate = HUB_DOWNLOAD_BYTES_PER_SECOND if fetch else 0.0
+    download = math.ceil(checkpoint / rate) if fetch else 0
+    load = math.ceil(s.startup_seconds / s.nodes_per_replica)
+    warmup = WARMUP_SECONDS[warmup_key(unit.plan)]
+    threshold = startup_failure_threshold(load, warmup)
+    image, init_image, packages, init_gpus = triton_images(unit.plan, edge) if s.engine == "triton" else (ENGINE_IMAGES[s.engine], "", [], 0)
     return ServingUnit(
         name=object_name(plan.name, unit.stage) if unit.stage else object_name(plan.name),
         component=unit.stage or "server", stage=unit.stage, engine=s.engine,
-        image=spec.cluster.kubernetes.image or ENGINE_IMAGES[s.engine],
+        image=spec.cluster.kubernetes.image or image, node_arch="arm64" if edge else "",
+        repository_init_image=init_image, repository_init_packages=packages, repository_init_gpus=init_gpus,
         gpus_per_pod=pod_gpus, pods_per_replica=s.nodes_per_replica,
         http_port=HTTP_PORT, metrics_port=metrics_port, health_path=health, queue_metric=queue, adapter_metric=adapter,
         probe_period_seconds=PROBE_PERIOD_SECONDS, probe_failure_threshold=PROBE_FAILURE_THRESHOLD,
         startup_failure_threshold=threshold, startup_budget_seconds=threshold * PROBE_PERIOD_SECONDS,
-        model_cache_bytes=model_cache_bytes(s), shared_cache=unit.plan.hardware.storage in SHARED_FILESYSTEMS,
-        shm_bytes=SHM_BYTES, scale_down_window_seconds=scale_down_window_seconds(s),
+        weights_source=source, weights_location=model_source(unit.plan), fetch_weights=fetch,
+        fetch_patterns=list(FETCH_PATTERNS) if fetch else [], checkpoint_bytes=checkpoint,
+        weights_bytes_per_pod=math.ceil(s.weights_bytes / s.nodes_per_replica), download_bytes_per_second=rate,
+        download_seconds=download, load_seconds=load, warmup_seconds=warmup,
+        progress_deadline_seconds=download + threshold * PROBE_PERIOD_SECONDS + PROGRESS_DEADLINE_DEFAULT_SECONDS,
+        model_cache_bytes=model_cache_bytes(checkpoint), shared_cache=unit.plan.hardware.storage in SHARED_FILESYSTEMS,
+        cpu_request=EDGE_CPUS if edge else DEFAULT_CPUS_PER_GPU * pod_gpus,
+        memory_bytes=math.ceil(s.weights_bytes / s.nodes_per_replica) + shm + (EDGE_HOST_MEMORY_OVERHEAD_BYTES if edge else HOST_MEMORY_OVERHEAD_BYTES),
+        qos_class="Burstable", pre_stop_seconds=PRE_STOP_SECONDS, longest_request_seconds=longest,
+        termination_grace_seconds=PRE_STOP_SECONDS + longest, min_replicas=low, max_replicas=high,
+        rdma_resource=rdma_resource, rdma_count=rdma_count, nccl_env=nccl,
+        shm_bytes=shm, scale_down_window_seconds=scale_down_window_seconds(s),
         input_queue=unit.input_queue, output_queue=unit.output_queue,
     )
 
 
-def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage: dict[str, Serving]) -> list[DeploymentDecision]:
+def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage: dict[str, Serving],
+              checkpoint_by_stage: dict[str, str], min_given: bool = False,
+              fabric: tuple[str, str] = ("", "tcp")) -> list[DeploymentDecision]:
+    """`fabric`: the plan's interconnect id and its catalog family."""
     out = []
     for e in engines:
         where = f" ({e.stage})" if e.stage else ""
         flags = {a.key: a.value for a in e.args}
         dtype = flags.get("dtype", flags.get("--dtype"))
         quant = flags.get("quantization", flags.get("--quantize"))
-        choice = f"{e.engine} {e.version}" + (f", dtype {dtype}" if dtype else "") + (f", quantization {quant}" if quant else "")
+        checkpoint = checkpoint_by_stage[e.stage]
+        choice = (f"{e.engine} {e.version}" + (f", dtype {dtype}" if dtype else "") + (f", quantization {quant}" if quant else "")
+                  + (f", {checkpoint}-quantized checkpoint (method read from its config.json)" if checkpoint != "none" else ""))
         out.append(DeploymentDecision(topic=f"engine{where}", choice=choice,
-                                      reason="plan precision and the GPU's tensor-core types; pinned release whose flags were checked"))
+                                      reason="plan precision, model.quantization (the checkpoint's own) and the GPU's tensor-core types; "
+                                             "pinned release whose flags were checked"))
     for u in units:
         where = f" ({u.stage})" if u.stage else ""
         s = serving_by_stage[u.stage]
+        out.append(DeploymentDecision(topic=f"weights{where}", choice=weights_choice(u), reason=weights_reason(u)))
         out.append(DeploymentDecision(
             topic=f"startup probe{where}",
             choice=f"{u.startup_failure_threshold} × {u.probe_period_seconds} s = {u.startup_budget_seconds} s",
-            reason=f"{STARTUP_BUDGET_FACTOR:g} × the {s.startup_seconds:.0f} s weight load (weights ÷ storage bandwidth)"))
+            reason=(f"{STARTUP_BUDGET_FACTOR:g} × ({u.load_seconds} s to read the pod's {format_bytes(u.weights_bytes_per_pod)} "
+                    f"of weights at the storage read rate + {u.warmup_seconds} s engine warm-up, a policy: compilation, "
+                    f"CUDA graphs, KV-cache profiling)" + ("; the download runs before, in the init container, unprobed" if u.fetch_weights else "")
+                    + f"; Deployment progressDeadlineSeconds {u.progress_deadline_seconds} s = download + budget + "
+                      f"the {PROGRESS_DEADLINE_DEFAULT_SECONDS} s default")))
         out.append(DeploymentDecision(
             topic=f"model cache{where}", choice=f"{format_bytes(u.model_cache_bytes)}, {'shared ReadWriteMany' if u.shared_cache else 'per pod'}",
-            reason=f"weights + {MODEL_CACHE_HEADROOM_FRACTION:.0%} (filesystem reserve, tokenizer, revision updates)"))
+            reason=(f"checkpoint {format_bytes(u.checkpoint_bytes)} + {MODEL_CACHE_HEADROOM_FRACTION:.0%} (filesystem reserve, "
+                    f"tokenizer, revision updates); " + ("one copy on the shared filesystem for every replica" if u.shared_cache else
+                    "each pod (each LWS pod too) downloads the whole checkpoint into its own volume and loads its share"))))
+        out.append(DeploymentDecision(
+            topic=f"pod resources{where}",
+            choice=(f"{u.cpu_request} CPU requested (no limit), {format_bytes(u.memory_bytes)} memory request = limit, "
+                    f"{u.gpus_per_pod} GPU; QoS {u.qos_class}"),
+            reason=(f"CPU: {'an edge device' if u.cpu_request == EDGE_CPUS and u.shm_bytes == EDGE_SHM_BYTES else f'{DEFAULT_CPUS_PER_GPU} per GPU (the training default)'}, "
+                    f"unthrottled for the tokenizer and API server; memory: the pod's {format_bytes(u.weights_bytes_per_pod)} of weights pass "
+                    f"through host memory while loading, + {format_bytes(u.memory_bytes - u.weights_bytes_per_pod - u.shm_bytes)} overhead "
+                    f"(a policy) + {format_bytes(u.shm_bytes)} /dev/shm")))
+        if u.repository_init_image:
+            out.append(DeploymentDecision(
+                topic=f"model repository{where}",
+                choice=(f"server image {u.image}{' on arm64 nodes' if u.node_arch else ''}; init container fill-repository "
+                        f"({u.repository_init_image}) copies the generated repository from a ConfigMap into the model cache"
+                        + (f", installs {', '.join(u.repository_init_packages)}" if u.repository_init_packages else "")
+                        + " and runs serve.sh --fetch-only (fetch or export the ONNX file)"),
+                reason=("the image carries the model's backend (-vllm-python-py3: vLLM and python only; -py3: onnxruntime, "
+                        "TensorRT; -py3-igpu: arm64 for Jetson); the export needs optimum, absent from Triton's images, "
+                        "and egress to PyPI and the Hub")))
+        out.append(DeploymentDecision(
+            topic=f"graceful termination{where}",
+            choice=f"terminationGracePeriodSeconds {u.termination_grace_seconds}, preStop sleep {u.pre_stop_seconds} s",
+            reason=(f"{u.pre_stop_seconds} s for the pod to leave the Service endpoints, then SIGTERM and {u.longest_request_seconds} s "
+                    f"for the longest in-flight request (TTFT at capacity + the longest generation max_model_len allows at the sized "
+                    f"TPOT; vision: the latency bound, at least the 30 s default)")))
+        out.append(DeploymentDecision(
+            topic=f"replicas{where}", choice=f"minReplicas {u.min_replicas}, maxReplicas {u.max_replicas}",
+            reason=(f"serve.min_replicas as given" if min_given else
+                    f"availability floor {EDGE_MIN_REPLICAS if u.min_replicas == EDGE_MIN_REPLICAS else DEFAULT_MIN_REPLICAS} (policy: one replica is a "
+                    f"single point of failure — a drain or a crash, which the PodDisruptionBudget allows one pod at a time, "
+                    f"would take the service down; 1 on an edge device), or the sizing's minimum when higher")
+                   + f"; cost figures count the sizing's replica range (minimum {s.min_replicas}, maximum {s.max_replicas})"))
+        if u.rdma_resource:
+            out.append(DeploymentDecision(
+                topic=f"RDMA{where}", choice=f"{u.rdma_resource}: {u.rdma_count} per pod, IPC_LOCK, " + ", ".join(f"{e.name}={e.value}" for e in u.nccl_env),
+                reason=f"one replica spans {u.pods_per_replica} pods and the sizing assumed {fabric[0]}: {RDMA_SOURCE[fabric[1]]}"))
         out.append(DeploymentDecision(
             topic=f"scale-down window{where}", choice=f"{u.scale_down_window_seconds} s",
             reason=f"a replica given back costs its weight load to get again; at least the Kubernetes default {DEFAULT_SCALE_DOWN_WINDOW_SECONDS} s"))
     return out
+
+
+def weights_choice(u: ServingUnit) -> str:
+    if u.weights_source == "hub":
+        if u.fetch_weights:
+            return (f"Hugging Face Hub {u.weights_location}: init container downloads {format_bytes(u.checkpoint_bytes)} into the "
+                    f"model cache (~{u.download_seconds} s at {u.download_bytes_per_second / 1e6:g} MB/s), then the engine loads it")
+        return f"Hugging Face Hub {u.weights_location}: exported to ONNX by the fill-repository init container"
+    if u.weights_source == "object-store":
+        return f"object storage {u.weights_location}: streamed by the engine (Run:ai streamer), read in place, no download"
+    return f"path {u.weights_location}: read in place (must be mounted into the pod)"
+
+
+def weights_reason(u: ServingUnit) -> str:
+    if u.fetch_weights:
+        return (f"model.weights not given, so the weights come from the Hub; {HUB_DOWNLOAD_SOURCE}. HF_TOKEN from Secret by "
+                f"reference only. Pre-fill a shared cache or set model.weights to object storage to start faster")
+    if u.repository_init_image and u.weights_source == "hub":
+        return "model.weights not given: the ONNX file is exported from the Hub repo (optimum) before tritonserver starts"
+    return "model.weights as given; the read rate is the cluster.storage catalog entry's"

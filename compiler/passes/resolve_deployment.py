@@ -15,7 +15,7 @@ from .context import PassContext
 from ..sizing.serve_types import HOURS_PER_MONTH
 
 
-def resolve_deployment(plan: ResolvedPlan, ctx: PassContext | None = None) -> ResolvedPlan:
+def resolve_deployment(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     spec = plan.spec
     files = Files()
     scheduler = spec.cluster.scheduler
@@ -35,8 +35,12 @@ def resolve_deployment(plan: ResolvedPlan, ctx: PassContext | None = None) -> Re
     views = unit_views(plan)
     if views:
         engines = [serving.engine(v, spec) for v in views]
-        units = [serving.serving_unit(plan, v, spec, on_kubernetes) for v in views]
-        decisions += serving.decisions(engines, units, {v.stage: v.plan.serving for v in views})
+        fabric_id = plan.hardware.interconnect  # the fabric the sizing assumed (a name check_references verified)
+        fabric = ctx.catalog.interconnects[fabric_id].family
+        units = [serving.serving_unit(plan, v, spec, on_kubernetes, fabric) for v in views]
+        decisions += serving.decisions(engines, units, {v.stage: v.plan.serving for v in views},
+                                       {v.stage: v.plan.model.quantization for v in views}, spec.serve.min_replicas is not None,
+                                       (fabric_id, fabric))
     kubernetes = Kubernetes(
         namespace=k8s.namespace, secret_name=k8s.secret_name, storage_class=k8s.storage_class,
         tolerations=[dict(t) for t in k8s.tolerations], node_selector=dict(k8s.node_selector), autoscaler=k8s.autoscaler,

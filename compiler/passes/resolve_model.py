@@ -44,7 +44,7 @@ def model_info(model: ModelSpec, fallback_name: str, catalog: Catalog) -> tuple[
         why = because("shape-from-count", layers=arch.layers, hidden=arch.hidden, aspect_ratio=ASSUMED_ASPECT_RATIO)
     counts = count_params(arch)
     info = ModelInfo(
-        id=ident, name=name, hf_id=model.hf_id or hf_id or f"local/{fallback_name}", weights_uri=model.weights or "",
+        id=ident, name=name, hf_id=model.hf_id or hf_id or f"local/{fallback_name}", weights_uri=model.weights or "", quantization=model.quantization,
         architecture=arch, params_total=counts.total, params_active=counts.active, assumed=assumed,
     )
     return info, why

@@ -8,7 +8,7 @@ in this package (base, k8s_common, engine_common, serving_rules, charts) are sha
 from __future__ import annotations
 
 from . import (
-    deepspeed, fsdp, k8s_serving, k8s_training, megatron, monitoring, plan_json, report, slurm, tgi, torchrun, triton, vllm,
+    deepspeed, fsdp, k8s_serving, k8s_training, kustomize, megatron, monitoring, plan_json, report, slurm, tgi, torchrun, triton, vllm,
 )
 from .base import Target
 
@@ -26,6 +26,7 @@ TARGETS: tuple[Target, ...] = (
     tgi.TARGET,            # serve with engine tgi
     k8s_serving.TARGET,    # serve with scheduler kubernetes|both
     monitoring.TARGET,     # alert rules for both kinds of workload
+    kustomize.TARGET,      # scheduler kubernetes|both: kustomization.yaml over the Kubernetes object files above
 )
 
 

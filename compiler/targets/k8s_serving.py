@@ -3,7 +3,8 @@
 Per serving unit (the whole service, or each stage of a multi-stage service): the engine as a Deployment, or a
 LeaderWorkerSet when one replica spans nodes; a Service; an autoscaler on the engine's queue metric (HPA through a
 Prometheus adapter, or a KEDA ScaledObject); a PodDisruptionBudget; a model-cache volume; a ServiceMonitor. With
-the HPA, `k8s/prometheus-adapter-values.yaml` maps the queue metric into the custom metrics API.
+the HPA, `helm/prometheus-adapter-values.yaml` (Helm values, not a Kubernetes object: kept out of k8s/ so that
+`kubectl apply -f k8s/` applies every file there) maps the queue metric into the custom metrics API.
 Every number comes from `plan.serving` / `plan.hardware`; the few policies chosen here are named constants with a
 reason, and the reasons also travel in `mlinfra.io/*` annotations so `kubectl describe` shows them.
 """
@@ -18,12 +19,12 @@ from ..deployment.serving import MODEL_CACHE_HEADROOM_FRACTION, STARTUP_BUDGET_F
 from ..deployment.units import unit_views
 from ..resolved import ResolvedPlan, Serving
 from .base import OutputFile, Target, dump_yaml_documents, shell_words
-from .engine_common import tgi_launcher_words, vllm_serve_args
+from .engine_common import EngineUnit, tgi_launcher_words, unit_path, vllm_serve_args
 from .k8s_common import gpu_node_selector, labels, literal, pvc, quantity_bytes, secret_env, shm_volume, tolerations
 
 # Kubernetes documents in a fixed order: Helm's InstallOrder for built-in kinds, custom resources after.
 KIND_ORDER = (
-    "PodDisruptionBudget", "PersistentVolumeClaim", "Service", "Deployment", "HorizontalPodAutoscaler",
+    "PodDisruptionBudget", "ConfigMap", "PersistentVolumeClaim", "Service", "Deployment", "HorizontalPodAutoscaler",
     "LeaderWorkerSet", "ScaledObject", "ServiceMonitor",
 )
 
@@ -166,7 +167,93 @@ def _probe(unit: ServingUnit, failure_threshold: int) -> dict:
             "periodSeconds": unit.decided.probe_period_seconds, "failureThreshold": failure_threshold}
 
 
-def _pod_spec(unit: ServingUnit, leader: bool) -> dict:
+# The init container's program: download the checkpoint files into the Hugging Face cache (HF_HOME on the model-cache
+# volume), where the engine then finds them; the repo id and the patterns arrive as argv, never inside the code.
+FETCH_SCRIPT = ("import sys; from huggingface_hub import snapshot_download; "
+                "snapshot_download(repo_id=sys.argv[1], allow_patterns=sys.argv[2:])")
+
+
+def _cache_env(unit: ServingUnit) -> list[dict]:
+    return [*secret_env(unit.plan), {"name": "HF_HOME", "value": f"{unit.plan.deployment.kubernetes.model_cache_mount}/hf"}]
+
+
+def _init_containers(unit: ServingUnit, rendered: Mapping[str, OutputFile]) -> list[dict]:
+    init = [_fetch_container(unit)] if unit.decided.fetch_weights else []
+    if unit.decided.repository_init_image:
+        init.append(_fill_container(unit, rendered))
+    return init
+
+
+def _fetch_container(unit: ServingUnit) -> dict:
+    """Downloads the Hub checkpoint before the engine starts: no probe races the download."""
+    return {
+        "name": "fetch-weights", "image": unit.decided.image,
+        "command": ["python3", "-c", FETCH_SCRIPT],
+        "args": [literal(unit.decided.weights_location), *unit.decided.fetch_patterns],
+        "env": _cache_env(unit),
+        "volumeMounts": [{"name": "model-cache", "mountPath": unit.plan.deployment.kubernetes.model_cache_mount}],
+    }
+
+
+def _resources(unit: ServingUnit) -> dict:
+    """CPU request without a limit, host memory request = limit, the GPUs, and the RDMA devices of multi-node pods."""
+    d = unit.decided
+    extra = {d.rdma_resource: d.rdma_count} if d.rdma_resource else {}
+    memory = quantity_bytes(d.memory_bytes)
+    return {"requests": {"cpu": str(d.cpu_request), "memory": memory},
+            "limits": {"memory": memory, "nvidia.com/gpu": d.gpus_per_pod, **extra}}
+
+
+# ----------------------------------------------------------------------------------------------- Triton repository
+REPOSITORY_SOURCE = "/repository-source"  # where the ConfigMap with the generated repository is mounted
+
+
+def _repository_root(unit: ServingUnit) -> str:
+    return f"{unit.plan.deployment.kubernetes.model_cache_mount}/model_repository"
+
+
+def repository_files(unit: ServingUnit, rendered: Mapping[str, OutputFile]) -> list[tuple[str, OutputFile]]:
+    """(path inside the repository, file) of every file the triton target rendered for this unit."""
+    prefix = unit_path("triton", EngineUnit(unit.plan, unit.engine_decision), "") + "/"
+    return [(path[len(prefix):], f) for path, f in sorted(rendered.items()) if path.startswith(prefix)]
+
+
+def _config_map_key(path: str) -> str:
+    return path.replace("/", "__")
+
+
+def _repository_config_map(unit: ServingUnit, rendered: Mapping[str, OutputFile]) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(unit, f"{unit.name}-model-repository"),
+            "data": {_config_map_key(path): f.text for path, f in repository_files(unit, rendered)}}
+
+
+def _repository_volume(unit: ServingUnit, rendered: Mapping[str, OutputFile]) -> dict:
+    items = [{"key": _config_map_key(path), "path": path, **({"mode": 0o755} if f.mode & 0o111 else {})}
+             for path, f in repository_files(unit, rendered)]
+    return {"name": "repository-source", "configMap": {"name": f"{unit.name}-model-repository", "items": items}}
+
+
+def _fill_container(unit: ServingUnit, rendered: Mapping[str, OutputFile]) -> dict:
+    """Copies the generated repository into the model cache, then fetches or exports the model file (serve.sh)."""
+    d, root = unit.decided, _repository_root(unit)
+    steps = [f"install -D -m {'0755' if f.mode & 0o111 else '0644'} {shell_words([f'{REPOSITORY_SOURCE}/{path}', f'{root}/{path}'])}"
+             for path, f in repository_files(unit, rendered)]
+    if d.repository_init_packages:
+        steps.append(f"python3 -m pip install --no-cache-dir {shell_words(d.repository_init_packages)}")
+    steps.append(f"bash {shell_words([f'{root}/serve.sh'])} --fetch-only")
+    container = {
+        "name": "fill-repository", "image": d.repository_init_image,
+        "command": ["bash", "-c"], "args": [literal("set -euo pipefail; " + "; ".join(steps))],
+        "env": _cache_env(unit),
+        "volumeMounts": [{"name": "model-cache", "mountPath": unit.plan.deployment.kubernetes.model_cache_mount},
+                         {"name": "repository-source", "mountPath": REPOSITORY_SOURCE, "readOnly": True}],
+    }
+    if d.repository_init_gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": d.repository_init_gpus}}
+    return container
+
+
+def _pod_spec(unit: ServingUnit, leader: bool, rendered: Mapping[str, OutputFile] | None = None) -> dict:
     """Pod of a single-node replica (leader=True) or of an LWS leader/worker."""
     s = unit.serving
     shm = shm_volume(unit.decided.shm_bytes)
@@ -180,14 +267,19 @@ def _pod_spec(unit: ServingUnit, leader: bool) -> dict:
         # literal(): the kubelet would expand a `$(VAR)` in a model id or queue name before the engine sees it
         "command": [literal(word) for word in command],
         "args": [literal(word) for word in args],
-        "env": [*secret_env(unit.plan), {"name": "HF_HOME", "value": f"{unit.plan.deployment.kubernetes.model_cache_mount}/hf"},
+        "env": [*_cache_env(unit),
                 *([{"name": "MLINFRA_INPUT_QUEUE", "value": literal(unit.input_queue)}] if unit.input_queue else []),
                 *([{"name": "MLINFRA_OUTPUT_QUEUE", "value": literal(unit.output_queue)}] if unit.output_queue else [])],
-        "resources": {"limits": {"nvidia.com/gpu": unit.decided.gpus_per_pod}},
+        "resources": _resources(unit),
         "volumeMounts": [{"name": "model-cache", "mountPath": unit.plan.deployment.kubernetes.model_cache_mount},
                          {"name": shm["name"], "mountPath": "/dev/shm"}],
     }
+    if unit.decided.nccl_env:
+        container["env"] += [{"name": e.name, "value": literal(e.value)} for e in unit.decided.nccl_env]
+    if unit.decided.rdma_resource:
+        container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}  # RDMA memory registration
     if leader:
+        container["lifecycle"] = {"preStop": {"exec": {"command": ["sleep", str(unit.decided.pre_stop_seconds)]}}}
         ports = [{"name": "http", "containerPort": unit.decided.http_port}]
         if unit.engine.metrics_port != unit.decided.http_port:
             ports.append({"name": "metrics", "containerPort": unit.engine.metrics_port})
@@ -196,7 +288,12 @@ def _pod_spec(unit: ServingUnit, leader: bool) -> dict:
         container["readinessProbe"] = _probe(unit, unit.decided.probe_failure_threshold)
         container["livenessProbe"] = _probe(unit, unit.decided.probe_failure_threshold)
     spec = {"containers": [container], "volumes": [_cache_volume(unit), shm],
-            "nodeSelector": gpu_node_selector(unit.plan), "tolerations": tolerations(unit.plan)}
+            "terminationGracePeriodSeconds": unit.decided.termination_grace_seconds,
+            **({"initContainers": init} if (init := _init_containers(unit, rendered or {})) else {}),
+            "nodeSelector": {**gpu_node_selector(unit.plan), **({"kubernetes.io/arch": unit.decided.node_arch} if unit.decided.node_arch else {})},
+            "tolerations": tolerations(unit.plan)}
+    if unit.decided.repository_init_image:
+        spec["volumes"].append(_repository_volume(unit, rendered or {}))
     return spec
 
 
@@ -204,13 +301,16 @@ def _workload_annotations(unit: ServingUnit) -> dict[str, str]:
     s, d = unit.serving, unit.decided
     return {
         f"{ANNOTATION}startup-budget": (f"{d.startup_budget_seconds} s = {d.startup_failure_threshold} × {d.probe_period_seconds} s ≥ "
-                                        f"{STARTUP_BUDGET_FACTOR:g} × {s.startup_seconds:.0f} s weight load (weights ÷ storage bandwidth)"),
-        f"{ANNOTATION}replicas": (f"left to the autoscaler ({s.min_replicas}..{s.max_replicas}); a fixed count here "
+                                        f"{STARTUP_BUDGET_FACTOR:g} × ({d.load_seconds} s weight load + {d.warmup_seconds} s warm-up)"
+                                        + (f"; the ~{d.download_seconds} s download runs before, in the fetch-weights init container"
+                                           if d.fetch_weights else "")),
+        f"{ANNOTATION}weights": f"{d.weights_source}: {d.weights_location}",
+        f"{ANNOTATION}replicas": (f"left to the autoscaler ({d.min_replicas}..{d.max_replicas}); a fixed count here "
                                   f"would be reset by every apply"),
     }
 
 
-def _workload(unit: ServingUnit) -> dict:
+def _workload(unit: ServingUnit, rendered: Mapping[str, OutputFile]) -> dict:
     s = unit.serving
     template_labels = labels(unit.plan, unit.component)
     if not unit.multi_node:
@@ -222,8 +322,9 @@ def _workload(unit: ServingUnit) -> dict:
             }),
             "spec": {
                 "selector": {"matchLabels": _selector(unit)},
+                "progressDeadlineSeconds": unit.decided.progress_deadline_seconds,
                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-                "template": {"metadata": {"labels": template_labels}, "spec": _pod_spec(unit, leader=True)},
+                "template": {"metadata": {"labels": template_labels}, "spec": _pod_spec(unit, leader=True, rendered=rendered)},
             },
         }
     return {
@@ -236,7 +337,7 @@ def _workload(unit: ServingUnit) -> dict:
             "leaderWorkerTemplate": {
                 "size": s.pp,
                 "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": {"metadata": {"labels": template_labels}, "spec": _pod_spec(unit, leader=True)},
+                "leaderTemplate": {"metadata": {"labels": template_labels}, "spec": _pod_spec(unit, leader=True, rendered=rendered)},
                 "workerTemplate": {"metadata": {"labels": template_labels}, "spec": _pod_spec(unit, leader=False)},
             },
         },
@@ -297,7 +398,7 @@ def _autoscaler(unit: ServingUnit) -> dict:
             "metadata": _meta(unit, annotations=_autoscaler_annotations(unit)),
             "spec": {
                 "scaleTargetRef": _target_ref(unit),
-                "minReplicaCount": s.min_replicas, "maxReplicaCount": s.max_replicas,
+                "minReplicaCount": unit.decided.min_replicas, "maxReplicaCount": unit.decided.max_replicas,
                 "pollingInterval": unit.plan.deployment.kubernetes.autoscaling.period_seconds,
                 "advanced": {"horizontalPodAutoscalerConfig": {"behavior": _behavior(unit)}},
                 "triggers": [{"type": "prometheus", "metricType": "AverageValue", "metadata": {
@@ -310,7 +411,7 @@ def _autoscaler(unit: ServingUnit) -> dict:
         "metadata": _meta(unit, annotations=_autoscaler_annotations(unit)),
         "spec": {
             "scaleTargetRef": _target_ref(unit),
-            "minReplicas": s.min_replicas, "maxReplicas": s.max_replicas,
+            "minReplicas": unit.decided.min_replicas, "maxReplicas": unit.decided.max_replicas,
             "metrics": [{"type": "Pods", "pods": {
                 "metric": {"name": unit.engine.adapter_metric},
                 "target": {"type": "AverageValue", "averageValue": _decimal(s.queue_target_per_replica)}}}],
@@ -347,16 +448,20 @@ def _service_monitor(unit: ServingUnit) -> dict:
     }
 
 
-def unit_documents(unit: ServingUnit) -> list[dict]:
-    """Every document of one serving unit (unsorted); a multi-stage service calls this once per stage."""
-    docs = [_pdb(unit), _service(unit), _workload(unit), _autoscaler(unit), _service_monitor(unit)]
+def unit_documents(unit: ServingUnit, rendered: Mapping[str, OutputFile] | None = None) -> list[dict]:
+    """Every document of one serving unit (unsorted); a multi-stage service calls this once per stage. `rendered`:
+    the triton target's files, carried in a ConfigMap for a Triton unit."""
+    rendered = rendered or {}
+    docs = [_pdb(unit), _service(unit), _workload(unit, rendered), _autoscaler(unit), _service_monitor(unit)]
+    if unit.decided.repository_init_image:
+        docs.append(_repository_config_map(unit, rendered))
     if unit.decided.shared_cache:
         docs.append(_model_cache(unit))
     return docs
 
 
-def serving_documents(plan: ResolvedPlan) -> list[dict]:
-    docs = [doc for unit in serving_units(plan) for doc in unit_documents(unit)]
+def serving_documents(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[dict]:
+    docs = [doc for unit in serving_units(plan) for doc in unit_documents(unit, rendered)]
     return sorted(docs, key=lambda d: KIND_ORDER.index(d["kind"]))  # stable: units keep their order within a kind
 
 
@@ -377,10 +482,12 @@ def adapter_values(plan: ResolvedPlan) -> dict:
 
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
     files = plan.deployment.files
-    out = [OutputFile(files.k8s_serving, dump_yaml_documents(serving_documents(plan)))]
+    out = [OutputFile(files.k8s_serving, dump_yaml_documents(serving_documents(plan, rendered)))]
     if plan.deployment.kubernetes.autoscaler == "hpa":
-        out.append(OutputFile(files.adapter_values, dump_yaml_documents([adapter_values(plan)])))
+        usage = (f"# Helm values for prometheus-adapter (not a Kubernetes object): helm upgrade --install prometheus-adapter "
+                 f"prometheus-community/prometheus-adapter -n monitoring -f {files.adapter_values}\n")
+        out.append(OutputFile(files.adapter_values, usage + dump_yaml_documents([adapter_values(plan)])))
     return out
 
 
-TARGET = Target("k8s_serving", applies, render)
+TARGET = Target("k8s_serving", applies, render, needs=("triton",))

@@ -187,7 +187,7 @@ def _idle_rules(unit: ServingUnit) -> list[dict]:
         "for": f"{idle_seconds(unit)}s",
         "labels": _labels(unit, severity="warning"),
         "annotations": {"summary": (f"{unit.name}: a GPU ran no kernel for {idle_seconds(unit)} s while the service held "
-                                    f"at least {unit.serving.min_replicas} replicas; lower min_replicas or check routing")},
+                                    f"at least {unit.decided.min_replicas} replicas; lower min_replicas or check routing")},
     }]
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from ..deployment.serving import PREQUANTIZED
 from ..resolved import ResolvedPlan
 from .base import OutputFile, Target, render as render_template
 from .engine_common import EngineUnit, engine_units, unit_path, vllm_engine_config, vllm_serve_args
@@ -41,7 +40,7 @@ def engine_config(plan: ResolvedPlan, *, frontend: bool = True) -> dict[str, obj
 def _config_yaml(unit: EngineUnit) -> str:
     rows = [{"key": a.key, "value": a.value, "reason": a.reason} for a in unit.engine.args]
     return render_template("vllm/config.yaml.j2", vllm_version=unit.engine.version, name=unit.plan.name,
-                           precision=unit.serving.precision, prequantized=unit.serving.precision in PREQUANTIZED, rows=rows)
+                           precision=unit.serving.precision, prequantized=unit.plan.model.quantization != "none", checkpoint=unit.plan.model.quantization, rows=rows)
 
 
 def _serve_sh(unit: EngineUnit) -> str:

