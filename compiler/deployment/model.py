@@ -201,12 +201,16 @@ class Engine(Section):
     grpc_port: int | None = Field(None, description="Triton's gRPC port")
     ray_port: int = Field(description="Ray head port when a replica spans nodes (vLLM)")
     ray_wait_seconds: int = Field(description="how long the Ray head waits for every worker's GPUs")
+    ray_poll_seconds: int = Field(5, description="how often the Ray head checks that the workers joined")
     triton: TritonModel | None = None
 
 
 class ServingUnit(Section):
     """k8s/serving.yaml, per independently scaled unit."""
 
+    rollout_max_surge: int = Field(1, description="replicas a rollout adds before removing one")
+    rollout_max_unavailable: int = Field(0, description="replicas a rollout may take away below the sized count")
+    disruption_max_unavailable: int = Field(1, description="pods (LWS groups) a node drain may evict at once")
     name: str = Field(description="object name (DNS-1035)")
     component: str
     stage: str = ""

@@ -25,6 +25,11 @@ RAY_PORT = 6379  # Ray head's default GCS port (`ray start --head`), as in vLLM'
 # How long the head waits for every worker's GPUs to join the Ray cluster: vLLM's multi-node-serving.sh uses
 # ray_init_timeout=300 s for the same wait.
 RAY_WAIT_SECONDS = 300
+RAY_POLL_SECONDS = 5  # how often the head checks that the workers joined: 60 checks in the wait, each a short ray.init
+# Rollout and disruption policy of a serving unit (ours): a new replica comes up before an old one leaves (surge one,
+# none unavailable), so capacity never drops below the SLO-sized level; a node drain evicts one pod (one LWS group) at
+# a time (PodDisruptionBudget maxUnavailable 1).
+ROLLOUT_MAX_SURGE, ROLLOUT_MAX_UNAVAILABLE, DISRUPTION_MAX_UNAVAILABLE = 1, 0, 1
 # vLLM `--dtype` for each plan precision whose weights vLLM computes in that type (EngineArgs choices: auto,
 # bfloat16, float, float16, float32, half).
 DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
@@ -341,7 +346,7 @@ def triton_model(plan: ResolvedPlan) -> TritonModel:
 def engine(unit: UnitView, spec: PlanSpec) -> Engine:
     s, plan = unit.plan.serving, unit.plan
     prefix_caching = spec.serve.prefix_caching
-    ray = {"ray_port": RAY_PORT, "ray_wait_seconds": RAY_WAIT_SECONDS}
+    ray = {"ray_port": RAY_PORT, "ray_wait_seconds": RAY_WAIT_SECONDS, "ray_poll_seconds": RAY_POLL_SECONDS}
     drain = longest_request_seconds(plan, stage_prompt_tokens(unit, spec)) if plan.model.architecture.kind == "decoder" else 0
     if s.engine == "vllm":
         return Engine(stage=unit.stage, engine="vllm", version=VLLM_VERSION, directory=unit.stage,
@@ -466,6 +471,8 @@ def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernet
     threshold = startup_failure_threshold(load, warmup)
     image, init_image, packages, init_gpus = triton_images(unit.plan, edge) if s.engine == "triton" else (ENGINE_IMAGES[s.engine], "", [], 0)
     return ServingUnit(
+        rollout_max_surge=ROLLOUT_MAX_SURGE, rollout_max_unavailable=ROLLOUT_MAX_UNAVAILABLE,
+        disruption_max_unavailable=DISRUPTION_MAX_UNAVAILABLE,
         name=object_name(plan.name, unit.stage) if unit.stage else object_name(plan.name),
         component=unit.stage or "server", stage=unit.stage, engine=s.engine,
         image=spec.cluster.kubernetes.image or image, node_arch="arm64" if edge else "",
@@ -561,6 +568,13 @@ def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage:
         out.append(DeploymentDecision(
             topic=f"scale-down window{where}", choice=f"{u.scale_down_window_seconds} s",
             reason=f"a replica given back costs its weight load to get again; at least the Kubernetes default {DEFAULT_SCALE_DOWN_WINDOW_SECONDS} s"))
+    if units:
+        u = units[0]
+        out.append(DeploymentDecision(
+            topic="rollout and disruption",
+            choice=f"surge {u.rollout_max_surge}, {u.rollout_max_unavailable} unavailable; drains evict {u.disruption_max_unavailable} pod at a time",
+            reason="a new replica comes up before an old one leaves, so capacity never drops below the SLO-sized level; "
+                   "a PodDisruptionBudget keeps node drains to one replica (one LWS group)"))
     return out
 
 

@@ -323,7 +323,8 @@ def _workload(unit: ServingUnit, rendered: Mapping[str, OutputFile]) -> dict:
             "spec": {
                 "selector": {"matchLabels": _selector(unit)},
                 "progressDeadlineSeconds": unit.decided.progress_deadline_seconds,
-                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": unit.decided.rollout_max_surge,
+                                                                         "maxUnavailable": unit.decided.rollout_max_unavailable}},
                 "template": {"metadata": {"labels": template_labels}, "spec": _pod_spec(unit, leader=True, rendered=rendered)},
             },
         }
@@ -425,7 +426,7 @@ def _pdb(unit: ServingUnit) -> dict:
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": _meta(unit, annotations={
             f"{ANNOTATION}max-unavailable": "one pod at a time: a drain takes out one replica (one LWS group) at most"}),
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _selector(unit)}},
+        "spec": {"maxUnavailable": unit.decided.disruption_max_unavailable, "selector": {"matchLabels": _selector(unit)}},
     }
 
 

@@ -21,7 +21,6 @@ from ..resolved import ResolvedPlan
 from .base import OutputFile, Target, render as render_template
 from .engine_common import EngineUnit, engine_units, unit_path, vllm_engine_config, vllm_serve_args
 
-RAY_POLL_SECONDS = 5  # how often the head checks that the workers joined
 
 
 def applies(plan: ResolvedPlan) -> bool:
@@ -49,8 +48,8 @@ def _serve_sh(unit: EngineUnit) -> str:
         "vllm/serve.sh.j2", vllm_version=unit.engine.version, name=unit.plan.name,
         tp=s.tp, pp=s.pp, gpus=s.gpus_per_replica, nodes=s.nodes_per_replica, multi_node=s.nodes_per_replica > 1,
         serve_args=vllm_serve_args(unit.engine), ray_port=unit.engine.ray_port,
-        ray_wait_seconds=unit.engine.ray_wait_seconds, ray_poll_seconds=RAY_POLL_SECONDS,
-        ray_wait_polls=math.ceil(unit.engine.ray_wait_seconds / RAY_POLL_SECONDS),
+        ray_wait_seconds=unit.engine.ray_wait_seconds, ray_poll_seconds=unit.engine.ray_poll_seconds,
+        ray_wait_polls=math.ceil(unit.engine.ray_wait_seconds / unit.engine.ray_poll_seconds),
     )
 
 
