@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from .catalog.catalog import Catalog
-from .diagnostics import Diagnostic, PlanInputError, did_you_mean
-from .source import LoadedYaml
+from .diagnostics import did_you_mean
+from .source import LoadedYaml, refuse_at
 from .spec import PlanSpec
 
 
@@ -32,9 +32,4 @@ def check_references(spec: PlanSpec, catalog: Catalog, loaded: LoadedYaml) -> No
         unknown(("cluster", "interconnect"), "interconnect", spec.cluster.interconnect, catalog.interconnects)
     if spec.cluster.storage not in catalog.storage:
         unknown(("cluster", "storage"), "storage", spec.cluster.storage, catalog.storage)
-    if problems:
-        diagnostics = []
-        for loc, message, code in problems:
-            pos = loaded.position(loc)
-            diagnostics.append(Diagnostic(pos.line, pos.column, ".".join(map(str, loc)), message, code, file=loaded.file))
-        raise PlanInputError(diagnostics, loaded.text)
+    refuse_at(problems, loaded)

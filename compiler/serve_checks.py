@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from .catalog.catalog import Catalog
 from .catalog.types import Architecture
-from .diagnostics import Diagnostic, PlanInputError
-from .source import LoadedYaml
+from .source import LoadedYaml, refuse_at
 from .spec import ModelSpec, PlanSpec
 
 # Plan precisions each checkpoint quantization can be served in. none: a 16-bit checkpoint, served as is or quantized
@@ -87,9 +86,4 @@ def serve_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, s
 
 def check_serving(spec: PlanSpec, catalog: Catalog, loaded: LoadedYaml) -> None:
     problems = serve_problems(spec, catalog)
-    if problems:
-        diagnostics = []
-        for loc, message, code in problems:
-            pos = loaded.position(loc)
-            diagnostics.append(Diagnostic(pos.line, pos.column, ".".join(map(str, loc)), message, code, file=loaded.file))
-        raise PlanInputError(diagnostics, loaded.text)
+    refuse_at(problems, loaded)

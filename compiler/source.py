@@ -189,3 +189,13 @@ def load_yaml_file(path: Path, display_name: str | None = None) -> LoadedYaml:
     except UnicodeDecodeError as exc:
         raise PlanInputError([Diagnostic(0, 0, "", f"not UTF-8 text: {exc.reason} at byte {exc.start}", "file-encoding", file=name)])
     return load_yaml_text(text, name)
+
+
+def refuse_at(problems: list[tuple[Loc, str, str]], loaded: LoadedYaml) -> None:
+    """Raise one located diagnostic per (field path, message, code), each at the field's position; nothing if none."""
+    if problems:
+        diagnostics = []
+        for loc, message, code in problems:
+            pos = loaded.position(loc)
+            diagnostics.append(Diagnostic(pos.line, pos.column, ".".join(map(str, loc)), message, code, file=loaded.file))
+        raise PlanInputError(diagnostics, loaded.text)
