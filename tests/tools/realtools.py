@@ -210,6 +210,10 @@ def vllm_serves(config: Path, overrides: list[str], timeout: int = 400, terminat
                         time.sleep(0.05)
                     os.kill(server.pid, 15)  # the container's main process only, as the kubelet signals PID 1
                     completion = client.communicate(timeout=120)[0]
+                    try:  # vLLM may log its shutdown only after the drained response went out: read the log at exit
+                        server.wait(timeout=120)
+                    except subprocess.TimeoutExpired:
+                        pass
                     break
                 if _run(["curl", "-sf", f"http://127.0.0.1:{port}/health"], timeout=10).returncode == 0:
                     body = json.dumps({"model": served, "prompt": "hello world", "max_tokens": 5})
@@ -218,7 +222,9 @@ def vllm_serves(config: Path, overrides: list[str], timeout: int = 400, terminat
                     metrics = _run(["curl", "-sf", f"http://127.0.0.1:{port}/metrics"], timeout=30).stdout
                     break
                 time.sleep(2)
-            return VllmServed('"choices"' in completion, completion, metrics, log_path.read_text()[-6000:])
+            log_text = "".join(line for line in log_path.read_text().splitlines(keepends=True)
+                               if '"GET /metrics' not in line and '"GET /health' not in line)  # our own polling
+            return VllmServed('"choices"' in completion, completion, metrics, log_text[-6000:])
         finally:
             if server.poll() is None:
                 os.killpg(server.pid, 15)
