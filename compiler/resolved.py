@@ -149,6 +149,10 @@ class Serving(Section):
     tpot_batch1_seconds: float = 0.0
     ttft_at_capacity_seconds: float = Field(0.0, description="p99 at max concurrency and the autoscaler's target utilisation")
     tpot_at_capacity_seconds: float = 0.0
+    concurrency: int | None = Field(None, description="closed-loop clients the plan states at average load (None: an open-loop request rate)")
+    requests_per_second: float = Field(0.0, description="the service's average request rate: as given, or what the closed-loop clients produce")
+    requests_per_second_at_peak: float = Field(0.0, description="LLMs: a replica's request rate at the operating point at peak traffic")
+    itl_p50_seconds: float = Field(0.0, description="LLMs: one decode step at the operating point at peak traffic, the inter-token latency most tokens see (tpot adds the prefills interleaved with them)")
 
 
 class Stage(Section):

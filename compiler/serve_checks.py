@@ -7,6 +7,9 @@
   serves only in the precision it was quantized to, and vLLM 0.32 cannot quantize a 16-bit checkpoint to int8/int4
   at load time (compiler/deployment/serving.py, QUANTIZATION), so an int4 plan on a 16-bit repository would start
   nothing on vLLM.
+- `serve.traffic.concurrency` (a closed loop of clients) where the sizing has no closed-loop model: a staged service
+  (each stage receives a rate from the one before) and non-generative models (their dynamic batcher is sized for a
+  request rate).
 
 Runs after `check_references` (presets exist), before the passes.
 """
@@ -52,6 +55,13 @@ def serve_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, s
     if spec.serve is None:
         return []
     problems = []
+    if spec.serve.traffic.concurrency is not None:
+        arch = _architecture(spec.model, catalog) if spec.model else None
+        if spec.serve.stages or (arch is not None and arch.kind != "decoder"):
+            what = "a staged service" if spec.serve.stages else f"a {arch.kind} model"
+            problems.append((("serve", "traffic", "concurrency"),
+                             f"serve.traffic.concurrency (a closed loop of clients) is modelled for one LLM service, not "
+                             f"{what}: give serve.traffic.requests_per_second", "closed-loop-unsupported"))
     # (model location, model, engine, [(precision location, precision)])
     if spec.serve.stages:
         units = [(("serve", "stages", i, "model"), st.model, st.engine,

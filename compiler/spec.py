@@ -220,10 +220,19 @@ class TrainSpec(Spec):
 
 
 class TrafficSpec(Spec):
-    requests_per_second: float = Field(ge=MIN_RATE, le=1e9, description="average request rate")
+    requests_per_second: float | None = Field(None, ge=MIN_RATE, le=1e9, description="average request rate (open loop: requests arrive whatever the latency); give this or concurrency")
+    concurrency: int | None = Field(None, ge=1, le=10_000_000, description="closed loop: clients each sending the next request when the previous one completes (vllm bench serve --max-concurrency, genai-perf --concurrency); give this or requests_per_second")
     prompt_tokens: int = Field(512, ge=1, le=10_000_000, description="average prompt length")
     output_tokens: int = Field(256, ge=1, le=10_000_000, description="average generated length")
-    peak_factor: float = Field(1.0, ge=1, le=1000, description="peak rate / average rate")
+    peak_factor: float = Field(1.0, ge=1, le=1000, description="peak / average load (request rate or clients)")
+
+    @model_validator(mode="after")
+    def one_kind_of_load(self) -> "TrafficSpec":
+        if self.requests_per_second is None and self.concurrency is None:
+            raise PydanticCustomError("missing-field", "give requests_per_second (open loop) or concurrency (closed loop)", {})
+        if self.requests_per_second is not None and self.concurrency is not None:
+            raise PydanticCustomError("conflicting-fields", "give requests_per_second (open loop) or concurrency (closed loop), not both", {})
+        return self
 
 
 class SloSpec(Spec):

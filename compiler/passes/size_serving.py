@@ -30,7 +30,7 @@ def _request(spec: PlanSpec, model: ModelInfo, precision: str, engine: str, gpu_
     return ServeRequest(
         arch=arch, params=count_params(arch), model_id=model.id,
         precisions=tuple(serve.precisions or [precision]), kv_cache_dtype=serve.kv_cache_dtype, engine=engine,
-        context_len=serve.context_len, requests_per_second=serve.traffic.requests_per_second,
+        context_len=serve.context_len, requests_per_second=serve.traffic.requests_per_second or 0.0,
         prompt_tokens=prompt_tokens or serve.traffic.prompt_tokens, output_tokens=output_tokens or serve.traffic.output_tokens,
         peak_factor=serve.traffic.peak_factor, ttft_p99_seconds=slo.ttft_p99, tpot_p99_seconds=slo.tpot_p99,
         latency_p99_seconds=slo.latency_p99,
@@ -39,7 +39,7 @@ def _request(spec: PlanSpec, model: ModelInfo, precision: str, engine: str, gpu_
         gpus_per_node=spec.cluster.gpus_per_node, interconnect=catalog.interconnects[spec.cluster.interconnect],
         pricing=spec.cluster.pricing,
         optimize="cost" if spec.optimize == "cost" else "latency", budget_usd_per_month=spec.budget.usd_per_month,
-        max_batch=serve.max_num_seqs,
+        max_batch=serve.max_num_seqs, concurrency=serve.traffic.concurrency,
     )
 
 
@@ -68,6 +68,8 @@ def _sections(spec: PlanSpec, engine: str, slo: SloSpec, c: ServeCandidate, cata
         ttft_p50_seconds=c.ttft_p50_seconds, tpot_p50_seconds=c.tpot_p50_seconds, utilization_at_peak=c.utilization_at_peak,
         in_flight_at_peak=c.in_flight_at_peak, ttft_batch1_seconds=c.ttft_batch1_seconds, tpot_batch1_seconds=c.tpot_batch1_seconds,
         ttft_at_capacity_seconds=c.ttft_at_capacity_seconds, tpot_at_capacity_seconds=c.tpot_at_capacity_seconds,
+        concurrency=spec.serve.traffic.concurrency, requests_per_second=c.requests_per_second,
+        requests_per_second_at_peak=c.requests_per_second_at_peak, itl_p50_seconds=c.itl_p50_seconds,
     )
     m = c.memory
     memory = MemoryPerGpu(weights=m.weights, kv_cache=m.kv_cache, activations=m.activations, other=m.other,

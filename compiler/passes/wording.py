@@ -192,9 +192,25 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
+def _load(spec: PlanSpec, c: ServeCandidate) -> tuple[str, str]:
+    """(the load as the plan states it, how a replica takes it at peak)."""
+    traffic = spec.serve.traffic
+    if traffic.concurrency is None:
+        return (f"{traffic.requests_per_second:g} req/s × peak factor {traffic.peak_factor:g}",
+                f"{c.max_replicas} replicas at {traffic.requests_per_second * traffic.peak_factor:g} req/s: utilisation "
+                f"{c.utilization_at_peak:.2f} of capacity, {c.in_flight_at_peak:.1f} sequences in flight per replica "
+                f"(Little's law, decode steps at that batch)")
+    clients = traffic.concurrency * traffic.peak_factor / c.max_replicas
+    return (f"{traffic.concurrency} closed-loop clients × peak factor {traffic.peak_factor:g} "
+            f"({c.requests_per_second:.3g} req/s on average)",
+            f"{c.max_replicas} replicas, {clients:.1f} clients each (closed loop: each sends its next request when the "
+            f"previous completes), {c.in_flight_at_peak:.1f} sequences in flight, {c.requests_per_second_at_peak:.3g} req/s per "
+            f"replica = clients ÷ (TTFT + output × TPOT) (interactive response-time law); p99 TTFT: all clients starting together")
+
+
 def serving_decisions(spec: PlanSpec, c: ServeCandidate, evaluated: int, hardware: Hardware, prefix: str = "",
                       vision: bool = False) -> list[Decision]:
-    traffic = spec.serve.traffic
+    load, at_peak = _load(spec, c)
     if vision:  # images (or items) per batch and request latency: no decode, no tokens
         batch = Decision(topic=f"{prefix}batch", choice=f"{c.max_concurrency} items per batch",
                          reason=f"the largest batch whose p99 request latency ({format_seconds(c.ttft_seconds)}) meets the SLO; "
@@ -206,12 +222,11 @@ def serving_decisions(spec: PlanSpec, c: ServeCandidate, evaluated: int, hardwar
     return [
         Decision(topic=f"{prefix}hardware", choice=f"{_plural(c.replicas, 'replica')} × {c.gpus_per_replica} × {c.gpu_id} ({c.precision}, TP={c.tp}, PP={c.pp})",
                  reason=f"{'cheapest' if spec.optimize == 'cost' else 'lowest latency'} of {evaluated} configurations meeting the SLO "
-                        f"at {traffic.requests_per_second:g} req/s × peak factor {traffic.peak_factor:g}; {words(c.queueing)}"),
+                        f"at {load}; {words(c.queueing)}"),
         batch,
         *([Decision(topic=f"{prefix}latency", choice=f"TTFT p50/p99 {format_seconds(c.ttft_p50_seconds)}/{format_seconds(c.ttft_seconds)}, "
                                                      f"TPOT p50/p99 {format_seconds(c.tpot_p50_seconds)}/{format_seconds(c.tpot_seconds)} at peak traffic",
-                    reason=f"{c.max_replicas} replicas at {traffic.requests_per_second * traffic.peak_factor:g} req/s: utilisation {c.utilization_at_peak:.2f} of "
-                           f"capacity, {c.in_flight_at_peak:.1f} sequences in flight per replica (Little's law, decode steps at that batch); "
+                    reason=f"{at_peak}; inter-token latency p50 {format_seconds(c.itl_p50_seconds)} (one decode step); "
                            f"one request alone: TTFT {format_seconds(c.ttft_batch1_seconds)}, TPOT {format_seconds(c.tpot_batch1_seconds)}; "
                            f"at max concurrency and utilisation {c.target_utilization:g}: TTFT {format_seconds(c.ttft_at_capacity_seconds)}, "
                            f"TPOT {format_seconds(c.tpot_at_capacity_seconds)}")] if c.ttft_batch1_seconds else []),

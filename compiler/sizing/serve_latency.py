@@ -419,6 +419,7 @@ class LoadPoint:
     ttft_p99_seconds: float
     tpot_p50_seconds: float
     tpot_p99_seconds: float
+    step_seconds: float = 0.0  # one decode step at the sequences in flight: the inter-token latency most tokens see
 
 
 def mmc_wait_quantile_seconds(servers: int, utilization: float, service_seconds: float, tail: float) -> float:
@@ -448,4 +449,5 @@ def operating_point(m: ReplicaModel, batch: int, *, prompt_tokens: int, output_t
     tpot_p99 = step.seconds + (arrivals + P99_Z * math.sqrt(arrivals)) * occupancy / output_tokens
     ttft_p99 = mmc_wait_quantile_seconds(batch, utilization, cycle, P99_TAIL) + step.seconds + prefill
     return LoadPoint(arrival_rate=arrival_rate, utilization=utilization, in_flight=in_flight, ttft_p50_seconds=ttft_p50,
-                     ttft_p99_seconds=ttft_p99, tpot_p50_seconds=tpot_p50, tpot_p99_seconds=tpot_p99)
+                     ttft_p99_seconds=ttft_p99, tpot_p50_seconds=tpot_p50, tpot_p99_seconds=tpot_p99,
+                     step_seconds=step.seconds)

@@ -4,9 +4,11 @@ requests per second, and the candidate (or rejection) it gives the search (serve
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .reasons import because
+from .serve_closed_loop import closed_loop_point
 from .serve_engine_limits import engine_limits
 from .serve_latency import BatchPoint, LoadPoint, ReplicaModel, evaluate_batch, inter_node_link, operating_point
 from .serve_memory import kv_bytes_per_token, kv_element_bytes, replica_memory, weights_bytes_total
@@ -34,16 +36,40 @@ def slo_ratio(req: ServeRequest, p: BatchPoint | LoadPoint) -> float:
     return max(ratios)
 
 
+@dataclass(frozen=True)
+class Traffic:
+    """What the plan's load does to one batch choice: replicas at average and peak, the operating point at peak, and
+    the service's average request rate."""
+
+    min_replicas: int
+    replicas: int
+    at_peak: LoadPoint
+    requests_per_second: float
+
+
+def traffic_at(req: ServeRequest, model: ReplicaModel, point: BatchPoint, chunk: int) -> Traffic:
+    """Open loop: λ = peak rate ÷ the replicas sized for it (M/M/c, Little's-law fixed point). Closed loop: the
+    clients at peak spread over ceil(clients ÷ max concurrency) replicas (serve_closed_loop.py)."""
+    lengths = {"prompt_tokens": req.prompt_tokens, "output_tokens": req.output_tokens, "chunk_tokens": chunk}
+    if req.concurrency is None:
+        low, high = replica_counts(req.requests_per_second, req.peak_factor, point.requests_per_second, req.target_utilization)
+        at_peak = operating_point(model, point.batch, **lengths, arrival_rate=req.requests_per_second * req.peak_factor / high)
+        return Traffic(low, high, at_peak, req.requests_per_second)
+    low, high = (max(1, math.ceil(clients / point.batch - 1e-9)) for clients in (req.concurrency, req.concurrency * req.peak_factor))
+    at_peak = closed_loop_point(model, point.batch, **lengths, clients=req.concurrency * req.peak_factor / high)
+    average = closed_loop_point(model, point.batch, **lengths, clients=req.concurrency / low)
+    return Traffic(low, high, at_peak, average.arrival_rate * low)
+
+
 def build_candidate(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp: int, mem, point: BatchPoint,
-                    chunk: int, at_peak: LoadPoint, idle: LoadPoint) -> ServeCandidate:
-    """`point` is the replica at its capacity limit (max concurrency, the autoscaler's target utilisation); `at_peak`
+                    chunk: int, traffic: Traffic, idle: LoadPoint) -> ServeCandidate:
+    """`point` is the replica at its capacity limit (max concurrency, the autoscaler's target utilisation); `traffic`
     the operating point at peak traffic over the replicas sized for it (the headline latencies); `idle` one request
     alone (batch 1)."""
-    min_replicas, replicas = replica_counts(req.requests_per_second, req.peak_factor, point.requests_per_second,
-                                            req.target_utilization)
+    at_peak, min_replicas, replicas = traffic.at_peak, traffic.min_replicas, traffic.replicas
     per_node = req.gpus_per_node or gpu.gpus_per_node
     usd_per_hour = replicas * tp * pp * gpu.price_usd_per_gpu_hour[req.pricing]
-    million_tokens_per_hour = req.requests_per_second * req.output_tokens * 3600 / 1e6
+    million_tokens_per_hour = traffic.requests_per_second * req.output_tokens * 3600 / 1e6
     if req.ttft_p99_seconds:
         slack = max(0.0, req.ttft_p99_seconds - point.step.seconds - point.prefill_latency_seconds)
         queue_target = max(1.0, math.floor(slack * point.requests_per_second))
@@ -64,6 +90,8 @@ def build_candidate(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp
         utilization_at_peak=at_peak.utilization, in_flight_at_peak=at_peak.in_flight,
         ttft_batch1_seconds=idle.ttft_p99_seconds, tpot_batch1_seconds=idle.tpot_p99_seconds,
         ttft_at_capacity_seconds=point.ttft_p99_seconds, tpot_at_capacity_seconds=point.tpot_p99_seconds,
+        requests_per_second_at_peak=at_peak.arrival_rate, itl_p50_seconds=at_peak.step_seconds,
+        requests_per_second=traffic.requests_per_second,
         step_bound=point.step.bound, tokens_per_second_per_replica=point.tokens_per_second,
         requests_per_second_per_replica=point.requests_per_second, queue_target_per_replica=queue_target,
         replicas=replicas, min_replicas=min_replicas, max_replicas=replicas, usd_per_hour=usd_per_hour,
@@ -106,21 +134,14 @@ def evaluate_config(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
     grid = [limit] if req.max_batch else batch_grid(limit)  # a pinned max_num_seqs is the only batch tried
     points = [evaluate_batch(model, b, prompt_tokens=req.prompt_tokens, output_tokens=req.output_tokens,
                              chunk_tokens=chunk, utilization=req.target_utilization) for b in grid]
-    at_peak = {p.batch: peak_point(req, model, p, chunk) for p in points}
+    at_peak = {p.batch: traffic_at(req, model, p, chunk) for p in points}
     idle = operating_point(model, 1, prompt_tokens=req.prompt_tokens, output_tokens=req.output_tokens, chunk_tokens=chunk, arrival_rate=0.0)
-    meeting = [p for p in points if meets_slo(req, at_peak[p.batch])]  # the SLO holds where the traffic puts it
+    meeting = [p for p in points if meets_slo(req, at_peak[p.batch].at_peak)]  # the SLO holds where the traffic puts it
     if meeting:
         best = max(meeting, key=lambda p: (round(p.requests_per_second, 9), -p.batch))
         return build_candidate(req, gpu, precision, tp, pp, mem, best, chunk, at_peak[best.batch], idle), None, None
-    closest = min(points, key=lambda p: (slo_ratio(req, at_peak[p.batch]), p.batch))
-    peak = at_peak[closest.batch]
+    closest = min(points, key=lambda p: (slo_ratio(req, at_peak[p.batch].at_peak), p.batch))
+    peak = at_peak[closest.batch].at_peak
     reason = because("no-batch-meets-slo", batch=closest.batch, ttft=peak.ttft_p99_seconds, ttft_slo=req.ttft_p99_seconds,
                      tpot=peak.tpot_p99_seconds, tpot_slo=req.tpot_p99_seconds)
-    return None, ServeRejection(where, reason), build_candidate(req, gpu, precision, tp, pp, mem, closest, chunk, peak, idle)
-
-
-def peak_point(req: ServeRequest, model: ReplicaModel, point: BatchPoint, chunk: int) -> LoadPoint:
-    """The operating point at peak traffic: λ = peak rate ÷ the replicas sized for it at this batch."""
-    _, replicas = replica_counts(req.requests_per_second, req.peak_factor, point.requests_per_second, req.target_utilization)
-    return operating_point(model, point.batch, prompt_tokens=req.prompt_tokens, output_tokens=req.output_tokens, chunk_tokens=chunk,
-                      arrival_rate=req.requests_per_second * req.peak_factor / replicas)
+    return None, ServeRejection(where, reason), build_candidate(req, gpu, precision, tp, pp, mem, closest, chunk, at_peak[closest.batch], idle)

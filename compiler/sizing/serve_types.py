@@ -8,7 +8,9 @@ the request latency p99, `tpot_seconds` is 0, the "tokens" rates count items (im
 KV fields are 0; `max_queue_delay_seconds` and `preferred_batch_sizes` configure the dynamic batcher.
 
 Replica count: traffic at peak ÷ (capacity × target utilisation), rounded up; the autoscaler runs
-between the same figure at average traffic (min) and at peak (max). Cost is for the peak count,
+between the same figure at average traffic (min) and at peak (max). Load stated as closed-loop clients
+(`concurrency`): clients at peak ÷ max concurrency, rounded up, so every client holds a slot and none queues
+(serve_closed_loop.py); the request rate is then what those clients produce. Cost is for the peak count,
 730 h a month; $/million tokens counts output tokens at average traffic.
 """
 
@@ -44,7 +46,7 @@ class ServeRequest:
     kv_cache_dtype: str  # 'auto' | 'fp8'
     engine: str  # 'vllm' | 'triton' | 'tgi'
     context_len: int
-    requests_per_second: float
+    requests_per_second: float  # open loop; with `concurrency`, unused (the clients set the rate)
     prompt_tokens: int
     output_tokens: int
     peak_factor: float
@@ -65,6 +67,7 @@ class ServeRequest:
     max_num_batched_tokens: int | None = None  # None: the engine's default
     max_batch: int | None = None  # cap on concurrency; None: the engine's default
     power_budget_watts: float | None = None  # edge deployments
+    concurrency: float | None = None  # closed-loop clients at average traffic (× peak_factor at peak); None: open loop
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,9 @@ class ServeCandidate:
     tpot_batch1_seconds: float = 0.0
     ttft_at_capacity_seconds: float = 0.0  # max concurrency at the autoscaler's target utilisation
     tpot_at_capacity_seconds: float = 0.0
+    requests_per_second_at_peak: float = 0.0  # a replica's request rate at the operating point at peak traffic
+    itl_p50_seconds: float = 0.0  # one decode step at that point: the inter-token latency most tokens see
+    requests_per_second: float = 0.0  # the service's average request rate (closed loop: what its clients produce)
 
     @property
     def batch(self) -> int:
