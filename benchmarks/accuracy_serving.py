@@ -1,4 +1,5 @@
 """Serving sizing against published throughput: python -m benchmarks.accuracy_serving
+(then the serving rows at stated load points: benchmarks/accuracy_serve_points.py)
 
 For each row of benchmarks/calibration/inference_points.csv (TensorRT-LLM 0.17 `trtllm-bench`
 max-throughput tables) this sizes the same model, GPU, precision and TP with `search_serving` — no
@@ -19,6 +20,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.accuracy_serve_points import main as serve_points_main
 from compiler.catalog.fabrics import load_fabrics
 from compiler.passes.wording import words
 from compiler.sizing.serve_search import search_serving
@@ -138,7 +140,8 @@ def main() -> None:
         print(f"{c.name:58} {c.predicted_tokens_per_second:11.0f} {c.published_tokens_per_second:10.0f} "
               f"{c.error:+7.0%} {c.batch:6d}{extra}")
     errors = [abs(c.error) for c in cases]
-    print(f"median |error| {statistics.median(errors):.0%}, worst {max(errors):.0%} over {len(cases)} cases")
+    print(f"median |error| {statistics.median(errors):.0%}, worst {max(errors):.0%} over {len(cases)} cases\n")
+    serve_points_main()  # serve_points_2.csv: throughput, TTFT and TPOT at each row's own load point
 
 
 if __name__ == "__main__":

@@ -5,8 +5,10 @@ statistics.quantiles 'inclusive'). A prediction x then reads "x × P10 … x × 
 * train-step-time: step time of the 30+ published training runs of benchmarks/accuracy.py (published tokens/s
   against ours, at the layouts the sources state);
 * memory-full, memory-lora, memory-qlora: measured peak memory (accuracy.py --memory);
-* serve-throughput: output tokens/s of the TensorRT-LLM max-throughput rows (accuracy_serving.py); a decode
-  step's time scales inversely, so TPOT takes this family too. No row publishes TTFT: TTFT carries no range.
+* serve-throughput: output tokens/s of the TensorRT-LLM max-throughput rows (accuracy_serving.py) and of the
+  serve_points_2.csv rows at their load points (accuracy_serve_points.py); cost per month scales inversely;
+* serve-ttft, serve-tpot: time to first token and inter-token latency of the serve_points_2.csv rows at their load
+  points (static batches, closed-loop clients, single streams): seconds, published ÷ predicted.
 Usage: python benchmarks/residuals.py [--write]   (--write: compiler/catalog/residuals.yaml, which the compiler reads)
 """
 
@@ -20,6 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy import memory_cases, training_cases  # noqa: E402
+from benchmarks.accuracy_serve_points import by_family, point_cases  # noqa: E402
 from benchmarks.accuracy_serving import serving_cases  # noqa: E402
 
 RESIDUALS = REPO / "compiler" / "catalog" / "residuals.yaml"
@@ -28,7 +31,9 @@ SOURCES = {
     "memory-full": "benchmarks/accuracy.py --memory: measured peaks, full fine-tuning and pre-training",
     "memory-lora": "benchmarks/accuracy.py --memory: measured peaks, LoRA",
     "memory-qlora": "benchmarks/accuracy.py --memory: measured peaks, QLoRA",
-    "serve-throughput": "benchmarks/accuracy_serving.py: TensorRT-LLM trtllm-bench max-throughput tables",
+    "serve-throughput": "benchmarks/accuracy_serving.py: TensorRT-LLM trtllm-bench max-throughput tables; accuracy_serve_points.py: serve_points_2.csv at each row's load point",
+    "serve-ttft": "benchmarks/accuracy_serve_points.py: published TTFT at each serve_points_2.csv row's load point",
+    "serve-tpot": "benchmarks/accuracy_serve_points.py: published inter-token latency at each serve_points_2.csv row's load point",
 }
 
 
@@ -42,6 +47,8 @@ def ratios() -> dict[str, list[float]]:
         found[f"memory-{case.family}"].append(case.measured_bytes / case.predicted_bytes)
     for case in serving_cases():
         found["serve-throughput"].append(case.published_tokens_per_second / case.predicted_tokens_per_second)
+    for family, comparisons in by_family(point_cases()[0]).items():
+        found["serve-throughput" if family == "throughput" else f"serve-{family}"] += [c.published / c.predicted for c in comparisons]
     return found
 
 

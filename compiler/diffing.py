@@ -42,7 +42,7 @@ FIELDS: tuple[tuple[str, Any, Any, bool], ...] = (
 
 
 RANGED = {"step time": "training.step_seconds", "wall time": "training.wall_seconds", "cost": "cost.usd_total",
-          "cost per month": "cost.usd_per_month", "TPOT": "serving.tpot_seconds", "memory per GPU": "memory_per_gpu_bytes.total"}
+          "cost per month": "cost.usd_per_month", "TTFT": "serving.ttft_seconds", "TPOT": "serving.tpot_seconds", "memory per GPU": "memory_per_gpu_bytes.total"}
 
 
 def _spread(plan: ResolvedPlan, label: str, fmt) -> str:

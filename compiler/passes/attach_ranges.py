@@ -2,8 +2,9 @@
 
 A family's residuals (compiler/catalog/residuals.yaml, written by benchmarks/residuals.py) are the ratio
 actual ÷ predicted at P10 and P90 over its rows. A duration, a size or a cost that grows with it reads
-predicted × ratio; a rate reads predicted ÷ ratio (so its P10 comes from the P90 ratio). Time-to-first-token and
-vision latencies have no published rows behind them yet and carry no range (the report says so).
+predicted × ratio; a rate reads predicted ÷ ratio (so its P10 comes from the P90 ratio). TTFT and TPOT take the
+published latencies at stated load points (serve-ttft, serve-tpot); vision latencies have no published rows behind
+them yet and carry no range.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from .context import PassContext
 
 STEP_TIME = "train-step-time"
 THROUGHPUT = "serve-throughput"
+TTFT = "serve-ttft"
+TPOT = "serve-tpot"
 MEMORY_FAMILY = {"full": "memory-full", "lora": "memory-lora", "qlora": "memory-qlora"}
 
 
@@ -38,9 +41,10 @@ def _serving(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
     s = plan.serving
     if not s.tpot_seconds:  # vision and other non-generative models: no published rows yet
         return []
-    # a replica's throughput; a decode step (TPOT) and the replicas, so the monthly cost, scale inversely with it
+    # a replica's throughput; the replicas, so the monthly cost, scale inversely with it
     return [_range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, THROUGHPUT),
-            _range(ctx, "serving.tpot_seconds", s.tpot_seconds, THROUGHPUT, rate=True),
+            _range(ctx, "serving.ttft_seconds", s.ttft_seconds, TTFT),
+            _range(ctx, "serving.tpot_seconds", s.tpot_seconds, TPOT),
             _range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, THROUGHPUT, rate=True)]
 
 

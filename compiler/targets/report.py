@@ -126,6 +126,7 @@ RANGE_LABELS = {  # quantity -> (label, formatter)
     "cost.usd_total": ("cost", format_usd), "cost.usd_per_month": ("cost per month", format_usd),
     "memory_per_gpu_bytes.total": ("memory per GPU", format_bytes),
     "serving.tokens_per_second_per_replica": ("tokens/s per replica", format_count),
+    "serving.ttft_seconds": ("TTFT p99 at peak", format_seconds),
     "serving.tpot_seconds": ("TPOT p99 at peak", format_seconds),
 }
 
@@ -158,7 +159,6 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
         deployment=[d.model_dump() for d in plan.deployment.decisions] if plan.deployment else [],
         alternatives=_alternatives(plan), stages=_stages(plan), rejected=[r.model_dump() for r in plan.rejected],
         warnings=plan.warnings, evaluated=plan.search_evaluated, ranges=_ranges(plan),
-        unranged="TTFT has no published rows behind it yet: no range" if plan.serving and plan.ranges else "",
         front_axis=_latency_name(plan),
     )
     return [OutputFile(plan.deployment.files.report if plan.deployment else "REPORT.md", text.rstrip("\n") + "\n"), *files]

@@ -1,0 +1,248 @@
+"""Serving at stated load points: python -m benchmarks.accuracy_serve_points
+
+Every row of benchmarks/calibration/serve_points_2.csv is stated as a plan at its own load point (STATEMENTS, in the
+CSV's order; the CSV's free text — 'static batch 64', '~20k (+-15%)' — read by hand) or left out with its reason, and
+sized by `search_serving` as a plan with that load would be:
+
+* static batch B (TensorRT-LLM v0.5/v0.7 blogs: B requests start together, the batch pinned): B closed-loop clients,
+  max_num_seqs B. TTFT "at that batch" is the first token after the whole batch's prefill: our all-start-together
+  TTFT (the closed loop's p99, serve_closed_loop.py);
+* closed-loop concurrency N (vLLM `bench serve --max-concurrency`): N clients; the row's medians against our p50, its
+  median ITL against one decode step at the point (most inter-token gaps are one step; the prefills interleaved with
+  them move the mean, TPOT, not the median);
+* offline max load (trtllm-bench, infinite rate): the replica's capacity at the batch that maximises it, no SLO (as
+  accuracy_serving.py);
+* single stream (concurrency 1): one client.
+
+Run settings the rows do not state come from the engines' defaults, each named where it is set; FP8 rows use an FP8
+KV cache as accuracy_serving.py does. Errors are predicted ÷ published − 1 per metric family (throughput, TTFT, TPOT).
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from compiler.catalog.fabrics import load_fabrics
+from compiler.catalog.types import Architecture
+from compiler.passes.wording import words
+from compiler.sizing.serve_search import search_serving
+from compiler.sizing.serve_types import ServeRequest
+
+SERVE_POINTS = Path(__file__).resolve().parent / "calibration" / "serve_points_2.csv"
+FABRICS = load_fabrics()
+# TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction default (nvidia.github.io/TensorRT-LLM llm-api reference,
+# KvCacheConfig: "= 0.9") for the blog rows that do not state it; the perf-overview rows state 0.95.
+TRTLLM_DEFAULT_FREE_FRACTION = 0.9
+TRTLLM_PERF_OVERVIEW_FREE_FRACTION = 0.95
+VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default gpu_memory_utilization (EngineArgs)
+# Tolerances the tests hold each family to (README "How good are the numbers?" says why).
+TOLERANCE_MEDIAN = {"throughput": 0.25, "ttft": 0.3, "tpot": 0.3}
+TOLERANCE_WORST = {"throughput": 0.5, "ttft": 0.4, "tpot": 0.4}
+
+# GPT-J 6B is in no catalog preset: its shape from transformers' GPTJConfig defaults, which its docstring says yield
+# "a similar configuration to that of the GPT-J EleutherAI/gpt-j-6B architecture" (n_layer 28, n_embd 4096, n_head 16,
+# n_inner None = 4·n_embd, vocab_size 50400, n_positions 2048, gelu_new MLP with biases, LayerNorm; q/k/v/out
+# projections without bias, src/transformers/models/gptj/modeling_gptj.py).
+GPT_J_6B = Architecture(layers=28, hidden=4096, heads=16, kv_heads=16, ffn_hidden=16384, vocab=50400, max_position=2048,
+                        gated_mlp=False, norm="layernorm", mlp_bias=True)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One row as a plan at its load point, and which of our figures each published one is compared with."""
+
+    model: str  # catalog preset id, or 'gpt-j-6b' (GPT_J_6B)
+    gpu_id: str
+    precision: str
+    tp: int
+    engine: str  # 'triton' (TensorRT-LLM) | 'vllm'
+    load: str  # 'static-batch' | 'concurrency' | 'max-load'
+    clients: int  # the static batch or closed-loop clients (0 at max load)
+    prompt_tokens: int
+    output_tokens: int
+    memory_fraction: float
+    assumptions: str = ""
+    kv_cache_dtype: str = ""  # '' : fp8 for fp8 rows, else auto
+    ttft: str = ""  # '' (not published) | 'p50' | 'together' (the whole batch's prefill)
+    tpot: str = ""  # '' | 'itl' (median inter-token latency)
+    throughput: bool = True
+    per_gpu: bool = False  # the row's throughput is per GPU
+    longest_request: int = 0  # context_len when lengths vary (0: prompt + output)
+    published_itl_ms: float = 0.0  # where the row is a fit, its value at this point
+
+
+@dataclass(frozen=True)
+class Skip:
+    reason: str
+
+
+def _trt(model, gpu, precision, tp, batch, prompt, output, **kw) -> Statement:
+    return Statement(model, gpu, precision, tp, "triton", "static-batch", batch, prompt, output, TRTLLM_DEFAULT_FREE_FRACTION, **kw)
+
+
+def _max_load(model, gpu, tp, prompt, output, **kw) -> Statement:
+    return Statement(model, gpu, "fp8", tp, "triton", "max-load", 0, prompt, output, TRTLLM_PERF_OVERVIEW_FREE_FRACTION, **kw)
+
+
+LLAMA33 = "Llama-3.3-70B has Llama-3.1-70B's config.json shape (80 layers, 8192 wide, GQA 8, 28672 FFN): that preset"
+H100_GUESS = "'H100 (variant not stated)': the SXM 80 GB entry"
+FIT_ITL = ("the row is a fit, ITL = 6.44 ms + 4.37e-5 ms × input over a 256…125k sweep: stated at the sweep's two ends; "
+           "BF16 weights as the row assumes")
+VLLM_C8 = ("lengths ±15 % around 20k/2k: the means, context up to 1.15 × 22k; BF16 weights as the row assumes; " + H100_GUESS)
+STATEMENTS: tuple[Statement | Skip | tuple[Statement, ...], ...] = (
+    _trt("gpt-j-6b", "h100-sxm-80gb", "fp8", 1, 64, 128, 128, ttft="together"),
+    _trt("gpt-j-6b", "h100-sxm-80gb", "fp8", 1, 1, 128, 1, ttft="p50", throughput=False,
+         assumptions="the first-token test generates one token; its throughput has no output length: not compared"),
+    _trt("gpt-j-6b", "a100-sxm-80gb", "fp16", 1, 64, 128, 128, ttft="together"),
+    _trt("gpt-j-6b", "a100-sxm-80gb", "fp16", 1, 1, 128, 1, ttft="p50", throughput=False,
+         assumptions="the first-token test generates one token; its throughput has no output length: not compared"),
+    _trt("llama-2-13b", "h200-sxm-141gb", "fp8", 1, 1024, 128, 128, per_gpu=True),
+    _trt("llama-2-13b", "h200-sxm-141gb", "fp8", 1, 64, 2048, 128, per_gpu=True),
+    _trt("llama-2-70b", "h200-sxm-141gb", "fp8", 1, 64, 2048, 128, per_gpu=True),
+    _trt("llama-2-70b", "h200-sxm-141gb", "fp8", 2, 512, 128, 2048, per_gpu=True),
+    _trt("llama-2-70b", "h200-sxm-141gb", "fp8", 1, 960, 128, 128, per_gpu=True),
+    _trt("llama-2-70b", "h200-sxm-141gb", "fp8", 1, 192, 128, 2048, per_gpu=True),
+    Skip("8 × H200 as 'max TP/PP/DP config': the split of the 8 GPUs is not stated"),
+    _max_load("llama-3.1-8b", "h100-sxm-80gb", 1, 5000, 500),
+    _max_load("llama-3.1-8b", "h100-sxm-80gb", 1, 128, 4096),
+    _max_load("llama-3.1-70b", "h100-sxm-80gb", 2, 2048, 128, assumptions=LLAMA33),
+    _max_load("llama-3.1-70b", "h200-sxm-141gb", 1, 20000, 2000, assumptions=LLAMA33),
+    Skip("FP4 (NVFP4) weights on B200: no fp4 precision in the serving model"),
+    _max_load("llama-3.1-405b", "h100-sxm-80gb", 8, 128, 2048),
+    Skip("Qwen3-235B-A22B under TensorRT-LLM's attention data parallelism and expert parallelism: neither is in the "
+         "serving model, nor the model in the catalog"),
+    Skip("Llama-4-Maverick alternates dense and MoE layers (and chunked attention): not an Architecture the catalog holds"),
+    Skip("DeepSeek-R1 with NVFP4 experts: no fp4 precision in the serving model"),
+    Skip("DeepSeek-R1 with 3 MTP layers (speculative decoding, ~3 tokens per step): not modelled"),
+    Statement("llama-3.1-8b", "h100-sxm-80gb", "bf16", 1, "vllm", "concurrency", 8, 20000, 2000, VLLM_GPU_MEMORY_UTILIZATION,
+              VLLM_C8, kv_cache_dtype="auto", ttft="p50", tpot="itl", longest_request=25300),
+    Statement("llama-3.1-8b", "h100-sxm-80gb", "bf16", 1, "vllm", "concurrency", 8, 20000, 2000, VLLM_GPU_MEMORY_UTILIZATION,
+              VLLM_C8, kv_cache_dtype="fp8", ttft="p50", tpot="itl", longest_request=25300),
+    tuple(Statement("llama-3.1-8b", "h100-sxm-80gb", "bf16", 1, "vllm", "concurrency", 1, prompt, 128,
+                    VLLM_GPU_MEMORY_UTILIZATION, FIT_ITL, kv_cache_dtype="auto", tpot="itl", throughput=False,
+                    published_itl_ms=6.44 + 4.37e-5 * prompt) for prompt in (256, 125000)),
+)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    family: str  # 'throughput' | 'ttft' | 'tpot'
+    published: float  # tokens/s or seconds
+    predicted: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.published - 1
+
+
+@dataclass(frozen=True)
+class PointCase:
+    name: str
+    row: int  # CSV data row, 0-based
+    statement: Statement
+    comparisons: tuple[Comparison, ...]
+    batch: int
+    replicas: int
+
+
+def _number(text: str) -> float | None:
+    first = text.strip().split(" ")[0].replace(",", "")
+    try:
+        return float(first)
+    except ValueError:
+        return None
+
+
+def _request(s: Statement, arch, params, model_id: str) -> ServeRequest:
+    closed = s.load != "max-load"
+    kv = s.kv_cache_dtype or ("fp8" if s.precision == "fp8" else "auto")
+    return ServeRequest(
+        arch=arch, params=params, model_id=model_id, precisions=(s.precision,), kv_cache_dtype=kv, engine=s.engine,
+        context_len=s.longest_request or s.prompt_tokens + s.output_tokens, requests_per_second=0.0 if closed else 1.0,
+        prompt_tokens=s.prompt_tokens, output_tokens=s.output_tokens, peak_factor=1.0, ttft_p99_seconds=None,
+        tpot_p99_seconds=None, latency_p99_seconds=None, gpu_ids=(s.gpu_id,), gpu_count=s.tp, tp=s.tp, pp=1,
+        gpus_per_node=None, interconnect=FABRICS.interconnects["ib-400g"], pricing="on-demand", optimize="cost",
+        budget_usd_per_month=None, gpu_memory_utilization=s.memory_fraction,
+        max_batch=s.clients if s.load == "static-batch" else None, concurrency=s.clients if closed else None,
+    )
+
+
+def _case(index: int, row: dict, s: Statement, gpus, models, count) -> PointCase:
+    arch = GPT_J_6B if s.model == "gpt-j-6b" else models[s.model].architecture
+    result = search_serving(_request(s, arch, count(arch), s.model), gpus)
+    c = result.chosen
+    if c is None:
+        raise RuntimeError(f"row {index} {row['model']}: {words(result.infeasible_reason)}")
+    comparisons = []
+    if s.throughput:
+        published = float(row["throughput_tokens_per_s"].replace(",", "")) * (s.tp if s.per_gpu else 1)
+        predicted = (c.tokens_per_second_per_replica if s.load == "max-load"
+                     else c.requests_per_second_at_peak * s.output_tokens * c.replicas)
+        comparisons.append(Comparison("throughput", published, predicted))
+    if s.ttft:
+        predicted = c.ttft_seconds if s.ttft == "together" else c.ttft_p50_seconds
+        comparisons.append(Comparison("ttft", _number(row["ttft_ms"]) / 1e3, predicted))
+    if s.tpot:
+        published = s.published_itl_ms or _number(row["tpot_ms"])
+        comparisons.append(Comparison("tpot", published / 1e3, c.itl_p50_seconds))
+    load = {"static-batch": f"batch {s.clients}", "concurrency": f"{s.clients} clients", "max-load": "max load"}[s.load]
+    name = f"{row['model'].split(' (')[0]} {s.precision}{' kv-fp8' if s.kv_cache_dtype == 'fp8' else ''} {s.tp}×{s.gpu_id} {s.prompt_tokens}/{s.output_tokens} {load}"
+    return PointCase(name, index, s, tuple(comparisons), c.max_concurrency, c.replicas)
+
+
+def rows() -> list[dict]:
+    with SERVE_POINTS.open() as f:
+        return list(csv.DictReader(f))
+
+
+def point_cases(gpus=None, models=None, count=None) -> tuple[list[PointCase], list[tuple[int, str, str]]]:
+    """(cases, skipped rows as (row, model, reason)); catalogs default to the packaged ones."""
+    if gpus is None or models is None or count is None:
+        from compiler.catalog.loader import load_gpus, load_models
+        from compiler.catalog.params import count_params
+
+        gpus, models, count = gpus or load_gpus(), models or load_models(), count or count_params
+    table = rows()
+    if len(table) != len(STATEMENTS):
+        raise RuntimeError(f"{SERVE_POINTS.name} has {len(table)} rows, STATEMENTS {len(STATEMENTS)}: state the new rows")
+    cases, skipped = [], []
+    for index, (row, stated) in enumerate(zip(table, STATEMENTS)):
+        if isinstance(stated, Skip):
+            skipped.append((index, row["model"], stated.reason))
+            continue
+        for s in stated if isinstance(stated, tuple) else (stated,):
+            cases.append(_case(index, row, s, gpus, models, count))
+    return cases, skipped
+
+
+def by_family(cases: list[PointCase]) -> dict[str, list[Comparison]]:
+    found: dict[str, list[Comparison]] = {"throughput": [], "ttft": [], "tpot": []}
+    for case in cases:
+        for comparison in case.comparisons:
+            found[comparison.family].append(comparison)
+    return found
+
+
+def _shown(c: Comparison) -> str:
+    if c.family == "throughput":
+        return f"{c.predicted:8.0f}/{c.published:<8.0f} tok/s {c.error:+5.0%}"
+    return f"{c.family.upper()} {c.predicted * 1e3:7.1f}/{c.published * 1e3:<7.1f} ms {c.error:+5.0%}"
+
+
+def main() -> None:
+    cases, skipped = point_cases()
+    print("serve_points_2.csv at each row's load point: predicted/published, error")
+    for case in cases:
+        print(f"{case.row:2d} {case.name:66s} " + "  ".join(_shown(c) for c in case.comparisons))
+    for index, model, reason in skipped:
+        print(f"{index:2d} {model:40s} left out: {reason}")
+    for family, comparisons in by_family(cases).items():
+        errors = [abs(c.error) for c in comparisons]
+        print(f"{family:10s} {len(errors):2d} points: median |error| {statistics.median(errors):.0%}, worst {max(errors):.0%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""Serving at the load points serve_points_2.csv states (benchmarks/accuracy_serve_points.py): throughput, TTFT and
+TPOT per family within the tolerances README's accuracy table states and justifies."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from benchmarks.accuracy_serve_points import (
+    STATEMENTS, TOLERANCE_MEDIAN, TOLERANCE_WORST, Skip, by_family, point_cases, rows,
+)
+
+CASES, SKIPPED = point_cases()
+# Optimistic by more than the worst-case tolerance, with their reason: pre-1.0 TensorRT-LLM (v0.5, v0.7a) static batches
+# of Llama-2-70B with 2048-token outputs decode 1.7-2.8x slower per step than the roofline (weights + KV at the
+# achievable HBM rate) allows; the same releases' 128/128 rows are within 15%. Strict: flips when the model explains it.
+KNOWN_OPTIMISTIC = {(7, "throughput"), (9, "throughput")}
+POINTS = [(case, c) for case in CASES for c in case.comparisons]
+
+
+def test_every_row_is_stated_at_its_load_point_or_left_out_with_a_reason():
+    assert len(rows()) == len(STATEMENTS)
+    assert len(SKIPPED) == sum(isinstance(s, Skip) for s in STATEMENTS) <= 6
+    assert all(reason for _, _, reason in SKIPPED)
+    families = by_family(CASES)
+    assert (len(families["throughput"]), len(families["ttft"]), len(families["tpot"])) == (15, 6, 4)
+
+
+@pytest.mark.parametrize("family", sorted(TOLERANCE_MEDIAN))
+def test_each_familys_median_error_is_within_its_tolerance(family):
+    errors = [abs(c.error) for c in by_family(CASES)[family]]
+    assert statistics.median(errors) <= TOLERANCE_MEDIAN[family], f"{family}: median |error| {statistics.median(errors):.0%}"
+
+
+@pytest.mark.parametrize("case,comparison", [
+    pytest.param(case, c, id=f"{case.row}-{c.family}-{case.name}",
+                 marks=[pytest.mark.xfail(strict=True, reason="pre-1.0 TensorRT-LLM long-output static batch")]
+                 if (case.row, c.family) in KNOWN_OPTIMISTIC else [])
+    for case, c in POINTS])
+def test_each_point_is_within_the_worst_case_tolerance(case, comparison):
+    assert abs(comparison.error) <= TOLERANCE_WORST[comparison.family], (
+        f"predicted {comparison.predicted:.4g} vs published {comparison.published:.4g} ({comparison.error:+.0%})")
