@@ -258,7 +258,7 @@ class StageSpec(Spec):
 class ServeSpec(Spec):
     engine: Literal["vllm", "triton", "tgi"] = Field("vllm", description="serving engine")
     context_len: int = Field(8192, ge=1, le=10_000_000, description="max tokens per sequence (prompt + output)")
-    traffic: TrafficSpec = Field(description="request rate and lengths")
+    traffic: TrafficSpec = Field(description="load (a request rate or closed-loop clients) and lengths")
     slo: SloSpec = Field(default_factory=SloSpec, description="without it, maximise throughput")
     precisions: list[Precision] | None = Field(None, description="serving precisions the search may use; default: the plan's precision")
     kv_cache_dtype: Literal["auto", "fp8"] = Field("auto", description="KV cache element type (auto = the weights' dtype)")
