@@ -28,6 +28,7 @@ from pathlib import Path
 from compiler.catalog.fabrics import load_fabrics
 from compiler.catalog.types import Architecture
 from compiler.passes.wording import words
+from compiler.sizing.serve_memory import DEFAULT_GPU_MEMORY_UTILIZATION
 from compiler.sizing.serve_search import search_serving
 from compiler.sizing.serve_types import ServeRequest
 
@@ -37,7 +38,7 @@ FABRICS = load_fabrics()
 # KvCacheConfig: "= 0.9") for the blog rows that do not state it; the perf-overview rows state 0.95.
 TRTLLM_DEFAULT_FREE_FRACTION = 0.9
 TRTLLM_PERF_OVERVIEW_FREE_FRACTION = 0.95
-VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default gpu_memory_utilization (EngineArgs)
+VLLM_GPU_MEMORY_UTILIZATION = DEFAULT_GPU_MEMORY_UTILIZATION  # what the compiler gives vLLM unless the plan says otherwise
 # Tolerances the tests hold each family to (README "How good are the numbers?" says why).
 TOLERANCE_MEDIAN = {"throughput": 0.25, "ttft": 0.3, "tpot": 0.3}
 TOLERANCE_WORST = {"throughput": 0.5, "ttft": 0.4, "tpot": 0.4}
