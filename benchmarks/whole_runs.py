@@ -4,7 +4,7 @@ Each row is sized as its source states it — model shape (or catalog preset), t
 sequence length, global batch, TP/CP/PP/ZeRO where published, the attention kernel of its time — and the search
 picks the rest. The prediction is the plan's own GPU-hours: steady steps at that layout (small per-GPU batches and
 exposed data-parallel communication at large DP come from the step model) divided by the whole-run goodput
-(train_time.whole_run_goodput: failures and restarts, checkpoint pauses, stragglers). A row's published figure is
+(train_time.whole_run: failures and restarts, checkpoint writes, stragglers, evaluation). A row's published figure is
 its GPU-hours, else GPU count × wall-clock days × 24. Rows whose GPU count is not published run at the count the
 CSV names as assumed (its `gpu_count_basis`). No constant is fitted to these rows.
 Usage: python benchmarks/whole_runs.py   (or python benchmarks/accuracy.py --whole-runs)
@@ -39,10 +39,12 @@ FAMILY = "train-whole-run"  # residuals.yaml: published ÷ predicted whole-run G
 MEDIAN_TOLERANCE = 0.40
 INSIDE_RANGE_AT_LEAST = 0.70
 GPU_IDS = {"A100-80GB": "a100-sxm-80gb", "A100-40GB": "a100-sxm-40gb", "H100-80GB": "h100-sxm-80gb"}
-# The fabric each run's nodes had: DGX/HGX A100 with 8 HDR NICs, H100 with 8 NDR/400G NICs (Llama 3 §3.3.1: RoCE
-# 400 Gb/s per GPU); MosaicML's A100-40GB nodes with 1600 Gb/s RoCE (llm-foundry benchmark README).
-FABRICS_BY_GPU = {"A100-80GB": "ib-200g", "A100-40GB": "roce-200g", "H100-80GB": "roce-400g"}
 FABRICS = load_fabrics()
+# The CSV's `fabric` names a catalog interconnect, or this one: BLOOM's Jean Zay nodes had 4 Omni-Path 100 Gb/s links
+# (BLOOM paper §3.4.1), 50 GB/s per node as AWS p4d's EFA (the catalog's efa-400g), at an InfiniBand-like latency.
+INTERCONNECTS = {**FABRICS.interconnects, "opa-400g": FABRICS.interconnects["efa-400g"].model_copy(update={
+    "id": "opa-400g", "name": "Omni-Path, 4 × 100 Gb/s per node", "family": "ib", "latency_seconds": 5e-6,
+    "source": "BLOOM paper §3.4.1: 4 Omni-Path 100 Gbps links per node"})}
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ def request(row: dict, tokens: float | None = None) -> TrainRequest:
         arch=arch, params=count_params(arch), tokens=tokens or float(row["tokens"]), seq_len=int(row["seq_len"]),
         global_batch_sequences=int(row["global_batch_sequences"]), gpu_ids=(GPU_IDS[row["gpu_type"]],),
         precision=row["precision"], gpu_count=count, gpus_per_node=8, max_gpus=count,
-        interconnect=FABRICS.interconnects[FABRICS_BY_GPU[row["gpu_type"]]], storage=FABRICS.storage["lustre"],
+        interconnect=INTERCONNECTS[row["fabric"].split(" ")[0]], storage=FABRICS.storage["lustre"],
         pins=_pins(row["layout"]), optimize="time", flash_attention=attention != "none",
         attention_kernel=attention if attention != "none" else "flash2")
 
