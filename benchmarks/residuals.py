@@ -23,13 +23,14 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy import memory_cases, training_cases  # noqa: E402
 from benchmarks.accuracy_serving import serving_cases  # noqa: E402
-from benchmarks.whole_runs import whole_run_cases  # noqa: E402
+from benchmarks.whole_runs import FAMILY as WHOLE_RUN_FAMILY  # noqa: E402
 from benchmarks.whole_runs import ratios as whole_run_ratios  # noqa: E402
+from benchmarks.whole_runs import whole_run_cases  # noqa: E402
 
 RESIDUALS = REPO / "compiler" / "catalog" / "residuals.yaml"
 SOURCES = {
     "train-step-time": "benchmarks/accuracy.py: published training throughput (benchmarks/calibration/training_runs.csv)",
-    "train-whole-run": "benchmarks/whole_runs.py: published GPU-hours of whole pre-training runs (benchmarks/calibration/whole_runs.csv)",
+    WHOLE_RUN_FAMILY: "benchmarks/whole_runs.py: published GPU-hours of whole pre-training runs (benchmarks/calibration/whole_runs.csv)",
     "memory-full": "benchmarks/accuracy.py --memory: measured peaks, full fine-tuning and pre-training",
     "memory-lora": "benchmarks/accuracy.py --memory: measured peaks, LoRA",
     "memory-qlora": "benchmarks/accuracy.py --memory: measured peaks, QLoRA",
@@ -43,7 +44,7 @@ def ratios() -> dict[str, list[float]]:
     for case in training_cases():
         if case.predicted_tokens_per_second_per_gpu and case.published_tokens_per_second_per_gpu:
             found["train-step-time"].append(case.predicted_tokens_per_second_per_gpu / case.published_tokens_per_second_per_gpu)
-    found["train-whole-run"] = whole_run_ratios(whole_run_cases())
+    found[WHOLE_RUN_FAMILY] = whole_run_ratios(whole_run_cases())
     for case in memory_cases():
         found[f"memory-{case.family}"].append(case.measured_bytes / case.predicted_bytes)
     for case in serving_cases():

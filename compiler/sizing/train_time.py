@@ -376,13 +376,19 @@ def checkpoint_interval_seconds(checkpoint_write_seconds: float, job_mtbf: float
     return math.sqrt(2 * max(checkpoint_write_seconds, 1e-3) * job_mtbf)
 
 
-def goodput(gpus: int, checkpoint_write_seconds: float, mtbf_gpu_hours: float | None = None) -> tuple[float, float]:
-    """(share of wall time doing useful steps, checkpoint interval in seconds) for a job on `gpus` GPUs."""
+def _failures_and_checkpoints(gpus: int, checkpoint_write_seconds: float,
+                              mtbf_gpu_hours: float | None) -> tuple[float, float, float]:
+    """(seconds lost to failures and restarts, to checkpoint writes, per second of steps; the Young–Daly interval)."""
     mtbf = job_mtbf_seconds(gpus, mtbf_gpu_hours)
     delta = max(checkpoint_write_seconds, 1e-3)
     interval = checkpoint_interval_seconds(delta, mtbf)
-    lost = delta / interval + (interval / 2 + RESTART_SECONDS) / mtbf
-    return 1 / (1 + lost), interval
+    return (interval / 2 + RESTART_SECONDS) / mtbf, delta / interval, interval
+
+
+def goodput(gpus: int, checkpoint_write_seconds: float, mtbf_gpu_hours: float | None = None) -> tuple[float, float]:
+    """(share of wall time doing useful steps, checkpoint interval in seconds) with failures and checkpoints alone."""
+    failures, checkpoints, interval = _failures_and_checkpoints(gpus, checkpoint_write_seconds, mtbf_gpu_hours)
+    return 1 / (1 + failures + checkpoints), interval
 
 
 @dataclass(frozen=True)
@@ -405,10 +411,7 @@ def straggler_slowdown(gpus: int) -> float:
 def whole_run(gpus: int, checkpoint_write_seconds: float, framework: str = "",
               mtbf_gpu_hours: float | None = None) -> WholeRun:
     """The whole-run terms of a job on `gpus` GPUs whose checkpoint takes `checkpoint_write_seconds` to write."""
-    mtbf = job_mtbf_seconds(gpus, mtbf_gpu_hours)
-    delta = max(checkpoint_write_seconds, 1e-3)
-    interval = checkpoint_interval_seconds(delta, mtbf)
-    failures, checkpoints = (interval / 2 + RESTART_SECONDS) / mtbf, delta / interval
+    failures, checkpoints, interval = _failures_and_checkpoints(gpus, checkpoint_write_seconds, mtbf_gpu_hours)
     stragglers, evaluation = straggler_slowdown(gpus), EVALUATION_SHARE.get(framework, 0.0)
     share = 1 / (1 + failures + checkpoints + stragglers + evaluation)
     return WholeRun(share, failures, checkpoints, stragglers, evaluation, interval)
