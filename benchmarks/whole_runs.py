@@ -159,7 +159,9 @@ def family_stats(cases: list[WholeRun]) -> dict[str, float]:
     return {"rows": len(priced), "median_abs": statistics.median(abs(e) for e in errors),
             "worst_abs": max(abs(e) for e in errors), "median": statistics.median(errors),
             "before_median_abs": statistics.median(abs(e) for e in before), "before_median": statistics.median(before),
-            "before_worst_abs": max(abs(e) for e in before), "inside": inside_range_share(ratios(priced))}
+            "before_worst_abs": max(abs(e) for e in before), "inside": inside_range_share(ratios(priced)),
+            "published_count_rows": sum(c.count_published for c in priced),
+            "published_count_median_abs": statistics.median(abs(c.error) for c in priced if c.count_published)}
 
 
 def print_whole_runs() -> None:
@@ -176,7 +178,9 @@ def print_whole_runs() -> None:
     s = family_stats(cases)
     print(f"whole runs: {s['rows']} rows, median |error| {s['median_abs']:.0%}, worst {s['worst_abs']:.0%}, median "
           f"{s['median']:+.0%} (before the whole-run terms: {s['before_median_abs']:.0%}, {s['before_worst_abs']:.0%}, "
-          f"{s['before_median']:+.0%}); {s['inside']:.0%} of published GPU-hours inside the P10–P90 of the other rows")
+          f"{s['before_median']:+.0%}); {s['inside']:.0%} of published GPU-hours inside the P10–P90 of the other rows; "
+          f"the {s['published_count_rows']} rows with a published GPU count: median |error| "
+          f"{s['published_count_median_abs']:.0%}")
 
 
 if __name__ == "__main__":
