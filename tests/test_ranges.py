@@ -58,6 +58,8 @@ def test_wall_time_gpu_hours_and_cost_take_the_whole_run_family():
         assert r.family == "train-whole-run" and r.rows == whole.rows >= 15
         assert r.p10 == pytest.approx(r.predicted * whole.p10) and r.p90 == pytest.approx(r.predicted * whole.p90)
     assert by["training.step_seconds"].family == "train-step-time"
+    finetune = {r.quantity: r for r in resolve(REPO / "examples" / "mistral-7b-fsdp-finetune.yaml").ranges}
+    assert finetune["training.wall_seconds"].family == "train-step-time"  # no published whole run is a fine-tune
 
 
 def _with_deadline(tmp_path, deadline: str, quantile: str):
