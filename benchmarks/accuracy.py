@@ -16,6 +16,7 @@ Rows without a GPU count are listed as skipped. No constant is fitted to these r
 compiler/sizing. Usage: python benchmarks/accuracy.py [--sweep: llm-foundry's whole H100 BF16 table instead]
 [--memory: measured peak memory per family (full / LoRA / QLoRA) against memory_peaks_2.csv and memory_points.csv]
 [--layouts: every row of train_steps_2.csv at its published TP/PP/CP/EP/VP layout, error per row and per family]
+[--whole-runs: published whole pre-training runs, GPU-hours of the whole run (benchmarks/whole_runs.py)]
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from compiler.passes.wording import words  # noqa: E402
 from compiler.catalog.types import Architecture  # noqa: E402
 from compiler.sizing.train_time import COMPUTE_DTYPE, model_flops_per_token  # noqa: E402
 from compiler.sizing.training import TrainPins, TrainRequest, search_training  # noqa: E402
+from benchmarks.whole_runs import family_stats, print_whole_runs, whole_run_cases  # noqa: E402
 
 FABRICS = load_fabrics()
 RUNS = Path(__file__).resolve().parent / "calibration" / "training_runs.csv"
@@ -632,6 +634,9 @@ def main() -> None:
     if "--layouts" in sys.argv[1:]:
         print_layouts()
         return
+    if "--whole-runs" in sys.argv[1:]:
+        print_whole_runs()
+        return
     cases = training_cases()
     print(f"{'case':64s} {'GPU-h pub':>10s} {'GPU-h pred':>10s} {'error':>7s} {'MFU pub':>7s} {'MFU pred':>8s}")
     errors = []
@@ -651,6 +656,9 @@ def main() -> None:
     for family, (rows, median, worst, before) in layout_family_stats(layout_cases()).items():
         print(f"published layouts, {family}: {rows} rows, median |error| {median:.0%}, worst {worst:.0%} "
               f"(--layouts: every row)")
+    w = family_stats(whole_run_cases())
+    print(f"whole runs: {w['rows']} rows, GPU-hours median |error| {w['median_abs']:.0%} (median {w['median']:+.0%}), "
+          f"worst {w['worst_abs']:.0%}; {w['inside']:.0%} inside the others' P10–P90 (--whole-runs: every row)")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ For each family, the ratio actual ÷ predicted over the benchmark's rows, and it
 statistics.quantiles 'inclusive'). A prediction x then reads "x × P10 … x × P90" (or ÷ for a rate). Families:
 * train-step-time: step time of the 30+ published training runs of benchmarks/accuracy.py (published tokens/s
   against ours, at the layouts the sources state);
+* train-whole-run: GPU-hours of the published whole pre-training runs (benchmarks/whole_runs.py): wall time,
+  GPU-hours and cost take it;
 * memory-full, memory-lora, memory-qlora: measured peak memory (accuracy.py --memory);
 * serve-throughput: output tokens/s of the TensorRT-LLM max-throughput rows (accuracy_serving.py) and of the
   serve_points_2.csv rows at their load points (accuracy_serve_points.py); cost per month scales inversely;
@@ -24,10 +26,14 @@ sys.path.insert(0, str(REPO))
 from benchmarks.accuracy import memory_cases, training_cases  # noqa: E402
 from benchmarks.accuracy_serve_points import by_family, point_cases  # noqa: E402
 from benchmarks.accuracy_serving import serving_cases  # noqa: E402
+from benchmarks.whole_runs import FAMILY as WHOLE_RUN_FAMILY  # noqa: E402
+from benchmarks.whole_runs import ratios as whole_run_ratios  # noqa: E402
+from benchmarks.whole_runs import whole_run_cases  # noqa: E402
 
 RESIDUALS = REPO / "compiler" / "catalog" / "residuals.yaml"
 SOURCES = {
     "train-step-time": "benchmarks/accuracy.py: published training throughput (benchmarks/calibration/training_runs.csv)",
+    WHOLE_RUN_FAMILY: "benchmarks/whole_runs.py: published GPU-hours of whole pre-training runs (benchmarks/calibration/whole_runs.csv)",
     "memory-full": "benchmarks/accuracy.py --memory: measured peaks, full fine-tuning and pre-training",
     "memory-lora": "benchmarks/accuracy.py --memory: measured peaks, LoRA",
     "memory-qlora": "benchmarks/accuracy.py --memory: measured peaks, QLoRA",
@@ -43,6 +49,7 @@ def ratios() -> dict[str, list[float]]:
     for case in training_cases():
         if case.predicted_tokens_per_second_per_gpu and case.published_tokens_per_second_per_gpu:
             found["train-step-time"].append(case.predicted_tokens_per_second_per_gpu / case.published_tokens_per_second_per_gpu)
+    found[WHOLE_RUN_FAMILY] = whole_run_ratios(whole_run_cases())
     for case in memory_cases():
         found[f"memory-{case.family}"].append(case.measured_bytes / case.predicted_bytes)
     for case in serving_cases():

@@ -110,6 +110,12 @@ class Training(Section):
     step_cp_comm_seconds: float = Field(0.0, description="context-parallel KV ring transfers not hidden under attention, per step")
     step_ep_comm_seconds: float = Field(0.0, description="expert-parallel all-to-alls (dispatch and combine), per step")
     step_pp_p2p_seconds: float = Field(0.0, description="pipeline point-to-point sends, per step (v per stage boundary when interleaved)")
+    # the whole run beyond its steady steps (sizing/train_time.py whole_run): seconds each adds per second of steps;
+    # goodput = 1 / (1 + their sum)
+    whole_run_failures_share: float = Field(0.0, description="work lost since the last checkpoint and the restart, per failure at the job's MTBF (Llama 3 paper §3.3.4)")
+    whole_run_checkpoints_share: float = Field(0.0, description="synchronous checkpoint writes, write time ÷ Young-Daly interval")
+    whole_run_stragglers_share: float = Field(0.0, description="the slowest of the job's GPUs behind the median one (Sinha et al. 2022 spread)")
+    whole_run_evaluation_share: float = Field(0.0, description="the framework's default evaluation passes (Megatron-LM: 100 forward iterations every 1000 steps)")
 
 
 class Serving(Section):

@@ -54,3 +54,23 @@ def test_the_pareto_front_holds_only_non_dominated_options(example):
     points = [(a.usd, a.seconds) for a in resolve(example).alternatives]
     dominated = [p for p in points if any(q != p and q[0] <= p[0] and q[1] <= p[1] for q in points)]
     assert dominated == []
+
+
+def test_the_whole_run_terms_are_decided_once_and_shown_with_their_sources():
+    """plan.json carries each whole-run term; goodput is 1 / (1 + their sum), the wall time is the steady steps ÷ goodput,
+    and REPORT.md and the time decision show the same figures with their sources."""
+    from compiler.pipeline import resolve
+
+    plan = resolve(REPO / "examples" / "llama3-405b-pretrain.yaml")
+    t = plan.training
+    terms = (t.whole_run_failures_share, t.whole_run_checkpoints_share, t.whole_run_stragglers_share,
+             t.whole_run_evaluation_share)
+    assert all(share > 0 for share in terms)  # Megatron on 2048 GPUs: every term applies
+    assert t.goodput == pytest.approx(1 / (1 + sum(terms)))
+    assert t.wall_seconds == pytest.approx(t.steps * t.step_seconds / t.goodput)
+    report = _report(REPO / "examples" / "llama3-405b-pretrain.yaml")
+    row = next(line for line in report.splitlines() if line.startswith("| whole-run terms |"))
+    assert f"stragglers {100 * t.whole_run_stragglers_share:.1f} s" in row and "Sinha et al. 2022" in row
+    assert "Megatron-LM's default evaluation" in row and "Llama 3 paper" in row
+    time = next(d.reason for d in plan.decisions if d.topic == "time")
+    assert f"evaluation {100 * t.whole_run_evaluation_share:.1f} s" in time

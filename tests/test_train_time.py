@@ -178,6 +178,28 @@ def test_young_daly_interval_and_goodput():
     assert 0.8 < share < 0.9
 
 
+def test_stragglers_grow_with_the_log_of_the_gpu_count():
+    """Sinha et al. 2022: 8% spread over Summit's 27,648 GPUs gives σ = 0.08 / (2·√(2 ln 27648)) = 0.88%; the slowest of
+    n GPUs runs σ·√(2 ln n) behind the median: 1.8% at 8 GPUs, 3.5% at 2048, 3.9% at 16,384, none alone."""
+    assert tt.STRAGGLER_SIGMA == pytest.approx(0.00884, abs=1e-5)
+    assert tt.straggler_slowdown(1) == 0.0
+    assert tt.straggler_slowdown(8) == pytest.approx(0.0180, abs=1e-4)
+    assert tt.straggler_slowdown(2048) == pytest.approx(0.0345, abs=1e-4)
+    assert tt.straggler_slowdown(16384) == pytest.approx(0.0390, abs=1e-4)
+
+
+def test_whole_run_adds_each_term_per_second_of_steps():
+    """goodput = 1 / (1 + failures + checkpoints + stragglers + evaluation); the first two are the Young–Daly terms of
+    `goodput`, evaluation is Megatron-LM's default 100 forward passes every 1000 steps (a third of a step each)."""
+    w = tt.whole_run(16384, 60.0, "megatron")
+    share, interval = tt.goodput(16384, 60.0)
+    assert w.checkpoint_interval_seconds == pytest.approx(interval)
+    assert w.failures + w.checkpoints == pytest.approx(1 / share - 1)
+    assert w.evaluation == pytest.approx(100 / 1000 / 3)
+    assert w.goodput == pytest.approx(1 / (1 + w.failures + w.checkpoints + w.stragglers + w.evaluation))
+    assert tt.whole_run(16384, 60.0, "fsdp").evaluation == 0.0  # other frameworks evaluate as their script says
+
+
 # NVIDIA DeepLearningExamples, PyTorch ConvNets resnet50v1.5 README, "Training performance" tables
 # (pytorch-21.03): images/s. The A100 mixed-precision 1-GPU row is where the catalog's ResNet-50
 # activation_bytes_per_sample comes from; the other rows are held out.

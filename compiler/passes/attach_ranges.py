@@ -1,10 +1,12 @@
 """attach_ranges: every headline prediction with the spread its family of published figures shows.
 
 A family's residuals (compiler/catalog/residuals.yaml, written by benchmarks/residuals.py) are the ratio
-actual ÷ predicted at P10 and P90 over its rows. A duration, a size or a cost that grows with it reads
-predicted × ratio; a rate reads predicted ÷ ratio (so its P10 comes from the P90 ratio). TTFT and TPOT take the
-published latencies at stated load points (serve-ttft, serve-tpot); vision latencies have no published rows behind
-them yet and carry no range.
+actual ÷ predicted at P10 and P90 over its rows. Step time and throughput take the steady-step family; a pre-training
+plan's wall time, GPU-hours and cost the published whole pre-training runs (failures, restarts, stragglers and all that
+a step leaves out); a fine-tune's, which no published whole run resembles, the steady-step family. A duration, a size
+or a cost that grows with it reads predicted × ratio; a rate reads predicted ÷ ratio (so its P10 comes from the P90
+ratio). TTFT and TPOT take the published latencies at stated load points (serve-ttft, serve-tpot); vision latencies
+have no published rows behind them yet and carry no range.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from ..resolved import Range, ResolvedPlan
 from .context import PassContext
 
 STEP_TIME = "train-step-time"
+WHOLE_RUN = "train-whole-run"
 THROUGHPUT = "serve-throughput"
 TTFT = "serve-ttft"
 TPOT = "serve-tpot"
@@ -27,11 +30,12 @@ def _range(ctx: PassContext, quantity: str, predicted: float, family: str, rate:
 
 def _training(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
     t, method = plan.training, plan.spec.train.method
+    run = WHOLE_RUN if plan.workload == "train" else STEP_TIME
     ranges = [_range(ctx, "training.step_seconds", t.step_seconds, STEP_TIME),
-              _range(ctx, "training.wall_seconds", t.wall_seconds, STEP_TIME),
-              _range(ctx, "training.gpu_hours", t.gpu_hours, STEP_TIME),
+              _range(ctx, "training.wall_seconds", t.wall_seconds, run),
+              _range(ctx, "training.gpu_hours", t.gpu_hours, run),
               _range(ctx, "training.tokens_per_second", t.tokens_per_second, STEP_TIME, rate=True),
-              _range(ctx, "cost.usd_total", plan.cost.usd_total, STEP_TIME)]
+              _range(ctx, "cost.usd_total", plan.cost.usd_total, run)]
     if plan.memory_per_gpu_bytes.total:
         ranges.append(_range(ctx, "memory_per_gpu_bytes.total", plan.memory_per_gpu_bytes.total, MEMORY_FAMILY[method]))
     return ranges

@@ -126,6 +126,8 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         dataset_read_bytes_per_second=c.dataset_read_bytes_per_second,
         allreduce_bytes_per_step=c.allreduce_bytes_per_step, network_bytes_per_second_needed=c.network_bytes_per_second_needed,
         step_cp_comm_seconds=s.cp_comm, step_ep_comm_seconds=s.ep_comm, step_pp_p2p_seconds=s.pp_p2p,
+        whole_run_failures_share=c.whole_run.failures, whole_run_checkpoints_share=c.whole_run.checkpoints,
+        whole_run_stragglers_share=c.whole_run.stragglers, whole_run_evaluation_share=c.whole_run.evaluation,
     )
     cost = Cost(usd_per_hour=c.gpus * hardware.usd_per_gpu_hour, usd_total=c.cost_usd,
                 usd_per_million_tokens=c.cost_usd / tokens * 1e6, budget_usd=spec.budget.usd, alert_at=spec.budget.alert_at)

@@ -18,6 +18,7 @@ from ..units import format_count, format_seconds, format_usd
 if TYPE_CHECKING:
     from ..resolved import Hardware, Parallelism
     from ..sizing.serve_types import ServeCandidate, ServeSearchResult
+    from ..sizing.train_time import WholeRun
     from ..sizing.training import TrainCandidate
     from ..spec import PlanSpec
 
@@ -183,9 +184,17 @@ def training_decisions(spec: PlanSpec, c: TrainCandidate, evaluated: int, hardwa
         Decision(topic="batch", choice=f"{parallelism.global_batch} sequences × {spec.train.seq_len} tokens = {format_count(parallelism.global_batch * spec.train.seq_len)} tokens per step",
                  reason="as given" if spec.train.global_batch else f"{format_count(batch_tokens)} tokens rounded to a power-of-two number of sequences so DP × micro-batch divide it"),
         Decision(topic="time", choice=f"{format_seconds(c.wall_seconds)}, {format_count(c.gpu_hours)} GPU-hours, MFU {100 * c.mfu:.1f}%",
-                 reason=f"{format_count(tokens)} tokens at {format_count(c.tokens_per_second)} tokens/s, goodput {100 * c.goodput:.1f}%"),
+                 reason=f"{format_count(tokens)} tokens at {format_count(c.tokens_per_second)} tokens/s, goodput {100 * c.goodput:.1f}% "
+                        f"({_whole_run_words(c.whole_run)})"),
         Decision(topic="cost", choice=format_usd(c.cost_usd), reason=f"{format_count(c.gpu_hours)} GPU-hours × {format_usd(hardware.usd_per_gpu_hour)} ({spec.cluster.pricing})"),
     ]
+
+
+def _whole_run_words(w: WholeRun) -> str:
+    """The whole-run terms as the time decision states them: each one's seconds per 100 seconds of steps."""
+    terms = (("failures and restarts", w.failures), ("checkpoint writes", w.checkpoints), ("stragglers", w.stragglers),
+             ("evaluation", w.evaluation))
+    return "per 100 s of steps: " + ", ".join(f"{name} {100 * share:.1f} s" for name, share in terms)
 
 
 def _plural(count: int, noun: str) -> str:

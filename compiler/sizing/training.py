@@ -39,7 +39,7 @@ from .train_memory import (
     MemoryBreakdown, MemoryOptions, checkpoint_bytes, lora_trainable_params, memory_per_gpu, usable_memory_bytes,
 )
 from .train_time import (
-    COMPUTE_DTYPE, GRADIENT_BYTES, INTER_NODE_ACHIEVABLE_FRACTION, ZERO3_VOLUME_FACTOR, StepTime, goodput,
+    COMPUTE_DTYPE, GRADIENT_BYTES, INTER_NODE_ACHIEVABLE_FRACTION, ZERO3_VOLUME_FACTOR, StepTime, WholeRun, whole_run,
     dp_ranks_per_node, hardware_flops_per_token, model_flops_per_token, step_time,
 )
 
@@ -180,6 +180,7 @@ class TrainCandidate:
     goodput: float
     usd_per_gpu_hour: float
     cost_usd: float
+    whole_run: WholeRun
     checkpoint_bytes: int
     checkpoint_write_seconds: float
     checkpoint_interval_seconds: float
@@ -372,7 +373,7 @@ class _Context:
     checkpoint: int
     memory: dict[tuple, MemoryBreakdown] = field(default_factory=dict)
     hardware_flops: dict[str, float] = field(default_factory=dict)
-    goodput: dict[tuple[int, float], tuple[float, float]] = field(default_factory=dict)
+    whole_run: dict[tuple[int, float, str], WholeRun] = field(default_factory=dict)
 
 
 def _context(req: TrainRequest) -> _Context:
@@ -389,11 +390,11 @@ def _hardware_flops(ctx: _Context, recompute: str) -> float:
     return ctx.hardware_flops[recompute]
 
 
-def _goodput(ctx: _Context, gpus: int, write_seconds: float) -> tuple[float, float]:
-    key = (gpus, write_seconds)
-    if key not in ctx.goodput:
-        ctx.goodput[key] = goodput(gpus, write_seconds, ctx.req.mtbf_gpu_hours)
-    return ctx.goodput[key]
+def _whole_run(ctx: _Context, gpus: int, write_seconds: float, framework: str) -> WholeRun:
+    key = (gpus, write_seconds, framework)
+    if key not in ctx.whole_run:
+        ctx.whole_run[key] = whole_run(gpus, write_seconds, framework, ctx.req.mtbf_gpu_hours)
+    return ctx.whole_run[key]
 
 
 class _Fit(NamedTuple):
@@ -420,8 +421,7 @@ class _Fit(NamedTuple):
     tokens_per_second: float
     nodes: int
     write_seconds: float
-    goodput: float
-    interval: float
+    whole_run: WholeRun
     wall_seconds: float
     gpu_hours: float
     price: float
@@ -464,12 +464,12 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, ze
     tokens_per_second = ctx.tokens_per_step / step.total
     nodes = max(1, math.ceil(gpus / per_node))
     write_seconds = ctx.checkpoint / checkpoint_write_bandwidth(ctx.storage, nodes)
-    share, interval = _goodput(ctx, gpus, write_seconds)
-    wall = steps * step.total / share
+    terms = _whole_run(ctx, gpus, write_seconds, framework[0])
+    wall = steps * step.total / terms.goodput
     gpu_hours = wall * gpus / 3600
     price = gpu.price_usd_per_gpu_hour[req.pricing]
     return _Fit(gpu, per_node, gpus, tp, pp, dp, zero, offload, mb, grad_accum, recompute, framework, mem, usable,
-                gradient_bytes, step, steps, tokens_per_second, nodes, write_seconds, share, interval, wall, gpu_hours,
+                gradient_bytes, step, steps, tokens_per_second, nodes, write_seconds, terms, wall, gpu_hours,
                 price, gpu_hours * price, describe(gpus, gpu.id, tp, pp, dp, zero, mb, recompute, offload, shape), shape)
 
 
@@ -494,9 +494,9 @@ def _candidate(ctx: _Context, f: _Fit) -> TrainCandidate:
         framework_reason=f.framework[1], memory=f.mem, usable_memory_bytes=f.usable, step=step,
         flops_per_token_model=ctx.flops_model, flops_per_token_hardware=hardware, flops_total=ctx.flops_model * req.tokens,
         mfu=mfu, hfu=hfu, tokens_per_second=f.tokens_per_second, steps=f.steps, wall_seconds=f.wall_seconds,
-        gpu_hours=f.gpu_hours, goodput=f.goodput, usd_per_gpu_hour=f.price, cost_usd=f.cost_usd,
+        gpu_hours=f.gpu_hours, goodput=f.whole_run.goodput, usd_per_gpu_hour=f.price, cost_usd=f.cost_usd, whole_run=f.whole_run,
         checkpoint_bytes=ctx.checkpoint, checkpoint_write_seconds=f.write_seconds,
-        checkpoint_interval_seconds=f.interval, dataset_read_bytes_per_second=f.tokens_per_second * token_bytes,
+        checkpoint_interval_seconds=f.whole_run.checkpoint_interval_seconds, dataset_read_bytes_per_second=f.tokens_per_second * token_bytes,
         allreduce_bytes_per_step=allreduce, network_bytes_per_second_needed=needed,
         network_bound=step.dp_comm_exposed > NETWORK_SHARE_OF_STEP * step.total,
         cp=f.shape.cp, ep=f.shape.ep, vp=f.shape.vp, pp_stage_layers=tuple(f.shape.split), shard_group=f.shape.shard,
