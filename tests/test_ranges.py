@@ -72,10 +72,11 @@ def _with_deadline(tmp_path, deadline: str, quantile: str):
 
 
 def test_the_deadline_is_met_at_the_stated_quantile(tmp_path):
-    """16.4 d predicted: ×1.18 (P50 of 30 runs) = 19.3 d meets 20 d; ×1.35 (P90) = 22.1 d does not, so P90 (the
-    default) buys more GPUs."""
-    p50, p90 = _with_deadline(tmp_path, "20d", "p50"), _with_deadline(tmp_path, "20d", "p90")
-    assert p90.hardware.gpus > p50.hardware.gpus
+    """A pre-training plan is gated by the published whole runs: 16.8 d predicted on 64 GPUs: ×1.55 (P50 of 21 runs)
+    = 26.1 d meets 28 d; ×1.82 (P90) = 30.6 d does not, so P90 (the default) buys more GPUs."""
+    p50, p90 = _with_deadline(tmp_path, "28d", "p50"), _with_deadline(tmp_path, "28d", "p90")
+    assert (p50.hardware.gpus, p90.hardware.gpus) == (64, 128)
+    assert any("P90 of train-whole-run (21 published rows, × 1.82" in d.reason for d in p90.decisions)
     assert any("at P90" in r.reason for r in p90.rejected)
 
 

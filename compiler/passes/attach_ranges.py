@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from ..resolved import Range, ResolvedPlan
 from .context import PassContext
+from .size_training import STEP_FAMILY as STEP_TIME, time_family
 
-STEP_TIME = "train-step-time"
-WHOLE_RUN = "train-whole-run"
 THROUGHPUT = "serve-throughput"
 TTFT = "serve-ttft"
 TPOT = "serve-tpot"
@@ -30,7 +29,7 @@ def _range(ctx: PassContext, quantity: str, predicted: float, family: str, rate:
 
 def _training(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
     t, method = plan.training, plan.spec.train.method
-    run = WHOLE_RUN if plan.workload == "train" else STEP_TIME
+    run = time_family(plan.workload)
     ranges = [_range(ctx, "training.step_seconds", t.step_seconds, STEP_TIME),
               _range(ctx, "training.wall_seconds", t.wall_seconds, run),
               _range(ctx, "training.gpu_hours", t.gpu_hours, run),

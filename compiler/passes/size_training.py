@@ -37,13 +37,22 @@ def _gpu_choices(plan: ResolvedPlan, catalog: Catalog) -> tuple[str, ...]:
     return tuple(sorted(g.id for g in catalog.gpus.values() if not g.edge))
 
 
-TIME_FAMILY = "train-step-time"  # residuals.yaml: published runs' step time ÷ ours
+STEP_FAMILY = "train-step-time"  # residuals.yaml: published runs' step time ÷ ours
+WHOLE_RUN_FAMILY = "train-whole-run"  # published whole pre-training runs' GPU-hours ÷ ours
 
 
-def gate_factor(catalog: Catalog, quantile: str) -> float:
-    """What deadline and budget check time and cost with: the published runs' actual ÷ predicted step time at the
-    plan's quantile, never below 1 (a pessimistic prediction is not relaxed)."""
-    return max(1.0, getattr(catalog.residuals[TIME_FAMILY], quantile))
+def time_family(workload: str) -> str:
+    """The published family a plan's wall time, GPU-hours and cost are judged by: whole pre-training runs for a
+    pre-training plan (they pay what a steady step leaves out), steady steps for a fine-tune (no published whole
+    run resembles one)."""
+    return WHOLE_RUN_FAMILY if workload == "train" else STEP_FAMILY
+
+
+def gate_factor(catalog: Catalog, workload: str, quantile: str) -> float:
+    """What deadline and budget check time and cost with: the plan's family's actual ÷ predicted at the plan's
+    quantile, never below 1 (a pessimistic prediction is not relaxed). The same family gives the report's range, so
+    a plan never passes its gate with a P90 beyond its deadline."""
+    return max(1.0, getattr(catalog.residuals[time_family(workload)], quantile))
 
 
 MEMORY_FAMILY = {"full": "memory-full", "lora": "memory-lora", "qlora": "memory-qlora"}
@@ -74,7 +83,7 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
               "shard_group": pins.shard_group_gpus},
         optimize="cost" if spec.optimize == "cost" else "time", mtbf_gpu_hours=train.mtbf_gpu_hours,
         flash_attention=train.flash_attention, bytes_per_token=train.bytes_per_token,
-        gate_factor=gate_factor(catalog, train.gate_quantile), gate_quantile=train.gate_quantile.upper(),
+        gate_factor=gate_factor(catalog, spec.workload, train.gate_quantile), gate_quantile=train.gate_quantile.upper(),
         memory_factor=memory_factor(catalog, train.method, train.memory_quantile),
         memory=MemoryOptions(master_weights=train.master_weights, loss=loss_for(train.loss, train.method),
                              optimizer_in_backward=train.optimizer_in_backward,
@@ -136,7 +145,8 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         alternatives.append(Alternative(description=c.description, usd=c.cost_usd, seconds=c.wall_seconds, chosen=True))
     decisions = training_decisions(spec, c, result.evaluated, hardware, parallelism,
                                    spec.train.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS,
-                                   gate=(gate_factor(ctx.catalog, spec.train.gate_quantile), ctx.catalog.residuals[TIME_FAMILY].rows),
+                                   gate=(gate_factor(ctx.catalog, spec.workload, spec.train.gate_quantile),
+                                         ctx.catalog.residuals[time_family(spec.workload)].rows, time_family(spec.workload)),
                                    memory=(memory_factor(ctx.catalog, spec.train.method, spec.train.memory_quantile),
                                            ctx.catalog.residuals[MEMORY_FAMILY[spec.train.method]].rows))
     return plan.model_copy(update={

@@ -160,7 +160,7 @@ def _layout_words(c: TrainCandidate) -> str:
 
 
 def training_decisions(spec: PlanSpec, c: TrainCandidate, evaluated: int, hardware: Hardware, parallelism: Parallelism,
-                       batch_tokens: float, gate: tuple[float, int] = (1.0, 0), memory: tuple[float, int] = (1.0, 0)) -> list[Decision]:
+                       batch_tokens: float, gate: tuple[float, int, str] = (1.0, 0, ""), memory: tuple[float, int] = (1.0, 0)) -> list[Decision]:
     """`batch_tokens`: the tokens per step the plan gave or the default, when it gave no batch in sequences;
     `gate`: the factor time and cost were checked with against deadline and budget, and the rows behind it."""
     m, s, tokens = c.memory, c.step, spec.train.total_tokens
@@ -169,8 +169,8 @@ def training_decisions(spec: PlanSpec, c: TrainCandidate, evaluated: int, hardwa
         Decision(topic="hardware", choice=f"{c.gpus} × {c.gpu_id} ({c.nodes} nodes)",
                  reason=f"{'cheapest' if spec.optimize == 'cost' else 'fastest'} of {evaluated} configurations that fit memory and meet the {deadline}"
                         + (f" and budget {format_usd(spec.budget.usd)}" if spec.budget.usd else "")
-                        + (f", with time and cost at {spec.train.gate_quantile.upper()} of {gate[1]} published runs "
-                           f"(× {gate[0]:.2f}; train.gate_quantile)" if gate[1] and (spec.train.deadline or spec.budget.usd) else "")),
+                        + (f", with time and cost at {spec.train.gate_quantile.upper()} of {gate[2]} ({gate[1]} published rows, "
+                           f"× {gate[0]:.2f}; train.gate_quantile)" if gate[1] and (spec.train.deadline or spec.budget.usd) else "")),
         Decision(topic="parallelism", choice=f"TP={c.tp} PP={c.pp} DP={c.dp}{_layout_words(c)} ZeRO-{c.zero_stage}, micro-batch {c.micro_batch} × {c.grad_accum} accumulation, recompute {c.recompute}",
                  reason=f"{m.total / 2**30:.1f} GiB per GPU of {c.usable_memory_bytes / 2**30:.1f} GiB usable"
                         + (f" (the device's ÷ {memory[0]:.2f}: measured ÷ predicted at {spec.train.memory_quantile.upper()} of "
