@@ -174,10 +174,8 @@ HOST_MEMORY_OVERHEAD_BYTES = 16 * 2**30
 EDGE_CPUS = 2
 EDGE_HOST_MEMORY_OVERHEAD_BYTES = 1 * 2**30
 EDGE_SHM_BYTES = 1 * 2**30
-# Availability floor when the plan gives no serve.min_replicas: two replicas, so a node drain or a crash (the PDB lets
-# one pod go at a time) never takes the whole service down; one on an edge device (one device, nowhere to fail over).
-DEFAULT_MIN_REPLICAS = 2
-EDGE_MIN_REPLICAS = 1
+# The availability floor (serve.min_replicas, default 2, 1 on edge devices) is decided by the serving search, which
+# counts it in cost and GPUs (sizing/serve_types.py replica_plan); the autoscaler's bounds are its min/max replicas.
 # Graceful termination. preStop sleeps until the endpoint controller and kube-proxy have taken the pod out of the
 # Service (a few seconds; 15 s is the figure of the Kubernetes "Pod Lifecycle" termination examples), then the kubelet
 # sends SIGTERM and the engine's HTTP server (uvicorn for vLLM, axum for TGI, Triton's own) finishes the requests it
@@ -443,17 +441,10 @@ def longest_request_seconds(plan: ResolvedPlan, prompt_tokens: int) -> int:
     return math.ceil(ttft + max(1, s.context_len - prompt_tokens) * tpot)
 
 
-def replica_bounds(s: Serving, spec: PlanSpec, edge: bool) -> tuple[int, int]:
-    floor = spec.serve.min_replicas if spec.serve.min_replicas is not None else (EDGE_MIN_REPLICAS if edge else DEFAULT_MIN_REPLICAS)
-    low = max(floor, s.min_replicas) if spec.serve.min_replicas is None else floor
-    return low, max(low, s.max_replicas)
-
-
 def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernetes: bool, fabric: str = "tcp") -> ServingUnit:
     s = unit.plan.serving
     edge = unit.plan.hardware.gpu_spec.edge
     longest = longest_request_seconds(unit.plan, stage_prompt_tokens(unit, spec))
-    low, high = replica_bounds(s, spec, edge)
     multi_node = s.nodes_per_replica > 1
     rdma_resource, rdma_count = RDMA_RESOURCES.get(fabric, ("", 0)) if multi_node else ("", 0)
     nccl = [EnvVar(name=n, value=v, comment=c) for n, v, c in NCCL_ENV.get(fabric, [])] if multi_node else []
@@ -490,7 +481,7 @@ def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernet
         cpu_request=EDGE_CPUS if edge else DEFAULT_CPUS_PER_GPU * pod_gpus,
         memory_bytes=math.ceil(s.weights_bytes / s.nodes_per_replica) + shm + (EDGE_HOST_MEMORY_OVERHEAD_BYTES if edge else HOST_MEMORY_OVERHEAD_BYTES),
         qos_class="Burstable", pre_stop_seconds=PRE_STOP_SECONDS, longest_request_seconds=longest,
-        termination_grace_seconds=PRE_STOP_SECONDS + longest, min_replicas=low, max_replicas=high,
+        termination_grace_seconds=PRE_STOP_SECONDS + longest, min_replicas=s.min_replicas, max_replicas=s.max_replicas,
         rdma_resource=rdma_resource, rdma_count=rdma_count, nccl_env=nccl,
         shm_bytes=shm, scale_down_window_seconds=scale_down_window_seconds(s),
         input_queue=unit.input_queue, output_queue=unit.output_queue,
@@ -554,13 +545,14 @@ def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage:
             reason=(f"{u.pre_stop_seconds} s for the pod to leave the Service endpoints, then SIGTERM and {u.longest_request_seconds} s "
                     f"for the longest in-flight request (TTFT at capacity + the longest generation max_model_len allows at the sized "
                     f"TPOT; vision: the latency bound, at least the 30 s default)")))
+        floor_reason = ("serve.min_replicas as given" if min_given else
+                        f"availability floor {s.replica_floor} (policy: one replica is a single point of failure — a drain or a crash, "
+                        f"which the PodDisruptionBudget allows one pod at a time, would take the service down; 1 on an edge device)"
+                        if s.replica_floor > 1 or u.node_arch else "no floor")
         out.append(DeploymentDecision(
             topic=f"replicas{where}", choice=f"minReplicas {u.min_replicas}, maxReplicas {u.max_replicas}",
-            reason=(f"serve.min_replicas as given" if min_given else
-                    f"availability floor {EDGE_MIN_REPLICAS if u.min_replicas == EDGE_MIN_REPLICAS else DEFAULT_MIN_REPLICAS} (policy: one replica is a "
-                    f"single point of failure — a drain or a crash, which the PodDisruptionBudget allows one pod at a time, "
-                    f"would take the service down; 1 on an edge device), or the sizing's minimum when higher")
-                   + f"; cost figures count the sizing's replica range (minimum {s.min_replicas}, maximum {s.max_replicas})"))
+            reason=(f"{floor_reason}; capacity needs {s.replicas_needed} at peak; cost and GPU counts use the "
+                    f"{s.replicas} deployed at peak = max({s.replicas_needed} needed, floor {s.replica_floor})")))
         if u.rdma_resource:
             out.append(DeploymentDecision(
                 topic=f"RDMA{where}", choice=f"{u.rdma_resource}: {u.rdma_count} per pod, IPC_LOCK, " + ", ".join(f"{e.name}={e.value}" for e in u.nccl_env),

@@ -206,11 +206,12 @@ def serving_decisions(spec: PlanSpec, c: ServeCandidate, evaluated: int, hardwar
     return [
         Decision(topic=f"{prefix}hardware", choice=f"{_plural(c.replicas, 'replica')} × {c.gpus_per_replica} × {c.gpu_id} ({c.precision}, TP={c.tp}, PP={c.pp})",
                  reason=f"{'cheapest' if spec.optimize == 'cost' else 'lowest latency'} of {evaluated} configurations meeting the SLO "
-                        f"at {traffic.requests_per_second:g} req/s × peak factor {traffic.peak_factor:g}; {words(c.queueing)}"),
+                        f"at {traffic.requests_per_second:g} req/s × peak factor {traffic.peak_factor:g}; {words(c.queueing)}"
+                        + _floor_words(c)),
         batch,
         *([Decision(topic=f"{prefix}latency", choice=f"TTFT p50/p99 {format_seconds(c.ttft_p50_seconds)}/{format_seconds(c.ttft_seconds)}, "
                                                      f"TPOT p50/p99 {format_seconds(c.tpot_p50_seconds)}/{format_seconds(c.tpot_seconds)} at peak traffic",
-                    reason=f"{c.max_replicas} replicas at {traffic.requests_per_second * traffic.peak_factor:g} req/s: utilisation {c.utilization_at_peak:.2f} of "
+                    reason=f"{c.replicas_needed or c.max_replicas} replicas at {traffic.requests_per_second * traffic.peak_factor:g} req/s (the capacity-sized count; a higher floor only lowers latency): utilisation {c.utilization_at_peak:.2f} of "
                            f"capacity, {c.in_flight_at_peak:.1f} sequences in flight per replica (Little's law, decode steps at that batch); "
                            f"one request alone: TTFT {format_seconds(c.ttft_batch1_seconds)}, TPOT {format_seconds(c.tpot_batch1_seconds)}; "
                            f"at max concurrency and utilisation {c.target_utilization:g}: TTFT {format_seconds(c.ttft_at_capacity_seconds)}, "
@@ -218,6 +219,13 @@ def serving_decisions(spec: PlanSpec, c: ServeCandidate, evaluated: int, hardwar
         Decision(topic=f"{prefix}cost", choice=f"{format_usd(c.usd_per_month)}/month",
                  reason=f"{_plural(c.gpus, 'GPU')} × {format_usd(hardware.usd_per_gpu_hour)}/h ({spec.cluster.pricing}) × 730 h"),
     ]
+
+
+def _floor_words(c: ServeCandidate) -> str:
+    if c.replica_floor <= c.replicas_needed:
+        return ""
+    return (f"; capacity needs {_plural(c.replicas_needed, 'replica')} at peak, the availability floor deploys {c.replica_floor} "
+            f"(serve.min_replicas or the default policy), which cost and GPU counts include")
 
 
 def stage_ratio_decision(ratios: list[tuple[str, float]]) -> Decision:
