@@ -149,7 +149,8 @@ def test_serve_sh_exports_a_missing_onnx_model_then_starts_triton(tmp_path):
     assert calls[0][9:11] == ["--device", "cuda"]  # fp16 exports need CUDA
     assert (out / "triton/resnet-50/1/model.onnx").exists()
     repo = (out / "triton").resolve()
-    assert calls[1] == ["tritonserver", f"--model-repository={repo}", "--http-port=8000", "--grpc-port=8001", "--metrics-port=8002"]
+    assert calls[1] == ["tritonserver", f"--model-repository={repo}", "--http-port=8000", "--grpc-port=8001", "--metrics-port=8002",
+                        "--exit-timeout-secs=30"]  # one-shot requests: the 30 s floor of the grace period
     assert run_script(out / "triton/serve.sh", env).returncode == 0
     assert [c[0] for c in fake_calls(env)] == ["optimum-cli", "tritonserver", "tritonserver"]  # fetched once
 
@@ -356,3 +357,32 @@ def test_tritonserver_loads_the_onnx_repository_the_init_step_exports(tmp_path, 
     ok, log = tools.tritonserver_loads(repo)
     assert ok, log
     assert re.search(r"READY\s+resnet-50\b", log), log
+
+
+def test_tritonserver_drains_for_the_longest_request_within_the_grace_period(tmp_path, monkeypatch):
+    """The resnet50-triton pod's tritonserver arguments, run by the real tritonserver: it accepts
+    --exit-timeout-secs and, on SIGTERM, waits that long for in-flight inferences (its log counts down from it);
+    the pod's grace period covers the preStop sleep plus that wait."""
+    pod, _ = _example_k8s("resnet50-triton.yaml")
+    container = pod["containers"][0]
+    (timeout,) = [int(a.split("=")[1]) for a in container["args"] if a.startswith("--exit-timeout-secs=")]
+    sleep = int(container["lifecycle"]["preStop"]["exec"]["command"][1])
+    assert timeout == 30 and pod["terminationGracePeriodSeconds"] == sleep + timeout  # a 50 ms SLO: the 30 s floor
+    llm, _ = _example_k8s("llama3-8b-triton.yaml")
+    (llm_timeout,) = [int(a.split("=")[1]) for a in llm["containers"][0]["args"] if a.startswith("--exit-timeout-secs=")]
+    assert llm_timeout > 30 and llm["terminationGracePeriodSeconds"] == sleep + llm_timeout  # a long generation
+    server_env(monkeypatch)
+    model = tmp_path / "repo" / "identity"  # a python-backend model: the CPU tritonserver has no onnxruntime
+    (model / "1").mkdir(parents=True)
+    (model / "config.pbtxt").write_text('backend: "python"\nmax_batch_size: 8\n'
+                                        'input [{ name: "x", data_type: TYPE_FP32, dims: [1] }]\n'
+                                        'output [{ name: "y", data_type: TYPE_FP32, dims: [1] }]\n')
+    (model / "1" / "model.py").write_text(
+        "import triton_python_backend_utils as pb\n"
+        "class TritonPythonModel:\n"
+        "    def execute(self, requests):\n"
+        "        return [pb.InferenceResponse([pb.Tensor('y', pb.get_input_tensor_by_name(r, 'x').as_numpy())]) for r in requests]\n")
+    repo = tmp_path / "repo"
+    ok, log = realtools().tritonserver_stops(repo, container["args"])
+    assert ok, log
+    assert f'"Timeout {timeout}: Found 0 model versions that have in-flight inferences"' in log, log

@@ -203,6 +203,7 @@ class Engine(Section):
     ray_wait_seconds: int = Field(description="how long the Ray head waits for every worker's GPUs")
     ray_poll_seconds: int = Field(5, description="how often the Ray head checks that the workers joined")
     triton: TritonModel | None = None
+    exit_timeout_seconds: int = Field(0, description="Triton --exit-timeout-secs: how long tritonserver waits for in-flight inferences after SIGTERM (the longest request; 0 = not Triton)")
 
 
 class ServingUnit(Section):

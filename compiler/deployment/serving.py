@@ -80,6 +80,9 @@ TRITON_SERVER_VERSION = "2.51.0"
 TRITON_HTTP_PORT = 8000  # tritonserver defaults (--http-port, --grpc-port, --metrics-port)
 TRITON_GRPC_PORT = 8001
 TRITON_METRICS_PORT = 8002
+# tritonserver --exit-timeout-secs default (--help: "Timeout (in seconds) when exiting to wait for in-flight inferences
+# to finish"): 30 (triton-inference-server/core src/server.cc, exit_timeout_secs_ = 30). Ours is the longest request.
+TRITON_DEFAULT_EXIT_TIMEOUT_SECONDS = 30
 
 MICROSECONDS_PER_SECOND = 1_000_000
 # One execution instance per GPU: the serving search sized one batch running at a time per GPU (latency bound
@@ -357,7 +360,8 @@ def engine(unit: UnitView, spec: PlanSpec) -> Engine:
     args = vllm_args(plan, prefix_caching, drain) if plan.model.architecture.kind == "decoder" else []
     return Engine(stage=unit.stage, engine="triton", version=TRITON_SERVER_VERSION, directory=unit.stage, args=args,
                   prefix_caching=prefix_caching, http_port=TRITON_HTTP_PORT, metrics_port=TRITON_METRICS_PORT,
-                  grpc_port=TRITON_GRPC_PORT, triton=triton_model(plan), **ray)
+                  grpc_port=TRITON_GRPC_PORT, triton=triton_model(plan),
+                  exit_timeout_seconds=longest_request_seconds(plan, stage_prompt_tokens(unit, spec)), **ray)
 
 
 # ----------------------------------------------------------------------------------------------- Kubernetes units
@@ -504,6 +508,12 @@ def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage:
         out.append(DeploymentDecision(topic=f"engine{where}", choice=choice,
                                       reason="plan precision, model.quantization (the checkpoint's own) and the GPU's tensor-core types; "
                                              "pinned release whose flags were checked"))
+        if e.exit_timeout_seconds:
+            out.append(DeploymentDecision(
+                topic=f"Triton drain{where}", choice=f"--exit-timeout-secs={e.exit_timeout_seconds}",
+                reason=(f"after SIGTERM tritonserver waits up to this long for in-flight inferences (its default, "
+                        f"{TRITON_DEFAULT_EXIT_TIMEOUT_SECONDS} s, would cut longer ones): the longest request a replica may hold, "
+                        f"as in the pod's grace period")))
     for u in units:
         where = f" ({u.stage})" if u.stage else ""
         s = serving_by_stage[u.stage]

@@ -119,7 +119,7 @@ def tgi_args(unit: ServingUnit) -> list[str]:
 def triton_args(unit: ServingUnit) -> list[str]:
     """tritonserver over the model repository the triton target emits, copied onto the model-cache volume."""
     return [f"--model-repository={unit.plan.deployment.kubernetes.model_cache_mount}/model_repository", f"--http-port={unit.decided.http_port}",
-            f"--metrics-port={unit.decided.metrics_port}"]
+            f"--metrics-port={unit.decided.metrics_port}", f"--exit-timeout-secs={unit.engine_decision.exit_timeout_seconds}"]
 
 
 def _command(unit: ServingUnit) -> tuple[list[str], list[str]]:

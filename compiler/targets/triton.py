@@ -94,7 +94,8 @@ def serve_sh(unit: EngineUnit) -> str:
     onnx = [] if m.backend == "vllm" else [_onnx_model(plan, m)]
     return render_template("triton/serve.sh.j2", plan_name=plan.name, server_version=unit.engine.version,
                            models=onnx, model=m.name, version=VERSION, http_port=unit.engine.http_port,
-                           grpc_port=unit.engine.grpc_port, metrics_port=unit.engine.metrics_port)
+                           grpc_port=unit.engine.grpc_port, metrics_port=unit.engine.metrics_port,
+                           exit_timeout_seconds=unit.engine.exit_timeout_seconds)
 
 
 # ----------------------------------------------------------------------------------------------- files
