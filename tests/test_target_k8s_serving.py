@@ -518,6 +518,19 @@ def test_termination_waits_for_the_longest_generation_after_leaving_the_service(
     assert pod["containers"][0]["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "15"]
 
 
+def test_tgi_grace_period_stops_at_the_launchers_90_s_drain_and_says_so():
+    spec = {**serving_plan().spec.model_dump(exclude_none=True), "serve": {**serving_plan().spec.serve.model_dump(exclude_none=True), "engine": "tgi"}}
+    plan = _plan(spec={k: spec[k] for k in ("serve",)}, engine="tgi", ttft_at_capacity_seconds=1.2, tpot_at_capacity_seconds=0.04)
+    (pod,) = _pods(_docs(plan))
+    assert pod["terminationGracePeriodSeconds"] == 15 + 90  # not 15 + 269: TGI kills its router 90 s after SIGTERM
+    (unit,) = plan.deployment.kubernetes.serving
+    assert (unit.drain_seconds, unit.longest_request_seconds) == (90, 269)
+    assert any("TGI drains for at most 90 s" in w for w in plan.warnings)
+    short = _plan(spec={k: spec[k] for k in ("serve",)}, engine="tgi", ttft_at_capacity_seconds=1.2, tpot_at_capacity_seconds=0.001)
+    assert _pods(_docs(short))[0]["terminationGracePeriodSeconds"] == 15 + 8  # ceil(1.2 + 6692 × 0.001)
+    assert not any("TGI drains" in w for w in short.warnings)
+
+
 @pytest.mark.parametrize("autoscaler", ["hpa", "keda"])
 def test_min_replicas_reaches_the_autoscaler(autoscaler):
     """The floor is the sizing's (counted in cost, tests/test_serving_search.py); the autoscaler takes its bounds."""

@@ -325,7 +325,9 @@ def test_jetson_gets_the_arm64_igpu_image_on_arm64_nodes():
     pod, _ = _example_k8s("mobilenet-jetson.yaml")
     assert pod["containers"][0]["image"].endswith("-py3-igpu")
     assert pod["nodeSelector"]["kubernetes.io/arch"] == "arm64"
-    assert pod["initContainers"][0]["image"].startswith("nvcr.io/nvidia/l4t-pytorch:")
+    # the export runs in NVIDIA's JetPack 6 PyTorch build of the server's NGC release (l4t-pytorch stops at JetPack 5, r35)
+    assert pod["initContainers"][0]["image"] == "nvcr.io/nvidia/pytorch:25.10-py3-igpu"
+    assert pod["containers"][0]["image"] == "nvcr.io/nvidia/tritonserver:25.10-py3-igpu"
 
 
 def test_tritonserver_loads_the_repository_the_init_step_fills(tmp_path, monkeypatch):

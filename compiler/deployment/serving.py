@@ -65,6 +65,10 @@ TGI_DTYPE = {"fp16": "float16", "bf16": "bfloat16"}
 TGI_QUANTIZE = {"fp8": "fp8", "int8": "eetq", "int4": "bitsandbytes-nf4"}
 # `--kv-cache-dtype`: fp8 means e4m3 (vLLM's "fp8" is e4m3 too); unset = the model's dtype.
 TGI_KV_CACHE_DTYPE = {"fp8": "fp8_e4m3fn"}
+# On SIGTERM TGI's launcher gives its router (which stops taking requests and finishes those it holds) 90 s, then
+# kills it: `terminate("webserver", webserver, Duration::from_secs(90))`, launcher/src/main.rs, not configurable;
+# maintainer's answer in huggingface/text-generation-inference#2035. A longer grace period buys nothing.
+TGI_DRAIN_SECONDS = 90
 # TGI's default prefill budget is max_input_tokens + 50 "to give a bit of room" for block alignment (launcher
 # reference, MAX_BATCH_PREFILL_TOKENS); never give it less than that.
 PREFILL_ALIGNMENT_TOKENS = 50
@@ -138,7 +142,10 @@ DEFAULT_SCALE_DOWN_WINDOW_SECONDS = 300
 # Seconds) on top of the expected download and startup budget, so `kubectl rollout status` of a first rollout does
 # not report a Deployment that is still downloading its weights as failed.
 PROGRESS_DEADLINE_DEFAULT_SECONDS = 600
-# Pinned engine images (release tags of the upstream images); spec.cluster.kubernetes.image overrides.
+# Pinned engine images (release tags of the upstream images); spec.cluster.kubernetes.image overrides. Tag formats
+# checked 2026-11-24: vLLM on Docker Hub as vllm/vllm-openai:vX.Y.Z (CUDA 13 build, driver >= 580; a -cu129 suffix is
+# the CUDA 12 build), TGI on GHCR as ghcr.io/huggingface/text-generation-inference:X.Y.Z (3.3.6 published), Triton on
+# NGC as nvcr.io/nvidia/tritonserver:YY.MM-<flavour> (25.10-py3 and 25.10-vllm-python-py3 published).
 ENGINE_IMAGES = {
     "vllm": f"vllm/vllm-openai:v{VLLM_VERSION}",  # the release whose flags the vLLM target emits
     "tgi": f"ghcr.io/huggingface/text-generation-inference:{TGI_VERSION}",
@@ -146,14 +153,18 @@ ENGINE_IMAGES = {
 }
 # Triton images per backend (NGC nvcr.io/nvidia/tritonserver tags): `-vllm-python-py3` carries the vLLM and python
 # backends only; `-py3` the full set (onnxruntime, TensorRT, python, ...); `-py3-igpu` is the arm64 build for
-# integrated GPUs (Jetson Orin / IGX, JetPack 6), which needs arm64 nodes.
+# integrated GPUs, which needs arm64 nodes: "For Jetson devices which support Jetpack 6.0 and above, Triton now
+# publishes containers ... with the suffix -igpu" (Triton 2.41.0 / NGC 23.12 release notes), so JetPack 6 (L4T r36).
 TRITON_IMAGES = {"vllm": "nvcr.io/nvidia/tritonserver:25.10-vllm-python-py3", "onnxruntime": "nvcr.io/nvidia/tritonserver:25.10-py3",
                  "onnxruntime-edge": "nvcr.io/nvidia/tritonserver:25.10-py3-igpu"}
 # The ONNX file of a Triton model is fetched (model.weights) or exported (optimum-cli, from the Hub repo) by an init
 # container before tritonserver starts. Triton's images carry no optimum, so that step runs in a Python image with
 # curl (python:3.12, Debian) and pip-installs the exporter (needs egress to PyPI, like the Hub download needs egress
-# to the Hub); on Jetson, NVIDIA's L4T PyTorch image, whose torch has CUDA for the device (pip's arm64 torch has none).
-EXPORT_IMAGES = {"default": "python:3.12", "edge": "nvcr.io/nvidia/l4t-pytorch:r35.2.1-pth2.0-py3"}
+# to the Hub); on Jetson, NVIDIA's PyTorch `-py3-igpu` image of the same NGC release as the server, whose torch has CUDA
+# for the device (pip's arm64 torch has none). Not l4t-pytorch: its last tags (r35.x, e.g. r35.2.1-pth2.0-py3) are
+# JetPack 5 / L4T r35 builds, while the -igpu server needs JetPack 6; NVIDIA ships PyTorch for JetPack 6 as
+# nvcr.io/nvidia/pytorch:YY.MM-py3-igpu.
+EXPORT_IMAGES = {"default": "python:3.12", "edge": "nvcr.io/nvidia/pytorch:25.10-py3-igpu"}
 EXPORT_PACKAGES = {"hub": ["optimum[exporters]==1.23.3"], "s3://": ["awscli"]}
 # /dev/shm for NCCL and vLLM's shared-memory broadcast queue: the size LWS's vLLM GPU example gives
 # (kubernetes-sigs/lws docs/examples/vllm/GPU/lws.yaml, sizeLimit 15Gi); Docker's 64 MiB default is too small.
@@ -449,6 +460,7 @@ def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernet
     s = unit.plan.serving
     edge = unit.plan.hardware.gpu_spec.edge
     longest = longest_request_seconds(unit.plan, stage_prompt_tokens(unit, spec))
+    drain = min(longest, TGI_DRAIN_SECONDS) if s.engine == "tgi" else longest
     multi_node = s.nodes_per_replica > 1
     rdma_resource, rdma_count = RDMA_RESOURCES.get(fabric, ("", 0)) if multi_node else ("", 0)
     nccl = [EnvVar(name=n, value=v, comment=c) for n, v, c in NCCL_ENV.get(fabric, [])] if multi_node else []
@@ -484,8 +496,8 @@ def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernet
         model_cache_bytes=model_cache_bytes(checkpoint), shared_cache=unit.plan.hardware.storage in SHARED_FILESYSTEMS,
         cpu_request=EDGE_CPUS if edge else DEFAULT_CPUS_PER_GPU * pod_gpus,
         memory_bytes=math.ceil(s.weights_bytes / s.nodes_per_replica) + shm + (EDGE_HOST_MEMORY_OVERHEAD_BYTES if edge else HOST_MEMORY_OVERHEAD_BYTES),
-        qos_class="Burstable", pre_stop_seconds=PRE_STOP_SECONDS, longest_request_seconds=longest,
-        termination_grace_seconds=PRE_STOP_SECONDS + longest, min_replicas=s.min_replicas, max_replicas=s.max_replicas,
+        qos_class="Burstable", pre_stop_seconds=PRE_STOP_SECONDS, longest_request_seconds=longest, drain_seconds=drain,
+        termination_grace_seconds=PRE_STOP_SECONDS + drain, min_replicas=s.min_replicas, max_replicas=s.max_replicas,
         rdma_resource=rdma_resource, rdma_count=rdma_count, nccl_env=nccl,
         shm_bytes=shm, scale_down_window_seconds=scale_down_window_seconds(s),
         input_queue=unit.input_queue, output_queue=unit.output_queue,
@@ -552,9 +564,11 @@ def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage:
         out.append(DeploymentDecision(
             topic=f"graceful termination{where}",
             choice=f"terminationGracePeriodSeconds {u.termination_grace_seconds}, preStop sleep {u.pre_stop_seconds} s",
-            reason=(f"{u.pre_stop_seconds} s for the pod to leave the Service endpoints, then SIGTERM and {u.longest_request_seconds} s "
-                    f"for the longest in-flight request (TTFT at capacity + the longest generation max_model_len allows at the sized "
-                    f"TPOT; vision: the latency bound, at least the 30 s default)")))
+            reason=(f"{u.pre_stop_seconds} s for the pod to leave the Service endpoints, then SIGTERM and {u.drain_seconds} s "
+                    f"for the engine to finish in-flight requests: the longest one takes {u.longest_request_seconds} s (TTFT at capacity + "
+                    f"the longest generation max_model_len allows at the sized TPOT; vision: the latency bound, at least the 30 s default)"
+                    + (f"; TGI's launcher kills its router {TGI_DRAIN_SECONDS} s after SIGTERM (hard-coded in launcher/src/main.rs), "
+                       f"so longer requests are cut and a longer grace period would buy nothing" if u.engine == "tgi" else ""))))
         floor_reason = ("serve.min_replicas as given" if min_given else
                         f"availability floor {s.replica_floor} (policy: one replica is a single point of failure — a drain or a crash, "
                         f"which the PodDisruptionBudget allows one pod at a time, would take the service down; 1 on an edge device)"
@@ -578,6 +592,12 @@ def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage:
             reason="a new replica comes up before an old one leaves, so capacity never drops below the SLO-sized level; "
                    "a PodDisruptionBudget keeps node drains to one replica (one LWS group)"))
     return out
+
+
+def warnings(units: list[ServingUnit]) -> list[str]:
+    return [f"{u.name}: TGI drains for at most {TGI_DRAIN_SECONDS} s after SIGTERM (its launcher's hard limit), but a request may run "
+            f"{u.longest_request_seconds} s: a rollout or drain cuts the longest generations (lower serve.context_len, or use vLLM, "
+            f"whose --shutdown-timeout is set from it)" for u in units if u.drain_seconds < u.longest_request_seconds]
 
 
 def weights_choice(u: ServingUnit) -> str:

@@ -41,6 +41,7 @@ def resolve_deployment(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         decisions += serving.decisions(engines, units, {v.stage: v.plan.serving for v in views},
                                        {v.stage: v.plan.model.quantization for v in views}, spec.serve.min_replicas is not None,
                                        (fabric_id, fabric))
+        warnings += serving.warnings(units)
     kubernetes = Kubernetes(
         namespace=k8s.namespace, secret_name=k8s.secret_name, storage_class=k8s.storage_class,
         tolerations=[dict(t) for t in k8s.tolerations], node_selector=dict(k8s.node_selector), autoscaler=k8s.autoscaler,
