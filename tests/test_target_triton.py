@@ -30,7 +30,7 @@ VIT_L_16 = Architecture(kind="vision-transformer", layers=24, hidden=1024, heads
                         image_size=224, patch_size=16, gated_mlp=False, norm="layernorm", attention_bias=True, mlp_bias=True)
 BERT_LARGE = Architecture(kind="encoder", layers=24, hidden=1024, heads=16, kv_heads=16, ffn_hidden=4096, vocab=30522,
                           max_position=512, gated_mlp=False, norm="layernorm")
-STAND_INS = "vllm tensorrtllm onnxruntime"  # backends the CPU tritonserver lacks (recipe's FAKE_BACKENDS)
+STAND_INS = "vllm tensorrtllm onnxruntime tensorrt"  # backends the CPU tritonserver lacks (recipe's FAKE_BACKENDS)
 
 
 def server_env(monkeypatch) -> None:
@@ -388,3 +388,56 @@ def test_tritonserver_drains_for_the_longest_request_within_the_grace_period(tmp
     ok, log = realtools().tritonserver_stops(repo, container["args"])
     assert ok, log
     assert f'"Timeout {timeout}: Found 0 model versions that have in-flight inferences"' in log, log
+
+
+# --- edge detectors: detector outputs, a TensorRT plan built on the device ---------------------------
+def test_jetson_detector_gets_detector_outputs_and_a_tensorrt_plan_built_on_the_device():
+    """yolos-jetson: optimum's object-detection outputs (logits over 91 classes + no-object, normalised boxes, per
+    one of 100 [DET] tokens), the tensorrt backend, and trtexec with the precision's flag and the sized batch."""
+    from compiler.pipeline import resolve
+    plan = resolve(REPO / "examples/yolos-jetson.yaml")
+    (engine,) = plan.deployment.engines
+    m = engine.triton
+    assert (m.backend, m.model_file, m.export_task) == ("tensorrt", "model.plan", "object-detection")
+    assert [(t.name, t.dims) for t in m.outputs] == [("logits", [100, 92]), ("pred_boxes", [100, 4])]
+    batch = plan.serving.max_concurrency
+    assert m.engine_build_flags == ["--fp16", "--minShapes=pixel_values:1x3x512x512",
+                                    f"--optShapes=pixel_values:{batch}x3x512x512", f"--maxShapes=pixel_values:{batch}x3x512x512"]
+    config = next(f.text for f in triton.render(plan) if f.path.endswith("config.pbtxt"))
+    assert 'backend: "tensorrt"' in config and 'default_model_filename: "model.plan"' in config
+    assert pbtxt_field(config, "max_batch_size") == str(batch)  # the plan's profile covers Triton's largest batch
+    classifier = resolve(REPO / "examples/resnet50-triton.yaml").deployment.engines[0].triton
+    assert (classifier.backend, [t.dims for t in classifier.outputs], classifier.engine_build_flags) == ("onnxruntime", [[1000]], [])
+
+
+def test_tritonserver_loads_the_plan_the_jetson_init_steps_build(tmp_path, monkeypatch):
+    """yolos-jetson's init containers in order, run here with optimum-cli and trtexec stood in (no GPU, no network):
+    fill-repository exports model.onnx, build-engine runs trtexec on it into 1/model.plan; the real protobuf parser
+    and a real tritonserver (tensorrt stood in) accept the repository."""
+    pod, data = _example_k8s("yolos-jetson.yaml")
+    assert [c["name"] for c in pod["initContainers"]] == ["fill-repository", "build-engine"]
+    build = pod["initContainers"][1]
+    assert build["image"] == "nvcr.io/nvidia/tensorrt:25.10-py3-igpu" and build["resources"]["limits"]["nvidia.com/gpu"] == 1
+    tools = realtools()
+    server_env(monkeypatch)
+    bin_dir = tmp_path / "bin"
+    fake_commands(bin_dir, "python3", script='exit 0\n')
+    fake_commands(bin_dir, "optimum-cli", script='out="${@: -1}"; mkdir -p "$out"; printf onnx >"$out/model.onnx"\n')
+    fake_commands(bin_dir, "trtexec", script='printf "%s\\n" "$@" >"$FAKE_TRTEXEC_ARGS"; '
+                                              'for a; do case "$a" in --saveEngine=*) printf plan >"${a#--saveEngine=}";; esac; done\n')
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_TRTEXEC_ARGS": str(tmp_path / "trtexec.args")}
+    repo = _run_fill_step(pod, data, tmp_path, env=env)
+    assert (repo / "yolos-tiny/model.onnx").is_file() and not (repo / "yolos-tiny/1/model.plan").exists()
+    script = " ".join(build["command"]).replace("/models", str(tmp_path / "models"))
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    assert result.returncode == 0, result.stderr
+    assert (repo / "yolos-tiny/1/model.plan").read_text() == "plan"
+    args = (tmp_path / "trtexec.args").read_text().split()
+    assert args[:3] == [f"--onnx={repo}/yolos-tiny/model.onnx", f"--saveEngine={repo}/yolos-tiny/1/model.plan", "--fp16"]
+    ok, message = tools.parse_triton_pbtxt(repo / "yolos-tiny/config.pbtxt")
+    assert ok, message
+    config = repo / "yolos-tiny/config.pbtxt"
+    config.write_text(config.read_text().replace("KIND_GPU", "KIND_CPU"))
+    ok, log = tools.tritonserver_loads(repo)
+    assert ok, log
+    assert re.search(r"READY\s+yolos-tiny\b", log), log

@@ -176,7 +176,8 @@ class TritonModel(Section):
     """The model folder of a Triton repository: its name, backend and I/O."""
 
     name: str = Field(description="folder and API name")
-    backend: Literal["vllm", "onnxruntime"]
+    backend: Literal["vllm", "onnxruntime", "tensorrt"] = Field(description="vllm for LLMs; tensorrt on edge devices (a plan built on the device); else onnxruntime")
+    model_file: str = Field("", description="the file Triton loads from the version folder: model.onnx, or model.plan for TensorRT")
     io_type: str = Field("", description="tensor element type of the ONNX export")
     instance_count: int = 1
     max_queue_delay_microseconds: int = 0
@@ -185,6 +186,7 @@ class TritonModel(Section):
     export_task: str = Field("", description="optimum-cli export onnx --task")
     export_dtype: str = Field("", description="optimum-cli export onnx --dtype")
     export_on_gpu: bool = False
+    engine_build_flags: list[str] = Field(default_factory=list, description="tensorrt: trtexec flags after --onnx/--saveEngine (precision and the batch shapes)")
 
 
 class Engine(Section):
@@ -257,6 +259,8 @@ class ServingUnit(Section):
     repository_init_image: str = Field("", description="Triton: image of the init container that fills the model repository ('' = not Triton)")
     repository_init_packages: list[str] = Field(default_factory=list, description="Triton: pip requirements the fill step installs before fetching / exporting the model file")
     repository_init_gpus: int = Field(0, description="Triton: GPUs of the fill step (an fp16 ONNX export runs on a CUDA device)")
+    engine_build_gpus: int = Field(0, description="Triton tensorrt: GPUs of the build step (the device's GPU: the plan is built for it)")
+    engine_build_image: str = Field("", description="Triton tensorrt: image of the init container that builds the TensorRT plan on the device (TensorRT of the server's NGC release); '' = none")
     shm_bytes: int
     scale_down_window_seconds: int
     input_queue: str = ""

@@ -100,6 +100,20 @@ DEFAULT_IO_TYPE = "TYPE_FP32"
 EXPORT_DTYPE = {"TYPE_FP16": "fp16", "TYPE_FP32": "fp32"}  # optimum-cli export onnx --dtype
 # optimum-cli export onnx --task per model kind, and the tensor names its ONNX configs give the inputs/outputs.
 EXPORT_TASK = {"cnn": "image-classification", "vision-transformer": "image-classification", "encoder": "feature-extraction"}
+DETECTION_TASK = "object-detection"  # optimum's task for DETR / YOLOS: outputs logits and pred_boxes (below)
+# Detector outputs as optimum's object-detection ONNX config names them (optimum/exporters/onnx/base.py
+# _TASK_TO_COMMON_OUTPUTS["object-detection"]): logits [batch, queries, classes + 1 "no object"] and
+# pred_boxes [batch, queries, 4] (normalised centre x, centre y, width, height; DETR/YOLOS post-processing).
+DETECTOR_OUTPUTS = ("logits", "pred_boxes")
+BOX_COORDINATES = 4
+# Edge devices run ONNX models as TensorRT plans built on the device: a plan is specific to the TensorRT version and
+# the GPU that built it ("engines are not portable across platforms or TensorRT versions", TensorRT developer guide),
+# so it is built by trtexec in NVIDIA's TensorRT image of the server's NGC release (same TensorRT as tritonserver) on
+# the device itself, before the server starts. trtexec flags per precision: fp16/bf16 exports are float16 (IO_TYPE),
+# so --fp16; int8 is a QDQ-quantized ONNX whose scales TensorRT reads (explicit quantization) with --int8.
+ENGINE_BUILD_IMAGE = "nvcr.io/nvidia/tensorrt:25.10-py3-igpu"
+ENGINE_BUILD_GPUS = 1  # the device's one GPU: TensorRT times its kernels on the GPU it builds for
+TRTEXEC_PRECISION_FLAGS = {"fp16": ["--fp16"], "bf16": ["--fp16"], "int8": ["--int8"], "fp8": ["--fp8"], "int4": ["--int4"]}
 IMAGE_CHANNELS = 3  # RGB, NCHW
 TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # BERT-style encoder export (int64 token ids)
 
@@ -334,6 +348,10 @@ def inputs_outputs(plan: ResolvedPlan, dtype: str) -> tuple[list[Tensor], list[T
     arch = plan.model.architecture
     if arch.kind in ("cnn", "vision-transformer"):
         image = Tensor(name="pixel_values", data_type=dtype, dims=[IMAGE_CHANNELS, arch.image_size, arch.image_size], format="FORMAT_NCHW")
+        if arch.head == "detector":
+            logits, boxes = DETECTOR_OUTPUTS
+            return [image], [Tensor(name=logits, data_type=dtype, dims=[arch.detection_queries, arch.vocab + 1]),
+                             Tensor(name=boxes, data_type=dtype, dims=[arch.detection_queries, BOX_COORDINATES])]
         return [image], [Tensor(name="logits", data_type=dtype, dims=[arch.vocab])]  # vocab = number of classes for classifiers
     if arch.kind == "encoder":
         tokens = [Tensor(name=name, data_type="TYPE_INT64", dims=[-1]) for name in TEXT_INPUTS]
@@ -341,17 +359,30 @@ def inputs_outputs(plan: ResolvedPlan, dtype: str) -> tuple[list[Tensor], list[T
     raise ValueError(f"no ONNX model layout for a {arch.kind} model")
 
 
+def trtexec_flags(precision: str, inputs: list[Tensor], max_batch: int) -> list[str]:
+    """Precision flags, then one optimisation profile from batch 1 to the sized batch (optimised for it)."""
+    def shapes(batch: int) -> str:
+        return ",".join(f"{t.name}:" + "x".join(str(d) for d in [batch, *t.dims]) for t in inputs)
+    return [*TRTEXEC_PRECISION_FLAGS.get(precision, []), f"--minShapes={shapes(1)}", f"--optShapes={shapes(max_batch)}",
+            f"--maxShapes={shapes(max_batch)}"]
+
+
 def triton_model(plan: ResolvedPlan) -> TritonModel:
     if plan.model.architecture.kind == "decoder":
         return TritonModel(name=triton_model_name(plan), backend="vllm")
-    s = plan.serving
+    s, arch = plan.serving, plan.model.architecture
     dtype = IO_TYPE.get(s.precision, DEFAULT_IO_TYPE)
     inputs, outputs = inputs_outputs(plan, dtype)
+    edge = plan.hardware.gpu_spec.edge
+    if any(d < 1 for t in inputs for d in t.dims) and edge:
+        raise ValueError(f"a TensorRT plan needs fixed input shapes; model {plan.model.id!r} has variable ones")
     return TritonModel(
-        name=triton_model_name(plan), backend="onnxruntime", io_type=dtype, instance_count=INSTANCES_PER_GPU,
+        name=triton_model_name(plan), backend="tensorrt" if edge else "onnxruntime", model_file="model.plan" if edge else "model.onnx",
+        io_type=dtype, instance_count=INSTANCES_PER_GPU,
         max_queue_delay_microseconds=round(s.max_queue_delay_seconds * MICROSECONDS_PER_SECOND),
-        inputs=inputs, outputs=outputs, export_task=EXPORT_TASK[plan.model.architecture.kind],
+        inputs=inputs, outputs=outputs, export_task=DETECTION_TASK if arch.head == "detector" else EXPORT_TASK[arch.kind],
         export_dtype=EXPORT_DTYPE[dtype], export_on_gpu=dtype == "TYPE_FP16",  # optimum exports float16 on a CUDA device only
+        engine_build_flags=trtexec_flags(s.precision, inputs, s.max_concurrency) if edge else [],
     )
 
 
@@ -461,6 +492,7 @@ def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernet
     edge = unit.plan.hardware.gpu_spec.edge
     longest = longest_request_seconds(unit.plan, stage_prompt_tokens(unit, spec))
     drain = min(longest, TGI_DRAIN_SECONDS) if s.engine == "tgi" else longest
+    builds = s.engine == "triton" and triton_model(unit.plan).backend == "tensorrt"
     multi_node = s.nodes_per_replica > 1
     rdma_resource, rdma_count = RDMA_RESOURCES.get(fabric, ("", 0)) if multi_node else ("", 0)
     nccl = [EnvVar(name=n, value=v, comment=c) for n, v, c in NCCL_ENV.get(fabric, [])] if multi_node else []
@@ -484,6 +516,7 @@ def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernet
         component=unit.stage or "server", stage=unit.stage, engine=s.engine,
         image=spec.cluster.kubernetes.image or image, node_arch="arm64" if edge else "",
         repository_init_image=init_image, repository_init_packages=packages, repository_init_gpus=init_gpus,
+        engine_build_image=ENGINE_BUILD_IMAGE if builds else "", engine_build_gpus=ENGINE_BUILD_GPUS if builds else 0,
         gpus_per_pod=pod_gpus, pods_per_replica=s.nodes_per_replica,
         http_port=HTTP_PORT, metrics_port=metrics_port, health_path=health, queue_metric=queue, adapter_metric=adapter,
         probe_period_seconds=PROBE_PERIOD_SECONDS, probe_failure_threshold=PROBE_FAILURE_THRESHOLD,
@@ -520,6 +553,19 @@ def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage:
         out.append(DeploymentDecision(topic=f"engine{where}", choice=choice,
                                       reason="plan precision, model.quantization (the checkpoint's own) and the GPU's tensor-core types; "
                                              "pinned release whose flags were checked"))
+        m = e.triton
+        if m and m.backend != "vllm":
+            io = "; ".join(f"{x.name} [{', '.join(str(d) for d in x.dims)}]" for x in m.outputs)
+            out.append(DeploymentDecision(
+                topic=f"Triton model{where}",
+                choice=(f"{m.backend} ({m.model_file}), optimum task {m.export_task}, outputs {io}"
+                        + (f"; TensorRT plan built on the device: trtexec {' '.join(m.engine_build_flags)}" if m.engine_build_flags else "")),
+                reason=("outputs as optimum's ONNX export names and shapes them for the task (detectors: class logits over the "
+                        "classes + no-object per query, and normalised boxes); "
+                        + ("an edge device runs TensorRT: the plan is tied to the TensorRT version and GPU that build it, so it is "
+                           "built on the device, in the TensorRT image of the server's NGC release, with the precision's flag and "
+                           "one profile from batch 1 to the sized batch" if m.engine_build_flags else
+                           "onnxruntime runs the export as it is on any GPU"))))
         if e.exit_timeout_seconds:
             out.append(DeploymentDecision(
                 topic=f"Triton drain{where}", choice=f"--exit-timeout-secs={e.exit_timeout_seconds}",
@@ -557,7 +603,9 @@ def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage:
                 choice=(f"server image {u.image}{' on arm64 nodes' if u.node_arch else ''}; init container fill-repository "
                         f"({u.repository_init_image}) copies the generated repository from a ConfigMap into the model cache"
                         + (f", installs {', '.join(u.repository_init_packages)}" if u.repository_init_packages else "")
-                        + " and runs serve.sh --fetch-only (fetch or export the ONNX file)"),
+                        + " and runs serve.sh --fetch-only (fetch or export the ONNX file)"
+                        + (f"; init container build-engine ({u.engine_build_image}, 1 GPU) runs serve.sh --build-only "
+                           f"(trtexec builds the TensorRT plan)" if u.engine_build_image else "")),
                 reason=("the image carries the model's backend (-vllm-python-py3: vLLM and python only; -py3: onnxruntime, "
                         "TensorRT; -py3-igpu: arm64 for Jetson); the export needs optimum, absent from Triton's images, "
                         "and egress to PyPI and the Hub")))

@@ -44,8 +44,8 @@ ACTIVATION_BYTES = 2
 
 
 def tokens_per_item(arch: Architecture, sequence_tokens: int) -> int:
-    if arch.kind == "vision-transformer":
-        return (arch.image_size // arch.patch_size) ** 2 + 1
+    if arch.kind == "vision-transformer":  # patches + class token (+ YOLOS's [DET] tokens, Fang et al. 2021 §2.1)
+        return (arch.image_size // arch.patch_size) ** 2 + 1 + arch.detection_queries
     return sequence_tokens
 
 

@@ -181,7 +181,20 @@ def _init_containers(unit: ServingUnit, rendered: Mapping[str, OutputFile]) -> l
     init = [_fetch_container(unit)] if unit.decided.fetch_weights else []
     if unit.decided.repository_init_image:
         init.append(_fill_container(unit, rendered))
+    if unit.decided.engine_build_image:
+        init.append(_build_container(unit))
     return init
+
+
+def _build_container(unit: ServingUnit) -> dict:
+    """Builds the TensorRT plan from the exported ONNX file on the device (TensorRT of the server's release)."""
+    root = _repository_root(unit)
+    return {
+        "name": "build-engine", "image": unit.decided.engine_build_image,
+        "command": ["bash", f"{root}/serve.sh", "--build-only"],
+        "volumeMounts": [{"name": "model-cache", "mountPath": unit.plan.deployment.kubernetes.model_cache_mount}],
+        "resources": {"limits": {"nvidia.com/gpu": unit.decided.engine_build_gpus}},
+    }
 
 
 def _fetch_container(unit: ServingUnit) -> dict:
