@@ -279,6 +279,11 @@ class Autoscaling(Section):
 class Kubernetes(Section):
     namespace: str
     secret_name: str
+    image_pull_secrets: list[str] = Field(default_factory=list, description="imagePullSecrets of every pod (cluster.kubernetes.image_pull_secret)")
+    object_store_secret: str = Field("", description="Secret whose keys the containers that read object-storage weights get as environment (envFrom); '' for none")
+    service_account: str = Field("", description="ServiceAccount of the pods, emitted with the workload-identity annotation; '' = the namespace's default")
+    service_account_annotations: dict[str, str] = Field(default_factory=dict, description="annotations binding the ServiceAccount to the cloud identity (EKS IRSA, GKE Workload Identity, Azure Workload Identity)")
+    identity_pod_labels: dict[str, str] = Field(default_factory=dict, description="pod labels the workload-identity webhook selects on (Azure)")
     storage_class: str | None
     tolerations: list[dict[str, str]]
     node_selector: dict[str, str] = Field(description="the plan's extra labels; the GPU product label is added per pod")

@@ -22,7 +22,9 @@ from typing import Mapping
 
 from ..resolved import ResolvedPlan
 from .base import OutputFile, Target, dump_yaml_documents
-from .k8s_common import gpu_node_selector, labels, pvc, secret_env, shm_volume, tolerations
+from .k8s_common import (
+    gpu_node_selector, labels, pod_identity, pvc, secret_env, service_account, shm_volume, tolerations, weights_env_from,
+)
 
 # The training operator's names (kubeflow/training-operator v1.9.0, pkg/apis/kubeflow.org/v1/pytorch_types.go):
 # it reads MASTER_PORT from this port of this container.
@@ -89,6 +91,8 @@ def _pod_spec(plan: ResolvedPlan, config_map: dict, job_api: str) -> dict:
             {"name": "checkpoints", "mountPath": plan.deployment.launcher.checkpoint.dir},
         ],
     }
+    if env_from := weights_env_from(plan):  # set only for object-storage weights (unused.py refuses it otherwise)
+        container["envFrom"] = env_from  # the job reads MLINFRA_WEIGHTS from object storage
     volumes = [
         {"name": "launch", "configMap": {"name": config_map["metadata"]["name"], "items": items}},
         shm_volume(job.shm_bytes),
@@ -109,6 +113,7 @@ def _pod_spec(plan: ResolvedPlan, config_map: dict, job_api: str) -> dict:
         "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [one_per_node]}},
         "containers": [container],
         "volumes": volumes,
+        **pod_identity(plan),
     }
 
 
@@ -162,7 +167,8 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile]) -> list[Outpu
     claim = pvc(f"{plan.name}-checkpoints", decided.checkpoint_claim_bytes, plan, "ReadWriteMany")  # every node writes shards
     claim["metadata"]["labels"] = labels(plan, "checkpoints")
     job = _pytorchjob(plan, config_map) if decided.job_api == "pytorchjob" else _jobset(plan, config_map)
-    return [OutputFile(plan.deployment.files.k8s_training, dump_yaml_documents([config_map, claim, job]))]
+    docs = [*service_account(plan, "trainer"), config_map, claim, job]  # the ServiceAccount before the pods that use it
+    return [OutputFile(plan.deployment.files.k8s_training, dump_yaml_documents(docs))]
 
 
 TARGET = Target("k8s_training", applies, render, needs=("torchrun", "deepspeed", "fsdp", "megatron"))
