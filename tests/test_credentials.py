@@ -107,3 +107,14 @@ def test_credentials_that_cannot_work_are_refused_at_their_field(tmp_path, kuber
     (diag, *_) = _refused(tmp_path, _plan(kubernetes, weights=weights))
     assert diag.path == path and diag.line > 1, diag
     assert says in diag.message, diag.message
+
+
+def test_azure_identity_labels_the_pods_for_the_webhook(tmp_path):
+    client = "0f0e0d0c-1b2a-3c4d-5e6f-708192a3b4c5"
+    files = _compile(tmp_path, _plan(f"object_store: {{workload_identity: \"{client}\"}}\n", weights="az://models/llama-3.1-8b"))
+    docs = _docs(files, "k8s/serving.yaml")
+    (account,) = [d for d in docs if d["kind"] == "ServiceAccount"]
+    assert account["metadata"]["annotations"] == {"azure.workload.identity/client-id": client}
+    template = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]
+    assert template["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+    assert template["spec"]["serviceAccountName"] == "llama-creds-weights"

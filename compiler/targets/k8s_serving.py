@@ -332,7 +332,7 @@ def _workload_annotations(unit: ServingUnit) -> dict[str, str]:
 
 def _workload(unit: ServingUnit, rendered: Mapping[str, OutputFile]) -> dict:
     s = unit.serving
-    template_labels = labels(unit.plan, unit.component)
+    template_labels = {**labels(unit.plan, unit.component), **unit.plan.deployment.kubernetes.identity_pod_labels}
     if not unit.multi_node:
         return {
             "apiVersion": "apps/v1", "kind": "Deployment",

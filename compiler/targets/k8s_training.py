@@ -72,6 +72,11 @@ def _env(plan: ResolvedPlan, job_api: str) -> list[dict]:
     return env
 
 
+def _pod_labels(plan: ResolvedPlan) -> dict[str, str]:
+    """The trainer pods' labels, with the workload-identity webhook's label where the plan binds one (Azure)."""
+    return {**labels(plan, "trainer"), **plan.deployment.kubernetes.identity_pod_labels}
+
+
 def _pod_spec(plan: ResolvedPlan, config_map: dict, job_api: str) -> dict:
     hw, job = plan.hardware, plan.deployment.kubernetes.training
     pytorchjob = job_api == "pytorchjob"
@@ -131,7 +136,7 @@ def _jobset(plan: ResolvedPlan, config_map: dict) -> dict:
                                               "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
         failure_policy["rules"] = [{"name": "restart-on-preemption", "action": "RestartJobSetAndIgnoreMaxRestarts",
                                     "onJobFailureReasons": ["PodFailurePolicy"]}]
-    job["template"] = {"metadata": {"labels": labels(plan, "trainer")}, "spec": _pod_spec(plan, config_map, "jobset")}
+    job["template"] = {"metadata": {"labels": _pod_labels(plan)}, "spec": _pod_spec(plan, config_map, "jobset")}
     return {
         "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
         "metadata": {"name": name, "namespace": plan.deployment.kubernetes.namespace, "labels": labels(plan, "trainer")},
@@ -148,7 +153,7 @@ def _pytorchjob(plan: ResolvedPlan, config_map: dict) -> dict:
         # OnFailure: the kubelet restarts a crashed container in place and the operator recreates a lost pod;
         # runPolicy.backoffLimit bounds the retries.
         return {"replicas": count, "restartPolicy": "OnFailure",
-                "template": {"metadata": {"labels": labels(plan, "trainer")},
+                "template": {"metadata": {"labels": _pod_labels(plan)},
                              "spec": _pod_spec(plan, config_map, "pytorchjob")}}
 
     specs = {"Master": replica(1)}
