@@ -256,7 +256,7 @@ class ServeSpec(Spec):
     prefix_caching: bool = Field(True, description="reuse KV of shared prompt prefixes")
     max_num_seqs: int | None = Field(None, ge=1, le=100_000, description="pin the sequences a replica runs at once (vLLM max_num_seqs, TGI max-batch-size, TensorRT-LLM max batch); default: the search picks")
     stages: list[StageSpec] | None = Field(None, description="a multi-stage service: stages in order, decoupled by queues (top-level model is then omitted)")
-    min_replicas: int | None = Field(None, ge=1, le=100_000, description="availability floor: replicas kept however low the load (HPA/KEDA minReplicas); default: 2 (1 on edge devices), or the sizing's minimum when higher")
+    min_replicas: int | None = Field(None, ge=1, le=100_000, description="availability floor: replicas kept however low the load (HPA/KEDA minReplicas); default: 2 (1 on edge devices), or the sizing's minimum when higher. Counted in cost and GPUs: a service deploys max(peak need, floor)")
 
     @field_validator("stages")
     @classmethod
