@@ -373,9 +373,8 @@ def triton_model(plan: ResolvedPlan) -> TritonModel:
     s, arch = plan.serving, plan.model.architecture
     dtype = IO_TYPE.get(s.precision, DEFAULT_IO_TYPE)
     inputs, outputs = inputs_outputs(plan, dtype)
-    edge = plan.hardware.gpu_spec.edge
-    if any(d < 1 for t in inputs for d in t.dims) and edge:
-        raise ValueError(f"a TensorRT plan needs fixed input shapes; model {plan.model.id!r} has variable ones")
+    # a TensorRT profile needs every input dimension fixed: variable-length inputs (encoders) stay on onnxruntime
+    edge = plan.hardware.gpu_spec.edge and all(d >= 1 for t in inputs for d in t.dims)
     return TritonModel(
         name=triton_model_name(plan), backend="tensorrt" if edge else "onnxruntime", model_file="model.plan" if edge else "model.onnx",
         io_type=dtype, instance_count=INSTANCES_PER_GPU,
