@@ -441,3 +441,16 @@ def test_tritonserver_loads_the_plan_the_jetson_init_steps_build(tmp_path, monke
     ok, log = tools.tritonserver_loads(repo)
     assert ok, log
     assert re.search(r"READY\s+yolos-tiny\b", log), log
+
+
+def test_on_an_edge_device_fixed_shapes_get_tensorrt_and_variable_lengths_keep_onnxruntime():
+    def on_edge(plan):
+        gpu = plan.hardware.gpu_spec.model_copy(update={"edge": True})
+        return deployed(plan.model_copy(update={"hardware": plan.hardware.model_copy(update={"gpu_spec": gpu})}))
+    resnet = on_edge(vision_plan()).deployment.engines[0].triton
+    assert (resnet.backend, resnet.model_file) == ("tensorrt", "model.plan")
+    assert resnet.engine_build_flags[0] == "--fp16" and resnet.engine_build_flags[-1] == "--maxShapes=pixel_values:128x3x224x224"
+    int8 = on_edge(vision_plan(precision="int8")).deployment.engines[0].triton
+    assert int8.engine_build_flags[0] == "--int8"  # a QDQ export: TensorRT reads its scales
+    bert = on_edge(vision_plan(model_id="bert-large", hf_id="google-bert/bert-large-uncased", architecture=BERT_LARGE))
+    assert (bert.deployment.engines[0].triton.backend, bert.deployment.engines[0].triton.engine_build_flags) == ("onnxruntime", [])
