@@ -122,9 +122,11 @@ class Serving(Section):
     engine: str
     precision: str
     kv_cache_dtype: str
-    replicas: int
+    replicas: int = Field(description="replicas deployed at peak: max(replicas_needed, replica_floor); cost and GPU counts use it")
     min_replicas: int
     max_replicas: int
+    replicas_needed: int = Field(0, description="capacity need at peak traffic, before the availability floor")
+    replica_floor: int = Field(1, description="availability floor: serve.min_replicas, or the default policy where an autoscaler deploys the service (1 = none)")
     tp: int
     pp: int
     gpus_per_replica: int
@@ -149,7 +151,7 @@ class Serving(Section):
     preferred_batch_sizes: list[int] = Field(default_factory=list)
     ttft_p50_seconds: float = Field(0.0, description="LLMs: at the operating point at peak traffic (ttft_seconds is its p99)")
     tpot_p50_seconds: float = 0.0
-    utilization_at_peak: float = Field(0.0, description="a replica's utilisation at peak traffic over max_replicas")
+    utilization_at_peak: float = Field(0.0, description="a replica's utilisation at peak traffic over replicas_needed (the capacity-sized count)")
     in_flight_at_peak: float = Field(0.0, description="sequences a replica runs at peak traffic (Little's law)")
     ttft_batch1_seconds: float = Field(0.0, description="one request alone: one prefill and one decode step")
     tpot_batch1_seconds: float = 0.0

@@ -11,15 +11,20 @@
   (each stage receives a rate from the one before) and non-generative models (their dynamic batcher is sized for a
   request rate).
 
+- `cluster.kubernetes.object_store` against the weights' URI scheme: the workload identity's form (IAM role ARN for
+  s3://, Google service-account email for gs://, Azure client id for az://), and a Secret's environment only for s3://.
+
 Runs after `check_references` (presets exist), before the passes.
 """
 
 from __future__ import annotations
 
+import re
+
 from .catalog.catalog import Catalog
 from .catalog.types import Architecture
 from .source import LoadedYaml, refuse_at
-from .spec import ModelSpec, PlanSpec
+from .spec import AZURE_CLIENT_ID, GCP_SERVICE_ACCOUNT, IAM_ROLE_ARN, ModelSpec, PlanSpec, weights_locations
 
 # Plan precisions each checkpoint quantization can be served in. none: a 16-bit checkpoint, served as is or quantized
 # by the engine at load time. fp8: FP8 (W8A8) checkpoints. awq: 4-bit weights (AutoAWQ). gptq: 4- or 8-bit weights.
@@ -94,6 +99,36 @@ def serve_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, s
     return problems
 
 
+# Which workload-identity form each object store takes (spec.py: IAM_ROLE_ARN, GCP_SERVICE_ACCOUNT, AZURE_CLIENT_ID), and
+# which stores a Secret's environment can reach: the AWS SDK reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY from the
+# environment; gs:// and az:// clients want a key file or a federated identity, so they take workload_identity only.
+IDENTITY_FORMS = {"s3://": (IAM_ROLE_ARN, "an IAM role ARN (EKS IAM roles for service accounts)"),
+                  "gs://": (GCP_SERVICE_ACCOUNT, "a Google service-account email (GKE Workload Identity)"),
+                  "az://": (AZURE_CLIENT_ID, "an Azure client id (Azure Workload Identity)")}
+SECRET_ENV_SCHEMES = ("s3://",)
+
+
+def credential_problems(spec: PlanSpec) -> list[tuple[tuple, str, str]]:
+    """cluster.kubernetes.object_store against the schemes of the plan's weights."""
+    store = spec.cluster.kubernetes.object_store
+    if store is None:
+        return []
+    weights = weights_locations(spec)
+    schemes = sorted({s for w in weights for s in IDENTITY_FORMS if w.lower().startswith(s)})
+    where = ("cluster", "kubernetes", "object_store")
+    problems = []
+    if len(schemes) > 1:
+        problems.append((where, f"the weights come from {' and '.join(schemes)}: one object_store credential cannot reach both", "object-store-credentials"))
+    for scheme in schemes:
+        pattern, form = IDENTITY_FORMS[scheme]
+        if store.workload_identity is not None and not re.fullmatch(pattern, store.workload_identity):
+            problems.append(((*where, "workload_identity"), f"{scheme} weights need {form}", "object-store-credentials"))
+        if store.secret is not None and scheme not in SECRET_ENV_SCHEMES:
+            problems.append(((*where, "secret"), f"a Secret's environment reaches s3:// only (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY); "
+                                                 f"{scheme} weights need workload_identity: {form}", "object-store-credentials"))
+    return problems
+
+
 def check_serving(spec: PlanSpec, catalog: Catalog, loaded: LoadedYaml) -> None:
-    problems = serve_problems(spec, catalog)
+    problems = serve_problems(spec, catalog) + credential_problems(spec)
     refuse_at(problems, loaded)

@@ -265,7 +265,7 @@ class ServeSpec(Spec):
     prefix_caching: bool = Field(True, description="reuse KV of shared prompt prefixes")
     max_num_seqs: int | None = Field(None, ge=1, le=100_000, description="pin the sequences a replica runs at once (vLLM max_num_seqs, TGI max-batch-size, TensorRT-LLM max batch); default: the search picks")
     stages: list[StageSpec] | None = Field(None, description="a multi-stage service: stages in order, decoupled by queues (top-level model is then omitted)")
-    min_replicas: int | None = Field(None, ge=1, le=100_000, description="availability floor: replicas kept however low the load (HPA/KEDA minReplicas); default: 2 (1 on edge devices), or the sizing's minimum when higher")
+    min_replicas: int | None = Field(None, ge=1, le=100_000, description="availability floor: replicas kept however low the load (HPA/KEDA minReplicas); default: 2 (1 on edge devices), or the sizing's minimum when higher. Counted in cost and GPUs: a service deploys max(peak need, floor)")
 
     @field_validator("stages")
     @classmethod
@@ -327,12 +327,42 @@ class SlurmSpec(Spec):
     memory_per_node: Bytes | None = Field(None, description="host memory per node to request (default: all, --mem=0)")
 
 
+# Secret and ServiceAccount names are DNS-1123 subdomains (kubernetes.io "Object Names and IDs").
+DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+# The cloud identity a workload-identity ServiceAccount is bound to, one form per object store: an AWS IAM role ARN
+# (EKS IAM roles for service accounts, s3://), a Google service-account email (GKE Workload Identity, gs://), or a
+# Microsoft Entra application client id (Azure Workload Identity, az://).
+IAM_ROLE_ARN = r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$"
+GCP_SERVICE_ACCOUNT = r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z][a-z0-9-]{4,28}[a-z0-9]\.iam\.gserviceaccount\.com$"
+AZURE_CLIENT_ID = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+WORKLOAD_IDENTITY = f"{IAM_ROLE_ARN}|{GCP_SERVICE_ACCOUNT}|{AZURE_CLIENT_ID}"
+SecretName = Annotated[str, Field(pattern=DNS1123_SUBDOMAIN, max_length=253)]
+
+
+class ObjectStoreSpec(Spec):
+    """How pods reach model.weights in object storage (s3://, gs://, az://): by reference only, never a key in the plan."""
+
+    secret: SecretName | None = Field(None, description="a Secret whose keys become the environment of the containers that read the weights (envFrom): for s3:// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN / AWS_REGION if needed)")
+    workload_identity: Annotated[str, Field(pattern=WORKLOAD_IDENTITY)] | None = Field(None, description="the cloud identity the pods' ServiceAccount is bound to: an IAM role ARN (s3://, EKS IRSA), a Google service-account email (gs://, GKE Workload Identity) or an Azure client id (az://, Azure Workload Identity)")
+    service_account: SecretName | None = Field(None, description="name of the ServiceAccount emitted for workload_identity (default: <plan name>-weights)")
+
+    @model_validator(mode="after")
+    def one_way(self) -> "ObjectStoreSpec":
+        if (self.secret is None) == (self.workload_identity is None):
+            raise PydanticCustomError("object-store-credentials", "give exactly one of secret or workload_identity", {})
+        if self.service_account is not None and self.workload_identity is None:
+            raise PydanticCustomError("object-store-credentials", "service_account names the workload-identity ServiceAccount: give workload_identity", {})
+        return self
+
+
 class KubernetesSpec(Spec):
     namespace: Annotated[str, Field(pattern=DNS1123_LABEL)] = Field("default", description="Kubernetes namespace")
     job_api: Literal["jobset", "pytorchjob"] = Field("jobset", description="training job kind")
     autoscaler: Literal["hpa", "keda"] = Field("hpa", description="serving autoscaler")
     storage_class: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")] | None = Field(None, description="StorageClass of the PVCs (default: the cluster default)")
     secret_name: Annotated[str, Field(pattern=DNS1123_LABEL)] = Field("hf-token", description="Secret holding HF_TOKEN")
+    image_pull_secret: SecretName | None = Field(None, description="a kubernetes.io/dockerconfigjson Secret for pulling the images from a private registry or mirror (imagePullSecrets)")
+    object_store: ObjectStoreSpec | None = Field(None, description="credentials for model.weights in object storage (default: none, the node's own identity or a public bucket)")
     image: SafeText | None = Field(None, description="container image (default per engine/framework)")
     tolerations: list[dict[str, str]] = Field(default_factory=lambda: [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}], description="pod tolerations for the GPU nodes")
     node_selector: dict[str, str] = Field(default_factory=dict, description="extra node labels to select on (the GPU product label is added)")
@@ -422,3 +452,10 @@ class PlanSpec(Spec):
         if self.workload == "train" and self.train.method != "full":
             raise PydanticCustomError("invalid-method", "method {m} is for workload finetune", {"m": self.train.method})
         return self
+
+
+def weights_locations(spec: PlanSpec) -> list[str]:
+    """model.weights of the plan's model and of every serving stage ('' where not given)."""
+    models = [spec.model] if spec.model else []
+    models += [st.model for st in (spec.serve.stages or [] if spec.serve else [])]
+    return [m.weights or "" for m in models]

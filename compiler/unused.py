@@ -10,13 +10,16 @@ from typing import Any
 
 from .diagnostics import Diagnostic, PlanInputError
 from .source import LoadedYaml
-from .spec import PlanSpec
+from .spec import PlanSpec, weights_locations
 
 CODE = "unused-field"
 SLURM_ONLY = ("partition", "account", "qos", "reservation", "constraint", "extra_directives", "memory_per_node", "container_mounts",
               "max_time")
-KUBERNETES_TRAINING = ("namespace", "job_api", "storage_class", "secret_name", "image", "tolerations", "node_selector")
-KUBERNETES_SERVING = ("namespace", "autoscaler", "storage_class", "secret_name", "image", "tolerations", "node_selector")
+KUBERNETES_TRAINING = ("namespace", "job_api", "storage_class", "secret_name", "image", "tolerations", "node_selector",
+                       "image_pull_secret", "object_store")
+KUBERNETES_SERVING = ("namespace", "autoscaler", "storage_class", "secret_name", "image", "tolerations", "node_selector",
+                      "image_pull_secret", "object_store")
+OBJECT_STORE_SCHEMES = ("s3://", "gs://", "az://")
 SERVING_IGNORES_PINS = ("dp", "zero_stage", "micro_batch", "recompute", "offload", "cp", "ep", "vp",
                         "pp_first_stage_layers", "pp_last_stage_layers", "pp_stage_layers", "shard_group_gpus")
 
@@ -38,6 +41,9 @@ def unused_fields(spec: PlanSpec, data: Any) -> list[tuple[tuple, str]]:
         if _given(data, path):
             found.append((path, why))
 
+    weights = weights_locations(spec)
+    if not any(w.lower().startswith(OBJECT_STORE_SCHEMES) for w in weights):
+        refuse(("cluster", "kubernetes", "object_store"), "no model.weights in object storage (s3://, gs://, az://) to read")
     training = spec.workload in ("train", "finetune")
     scheduler = spec.cluster.scheduler
     if training:

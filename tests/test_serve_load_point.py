@@ -33,7 +33,7 @@ def test_a_light_load_reports_what_a_user_sees_not_the_max_batch(tmp_path):
     """8B on one H100 at 2 req/s: TPOT at its operating point is far below TPOT at max concurrency (about 4x
     what a user sees, in the issue)."""
     s = resolve(_serve(tmp_path, 2)).serving
-    assert s.replicas == 1 and s.tpot_at_capacity_seconds > 3 * s.tpot_seconds
+    assert s.replicas_needed == 1 and s.tpot_at_capacity_seconds > 3 * s.tpot_seconds
     assert s.tpot_batch1_seconds <= s.tpot_p50_seconds <= s.tpot_seconds <= s.tpot_at_capacity_seconds
     assert s.ttft_batch1_seconds <= s.ttft_p50_seconds <= s.ttft_seconds
 

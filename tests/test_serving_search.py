@@ -235,3 +235,40 @@ def test_a_multi_node_serve_plan_depends_on_its_interconnect(tmp_path):
     assert ib.nodes_per_replica == eth.nodes_per_replica == 2
     assert (eth.ttft_seconds, eth.tpot_seconds) != (ib.ttft_seconds, ib.tpot_seconds)
     assert eth.ttft_seconds > ib.ttft_seconds and eth.tpot_seconds > ib.tpot_seconds
+
+
+def test_replica_floor_is_counted_in_cost_and_gpus():
+    """The autoscaler keeps the floor, so a plan that needs one replica pays for two (serve.min_replicas default)."""
+    light = llama_8b_request(requests_per_second=0.2, peak_factor=1.0)
+    bare = search_serving(light, GPUS).chosen
+    assert bare.replicas == bare.replicas_needed == 1 and bare.replica_floor == 1  # no autoscaler: no floor
+    floored = search_serving(replace(light, replica_floor=True), GPUS).chosen
+    assert (floored.replicas_needed, floored.replica_floor, floored.replicas) == (1, 2, 2)
+    assert floored.min_replicas == floored.max_replicas == 2
+    assert floored.usd_per_month == 2 * floored.gpus_per_replica * GPUS[floored.gpu_id].price_usd_per_gpu_hour["on-demand"] * HOURS_PER_MONTH
+    assert floored.gpus == 2 * floored.gpus_per_replica
+    given = search_serving(replace(light, replica_floor=True, min_replicas=3), GPUS)
+    assert given.chosen.replicas == 3 and all(p.replicas >= 3 for p in given.pareto)  # the options count it too
+
+
+def test_a_given_min_replicas_below_the_average_need_is_kept_as_the_autoscaler_minimum():
+    busy = search_serving(llama_8b_request(requests_per_second=50, peak_factor=3.0, min_replicas=1, replica_floor=True), GPUS).chosen
+    assert busy.min_replicas == 1 and busy.replicas == busy.replicas_needed > 1
+
+
+def test_edge_devices_get_a_floor_of_one():
+    from compiler.sizing.serve_types import replica_floor
+    req = replace(llama_8b_request(), replica_floor=True)
+    assert (replica_floor(req, edge=True), replica_floor(req, edge=False)) == (1, 2)
+    assert replica_floor(replace(req, min_replicas=4), edge=True) == 4
+
+
+def test_resnet_example_pays_for_its_availability_floor():
+    """ResNet-50 at 2000 img/s fits one T4, but Kubernetes keeps two: plan.json, cost and the report count two."""
+    from compiler.pipeline import resolve
+    from tests.conftest import REPO
+    plan = resolve(REPO / "examples/resnet50-triton.yaml")
+    s, hw = plan.serving, plan.hardware
+    assert (s.replicas_needed, s.replica_floor, s.replicas, s.min_replicas) == (1, 2, 2, 2)
+    assert hw.gpus == 2 and plan.cost.usd_per_month == 2 * hw.usd_per_gpu_hour * HOURS_PER_MONTH
+    assert all(a.usd >= plan.cost.usd_per_month for a in plan.alternatives)

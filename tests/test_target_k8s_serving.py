@@ -76,7 +76,7 @@ def _staged_plan():
         name="vision", model=ModelInfo(id="vit-l-16", name="ViT-L/16", hf_id="google/vit-large-patch16-224",
                                        architecture=LLAMA_8B, params_total=304_000_000, params_active=304_000_000),
         hardware=deployed(plan.hardware.model_copy(update={"gpu": "t4-16gb", "gpu_spec": t4, "usd_per_gpu_hour": 0.35})),
-        serving=deployed(plan.serving.model_copy(update={"engine": "triton", "min_replicas": 1, "max_replicas": 3,
+        serving=deployed(plan.serving.model_copy(update={"engine": "triton", "min_replicas": 2, "max_replicas": 3, "replica_floor": 2,
                                                 "queue_target_per_replica": 8, "weights_bytes": 608_000_000,
                                                 "startup_seconds": 2.5, "ttft_slo_seconds": None,
                                                 "tpot_slo_seconds": None, "latency_slo_seconds": 0.2})),
@@ -244,7 +244,7 @@ def test_multi_stage_service_gets_one_deployment_and_autoscaler_per_stage():
     assert vision["containers"][0]["command"] == ["tritonserver"]
     assert vision["containers"][0]["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
     hpas = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "HorizontalPodAutoscaler"}
-    assert (hpas["llama3-8b-chat-vision"]["minReplicas"], hpas["llama3-8b-chat-vision"]["maxReplicas"]) == (2, 3)  # availability floor 2
+    assert (hpas["llama3-8b-chat-vision"]["minReplicas"], hpas["llama3-8b-chat-vision"]["maxReplicas"]) == (2, 3)  # the sizing's floor
     assert hpas["llama3-8b-chat-vision"]["metrics"][0]["pods"]["metric"]["name"] == "nv_inference_pending_request_count"
     assert (hpas["llama3-8b-chat-caption"]["minReplicas"], hpas["llama3-8b-chat-caption"]["maxReplicas"]) == (2, 4)
     monitors = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "ServiceMonitor"}
@@ -518,16 +518,32 @@ def test_termination_waits_for_the_longest_generation_after_leaving_the_service(
     assert pod["containers"][0]["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "15"]
 
 
+def test_tgi_grace_period_stops_at_the_launchers_90_s_drain_and_says_so():
+    spec = {**serving_plan().spec.model_dump(exclude_none=True), "serve": {**serving_plan().spec.serve.model_dump(exclude_none=True), "engine": "tgi"}}
+    plan = _plan(spec={k: spec[k] for k in ("serve",)}, engine="tgi", ttft_at_capacity_seconds=1.2, tpot_at_capacity_seconds=0.04)
+    (pod,) = _pods(_docs(plan))
+    assert pod["terminationGracePeriodSeconds"] == 15 + 90  # not 15 + 269: TGI kills its router 90 s after SIGTERM
+    (unit,) = plan.deployment.kubernetes.serving
+    assert (unit.drain_seconds, unit.longest_request_seconds) == (90, 269)
+    assert any("TGI drains for at most 90 s" in w for w in plan.warnings)
+    short = _plan(spec={k: spec[k] for k in ("serve",)}, engine="tgi", ttft_at_capacity_seconds=1.2, tpot_at_capacity_seconds=0.001)
+    assert _pods(_docs(short))[0]["terminationGracePeriodSeconds"] == 15 + 8  # ceil(1.2 + 6692 × 0.001)
+    assert not any("TGI drains" in w for w in short.warnings)
+
+
 @pytest.mark.parametrize("autoscaler", ["hpa", "keda"])
 def test_min_replicas_reaches_the_autoscaler(autoscaler):
+    """The floor is the sizing's (counted in cost, tests/test_serving_search.py); the autoscaler takes its bounds."""
     spec = _k8s(autoscaler=autoscaler)
-    default = _plan(spec=spec, min_replicas=1, max_replicas=4)  # the sizing would scale to 1 at low load
+    default = _plan(spec=spec, min_replicas=2, max_replicas=4, replica_floor=2, replicas_needed=4)
     given = _plan(spec={**spec, "serve": {**serving_plan().spec.serve.model_dump(exclude_none=True), "min_replicas": 3}},
-                  min_replicas=1, max_replicas=4)
+                  min_replicas=3, max_replicas=4, replica_floor=3, replicas_needed=4)
     kind, low = ("HorizontalPodAutoscaler", "minReplicas") if autoscaler == "hpa" else ("ScaledObject", "minReplicaCount")
-    assert _one(_docs(default), kind)["spec"][low] == 2  # the availability floor
+    assert _one(_docs(default), kind)["spec"][low] == 2
     assert _one(_docs(given), kind)["spec"][low] == 3
     assert any(d.topic == "replicas" and "serve.min_replicas as given" in d.reason for d in given.deployment.decisions)
+    (floor,) = [d for d in default.deployment.decisions if d.topic == "replicas"]
+    assert "availability floor 2" in floor.reason and "max(4 needed, floor 2)" in floor.reason
 
 
 def test_multi_node_pods_on_infiniband_request_rdma_and_set_nccl():

@@ -30,7 +30,7 @@ VIT_L_16 = Architecture(kind="vision-transformer", layers=24, hidden=1024, heads
                         image_size=224, patch_size=16, gated_mlp=False, norm="layernorm", attention_bias=True, mlp_bias=True)
 BERT_LARGE = Architecture(kind="encoder", layers=24, hidden=1024, heads=16, kv_heads=16, ffn_hidden=4096, vocab=30522,
                           max_position=512, gated_mlp=False, norm="layernorm")
-STAND_INS = "vllm tensorrtllm onnxruntime"  # backends the CPU tritonserver lacks (recipe's FAKE_BACKENDS)
+STAND_INS = "vllm tensorrtllm onnxruntime tensorrt"  # backends the CPU tritonserver lacks (recipe's FAKE_BACKENDS)
 
 
 def server_env(monkeypatch) -> None:
@@ -149,7 +149,8 @@ def test_serve_sh_exports_a_missing_onnx_model_then_starts_triton(tmp_path):
     assert calls[0][9:11] == ["--device", "cuda"]  # fp16 exports need CUDA
     assert (out / "triton/resnet-50/1/model.onnx").exists()
     repo = (out / "triton").resolve()
-    assert calls[1] == ["tritonserver", f"--model-repository={repo}", "--http-port=8000", "--grpc-port=8001", "--metrics-port=8002"]
+    assert calls[1] == ["tritonserver", f"--model-repository={repo}", "--http-port=8000", "--grpc-port=8001", "--metrics-port=8002",
+                        "--exit-timeout-secs=30"]  # one-shot requests: the 30 s floor of the grace period
     assert run_script(out / "triton/serve.sh", env).returncode == 0
     assert [c[0] for c in fake_calls(env)] == ["optimum-cli", "tritonserver", "tritonserver"]  # fetched once
 
@@ -324,7 +325,9 @@ def test_jetson_gets_the_arm64_igpu_image_on_arm64_nodes():
     pod, _ = _example_k8s("mobilenet-jetson.yaml")
     assert pod["containers"][0]["image"].endswith("-py3-igpu")
     assert pod["nodeSelector"]["kubernetes.io/arch"] == "arm64"
-    assert pod["initContainers"][0]["image"].startswith("nvcr.io/nvidia/l4t-pytorch:")
+    # the export runs in NVIDIA's JetPack 6 PyTorch build of the server's NGC release (l4t-pytorch stops at JetPack 5, r35)
+    assert pod["initContainers"][0]["image"] == "nvcr.io/nvidia/pytorch:25.10-py3-igpu"
+    assert pod["containers"][0]["image"] == "nvcr.io/nvidia/tritonserver:25.10-py3-igpu"
 
 
 def test_tritonserver_loads_the_repository_the_init_step_fills(tmp_path, monkeypatch):
@@ -356,3 +359,98 @@ def test_tritonserver_loads_the_onnx_repository_the_init_step_exports(tmp_path, 
     ok, log = tools.tritonserver_loads(repo)
     assert ok, log
     assert re.search(r"READY\s+resnet-50\b", log), log
+
+
+def test_tritonserver_drains_for_the_longest_request_within_the_grace_period(tmp_path, monkeypatch):
+    """The resnet50-triton pod's tritonserver arguments, run by the real tritonserver: it accepts
+    --exit-timeout-secs and, on SIGTERM, waits that long for in-flight inferences (its log counts down from it);
+    the pod's grace period covers the preStop sleep plus that wait."""
+    pod, _ = _example_k8s("resnet50-triton.yaml")
+    container = pod["containers"][0]
+    (timeout,) = [int(a.split("=")[1]) for a in container["args"] if a.startswith("--exit-timeout-secs=")]
+    sleep = int(container["lifecycle"]["preStop"]["exec"]["command"][1])
+    assert timeout == 30 and pod["terminationGracePeriodSeconds"] == sleep + timeout  # a 50 ms SLO: the 30 s floor
+    llm, _ = _example_k8s("llama3-8b-triton.yaml")
+    (llm_timeout,) = [int(a.split("=")[1]) for a in llm["containers"][0]["args"] if a.startswith("--exit-timeout-secs=")]
+    assert llm_timeout > 30 and llm["terminationGracePeriodSeconds"] == sleep + llm_timeout  # a long generation
+    server_env(monkeypatch)
+    model = tmp_path / "repo" / "identity"  # a python-backend model: the CPU tritonserver has no onnxruntime
+    (model / "1").mkdir(parents=True)
+    (model / "config.pbtxt").write_text('backend: "python"\nmax_batch_size: 8\n'
+                                        'input [{ name: "x", data_type: TYPE_FP32, dims: [1] }]\n'
+                                        'output [{ name: "y", data_type: TYPE_FP32, dims: [1] }]\n')
+    (model / "1" / "model.py").write_text(
+        "import triton_python_backend_utils as pb\n"
+        "class TritonPythonModel:\n"
+        "    def execute(self, requests):\n"
+        "        return [pb.InferenceResponse([pb.Tensor('y', pb.get_input_tensor_by_name(r, 'x').as_numpy())]) for r in requests]\n")
+    repo = tmp_path / "repo"
+    ok, log = realtools().tritonserver_stops(repo, container["args"])
+    assert ok, log
+    assert f'"Timeout {timeout}: Found 0 model versions that have in-flight inferences"' in log, log
+
+
+# --- edge detectors: detector outputs, a TensorRT plan built on the device ---------------------------
+def test_jetson_detector_gets_detector_outputs_and_a_tensorrt_plan_built_on_the_device():
+    """yolos-jetson: optimum's object-detection outputs (logits over 91 classes + no-object, normalised boxes, per
+    one of 100 [DET] tokens), the tensorrt backend, and trtexec with the precision's flag and the sized batch."""
+    from compiler.pipeline import resolve
+    plan = resolve(REPO / "examples/yolos-jetson.yaml")
+    (engine,) = plan.deployment.engines
+    m = engine.triton
+    assert (m.backend, m.model_file, m.export_task) == ("tensorrt", "model.plan", "object-detection")
+    assert [(t.name, t.dims) for t in m.outputs] == [("logits", [100, 92]), ("pred_boxes", [100, 4])]
+    batch = plan.serving.max_concurrency
+    assert m.engine_build_flags == ["--fp16", "--minShapes=pixel_values:1x3x512x512",
+                                    f"--optShapes=pixel_values:{batch}x3x512x512", f"--maxShapes=pixel_values:{batch}x3x512x512"]
+    config = next(f.text for f in triton.render(plan) if f.path.endswith("config.pbtxt"))
+    assert 'backend: "tensorrt"' in config and 'default_model_filename: "model.plan"' in config
+    assert pbtxt_field(config, "max_batch_size") == str(batch)  # the plan's profile covers Triton's largest batch
+    classifier = resolve(REPO / "examples/resnet50-triton.yaml").deployment.engines[0].triton
+    assert (classifier.backend, [t.dims for t in classifier.outputs], classifier.engine_build_flags) == ("onnxruntime", [[1000]], [])
+
+
+def test_tritonserver_loads_the_plan_the_jetson_init_steps_build(tmp_path, monkeypatch):
+    """yolos-jetson's init containers in order, run here with optimum-cli and trtexec stood in (no GPU, no network):
+    fill-repository exports model.onnx, build-engine runs trtexec on it into 1/model.plan; the real protobuf parser
+    and a real tritonserver (tensorrt stood in) accept the repository."""
+    pod, data = _example_k8s("yolos-jetson.yaml")
+    assert [c["name"] for c in pod["initContainers"]] == ["fill-repository", "build-engine"]
+    build = pod["initContainers"][1]
+    assert build["image"] == "nvcr.io/nvidia/tensorrt:25.10-py3-igpu" and build["resources"]["limits"]["nvidia.com/gpu"] == 1
+    tools = realtools()
+    server_env(monkeypatch)
+    bin_dir = tmp_path / "bin"
+    fake_commands(bin_dir, "python3", script='exit 0\n')
+    fake_commands(bin_dir, "optimum-cli", script='out="${@: -1}"; mkdir -p "$out"; printf onnx >"$out/model.onnx"\n')
+    fake_commands(bin_dir, "trtexec", script='printf "%s\\n" "$@" >"$FAKE_TRTEXEC_ARGS"; '
+                                              'for a; do case "$a" in --saveEngine=*) printf plan >"${a#--saveEngine=}";; esac; done\n')
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_TRTEXEC_ARGS": str(tmp_path / "trtexec.args")}
+    repo = _run_fill_step(pod, data, tmp_path, env=env)
+    assert (repo / "yolos-tiny/model.onnx").is_file() and not (repo / "yolos-tiny/1/model.plan").exists()
+    script = " ".join(build["command"]).replace("/models", str(tmp_path / "models"))
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    assert result.returncode == 0, result.stderr
+    assert (repo / "yolos-tiny/1/model.plan").read_text() == "plan"
+    args = (tmp_path / "trtexec.args").read_text().split()
+    assert args[:3] == [f"--onnx={repo}/yolos-tiny/model.onnx", f"--saveEngine={repo}/yolos-tiny/1/model.plan", "--fp16"]
+    ok, message = tools.parse_triton_pbtxt(repo / "yolos-tiny/config.pbtxt")
+    assert ok, message
+    config = repo / "yolos-tiny/config.pbtxt"
+    config.write_text(config.read_text().replace("KIND_GPU", "KIND_CPU"))
+    ok, log = tools.tritonserver_loads(repo)
+    assert ok, log
+    assert re.search(r"READY\s+yolos-tiny\b", log), log
+
+
+def test_on_an_edge_device_fixed_shapes_get_tensorrt_and_variable_lengths_keep_onnxruntime():
+    def on_edge(plan):
+        gpu = plan.hardware.gpu_spec.model_copy(update={"edge": True})
+        return deployed(plan.model_copy(update={"hardware": plan.hardware.model_copy(update={"gpu_spec": gpu})}))
+    resnet = on_edge(vision_plan()).deployment.engines[0].triton
+    assert (resnet.backend, resnet.model_file) == ("tensorrt", "model.plan")
+    assert resnet.engine_build_flags[0] == "--fp16" and resnet.engine_build_flags[-1] == "--maxShapes=pixel_values:128x3x224x224"
+    int8 = on_edge(vision_plan(precision="int8")).deployment.engines[0].triton
+    assert int8.engine_build_flags[0] == "--int8"  # a QDQ export: TensorRT reads its scales
+    bert = on_edge(vision_plan(model_id="bert-large", hf_id="google-bert/bert-large-uncased", architecture=BERT_LARGE))
+    assert (bert.deployment.engines[0].triton.backend, bert.deployment.engines[0].triton.engine_build_flags) == ("onnxruntime", [])

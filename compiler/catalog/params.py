@@ -64,6 +64,17 @@ def _mlp(arch: Architecture, width: int) -> int:
     return matrices * arch.hidden * width + bias
 
 
+DETECTOR_MLP_LAYERS = 3  # DETR / YOLOS prediction heads: 3-layer MLPs (Carion et al. 2020 §3.2; transformers YolosMLPPredictionHead)
+BOX_COORDINATES = 4  # (centre x, centre y, width, height), normalised
+
+
+def _detector_heads(arch: Architecture) -> int:
+    """Class head over `vocab` classes + "no object", and box head, each a 3-layer MLP of width d."""
+    d = arch.hidden
+    hidden_layers = (DETECTOR_MLP_LAYERS - 1) * (d * d + d)
+    return 2 * hidden_layers + (d * (arch.vocab + 1) + arch.vocab + 1) + (d * BOX_COORDINATES + BOX_COORDINATES)
+
+
 def count_params(arch: Architecture) -> ParamCounts:
     if arch.kind == "cnn" or (arch.params_override and not arch.layers):
         n = arch.params_override
@@ -88,8 +99,11 @@ def count_params(arch: Architecture) -> ParamCounts:
     if arch.kind == "vision-transformer":
         patches = (arch.image_size // arch.patch_size) ** 2 if arch.patch_size else 0
         patch_embed = 3 * arch.patch_size**2 * d + d
-        embedding = patch_embed + (patches + 1) * d + d  # patch projection, positions (+ class token), class token
-        head = d * arch.vocab + arch.vocab  # classifier over `vocab` classes
+        queries = arch.detection_queries
+        positions = arch.position_tokens or patches + 1 + queries
+        # patch projection, positions, class token (+ YOLOS's [DET] tokens)
+        embedding = patch_embed + positions * d + d + queries * d
+        head = _detector_heads(arch) if arch.head == "detector" else d * arch.vocab + arch.vocab  # classifier over `vocab` classes
     else:
         embedding = arch.vocab * d + positions
         head = 0 if arch.tied_embeddings else arch.vocab * d

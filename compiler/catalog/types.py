@@ -144,6 +144,11 @@ class Architecture(Frozen):
     # Vision models
     image_size: int = Field(0, description="input image side in pixels (vision)")
     patch_size: int = Field(0, description="ViT patch side in pixels")
+    head: Literal["classifier", "detector"] = Field(
+        "classifier", description="vision models: what the output is — class logits over `vocab` classes, or detections (boxes and class logits)")
+    detection_queries: int = Field(0, description="detectors: objects predicted per image (DETR object queries, YOLOS [DET] tokens)")
+    position_tokens: int = Field(
+        0, description="ViT: learned position embeddings stored in the checkpoint when they cover another grid than image_size (YOLOS: its 800×1333 training grid); 0 = the serving grid")
     # CNNs (and a direct figure for any model): parameters and forward GFLOPs per sample from the paper
     params_override: int = Field(0, description="parameter count given directly (CNNs)")
     gflops_per_sample: float = Field(0.0, description="forward GFLOPs per sample given directly (CNNs)")

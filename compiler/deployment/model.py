@@ -176,7 +176,8 @@ class TritonModel(Section):
     """The model folder of a Triton repository: its name, backend and I/O."""
 
     name: str = Field(description="folder and API name")
-    backend: Literal["vllm", "onnxruntime"]
+    backend: Literal["vllm", "onnxruntime", "tensorrt"] = Field(description="vllm for LLMs; tensorrt on edge devices (a plan built on the device); else onnxruntime")
+    model_file: str = Field("", description="the file Triton loads from the version folder: model.onnx, or model.plan for TensorRT")
     io_type: str = Field("", description="tensor element type of the ONNX export")
     instance_count: int = 1
     max_queue_delay_microseconds: int = 0
@@ -185,6 +186,7 @@ class TritonModel(Section):
     export_task: str = Field("", description="optimum-cli export onnx --task")
     export_dtype: str = Field("", description="optimum-cli export onnx --dtype")
     export_on_gpu: bool = False
+    engine_build_flags: list[str] = Field(default_factory=list, description="tensorrt: trtexec flags after --onnx/--saveEngine (precision and the batch shapes)")
 
 
 class Engine(Section):
@@ -203,6 +205,7 @@ class Engine(Section):
     ray_wait_seconds: int = Field(description="how long the Ray head waits for every worker's GPUs")
     ray_poll_seconds: int = Field(5, description="how often the Ray head checks that the workers joined")
     triton: TritonModel | None = None
+    exit_timeout_seconds: int = Field(0, description="Triton --exit-timeout-secs: how long tritonserver waits for in-flight inferences after SIGTERM (the longest request; 0 = not Triton)")
 
 
 class ServingUnit(Section):
@@ -243,9 +246,10 @@ class ServingUnit(Section):
     cpu_request: int = Field(description="CPU cores requested per pod (no CPU limit: limits throttle the tokenizer and API server)")
     memory_bytes: int = Field(description="host memory request = limit per pod: the pod's weights (loaded through host memory) + overhead + /dev/shm")
     qos_class: Literal["Guaranteed", "Burstable"] = Field(description="the pod's Kubernetes QoS class with these requests and limits")
-    termination_grace_seconds: int = Field(description="terminationGracePeriodSeconds: preStop drain + the longest in-flight generation")
+    termination_grace_seconds: int = Field(description="terminationGracePeriodSeconds: preStop sleep + the engine's drain")
     pre_stop_seconds: int = Field(description="preStop sleep: the pod leaves the Service endpoints before SIGTERM reaches the engine")
     longest_request_seconds: int = Field(description="the longest request a replica may be running when it is asked to stop")
+    drain_seconds: int = Field(0, description="how long the engine finishes in-flight requests after SIGTERM: the longest request, capped where the engine caps it (TGI: 90 s)")
     min_replicas: int = Field(description="HPA/KEDA minReplicas: the availability floor (serve.min_replicas, or the default policy)")
     max_replicas: int = Field(description="HPA/KEDA maxReplicas: the sizing's peak count, at least min_replicas")
     rdma_resource: str = Field("", description="extended resource for the RDMA devices of multi-node pods ('' for none)")
@@ -255,6 +259,8 @@ class ServingUnit(Section):
     repository_init_image: str = Field("", description="Triton: image of the init container that fills the model repository ('' = not Triton)")
     repository_init_packages: list[str] = Field(default_factory=list, description="Triton: pip requirements the fill step installs before fetching / exporting the model file")
     repository_init_gpus: int = Field(0, description="Triton: GPUs of the fill step (an fp16 ONNX export runs on a CUDA device)")
+    engine_build_gpus: int = Field(0, description="Triton tensorrt: GPUs of the build step (the device's GPU: the plan is built for it)")
+    engine_build_image: str = Field("", description="Triton tensorrt: image of the init container that builds the TensorRT plan on the device (TensorRT of the server's NGC release); '' = none")
     shm_bytes: int
     scale_down_window_seconds: int
     input_queue: str = ""
@@ -273,6 +279,11 @@ class Autoscaling(Section):
 class Kubernetes(Section):
     namespace: str
     secret_name: str
+    image_pull_secrets: list[str] = Field(default_factory=list, description="imagePullSecrets of every pod (cluster.kubernetes.image_pull_secret)")
+    object_store_secret: str = Field("", description="Secret whose keys the containers that read object-storage weights get as environment (envFrom); '' for none")
+    service_account: str = Field("", description="ServiceAccount of the pods, emitted with the workload-identity annotation; '' = the namespace's default")
+    service_account_annotations: dict[str, str] = Field(default_factory=dict, description="annotations binding the ServiceAccount to the cloud identity (EKS IRSA, GKE Workload Identity, Azure Workload Identity)")
+    identity_pod_labels: dict[str, str] = Field(default_factory=dict, description="pod labels the workload-identity webhook selects on (Azure)")
     storage_class: str | None
     tolerations: list[dict[str, str]]
     node_selector: dict[str, str] = Field(description="the plan's extra labels; the GPU product label is added per pod")

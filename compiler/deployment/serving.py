@@ -65,6 +65,10 @@ TGI_DTYPE = {"fp16": "float16", "bf16": "bfloat16"}
 TGI_QUANTIZE = {"fp8": "fp8", "int8": "eetq", "int4": "bitsandbytes-nf4"}
 # `--kv-cache-dtype`: fp8 means e4m3 (vLLM's "fp8" is e4m3 too); unset = the model's dtype.
 TGI_KV_CACHE_DTYPE = {"fp8": "fp8_e4m3fn"}
+# On SIGTERM TGI's launcher gives its router (which stops taking requests and finishes those it holds) 90 s, then
+# kills it: `terminate("webserver", webserver, Duration::from_secs(90))`, launcher/src/main.rs, not configurable;
+# maintainer's answer in huggingface/text-generation-inference#2035. A longer grace period buys nothing.
+TGI_DRAIN_SECONDS = 90
 # TGI's default prefill budget is max_input_tokens + 50 "to give a bit of room" for block alignment (launcher
 # reference, MAX_BATCH_PREFILL_TOKENS); never give it less than that.
 PREFILL_ALIGNMENT_TOKENS = 50
@@ -80,6 +84,9 @@ TRITON_SERVER_VERSION = "2.51.0"
 TRITON_HTTP_PORT = 8000  # tritonserver defaults (--http-port, --grpc-port, --metrics-port)
 TRITON_GRPC_PORT = 8001
 TRITON_METRICS_PORT = 8002
+# tritonserver --exit-timeout-secs default (--help: "Timeout (in seconds) when exiting to wait for in-flight inferences
+# to finish"): 30 (triton-inference-server/core src/server.cc, exit_timeout_secs_ = 30). Ours is the longest request.
+TRITON_DEFAULT_EXIT_TIMEOUT_SECONDS = 30
 
 MICROSECONDS_PER_SECOND = 1_000_000
 # One execution instance per GPU: the serving search sized one batch running at a time per GPU (latency bound
@@ -93,6 +100,20 @@ DEFAULT_IO_TYPE = "TYPE_FP32"
 EXPORT_DTYPE = {"TYPE_FP16": "fp16", "TYPE_FP32": "fp32"}  # optimum-cli export onnx --dtype
 # optimum-cli export onnx --task per model kind, and the tensor names its ONNX configs give the inputs/outputs.
 EXPORT_TASK = {"cnn": "image-classification", "vision-transformer": "image-classification", "encoder": "feature-extraction"}
+DETECTION_TASK = "object-detection"  # optimum's task for DETR / YOLOS: outputs logits and pred_boxes (below)
+# Detector outputs as optimum's object-detection ONNX config names them (optimum/exporters/onnx/base.py
+# _TASK_TO_COMMON_OUTPUTS["object-detection"]): logits [batch, queries, classes + 1 "no object"] and
+# pred_boxes [batch, queries, 4] (normalised centre x, centre y, width, height; DETR/YOLOS post-processing).
+DETECTOR_OUTPUTS = ("logits", "pred_boxes")
+BOX_COORDINATES = 4
+# Edge devices run ONNX models as TensorRT plans built on the device: a plan is specific to the TensorRT version and
+# the GPU that built it ("engines are not portable across platforms or TensorRT versions", TensorRT developer guide),
+# so it is built by trtexec in NVIDIA's TensorRT image of the server's NGC release (same TensorRT as tritonserver) on
+# the device itself, before the server starts. trtexec flags per precision: fp16/bf16 exports are float16 (IO_TYPE),
+# so --fp16; int8 is a QDQ-quantized ONNX whose scales TensorRT reads (explicit quantization) with --int8.
+ENGINE_BUILD_IMAGE = "nvcr.io/nvidia/tensorrt:25.10-py3-igpu"
+ENGINE_BUILD_GPUS = 1  # the device's one GPU: TensorRT times its kernels on the GPU it builds for
+TRTEXEC_PRECISION_FLAGS = {"fp16": ["--fp16"], "bf16": ["--fp16"], "int8": ["--int8"], "fp8": ["--fp8"], "int4": ["--int4"]}
 IMAGE_CHANNELS = 3  # RGB, NCHW
 TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # BERT-style encoder export (int64 token ids)
 
@@ -135,7 +156,10 @@ DEFAULT_SCALE_DOWN_WINDOW_SECONDS = 300
 # Seconds) on top of the expected download and startup budget, so `kubectl rollout status` of a first rollout does
 # not report a Deployment that is still downloading its weights as failed.
 PROGRESS_DEADLINE_DEFAULT_SECONDS = 600
-# Pinned engine images (release tags of the upstream images); spec.cluster.kubernetes.image overrides.
+# Pinned engine images (release tags of the upstream images); spec.cluster.kubernetes.image overrides. Tag formats
+# checked 2026-11-24: vLLM on Docker Hub as vllm/vllm-openai:vX.Y.Z (CUDA 13 build, driver >= 580; a -cu129 suffix is
+# the CUDA 12 build), TGI on GHCR as ghcr.io/huggingface/text-generation-inference:X.Y.Z (3.3.6 published), Triton on
+# NGC as nvcr.io/nvidia/tritonserver:YY.MM-<flavour> (25.10-py3 and 25.10-vllm-python-py3 published).
 ENGINE_IMAGES = {
     "vllm": f"vllm/vllm-openai:v{VLLM_VERSION}",  # the release whose flags the vLLM target emits
     "tgi": f"ghcr.io/huggingface/text-generation-inference:{TGI_VERSION}",
@@ -143,14 +167,18 @@ ENGINE_IMAGES = {
 }
 # Triton images per backend (NGC nvcr.io/nvidia/tritonserver tags): `-vllm-python-py3` carries the vLLM and python
 # backends only; `-py3` the full set (onnxruntime, TensorRT, python, ...); `-py3-igpu` is the arm64 build for
-# integrated GPUs (Jetson Orin / IGX, JetPack 6), which needs arm64 nodes.
+# integrated GPUs, which needs arm64 nodes: "For Jetson devices which support Jetpack 6.0 and above, Triton now
+# publishes containers ... with the suffix -igpu" (Triton 2.41.0 / NGC 23.12 release notes), so JetPack 6 (L4T r36).
 TRITON_IMAGES = {"vllm": "nvcr.io/nvidia/tritonserver:25.10-vllm-python-py3", "onnxruntime": "nvcr.io/nvidia/tritonserver:25.10-py3",
                  "onnxruntime-edge": "nvcr.io/nvidia/tritonserver:25.10-py3-igpu"}
 # The ONNX file of a Triton model is fetched (model.weights) or exported (optimum-cli, from the Hub repo) by an init
 # container before tritonserver starts. Triton's images carry no optimum, so that step runs in a Python image with
 # curl (python:3.12, Debian) and pip-installs the exporter (needs egress to PyPI, like the Hub download needs egress
-# to the Hub); on Jetson, NVIDIA's L4T PyTorch image, whose torch has CUDA for the device (pip's arm64 torch has none).
-EXPORT_IMAGES = {"default": "python:3.12", "edge": "nvcr.io/nvidia/l4t-pytorch:r35.2.1-pth2.0-py3"}
+# to the Hub); on Jetson, NVIDIA's PyTorch `-py3-igpu` image of the same NGC release as the server, whose torch has CUDA
+# for the device (pip's arm64 torch has none). Not l4t-pytorch: its last tags (r35.x, e.g. r35.2.1-pth2.0-py3) are
+# JetPack 5 / L4T r35 builds, while the -igpu server needs JetPack 6; NVIDIA ships PyTorch for JetPack 6 as
+# nvcr.io/nvidia/pytorch:YY.MM-py3-igpu.
+EXPORT_IMAGES = {"default": "python:3.12", "edge": "nvcr.io/nvidia/pytorch:25.10-py3-igpu"}
 EXPORT_PACKAGES = {"hub": ["optimum[exporters]==1.23.3"], "s3://": ["awscli"]}
 # /dev/shm for NCCL and vLLM's shared-memory broadcast queue: the size LWS's vLLM GPU example gives
 # (kubernetes-sigs/lws docs/examples/vllm/GPU/lws.yaml, sizeLimit 15Gi); Docker's 64 MiB default is too small.
@@ -174,10 +202,8 @@ HOST_MEMORY_OVERHEAD_BYTES = 16 * 2**30
 EDGE_CPUS = 2
 EDGE_HOST_MEMORY_OVERHEAD_BYTES = 1 * 2**30
 EDGE_SHM_BYTES = 1 * 2**30
-# Availability floor when the plan gives no serve.min_replicas: two replicas, so a node drain or a crash (the PDB lets
-# one pod go at a time) never takes the whole service down; one on an edge device (one device, nowhere to fail over).
-DEFAULT_MIN_REPLICAS = 2
-EDGE_MIN_REPLICAS = 1
+# The availability floor (serve.min_replicas, default 2, 1 on edge devices) is decided by the serving search, which
+# counts it in cost and GPUs (sizing/serve_types.py replica_plan); the autoscaler's bounds are its min/max replicas.
 # Graceful termination. preStop sleeps until the endpoint controller and kube-proxy have taken the pod out of the
 # Service (a few seconds; 15 s is the figure of the Kubernetes "Pod Lifecycle" termination examples), then the kubelet
 # sends SIGTERM and the engine's HTTP server (uvicorn for vLLM, axum for TGI, Triton's own) finishes the requests it
@@ -322,6 +348,10 @@ def inputs_outputs(plan: ResolvedPlan, dtype: str) -> tuple[list[Tensor], list[T
     arch = plan.model.architecture
     if arch.kind in ("cnn", "vision-transformer"):
         image = Tensor(name="pixel_values", data_type=dtype, dims=[IMAGE_CHANNELS, arch.image_size, arch.image_size], format="FORMAT_NCHW")
+        if arch.head == "detector":
+            logits, boxes = DETECTOR_OUTPUTS
+            return [image], [Tensor(name=logits, data_type=dtype, dims=[arch.detection_queries, arch.vocab + 1]),
+                             Tensor(name=boxes, data_type=dtype, dims=[arch.detection_queries, BOX_COORDINATES])]
         return [image], [Tensor(name="logits", data_type=dtype, dims=[arch.vocab])]  # vocab = number of classes for classifiers
     if arch.kind == "encoder":
         tokens = [Tensor(name=name, data_type="TYPE_INT64", dims=[-1]) for name in TEXT_INPUTS]
@@ -329,17 +359,29 @@ def inputs_outputs(plan: ResolvedPlan, dtype: str) -> tuple[list[Tensor], list[T
     raise ValueError(f"no ONNX model layout for a {arch.kind} model")
 
 
+def trtexec_flags(precision: str, inputs: list[Tensor], max_batch: int) -> list[str]:
+    """Precision flags, then one optimisation profile from batch 1 to the sized batch (optimised for it)."""
+    def shapes(batch: int) -> str:
+        return ",".join(f"{t.name}:" + "x".join(str(d) for d in [batch, *t.dims]) for t in inputs)
+    return [*TRTEXEC_PRECISION_FLAGS.get(precision, []), f"--minShapes={shapes(1)}", f"--optShapes={shapes(max_batch)}",
+            f"--maxShapes={shapes(max_batch)}"]
+
+
 def triton_model(plan: ResolvedPlan) -> TritonModel:
     if plan.model.architecture.kind == "decoder":
         return TritonModel(name=triton_model_name(plan), backend="vllm")
-    s = plan.serving
+    s, arch = plan.serving, plan.model.architecture
     dtype = IO_TYPE.get(s.precision, DEFAULT_IO_TYPE)
     inputs, outputs = inputs_outputs(plan, dtype)
+    # a TensorRT profile needs every input dimension fixed: variable-length inputs (encoders) stay on onnxruntime
+    edge = plan.hardware.gpu_spec.edge and all(d >= 1 for t in inputs for d in t.dims)
     return TritonModel(
-        name=triton_model_name(plan), backend="onnxruntime", io_type=dtype, instance_count=INSTANCES_PER_GPU,
+        name=triton_model_name(plan), backend="tensorrt" if edge else "onnxruntime", model_file="model.plan" if edge else "model.onnx",
+        io_type=dtype, instance_count=INSTANCES_PER_GPU,
         max_queue_delay_microseconds=round(s.max_queue_delay_seconds * MICROSECONDS_PER_SECOND),
-        inputs=inputs, outputs=outputs, export_task=EXPORT_TASK[plan.model.architecture.kind],
+        inputs=inputs, outputs=outputs, export_task=DETECTION_TASK if arch.head == "detector" else EXPORT_TASK[arch.kind],
         export_dtype=EXPORT_DTYPE[dtype], export_on_gpu=dtype == "TYPE_FP16",  # optimum exports float16 on a CUDA device only
+        engine_build_flags=trtexec_flags(s.precision, inputs, s.max_concurrency) if edge else [],
     )
 
 
@@ -359,7 +401,8 @@ def engine(unit: UnitView, spec: PlanSpec) -> Engine:
     args = vllm_args(plan, prefix_caching, drain) if plan.model.architecture.kind == "decoder" else []
     return Engine(stage=unit.stage, engine="triton", version=TRITON_SERVER_VERSION, directory=unit.stage, args=args,
                   prefix_caching=prefix_caching, http_port=TRITON_HTTP_PORT, metrics_port=TRITON_METRICS_PORT,
-                  grpc_port=TRITON_GRPC_PORT, triton=triton_model(plan), **ray)
+                  grpc_port=TRITON_GRPC_PORT, triton=triton_model(plan),
+                  exit_timeout_seconds=longest_request_seconds(plan, stage_prompt_tokens(unit, spec)), **ray)
 
 
 # ----------------------------------------------------------------------------------------------- Kubernetes units
@@ -443,17 +486,12 @@ def longest_request_seconds(plan: ResolvedPlan, prompt_tokens: int) -> int:
     return math.ceil(ttft + max(1, s.context_len - prompt_tokens) * tpot)
 
 
-def replica_bounds(s: Serving, spec: PlanSpec, edge: bool) -> tuple[int, int]:
-    floor = spec.serve.min_replicas if spec.serve.min_replicas is not None else (EDGE_MIN_REPLICAS if edge else DEFAULT_MIN_REPLICAS)
-    low = max(floor, s.min_replicas) if spec.serve.min_replicas is None else floor
-    return low, max(low, s.max_replicas)
-
-
 def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernetes: bool, fabric: str = "tcp") -> ServingUnit:
     s = unit.plan.serving
     edge = unit.plan.hardware.gpu_spec.edge
     longest = longest_request_seconds(unit.plan, stage_prompt_tokens(unit, spec))
-    low, high = replica_bounds(s, spec, edge)
+    drain = min(longest, TGI_DRAIN_SECONDS) if s.engine == "tgi" else longest
+    builds = s.engine == "triton" and triton_model(unit.plan).backend == "tensorrt"
     multi_node = s.nodes_per_replica > 1
     rdma_resource, rdma_count = RDMA_RESOURCES.get(fabric, ("", 0)) if multi_node else ("", 0)
     nccl = [EnvVar(name=n, value=v, comment=c) for n, v, c in NCCL_ENV.get(fabric, [])] if multi_node else []
@@ -477,6 +515,7 @@ def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernet
         component=unit.stage or "server", stage=unit.stage, engine=s.engine,
         image=spec.cluster.kubernetes.image or image, node_arch="arm64" if edge else "",
         repository_init_image=init_image, repository_init_packages=packages, repository_init_gpus=init_gpus,
+        engine_build_image=ENGINE_BUILD_IMAGE if builds else "", engine_build_gpus=ENGINE_BUILD_GPUS if builds else 0,
         gpus_per_pod=pod_gpus, pods_per_replica=s.nodes_per_replica,
         http_port=HTTP_PORT, metrics_port=metrics_port, health_path=health, queue_metric=queue, adapter_metric=adapter,
         probe_period_seconds=PROBE_PERIOD_SECONDS, probe_failure_threshold=PROBE_FAILURE_THRESHOLD,
@@ -489,8 +528,8 @@ def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernet
         model_cache_bytes=model_cache_bytes(checkpoint), shared_cache=unit.plan.hardware.storage in SHARED_FILESYSTEMS,
         cpu_request=EDGE_CPUS if edge else DEFAULT_CPUS_PER_GPU * pod_gpus,
         memory_bytes=math.ceil(s.weights_bytes / s.nodes_per_replica) + shm + (EDGE_HOST_MEMORY_OVERHEAD_BYTES if edge else HOST_MEMORY_OVERHEAD_BYTES),
-        qos_class="Burstable", pre_stop_seconds=PRE_STOP_SECONDS, longest_request_seconds=longest,
-        termination_grace_seconds=PRE_STOP_SECONDS + longest, min_replicas=low, max_replicas=high,
+        qos_class="Burstable", pre_stop_seconds=PRE_STOP_SECONDS, longest_request_seconds=longest, drain_seconds=drain,
+        termination_grace_seconds=PRE_STOP_SECONDS + drain, min_replicas=s.min_replicas, max_replicas=s.max_replicas,
         rdma_resource=rdma_resource, rdma_count=rdma_count, nccl_env=nccl,
         shm_bytes=shm, scale_down_window_seconds=scale_down_window_seconds(s),
         input_queue=unit.input_queue, output_queue=unit.output_queue,
@@ -513,6 +552,25 @@ def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage:
         out.append(DeploymentDecision(topic=f"engine{where}", choice=choice,
                                       reason="plan precision, model.quantization (the checkpoint's own) and the GPU's tensor-core types; "
                                              "pinned release whose flags were checked"))
+        m = e.triton
+        if m and m.backend != "vllm":
+            io = "; ".join(f"{x.name} [{', '.join(str(d) for d in x.dims)}]" for x in m.outputs)
+            out.append(DeploymentDecision(
+                topic=f"Triton model{where}",
+                choice=(f"{m.backend} ({m.model_file}), optimum task {m.export_task}, outputs {io}"
+                        + (f"; TensorRT plan built on the device: trtexec {' '.join(m.engine_build_flags)}" if m.engine_build_flags else "")),
+                reason=("outputs as optimum's ONNX export names and shapes them for the task (detectors: class logits over the "
+                        "classes + no-object per query, and normalised boxes); "
+                        + ("an edge device runs TensorRT: the plan is tied to the TensorRT version and GPU that build it, so it is "
+                           "built on the device, in the TensorRT image of the server's NGC release, with the precision's flag and "
+                           "one profile from batch 1 to the sized batch" if m.engine_build_flags else
+                           "onnxruntime runs the export as it is on any GPU"))))
+        if e.exit_timeout_seconds:
+            out.append(DeploymentDecision(
+                topic=f"Triton drain{where}", choice=f"--exit-timeout-secs={e.exit_timeout_seconds}",
+                reason=(f"after SIGTERM tritonserver waits up to this long for in-flight inferences (its default, "
+                        f"{TRITON_DEFAULT_EXIT_TIMEOUT_SECONDS} s, would cut longer ones): the longest request a replica may hold, "
+                        f"as in the pod's grace period")))
     for u in units:
         where = f" ({u.stage})" if u.stage else ""
         s = serving_by_stage[u.stage]
@@ -544,23 +602,28 @@ def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage:
                 choice=(f"server image {u.image}{' on arm64 nodes' if u.node_arch else ''}; init container fill-repository "
                         f"({u.repository_init_image}) copies the generated repository from a ConfigMap into the model cache"
                         + (f", installs {', '.join(u.repository_init_packages)}" if u.repository_init_packages else "")
-                        + " and runs serve.sh --fetch-only (fetch or export the ONNX file)"),
+                        + " and runs serve.sh --fetch-only (fetch or export the ONNX file)"
+                        + (f"; init container build-engine ({u.engine_build_image}, 1 GPU) runs serve.sh --build-only "
+                           f"(trtexec builds the TensorRT plan)" if u.engine_build_image else "")),
                 reason=("the image carries the model's backend (-vllm-python-py3: vLLM and python only; -py3: onnxruntime, "
                         "TensorRT; -py3-igpu: arm64 for Jetson); the export needs optimum, absent from Triton's images, "
                         "and egress to PyPI and the Hub")))
         out.append(DeploymentDecision(
             topic=f"graceful termination{where}",
             choice=f"terminationGracePeriodSeconds {u.termination_grace_seconds}, preStop sleep {u.pre_stop_seconds} s",
-            reason=(f"{u.pre_stop_seconds} s for the pod to leave the Service endpoints, then SIGTERM and {u.longest_request_seconds} s "
-                    f"for the longest in-flight request (TTFT at capacity + the longest generation max_model_len allows at the sized "
-                    f"TPOT; vision: the latency bound, at least the 30 s default)")))
+            reason=(f"{u.pre_stop_seconds} s for the pod to leave the Service endpoints, then SIGTERM and {u.drain_seconds} s "
+                    f"for the engine to finish in-flight requests: the longest one takes {u.longest_request_seconds} s (TTFT at capacity + "
+                    f"the longest generation max_model_len allows at the sized TPOT; vision: the latency bound, at least the 30 s default)"
+                    + (f"; TGI's launcher kills its router {TGI_DRAIN_SECONDS} s after SIGTERM (hard-coded in launcher/src/main.rs), "
+                       f"so longer requests are cut and a longer grace period would buy nothing" if u.engine == "tgi" else ""))))
+        floor_reason = ("serve.min_replicas as given" if min_given else
+                        f"availability floor {s.replica_floor} (policy: one replica is a single point of failure — a drain or a crash, "
+                        f"which the PodDisruptionBudget allows one pod at a time, would take the service down; 1 on an edge device)"
+                        if s.replica_floor > 1 or u.node_arch else "no floor")
         out.append(DeploymentDecision(
             topic=f"replicas{where}", choice=f"minReplicas {u.min_replicas}, maxReplicas {u.max_replicas}",
-            reason=(f"serve.min_replicas as given" if min_given else
-                    f"availability floor {EDGE_MIN_REPLICAS if u.min_replicas == EDGE_MIN_REPLICAS else DEFAULT_MIN_REPLICAS} (policy: one replica is a "
-                    f"single point of failure — a drain or a crash, which the PodDisruptionBudget allows one pod at a time, "
-                    f"would take the service down; 1 on an edge device), or the sizing's minimum when higher")
-                   + f"; cost figures count the sizing's replica range (minimum {s.min_replicas}, maximum {s.max_replicas})"))
+            reason=(f"{floor_reason}; capacity needs {s.replicas_needed} at peak; cost and GPU counts use the "
+                    f"{s.replicas} deployed at peak = max({s.replicas_needed} needed, floor {s.replica_floor})")))
         if u.rdma_resource:
             out.append(DeploymentDecision(
                 topic=f"RDMA{where}", choice=f"{u.rdma_resource}: {u.rdma_count} per pod, IPC_LOCK, " + ", ".join(f"{e.name}={e.value}" for e in u.nccl_env),
@@ -576,6 +639,12 @@ def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage:
             reason="a new replica comes up before an old one leaves, so capacity never drops below the SLO-sized level; "
                    "a PodDisruptionBudget keeps node drains to one replica (one LWS group)"))
     return out
+
+
+def warnings(units: list[ServingUnit]) -> list[str]:
+    return [f"{u.name}: TGI drains for at most {TGI_DRAIN_SECONDS} s after SIGTERM (its launcher's hard limit), but a request may run "
+            f"{u.longest_request_seconds} s: a rollout or drain cuts the longest generations (lower serve.context_len, or use vLLM, "
+            f"whose --shutdown-timeout is set from it)" for u in units if u.drain_seconds < u.longest_request_seconds]
 
 
 def weights_choice(u: ServingUnit) -> str:

@@ -7,7 +7,7 @@ targets take a deployment number or string from. Each decision carries its reaso
 
 from __future__ import annotations
 
-from ..deployment import frameworks, monitoring, serving, training
+from ..deployment import credentials, frameworks, monitoring, serving, training
 from ..deployment.model import Deployment, Files, Kubernetes
 from ..deployment.units import unit_views
 from ..resolved import ResolvedPlan
@@ -41,8 +41,12 @@ def resolve_deployment(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         decisions += serving.decisions(engines, units, {v.stage: v.plan.serving for v in views},
                                        {v.stage: v.plan.model.quantization for v in views}, spec.serve.min_replicas is not None,
                                        (fabric_id, fabric))
+        warnings += serving.warnings(units)
+    secrets, secrets_decision = credentials.credentials(spec, plan.name)
+    if on_kubernetes:
+        decisions.append(secrets_decision)
     kubernetes = Kubernetes(
-        namespace=k8s.namespace, secret_name=k8s.secret_name, storage_class=k8s.storage_class,
+        namespace=k8s.namespace, secret_name=k8s.secret_name, storage_class=k8s.storage_class, **secrets,
         tolerations=[dict(t) for t in k8s.tolerations], node_selector=dict(k8s.node_selector), autoscaler=k8s.autoscaler,
         autoscaling=serving.autoscaling(), model_cache_mount=serving.CACHE_MOUNT, training=k8s_training, serving=units,
     )

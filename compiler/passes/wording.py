@@ -204,15 +204,16 @@ def _plural(count: int, noun: str) -> str:
 def _load(spec: PlanSpec, c: ServeCandidate) -> tuple[str, str]:
     """(the load as the plan states it, how a replica takes it at peak)."""
     traffic = spec.serve.traffic
+    sized = c.replicas_needed or c.max_replicas  # the capacity-sized count; a higher floor only lowers latency
     if traffic.concurrency is None:
         return (f"{traffic.requests_per_second:g} req/s × peak factor {traffic.peak_factor:g}",
-                f"{c.max_replicas} replicas at {traffic.requests_per_second * traffic.peak_factor:g} req/s: utilisation "
+                f"{sized} replicas (the capacity-sized count; a higher floor only lowers latency) at {traffic.requests_per_second * traffic.peak_factor:g} req/s: utilisation "
                 f"{c.utilization_at_peak:.2f} of capacity, {c.in_flight_at_peak:.1f} sequences in flight per replica "
                 f"(Little's law, decode steps at that batch)")
-    clients = traffic.concurrency * traffic.peak_factor / c.max_replicas
+    clients = traffic.concurrency * traffic.peak_factor / sized
     return (f"{traffic.concurrency} closed-loop clients × peak factor {traffic.peak_factor:g} "
             f"({c.requests_per_second:.3g} req/s on average)",
-            f"{c.max_replicas} replicas, {clients:.1f} clients each (closed loop: each sends its next request when the "
+            f"{sized} replicas, {clients:.1f} clients each (closed loop: each sends its next request when the "
             f"previous completes), {c.in_flight_at_peak:.1f} sequences in flight, {c.requests_per_second_at_peak:.3g} req/s per "
             f"replica = clients ÷ (TTFT + output × TPOT) (interactive response-time law); p99 TTFT: all clients starting together")
 
@@ -231,7 +232,8 @@ def serving_decisions(spec: PlanSpec, c: ServeCandidate, evaluated: int, hardwar
     return [
         Decision(topic=f"{prefix}hardware", choice=f"{_plural(c.replicas, 'replica')} × {c.gpus_per_replica} × {c.gpu_id} ({c.precision}, TP={c.tp}, PP={c.pp})",
                  reason=f"{'cheapest' if spec.optimize == 'cost' else 'lowest latency'} of {evaluated} configurations meeting the SLO "
-                        f"at {load}; {words(c.queueing)}"),
+                        f"at {load}; {words(c.queueing)}"
+                        + _floor_words(c)),
         batch,
         *([Decision(topic=f"{prefix}latency", choice=f"TTFT p50/p99 {format_seconds(c.ttft_p50_seconds)}/{format_seconds(c.ttft_seconds)}, "
                                                      f"TPOT p50/p99 {format_seconds(c.tpot_p50_seconds)}/{format_seconds(c.tpot_seconds)} at peak traffic",
@@ -242,6 +244,13 @@ def serving_decisions(spec: PlanSpec, c: ServeCandidate, evaluated: int, hardwar
         Decision(topic=f"{prefix}cost", choice=f"{format_usd(c.usd_per_month)}/month",
                  reason=f"{_plural(c.gpus, 'GPU')} × {format_usd(hardware.usd_per_gpu_hour)}/h ({spec.cluster.pricing}) × 730 h"),
     ]
+
+
+def _floor_words(c: ServeCandidate) -> str:
+    if c.replica_floor <= c.replicas_needed:
+        return ""
+    return (f"; capacity needs {_plural(c.replicas_needed, 'replica')} at peak, the availability floor deploys {c.replica_floor} "
+            f"(serve.min_replicas or the default policy), which cost and GPU counts include")
 
 
 def stage_ratio_decision(ratios: list[tuple[str, float]]) -> Decision:

@@ -12,7 +12,7 @@ from .serve_closed_loop import closed_loop_point
 from .serve_engine_limits import engine_limits
 from .serve_latency import BatchPoint, LoadPoint, ReplicaModel, evaluate_batch, inter_node_link, operating_point
 from .serve_memory import kv_bytes_per_token, kv_element_bytes, replica_memory, weights_bytes_total
-from .serve_types import HOURS_PER_MONTH, ServeCandidate, ServeMemory, ServeRejection, ServeRequest, replica_counts
+from .serve_types import HOURS_PER_MONTH, ServeCandidate, ServeMemory, ServeRejection, ServeRequest, floored_replicas, replica_counts
 
 if TYPE_CHECKING:
     from ..catalog.types import GpuSpec
@@ -66,7 +66,9 @@ def build_candidate(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp
     """`point` is the replica at its capacity limit (max concurrency, the autoscaler's target utilisation); `traffic`
     the operating point at peak traffic over the replicas sized for it (the headline latencies); `idle` one request
     alone (batch 1)."""
-    at_peak, min_replicas, replicas = traffic.at_peak, traffic.min_replicas, traffic.replicas
+    at_peak = traffic.at_peak
+    counts = floored_replicas(req, traffic.min_replicas, traffic.replicas, gpu.edge)
+    replicas = counts.replicas
     per_node = req.gpus_per_node or gpu.gpus_per_node
     usd_per_hour = replicas * tp * pp * gpu.price_usd_per_gpu_hour[req.pricing]
     million_tokens_per_hour = traffic.requests_per_second * req.output_tokens * 3600 / 1e6
@@ -94,7 +96,8 @@ def build_candidate(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp
         requests_per_second=traffic.requests_per_second,
         step_bound=point.step.bound, tokens_per_second_per_replica=point.tokens_per_second,
         requests_per_second_per_replica=point.requests_per_second, queue_target_per_replica=queue_target,
-        replicas=replicas, min_replicas=min_replicas, max_replicas=replicas, usd_per_hour=usd_per_hour,
+        replicas=replicas, min_replicas=counts.min_replicas, max_replicas=replicas, usd_per_hour=usd_per_hour,
+        replicas_needed=counts.needed, replica_floor=counts.floor,
         usd_per_month=usd_per_hour * HOURS_PER_MONTH, usd_per_million_tokens=usd_per_hour / million_tokens_per_hour,
         gpu_memory_utilization=req.gpu_memory_utilization, target_utilization=req.target_utilization,
         queueing=because("mmc-queue", batch=point.batch, utilization=req.target_utilization, wait=point.wait_p99_seconds,

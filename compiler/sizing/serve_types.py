@@ -8,10 +8,12 @@ the request latency p99, `tpot_seconds` is 0, the "tokens" rates count items (im
 KV fields are 0; `max_queue_delay_seconds` and `preferred_batch_sizes` configure the dynamic batcher.
 
 Replica count: traffic at peak ÷ (capacity × target utilisation), rounded up; the autoscaler runs
-between the same figure at average traffic (min) and at peak (max). Load stated as closed-loop clients
-(`concurrency`): clients at peak ÷ max concurrency, rounded up, so every client holds a slot and none queues
-(serve_closed_loop.py); the request rate is then what those clients produce. Cost is for the peak count,
-730 h a month; $/million tokens counts output tokens at average traffic.
+between the same figure at average traffic (min) and at peak (max), never below the availability floor
+(serve.min_replicas, or the default policy where an autoscaler deploys the service). Load stated as closed-loop
+clients (`concurrency`): clients at peak ÷ max concurrency, rounded up, so every client holds a slot and none
+queues (serve_closed_loop.py); the request rate is then what those clients produce. Cost is for the replicas
+deployed at peak, max(peak need, floor), 730 h a month; $/million tokens counts output tokens at average
+traffic. Latencies stay those of the capacity-sized count (the floor's extra replicas only lower them).
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ DEFAULT_TARGET_UTILIZATION = 0.6
 HOURS_PER_MONTH = 730  # 8760 h / 12
 MAX_REJECTED = 24  # rejections the resolved plan keeps (sorted, so deterministic)
 MAX_PARETO = 12
+# Availability floor where an autoscaler deploys the service and the plan gives no serve.min_replicas: two
+# replicas, so a node drain or a crash (the PodDisruptionBudget lets one pod go at a time) never takes the whole
+# service down; one on an edge device (one device, nowhere to fail over). A policy, not a measurement.
+DEFAULT_MIN_REPLICAS = 2
+EDGE_MIN_REPLICAS = 1
 VISION_KINDS = ("cnn", "vision-transformer", "encoder")
 
 
@@ -68,6 +75,8 @@ class ServeRequest:
     max_batch: int | None = None  # cap on concurrency; None: the engine's default
     power_budget_watts: float | None = None  # edge deployments
     concurrency: float | None = None  # closed-loop clients at average traffic (× peak_factor at peak); None: open loop
+    min_replicas: int | None = None  # serve.min_replicas as given (the autoscaler's floor, kept even below the average need)
+    replica_floor: bool = False  # an autoscaler deploys the service: without min_replicas the default floor applies
 
 
 @dataclass(frozen=True)
@@ -104,7 +113,7 @@ class ServeCandidate:
     tokens_per_second_per_replica: float  # capacity (output tokens, or items)
     requests_per_second_per_replica: float  # capacity
     queue_target_per_replica: float
-    replicas: int
+    replicas: int  # deployed at peak: max(replicas_needed, replica_floor); what cost and GPU counts use
     min_replicas: int
     max_replicas: int
     usd_per_hour: float
@@ -116,6 +125,8 @@ class ServeCandidate:
     max_queue_delay_seconds: float = 0.0
     preferred_batch_sizes: tuple[int, ...] = ()
     power_watts: float = 0.0
+    replicas_needed: int = 0  # capacity need at peak traffic, before the floor
+    replica_floor: int = 1  # the availability floor applied (1 = none)
     # LLMs: the same latencies at other load points (0 where not modelled, e.g. vision)
     ttft_p50_seconds: float = 0.0  # at the operating point at peak traffic
     tpot_p50_seconds: float = 0.0
@@ -164,6 +175,38 @@ def replica_counts(rate: float, peak_factor: float, capacity: float, utilization
     """(min at average traffic, max at peak) = ceil(rate / (capacity × ρ))."""
     per_replica = capacity * utilization
     return max(1, math.ceil(rate / per_replica - 1e-9)), max(1, math.ceil(rate * peak_factor / per_replica - 1e-9))
+
+
+@dataclass(frozen=True)
+class ReplicaPlan:
+    needed_min: int  # capacity need at average traffic
+    needed: int  # capacity need at peak traffic
+    floor: int  # availability floor (1 = none)
+    min_replicas: int  # autoscaler minimum
+    replicas: int  # deployed at peak (= autoscaler maximum); cost counts these
+
+
+def replica_floor(req: ServeRequest, edge: bool) -> int:
+    if req.min_replicas is not None:
+        return req.min_replicas
+    if not req.replica_floor:
+        return 1
+    return EDGE_MIN_REPLICAS if edge else DEFAULT_MIN_REPLICAS
+
+
+def replica_plan(req: ServeRequest, capacity: float, edge: bool) -> ReplicaPlan:
+    """Replicas an open-loop configuration deploys: the capacity need at `capacity` requests/s per replica, raised
+    to the availability floor."""
+    low, high = replica_counts(req.requests_per_second, req.peak_factor, capacity, req.target_utilization)
+    return floored_replicas(req, low, high, edge)
+
+
+def floored_replicas(req: ServeRequest, low: int, high: int, edge: bool) -> ReplicaPlan:
+    """The capacity need at average (`low`) and peak (`high`) raised to the availability floor. A given
+    serve.min_replicas is the autoscaler's minimum as given; the default floor only raises it."""
+    floor = replica_floor(req, edge)
+    minimum = floor if req.min_replicas is not None else max(low, floor)
+    return ReplicaPlan(needed_min=low, needed=high, floor=floor, min_replicas=minimum, replicas=max(high, minimum))
 
 
 def rank_key(req: ServeRequest, c: ServeCandidate):

@@ -28,7 +28,7 @@ from .serve_latency import compute_dtype, matmul_flops_per_second, memory_bytes_
 from .serve_memory import WEIGHT_ELEMENT_BYTES
 from .serve_types import (
     HOURS_PER_MONTH, MAX_PARETO, ServeCandidate, ServeMemory, ServeRejection, ServeRequest,
-    ServeSearchResult, pareto_front, rank_key, replica_counts,
+    ServeSearchResult, pareto_front, rank_key, replica_plan,
 )
 
 if TYPE_CHECKING:
@@ -44,8 +44,8 @@ ACTIVATION_BYTES = 2
 
 
 def tokens_per_item(arch: Architecture, sequence_tokens: int) -> int:
-    if arch.kind == "vision-transformer":
-        return (arch.image_size // arch.patch_size) ** 2 + 1
+    if arch.kind == "vision-transformer":  # patches + class token (+ YOLOS's [DET] tokens, Fang et al. 2021 §2.1)
+        return (arch.image_size // arch.patch_size) ** 2 + 1 + arch.detection_queries
     return sequence_tokens
 
 
@@ -136,7 +136,8 @@ def evaluate_device(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
         return None, ServeRejection(where, because("batch-one-over-slo", batch_seconds=t1, slo=slo))
     b, t = best
     capacity = b / t
-    min_replicas, replicas = replica_counts(req.requests_per_second, req.peak_factor, capacity, req.target_utilization)
+    counts = replica_plan(req, capacity, gpu.edge)
+    min_replicas, replicas = counts.min_replicas, counts.replicas
     power = replicas * gpu.tdp_watts
     if gpu.edge and req.power_budget_watts is not None and power > req.power_budget_watts:
         return None, ServeRejection(where, because("over-power-budget", devices=replicas, tdp=gpu.tdp_watts, power=power,
@@ -159,5 +160,5 @@ def evaluate_device(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
         gpu_memory_utilization=req.gpu_memory_utilization, target_utilization=req.target_utilization,
         queueing=because("dynamic-batching", batch=b, batch_seconds=t, delay=delay),
         max_queue_delay_seconds=delay, preferred_batch_sizes=tuple(x for x in batch_sizes() if x <= b and x >= b // 4),
-        power_watts=power,
+        power_watts=power, replicas_needed=counts.needed, replica_floor=counts.floor,
     ), None

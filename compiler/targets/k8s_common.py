@@ -39,6 +39,33 @@ def secret_env(plan: ResolvedPlan) -> list[dict]:
     return [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": ref}}]
 
 
+def pod_identity(plan: ResolvedPlan) -> dict:
+    """serviceAccountName and imagePullSecrets of a pod spec, where the plan names them (by reference only)."""
+    k8s = plan.deployment.kubernetes
+    out: dict = {}
+    if k8s.service_account:
+        out["serviceAccountName"] = k8s.service_account
+    if k8s.image_pull_secrets:
+        out["imagePullSecrets"] = [{"name": name} for name in k8s.image_pull_secrets]
+    return out
+
+
+def weights_env_from(plan: ResolvedPlan) -> list[dict]:
+    """envFrom of a container that reads object-storage weights: the object-store Secret's keys, by reference."""
+    secret = plan.deployment.kubernetes.object_store_secret
+    return [{"secretRef": {"name": secret}}] if secret else []
+
+
+def service_account(plan: ResolvedPlan, component: str) -> list[dict]:
+    """The workload-identity ServiceAccount, when the plan binds one (else nothing: the namespace's default)."""
+    k8s = plan.deployment.kubernetes
+    if not k8s.service_account:
+        return []
+    return [{"apiVersion": "v1", "kind": "ServiceAccount",
+             "metadata": {"name": k8s.service_account, "namespace": k8s.namespace, "labels": labels(plan, component),
+                          "annotations": dict(k8s.service_account_annotations)}}]
+
+
 def literal(text: str) -> str:
     """`text` for a container's env `value`, `command` or `args`, where the kubelet expands `$(VAR)` references
     to earlier variables and reads `$$` as `$` (kubernetes third_party/forked/golang/expansion): doubling every

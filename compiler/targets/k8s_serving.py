@@ -20,11 +20,14 @@ from ..deployment.units import unit_views
 from ..resolved import ResolvedPlan, Serving
 from .base import OutputFile, Target, dump_yaml_documents, shell_words
 from .engine_common import EngineUnit, tgi_launcher_words, unit_path, vllm_serve_args
-from .k8s_common import gpu_node_selector, labels, literal, pvc, quantity_bytes, secret_env, shm_volume, tolerations
+from .k8s_common import (
+    gpu_node_selector, labels, literal, pod_identity, pvc, quantity_bytes, secret_env, service_account, shm_volume, tolerations,
+    weights_env_from,
+)
 
 # Kubernetes documents in a fixed order: Helm's InstallOrder for built-in kinds, custom resources after.
 KIND_ORDER = (
-    "PodDisruptionBudget", "ConfigMap", "PersistentVolumeClaim", "Service", "Deployment", "HorizontalPodAutoscaler",
+    "ServiceAccount", "PodDisruptionBudget", "ConfigMap", "PersistentVolumeClaim", "Service", "Deployment", "HorizontalPodAutoscaler",
     "LeaderWorkerSet", "ScaledObject", "ServiceMonitor",
 )
 
@@ -119,7 +122,7 @@ def tgi_args(unit: ServingUnit) -> list[str]:
 def triton_args(unit: ServingUnit) -> list[str]:
     """tritonserver over the model repository the triton target emits, copied onto the model-cache volume."""
     return [f"--model-repository={unit.plan.deployment.kubernetes.model_cache_mount}/model_repository", f"--http-port={unit.decided.http_port}",
-            f"--metrics-port={unit.decided.metrics_port}"]
+            f"--metrics-port={unit.decided.metrics_port}", f"--exit-timeout-secs={unit.engine_decision.exit_timeout_seconds}"]
 
 
 def _command(unit: ServingUnit) -> tuple[list[str], list[str]]:
@@ -181,7 +184,20 @@ def _init_containers(unit: ServingUnit, rendered: Mapping[str, OutputFile]) -> l
     init = [_fetch_container(unit)] if unit.decided.fetch_weights else []
     if unit.decided.repository_init_image:
         init.append(_fill_container(unit, rendered))
+    if unit.decided.engine_build_image:
+        init.append(_build_container(unit))
     return init
+
+
+def _build_container(unit: ServingUnit) -> dict:
+    """Builds the TensorRT plan from the exported ONNX file on the device (TensorRT of the server's release)."""
+    root = _repository_root(unit)
+    return {
+        "name": "build-engine", "image": unit.decided.engine_build_image,
+        "command": ["bash", f"{root}/serve.sh", "--build-only"],
+        "volumeMounts": [{"name": "model-cache", "mountPath": unit.plan.deployment.kubernetes.model_cache_mount}],
+        "resources": {"limits": {"nvidia.com/gpu": unit.decided.engine_build_gpus}},
+    }
 
 
 def _fetch_container(unit: ServingUnit) -> dict:
@@ -250,6 +266,8 @@ def _fill_container(unit: ServingUnit, rendered: Mapping[str, OutputFile]) -> di
     }
     if d.repository_init_gpus:
         container["resources"] = {"limits": {"nvidia.com/gpu": d.repository_init_gpus}}
+    if d.weights_source == "object-store" and (env_from := weights_env_from(unit.plan)):
+        container["envFrom"] = env_from  # serve.sh --fetch-only copies the model file from object storage
     return container
 
 
@@ -274,6 +292,8 @@ def _pod_spec(unit: ServingUnit, leader: bool, rendered: Mapping[str, OutputFile
         "volumeMounts": [{"name": "model-cache", "mountPath": unit.plan.deployment.kubernetes.model_cache_mount},
                          {"name": shm["name"], "mountPath": "/dev/shm"}],
     }
+    if unit.decided.weights_source == "object-store" and (env_from := weights_env_from(unit.plan)):
+        container["envFrom"] = env_from  # the engine streams the weights from object storage
     if unit.decided.nccl_env:
         container["env"] += [{"name": e.name, "value": literal(e.value)} for e in unit.decided.nccl_env]
     if unit.decided.rdma_resource:
@@ -291,7 +311,7 @@ def _pod_spec(unit: ServingUnit, leader: bool, rendered: Mapping[str, OutputFile
             "terminationGracePeriodSeconds": unit.decided.termination_grace_seconds,
             **({"initContainers": init} if (init := _init_containers(unit, rendered or {})) else {}),
             "nodeSelector": {**gpu_node_selector(unit.plan), **({"kubernetes.io/arch": unit.decided.node_arch} if unit.decided.node_arch else {})},
-            "tolerations": tolerations(unit.plan)}
+            "tolerations": tolerations(unit.plan), **pod_identity(unit.plan)}
     if unit.decided.repository_init_image:
         spec["volumes"].append(_repository_volume(unit, rendered or {}))
     return spec
@@ -312,7 +332,7 @@ def _workload_annotations(unit: ServingUnit) -> dict[str, str]:
 
 def _workload(unit: ServingUnit, rendered: Mapping[str, OutputFile]) -> dict:
     s = unit.serving
-    template_labels = labels(unit.plan, unit.component)
+    template_labels = {**labels(unit.plan, unit.component), **unit.plan.deployment.kubernetes.identity_pod_labels}
     if not unit.multi_node:
         return {
             "apiVersion": "apps/v1", "kind": "Deployment",
@@ -462,7 +482,7 @@ def unit_documents(unit: ServingUnit, rendered: Mapping[str, OutputFile] | None 
 
 
 def serving_documents(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[dict]:
-    docs = [doc for unit in serving_units(plan) for doc in unit_documents(unit, rendered)]
+    docs = service_account(plan, "server") + [doc for unit in serving_units(plan) for doc in unit_documents(unit, rendered)]
     return sorted(docs, key=lambda d: KIND_ORDER.index(d["kind"]))  # stable: units keep their order within a kind
 
 

@@ -22,7 +22,9 @@ from typing import Mapping
 
 from ..resolved import ResolvedPlan
 from .base import OutputFile, Target, dump_yaml_documents
-from .k8s_common import gpu_node_selector, labels, pvc, secret_env, shm_volume, tolerations
+from .k8s_common import (
+    gpu_node_selector, labels, pod_identity, pvc, secret_env, service_account, shm_volume, tolerations, weights_env_from,
+)
 
 # The training operator's names (kubeflow/training-operator v1.9.0, pkg/apis/kubeflow.org/v1/pytorch_types.go):
 # it reads MASTER_PORT from this port of this container.
@@ -70,6 +72,11 @@ def _env(plan: ResolvedPlan, job_api: str) -> list[dict]:
     return env
 
 
+def _pod_labels(plan: ResolvedPlan) -> dict[str, str]:
+    """The trainer pods' labels, with the workload-identity webhook's label where the plan binds one (Azure)."""
+    return {**labels(plan, "trainer"), **plan.deployment.kubernetes.identity_pod_labels}
+
+
 def _pod_spec(plan: ResolvedPlan, config_map: dict, job_api: str) -> dict:
     hw, job = plan.hardware, plan.deployment.kubernetes.training
     pytorchjob = job_api == "pytorchjob"
@@ -89,6 +96,8 @@ def _pod_spec(plan: ResolvedPlan, config_map: dict, job_api: str) -> dict:
             {"name": "checkpoints", "mountPath": plan.deployment.launcher.checkpoint.dir},
         ],
     }
+    if env_from := weights_env_from(plan):  # set only for object-storage weights (unused.py refuses it otherwise)
+        container["envFrom"] = env_from  # the job reads MLINFRA_WEIGHTS from object storage
     volumes = [
         {"name": "launch", "configMap": {"name": config_map["metadata"]["name"], "items": items}},
         shm_volume(job.shm_bytes),
@@ -109,6 +118,7 @@ def _pod_spec(plan: ResolvedPlan, config_map: dict, job_api: str) -> dict:
         "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [one_per_node]}},
         "containers": [container],
         "volumes": volumes,
+        **pod_identity(plan),
     }
 
 
@@ -126,7 +136,7 @@ def _jobset(plan: ResolvedPlan, config_map: dict) -> dict:
                                               "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
         failure_policy["rules"] = [{"name": "restart-on-preemption", "action": "RestartJobSetAndIgnoreMaxRestarts",
                                     "onJobFailureReasons": ["PodFailurePolicy"]}]
-    job["template"] = {"metadata": {"labels": labels(plan, "trainer")}, "spec": _pod_spec(plan, config_map, "jobset")}
+    job["template"] = {"metadata": {"labels": _pod_labels(plan)}, "spec": _pod_spec(plan, config_map, "jobset")}
     return {
         "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
         "metadata": {"name": name, "namespace": plan.deployment.kubernetes.namespace, "labels": labels(plan, "trainer")},
@@ -143,7 +153,7 @@ def _pytorchjob(plan: ResolvedPlan, config_map: dict) -> dict:
         # OnFailure: the kubelet restarts a crashed container in place and the operator recreates a lost pod;
         # runPolicy.backoffLimit bounds the retries.
         return {"replicas": count, "restartPolicy": "OnFailure",
-                "template": {"metadata": {"labels": labels(plan, "trainer")},
+                "template": {"metadata": {"labels": _pod_labels(plan)},
                              "spec": _pod_spec(plan, config_map, "pytorchjob")}}
 
     specs = {"Master": replica(1)}
@@ -162,7 +172,8 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile]) -> list[Outpu
     claim = pvc(f"{plan.name}-checkpoints", decided.checkpoint_claim_bytes, plan, "ReadWriteMany")  # every node writes shards
     claim["metadata"]["labels"] = labels(plan, "checkpoints")
     job = _pytorchjob(plan, config_map) if decided.job_api == "pytorchjob" else _jobset(plan, config_map)
-    return [OutputFile(plan.deployment.files.k8s_training, dump_yaml_documents([config_map, claim, job]))]
+    docs = [*service_account(plan, "trainer"), config_map, claim, job]  # the ServiceAccount before the pods that use it
+    return [OutputFile(plan.deployment.files.k8s_training, dump_yaml_documents(docs))]
 
 
 TARGET = Target("k8s_training", applies, render, needs=("torchrun", "deepspeed", "fsdp", "megatron"))

@@ -11,6 +11,8 @@ from .base import OutputFile, Target, render as render_template
 
 VISION_KINDS = ("cnn", "vision-transformer")
 MEMORY_TERMS = ("weights", "gradients", "optimizer", "activations", "kv_cache", "other")
+NEED_OPEN = "peak traffic ÷ per-replica capacity at the target utilisation"
+NEED_CLOSED = "clients at peak ÷ max concurrency, so each client holds a slot"
 
 
 
@@ -72,7 +74,7 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
         s = plan.serving
         facts += [
             {"what": "latency", "value": f"p99 {format_seconds(s.ttft_seconds)} (SLO {format_seconds(s.latency_slo_seconds) if s.latency_slo_seconds else 'none'}), batch {s.max_concurrency}, queue delay ≤ {format_seconds(s.max_queue_delay_seconds)}", "source": "GFLOPs per image at the achievable matmul rate; dynamic-batching window from the SLO"},
-            {"what": "replicas", "value": f"{s.replicas} (autoscale {s.min_replicas}–{s.max_replicas}) × {s.gpus_per_replica} GPU, {format_count(s.tokens_per_second_per_replica)} images/s each", "source": "peak rate ÷ per-replica capacity at the target utilisation"},
+            {"what": "replicas", "value": f"{s.replicas} (autoscale {s.min_replicas}–{s.max_replicas}) × {s.gpus_per_replica} GPU, {format_count(s.tokens_per_second_per_replica)} images/s each", "source": f"deployed at peak = max({s.replicas_needed} needed: peak traffic ÷ per-replica capacity at the target utilisation, availability floor {s.replica_floor})"},
             {"what": "cost", "value": f"{format_usd(cost.usd_per_month)}/month", "source": "GPU-hours × catalog price, 730 h/month"},
         ]
     elif plan.serving:
@@ -81,7 +83,7 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
             {"what": "latency at peak traffic", "value": f"TTFT p50/p99 {format_seconds(s.ttft_p50_seconds)}/{format_seconds(s.ttft_seconds)} (SLO {format_seconds(s.ttft_slo_seconds) if s.ttft_slo_seconds else 'none'}), TPOT p50/p99 {format_seconds(s.tpot_p50_seconds)}/{format_seconds(s.tpot_seconds)} (SLO {format_seconds(s.tpot_slo_seconds) if s.tpot_slo_seconds else 'none'}); utilisation {s.utilization_at_peak:.2f}, {s.in_flight_at_peak:.1f} sequences in flight and {s.requests_per_second_at_peak:.3g} req/s per replica{f' from {s.concurrency} closed-loop clients' if s.concurrency else ''}; inter-token latency p50 {format_seconds(s.itl_p50_seconds)}", "source": "roofline: prefill FLOPs at achievable matmul rate; decode bytes at achievable HBM bandwidth (fp8 GEMMs at the DeepGEMM-measured shares); decode batch = sequences in flight (Little's law); open loop: M/M/c slot wait; closed loop: rate = clients ÷ (TTFT + output × TPOT)"},
             {"what": "latency, other loads", "value": f"one request alone: TTFT {format_seconds(s.ttft_batch1_seconds)}, TPOT {format_seconds(s.tpot_batch1_seconds)}; at max concurrency {s.max_concurrency} and the autoscaler's target utilisation: TTFT {format_seconds(s.ttft_at_capacity_seconds)}, TPOT {format_seconds(s.tpot_at_capacity_seconds)}", "source": "the same model at λ → 0 and at the capacity limit"},
             {"what": "concurrency", "value": f"{s.max_concurrency} sequences, KV cache {format_count(s.kv_cache_tokens)} tokens at {s.kv_bytes_per_token} B/token", "source": "MLA: (kv_lora_rank + qk_rope_head_dim) × layers × bytes, the compressed latent" if plan.model and plan.model.architecture.uses_mla else "2 × layers × kv_heads × head_dim × bytes (GQA-aware)"},
-            {"what": "replicas", "value": f"{s.replicas} (autoscale {s.min_replicas}–{s.max_replicas}) × {s.gpus_per_replica} GPU, {format_count(s.tokens_per_second_per_replica)} tokens/s each", "source": "closed loop: clients at peak ÷ max concurrency, so each client holds a slot" if s.concurrency else "peak traffic ÷ per-replica capacity at the target utilisation"},
+            {"what": "replicas", "value": f"{s.replicas} (autoscale {s.min_replicas}–{s.max_replicas}) × {s.gpus_per_replica} GPU, {format_count(s.tokens_per_second_per_replica)} tokens/s each", "source": f"deployed at peak = max({s.replicas_needed} needed: {NEED_CLOSED if s.concurrency else NEED_OPEN}, availability floor {s.replica_floor})"},
             {"what": "cost", "value": f"{format_usd(cost.usd_per_month)}/month, {format_usd(cost.usd_per_million_tokens)} per 1M output tokens", "source": "GPU-hours × catalog price, 730 h/month"},
         ]
         if cost.budget_usd_per_month:

@@ -47,7 +47,7 @@ def onnx_config(plan: ResolvedPlan, instance_kind: str = "KIND_GPU", model: Trit
     """config.pbtxt of an ONNX model (`model`: the unit's Triton decisions; default the single service's)."""
     s, m = plan.serving, model or plan.deployment.engines[0].triton
     return render_template(
-        "triton/onnx_config.pbtxt.j2", plan_name=plan.name, name=m.name,
+        "triton/onnx_config.pbtxt.j2", plan_name=plan.name, name=m.name, backend=m.backend, model_file=m.model_file,
         precision=s.precision, max_batch_size=s.max_concurrency, inputs=_tensor_rows(m.inputs),
         outputs=_tensor_rows(m.outputs), preferred_batch_sizes=", ".join(str(b) for b in s.preferred_batch_sizes),
         has_preferred=bool(s.preferred_batch_sizes), max_queue_delay_microseconds=m.max_queue_delay_microseconds,
@@ -86,6 +86,8 @@ def _onnx_model(plan: ResolvedPlan, m: TritonModel) -> dict:
         "name": m.name, "hf_id": plan.model.hf_id, "fetch_before": _fetch_command(plan)[0], "fetch_after": _fetch_command(plan)[1],
         "has_weights": bool(plan.model.weights_uri), "weights_uri": plan.model.weights_uri,
         "task": m.export_task, "dtype": m.export_dtype, "on_gpu": m.export_on_gpu,
+        "onnx_path": f"{m.name}/model.onnx" if m.engine_build_flags else f"{m.name}/{VERSION}/model.onnx",
+        "build": bool(m.engine_build_flags), "build_flags": m.engine_build_flags, "plan_path": f"{m.name}/{VERSION}/{m.model_file}",
     }
 
 
@@ -93,8 +95,9 @@ def serve_sh(unit: EngineUnit) -> str:
     plan, m = unit.plan, unit.engine.triton
     onnx = [] if m.backend == "vllm" else [_onnx_model(plan, m)]
     return render_template("triton/serve.sh.j2", plan_name=plan.name, server_version=unit.engine.version,
-                           models=onnx, model=m.name, version=VERSION, http_port=unit.engine.http_port,
-                           grpc_port=unit.engine.grpc_port, metrics_port=unit.engine.metrics_port)
+                           models=onnx, has_build=any(x["build"] for x in onnx), model=m.name, version=VERSION, http_port=unit.engine.http_port,
+                           grpc_port=unit.engine.grpc_port, metrics_port=unit.engine.metrics_port,
+                           exit_timeout_seconds=unit.engine.exit_timeout_seconds)
 
 
 # ----------------------------------------------------------------------------------------------- files
@@ -108,7 +111,8 @@ def repository(unit: EngineUnit, instance_kind: str = "KIND_GPU") -> list[Output
             raise ValueError(f"Triton's vLLM backend runs one replica per node; plan needs {unit.serving.nodes_per_replica} nodes")
         return [OutputFile(f"{folder}/config.pbtxt", vllm_config(plan, m)),
                 OutputFile(f"{folder}/{VERSION}/model.json", model_json(unit))]
-    readme = render_template("triton/version_readme.md.j2", name=name, version=VERSION)
+    readme = render_template("triton/version_readme.md.j2", name=name, version=VERSION, model_file=m.model_file,
+                             build=bool(m.engine_build_flags))
     return [OutputFile(f"{folder}/config.pbtxt", onnx_config(plan, instance_kind, m)),
             OutputFile(f"{folder}/{VERSION}/README.md", readme)]
 

@@ -252,6 +252,41 @@ def tritonserver_loads(repo_dir: Path) -> tuple[bool, str]:
     return _verdict(result, tail_chars=4000)
 
 
+def tritonserver_stops(repo_dir: Path, args: list[str]) -> tuple[bool, str]:
+    """Start the real tritonserver (CPU, python backend only) over `repo_dir` with the generated `args` (ports and the
+    repository replaced), send SIGTERM as the kubelet does once it is live, and return (exited cleanly, its log)."""
+    python = tool_python("triton")
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    server_dir = Path(site) / "pytriton" / "tritonserver"
+    port = _free_port_block(3)
+    kept = [a for a in args if not a.startswith(("--model-repository=", "--http-port=", "--grpc-port=", "--metrics-port="))]
+    with tempfile.TemporaryDirectory() as work:
+        backends = Path(work) / "backends"
+        backends.mkdir()
+        (backends / "python").symlink_to(server_dir / "backends" / "python")
+        log_path = Path(work) / "server.log"
+        with open(log_path, "w") as log:
+            server = subprocess.Popen(
+                [server_dir / "bin" / "tritonserver", f"--model-repository={repo_dir}", f"--backend-directory={backends}",
+                 f"--http-port={port}", f"--grpc-port={port + 1}", f"--metrics-port={port + 2}", *kept],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                env={**os.environ, "PATH": f"/usr/bin:/bin:{os.environ.get('PATH', '')}"})
+        try:
+            for _ in range(300):
+                if server.poll() is not None or _run(["curl", "-sf", f"http://127.0.0.1:{port}/v2/health/live"], timeout=10).returncode == 0:
+                    break
+                time.sleep(0.2)
+            if server.poll() is None:
+                os.kill(server.pid, 15)
+            rc = server.wait(timeout=120)
+        finally:
+            if server.poll() is None:
+                os.killpg(server.pid, 9)
+                server.wait()
+        return rc == 0, log_path.read_text()[-6000:]
+
+
 def render_svg_png(svg: Path, png: Path, width: int = 640, height: int = 360) -> None:
     """Headless Debian chromium screenshot of an SVG file (flags of shared env machines/python.md)."""
     if height < MIN_SCREENSHOT_HEIGHT_PX:

@@ -9,7 +9,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 # mobilenet-v2: the ONNX file is not generated; fetch it once.
-dest="$repo/mobilenet-v2/1/model.onnx"
+dest="$repo/mobilenet-v2/model.onnx"
 if [ ! -f "$dest" ]; then
   # Export from the Hugging Face repo with optimum (fp16, which needs a CUDA device).
   export_dir="$(mktemp -d)"
@@ -23,9 +23,21 @@ if [ "${1:-}" = "--fetch-only" ]; then
   exit 0
 fi
 
+# mobilenet-v2: build the TensorRT plan from the ONNX file on this device, once (a plan is tied to the TensorRT
+# version and the GPU that build it).
+if [ ! -f "$repo/mobilenet-v2/1/model.plan" ]; then
+  trtexec --onnx="$repo/mobilenet-v2/model.onnx" --saveEngine="$repo/mobilenet-v2/1/model.plan" --fp16 --minShapes=pixel_values:1x3x224x224 --optShapes=pixel_values:256x3x224x224 --maxShapes=pixel_values:256x3x224x224
+fi
+
+# --build-only: build the TensorRT plans and stop (the Kubernetes build-engine init container runs this).
+if [ "${1:-}" = "--build-only" ]; then
+  exit 0
+fi
+
 exec tritonserver \
   --model-repository="$repo" \
   --http-port=8000 \
   --grpc-port=8001 \
   --metrics-port=8002 \
+  --exit-timeout-secs=30 \
   "$@"
