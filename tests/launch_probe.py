@@ -6,8 +6,8 @@ own objects, not from the plan:
                   "zero_stage": ..., "precision": ..., "checkpoint_dir": ..., "saved": [...], "signal": ...}
 
 --framework ddp        plain torch DDP (launch kind torchrun): the batch it ran is counted over ranks with an all-reduce
---framework deepspeed  deepspeed.initialize with the config the launcher passed (--deepspeed_config, or --deepspeed as the
-                       Hugging Face Trainer spells it); the engine reports batch, accumulation, ZeRO stage and precision
+--framework deepspeed  deepspeed.initialize with the config the launcher passed (--deepspeed_config); the engine reports
+                       batch, accumulation, ZeRO stage and precision (launch kind hf-trainer: tests/hf_trainer_probe.py)
 --framework fsdp       accelerate launch with the generated FSDP config: what accelerate's launcher read from it and
                        handed the Accelerator (no step: FSDP needs a device, see run_accelerate)
 --wait-signal          after the step, wait for $MLINFRA_CHECKPOINT_SIGNAL (the launcher's checkpoint contract), then save
@@ -84,7 +84,7 @@ def run_ddp(args) -> dict:
 def run_deepspeed(args) -> dict:
     import deepspeed
 
-    config = args.deepspeed_config or args.deepspeed
+    config = args.deepspeed_config
     deepspeed.init_distributed(dist_backend="gloo")
     engine, _, _, _ = deepspeed.initialize(model=model(), config=config,
                                            optimizer=lambda params: torch.optim.AdamW(params, lr=1e-3))
@@ -101,7 +101,7 @@ def run_deepspeed(args) -> dict:
     row = {"framework": "deepspeed", "world_size": dist.get_world_size(), "micro_batch": engine.train_micro_batch_size_per_gpu(),
            "grad_accum": accum, "global_batch": engine.train_batch_size(), "zero_stage": engine.zero_optimization_stage(),
            "precision": str(dtype), "checkpoint_dir": ckpt, "saved": sorted(os.listdir(ckpt)), "signal": signal_name,
-           "optimizer_steps": engine.global_steps, "config_flag": "--deepspeed_config" if args.deepspeed_config else "--deepspeed",
+           "optimizer_steps": engine.global_steps, "config_flag": "--deepspeed_config",
            "rank": dist.get_rank()}
     del engine
     gc.collect()
@@ -141,17 +141,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--framework", choices=["ddp", "deepspeed", "fsdp"], required=True)
     parser.add_argument("--deepspeed_config")  # deepspeed.add_config_arguments' name (launch kind deepspeed)
-    parser.add_argument("--deepspeed")  # transformers TrainingArguments.deepspeed (launch kind hf-trainer)
-    # transformers TrainingArguments' checkpoint flags (launch kind hf-trainer), reported back as parsed
-    parser.add_argument("--output_dir")
-    parser.add_argument("--save_steps", type=int)
-    parser.add_argument("--save_total_limit", type=int)
     parser.add_argument("--wait-signal", action="store_true")
     parser.add_argument("--wait-seconds", type=float, default=60)
     parser.add_argument("--local_rank", type=int, default=-1)
     args = parser.parse_args()
     row = {"ddp": run_ddp, "deepspeed": run_deepspeed, "fsdp": run_accelerate}[args.framework](args)
-    row["hf_checkpoint_flags"] = [args.output_dir, args.save_steps, args.save_total_limit]
     report(row)
 
 

@@ -59,8 +59,12 @@ def test_hf_trainer_gets_deepspeed_flag(tmp_path):
         "tokens": "1M", "seq_len": 128, "entrypoint": {"kind": "hf-trainer", "script": "sft.py", "args": ["--bf16", "a b"]}})
     words = after_script(launched(tmp_path, plan), "sft.py")
     ck = plan.deployment.launcher.checkpoint
+    par = plan.parallelism
     assert words == ["--output_dir", ck.dir, "--save_steps", str(ck.interval_steps), "--save_total_limit", str(ck.keep),
+                     "--per_device_train_batch_size", str(par.micro_batch), "--gradient_accumulation_steps", str(par.grad_accum),
+                     "--max_grad_norm", "1", "--max_steps", str(plan.training.steps), "--bf16", "--gradient_checkpointing",
                      "--bf16", "a b", "--deepspeed", str(tmp_path / "out/deepspeed/ds_config.json")]
+    assert (par.micro_batch, par.grad_accum, plan.training.steps, par.recompute) == (2, 2, 100, "selective")
 
 
 def test_fsdp_runs_through_accelerate_launch_with_the_generated_config(tmp_path):

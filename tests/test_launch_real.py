@@ -83,11 +83,10 @@ def test_ddp_plain_script_on_slurm_matches_plan(tmp_path, slurm_cluster):
     assert (tmp_path / HOSTILE_DIR / "step-1.pt").is_file()  # the hostile path reached the job intact
 
 
-@pytest.mark.parametrize("kind, flag", [("deepspeed", "--deepspeed_config"), ("hf-trainer", "--deepspeed")])
-def test_deepspeed_on_slurm_matches_plan(tmp_path, slurm_cluster, kind, flag):
-    """Launch kinds deepspeed and hf-trainer: deepspeed.initialize reads the config path the launcher passed under the
-    flag of that kind (the probe parses both names; transformers itself is not installed here). ZeRO-2, bf16."""
-    plan = probe_plan(tmp_path, "deepspeed", kind, nodes=1, gpus_per_node=2, zero_stage=2)
+def test_deepspeed_on_slurm_matches_plan(tmp_path, slurm_cluster):
+    """Launch kind deepspeed: deepspeed.initialize reads the config path the launcher passed as --deepspeed_config.
+    ZeRO-2, bf16."""
+    plan = probe_plan(tmp_path, "deepspeed", "deepspeed", nodes=1, gpus_per_node=2, zero_stage=2)
     out = write_tree(render_training(plan), tmp_path / "out")
     state, logs = run_on_slurm(slurm_cluster, plan, out, timeout=300)
     assert "JobState=COMPLETED" in state, state + logs[-4000:]
@@ -97,11 +96,83 @@ def test_deepspeed_on_slurm_matches_plan(tmp_path, slurm_cluster, kind, flag):
     for row in rows:
         assert {k: row[k] for k in want} == want
         assert row["precision"] == "torch.bfloat16" and plan.spec.precision == "bf16"
-        assert row["config_flag"] == flag and row["optimizer_steps"] == 1
-        ck = plan_json(plan)["deployment"]["launcher"]["checkpoint"]
-        hf_flags = [ck["dir"], ck["interval_steps"], ck["keep"]] if kind == "hf-trainer" else [None, None, None]
-        assert row["hf_checkpoint_flags"] == hf_flags  # output_dir, save_steps, save_total_limit as the parser read them
+        assert row["config_flag"] == "--deepspeed_config" and row["optimizer_steps"] == 1
     assert "step-1" in rows[0]["saved"]
+
+
+# ------------------------------------------------------------------------------ Hugging Face Trainer (launch kind hf-trainer)
+HF_PROBE = REPO / "tests" / "hf_trainer_probe.py"
+HF_USER_ARGS = ["--report_to", "none", "--logging_steps", "1"]  # the plan's own arguments, after the generated ones
+
+
+def hf_plan(tmp_path: Path, framework: str, nodes: int = 1, gpus_per_node: int = 2, zero_stage: int = 0, **updates):
+    """A hf-trainer plan running tests/hf_trainer_probe.py; `updates` replace parallelism fields (e.g. recompute)."""
+    plan = small_training_plan(nodes=nodes, gpus_per_node=gpus_per_node, framework=framework, zero_stage=zero_stage,
+                               precision=updates.pop("precision", "bf16"), train={
+        "tokens": "1M", "seq_len": 128,
+        "entrypoint": {"kind": "hf-trainer", "script": str(HF_PROBE), "args": HF_USER_ARGS, "env": {"DS_ACCELERATOR": "cpu"}}})
+    directory = str(tmp_path / HOSTILE_DIR)
+    return deployed(plan.model_copy(update={
+        "training": plan.training.model_copy(update={"checkpoint_dir": directory}),
+        "parallelism": plan.parallelism.model_copy(update=updates)}))
+
+
+def hf_rows(output: str) -> list[dict]:
+    return [json.loads(line) for line in re.findall(r"^.*HF_PROBE (\{.*\})$", output, re.M)]
+
+
+def hf_expected(plan, out: Path) -> dict:
+    """TrainingArguments as plan.json decides them (the framework file under the compile's folder `out`)."""
+    data = plan_json(plan)
+    par, launch = data["parallelism"], data["deployment"]["launcher"]
+    ck, precision = launch["checkpoint"], data["spec"]["precision"]
+    return {"per_device_train_batch_size": par["micro_batch"], "gradient_accumulation_steps": par["grad_accum"],
+            "bf16": precision in ("bf16", "fp8"), "fp16": precision == "fp16",
+            "deepspeed": str(out / launch["framework_config"]) if par["framework"] == "deepspeed" else None,
+            "output_dir": ck["dir"], "save_steps": ck["interval_steps"], "save_total_limit": ck["keep"],
+            "max_steps": data["training"]["steps"], "max_grad_norm": 1.0,
+            "gradient_checkpointing": par["recompute"] != "none"}
+
+
+@pytest.mark.parametrize("framework, precision, recompute", [
+    ("deepspeed", "bf16", "full"), ("deepspeed", "fp16", "none"), ("ddp", "fp32", "selective"), ("ddp", "fp8", "none")])
+def test_hf_trainer_parser_takes_the_generated_arguments(tmp_path, framework, precision, recompute):
+    """transformers' HfArgumentParser(TrainingArguments) parses every word the launcher gives the script (an unknown
+    flag would be an error) and each parsed field equals plan.json's decision. Before: only output_dir / save_steps /
+    save_total_limit were passed, so the Trainer ran its defaults (batch 8, fp32, 3 epochs) whatever the plan sized."""
+    from tests.test_launch import launched
+
+    plan = hf_plan(tmp_path, framework, zero_stage=2 if framework == "deepspeed" else 0, precision=precision, recompute=recompute)
+    argv = launched(tmp_path, plan)
+    words = argv[argv.index(str(HF_PROBE)) + 1:]
+    env = {**torch_env(), "MLINFRA_PROBE_MODE": "parse", "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([str(realtools().transformers_python()), str(HF_PROBE), *words], env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (row,) = hf_rows(result.stdout)
+    want = hf_expected(plan, tmp_path / "out")
+    assert {k: row["parsed"][k] for k in want} == want
+
+
+def test_hf_trainer_deepspeed_step_on_slurm_matches_plan(tmp_path, slurm_cluster):
+    """Launch kind hf-trainer on the fake Slurm cluster: srun → launcher → torchrun (2 ranks, gloo) → a REAL Trainer step
+    of a tiny random Llama with DeepSpeed ZeRO-2 bf16 from the generated ds_config.json (transformers' DeepSpeed
+    integration checks the config against TrainingArguments and refuses a mismatch), then the Trainer's own save into
+    the checkpoint directory (a hostile path). DeepSpeed's engine reports batch, accumulation, stage and precision."""
+    realtools().transformers_python()
+    plan = hf_plan(tmp_path, "deepspeed", zero_stage=2)
+    out = write_tree(render_training(plan), tmp_path / "out")
+    state, logs = run_on_slurm(slurm_cluster, plan, out, timeout=300)
+    assert "JobState=COMPLETED" in state, state + logs[-4000:]
+    rows = hf_rows(logs)
+    assert sorted(r["rank"] for r in rows) == [0, 1], logs[-4000:]
+    want, hf = expected(plan), hf_expected(plan, out)
+    for row in rows:
+        assert {k: row[k] for k in want} == want
+        assert {k: row["parsed"][k] for k in hf} == hf
+        assert row["deepspeed"] and row["precision"] == "torch.bfloat16" and row["optimizer_steps"] == 1
+    assert "checkpoint-1" in rows[0]["saved"]
+    assert (tmp_path / HOSTILE_DIR / "checkpoint-1").is_dir()
 
 
 def test_accelerate_reads_the_generated_fsdp_config_on_slurm(tmp_path, slurm_cluster):

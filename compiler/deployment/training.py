@@ -11,6 +11,7 @@ import re
 from ..diagnostics import InfeasiblePlan
 from ..resolved import ResolvedPlan
 from ..spec import PlanSpec
+from .frameworks import GRADIENT_CLIP_NORM
 from .model import Checkpoint, Directive, DeploymentDecision, EnvVar, Files, KubernetesTraining, Launcher, Lora, Slurm
 
 # torchrun's default rendezvous port (torch.distributed.run: --master-port default 29500).
@@ -152,13 +153,28 @@ LAUNCH_KINDS = {
 AUTO_KIND = {"ddp": "torchrun", "deepspeed": "deepspeed", "fsdp": "accelerate", "megatron": "megatron"}
 
 
-def framework_args(kind: str, ck: Checkpoint) -> list[str]:
-    """Checkpoint interval, retention and directory as flags where the launch kind's parser has them: Hugging Face
-    TrainingArguments output_dir, save_steps, save_total_limit (Megatron's are in megatron/args.sh; others read the
-    MLINFRA_CHECKPOINT_* environment)."""
-    if kind == "hf-trainer":
-        return ["--output_dir", ck.dir, "--save_steps", str(ck.interval_steps), "--save_total_limit", str(ck.keep)]
-    return []
+# Hugging Face TrainingArguments' precision switch per plan precision (fp8 trains on bf16 weights, as in ds_config).
+HF_PRECISION_FLAG = {"bf16": "--bf16", "fp8": "--bf16", "fp16": "--fp16"}
+
+
+def framework_args(plan: ResolvedPlan, kind: str, ck: Checkpoint) -> list[str]:
+    """The plan's decisions as flags where the launch kind's parser has them (Megatron's are in megatron/args.sh;
+    torchrun/deepspeed/accelerate scripts read the MLINFRA_* environment). Hugging Face TrainingArguments: checkpoint
+    directory, interval and retention, and the batch, clipping and precision that its DeepSpeed integration checks
+    against ds_config.json (HfTrainerDeepSpeedConfig.trainer_config_process refuses a mismatch: TrainingArguments'
+    defaults, batch 8 and no bf16, would stop the job); max_steps = the sized steps; gradient_checkpointing when the
+    layout recomputes activations (the Trainer has only per-layer full recompute)."""
+    if kind != "hf-trainer":
+        return []
+    par = plan.parallelism
+    args = ["--output_dir", ck.dir, "--save_steps", str(ck.interval_steps), "--save_total_limit", str(ck.keep),
+            "--per_device_train_batch_size", str(par.micro_batch), "--gradient_accumulation_steps", str(par.grad_accum),
+            "--max_grad_norm", f"{GRADIENT_CLIP_NORM:g}", "--max_steps", str(plan.training.steps)]
+    if plan.spec.precision in HF_PRECISION_FLAG:
+        args.append(HF_PRECISION_FLAG[plan.spec.precision])
+    if par.recompute != "none":
+        args.append("--gradient_checkpointing")
+    return args
 
 
 def framework_env(plan: ResolvedPlan, kind: str) -> list[EnvVar]:
@@ -198,7 +214,7 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
     return Launcher(
         program="accelerate" if kind == "accelerate" else "torchrun", kind=kind,
         config_flag=LAUNCH_KINDS[kind][1].get(framework, ""), megatron_args=kind == "megatron",
-        framework_args=framework_args(kind, checkpoint(plan, spec)),
+        framework_args=framework_args(plan, kind, checkpoint(plan, spec)),
         reads=[p for p in (config, files.megatron_args if kind == "megatron" else "") if p],
         checkpoint_signal="TERM" if kind == "megatron" else "USR1",
         script=entry.script, python_script=entry.script.endswith(".py"), args=list(entry.args),
@@ -353,7 +369,9 @@ def kubernetes_training(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) ->
 KIND_CONTRACT = {
     "torchrun": "torchrun runs the script; it reads the plan from the MLINFRA_* environment (framework file in MLINFRA_DS_CONFIG / MLINFRA_ACCELERATE_CONFIG)",
     "deepspeed": "torchrun runs the script with --deepspeed_config deepspeed/ds_config.json (deepspeed.add_config_arguments)",
-    "hf-trainer": "torchrun runs the Hugging Face Trainer/TRL script with --deepspeed deepspeed/ds_config.json (TrainingArguments.deepspeed)",
+    "hf-trainer": "torchrun runs the Hugging Face Trainer/TRL script with TrainingArguments flags for checkpoints, batch, "
+                  "clipping, precision, steps and recompute (its DeepSpeed integration refuses a ds_config.json that "
+                  "disagrees with them), and --deepspeed deepspeed/ds_config.json (TrainingArguments.deepspeed)",
     "accelerate": "accelerate launch --config_file fsdp/accelerate_config.yaml runs the script (accelerate sets the FSDP environment the Accelerator reads)",
     "megatron": "torchrun runs pretrain_gpt.py with the words of megatron/args.sh, then the plan's own arguments",
 }
