@@ -8,8 +8,7 @@ own objects, not from the plan:
 --framework ddp        plain torch DDP (launch kind torchrun): the batch it ran is counted over ranks with an all-reduce
 --framework deepspeed  deepspeed.initialize with the config the launcher passed (--deepspeed_config); the engine reports
                        batch, accumulation, ZeRO stage and precision (launch kind hf-trainer: tests/hf_trainer_probe.py)
---framework fsdp       accelerate launch with the generated FSDP config: what accelerate's launcher read from it and
-                       handed the Accelerator (no step: FSDP needs a device, see run_accelerate)
+(launch kind accelerate with FSDP: tests/fsdp_probe.py)
 --wait-signal          after the step, wait for $MLINFRA_CHECKPOINT_SIGNAL (the launcher's checkpoint contract), then save
 """
 
@@ -110,42 +109,15 @@ def run_deepspeed(args) -> dict:
     return row
 
 
-def run_accelerate(args) -> dict:
-    """What `accelerate launch --config_file` handed the worker: accelerate's launcher reads the file and passes FSDP to
-    the Accelerator through the environment (ACCELERATE_USE_FSDP, FSDP_*, ACCELERATE_MIXED_PRECISION). FSDP itself
-    needs an accelerator device (accelerate 1.15 raises "no available devices" on CPU), so a step runs only on a GPU."""
-    import torch.distributed as dist
-    from accelerate import Accelerator
-
-    env = {k: v for k, v in os.environ.items() if k.startswith(("FSDP_", "ACCELERATE_"))}
-    dist.init_process_group(backend="gloo")
-    world = dist.get_world_size()
-    micro, accum = int(os.environ["MLINFRA_MICRO_BATCH"]), int(os.environ["MLINFRA_GRAD_ACCUM"])
-    try:
-        accelerator = Accelerator(gradient_accumulation_steps=accum)
-        error = None
-        framework = str(accelerator.distributed_type)
-    except RuntimeError as exc:  # FSDP on a machine without a GPU
-        error, framework = str(exc), None
-    row = {"framework": framework, "accelerator_error": error, "world_size": world, "micro_batch": micro, "grad_accum": accum,
-           "global_batch": micro * accum * world, "use_fsdp": env.get("ACCELERATE_USE_FSDP"),
-           "sharding_strategy": env.get("FSDP_SHARDING_STRATEGY") or env.get("FSDP_RESHARD_AFTER_FORWARD"),
-           "precision": env.get("ACCELERATE_MIXED_PRECISION"), "state_dict_type": env.get("FSDP_STATE_DICT_TYPE"),
-           "checkpoint_dir": os.environ["MLINFRA_CHECKPOINT_DIR"], "rank": dist.get_rank(), "signal": None}
-    dist.barrier()
-    dist.destroy_process_group()
-    return row
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--framework", choices=["ddp", "deepspeed", "fsdp"], required=True)
+    parser.add_argument("--framework", choices=["ddp", "deepspeed"], required=True)
     parser.add_argument("--deepspeed_config")  # deepspeed.add_config_arguments' name (launch kind deepspeed)
     parser.add_argument("--wait-signal", action="store_true")
     parser.add_argument("--wait-seconds", type=float, default=60)
     parser.add_argument("--local_rank", type=int, default=-1)
     args = parser.parse_args()
-    row = {"ddp": run_ddp, "deepspeed": run_deepspeed, "fsdp": run_accelerate}[args.framework](args)
+    row = {"ddp": run_ddp, "deepspeed": run_deepspeed}[args.framework](args)
     report(row)
 
 

@@ -1,9 +1,10 @@
 """Issue 13, proof with the real frameworks on CPU: compile a tiny plan, run the generated slurm/train.sbatch on the
-fake 2-node Slurm cluster (srun → launch/torchrun.sh → torchrun → tests/launch_probe.py), through one REAL training step
-of the framework; the probe reports what the framework used and the test compares it with plan.json.
+fake 2-node Slurm cluster (srun → launch/torchrun.sh → torchrun or accelerate launch → a probe script: launch_probe.py
+for plain DDP and DeepSpeed, hf_trainer_probe.py for the Hugging Face Trainer, fsdp_probe.py for FSDP), through one REAL
+training step of the framework; the probe reports what the framework used and the test compares it with plan.json.
 
-Real tools (tests/tools/realtools.py): the torch venv (torch, deepspeed) and Debian's Slurm; a missing tool skips the
-test with the reason, and fails it under CI=true.
+Real tools (tests/tools/realtools.py): the torch venv (torch, deepspeed, accelerate, transformers) and Debian's Slurm; a
+missing tool skips the test with the reason, and fails it under CI=true.
 """
 
 from __future__ import annotations
@@ -175,29 +176,50 @@ def test_hf_trainer_deepspeed_step_on_slurm_matches_plan(tmp_path, slurm_cluster
     assert (tmp_path / HOSTILE_DIR / "checkpoint-1").is_dir()
 
 
-def test_accelerate_reads_the_generated_fsdp_config_on_slurm(tmp_path, slurm_cluster):
+FSDP_PROBE = REPO / "tests" / "fsdp_probe.py"
+
+
+@pytest.mark.parametrize("reshard_after_forward, strategy", [(True, "FULL_SHARD"), (False, "SHARD_GRAD_OP")])
+def test_fsdp_step_from_the_generated_accelerate_config_on_slurm(tmp_path, slurm_cluster, reshard_after_forward, strategy):
     """Launch kind accelerate on 2 nodes × 2 ranks: `accelerate launch --config_file fsdp/accelerate_config.yaml` (machine
-    rank from Slurm, rendezvous on the first node) hands every worker the FSDP settings of plan.json. No FSDP step: FSDP
-    needs a device and accelerate 1.15 refuses CPU ("no available devices"), asserted so a change is noticed."""
-    plan = probe_plan(tmp_path, "fsdp", "auto", nodes=2, gpus_per_node=2, zero_stage=3)
-    assert plan.deployment.launcher.kind == "accelerate"
+    rank from Slurm, rendezvous on the first node) hands every worker the FSDP settings; accelerate's own
+    FullyShardedDataParallelPlugin reads them and a REAL FSDP1 step runs with them on CPU/gloo (tests/fsdp_probe.py does
+    Accelerator.prepare_model's wrapping: the Accelerator refuses FSDP without a GPU), then a sharded
+    torch.distributed.checkpoint save. What FSDP ran with equals plan.json."""
+    realtools().transformers_python()
+    plan = small_training_plan(nodes=2, gpus_per_node=2, framework="fsdp", zero_stage=3, train={
+        "tokens": "1M", "seq_len": 128, "reshard_after_forward": reshard_after_forward,
+        "entrypoint": {"script": str(FSDP_PROBE)}})
+    plan = deployed(plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_dir": str(tmp_path / HOSTILE_DIR)})}))
+    assert plan.deployment.launcher.kind == "accelerate" and plan.parallelism.recompute != "none"
     out = write_tree(render_training(plan), tmp_path / "out")
     # Both fake nodes share one host: accelerate checks that the rendezvous port is free on machine rank 0, and the other
     # node's torchrun agent may already hold it there (on a real cluster only the head node has that address). With
     # c10d rendezvous torchrun ignores the node rank, so every agent says 1 (the launcher's MLINFRA_NODE_RANK override).
     state, logs = run_on_slurm(slurm_cluster, plan, out, MLINFRA_NODE_RANK="1")
     assert "JobState=COMPLETED" in state, state + logs[-4000:]
-    rows = probe_rows(logs)
+    rows = [json.loads(line) for line in re.findall(r"^.*FSDP_PROBE (\{.*\})$", logs, re.M)]
     assert sorted(r["rank"] for r in rows) == [0, 1, 2, 3], logs[-4000:]
     want = expected(plan)
     del want["zero_stage"]
     config = plan_json(plan)["deployment"]["frameworks"]["accelerate_config"]
+    fsdp = config["fsdp_config"]
+    dtype = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}[config["mixed_precision"]]
     for row in rows:
         assert {k: row[k] for k in want} == want
-        assert row["use_fsdp"] == "true" and row["precision"] == config["mixed_precision"] == "bf16"
-        assert row["sharding_strategy"] == config["fsdp_config"]["fsdp_reshard_after_forward"] == "FULL_SHARD"
-        assert row["state_dict_type"] == config["fsdp_config"]["fsdp_state_dict_type"]
-        assert "no available devices" in row["accelerator_error"]
+        assert row["sharding_strategy"] == fsdp["fsdp_sharding_strategy"] == fsdp["fsdp_reshard_after_forward"] == strategy
+        assert row["mixed_precision"] == {"param_dtype": dtype, "reduce_dtype": dtype, "buffer_dtype": dtype}
+        assert row["activation_checkpointing"] is fsdp["fsdp_activation_checkpointing"] is True
+        assert row["state_dict_type"] == fsdp["fsdp_state_dict_type"]
+        assert row["cpu_offload"] is fsdp["fsdp_offload_params"]
+        assert (row["use_orig_params"], row["sync_module_states"], row["cpu_ram_efficient_loading"]) == (
+            fsdp["fsdp_use_orig_params"], fsdp["fsdp_sync_module_states"], fsdp["fsdp_cpu_ram_efficient_loading"])
+        assert (row["backward_prefetch"], row["forward_prefetch"]) == (fsdp["fsdp_backward_prefetch"], fsdp["fsdp_forward_prefetch"])
+        assert row["fsdp_units"] == 3  # TRANSFORMER_BASED_WRAP: the root and each of the 2 decoder layers
+        assert row["weights_equal_across_ranks"]  # ranks > 0 started on meta (cpu_ram_efficient_loading), rank 0's reached them
+    assert [r["started_on_meta"] for r in sorted(rows, key=lambda r: r["rank"])] == [False, True, True, True]
+    assert ".metadata" in next(r for r in rows if r["rank"] == 0)["saved"]
+    assert (tmp_path / HOSTILE_DIR / "step-1" / ".metadata").is_file()
 
 
 def test_checkpoint_signal_reaches_the_workers(tmp_path):
