@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from compiler.deployment.frameworks import pipeline_split
-from compiler.diagnostics import InfeasiblePlan, PlanInputError
+from compiler.diagnostics import FieldRefused, InfeasiblePlan, PlanInputError
 from compiler.pipeline import resolve
 from tests.fixtures.resolved_plans import deployed, training_plan
 from tests.test_target_torchrun import render_training, small_training_plan, write_tree
@@ -97,10 +97,33 @@ def test_plain_torchrun_gets_no_config_flag(tmp_path):
     assert after_script(launched(tmp_path, plan), "t.py") == []
 
 
-@pytest.mark.parametrize("kind, framework", [("accelerate", "deepspeed"), ("megatron", "ddp"), ("deepspeed", "fsdp")])
-def test_a_kind_that_cannot_launch_the_framework_is_refused(kind, framework):
-    with pytest.raises(InfeasiblePlan, match="train.entrypoint.kind"):
-        small_training_plan(framework=framework, train={"tokens": "1M", "entrypoint": {"kind": kind}})
+@pytest.mark.parametrize("kind, framework, can", [("accelerate", "deepspeed", "deepspeed or hf-trainer or torchrun"),
+                                                 ("megatron", "ddp", "hf-trainer or torchrun"),
+                                                 ("deepspeed", "fsdp", "accelerate or torchrun"),
+                                                 ("hf-trainer", "fsdp", "accelerate or torchrun")])
+def test_a_kind_that_cannot_launch_the_framework_is_refused_at_the_kind(kind, framework, can):
+    """Before: an infeasible plan (exit 4) with no position; the field is the user's, so it is an input error there."""
+    with pytest.raises(FieldRefused) as refused:
+        small_training_plan(framework=framework, train={"tokens": "1M", "entrypoint": {"kind": kind, "script": "pretrain_gpt.py"}})
+    assert (refused.value.loc, refused.value.code) == (("train", "entrypoint", "kind"), "launch-kind-mismatch")
+    assert f"the {framework} layout the sizing chose (train.framework auto)" in refused.value.message
+    assert f"use kind {can} (or auto)" in refused.value.message
+
+
+def test_megatron_kind_needs_a_megatron_entry_point():
+    with pytest.raises(FieldRefused) as refused:
+        small_training_plan(framework="megatron", train={"tokens": "1M", "entrypoint": {"kind": "megatron", "script": "scripts/train.py"}})
+    assert refused.value.loc == ("train", "entrypoint", "script") and "'scripts/train.py' is not a Megatron-LM" in refused.value.message
+    plan = small_training_plan(framework="megatron", train={"tokens": "1M", "entrypoint": {"kind": "megatron", "script": "/opt/Megatron-LM/pretrain_mamba.py"}})
+    assert plan.deployment.launcher.kind == "megatron"
+
+
+@pytest.mark.parametrize("name, where", [("launch-kind-mismatch", ":11:22: error: train.entrypoint.kind: kind hf-trainer cannot launch train.framework fsdp"),
+                                         ("megatron-kind-plain-script", ":12:13: error: train.entrypoint.script: kind megatron passes")])
+def test_a_launch_kind_mismatch_is_a_located_cli_error(cli, name, where):
+    result = cli(f"tests/invalid_plans/{name}.yaml", "-o", "/nonexistent-never-written")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"tests/invalid_plans/{name}.yaml{where}" in result.stderr and "[launch-kind-mismatch]" in result.stderr
 
 
 # ----------------------------------------------------------------------------------------------- Megatron

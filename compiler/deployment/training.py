@@ -8,10 +8,10 @@ from __future__ import annotations
 import math
 import re
 
-from ..diagnostics import InfeasiblePlan
+from ..diagnostics import FieldRefused, InfeasiblePlan
 from ..resolved import ResolvedPlan
 from ..spec import PlanSpec
-from .frameworks import GRADIENT_CLIP_NORM
+from .frameworks import GRADIENT_CLIP_NORM, uses_megatron
 from .model import Checkpoint, Directive, DeploymentDecision, EnvVar, Files, KubernetesTraining, Launcher, Lora, Slurm
 
 # torchrun's default rendezvous port (torch.distributed.run: --master-port default 29500).
@@ -186,16 +186,32 @@ def framework_env(plan: ResolvedPlan, kind: str) -> list[EnvVar]:
     return []
 
 
+# Megatron-LM's training entry points are pretrain_*.py (pretrain_gpt.py, pretrain_mamba.py, pretrain_t5.py, ...): each
+# parses the full Megatron argument set of megatron/args.sh (megatron.training.arguments.parse_args).
+MEGATRON_ENTRY = re.compile(r"(^|/)pretrain_[A-Za-z0-9_]+\.py$")
+
+
 def launch_kind(plan: ResolvedPlan, spec: PlanSpec) -> str:
+    """The launch contract; a given kind that cannot start what was sized is refused at train.entrypoint.kind (or at the
+    script for megatron), exit 2, with the kinds that can."""
     framework, given = plan.parallelism.framework, spec.train.entrypoint.kind
     if given == "auto":
         return AUTO_KIND.get(framework, "torchrun")
-    allowed = LAUNCH_KINDS[given][0]
-    megatron_emitted = given == "megatron" and plan.model is not None and (plan.parallelism.tp > 1 or plan.parallelism.pp > 1)
-    if framework not in allowed and not megatron_emitted:
-        raise InfeasiblePlan(f"train.entrypoint.kind {given} cannot launch the {framework} layout this plan sized "
-                             f"(it launches {', '.join(sorted(allowed))}); set train.framework to one of those, or "
-                             f"train.entrypoint.kind to {AUTO_KIND.get(framework, 'torchrun')} or torchrun")
+    fits = uses_megatron(plan) if given == "megatron" else framework in LAUNCH_KINDS[given][0]
+    if not fits:
+        sized = f"train.framework {framework}" if spec.train.framework != "auto" else f"the {framework} layout the sizing chose (train.framework auto)"
+        can = sorted(k for k, (frameworks, _) in LAUNCH_KINDS.items() if framework in frameworks and k != "megatron")
+        raise FieldRefused(("train", "entrypoint", "kind"),
+                           f"kind {given} cannot launch {sized}: {given} launches "
+                           + (" or ".join(sorted(LAUNCH_KINDS[given][0])) if given != "megatron" else "Megatron-LM layouts (megatron/args.sh)")
+                           + f"; use kind {' or '.join(can)} (or auto), or set train.framework to one that {given} launches",
+                           "launch-kind-mismatch")
+    if given == "megatron" and not MEGATRON_ENTRY.search(spec.train.entrypoint.script):
+        raise FieldRefused(("train", "entrypoint", "script"),
+                           f"kind megatron passes Megatron-LM's arguments (megatron/args.sh) to the script, and "
+                           f"{spec.train.entrypoint.script!r} is not a Megatron-LM entry point (pretrain_gpt.py, pretrain_mamba.py, "
+                           "... : pretrain_*.py); give that script, or use kind torchrun, whose script can source "
+                           "$MLINFRA_OUT_DIR/megatron/args.sh itself", "launch-kind-mismatch")
     return given
 
 
