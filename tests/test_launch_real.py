@@ -222,6 +222,28 @@ def test_fsdp_step_from_the_generated_accelerate_config_on_slurm(tmp_path, slurm
     assert (tmp_path / HOSTILE_DIR / "step-1" / ".metadata").is_file()
 
 
+@pytest.mark.parametrize("pricing", ["spot", "on-demand"])
+def test_accelerate_launch_hands_torchrun_the_planned_nodes_and_rendezvous(tmp_path, pricing):
+    """accelerate's own launch code turns the generated `accelerate launch` words into torchrun's agent settings: c10d
+    rendezvous at the job's MASTER_ADDR:MASTER_PORT, the node range, processes per node and restarts of plan.json.
+    accelerate has no node range (it sets --nnodes to --num_machines), so a spot plan is not elastic under it. Before:
+    plan.json and the launcher said 2:4 nodes for this spot plan; accelerate ran 4:4."""
+    from tests.test_launch import launched
+
+    plan = small_training_plan(nodes=4, gpus_per_node=2, framework="fsdp", zero_stage=3,
+                               cluster={"scheduler": "slurm", "gpus_per_node": 2, "pricing": pricing, "slurm": {"partition": "gpu"}})
+    launch = plan_json(plan)["deployment"]["launcher"]
+    assert launch["kind"] == "accelerate" and launch["elastic"] is (pricing == "spot")
+    ok, message = realtools().accelerate_launch_plan(launched(tmp_path, plan))
+    assert ok, message
+    agent = json.loads(message)
+    assert (agent["rdzv_backend"], agent["rdzv_endpoint"]) == ("c10d", "10.0.0.1:29999")  # launched()'s MASTER_ADDR/PORT
+    assert (agent["min_nodes"], agent["max_nodes"]) == (launch["min_nodes"], launch["nodes"]) == (4, 4)
+    assert launch["nnodes"] == "4"
+    assert (agent["nproc_per_node"], agent["max_restarts"]) == (launch["nproc_per_node"], launch["max_restarts"])
+    assert agent["use_fsdp"] == "true" and agent["sharding_strategy"] == "FULL_SHARD"
+
+
 def test_checkpoint_signal_reaches_the_workers(tmp_path):
     """Slurm's SIGUSR1 to the launcher reaches every worker as $MLINFRA_CHECKPOINT_SIGNAL, and the job ends cleanly
     after the workers checkpoint. Before: `trap '' USR1` + exec torchrun; the workers (own session) never saw it."""

@@ -220,7 +220,10 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
     kind = launch_kind(plan, spec)
     config = {"deepspeed": files.ds_config, "fsdp": files.accelerate_config}.get(framework, "")
     elastic = spec.cluster.pricing == "spot"
-    minimum, maximum = nnodes_range(plan, elastic)
+    # accelerate launch has no node range: it sets torchrun's --nnodes to --num_machines (accelerate 1.15,
+    # utils/launch.py prepare_multi_gpu_env), so an accelerate job restarts at its full size
+    node_range = elastic and kind != "accelerate"
+    minimum, maximum = nnodes_range(plan, node_range)
     cpus = spec.cluster.slurm.cpus_per_node
     cpus = cpus if cpus is not None else DEFAULT_CPUS_PER_GPU * hw.gpus_per_node
     lora = None
@@ -234,7 +237,7 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
         reads=[p for p in (config, files.megatron_args if kind == "megatron" else "") if p],
         checkpoint_signal="TERM" if kind == "megatron" else "USR1",
         script=entry.script, python_script=entry.script.endswith(".py"), args=list(entry.args),
-        nodes=hw.nodes, nnodes=str(maximum) if not elastic else f"{minimum}:{maximum}", min_nodes=minimum,
+        nodes=hw.nodes, nnodes=f"{minimum}:{maximum}" if node_range else str(maximum), min_nodes=minimum,
         nproc_per_node=hw.gpus_per_node, world_size=hw.nodes * hw.gpus_per_node, elastic=elastic,
         max_restarts=SPOT_MAX_RESTARTS if elastic else 0, rdzv_port=DEFAULT_RDZV_PORT,
         cpus_per_node=cpus, omp_threads=max(1, cpus // hw.gpus_per_node), precision=spec.precision, framework=framework,
@@ -401,13 +404,19 @@ def launch_line(launch: Launcher) -> str:
     return f"{head} {launch.script}"
 
 
+def launcher_reason(launch: Launcher) -> str:
+    if not launch.elastic:
+        return "fixed node count; the scheduler requeues a failed job"
+    if launch.program == "accelerate":
+        return ("spot capacity: accelerate launch takes a fixed --num_machines (it sets torchrun's --nnodes to it; no node "
+                f"range), so the job restarts at full size, up to {SPOT_MAX_RESTARTS} times from the last checkpoint")
+    return f"spot capacity: elastic down to half the nodes in whole model replicas, {SPOT_MAX_RESTARTS} restarts from the last checkpoint"
+
+
 def decisions(launch: Launcher, job: Slurm | None, k8s: KubernetesTraining | None, kind_given: bool = False) -> list[DeploymentDecision]:
     ck = launch.checkpoint
     out = [
-        DeploymentDecision(topic="launcher", choice=launch_line(launch),
-                           reason=("spot capacity: elastic down to half the nodes in whole model replicas, "
-                                   f"{SPOT_MAX_RESTARTS} restarts from the last checkpoint") if launch.elastic
-                           else "fixed node count; the scheduler requeues a failed job"),
+        DeploymentDecision(topic="launcher", choice=launch_line(launch), reason=launcher_reason(launch)),
         DeploymentDecision(topic="launch contract", choice=f"{launch.kind}: {KIND_CONTRACT[launch.kind]}; the job reads "
                            + ", ".join([Files().launcher, *launch.reads]) + (" (submit: cd out/<plan> && sbatch slurm/train.sbatch, "
                            "which runs bash launch/torchrun.sh on every node through srun)" if job else ""),
