@@ -267,6 +267,24 @@ def pyxis_mountable(path: str) -> bool:
     return "," not in path and ":" not in path
 
 
+# pyxis writes each mount as the fstab line "SRC DST FLAGS" for enroot (pyxis args.c add_mount), which enroot-mount reads
+# with glibc getmntent_r: fields split at blanks, and \040 \011 \012 \134 decode to space, tab, newline and backslash
+# (getmntent(3)). A path with a space is mounted only in that spelling; the backslash is escaped first.
+FSTAB_ESCAPES = (("\\", "\\134"), (" ", "\\040"), ("\t", "\\011"), ("\n", "\\012"))
+
+
+def fstab_escape(path: str) -> str:
+    for raw, escaped in FSTAB_ESCAPES:
+        path = path.replace(raw, escaped)
+    return path
+
+
+def fstab_unescape(text: str) -> str:
+    for raw, escaped in reversed(FSTAB_ESCAPES):
+        text = text.replace(escaped, raw)
+    return text
+
+
 def warnings(launch: Launcher, job: Slurm | None, spec: PlanSpec) -> list[str]:
     out = []
     if job and job.container_image:
@@ -323,7 +341,7 @@ def job_paths(launch: Launcher) -> list[tuple[str, str]]:
 def mount_targets(mounts: list[str]) -> list[str]:
     """The container side of pyxis mounts (SRC[:DST[:FLAGS]]; DST defaults to SRC)."""
     parts = [m.split(":") for m in mounts]
-    return [p[1] if len(p) > 1 and p[1] else p[0] for p in parts]
+    return [fstab_unescape(p[1] if len(p) > 1 and p[1] else p[0]) for p in parts]
 
 
 def covered(path: str, targets: list[str]) -> bool:
@@ -343,7 +361,7 @@ def slurm(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) -> Slurm:
     if given.container_image:
         for _, path in job_paths(launch):  # each at the same path inside the container, unless the plan mounts it
             if pyxis_mountable(path) and not covered(path, mount_targets(mounts)):
-                mounts.append(f"{path}:{path}")
+                mounts.append(f"{fstab_escape(path)}:{fstab_escape(path)}")
     share = partial_node(plan)
     if given.memory_per_node is not None:
         memory = f"{given.memory_per_node // BYTES_PER_MIB}M"
