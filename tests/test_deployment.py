@@ -81,7 +81,9 @@ def test_train_data_path_reaches_the_job_and_is_mounted():
     assert exports(out["launch/torchrun.sh"])["MLINFRA_DATA"] == HOSTILE_DATA
     # pyxis: the dataset at the same path inside the container, after the submit directory
     mounts_line = next(line for line in out["slurm/train.sbatch"].splitlines() if line.startswith('container_mounts="$container_mounts,"'))
-    assert shlex.split(mounts_line.split("=", 1)[1])[0] == f"$container_mounts,{HOSTILE_DATA}:{HOSTILE_DATA},/lustre/ckpt:/lustre/ckpt"
+    # (the space in fstab's spelling, \\040: pyxis hands enroot "SRC DST FLAGS" lines; tests/test_launch.py reads them back)
+    escaped = HOSTILE_DATA.replace(" ", "\\040")
+    assert shlex.split(mounts_line.split("=", 1)[1])[0] == f"$container_mounts,{escaped}:{escaped},/lustre/ckpt:/lustre/ckpt"
     # Kubernetes: read-only at the same path
     docs = list(yaml.safe_load_all(out["k8s/training.yaml"]))
     pod = docs[2]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from compiler.deployment.frameworks import pipeline_split
-from compiler.diagnostics import InfeasiblePlan, PlanInputError
+from compiler.diagnostics import FieldRefused, InfeasiblePlan, PlanInputError
 from compiler.pipeline import resolve
 from tests.fixtures.resolved_plans import deployed, training_plan
 from tests.test_target_torchrun import render_training, small_training_plan, write_tree
@@ -59,8 +59,12 @@ def test_hf_trainer_gets_deepspeed_flag(tmp_path):
         "tokens": "1M", "seq_len": 128, "entrypoint": {"kind": "hf-trainer", "script": "sft.py", "args": ["--bf16", "a b"]}})
     words = after_script(launched(tmp_path, plan), "sft.py")
     ck = plan.deployment.launcher.checkpoint
+    par = plan.parallelism
     assert words == ["--output_dir", ck.dir, "--save_steps", str(ck.interval_steps), "--save_total_limit", str(ck.keep),
+                     "--per_device_train_batch_size", str(par.micro_batch), "--gradient_accumulation_steps", str(par.grad_accum),
+                     "--max_grad_norm", "1", "--max_steps", str(plan.training.steps), "--bf16", "--gradient_checkpointing",
                      "--bf16", "a b", "--deepspeed", str(tmp_path / "out/deepspeed/ds_config.json")]
+    assert (par.micro_batch, par.grad_accum, plan.training.steps, par.recompute) == (2, 2, 100, "selective")
 
 
 def test_fsdp_runs_through_accelerate_launch_with_the_generated_config(tmp_path):
@@ -93,10 +97,33 @@ def test_plain_torchrun_gets_no_config_flag(tmp_path):
     assert after_script(launched(tmp_path, plan), "t.py") == []
 
 
-@pytest.mark.parametrize("kind, framework", [("accelerate", "deepspeed"), ("megatron", "ddp"), ("deepspeed", "fsdp")])
-def test_a_kind_that_cannot_launch_the_framework_is_refused(kind, framework):
-    with pytest.raises(InfeasiblePlan, match="train.entrypoint.kind"):
-        small_training_plan(framework=framework, train={"tokens": "1M", "entrypoint": {"kind": kind}})
+@pytest.mark.parametrize("kind, framework, can", [("accelerate", "deepspeed", "deepspeed or hf-trainer or torchrun"),
+                                                 ("megatron", "ddp", "hf-trainer or torchrun"),
+                                                 ("deepspeed", "fsdp", "accelerate or torchrun"),
+                                                 ("hf-trainer", "fsdp", "accelerate or torchrun")])
+def test_a_kind_that_cannot_launch_the_framework_is_refused_at_the_kind(kind, framework, can):
+    """Before: an infeasible plan (exit 4) with no position; the field is the user's, so it is an input error there."""
+    with pytest.raises(FieldRefused) as refused:
+        small_training_plan(framework=framework, train={"tokens": "1M", "entrypoint": {"kind": kind, "script": "pretrain_gpt.py"}})
+    assert (refused.value.loc, refused.value.code) == (("train", "entrypoint", "kind"), "launch-kind-mismatch")
+    assert f"the {framework} layout the sizing chose (train.framework auto)" in refused.value.message
+    assert f"use kind {can} (or auto)" in refused.value.message
+
+
+def test_megatron_kind_needs_a_megatron_entry_point():
+    with pytest.raises(FieldRefused) as refused:
+        small_training_plan(framework="megatron", train={"tokens": "1M", "entrypoint": {"kind": "megatron", "script": "scripts/train.py"}})
+    assert refused.value.loc == ("train", "entrypoint", "script") and "'scripts/train.py' is not a Megatron-LM" in refused.value.message
+    plan = small_training_plan(framework="megatron", train={"tokens": "1M", "entrypoint": {"kind": "megatron", "script": "/opt/Megatron-LM/pretrain_mamba.py"}})
+    assert plan.deployment.launcher.kind == "megatron"
+
+
+@pytest.mark.parametrize("name, where", [("launch-kind-mismatch", ":11:22: error: train.entrypoint.kind: kind hf-trainer cannot launch train.framework fsdp"),
+                                         ("megatron-kind-plain-script", ":12:13: error: train.entrypoint.script: kind megatron passes")])
+def test_a_launch_kind_mismatch_is_a_located_cli_error(cli, name, where):
+    result = cli(f"tests/invalid_plans/{name}.yaml", "-o", "/nonexistent-never-written")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"tests/invalid_plans/{name}.yaml{where}" in result.stderr and "[launch-kind-mismatch]" in result.stderr
 
 
 # ----------------------------------------------------------------------------------------------- Megatron
@@ -170,6 +197,62 @@ def test_partial_node_job_requests_its_share():
 
 
 # ----------------------------------------------------------------------------------------------- containers
+def enroot_reads(fstab_line: str) -> tuple[str, str]:
+    """(source, target) of one fstab line as enroot-mount reads it: glibc's own getmntent_r (enroot bin/enroot-mount.c)."""
+    import ctypes
+    import tempfile
+
+    class Mntent(ctypes.Structure):
+        _fields_ = [("fsname", ctypes.c_char_p), ("dir", ctypes.c_char_p), ("type", ctypes.c_char_p),
+                    ("opts", ctypes.c_char_p), ("freq", ctypes.c_int), ("passno", ctypes.c_int)]
+
+    libc = ctypes.CDLL(None)
+    libc.setmntent.restype = ctypes.c_void_p
+    libc.setmntent.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    libc.getmntent_r.restype = ctypes.POINTER(Mntent)
+    libc.getmntent_r.argtypes = [ctypes.c_void_p, ctypes.POINTER(Mntent), ctypes.c_char_p, ctypes.c_int]
+    libc.endmntent.argtypes = [ctypes.c_void_p]
+    with tempfile.NamedTemporaryFile("wb", suffix=".fstab") as f:
+        f.write(fstab_line.encode() + b"\n")
+        f.flush()
+        stream = libc.setmntent(f.name.encode(), b"r")
+        entry, buf = Mntent(), ctypes.create_string_buffer(4096)
+        found = libc.getmntent_r(stream, ctypes.byref(entry), buf, len(buf))
+        libc.endmntent(stream)
+    assert found, fstab_line
+    return entry.fsname.decode(), entry.dir.decode()
+
+
+def pyxis_fstab_lines(container_mounts: str) -> list[str]:
+    """pyxis args.c: entries split at ',', each SRC[:DST[:FLAGS]] at ':', written as "SRC DST x-create=auto,rbind"."""
+    lines = []
+    for entry in container_mounts.split(","):
+        src, _, rest = entry.partition(":")
+        dst = rest.partition(":")[0] or src
+        lines.append(f"{src} {dst} x-create=auto,rbind")
+    return lines
+
+
+def test_hostile_job_paths_reach_the_container_intact(tmp_path):
+    """The sbatch's --container-mounts, split as pyxis splits it and read as enroot reads the lines pyxis writes (glibc
+    getmntent_r), mounts every job path at itself: spaces, quotes, a tab and a backslash included. Before: a path with a
+    space was written raw, and enroot would have read '/data/tok' mounted at 'ens'."""
+    from tests.test_target_slurm import _fake_slurm_bin
+
+    data, ckpt = "/data/tok ens/it's \"q\"", "/lustre/ck\tpt/a\\b"
+    plan = with_checkpoint_dir(small_training_plan(train={"tokens": "1M", "data": data}, cluster={
+        "scheduler": "slurm", "gpus_per_node": 2, "slurm": {"partition": "gpu", "container_image": "img"}}), ckpt)
+    out = write_tree(render_training(plan), tmp_path / "out dir")
+    log = tmp_path / "srun.log"
+    env = {**os.environ, "PATH": f"{_fake_slurm_bin(tmp_path)}{os.pathsep}{os.environ['PATH']}", "SRUN_LOG": str(log),
+           "SLURM_JOB_NODELIST": "n1", "SLURM_JOB_ID": "7", "SLURM_SUBMIT_DIR": str(out)}
+    subprocess.run(["bash", str(out / "slurm/train.sbatch")], env=env, check=True, timeout=30)
+    (argv,) = [json.loads(line) for line in log.read_text().splitlines()]
+    mounts = next(a for a in argv if a.startswith("--container-mounts=")).split("=", 1)[1]
+    read = [enroot_reads(line) for line in pyxis_fstab_lines(mounts)]
+    assert read == [(str(out), str(out)), (data, data), (ckpt, ckpt)]
+
+
 def with_checkpoint_dir(plan, directory: str):
     return deployed(plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_dir": directory})}))
 
@@ -178,7 +261,8 @@ def test_every_job_path_is_mounted_or_warned():
     """Before: only the submit directory and train.data were mounted; the checkpoint directory was not."""
     plan = with_checkpoint_dir(training_plan(train={"tokens": "1T", "seq_len": 8192, "data": "/data/tok ens"},
                                              model={"preset": "llama-3.1-8b", "weights": "/models/l8b"}), "/lustre/ck pt")
-    assert plan.deployment.slurm.container_mounts == ["/data/tok ens:/data/tok ens", "/lustre/ck pt:/lustre/ck pt", "/models/l8b:/models/l8b"]
+    assert plan.deployment.slurm.container_mounts == ["/data/tok\\040ens:/data/tok\\040ens", "/lustre/ck\\040pt:/lustre/ck\\040pt",
+                                                      "/models/l8b:/models/l8b"]
     covered = with_checkpoint_dir(training_plan(cluster={"scheduler": "slurm", "gpus": ["h100-sxm-80gb"], "gpus_per_node": 8,
                                                          "slurm": {"container_image": "img", "container_mounts": ["/lustre:/lustre"]}}),
                                   "/lustre/ckpt/run1")

@@ -1,9 +1,10 @@
 """Issue 13, proof with the real frameworks on CPU: compile a tiny plan, run the generated slurm/train.sbatch on the
-fake 2-node Slurm cluster (srun → launch/torchrun.sh → torchrun → tests/launch_probe.py), through one REAL training step
-of the framework; the probe reports what the framework used and the test compares it with plan.json.
+fake 2-node Slurm cluster (srun → launch/torchrun.sh → torchrun or accelerate launch → a probe script: launch_probe.py
+for plain DDP and DeepSpeed, hf_trainer_probe.py for the Hugging Face Trainer, fsdp_probe.py for FSDP), through one REAL
+training step of the framework; the probe reports what the framework used and the test compares it with plan.json.
 
-Real tools (tests/tools/realtools.py): the torch venv (torch, deepspeed) and Debian's Slurm; a missing tool skips the
-test with the reason, and fails it under CI=true.
+Real tools (tests/tools/realtools.py): the torch venv (torch, deepspeed, accelerate, transformers) and Debian's Slurm; a
+missing tool skips the test with the reason, and fails it under CI=true.
 """
 
 from __future__ import annotations
@@ -83,11 +84,10 @@ def test_ddp_plain_script_on_slurm_matches_plan(tmp_path, slurm_cluster):
     assert (tmp_path / HOSTILE_DIR / "step-1.pt").is_file()  # the hostile path reached the job intact
 
 
-@pytest.mark.parametrize("kind, flag", [("deepspeed", "--deepspeed_config"), ("hf-trainer", "--deepspeed")])
-def test_deepspeed_on_slurm_matches_plan(tmp_path, slurm_cluster, kind, flag):
-    """Launch kinds deepspeed and hf-trainer: deepspeed.initialize reads the config path the launcher passed under the
-    flag of that kind (the probe parses both names; transformers itself is not installed here). ZeRO-2, bf16."""
-    plan = probe_plan(tmp_path, "deepspeed", kind, nodes=1, gpus_per_node=2, zero_stage=2)
+def test_deepspeed_on_slurm_matches_plan(tmp_path, slurm_cluster):
+    """Launch kind deepspeed: deepspeed.initialize reads the config path the launcher passed as --deepspeed_config.
+    ZeRO-2, bf16."""
+    plan = probe_plan(tmp_path, "deepspeed", "deepspeed", nodes=1, gpus_per_node=2, zero_stage=2)
     out = write_tree(render_training(plan), tmp_path / "out")
     state, logs = run_on_slurm(slurm_cluster, plan, out, timeout=300)
     assert "JobState=COMPLETED" in state, state + logs[-4000:]
@@ -97,36 +97,151 @@ def test_deepspeed_on_slurm_matches_plan(tmp_path, slurm_cluster, kind, flag):
     for row in rows:
         assert {k: row[k] for k in want} == want
         assert row["precision"] == "torch.bfloat16" and plan.spec.precision == "bf16"
-        assert row["config_flag"] == flag and row["optimizer_steps"] == 1
-        ck = plan_json(plan)["deployment"]["launcher"]["checkpoint"]
-        hf_flags = [ck["dir"], ck["interval_steps"], ck["keep"]] if kind == "hf-trainer" else [None, None, None]
-        assert row["hf_checkpoint_flags"] == hf_flags  # output_dir, save_steps, save_total_limit as the parser read them
+        assert row["config_flag"] == "--deepspeed_config" and row["optimizer_steps"] == 1
     assert "step-1" in rows[0]["saved"]
 
 
-def test_accelerate_reads_the_generated_fsdp_config_on_slurm(tmp_path, slurm_cluster):
+# ------------------------------------------------------------------------------ Hugging Face Trainer (launch kind hf-trainer)
+HF_PROBE = REPO / "tests" / "hf_trainer_probe.py"
+HF_USER_ARGS = ["--report_to", "none", "--logging_steps", "1"]  # the plan's own arguments, after the generated ones
+
+
+def hf_plan(tmp_path: Path, framework: str, nodes: int = 1, gpus_per_node: int = 2, zero_stage: int = 0, **updates):
+    """A hf-trainer plan running tests/hf_trainer_probe.py; `updates` replace parallelism fields (e.g. recompute)."""
+    plan = small_training_plan(nodes=nodes, gpus_per_node=gpus_per_node, framework=framework, zero_stage=zero_stage,
+                               precision=updates.pop("precision", "bf16"), train={
+        "tokens": "1M", "seq_len": 128,
+        "entrypoint": {"kind": "hf-trainer", "script": str(HF_PROBE), "args": HF_USER_ARGS, "env": {"DS_ACCELERATOR": "cpu"}}})
+    directory = str(tmp_path / HOSTILE_DIR)
+    return deployed(plan.model_copy(update={
+        "training": plan.training.model_copy(update={"checkpoint_dir": directory}),
+        "parallelism": plan.parallelism.model_copy(update=updates)}))
+
+
+def hf_rows(output: str) -> list[dict]:
+    return [json.loads(line) for line in re.findall(r"^.*HF_PROBE (\{.*\})$", output, re.M)]
+
+
+def hf_expected(plan, out: Path) -> dict:
+    """TrainingArguments as plan.json decides them (the framework file under the compile's folder `out`)."""
+    data = plan_json(plan)
+    par, launch = data["parallelism"], data["deployment"]["launcher"]
+    ck, precision = launch["checkpoint"], data["spec"]["precision"]
+    return {"per_device_train_batch_size": par["micro_batch"], "gradient_accumulation_steps": par["grad_accum"],
+            "bf16": precision in ("bf16", "fp8"), "fp16": precision == "fp16",
+            "deepspeed": str(out / launch["framework_config"]) if par["framework"] == "deepspeed" else None,
+            "output_dir": ck["dir"], "save_steps": ck["interval_steps"], "save_total_limit": ck["keep"],
+            "max_steps": data["training"]["steps"], "max_grad_norm": 1.0,
+            "gradient_checkpointing": par["recompute"] != "none"}
+
+
+@pytest.mark.parametrize("framework, precision, recompute", [
+    ("deepspeed", "bf16", "full"), ("deepspeed", "fp16", "none"), ("ddp", "fp32", "selective"), ("ddp", "fp8", "none")])
+def test_hf_trainer_parser_takes_the_generated_arguments(tmp_path, framework, precision, recompute):
+    """transformers' HfArgumentParser(TrainingArguments) parses every word the launcher gives the script (an unknown
+    flag would be an error) and each parsed field equals plan.json's decision. Before: only output_dir / save_steps /
+    save_total_limit were passed, so the Trainer ran its defaults (batch 8, fp32, 3 epochs) whatever the plan sized."""
+    from tests.test_launch import launched
+
+    plan = hf_plan(tmp_path, framework, zero_stage=2 if framework == "deepspeed" else 0, precision=precision, recompute=recompute)
+    argv = launched(tmp_path, plan)
+    words = argv[argv.index(str(HF_PROBE)) + 1:]
+    env = {**torch_env(), "MLINFRA_PROBE_MODE": "parse", "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([str(realtools().transformers_python()), str(HF_PROBE), *words], env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (row,) = hf_rows(result.stdout)
+    want = hf_expected(plan, tmp_path / "out")
+    assert {k: row["parsed"][k] for k in want} == want
+
+
+def test_hf_trainer_deepspeed_step_on_slurm_matches_plan(tmp_path, slurm_cluster):
+    """Launch kind hf-trainer on the fake Slurm cluster: srun → launcher → torchrun (2 ranks, gloo) → a REAL Trainer step
+    of a tiny random Llama with DeepSpeed ZeRO-2 bf16 from the generated ds_config.json (transformers' DeepSpeed
+    integration checks the config against TrainingArguments and refuses a mismatch), then the Trainer's own save into
+    the checkpoint directory (a hostile path). DeepSpeed's engine reports batch, accumulation, stage and precision."""
+    realtools().transformers_python()
+    plan = hf_plan(tmp_path, "deepspeed", zero_stage=2)
+    out = write_tree(render_training(plan), tmp_path / "out")
+    state, logs = run_on_slurm(slurm_cluster, plan, out, timeout=300)
+    assert "JobState=COMPLETED" in state, state + logs[-4000:]
+    rows = hf_rows(logs)
+    assert sorted(r["rank"] for r in rows) == [0, 1], logs[-4000:]
+    want, hf = expected(plan), hf_expected(plan, out)
+    for row in rows:
+        assert {k: row[k] for k in want} == want
+        assert {k: row["parsed"][k] for k in hf} == hf
+        assert row["deepspeed"] and row["precision"] == "torch.bfloat16" and row["optimizer_steps"] == 1
+    assert "checkpoint-1" in rows[0]["saved"]
+    assert (tmp_path / HOSTILE_DIR / "checkpoint-1").is_dir()
+
+
+FSDP_PROBE = REPO / "tests" / "fsdp_probe.py"
+
+
+@pytest.mark.parametrize("reshard_after_forward, strategy", [(True, "FULL_SHARD"), (False, "SHARD_GRAD_OP")])
+def test_fsdp_step_from_the_generated_accelerate_config_on_slurm(tmp_path, slurm_cluster, reshard_after_forward, strategy):
     """Launch kind accelerate on 2 nodes × 2 ranks: `accelerate launch --config_file fsdp/accelerate_config.yaml` (machine
-    rank from Slurm, rendezvous on the first node) hands every worker the FSDP settings of plan.json. No FSDP step: FSDP
-    needs a device and accelerate 1.15 refuses CPU ("no available devices"), asserted so a change is noticed."""
-    plan = probe_plan(tmp_path, "fsdp", "auto", nodes=2, gpus_per_node=2, zero_stage=3)
-    assert plan.deployment.launcher.kind == "accelerate"
+    rank from Slurm, rendezvous on the first node) hands every worker the FSDP settings; accelerate's own
+    FullyShardedDataParallelPlugin reads them and a REAL FSDP1 step runs with them on CPU/gloo (tests/fsdp_probe.py does
+    Accelerator.prepare_model's wrapping: the Accelerator refuses FSDP without a GPU), then a sharded
+    torch.distributed.checkpoint save. What FSDP ran with equals plan.json."""
+    realtools().transformers_python()
+    plan = small_training_plan(nodes=2, gpus_per_node=2, framework="fsdp", zero_stage=3, train={
+        "tokens": "1M", "seq_len": 128, "reshard_after_forward": reshard_after_forward,
+        "entrypoint": {"script": str(FSDP_PROBE)}})
+    plan = deployed(plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_dir": str(tmp_path / HOSTILE_DIR)})}))
+    assert plan.deployment.launcher.kind == "accelerate" and plan.parallelism.recompute != "none"
     out = write_tree(render_training(plan), tmp_path / "out")
     # Both fake nodes share one host: accelerate checks that the rendezvous port is free on machine rank 0, and the other
     # node's torchrun agent may already hold it there (on a real cluster only the head node has that address). With
     # c10d rendezvous torchrun ignores the node rank, so every agent says 1 (the launcher's MLINFRA_NODE_RANK override).
     state, logs = run_on_slurm(slurm_cluster, plan, out, MLINFRA_NODE_RANK="1")
     assert "JobState=COMPLETED" in state, state + logs[-4000:]
-    rows = probe_rows(logs)
+    rows = [json.loads(line) for line in re.findall(r"^.*FSDP_PROBE (\{.*\})$", logs, re.M)]
     assert sorted(r["rank"] for r in rows) == [0, 1, 2, 3], logs[-4000:]
     want = expected(plan)
     del want["zero_stage"]
     config = plan_json(plan)["deployment"]["frameworks"]["accelerate_config"]
+    fsdp = config["fsdp_config"]
+    dtype = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}[config["mixed_precision"]]
     for row in rows:
         assert {k: row[k] for k in want} == want
-        assert row["use_fsdp"] == "true" and row["precision"] == config["mixed_precision"] == "bf16"
-        assert row["sharding_strategy"] == config["fsdp_config"]["fsdp_reshard_after_forward"] == "FULL_SHARD"
-        assert row["state_dict_type"] == config["fsdp_config"]["fsdp_state_dict_type"]
-        assert "no available devices" in row["accelerator_error"]
+        assert row["sharding_strategy"] == fsdp["fsdp_sharding_strategy"] == fsdp["fsdp_reshard_after_forward"] == strategy
+        assert row["mixed_precision"] == {"param_dtype": dtype, "reduce_dtype": dtype, "buffer_dtype": dtype}
+        assert row["activation_checkpointing"] is fsdp["fsdp_activation_checkpointing"] is True
+        assert row["state_dict_type"] == fsdp["fsdp_state_dict_type"]
+        assert row["cpu_offload"] is fsdp["fsdp_offload_params"]
+        assert (row["use_orig_params"], row["sync_module_states"], row["cpu_ram_efficient_loading"]) == (
+            fsdp["fsdp_use_orig_params"], fsdp["fsdp_sync_module_states"], fsdp["fsdp_cpu_ram_efficient_loading"])
+        assert (row["backward_prefetch"], row["forward_prefetch"]) == (fsdp["fsdp_backward_prefetch"], fsdp["fsdp_forward_prefetch"])
+        assert row["fsdp_units"] == 3  # TRANSFORMER_BASED_WRAP: the root and each of the 2 decoder layers
+        assert row["weights_equal_across_ranks"]  # ranks > 0 started on meta (cpu_ram_efficient_loading), rank 0's reached them
+    assert [r["started_on_meta"] for r in sorted(rows, key=lambda r: r["rank"])] == [False, True, True, True]
+    assert ".metadata" in next(r for r in rows if r["rank"] == 0)["saved"]
+    assert (tmp_path / HOSTILE_DIR / "step-1" / ".metadata").is_file()
+
+
+@pytest.mark.parametrize("pricing", ["spot", "on-demand"])
+def test_accelerate_launch_hands_torchrun_the_planned_nodes_and_rendezvous(tmp_path, pricing):
+    """accelerate's own launch code turns the generated `accelerate launch` words into torchrun's agent settings: c10d
+    rendezvous at the job's MASTER_ADDR:MASTER_PORT, the node range, processes per node and restarts of plan.json.
+    accelerate has no node range (it sets --nnodes to --num_machines), so a spot plan is not elastic under it. Before:
+    plan.json and the launcher said 2:4 nodes for this spot plan; accelerate ran 4:4."""
+    from tests.test_launch import launched
+
+    plan = small_training_plan(nodes=4, gpus_per_node=2, framework="fsdp", zero_stage=3,
+                               cluster={"scheduler": "slurm", "gpus_per_node": 2, "pricing": pricing, "slurm": {"partition": "gpu"}})
+    launch = plan_json(plan)["deployment"]["launcher"]
+    assert launch["kind"] == "accelerate" and launch["elastic"] is (pricing == "spot")
+    ok, message = realtools().accelerate_launch_plan(launched(tmp_path, plan))
+    assert ok, message
+    agent = json.loads(message)
+    assert (agent["rdzv_backend"], agent["rdzv_endpoint"]) == ("c10d", "10.0.0.1:29999")  # launched()'s MASTER_ADDR/PORT
+    assert (agent["min_nodes"], agent["max_nodes"]) == (launch["min_nodes"], launch["nodes"]) == (4, 4)
+    assert launch["nnodes"] == "4"
+    assert (agent["nproc_per_node"], agent["max_restarts"]) == (launch["nproc_per_node"], launch["max_restarts"])
+    assert agent["use_fsdp"] == "true" and agent["sharding_strategy"] == "FULL_SHARD"
 
 
 def test_checkpoint_signal_reaches_the_workers(tmp_path):

@@ -29,7 +29,20 @@ def test_applies_only_to_fsdp():
 
 @pytest.mark.parametrize(("stage", "strategy"), [(0, "NO_SHARD"), (1, "SHARD_GRAD_OP"), (2, "SHARD_GRAD_OP"), (3, "FULL_SHARD")])
 def test_sharding_strategy_from_zero_stage(stage, strategy):
-    assert config_of(fsdp_plan(zero_stage=stage))["fsdp_config"]["fsdp_reshard_after_forward"] == strategy
+    fsdp = config_of(fsdp_plan(zero_stage=stage))["fsdp_config"]
+    assert fsdp["fsdp_sharding_strategy"] == fsdp["fsdp_reshard_after_forward"] == strategy
+
+
+@pytest.mark.parametrize(("hsdp", "reshard", "strategy"), [(False, True, "FULL_SHARD"), (False, False, "SHARD_GRAD_OP"),
+                                                          (True, True, "HYBRID_SHARD"), (True, False, "HYBRID_SHARD_ZERO2")])
+def test_reshard_after_forward_false_keeps_gathered_weights(hsdp, reshard, strategy):
+    """train.reshard_after_forward: false is sized with the gathered weights kept to the backward; ZeRO-3's FULL_SHARD
+    frees them after the forward. Before: FULL_SHARD (or HYBRID_SHARD) whatever the plan said."""
+    plan = small_training_plan(nodes=2, gpus_per_node=8, framework="fsdp", zero_stage=3,
+                               train={"tokens": "1M", "seq_len": 128, "reshard_after_forward": reshard})
+    plan = deployed(plan.model_copy(update={"parallelism": plan.parallelism.model_copy(update={"shard_group_gpus": 8 if hsdp else 0})}))
+    fsdp = config_of(plan)["fsdp_config"]
+    assert fsdp["fsdp_sharding_strategy"] == fsdp["fsdp_reshard_after_forward"] == strategy
 
 
 def test_counts_and_precision():

@@ -70,7 +70,7 @@ class Launcher(Section):
     program: str = "torchrun"
     kind: LaunchKind = Field("torchrun", description="the launch contract: how the script is started and reads the generated configuration")
     config_flag: str = Field("", description="flag before the framework file's path on the script's command line ('' for none)")
-    framework_args: list[str] = Field(default_factory=list, description="arguments the launch kind's parser takes from the plan (checkpoint interval, retention, directory), before the plan's own")
+    framework_args: list[str] = Field(default_factory=list, description="arguments the launch kind's parser takes from the plan (Hugging Face TrainingArguments: checkpoint directory, interval and retention, batch, accumulation, clipping, precision, steps, recompute), before the plan's own")
     reads: list[str] = Field(default_factory=list, description="generated files the launched job reads besides the launcher (Kubernetes carries them in its ConfigMap)")
     megatron_args: bool = Field(False, description="append megatron/args.sh's MEGATRON_ARGS to the script's arguments")
     checkpoint_signal: Literal["USR1", "TERM"] = Field("USR1", description="signal the launcher forwards to the workers when Slurm warns before the time limit (MLINFRA_CHECKPOINT_SIGNAL)")

@@ -8,9 +8,10 @@ from __future__ import annotations
 import math
 import re
 
-from ..diagnostics import InfeasiblePlan
+from ..diagnostics import FieldRefused, InfeasiblePlan
 from ..resolved import ResolvedPlan
 from ..spec import PlanSpec
+from .frameworks import GRADIENT_CLIP_NORM, uses_megatron
 from .model import Checkpoint, Directive, DeploymentDecision, EnvVar, Files, KubernetesTraining, Launcher, Lora, Slurm
 
 # torchrun's default rendezvous port (torch.distributed.run: --master-port default 29500).
@@ -152,13 +153,28 @@ LAUNCH_KINDS = {
 AUTO_KIND = {"ddp": "torchrun", "deepspeed": "deepspeed", "fsdp": "accelerate", "megatron": "megatron"}
 
 
-def framework_args(kind: str, ck: Checkpoint) -> list[str]:
-    """Checkpoint interval, retention and directory as flags where the launch kind's parser has them: Hugging Face
-    TrainingArguments output_dir, save_steps, save_total_limit (Megatron's are in megatron/args.sh; others read the
-    MLINFRA_CHECKPOINT_* environment)."""
-    if kind == "hf-trainer":
-        return ["--output_dir", ck.dir, "--save_steps", str(ck.interval_steps), "--save_total_limit", str(ck.keep)]
-    return []
+# Hugging Face TrainingArguments' precision switch per plan precision (fp8 trains on bf16 weights, as in ds_config).
+HF_PRECISION_FLAG = {"bf16": "--bf16", "fp8": "--bf16", "fp16": "--fp16"}
+
+
+def framework_args(plan: ResolvedPlan, kind: str, ck: Checkpoint) -> list[str]:
+    """The plan's decisions as flags where the launch kind's parser has them (Megatron's are in megatron/args.sh;
+    torchrun/deepspeed/accelerate scripts read the MLINFRA_* environment). Hugging Face TrainingArguments: checkpoint
+    directory, interval and retention, and the batch, clipping and precision that its DeepSpeed integration checks
+    against ds_config.json (HfTrainerDeepSpeedConfig.trainer_config_process refuses a mismatch: TrainingArguments'
+    defaults, batch 8 and no bf16, would stop the job); max_steps = the sized steps; gradient_checkpointing when the
+    layout recomputes activations (the Trainer has only per-layer full recompute)."""
+    if kind != "hf-trainer":
+        return []
+    par = plan.parallelism
+    args = ["--output_dir", ck.dir, "--save_steps", str(ck.interval_steps), "--save_total_limit", str(ck.keep),
+            "--per_device_train_batch_size", str(par.micro_batch), "--gradient_accumulation_steps", str(par.grad_accum),
+            "--max_grad_norm", f"{GRADIENT_CLIP_NORM:g}", "--max_steps", str(plan.training.steps)]
+    if plan.spec.precision in HF_PRECISION_FLAG:
+        args.append(HF_PRECISION_FLAG[plan.spec.precision])
+    if par.recompute != "none":
+        args.append("--gradient_checkpointing")
+    return args
 
 
 def framework_env(plan: ResolvedPlan, kind: str) -> list[EnvVar]:
@@ -170,16 +186,32 @@ def framework_env(plan: ResolvedPlan, kind: str) -> list[EnvVar]:
     return []
 
 
+# Megatron-LM's training entry points are pretrain_*.py (pretrain_gpt.py, pretrain_mamba.py, pretrain_t5.py, ...): each
+# parses the full Megatron argument set of megatron/args.sh (megatron.training.arguments.parse_args).
+MEGATRON_ENTRY = re.compile(r"(^|/)pretrain_[A-Za-z0-9_]+\.py$")
+
+
 def launch_kind(plan: ResolvedPlan, spec: PlanSpec) -> str:
+    """The launch contract; a given kind that cannot start what was sized is refused at train.entrypoint.kind (or at the
+    script for megatron), exit 2, with the kinds that can."""
     framework, given = plan.parallelism.framework, spec.train.entrypoint.kind
     if given == "auto":
         return AUTO_KIND.get(framework, "torchrun")
-    allowed = LAUNCH_KINDS[given][0]
-    megatron_emitted = given == "megatron" and plan.model is not None and (plan.parallelism.tp > 1 or plan.parallelism.pp > 1)
-    if framework not in allowed and not megatron_emitted:
-        raise InfeasiblePlan(f"train.entrypoint.kind {given} cannot launch the {framework} layout this plan sized "
-                             f"(it launches {', '.join(sorted(allowed))}); set train.framework to one of those, or "
-                             f"train.entrypoint.kind to {AUTO_KIND.get(framework, 'torchrun')} or torchrun")
+    fits = uses_megatron(plan) if given == "megatron" else framework in LAUNCH_KINDS[given][0]
+    if not fits:
+        sized = f"train.framework {framework}" if spec.train.framework != "auto" else f"the {framework} layout the sizing chose (train.framework auto)"
+        can = sorted(k for k, (frameworks, _) in LAUNCH_KINDS.items() if framework in frameworks and k != "megatron")
+        raise FieldRefused(("train", "entrypoint", "kind"),
+                           f"kind {given} cannot launch {sized}: {given} launches "
+                           + (" or ".join(sorted(LAUNCH_KINDS[given][0])) if given != "megatron" else "Megatron-LM layouts (megatron/args.sh)")
+                           + f"; use kind {' or '.join(can)} (or auto), or set train.framework to one that {given} launches",
+                           "launch-kind-mismatch")
+    if given == "megatron" and not MEGATRON_ENTRY.search(spec.train.entrypoint.script):
+        raise FieldRefused(("train", "entrypoint", "script"),
+                           f"kind megatron passes Megatron-LM's arguments (megatron/args.sh) to the script, and "
+                           f"{spec.train.entrypoint.script!r} is not a Megatron-LM entry point (pretrain_gpt.py, pretrain_mamba.py, "
+                           "... : pretrain_*.py); give that script, or use kind torchrun, whose script can source "
+                           "$MLINFRA_OUT_DIR/megatron/args.sh itself", "launch-kind-mismatch")
     return given
 
 
@@ -188,7 +220,10 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
     kind = launch_kind(plan, spec)
     config = {"deepspeed": files.ds_config, "fsdp": files.accelerate_config}.get(framework, "")
     elastic = spec.cluster.pricing == "spot"
-    minimum, maximum = nnodes_range(plan, elastic)
+    # accelerate launch has no node range: it sets torchrun's --nnodes to --num_machines (accelerate 1.15,
+    # utils/launch.py prepare_multi_gpu_env), so an accelerate job restarts at its full size
+    node_range = elastic and kind != "accelerate"
+    minimum, maximum = nnodes_range(plan, node_range)
     cpus = spec.cluster.slurm.cpus_per_node
     cpus = cpus if cpus is not None else DEFAULT_CPUS_PER_GPU * hw.gpus_per_node
     lora = None
@@ -198,11 +233,11 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
     return Launcher(
         program="accelerate" if kind == "accelerate" else "torchrun", kind=kind,
         config_flag=LAUNCH_KINDS[kind][1].get(framework, ""), megatron_args=kind == "megatron",
-        framework_args=framework_args(kind, checkpoint(plan, spec)),
+        framework_args=framework_args(plan, kind, checkpoint(plan, spec)),
         reads=[p for p in (config, files.megatron_args if kind == "megatron" else "") if p],
         checkpoint_signal="TERM" if kind == "megatron" else "USR1",
         script=entry.script, python_script=entry.script.endswith(".py"), args=list(entry.args),
-        nodes=hw.nodes, nnodes=str(maximum) if not elastic else f"{minimum}:{maximum}", min_nodes=minimum,
+        nodes=hw.nodes, nnodes=f"{minimum}:{maximum}" if node_range else str(maximum), min_nodes=minimum,
         nproc_per_node=hw.gpus_per_node, world_size=hw.nodes * hw.gpus_per_node, elastic=elastic,
         max_restarts=SPOT_MAX_RESTARTS if elastic else 0, rdzv_port=DEFAULT_RDZV_PORT,
         cpus_per_node=cpus, omp_threads=max(1, cpus // hw.gpus_per_node), precision=spec.precision, framework=framework,
@@ -230,6 +265,24 @@ def _directive(flag: str) -> str:
 def pyxis_mountable(path: str) -> bool:
     """pyxis --container-mounts separates entries with ',' and source from target with ':'."""
     return "," not in path and ":" not in path
+
+
+# pyxis writes each mount as the fstab line "SRC DST FLAGS" for enroot (pyxis args.c add_mount), which enroot-mount reads
+# with glibc getmntent_r: fields split at blanks, and \040 \011 \012 \134 decode to space, tab, newline and backslash
+# (getmntent(3)). A path with a space is mounted only in that spelling; the backslash is escaped first.
+FSTAB_ESCAPES = (("\\", "\\134"), (" ", "\\040"), ("\t", "\\011"), ("\n", "\\012"))
+
+
+def fstab_escape(path: str) -> str:
+    for raw, escaped in FSTAB_ESCAPES:
+        path = path.replace(raw, escaped)
+    return path
+
+
+def fstab_unescape(text: str) -> str:
+    for raw, escaped in reversed(FSTAB_ESCAPES):
+        text = text.replace(escaped, raw)
+    return text
 
 
 def warnings(launch: Launcher, job: Slurm | None, spec: PlanSpec) -> list[str]:
@@ -288,7 +341,7 @@ def job_paths(launch: Launcher) -> list[tuple[str, str]]:
 def mount_targets(mounts: list[str]) -> list[str]:
     """The container side of pyxis mounts (SRC[:DST[:FLAGS]]; DST defaults to SRC)."""
     parts = [m.split(":") for m in mounts]
-    return [p[1] if len(p) > 1 and p[1] else p[0] for p in parts]
+    return [fstab_unescape(p[1] if len(p) > 1 and p[1] else p[0]) for p in parts]
 
 
 def covered(path: str, targets: list[str]) -> bool:
@@ -308,7 +361,7 @@ def slurm(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) -> Slurm:
     if given.container_image:
         for _, path in job_paths(launch):  # each at the same path inside the container, unless the plan mounts it
             if pyxis_mountable(path) and not covered(path, mount_targets(mounts)):
-                mounts.append(f"{path}:{path}")
+                mounts.append(f"{fstab_escape(path)}:{fstab_escape(path)}")
     share = partial_node(plan)
     if given.memory_per_node is not None:
         memory = f"{given.memory_per_node // BYTES_PER_MIB}M"
@@ -353,7 +406,9 @@ def kubernetes_training(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) ->
 KIND_CONTRACT = {
     "torchrun": "torchrun runs the script; it reads the plan from the MLINFRA_* environment (framework file in MLINFRA_DS_CONFIG / MLINFRA_ACCELERATE_CONFIG)",
     "deepspeed": "torchrun runs the script with --deepspeed_config deepspeed/ds_config.json (deepspeed.add_config_arguments)",
-    "hf-trainer": "torchrun runs the Hugging Face Trainer/TRL script with --deepspeed deepspeed/ds_config.json (TrainingArguments.deepspeed)",
+    "hf-trainer": "torchrun runs the Hugging Face Trainer/TRL script with TrainingArguments flags for checkpoints, batch, "
+                  "clipping, precision, steps and recompute (its DeepSpeed integration refuses a ds_config.json that "
+                  "disagrees with them), and --deepspeed deepspeed/ds_config.json (TrainingArguments.deepspeed)",
     "accelerate": "accelerate launch --config_file fsdp/accelerate_config.yaml runs the script (accelerate sets the FSDP environment the Accelerator reads)",
     "megatron": "torchrun runs pretrain_gpt.py with the words of megatron/args.sh, then the plan's own arguments",
 }
@@ -367,13 +422,19 @@ def launch_line(launch: Launcher) -> str:
     return f"{head} {launch.script}"
 
 
+def launcher_reason(launch: Launcher) -> str:
+    if not launch.elastic:
+        return "fixed node count; the scheduler requeues a failed job"
+    if launch.program == "accelerate":
+        return ("spot capacity: accelerate launch takes a fixed --num_machines (it sets torchrun's --nnodes to it; no node "
+                f"range), so the job restarts at full size, up to {SPOT_MAX_RESTARTS} times from the last checkpoint")
+    return f"spot capacity: elastic down to half the nodes in whole model replicas, {SPOT_MAX_RESTARTS} restarts from the last checkpoint"
+
+
 def decisions(launch: Launcher, job: Slurm | None, k8s: KubernetesTraining | None, kind_given: bool = False) -> list[DeploymentDecision]:
     ck = launch.checkpoint
     out = [
-        DeploymentDecision(topic="launcher", choice=launch_line(launch),
-                           reason=("spot capacity: elastic down to half the nodes in whole model replicas, "
-                                   f"{SPOT_MAX_RESTARTS} restarts from the last checkpoint") if launch.elastic
-                           else "fixed node count; the scheduler requeues a failed job"),
+        DeploymentDecision(topic="launcher", choice=launch_line(launch), reason=launcher_reason(launch)),
         DeploymentDecision(topic="launch contract", choice=f"{launch.kind}: {KIND_CONTRACT[launch.kind]}; the job reads "
                            + ", ".join([Files().launcher, *launch.reads]) + (" (submit: cd out/<plan> && sbatch slurm/train.sbatch, "
                            "which runs bash launch/torchrun.sh on every node through srun)" if job else ""),

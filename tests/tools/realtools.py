@@ -140,6 +140,26 @@ def validate_megatron_args(args_sh: Path, world_size: int, *extra: str, env: dic
     return False, _verdict(result, tail_chars=1500)[1]
 
 
+TRANSFORMERS_VERSION = "5.23.0"
+
+
+def transformers_python() -> Path:
+    """The torch venv's python with transformers (the Hugging Face Trainer) installed beside torch and DeepSpeed."""
+    require_tool("transformers", (TOOLS / "torch" / f".ok-transformers-{TRANSFORMERS_VERSION}").exists(),
+                 f"transformers {TRANSFORMERS_VERSION} not in the torch venv; {INSTALL_HINT}")
+    return tool_python("torch")
+
+
+def accelerate_launch_plan(argv: list[str]) -> tuple[bool, str]:
+    """What `accelerate launch` with these words hands torchrun's agent (rendezvous, node range, processes, restarts,
+    FSDP switch), computed by accelerate's and torch's own argument code; nothing is started."""
+    result = _run([tool_python("torch"), VALIDATORS / "accelerate_launch_check.py", "--", *argv], timeout=120)
+    found = re.search(r"^ACCELERATE_LAUNCH (.*)$", result.stdout, re.M)
+    if result.returncode == 0 and found:
+        return True, found.group(1)
+    return False, _verdict(result)[1]
+
+
 def validate_megatron_core(args_sh: Path, world_size: int) -> tuple[bool, str]:
     """megatron-core's (PyPI) TransformerConfig built from the words of a generated megatron/args.sh: its own checks
     of the parallel layout (pipeline split, virtual stages, CP, EP, attention heads and groups)."""

@@ -5,8 +5,8 @@
 # 1 node(s) x 8 process(es) per node = world size 8.
 # Rendezvous (c10d) at the first argument HOST:PORT, else $MASTER_ADDR:$MASTER_PORT: slurm/train.sbatch,
 # a PyTorchJob or a JobSet set those. Without them it rendezvouses on this host (one node).
-# Spot capacity: elastic between 1:1 nodes, up to 10 restarts from the last checkpoint;
-# the script keeps the global batch ($MLINFRA_GLOBAL_BATCH) by scaling gradient accumulation to the live world size.
+# Spot capacity: accelerate launch takes a fixed --num_machines (no node range): up to 10 restarts of
+# all 1 node(s) from the last checkpoint.
 set -euo pipefail
 
 OUT_DIR="${MLINFRA_OUT_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"

@@ -1,0 +1,108 @@
+"""A Hugging Face Trainer script for the launch kind hf-trainer (tests/test_launch_real.py): every argument the generated
+launcher passes goes through transformers' own HfArgumentParser(TrainingArguments) (an unknown flag is an error), then
+one REAL Trainer optimizer step of a tiny random 2-layer Llama on CPU (with DeepSpeed when the launcher passed
+--deepspeed), stopped after that step with a save, and one line per rank saying what the parser and the framework used:
+
+    HF_PROBE {"parsed": {...TrainingArguments fields...}, "world_size": ..., "zero_stage": ..., "precision": ..., ...}
+
+MLINFRA_PROBE_MODE=parse: parse only (no process group, no step).
+"""
+
+import gc
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import transformers
+from transformers import HfArgumentParser, LlamaConfig, LlamaForCausalLM, Trainer, TrainerCallback, TrainingArguments
+
+PARSED = ("per_device_train_batch_size", "gradient_accumulation_steps", "bf16", "fp16", "deepspeed", "output_dir",
+          "save_steps", "save_total_limit", "max_steps", "max_grad_norm", "gradient_checkpointing", "seed")
+SEQ_LEN, VOCAB = 16, 128
+
+
+def report(row: dict) -> None:
+    sys.stdout.write("HF_PROBE " + json.dumps(row, sort_keys=True) + "\n")  # one write: ranks share stdout
+    sys.stdout.flush()
+
+
+class StopAfterOneStep(TrainerCallback):
+    """One optimizer step, then the Trainer's own save (checkpoint-1 under output_dir) and stop."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        control.should_save = True
+        control.should_training_stop = True
+        return control
+
+
+class Tokens(torch.utils.data.Dataset):
+    def __init__(self, samples: int):
+        generator = torch.Generator().manual_seed(0)
+        self.ids = torch.randint(0, VOCAB, (samples, SEQ_LEN), generator=generator)
+
+    def __len__(self):
+        return len(self.ids)
+
+    def __getitem__(self, i):
+        return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+
+def cpu_stands_in_for_the_gpu() -> None:
+    """Two device probes answer as on a GPU node; parsing, the DeepSpeed checks and the step stay transformers' and
+    DeepSpeed's own. TrainingArguments refuses bf16 without a bf16 GPU (unless use_cpu, which would bypass DeepSpeed),
+    and accelerate's PartialState finds no device backend under torchrun on CPU and would run each rank alone
+    (world size 1): with the workers' LOCAL_RANK it takes gloo, as it does for use_cpu, where a GPU takes nccl."""
+    from accelerate.state import PartialState
+    from accelerate.utils import DistributedType
+
+    transformers.training_args.is_torch_bf16_gpu_available = lambda: True
+    prepare = PartialState._prepare_backend
+
+    def gloo_when_no_device(self, cpu=False, sagemaker_dp=False, backend=None):
+        chosen, kind = prepare(self, cpu, sagemaker_dp, backend)
+        if kind == DistributedType.NO and int(os.environ.get("LOCAL_RANK", -1)) != -1:
+            return "gloo", DistributedType.MULTI_CPU
+        return chosen, kind
+
+    PartialState._prepare_backend = gloo_when_no_device
+
+
+def main() -> None:
+    if os.environ.get("DS_ACCELERATOR") == "cpu":
+        cpu_stands_in_for_the_gpu()
+    (args,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses()
+    parsed = {name: getattr(args, name) for name in PARSED}
+    if os.environ.get("MLINFRA_PROBE_MODE") == "parse":
+        report({"parsed": parsed})
+        return
+    config = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=SEQ_LEN)
+    torch.manual_seed(0)
+    samples = 2 * args.world_size * args.per_device_train_batch_size * args.gradient_accumulation_steps
+    trainer = Trainer(model=LlamaForCausalLM(config), args=args, train_dataset=Tokens(samples),
+                      callbacks=[StopAfterOneStep()])
+    trainer.train()
+    engine = trainer.model_wrapped if trainer.is_deepspeed_enabled else None
+    dtype = next((engine.module if engine else trainer.model).parameters()).dtype
+    row = {"parsed": parsed, "rank": dist.get_rank(), "world_size": args.world_size,
+           "optimizer_steps": trainer.state.global_step, "precision": str(dtype),
+           "checkpoint_dir": args.output_dir, "saved": sorted(os.listdir(args.output_dir)),
+           "deepspeed": trainer.is_deepspeed_enabled}
+    if engine is not None:  # what DeepSpeed itself ran with
+        row.update({"micro_batch": engine.train_micro_batch_size_per_gpu(), "grad_accum": engine.gradient_accumulation_steps(),
+                    "global_batch": engine.train_batch_size(), "zero_stage": engine.zero_optimization_stage()})
+    else:
+        row.update({"micro_batch": args.per_device_train_batch_size, "grad_accum": args.gradient_accumulation_steps,
+                    "global_batch": args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size,
+                    "zero_stage": 0})
+    report(row)
+    del trainer, engine
+    gc.collect()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
