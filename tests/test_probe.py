@@ -8,7 +8,10 @@ import os
 import pytest
 
 from compiler.pipeline import resolve
-from compiler.probe import probe_files, settings
+from compiler.catalog.residuals import load_residuals
+from compiler.deployment.probe import MAX_LAYOUTS, MEMORY_FAMILY, _memory, _reduced
+from compiler.sizing.train_memory import usable_memory_bytes
+from compiler.probe import probe_files
 from tests.conftest import REPO, run_cli
 
 TINY = """name: tiny-probe
@@ -21,12 +24,38 @@ cluster: {gpu: h100-sxm-80gb, count: 2, gpus_per_node: 2, scheduler: slurm, slur
 
 
 def test_the_probe_reduces_layers_to_fit_one_gpu_and_says_so():
-    plan = resolve(REPO / "examples" / "llama3-405b-pretrain.yaml")
-    s = settings(plan)
-    assert 1 <= s["layers"] < s["model_layers"] == 126
-    assert s["layers"] * 16 * 1.6e9 < plan.hardware.gpu_memory_bytes  # ~1.6B parameters per 405B layer, 16 B each
-    sbatch = next(f.text for f in probe_files(plan).files if f.path == "probe.sbatch")
-    assert f"{s['layers']} of the model's 126 layers" in sbatch and "#SBATCH --nodes=1" in sbatch and "--time=00:15:00" in sbatch
+    plan = resolve(REPO / "examples" / "llama3-405b-pretrain.yaml", probe=True)
+    probe = plan.probe
+    assert 1 <= probe.layers < probe.model_layers == 126 == probe.architecture.layers + (126 - probe.layers)
+    assert probe.layers * 8 * 1.6e9 < plan.hardware.gpu_memory_bytes  # ~1.6B parameters per 405B layer, 8 B each in pure bf16
+    chosen = probe.layouts[0]
+    margin, usable = load_residuals()[MEMORY_FAMILY].p90, usable_memory_bytes(plan.hardware.gpu_memory_bytes)
+    reason = next(d.reason for d in probe.decisions if d.topic == "probe shape")
+    if chosen.predicted_reserved_bytes * margin > usable:  # 405B: the embedding, LM head and 8k-token logits alone
+        assert probe.layers == 1 and "one layer, the least the probe builds" in reason and len(probe.layouts) == 1
+    one_more = _memory(_reduced(plan.model.architecture, probe.layers + 1), "bf16", 8, probe.seq_len, chosen.micro_batch,
+                       chosen.recompute, chosen.zero_stage)
+    assert one_more.reserved * margin > usable  # not reduced further than it must
+    files = {f.path: f.text for f in probe_files(plan).files}
+    sbatch = files["probe.sbatch"]
+    assert f"{probe.layers} of the model's 126 layers" in sbatch and "#SBATCH --nodes=1" in sbatch and "--time=00:15:00" in sbatch
+    assert "| probe shape |" in files["REPORT.md"] and json.loads(files["plan.json"])["probe"]["layers"] == probe.layers
+
+
+def test_the_probe_layouts_are_the_chosen_one_and_neighbours_that_fit():
+    plan = resolve(REPO / "examples" / "llama3-8b-pretrain.yaml", probe=True)
+    layouts, par = plan.probe.layouts, plan.parallelism
+    assert layouts[0].name == "chosen" and layouts[0].micro_batch == par.micro_batch and layouts[0].zero_stage == min(1, par.zero_stage)
+    assert 2 <= len(layouts) <= MAX_LAYOUTS and len({(l.micro_batch, l.recompute, l.zero_stage) for l in layouts}) == len(layouts)
+    usable = plan.hardware.gpu_memory_bytes
+    assert all(0 < l.predicted_allocated_bytes < l.predicted_reserved_bytes < usable for l in layouts)
+    settings = json.loads(next(f.text for f in probe_files(plan).files if f.path == "settings.json"))
+    assert [l["name"] for l in settings["layouts"]] == [l.name for l in layouts] and "decisions" not in settings
+
+
+def test_an_ordinary_compile_has_no_probe_section():
+    plan = resolve(REPO / "examples" / "llama3-8b-pretrain.yaml")
+    assert plan.probe is None and "probe" not in plan.model_dump(mode="json")
 
 
 def test_a_serving_plan_has_no_probe_yet(tmp_path):
@@ -47,13 +76,17 @@ def test_probe_calibrate_recompile_on_the_fake_slurm_cluster(tmp_path, slurm_clu
     assert state == "COMPLETED", output[-3000:]
     results = json.loads((folder / "probe-results.json").read_text())
     assert results["world_size"] == 2 and results["step_seconds"] > 0 and results["environment"]["torch"]
+    settings = json.loads((folder / "settings.json").read_text())
+    assert [l["name"] for l in results["layouts"]] == [l["name"] for l in settings["layouts"]] and len(results["layouts"]) >= 3
+    assert all(l["step_seconds"] > 0 and l["global_batch"] == 2 * l["micro_batch"] for l in results["layouts"])
     calibrated = run_cli("calibrate", folder / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci")
     assert calibrated.returncode == 0, calibrated.stderr
     (tmp_path / "plan.yaml").write_text(TINY % ", calibration: site.yaml")
     explained = run_cli("explain", tmp_path / "plan.yaml")
     assert explained.returncode == 0, explained.stderr
     line = next(l for l in explained.stdout.splitlines() if "site calibration (h100-sxm-80gb)" in l)
-    assert "measured at ci" in line and f"{results['step_seconds'] * 1e3:.1f} ms" in line
+    assert "measured at ci" in line and f"{len(results['layouts'])} step(s)" in line
+    assert all(f"{l['step_seconds'] * 1e3:.1f} ms" in line for l in results["layouts"])
 
 
 def _run(folder, env):
@@ -85,7 +118,7 @@ def test_a_kubernetes_plan_gets_a_probe_job_the_schemas_accept(tmp_path):
 
     from tests.tools.realtools import validate_k8s
 
-    plan = resolve(REPO / "examples" / "llama3-405b-pretrain.yaml")
+    plan = resolve(REPO / "examples" / "llama3-405b-pretrain.yaml", probe=True)
     files = {f.path: f.text for f in probe_files(plan).files}
     docs = list(yaml.safe_load_all(files["probe-job.yaml"]))
     assert [d["kind"] for d in docs] == ["ConfigMap", "Job"]
