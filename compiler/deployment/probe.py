@@ -14,10 +14,11 @@ from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..catalog.types import Architecture
 from ..resolved import ResolvedPlan
+from ..sizing.serve_memory import kv_bytes_per_token, weights_bytes_total
 from ..sizing.train_memory import MemoryOptions, memory_per_gpu, usable_memory_bytes
 from ..units import format_bytes
 from .model import DeploymentDecision, Directive
-from .probe_model import Probe, ProbeKubernetes, ProbeLayout
+from .probe_model import Probe, ProbeKubernetes, ProbeLayout, ServingProbe
 from .training import directive_value
 
 # "a minutes-long measurement job" (issue 18); also the Kubernetes Job's activeDeadlineSeconds.
@@ -30,7 +31,9 @@ GEMM_SIZE, COPY_BYTES, ALLREDUCE_BYTES = 4096, 1 << 30, 256 << 20
 MEMORY_FAMILY = "memory-full"  # residuals.yaml: measured ÷ predicted peak of published full-training runs
 MAX_LAYOUTS = 4  # the chosen layout and three neighbours: 4 × 13 steps stay well inside the time limit
 PURE_16_BIT = MemoryOptions(master_weights="none")
-PROBE_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "bf16", "fp32": "fp32"}  # plain PyTorch has no fp8 training
+# plain PyTorch has no fp8 training and no quantized serving kernels: those plans are probed in bf16, and say so
+PROBE_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "bf16", "fp32": "fp32", "int8": "bf16", "int4": "bf16"}
+DECODE_STEPS = 8  # decode steps timed after each prefill (the median is reported), each one token per sequence
 
 
 class ProbeError(ValueError):
@@ -153,9 +156,57 @@ def _probe(plan: ResolvedPlan, kind: str, reduced: Architecture, layers: int, pr
                  kubernetes=ProbeKubernetes(image=image) if image else None, decisions=decisions)
 
 
+def _serving_fit(arch: Architecture, layers: int, batch: int, tokens: int, budget: float) -> bool:
+    reduced = _reduced(arch, layers)
+    weights = weights_bytes_total(count_params(reduced), reduced, "bf16")
+    return weights + batch * tokens * kv_bytes_per_token(reduced, 2) <= budget
+
+
+def serving_probe(plan: ResolvedPlan) -> Probe:
+    """One GPU (no TP: plain PyTorch), prefill and decode at batches 1, the plan's concurrency and their geometric middle."""
+    arch, sv = plan.model.architecture, plan.serving
+    precision = PROBE_DTYPE[sv.precision]
+    prompt = plan.spec.serve.traffic.prompt_tokens
+    tokens = prompt + DECODE_STEPS
+    budget = sv.gpu_memory_utilization * plan.hardware.gpu_memory_bytes
+    top = max(1, sv.max_concurrency)
+    while top > 1 and not _serving_fit(arch, 1, top, tokens, budget):
+        top //= 2
+    low, high = 1, arch.layers
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if _serving_fit(arch, mid, top, tokens, budget) else (low, mid - 1)
+    layers, reduced = low, _reduced(arch, low)
+    batches = sorted({1, max(1, round(math.sqrt(top))), top})
+    weights = weights_bytes_total(count_params(reduced), reduced, "bf16")
+    group = max(1, sv.max_num_batched_tokens // prompt)
+    serving = ServingProbe(batches=batches, prompt_tokens=prompt, decode_steps=DECODE_STEPS, prefill_group=group,
+                           kv_bytes_per_token=kv_bytes_per_token(reduced, 2), weights_bytes=weights)
+    decisions = [
+        DeploymentDecision(topic="probe shape", choice=f"{layers} of the model's {arch.layers} layers",
+                           reason=f"the most layers whose 16-bit weights ({format_bytes(weights)}) and KV cache for {top} sequences of "
+                                  f"{tokens} tokens fit the plan's gpu_memory_utilization {sv.gpu_memory_utilization:.2f} of one "
+                                  f"{plan.hardware.gpu}; random weights, every other dimension the plan's"),
+        DeploymentDecision(topic="probe processes", choice="1 (one GPU)",
+                           reason=f"plain PyTorch without tensor parallelism; the plan serves on {sv.gpus_per_replica} GPU(s) per replica"),
+        DeploymentDecision(topic="probe batches", choice=", ".join(map(str, batches)),
+                           reason=f"1 (the latency floor), the plan's max concurrency {sv.max_concurrency}"
+                                  + (f" (halved to {top} to fit)" if top < sv.max_concurrency else "")
+                                  + f" and their geometric middle; prefill of {prompt}-token prompts (traffic.prompt_tokens), then "
+                                  f"{DECODE_STEPS} decode steps"),
+        DeploymentDecision(topic="probe precision", choice=precision,
+                           reason=f"the plan serves {sv.precision}" + ("" if precision == sv.precision else
+                                                                        "; plain PyTorch has no such kernels, so 16-bit is measured")),
+        DeploymentDecision(topic="probe time limit", choice=f"{TIME_LIMIT_SECONDS // 60} minutes",
+                           reason=f"a minutes-long job (issue 18): {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured prefills per batch, "
+                                  f"then the GEMM and HBM tests; SIGALRM and the scheduler stop it at the limit"),
+    ]
+    return _probe(plan, "serving", reduced, layers, 1, precision, prompt, [], serving, decisions)
+
+
 def decide_probe(plan: ResolvedPlan, catalog: Catalog) -> Probe:
     if plan.model is None or plan.stages or plan.model.architecture.kind != "decoder":
         raise ProbeError("the probe measures decoder models (training, or serving with one stage); vision and multi-stage probes are not built")
     if plan.training is not None:
         return training_probe(plan, catalog)
-    raise ProbeError("the probe measures training plans (serving probes are not built yet)")
+    return serving_probe(plan)

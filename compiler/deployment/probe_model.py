@@ -32,6 +32,7 @@ class ServingProbe(Section):
     batches: list[int]
     prompt_tokens: int
     decode_steps: int = Field(description="decode steps timed per batch, each attending to the prompt's KV cache")
+    prefill_group: int = Field(description="prompts prefilled per forward: max_num_batched_tokens ÷ prompt tokens, as the engine chunks")
     kv_bytes_per_token: int = Field(description="16-bit K and V of the probe's layers, per token")
     weights_bytes: int
 
