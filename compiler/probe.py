@@ -25,15 +25,30 @@ def probe_files(plan: ResolvedPlan) -> RenderedPlan:
     return RenderedPlan(plan.probe.name, tuple(with_header(f, plan.plan_file, plan.name) for f in render_probe(plan)))
 
 
+CALIBRATION_HEADER = "# Written by mlinfra-compile calibrate from probe results; name it in a plan as cluster.calibration.\n"
+
+
 def _layouts(results: dict) -> list[dict]:
     """Every layout the probe measured (version 1 results: the one at the top level)."""
     return results.get("layouts") or [{"name": "chosen", "micro_batch": results["micro_batch"], "recompute": "none", "zero_stage": 0,
                                        "global_batch": results["global_batch"], "step_seconds": results["step_seconds"]}]
 
 
+def _serving_points(results: dict) -> list[dict]:
+    return [{"gpu": results["gpu_id"], "architecture": dict(results["architecture"]), "precision": results["precision"],
+             "phase": p["phase"], "batch": p["batch"], "tokens": p["tokens"] if p["phase"] == "prefill" else p["context"],
+             "prefill_group": p.get("prefill_group", 1), "step_seconds": p["step_seconds"]} for p in results["points"]]
+
+
 def site_calibration_text(results: dict, site: str) -> str:
-    """The site calibration file for one probe's results: every layout it measured as a point, with the provenance."""
+    """The site calibration file for one probe's results: every layout or serving step it measured as a point, with
+    the provenance."""
     env = results.get("environment", {})
+    if results.get("kind") == "serving":
+        source = (f"mlinfra-compile serving probe of plan {results['plan']} on {env.get('host', '?')} ({results.get('device_name', '?')}, "
+                  f"torch {env.get('torch', '?')}); GEMM {results.get('gemm_tflops', 0):.3g} TFLOP/s")
+        data = {"site": site, "measured_at": results["measured_at"], "source": source, "serving_points": _serving_points(results)}
+        return CALIBRATION_HEADER + yaml.safe_dump(data, sort_keys=False, width=1 << 30)
     points = [{"gpu": results["gpu_id"], "architecture": dict(results["architecture"]), "gpus": results["world_size"], "tp": 1, "pp": 1,
                "zero_stage": l["zero_stage"], "micro_batch": l["micro_batch"], "global_batch": l["global_batch"],
                "seq_len": results["seq_len"], "recompute": l["recompute"], "precision": results["precision"],
@@ -42,8 +57,7 @@ def site_calibration_text(results: dict, site: str) -> str:
               f"torch {env.get('torch', '?')}); layouts {', '.join(l.get('name', '?') for l in _layouts(results))}; "
               f"GEMM {results.get('gemm_tflops', 0):.3g} TFLOP/s, copy {results.get('copy_bytes_per_second', 0):.3g} B/s")
     data = {"site": site, "measured_at": results["measured_at"], "source": source, "points": points}
-    return "# Written by mlinfra-compile calibrate from probe results; name it in a plan as cluster.calibration.\n" + \
-        yaml.safe_dump(data, sort_keys=False, width=1 << 30)
+    return CALIBRATION_HEADER + yaml.safe_dump(data, sort_keys=False, width=1 << 30)
 
 
 def load_results(path: Path) -> dict:
@@ -58,8 +72,10 @@ def load_results(path: Path) -> dict:
         raise ProbeError(f"{path}: not probe results: {str(exc)[:200]}") from None
     if not isinstance(data, dict):
         raise ProbeError(f"{path}: not probe results (a JSON object is expected)")
-    missing = [k for k in ("gpu_id", "architecture", "world_size", "micro_batch", "global_batch", "seq_len", "precision",
-                           "step_seconds", "measured_at", "plan") if k not in data]
+    needed = (("gpu_id", "architecture", "precision", "points", "measured_at", "plan") if data.get("kind") == "serving" else
+              ("gpu_id", "architecture", "world_size", "micro_batch", "global_batch", "seq_len", "precision", "step_seconds",
+               "measured_at", "plan"))
+    missing = [k for k in needed if k not in data]
     if missing:
         raise ProbeError(f"{path}: not probe results (missing {', '.join(missing)})")
     return data

@@ -58,9 +58,30 @@ def test_an_ordinary_compile_has_no_probe_section():
     assert plan.probe is None and "probe" not in plan.model_dump(mode="json")
 
 
-def test_a_serving_plan_has_no_probe_yet(tmp_path):
-    result = run_cli("probe", REPO / "examples" / "llama3-8b-chat.yaml", "-o", tmp_path)
-    assert result.returncode == 2 and "[no-probe]" in result.stderr
+def test_a_triton_plan_gets_no_probe_job_and_says_why():
+    plan = resolve(REPO / "examples" / "llama3-8b-triton.yaml", probe=True)
+    assert plan.probe.kubernetes is None and "probe-job.yaml" not in {f.path for f in probe_files(plan).files}
+    assert "no PyTorch" in next(d.reason for d in plan.probe.decisions if d.topic == "probe on Kubernetes")
+
+
+def test_a_vision_or_multi_stage_plan_has_no_probe(tmp_path):
+    for example in ("resnet50-triton.yaml", "image-captioning.yaml"):
+        result = run_cli("probe", REPO / "examples" / example, "-o", tmp_path)
+        assert result.returncode == 2 and "[no-probe]" in result.stderr, result.stderr
+
+
+def test_a_serving_probe_measures_batches_from_one_to_the_plans_concurrency():
+    plan = resolve(REPO / "examples" / "llama3-8b-chat.yaml", probe=True)
+    probe, sv = plan.probe, plan.serving
+    assert probe.kind == "serving" and probe.processes == 1 and probe.layouts == []
+    top = probe.serving.batches[-1]
+    assert probe.serving.batches[0] == 1 and top == sv.max_concurrency and len(probe.serving.batches) == 3
+    assert probe.serving.prompt_tokens == plan.spec.serve.traffic.prompt_tokens
+    tokens = probe.serving.prompt_tokens + probe.serving.decode_steps
+    held = probe.serving.weights_bytes + top * tokens * probe.serving.kv_bytes_per_token
+    assert held <= sv.gpu_memory_utilization * plan.hardware.gpu_memory_bytes  # the plan's own memory share
+    sbatch = next(f.text for f in probe_files(plan).files if f.path == "probe.sbatch")
+    assert "--nproc-per-node=1 probe.py" in sbatch
 
 
 @pytest.mark.realtool
@@ -112,21 +133,64 @@ def _run(folder, env):
 
 
 @pytest.mark.realtool
-def test_a_kubernetes_plan_gets_a_probe_job_the_schemas_accept(tmp_path):
-    """scheduler both/kubernetes: probe-job.yaml (a ConfigMap with the script and a one-pod Job on one GPU node)."""
+@pytest.mark.parametrize("example", ["llama3-405b-pretrain.yaml", "llama3-8b-chat.yaml"])
+def test_a_kubernetes_plan_gets_a_probe_job_the_schemas_accept(tmp_path, example):
+    """scheduler both/kubernetes: probe-job.yaml (a ConfigMap with the script and a one-pod Job on one GPU node); a
+    serving plan's Job runs in its vLLM image."""
     import yaml
 
     from tests.tools.realtools import validate_k8s
 
-    plan = resolve(REPO / "examples" / "llama3-405b-pretrain.yaml", probe=True)
+    plan = resolve(REPO / "examples" / example, probe=True)
     files = {f.path: f.text for f in probe_files(plan).files}
     docs = list(yaml.safe_load_all(files["probe-job.yaml"]))
     assert [d["kind"] for d in docs] == ["ConfigMap", "Job"]
     config, job = docs
     assert config["data"]["settings.json"] == files["settings.json"]  # JSON carries no header: the same bytes
     container = job["spec"]["template"]["spec"]["containers"][0]
-    assert container["resources"]["limits"]["nvidia.com/gpu"] == plan.hardware.gpus_per_node
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == plan.probe.processes
+    assert container["image"] == (plan.deployment.kubernetes.training.image if plan.training else plan.deployment.kubernetes.serving[0].image)
     assert job["spec"]["activeDeadlineSeconds"] == 900 and job["spec"]["backoffLimit"] == 0
     path = tmp_path / "probe-job.yaml"
     path.write_text(files["probe-job.yaml"])
     assert validate_k8s([path]) == []
+
+
+SERVE = """name: tiny-serve
+workload: serve
+model:
+  architecture: {layers: 2, hidden: 64, heads: 4, kv_heads: 2, ffn_hidden: 128, vocab: 256, max_position: 512}
+serve: {context_len: 256, max_num_seqs: 8, traffic: {requests_per_second: 2, prompt_tokens: 32, output_tokens: 8}}
+cluster: {gpu: h100-sxm-80gb, scheduler: slurm%s}
+"""
+
+
+@pytest.mark.realtool
+@pytest.mark.slow
+def test_serving_probe_calibrate_recompile_on_the_fake_slurm_cluster(tmp_path, slurm_cluster):
+    """Prefill and decode steps measured on CPU → serving_points → the matmul and HBM shares refitted, the report
+    showing each step predicted before and after."""
+    from tests.test_target_torchrun import torch_env
+
+    (tmp_path / "plan.yaml").write_text(SERVE % "")
+    before = resolve(tmp_path / "plan.yaml")
+    assert run_cli("probe", tmp_path / "plan.yaml", "-o", tmp_path / "out").returncode == 0
+    folder = tmp_path / "out" / "tiny-serve-probe"
+    env = {**os.environ, **slurm_cluster.env, "PATH": torch_env()["PATH"] + ":/usr/sbin:/sbin"}
+    state, output = _run(folder, env)
+    assert state == "COMPLETED", output[-3000:]
+    results = json.loads((folder / "probe-results.json").read_text())
+    settings = json.loads((folder / "settings.json").read_text())
+    assert results["kind"] == "serving" and results["environment"]["torch"]
+    assert [(p["phase"], p["batch"]) for p in results["points"]] == [(phase, b) for b in settings["serving"]["batches"]
+                                                                      for phase in ("prefill", "decode")]
+    assert all(p["step_seconds"] > 0 for p in results["points"])
+    assert run_cli("calibrate", folder / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci").returncode == 0
+    (tmp_path / "plan.yaml").write_text(SERVE % ", calibration: site.yaml")
+    after = resolve(tmp_path / "plan.yaml")
+    hbm = next(d for d in after.decisions if d.topic == "site calibration (h100-sxm-80gb, HBM)")
+    decodes = [p for p in results["points"] if p["phase"] == "decode"]
+    assert f"{len(decodes)} decode step(s)" in hbm.reason and "predicted" in hbm.reason and "measured at ci" in hbm.reason
+    # a CPU is far slower than an H100: the refitted shares make every serving step slower
+    assert after.hardware.gpu_spec.achievable_memory_bandwidth_fraction < before.hardware.gpu_spec.achievable_memory_bandwidth_fraction
+    assert after.serving.tpot_batch1_seconds > before.serving.tpot_batch1_seconds

@@ -144,7 +144,15 @@ def _probe(plan: ResolvedPlan, kind: str, reduced: Architecture, layers: int, pr
     k8s = plan.deployment.kubernetes if plan.deployment else None
     image = None
     if plan.spec.cluster.scheduler in ("kubernetes", "both") and k8s is not None:
-        image = k8s.training.image if k8s.training else (k8s.serving[0].image if k8s.serving else None)
+        # the training image runs the plan's PyTorch; of the engines' images only vLLM's ships PyTorch and Python
+        engine = k8s.serving[0] if k8s.serving else None
+        image = k8s.training.image if k8s.training else (engine.image if engine and engine.engine == "vllm" else None)
+        decisions = decisions + [DeploymentDecision(
+            topic="probe on Kubernetes", choice=f"probe-job.yaml with {image}" if image else "no probe-job.yaml",
+            reason="a one-pod Job on one node of the plan's GPU, in the plan's own "
+                   + ("training image" if k8s.training else "vLLM image (it ships PyTorch)") if image else
+                   f"the {engine.engine + ' engine' if engine else 'plan'}'s image has no PyTorch to run probe.py; submit probe.sbatch or run "
+                   "probe.py under torchrun in a PyTorch image")]
     minutes = math.ceil(TIME_LIMIT_SECONDS / 60)
     return Probe(kind=kind, name=f"{plan.name}-probe", plan=plan.name, gpu_id=plan.hardware.gpu,
                  expected_device=plan.hardware.gpu_spec.k8s_product_label, architecture=reduced, layers=layers,
@@ -209,4 +217,6 @@ def decide_probe(plan: ResolvedPlan, catalog: Catalog) -> Probe:
         raise ProbeError("the probe measures decoder models (training, or serving with one stage); vision and multi-stage probes are not built")
     if plan.training is not None:
         return training_probe(plan, catalog)
+    if plan.model.architecture.uses_mla:
+        raise ProbeError("the serving probe builds grouped-query attention; an MLA model's KV cache is not built")
     return serving_probe(plan)
