@@ -40,6 +40,20 @@ def _serving_points(results: dict) -> list[dict]:
              "prefill_group": p.get("prefill_group", 1), "step_seconds": p["step_seconds"]} for p in results["points"]]
 
 
+def _memory(results: dict) -> dict | None:
+    """The site's memory factor: the largest measured ÷ predicted peak reserved memory over the layouts (none when the
+    results carry no predictions, version 1, or measured nothing)."""
+    layouts = [l for l in _layouts(results) if l.get("predicted_reserved_bytes") and "peak_reserved_bytes" in l]
+    points = [{"layout": l["name"], "measured_allocated_bytes": int(l["peak_allocated_bytes"]),
+               "measured_reserved_bytes": int(l["peak_reserved_bytes"]), "predicted_allocated_bytes": int(l["predicted_allocated_bytes"]),
+               "predicted_reserved_bytes": int(l["predicted_reserved_bytes"])} for l in layouts]
+    factor = max((p["measured_reserved_bytes"] / p["predicted_reserved_bytes"] for p in points), default=0.0)
+    if factor <= 0:
+        return None
+    device = results.get("environment", {}).get("device", "cuda")
+    return {"gpu": results["gpu_id"], "device": device, "factor": round(factor, 4), "points": points}
+
+
 def site_calibration_text(results: dict, site: str) -> str:
     """The site calibration file for one probe's results: every layout or serving step it measured as a point, with
     the provenance."""
@@ -57,6 +71,9 @@ def site_calibration_text(results: dict, site: str) -> str:
               f"torch {env.get('torch', '?')}); layouts {', '.join(l.get('name', '?') for l in _layouts(results))}; "
               f"GEMM {results.get('gemm_tflops', 0):.3g} TFLOP/s, copy {results.get('copy_bytes_per_second', 0):.3g} B/s")
     data = {"site": site, "measured_at": results["measured_at"], "source": source, "points": points}
+    memory = _memory(results)
+    if memory:
+        data["memory"] = memory
     return CALIBRATION_HEADER + yaml.safe_dump(data, sort_keys=False, width=1 << 30)
 
 

@@ -33,7 +33,7 @@ from .sizing.serve_latency import ReplicaModel, compute_dtype, decode_step, pref
 from .sizing.serve_memory import kv_bytes_per_token_per_gpu, weights_bytes_per_gpu
 from .sizing.training import TrainRequest, search_training
 from .source import load_yaml_file
-from .units import format_seconds
+from .units import format_bytes, format_seconds
 
 BISECTION_STEPS = 30
 SHARE_BOUNDS = (0.01, 1.0)  # an achievable share of the datasheet peak
@@ -97,12 +97,45 @@ class ServingPoint(_Strict):
         return self.architecture or catalog.models[self.model].architecture
 
 
+class MemoryPoint(_Strict):
+    """One layout's peak memory on one GPU: measured (torch.cuda.max_memory_reserved/allocated; a CPU run: its
+    resident set) and what train_memory predicted for the same shape and layout."""
+
+    layout: CatalogText
+    measured_allocated_bytes: int = Field(ge=0, le=2**50)
+    measured_reserved_bytes: int = Field(ge=0, le=2**50)
+    predicted_allocated_bytes: int = Field(ge=1, le=2**50)
+    predicted_reserved_bytes: int = Field(ge=1, le=2**50)
+
+    @property
+    def ratio(self) -> float:
+        return self.measured_reserved_bytes / self.predicted_reserved_bytes
+
+
+class SiteMemory(_Strict):
+    """The memory factor a full-training memory fit uses at this site: the largest measured ÷ predicted peak reserved
+    memory over the probe's layouts (a margin covers the worst layout measured), never below 1 when applied."""
+
+    gpu: CatalogId
+    device: CatalogText = Field(description="what measured it: cuda (the caching allocator's counters) or cpu (resident set)")
+    factor: float = Field(gt=0, le=1000)
+    points: list[MemoryPoint] = Field(min_length=1, max_length=100)
+
+    @model_validator(mode="after")
+    def factor_from_points(self) -> "SiteMemory":
+        largest = max(p.ratio for p in self.points)
+        if abs(self.factor - largest) > 0.001 * largest + 0.0005:
+            raise ValueError(f"factor {self.factor} is not the largest measured ÷ predicted of its points ({largest:.3f})")
+        return self
+
+
 class SiteCalibration(_Strict):
     site: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")]
     measured_at: Annotated[str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]
     source: CatalogText
     points: list[SitePoint] = Field(default_factory=list, max_length=100)
     serving_points: list[ServingPoint] = Field(default_factory=list, max_length=100)
+    memory: SiteMemory | None = None
 
     @model_validator(mode="after")
     def some_points(self) -> "SiteCalibration":
@@ -208,7 +241,7 @@ def calibrate(catalog: Catalog, site: SiteCalibration) -> tuple[Catalog, list[De
     """The catalog with each measured GPU's matmul share fitted to its training and prefill steps, then its HBM share
     to its decode steps, and the decisions saying so."""
     everything = list(site.points) + list(site.serving_points)
-    unknown = sorted({p.gpu for p in everything if p.gpu not in catalog.gpus} | {p.model for p in everything if p.model and p.model not in catalog.models})
+    unknown = sorted({p.gpu for p in everything + ([site.memory] if site.memory else []) if p.gpu not in catalog.gpus} | {p.model for p in everything if p.model and p.model not in catalog.models})
     if unknown:
         raise CalibrationError(f"points name what the catalog lacks: {', '.join(unknown)}")
     gpus, decisions, searches = dict(catalog.gpus), [], SearchCache()
@@ -229,5 +262,18 @@ def calibrate(catalog: Catalog, site: SiteCalibration) -> tuple[Catalog, list[De
             after, last = _mean_ratio(decodes, catalog, share, searches, hbm), _predictions(decodes, catalog, share, searches, hbm)
             decisions.append(_decision(gpu_id, "hbm", entry.achievable_memory_bandwidth_fraction, hbm, before, after, decodes, site, (first, last)))
         gpus[gpu_id] = entry.model_copy(update={"achievable_matmul_fraction": share, "achievable_memory_bandwidth_fraction": hbm})
+    factor, source = None, ""
+    if site.memory is not None:
+        mem = site.memory
+        factor = mem.factor
+        source = f"measured ÷ predicted peak reserved memory at {site.site} ({mem.device} on {mem.gpu}), the largest of {len(mem.points)} layout(s)"
+        decisions.append(Decision(
+            topic="site calibration (memory)", choice=f"memory factor {mem.factor:.3f}",
+            reason=f"{source} measured on {site.measured_at} ({site.source}): "
+                   + ", ".join(f"{p.layout} {format_bytes(p.measured_reserved_bytes)} reserved / {format_bytes(p.measured_allocated_bytes)} "
+                               f"allocated vs predicted {format_bytes(p.predicted_reserved_bytes)} / {format_bytes(p.predicted_allocated_bytes)}"
+                               for p in mem.points)
+                   + "; full-training memory fits use it (never below 1) instead of the published rows"
+                   + (" — measured on a CPU: a test of the loop, not a GPU margin" if mem.device == "cpu" else "")))
     return Catalog(gpus=gpus, models=catalog.models, interconnects=catalog.interconnects, storage=catalog.storage,
-                   residuals=catalog.residuals), decisions
+                   residuals=catalog.residuals, site_memory_factor=factor, site_memory_source=source), decisions

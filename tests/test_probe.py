@@ -106,8 +106,21 @@ def test_probe_calibrate_recompile_on_the_fake_slurm_cluster(tmp_path, slurm_clu
     explained = run_cli("explain", tmp_path / "plan.yaml")
     assert explained.returncode == 0, explained.stderr
     line = next(l for l in explained.stdout.splitlines() if "site calibration (h100-sxm-80gb)" in l)
-    assert "measured at ci" in line and f"{len(results['layouts'])} step(s)" in line
+    assert "measured at ci" in line and f"{len(results['layouts'])} training step(s)" in line
     assert all(f"{l['step_seconds'] * 1e3:.1f} ms" in line for l in results["layouts"])
+    # memory: measured ÷ predicted peak per layout → the site's factor, which the recompiled memory fit uses
+    import yaml
+
+    memory = yaml.safe_load((tmp_path / "site.yaml").read_text())["memory"]
+    ratios = [l["peak_reserved_bytes"] / l["predicted_reserved_bytes"] for l in results["layouts"]]
+    assert [p["layout"] for p in memory["points"]] == [l["name"] for l in results["layouts"]] and memory["device"] == "cpu"
+    assert memory["factor"] == pytest.approx(max(ratios), rel=1e-3)
+    plan = resolve(tmp_path / "plan.yaml")
+    assert any(d.topic == "site calibration (memory)" and "a test of the loop" in d.reason for d in plan.decisions)
+    if memory["factor"] > 1:
+        usable = plan.memory_per_gpu_bytes.usable
+        assert usable == pytest.approx(usable_memory_bytes(plan.hardware.gpu_memory_bytes) / memory["factor"], rel=1e-3)
+        assert "cluster.calibration" in next(d.reason for d in plan.decisions if d.topic == "parallelism")
 
 
 def _run(folder, env):
