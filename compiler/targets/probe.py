@@ -11,7 +11,6 @@ from .base import OutputFile, dump_json, dump_yaml_documents, render, stable
 from .k8s_common import gpu_node_selector, labels, tolerations
 
 
-
 def settings(probe: Probe) -> dict:
     """What probe.py reads: the probe section without its reasons and job settings, the shape flattened."""
     arch = probe.architecture
