@@ -207,3 +207,45 @@ def test_serving_probe_calibrate_recompile_on_the_fake_slurm_cluster(tmp_path, s
     # a CPU is far slower than an H100: the refitted shares make every serving step slower
     assert after.hardware.gpu_spec.achievable_memory_bandwidth_fraction < before.hardware.gpu_spec.achievable_memory_bandwidth_fraction
     assert after.serving.tpot_batch1_seconds > before.serving.tpot_batch1_seconds
+
+
+CACHED_DECODE = """
+import json, importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("probe", sys.argv[1]); m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+s = json.load(open(sys.argv[2]))
+torch.manual_seed(0)
+model = m.Model(s).eval()
+tokens = torch.randint(0, s["vocab"], (3, 10))
+with torch.no_grad():
+    full = model(tokens)[:, -1]
+    prefill = [{} for _ in model.blocks]
+    model(tokens[:, :9], prefill)
+    cache = []
+    for layer in prefill:
+        room = {"n": 9}
+        for name in ("k", "v"):
+            room[name] = layer[name].new_zeros(3, layer[name].shape[1], 12, layer[name].shape[3])
+            room[name][:, :, :9] = layer[name]
+        cache.append(room)
+    step = model(tokens[:, 9:10], cache)[:, -1]
+print((full - step).abs().max().item())
+"""
+
+
+@pytest.mark.realtool
+def test_the_serving_probes_cached_decode_gives_the_full_forwards_logits(tmp_path):
+    """The decode step the probe times (K and V written in place into preallocated buffers, grouped-query attention
+    over them) computes what a forward over the whole sequence does."""
+    import subprocess
+
+    from tests.tools.realtools import tool_python
+
+    (tmp_path / "plan.yaml").write_text(SERVE % "")
+    files = {f.path: f.text for f in probe_files(resolve(tmp_path / "plan.yaml", probe=True)).files}
+    for name in ("probe.py", "settings.json"):
+        (tmp_path / name).write_text(files[name])
+    (tmp_path / "check.py").write_text(CACHED_DECODE)
+    run = subprocess.run([str(tool_python("torch")), "check.py", "probe.py", "settings.json"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert float(run.stdout.strip()) < 1e-4
