@@ -39,7 +39,7 @@ def test_the_probe_reduces_layers_to_fit_one_gpu_and_says_so():
     files = {f.path: f.text for f in probe_files(plan).files}
     sbatch = files["probe.sbatch"]
     assert f"{probe.layers} of the model's 126 layers" in sbatch and "#SBATCH --nodes=1" in sbatch and "--time=00:15:00" in sbatch
-    assert "| probe shape |" in files["REPORT.md"] and json.loads(files["plan.json"])["probe"]["layers"] == probe.layers
+    assert "- **probe shape**: " in files["REPORT.md"] and json.loads(files["plan.json"])["probe"]["layers"] == probe.layers
 
 
 def test_the_probe_layouts_are_the_chosen_one_and_neighbours_that_fit():
