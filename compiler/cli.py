@@ -218,13 +218,17 @@ def run_explain(argv: list[str]) -> int:
     return status
 
 
-def _resolved(path: Path):
-    """(the resolved plan, EXIT_OK), or (None, the exit code) after printing why."""
+def _resolved(path: Path, probe: bool = False):
+    """(the resolved plan, EXIT_OK), or (None, the exit code) after printing why; `probe` decides the probe section."""
+    from .deployment.probe import ProbeError
     from .diagnostics import InfeasiblePlan, PlanInputError
     from .pipeline import resolve
 
     try:
-        return resolve(path), EXIT_OK
+        return resolve(path, probe=probe), EXIT_OK
+    except ProbeError as exc:
+        _print_error(terminal_text(f"{path}: error: {exc}  [no-probe]"))
+        return None, EXIT_INVALID
     except PlanInputError as exc:
         _print_error(exc.render())
         return None, EXIT_INVALID
@@ -241,7 +245,7 @@ def _os_error(exc: OSError, fallback: Path) -> int:
 
 def run_probe(argv: list[str]) -> int:
     from .plan_lock import PlanLocked
-    from .probe import ProbeError, probe_files
+    from .probe import probe_files
     from .writer import UnsafeOutput, write_plans
 
     parser = _Parser(prog="mlinfra-compile probe", description="Write a one-node measurement job for a training plan "
@@ -252,15 +256,12 @@ def run_probe(argv: list[str]) -> int:
     parser.add_argument("plan", type=Path)
     parser.add_argument("-o", "--out", type=Path, default=Path("out"))
     args = parser.parse_args(argv)
-    plan, status = _resolved(args.plan)
+    plan, status = _resolved(args.plan, probe=True)
     if plan is None:
         return status
     try:
         rendered = probe_files(plan)
         write_plans(args.out, [rendered])
-    except ProbeError as exc:
-        _print_error(terminal_text(f"{args.plan}: error: {exc}  [no-probe]"))
-        return EXIT_INVALID
     except (UnsafeOutput, PlanLocked) as exc:
         _print_error(terminal_text(f"error: {exc}  [{exc.code}]"))
         return EXIT_INVALID

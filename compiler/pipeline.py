@@ -35,9 +35,10 @@ def _check_file_name(name: str) -> None:
         raise PlanInputError([Diagnostic(0, 0, "", message, "unsafe-file-name", file=name)])
 
 
-def resolve(plan_path: Path, display_name: str | None = None, searches: SearchCache | None = None) -> ResolvedPlan:
+def resolve(plan_path: Path, display_name: str | None = None, searches: SearchCache | None = None, probe: bool = False) -> ResolvedPlan:
     """Load, validate and size one plan. `display_name` stands in for the path in messages and headers; `searches`
-    is the run's shared search results (one_run), a fresh cache when the plan is compiled alone."""
+    is the run's shared search results (one_run), a fresh cache when the plan is compiled alone; `probe` also decides
+    the probe section (`mlinfra-compile probe`)."""
     _check_file_name(display_name or str(plan_path))
     loaded = load_yaml_file(plan_path, display_name=display_name or str(plan_path))
     spec = validate_plan(loaded)
@@ -53,7 +54,7 @@ def resolve(plan_path: Path, display_name: str | None = None, searches: SearchCa
     catalog, site_decisions = _site_calibrated(catalog, plan_path, spec, loaded)
     plan = ResolvedPlan(generator=f"mlinfra-compile {__version__}", name=spec.name, workload=spec.workload,
                         plan_file=Path(display_name or plan_path).name, spec=spec, decisions=site_decisions)
-    ctx = PassContext(catalog=catalog, searches=SearchCache() if searches is None else searches)
+    ctx = PassContext(catalog=catalog, searches=SearchCache() if searches is None else searches, probe=probe)
     try:
         for size in PASSES:
             plan = size(plan, ctx)

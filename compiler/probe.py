@@ -1,10 +1,8 @@
 """`mlinfra-compile probe PLAN -o OUT`: a one-node measurement job for a training plan (out/<plan>-probe/), and
 `mlinfra-compile calibrate RESULTS.json -o FILE`: its results as a site calibration file (site_calibration.py).
 
-The probe trains the plan's model shape with random weights, data-parallel over one node's GPUs at the plan's
-micro-batch, sequence length and precision (PyTorch only: probe.py). Layers are reduced so that one GPU holds the
-weights, gradients and AdamW states (16 bytes per parameter, mixed-precision Adam: Rajbhandari et al. 2020 §3.1)
-in half its memory; the report of the probe states the reduction. Other layouts (TP, PP, ZeRO) are not probed.
+What the probe measures and how its job runs is decided by the decide_probe pass (deployment/probe.py: the reduced
+shape, the layouts, the limits, each with its reason) and rendered from `plan.probe` (targets/probe.py).
 """
 
 from __future__ import annotations
@@ -15,95 +13,68 @@ from pathlib import Path
 
 import yaml
 
-from .catalog.params import count_params
+from .deployment.probe import ProbeError
 from .resolved import ResolvedPlan
-from .targets.base import OutputFile, dump_json, dump_yaml_documents, render, with_header
-from .targets.k8s_common import gpu_node_selector, labels, tolerations
+from .targets.base import with_header
+from .targets.probe import render_probe
 from .writer import RenderedPlan
-
-ADAM_BYTES_PER_PARAM = 16  # fp16/bf16 weights and gradients, fp32 master, momentum and variance
-PROBE_MEMORY_SHARE = 0.5  # what the probe's model states may take of one GPU; the rest for activations
-WARMUP_STEPS, MEASURED_STEPS = 3, 10
-TIME_LIMIT_SECONDS = 15 * 60  # the job's and the script's own limit
-GEMM_SIZE, COPY_BYTES, ALLREDUCE_BYTES = 4096, 1 << 30, 256 << 20
-
-
-class ProbeError(ValueError):
-    """A plan the probe cannot measure (a serving plan, a CNN)."""
-
-
-def probe_layers(plan: ResolvedPlan) -> int:
-    arch = plan.model.architecture
-    per_layer = max(1, (count_params(arch).total - count_params(arch.model_copy(update={"layers": 0})).total) // arch.layers)
-    fit = math.floor(plan.hardware.gpu_memory_bytes * PROBE_MEMORY_SHARE / ADAM_BYTES_PER_PARAM / per_layer)
-    return max(1, min(arch.layers, fit))
-
-
-def settings(plan: ResolvedPlan) -> dict:
-    if plan.training is None or plan.model is None or plan.model.architecture.kind != "decoder":
-        raise ProbeError("the probe measures training plans of decoder models (serving and vision probes are not built yet)")
-    arch = plan.model.architecture
-    layers = probe_layers(plan)
-    shape = {"hidden": arch.hidden, "heads": arch.heads, "kv_heads": arch.kv_heads, "head_dim": arch.attention_head_dim,
-             "ffn_hidden": arch.ffn_hidden or arch.moe_ffn_hidden, "vocab": arch.vocab, "layers": layers}
-    return {"plan": plan.name, "gpu_id": plan.hardware.gpu, "expected_device": plan.hardware.gpu_spec.k8s_product_label,
-            "architecture": {**arch.model_dump(), "layers": layers}, **shape, "model_layers": arch.layers,
-            "processes": plan.hardware.gpus_per_node, "micro_batch": plan.parallelism.micro_batch,
-            "seq_len": plan.training.seq_len, "precision": plan.spec.precision, "warmup_steps": WARMUP_STEPS,
-            "steps": MEASURED_STEPS, "time_limit_seconds": TIME_LIMIT_SECONDS, "gemm_size": GEMM_SIZE,
-            "copy_bytes": COPY_BYTES, "allreduce_bytes": ALLREDUCE_BYTES}
 
 
 def probe_files(plan: ResolvedPlan) -> RenderedPlan:
-    s = settings(plan)
-    slurm = plan.deployment.slurm if plan.deployment else None
-    directives = [f"--{d.flag}={d.value}" for d in slurm.directives] if slurm else []
-    minutes = math.ceil(TIME_LIMIT_SECONDS / 60)
-    sbatch = render("probe/probe.sbatch.j2", job_name=f"{plan.name}-probe", processes=s["processes"], time_limit=f"00:{minutes:02d}:00",
-                    directives=directives, plan_name=plan.name, layers=s["layers"], model_layers=s["model_layers"],
-                    micro_batch=s["micro_batch"], seq_len=s["seq_len"], precision=s["precision"])
-    script, settings_text = render("probe/probe.py.j2"), dump_json(s)
-    files = [OutputFile("probe.py", script, 0o755), OutputFile("probe.sbatch", sbatch, 0o755), OutputFile("settings.json", settings_text)]
-    if plan.deployment and plan.deployment.kubernetes and plan.deployment.kubernetes.training:
-        files.append(OutputFile("probe-job.yaml", dump_yaml_documents(_kubernetes_job(plan, s, script, settings_text))))
-    return RenderedPlan(f"{plan.name}-probe", tuple(with_header(f, plan.plan_file, plan.name) for f in files))
+    """out/<plan>-probe/: the files of a plan resolved with its probe section (pipeline.resolve(probe=True))."""
+    return RenderedPlan(plan.probe.name, tuple(with_header(f, plan.plan_file, plan.name) for f in render_probe(plan)))
 
 
-def _kubernetes_job(plan: ResolvedPlan, s: dict, script: str, settings_text: str) -> list[dict]:
-    """A ConfigMap with probe.py and settings.json and a one-pod Job on one GPU node of the plan's type: the results
-    are printed to the log (`kubectl logs job/<plan>-probe > probe-results.json`)."""
-    k8s, name = plan.deployment.kubernetes, f"{plan.name}-probe"
-    meta = {"name": name, "namespace": k8s.namespace, "labels": labels(plan, "probe")}
-    command = ("python3 -m torch.distributed.run --standalone --nproc-per-node=\"$PROBE_PROCESSES\" /probe/probe.py "
-               "--settings /probe/settings.json --out /tmp/probe-results.json >&2 && cat /tmp/probe-results.json")
-    container = {
-        "name": "probe", "image": k8s.training.image, "command": ["bash", "-c", command],
-        "env": [{"name": "PROBE_PROCESSES", "value": str(s["processes"])}],
-        "resources": {"limits": {"nvidia.com/gpu": s["processes"]}},
-        "volumeMounts": [{"name": "probe", "mountPath": "/probe", "readOnly": True}, {"name": "dshm", "mountPath": "/dev/shm"}],
-    }
-    pod = {"restartPolicy": "Never", "nodeSelector": gpu_node_selector(plan), "tolerations": tolerations(plan),
-           "containers": [container],
-           "volumes": [{"name": "probe", "configMap": {"name": name}}, {"name": "dshm", "emptyDir": {"medium": "Memory"}}]}
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
-           "spec": {"backoffLimit": 0, "activeDeadlineSeconds": s["time_limit_seconds"], "template": {"metadata": {"labels": meta["labels"]}, "spec": pod}}}
-    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"probe.py": script, "settings.json": settings_text}}
-    return [config, job]
+CALIBRATION_HEADER = "# Written by mlinfra-compile calibrate from probe results; name it in a plan as cluster.calibration.\n"
+
+
+def _layouts(results: dict) -> list[dict]:
+    """Every layout the probe measured (version 1 results: the one at the top level)."""
+    return results.get("layouts") or [{"name": "chosen", "micro_batch": results["micro_batch"], "recompute": "none", "zero_stage": 0,
+                                       "global_batch": results["global_batch"], "step_seconds": results["step_seconds"]}]
+
+
+def _serving_points(results: dict) -> list[dict]:
+    return [{"gpu": results["gpu_id"], "architecture": dict(results["architecture"]), "precision": results["precision"],
+             "phase": p["phase"], "batch": p["batch"], "tokens": p["tokens"] if p["phase"] == "prefill" else p["context"],
+             "prefill_group": p.get("prefill_group", 1), "step_seconds": p["step_seconds"]} for p in results["points"]]
+
+
+def _memory(results: dict) -> dict | None:
+    """The site's memory factor: the largest measured ÷ predicted peak reserved memory over the layouts (none when the
+    results carry no predictions, version 1, or measured nothing)."""
+    layouts = [l for l in _layouts(results) if l.get("predicted_reserved_bytes") and "peak_reserved_bytes" in l]
+    points = [{"layout": l["name"], "measured_allocated_bytes": int(l["peak_allocated_bytes"]),
+               "measured_reserved_bytes": int(l["peak_reserved_bytes"]), "predicted_allocated_bytes": int(l["predicted_allocated_bytes"]),
+               "predicted_reserved_bytes": int(l["predicted_reserved_bytes"])} for l in layouts]
+    factor = max((p["measured_reserved_bytes"] / p["predicted_reserved_bytes"] for p in points), default=0.0)
+    if factor <= 0:
+        return None
+    device = results.get("environment", {}).get("device", "cuda")
+    return {"gpu": results["gpu_id"], "device": device, "factor": round(factor, 4), "points": points}
 
 
 def site_calibration_text(results: dict, site: str) -> str:
-    """The site calibration file for one probe's results (the point the probe measured, with its provenance)."""
+    """The site calibration file for one probe's results: every layout or serving step it measured as a point, with
+    the provenance."""
     env = results.get("environment", {})
-    point = {"gpu": results["gpu_id"], "architecture": results["architecture"], "gpus": results["world_size"], "tp": 1, "pp": 1,
-             "zero_stage": 0, "micro_batch": results["micro_batch"], "global_batch": results["global_batch"],
-             "seq_len": results["seq_len"], "recompute": "none", "precision": results["precision"],
-             "step_seconds": results["step_seconds"]}
+    if results.get("kind") == "serving":
+        source = (f"mlinfra-compile serving probe of plan {results['plan']} on {env.get('host', '?')} ({results.get('device_name', '?')}, "
+                  f"torch {env.get('torch', '?')}); GEMM {results.get('gemm_tflops', 0):.3g} TFLOP/s")
+        data = {"site": site, "measured_at": results["measured_at"], "source": source, "serving_points": _serving_points(results)}
+        return CALIBRATION_HEADER + yaml.safe_dump(data, sort_keys=False, width=1 << 30)
+    points = [{"gpu": results["gpu_id"], "architecture": dict(results["architecture"]), "gpus": results["world_size"], "tp": 1, "pp": 1,
+               "zero_stage": l["zero_stage"], "micro_batch": l["micro_batch"], "global_batch": l["global_batch"],
+               "seq_len": results["seq_len"], "recompute": l["recompute"], "precision": results["precision"],
+               "step_seconds": l["step_seconds"]} for l in _layouts(results)]
     source = (f"mlinfra-compile probe of plan {results['plan']} on {env.get('host', '?')} ({results.get('device_name', '?')}, "
-              f"torch {env.get('torch', '?')}); peak allocated {results.get('peak_allocated_bytes', 0)} B, "
+              f"torch {env.get('torch', '?')}); layouts {', '.join(l.get('name', '?') for l in _layouts(results))}; "
               f"GEMM {results.get('gemm_tflops', 0):.3g} TFLOP/s, copy {results.get('copy_bytes_per_second', 0):.3g} B/s")
-    data = {"site": site, "measured_at": results["measured_at"], "source": source, "points": [point]}
-    return "# Written by mlinfra-compile calibrate from probe results; name it in a plan as cluster.calibration.\n" + \
-        yaml.safe_dump(data, sort_keys=False, width=1 << 30)
+    data = {"site": site, "measured_at": results["measured_at"], "source": source, "points": points}
+    memory = _memory(results)
+    if memory:
+        data["memory"] = memory
+    return CALIBRATION_HEADER + yaml.safe_dump(data, sort_keys=False, width=1 << 30)
 
 
 def load_results(path: Path) -> dict:
@@ -118,8 +89,10 @@ def load_results(path: Path) -> dict:
         raise ProbeError(f"{path}: not probe results: {str(exc)[:200]}") from None
     if not isinstance(data, dict):
         raise ProbeError(f"{path}: not probe results (a JSON object is expected)")
-    missing = [k for k in ("gpu_id", "architecture", "world_size", "micro_batch", "global_batch", "seq_len", "precision",
-                           "step_seconds", "measured_at", "plan") if k not in data]
+    needed = (("gpu_id", "architecture", "precision", "points", "measured_at", "plan") if data.get("kind") == "serving" else
+              ("gpu_id", "architecture", "world_size", "micro_batch", "global_batch", "seq_len", "precision", "step_seconds",
+               "measured_at", "plan"))
+    missing = [k for k in needed if k not in data]
     if missing:
         raise ProbeError(f"{path}: not probe results (missing {', '.join(missing)})")
     return data

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from .catalog.types import Architecture, GpuSpec
 from .deployment.model import Deployment
+from .deployment.probe_model import Probe
 from .spec import PlanSpec
 
 SCHEMA_VERSION = 1
@@ -238,3 +239,12 @@ class ResolvedPlan(Section):
     warnings: list[str] = Field(default_factory=list)
     search_evaluated: int = 0
     deployment: Deployment | None = Field(None, description="how the plan is deployed: launcher, scheduler, pods, engines, files (passes/resolve_deployment.py)")
+    probe: Probe | None = Field(None, description="`mlinfra-compile probe` only: the measurement job (deployment/probe.py); left out otherwise")
+
+    @model_serializer(mode="wrap")
+    def _without_absent_probe(self, handler):
+        """An ordinary compile's plan.json has no probe key (only the probe's own plan.json carries the section)."""
+        data = handler(self)
+        if data.get("probe") is None:
+            data.pop("probe", None)
+        return data

@@ -1,7 +1,9 @@
-"""A site calibration file (`cluster.calibration`): training steps measured on the user's own cluster at stated
-layouts. The catalog's achievable matmul share of each measured GPU is replaced by the one that predicts those
-steps (their mean predicted ÷ measured is 1, found by bisection: the step time falls as the share grows), so
-every plan compiled with the file is sized for that site; the report says so with the numbers before and after.
+"""A site calibration file (`cluster.calibration`): steps measured on the user's own cluster. Training steps at
+stated layouts and serving prefills refit the catalog's achievable matmul share of each measured GPU; serving decode
+steps (memory-bound: they stream the weights and the KV cache) then refit its achievable HBM share. Each share is
+the one whose predictions match the measurements (geometric mean of predicted ÷ measured is 1, found by bisection:
+a step's time falls as the share grows), so every plan compiled with the file is sized for that site; the report
+says so with the numbers before and after.
 
     site: cluster-a
     measured_at: "2026-11-20"
@@ -9,6 +11,8 @@ every plan compiled with the file is sized for that site; the report says so wit
     points:
       - {gpu: h100-sxm-80gb, model: llama-3.1-8b, gpus: 8, tp: 1, pp: 1, zero_stage: 2, micro_batch: 1,
          global_batch: 64, seq_len: 4096, recompute: none, step_seconds: 6.2}
+    serving_points:   # one GPU, no TP: prefill of `batch` prompts of `tokens`, or one decode step at `tokens` context
+      - {gpu: h100-sxm-80gb, model: llama-3.1-8b, phase: decode, batch: 16, tokens: 1004, step_seconds: 0.0095}
 """
 
 from __future__ import annotations
@@ -25,9 +29,11 @@ from .catalog.types import Architecture, CatalogId, CatalogText
 from .diagnostics import PlanInputError
 from .resolved import Decision
 from .sizing.search_cache import SearchCache
+from .sizing.serve_latency import ReplicaModel, compute_dtype, decode_step, prefill_occupancy_seconds
+from .sizing.serve_memory import kv_bytes_per_token_per_gpu, weights_bytes_per_gpu
 from .sizing.training import TrainRequest, search_training
 from .source import load_yaml_file
-from .units import format_seconds
+from .units import format_bytes, format_seconds
 
 BISECTION_STEPS = 30
 SHARE_BOUNDS = (0.01, 1.0)  # an achievable share of the datasheet peak
@@ -67,11 +73,75 @@ class SitePoint(_Strict):
         return self.architecture or catalog.models[self.model].architecture
 
 
+class ServingPoint(_Strict):
+    """One serving step measured on one GPU (no TP): a prefill of `batch` prompts of `tokens` tokens, `prefill_group`
+    prompts per forward, or one decode step of `batch` sequences at `tokens` tokens of context."""
+
+    gpu: CatalogId
+    model: CatalogId | None = Field(None, description="a catalog preset id (or give the architecture)")
+    architecture: Architecture | None = Field(None, description="the measured shape, e.g. a probe's reduced layers")
+    precision: Literal["bf16", "fp16"] = "bf16"
+    phase: Literal["prefill", "decode"]
+    batch: int = Field(ge=1, le=100_000)
+    tokens: float = Field(ge=1, le=10_000_000, description="prefill: prompt tokens; decode: context tokens")
+    prefill_group: int = Field(1, ge=1, le=100_000)
+    step_seconds: float = Field(gt=1e-9, le=1e6)
+
+    @model_validator(mode="after")
+    def one_shape(self) -> "ServingPoint":
+        if (self.model is None) == (self.architecture is None):
+            raise ValueError("give model (a preset id) or architecture, not both")
+        return self
+
+    def shape(self, catalog: Catalog) -> Architecture:
+        return self.architecture or catalog.models[self.model].architecture
+
+
+class MemoryPoint(_Strict):
+    """One layout's peak memory on one GPU: measured (torch.cuda.max_memory_reserved/allocated; a CPU run: its
+    resident set) and what train_memory predicted for the same shape and layout."""
+
+    layout: CatalogText
+    measured_allocated_bytes: int = Field(ge=0, le=2**50)
+    measured_reserved_bytes: int = Field(ge=0, le=2**50)
+    predicted_allocated_bytes: int = Field(ge=1, le=2**50)
+    predicted_reserved_bytes: int = Field(ge=1, le=2**50)
+
+    @property
+    def ratio(self) -> float:
+        return self.measured_reserved_bytes / self.predicted_reserved_bytes
+
+
+class SiteMemory(_Strict):
+    """The memory factor a full-training memory fit uses at this site: the largest measured ÷ predicted peak reserved
+    memory over the probe's layouts (a margin covers the worst layout measured), never below 1 when applied."""
+
+    gpu: CatalogId
+    device: CatalogText = Field(description="what measured it: cuda (the caching allocator's counters) or cpu (resident set)")
+    factor: float = Field(gt=0, le=1000)
+    points: list[MemoryPoint] = Field(min_length=1, max_length=100)
+
+    @model_validator(mode="after")
+    def factor_from_points(self) -> "SiteMemory":
+        largest = max(p.ratio for p in self.points)
+        if abs(self.factor - largest) > 0.001 * largest + 0.0005:
+            raise ValueError(f"factor {self.factor} is not the largest measured ÷ predicted of its points ({largest:.3f})")
+        return self
+
+
 class SiteCalibration(_Strict):
     site: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")]
     measured_at: Annotated[str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]
     source: CatalogText
-    points: list[SitePoint] = Field(min_length=1, max_length=100)
+    points: list[SitePoint] = Field(default_factory=list, max_length=100)
+    serving_points: list[ServingPoint] = Field(default_factory=list, max_length=100)
+    memory: SiteMemory | None = None
+
+    @model_validator(mode="after")
+    def some_points(self) -> "SiteCalibration":
+        if not self.points and not self.serving_points:
+            raise ValueError("give points (training steps) or serving_points")
+        return self
 
 
 def load_site_calibration(path: Path) -> SiteCalibration:
@@ -99,41 +169,111 @@ def _predicted_step(point: SitePoint, catalog: Catalog, share: float, searches: 
     return chosen.step.total if chosen is not None else None
 
 
-def _mean_ratio(points: list[SitePoint], catalog: Catalog, share: float, searches: SearchCache) -> float:
-    """Geometric mean of predicted ÷ measured over the GPU's points."""
-    ratios = []
+def _serving_model(point: ServingPoint, catalog: Catalog, gpu) -> ReplicaModel:
+    arch = point.shape(catalog)
+    params = count_params(arch)
+    return ReplicaModel(gpu=gpu, arch=arch, params=params, precision=point.precision, dtype=compute_dtype(point.precision, gpu),
+                        tp=1, pp=1, weights_bytes_per_gpu=weights_bytes_per_gpu(params, arch, point.precision, 1, 1),
+                        kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu(arch, 2, 1, 1))
+
+
+def _predicted_serving_step(point: ServingPoint, catalog: Catalog, matmul: float, hbm: float) -> float:
+    """The serving latency model's time for the measured step (sizing/serve_latency.py): a prefill of `batch` prompts
+    packed `prefill_group` per forward is batch × one prompt's occupancy; a decode step is decode_step at that batch."""
+    gpu = catalog.gpus[point.gpu].model_copy(update={"achievable_matmul_fraction": matmul, "achievable_memory_bandwidth_fraction": hbm})
+    m = _serving_model(point, catalog, gpu)
+    tokens = round(point.tokens)
+    if point.phase == "prefill":
+        return point.batch * prefill_occupancy_seconds(m, tokens, point.prefill_group * tokens)
+    return decode_step(m, point.batch, point.tokens).seconds
+
+
+def _predictions(points: list, catalog: Catalog, share: float, searches: SearchCache, hbm: float | None = None) -> list[float]:
+    """Each point's predicted step: training steps and prefills at matmul share `share`, decodes also at HBM share
+    `hbm` (None: the catalog's)."""
+    predicted = []
     for p in points:
-        predicted = _predicted_step(p, catalog, share, searches)
-        if predicted is None:
+        if isinstance(p, ServingPoint):
+            gpu = catalog.gpus[p.gpu]
+            seconds = _predicted_serving_step(p, catalog, share, gpu.achievable_memory_bandwidth_fraction if hbm is None else hbm)
+        else:
+            seconds = _predicted_step(p, catalog, share, searches)
+        if seconds is None:
             raise CalibrationError(f"point {p.model or 'inline architecture'} on {p.gpus} × {p.gpu} (TP{p.tp} PP{p.pp} ZeRO-{p.zero_stage} "
                                    f"mb{p.micro_batch}) does not fit: the layout cannot be sized")
-        ratios.append(predicted / p.step_seconds)
-    return statistics.geometric_mean(ratios)
+        predicted.append(seconds)
+    return predicted
+
+
+def _mean_ratio(points: list, catalog: Catalog, share: float, searches: SearchCache, hbm: float | None = None) -> float:
+    """Geometric mean of predicted ÷ measured over the GPU's points."""
+    predicted = _predictions(points, catalog, share, searches, hbm)
+    return statistics.geometric_mean([x / p.step_seconds for x, p in zip(predicted, points)])
+
+
+def _bisect(ratio) -> float:
+    """The share in SHARE_BOUNDS where predicted ÷ measured (falling as the share grows) crosses 1."""
+    low, high = SHARE_BOUNDS
+    for _ in range(BISECTION_STEPS):
+        mid = (low + high) / 2
+        low, high = (mid, high) if ratio(mid) > 1 else (low, mid)
+    return round((low + high) / 2, 4)
+
+
+def _decision(gpu_id: str, what: str, before_share: float, share: float, before: float, after: float, points: list,
+              site: SiteCalibration, predicted: tuple[list[float], list[float]]) -> Decision:
+    bound = " (the share's bound: no share explains these steps; check the measurement)" if abs(after - 1) > 0.05 else ""
+    measured = ", ".join(f"{format_seconds(p.step_seconds)} (predicted {format_seconds(b)} → {format_seconds(a)})"
+                         for p, b, a in zip(points, *predicted))
+    return Decision(
+        topic=f"site calibration ({gpu_id}{'' if what == 'matmul' else ', HBM'})",
+        choice=f"achievable {'matmul' if what == 'matmul' else 'HBM bandwidth'} share {before_share:.3f} → {share:.3f}",
+        reason=f"{len(points)} {_what_points(points)} measured at {site.site} on {site.measured_at} ({site.source}): {measured}; "
+               f"predicted ÷ measured {before:.3g} with the catalog's share, {after:.3g} with the site's{bound}")
+
+
+def _what_points(points: list) -> str:
+    kinds = sorted({("decode" if p.phase == "decode" else "prefill") if isinstance(p, ServingPoint) else "training" for p in points})
+    return "/".join(kinds) + " step(s)"
 
 
 def calibrate(catalog: Catalog, site: SiteCalibration) -> tuple[Catalog, list[Decision]]:
-    """The catalog with each measured GPU's matmul share fitted to the site's points, and the decisions saying so."""
-    unknown = sorted({p.gpu for p in site.points if p.gpu not in catalog.gpus} | {p.model for p in site.points if p.model and p.model not in catalog.models})
+    """The catalog with each measured GPU's matmul share fitted to its training and prefill steps, then its HBM share
+    to its decode steps, and the decisions saying so."""
+    everything = list(site.points) + list(site.serving_points)
+    unknown = sorted({p.gpu for p in everything + ([site.memory] if site.memory else []) if p.gpu not in catalog.gpus} | {p.model for p in everything if p.model and p.model not in catalog.models})
     if unknown:
         raise CalibrationError(f"points name what the catalog lacks: {', '.join(unknown)}")
     gpus, decisions, searches = dict(catalog.gpus), [], SearchCache()
-    for gpu_id in sorted({p.gpu for p in site.points}):
-        points = [p for p in site.points if p.gpu == gpu_id]
-        before_share = catalog.gpus[gpu_id].achievable_matmul_fraction
-        before = _mean_ratio(points, catalog, before_share, searches)
-        low, high = SHARE_BOUNDS
-        for _ in range(BISECTION_STEPS):  # predicted ÷ measured falls as the share grows
-            mid = (low + high) / 2
-            low, high = (mid, high) if _mean_ratio(points, catalog, mid, searches) > 1 else (low, mid)
-        share = round((low + high) / 2, 4)
-        after = _mean_ratio(points, catalog, share, searches)
-        bound = " (the share's bound: no share explains these steps; check the measurement)" if abs(after - 1) > 0.05 else ""
-        gpus[gpu_id] = catalog.gpus[gpu_id].model_copy(update={"achievable_matmul_fraction": share})
-        measured = ", ".join(format_seconds(p.step_seconds) for p in points)
+    for gpu_id in sorted({p.gpu for p in everything}):
+        compute = [p for p in everything if p.gpu == gpu_id and not (isinstance(p, ServingPoint) and p.phase == "decode")]
+        decodes = [p for p in site.serving_points if p.gpu == gpu_id and p.phase == "decode"]
+        entry = catalog.gpus[gpu_id]
+        share = entry.achievable_matmul_fraction
+        if compute:
+            before, first = _mean_ratio(compute, catalog, share, searches), _predictions(compute, catalog, share, searches)
+            share = _bisect(lambda s: _mean_ratio(compute, catalog, s, searches))
+            after, last = _mean_ratio(compute, catalog, share, searches), _predictions(compute, catalog, share, searches)
+            decisions.append(_decision(gpu_id, "matmul", entry.achievable_matmul_fraction, share, before, after, compute, site, (first, last)))
+        hbm = entry.achievable_memory_bandwidth_fraction
+        if decodes:
+            before, first = _mean_ratio(decodes, catalog, share, searches, hbm), _predictions(decodes, catalog, share, searches, hbm)
+            hbm = _bisect(lambda h: _mean_ratio(decodes, catalog, share, searches, h))
+            after, last = _mean_ratio(decodes, catalog, share, searches, hbm), _predictions(decodes, catalog, share, searches, hbm)
+            decisions.append(_decision(gpu_id, "hbm", entry.achievable_memory_bandwidth_fraction, hbm, before, after, decodes, site, (first, last)))
+        gpus[gpu_id] = entry.model_copy(update={"achievable_matmul_fraction": share, "achievable_memory_bandwidth_fraction": hbm})
+    factor, source = None, ""
+    if site.memory is not None:
+        mem = site.memory
+        factor = mem.factor
+        source = f"measured ÷ predicted peak reserved memory at {site.site} ({mem.device} on {mem.gpu}), the largest of {len(mem.points)} layout(s)"
         decisions.append(Decision(
-            topic=f"site calibration ({gpu_id})",
-            choice=f"achievable matmul share {before_share:.3f} → {share:.3f}",
-            reason=f"{len(points)} step(s) measured at {site.site} on {site.measured_at} ({site.source}): {measured}; "
-                   f"predicted ÷ measured {before:.3g} with the catalog's share, {after:.3g} with the site's{bound}"))
+            topic="site calibration (memory)", choice=f"memory factor {mem.factor:.3f}",
+            reason=f"{source} measured on {site.measured_at} ({site.source}): "
+                   + ", ".join(f"{p.layout} {format_bytes(p.measured_reserved_bytes)} reserved / {format_bytes(p.measured_allocated_bytes)} "
+                               f"allocated vs predicted {format_bytes(p.predicted_reserved_bytes)} / {format_bytes(p.predicted_allocated_bytes)}"
+                               for p in mem.points)
+                   + "; full-training memory fits use it (never below 1) instead of the published rows"
+                   + (" — measured on a CPU: a test of the loop, not a GPU margin" if mem.device == "cpu" else "")))
     return Catalog(gpus=gpus, models=catalog.models, interconnects=catalog.interconnects, storage=catalog.storage,
-                   residuals=catalog.residuals), decisions
+                   residuals=catalog.residuals, site_memory_factor=factor, site_memory_source=source), decisions

@@ -8,7 +8,10 @@ import os
 import pytest
 
 from compiler.pipeline import resolve
-from compiler.probe import probe_files, settings
+from compiler.catalog.residuals import load_residuals
+from compiler.deployment.probe import MAX_LAYOUTS, MEMORY_FAMILY, _memory, _reduced
+from compiler.sizing.train_memory import usable_memory_bytes
+from compiler.probe import probe_files
 from tests.conftest import REPO, run_cli
 
 TINY = """name: tiny-probe
@@ -21,17 +24,64 @@ cluster: {gpu: h100-sxm-80gb, count: 2, gpus_per_node: 2, scheduler: slurm, slur
 
 
 def test_the_probe_reduces_layers_to_fit_one_gpu_and_says_so():
-    plan = resolve(REPO / "examples" / "llama3-405b-pretrain.yaml")
-    s = settings(plan)
-    assert 1 <= s["layers"] < s["model_layers"] == 126
-    assert s["layers"] * 16 * 1.6e9 < plan.hardware.gpu_memory_bytes  # ~1.6B parameters per 405B layer, 16 B each
+    plan = resolve(REPO / "examples" / "llama3-405b-pretrain.yaml", probe=True)
+    probe = plan.probe
+    assert 1 <= probe.layers < probe.model_layers == 126 == probe.architecture.layers + (126 - probe.layers)
+    assert probe.layers * 8 * 1.6e9 < plan.hardware.gpu_memory_bytes  # ~1.6B parameters per 405B layer, 8 B each in pure bf16
+    chosen = probe.layouts[0]
+    margin, usable = load_residuals()[MEMORY_FAMILY].p90, usable_memory_bytes(plan.hardware.gpu_memory_bytes)
+    reason = next(d.reason for d in probe.decisions if d.topic == "probe shape")
+    if chosen.predicted_reserved_bytes * margin > usable:  # 405B: the embedding, LM head and 8k-token logits alone
+        assert probe.layers == 1 and "one layer, the least the probe builds" in reason and len(probe.layouts) == 1
+    one_more = _memory(_reduced(plan.model.architecture, probe.layers + 1), "bf16", 8, probe.seq_len, chosen.micro_batch,
+                       chosen.recompute, chosen.zero_stage)
+    assert one_more.reserved * margin > usable  # not reduced further than it must
+    files = {f.path: f.text for f in probe_files(plan).files}
+    sbatch = files["probe.sbatch"]
+    assert f"{probe.layers} of the model's 126 layers" in sbatch and "#SBATCH --nodes=1" in sbatch and "--time=00:15:00" in sbatch
+    assert "- **probe shape**: " in files["REPORT.md"] and json.loads(files["plan.json"])["probe"]["layers"] == probe.layers
+
+
+def test_the_probe_layouts_are_the_chosen_one_and_neighbours_that_fit():
+    plan = resolve(REPO / "examples" / "llama3-8b-pretrain.yaml", probe=True)
+    layouts, par = plan.probe.layouts, plan.parallelism
+    assert layouts[0].name == "chosen" and layouts[0].micro_batch == par.micro_batch and layouts[0].zero_stage == min(1, par.zero_stage)
+    assert 2 <= len(layouts) <= MAX_LAYOUTS and len({(l.micro_batch, l.recompute, l.zero_stage) for l in layouts}) == len(layouts)
+    usable = plan.hardware.gpu_memory_bytes
+    assert all(0 < l.predicted_allocated_bytes < l.predicted_reserved_bytes < usable for l in layouts)
+    settings = json.loads(next(f.text for f in probe_files(plan).files if f.path == "settings.json"))
+    assert [l["name"] for l in settings["layouts"]] == [l.name for l in layouts] and "decisions" not in settings
+
+
+def test_an_ordinary_compile_has_no_probe_section():
+    plan = resolve(REPO / "examples" / "llama3-8b-pretrain.yaml")
+    assert plan.probe is None and "probe" not in plan.model_dump(mode="json")
+
+
+def test_a_triton_plan_gets_no_probe_job_and_says_why():
+    plan = resolve(REPO / "examples" / "llama3-8b-triton.yaml", probe=True)
+    assert plan.probe.kubernetes is None and "probe-job.yaml" not in {f.path for f in probe_files(plan).files}
+    assert "no PyTorch" in next(d.reason for d in plan.probe.decisions if d.topic == "probe on Kubernetes")
+
+
+def test_a_vision_or_multi_stage_plan_has_no_probe(tmp_path):
+    for example in ("resnet50-triton.yaml", "image-captioning.yaml"):
+        result = run_cli("probe", REPO / "examples" / example, "-o", tmp_path)
+        assert result.returncode == 2 and "[no-probe]" in result.stderr, result.stderr
+
+
+def test_a_serving_probe_measures_batches_from_one_to_the_plans_concurrency():
+    plan = resolve(REPO / "examples" / "llama3-8b-chat.yaml", probe=True)
+    probe, sv = plan.probe, plan.serving
+    assert probe.kind == "serving" and probe.processes == 1 and probe.layouts == []
+    top = probe.serving.batches[-1]
+    assert probe.serving.batches[0] == 1 and top == sv.max_concurrency and len(probe.serving.batches) == 3
+    assert probe.serving.prompt_tokens == plan.spec.serve.traffic.prompt_tokens
+    tokens = probe.serving.prompt_tokens + probe.serving.decode_steps
+    held = probe.serving.weights_bytes + top * tokens * probe.serving.kv_bytes_per_token
+    assert held <= sv.gpu_memory_utilization * plan.hardware.gpu_memory_bytes  # the plan's own memory share
     sbatch = next(f.text for f in probe_files(plan).files if f.path == "probe.sbatch")
-    assert f"{s['layers']} of the model's 126 layers" in sbatch and "#SBATCH --nodes=1" in sbatch and "--time=00:15:00" in sbatch
-
-
-def test_a_serving_plan_has_no_probe_yet(tmp_path):
-    result = run_cli("probe", REPO / "examples" / "llama3-8b-chat.yaml", "-o", tmp_path)
-    assert result.returncode == 2 and "[no-probe]" in result.stderr
+    assert "--nproc-per-node=1 probe.py" in sbatch
 
 
 @pytest.mark.realtool
@@ -47,13 +97,30 @@ def test_probe_calibrate_recompile_on_the_fake_slurm_cluster(tmp_path, slurm_clu
     assert state == "COMPLETED", output[-3000:]
     results = json.loads((folder / "probe-results.json").read_text())
     assert results["world_size"] == 2 and results["step_seconds"] > 0 and results["environment"]["torch"]
+    settings = json.loads((folder / "settings.json").read_text())
+    assert [l["name"] for l in results["layouts"]] == [l["name"] for l in settings["layouts"]] and len(results["layouts"]) >= 3
+    assert all(l["step_seconds"] > 0 and l["global_batch"] == 2 * l["micro_batch"] for l in results["layouts"])
     calibrated = run_cli("calibrate", folder / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci")
     assert calibrated.returncode == 0, calibrated.stderr
     (tmp_path / "plan.yaml").write_text(TINY % ", calibration: site.yaml")
     explained = run_cli("explain", tmp_path / "plan.yaml")
     assert explained.returncode == 0, explained.stderr
     line = next(l for l in explained.stdout.splitlines() if "site calibration (h100-sxm-80gb)" in l)
-    assert "measured at ci" in line and f"{results['step_seconds'] * 1e3:.1f} ms" in line
+    assert "measured at ci" in line and f"{len(results['layouts'])} training step(s)" in line
+    assert all(f"{l['step_seconds'] * 1e3:.1f} ms" in line for l in results["layouts"])
+    # memory: measured ÷ predicted peak per layout → the site's factor, which the recompiled memory fit uses
+    import yaml
+
+    memory = yaml.safe_load((tmp_path / "site.yaml").read_text())["memory"]
+    ratios = [l["peak_reserved_bytes"] / l["predicted_reserved_bytes"] for l in results["layouts"]]
+    assert [p["layout"] for p in memory["points"]] == [l["name"] for l in results["layouts"]] and memory["device"] == "cpu"
+    assert memory["factor"] == pytest.approx(max(ratios), rel=1e-3)
+    plan = resolve(tmp_path / "plan.yaml")
+    assert any(d.topic == "site calibration (memory)" and "a test of the loop" in d.reason for d in plan.decisions)
+    if memory["factor"] > 1:
+        usable = plan.memory_per_gpu_bytes.usable
+        assert usable == pytest.approx(usable_memory_bytes(plan.hardware.gpu_memory_bytes) / memory["factor"], rel=1e-3)
+        assert "cluster.calibration" in next(d.reason for d in plan.decisions if d.topic == "parallelism")
 
 
 def _run(folder, env):
@@ -79,21 +146,106 @@ def _run(folder, env):
 
 
 @pytest.mark.realtool
-def test_a_kubernetes_plan_gets_a_probe_job_the_schemas_accept(tmp_path):
-    """scheduler both/kubernetes: probe-job.yaml (a ConfigMap with the script and a one-pod Job on one GPU node)."""
+@pytest.mark.parametrize("example", ["llama3-405b-pretrain.yaml", "llama3-8b-chat.yaml"])
+def test_a_kubernetes_plan_gets_a_probe_job_the_schemas_accept(tmp_path, example):
+    """scheduler both/kubernetes: probe-job.yaml (a ConfigMap with the script and a one-pod Job on one GPU node); a
+    serving plan's Job runs in its vLLM image."""
     import yaml
 
     from tests.tools.realtools import validate_k8s
 
-    plan = resolve(REPO / "examples" / "llama3-405b-pretrain.yaml")
+    plan = resolve(REPO / "examples" / example, probe=True)
     files = {f.path: f.text for f in probe_files(plan).files}
     docs = list(yaml.safe_load_all(files["probe-job.yaml"]))
     assert [d["kind"] for d in docs] == ["ConfigMap", "Job"]
     config, job = docs
     assert config["data"]["settings.json"] == files["settings.json"]  # JSON carries no header: the same bytes
     container = job["spec"]["template"]["spec"]["containers"][0]
-    assert container["resources"]["limits"]["nvidia.com/gpu"] == plan.hardware.gpus_per_node
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == plan.probe.processes
+    assert container["image"] == (plan.deployment.kubernetes.training.image if plan.training else plan.deployment.kubernetes.serving[0].image)
     assert job["spec"]["activeDeadlineSeconds"] == 900 and job["spec"]["backoffLimit"] == 0
     path = tmp_path / "probe-job.yaml"
     path.write_text(files["probe-job.yaml"])
     assert validate_k8s([path]) == []
+
+
+SERVE = """name: tiny-serve
+workload: serve
+model:
+  architecture: {layers: 2, hidden: 64, heads: 4, kv_heads: 2, ffn_hidden: 128, vocab: 256, max_position: 512}
+serve: {context_len: 256, max_num_seqs: 8, traffic: {requests_per_second: 2, prompt_tokens: 32, output_tokens: 8}}
+cluster: {gpu: h100-sxm-80gb, scheduler: slurm%s}
+"""
+
+
+@pytest.mark.realtool
+@pytest.mark.slow
+def test_serving_probe_calibrate_recompile_on_the_fake_slurm_cluster(tmp_path, slurm_cluster):
+    """Prefill and decode steps measured on CPU → serving_points → the matmul and HBM shares refitted, the report
+    showing each step predicted before and after."""
+    from tests.test_target_torchrun import torch_env
+
+    (tmp_path / "plan.yaml").write_text(SERVE % "")
+    before = resolve(tmp_path / "plan.yaml")
+    assert run_cli("probe", tmp_path / "plan.yaml", "-o", tmp_path / "out").returncode == 0
+    folder = tmp_path / "out" / "tiny-serve-probe"
+    env = {**os.environ, **slurm_cluster.env, "PATH": torch_env()["PATH"] + ":/usr/sbin:/sbin"}
+    state, output = _run(folder, env)
+    assert state == "COMPLETED", output[-3000:]
+    results = json.loads((folder / "probe-results.json").read_text())
+    settings = json.loads((folder / "settings.json").read_text())
+    assert results["kind"] == "serving" and results["environment"]["torch"]
+    assert [(p["phase"], p["batch"]) for p in results["points"]] == [(phase, b) for b in settings["serving"]["batches"]
+                                                                      for phase in ("prefill", "decode")]
+    assert all(p["step_seconds"] > 0 for p in results["points"])
+    assert run_cli("calibrate", folder / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci").returncode == 0
+    (tmp_path / "plan.yaml").write_text(SERVE % ", calibration: site.yaml")
+    after = resolve(tmp_path / "plan.yaml")
+    hbm = next(d for d in after.decisions if d.topic == "site calibration (h100-sxm-80gb, HBM)")
+    decodes = [p for p in results["points"] if p["phase"] == "decode"]
+    assert f"{len(decodes)} decode step(s)" in hbm.reason and "predicted" in hbm.reason and "measured at ci" in hbm.reason
+    # a CPU is far slower than an H100: the refitted shares make every serving step slower
+    assert after.hardware.gpu_spec.achievable_memory_bandwidth_fraction < before.hardware.gpu_spec.achievable_memory_bandwidth_fraction
+    assert after.serving.tpot_batch1_seconds > before.serving.tpot_batch1_seconds
+
+
+CACHED_DECODE = """
+import json, importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("probe", sys.argv[1]); m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+s = json.load(open(sys.argv[2]))
+torch.manual_seed(0)
+model = m.Model(s).eval()
+tokens = torch.randint(0, s["vocab"], (3, 10))
+with torch.no_grad():
+    full = model(tokens)[:, -1]
+    prefill = [{} for _ in model.blocks]
+    model(tokens[:, :9], prefill)
+    cache = []
+    for layer in prefill:
+        room = {"n": 9}
+        for name in ("k", "v"):
+            room[name] = layer[name].new_zeros(3, layer[name].shape[1], 12, layer[name].shape[3])
+            room[name][:, :, :9] = layer[name]
+        cache.append(room)
+    step = model(tokens[:, 9:10], cache)[:, -1]
+print((full - step).abs().max().item())
+"""
+
+
+@pytest.mark.realtool
+def test_the_serving_probes_cached_decode_gives_the_full_forwards_logits(tmp_path):
+    """The decode step the probe times (K and V written in place into preallocated buffers, grouped-query attention
+    over them) computes what a forward over the whole sequence does."""
+    import subprocess
+
+    from tests.tools.realtools import tool_python
+
+    (tmp_path / "plan.yaml").write_text(SERVE % "")
+    files = {f.path: f.text for f in probe_files(resolve(tmp_path / "plan.yaml", probe=True)).files}
+    for name in ("probe.py", "settings.json"):
+        (tmp_path / name).write_text(files[name])
+    (tmp_path / "check.py").write_text(CACHED_DECODE)
+    run = subprocess.run([str(tool_python("torch")), "check.py", "probe.py", "settings.json"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert float(run.stdout.strip()) < 1e-4

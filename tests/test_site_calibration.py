@@ -9,6 +9,7 @@ from compiler.catalog.catalog import load_catalog
 from compiler.pipeline import resolve
 from compiler.site_calibration import SiteCalibration, SitePoint, _predicted_step, calibrate
 from compiler.sizing.search_cache import SearchCache
+from compiler.sizing.train_memory import usable_memory_bytes
 from tests.conftest import REPO, run_cli
 
 POINT = dict(gpu="h100-sxm-80gb", model="llama-3.1-8b", gpus=8, tp=1, pp=1, zero_stage=2, micro_batch=1, global_batch=64,
@@ -63,3 +64,31 @@ def test_a_bad_calibration_file_is_a_located_error(tmp_path, change, message):
     result = run_cli(_plan_with_site(tmp_path, site), "-o", tmp_path / "out")
     assert result.returncode == 2 and "cluster.calibration" in result.stderr and "[invalid-calibration]" in result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+MEMORY = {"gpu": "h100-sxm-80gb", "device": "cuda", "factor": 1.5,
+          "points": [{"layout": "chosen", "measured_allocated_bytes": 10 << 30, "measured_reserved_bytes": 12 << 30,
+                      "predicted_allocated_bytes": 7 << 30, "predicted_reserved_bytes": 8 << 30},
+                     {"layout": "micro-batch 2", "measured_allocated_bytes": 11 << 30, "measured_reserved_bytes": 13 << 30,
+                      "predicted_allocated_bytes": 10 << 30, "predicted_reserved_bytes": 12 << 30}]}
+
+
+def test_a_site_memory_factor_shrinks_what_a_full_training_fit_may_use(tmp_path):
+    """The largest measured ÷ predicted peak (12 ÷ 8 = 1.5) replaces the published memory rows: usable ÷ 1.5."""
+    site = {"site": "cluster-a", "measured_at": "2026-11-20", "source": "probe job 4711", "points": [{**POINT, "step_seconds": 9.0}]}
+    without = resolve(_plan_with_site(tmp_path, site))
+    plan = resolve(_plan_with_site(tmp_path, {**site, "memory": MEMORY}))
+    gpu_bytes = plan.hardware.gpu_memory_bytes
+    assert plan.memory_per_gpu_bytes.usable == pytest.approx(usable_memory_bytes(gpu_bytes) / 1.5, rel=1e-6)
+    assert without.memory_per_gpu_bytes.usable > plan.memory_per_gpu_bytes.usable
+    decision = next(d for d in plan.decisions if d.topic == "site calibration (memory)")
+    assert "memory factor 1.500" in decision.choice and "12.0 GiB reserved" in decision.reason and "8.0 GiB" in decision.reason
+    assert "the device's ÷ 1.50: measured ÷ predicted peak reserved memory at cluster-a" in next(
+        d.reason for d in plan.decisions if d.topic == "parallelism")
+
+
+def test_a_memory_factor_its_points_do_not_give_is_refused(tmp_path):
+    site = {"site": "cluster-a", "measured_at": "2026-11-20", "source": "x", "points": [{**POINT, "step_seconds": 9.0}],
+            "memory": {**MEMORY, "factor": 1.1}}
+    result = run_cli("explain", _plan_with_site(tmp_path, site))
+    assert result.returncode == 2 and "invalid-calibration" in result.stderr and "largest measured" in result.stderr

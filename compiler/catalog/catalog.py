@@ -22,6 +22,10 @@ class Catalog:
     interconnects: dict[str, Interconnect]
     storage: dict[str, Storage]
     residuals: dict[str, Residual]  # how far predictions land from published figures, per family (ranges)
+    # a site calibration file's memory factor (site_calibration.py): measured ÷ predicted peak on the site's own GPUs,
+    # which full-training memory fits use instead of the published rows; with the words that say where it comes from
+    site_memory_factor: float | None = None
+    site_memory_source: str = ""
 
 
 def load_catalog(extra_gpus: Path | None = None) -> Catalog:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .attach_ranges import attach_ranges
+from .decide_probe import decide_probe
 from .resolve_deployment import resolve_deployment
 from .resolve_model import resolve_model
 from .size_serving import size_serving
@@ -13,5 +14,6 @@ PASSES = (
     size_training,  # train/finetune: GPU type and count, parallelism, time, cost (no-op for serving)
     size_serving,   # serve: GPU type, TP/PP, precision, batch, replicas (no-op for training)
     attach_ranges,  # the headline predictions' P10-P90 from their family's published residuals
-    resolve_deployment,  # last: launcher, scheduler, pod and engine decisions from the sized numbers
+    resolve_deployment,  # launcher, scheduler, pod and engine decisions from the sized numbers
+    decide_probe,  # only for `mlinfra-compile probe`: the probe job's shape and layouts (reads the deployment's image)
 )

@@ -4,7 +4,8 @@
 
 `catalog`: GPUs, model presets, fabrics and storage (catalog/catalog.py), the plan's own catalog file merged in.
 `searches`: the run's shared search results (sizing/search_cache.py); a compile alone gets a fresh one, the
-plans of one CLI run share one (pipeline.one_run). Passes read nothing else: no module-global state, no files.
+plans of one CLI run share one (pipeline.one_run). `probe`: decide the probe section (`mlinfra-compile probe`).
+Passes read nothing else: no module-global state, no files.
 """
 
 from __future__ import annotations
@@ -19,3 +20,4 @@ from ..sizing.search_cache import SearchCache
 class PassContext:
     catalog: Catalog
     searches: SearchCache = field(default_factory=SearchCache)
+    probe: bool = False

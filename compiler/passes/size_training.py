@@ -59,9 +59,21 @@ MEMORY_FAMILY = {"full": "memory-full", "lora": "memory-lora", "qlora": "memory-
 
 
 def memory_factor(catalog: Catalog, method: str, quantile: str) -> float:
-    """The memory margin: measured ÷ predicted peak of the method's published rows at the plan's quantile, never
-    below 1 (a prediction that runs high is not trimmed)."""
-    return 1.0 if quantile == "none" else max(1.0, getattr(catalog.residuals[MEMORY_FAMILY[method]], quantile))
+    """The memory margin: measured ÷ predicted peak of the method's published rows at the plan's quantile, or for
+    full training the site's own measured ÷ predicted peak (a site calibration file's memory), never below 1 (a
+    prediction that runs high is not trimmed)."""
+    if quantile == "none":
+        return 1.0
+    if method == "full" and catalog.site_memory_factor is not None:
+        return max(1.0, catalog.site_memory_factor)
+    return max(1.0, getattr(catalog.residuals[MEMORY_FAMILY[method]], quantile))
+
+
+def memory_source(catalog: Catalog, method: str, quantile: str) -> str:
+    """Where memory_factor's number comes from, in words for the report."""
+    if method == "full" and catalog.site_memory_factor is not None:
+        return catalog.site_memory_source + "; cluster.calibration"
+    return f"measured ÷ predicted at {quantile.upper()} of {catalog.residuals[MEMORY_FAMILY[method]].rows} published peaks; train.memory_quantile"
 
 
 def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
@@ -148,7 +160,7 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
                                    gate=(gate_factor(ctx.catalog, spec.workload, spec.train.gate_quantile),
                                          ctx.catalog.residuals[time_family(spec.workload)].rows, time_family(spec.workload)),
                                    memory=(memory_factor(ctx.catalog, spec.train.method, spec.train.memory_quantile),
-                                           ctx.catalog.residuals[MEMORY_FAMILY[spec.train.method]].rows))
+                                           memory_source(ctx.catalog, spec.train.method, spec.train.memory_quantile)))
     return plan.model_copy(update={
         "hardware": hardware, "parallelism": parallelism, "memory_per_gpu_bytes": memory, "training": training,
         "cost": cost, "alternatives": alternatives,

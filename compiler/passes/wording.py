@@ -160,9 +160,10 @@ def _layout_words(c: TrainCandidate) -> str:
 
 
 def training_decisions(spec: PlanSpec, c: TrainCandidate, evaluated: int, hardware: Hardware, parallelism: Parallelism,
-                       batch_tokens: float, gate: tuple[float, int, str] = (1.0, 0, ""), memory: tuple[float, int] = (1.0, 0)) -> list[Decision]:
+                       batch_tokens: float, gate: tuple[float, int, str] = (1.0, 0, ""), memory: tuple[float, str] = (1.0, "")) -> list[Decision]:
     """`batch_tokens`: the tokens per step the plan gave or the default, when it gave no batch in sequences;
-    `gate`: the factor time and cost were checked with against deadline and budget, and the rows behind it."""
+    `gate`: the factor time and cost were checked with against deadline and budget, and the rows behind it; `memory`:
+    the memory margin and where it comes from (size_training.memory_source)."""
     m, s, tokens = c.memory, c.step, spec.train.total_tokens
     deadline = f"deadline {format_seconds(spec.train.deadline)}" if spec.train.deadline else "no deadline"
     return [
@@ -173,8 +174,7 @@ def training_decisions(spec: PlanSpec, c: TrainCandidate, evaluated: int, hardwa
                            f"× {gate[0]:.2f}; train.gate_quantile)" if gate[1] and (spec.train.deadline or spec.budget.usd) else "")),
         Decision(topic="parallelism", choice=f"TP={c.tp} PP={c.pp} DP={c.dp}{_layout_words(c)} ZeRO-{c.zero_stage}, micro-batch {c.micro_batch} × {c.grad_accum} accumulation, recompute {c.recompute}",
                  reason=f"{m.total / 2**30:.1f} GiB per GPU of {c.usable_memory_bytes / 2**30:.1f} GiB usable"
-                        + (f" (the device's ÷ {memory[0]:.2f}: measured ÷ predicted at {spec.train.memory_quantile.upper()} of "
-                           f"{memory[1]} published peaks; train.memory_quantile)" if memory[0] > 1 else "") + " "
+                        + (f" (the device's ÷ {memory[0]:.2f}: {memory[1]})" if memory[0] > 1 else "") + " "
                         f"({m.allocated / 2**30:.1f} GiB allocated, {m.reserved / 2**30:.1f} GiB reserved by the caching "
                         f"allocator, the rest CUDA context and NCCL); step {format_seconds(s.total)}"),
         Decision(topic="framework", choice=c.framework, reason=words(c.framework_reason)),

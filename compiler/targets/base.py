@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from dataclasses import dataclass
@@ -184,3 +185,21 @@ def with_header(file: OutputFile, plan_file: str, plan_name: str) -> OutputFile:
     else:
         text = block + text
     return OutputFile(file.path, text, file.mode)
+
+
+SIGNIFICANT_DIGITS = 6  # enough for any sizing figure; hides last-bit float noise between platforms
+
+
+def stable(value: Any) -> Any:
+    """Floats rounded to SIGNIFICANT_DIGITS, recursively, so output bytes do not depend on float noise."""
+    if isinstance(value, float):
+        if not math.isfinite(value) or value == 0:
+            return value
+        digits = SIGNIFICANT_DIGITS - 1 - math.floor(math.log10(abs(value)))
+        rounded = round(value, digits)
+        return int(rounded) if rounded.is_integer() and abs(rounded) < 2**53 else rounded
+    if isinstance(value, dict):
+        return {k: stable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [stable(v) for v in value]
+    return value

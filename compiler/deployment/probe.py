@@ -1,0 +1,222 @@
+"""Probe decisions (`mlinfra-compile probe`): the reduced shape, the layouts, the job's limits, each with its reason.
+
+Training: the plan's model shape with random weights, data-parallel over one node's GPUs, pure 16-bit (weights,
+gradients and AdamW states in the plan's 16-bit dtype: torchtune's default, train_memory master_weights "none"), so
+the memory model predicts exactly what runs. Layers are reduced to the most that fit one GPU with the published
+memory margin; the layouts are the chosen one mapped to plain PyTorch and its neighbours that also fit.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..catalog.catalog import Catalog
+from ..catalog.params import count_params
+from ..catalog.types import Architecture
+from ..resolved import ResolvedPlan
+from ..sizing.serve_memory import kv_bytes_per_token, weights_bytes_total
+from ..sizing.train_memory import MemoryOptions, memory_per_gpu, usable_memory_bytes
+from ..units import format_bytes
+from .model import DeploymentDecision, Directive
+from .probe_model import Probe, ProbeKubernetes, ProbeLayout, ServingProbe
+from .training import directive_value
+
+# "a minutes-long measurement job" (issue 18); also the Kubernetes Job's activeDeadlineSeconds.
+TIME_LIMIT_SECONDS = 15 * 60
+# Three warm-up steps absorb the allocator's and the kernels' first-call costs; the median of ten is reported.
+WARMUP_STEPS, MEASURED_STEPS = 3, 10
+# nccl-tests' and the HBM test's sizes: large enough to reach the plateau rate (nccl-tests PERFORMANCE.md: bus
+# bandwidth plateaus above ~100 MB on NVLink); a 4096² GEMM reaches cuBLAS's large-GEMM rate on H100.
+GEMM_SIZE, COPY_BYTES, ALLREDUCE_BYTES = 4096, 1 << 30, 256 << 20
+MEMORY_FAMILY = "memory-full"  # residuals.yaml: measured ÷ predicted peak of published full-training runs
+MAX_LAYOUTS = 4  # the chosen layout and three neighbours: 4 × 13 steps stay well inside the time limit
+PURE_16_BIT = MemoryOptions(master_weights="none")
+# plain PyTorch has no fp8 training and no quantized serving kernels: those plans are probed in bf16, and say so
+PROBE_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "bf16", "fp32": "fp32", "int8": "bf16", "int4": "bf16"}
+DECODE_STEPS = 8  # decode steps timed after each prefill (the median is reported), each one token per sequence
+
+
+class ProbeError(ValueError):
+    """A plan the probe cannot measure (a vision model, a multi-stage service)."""
+
+
+def _reduced(arch: Architecture, layers: int) -> Architecture:
+    return arch.model_copy(update={"layers": layers, "dense_layers": min(arch.dense_layers, layers)})
+
+
+def _memory(arch: Architecture, precision: str, processes: int, seq_len: int, mb: int, recompute: str, zero: int):
+    return memory_per_gpu(arch, count_params(arch), precision=precision, optimizer="adamw", dp=processes, zero_stage=zero,
+                          seq_len=seq_len, micro_batch=mb, recompute=recompute, framework="ddp", options=PURE_16_BIT)
+
+
+def _fits(mem, usable: int, margin: float) -> bool:
+    return mem.reserved * margin <= usable
+
+
+def _fits_margin(layout: ProbeLayout, usable: int, margin: float) -> bool:
+    return layout.predicted_reserved_bytes * margin <= usable
+
+
+def _probe_layers(arch: Architecture, precision: str, processes: int, seq_len: int, mb: int, recompute: str, zero: int,
+                  usable: int, margin: float) -> int:
+    """The most layers (≤ the model's) whose predicted memory × the margin fits one GPU; at least one."""
+    low, high = 1, arch.layers
+    while low < high:
+        mid = (low + high + 1) // 2
+        if _fits(_memory(_reduced(arch, mid), precision, processes, seq_len, mb, recompute, zero), usable, margin):
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _layouts(arch: Architecture, precision: str, processes: int, seq_len: int, mb: int, recompute: str, zero: int,
+             usable: int, margin: float) -> tuple[list[ProbeLayout], list[str]]:
+    candidates = [("chosen", mb, recompute, zero, "the plan's layout, as plain PyTorch runs it"),
+                  (f"micro-batch {mb * 2}", mb * 2, recompute, zero, "twice the micro-batch: how the step scales with it"),
+                  (f"micro-batch {mb // 2}", mb // 2, recompute, zero, "half the micro-batch"),
+                  (f"recompute {'none' if recompute == 'full' else 'full'}", mb, "none" if recompute == "full" else "full", zero,
+                   "the other recompute setting: the cost of re-running the forward"),
+                  (f"ZeRO-{1 - zero}", mb, recompute, 1 - zero, "AdamW states sharded (ZeroRedundancyOptimizer) or not")]
+    layouts, left_out = [], []
+    for name, b, r, z, why in candidates:
+        if b < 1 or (z == 1 and processes == 1) or any((l.micro_batch, l.recompute, l.zero_stage) == (b, r, z) for l in layouts):
+            continue
+        mem = _memory(arch, precision, processes, seq_len, b, r, z)
+        if name != "chosen" and (len(layouts) >= MAX_LAYOUTS or not _fits(mem, usable, margin)):
+            left_out.append(name)
+            continue
+        layouts.append(ProbeLayout(name=name, micro_batch=b, recompute=r, zero_stage=z, predicted_allocated_bytes=mem.allocated,
+                                   predicted_reserved_bytes=mem.reserved, why=why))
+    return layouts, left_out
+
+
+def _slurm_directives(plan: ResolvedPlan) -> list[Directive]:
+    given = plan.spec.cluster.slurm
+    return [Directive(flag=flag, value=directive_value(value))
+            for flag, value in (("partition", given.partition), ("account", given.account), ("qos", given.qos),
+                                ("reservation", given.reservation), ("constraint", given.constraint)) if value is not None]
+
+
+def training_probe(plan: ResolvedPlan, catalog: Catalog) -> Probe:
+    arch, hw, par = plan.model.architecture, plan.hardware, plan.parallelism
+    precision = PROBE_DTYPE[plan.spec.precision]
+    processes, seq_len = hw.gpus_per_node, plan.training.seq_len
+    recompute = "none" if par.recompute == "none" else "full"
+    zero = min(1, par.zero_stage)
+    usable = usable_memory_bytes(hw.gpu_memory_bytes)
+    margin = max(1.0, catalog.residuals[MEMORY_FAMILY].p90)
+    layers = _probe_layers(arch, precision, processes, seq_len, par.micro_batch, recompute, zero, usable, margin)
+    reduced = _reduced(arch, layers)
+    layouts, left_out = _layouts(reduced, precision, processes, seq_len, par.micro_batch, recompute, zero, usable, margin)
+    chosen = layouts[0]
+    decisions = [
+        DeploymentDecision(topic="probe shape", choice=f"{layers} of the model's {arch.layers} layers",
+                           reason=(f"the most layers whose predicted memory ({format_bytes(chosen.predicted_reserved_bytes)} reserved "
+                                   f"per GPU at the chosen layout) × {margin:.2f} (P90 of published measured ÷ predicted peaks, "
+                                   f"residuals {MEMORY_FAMILY}) fits the {format_bytes(usable)} a process can use on {hw.gpu}"
+                                   if _fits_margin(chosen, usable, margin) else
+                                   f"one layer, the least the probe builds: even its predicted memory ({format_bytes(chosen.predicted_reserved_bytes)} "
+                                   f"reserved per GPU, mostly the embedding, LM head and logits) × {margin:.2f} (P90 of published measured ÷ "
+                                   f"predicted peaks, residuals {MEMORY_FAMILY}) exceeds the {format_bytes(usable)} a process can use on "
+                                   f"{hw.gpu}; the probe may run out of memory, which is itself a measurement")
+                                  + "; random weights, every other dimension the plan's"),
+        DeploymentDecision(topic="probe processes", choice=f"{processes} on one node",
+                           reason=f"one per GPU of a node ({hw.gpu}, {hw.gpus_per_node} per node): data-parallel, gloo on CPU, NCCL on GPUs"),
+        DeploymentDecision(topic="probe precision", choice=f"pure {precision}",
+                           reason=f"weights, gradients and AdamW states in {precision} (no fp32 master: torchtune's default), so the "
+                                  f"memory model (master_weights none) predicts what runs"
+                                  + ("; the plan's fp8 has no plain-PyTorch training path" if plan.spec.precision == "fp8" else "")),
+        DeploymentDecision(topic="probe layouts", choice=", ".join(l.name for l in layouts),
+                           reason=f"the plan's TP{par.tp} PP{par.pp} ZeRO-{par.zero_stage} mb{par.micro_batch} recompute {par.recompute} "
+                                  f"as one node runs it in plain PyTorch (no TP/PP; ZeRO ≥ 1 as ZeroRedundancyOptimizer; selective "
+                                  f"recompute as full), and its neighbours that fit"
+                                  + (f"; left out: {', '.join(left_out)} (do not fit or over {MAX_LAYOUTS} layouts)" if left_out else "")),
+        DeploymentDecision(topic="probe time limit", choice=f"{TIME_LIMIT_SECONDS // 60} minutes",
+                           reason=f"a minutes-long job (issue 18): {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured steps per layout, "
+                                  f"then the GEMM, HBM and all-reduce tests; SIGALRM and the scheduler stop it at the limit"),
+    ]
+    return _probe(plan, "training", reduced, layers, processes, precision, seq_len, layouts, None, decisions)
+
+
+def _probe(plan: ResolvedPlan, kind: str, reduced: Architecture, layers: int, processes: int, precision: str, seq_len: int,
+           layouts: list[ProbeLayout], serving, decisions: list[DeploymentDecision]) -> Probe:
+    k8s = plan.deployment.kubernetes if plan.deployment else None
+    image = None
+    if plan.spec.cluster.scheduler in ("kubernetes", "both") and k8s is not None:
+        # the training image runs the plan's PyTorch; of the engines' images only vLLM's ships PyTorch and Python
+        engine = k8s.serving[0] if k8s.serving else None
+        image = k8s.training.image if k8s.training else (engine.image if engine and engine.engine == "vllm" else None)
+        decisions = decisions + [DeploymentDecision(
+            topic="probe on Kubernetes", choice=f"probe-job.yaml with {image}" if image else "no probe-job.yaml",
+            reason="a one-pod Job on one node of the plan's GPU, in the plan's own "
+                   + ("training image" if k8s.training else "vLLM image (it ships PyTorch)") if image else
+                   f"the {engine.engine + ' engine' if engine else 'plan'}'s image has no PyTorch to run probe.py; submit probe.sbatch or run "
+                   "probe.py under torchrun in a PyTorch image")]
+    minutes = math.ceil(TIME_LIMIT_SECONDS / 60)
+    return Probe(kind=kind, name=f"{plan.name}-probe", plan=plan.name, gpu_id=plan.hardware.gpu,
+                 expected_device=plan.hardware.gpu_spec.k8s_product_label, architecture=reduced, layers=layers,
+                 model_layers=plan.model.architecture.layers,
+                 mlp_hidden=reduced.ffn_hidden or reduced.moe_ffn_hidden, processes=processes, time_limit_seconds=TIME_LIMIT_SECONDS,
+                 precision=precision, seq_len=seq_len, warmup_steps=WARMUP_STEPS, steps=MEASURED_STEPS, gemm_size=GEMM_SIZE,
+                 copy_bytes=COPY_BYTES, allreduce_bytes=ALLREDUCE_BYTES, layouts=layouts, serving=serving,
+                 slurm_time=f"{minutes // 60:02d}:{minutes % 60:02d}:00", slurm_directives=_slurm_directives(plan),
+                 kubernetes=ProbeKubernetes(image=image) if image else None, decisions=decisions)
+
+
+def _serving_fit(arch: Architecture, layers: int, batch: int, tokens: int, budget: float) -> bool:
+    reduced = _reduced(arch, layers)
+    weights = weights_bytes_total(count_params(reduced), reduced, "bf16")
+    return weights + batch * tokens * kv_bytes_per_token(reduced, 2) <= budget
+
+
+def serving_probe(plan: ResolvedPlan) -> Probe:
+    """One GPU (no TP: plain PyTorch), prefill and decode at batches 1, the plan's concurrency and their geometric middle."""
+    arch, sv = plan.model.architecture, plan.serving
+    precision = PROBE_DTYPE[sv.precision]
+    prompt = plan.spec.serve.traffic.prompt_tokens
+    tokens = prompt + DECODE_STEPS
+    budget = sv.gpu_memory_utilization * plan.hardware.gpu_memory_bytes
+    top = max(1, sv.max_concurrency)
+    while top > 1 and not _serving_fit(arch, 1, top, tokens, budget):
+        top //= 2
+    low, high = 1, arch.layers
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if _serving_fit(arch, mid, top, tokens, budget) else (low, mid - 1)
+    layers, reduced = low, _reduced(arch, low)
+    batches = sorted({1, max(1, round(math.sqrt(top))), top})
+    weights = weights_bytes_total(count_params(reduced), reduced, "bf16")
+    group = max(1, sv.max_num_batched_tokens // prompt)
+    serving = ServingProbe(batches=batches, prompt_tokens=prompt, decode_steps=DECODE_STEPS, prefill_group=group,
+                           kv_bytes_per_token=kv_bytes_per_token(reduced, 2), weights_bytes=weights)
+    decisions = [
+        DeploymentDecision(topic="probe shape", choice=f"{layers} of the model's {arch.layers} layers",
+                           reason=f"the most layers whose 16-bit weights ({format_bytes(weights)}) and KV cache for {top} sequences of "
+                                  f"{tokens} tokens fit the plan's gpu_memory_utilization {sv.gpu_memory_utilization:.2f} of one "
+                                  f"{plan.hardware.gpu}; random weights, every other dimension the plan's"),
+        DeploymentDecision(topic="probe processes", choice="1 (one GPU)",
+                           reason=f"plain PyTorch without tensor parallelism; the plan serves on {sv.gpus_per_replica} GPU(s) per replica"),
+        DeploymentDecision(topic="probe batches", choice=", ".join(map(str, batches)),
+                           reason=f"1 (the latency floor), the plan's max concurrency {sv.max_concurrency}"
+                                  + (f" (halved to {top} to fit)" if top < sv.max_concurrency else "")
+                                  + f" and their geometric middle; prefill of {prompt}-token prompts (traffic.prompt_tokens), then "
+                                  f"{DECODE_STEPS} decode steps"),
+        DeploymentDecision(topic="probe precision", choice=precision,
+                           reason=f"the plan serves {sv.precision}" + ("" if precision == sv.precision else
+                                                                        "; plain PyTorch has no such kernels, so 16-bit is measured")),
+        DeploymentDecision(topic="probe time limit", choice=f"{TIME_LIMIT_SECONDS // 60} minutes",
+                           reason=f"a minutes-long job (issue 18): {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured prefills per batch, "
+                                  f"then the GEMM and HBM tests; SIGALRM and the scheduler stop it at the limit"),
+    ]
+    return _probe(plan, "serving", reduced, layers, 1, precision, prompt, [], serving, decisions)
+
+
+def decide_probe(plan: ResolvedPlan, catalog: Catalog) -> Probe:
+    if plan.model is None or plan.stages or plan.model.architecture.kind != "decoder":
+        raise ProbeError("the probe measures decoder models (training, or serving with one stage); vision and multi-stage probes are not built")
+    if plan.training is not None:
+        return training_probe(plan, catalog)
+    if plan.model.architecture.uses_mla:
+        raise ProbeError("the serving probe builds grouped-query attention; an MLA model's KV cache is not built")
+    return serving_probe(plan)

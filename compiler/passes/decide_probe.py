@@ -1,0 +1,13 @@
+"""Pass: when `mlinfra-compile probe` asks for it (PassContext.probe), decide the probe (deployment/probe.py)."""
+
+from __future__ import annotations
+
+from ..deployment.probe import decide_probe as decide
+from ..resolved import ResolvedPlan
+from .context import PassContext
+
+
+def decide_probe(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
+    if not ctx.probe:
+        return plan
+    return plan.model_copy(update={"probe": decide(plan, ctx.catalog)})
