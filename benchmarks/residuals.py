@@ -6,7 +6,9 @@ statistics.quantiles 'inclusive'). A prediction x then reads "x × P10 … x × 
   against ours, at the layouts the sources state);
 * memory-full, memory-lora, memory-qlora: measured peak memory (accuracy.py --memory);
 * serve-throughput: output tokens/s of the TensorRT-LLM max-throughput rows (accuracy_serving.py); a decode
-  step's time scales inversely, so TPOT takes this family too. No row publishes TTFT: TTFT carries no range.
+  step's time scales inversely, so TPOT takes this family too. No row publishes TTFT: TTFT carries no range;
+* serve-vision: CNN images/s at a batch (accuracy_vision.py); a batch's time, so the request latency, scales
+  inversely.
 Usage: python benchmarks/residuals.py [--write]   (--write: compiler/catalog/residuals.yaml, which the compiler reads)
 """
 
@@ -21,6 +23,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy import memory_cases, training_cases  # noqa: E402
 from benchmarks.accuracy_serving import serving_cases  # noqa: E402
+from benchmarks.accuracy_vision import vision_cases  # noqa: E402
 
 RESIDUALS = REPO / "compiler" / "catalog" / "residuals.yaml"
 SOURCES = {
@@ -29,6 +32,7 @@ SOURCES = {
     "memory-lora": "benchmarks/accuracy.py --memory: measured peaks, LoRA",
     "memory-qlora": "benchmarks/accuracy.py --memory: measured peaks, QLoRA",
     "serve-throughput": "benchmarks/accuracy_serving.py: TensorRT-LLM trtllm-bench max-throughput tables",
+    "serve-vision": "benchmarks/accuracy_vision.py: published CNN images/s (benchmarks/calibration/vision_points.csv)",
 }
 
 
@@ -42,6 +46,8 @@ def ratios() -> dict[str, list[float]]:
         found[f"memory-{case.family}"].append(case.measured_bytes / case.predicted_bytes)
     for case in serving_cases():
         found["serve-throughput"].append(case.published_tokens_per_second / case.predicted_tokens_per_second)
+    for case in vision_cases():
+        found["serve-vision"].append(case.published_items_per_second / case.predicted_items_per_second)
     return found
 
 
