@@ -70,7 +70,7 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
     if plan.serving and plan.model and plan.model.architecture.kind in VISION_KINDS:
         s = plan.serving
         facts += [
-            {"what": "latency", "value": f"p99 {format_seconds(s.ttft_seconds)} (SLO {format_seconds(s.latency_slo_seconds) if s.latency_slo_seconds else 'none'}), batch {s.max_concurrency}, queue delay ≤ {format_seconds(s.max_queue_delay_seconds)}", "source": "GFLOPs per image at the achievable matmul rate; dynamic-batching window from the SLO"},
+            {"what": "latency", "value": f"p99 {format_seconds(s.ttft_seconds)} (SLO {format_seconds(s.latency_slo_seconds) if s.latency_slo_seconds else 'none'}), batch {s.max_concurrency}, queue delay ≤ {format_seconds(s.max_queue_delay_seconds)}", "source": "batch time from the roofline (Why: hardware); dynamic-batching window from the SLO"},
             {"what": "replicas", "value": f"{s.replicas} (autoscale {s.min_replicas}–{s.max_replicas}) × {s.gpus_per_replica} GPU, {format_count(s.tokens_per_second_per_replica)} images/s each", "source": "peak rate ÷ per-replica capacity at the target utilisation"},
             {"what": "cost", "value": f"{format_usd(cost.usd_per_month)}/month", "source": "GPU-hours × catalog price, 730 h/month"},
         ]
@@ -127,13 +127,15 @@ RANGE_LABELS = {  # quantity -> (label, formatter)
     "memory_per_gpu_bytes.total": ("memory per GPU", format_bytes),
     "serving.tokens_per_second_per_replica": ("tokens/s per replica", format_count),
     "serving.tpot_seconds": ("TPOT p99 at peak", format_seconds),
+    "serving.ttft_seconds": ("request latency p99 at peak", format_seconds),
 }
+VISION_RANGE_LABELS = {"serving.tokens_per_second_per_replica": ("images/s per replica", format_count)}
 
 
 def _ranges(plan: ResolvedPlan) -> list[dict]:
-    rows = []
+    rows, vision = [], _latency_name(plan) == "p99 latency"
     for r in plan.ranges:
-        label, fmt = RANGE_LABELS[r.quantity]
+        label, fmt = (vision and VISION_RANGE_LABELS.get(r.quantity)) or RANGE_LABELS[r.quantity]
         rows.append({"what": label, "predicted": fmt(r.predicted), "spread": f"{fmt(r.p10)} – {fmt(r.p90)}",
                      "source": f"{r.family}: actual ÷ predicted over {r.rows} published rows (P10–P90)"})
     return rows
@@ -158,7 +160,7 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
         deployment=[d.model_dump() for d in plan.deployment.decisions] if plan.deployment else [],
         alternatives=_alternatives(plan), stages=_stages(plan), rejected=[r.model_dump() for r in plan.rejected],
         warnings=plan.warnings, evaluated=plan.search_evaluated, ranges=_ranges(plan),
-        unranged="TTFT has no published rows behind it yet: no range" if plan.serving and plan.ranges else "",
+        unranged="TTFT has no published rows behind it yet: no range" if plan.serving and plan.serving.tpot_seconds and plan.ranges else "",
         front_axis=_latency_name(plan),
     )
     return [OutputFile(plan.deployment.files.report if plan.deployment else "REPORT.md", text.rstrip("\n") + "\n"), *files]
