@@ -7,8 +7,8 @@ statistics.quantiles 'inclusive'). A prediction x then reads "x × P10 … x × 
 * memory-full, memory-lora, memory-qlora: measured peak memory (accuracy.py --memory);
 * serve-throughput: output tokens/s of the TensorRT-LLM max-throughput rows (accuracy_serving.py); a decode
   step's time scales inversely, so TPOT takes this family too. No row publishes TTFT: TTFT carries no range;
-* serve-vision: CNN images/s at a batch (accuracy_vision.py); a batch's time, so the request latency, scales
-  inversely.
+* serve-vision, serve-vision-batch1: CNN images/s at a batch of 64-256, and at batch 1 (accuracy_vision.py); a
+  batch's time, so the request latency, scales inversely. A plan takes the second when it sizes batch 1.
 Usage: python benchmarks/residuals.py [--write]   (--write: compiler/catalog/residuals.yaml, which the compiler reads)
 """
 
@@ -32,7 +32,8 @@ SOURCES = {
     "memory-lora": "benchmarks/accuracy.py --memory: measured peaks, LoRA",
     "memory-qlora": "benchmarks/accuracy.py --memory: measured peaks, QLoRA",
     "serve-throughput": "benchmarks/accuracy_serving.py: TensorRT-LLM trtllm-bench max-throughput tables",
-    "serve-vision": "benchmarks/accuracy_vision.py: published CNN images/s (benchmarks/calibration/vision_points.csv)",
+    "serve-vision": "benchmarks/accuracy_vision.py: published CNN images/s at batch 64-256 (benchmarks/calibration/vision_points.csv)",
+    "serve-vision-batch1": "benchmarks/accuracy_vision.py: published batch-1 detector latency on Jetson (benchmarks/calibration/vision_points.csv)",
 }
 
 
@@ -47,7 +48,8 @@ def ratios() -> dict[str, list[float]]:
     for case in serving_cases():
         found["serve-throughput"].append(case.published_tokens_per_second / case.predicted_tokens_per_second)
     for case in vision_cases():
-        found["serve-vision"].append(case.published_items_per_second / case.predicted_items_per_second)
+        family = "serve-vision-batch1" if case.regime == "batch1" else "serve-vision"
+        found[family].append(case.published_items_per_second / case.predicted_items_per_second)
     return found
 
 

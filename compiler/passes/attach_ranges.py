@@ -4,7 +4,7 @@ A family's residuals (compiler/catalog/residuals.yaml, written by benchmarks/res
 actual ÷ predicted at P10 and P90 over its rows. A duration, a size or a cost that grows with it reads
 predicted × ratio; a rate reads predicted ÷ ratio (so its P10 comes from the P90 ratio). Time-to-first-token has no
 published rows behind it yet and carries no range (the report says so). A CNN with a layer table takes the
-serve-vision family (images/s); other vision models (ViT, CNNs without a table) have no rows: no range.
+serve-vision family (images/s), or serve-vision-batch1 when it serves batch 1; other vision models (ViT, CNNs without a table) have no rows: no range.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from .context import PassContext
 STEP_TIME = "train-step-time"
 THROUGHPUT = "serve-throughput"
 VISION = "serve-vision"
+VISION_BATCH1 = "serve-vision-batch1"  # batch-1 rows: launch and framework overhead the roofline leaves out
 MEMORY_FAMILY = {"full": "memory-full", "lora": "memory-lora", "qlora": "memory-qlora"}
 
 
@@ -41,9 +42,10 @@ def _serving(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
     if not s.tpot_seconds:  # vision: CNNs sized layer by layer have published rows; ViTs and encoders not yet
         if not (plan.model.architecture.kind == "cnn" and plan.model.architecture.layer_table):
             return []
-        return [_range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, VISION),
-                _range(ctx, "serving.ttft_seconds", s.ttft_seconds, VISION, rate=True),
-                _range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, VISION, rate=True)]
+        family = VISION_BATCH1 if s.max_concurrency == 1 else VISION
+        return [_range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, family),
+                _range(ctx, "serving.ttft_seconds", s.ttft_seconds, family, rate=True),
+                _range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, family, rate=True)]
     # a replica's throughput; a decode step (TPOT) and the replicas, so the monthly cost, scale inversely with it
     return [_range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, THROUGHPUT),
             _range(ctx, "serving.tpot_seconds", s.tpot_seconds, THROUGHPUT, rate=True),

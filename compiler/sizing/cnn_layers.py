@@ -10,7 +10,12 @@ residual add reads two tensors and writes one: `unfused_extra_elements`.
 * ResNet-50 v1.5 (He et al. 2016, Table 1; v1.5 puts the stride on the 3×3, NVIDIA DeepLearningExamples
   resnet50v1.5 README): 25.5 M parameters, 4.09 G multiply-adds.
 * MobileNetV2 (Sandler et al. 2018, Table 2: t, c, n, s per bottleneck; Figure 4 for the block): 3.5 M
-  parameters, 0.30 G multiply-adds (0.32 counted here with the 1×1 expansions of every block).
+  parameters, 0.30 G multiply-adds.
+* YOLO11 n/s (Ultralytics, ultralytics/cfg/models/11/yolo11.yaml: depth 0.50, width 0.25 / 0.50, max 1024
+  channels; modules as ultralytics/nn/modules/block.py and head.py define C3k2, C3k, Bottleneck, SPPF, C2PSA,
+  PSABlock, Attention and Detect): the yaml's summary gives 2,624,080 / 9,458,752 parameters and 6.6 / 21.7
+  GFLOPs at 640 px. A concat is free (TensorRT writes the inputs into the concatenated buffer); an upsample
+  or a max-pool reads its input and writes its output; the DFL decode and NMS after the head are left out.
 """
 
 from __future__ import annotations
@@ -103,7 +108,91 @@ def mobilenet_v2(image_side: int = 224, classes: int = 1000) -> tuple[Layer, ...
     return tuple(layers + [last] + _pool_and_classifier(side, 1280, classes))
 
 
-TABLES = {"resnet-50": resnet50, "mobilenet-v2": mobilenet_v2}
+def _width(channels: int, width: float, max_channels: int = 1024) -> int:
+    """Ultralytics make_divisible(min(c, max_channels) × width, 8)."""
+    return max(8, -(-int(min(channels, max_channels) * width) // 8) * 8)
+
+
+def _memory_op(name: str, input_elements: int, output_elements: int) -> Layer:
+    return Layer(name, 0, 0, input_elements, output_elements, bn_relu=False)
+
+
+def _bottleneck(name: str, side: int, c: int, hidden: int, shortcut: bool) -> list[Layer]:
+    a, _ = conv(f"{name}.cv1", side, c, hidden, 3)
+    b, _ = conv(f"{name}.cv2", side, hidden, c, 3, residual=shortcut)
+    return [a, b]
+
+
+def _c3k2(name: str, side: int, c1: int, c2: int, c3k: bool, e: float = 0.5) -> list[Layer]:
+    """C3k2 with one repeat (depth 0.50 × 2): cv1 splits into 2 × c, one block, cv2 joins (2 + 1) × c."""
+    c = int(c2 * e)
+    layers = [conv(f"{name}.cv1", side, c1, 2 * c, 1)[0]]
+    if c3k:  # C3k(c, c, 2): two 1×1 halves, two bottlenecks at e=1.0, a 1×1 join
+        h = c // 2
+        layers += [conv(f"{name}.m.cv1", side, c, h, 1)[0], conv(f"{name}.m.cv2", side, c, h, 1)[0]]
+        layers += _bottleneck(f"{name}.m.m0", side, h, h, True) + _bottleneck(f"{name}.m.m1", side, h, h, True)
+        layers.append(conv(f"{name}.m.cv3", side, 2 * h, c, 1)[0])
+    else:  # Bottleneck(c, c, e=0.5)
+        layers += _bottleneck(f"{name}.m", side, c, c // 2, True)
+    return layers + [conv(f"{name}.cv2", side, 3 * c, c2, 1)[0]]
+
+
+def _sppf(name: str, side: int, c1: int, c2: int) -> list[Layer]:
+    h = c1 // 2
+    pools = [_memory_op(f"{name}.pool{i}", side * side * h, side * side * h) for i in range(3)]
+    return [conv(f"{name}.cv1", side, c1, h, 1)[0], *pools, conv(f"{name}.cv2", side, 4 * h, c2, 1)[0]]
+
+
+def _c2psa(name: str, side: int, c1: int) -> list[Layer]:
+    """C2PSA(c1, c1, 1): cv1 to 2c, one PSABlock on c (attention over side² tokens, then a 2× FFN), cv2 back."""
+    c, tokens = c1 // 2, side * side
+    heads = max(1, c // 64)
+    key_dim = c // heads // 2
+    qkv_out = c + 2 * key_dim * heads
+    scores = heads * tokens * tokens
+    attention = Layer(f"{name}.attn.matmuls", scores * (key_dim + c // heads), 0, tokens * qkv_out, tokens * c + 2 * scores,
+                      bn_relu=False)
+    return [conv(f"{name}.cv1", side, c1, 2 * c, 1)[0], conv(f"{name}.attn.qkv", side, c, qkv_out, 1, bn_relu=False)[0],
+            attention, conv(f"{name}.attn.pe", side, c, c, 3, groups=c, bn_relu=False)[0],
+            conv(f"{name}.attn.proj", side, c, c, 1, residual=True, bn_relu=False)[0],
+            conv(f"{name}.ffn0", side, c, 2 * c, 1)[0], conv(f"{name}.ffn1", side, 2 * c, c, 1, residual=True, bn_relu=False)[0],
+            conv(f"{name}.cv2", side, 2 * c, c1, 1)[0]]
+
+
+def _detect(sides: tuple[int, ...], channels: tuple[int, ...], classes: int, reg_max: int = 16) -> list[Layer]:
+    box, cls = max(16, channels[0] // 4, 4 * reg_max), max(channels[0], min(classes, 100))
+    layers: list[Layer] = []
+    for i, (side, x) in enumerate(zip(sides, channels)):
+        layers += [conv(f"detect.box{i}.0", side, x, box, 3)[0], conv(f"detect.box{i}.1", side, box, box, 3)[0],
+                   conv(f"detect.box{i}.2", side, box, 4 * reg_max, 1, bn_relu=False)[0],
+                   conv(f"detect.cls{i}.0dw", side, x, x, 3, groups=x)[0], conv(f"detect.cls{i}.0", side, x, cls, 1)[0],
+                   conv(f"detect.cls{i}.1dw", side, cls, cls, 3, groups=cls)[0], conv(f"detect.cls{i}.1", side, cls, cls, 1)[0],
+                   conv(f"detect.cls{i}.2", side, cls, classes, 1, bn_relu=False)[0]]
+    return layers
+
+
+def yolo11(width: float, image_side: int = 640, classes: int = 80) -> tuple[Layer, ...]:
+    w = lambda c: _width(c, width)  # noqa: E731
+    p1 = image_side // 2
+    p2, p3, p4, p5 = p1 // 2, p1 // 4, p1 // 8, p1 // 16
+    layers = [conv("0", image_side, 3, w(64), 3, 2)[0], conv("1", p1, w(64), w(128), 3, 2)[0],
+              *_c3k2("2", p2, w(128), w(256), False, 0.25), conv("3", p2, w(256), w(256), 3, 2)[0],
+              *_c3k2("4", p3, w(256), w(512), False, 0.25), conv("5", p3, w(512), w(512), 3, 2)[0],
+              *_c3k2("6", p4, w(512), w(512), True), conv("7", p4, w(512), w(1024), 3, 2)[0],
+              *_c3k2("8", p5, w(1024), w(1024), True), *_sppf("9", p5, w(1024), w(1024)), *_c2psa("10", p5, w(1024)),
+              _memory_op("11.upsample", p5 * p5 * w(1024), p4 * p4 * w(1024)),
+              *_c3k2("13", p4, w(1024) + w(512), w(512), False),
+              _memory_op("14.upsample", p4 * p4 * w(512), p3 * p3 * w(512)),
+              *_c3k2("16", p3, w(512) + w(512), w(256), False), conv("17", p3, w(256), w(256), 3, 2)[0],
+              *_c3k2("19", p4, w(256) + w(512), w(512), False), conv("20", p4, w(512), w(512), 3, 2)[0],
+              *_c3k2("22", p5, w(512) + w(1024), w(1024), True),
+              *_detect((p3, p4, p5), (w(256), w(512), w(1024)), classes)]
+    return tuple(layers)
+
+
+TABLES = {"resnet-50": resnet50, "mobilenet-v2": mobilenet_v2,
+          "yolo11n": lambda side, classes: yolo11(0.25, side, classes),
+          "yolo11s": lambda side, classes: yolo11(0.50, side, classes)}
 
 
 @lru_cache(maxsize=None)
