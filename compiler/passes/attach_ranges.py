@@ -43,9 +43,11 @@ def _serving(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
         if not (plan.model.architecture.kind == "cnn" and plan.model.architecture.layer_table):
             return []
         family = VISION_BATCH1 if s.max_concurrency == 1 else VISION
-        return [_range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, family),
-                _range(ctx, "serving.ttft_seconds", s.ttft_seconds, family, rate=True),
-                _range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, family, rate=True)]
+        ranges = [_range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, family),
+                  _range(ctx, "serving.ttft_seconds", s.ttft_seconds, family, rate=True)]
+        if plan.cost.usd_per_month:  # owned edge devices cost nothing per month: no spread to show
+            ranges.append(_range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, family, rate=True))
+        return ranges
     # a replica's throughput; a decode step (TPOT) and the replicas, so the monthly cost, scale inversely with it
     return [_range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, THROUGHPUT),
             _range(ctx, "serving.tpot_seconds", s.tpot_seconds, THROUGHPUT, rate=True),
