@@ -26,7 +26,6 @@ from functools import lru_cache
 
 @dataclass(frozen=True)
 class Layer:
-    name: str
     macs_per_item: int  # multiply-adds for one image
     weight_elements: int
     input_elements: int  # per image
@@ -49,39 +48,38 @@ class Layer:
         return bn_relu + (3 * self.output_elements if self.residual_elements else 0)
 
 
-def conv(name: str, side_in: int, c_in: int, c_out: int, kernel: int, stride: int = 1, groups: int = 1,
+def conv(side_in: int, c_in: int, c_out: int, kernel: int, stride: int = 1, groups: int = 1,
          residual: bool = False, bn_relu: bool = True) -> tuple[Layer, int]:
     """A 'same'-padded convolution; returns the layer and its output side."""
     side_out = -(-side_in // stride)
     weights = kernel * kernel * (c_in // groups) * c_out
-    layer = Layer(name, weights * side_out * side_out, weights, side_in * side_in * c_in,
+    layer = Layer(weights * side_out * side_out, weights, side_in * side_in * c_in,
                   side_out * side_out * c_out, side_out * side_out * c_out if residual else 0, bn_relu)
     return layer, side_out
 
 
 def _pool_and_classifier(side: int, channels: int, classes: int) -> list[Layer]:
-    pool = Layer("avgpool", side * side * channels, 0, side * side * channels, channels, bn_relu=False)
-    fc = Layer("fc", channels * classes, channels * classes + classes, channels, classes, bn_relu=False)
+    pool = Layer(side * side * channels, 0, side * side * channels, channels, bn_relu=False)
+    fc = Layer(channels * classes, channels * classes + classes, channels, classes, bn_relu=False)
     return [pool, fc]
 
 
 def resnet50(image_side: int = 224, classes: int = 1000) -> tuple[Layer, ...]:
     layers: list[Layer] = []
-    stem, side = conv("conv1", image_side, 3, 64, 7, 2)
+    stem, side = conv(image_side, 3, 64, 7, 2)
     layers.append(stem)
-    layers.append(Layer("maxpool", 9 * (side // 2) ** 2 * 64, 0, side * side * 64, (side // 2) ** 2 * 64, bn_relu=False))
+    layers.append(Layer(9 * (side // 2) ** 2 * 64, 0, side * side * 64, (side // 2) ** 2 * 64, bn_relu=False))
     side, c_in = side // 2, 64
-    for stage, (blocks, mid, out, stride) in enumerate(((3, 64, 256, 1), (4, 128, 512, 2), (6, 256, 1024, 2), (3, 512, 2048, 2)), 2):
+    for blocks, mid, out, stride in ((3, 64, 256, 1), (4, 128, 512, 2), (6, 256, 1024, 2), (3, 512, 2048, 2)):
         for block in range(blocks):
             s = stride if block == 0 else 1
-            tag = f"conv{stage}_{block + 1}"
-            a, _ = conv(f"{tag}a", side, c_in, mid, 1)
-            b, side_out = conv(f"{tag}b", side, mid, mid, 3, s)
+            a, _ = conv(side, c_in, mid, 1)
+            b, side_out = conv(side, mid, mid, 3, s)
             layers += [a, b]
             if block == 0:
-                down, _ = conv(f"{tag}_down", side, c_in, out, 1, s, bn_relu=True)
+                down, _ = conv(side, c_in, out, 1, s, bn_relu=True)
                 layers.append(down)
-            c, _ = conv(f"{tag}c", side_out, mid, out, 1, residual=True)
+            c, _ = conv(side_out, mid, out, 1, residual=True)
             layers.append(c)
             side, c_in = side_out, out
     return tuple(layers + _pool_and_classifier(side, c_in, classes))
@@ -89,22 +87,21 @@ def resnet50(image_side: int = 224, classes: int = 1000) -> tuple[Layer, ...]:
 
 def mobilenet_v2(image_side: int = 224, classes: int = 1000) -> tuple[Layer, ...]:
     layers: list[Layer] = []
-    stem, side = conv("conv0", image_side, 3, 32, 3, 2)
+    stem, side = conv(image_side, 3, 32, 3, 2)
     layers.append(stem)
     c_in = 32
-    for i, (t, c, n, s) in enumerate(((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
-                                      (6, 160, 3, 2), (6, 320, 1, 1)), 1):
+    for t, c, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)):
         for j in range(n):
             stride = s if j == 0 else 1
-            hidden, tag = c_in * t, f"block{i}_{j + 1}"
+            hidden = c_in * t
             if t != 1:
-                expand, _ = conv(f"{tag}_expand", side, c_in, hidden, 1)
+                expand, _ = conv(side, c_in, hidden, 1)
                 layers.append(expand)
-            depthwise, side_out = conv(f"{tag}_dw", side, hidden, hidden, 3, stride, groups=hidden)
-            project, _ = conv(f"{tag}_project", side_out, hidden, c, 1, residual=stride == 1 and c_in == c, bn_relu=False)
+            depthwise, side_out = conv(side, hidden, hidden, 3, stride, groups=hidden)
+            project, _ = conv(side_out, hidden, c, 1, residual=stride == 1 and c_in == c, bn_relu=False)
             layers += [depthwise, project]
             side, c_in = side_out, c
-    last, _ = conv("conv_last", side, c_in, 1280, 1)
+    last, _ = conv(side, c_in, 1280, 1)
     return tuple(layers + [last] + _pool_and_classifier(side, 1280, classes))
 
 
@@ -113,79 +110,81 @@ def _width(channels: int, width: float, max_channels: int = 1024) -> int:
     return max(8, -(-int(min(channels, max_channels) * width) // 8) * 8)
 
 
-def _memory_op(name: str, input_elements: int, output_elements: int) -> Layer:
-    return Layer(name, 0, 0, input_elements, output_elements, bn_relu=False)
+def _memory_op(input_elements: int, output_elements: int) -> Layer:
+    return Layer(0, 0, input_elements, output_elements, bn_relu=False)
 
 
-def _bottleneck(name: str, side: int, c: int, hidden: int, shortcut: bool) -> list[Layer]:
-    a, _ = conv(f"{name}.cv1", side, c, hidden, 3)
-    b, _ = conv(f"{name}.cv2", side, hidden, c, 3, residual=shortcut)
+def _bottleneck(side: int, c: int, hidden: int, shortcut: bool) -> list[Layer]:
+    a, _ = conv(side, c, hidden, 3)
+    b, _ = conv(side, hidden, c, 3, residual=shortcut)
     return [a, b]
 
 
-def _c3k2(name: str, side: int, c1: int, c2: int, c3k: bool, e: float = 0.5) -> list[Layer]:
+def _c3k2(side: int, c1: int, c2: int, c3k: bool, e: float = 0.5) -> list[Layer]:
     """C3k2 with one repeat (depth 0.50 × 2): cv1 splits into 2 × c, one block, cv2 joins (2 + 1) × c."""
     c = int(c2 * e)
-    layers = [conv(f"{name}.cv1", side, c1, 2 * c, 1)[0]]
+    layers = [conv(side, c1, 2 * c, 1)[0]]
     if c3k:  # C3k(c, c, 2): two 1×1 halves, two bottlenecks at e=1.0, a 1×1 join
         h = c // 2
-        layers += [conv(f"{name}.m.cv1", side, c, h, 1)[0], conv(f"{name}.m.cv2", side, c, h, 1)[0]]
-        layers += _bottleneck(f"{name}.m.m0", side, h, h, True) + _bottleneck(f"{name}.m.m1", side, h, h, True)
-        layers.append(conv(f"{name}.m.cv3", side, 2 * h, c, 1)[0])
+        layers += [conv(side, c, h, 1)[0], conv(side, c, h, 1)[0]]
+        layers += _bottleneck(side, h, h, True) + _bottleneck(side, h, h, True)
+        layers.append(conv(side, 2 * h, c, 1)[0])
     else:  # Bottleneck(c, c, e=0.5)
-        layers += _bottleneck(f"{name}.m", side, c, c // 2, True)
-    return layers + [conv(f"{name}.cv2", side, 3 * c, c2, 1)[0]]
+        layers += _bottleneck(side, c, c // 2, True)
+    return layers + [conv(side, 3 * c, c2, 1)[0]]
 
 
-def _sppf(name: str, side: int, c1: int, c2: int) -> list[Layer]:
+def _sppf(side: int, c1: int, c2: int) -> list[Layer]:
     h = c1 // 2
-    pools = [_memory_op(f"{name}.pool{i}", side * side * h, side * side * h) for i in range(3)]
-    return [conv(f"{name}.cv1", side, c1, h, 1)[0], *pools, conv(f"{name}.cv2", side, 4 * h, c2, 1)[0]]
+    pools = [_memory_op(side * side * h, side * side * h) for _ in range(3)]  # three 5×5 max-pools
+    return [conv(side, c1, h, 1)[0], *pools, conv(side, 4 * h, c2, 1)[0]]
 
 
-def _c2psa(name: str, side: int, c1: int) -> list[Layer]:
+def _c2psa(side: int, c1: int) -> list[Layer]:
     """C2PSA(c1, c1, 1): cv1 to 2c, one PSABlock on c (attention over side² tokens, then a 2× FFN), cv2 back."""
     c, tokens = c1 // 2, side * side
     heads = max(1, c // 64)
     key_dim = c // heads // 2
     qkv_out = c + 2 * key_dim * heads
     scores = heads * tokens * tokens
-    attention = Layer(f"{name}.attn.matmuls", scores * (key_dim + c // heads), 0, tokens * qkv_out, tokens * c + 2 * scores,
+    # q·kᵀ and attention·v over side² tokens; the scores are written, soft-maxed and read back
+    attention = Layer(scores * (key_dim + c // heads), 0, tokens * qkv_out, tokens * c + 2 * scores,
                       bn_relu=False)
-    return [conv(f"{name}.cv1", side, c1, 2 * c, 1)[0], conv(f"{name}.attn.qkv", side, c, qkv_out, 1, bn_relu=False)[0],
-            attention, conv(f"{name}.attn.pe", side, c, c, 3, groups=c, bn_relu=False)[0],
-            conv(f"{name}.attn.proj", side, c, c, 1, residual=True, bn_relu=False)[0],
-            conv(f"{name}.ffn0", side, c, 2 * c, 1)[0], conv(f"{name}.ffn1", side, 2 * c, c, 1, residual=True, bn_relu=False)[0],
-            conv(f"{name}.cv2", side, 2 * c, c1, 1)[0]]
+    return [conv(side, c1, 2 * c, 1)[0], conv(side, c, qkv_out, 1, bn_relu=False)[0],
+            attention, conv(side, c, c, 3, groups=c, bn_relu=False)[0],
+            conv(side, c, c, 1, residual=True, bn_relu=False)[0],
+            conv(side, c, 2 * c, 1)[0], conv(side, 2 * c, c, 1, residual=True, bn_relu=False)[0],
+            conv(side, 2 * c, c1, 1)[0]]
 
 
 def _detect(sides: tuple[int, ...], channels: tuple[int, ...], classes: int, reg_max: int = 16) -> list[Layer]:
     box, cls = max(16, channels[0] // 4, 4 * reg_max), max(channels[0], min(classes, 100))
     layers: list[Layer] = []
-    for i, (side, x) in enumerate(zip(sides, channels)):
-        layers += [conv(f"detect.box{i}.0", side, x, box, 3)[0], conv(f"detect.box{i}.1", side, box, box, 3)[0],
-                   conv(f"detect.box{i}.2", side, box, 4 * reg_max, 1, bn_relu=False)[0],
-                   conv(f"detect.cls{i}.0dw", side, x, x, 3, groups=x)[0], conv(f"detect.cls{i}.0", side, x, cls, 1)[0],
-                   conv(f"detect.cls{i}.1dw", side, cls, cls, 3, groups=cls)[0], conv(f"detect.cls{i}.1", side, cls, cls, 1)[0],
-                   conv(f"detect.cls{i}.2", side, cls, classes, 1, bn_relu=False)[0]]
+    for side, x in zip(sides, channels):  # per level: box branch (cv2), class branch (cv3, depthwise-separable)
+        layers += [conv(side, x, box, 3)[0], conv(side, box, box, 3)[0],
+                   conv(side, box, 4 * reg_max, 1, bn_relu=False)[0],
+                   conv(side, x, x, 3, groups=x)[0], conv(side, x, cls, 1)[0],
+                   conv(side, cls, cls, 3, groups=cls)[0], conv(side, cls, cls, 1)[0],
+                   conv(side, cls, classes, 1, bn_relu=False)[0]]
     return layers
 
 
 def yolo11(width: float, image_side: int = 640, classes: int = 80) -> tuple[Layer, ...]:
+    """yolo11.yaml in order: backbone 0-10, head 11-23 (upsample, concat, C3k2 ...), Detect on P3, P4, P5."""
     w = lambda c: _width(c, width)  # noqa: E731
     p1 = image_side // 2
     p2, p3, p4, p5 = p1 // 2, p1 // 4, p1 // 8, p1 // 16
-    layers = [conv("0", image_side, 3, w(64), 3, 2)[0], conv("1", p1, w(64), w(128), 3, 2)[0],
-              *_c3k2("2", p2, w(128), w(256), False, 0.25), conv("3", p2, w(256), w(256), 3, 2)[0],
-              *_c3k2("4", p3, w(256), w(512), False, 0.25), conv("5", p3, w(512), w(512), 3, 2)[0],
-              *_c3k2("6", p4, w(512), w(512), True), conv("7", p4, w(512), w(1024), 3, 2)[0],
-              *_c3k2("8", p5, w(1024), w(1024), True), *_sppf("9", p5, w(1024), w(1024)), *_c2psa("10", p5, w(1024)),
-              _memory_op("11.upsample", p5 * p5 * w(1024), p4 * p4 * w(1024)),
-              *_c3k2("13", p4, w(1024) + w(512), w(512), False),
-              _memory_op("14.upsample", p4 * p4 * w(512), p3 * p3 * w(512)),
-              *_c3k2("16", p3, w(512) + w(512), w(256), False), conv("17", p3, w(256), w(256), 3, 2)[0],
-              *_c3k2("19", p4, w(256) + w(512), w(512), False), conv("20", p4, w(512), w(512), 3, 2)[0],
-              *_c3k2("22", p5, w(512) + w(1024), w(1024), True),
+    layers = [conv(image_side, 3, w(64), 3, 2)[0], conv(p1, w(64), w(128), 3, 2)[0],
+              *_c3k2(p2, w(128), w(256), False, 0.25), conv(p2, w(256), w(256), 3, 2)[0],
+              *_c3k2(p3, w(256), w(512), False, 0.25), conv(p3, w(512), w(512), 3, 2)[0],
+              *_c3k2(p4, w(512), w(512), True), conv(p4, w(512), w(1024), 3, 2)[0],
+              *_c3k2(p5, w(1024), w(1024), True), *_sppf(p5, w(1024), w(1024)), *_c2psa(p5, w(1024)),
+              _memory_op(p5 * p5 * w(1024), p4 * p4 * w(1024)),
+              *_c3k2(p4, w(1024) + w(512), w(512), False),
+              _memory_op(p4 * p4 * w(512), p3 * p3 * w(512)),
+              *_c3k2(p3, w(512) + w(512), w(256), False), conv(p3, w(256), w(256), 3, 2)[0],
+              *_c3k2(p4, w(256) + w(512), w(512), False), conv(p4, w(512), w(512), 3, 2)[0],
+              *_c3k2(p5, w(512) + w(1024), w(1024), True),
               *_detect((p3, p4, p5), (w(256), w(512), w(1024)), classes)]
     return tuple(layers)
 
