@@ -1,11 +1,14 @@
 """Per-layer shapes of the catalog's CNNs, built from their papers' architecture tables. Pure.
 
-A layer is one kernel as TensorRT runs it: a convolution (or the classifier's matmul) with its batch norm,
-ReLU and residual add fused into it, as the TensorRT Developer Guide ("Types of Fusions": convolution and
-ReLU, convolution and element-wise sum; batch norm is a Scale folded into the convolution's weights) lists.
-So a fused layer moves its input, its output, its weights and (a residual block's last 1×1) the shortcut.
-Unfused (PyTorch eager), batch norm and ReLU each read and write the convolution's output once more and the
-residual add reads two tensors and writes one: `unfused_extra_elements`.
+A layer is a convolution (or the classifier's matmul, a pool, an upsample) with what follows it: batch norm,
+an activation, a residual add. How many of those run as kernels of their own is the runtime's `fusion`:
+* "tensorrt": all folded into the convolution (TensorRT Developer Guide, "Types of Fusions": convolution and
+  ReLU/activation, convolution and element-wise sum; batch norm is a Scale folded into the weights), so a
+  layer moves its input, its output, its weights and the shortcut it adds;
+* "onnxruntime": batch norm folded ("Graph Optimizations in ONNX Runtime": Conv BatchNorm Fusion is a basic
+  optimization for every execution provider; Conv Activation Fusion is listed for the CPU provider only), so
+  the activation reads and writes the output again and the add reads two tensors and writes one;
+* "eager" (PyTorch): batch norm moves the output once more on top of that.
 
 * ResNet-50 v1.5 (He et al. 2016, Table 1; v1.5 puts the stride on the 3×3, NVIDIA DeepLearningExamples
   resnet50v1.5 README): 25.5 M parameters, 4.09 G multiply-adds.
@@ -30,8 +33,9 @@ class Layer:
     weight_elements: int
     input_elements: int  # per image
     output_elements: int
-    residual_elements: int = 0  # shortcut read by a fused residual add
-    bn_relu: bool = True  # followed by batch norm (+ ReLU) that TensorRT folds in
+    residual_elements: int = 0  # the shortcut a residual add reads
+    batch_norm: bool = True
+    activation: bool = True  # ReLU / SiLU after the batch norm (or after the add)
 
     @property
     def flops_per_item(self) -> int:
@@ -41,26 +45,31 @@ class Layer:
     def fused_elements_per_item(self) -> int:
         return self.input_elements + self.output_elements + self.residual_elements
 
-    @property
-    def unfused_extra_elements(self) -> int:
-        """Per image: BN reads + writes the output, ReLU again; a residual add reads two tensors, writes one."""
-        bn_relu = 4 * self.output_elements if self.bn_relu else 0
-        return bn_relu + (3 * self.output_elements if self.residual_elements else 0)
+    def extra_elements_per_item(self, fusion: str) -> int:
+        """What the runtime's separate batch-norm, activation and add kernels read and write per image."""
+        if fusion == "tensorrt":
+            return 0
+        out = self.output_elements
+        extra = (2 * out if self.activation else 0) + (3 * out if self.residual_elements else 0)
+        return extra + (2 * out if fusion == "eager" and self.batch_norm else 0)
+
+
+FUSIONS = ("tensorrt", "onnxruntime", "eager")
 
 
 def conv(side_in: int, c_in: int, c_out: int, kernel: int, stride: int = 1, groups: int = 1,
-         residual: bool = False, bn_relu: bool = True) -> tuple[Layer, int]:
+         residual: bool = False, batch_norm: bool = True, activation: bool = True) -> tuple[Layer, int]:
     """A 'same'-padded convolution; returns the layer and its output side."""
     side_out = -(-side_in // stride)
     weights = kernel * kernel * (c_in // groups) * c_out
     layer = Layer(weights * side_out * side_out, weights, side_in * side_in * c_in,
-                  side_out * side_out * c_out, side_out * side_out * c_out if residual else 0, bn_relu)
+                  side_out * side_out * c_out, side_out * side_out * c_out if residual else 0, batch_norm, activation)
     return layer, side_out
 
 
 def _pool_and_classifier(side: int, channels: int, classes: int) -> list[Layer]:
-    pool = Layer(side * side * channels, 0, side * side * channels, channels, bn_relu=False)
-    fc = Layer(channels * classes, channels * classes + classes, channels, classes, bn_relu=False)
+    pool = Layer(side * side * channels, 0, side * side * channels, channels, batch_norm=False, activation=False)
+    fc = Layer(channels * classes, channels * classes + classes, channels, classes, batch_norm=False, activation=False)
     return [pool, fc]
 
 
@@ -68,7 +77,7 @@ def resnet50(image_side: int = 224, classes: int = 1000) -> tuple[Layer, ...]:
     layers: list[Layer] = []
     stem, side = conv(image_side, 3, 64, 7, 2)
     layers.append(stem)
-    layers.append(Layer(9 * (side // 2) ** 2 * 64, 0, side * side * 64, (side // 2) ** 2 * 64, bn_relu=False))
+    layers.append(Layer(9 * (side // 2) ** 2 * 64, 0, side * side * 64, (side // 2) ** 2 * 64, batch_norm=False, activation=False))
     side, c_in = side // 2, 64
     for blocks, mid, out, stride in ((3, 64, 256, 1), (4, 128, 512, 2), (6, 256, 1024, 2), (3, 512, 2048, 2)):
         for block in range(blocks):
@@ -77,7 +86,7 @@ def resnet50(image_side: int = 224, classes: int = 1000) -> tuple[Layer, ...]:
             b, side_out = conv(side, mid, mid, 3, s)
             layers += [a, b]
             if block == 0:
-                down, _ = conv(side, c_in, out, 1, s, bn_relu=True)
+                down, _ = conv(side, c_in, out, 1, s, activation=False)
                 layers.append(down)
             c, _ = conv(side_out, mid, out, 1, residual=True)
             layers.append(c)
@@ -98,7 +107,7 @@ def mobilenet_v2(image_side: int = 224, classes: int = 1000) -> tuple[Layer, ...
                 expand, _ = conv(side, c_in, hidden, 1)
                 layers.append(expand)
             depthwise, side_out = conv(side, hidden, hidden, 3, stride, groups=hidden)
-            project, _ = conv(side_out, hidden, c, 1, residual=stride == 1 and c_in == c, bn_relu=False)
+            project, _ = conv(side_out, hidden, c, 1, residual=stride == 1 and c_in == c, activation=False)
             layers += [depthwise, project]
             side, c_in = side_out, c
     last, _ = conv(side, c_in, 1280, 1)
@@ -111,7 +120,7 @@ def _width(channels: int, width: float, max_channels: int = 1024) -> int:
 
 
 def _memory_op(input_elements: int, output_elements: int) -> Layer:
-    return Layer(0, 0, input_elements, output_elements, bn_relu=False)
+    return Layer(0, 0, input_elements, output_elements, batch_norm=False, activation=False)
 
 
 def _bottleneck(side: int, c: int, hidden: int, shortcut: bool) -> list[Layer]:
@@ -149,11 +158,11 @@ def _c2psa(side: int, c1: int) -> list[Layer]:
     scores = heads * tokens * tokens
     # q·kᵀ and attention·v over side² tokens; the scores are written, soft-maxed and read back
     attention = Layer(scores * (key_dim + c // heads), 0, tokens * qkv_out, tokens * c + 2 * scores,
-                      bn_relu=False)
-    return [conv(side, c1, 2 * c, 1)[0], conv(side, c, qkv_out, 1, bn_relu=False)[0],
-            attention, conv(side, c, c, 3, groups=c, bn_relu=False)[0],
-            conv(side, c, c, 1, residual=True, bn_relu=False)[0],
-            conv(side, c, 2 * c, 1)[0], conv(side, 2 * c, c, 1, residual=True, bn_relu=False)[0],
+                      batch_norm=False, activation=False)
+    return [conv(side, c1, 2 * c, 1)[0], conv(side, c, qkv_out, 1, activation=False)[0],
+            attention, conv(side, c, c, 3, groups=c, activation=False)[0],
+            conv(side, c, c, 1, residual=True, activation=False)[0],
+            conv(side, c, 2 * c, 1)[0], conv(side, 2 * c, c, 1, residual=True, activation=False)[0],
             conv(side, 2 * c, c1, 1)[0]]
 
 
@@ -162,10 +171,10 @@ def _detect(sides: tuple[int, ...], channels: tuple[int, ...], classes: int, reg
     layers: list[Layer] = []
     for side, x in zip(sides, channels):  # per level: box branch (cv2), class branch (cv3, depthwise-separable)
         layers += [conv(side, x, box, 3)[0], conv(side, box, box, 3)[0],
-                   conv(side, box, 4 * reg_max, 1, bn_relu=False)[0],
+                   conv(side, box, 4 * reg_max, 1, batch_norm=False, activation=False)[0],
                    conv(side, x, x, 3, groups=x)[0], conv(side, x, cls, 1)[0],
                    conv(side, cls, cls, 3, groups=cls)[0], conv(side, cls, cls, 1)[0],
-                   conv(side, cls, classes, 1, bn_relu=False)[0]]
+                   conv(side, cls, classes, 1, batch_norm=False, activation=False)[0]]
     return layers
 
 

@@ -10,10 +10,11 @@ layer a roofline of its own (Williams et al. 2009, "Roofline"), summed:
 
     t_batch(b) = Σ_layers max(b × FLOPs_l / achievable rate, (weights_l + b × activations_l) × bytes / achievable bandwidth)
 
-activations_l = input + output (+ the shortcut a residual add reads) per image with batch norm, ReLU and the
-add fused into the convolution, as TensorRT builds it (engine 'triton'); without fusion (PyTorch eager) batch
-norm, ReLU and the add each move the output again (cnn_layers.Layer.unfused_extra_elements). Small layers are
-bandwidth-bound where the whole-model FLOPs/rate ratio hides it (T4: 65 TFLOPS against 320 GB/s).
+activations_l = input + output (+ the shortcut a residual add reads) per image, plus what the runtime's own
+batch-norm, activation and add kernels move (cnn_layers: `fusion` tensorrt, onnxruntime or eager). Engine
+'triton' serves a CNN on its onnxruntime backend (deployment/serving.py), so plans size "onnxruntime": batch norm
+folded into the convolution, activation and add as kernels of their own. Small layers are bandwidth-bound
+where the whole-model FLOPs/rate ratio hides it (T4: 65 TFLOPS against 320 GB/s).
 
 FLOPs per item: `Architecture.gflops_per_sample` when the catalog gives it (CNNs: read as FLOPs, 2 per
 multiply-add); otherwise 2·N per token over the tokens — ViT patches (image/patch)² + 1 class token
@@ -53,6 +54,9 @@ if TYPE_CHECKING:
 MAX_VISION_BATCH = 256
 FLOPS_PER_GFLOP = 1e9
 ACTIVATION_BYTES = 2
+# The runtime each engine serves a CNN with: Triton's onnxruntime backend (deployment/serving.py writes
+# backend "onnxruntime" for every non-LLM model, CUDA execution provider, no TensorRT accelerator).
+CNN_FUSION = {"triton": "onnxruntime"}
 
 
 def tokens_per_item(arch: Architecture, sequence_tokens: int) -> int:
@@ -108,12 +112,12 @@ class BatchTime:
 
 
 def layered_batch_time(layers: tuple[Layer, ...], gpu: GpuSpec, dtype: str, precision: str, batch: int,
-                       fused: bool = True) -> BatchTime:
+                       fusion: str = "tensorrt") -> BatchTime:
     rate, bandwidth, width = matmul_flops_per_second(gpu, dtype), memory_bytes_per_second(gpu), element_bytes(precision)
     total = compute = memory = traffic = 0.0
     bound = 0
     for layer in layers:
-        elements = layer.fused_elements_per_item + (0 if fused else layer.unfused_extra_elements)
+        elements = layer.fused_elements_per_item + layer.extra_elements_per_item(fusion)
         moved = (layer.weight_elements + batch * elements) * width
         c, m = batch * layer.flops_per_item / rate, moved / bandwidth
         total, compute, memory, traffic = total + max(c, m), compute + c, memory + m, traffic + moved
@@ -122,20 +126,20 @@ def layered_batch_time(layers: tuple[Layer, ...], gpu: GpuSpec, dtype: str, prec
 
 
 def batch_time(arch: Architecture, gpu: GpuSpec, dtype: str, precision: str, flops: float, weight_bytes: int,
-               batch: int, fused: bool = True) -> BatchTime:
+               batch: int, fusion: str = "tensorrt") -> BatchTime:
     layers = cnn_layers(arch)
     if layers:
-        return layered_batch_time(layers, gpu, dtype, precision, batch, fused)
+        return layered_batch_time(layers, gpu, dtype, precision, batch, fusion)
     c, m = batch * flops / matmul_flops_per_second(gpu, dtype), weight_bytes / memory_bytes_per_second(gpu)
     return BatchTime(max(c, m), c, m, int(m > c), 1, weight_bytes)
 
 
-def roofline_reason(timing: BatchTime, batch: int, fused: bool):
+def roofline_reason(timing: BatchTime, batch: int, fusion: str):
     if timing.layers == 1:
         return None
     return because("cnn-roofline", layers=timing.layers, memory_bound_layers=timing.memory_bound_layers,
                    traffic_bytes_per_item=timing.traffic_bytes / batch, compute_seconds=timing.compute_seconds,
-                   memory_seconds=timing.memory_seconds, fused=fused)
+                   memory_seconds=timing.memory_seconds, fusion=fusion)
 
 
 def batch_sizes() -> list[int]:
@@ -183,19 +187,19 @@ def evaluate_device(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
     weights = weights_bytes(req.params, precision)
     usable = int(gpu.memory_bytes * req.gpu_memory_utilization)
     slo = req.latency_p99_seconds
-    fused = req.engine == "triton"  # TensorRT fuses BN/ReLU/add into the convolutions; other engines run eager
+    fusion = CNN_FUSION.get(req.engine, "eager")
     best = None
     for b in batch_sizes():
         if weights + activation_bytes(req.arch, b, req.prompt_tokens, precision) > usable:
             break
-        timing = batch_time(req.arch, gpu, dtype, precision, flops, weights, b, fused)
+        timing = batch_time(req.arch, gpu, dtype, precision, flops, weights, b, fusion)
         if slo is not None and 2 * timing.seconds > slo:
             break
         best = (b, timing)
     if best is None:
         if weights > usable:
             return None, ServeRejection(where, because("vision-weights-exceed", weights=weights, usable=usable))
-        t1 = batch_time(req.arch, gpu, dtype, precision, flops, weights, 1, fused).seconds
+        t1 = batch_time(req.arch, gpu, dtype, precision, flops, weights, 1, fusion).seconds
         return None, ServeRejection(where, because("batch-one-over-slo", batch_seconds=t1, slo=slo))
     b, timing = best
     t = timing.seconds
@@ -221,7 +225,7 @@ def evaluate_device(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
         usd_per_hour=usd_per_hour, usd_per_month=usd_per_hour * HOURS_PER_MONTH,
         usd_per_million_tokens=usd_per_hour / items_per_hour * 1e6,
         gpu_memory_utilization=req.gpu_memory_utilization, target_utilization=req.target_utilization,
-        queueing=because("dynamic-batching", batch=b, batch_seconds=t, delay=delay, roofline=roofline_reason(timing, b, fused)),
+        queueing=because("dynamic-batching", batch=b, batch_seconds=t, delay=delay, roofline=roofline_reason(timing, b, fusion)),
         max_queue_delay_seconds=delay, preferred_batch_sizes=tuple(x for x in batch_sizes() if x <= b and x >= b // 4),
         power_watts=power,
     ), None
