@@ -25,6 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..catalog.types import Architecture
 
 
 @dataclass(frozen=True)
@@ -206,3 +210,10 @@ TABLES = {"resnet-50": resnet50, "mobilenet-v2": mobilenet_v2,
 @lru_cache(maxsize=None)
 def layer_table(name: str, image_side: int, classes: int) -> tuple[Layer, ...]:
     return TABLES[name](image_side, classes)
+
+
+def table_for(arch: Architecture) -> tuple[Layer, ...]:
+    """The model's per-layer table, or () when the catalog has none (whole-model roofline)."""
+    if arch.kind != "cnn" or not arch.layer_table:
+        return ()
+    return layer_table(arch.layer_table, arch.image_size or 224, arch.vocab or 1000)

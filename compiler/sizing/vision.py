@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .cnn_layers import Layer, layer_table
+from .cnn_layers import Layer, table_for
 from .reasons import because
 from .serve_latency import compute_dtype, matmul_flops_per_second, memory_bytes_per_second
 from .serve_memory import WEIGHT_ELEMENT_BYTES
@@ -80,13 +80,6 @@ def weights_bytes(params: ParamCounts, precision: str) -> int:
     return int(params.total * WEIGHT_ELEMENT_BYTES[precision])
 
 
-def cnn_layers(arch: Architecture) -> tuple[Layer, ...]:
-    """The model's per-layer table, or () when the catalog has none (whole-model roofline)."""
-    if arch.kind != "cnn" or not arch.layer_table:
-        return ()
-    return layer_table(arch.layer_table, arch.image_size or 224, arch.vocab or 1000)
-
-
 def element_bytes(precision: str) -> float:
     """Activations and weights move at the precision's width (int8 engines keep int8 tensors between layers)."""
     return WEIGHT_ELEMENT_BYTES[precision] if precision in ("fp16", "bf16", "fp8", "int8") else ACTIVATION_BYTES
@@ -96,7 +89,7 @@ def activation_bytes(arch: Architecture, batch: int, sequence_tokens: int, preci
     """Transformer activations of a batch at the widest point (tokens × (2h + ffn) × 2 B); a CNN with a layer
     table: its largest layer's input + output (+ shortcut) for the batch, the most live at once; else 0."""
     if arch.kind == "cnn":
-        layers = cnn_layers(arch)
+        layers = table_for(arch)
         return int(batch * max((x.fused_elements_per_item for x in layers), default=0) * element_bytes(precision))
     return batch * tokens_per_item(arch, sequence_tokens) * (2 * arch.hidden + arch.ffn_hidden) * ACTIVATION_BYTES
 
@@ -127,7 +120,7 @@ def layered_batch_time(layers: tuple[Layer, ...], gpu: GpuSpec, dtype: str, prec
 
 def batch_time(arch: Architecture, gpu: GpuSpec, dtype: str, precision: str, flops: float, weight_bytes: int,
                batch: int, fusion: str = "tensorrt") -> BatchTime:
-    layers = cnn_layers(arch)
+    layers = table_for(arch)
     if layers:
         return layered_batch_time(layers, gpu, dtype, precision, batch, fusion)
     c, m = batch * flops / matmul_flops_per_second(gpu, dtype), weight_bytes / memory_bytes_per_second(gpu)
