@@ -7,6 +7,10 @@
   serves only in the precision it was quantized to, and vLLM 0.32 cannot quantize a 16-bit checkpoint to int8/int4
   at load time (compiler/deployment/serving.py, QUANTIZATION), so an int4 plan on a 16-bit repository would start
   nothing on vLLM.
+- a detector (YOLO11, `Architecture.is_detector`) on any engine: the generated Triton repository serves image
+  classifiers as optimum exports them (pixel_values → logits per class, deployment/serving.py); a YOLO11 ONNX file
+  comes from Ultralytics' own exporter with other tensors (images → output0, 4 box coordinates + the classes per
+  anchor), which the repository does not describe yet. Sizing it is benchmarks/accuracy_vision.py's business.
 
 Runs after `check_references` (presets exist), before the passes.
 """
@@ -63,6 +67,13 @@ def serve_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, s
         units = [(("model",), spec.model, spec.serve.engine, precisions)]
     for model_loc, model, engine, precisions in units:
         arch = _architecture(model, catalog)
+        if arch is not None and arch.is_detector:
+            where = model_loc + (("preset",) if model.preset else ("architecture", "layer_table"))
+            problems.append((where, f"{model.preset or arch.layer_table} is a detector: the generated {engine} repository serves image "
+                                    f"classifiers as optimum exports them (pixel_values to logits), and a YOLO11 ONNX file "
+                                    f"(Ultralytics' exporter: images to output0) is not described yet; serve a classifier, "
+                                    f"or size the detector with benchmarks/accuracy_vision.py", "no-detector-deployment"))
+            continue
         if arch is None or arch.kind != "decoder":
             continue
         if arch.max_position and spec.serve.context_len > arch.max_position:

@@ -153,6 +153,11 @@ class Architecture(Frozen):
         "", description="CNNs: the per-layer shape table (compiler/sizing/cnn_layers.py) serving sizes layer by layer; '' = whole-model roofline")
 
     @property
+    def is_detector(self) -> bool:
+        """A detection network (boxes and classes per anchor), not a classifier: the YOLO11 layer tables."""
+        return self.layer_table.startswith("yolo")
+
+    @property
     def attention_head_dim(self) -> int:
         return self.head_dim or self.hidden // self.heads
 
