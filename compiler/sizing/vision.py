@@ -81,7 +81,8 @@ def weights_bytes(params: ParamCounts, precision: str) -> int:
 
 
 def element_bytes(precision: str) -> float:
-    """Activations and weights move at the precision's width (int8 engines keep int8 tensors between layers)."""
+    """Activations and weights move at the precision's width (int8 engines keep int8 tensors between layers; int4 is
+    weight-only, its activations 16-bit)."""
     return WEIGHT_ELEMENT_BYTES[precision] if precision in ("fp16", "bf16", "fp8", "int8") else ACTIVATION_BYTES
 
 
