@@ -11,6 +11,8 @@ statistics.quantiles 'inclusive'). A prediction x then reads "x × P10 … x × 
   serve_points_2.csv rows at their load points (accuracy_serve_points.py); cost per month scales inversely;
 * serve-ttft, serve-tpot: time to first token and inter-token latency of the serve_points_2.csv rows at their load
   points (static batches, closed-loop clients, single streams): seconds, published ÷ predicted.
+* serve-vision, serve-vision-batch1: CNN images/s at a batch of 64-256, and at batch 1 (accuracy_vision.py); a
+  batch's time, so the request latency, scales inversely. A plan takes the second when it sizes batch 1.
 Usage: python benchmarks/residuals.py [--write]   (--write: compiler/catalog/residuals.yaml, which the compiler reads)
 """
 
@@ -29,6 +31,7 @@ from benchmarks.accuracy_serving import serving_cases  # noqa: E402
 from benchmarks.whole_runs import FAMILY as WHOLE_RUN_FAMILY  # noqa: E402
 from benchmarks.whole_runs import ratios as whole_run_ratios  # noqa: E402
 from benchmarks.whole_runs import whole_run_cases  # noqa: E402
+from benchmarks.accuracy_vision import vision_cases  # noqa: E402
 
 RESIDUALS = REPO / "compiler" / "catalog" / "residuals.yaml"
 SOURCES = {
@@ -40,6 +43,8 @@ SOURCES = {
     "serve-throughput": "benchmarks/accuracy_serving.py: TensorRT-LLM trtllm-bench max-throughput tables; accuracy_serve_points.py: serve_points_2.csv at each row's load point",
     "serve-ttft": "benchmarks/accuracy_serve_points.py: published TTFT at each serve_points_2.csv row's load point",
     "serve-tpot": "benchmarks/accuracy_serve_points.py: published inter-token latency at each serve_points_2.csv row's load point",
+    "serve-vision": "benchmarks/accuracy_vision.py: published CNN images/s at batch 64-256 (benchmarks/calibration/vision_points.csv)",
+    "serve-vision-batch1": "benchmarks/accuracy_vision.py: published batch-1 detector latency on Jetson (benchmarks/calibration/vision_points.csv)",
 }
 
 
@@ -56,6 +61,9 @@ def ratios() -> dict[str, list[float]]:
         found["serve-throughput"].append(case.published_tokens_per_second / case.predicted_tokens_per_second)
     for family, comparisons in by_family(point_cases()[0]).items():
         found["serve-throughput" if family == "throughput" else f"serve-{family}"] += [c.published / c.predicted for c in comparisons]
+    for case in vision_cases():
+        family = "serve-vision-batch1" if case.regime == "batch1" else "serve-vision"
+        found[family].append(case.published_items_per_second / case.predicted_items_per_second)
     return found
 
 

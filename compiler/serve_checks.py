@@ -14,6 +14,12 @@
 - `cluster.kubernetes.object_store` against the weights' URI scheme: the workload identity's form (IAM role ARN for
   s3://, Google service-account email for gs://, Azure client id for az://), and a Secret's environment only for s3://.
 
+- an Ultralytics detector (YOLO11, `Architecture.is_ultralytics_detector`) on any engine: the generated Triton repository
+  serves vision models as optimum exports them (classifiers: pixel_values → logits; DETR-style detectors: logits and
+  pred_boxes; deployment/serving.py); a YOLO11 ONNX file
+  comes from Ultralytics' own exporter with other tensors (images → output0, 4 box coordinates + the classes per
+  anchor), which the repository does not describe yet. Sizing it is benchmarks/accuracy_vision.py's business.
+
 Runs after `check_references` (presets exist), before the passes.
 """
 
@@ -78,6 +84,14 @@ def serve_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, s
         units = [(("model",), spec.model, spec.serve.engine, precisions)]
     for model_loc, model, engine, precisions in units:
         arch = _architecture(model, catalog)
+        if arch is not None and arch.is_ultralytics_detector:
+            where = model_loc + (("preset",) if model.preset else ("architecture", "layer_table"))
+            problems.append((where, f"{model.preset or arch.layer_table} is an Ultralytics detector: the generated {engine} repository serves "
+                                    f"vision models as optimum exports them (classifiers: pixel_values to logits; DETR-style "
+                                    f"detectors such as YOLOS: logits and pred_boxes), and a YOLO11 ONNX file "
+                                    f"(Ultralytics' exporter: images to output0) is not described yet; serve a classifier, "
+                                    f"or size the detector with benchmarks/accuracy_vision.py", "no-detector-deployment"))
+            continue
         if arch is None or arch.kind != "decoder":
             continue
         if arch.max_position and spec.serve.context_len > arch.max_position:

@@ -9,7 +9,7 @@ MODELS = load_models()
 GPU_IDS = {
     "a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-80gb", "h100-sxm-80gb", "h100-pcie-80gb", "h100-nvl-94gb",
     "h200-sxm-141gb", "b200-sxm-180gb", "l4-24gb", "l40s-48gb", "a10g-24gb", "t4-16gb", "v100-sxm-32gb",
-    "mi300x-192gb", "jetson-orin-64gb",
+    "mi300x-192gb", "jetson-orin-64gb", "jetson-orin-nx-16gb", "jetson-orin-nano-super-8gb",
 }
 
 

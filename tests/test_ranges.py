@@ -17,6 +17,7 @@ PRETRAIN = REPO / "examples" / "llama3-8b-pretrain.yaml"
 TRAINING_QUANTITIES = {"training.step_seconds", "training.wall_seconds", "training.gpu_hours", "training.tokens_per_second",
                        "cost.usd_total", "memory_per_gpu_bytes.total"}
 LLM_SERVING_QUANTITIES = {"serving.tokens_per_second_per_replica", "serving.ttft_seconds", "serving.tpot_seconds", "cost.usd_per_month"}
+CNN_SERVING_QUANTITIES = {"serving.tokens_per_second_per_replica", "serving.ttft_seconds", "cost.usd_per_month"}
 
 
 def test_the_committed_residuals_are_what_the_benchmarks_give_today():
@@ -31,8 +32,12 @@ def test_every_headline_prediction_carries_a_range(example):
         assert quantities == TRAINING_QUANTITIES
     elif plan.serving.tpot_seconds:
         assert quantities == LLM_SERVING_QUANTITIES
+    elif plan.model.architecture.layer_table:  # a CNN sized layer by layer: the serve-vision rows
+        owned = not plan.cost.usd_per_month  # an edge device: no monthly cost to spread
+        assert quantities == CNN_SERVING_QUANTITIES - ({"cost.usd_per_month"} if owned else set())
+        assert {r.family for r in plan.ranges} == {"serve-vision"}
     else:
-        assert quantities == set()  # vision: no published rows yet, and the report says nothing it cannot back
+        assert quantities == set()  # ViTs, encoders: no published rows yet, and the report says nothing it cannot back
     for r in plan.ranges:
         assert 0 < r.p10 < r.p90 and r.rows >= 3
         assert r.p10 < r.predicted * 2 and r.p90 > r.predicted / 2

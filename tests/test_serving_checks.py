@@ -92,3 +92,14 @@ def test_min_replicas_without_kubernetes_is_refused(tmp_path):
             "serve: {traffic: {requests_per_second: 1}, min_replicas: 2}\ncluster: {scheduler: slurm}\n")
     (diag,) = _refused(tmp_path, text)
     assert (diag.code, diag.path) == ("unused-field", "serve.min_replicas")
+
+
+def test_a_detector_is_refused_at_its_preset_not_served_as_a_classifier(tmp_path):
+    """YOLO11's ONNX file has images → output0, not optimum's pixel_values → logits the repository describes."""
+    (diag,) = _refused(tmp_path, _serve_plan("{preset: yolo11n}", precision="fp16", engine="triton"))
+    assert (diag.code, diag.path, diag.line) == ("no-detector-deployment", "model.preset", 3)
+
+
+def test_a_classifier_cnn_still_compiles(tmp_path):
+    plan = _resolve(tmp_path, _serve_plan("{preset: resnet-50}", precision="fp16", engine="triton"))
+    assert plan.serving.max_concurrency >= 1 and not plan.model.architecture.is_ultralytics_detector

@@ -154,6 +154,14 @@ class Architecture(Frozen):
     gflops_per_sample: float = Field(0.0, description="forward GFLOPs per sample given directly (CNNs)")
     activation_bytes_per_sample: int = Field(
         0, description="CNNs: bytes of 16-bit activations one training sample keeps for its backward (0: unknown)")
+    layer_table: Literal["", "resnet-50", "mobilenet-v2", "yolo11n", "yolo11s"] = Field(
+        "", description="CNNs: the per-layer shape table (compiler/sizing/cnn_layers.py) serving sizes layer by layer; '' = whole-model roofline")
+
+    @property
+    def is_ultralytics_detector(self) -> bool:
+        """An Ultralytics detector (the YOLO11 layer tables: boxes and classes per anchor in one output0 tensor), which
+        the generated repositories do not describe; DETR-style Hub detectors (head: detector) they do."""
+        return self.layer_table.startswith("yolo")
 
     @property
     def attention_head_dim(self) -> int:

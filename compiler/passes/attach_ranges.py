@@ -5,8 +5,9 @@ actual ÷ predicted at P10 and P90 over its rows. Step time and throughput take 
 plan's wall time, GPU-hours and cost the published whole pre-training runs (failures, restarts, stragglers and all that
 a step leaves out); a fine-tune's, which no published whole run resembles, the steady-step family. A duration, a size
 or a cost that grows with it reads predicted × ratio; a rate reads predicted ÷ ratio (so its P10 comes from the P90
-ratio). TTFT and TPOT take the published latencies at stated load points (serve-ttft, serve-tpot); vision latencies
-have no published rows behind them yet and carry no range.
+ratio). TTFT and TPOT take the published latencies at stated load points (serve-ttft, serve-tpot). A CNN with a
+layer table takes the serve-vision family (images/s), or serve-vision-batch1 when it serves batch 1; other vision
+models (ViT, CNNs without a table) have no rows: no range.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from .size_training import STEP_FAMILY as STEP_TIME, time_family
 THROUGHPUT = "serve-throughput"
 TTFT = "serve-ttft"
 TPOT = "serve-tpot"
+VISION = "serve-vision"
+VISION_BATCH1 = "serve-vision-batch1"  # batch-1 rows: launch and framework overhead the roofline leaves out
 MEMORY_FAMILY = {"full": "memory-full", "lora": "memory-lora", "qlora": "memory-qlora"}
 
 
@@ -42,8 +45,15 @@ def _training(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
 
 def _serving(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
     s = plan.serving
-    if not s.tpot_seconds:  # vision and other non-generative models: no published rows yet
-        return []
+    if not s.tpot_seconds:  # vision: CNNs sized layer by layer have published rows; ViTs and encoders not yet
+        if not (plan.model.architecture.kind == "cnn" and plan.model.architecture.layer_table):
+            return []
+        family = VISION_BATCH1 if s.max_concurrency == 1 else VISION
+        ranges = [_range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, family),
+                  _range(ctx, "serving.ttft_seconds", s.ttft_seconds, family, rate=True)]
+        if plan.cost.usd_per_month:  # owned edge devices cost nothing per month: no spread to show
+            ranges.append(_range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, family, rate=True))
+        return ranges
     # a replica's throughput; the replicas, so the monthly cost, scale inversely with it
     return [_range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, THROUGHPUT),
             _range(ctx, "serving.ttft_seconds", s.ttft_seconds, TTFT),

@@ -25,6 +25,13 @@ if TYPE_CHECKING:
 GIB = 2**30
 
 
+FUSION_WORDS = {
+    "tensorrt": "batch norm, activation and residual add fused into the convolutions, as TensorRT builds them",
+    "onnxruntime": "ONNX Runtime folds batch norm into the convolutions; activations and residual adds run as kernels of their own",
+    "eager": "batch norm, activation and residual add each a kernel of their own",
+}
+
+
 def words(reason: Reason) -> str:
     return SENTENCES[reason.code](**dict(reason.facts))
 
@@ -304,8 +311,14 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "vision-no-gpu": _vision_no_gpu,
     "config-over-budget": lambda cheapest, usd, budget: (
         f"the cheapest configuration, {cheapest}, costs ${usd:,.0f}/month > budget ${budget:,.0f}/month"),
-    "dynamic-batching": lambda batch, batch_seconds, delay: (
-        f"dynamic batching: batch {batch} takes {_ms(batch_seconds, 2)} ms; worst case = queue delay {_ms(delay, 2)} ms + 2 batches"),
+    "dynamic-batching": lambda batch, batch_seconds, delay, roofline=None: (
+        f"dynamic batching: batch {batch} takes {_ms(batch_seconds, 2)} ms"
+        f"{' (' + words(roofline) + ')' if roofline else ''}; worst case = queue delay {_ms(delay, 2)} ms + 2 batches"),
+    "cnn-roofline": lambda layers, memory_bound_layers, traffic_bytes_per_item, compute_seconds, memory_seconds, fusion: (
+        f"per-layer roofline over {layers} layers, {memory_bound_layers} of them bandwidth-bound; "
+        f"{traffic_bytes_per_item / 1e6:.1f} MB moved per image "
+        f"({FUSION_WORDS[fusion]}); "
+        f"the layers' compute terms sum to {_ms(compute_seconds, 2)} ms, their traffic terms to {_ms(memory_seconds, 2)} ms"),
     # --- serving: multi-stage services (serve_stages.py) --------------------------------------------------------
     "stages-infeasible": lambda failures: "; ".join(f"stage {name}: {words(why)}" for name, why in failures),
     # --- training: the search (training.py) ---------------------------------------------------------------------

@@ -5,6 +5,17 @@ items per second. Roofline per batch of b items:
 
     t_batch(b) = max(b × FLOPs/item / achievable rate, weights / achievable bandwidth)
 
+A CNN with a layer table (`Architecture.layer_table`, cnn_layers.py) is sized layer by layer instead, each
+layer a roofline of its own (Williams et al. 2009, "Roofline"), summed:
+
+    t_batch(b) = Σ_layers max(b × FLOPs_l / achievable rate, (weights_l + b × activations_l) × bytes / achievable bandwidth)
+
+activations_l = input + output (+ the shortcut a residual add reads) per image, plus what the runtime's own
+batch-norm, activation and add kernels move (cnn_layers: `fusion` tensorrt, onnxruntime or eager). Engine
+'triton' serves a CNN on its onnxruntime backend (deployment/serving.py), so plans size "onnxruntime": batch norm
+folded into the convolution, activation and add as kernels of their own. Small layers are bandwidth-bound
+where the whole-model FLOPs/rate ratio hides it (T4: 65 TFLOPS against 320 GB/s).
+
 FLOPs per item: `Architecture.gflops_per_sample` when the catalog gives it (CNNs: read as FLOPs, 2 per
 multiply-add); otherwise 2·N per token over the tokens — ViT patches (image/patch)² + 1 class token
 (Dosovitskiy et al. 2020), or the encoder's sequence — plus full (non-causal) attention 2·L·s²·H·2d.
@@ -21,8 +32,10 @@ power (TDP × devices) against the request's power budget.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .cnn_layers import Layer, table_for
 from .reasons import because
 from .serve_latency import compute_dtype, matmul_flops_per_second, memory_bytes_per_second
 from .serve_memory import WEIGHT_ELEMENT_BYTES
@@ -41,6 +54,15 @@ if TYPE_CHECKING:
 MAX_VISION_BATCH = 256
 FLOPS_PER_GFLOP = 1e9
 ACTIVATION_BYTES = 2
+# The runtime each engine serves a CNN with: Triton's onnxruntime backend (CUDA execution provider, no TensorRT
+# accelerator), except on an edge device, where deployment/serving.py builds a TensorRT plan on the device (a CNN's
+# inputs are fixed-size, so a TensorRT profile fits them).
+CNN_FUSION = {"triton": "onnxruntime"}
+EDGE_CNN_FUSION = {"triton": "tensorrt"}
+
+
+def cnn_fusion(engine: str, edge: bool) -> str:
+    return (EDGE_CNN_FUSION if edge else CNN_FUSION).get(engine, "eager")
 
 
 def tokens_per_item(arch: Architecture, sequence_tokens: int) -> int:
@@ -64,16 +86,60 @@ def weights_bytes(params: ParamCounts, precision: str) -> int:
     return int(params.total * WEIGHT_ELEMENT_BYTES[precision])
 
 
-def activation_bytes(arch: Architecture, batch: int, sequence_tokens: int) -> int:
-    """Transformer activations of a batch at the widest point (tokens × (2h + ffn) × 2 B); CNNs: 0 (not
-    modelled — a ResNet-50 batch of 256 needs well under 1 GiB in TensorRT, small beside GPU memory)."""
+def element_bytes(precision: str) -> float:
+    """Activations and weights move at the precision's width (int8 engines keep int8 tensors between layers; int4 is
+    weight-only, its activations 16-bit)."""
+    return WEIGHT_ELEMENT_BYTES[precision] if precision in ("fp16", "bf16", "fp8", "int8") else ACTIVATION_BYTES
+
+
+def activation_bytes(arch: Architecture, batch: int, sequence_tokens: int, precision: str = "fp16") -> int:
+    """Transformer activations of a batch at the widest point (tokens × (2h + ffn) × 2 B); a CNN with a layer
+    table: its largest layer's input + output (+ shortcut) for the batch, the most live at once; else 0."""
     if arch.kind == "cnn":
-        return 0
+        layers = table_for(arch)
+        return int(batch * max((x.fused_elements_per_item for x in layers), default=0) * element_bytes(precision))
     return batch * tokens_per_item(arch, sequence_tokens) * (2 * arch.hidden + arch.ffn_hidden) * ACTIVATION_BYTES
 
 
-def batch_seconds(gpu: GpuSpec, dtype: str, flops: float, weight_bytes: int, batch: int) -> float:
-    return max(batch * flops / matmul_flops_per_second(gpu, dtype), weight_bytes / memory_bytes_per_second(gpu))
+@dataclass(frozen=True)
+class BatchTime:
+    seconds: float
+    compute_seconds: float  # the sum of the layers' compute terms
+    memory_seconds: float  # the sum of the layers' traffic terms
+    memory_bound_layers: int
+    layers: int
+    traffic_bytes: float  # moved for the batch
+
+
+def layered_batch_time(layers: tuple[Layer, ...], gpu: GpuSpec, dtype: str, precision: str, batch: int,
+                       fusion: str = "tensorrt") -> BatchTime:
+    rate, bandwidth, width = matmul_flops_per_second(gpu, dtype), memory_bytes_per_second(gpu), element_bytes(precision)
+    total = compute = memory = traffic = 0.0
+    bound = 0
+    for layer in layers:
+        elements = layer.fused_elements_per_item + layer.extra_elements_per_item(fusion)
+        moved = (layer.weight_elements + batch * elements) * width
+        c, m = batch * layer.flops_per_item / rate, moved / bandwidth
+        total, compute, memory, traffic = total + max(c, m), compute + c, memory + m, traffic + moved
+        bound += m > c
+    return BatchTime(total, compute, memory, bound, len(layers), traffic)
+
+
+def batch_time(arch: Architecture, gpu: GpuSpec, dtype: str, precision: str, flops: float, weight_bytes: int,
+               batch: int, fusion: str = "tensorrt") -> BatchTime:
+    layers = table_for(arch)
+    if layers:
+        return layered_batch_time(layers, gpu, dtype, precision, batch, fusion)
+    c, m = batch * flops / matmul_flops_per_second(gpu, dtype), weight_bytes / memory_bytes_per_second(gpu)
+    return BatchTime(max(c, m), c, m, int(m > c), 1, weight_bytes)
+
+
+def roofline_reason(timing: BatchTime, batch: int, fusion: str):
+    if timing.layers == 1:
+        return None
+    return because("cnn-roofline", layers=timing.layers, memory_bound_layers=timing.memory_bound_layers,
+                   traffic_bytes_per_item=timing.traffic_bytes / batch, compute_seconds=timing.compute_seconds,
+                   memory_seconds=timing.memory_seconds, fusion=fusion)
 
 
 def batch_sizes() -> list[int]:
@@ -121,20 +187,22 @@ def evaluate_device(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
     weights = weights_bytes(req.params, precision)
     usable = int(gpu.memory_bytes * req.gpu_memory_utilization)
     slo = req.latency_p99_seconds
+    fusion = cnn_fusion(req.engine, gpu.edge)
     best = None
     for b in batch_sizes():
-        if weights + activation_bytes(req.arch, b, req.prompt_tokens) > usable:
+        if weights + activation_bytes(req.arch, b, req.prompt_tokens, precision) > usable:
             break
-        t = batch_seconds(gpu, dtype, flops, weights, b)
-        if slo is not None and 2 * t > slo:
+        timing = batch_time(req.arch, gpu, dtype, precision, flops, weights, b, fusion)
+        if slo is not None and 2 * timing.seconds > slo:
             break
-        best = (b, t)
+        best = (b, timing)
     if best is None:
         if weights > usable:
             return None, ServeRejection(where, because("vision-weights-exceed", weights=weights, usable=usable))
-        t1 = batch_seconds(gpu, dtype, flops, weights, 1)
+        t1 = batch_time(req.arch, gpu, dtype, precision, flops, weights, 1, fusion).seconds
         return None, ServeRejection(where, because("batch-one-over-slo", batch_seconds=t1, slo=slo))
-    b, t = best
+    b, timing = best
+    t = timing.seconds
     capacity = b / t
     counts = replica_plan(req, capacity, gpu.edge)
     min_replicas, replicas = counts.min_replicas, counts.replicas
@@ -145,20 +213,20 @@ def evaluate_device(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
     delay = max(0.0, slo - 2 * t) if slo is not None else t
     usd_per_hour = replicas * gpu.price_usd_per_gpu_hour[req.pricing]
     items_per_hour = req.requests_per_second * 3600
-    activations = activation_bytes(req.arch, b, req.prompt_tokens)
+    activations = activation_bytes(req.arch, b, req.prompt_tokens, precision)
     return ServeCandidate(
         gpu_id=gpu.id, precision=precision, tp=1, pp=1, gpus_per_replica=1, nodes_per_replica=1, max_concurrency=b,
         max_num_batched_tokens=0, kv_cache_tokens=0, kv_bytes_per_token=0, kv_bytes_per_token_per_gpu=0,
         memory=ServeMemory(weights=weights, kv_cache=0, activations=activations, other=0,
                            total=weights + activations, usable=usable),
         weights_bytes_total=weights, ttft_seconds=delay + 2 * t, tpot_seconds=0.0, latency_seconds=delay + 2 * t,
-        step_bound="compute" if b * flops / matmul_flops_per_second(gpu, dtype) >= t else "memory",
+        step_bound="compute" if timing.compute_seconds >= timing.memory_seconds else "memory",
         tokens_per_second_per_replica=capacity, requests_per_second_per_replica=capacity,
         requests_per_second=req.requests_per_second, queue_target_per_replica=float(b), replicas=replicas, min_replicas=min_replicas, max_replicas=replicas,
         usd_per_hour=usd_per_hour, usd_per_month=usd_per_hour * HOURS_PER_MONTH,
         usd_per_million_tokens=usd_per_hour / items_per_hour * 1e6,
         gpu_memory_utilization=req.gpu_memory_utilization, target_utilization=req.target_utilization,
-        queueing=because("dynamic-batching", batch=b, batch_seconds=t, delay=delay),
+        queueing=because("dynamic-batching", batch=b, batch_seconds=t, delay=delay, roofline=roofline_reason(timing, b, fusion)),
         max_queue_delay_seconds=delay, preferred_batch_sizes=tuple(x for x in batch_sizes() if x <= b and x >= b // 4),
         power_watts=power, replicas_needed=counts.needed, replica_floor=counts.floor,
     ), None

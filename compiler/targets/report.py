@@ -73,7 +73,7 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
     if plan.serving and plan.model and plan.model.architecture.kind in VISION_KINDS:
         s = plan.serving
         facts += [
-            {"what": "latency", "value": f"p99 {format_seconds(s.ttft_seconds)} (SLO {format_seconds(s.latency_slo_seconds) if s.latency_slo_seconds else 'none'}), batch {s.max_concurrency}, queue delay ≤ {format_seconds(s.max_queue_delay_seconds)}", "source": "GFLOPs per image at the achievable matmul rate; dynamic-batching window from the SLO"},
+            {"what": "latency", "value": f"p99 {format_seconds(s.ttft_seconds)} (SLO {format_seconds(s.latency_slo_seconds) if s.latency_slo_seconds else 'none'}), batch {s.max_concurrency}, queue delay ≤ {format_seconds(s.max_queue_delay_seconds)}", "source": "batch time from the roofline (Why: hardware); dynamic-batching window from the SLO"},
             {"what": "replicas", "value": f"{s.replicas} (autoscale {s.min_replicas}–{s.max_replicas}) × {s.gpus_per_replica} GPU, {format_count(s.tokens_per_second_per_replica)} images/s each", "source": f"deployed at peak = max({s.replicas_needed} needed: peak traffic ÷ per-replica capacity at the target utilisation, availability floor {s.replica_floor})"},
             {"what": "cost", "value": f"{format_usd(cost.usd_per_month)}/month", "source": "GPU-hours × catalog price, 730 h/month"},
         ]
@@ -132,12 +132,14 @@ RANGE_LABELS = {  # quantity -> (label, formatter)
     "serving.ttft_seconds": ("TTFT p99 at peak", format_seconds),
     "serving.tpot_seconds": ("TPOT p99 at peak", format_seconds),
 }
+VISION_RANGE_LABELS = {"serving.tokens_per_second_per_replica": ("images/s per replica", format_count),
+                       "serving.ttft_seconds": ("request latency p99 at peak", format_seconds)}
 
 
 def _ranges(plan: ResolvedPlan) -> list[dict]:
-    rows = []
+    rows, vision = [], _latency_name(plan) == "p99 latency"
     for r in plan.ranges:
-        label, fmt = RANGE_LABELS[r.quantity]
+        label, fmt = (vision and VISION_RANGE_LABELS.get(r.quantity)) or RANGE_LABELS[r.quantity]
         rows.append({"what": label, "predicted": fmt(r.predicted), "spread": f"{fmt(r.p10)} – {fmt(r.p90)}",
                      "source": f"{r.family}: actual ÷ predicted over {r.rows} published rows (P10–P90)"})
     return rows

@@ -26,7 +26,7 @@ fi
 # mobilenet-v2: build the TensorRT plan from the ONNX file on this device, once (a plan is tied to the TensorRT
 # version and the GPU that build it).
 if [ ! -f "$repo/mobilenet-v2/1/model.plan" ]; then
-  trtexec --onnx="$repo/mobilenet-v2/model.onnx" --saveEngine="$repo/mobilenet-v2/1/model.plan" --fp16 --minShapes=pixel_values:1x3x224x224 --optShapes=pixel_values:256x3x224x224 --maxShapes=pixel_values:256x3x224x224
+  trtexec --onnx="$repo/mobilenet-v2/model.onnx" --saveEngine="$repo/mobilenet-v2/1/model.plan" --fp16 --minShapes=pixel_values:1x3x224x224 --optShapes=pixel_values:64x3x224x224 --maxShapes=pixel_values:64x3x224x224
 fi
 
 # --build-only: build the TensorRT plans and stop (the Kubernetes build-engine init container runs this).
