@@ -60,8 +60,15 @@ _FABRIC_ENV = {"ib": _IB_ENV, "roce": _ROCE_ENV, "efa": _EFA_ENV}
 # the common caps (NERSC Perlmutter regular QOS 48 h, many university partitions 24-72 h). Longer runs chain.
 MAX_JOB_SECONDS = 24 * 3600
 # Share added to the estimated training time of a job: step-time variance between the sizing model
-# and the real run (the roofline-based step time is an estimate, not a measurement).
+# and the real run. The step-time range's P90 (published steps ÷ ours, attach_ranges) when it says more: a
+# chain sized at the point estimate would end before the run does on a site as slow as 1 in 10 published runs.
 TIME_MARGIN_FRACTION = 0.10
+STEP_RANGE = "training.step_seconds"
+
+
+def time_margin_fraction(plan: ResolvedPlan) -> float:
+    spread = next((r for r in plan.ranges if r.quantity == STEP_RANGE), None)
+    return max(TIME_MARGIN_FRACTION, spread.p90 / spread.predicted - 1 if spread and spread.predicted else 0.0)
 # Fixed start-up cost of every job: container start, rendezvous, NCCL communicator set-up, data-loader
 # warm-up (an assumption; restoring the checkpoint is counted separately from its write time).
 LAUNCH_OVERHEAD_SECONDS = 600
@@ -314,11 +321,12 @@ def job_chain(plan: ResolvedPlan, interval_seconds: float, max_job_seconds: floa
     """(links, steps per link, time limit in seconds) for the run.
 
     Effective step = step time × (1 + checkpoint write / checkpoint interval) (periodic saves stall training);
-    a link's limit = steps × effective step × (1 + TIME_MARGIN_FRACTION) + launch + restore + warning lead.
+    a link's limit = steps × effective step × (1 + time margin) + launch + restore + warning lead; the
+    links are sized with the same margin, so a run as slow as the step range's P90 still completes.
     """
     t = plan.training
     write_share = t.checkpoint_write_seconds / interval_seconds if interval_seconds > 0 else 0.0
-    step = t.step_seconds * (1 + write_share) * (1 + TIME_MARGIN_FRACTION)
+    step = t.step_seconds * (1 + write_share) * (1 + time_margin_fraction(plan))
     overhead = LAUNCH_OVERHEAD_SECONDS + t.checkpoint_write_seconds + signal_lead_seconds(plan)
     steps = max(1, t.steps)
     if steps * step + overhead <= max_job_seconds:
@@ -372,7 +380,7 @@ def slurm(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) -> Slurm:
     return Slurm(
         job_name=plan.name, nodes=plan.hardware.nodes, gpus_per_node=plan.hardware.gpus_per_node,
         cpus_per_task=launch.cpus_per_node, memory=memory, exclusive=not share, max_job_seconds=max_job,
-        time=slurm_time(limit), time_limit_seconds=limit, time_margin_fraction=TIME_MARGIN_FRACTION,
+        time=slurm_time(limit), time_limit_seconds=limit, time_margin_fraction=time_margin_fraction(plan),
         launch_overhead_seconds=LAUNCH_OVERHEAD_SECONDS, links=links, steps_per_link=steps_per_link,
         signal_lead_seconds=signal_lead_seconds(plan), log_pattern="%x-%A_%a" if links > 1 else "%x-%j",
         directives=[Directive(flag=flag, value=directive_value(value))
@@ -470,7 +478,8 @@ def decisions(launch: Launcher, job: Slurm | None, k8s: KubernetesTraining | Non
         out.append(DeploymentDecision(
             topic="Slurm time limit",
             choice=f"{job.time} per job" + (f", a chain of {job.links} jobs of {job.steps_per_link} steps" if job.links > 1 else ""),
-            reason=f"steps × step time (+ checkpoint writes) + {job.time_margin_fraction:.0%} margin + {job.launch_overhead_seconds:.0f} s launch "
+            reason=f"steps × step time (+ checkpoint writes) + {job.time_margin_fraction:.0%} margin (the step-time range's P90, "
+                   f"at least {TIME_MARGIN_FRACTION:.0%}) + {job.launch_overhead_seconds:.0f} s launch "
                    f"+ restore + warning lead; jobs longer than {slurm_time(job.max_job_seconds)} "
                    + ("(cluster.slurm.max_time)" if job.max_job_seconds != MAX_JOB_SECONDS else "(default; set cluster.slurm.max_time to the site's limit)")
                    + " chain as a job array"))
