@@ -11,6 +11,7 @@ import re
 from ..diagnostics import InfeasiblePlan
 from ..resolved import ResolvedPlan
 from ..spec import PlanSpec
+from .fsdp_tp import uses_fsdp_tp
 from .model import Checkpoint, Directive, DeploymentDecision, EnvVar, Files, KubernetesTraining, Launcher, Lora, Slurm
 
 # torchrun's default rendezvous port (torch.distributed.run: --master-port default 29500).
@@ -172,9 +173,10 @@ def framework_env(plan: ResolvedPlan, kind: str) -> list[EnvVar]:
 
 def launch_kind(plan: ResolvedPlan, spec: PlanSpec) -> str:
     framework, given = plan.parallelism.framework, spec.train.entrypoint.kind
+    tensor_parallel = uses_fsdp_tp(plan)  # FSDP2 × TP: the script applies fsdp/fsdp_tp.py; Accelerate's FSDP1 config has no TP
     if given == "auto":
-        return AUTO_KIND.get(framework, "torchrun")
-    allowed = LAUNCH_KINDS[given][0]
+        return "torchrun" if tensor_parallel else AUTO_KIND.get(framework, "torchrun")
+    allowed = LAUNCH_KINDS[given][0] - ({"fsdp"} if tensor_parallel and given == "accelerate" else set())
     megatron_emitted = given == "megatron" and plan.model is not None and (plan.parallelism.tp > 1 or plan.parallelism.pp > 1)
     if framework not in allowed and not megatron_emitted:
         raise InfeasiblePlan(f"train.entrypoint.kind {given} cannot launch the {framework} layout this plan sized "
@@ -187,6 +189,8 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
     entry, hw, framework = spec.train.entrypoint, plan.hardware, plan.parallelism.framework
     kind = launch_kind(plan, spec)
     config = {"deepspeed": files.ds_config, "fsdp": files.accelerate_config}.get(framework, "")
+    if uses_fsdp_tp(plan):
+        config = files.fsdp_tp_config
     elastic = spec.cluster.pricing == "spot"
     minimum, maximum = nnodes_range(plan, elastic)
     cpus = spec.cluster.slurm.cpus_per_node
@@ -199,7 +203,8 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
         program="accelerate" if kind == "accelerate" else "torchrun", kind=kind,
         config_flag=LAUNCH_KINDS[kind][1].get(framework, ""), megatron_args=kind == "megatron",
         framework_args=framework_args(kind, checkpoint(plan, spec)),
-        reads=[p for p in (config, files.megatron_args if kind == "megatron" else "") if p],
+        reads=[p for p in (config, files.megatron_args if kind == "megatron" else "",
+                           files.fsdp_tp_script if uses_fsdp_tp(plan) else "") if p],
         checkpoint_signal="TERM" if kind == "megatron" else "USR1",
         script=entry.script, python_script=entry.script.endswith(".py"), args=list(entry.args),
         nodes=hw.nodes, nnodes=str(maximum) if not elastic else f"{minimum}:{maximum}", min_nodes=minimum,

@@ -88,10 +88,13 @@ def _no_fit_memory(closest: Any) -> str:
 _GAPS = {
     "adapters-model-parallel": lambda framework, detail, vp: (
         f"{detail} with TP/PP/CP/EP: no framework path — the Megatron-LM arguments emitted train full weights only, "
-        f"and the DeepSpeed/FSDP configs have no tensor or pipeline parallelism"),
+        f"the DeepSpeed configs have no tensor or pipeline parallelism and FSDP2 × TP trains full weights only"),
     "model-parallel": lambda framework, detail, vp: (
         f"framework {framework} has no tensor, pipeline, context or expert parallelism in the configs emitted "
         f"(Megatron-LM has)"),
+    "fsdp-model-parallel": lambda framework, detail, vp: (
+        "framework fsdp runs model parallelism only as FSDP2 × TP (fsdp/fsdp_tp.py: TP at ZeRO-3, no offload, full "
+        "weights, no PP, CP, EP, VP or HSDP group); Megatron-LM has the rest"),
     "megatron-zero": lambda framework, detail, vp: (
         f"{detail} with model parallelism: no framework path — Megatron-LM shards only optimizer states (ZeRO-1, "
         f"its distributed optimizer) and does not offload"),
@@ -320,6 +323,9 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "deepspeed-for-offload": lambda: "CPU offload of the optimizer (ZeRO-Offload) is DeepSpeed's",
     "ddp-unsharded": lambda: "the model states fit unsharded: plain DDP has the least overhead",
     "fsdp-full-shard": lambda: "full sharding (ZeRO-3) is native in PyTorch FSDP (FULL_SHARD)",
+    "fsdp2-tensor-parallel": lambda tp: (
+        f"TP{tp} with full sharding (ZeRO-3): FSDP2 × TP on a 2-D DeviceMesh [dp_shard, tp] (torchtitan's "
+        f"composition); Megatron-LM shards only optimizer states"),
     "fsdp-hybrid-shard": lambda shard: (
         f"ZeRO-3 inside a shard group of {shard} GPUs, replicated across groups: FSDP HYBRID_SHARD"),
     "deepspeed-zero": lambda zero: f"ZeRO-{zero} sharding of the optimizer{' and gradients' if zero == 2 else ''} (DeepSpeed)",

@@ -251,15 +251,17 @@ def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, 
     (`framework_gap` says why).
 
     Rule for "auto": TP, PP, CP, EP or VP → Megatron-LM (its model-parallel layers; ZeRO-1 is its distributed
-    optimizer; uneven stages and interleaving as its arguments can state them, train_layout.megatron_split);
-    otherwise ZeRO-0 → PyTorch DDP, ZeRO-3 without offload → FSDP FULL_SHARD (HYBRID_SHARD for a shard group of one
-    node), offload or ZeRO-1/2 → DeepSpeed.
+    optimizer; uneven stages and interleaving as its arguments can state them, train_layout.megatron_split), except
+    TP alone at ZeRO-3 → FSDP2 × TP (`fsdp_tp_runs`); otherwise ZeRO-0 → PyTorch DDP, ZeRO-3 without offload → FSDP
+    FULL_SHARD (HYBRID_SHARD for a shard group of one node), offload or ZeRO-1/2 → DeepSpeed.
     """
     if framework_gap(framework, method, tp, pp, zero, offload, shape, per_node) is not None:
         return None
     beyond = shape is not None and (shape.cp > 1 or shape.ep > 1 or shape.vp > 1 or shape.uneven)
     if framework != "auto":
         return framework, because("framework-pinned")
+    if fsdp_tp_runs(method, tp, pp, zero, offload, shape):
+        return "fsdp", because("fsdp2-tensor-parallel", tp=tp)
     if tp > 1 or pp > 1 or beyond:
         return "megatron", because("megatron-for-model-parallel")
     if shape is not None and shape.shard:
@@ -273,6 +275,16 @@ def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, 
     return "deepspeed", because("deepspeed-zero", zero=zero)
 
 
+def fsdp_tp_runs(method: str, tp: int, pp: int, zero: int, offload: bool, shape: Shape | None = None) -> bool:
+    """Whether the FSDP2 × TP path runs the layout (compiler/deployment/fsdp_tp.py, the way torchtitan composes them:
+    a 2-D DeviceMesh [dp_shard, tp], `parallelize_module` over tp, `fully_shard` over dp_shard): TP > 1 and nothing
+    else of model parallelism (no PP, CP, EP, VP), ZeRO-3 (fully_shard) without offload, every DP rank a shard (no
+    HSDP group), full weights."""
+    shape = shape or Shape(tp, 1, pp, 1, 1, ())
+    return (tp > 1 and pp == 1 and shape.cp == 1 and shape.ep == 1 and shape.vp == 1 and zero == 3 and not offload
+            and method == "full" and not shape.shard)
+
+
 def framework_gap(framework: str, method: str, tp: int, pp: int, zero: int, offload: bool,
                   shape: Shape | None = None, per_node: int = 8) -> Reason | None:
     """Why no framework path runs this layout, as a reason naming the constraint and the capability behind it;
@@ -283,7 +295,11 @@ def framework_gap(framework: str, method: str, tp: int, pp: int, zero: int, offl
     if shape.pp > 1 and shape.split and megatron_split(shape.split, shape.vp) is None:
         return because("no-framework-path", layout="uneven-split", framework=framework,
                        detail="/".join(map(str, shape.split)), vp=shape.vp)
-    if framework in ("ddp", "fsdp", "deepspeed") and model_parallel:
+    if framework in ("fsdp", "auto") and fsdp_tp_runs(method, tp, pp, zero, offload, shape):
+        return None
+    if framework == "fsdp" and model_parallel:
+        return because("no-framework-path", layout="fsdp-model-parallel", framework=framework, detail="", vp=shape.vp)
+    if framework in ("ddp", "deepspeed") and model_parallel:
         return because("no-framework-path", layout="model-parallel", framework=framework, detail="", vp=shape.vp)
     if framework == "megatron" or (framework == "auto" and model_parallel):
         if method != "full":
