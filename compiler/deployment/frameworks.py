@@ -250,7 +250,9 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
 def layout_args(plan: ResolvedPlan) -> list[tuple[str, str | None]]:
     """Context, expert, uneven and interleaved pipeline layouts as Megatron-LM states them (names checked against
     megatron/training/arguments.py and ModelParallelConfig @d98e8a6): --context-parallel-size,
-    --expert-model-parallel-size (experts' TP left at its default, the TP size); an uneven split as
+    --expert-model-parallel-size (experts' TP left at its default, the TP size) with the alltoall token dispatcher and,
+    when the sizing overlaps the all-to-alls, --overlap-moe-expert-parallel-comm (TransformerConfig field
+    overlap_moe_expert_parallel_comm: needs EP > 1, VP with PP, no full recompute); an uneven split as
     --decoder-first/last-pipeline-num-layers, or, interleaved with first and last one layer lighter, as the
     embedding and loss each counted as a layer (--account-for-embedding-in-pipeline-split,
     --account-for-loss-in-pipeline-split); interleaving as --num-layers-per-virtual-pipeline-stage on even splits and
@@ -259,8 +261,10 @@ def layout_args(plan: ResolvedPlan) -> list[tuple[str, str | None]]:
     args: list[tuple[str, str | None]] = []
     if par.cp > 1:
         args.append(("--context-parallel-size", str(par.cp)))
-    if par.ep > 1:
-        args.append(("--expert-model-parallel-size", str(par.ep)))
+    if par.ep > 1:  # the all-to-all dispatcher the sizing times (Megatron-Core's default is allgather)
+        args += [("--expert-model-parallel-size", str(par.ep)), ("--moe-token-dispatcher-type", "alltoall")]
+    if par.ep_overlap:
+        args.append(("--overlap-moe-expert-parallel-comm", None))
     split, vp = tuple(par.pp_stage_layers), max(1, par.vp)
     if par.pp <= 1 or not split:
         return args

@@ -151,6 +151,9 @@ def _layout_words(c: TrainCandidate) -> str:
     """CP, EP, VP, an uneven split and an HSDP shard group, only where the layout uses them."""
     parts = [f"CP={c.cp}"] if c.cp > 1 else []
     parts += [f"EP={c.ep}"] if c.ep > 1 else []
+    parts += [f"(all-to-alls overlapped with another micro-batch's compute: DeepSeek-V3 DualPipe §3.2.1, "
+              f"Megatron-Core --overlap-moe-expert-parallel-comm)"] if c.ep_overlap else []
+    parts += ["FP8 dispatch (DeepSeek-V3 §3.3.3)"] if c.ep_dispatch == "fp8" else []
     parts += [f"VP={c.vp} (interleaved 1F1B)"] if c.vp > 1 else []
     split = c.pp_stage_layers
     if len(split) > 1 and len(set(split)) > 1:
@@ -302,6 +305,10 @@ SENTENCES: dict[str, Callable[..., str]] = {
         + (f" with first stage {first} and last stage {last} (the middle stages must share the rest equally)"
            if first or last else "")),
     "vp-needs-pp": lambda vp: f"VP{vp} interleaves pipeline stages: it needs PP > 1",
+    "ep-overlap-not-allowed": lambda ep, pp, vp, recompute: (
+        f"EP all-to-all overlap (parallelism.ep_overlap) needs an MoE model with EP > 1, VP when PP > 1 and no full "
+        f"recompute (Megatron-Core's checks of --overlap-moe-expert-parallel-comm); here EP{ep} PP{pp} VP{vp}, "
+        f"recompute {recompute}"),
     "ep-needs-moe": lambda ep: f"EP{ep} splits routed experts; this model has none (expert parallelism is for MoE models)",
     # every GPU refused for a reason other than memory: the first of the reasons in sentence order
     "every-gpu-refused": lambda reasons: min(words(r) for r in reasons),
