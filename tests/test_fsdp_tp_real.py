@@ -101,3 +101,18 @@ def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path):
     by_dp = {r["dp_rank"]: r["loss"] for r in rows}
     assert all(r["loss"] == by_dp[r["dp_rank"]] for r in rows)  # a TP group computes one loss
     assert by_dp[0] != by_dp[1]  # the DP shards saw different sequences
+
+
+def test_the_consistency_check_catches_a_mesh_that_is_not_the_plans(tmp_path):
+    from compiler import training_consistency
+    from compiler.pipeline import render, resolve
+
+    plan_file = tmp_path / "plan.yaml"
+    plan_file.write_text(PLAN.format(framework="fsdp", script="train.py"))
+    plan = resolve(plan_file)
+    texts = {f.path: f.text for f in render(plan).files}
+    training_consistency.check(texts, plan)
+    settings = json.loads(texts["fsdp/fsdp_tp.json"])
+    texts["fsdp/fsdp_tp.json"] = json.dumps({**settings, "mesh_shape": [1, 4]})
+    with pytest.raises(AssertionError, match="mesh != plan"):
+        training_consistency.check(texts, plan)
