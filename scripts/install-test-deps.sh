@@ -135,6 +135,14 @@ if [ -f "$TOOLS/megatron-lm/.ok-$MEGATRON_LM_COMMIT" ]; then echo "   megatron-l
 fi
 done_step
 
+step "transformers (PyPI) in the torch venv: the Hugging Face Trainer for the hf-trainer launch kind"
+TRANSFORMERS=5.23.0
+if [ -f "$TOOLS/torch/.ok-transformers-$TRANSFORMERS" ]; then echo "   transformers: present"; else
+  quiet "$TOOLS/torch/bin/pip" install -q "transformers==$TRANSFORMERS"  # torch, accelerate, deepspeed already pinned there
+  touch "$TOOLS/torch/.ok-transformers-$TRANSFORMERS"
+fi
+done_step
+
 step "npm yaml-language-server 1.19.2 (editor completion and diagnostics against the plan schema)"
 if [ -f "$TOOLS/yamlls/.ok-v1" ]; then echo "   yamlls: present"; else
   rm -rf "$TOOLS/yamlls" && mkdir -p "$TOOLS/yamlls"

@@ -3,7 +3,8 @@ on CPU (gloo). Run by tests/test_fsdp_tp_real.py; checks against a single-proces
 FSDP_TP_STEP line per rank.
 
 Module names are Hugging Face Llama's (embed_tokens, layers.N.self_attn.q_proj ..., norm, lm_head), the names the
-generated TP plan addresses; the sequence length is this test's own (16: divisible by TP for sequence parallelism).
+generated TP plan addresses; with MLINFRA_TEST_MODEL=hf the model is transformers' own LlamaForCausalLM (a tiny
+config), the model a plan's checkpoint loads into.
 """
 
 import copy
@@ -87,8 +88,20 @@ class TinyLlama(nn.Module):
         return self.lm_head(self.norm(x))
 
 
+def tiny_model():
+    if os.environ.get("MLINFRA_TEST_MODEL") != "hf":
+        return TinyLlama()
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    return LlamaForCausalLM(LlamaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=FFN,
+                                        num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                        num_key_value_heads=KV_HEADS, max_position_embeddings=SEQ))
+
+
 def loss_of(model, ids):
-    return F.cross_entropy(model(ids[:, :-1]).float().flatten(0, 1), ids[:, 1:].flatten())
+    logits = model(ids[:, :-1])
+    logits = getattr(logits, "logits", logits)  # transformers returns a ModelOutput
+    return F.cross_entropy(logits.float().flatten(0, 1), ids[:, 1:].flatten())
 
 
 def main():
@@ -101,7 +114,7 @@ def main():
     dp, tp = settings["mesh_shape"]
     micro_batch = settings["micro_batch"]
     torch.manual_seed(0)
-    model = TinyLlama()
+    model = tiny_model()
     reference = copy.deepcopy(model)
     ids = torch.randint(0, VOCAB, (dp * micro_batch, SEQ + 1), generator=torch.Generator().manual_seed(1))
     shard = mesh["dp_shard"].get_local_rank()
@@ -134,7 +147,8 @@ def main():
            "mesh": [mesh.size(0), mesh.size(1)], "mesh_dims": list(mesh.mesh_dim_names),
            "loss": loss.item(), "reference_loss": ref_loss_mine, "sign_agreement": agree / total,
            "max_abs_diff": worst, "lr": LR, "placements": placements}
-    print("FSDP_TP_STEP " + json.dumps(row, sort_keys=True), flush=True)
+    # one write() of under PIPE_BUF bytes: the four ranks' lines cannot interleave on the shared pipe
+    os.write(1, ("FSDP_TP_STEP " + json.dumps(row, sort_keys=True) + "\n").encode())
     del model, optimizer, reference, ref_optimizer, loss
     gc.collect()
     dist.barrier()

@@ -14,6 +14,7 @@ import pytest
 
 from compiler.sizing.training import framework_gap, fsdp_tp_runs, resolve_framework
 from tests.test_target_torchrun import REPO, free_port, torch_env
+from tests.tools import realtools
 
 STEP = REPO / "tests" / "fsdp_tp_step.py"
 PLAN = """\
@@ -76,11 +77,22 @@ def test_tp_at_zero3_compiles_to_the_fsdp_tp_files(tmp_path, framework):
     assert "FSDP × TP mesh" in (out / "REPORT.md").read_text()
 
 
-def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path):
+def transformers_available() -> bool:
+    python = realtools.tool_python("torch")
+    return subprocess.run([str(python), "-c", "import transformers"], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("model", ["tiny", "hf"])
+def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model):
+    """`hf`: transformers' LlamaForCausalLM, the module the plan's checkpoint loads into (its attention takes
+    hidden_states by keyword and sizes heads from its input)."""
     env = torch_env()
+    if model == "hf":
+        realtools.require_tool("transformers", transformers_available(),
+                               "transformers not in the torch venv; run scripts/install-test-deps.sh")
     out = compile_plan(tmp_path)
-    done = subprocess.run(["bash", str(out / "launch" / "torchrun.sh"), f"127.0.0.1:{free_port()}"], env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(["bash", str(out / "launch" / "torchrun.sh"), f"127.0.0.1:{free_port()}"],
+                          env={**env, "MLINFRA_TEST_MODEL": model}, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("FSDP_TP_STEP ")]
     assert sorted(r["rank"] for r in rows) == [0, 1, 2, 3]
@@ -94,10 +106,11 @@ def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path):
         # way as the reference's full-batch gradient (a wrong shard or reduction gives about half)
         assert r["sign_agreement"] > 0.97, r
         assert r["max_abs_diff"] <= 2.5 * r["lr"], r
-        placements = r["placements"]
+        placements = {name.removeprefix("model."): p for name, p in r["placements"].items()}
         assert placements["layers.0.self_attn.q_proj.weight"][1] == "S(0)"  # colwise over tp
         assert placements["layers.0.self_attn.o_proj.weight"][1] == "S(1)"  # rowwise over tp
-        assert placements["layers.0.input_layernorm.weight"] == ["S(0)", "R"]  # sharded by FSDP, replicated over TP
+        assert placements["lm_head.weight"][1] == "S(0)"  # colwise, logits gathered
+        assert placements["layers.0.input_layernorm.weight"] == ["S(0)"]  # FSDP over dp_shard only: no TP style
     by_dp = {r["dp_rank"]: r["loss"] for r in rows}
     assert all(r["loss"] == by_dp[r["dp_rank"]] for r in rows)  # a TP group computes one loss
     assert by_dp[0] != by_dp[1]  # the DP shards saw different sequences

@@ -104,10 +104,17 @@ class Shape(NamedTuple):
     shard: int | None = None  # HSDP shard group; None: all of DP·CP
     ep_overlap: bool = False  # EP all-to-alls overlapped with another micro-batch's compute (train_layout)
     ep_dispatch: str = "bf16"  # the all-to-alls' dispatch dtype (train_layout.ep_all_to_all_bytes_per_layer)
+    sp: bool | None = None  # sequence parallelism with TP; None: the emitted framework's (`sequence_parallel`)
 
     @property
     def uneven(self) -> bool:
         return len(self.split) > 1 and not is_even(self.split)
+
+
+def sequence_parallel(shape: Shape, framework: str) -> bool:
+    """Sequence parallelism with TP: Megatron-LM's arguments ask for it (--sequence-parallel); the FSDP2 × TP path
+    applies transformers' Llama TP plan, which has none (compiler/deployment/fsdp_tp.py); a shape may state it."""
+    return shape.tp > 1 and (shape.sp if shape.sp is not None else framework != "fsdp")
 
 
 @dataclass(frozen=True)
@@ -478,7 +485,7 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, ze
     step = step_time(req.arch, req.params, gpu, precision=req.precision, seq_len=req.seq_len, micro_batch=mb,
                      grad_accum=grad_accum, tp=tp, pp=pp, dp=dp, zero_stage=zero,
                      recompute=recompute, flash_attention=req.flash_attention,
-                     attention_kernel=req.attention_kernel, sequence_parallel=tp > 1,
+                     attention_kernel=req.attention_kernel, sequence_parallel=sequence_parallel(shape, framework[0]),
                      state_bytes_on_gpu=(mem.model_states - mem.gathered if req.method == "full"
                                          else mem.gradients + mem.optimizer),
                      offloaded_bytes=mem.cpu_offload_bytes, trainable_params_per_gpu=trainable_per_gpu / max(1, dp),
@@ -517,7 +524,8 @@ def _candidate(ctx: _Context, f: _Fit) -> TrainCandidate:
     return TrainCandidate(
         gpu_id=gpu.id, gpus=gpus, nodes=f.nodes, gpus_per_node=min(f.per_node, gpus), tp=f.tp, pp=f.pp, dp=dp,
         zero_stage=zero, micro_batch=f.mb, grad_accum=f.grad_accum, recompute=f.recompute, offload_optimizer=f.offload,
-        offload_params=f.offload and zero == 3, sequence_parallel=f.tp > 1, framework=f.framework[0],
+        offload_params=f.offload and zero == 3, sequence_parallel=sequence_parallel(f.shape, f.framework[0]),
+        framework=f.framework[0],
         framework_reason=f.framework[1], memory=f.mem, usable_memory_bytes=f.usable, step=step,
         flops_per_token_model=ctx.flops_model, flops_per_token_hardware=hardware, flops_total=ctx.flops_model * req.tokens,
         mfu=mfu, hfu=hfu, tokens_per_second=f.tokens_per_second, steps=f.steps, wall_seconds=f.wall_seconds,
@@ -589,7 +597,7 @@ def _memory_per_gpu(req: TrainRequest, shape: Shape, dp: int, zero: int, offload
                           lora_rank=req.lora_rank, lora_targets=req.lora_targets, tp=shape.tp, pp=shape.pp, dp=dp,
                           zero_stage=zero, zero_shard_ranks=shape.shard, offload_optimizer=offload,
                           offload_params=offload and zero == 3, seq_len=req.seq_len, micro_batch=mb,
-                          microbatches=microbatches, recompute=recompute, sequence_parallel=shape.tp > 1,
+                          microbatches=microbatches, recompute=recompute, sequence_parallel=sequence_parallel(shape, framework),
                           flash_attention=req.flash_attention, framework=framework, options=req.memory, cp=shape.cp,
                           ep=shape.ep, vp=shape.vp, split=shape.split or None)
 
