@@ -135,8 +135,8 @@ def main():
     agree = total = 0
     worst = 0.0
     placements = {}
-    for (name, p), (ref_name, r) in zip(model.named_parameters(), reference.named_parameters()):
-        assert name == ref_name, (name, ref_name)
+    for (wrapped, p), (name, r) in zip(model.named_parameters(), reference.named_parameters()):
+        assert wrapped.replace("._checkpoint_wrapped_module", "") == name, (wrapped, name)
         full = p.full_tensor().detach()
         delta, ref_delta = full - before[name], r.detach() - before[name]
         agree += int((torch.sign(delta) == torch.sign(ref_delta)).sum())
@@ -146,7 +146,8 @@ def main():
     row = {"rank": dist.get_rank(), "dp_rank": shard, "tp_rank": mesh["tp"].get_local_rank(),
            "mesh": [mesh.size(0), mesh.size(1)], "mesh_dims": list(mesh.mesh_dim_names),
            "loss": loss.item(), "reference_loss": ref_loss_mine, "sign_agreement": agree / total,
-           "max_abs_diff": worst, "lr": LR, "placements": placements}
+           "max_abs_diff": worst, "lr": LR, "placements": placements,
+           "checkpointed": sum(n.endswith("._checkpoint_wrapped_module") for n, _ in model.named_modules())}
     # one write() of under PIPE_BUF bytes: the four ranks' lines cannot interleave on the shared pipe
     os.write(1, ("FSDP_TP_STEP " + json.dumps(row, sort_keys=True) + "\n").encode())
     del model, optimizer, reference, ref_optimizer, loss

@@ -35,13 +35,13 @@ cluster:
   interconnect: ib-400g
   storage: lustre
   max_gpus: 4
-parallelism: {{tp: 2, zero_stage: 3}}
+parallelism: {{tp: 2, zero_stage: 3{extra}}}
 """
 
 
-def compile_plan(tmp_path: Path, framework: str = "fsdp") -> Path:
+def compile_plan(tmp_path: Path, framework: str = "fsdp", extra: str = "") -> Path:
     plan = tmp_path / "plan.yaml"
-    plan.write_text(PLAN.format(framework=framework, script=json.dumps(str(STEP))))
+    plan.write_text(PLAN.format(framework=framework, script=json.dumps(str(STEP)), extra=extra))
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, "-m", "compiler", str(plan), "-o", str(out)], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
@@ -82,15 +82,18 @@ def transformers_available() -> bool:
     return subprocess.run([str(python), "-c", "import transformers"], capture_output=True).returncode == 0
 
 
-@pytest.mark.parametrize("model", ["tiny", "hf"])
-def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model):
+@pytest.mark.parametrize("model, recompute", [("tiny", "none"), ("hf", "none"), ("tiny", "full")])
+def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model, recompute):
     """`hf`: transformers' LlamaForCausalLM, the module the plan's checkpoint loads into (its attention takes
-    hidden_states by keyword and sizes heads from its input)."""
+    hidden_states by keyword and sizes heads from its input). recompute full: the plan decides activation
+    checkpointing, and fsdp_tp.py wraps every block."""
     env = torch_env()
     if model == "hf":
         realtools.require_tool("transformers", transformers_available(),
                                "transformers not in the torch venv; run scripts/install-test-deps.sh")
-    out = compile_plan(tmp_path)
+    out = compile_plan(tmp_path, extra=f", recompute: {recompute}")
+    settings = json.loads((out / "fsdp" / "fsdp_tp.json").read_text())
+    assert settings["activation_checkpoint"] == recompute
     done = subprocess.run(["bash", str(out / "launch" / "torchrun.sh"), f"127.0.0.1:{free_port()}"],
                           env={**env, "MLINFRA_TEST_MODEL": model}, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -98,6 +101,7 @@ def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model):
     assert sorted(r["rank"] for r in rows) == [0, 1, 2, 3]
     for r in rows:
         assert r["mesh"] == [2, 2] and r["mesh_dims"] == ["dp_shard", "tp"]
+        assert r["checkpointed"] == (2 if recompute == "full" else 0)  # both blocks wrapped
         # TP innermost: ranks 0,1 are one TP group (dp_shard 0), ranks 2,3 the other
         assert (r["dp_rank"], r["tp_rank"]) == divmod(r["rank"], 2)
         # bf16 forward against the fp32 reference on the same sequences
@@ -106,7 +110,8 @@ def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model):
         # way as the reference's full-batch gradient (a wrong shard or reduction gives about half)
         assert r["sign_agreement"] > 0.97, r
         assert r["max_abs_diff"] <= 2.5 * r["lr"], r
-        placements = {name.removeprefix("model."): p for name, p in r["placements"].items()}
+        placements = {name.removeprefix("model.").replace("._checkpoint_wrapped_module", ""): p
+                      for name, p in r["placements"].items()}
         assert placements["layers.0.self_attn.q_proj.weight"][1] == "S(0)"  # colwise over tp
         assert placements["layers.0.self_attn.o_proj.weight"][1] == "S(1)"  # rowwise over tp
         assert placements["lm_head.weight"][1] == "S(0)"  # colwise, logits gathered
@@ -121,7 +126,7 @@ def test_the_consistency_check_catches_a_mesh_that_is_not_the_plans(tmp_path):
     from compiler.pipeline import render, resolve
 
     plan_file = tmp_path / "plan.yaml"
-    plan_file.write_text(PLAN.format(framework="fsdp", script="train.py"))
+    plan_file.write_text(PLAN.format(framework="fsdp", script="train.py", extra=""))
     plan = resolve(plan_file)
     texts = {f.path: f.text for f in render(plan).files}
     training_consistency.check(texts, plan)
