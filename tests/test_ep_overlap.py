@@ -75,6 +75,7 @@ def test_a_pinned_overlap_the_layout_cannot_take_is_refused(tmp_path):
         mixtral(tmp_path, ", ep_overlap: true, pp: 2, vp: 1")
 
 
+@pytest.mark.realtool
 def test_megatron_core_accepts_the_overlap_and_refuses_it_without_vp(tmp_path):
     plan = mixtral(tmp_path)
     out = write_tree({f.path: f for f in render(plan).files}, tmp_path / "out")

@@ -82,6 +82,8 @@ def transformers_available() -> bool:
     return subprocess.run([str(python), "-c", "import transformers"], capture_output=True).returncode == 0
 
 
+@pytest.mark.realtool
+@pytest.mark.slow
 @pytest.mark.parametrize("model, recompute", [("tiny", "none"), ("hf", "none"), ("tiny", "full")])
 def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model, recompute):
     """`hf`: transformers' LlamaForCausalLM, the module the plan's checkpoint loads into (its attention takes
