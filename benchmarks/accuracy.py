@@ -167,6 +167,7 @@ def training_cases() -> list[Case]:
                 global_batch_sequences=batch, gpu_ids=(gpu_id,), precision=precision, gpu_count=count,
                 gpus_per_node=8, max_gpus=count, interconnect=FABRICS.interconnects["ib-200g" if "A100" in row["gpu_type"] else "ib-400g"],
                 storage=FABRICS.storage["lustre"], pins=_pins(row, family), optimize="time", flash_attention=family != "megatron-2021",
+                framework="megatron" if family.startswith("megatron") else "auto",  # the runs' own framework
                 attention_kernel="triton-flash" if family == "llm-foundry" else "flash2")
             result = search_training(request, gpus)
             gpu = gpus[gpu_id]
@@ -380,7 +381,7 @@ def _price_layout(r: dict, cp: int, vp: int, ep: int, split: tuple[int, ...] | N
     from compiler.sizing.train_memory import usable_memory_bytes
     from compiler.sizing.training import Shape, evaluate_layout
 
-    shape = Shape(r["tp"], cp, r["pp"], ep, vp, split)
+    shape = Shape(r["tp"], cp, r["pp"], ep, vp, split, sp=r["tp"] > 1)  # NeMo and torchtitan both run SP with TP
     dp = r["gpus"] // (r["tp"] * cp * r["pp"])
     request = TrainRequest(
         arch=r["arch"], params=count_params(r["arch"]), tokens=TOKENS, seq_len=r["seq"], global_batch_sequences=r["batch"],
@@ -431,6 +432,67 @@ def layout_family_stats(cases: list[LayoutCase]) -> dict[str, tuple[int, float, 
         stats[family] = (len(errors), statistics.median(errors), max(errors),
                          statistics.median(before) if before else None)
     return stats
+
+
+# DeepSeek-V3 pre-training (DeepSeek-V3 technical report, arXiv:2412.19437): 14.8T tokens (§4.2), 2.664M H800 GPU-hours
+# (Table 1), on 2048 H800 (§3.1) as PP16, EP64 over 8 nodes, ZeRO-1 DP and no TP (§3.2), FP8 (§3.3), sequences of
+# 4096 (§4.2) in batches that rise from 3072 to 15360 over the first 469B tokens and then stay at 15360 (15360 here).
+# The H800 is the H100 SXM with NVLink at 400 GB/s (NVIDIA H800 product brief); its EP all-to-alls cross nodes, at
+# the NIC rate, either way.
+DEEPSEEK_V3_TOKENS = 14.8e12
+DEEPSEEK_V3_GPU_HOURS = 2.664e6
+DEEPSEEK_V3_LAYOUT = {"gpus": 2048, "tp": 1, "pp": 16, "ep": 64, "zero": 1, "batch": 15360, "seq": 4096}
+H800_NVLINK_BYTES_PER_SECOND = 200e9  # 400 GB/s both directions
+
+
+@dataclass(frozen=True)
+class MoeRunCase:
+    name: str
+    published_gpu_hours: float
+    options: str  # the EP options priced
+    predicted_gpu_hours: float
+    step_seconds: float
+    ep_comm_seconds: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted_gpu_hours / self.published_gpu_hours - 1
+
+
+def moe_run_cases() -> list[MoeRunCase]:
+    """DeepSeek-V3's published run at its layout, priced with the EP all-to-alls as Megatron's default dispatcher runs
+    them (exposed, BF16), overlapped (DualPipe §3.2.1), and overlapped with FP8 dispatch (§3.3.3) as the report ran."""
+    from compiler.catalog.loader import load_models
+    from compiler.sizing.train_layout import pipeline_split
+    from compiler.sizing.train_memory import usable_memory_bytes
+    from compiler.sizing.training import Shape, evaluate_layout
+
+    arch, lay = load_models()["deepseek-v3"].architecture, DEEPSEEK_V3_LAYOUT
+    h800 = load_gpus()["h100-sxm-80gb"].model_copy(update={
+        "id": "h800-sxm-80gb", "intra_node_bandwidth_bytes_per_second": H800_NVLINK_BYTES_PER_SECOND})
+    request = TrainRequest(
+        arch=arch, params=count_params(arch), tokens=DEEPSEEK_V3_TOKENS, seq_len=lay["seq"],
+        global_batch_sequences=lay["batch"], gpu_ids=(h800.id,), precision="fp8", gpu_count=lay["gpus"],
+        gpus_per_node=8, max_gpus=lay["gpus"], interconnect=FABRICS.interconnects["ib-400g"],
+        storage=FABRICS.storage["lustre"], optimize="time")
+    split = pipeline_split(arch.layers, lay["pp"])
+    cases = []
+    for overlap, dispatch, label in ((False, "bf16", "exposed, BF16 (before)"), (True, "bf16", "overlapped"),
+                                     (True, "fp8", "overlapped, FP8 dispatch (as published)")):
+        shape = Shape(lay["tp"], 1, lay["pp"], lay["ep"], 1, split, None, overlap, dispatch)
+        for recompute in ("none", "selective", "full"):
+            c = evaluate_layout(request, h800, shape, lay["zero"], 1, recompute, "megatron")
+            if c.memory.total <= usable_memory_bytes(h800.memory_bytes):
+                break
+        cases.append(MoeRunCase(f"DeepSeek-V3 × {lay['gpus']} H800", DEEPSEEK_V3_GPU_HOURS, f"{label}, {recompute}",
+                                c.gpu_hours, c.step.total, c.step.ep_comm))
+    return cases
+
+
+def print_moe_runs() -> None:
+    for c in moe_run_cases():
+        print(f"{c.name}: published {c.published_gpu_hours / 1e6:.3f}M GPU-h, predicted {c.predicted_gpu_hours / 1e6:.2f}M "
+              f"({c.error:+.0%}); step {c.step_seconds:.1f} s, EP all-to-all {c.ep_comm_seconds:.1f} s; EP {c.options}")
 
 
 def print_layouts() -> None:
@@ -633,6 +695,7 @@ def main() -> None:
         return
     if "--layouts" in sys.argv[1:]:
         print_layouts()
+        print_moe_runs()
         return
     if "--whole-runs" in sys.argv[1:]:
         print_whole_runs()

@@ -59,6 +59,7 @@ class Parallelism(Section):
     cp: int = Field(1, description="context-parallel degree: GPUs that split each sequence (ring attention)")
     ep: int = Field(1, description="expert-parallel degree (MoE): GPUs of the data-parallel group the routed experts are split over")
     vp: int = Field(1, description="virtual pipeline stages (model chunks) per pipeline GPU; > 1 is interleaved 1F1B")
+    ep_overlap: bool = Field(False, description="EP all-to-alls overlapped with another micro-batch's compute (DeepSeek-V3 DualPipe; Megatron-Core --overlap-moe-expert-parallel-comm); chosen where Megatron-Core allows it: EP > 1, VP when PP > 1, no full recompute")
     pp_stage_layers: list[int] = Field(default_factory=list, description="transformer layers on each pipeline stage, first to last")
     shard_group_gpus: int | None = Field(None, description="HSDP: GPUs a ZeRO-3 shard group spans (replicated across groups); None: all data-parallel GPUs")
 

@@ -408,6 +408,7 @@ class ParallelismSpec(Spec):
     pp_first_stage_layers: int | None = Field(None, ge=1, le=100_000, description="pin the layers on the first pipeline stage (uneven PP; Megatron --decoder-first-pipeline-num-layers)")
     pp_last_stage_layers: int | None = Field(None, ge=1, le=100_000, description="pin the layers on the last pipeline stage (uneven PP; Megatron --decoder-last-pipeline-num-layers)")
     pp_stage_layers: list[Annotated[int, Field(ge=1, le=100_000)]] | None = Field(None, min_length=1, max_length=1024, description="pin the layers of every pipeline stage, first to last (sums to the model's layers)")
+    ep_overlap: bool | None = Field(None, description="overlap the MoE all-to-alls (dispatch, combine) of one micro-batch with another's compute (DeepSeek-V3 DualPipe; Megatron-Core --overlap-moe-expert-parallel-comm); default: on where Megatron-Core allows it (EP > 1, VP when PP > 1, no full recompute); false turns it off")
     shard_group_gpus: int | None = Field(None, ge=1, le=1_000_000, description="HSDP: ZeRO-3/FSDP shards over groups of this many GPUs and replicates across groups (FSDP HYBRID_SHARD); default: all data-parallel GPUs")
 
     @model_validator(mode="after")

@@ -1,6 +1,6 @@
 """Training outputs agree with each other and with the plan: nodes, GPUs per node, world size, batch sizes
-and precision, as written in the sbatch, torchrun.sh, ds_config.json, the accelerate config and the
-Megatron arguments. `check` raises AssertionError on the first disagreement (a target bug, never a user error).
+and precision, as written in the sbatch, torchrun.sh, ds_config.json, the accelerate config, the
+Megatron arguments and the FSDP × TP mesh. `check` raises AssertionError on the first disagreement (a target bug, never a user error).
 """
 
 from __future__ import annotations
@@ -100,12 +100,20 @@ def _check_megatron(text: str, plan: ResolvedPlan) -> None:
     _expect(("--fp16" in words) == (plan.deployment.launcher.precision == "fp16"), "Megatron --fp16 != plan precision")
 
 
+def _check_fsdp_tp(text: str, plan: ResolvedPlan) -> None:
+    cfg, par, hw = json.loads(text), plan.parallelism, plan.hardware
+    _expect(cfg["mesh_shape"] == [par.dp, par.tp], "fsdp_tp.json mesh != plan [DP, TP]")
+    _expect(cfg["world_size"] == hw.nodes * hw.gpus_per_node, "fsdp_tp.json world size != nodes × GPUs per node")
+    _expect((cfg["micro_batch"], cfg["grad_accum"]) == (par.micro_batch, par.grad_accum), "fsdp_tp.json batch != plan")
+
+
 _CHECKS = {  # the file (a field of deployment.files) -> its check
     "sbatch": _check_sbatch,
     "launcher": _check_launcher,
     "ds_config": _check_ds_config,
     "accelerate_config": _check_accelerate,
     "megatron_args": _check_megatron,
+    "fsdp_tp_config": _check_fsdp_tp,
 }
 
 

@@ -218,12 +218,18 @@ def test_hsdp_shard_group_reaches_the_accelerate_config(tmp_path):
     assert plan.memory_per_gpu_bytes.weights > 2 * params.total / 8 * 0.99
 
 
-def test_fsdp_with_tensor_parallelism_names_the_missing_path():
+def test_fsdp_with_tensor_parallelism_runs_as_fsdp2_tp_at_zero3():
+    result = search_training(request(gpu_count=16, framework="fsdp", pins=TrainPins(tp=2)), GPUS)
+    chosen = result.chosen
+    assert (chosen.framework, chosen.tp, chosen.dp, chosen.zero_stage) == ("fsdp", 2, 8, 3)
+
+
+def test_fsdp_with_pipeline_parallelism_names_the_missing_path():
     from compiler.passes.wording import words
 
-    result = search_training(request(gpu_count=16, framework="fsdp", pins=TrainPins(tp=2)), GPUS)
+    result = search_training(request(gpu_count=16, framework="fsdp", pins=TrainPins(tp=2, pp=2)), GPUS)
     assert result.chosen is None
-    assert "framework fsdp has no tensor, pipeline, context or expert parallelism" in words(result.infeasible_reason)
+    assert "framework fsdp runs model parallelism only as FSDP2 × TP" in words(result.infeasible_reason)
 
 
 def test_stage_layers_given_two_ways_are_refused():

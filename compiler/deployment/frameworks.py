@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from ..resolved import ResolvedPlan
 from ..sizing.train_layout import megatron_split
-from .model import Checkpoint, FrameworkArg, Frameworks
+from ..spec import PlanSpec
+from .fsdp_tp import settings as fsdp_tp_settings, uses_fsdp_tp
+from .fsdp_tp import describe as describe_fsdp_tp
+from .model import Checkpoint, DeploymentDecision, FrameworkArg, Frameworks
 
 # Clip the global gradient norm at 1.0: GPT-3 (Brown et al. 2020, appendix B) and Llama 3
 # (Dubey et al. 2024, section 3.4) both train with this value.
@@ -263,7 +266,9 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
 def layout_args(plan: ResolvedPlan) -> list[tuple[str, str | None]]:
     """Context, expert, uneven and interleaved pipeline layouts as Megatron-LM states them (names checked against
     megatron/training/arguments.py and ModelParallelConfig @d98e8a6): --context-parallel-size,
-    --expert-model-parallel-size (experts' TP left at its default, the TP size); an uneven split as
+    --expert-model-parallel-size (experts' TP left at its default, the TP size) with the alltoall token dispatcher and,
+    when the sizing overlaps the all-to-alls, --overlap-moe-expert-parallel-comm (TransformerConfig field
+    overlap_moe_expert_parallel_comm: needs EP > 1, VP with PP, no full recompute); an uneven split as
     --decoder-first/last-pipeline-num-layers, or, interleaved with first and last one layer lighter, as the
     embedding and loss each counted as a layer (--account-for-embedding-in-pipeline-split,
     --account-for-loss-in-pipeline-split); interleaving as --num-layers-per-virtual-pipeline-stage on even splits and
@@ -272,8 +277,10 @@ def layout_args(plan: ResolvedPlan) -> list[tuple[str, str | None]]:
     args: list[tuple[str, str | None]] = []
     if par.cp > 1:
         args.append(("--context-parallel-size", str(par.cp)))
-    if par.ep > 1:
-        args.append(("--expert-model-parallel-size", str(par.ep)))
+    if par.ep > 1:  # the all-to-all dispatcher the sizing times (Megatron-Core's default is allgather)
+        args += [("--expert-model-parallel-size", str(par.ep)), ("--moe-token-dispatcher-type", "alltoall")]
+    if par.ep_overlap:
+        args.append(("--overlap-moe-expert-parallel-comm", None))
     split, vp = tuple(par.pp_stage_layers), max(1, par.vp)
     if par.pp <= 1 or not split:
         return args
@@ -292,16 +299,27 @@ def layout_args(plan: ResolvedPlan) -> list[tuple[str, str | None]]:
 
 
 def uses_megatron(plan: ResolvedPlan) -> bool:
-    """Megatron arguments are emitted when TP or PP > 1, or the framework is megatron (transformers only)."""
+    """Megatron arguments are emitted when TP or PP > 1 (unless FSDP2 × TP runs the TP), or the framework is megatron
+    (transformers only)."""
     par = plan.parallelism
     transformer = plan.model is not None and plan.model.architecture.layers > 0
-    return transformer and (par.tp > 1 or par.pp > 1 or par.framework == "megatron")
+    return transformer and ((par.tp > 1 or par.pp > 1) and par.framework != "fsdp" or par.framework == "megatron")
 
 
-def frameworks(plan: ResolvedPlan, checkpoint: Checkpoint) -> Frameworks:
-    framework = plan.parallelism.framework
+def frameworks(plan: ResolvedPlan, checkpoint: Checkpoint, spec: PlanSpec) -> Frameworks:
+    framework, tensor_parallel = plan.parallelism.framework, uses_fsdp_tp(plan)
     return Frameworks(
         deepspeed_config=ds_config(plan) if framework == "deepspeed" else None,
-        accelerate_config=accelerate_config(plan) if framework == "fsdp" else None,
+        accelerate_config=accelerate_config(plan) if framework == "fsdp" and not tensor_parallel else None,
+        fsdp_tp=fsdp_tp_settings(plan, spec) if tensor_parallel else None,
         megatron_args=[FrameworkArg(flag=f, value=v) for f, v in megatron_args(plan, checkpoint)] if uses_megatron(plan) else None,
     )
+
+
+def decisions(files: Frameworks) -> list[DeploymentDecision]:
+    """The FSDP2 × TP mesh, when the layout runs on it (the other frameworks' files speak for themselves)."""
+    if files.fsdp_tp is None:
+        return []
+    return [DeploymentDecision(topic="FSDP × TP mesh", choice=describe_fsdp_tp(files.fsdp_tp),
+                               reason="TP at ZeRO-3: torchtitan's FSDP2 × TP composition, TP innermost so its ranks share "
+                                      "a node; fsdp/fsdp_tp.py applies fsdp/fsdp_tp.json")]

@@ -12,6 +12,7 @@ from ..diagnostics import FieldRefused, InfeasiblePlan
 from ..resolved import ResolvedPlan
 from ..spec import PlanSpec
 from .frameworks import GRADIENT_CLIP_NORM, uses_megatron
+from .fsdp_tp import uses_fsdp_tp
 from .model import Checkpoint, Directive, DeploymentDecision, EnvVar, Files, KubernetesTraining, Launcher, Lora, Slurm
 
 # torchrun's default rendezvous port (torch.distributed.run: --master-port default 29500).
@@ -202,15 +203,18 @@ def launch_kind(plan: ResolvedPlan, spec: PlanSpec) -> str:
     """The launch contract; a given kind that cannot start what was sized is refused at train.entrypoint.kind (or at the
     script for megatron), exit 2, with the kinds that can."""
     framework, given = plan.parallelism.framework, spec.train.entrypoint.kind
+    tensor_parallel = uses_fsdp_tp(plan)  # FSDP2 × TP: the script applies fsdp/fsdp_tp.py; Accelerate's FSDP1 config has no TP
     if given == "auto":
-        return AUTO_KIND.get(framework, "torchrun")
-    fits = uses_megatron(plan) if given == "megatron" else framework in LAUNCH_KINDS[given][0]
+        return "torchrun" if tensor_parallel else AUTO_KIND.get(framework, "torchrun")
+    allowed = LAUNCH_KINDS[given][0] - ({"fsdp"} if tensor_parallel and given == "accelerate" else set())
+    fits = uses_megatron(plan) if given == "megatron" else framework in allowed
     if not fits:
         sized = f"train.framework {framework}" if spec.train.framework != "auto" else f"the {framework} layout the sizing chose (train.framework auto)"
-        can = sorted(k for k, (frameworks, _) in LAUNCH_KINDS.items() if framework in frameworks and k != "megatron")
+        sized += " with tensor parallelism (FSDP2 × TP: fsdp/fsdp_tp.py under torchrun)" if tensor_parallel else ""
+        can = ["torchrun"] if tensor_parallel else sorted(k for k, (frameworks, _) in LAUNCH_KINDS.items() if framework in frameworks and k != "megatron")
         raise FieldRefused(("train", "entrypoint", "kind"),
                            f"kind {given} cannot launch {sized}: {given} launches "
-                           + (" or ".join(sorted(LAUNCH_KINDS[given][0])) if given != "megatron" else "Megatron-LM layouts (megatron/args.sh)")
+                           + (" or ".join(sorted(allowed)) if given != "megatron" else "Megatron-LM layouts (megatron/args.sh)")
                            + f"; use kind {' or '.join(can)} (or auto), or set train.framework to one that {given} launches",
                            "launch-kind-mismatch")
     if given == "megatron" and not MEGATRON_ENTRY.search(spec.train.entrypoint.script):
@@ -226,6 +230,8 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
     entry, hw, framework = spec.train.entrypoint, plan.hardware, plan.parallelism.framework
     kind = launch_kind(plan, spec)
     config = {"deepspeed": files.ds_config, "fsdp": files.accelerate_config}.get(framework, "")
+    if uses_fsdp_tp(plan):
+        config = files.fsdp_tp_config
     elastic = spec.cluster.pricing == "spot"
     # accelerate launch has no node range: it sets torchrun's --nnodes to --num_machines (accelerate 1.15,
     # utils/launch.py prepare_multi_gpu_env), so an accelerate job restarts at its full size
@@ -241,7 +247,8 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
         program="accelerate" if kind == "accelerate" else "torchrun", kind=kind,
         config_flag=LAUNCH_KINDS[kind][1].get(framework, ""), megatron_args=kind == "megatron",
         framework_args=framework_args(plan, kind, checkpoint(plan, spec)),
-        reads=[p for p in (config, files.megatron_args if kind == "megatron" else "") if p],
+        reads=[p for p in (config, files.megatron_args if kind == "megatron" else "",
+                           files.fsdp_tp_script if uses_fsdp_tp(plan) else "") if p],
         checkpoint_signal="TERM" if kind == "megatron" else "USR1",
         script=entry.script, python_script=entry.script.endswith(".py"), args=list(entry.args),
         nodes=hw.nodes, nnodes=f"{minimum}:{maximum}" if node_range else str(maximum), min_nodes=minimum,

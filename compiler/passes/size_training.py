@@ -92,7 +92,7 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
               "ep": pins.ep, "vp": pins.vp, "pp_first_stage_layers": pins.pp_first_stage_layers,
               "pp_last_stage_layers": pins.pp_last_stage_layers,
               "pp_stage_layers": tuple(pins.pp_stage_layers) if pins.pp_stage_layers else None,
-              "shard_group": pins.shard_group_gpus},
+              "shard_group": pins.shard_group_gpus, "ep_overlap": pins.ep_overlap},
         optimize="cost" if spec.optimize == "cost" else "time", mtbf_gpu_hours=train.mtbf_gpu_hours,
         flash_attention=train.flash_attention, bytes_per_token=train.bytes_per_token,
         gate_factor=gate_factor(catalog, spec.workload, train.gate_quantile), gate_quantile=train.gate_quantile.upper(),
@@ -128,6 +128,7 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         global_batch=c.micro_batch * c.grad_accum * c.dp, recompute=c.recompute, sequence_parallel=c.sequence_parallel,
         offload_optimizer=c.offload_optimizer, offload_params=c.offload_params, framework=c.framework,
         cp=c.cp, ep=c.ep, vp=c.vp, pp_stage_layers=list(c.pp_stage_layers), shard_group_gpus=c.shard_group,
+        ep_overlap=c.ep_overlap,
     )
     memory = MemoryPerGpu(weights=m.weights, gradients=m.gradients, optimizer=m.optimizer, activations=m.activations,
                           other=m.other, total=m.total, usable=c.usable_memory_bytes, cpu_offload=m.cpu_offload_bytes,

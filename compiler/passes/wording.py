@@ -96,10 +96,13 @@ def _no_fit_memory(closest: Any) -> str:
 _GAPS = {
     "adapters-model-parallel": lambda framework, detail, vp: (
         f"{detail} with TP/PP/CP/EP: no framework path — the Megatron-LM arguments emitted train full weights only, "
-        f"and the DeepSpeed/FSDP configs have no tensor or pipeline parallelism"),
+        f"the DeepSpeed configs have no tensor or pipeline parallelism and FSDP2 × TP trains full weights only"),
     "model-parallel": lambda framework, detail, vp: (
         f"framework {framework} has no tensor, pipeline, context or expert parallelism in the configs emitted "
         f"(Megatron-LM has)"),
+    "fsdp-model-parallel": lambda framework, detail, vp: (
+        "framework fsdp runs model parallelism only as FSDP2 × TP (fsdp/fsdp_tp.py: TP at ZeRO-3, no offload, full "
+        "weights, no PP, CP, EP, VP or HSDP group); Megatron-LM has the rest"),
     "megatron-zero": lambda framework, detail, vp: (
         f"{detail} with model parallelism: no framework path — Megatron-LM shards only optimizer states (ZeRO-1, "
         f"its distributed optimizer) and does not offload"),
@@ -156,6 +159,9 @@ def _layout_words(c: TrainCandidate) -> str:
     """CP, EP, VP, an uneven split and an HSDP shard group, only where the layout uses them."""
     parts = [f"CP={c.cp}"] if c.cp > 1 else []
     parts += [f"EP={c.ep}"] if c.ep > 1 else []
+    parts += [f"(all-to-alls overlapped with another micro-batch's compute: DeepSeek-V3 DualPipe §3.2.1, "
+              f"Megatron-Core --overlap-moe-expert-parallel-comm)"] if c.ep_overlap else []
+    parts += ["FP8 dispatch (DeepSeek-V3 §3.3.3)"] if c.ep_dispatch == "fp8" else []
     parts += [f"VP={c.vp} (interleaved 1F1B)"] if c.vp > 1 else []
     split = c.pp_stage_layers
     if len(split) > 1 and len(set(split)) > 1:
@@ -345,6 +351,10 @@ SENTENCES: dict[str, Callable[..., str]] = {
         + (f" with first stage {first} and last stage {last} (the middle stages must share the rest equally)"
            if first or last else "")),
     "vp-needs-pp": lambda vp: f"VP{vp} interleaves pipeline stages: it needs PP > 1",
+    "ep-overlap-not-allowed": lambda ep, pp, vp, recompute: (
+        f"EP all-to-all overlap (parallelism.ep_overlap) needs an MoE model with EP > 1, VP when PP > 1 and no full "
+        f"recompute (Megatron-Core's checks of --overlap-moe-expert-parallel-comm); here EP{ep} PP{pp} VP{vp}, "
+        f"recompute {recompute}"),
     "ep-needs-moe": lambda ep: f"EP{ep} splits routed experts; this model has none (expert parallelism is for MoE models)",
     # every GPU refused for a reason other than memory: the first of the reasons in sentence order
     "every-gpu-refused": lambda reasons: min(words(r) for r in reasons),
@@ -366,6 +376,9 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "deepspeed-for-offload": lambda: "CPU offload of the optimizer (ZeRO-Offload) is DeepSpeed's",
     "ddp-unsharded": lambda: "the model states fit unsharded: plain DDP has the least overhead",
     "fsdp-full-shard": lambda: "full sharding (ZeRO-3) is native in PyTorch FSDP (FULL_SHARD)",
+    "fsdp2-tensor-parallel": lambda tp: (
+        f"TP{tp} with full sharding (ZeRO-3): FSDP2 × TP on a 2-D DeviceMesh [dp_shard, tp] (torchtitan's "
+        f"composition); Megatron-LM shards only optimizer states"),
     "fsdp-hybrid-shard": lambda shard: (
         f"ZeRO-3 inside a shard group of {shard} GPUs, replicated across groups: FSDP HYBRID_SHARD"),
     "deepspeed-zero": lambda zero: f"ZeRO-{zero} sharding of the optimizer{' and gradients' if zero == 2 else ''} (DeepSpeed)",

@@ -31,7 +31,19 @@ functions of the shape; train_memory and train_time call them, the search enumer
   parallel ranks. Every MoE layer dispatches each token's hidden state to its top-k experts and combines the
   results: an all-to-all of tokens·k·h 16-bit values, of which (ep−1)/ep leave the GPU, forward (dispatch +
   combine) and again in the backward: 4 all-to-alls per MoE layer per micro-batch (6 with full recompute).
-  Megatron's default dispatcher does not overlap them with compute (DeepSeek's DualPipe does; not modelled).
+  FP8 dispatch (DeepSeek-V3 report §3.3.3, "Low-Precision Communication"): the activations before the MoE
+  up-projections are dispatched in FP8 and so are the activation gradients before the down-projections (the
+  backward of the combine), each 128-value tile with a 32-bit scale (§3.3.2, 1×128 tiles); the combine and the
+  dispatch's backward stay BF16: 2 of the 4 all-to-alls at 1 + 4/128 bytes per value.
+* EP all-to-all overlap (DeepSeek-V3 report §3.2.1, DualPipe: each forward chunk of one micro-batch runs beside a
+  backward chunk of another, so "both all-to-all and PP communication can be fully hidden"; Megatron-Core's
+  --overlap-moe-expert-parallel-comm does the same in the 1F1B phase, transformer_config.py:
+  "Overlap EP A2A communications with independent computations of different micro-batches in 1f1b phase"). A
+  micro-batch whose all-to-alls C run beside another's compute P costs max(C, P + s·C) instead of P + C: while the
+  all-to-alls run, their kernels hold a share s of the SMs (§3.2.2: 20 of the H800's 132), so the compute progresses
+  at 1 − s; never slower than without overlap. The warm-up and cool-down
+  micro-batches of each stage have no partner: min(m, p) of the m micro-batches with PP (one with PP1) stay
+  exposed. Megatron-Core asks for it: EP > 1, VP when PP > 1, no full recompute (transformer_config.py checks).
 * HSDP / FSDP × TP (PyTorch FSDP HYBRID_SHARD; torchtitan docs/fsdp.md and the 2D/3D composition in
   torchtitan/parallelisms): ZeRO-3 shards over a shard group of `shard` ranks and replicates over dp/shard groups;
   the per-micro-batch gathers and reduce-scatters run inside the shard group, the replicas all-reduce the
@@ -52,6 +64,10 @@ EP_MAX = 256
 # Interleaving degrees tried when PP > 1 (NeMo's layouts use 2-20 chunks per rank; each chunk needs ≥ 1 layer).
 VP_CHOICES = (1, 2, 4)
 ACTIVATION_BYTES = 2
+# FP8 dispatch: one byte per value and one 32-bit scale per 1×128 tile (DeepSeek-V3 report §3.3.2-3.3.3)
+FP8_DISPATCH_BYTES = 1 + 4 / 128
+# SMs the all-to-all kernels take while they overlap compute: 20 of the H800's 132 (DeepSeek-V3 report §3.2.2)
+EP_OVERLAP_SM_SHARE = 20 / 132
 
 
 def pipeline_split(layers: int, pp: int, first: int | None = None, last: int | None = None,
@@ -168,13 +184,35 @@ def cp_ring_bytes_per_layer(arch: Architecture, seq_len: int, micro_batch: int, 
     return passes * (cp - 1) * chunk
 
 
-def ep_all_to_all_bytes_per_layer(arch: Architecture, tokens: float, ep: int, recompute: str) -> float:
+def ep_all_to_all_bytes_per_layer(arch: Architecture, tokens: float, ep: int, recompute: str,
+                                  dispatch: str = "bf16") -> float:
     """Bytes one GPU sends in one MoE layer's all-to-alls per micro-batch (module docstring): 4 (6 with full
-    recompute) × tokens · top-k · h · 2 bytes × (ep − 1)/ep. `tokens` are this GPU's tokens (s·b/cp)."""
+    recompute) × tokens · top-k · h × (ep − 1)/ep values, 2 bytes each; with FP8 dispatch the forward dispatch (also
+    when recomputed) and the combine's backward at FP8_DISPATCH_BYTES. `tokens` are this GPU's tokens (s·b/cp)."""
     if ep <= 1 or not arch.is_moe:
         return 0.0
-    passes = 4 + (2 if recompute == "full" else 0)
-    return passes * tokens * arch.experts_per_token * arch.hidden * ACTIVATION_BYTES * (ep - 1) / ep
+    low = FP8_DISPATCH_BYTES if dispatch == "fp8" else ACTIVATION_BYTES
+    dispatches = 2 + (1 if recompute == "full" else 0)  # forward dispatch (again when recomputed), combine backward
+    combines = 2 + (1 if recompute == "full" else 0)  # forward combine (again when recomputed), dispatch backward
+    per_value = dispatches * low + combines * ACTIVATION_BYTES
+    return per_value * tokens * arch.experts_per_token * arch.hidden * (ep - 1) / ep
+
+
+def ep_overlap_allowed(ep: int, pp: int, vp: int, recompute: str) -> bool:
+    """Megatron-Core's conditions for --overlap-moe-expert-parallel-comm (transformer_config.py): EP > 1, VP when
+    PP > 1, no full recompute."""
+    return ep > 1 and (pp == 1 or vp > 1) and recompute != "full"
+
+
+def ep_exposed_seconds(comm: float, compute: float, microbatches: int, pp: int, overlap: bool) -> float:
+    """All-to-all seconds a micro-batch adds to its stage, averaged over the step's m micro-batches (module
+    docstring): C without overlap; with it, C for the min(m, p) (PP1: one) micro-batches without a partner and
+    max(C − P, s·C) for the rest, s = EP_OVERLAP_SM_SHARE."""
+    if not overlap or comm <= 0 or microbatches <= 0:
+        return comm
+    alone = min(microbatches, pp if pp > 1 else 1)
+    paired = max(comm - compute, EP_OVERLAP_SM_SHARE * comm)
+    return (alone * comm + (microbatches - alone) * paired) / microbatches
 
 
 def cp_choices(seq_len: int, pinned: int | None) -> list[int]:

@@ -30,7 +30,9 @@ Time of one micro-batch on the slowest pipeline stage (the last: ⌈L/p⌉ layer
   boundary, at the NIC rate (stages sit on different nodes), on the critical path. The slowest stage sets the
   stage-time (uneven splits: train_layout.pipeline_split).
 * CP and EP (train_layout docstring): a micro-batch's tokens on a GPU are s·b/cp; the CP ring's KV transfers hide
-  under the attention kernel and only the excess is exposed; EP's all-to-alls are exposed.
+  under the attention kernel and only the excess is exposed; EP's all-to-alls are exposed, unless overlapped with
+  another micro-batch's compute (DualPipe / Megatron-Core's EP A2A overlap: train_layout.ep_exposed_seconds), and
+  FP8 dispatch halves two of the four (train_layout.ep_all_to_all_bytes_per_layer).
 * DP: the gradient all-reduce 2(d−1)/d × 16-bit gradient bytes over the slowest link the ring crosses;
   PyTorch DDP / Megatron bucket it under the backward of the last micro-batch (Li et al. 2020, VLDB, §3.2.3),
   so only what exceeds that backward is exposed. ZeRO-3/FSDP all-gathers the weights in the forward and
@@ -60,7 +62,7 @@ from dataclasses import dataclass
 from ..catalog.params import ParamCounts
 from ..catalog.types import Architecture, GpuSpec
 from .train_layout import (
-    cp_ring_bytes_per_layer, ep_all_to_all_bytes_per_layer, interleaved_bubble_fraction, moe_layer_share,
+    cp_ring_bytes_per_layer, ep_all_to_all_bytes_per_layer, ep_exposed_seconds, interleaved_bubble_fraction, moe_layer_share,
     routed_expert_params,
 )
 from .train_memory import activation_bytes_per_layer, cnn_activation_bytes
@@ -155,7 +157,7 @@ class StepTime:
     dp_comm: float = 0.0
     weights: float = 0.0  # weights read and gradients accumulated, every micro-batch
     cp_comm: float = 0.0  # the CP ring's KV transfers not hidden under attention
-    ep_comm: float = 0.0  # EP all-to-alls (dispatch and combine)
+    ep_comm: float = 0.0  # EP all-to-alls (dispatch and combine) on the critical path (what overlap leaves exposed)
     pp_p2p: float = 0.0  # pipeline point-to-point sends, v per boundary with interleaving
 
 
@@ -253,7 +255,7 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
               trainable_params_per_replica: float | None = None,
               inter_node_bytes_per_second: float = 50e9, inter_node_latency_seconds: float = 5e-6,
               gpus_per_node: int = 8, cp: int = 1, ep: int = 1, vp: int = 1, split: tuple[int, ...] | None = None,
-              zero_shard_ranks: int | None = None) -> StepTime:
+              zero_shard_ranks: int | None = None, ep_overlap: bool = False, ep_dispatch: str = "bf16") -> StepTime:
     """One optimizer step: grad_accum micro-batches of micro_batch sequences through a TP×CP×PP×DP layout (EP
     inside DP; `split` the layers per stage, default ⌈L/p⌉; ZeRO-3 over `zero_shard_ranks` when smaller than DP)."""
     rate = matmul_flops_per_second(gpu, COMPUTE_DTYPE[precision])
@@ -310,12 +312,13 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
                 cp_exposed = max(0.0, ring - attention)
             if ep > 1 and arch.is_moe:  # EP ranks sit every tp·cp ranks: inside a node while ep·tp·cp fits
                 ep_bandwidth = nvlink if ep * tp * cp <= gpus_per_node else min(nvlink, nic)
-                ep_comm = (layers * moe_layer_share(arch) * ep_all_to_all_bytes_per_layer(arch, tokens / tp, ep, recompute)
-                           / ep_bandwidth)
+                ep_comm = (layers * moe_layer_share(arch)
+                           * ep_all_to_all_bytes_per_layer(arch, tokens / tp, ep, recompute, ep_dispatch) / ep_bandwidth)
         trainable = local_params if trainable_given is None else trainable_given
         weights = (WEIGHT_BYTES_16 * (WEIGHT_READS_PER_MICROBATCH + repeat + gathers) * local_params
                    + GRADIENT_BYTES * GRADIENT_ACCESSES_PER_MICROBATCH * trainable) / hbm
         per_microbatch = matmul + attention + memory + weights
+        ep_comm = ep_exposed_seconds(ep_comm, per_microbatch, grad_accum, pp, ep_overlap)
         tp_comm = 0.0
         if tp > 1 and arch.layers:
             tp_bandwidth = nvlink if tp <= gpus_per_node else inter_node_bytes_per_second

@@ -33,7 +33,8 @@ from ..catalog.types import Architecture, GpuSpec
 from .reasons import Reason, because
 from .search_cache import SearchCache
 from .train_layout import (
-    VP_CHOICES, cp_choices, ep_choices, is_even, megatron_split, moe_layer_share, pipeline_split, routed_expert_params,
+    VP_CHOICES, cp_choices, ep_choices, ep_overlap_allowed, is_even, megatron_split, moe_layer_share, pipeline_split,
+    routed_expert_params,
 )
 from .train_memory import (
     MemoryBreakdown, MemoryOptions, checkpoint_bytes, lora_trainable_params, memory_per_gpu, usable_memory_bytes,
@@ -87,6 +88,8 @@ class TrainPins:
     pp_last_stage_layers: int | None = None
     pp_stage_layers: tuple[int, ...] | None = None
     shard_group: int | None = None  # ZeRO-3 / FSDP shard group (HSDP) when smaller than DP·CP
+    ep_overlap: bool | None = None  # EP all-to-alls under another micro-batch's compute; None: where Megatron-Core allows it
+    ep_dispatch: str | None = None  # "fp8": FP8 dispatch (DeepSeek-V3); no emitted framework states it, so only priced
 
 
 class Shape(NamedTuple):
@@ -99,10 +102,19 @@ class Shape(NamedTuple):
     vp: int
     split: tuple[int, ...]
     shard: int | None = None  # HSDP shard group; None: all of DP·CP
+    ep_overlap: bool = False  # EP all-to-alls overlapped with another micro-batch's compute (train_layout)
+    ep_dispatch: str = "bf16"  # the all-to-alls' dispatch dtype (train_layout.ep_all_to_all_bytes_per_layer)
+    sp: bool | None = None  # sequence parallelism with TP; None: the emitted framework's (`sequence_parallel`)
 
     @property
     def uneven(self) -> bool:
         return len(self.split) > 1 and not is_even(self.split)
+
+
+def sequence_parallel(shape: Shape, framework: str) -> bool:
+    """Sequence parallelism with TP: Megatron-LM's arguments ask for it (--sequence-parallel); the FSDP2 × TP path
+    applies transformers' Llama TP plan, which has none (compiler/deployment/fsdp_tp.py); a shape may state it."""
+    return shape.tp > 1 and (shape.sp if shape.sp is not None else framework != "fsdp")
 
 
 @dataclass(frozen=True)
@@ -193,12 +205,15 @@ class TrainCandidate:
     vp: int = 1
     pp_stage_layers: tuple[int, ...] = ()
     shard_group: int | None = None
+    ep_overlap: bool = False
+    ep_dispatch: str = "bf16"
 
     @property
     def description(self) -> str:
         return describe(self.gpus, self.gpu_id, self.tp, self.pp, self.dp, self.zero_stage, self.micro_batch,
                         self.recompute, self.offload_optimizer,
-                        Shape(self.tp, self.cp, self.pp, self.ep, self.vp, self.pp_stage_layers, self.shard_group))
+                        Shape(self.tp, self.cp, self.pp, self.ep, self.vp, self.pp_stage_layers, self.shard_group,
+                              self.ep_overlap, self.ep_dispatch))
 
     @property
     def usd_per_day(self) -> float:
@@ -242,6 +257,8 @@ def describe(gpus: int, gpu_id: str, tp: int, pp: int, dp: int, zero: int, mb: i
             extra += (f" [{first}/{middle[0]}/{last}]" if len(middle) == 1
                       else " [" + "/".join(map(str, shape.split)) + "]")
         extra += f" HSDP{shape.shard}" if shape.shard else ""
+        extra += " A2A-overlap" if shape.ep_overlap else ""
+        extra += " FP8-dispatch" if shape.ep_dispatch == "fp8" else ""
     return (f"{gpus} × {gpu_id} TP{tp} PP{pp} DP{dp} ZeRO-{zero} mb{mb} {recompute}"
             f"{' offload' if offload else ''}{extra}")
 
@@ -252,15 +269,17 @@ def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, 
     (`framework_gap` says why).
 
     Rule for "auto": TP, PP, CP, EP or VP → Megatron-LM (its model-parallel layers; ZeRO-1 is its distributed
-    optimizer; uneven stages and interleaving as its arguments can state them, train_layout.megatron_split);
-    otherwise ZeRO-0 → PyTorch DDP, ZeRO-3 without offload → FSDP FULL_SHARD (HYBRID_SHARD for a shard group of one
-    node), offload or ZeRO-1/2 → DeepSpeed.
+    optimizer; uneven stages and interleaving as its arguments can state them, train_layout.megatron_split), except
+    TP alone at ZeRO-3 → FSDP2 × TP (`fsdp_tp_runs`); otherwise ZeRO-0 → PyTorch DDP, ZeRO-3 without offload → FSDP
+    FULL_SHARD (HYBRID_SHARD for a shard group of one node), offload or ZeRO-1/2 → DeepSpeed.
     """
     if framework_gap(framework, method, tp, pp, zero, offload, shape, per_node) is not None:
         return None
     beyond = shape is not None and (shape.cp > 1 or shape.ep > 1 or shape.vp > 1 or shape.uneven)
     if framework != "auto":
         return framework, because("framework-pinned")
+    if fsdp_tp_runs(method, tp, pp, zero, offload, shape):
+        return "fsdp", because("fsdp2-tensor-parallel", tp=tp)
     if tp > 1 or pp > 1 or beyond:
         return "megatron", because("megatron-for-model-parallel")
     if shape is not None and shape.shard:
@@ -274,6 +293,16 @@ def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, 
     return "deepspeed", because("deepspeed-zero", zero=zero)
 
 
+def fsdp_tp_runs(method: str, tp: int, pp: int, zero: int, offload: bool, shape: Shape | None = None) -> bool:
+    """Whether the FSDP2 × TP path runs the layout (compiler/deployment/fsdp_tp.py, the way torchtitan composes them:
+    a 2-D DeviceMesh [dp_shard, tp], `parallelize_module` over tp, `fully_shard` over dp_shard): TP > 1 and nothing
+    else of model parallelism (no PP, CP, EP, VP), ZeRO-3 (fully_shard) without offload, every DP rank a shard (no
+    HSDP group), full weights."""
+    shape = shape or Shape(tp, 1, pp, 1, 1, ())
+    return (tp > 1 and pp == 1 and shape.cp == 1 and shape.ep == 1 and shape.vp == 1 and zero == 3 and not offload
+            and method == "full" and not shape.shard)
+
+
 def framework_gap(framework: str, method: str, tp: int, pp: int, zero: int, offload: bool,
                   shape: Shape | None = None, per_node: int = 8) -> Reason | None:
     """Why no framework path runs this layout, as a reason naming the constraint and the capability behind it;
@@ -284,7 +313,11 @@ def framework_gap(framework: str, method: str, tp: int, pp: int, zero: int, offl
     if shape.pp > 1 and shape.split and megatron_split(shape.split, shape.vp) is None:
         return because("no-framework-path", layout="uneven-split", framework=framework,
                        detail="/".join(map(str, shape.split)), vp=shape.vp)
-    if framework in ("ddp", "fsdp", "deepspeed") and model_parallel:
+    if framework in ("fsdp", "auto") and fsdp_tp_runs(method, tp, pp, zero, offload, shape):
+        return None
+    if framework == "fsdp" and model_parallel:
+        return because("no-framework-path", layout="fsdp-model-parallel", framework=framework, detail="", vp=shape.vp)
+    if framework in ("ddp", "deepspeed") and model_parallel:
         return because("no-framework-path", layout="model-parallel", framework=framework, detail="", vp=shape.vp)
     if framework == "megatron" or (framework == "auto" and model_parallel):
         if method != "full":
@@ -452,14 +485,15 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, ze
     step = step_time(req.arch, req.params, gpu, precision=req.precision, seq_len=req.seq_len, micro_batch=mb,
                      grad_accum=grad_accum, tp=tp, pp=pp, dp=dp, zero_stage=zero,
                      recompute=recompute, flash_attention=req.flash_attention,
-                     attention_kernel=req.attention_kernel, sequence_parallel=tp > 1,
+                     attention_kernel=req.attention_kernel, sequence_parallel=sequence_parallel(shape, framework[0]),
                      state_bytes_on_gpu=(mem.model_states - mem.gathered if req.method == "full"
                                          else mem.gradients + mem.optimizer),
                      offloaded_bytes=mem.cpu_offload_bytes, trainable_params_per_gpu=trainable_per_gpu / max(1, dp),
                      trainable_params_per_replica=trainable_per_gpu,
                      gradient_bytes_per_replica=gradient_bytes, inter_node_bytes_per_second=ctx.fabric.bytes_per_second_per_gpu,
                      inter_node_latency_seconds=ctx.fabric.latency_seconds, gpus_per_node=per_node, cp=shape.cp,
-                     ep=shape.ep, vp=shape.vp, split=shape.split or None, zero_shard_ranks=shape.shard)
+                     ep=shape.ep, vp=shape.vp, split=shape.split or None, zero_shard_ranks=shape.shard,
+                     ep_overlap=shape.ep_overlap, ep_dispatch=shape.ep_dispatch)
     steps = max(1, math.ceil(req.tokens / ctx.tokens_per_step))
     tokens_per_second = ctx.tokens_per_step / step.total
     nodes = max(1, math.ceil(gpus / per_node))
@@ -490,7 +524,8 @@ def _candidate(ctx: _Context, f: _Fit) -> TrainCandidate:
     return TrainCandidate(
         gpu_id=gpu.id, gpus=gpus, nodes=f.nodes, gpus_per_node=min(f.per_node, gpus), tp=f.tp, pp=f.pp, dp=dp,
         zero_stage=zero, micro_batch=f.mb, grad_accum=f.grad_accum, recompute=f.recompute, offload_optimizer=f.offload,
-        offload_params=f.offload and zero == 3, sequence_parallel=f.tp > 1, framework=f.framework[0],
+        offload_params=f.offload and zero == 3, sequence_parallel=sequence_parallel(f.shape, f.framework[0]),
+        framework=f.framework[0],
         framework_reason=f.framework[1], memory=f.mem, usable_memory_bytes=f.usable, step=step,
         flops_per_token_model=ctx.flops_model, flops_per_token_hardware=hardware, flops_total=ctx.flops_model * req.tokens,
         mfu=mfu, hfu=hfu, tokens_per_second=f.tokens_per_second, steps=f.steps, wall_seconds=f.wall_seconds,
@@ -500,6 +535,7 @@ def _candidate(ctx: _Context, f: _Fit) -> TrainCandidate:
         allreduce_bytes_per_step=allreduce, network_bytes_per_second_needed=needed,
         network_bound=step.dp_comm_exposed > NETWORK_SHARE_OF_STEP * step.total,
         cp=f.shape.cp, ep=f.shape.ep, vp=f.shape.vp, pp_stage_layers=tuple(f.shape.split), shard_group=f.shape.shard,
+        ep_overlap=f.shape.ep_overlap, ep_dispatch=f.shape.ep_dispatch,
     )
 
 
@@ -561,7 +597,7 @@ def _memory_per_gpu(req: TrainRequest, shape: Shape, dp: int, zero: int, offload
                           lora_rank=req.lora_rank, lora_targets=req.lora_targets, tp=shape.tp, pp=shape.pp, dp=dp,
                           zero_stage=zero, zero_shard_ranks=shape.shard, offload_optimizer=offload,
                           offload_params=offload and zero == 3, seq_len=req.seq_len, micro_batch=mb,
-                          microbatches=microbatches, recompute=recompute, sequence_parallel=shape.tp > 1,
+                          microbatches=microbatches, recompute=recompute, sequence_parallel=sequence_parallel(shape, framework),
                           flash_attention=req.flash_attention, framework=framework, options=req.memory, cp=shape.cp,
                           ep=shape.ep, vp=shape.vp, split=shape.split or None)
 
@@ -598,6 +634,12 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
             for mb in mbs:
                 microbatches = req.global_batch_sequences // (mb * dp)
                 for recompute in kinds:
+                    timed = _ep_options(req, shape, recompute)
+                    if timed is None:
+                        out.other.setdefault(f"a2a:{shape.pp}:{shape.vp}:{recompute}", Rejection(
+                            describe(count, gpu.id, tp, pp, dp, zero, mb, recompute, offload, shape),
+                            because("ep-overlap-not-allowed", ep=shape.ep, pp=shape.pp, vp=shape.vp, recompute=recompute)))
+                        continue
                     out.evaluated += 1
                     mem = _memory(ctx, shape, dp, zero, offload, mb, microbatches, recompute, framework[0])
                     if mem.total > usable:
@@ -608,12 +650,26 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
                         out.other.setdefault(f"host:{gpu.id}:{count}", Rejection(description, because(
                             "host-memory", needed=mem.cpu_offload_bytes, host=HOST_MEMORY_BYTES_PER_GPU)))
                         continue
-                    out.feasible.append(_fit(ctx, gpu, per_node, count, shape, zero, offload, mb, recompute,
+                    out.feasible.append(_fit(ctx, gpu, per_node, count, timed, zero, offload, mb, recompute,
                                              framework, mem, usable))
                     fitted = True
                     break  # less recompute is never slower: keep the first that fits
         if fitted and pins.offload is None:
             return  # offload is only worth its PCIe traffic when nothing fits without it
+
+
+def _ep_options(req: TrainRequest, shape: Shape, recompute: str) -> Shape | None:
+    """The shape with its EP all-to-all options: overlap where Megatron-Core allows it unless the plan pins it off
+    (it is never slower: train_layout.ep_exposed_seconds), the pinned dispatch dtype; None when a pinned overlap is
+    not allowed for this layout and recompute."""
+    pins = req.pins
+    if shape.ep == 1 and pins.ep_overlap is None and pins.ep_dispatch is None:
+        return shape  # nothing to overlap (the common case, kept cheap)
+    allowed = req.arch.is_moe and ep_overlap_allowed(shape.ep, shape.pp, shape.vp, recompute)
+    if pins.ep_overlap and not allowed:
+        return None
+    overlap = allowed if pins.ep_overlap is None else pins.ep_overlap
+    return shape._replace(ep_overlap=overlap, ep_dispatch=pins.ep_dispatch or "bf16")
 
 
 def _record_gap(ctx: _Context, out: _Collector, gpu: GpuSpec, count: int, shape: Shape, dp: int, zero: int,
@@ -697,7 +753,10 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
     if not out.feasible:
         closest = min((entry for entry in out.memory.values()), key=lambda e: e[0], default=None)
         fitting_gap = next((r for r, fits in out.gaps.values() if fits), None)
-        if fitting_gap is not None:
+        overlap = next((r for key, r in out.other.items() if key.startswith("a2a:")), None)
+        if overlap is not None and not out.memory:  # the plan pinned an overlap no layout it allows can take
+            reason = overlap.reason
+        elif fitting_gap is not None:
             reason = because("only-unrunnable-fit", rejection=fitting_gap)
         elif out.gaps and not out.memory:
             reason = because("only-unrunnable-fit", rejection=next(iter(out.gaps.values()))[0])

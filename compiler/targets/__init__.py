@@ -8,7 +8,7 @@ in this package (base, k8s_common, engine_common, serving_rules, charts) are sha
 from __future__ import annotations
 
 from . import (
-    deepspeed, fsdp, k8s_serving, k8s_training, kustomize, megatron, monitoring, plan_json, report, slurm, tgi, torchrun, triton, vllm,
+    deepspeed, fsdp, fsdp_tp, k8s_serving, k8s_training, kustomize, megatron, monitoring, plan_json, report, slurm, tgi, torchrun, triton, vllm,
 )
 from .base import Target
 
@@ -18,7 +18,8 @@ TARGETS: tuple[Target, ...] = (
     torchrun.TARGET,       # train/finetune: the launcher every scheduler runs
     slurm.TARGET,          # train/finetune with scheduler slurm|both
     deepspeed.TARGET,      # framework deepspeed
-    fsdp.TARGET,           # framework fsdp
+    fsdp.TARGET,           # framework fsdp without TP
+    fsdp_tp.TARGET,        # framework fsdp with TP (FSDP2 × TP)
     megatron.TARGET,       # tp or pp > 1
     k8s_training.TARGET,   # train/finetune with scheduler kubernetes|both; carries the launcher and the files it reads
     vllm.TARGET,           # serve with engine vllm

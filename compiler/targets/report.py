@@ -49,6 +49,7 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
         facts.append({"what": "parallelism", "value": f"TP={par.tp} PP={par.pp} per replica, engine {par.framework}", "source": "search over memory fit and the SLO"})
     else:
         layout = "".join(f" {k}={v}" for k, v in (("CP", par.cp), ("EP", par.ep), ("VP", par.vp)) if v > 1)
+        layout += " (EP all-to-alls overlapped)" if par.ep_overlap else ""
         if len(set(par.pp_stage_layers)) > 1:
             layout += " layers/stage=" + "/".join(map(str, par.pp_stage_layers))
         layout += f" shard-group={par.shard_group_gpus}" if par.shard_group_gpus else ""

@@ -19,10 +19,14 @@ FIELDS = {
     "--num-experts": ("num_moe_experts", int), "--decoder-first-pipeline-num-layers": ("num_layers_in_first_pipeline_stage", int),
     "--decoder-last-pipeline-num-layers": ("num_layers_in_last_pipeline_stage", int),
     "--hidden-dropout": ("hidden_dropout", float), "--attention-dropout": ("attention_dropout", float),
-    "--norm-epsilon": ("layernorm_epsilon", float),
+    "--norm-epsilon": ("layernorm_epsilon", float), "--moe-router-topk": ("moe_router_topk", int),
+    "--moe-token-dispatcher-type": ("moe_token_dispatcher_type", str),
 }
 SWITCHES = {"--sequence-parallel": "sequence_parallel", "--account-for-embedding-in-pipeline-split": "account_for_embedding_in_pipeline_split",
-            "--account-for-loss-in-pipeline-split": "account_for_loss_in_pipeline_split", "--bf16": "bf16", "--fp16": "fp16"}
+            "--account-for-loss-in-pipeline-split": "account_for_loss_in_pipeline_split", "--bf16": "bf16", "--fp16": "fp16",
+            "--overlap-moe-expert-parallel-comm": "overlap_moe_expert_parallel_comm"}
+
+OFF_SWITCHES = {"--disable-bias-linear": "add_bias_linear"}
 
 
 def main() -> None:
@@ -39,6 +43,8 @@ def main() -> None:
             kwargs[name] = raw[name] = kind(words[i + 1])
         elif word in SWITCHES:
             kwargs[SWITCHES[word]] = True
+        elif word in OFF_SWITCHES:
+            kwargs[OFF_SWITCHES[word]] = False
     if "--num-layers-per-virtual-pipeline-stage" in words:
         per = int(words[words.index("--num-layers-per-virtual-pipeline-stage") + 1])
         layers, pp = kwargs["num_layers"], kwargs.get("pipeline_model_parallel_size", 1)
@@ -53,7 +59,8 @@ def main() -> None:
     if world % model_parallel:
         sys.exit(f"world size {world} is not a multiple of TP × PP × CP = {model_parallel}")
     print("MEGATRON_CORE_OK " + json.dumps({**raw, "virtual_pipeline_model_parallel_size": config.virtual_pipeline_model_parallel_size,
-                                            "data_parallel_size": world // model_parallel}))
+                                            "data_parallel_size": world // model_parallel,
+                                            "overlap_moe_expert_parallel_comm": config.overlap_moe_expert_parallel_comm}))
 
 
 if __name__ == "__main__":

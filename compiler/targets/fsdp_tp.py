@@ -1,0 +1,26 @@
+"""Target: fsdp/fsdp_tp.json (the FSDP2 × TP mesh, TP plan and sharding options decided in
+compiler/deployment/fsdp_tp.py, dumped with sorted keys) and fsdp/fsdp_tp.py, the torch-native code that applies
+them (DeviceMesh, parallelize_module, fully_shard). The training script imports fsdp_tp.py ($MLINFRA_FSDP_TP_SCRIPT,
+exported by launch/torchrun.sh); the Python file is the same for every plan, the JSON carries the plan's numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from ..resolved import ResolvedPlan
+from .base import OutputFile, Target, dump_json, render as render_template
+
+
+def applies(plan: ResolvedPlan) -> bool:
+    d = plan.deployment
+    return d is not None and d.frameworks is not None and d.frameworks.fsdp_tp is not None
+
+
+def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
+    files = plan.deployment.files
+    return [OutputFile(files.fsdp_tp_config, dump_json(plan.deployment.frameworks.fsdp_tp)),
+            OutputFile(files.fsdp_tp_script, render_template("fsdp/fsdp_tp.py.j2"))]
+
+
+TARGET = Target("fsdp_tp", applies, render)

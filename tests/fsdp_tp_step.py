@@ -1,0 +1,160 @@
+"""One optimizer step of a tiny Llama-shaped model through the generated fsdp/fsdp_tp.py, under launch/torchrun.sh
+on CPU (gloo). Run by tests/test_fsdp_tp_real.py; checks against a single-process fp32 reference and prints one
+FSDP_TP_STEP line per rank.
+
+Module names are Hugging Face Llama's (embed_tokens, layers.N.self_attn.q_proj ..., norm, lm_head), the names the
+generated TP plan addresses; with MLINFRA_TEST_MODEL=hf the model is transformers' own LlamaForCausalLM (a tiny
+config), the model a plan's checkpoint loads into.
+"""
+
+import copy
+import gc
+import importlib.util
+import json
+import os
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+VOCAB, HIDDEN, HEADS, KV_HEADS, FFN, LAYERS, SEQ, LR = 128, 64, 4, 2, 128, 2, 16, 1e-3
+
+
+def rotate(x):
+    half = x.shape[-1] // 2
+    pos = torch.arange(x.shape[-2], dtype=torch.float32)
+    freq = 1.0 / (10000 ** (torch.arange(half, dtype=torch.float32) / half))
+    angle = torch.outer(pos, freq)
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    a, b = x[..., :half], x[..., half:]
+    return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head_dim = HIDDEN // HEADS
+        self.q_proj = nn.Linear(HIDDEN, HEADS * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(HIDDEN, KV_HEADS * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(HIDDEN, KV_HEADS * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(HEADS * self.head_dim, HIDDEN, bias=False)
+
+    def forward(self, x):
+        b, t, _ = x.shape  # heads per rank: -1 (TP splits them)
+        q = rotate(self.q_proj(x).view(b, t, -1, self.head_dim).transpose(1, 2))
+        k = rotate(self.k_proj(x).view(b, t, -1, self.head_dim).transpose(1, 2))
+        v = self.v_proj(x).view(b, t, -1, self.head_dim).transpose(1, 2)
+        groups = q.shape[1] // k.shape[1]
+        out = F.scaled_dot_product_attention(q, k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1),
+                                             is_causal=True)
+        return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gate_proj = nn.Linear(HIDDEN, FFN, bias=False)
+        self.up_proj = nn.Linear(HIDDEN, FFN, bias=False)
+        self.down_proj = nn.Linear(FFN, HIDDEN, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.input_layernorm, self.post_attention_layernorm = nn.RMSNorm(HIDDEN), nn.RMSNorm(HIDDEN)
+        self.self_attn, self.mlp = Attention(), Mlp()
+
+    def forward(self, x):
+        x = x + self.self_attn(self.input_layernorm(x))
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class TinyLlama(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(VOCAB, HIDDEN)
+        self.layers = nn.ModuleList(Block() for _ in range(LAYERS))
+        self.norm = nn.RMSNorm(HIDDEN)
+        self.lm_head = nn.Linear(HIDDEN, VOCAB, bias=False)
+
+    def forward(self, ids):
+        x = self.embed_tokens(ids)
+        for layer in self.layers:
+            x = layer(x)
+        return self.lm_head(self.norm(x))
+
+
+def tiny_model():
+    if os.environ.get("MLINFRA_TEST_MODEL") != "hf":
+        return TinyLlama()
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    return LlamaForCausalLM(LlamaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=FFN,
+                                        num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                        num_key_value_heads=KV_HEADS, max_position_embeddings=SEQ))
+
+
+def loss_of(model, ids):
+    logits = model(ids[:, :-1])
+    logits = getattr(logits, "logits", logits)  # transformers returns a ModelOutput
+    return F.cross_entropy(logits.float().flatten(0, 1), ids[:, 1:].flatten())
+
+
+def main():
+    dist.init_process_group("gloo")
+    spec = importlib.util.spec_from_file_location("fsdp_tp", os.environ["MLINFRA_FSDP_TP_SCRIPT"])
+    fsdp_tp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fsdp_tp)
+    settings = fsdp_tp.load_settings()
+    mesh = fsdp_tp.build_mesh(settings, "cpu")
+    dp, tp = settings["mesh_shape"]
+    micro_batch = settings["micro_batch"]
+    torch.manual_seed(0)
+    model = tiny_model()
+    reference = copy.deepcopy(model)
+    ids = torch.randint(0, VOCAB, (dp * micro_batch, SEQ + 1), generator=torch.Generator().manual_seed(1))
+    shard = mesh["dp_shard"].get_local_rank()
+    mine = ids[shard * micro_batch:(shard + 1) * micro_batch]
+
+    model = fsdp_tp.parallelize(model, mesh, settings)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
+    loss = loss_of(model, mine)
+    loss.backward()
+    optimizer.step()
+
+    ref_optimizer = torch.optim.AdamW(reference.parameters(), lr=LR)
+    ref_loss_mine = loss_of(reference, mine).item()
+    loss_of(reference, ids).backward()  # the mean over every DP rank's sequences: what FSDP's averaged gradients give
+    before = {n: p.detach().clone() for n, p in reference.named_parameters()}
+    ref_optimizer.step()
+
+    agree = total = 0
+    worst = 0.0
+    placements = {}
+    for (wrapped, p), (name, r) in zip(model.named_parameters(), reference.named_parameters()):
+        assert wrapped.replace("._checkpoint_wrapped_module", "") == name, (wrapped, name)
+        full = p.full_tensor().detach()
+        delta, ref_delta = full - before[name], r.detach() - before[name]
+        agree += int((torch.sign(delta) == torch.sign(ref_delta)).sum())
+        total += delta.numel()
+        worst = max(worst, float((full - r.detach()).abs().max()))
+        placements[name] = [str(x) for x in p.placements]
+    row = {"rank": dist.get_rank(), "dp_rank": shard, "tp_rank": mesh["tp"].get_local_rank(),
+           "mesh": [mesh.size(0), mesh.size(1)], "mesh_dims": list(mesh.mesh_dim_names),
+           "loss": loss.item(), "reference_loss": ref_loss_mine, "sign_agreement": agree / total,
+           "max_abs_diff": worst, "lr": LR, "placements": placements,
+           "checkpointed": sum(n.endswith("._checkpoint_wrapped_module") for n, _ in model.named_modules())}
+    # one write() of under PIPE_BUF bytes: the four ranks' lines cannot interleave on the shared pipe
+    os.write(1, ("FSDP_TP_STEP " + json.dumps(row, sort_keys=True) + "\n").encode())
+    del model, optimizer, reference, ref_optimizer, loss
+    gc.collect()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
