@@ -87,6 +87,8 @@ from dataclasses import dataclass
 
 from ..catalog.params import ParamCounts
 from ..catalog.types import Architecture
+from .cnn_layers import table_for
+from .cnn_train import stored_elements_per_item
 from .train_layout import microbatches_in_flight, routed_expert_params
 
 GIB = 2**30
@@ -266,9 +268,17 @@ def deepspeed_model_states(params: float, largest_layer: float, ranks: int, stag
     return gather + 2 * shard, 4 * shard, 12 * shard, 0.0
 
 
+def cnn_element_bytes(precision: str) -> int:
+    """A CNN activation's width in training: fp32 under fp32/TF32, 16-bit otherwise (AMP keeps 16-bit tensors)."""
+    return 4 if WEIGHT_BYTES[precision] == 4 else 2
+
+
 def cnn_activation_bytes(arch: Architecture, precision: str, samples: int) -> float:
-    """Activations `samples` CNN samples keep for the backward: the catalog's 16-bit figure, doubled when they
-    are fp32 (TF32 training keeps fp32 activations)."""
+    """Activations `samples` CNN samples keep for the backward: from the layer table (cnn_train) when the model has
+    one, else the catalog's 16-bit figure, doubled when they are fp32 (TF32 training keeps fp32 activations)."""
+    table = table_for(arch)
+    if table:
+        return stored_elements_per_item(table) * samples * cnn_element_bytes(precision)
     return arch.activation_bytes_per_sample * samples * (2 if WEIGHT_BYTES[precision] == 4 else 1)
 
 

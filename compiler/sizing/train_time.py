@@ -65,7 +65,9 @@ from .train_layout import (
     cp_ring_bytes_per_layer, ep_all_to_all_bytes_per_layer, ep_exposed_seconds, interleaved_bubble_fraction, moe_layer_share,
     routed_expert_params,
 )
-from .train_memory import activation_bytes_per_layer, cnn_activation_bytes
+from .cnn_layers import table_for
+from .cnn_train import training_batch_time, transposes
+from .train_memory import activation_bytes_per_layer, cnn_activation_bytes, cnn_element_bytes
 
 COMPUTE_DTYPE = {"fp32": "tf32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}
 # Flash attention's attention kernels run in 16-bit even in fp8 recipes (Transformer Engine's default).
@@ -159,6 +161,12 @@ class StepTime:
     cp_comm: float = 0.0  # the CP ring's KV transfers not hidden under attention
     ep_comm: float = 0.0  # EP all-to-alls (dispatch and combine) on the critical path (what overlap leaves exposed)
     pp_p2p: float = 0.0  # pipeline point-to-point sends, v per boundary with interleaving
+
+
+def compute_dtype(precision: str, gpu: GpuSpec) -> str:
+    """The GEMM dtype of a precision; fp32 on a part without TF32 (Volta) runs in plain fp32."""
+    dtype = COMPUTE_DTYPE[precision]
+    return "fp32" if dtype == "tf32" and "tf32" not in gpu.dense_tflops else dtype
 
 
 def matmul_flops_per_second(gpu: GpuSpec, dtype: str) -> float:
@@ -258,7 +266,8 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
               zero_shard_ranks: int | None = None, ep_overlap: bool = False, ep_dispatch: str = "bf16") -> StepTime:
     """One optimizer step: grad_accum micro-batches of micro_batch sequences through a TP×CP×PP×DP layout (EP
     inside DP; `split` the layers per stage, default ⌈L/p⌉; ZeRO-3 over `zero_shard_ranks` when smaller than DP)."""
-    rate = matmul_flops_per_second(gpu, COMPUTE_DTYPE[precision])
+    dtype = compute_dtype(precision, gpu)
+    rate = matmul_flops_per_second(gpu, dtype)
     attention_dtype = ATTENTION_DTYPE[precision]
     hbm = gpu.memory_bandwidth_bytes_per_second * gpu.achievable_memory_bandwidth_fraction
     tokens = seq_len * micro_batch / cp
@@ -270,8 +279,12 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
         local_params = params.active / tp
         repeat = 0
         attention = 0.0
-        # BN, ReLU, pooling and residual adds stream the stored activations as in a transformer layer
-        memory = (FORWARD_PASSES + BACKWARD_PASSES) * cnn_activation_bytes(arch, precision, micro_batch) / tp / hbm
+        table = table_for(arch)
+        if table:  # kernel by kernel (cnn_train): convolutions as matmul, batch norm / activation / add as memory
+            cnn = training_batch_time(table, micro_batch, rate, hbm, cnn_element_bytes(precision), transposes(precision, dtype))
+            matmul, memory = cnn.convolution_seconds / tp, cnn.elementwise_seconds / tp
+        else:  # the catalog's activations per sample, streamed as a transformer layer's (5 passes)
+            memory = (FORWARD_PASSES + BACKWARD_PASSES) * cnn_activation_bytes(arch, precision, micro_batch) / tp / hbm
         stages = [(0, False)]
     else:
         split = split or (_ceil_div(arch.layers, pp),) * pp

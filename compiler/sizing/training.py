@@ -703,7 +703,7 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
     pins = req.pins
     out = _Collector()
     warnings: list[Reason] = []
-    if not req.arch.layers and not req.arch.activation_bytes_per_sample:
+    if not req.arch.layers and not req.arch.activation_bytes_per_sample and not req.arch.layer_table:
         warnings.append(because("cnn-no-activations"))
     dtype = COMPUTE_DTYPE[req.precision]
     if pins.ep and pins.ep > 1 and not req.arch.is_moe:
