@@ -11,6 +11,8 @@ statistics.quantiles 'inclusive'). A prediction x then reads "x × P10 … x × 
   serve_points_2.csv rows at their load points (accuracy_serve_points.py); cost per month scales inversely;
 * serve-ttft, serve-tpot: time to first token and inter-token latency of the serve_points_2.csv rows at their load
   points (static batches, closed-loop clients, single streams): seconds, published ÷ predicted.
+* train-cnn: a CNN's training step (images/s) of the published PyTorch ResNet-50 training tables
+  (accuracy_cnn_train.py): step time, wall time, GPU-hours and cost of a CNN with a layer table take it;
 * serve-vision, serve-vision-batch1: CNN images/s at a batch of 64-256, and at batch 1 (accuracy_vision.py); a
   batch's time, so the request latency, scales inversely. A plan takes the second when it sizes batch 1.
 Usage: python benchmarks/residuals.py [--write]   (--write: compiler/catalog/residuals.yaml, which the compiler reads)
@@ -32,6 +34,9 @@ from benchmarks.whole_runs import FAMILY as WHOLE_RUN_FAMILY  # noqa: E402
 from benchmarks.whole_runs import ratios as whole_run_ratios  # noqa: E402
 from benchmarks.whole_runs import whole_run_cases  # noqa: E402
 from benchmarks.accuracy_vision import vision_cases  # noqa: E402
+from benchmarks.accuracy_cnn_train import FAMILY as CNN_TRAIN_FAMILY  # noqa: E402
+from benchmarks.accuracy_cnn_train import cnn_train_cases  # noqa: E402
+from benchmarks.accuracy_cnn_train import ratios as cnn_train_ratios  # noqa: E402
 
 RESIDUALS = REPO / "compiler" / "catalog" / "residuals.yaml"
 SOURCES = {
@@ -43,6 +48,7 @@ SOURCES = {
     "serve-throughput": "benchmarks/accuracy_serving.py: TensorRT-LLM trtllm-bench max-throughput tables; accuracy_serve_points.py: serve_points_2.csv at each row's load point",
     "serve-ttft": "benchmarks/accuracy_serve_points.py: published TTFT at each serve_points_2.csv row's load point",
     "serve-tpot": "benchmarks/accuracy_serve_points.py: published inter-token latency at each serve_points_2.csv row's load point",
+    CNN_TRAIN_FAMILY: "benchmarks/accuracy_cnn_train.py: published ResNet-50 training images/s, PyTorch, 1 and 8 GPUs (benchmarks/calibration/vision_train_points.csv)",
     "serve-vision": "benchmarks/accuracy_vision.py: published CNN images/s at batch 64-256 (benchmarks/calibration/vision_points.csv)",
     "serve-vision-batch1": "benchmarks/accuracy_vision.py: published batch-1 detector latency on Jetson (benchmarks/calibration/vision_points.csv)",
 }
@@ -55,6 +61,7 @@ def ratios() -> dict[str, list[float]]:
         if case.predicted_tokens_per_second_per_gpu and case.published_tokens_per_second_per_gpu:
             found["train-step-time"].append(case.predicted_tokens_per_second_per_gpu / case.published_tokens_per_second_per_gpu)
     found[WHOLE_RUN_FAMILY] = whole_run_ratios(whole_run_cases())
+    found[CNN_TRAIN_FAMILY] = cnn_train_ratios(cnn_train_cases())
     for case in memory_cases():
         found[f"memory-{case.family}"].append(case.measured_bytes / case.predicted_bytes)
     for case in serving_cases():

@@ -116,3 +116,31 @@ def test_the_memory_fit_keeps_the_margin_the_measured_peaks_show(tmp_path):
     assert tight.memory_per_gpu_bytes.total * 1.29 <= loose.memory_per_gpu_bytes.usable * 1.001
     assert tight.memory_per_gpu_bytes.total < loose.memory_per_gpu_bytes.total
     assert "train.memory_quantile" in next(d.reason for d in tight.decisions if d.topic == "parallelism")
+
+
+CNN_TRAIN_PLAN = """name: resnet50-imagenet
+workload: train
+model: {preset: resnet-50}
+precision: fp16
+train: {tokens: 115M, seq_len: 1, global_batch_tokens: 2048, optimizer: sgd, deadline: 2d, data: /data/imagenet,
+        checkpoint: {every: auto, keep: 3, dir: /ckpt/rn50}, entrypoint: {script: train.py}}
+cluster: {scheduler: slurm, gpus: [a100-sxm-80gb], pricing: on-demand, gpus_per_node: 8, interconnect: ib-400g,
+          storage: lustre, max_gpus: 64, slurm: {partition: gpu, account: ml}}
+"""
+
+
+def test_a_cnn_training_plan_takes_the_cnn_training_family(tmp_path):
+    """ResNet-50 sized kernel by kernel: step time, throughput, wall time, GPU-hours and cost read the published CNN
+    training rows (train-cnn), not the transformer steps nor whole LLM pre-training runs; the deadline gate too."""
+    from compiler.catalog.residuals import load_residuals
+
+    path = tmp_path / "rn50.yaml"
+    path.write_text(CNN_TRAIN_PLAN)
+    plan = resolve(path)
+    cnn = load_residuals()["train-cnn"]
+    by = {r.quantity: r for r in plan.ranges}
+    for quantity in ("training.step_seconds", "training.wall_seconds", "training.gpu_hours", "cost.usd_total"):
+        assert by[quantity].family == "train-cnn" and by[quantity].rows == cnn.rows >= 12
+        assert by[quantity].p90 == pytest.approx(by[quantity].predicted * cnn.p90)
+    assert by["training.tokens_per_second"].family == "train-cnn"
+    assert any("of train-cnn (12 published rows" in d.reason for d in plan.decisions)

@@ -3,7 +3,8 @@
 A family's residuals (compiler/catalog/residuals.yaml, written by benchmarks/residuals.py) are the ratio
 actual ÷ predicted at P10 and P90 over its rows. Step time and throughput take the steady-step family; a pre-training
 plan's wall time, GPU-hours and cost the published whole pre-training runs (failures, restarts, stragglers and all that
-a step leaves out); a fine-tune's, which no published whole run resembles, the steady-step family. A duration, a size
+a step leaves out); a fine-tune's, which no published whole run resembles, the steady-step family; a CNN sized layer by
+layer all of them the published CNN training rows (train-cnn). A duration, a size
 or a cost that grows with it reads predicted × ratio; a rate reads predicted ÷ ratio (so its P10 comes from the P90
 ratio). TTFT and TPOT take the published latencies at stated load points (serve-ttft, serve-tpot). A CNN with a
 layer table takes the serve-vision family (images/s), or serve-vision-batch1 when it serves batch 1; other vision
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from ..resolved import Range, ResolvedPlan
 from .context import PassContext
-from .size_training import STEP_FAMILY as STEP_TIME, time_family
+from .size_training import step_family, time_family
 
 THROUGHPUT = "serve-throughput"
 TTFT = "serve-ttft"
@@ -32,11 +33,12 @@ def _range(ctx: PassContext, quantity: str, predicted: float, family: str, rate:
 
 def _training(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
     t, method = plan.training, plan.spec.train.method
-    run = time_family(plan.workload)
-    ranges = [_range(ctx, "training.step_seconds", t.step_seconds, STEP_TIME),
+    arch = plan.model.architecture
+    run, step = time_family(plan.workload, arch), step_family(arch)
+    ranges = [_range(ctx, "training.step_seconds", t.step_seconds, step),
               _range(ctx, "training.wall_seconds", t.wall_seconds, run),
               _range(ctx, "training.gpu_hours", t.gpu_hours, run),
-              _range(ctx, "training.tokens_per_second", t.tokens_per_second, STEP_TIME, rate=True),
+              _range(ctx, "training.tokens_per_second", t.tokens_per_second, step, rate=True),
               _range(ctx, "cost.usd_total", plan.cost.usd_total, run)]
     if plan.memory_per_gpu_bytes.total:
         ranges.append(_range(ctx, "memory_per_gpu_bytes.total", plan.memory_per_gpu_bytes.total, MEMORY_FAMILY[method]))

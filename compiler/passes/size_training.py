@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ..catalog.catalog import Catalog
+from ..catalog.types import Architecture
 from ..catalog.params import count_params
 from ..diagnostics import InfeasiblePlan
 from ..resolved import Alternative, Cost, Hardware, MemoryPerGpu, Parallelism, Rejection, ResolvedPlan, Training
@@ -41,18 +42,33 @@ STEP_FAMILY = "train-step-time"  # residuals.yaml: published runs' step time ÷ 
 WHOLE_RUN_FAMILY = "train-whole-run"  # published whole pre-training runs' GPU-hours ÷ ours
 
 
-def time_family(workload: str) -> str:
+CNN_TRAIN_FAMILY = "train-cnn"  # published CNN training images/s ÷ ours (benchmarks/accuracy_cnn_train.py)
+
+
+def _cnn_with_table(arch: Architecture | None) -> bool:
+    return arch is not None and arch.kind == "cnn" and bool(arch.layer_table)
+
+
+def step_family(arch: Architecture | None) -> str:
+    """The published family a plan's step time and throughput are judged by: CNN training rows for a CNN sized layer
+    by layer, the transformer training rows otherwise."""
+    return CNN_TRAIN_FAMILY if _cnn_with_table(arch) else STEP_FAMILY
+
+
+def time_family(workload: str, arch: Architecture | None = None) -> str:
     """The published family a plan's wall time, GPU-hours and cost are judged by: whole pre-training runs for a
     pre-training plan (they pay what a steady step leaves out), steady steps for a fine-tune (no published whole
-    run resembles one)."""
+    run resembles one) and for a CNN with a layer table (its own steady-step rows; no published whole CNN run)."""
+    if _cnn_with_table(arch):
+        return CNN_TRAIN_FAMILY
     return WHOLE_RUN_FAMILY if workload == "train" else STEP_FAMILY
 
 
-def gate_factor(catalog: Catalog, workload: str, quantile: str) -> float:
+def gate_factor(catalog: Catalog, workload: str, quantile: str, arch: Architecture | None = None) -> float:
     """What deadline and budget check time and cost with: the plan's family's actual ÷ predicted at the plan's
     quantile, never below 1 (a pessimistic prediction is not relaxed). The same family gives the report's range, so
     a plan never passes its gate with a P90 beyond its deadline."""
-    return max(1.0, getattr(catalog.residuals[time_family(workload)], quantile))
+    return max(1.0, getattr(catalog.residuals[time_family(workload, arch)], quantile))
 
 
 MEMORY_FAMILY = {"full": "memory-full", "lora": "memory-lora", "qlora": "memory-qlora"}
@@ -95,7 +111,7 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
               "shard_group": pins.shard_group_gpus, "ep_overlap": pins.ep_overlap},
         optimize="cost" if spec.optimize == "cost" else "time", mtbf_gpu_hours=train.mtbf_gpu_hours,
         flash_attention=train.flash_attention, bytes_per_token=train.bytes_per_token,
-        gate_factor=gate_factor(catalog, spec.workload, train.gate_quantile), gate_quantile=train.gate_quantile.upper(),
+        gate_factor=gate_factor(catalog, spec.workload, train.gate_quantile, arch), gate_quantile=train.gate_quantile.upper(),
         memory_factor=memory_factor(catalog, train.method, train.memory_quantile),
         memory=MemoryOptions(master_weights=train.master_weights, loss=loss_for(train.loss, train.method),
                              optimizer_in_backward=train.optimizer_in_backward,
@@ -112,6 +128,7 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     if plan.spec.train.method != "full" and plan.model.architecture.kind == "cnn":
         raise InfeasiblePlan(words(because("adapters-need-transformer", method=plan.spec.train.method,
                                            targets=tuple(plan.spec.train.lora.targets), model=plan.model.name)))
+    arch = plan.model.architecture
     result = search_training(request_for(plan, catalog), catalog.gpus, ctx.searches)
     if result.chosen is None:
         raise InfeasiblePlan(words(result.infeasible_reason) if result.infeasible_reason else "no configuration fits")
@@ -158,8 +175,9 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         alternatives.append(Alternative(description=c.description, usd=c.cost_usd, seconds=c.wall_seconds, chosen=True))
     decisions = training_decisions(spec, c, result.evaluated, hardware, parallelism,
                                    spec.train.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS,
-                                   gate=(gate_factor(ctx.catalog, spec.workload, spec.train.gate_quantile),
-                                         ctx.catalog.residuals[time_family(spec.workload)].rows, time_family(spec.workload)),
+                                   gate=(gate_factor(ctx.catalog, spec.workload, spec.train.gate_quantile, arch),
+                                         ctx.catalog.residuals[time_family(spec.workload, arch)].rows,
+                                         time_family(spec.workload, arch)),
                                    memory=(memory_factor(ctx.catalog, spec.train.method, spec.train.memory_quantile),
                                            memory_source(ctx.catalog, spec.train.method, spec.train.memory_quantile)))
     return plan.model_copy(update={
