@@ -153,9 +153,9 @@ class Architecture(Frozen):
     params_override: int = Field(0, description="parameter count given directly (CNNs)")
     gflops_per_sample: float = Field(0.0, description="forward GFLOPs per sample given directly (CNNs)")
     activation_bytes_per_sample: int = Field(
-        0, description="CNNs: bytes of 16-bit activations one training sample keeps for its backward (0: unknown)")
+        0, description="CNNs without a layer_table: bytes of 16-bit activations one training sample keeps for its backward (0: unknown)")
     layer_table: Literal["", "resnet-50", "mobilenet-v2", "yolo11n", "yolo11s"] = Field(
-        "", description="CNNs: the per-layer shape table (compiler/sizing/cnn_layers.py) serving sizes layer by layer; '' = whole-model roofline")
+        "", description="CNNs: the per-layer shape table (compiler/sizing/cnn_layers.py) serving and training size layer by layer; '' = whole-model roofline")
 
     @property
     def is_ultralytics_detector(self) -> bool:
