@@ -85,6 +85,14 @@ def ratios(cases: list[CnnTrainCase]) -> list[float]:
     return [c.predicted_items_per_second / c.published_items_per_second for c in cases]
 
 
+def share_inside_range(cases: list[CnnTrainCase]) -> float:
+    """Rows whose published images/s fall inside the predicted P10–P90 of the committed train-cnn residuals."""
+    from compiler.catalog.residuals import load_residuals
+
+    r = load_residuals()[FAMILY]
+    return sum(r.p10 <= x <= r.p90 for x in ratios(cases)) / len(cases)
+
+
 def main() -> None:
     cases = cnn_train_cases()
     print(f"{'case':58} {'pred img/s':>10} {'published':>10} {'error':>7}")
@@ -92,7 +100,7 @@ def main() -> None:
         print(f"{c.name:58} {c.predicted_items_per_second:10.0f} {c.published_items_per_second:10.0f} {c.error:+7.0%}")
     rows, median, worst = family_stats(cases)
     print(f"CNN training: {rows} rows, median |error| {median:.0%}, worst {worst:.0%} (tolerance {TOLERANCE:.0%}, "
-          f"host-limited rows {HOST_LIMITED_TOLERANCE:.0%})")
+          f"host-limited rows {HOST_LIMITED_TOLERANCE:.0%}); {share_inside_range(cases):.0%} inside P10–P90")
     for name, why in left_out():
         print(f"left out: {name}: {why}")
 
