@@ -363,8 +363,8 @@ SENTENCES: dict[str, Callable[..., str]] = {
         f"({gpus} × {gpu_id} {pricing}, {format_usd(cost)}), deadline {format_seconds(deadline)}"),
     "over-budget-cheapest": _over_budget_cheapest,
     "cnn-no-activations": lambda: (
-        "no activation_bytes_per_sample for this model: its step time counts FLOPs only and its memory no activations "
-        "(optimistic; CNN training is mostly memory-bound)"),
+        "no activation_bytes_per_sample for this model (and no layer_table to time it kernel by kernel): its step time "
+        "counts FLOPs only and its memory no activations (optimistic; CNN training is mostly memory-bound)"),
     "network-bound": lambda share, interconnect, limit, needed: (
         f"network-bound: the exposed gradient all-reduce is {share:.0%} of the step on {interconnect}; keeping it under "
         f"{limit:.0%} needs {needed / 1e9:.1f} GB/s of NIC per GPU"),

@@ -7,6 +7,10 @@ GEMM even when tied), H·Q = heads × head dim, T the sequence length. Recompute
 Narayanan et al. 2021 eq. (3) counts 96·B·s·l·h² = 4 × 24), selective the attention core (4·L·H·Q·T,
 Korthikanti et al. 2022 §5).
 
+A CNN with a layer table is timed kernel by kernel instead (cnn_train.py: its convolutions' forward, data- and
+weight-gradient kernels as `matmul`, batch norm / activation / add kernels as `memory`); the weight, optimizer and DP
+terms below apply to it as to a transformer.
+
 Time of one micro-batch on the slowest pipeline stage (the last: ⌈L/p⌉ layers + the LM head and loss):
 * GEMMs: their FLOPs at `gpu.achievable_matmul_fraction` × the dense peak of the compute dtype (measured
   large-GEMM rate, catalog); fp8 GEMMs at no more than FP8_GEMM_MATMUL_FRACTION (DeepGEMM's measured share).
