@@ -19,7 +19,8 @@ PyTorch runs a training step as separate kernels (eager mode), and each is a roo
   reads the gradient and the saved output and writes the gradient, 3·O.
 * residual add (`out += identity`, in place): forward reads two tensors and writes one, 3·O; backward the block
   input's gradient is the sum of the shortcut's and the branch's, 3 × the shortcut.
-Layers without weights (pools, upsamples) move their input and output in each direction.
+Layers without weights (pools, upsamples, YOLO11's attention scores) move their input and output in each direction, at
+no less than their forward-and-backward FLOPs' time.
 
 Stored for the backward (`stored_elements_per_item`): each convolution's output (batch norm's input) and each
 activation's or add's output (which the next convolution also keeps as its input); a layer without batch norm or
@@ -110,8 +111,11 @@ def training_batch_time(layers: tuple[Layer, ...], batch: int, rate_flops_per_se
             kernels += CONVOLUTION_KERNELS
         moved = batch * elementwise_elements_per_item(x) * element_bytes
         if moved:
-            elementwise += moved / bandwidth_bytes_per_second
+            m = moved / bandwidth_bytes_per_second
+            # a weightless layer's own FLOPs (YOLO11's attention scores, a pool's compares): forward and backward
+            c = 0.0 if x.weight_elements else CONVOLUTION_KERNELS * batch * x.flops_per_item / rate_flops_per_second
+            elementwise += max(c, m)
             traffic += moved
             kernels += 1
-            bound += 1
+            bound += m > c
     return CnnTrainTime(convolution, elementwise, compute, traffic, bound, kernels, transpose)
