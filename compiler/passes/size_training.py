@@ -191,10 +191,15 @@ def links_decision(request: TrainRequest, chosen, catalog: Catalog, ctx: PassCon
     if before is None:
         return []
     old, new = before.step, chosen.step
-    terms = [f"{name} {format_seconds(getattr(old, key))} → {format_seconds(getattr(new, key))}"
+    terms = [f"{name} {_seconds(getattr(old, key))} → {_seconds(getattr(new, key))}"
              for key, name in COMM_TERMS if getattr(old, key) or getattr(new, key)]
     layout = "" if before.description == chosen.description else f"; the published shares chose {before.description}"
     return [Decision(topic="site interconnect shares in this plan",
-                     choice=f"step {format_seconds(old.total)} → {format_seconds(new.total)}",
+                     choice=f"step {_seconds(old.total)} → {_seconds(new.total)}",
                      reason=f"communication predicted with the published link shares → with the site's measured ones "
                             f"(cluster.calibration): " + (", ".join(terms) or "no collective in this layout") + layout)]
+
+
+def _seconds(value: float) -> str:
+    """format_seconds, below a millisecond in µs to 3 digits (a small plan's collectives)."""
+    return format_seconds(value) if value >= 1e-3 or value == 0 else f"{value * 1e6:.3g} µs"
