@@ -248,8 +248,9 @@ def run_probe(argv: list[str]) -> int:
     from .probe import probe_files
     from .writer import UnsafeOutput, write_plans
 
-    parser = _Parser(prog="mlinfra-compile probe", description="Write a one-node measurement job for a training plan "
-                     "(out/<plan>-probe/: probe.py, probe.sbatch, settings.json).",
+    parser = _Parser(prog="mlinfra-compile probe", description="Write a measurement job for a plan: one node, and a "
+                     "second for the collectives when the plan spans nodes (out/<plan>-probe/: probe.py, probe_environment.py, "
+                     "probe.sbatch, settings.json).",
                      epilog="example:\n  mlinfra-compile probe plans/llama3-8b-pretrain.yaml -o out/\n"
                             "  cd out/llama3-8b-pretrain-probe && sbatch probe.sbatch\n"
                             "  mlinfra-compile calibrate probe-results.json -o plans/site-calibration.yaml")

@@ -85,6 +85,13 @@ def test_calibrate_repeats_the_environment_warnings_of_a_fabricated_results_file
     assert result.returncode == 0 and "warning" not in result.stderr and "warnings" not in yaml.safe_load((tmp_path / "site.yaml").read_text())
 
 
+def test_results_with_unreadable_collectives_are_refused_with_exit_2(tmp_path):
+    path = _results(tmp_path, {"device": "cpu"}, interconnect="ib-400g", processes_per_node=2,
+                    collectives_intra_node=[{"op": "all_reduce", "bytes": "many"}])
+    result = run_cli("calibrate", path, "-o", tmp_path / "site.yaml", "--site", "lab")
+    assert result.returncode == 2 and "collectives cannot be read" in result.stderr and "[invalid-results]" in result.stderr
+
+
 def test_the_site_link_shares_replace_the_published_ones_in_the_collectives():
     h100 = load_catalog().gpus["h100-sxm-80gb"]
     # DP of 16 over two nodes of 8: the ring crosses nodes at NIC × 8 ranks × the inter-node share, capped by NVLink
