@@ -8,7 +8,6 @@ shape, the layouts, the limits, each with its reason) and rendered from `plan.pr
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import yaml

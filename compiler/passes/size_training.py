@@ -196,8 +196,8 @@ def links_decision(request: TrainRequest, chosen, catalog: Catalog, ctx: PassCon
     layout = "" if before.description == chosen.description else f"; the published shares chose {before.description}"
     return [Decision(topic="site interconnect shares in this plan",
                      choice=f"step {_seconds(old.total)} → {_seconds(new.total)}",
-                     reason=f"communication predicted with the published link shares → with the site's measured ones "
-                            f"(cluster.calibration): " + (", ".join(terms) or "no collective in this layout") + layout)]
+                     reason="communication predicted with the published link shares → with the site's measured ones "
+                            "(cluster.calibration): " + (", ".join(terms) or "no collective in this layout") + layout)]
 
 
 def _seconds(value: float) -> str:
