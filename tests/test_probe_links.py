@@ -30,6 +30,24 @@ def _cuda(name="NVIDIA H200", driver="550.54.15", watts="700.00 W", cuda="12.4")
     return {"device": "cuda", "gpu_name": name, "cuda": cuda, "nvidia_smi": f"{name}, {driver}, {watts}"}
 
 
+@pytest.mark.parametrize("count, per_node, nodes, sizes", [(4, 2, 2, 3), (2, 2, 1, 3), (1, 1, 1, 0), (2, 1, 2, 3)])
+def test_probe_collectives_and_nodes_are_decisions_with_reasons(tmp_path, count, per_node, nodes, sizes):
+    """Two nodes exactly when the plan spans nodes; collectives whenever more than one rank takes part."""
+    from compiler.deployment.probe import COLLECTIVE_BYTES
+    from compiler.probe import probe_files
+
+    text = TWO_NODES.replace("count: 4, gpus_per_node: 2", f"count: {count}, gpus_per_node: {per_node}")
+    (tmp_path / "plan.yaml").write_text(text % "")
+    plan = resolve(tmp_path / "plan.yaml", probe=True)
+    probe, topics = plan.probe, {d.topic: d for d in plan.probe.decisions}
+    assert plan.hardware.nodes == nodes and probe.nodes == nodes and probe.collective_bytes == list(COLLECTIVE_BYTES)[:sizes]
+    assert ("nodes over ib-400g" in topics["probe nodes"].reason) == (nodes == 2)
+    assert ("doc/PERFORMANCE.md" in topics["probe collectives"].reason) == (sizes > 0)
+    assert topics["probe environment checks"].choice == "NVIDIA-H100-80GB-HBM3, 700 W"
+    sbatch = next(f.text for f in probe_files(plan).files if f.path == "probe.sbatch")
+    assert f"#SBATCH --nodes={nodes}" in sbatch and ("--phase inter-node" in sbatch) == (nodes == 2)
+
+
 def test_nvidia_smi_line_is_read_and_an_unreported_power_limit_is_none():
     assert parse_nvidia_smi("NVIDIA H200, 550.54.15, 1000.00 W") == {"gpu_name": "NVIDIA H200", "driver": "550.54.15",
                                                                     "power_limit_watts": 1000.0}

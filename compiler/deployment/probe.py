@@ -161,7 +161,10 @@ def _collectives(plan: ResolvedPlan, processes: int) -> tuple[list[int], int, li
         DeploymentDecision(topic="probe nodes", choice=f"{nodes}",
                            reason=(f"the plan spans {hw.nodes} nodes over {hw.interconnect}: the layouts run on the first node, "
                                    f"then the collectives again across both nodes ({2 * processes} ranks) to measure the fabric "
-                                   f"the gradients cross (probe.sbatch; a Kubernetes probe Job stays one pod on one node)") if nodes == 2 else
+                                   f"the gradients cross; c10d rendezvous on the first node at port {DEFAULT_RDZV_PORT} "
+                                   f"(torchrun's default; $MASTER_PORT overrides it); probe.sbatch only: a Kubernetes probe "
+                                   f"Job stays one pod on one node")
+                                  if nodes == 2 else
                                   f"the plan fits one node ({hw.gpus} GPU(s)): no inter-node traffic to measure"),
     ]
 
