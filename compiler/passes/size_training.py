@@ -193,7 +193,8 @@ def links_decision(request: TrainRequest, chosen, catalog: Catalog, ctx: PassCon
     old, new = before.step, chosen.step
     terms = [f"{name} {_seconds(getattr(old, key))} → {_seconds(getattr(new, key))}"
              for key, name in COMM_TERMS if getattr(old, key) or getattr(new, key)]
-    layout = "" if before.description == chosen.description else f"; the published shares chose {before.description}"
+    layout = ("" if before.description == chosen.description else
+              f"; the published shares chose {before.description}, the site's {chosen.description}")
     return [Decision(topic="site interconnect shares in this plan",
                      choice=f"step {_seconds(old.total)} → {_seconds(new.total)}",
                      reason="communication predicted with the published link shares → with the site's measured ones "
