@@ -248,8 +248,9 @@ def run_probe(argv: list[str]) -> int:
     from .probe import probe_files
     from .writer import UnsafeOutput, write_plans
 
-    parser = _Parser(prog="mlinfra-compile probe", description="Write a one-node measurement job for a training plan "
-                     "(out/<plan>-probe/: probe.py, probe.sbatch, settings.json).",
+    parser = _Parser(prog="mlinfra-compile probe", description="Write a measurement job for a plan: one node, and a "
+                     "second for the collectives when the plan spans nodes (out/<plan>-probe/: probe.py, probe_environment.py, "
+                     "probe.sbatch, settings.json).",
                      epilog="example:\n  mlinfra-compile probe plans/llama3-8b-pretrain.yaml -o out/\n"
                             "  cd out/llama3-8b-pretrain-probe && sbatch probe.sbatch\n"
                             "  mlinfra-compile calibrate probe-results.json -o plans/site-calibration.yaml")
@@ -275,7 +276,7 @@ CALIBRATION_MARK = "# Written by mlinfra-compile calibrate"
 
 
 def run_calibrate(argv: list[str]) -> int:
-    from .probe import ProbeError, load_results, site_calibration_text
+    from .probe import ProbeError, load_results, results_warnings, site_calibration_text
 
     parser = _Parser(prog="mlinfra-compile calibrate", description="Turn probe results into a site calibration file "
                      "(name it in a plan as cluster.calibration).",
@@ -285,13 +286,16 @@ def run_calibrate(argv: list[str]) -> int:
     parser.add_argument("--site", default="site", help="the site's name (letters, digits, . _ -)")
     args = parser.parse_args(argv)
     try:
-        text = site_calibration_text(load_results(args.results), args.site)
+        results = load_results(args.results)
+        text = site_calibration_text(results, args.site)
         _write_own_file(args.out, text)
     except ProbeError as exc:
         _print_error(terminal_text(f"{args.results}: error: {exc}  [invalid-results]"))
         return EXIT_INVALID
     except OSError as exc:
         return _os_error(exc, args.out)
+    for warning in results_warnings(results):
+        _print_error(terminal_text(f"{args.results}: warning: {warning}  [probe-environment]"))
     print(f"wrote {args.out}")
     return EXIT_OK
 

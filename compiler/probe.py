@@ -8,12 +8,12 @@ shape, the layouts, the limits, each with its reason) and rendered from `plan.pr
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import yaml
 
 from .deployment.probe import ProbeError
+from .probe_environment import environment_warnings
 from .resolved import ResolvedPlan
 from .targets.base import with_header
 from .targets.probe import render_probe
@@ -62,7 +62,7 @@ def site_calibration_text(results: dict, site: str) -> str:
         source = (f"mlinfra-compile serving probe of plan {results['plan']} on {env.get('host', '?')} ({results.get('device_name', '?')}, "
                   f"torch {env.get('torch', '?')}); GEMM {results.get('gemm_tflops', 0):.3g} TFLOP/s")
         data = {"site": site, "measured_at": results["measured_at"], "source": source, "serving_points": _serving_points(results)}
-        return CALIBRATION_HEADER + yaml.safe_dump(data, sort_keys=False, width=1 << 30)
+        return _with_warnings(data, results)
     points = [{"gpu": results["gpu_id"], "architecture": dict(results["architecture"]), "gpus": results["world_size"], "tp": 1, "pp": 1,
                "zero_stage": l["zero_stage"], "micro_batch": l["micro_batch"], "global_batch": l["global_batch"],
                "seq_len": results["seq_len"], "recompute": l["recompute"], "precision": results["precision"],
@@ -74,7 +74,51 @@ def site_calibration_text(results: dict, site: str) -> str:
     memory = _memory(results)
     if memory:
         data["memory"] = memory
+    fabric = _interconnect(results)
+    if fabric:
+        data["interconnect"] = fabric
+    return _with_warnings(data, results)
+
+
+def _with_warnings(data: dict, results: dict) -> str:
+    warnings = results_warnings(results)
+    if warnings:
+        data["warnings"] = warnings
     return CALIBRATION_HEADER + yaml.safe_dump(data, sort_keys=False, width=1 << 30)
+
+
+def results_warnings(results: dict) -> list[str]:
+    """The environment checks (probe_environment.py) on the results' recorded environment against what the plan's GPU
+    catalog entry led the probe to expect: the same checks the probe ran on the node (none without `expected`)."""
+    expected, env = results.get("expected"), results.get("environment")
+    if not (isinstance(expected, dict) and isinstance(expected.get("device"), str) and isinstance(expected.get("gpu_id"), str)
+            and isinstance(expected.get("power_watts"), (int, float)) and isinstance(env, dict)):
+        return []
+    return environment_warnings(env, expected)
+
+
+def _collective_points(points: list) -> list[dict]:
+    return [{"op": p["op"], "bytes": int(p["bytes"]), "ranks": int(p["ranks"]), "bus_bytes_per_second": float(p["bus_bytes_per_second"])}
+            for p in points]
+
+
+def _interconnect(results: dict) -> dict | None:
+    """The collectives the probe measured inside a node and, on two nodes, across them (bus bandwidth, nccl-tests'
+    definition): calibrate fits the site's intra- and inter-node shares to the largest all-reduce of each."""
+    intra, inter = results.get("collectives_intra_node") or [], results.get("collectives_inter_node") or []
+    if not intra and not inter:
+        return None
+    env = results.get("environment", {})
+    try:
+        fabric = {"gpu": results["gpu_id"], "interconnect": results["interconnect"], "device": env.get("device", "cuda"),
+                  "ranks_per_node": int(results["processes_per_node"])}
+        if intra:
+            fabric["intra_node"] = _collective_points(intra)
+        if inter:
+            fabric["inter_node"] = _collective_points(inter)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ProbeError(f"not probe results: its collectives cannot be read ({type(exc).__name__}: {str(exc)[:100]})") from None
+    return fabric
 
 
 def load_results(path: Path) -> dict:

@@ -3,7 +3,9 @@ stated layouts and serving prefills refit the catalog's achievable matmul share 
 steps (memory-bound: they stream the weights and the KV cache) then refit its achievable HBM share. Each share is
 the one whose predictions match the measurements (geometric mean of predicted ÷ measured is 1, found by bisection:
 a step's time falls as the share grows), so every plan compiled with the file is sized for that site; the report
-says so with the numbers before and after.
+says so with the numbers before and after. Collectives (all-reduce bus bandwidth inside a node and across two) give
+the site's intra- and inter-node link shares, which the training sizing's collectives use instead of the published
+ones; the environment warnings a probe raised (another GPU, a capped power limit) are repeated in the report.
 
     site: cluster-a
     measured_at: "2026-11-20"
@@ -13,6 +15,13 @@ says so with the numbers before and after.
          global_batch: 64, seq_len: 4096, recompute: none, step_seconds: 6.2}
     serving_points:   # one GPU, no TP: prefill of `batch` prompts of `tokens`, or one decode step at `tokens` context
       - {gpu: h100-sxm-80gb, model: llama-3.1-8b, phase: decode, batch: 16, tokens: 1004, step_seconds: 0.0095}
+    interconnect:     # bus bandwidth (nccl-tests' definition); inter_node: two nodes over `interconnect`
+      gpu: h100-sxm-80gb
+      interconnect: ib-400g
+      device: cuda
+      ranks_per_node: 8
+      intra_node: [{op: all_reduce, bytes: 268435456, ranks: 8, bus_bytes_per_second: 3.6e11}]
+      inter_node: [{op: all_reduce, bytes: 268435456, ranks: 16, bus_bytes_per_second: 3.5e11}]
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .catalog.catalog import Catalog
+from .catalog.catalog import Catalog, SiteLinks
 from .catalog.params import count_params
 from .catalog.types import Architecture, CatalogId, CatalogText
 from .diagnostics import PlanInputError
@@ -31,12 +40,15 @@ from .resolved import Decision
 from .sizing.search_cache import SearchCache
 from .sizing.serve_latency import ReplicaModel, compute_dtype, decode_step, prefill_occupancy_seconds
 from .sizing.serve_memory import kv_bytes_per_token_per_gpu, weights_bytes_per_gpu
+from .sizing.train_time import INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION
 from .sizing.training import TrainRequest, search_training
 from .source import load_yaml_file
 from .units import format_bytes, format_seconds
 
 BISECTION_STEPS = 30
 SHARE_BOUNDS = (0.01, 1.0)  # an achievable share of the datasheet peak
+# a link share: a CPU's gloo over loopback reaches ~1e-3 of NVLink; below 1e-5 nothing was measured
+LINK_SHARE_BOUNDS = (1e-5, 1.0)
 TOKENS = 1e9  # any count: the step time does not depend on it
 
 
@@ -129,6 +141,27 @@ class SiteMemory(_Strict):
         return self
 
 
+class CollectivePoint(_Strict):
+    """One collective's bus bandwidth as nccl-tests defines it (doc/PERFORMANCE.md: all-reduce algbw × 2(n−1)/n,
+    all-gather algbw × (n−1)/n), over `ranks` ranks at `bytes` bytes."""
+
+    op: Literal["all_reduce", "all_gather"]
+    bytes: int = Field(ge=1, le=2**40)
+    ranks: int = Field(ge=2, le=1_000_000)
+    bus_bytes_per_second: float = Field(gt=0, le=1e15)
+
+
+class SiteInterconnect(_Strict):
+    """The collectives a probe measured: inside one node of `gpu`, and across two nodes over `interconnect`."""
+
+    gpu: CatalogId
+    interconnect: CatalogId
+    device: CatalogText = Field(description="cuda (NCCL) or cpu (gloo: a test of the loop)")
+    ranks_per_node: int = Field(ge=1, le=1024)
+    intra_node: list[CollectivePoint] = Field(default_factory=list, max_length=100)
+    inter_node: list[CollectivePoint] = Field(default_factory=list, max_length=100)
+
+
 class SiteCalibration(_Strict):
     site: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")]
     measured_at: Annotated[str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]
@@ -136,6 +169,9 @@ class SiteCalibration(_Strict):
     points: list[SitePoint] = Field(default_factory=list, max_length=100)
     serving_points: list[ServingPoint] = Field(default_factory=list, max_length=100)
     memory: SiteMemory | None = None
+    interconnect: SiteInterconnect | None = None
+    warnings: list[CatalogText] = Field(default_factory=list, max_length=20,
+                                        description="where the measured node differs from the catalog entry (probe_environment.py)")
 
     @model_validator(mode="after")
     def some_points(self) -> "SiteCalibration":
@@ -241,7 +277,8 @@ def calibrate(catalog: Catalog, site: SiteCalibration) -> tuple[Catalog, list[De
     """The catalog with each measured GPU's matmul share fitted to its training and prefill steps, then its HBM share
     to its decode steps, and the decisions saying so."""
     everything = list(site.points) + list(site.serving_points)
-    unknown = sorted({p.gpu for p in everything + ([site.memory] if site.memory else []) if p.gpu not in catalog.gpus} | {p.model for p in everything if p.model and p.model not in catalog.models})
+    named = everything + [x for x in (site.memory, site.interconnect) if x is not None]
+    unknown = sorted({p.gpu for p in named if p.gpu not in catalog.gpus} | {p.model for p in everything if p.model and p.model not in catalog.models})
     if unknown:
         raise CalibrationError(f"points name what the catalog lacks: {', '.join(unknown)}")
     gpus, decisions, searches = dict(catalog.gpus), [], SearchCache()
@@ -275,5 +312,60 @@ def calibrate(catalog: Catalog, site: SiteCalibration) -> tuple[Catalog, list[De
                                for p in mem.points)
                    + "; full-training memory fits use it (never below 1) instead of the published rows"
                    + (" — measured on a CPU: a test of the loop, not a GPU margin" if mem.device == "cpu" else "")))
+    links = None
+    if site.interconnect is not None:
+        links, decision = _links(catalog, site)
+        decisions.append(decision)
+    if site.warnings:
+        decisions.append(Decision(topic="site calibration (environment)", choice=f"{len(site.warnings)} warning(s)",
+                                  reason=f"the probe's node at {site.site} differs from the catalog: " + "; ".join(site.warnings)))
     return Catalog(gpus=gpus, models=catalog.models, interconnects=catalog.interconnects, storage=catalog.storage,
-                   residuals=catalog.residuals, site_memory_factor=factor, site_memory_source=source), decisions
+                   residuals=catalog.residuals, site_memory_factor=factor, site_memory_source=source, site_links=links), decisions
+
+
+def _plateau(points: list[CollectivePoint]) -> CollectivePoint | None:
+    """The largest all-reduce: nccl-tests' plateau bus bandwidth, the rate the sizing's all-reduce formula uses."""
+    return max((p for p in points if p.op == "all_reduce"), key=lambda p: p.bytes, default=None)
+
+
+def _share(measured: float, link: float) -> float:
+    return float(f"{min(LINK_SHARE_BOUNDS[1], max(LINK_SHARE_BOUNDS[0], measured / link)):.4g}")
+
+
+def _listed(points: list[CollectivePoint]) -> str:
+    return ", ".join(f"{p.op.replace('_', '-')} {format_bytes(p.bytes)} {p.bus_bytes_per_second / 1e9:.3g} GB/s" for p in points)
+
+
+def _links(catalog: Catalog, site: SiteCalibration) -> tuple[SiteLinks, Decision]:
+    """The site's link shares: the largest all-reduce's bus bandwidth ÷ the catalog's link rate inside a node (the
+    GPU's intra-node bandwidth) and across two (the fabric's per-GPU NIC rate × the node's ranks, as
+    train_time.dp_collective_bandwidth prices a ring that crosses nodes)."""
+    fabric = site.interconnect
+    if fabric.interconnect not in catalog.interconnects:
+        raise CalibrationError(f"interconnect names what the catalog lacks: {fabric.interconnect}")
+    gpu, nic = catalog.gpus[fabric.gpu], catalog.interconnects[fabric.interconnect]
+    intra, inter = _plateau(fabric.intra_node), _plateau(fabric.inter_node)
+    intra_share = _share(intra.bus_bytes_per_second, gpu.intra_node_bandwidth_bytes_per_second) if (
+        intra and gpu.intra_node_bandwidth_bytes_per_second > 0) else None
+    node_rate = nic.bytes_per_second_per_gpu * fabric.ranks_per_node
+    inter_share = _share(inter.bus_bytes_per_second, node_rate) if inter else None
+    changes, parts = [], []
+    if intra_share is not None:
+        changes.append(f"intra-node share {NVLINK_ACHIEVABLE_FRACTION:.3g} → {intra_share:.4g}")
+        parts.append(f"inside a node ({intra.ranks} ranks): {_listed(fabric.intra_node)}; predicted "
+                     f"{gpu.intra_node_bandwidth_bytes_per_second * NVLINK_ACHIEVABLE_FRACTION / 1e9:.3g} GB/s "
+                     f"({gpu.id}'s {gpu.intra_node_bandwidth_bytes_per_second / 1e9:.3g} GB/s link × {NVLINK_ACHIEVABLE_FRACTION:.3g})")
+    if inter_share is not None:
+        changes.append(f"inter-node share {INTER_NODE_ACHIEVABLE_FRACTION:.3g} → {inter_share:.4g}")
+        parts.append(f"across two nodes ({inter.ranks} ranks, {fabric.interconnect}): {_listed(fabric.inter_node)}; predicted "
+                     f"{node_rate * INTER_NODE_ACHIEVABLE_FRACTION / 1e9:.3g} GB/s ({fabric.ranks_per_node} × "
+                     f"{nic.bytes_per_second_per_gpu / 1e9:.3g} GB/s NICs × {INTER_NODE_ACHIEVABLE_FRACTION:.3g})")
+    bounded = [s for s in (intra_share, inter_share) if s is not None and s in LINK_SHARE_BOUNDS]
+    reason = (f"bus bandwidth (nccl-tests doc/PERFORMANCE.md) measured at {site.site} on {site.measured_at} ({site.source}); "
+              + "; ".join(parts) + f"; the largest all-reduce gives each share, which the training sizing's collectives use "
+              f"on {gpu.id} over {fabric.interconnect}"
+              + (" (a share at its bound: check the measurement)" if bounded else "")
+              + (" — measured with gloo on a CPU: a test of the loop, not a GPU's links" if fabric.device == "cpu" else ""))
+    decision = Decision(topic="site calibration (interconnect)", choice="; ".join(changes) or "no share (no all-reduce measured)",
+                        reason=reason)
+    return SiteLinks(gpu.id, fabric.interconnect, intra_share, inter_share), decision

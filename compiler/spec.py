@@ -379,7 +379,7 @@ class ClusterSpec(Spec):
     interconnect: str = Field("ib-400g", description="inter-node fabric; NVLink inside a node comes from the GPU catalog", json_schema_extra=_offers("interconnects"))
     storage: str = Field("lustre", description="shared storage kind for data and checkpoints", json_schema_extra=_offers("storage"))
     catalog: SafeText | None = Field(None, description="YAML file adding or overriding GPU entries, relative to the plan")
-    calibration: SafeText | None = Field(None, description="site calibration file: training and serving steps measured on this cluster; the measured GPUs' achievable matmul and HBM shares are fitted to them and its memory factor replaces the published one (relative to the plan; compiler/site_calibration.py)")
+    calibration: SafeText | None = Field(None, description="site calibration file: training and serving steps measured on this cluster; the measured GPUs' achievable matmul and HBM shares are fitted to them, its memory factor replaces the published one and its measured collectives give the training collectives' intra- and inter-node link shares (relative to the plan; compiler/site_calibration.py)")
     slurm: SlurmSpec = Field(default_factory=SlurmSpec, description="Slurm partition, account and directives")
     kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec, description="Kubernetes namespace and APIs")
 

@@ -38,7 +38,9 @@ def test_the_probe_reduces_layers_to_fit_one_gpu_and_says_so():
     assert one_more.reserved * margin > usable  # not reduced further than it must
     files = {f.path: f.text for f in probe_files(plan).files}
     sbatch = files["probe.sbatch"]
-    assert f"{probe.layers} of the model's 126 layers" in sbatch and "#SBATCH --nodes=1" in sbatch and "--time=00:15:00" in sbatch
+    assert f"{probe.layers} of the model's 126 layers" in sbatch and "--time=00:15:00" in sbatch
+    # 512 nodes: the layouts on one node, the collectives again across two
+    assert probe.nodes == 2 and "#SBATCH --nodes=2" in sbatch and "--phase inter-node" in sbatch
     assert "- **probe shape**: " in files["REPORT.md"] and json.loads(files["plan.json"])["probe"]["layers"] == probe.layers
 
 
@@ -242,7 +244,7 @@ def test_the_serving_probes_cached_decode_gives_the_full_forwards_logits(tmp_pat
 
     (tmp_path / "plan.yaml").write_text(SERVE % "")
     files = {f.path: f.text for f in probe_files(resolve(tmp_path / "plan.yaml", probe=True)).files}
-    for name in ("probe.py", "settings.json"):
+    for name in ("probe.py", "probe_environment.py", "settings.json"):
         (tmp_path / name).write_text(files[name])
     (tmp_path / "check.py").write_text(CACHED_DECODE)
     run = subprocess.run([str(tool_python("torch")), "check.py", "probe.py", "settings.json"], cwd=tmp_path, capture_output=True,

@@ -16,6 +16,17 @@ from .types import GpuSpec, ModelPreset
 
 
 @dataclass(frozen=True)
+class SiteLinks:
+    """A site calibration file's measured link shares (site_calibration.py): of `gpu`'s intra-node link and of the
+    `interconnect` fabric's NICs; None where the probe measured no such collective."""
+
+    gpu: str
+    interconnect: str
+    intra_node_fraction: float | None
+    inter_node_fraction: float | None
+
+
+@dataclass(frozen=True)
 class Catalog:
     gpus: dict[str, GpuSpec]
     models: dict[str, ModelPreset]
@@ -26,6 +37,7 @@ class Catalog:
     # which full-training memory fits use instead of the published rows; with the words that say where it comes from
     site_memory_factor: float | None = None
     site_memory_source: str = ""
+    site_links: SiteLinks | None = None  # a site calibration file's measured interconnect shares
 
 
 def load_catalog(extra_gpus: Path | None = None) -> Catalog:

@@ -16,18 +16,22 @@ from ..catalog.types import Architecture
 from ..resolved import ResolvedPlan
 from ..sizing.serve_memory import kv_bytes_per_token, weights_bytes_total
 from ..sizing.train_memory import MemoryOptions, memory_per_gpu, usable_memory_bytes
+from ..probe_environment import POWER_TOLERANCE
 from ..units import format_bytes
 from .model import DeploymentDecision, Directive
 from .probe_model import Probe, ProbeKubernetes, ProbeLayout, ServingProbe
-from .training import directive_value
+from .training import DEFAULT_RDZV_PORT, directive_value
 
 # "a minutes-long measurement job" (issue 18); also the Kubernetes Job's activeDeadlineSeconds.
 TIME_LIMIT_SECONDS = 15 * 60
 # Three warm-up steps absorb the allocator's and the kernels' first-call costs; the median of ten is reported.
 WARMUP_STEPS, MEASURED_STEPS = 3, 10
-# nccl-tests' and the HBM test's sizes: large enough to reach the plateau rate (nccl-tests PERFORMANCE.md: bus
-# bandwidth plateaus above ~100 MB on NVLink); a 4096² GEMM reaches cuBLAS's large-GEMM rate on H100.
-GEMM_SIZE, COPY_BYTES, ALLREDUCE_BYTES = 4096, 1 << 30, 256 << 20
+# The HBM test's size and the GEMM's side: a 4096² GEMM reaches cuBLAS's large-GEMM rate on H100.
+GEMM_SIZE, COPY_BYTES = 4096, 1 << 30
+# The collectives' message sizes, a factor 16 apart as nccl-tests sweeps them (-b 1M -e 256M -f 16): the small one
+# shows the latency, the largest the plateau rate the shares are fitted to (nccl-tests doc/PERFORMANCE.md: "on large
+# sizes ... it makes more sense to look at the bandwidth"; bus bandwidth plateaus above ~100 MB on NVLink).
+COLLECTIVE_BYTES = (1 << 20, 16 << 20, 256 << 20)
 MEMORY_FAMILY = "memory-full"  # residuals.yaml: measured ÷ predicted peak of published full-training runs
 MAX_LAYOUTS = 4  # the chosen layout and three neighbours: 4 × 13 steps stay well inside the time limit
 PURE_16_BIT = MemoryOptions(master_weights="none")
@@ -134,13 +138,40 @@ def training_probe(plan: ResolvedPlan, catalog: Catalog) -> Probe:
                                   + (f"; left out: {', '.join(left_out)} (do not fit or over {MAX_LAYOUTS} layouts)" if left_out else "")),
         DeploymentDecision(topic="probe time limit", choice=f"{TIME_LIMIT_SECONDS // 60} minutes",
                            reason=f"a minutes-long job (issue 18): {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured steps per layout, "
-                                  f"then the GEMM, HBM and all-reduce tests; SIGALRM and the scheduler stop it at the limit"),
+                                  f"then the GEMM, HBM and collective tests; SIGALRM and the scheduler stop it at the limit"),
     ]
-    return _probe(plan, "training", reduced, layers, processes, precision, seq_len, layouts, None, decisions)
+    sizes, nodes, collective_decisions = _collectives(plan, processes)
+    return _probe(plan, "training", reduced, layers, processes, precision, seq_len, layouts, None, decisions + collective_decisions,
+                  collective_bytes=sizes, nodes=nodes)
+
+
+def _collectives(plan: ResolvedPlan, processes: int) -> tuple[list[int], int, list[DeploymentDecision]]:
+    """The all-reduce and all-gather sizes, and whether the probe takes a second node to measure the fabric."""
+    hw = plan.hardware
+    nodes = 2 if hw.nodes > 1 else 1
+    sizes = list(COLLECTIVE_BYTES) if processes * nodes > 1 else []
+    sweep = ", ".join(format_bytes(b) for b in COLLECTIVE_BYTES)
+    return sizes, nodes, [
+        DeploymentDecision(topic="probe collectives", choice=f"all-reduce and all-gather at {sweep}" if sizes else "none",
+                           reason=("bus bandwidth as nccl-tests defines it (doc/PERFORMANCE.md: all-reduce algbw × 2(n−1)/n, "
+                                   "all-gather algbw × (n−1)/n), the median of 5 after a warm-up; the largest size's all-reduce "
+                                   "gives the site's interconnect shares (calibrate), the smaller ones show the latency; NCCL on "
+                                   "GPUs, gloo on CPU (sizes ÷ 64)") if sizes else
+                                  "one process on one node: no collective to measure"),
+        DeploymentDecision(topic="probe nodes", choice=f"{nodes}",
+                           reason=(f"the plan spans {hw.nodes} nodes over {hw.interconnect}: the layouts run on the first node, "
+                                   f"then the collectives again across both nodes ({2 * processes} ranks) to measure the fabric "
+                                   f"the gradients cross; c10d rendezvous on the first node at port {DEFAULT_RDZV_PORT} "
+                                   f"(torchrun's default; $MASTER_PORT overrides it); probe.sbatch only: a Kubernetes probe "
+                                   f"Job stays one pod on one node")
+                                  if nodes == 2 else
+                                  f"the plan fits one node ({hw.gpus} GPU(s)): no inter-node traffic to measure"),
+    ]
 
 
 def _probe(plan: ResolvedPlan, kind: str, reduced: Architecture, layers: int, processes: int, precision: str, seq_len: int,
-           layouts: list[ProbeLayout], serving, decisions: list[DeploymentDecision]) -> Probe:
+           layouts: list[ProbeLayout], serving, decisions: list[DeploymentDecision], collective_bytes: list[int] = (),
+           nodes: int = 1) -> Probe:
     k8s = plan.deployment.kubernetes if plan.deployment else None
     image = None
     if plan.spec.cluster.scheduler in ("kubernetes", "both") and k8s is not None:
@@ -154,12 +185,19 @@ def _probe(plan: ResolvedPlan, kind: str, reduced: Architecture, layers: int, pr
                    f"the {engine.engine + ' engine' if engine else 'plan'}'s image has no PyTorch to run probe.py; submit probe.sbatch or run "
                    "probe.py under torchrun in a PyTorch image")]
     minutes = math.ceil(TIME_LIMIT_SECONDS / 60)
+    gpu = plan.hardware.gpu_spec
+    decisions = decisions + [DeploymentDecision(
+        topic="probe environment checks", choice=f"{gpu.k8s_product_label}, {gpu.tdp_watts:g} W",
+        reason=f"the catalog's {gpu.id}: its product name (refused unless --allow-other-device) and TDP (a power limit more "
+               f"than {POWER_TOLERANCE:.0%} off is a warning: a capped board is slower), and the least driver of torch's CUDA "
+               f"major (NVIDIA CUDA Compatibility, Table 1); warnings go to the results and calibrate repeats them")]
     return Probe(kind=kind, name=f"{plan.name}-probe", plan=plan.name, gpu_id=plan.hardware.gpu,
-                 expected_device=plan.hardware.gpu_spec.k8s_product_label, architecture=reduced, layers=layers,
+                 expected_device=gpu.k8s_product_label, expected_power_watts=gpu.tdp_watts, architecture=reduced, layers=layers,
                  model_layers=plan.model.architecture.layers,
                  mlp_hidden=reduced.ffn_hidden or reduced.moe_ffn_hidden, processes=processes, time_limit_seconds=TIME_LIMIT_SECONDS,
                  precision=precision, seq_len=seq_len, warmup_steps=WARMUP_STEPS, steps=MEASURED_STEPS, gemm_size=GEMM_SIZE,
-                 copy_bytes=COPY_BYTES, allreduce_bytes=ALLREDUCE_BYTES, layouts=layouts, serving=serving,
+                 copy_bytes=COPY_BYTES, collective_bytes=list(collective_bytes), nodes=nodes,
+                 interconnect=plan.hardware.interconnect, rdzv_port=DEFAULT_RDZV_PORT, layouts=layouts, serving=serving,
                  slurm_time=f"{minutes // 60:02d}:{minutes % 60:02d}:00", slurm_directives=_slurm_directives(plan),
                  kubernetes=ProbeKubernetes(image=image) if image else None, decisions=decisions)
 

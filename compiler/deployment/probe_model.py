@@ -49,6 +49,7 @@ class Probe(Section):
     plan: str
     gpu_id: str
     expected_device: str = Field(description="the GPU product name the probe checks the node against")
+    expected_power_watts: float = Field(description="the catalog's TDP of the plan's GPU: the power limit the probe expects")
     architecture: Architecture = Field(description="the plan's shape with its layers reduced to `layers`")
     layers: int
     model_layers: int
@@ -61,7 +62,11 @@ class Probe(Section):
     steps: int = Field(description="measured steps per layout (the median is reported)")
     gemm_size: int = Field(description="side of the square matrices of the GEMM-rate test")
     copy_bytes: int = Field(description="bytes of the device-to-device copy of the HBM-rate test")
-    allreduce_bytes: int = Field(description="bytes of the all-reduce of the bus-bandwidth test")
+    collective_bytes: list[int] = Field(default_factory=list, description="message sizes of the all-reduce and all-gather "
+                                        "bus-bandwidth tests (none: one process)")
+    nodes: int = Field(1, description="2: the collectives are also measured across two nodes (the plan spans nodes)")
+    interconnect: str = Field(description="the plan's inter-node fabric (catalog id), which the two-node test measures")
+    rdzv_port: int = Field(description="the two-node torchrun rendezvous port on the first node")
     layouts: list[ProbeLayout] = Field(default_factory=list)
     serving: ServingProbe | None = None
     slurm_time: str = Field(description="#SBATCH --time")

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ..catalog.catalog import Catalog
 from ..catalog.types import Architecture
 from ..catalog.params import count_params
 from ..diagnostics import InfeasiblePlan
-from ..resolved import Alternative, Cost, Hardware, MemoryPerGpu, Parallelism, Rejection, ResolvedPlan, Training
+from ..resolved import Alternative, Cost, Decision, Hardware, MemoryPerGpu, Parallelism, Rejection, ResolvedPlan, Training
 from ..sizing.reasons import because
 from ..sizing.train_memory import MemoryOptions, loss_for
 from ..sizing.training import TrainRequest, search_training
+from ..units import format_seconds
 from .context import PassContext
 from .wording import rejection_rows, training_decisions, words
 
@@ -95,7 +97,10 @@ def memory_source(catalog: Catalog, method: str, quantile: str) -> str:
 def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
     spec, train, pins = plan.spec, plan.spec.train, plan.spec.parallelism
     arch = plan.model.architecture
+    links = catalog.site_links
     return TrainRequest(
+        site_intra_node=(links.gpu, links.intra_node_fraction) if links and links.intra_node_fraction is not None else None,
+        inter_node_fraction=links.inter_node_fraction if links and links.interconnect == spec.cluster.interconnect else None,
         arch=arch, params=count_params(arch), precision=spec.precision, optimizer=train.optimizer,
         method=train.method, lora_rank=train.lora.rank, lora_targets=tuple(train.lora.targets),
         tokens=train.total_tokens, seq_len=train.seq_len, global_batch_sequences=_global_batch_sequences(plan),
@@ -129,7 +134,8 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         raise InfeasiblePlan(words(because("adapters-need-transformer", method=plan.spec.train.method,
                                            targets=tuple(plan.spec.train.lora.targets), model=plan.model.name)))
     arch = plan.model.architecture
-    result = search_training(request_for(plan, catalog), catalog.gpus, ctx.searches)
+    request = request_for(plan, catalog)
+    result = search_training(request, catalog.gpus, ctx.searches)
     if result.chosen is None:
         raise InfeasiblePlan(words(result.infeasible_reason) if result.infeasible_reason else "no configuration fits")
     c, spec = result.chosen, plan.spec
@@ -184,6 +190,35 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         "hardware": hardware, "parallelism": parallelism, "memory_per_gpu_bytes": memory, "training": training,
         "cost": cost, "alternatives": alternatives,
         "rejected": [Rejection(description=d, reason=r) for d, r in rejection_rows(result.rejected)],
-        "decisions": plan.decisions + decisions, "warnings": plan.warnings + [words(w) for w in result.warnings],
+        "decisions": plan.decisions + decisions + links_decision(request, c, catalog, ctx), "warnings": plan.warnings + [words(w) for w in result.warnings],
         "search_evaluated": result.evaluated,
     })
+
+
+# the step's communication terms, as the report names them
+COMM_TERMS = (("dp_comm", "DP all-reduce"), ("dp_comm_exposed", "its exposed part"), ("tp_comm", "TP all-reduces"),
+              ("cp_comm", "CP ring"), ("ep_comm", "EP all-to-alls"), ("pp_p2p", "PP sends"))
+
+
+def links_decision(request: TrainRequest, chosen, catalog: Catalog, ctx: PassContext) -> list[Decision]:
+    """With a site's measured link shares: the chosen layout's communication terms as the published shares predict
+    them (the same search without the site's shares) and as the site's do."""
+    if request.site_intra_node is None and request.inter_node_fraction is None:
+        return []
+    before = search_training(replace(request, site_intra_node=None, inter_node_fraction=None), catalog.gpus, ctx.searches).chosen
+    if before is None:
+        return []
+    old, new = before.step, chosen.step
+    terms = [f"{name} {_seconds(getattr(old, key))} → {_seconds(getattr(new, key))}"
+             for key, name in COMM_TERMS if getattr(old, key) or getattr(new, key)]
+    layout = ("" if before.description == chosen.description else
+              f"; the published shares chose {before.description}, the site's {chosen.description}")
+    return [Decision(topic="site interconnect shares in this plan",
+                     choice=f"step {_seconds(old.total)} → {_seconds(new.total)}",
+                     reason="communication predicted with the published link shares → with the site's measured ones "
+                            "(cluster.calibration): " + (", ".join(terms) or "no collective in this layout") + layout)]
+
+
+def _seconds(value: float) -> str:
+    """format_seconds, below a millisecond in µs to 3 digits (a small plan's collectives)."""
+    return format_seconds(value) if value >= 1e-3 or value == 0 else f"{value * 1e6:.3g} µs"

@@ -231,8 +231,9 @@ def dp_ranks_per_node(tp: int, dp: int, gpus_per_node: int) -> int:
     return max(1, min(dp, gpus_per_node // max(1, tp)))
 
 
-def dp_collective_bandwidth(gpu: GpuSpec, tp: int, dp: int, gpus_per_node: int,
-                            nic_bytes_per_second: float) -> tuple[float, bool]:
+def dp_collective_bandwidth(gpu: GpuSpec, tp: int, dp: int, gpus_per_node: int, nic_bytes_per_second: float,
+                            nvlink_fraction: float = NVLINK_ACHIEVABLE_FRACTION,
+                            nic_fraction: float = INTER_NODE_ACHIEVABLE_FRACTION) -> tuple[float, bool]:
     """(bandwidth B of t = S/B · 2(n−1)/n, whether the group spans nodes) for a data-parallel collective.
 
     Ranks are ordered TP innermost, then DP (Megatron's order; FSDP/DeepSpeed have no TP), so a DP group takes
@@ -240,12 +241,13 @@ def dp_collective_bandwidth(gpu: GpuSpec, tp: int, dp: int, gpus_per_node: int,
     Across nodes NCCL runs a ring per NIC and each node's ranks share the inter-node hops, so a GPU's collective
     moves at its NIC rate times its node's ranks in the group (nccl-tests #100, #119 and NVIDIA/nccl#1048: 8×A100
     nodes with 4 HDR NICs reach 85-91 GB/s bus bandwidth of the node's 100 GB/s), at INTER_NODE_ACHIEVABLE_FRACTION
-    and never above NVLink, which carries the intra-node hops."""
-    nvlink = gpu.intra_node_bandwidth_bytes_per_second * NVLINK_ACHIEVABLE_FRACTION
+    and never above NVLink, which carries the intra-node hops. A site calibration file's measured shares replace
+    the two fractions (site_calibration.py)."""
+    nvlink = gpu.intra_node_bandwidth_bytes_per_second * nvlink_fraction
     ranks_per_node = dp_ranks_per_node(tp, dp, gpus_per_node)
     if dp <= ranks_per_node:
         return nvlink, False
-    return min(nvlink, nic_bytes_per_second * ranks_per_node * INTER_NODE_ACHIEVABLE_FRACTION), True
+    return min(nvlink, nic_bytes_per_second * ranks_per_node * nic_fraction), True
 
 
 def ring_allreduce_seconds(size_bytes: float, ranks: int, bandwidth: float, latency: float = 0.0) -> float:
@@ -267,16 +269,19 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
               trainable_params_per_replica: float | None = None,
               inter_node_bytes_per_second: float = 50e9, inter_node_latency_seconds: float = 5e-6,
               gpus_per_node: int = 8, cp: int = 1, ep: int = 1, vp: int = 1, split: tuple[int, ...] | None = None,
-              zero_shard_ranks: int | None = None, ep_overlap: bool = False, ep_dispatch: str = "bf16") -> StepTime:
+              zero_shard_ranks: int | None = None, ep_overlap: bool = False, ep_dispatch: str = "bf16",
+              nvlink_fraction: float = NVLINK_ACHIEVABLE_FRACTION,
+              nic_fraction: float = INTER_NODE_ACHIEVABLE_FRACTION) -> StepTime:
     """One optimizer step: grad_accum micro-batches of micro_batch sequences through a TP×CP×PP×DP layout (EP
-    inside DP; `split` the layers per stage, default ⌈L/p⌉; ZeRO-3 over `zero_shard_ranks` when smaller than DP)."""
+    inside DP; `split` the layers per stage, default ⌈L/p⌉; ZeRO-3 over `zero_shard_ranks` when smaller than DP).
+    `nvlink_fraction`, `nic_fraction`: the achieved shares of the intra-node link and the NICs (a site's measured ones)."""
     dtype = compute_dtype(precision, gpu)
     rate = matmul_flops_per_second(gpu, dtype)
     attention_dtype = ATTENTION_DTYPE[precision]
     hbm = gpu.memory_bandwidth_bytes_per_second * gpu.achievable_memory_bandwidth_fraction
     tokens = seq_len * micro_batch / cp
-    nvlink = gpu.intra_node_bandwidth_bytes_per_second * NVLINK_ACHIEVABLE_FRACTION
-    nic = inter_node_bytes_per_second * INTER_NODE_ACHIEVABLE_FRACTION
+    nvlink = gpu.intra_node_bandwidth_bytes_per_second * nvlink_fraction
+    nic = inter_node_bytes_per_second * nic_fraction
     repeat = 1 if recompute == "full" else 0  # the forward again
     if arch.kind == "cnn" or not arch.layers:  # no transformer structure: FLOPs at the GEMM rate
         matmul = model_flops_per_token(arch, params, seq_len) * tokens / tp / rate
@@ -363,8 +368,9 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
     replica_bytes = gradient_bytes_per_replica if gradient_bytes_per_replica is not None else 0.0
     ranks = dp * cp  # CP ranks reduce their gradients with DP (train_layout docstring)
     shard = min(ranks, zero_shard_ranks or ranks)
+    fractions = {"nvlink_fraction": nvlink_fraction, "nic_fraction": nic_fraction}
     dp_bandwidth, spans_nodes = dp_collective_bandwidth(gpu, tp, shard if zero_stage >= 3 else ranks, gpus_per_node,
-                                                        inter_node_bytes_per_second)
+                                                        inter_node_bytes_per_second, **fractions)
     latency = inter_node_latency_seconds if spans_nodes else 0.0
     if zero_stage >= 3:
         per_mb = ring_allreduce_seconds(replica_bytes * ZERO3_VOLUME_FACTOR, shard, dp_bandwidth, latency)
@@ -372,7 +378,7 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
         exposed = grad_accum * max(0.0, per_mb - per_microbatch)
         if shard < ranks:  # HSDP: the replicas all-reduce the gradient shard once per step
             replica_bandwidth, crosses = dp_collective_bandwidth(gpu, tp * shard, ranks // shard, gpus_per_node,
-                                                                 inter_node_bytes_per_second)
+                                                                 inter_node_bytes_per_second, **fractions)
             replicas = ring_allreduce_seconds(replica_bytes / shard, ranks // shard, replica_bandwidth,
                                               inter_node_latency_seconds if crosses else 0.0)
             dp_comm += replicas

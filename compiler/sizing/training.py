@@ -40,8 +40,8 @@ from .train_memory import (
     MemoryBreakdown, MemoryOptions, checkpoint_bytes, lora_trainable_params, memory_per_gpu, usable_memory_bytes,
 )
 from .train_time import (
-    COMPUTE_DTYPE, GRADIENT_BYTES, INTER_NODE_ACHIEVABLE_FRACTION, ZERO3_VOLUME_FACTOR, StepTime, WholeRun, whole_run,
-    dp_ranks_per_node, hardware_flops_per_token, model_flops_per_token, step_time,
+    COMPUTE_DTYPE, GRADIENT_BYTES, INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION, ZERO3_VOLUME_FACTOR, StepTime,
+    WholeRun, whole_run, dp_ranks_per_node, hardware_flops_per_token, model_flops_per_token, step_time,
 )
 
 TP_CHOICES = (1, 2, 4, 8)
@@ -153,6 +153,10 @@ class TrainRequest:
     # family at the plan's quantile (residuals.yaml); 1.0 fits the prediction itself
     memory_factor: float = 1.0
     memory: MemoryOptions = field(default_factory=MemoryOptions)  # where frameworks differ (train_memory docstring)
+    # a site calibration file's measured interconnect shares (site_calibration.py): (GPU id, intra-node share) for that
+    # GPU's links, and the inter-node share of `interconnect`; None: train_time's published shares
+    site_intra_node: tuple[str, float] | None = None
+    inter_node_fraction: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.pins, Mapping):  # a plain {"tp": 2, ...} mapping, None values meaning "search"
@@ -493,7 +497,7 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, ze
                      gradient_bytes_per_replica=gradient_bytes, inter_node_bytes_per_second=ctx.fabric.bytes_per_second_per_gpu,
                      inter_node_latency_seconds=ctx.fabric.latency_seconds, gpus_per_node=per_node, cp=shape.cp,
                      ep=shape.ep, vp=shape.vp, split=shape.split or None, zero_shard_ranks=shape.shard,
-                     ep_overlap=shape.ep_overlap, ep_dispatch=shape.ep_dispatch)
+                     ep_overlap=shape.ep_overlap, ep_dispatch=shape.ep_dispatch, **link_fractions(req, gpu.id))
     steps = max(1, math.ceil(req.tokens / ctx.tokens_per_step))
     tokens_per_second = ctx.tokens_per_step / step.total
     nodes = max(1, math.ceil(gpus / per_node))
@@ -507,6 +511,13 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, ze
                 price, gpu_hours * price, describe(gpus, gpu.id, tp, pp, dp, zero, mb, recompute, offload, shape), shape)
 
 
+def link_fractions(req: TrainRequest, gpu_id: str) -> dict[str, float]:
+    """step_time's link shares for one GPU type: the site's measured ones where the request carries them."""
+    intra = req.site_intra_node[1] if req.site_intra_node and req.site_intra_node[0] == gpu_id else NVLINK_ACHIEVABLE_FRACTION
+    nic = INTER_NODE_ACHIEVABLE_FRACTION if req.inter_node_fraction is None else req.inter_node_fraction
+    return {"nvlink_fraction": intra, "nic_fraction": nic}
+
+
 def _candidate(ctx: _Context, f: _Fit) -> TrainCandidate:
     req, gpu, gpus, dp, zero, step = ctx.req, f.gpu, f.gpus, f.dp, f.zero, f.step
     peak = gpu.peak_flops_per_second(COMPUTE_DTYPE[req.precision])
@@ -518,7 +529,7 @@ def _candidate(ctx: _Context, f: _Fit) -> TrainCandidate:
     # the NIC rate per GPU that keeps it under the share: the ring moves at NIC × the group's ranks on each node
     # (train_time.dp_collective_bandwidth); 0 where the group stays inside a node
     ranks_per_node = dp_ranks_per_node(f.tp, ranks, f.per_node)
-    needed = (allreduce / (NETWORK_SHARE_OF_STEP * step.total) / (ranks_per_node * INTER_NODE_ACHIEVABLE_FRACTION)
+    needed = (allreduce / (NETWORK_SHARE_OF_STEP * step.total) / (ranks_per_node * link_fractions(req, gpu.id)["nic_fraction"])
               if allreduce and ranks > ranks_per_node else 0.0)
     token_bytes = stored_bytes_per_token(req.arch, req.bytes_per_token)
     return TrainCandidate(

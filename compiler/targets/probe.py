@@ -1,8 +1,11 @@
-"""The probe's files (`mlinfra-compile probe`, out/<plan>-probe/), projected from `plan.probe` alone: probe.py,
-settings.json, probe.sbatch, probe-job.yaml (Kubernetes plans), plan.json and REPORT.md. Not a compile target: the
-probe command renders these instead of the plan's own files (compiler/probe.py)."""
+"""The probe's files (`mlinfra-compile probe`, out/<plan>-probe/), projected from `plan.probe` alone: probe.py and the
+environment checks it imports (probe_environment.py), settings.json, probe.sbatch, probe-job.yaml (Kubernetes plans),
+plan.json and REPORT.md. Not a compile target: the probe command renders these instead of the plan's own files
+(compiler/probe.py)."""
 
 from __future__ import annotations
+
+from importlib import resources
 
 from ..deployment.probe_model import Probe
 from ..resolved import ResolvedPlan
@@ -23,19 +26,29 @@ def settings(probe: Probe) -> dict:
 def render_probe(plan: ResolvedPlan) -> list[OutputFile]:
     probe = plan.probe
     script, settings_text = render("probe/probe.py.j2"), dump_json(settings(probe))
-    sbatch = render("probe/probe.sbatch.j2", probe=probe, directives=[f"--{d.flag}={d.value}" for d in probe.slurm_directives])
-    report = render("probe/REPORT.md.j2", probe=probe, layouts=[
+    checks = environment_checks()
+    sbatch = render("probe/probe.sbatch.j2", probe=probe, inter_node=probe.nodes == 2, directives=[f"--{d.flag}={d.value}" for d in probe.slurm_directives])
+    sizes = ", ".join(format_bytes(b) for b in probe.collective_bytes)
+    collectives = (f"all-reduce, all-gather at {sizes}" + (f"; again across 2 nodes ({probe.interconnect})" if probe.nodes == 2 else "")
+                   if sizes else "none (one process)")
+    report = render("probe/REPORT.md.j2", probe=probe, collectives=collectives, layouts=[
         {"name": l.name, "micro_batch": l.micro_batch, "recompute": l.recompute, "zero_stage": l.zero_stage,
          "allocated": format_bytes(l.predicted_allocated_bytes), "reserved": format_bytes(l.predicted_reserved_bytes), "why": l.why}
         for l in probe.layouts], decisions=[d.model_dump() for d in probe.decisions])
-    files = [OutputFile("probe.py", script, 0o755), OutputFile("probe.sbatch", sbatch, 0o755), OutputFile("settings.json", settings_text),
+    files = [OutputFile("probe.py", script, 0o755), OutputFile("probe_environment.py", checks),
+             OutputFile("probe.sbatch", sbatch, 0o755), OutputFile("settings.json", settings_text),
              OutputFile("plan.json", dump_json(stable(plan.model_dump(mode="json")))), OutputFile("REPORT.md", report)]
     if probe.kubernetes:
-        files.append(OutputFile("probe-job.yaml", dump_yaml_documents(_kubernetes_job(plan, probe, script, settings_text))))
+        files.append(OutputFile("probe-job.yaml", dump_yaml_documents(_kubernetes_job(plan, probe, script, checks, settings_text))))
     return files
 
 
-def _kubernetes_job(plan: ResolvedPlan, probe: Probe, script: str, settings_text: str) -> list[dict]:
+def environment_checks() -> str:
+    """compiler/probe_environment.py as it is: the same checks run on the node (probe.py imports it) and in calibrate."""
+    return resources.files("compiler").joinpath("probe_environment.py").read_text(encoding="utf-8")
+
+
+def _kubernetes_job(plan: ResolvedPlan, probe: Probe, script: str, checks: str, settings_text: str) -> list[dict]:
     """A ConfigMap with probe.py and settings.json and a one-pod Job on one GPU node of the plan's type: the results
     are printed to the log (`kubectl logs job/<plan>-probe > probe-results.json`)."""
     meta = {"name": probe.name, "namespace": plan.deployment.kubernetes.namespace, "labels": labels(plan, "probe")}
@@ -53,5 +66,6 @@ def _kubernetes_job(plan: ResolvedPlan, probe: Probe, script: str, settings_text
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
            "spec": {"backoffLimit": 0, "activeDeadlineSeconds": probe.time_limit_seconds,
                     "template": {"metadata": {"labels": meta["labels"]}, "spec": pod}}}
-    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"probe.py": script, "settings.json": settings_text}}
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"probe.py": script, "probe_environment.py": checks,
+                                                                                   "settings.json": settings_text}}
     return [config, job]
