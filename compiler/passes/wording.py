@@ -96,7 +96,7 @@ def _no_fit_memory(closest: Any) -> str:
 _GAPS = {
     "adapters-model-parallel": lambda framework, detail, vp: (
         f"{detail} with TP/PP/CP/EP: no framework path — the Megatron-LM arguments emitted train full weights only, "
-        f"the DeepSpeed configs have no tensor or pipeline parallelism and FSDP2 × TP trains full weights only"),
+        f"the DeepSpeed configs have no tensor or pipeline parallelism and FSDP2 × TP × PP trains full weights only"),
     "model-parallel": lambda framework, detail, vp: (
         f"framework {framework} has no tensor, pipeline, context or expert parallelism in the configs emitted "
         f"(Megatron-LM has)"),
