@@ -2,7 +2,7 @@
 [pp, dp_shard, tp], the decided stage split and the pipeline schedule, and launch/torchrun.sh runs one real optimizer
 step on CPU gloo ranks through fsdp_tp.pipeline (tests/fsdp_tp_step.py), matching a single-process fp32 reference:
 8 ranks (pp 2 × dp_shard 2 × tp 2, interleaved 1F1B) and 4 ranks (pp 2 × dp_shard 2, uneven 15/17 stages, 1F1B,
-full recompute)."""
+full recompute; the tiny model and transformers' LlamaForCausalLM)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from compiler.deployment.fsdp_tp import stage_modules, virtual_stage_layers
 from compiler.sizing.training import (
     Shape, framework_gap, fsdp_pipeline_microbatches_ok, fsdp_tp_runs, resolve_framework,
 )
+from tests.test_fsdp_tp_real import transformers_available
 from tests.test_target_torchrun import REPO, free_port, torch_env
+from tests.tools import realtools
 
 STEP = REPO / "tests" / "fsdp_tp_step.py"
 PLAN = """\
@@ -123,13 +125,19 @@ def test_the_consistency_check_catches_a_stage_split_that_is_not_the_plans(tmp_p
 
 @pytest.mark.realtool
 @pytest.mark.slow
-@pytest.mark.parametrize("case", [INTERLEAVED, UNEVEN], ids=["pp2-dp2-tp2-interleaved", "pp2-dp2-uneven-1f1b"])
-def test_one_pipelined_step_on_gloo_ranks_matches_the_reference(tmp_path, case):
+@pytest.mark.parametrize("case, model", [(INTERLEAVED, "tiny"), (UNEVEN, "tiny"), (UNEVEN, "hf")],
+                         ids=["pp2-dp2-tp2-interleaved", "pp2-dp2-uneven-1f1b", "pp2-dp2-uneven-1f1b-hf"])
+def test_one_pipelined_step_on_gloo_ranks_matches_the_reference(tmp_path, case, model):
+    """`hf`: transformers' LlamaForCausalLM cut into stages (fsdp_tp.Stage hands its decoder layers the rotary
+    position embeddings they take by keyword)."""
     env = torch_env()
+    if model == "hf":
+        realtools.require_tool("transformers", transformers_available(),
+                               "transformers not in the torch venv; run scripts/install-test-deps.sh")
     out = compile_plan(tmp_path, **case)
     settings = json.loads((out / "fsdp" / "fsdp_tp.json").read_text())
     done = subprocess.run(["bash", str(out / "launch" / "torchrun.sh"), f"127.0.0.1:{free_port()}"],
-                          env={**env, "MLINFRA_TEST_MODEL": "tiny"}, capture_output=True, text=True, timeout=300)
+                          env={**env, "MLINFRA_TEST_MODEL": model}, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("FSDP_TP_STEP ")]
     pp, dp, tp = settings["mesh_shape"]
