@@ -102,7 +102,12 @@ def _check_megatron(text: str, plan: ResolvedPlan) -> None:
 
 def _check_fsdp_tp(text: str, plan: ResolvedPlan) -> None:
     cfg, par, hw = json.loads(text), plan.parallelism, plan.hardware
-    _expect(cfg["mesh_shape"] == [par.dp, par.tp], "fsdp_tp.json mesh != plan [DP, TP]")
+    mesh = [par.pp, par.dp, par.tp] if par.pp > 1 else [par.dp, par.tp]
+    _expect(cfg["mesh_shape"] == mesh, "fsdp_tp.json mesh != plan [PP, DP, TP]")
+    if par.pp > 1:
+        _expect(len(cfg["stage_layers"]) == par.pp * par.vp and sum(cfg["stage_layers"]) == sum(par.pp_stage_layers),
+                "fsdp_tp.json pipeline stages != plan PP × VP over its layers")
+        _expect(cfg["pipeline_microbatches"] == par.grad_accum, "fsdp_tp.json pipeline micro-batches != plan grad accumulation")
     _expect(cfg["world_size"] == hw.nodes * hw.gpus_per_node, "fsdp_tp.json world size != nodes × GPUs per node")
     _expect((cfg["micro_batch"], cfg["grad_accum"]) == (par.micro_batch, par.grad_accum), "fsdp_tp.json batch != plan")
 

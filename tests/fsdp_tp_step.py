@@ -1,5 +1,6 @@
 """One optimizer step of a tiny Llama-shaped model through the generated fsdp/fsdp_tp.py, under launch/torchrun.sh
-on CPU (gloo). Run by tests/test_fsdp_tp_real.py; checks against a single-process fp32 reference and prints one
+on CPU (gloo); with the plan's PP, through its pipeline (fsdp_tp.pipeline: the decided stages and schedule, the
+plan's gradient accumulation as micro-batches) and a model of the plan's layer count. Run by tests/test_fsdp_tp_real.py; checks against a single-process fp32 reference and prints one
 FSDP_TP_STEP line per rank.
 
 Module names are Hugging Face Llama's (embed_tokens, layers.N.self_attn.q_proj ..., norm, lm_head), the names the
@@ -74,10 +75,10 @@ class Block(nn.Module):
 
 
 class TinyLlama(nn.Module):
-    def __init__(self):
+    def __init__(self, layers=LAYERS):
         super().__init__()
         self.embed_tokens = nn.Embedding(VOCAB, HIDDEN)
-        self.layers = nn.ModuleList(Block() for _ in range(LAYERS))
+        self.layers = nn.ModuleList(Block() for _ in range(layers))
         self.norm = nn.RMSNorm(HIDDEN)
         self.lm_head = nn.Linear(HIDDEN, VOCAB, bias=False)
 
@@ -88,20 +89,24 @@ class TinyLlama(nn.Module):
         return self.lm_head(self.norm(x))
 
 
-def tiny_model():
+def tiny_model(layers=LAYERS):
     if os.environ.get("MLINFRA_TEST_MODEL") != "hf":
-        return TinyLlama()
+        return TinyLlama(layers)
     from transformers import LlamaConfig, LlamaForCausalLM
 
     return LlamaForCausalLM(LlamaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=FFN,
-                                        num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                        num_hidden_layers=layers, num_attention_heads=HEADS,
                                         num_key_value_heads=KV_HEADS, max_position_embeddings=SEQ))
+
+
+def cross_entropy(logits, labels):
+    return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten())
 
 
 def loss_of(model, ids):
     logits = model(ids[:, :-1])
     logits = getattr(logits, "logits", logits)  # transformers returns a ModelOutput
-    return F.cross_entropy(logits.float().flatten(0, 1), ids[:, 1:].flatten())
+    return cross_entropy(logits, ids[:, 1:])
 
 
 def main():
@@ -111,19 +116,27 @@ def main():
     spec.loader.exec_module(fsdp_tp)
     settings = fsdp_tp.load_settings()
     mesh = fsdp_tp.build_mesh(settings, "cpu")
-    dp, tp = settings["mesh_shape"]
-    micro_batch = settings["micro_batch"]
+    pp = settings.get("pp", 1)
+    dp = mesh["dp_shard"].size()
+    local = settings["micro_batch"] * (settings["grad_accum"] if pp > 1 else 1)  # sequences one step takes per DP rank
     torch.manual_seed(0)
-    model = tiny_model()
+    model = tiny_model(sum(settings["pp_stage_layers"]) if pp > 1 else LAYERS)
     reference = copy.deepcopy(model)
-    ids = torch.randint(0, VOCAB, (dp * micro_batch, SEQ + 1), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(0, VOCAB, (dp * local, SEQ + 1), generator=torch.Generator().manual_seed(1))
     shard = mesh["dp_shard"].get_local_rank()
-    mine = ids[shard * micro_batch:(shard + 1) * micro_batch]
+    mine = ids[shard * local:(shard + 1) * local]
 
-    model = fsdp_tp.parallelize(model, mesh, settings)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
-    loss = loss_of(model, mine)
-    loss.backward()
+    if pp > 1:
+        pipe = fsdp_tp.pipeline(model, mesh, settings, cross_entropy, "cpu")
+        optimizer = torch.optim.AdamW(pipe.parameters(), lr=LR)
+        loss = pipe.step(mine[:, :-1], mine[:, 1:])
+        named = [(n, p) for part in pipe.parts for n, p in part.named_parameters()]
+    else:
+        model = fsdp_tp.parallelize(model, mesh, settings)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
+        loss = loss_of(model, mine)
+        loss.backward()
+        named = list(model.named_parameters())
     optimizer.step()
 
     ref_optimizer = torch.optim.AdamW(reference.parameters(), lr=LR)
@@ -135,22 +148,32 @@ def main():
     agree = total = 0
     worst = 0.0
     placements = {}
-    for (wrapped, p), (name, r) in zip(model.named_parameters(), reference.named_parameters()):
-        assert wrapped.replace("._checkpoint_wrapped_module", "") == name, (wrapped, name)
+    references = {name.removeprefix("model."): r for name, r in reference.named_parameters()}
+    for wrapped, p in named:
+        name = wrapped.replace("._checkpoint_wrapped_module", "").removeprefix("model.")
+        r = references[name]
         full = p.full_tensor().detach()
-        delta, ref_delta = full - before[name], r.detach() - before[name]
+        before_r = before["model." + name] if "model." + name in before else before[name]
+        delta, ref_delta = full - before_r, r.detach() - before_r
         agree += int((torch.sign(delta) == torch.sign(ref_delta)).sum())
         total += delta.numel()
         worst = max(worst, float((full - r.detach()).abs().max()))
         placements[name] = [str(x) for x in p.placements]
+    parts = pipe.parts if pp > 1 else [model]
+    held = sorted(int(n.split(".")[1]) for n in placements if n.startswith("layers.") and n.endswith("q_proj.weight"))
     row = {"rank": dist.get_rank(), "dp_rank": shard, "tp_rank": mesh["tp"].get_local_rank(),
-           "mesh": [mesh.size(0), mesh.size(1)], "mesh_dims": list(mesh.mesh_dim_names),
-           "loss": loss.item(), "reference_loss": ref_loss_mine, "sign_agreement": agree / total,
-           "max_abs_diff": worst, "lr": LR, "placements": placements,
-           "checkpointed": sum(n.endswith("._checkpoint_wrapped_module") for n, _ in model.named_modules())}
+           "pp_rank": mesh["pp"].get_local_rank() if pp > 1 else 0,
+           "mesh": [mesh.size(i) for i in range(mesh.ndim)], "mesh_dims": list(mesh.mesh_dim_names),
+           "loss": loss.item() if loss is not None else None, "reference_loss": ref_loss_mine,
+           "sign_agreement": agree / total, "max_abs_diff": worst, "lr": LR,
+           "placements": {n: p for n, p in placements.items() if not n.startswith("layers.") or n.split(".")[1] == str(held[0])},
+           "layers": held,
+           "checkpointed": sum(n.endswith("._checkpoint_wrapped_module") for part in parts for n, _ in part.named_modules())}
     # one write() of under PIPE_BUF bytes: the four ranks' lines cannot interleave on the shared pipe
     os.write(1, ("FSDP_TP_STEP " + json.dumps(row, sort_keys=True) + "\n").encode())
-    del model, optimizer, reference, ref_optimizer, loss
+    del model, optimizer, reference, ref_optimizer, loss, named, parts
+    if pp > 1:
+        del pipe
     gc.collect()
     dist.barrier()
     dist.destroy_process_group()

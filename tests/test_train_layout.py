@@ -188,9 +188,13 @@ def test_lora_with_tp_pp_is_refused_for_the_missing_framework_path_not_memory():
 def test_uneven_split_megatron_cannot_state_is_not_chosen():
     from compiler.passes.wording import words
 
-    result = search_training(request(gpu_count=32, pins=TrainPins(tp=8, pp=4, pp_stage_layers=(4, 10, 12, 6))), GPUS)
+    pins = TrainPins(tp=8, pp=4, pp_stage_layers=(4, 10, 12, 6))
+    result = search_training(request(gpu_count=32, framework="megatron", pins=pins), GPUS)
     assert result.chosen is None
     assert "Megatron-LM states only equal middle stages" in words(result.infeasible_reason)
+    # FSDP2 × TP × PP takes any stage list (torch.distributed.pipelining stages are module lists) at ZeRO-3
+    chosen = search_training(request(gpu_count=64, pins=pins), GPUS).chosen  # DP2: something to shard over
+    assert (chosen.framework, chosen.zero_stage, chosen.pp_stage_layers) == ("fsdp", 3, (4, 10, 12, 6))
 
 
 def test_pinned_layouts_reach_the_megatron_arguments(tmp_path):
@@ -224,12 +228,19 @@ def test_fsdp_with_tensor_parallelism_runs_as_fsdp2_tp_at_zero3():
     assert (chosen.framework, chosen.tp, chosen.dp, chosen.zero_stage) == ("fsdp", 2, 8, 3)
 
 
-def test_fsdp_with_pipeline_parallelism_names_the_missing_path():
+def test_fsdp_with_pipeline_parallelism_runs_as_fsdp2_tp_pp_at_zero3():
+    chosen = search_training(request(gpu_count=16, framework="fsdp", pins=TrainPins(tp=2, pp=2)), GPUS).chosen
+    assert (chosen.framework, chosen.tp, chosen.pp, chosen.zero_stage) == ("fsdp", 2, 2, 3)
+    assert chosen.grad_accum >= 2  # torch's Schedule1F1B needs a micro-batch per stage
+
+
+def test_fsdp_with_context_parallelism_names_the_missing_path():
     from compiler.passes.wording import words
 
-    result = search_training(request(gpu_count=16, framework="fsdp", pins=TrainPins(tp=2, pp=2)), GPUS)
+    result = search_training(request(gpu_count=16, framework="fsdp", pins=TrainPins(tp=2, cp=2)), GPUS)
     assert result.chosen is None
-    assert "framework fsdp runs model parallelism only as FSDP2 × TP" in words(result.infeasible_reason)
+    said = words(result.infeasible_reason)
+    assert "framework fsdp runs model parallelism only as FSDP2 × TP × PP" in said and "no CP, EP" in said
 
 
 def test_stage_layers_given_two_ways_are_refused():

@@ -138,7 +138,8 @@ def test_framework_rule():
     assert resolve_framework("auto", "full", 1, 1, 3, False)[0] == "fsdp"
     assert resolve_framework("auto", "full", 1, 1, 2, True)[0] == "deepspeed"
     assert resolve_framework("auto", "full", 2, 1, 3, False)[0] == "fsdp"  # FSDP2 × TP
-    assert resolve_framework("auto", "full", 2, 2, 3, False) is None  # PP at ZeRO-3: neither Megatron nor FSDP2 × TP
+    assert resolve_framework("auto", "full", 2, 2, 3, False)[0] == "fsdp"  # PP at ZeRO-3: FSDP2 × TP × PP
+    assert resolve_framework("auto", "full", 2, 2, 2, False) is None  # ZeRO-2 with PP: neither Megatron nor FSDP2
     assert resolve_framework("ddp", "full", 1, 1, 1, False) is None
     assert resolve_framework("fsdp", "full", 1, 1, 2, False)[0] == "fsdp"
 

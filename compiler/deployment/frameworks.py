@@ -321,5 +321,9 @@ def decisions(files: Frameworks) -> list[DeploymentDecision]:
     if files.fsdp_tp is None:
         return []
     return [DeploymentDecision(topic="FSDP × TP mesh", choice=describe_fsdp_tp(files.fsdp_tp),
-                               reason="TP at ZeRO-3: torchtitan's FSDP2 × TP composition, TP innermost so its ranks share "
-                                      "a node; fsdp/fsdp_tp.py applies fsdp/fsdp_tp.json")]
+                               reason=("TP/PP at ZeRO-3: torchtitan's FSDP2 × TP × PP composition, PP outermost, TP innermost so "
+                                       "its ranks share a node; the pipeline schedule runs the decided stages with the "
+                                       "plan's gradient accumulation as micro-batches, its bubble (p−1)/(v·m) as sized"
+                                       if "pp" in files.fsdp_tp else
+                                       "TP at ZeRO-3: torchtitan's FSDP2 × TP composition, TP innermost so its ranks share "
+                                       "a node") + "; fsdp/fsdp_tp.py applies fsdp/fsdp_tp.json")]

@@ -12,6 +12,15 @@ the embedding output's length, which sequence parallelism would shard; the sizin
 Mixed precision: parameters gathered in the plan's 16-bit type, gradients reduced in fp32 (torchtitan
 TrainingConfig.mixed_precision_reduce = "float32"). Activation checkpointing wraps whole blocks (torchtitan
 activation_checkpoint mode "full") when the sizing recomputes.
+
+With PP (torchtitan's 3-D composition, torchtitan/distributed/pipeline_parallel.py pipeline_llm): the mesh is
+[pp, dp_shard, tp] (torchtitan's ParallelDims order, PP outermost), the model is cut into pp·vp stages by module
+names (embed_tokens and layers on the first, layers, norm and lm_head on the last), each stage is parallelised as
+above, and torch.distributed.pipelining runs them: Schedule1F1B with one stage per rank, ScheduleInterleaved1F1B
+with vp stages per rank, stage s on PP rank s mod pp (torchtitan's "loop" placement). Its bubble is the sizing's,
+(p−1)/(v·m) (Narayanan et al. 2021 §2.2.2; torch's interleaved schedule is Megatron's when m is a multiple of p).
+The schedule splits each rank's local batch (micro_batch × grad_accum sequences) into grad_accum micro-batches and
+averages their gradients (scale_grads), so one `step` is one optimizer step.
 """
 
 from __future__ import annotations
@@ -20,6 +29,9 @@ from ..resolved import ResolvedPlan
 from ..spec import PlanSpec
 
 MESH_DIM_NAMES = ("dp_shard", "tp")
+PIPELINE_MESH_DIM_NAMES = ("pp", "dp_shard", "tp")
+# torch.distributed.pipelining schedule class names (schedules.get_schedule_class)
+SCHEDULE_1F1B, SCHEDULE_INTERLEAVED = "1F1B", "Interleaved1F1B"
 # style names fsdp_tp.py maps to torch.distributed.tensor.parallel styles (its STYLES table)
 BLOCK_TP_PLAN = {
     "self_attn.q_proj": "colwise",
@@ -36,16 +48,43 @@ REDUCE_DTYPE = "float32"
 
 
 def uses_fsdp_tp(plan: ResolvedPlan) -> bool:
-    return plan.parallelism is not None and plan.parallelism.framework == "fsdp" and plan.parallelism.tp > 1
+    par = plan.parallelism
+    return par is not None and par.framework == "fsdp" and (par.tp > 1 or par.pp > 1)
+
+
+def virtual_stage_layers(split: list[int], vp: int) -> list[int]:
+    """Layers of each of the pp·vp pipeline stages, in stage order (stage s = chunk s // pp of PP rank s mod pp):
+    each rank's decided layers cut into vp chunks as evenly as they go, a rank's spare layers on its later chunks
+    for the first rank (its first chunk also embeds) and on its earlier ones elsewhere (the last chunk of the last
+    rank also runs the head) — torchtitan's split with the embedding and the loss counted as one layer each when
+    Megatron's account-embedding-loss split is decided."""
+    pp, chunks = len(split), []
+    for rank, layers in enumerate(split):
+        base, spare = divmod(layers, vp)
+        sizes = [base + (c >= vp - spare if rank == 0 else c < spare) for c in range(vp)]
+        chunks.append(sizes)
+    return [chunks[s % pp][s // pp] for s in range(pp * vp)]
+
+
+def stage_modules(stage_layers: list[int]) -> list[list[str]]:
+    """Module names of each stage (Hugging Face Llama's, which fsdp_tp.py's stage builder reads)."""
+    names, first = [], 0
+    for index, count in enumerate(stage_layers):
+        modules = ["embed_tokens"] if index == 0 else []
+        modules += [f"layers.{i}" for i in range(first, first + count)]
+        modules += ["norm", "lm_head"] if index == len(stage_layers) - 1 else []
+        names.append(modules)
+        first += count
+    return names
 
 
 def settings(plan: ResolvedPlan, spec: PlanSpec) -> dict:
     """fsdp/fsdp_tp.json: the mesh, the TP plan and the sharding options, as fsdp_tp.py applies them."""
     par = plan.parallelism
-    return {
+    config = {
         "mesh_dim_names": list(MESH_DIM_NAMES),
         "mesh_shape": [par.dp, par.tp],
-        "world_size": par.dp * par.tp,
+        "world_size": par.dp * par.tp * par.pp,
         "block_tp_plan": dict(BLOCK_TP_PLAN),
         "model_tp_plan": dict(MODEL_TP_PLAN),
         "sequence_parallel": False,
@@ -57,10 +96,30 @@ def settings(plan: ResolvedPlan, spec: PlanSpec) -> dict:
         "grad_accum": par.grad_accum,
         "seq_len": plan.training.seq_len,
     }
+    if par.pp > 1:
+        stages = virtual_stage_layers(par.pp_stage_layers, par.vp)
+        config.update({
+            "mesh_dim_names": list(PIPELINE_MESH_DIM_NAMES),
+            "mesh_shape": [par.pp, par.dp, par.tp],
+            "pp": par.pp,
+            "vp": par.vp,
+            "pipeline_schedule": SCHEDULE_INTERLEAVED if par.vp > 1 else SCHEDULE_1F1B,
+            "pipeline_microbatches": par.grad_accum,
+            "pp_stage_layers": list(par.pp_stage_layers),
+            "stage_layers": stages,
+            "stage_modules": stage_modules(stages),
+        })
+    return config
 
 
 def describe(config: dict) -> str:
-    dp, tp = config["mesh_shape"]
-    return (f"DeviceMesh [dp_shard {dp}, tp {tp}]: parallelize_module (TP{tp}, transformers' Llama TP plan) then fully_shard "
+    dims = ", ".join(f"{name} {size}" for name, size in zip(config["mesh_dim_names"], config["mesh_shape"]))
+    tp, dp = config["mesh_shape"][-1], config["mesh_shape"][-2]
+    text = (f"DeviceMesh [{dims}]: parallelize_module (TP{tp}, transformers' Llama TP plan) then fully_shard "
             f"(ZeRO-3 over {dp}) per block; params {config['param_dtype']}, reduce {config['reduce_dtype']}, "
             f"activation checkpoint {config['activation_checkpoint']}")
+    if "pp" in config:
+        text += (f"; {len(config['stage_layers'])} pipeline stages of {'/'.join(map(str, config['stage_layers']))} "
+                 f"layers under torch.distributed.pipelining Schedule{config['pipeline_schedule']}, "
+                 f"{config['pipeline_microbatches']} micro-batches per step")
+    return text

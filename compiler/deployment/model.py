@@ -36,8 +36,8 @@ class Files(Section):
     sbatch: str = "slurm/train.sbatch"
     ds_config: str = "deepspeed/ds_config.json"
     accelerate_config: str = "fsdp/accelerate_config.yaml"
-    fsdp_tp_config: str = Field("fsdp/fsdp_tp.json", description="FSDP2 × TP: the mesh and TP plan fsdp_tp.py applies")
-    fsdp_tp_script: str = Field("fsdp/fsdp_tp.py", description="FSDP2 × TP: builds the DeviceMesh and shards the model")
+    fsdp_tp_config: str = Field("fsdp/fsdp_tp.json", description="FSDP2 × TP × PP: the mesh, TP plan and pipeline stages fsdp_tp.py applies")
+    fsdp_tp_script: str = Field("fsdp/fsdp_tp.py", description="FSDP2 × TP × PP: builds the DeviceMesh, shards the model and runs its pipeline stages")
     megatron_args: str = "megatron/args.sh"
     k8s_training: str = "k8s/training.yaml"
     k8s_serving: str = "k8s/serving.yaml"
@@ -113,7 +113,7 @@ class Frameworks(Section):
     deepspeed_config: dict[str, Any] | None = Field(None, description="deepspeed/ds_config.json as written")
     accelerate_config: dict[str, Any] | None = Field(None, description="fsdp/accelerate_config.yaml as written")
     megatron_args: list[FrameworkArg] | None = Field(None, description="megatron/args.sh, in Megatron-LM's argument-group order")
-    fsdp_tp: dict[str, Any] | None = Field(None, description="fsdp/fsdp_tp.json as written: the FSDP2 × TP mesh, TP plan and sharding options (compiler/deployment/fsdp_tp.py)")
+    fsdp_tp: dict[str, Any] | None = Field(None, description="fsdp/fsdp_tp.json as written: the FSDP2 × TP × PP mesh, TP plan, sharding options and, with PP, the schedule and stage split (compiler/deployment/fsdp_tp.py)")
 
 
 class Directive(Section):

@@ -203,14 +203,14 @@ def launch_kind(plan: ResolvedPlan, spec: PlanSpec) -> str:
     """The launch contract; a given kind that cannot start what was sized is refused at train.entrypoint.kind (or at the
     script for megatron), exit 2, with the kinds that can."""
     framework, given = plan.parallelism.framework, spec.train.entrypoint.kind
-    tensor_parallel = uses_fsdp_tp(plan)  # FSDP2 × TP: the script applies fsdp/fsdp_tp.py; Accelerate's FSDP1 config has no TP
+    tensor_parallel = uses_fsdp_tp(plan)  # FSDP2 × TP × PP: the script applies fsdp/fsdp_tp.py; Accelerate's FSDP1 config has no TP/PP
     if given == "auto":
         return "torchrun" if tensor_parallel else AUTO_KIND.get(framework, "torchrun")
     allowed = LAUNCH_KINDS[given][0] - ({"fsdp"} if tensor_parallel and given == "accelerate" else set())
     fits = uses_megatron(plan) if given == "megatron" else framework in allowed
     if not fits:
         sized = f"train.framework {framework}" if spec.train.framework != "auto" else f"the {framework} layout the sizing chose (train.framework auto)"
-        sized += " with tensor parallelism (FSDP2 × TP: fsdp/fsdp_tp.py under torchrun)" if tensor_parallel else ""
+        sized += " with tensor/pipeline parallelism (FSDP2 × TP × PP: fsdp/fsdp_tp.py under torchrun)" if tensor_parallel else ""
         can = ["torchrun"] if tensor_parallel else sorted(k for k, (frameworks, _) in LAUNCH_KINDS.items() if framework in frameworks and k != "megatron")
         raise FieldRefused(("train", "entrypoint", "kind"),
                            f"kind {given} cannot launch {sized}: {given} launches "

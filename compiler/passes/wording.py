@@ -96,13 +96,13 @@ def _no_fit_memory(closest: Any) -> str:
 _GAPS = {
     "adapters-model-parallel": lambda framework, detail, vp: (
         f"{detail} with TP/PP/CP/EP: no framework path — the Megatron-LM arguments emitted train full weights only, "
-        f"the DeepSpeed configs have no tensor or pipeline parallelism and FSDP2 × TP trains full weights only"),
+        f"the DeepSpeed configs have no tensor or pipeline parallelism and FSDP2 × TP × PP trains full weights only"),
     "model-parallel": lambda framework, detail, vp: (
         f"framework {framework} has no tensor, pipeline, context or expert parallelism in the configs emitted "
         f"(Megatron-LM has)"),
     "fsdp-model-parallel": lambda framework, detail, vp: (
-        "framework fsdp runs model parallelism only as FSDP2 × TP (fsdp/fsdp_tp.py: TP at ZeRO-3, no offload, full "
-        "weights, no PP, CP, EP, VP or HSDP group); Megatron-LM has the rest"),
+        "framework fsdp runs model parallelism only as FSDP2 × TP × PP (fsdp/fsdp_tp.py: TP and PP/VP at ZeRO-3, no "
+        "offload, full weights, no CP, EP or HSDP group); Megatron-LM has CP and EP"),
     "megatron-zero": lambda framework, detail, vp: (
         f"{detail} with model parallelism: no framework path — Megatron-LM shards only optimizer states (ZeRO-1, "
         f"its distributed optimizer) and does not offload"),
@@ -346,6 +346,9 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "vp-needs-microbatches": lambda pp, vp: (
         f"VP{vp} needs the micro-batches of a step to be a multiple of PP{pp} (Megatron-LM's interleaved schedule "
         f"runs them in groups of PP)"),
+    "fsdp-pp-needs-microbatches": lambda pp, microbatches: (
+        f"{microbatches} micro-batch(es) per step under PP{pp}: torch.distributed.pipelining's 1F1B needs at least "
+        f"one per stage"),
     "no-pipeline-split": lambda pp, layers, first, last: (
         f"{layers} layers have no split over PP{pp}"
         + (f" with first stage {first} and last stage {last} (the middle stages must share the rest equally)"
@@ -376,9 +379,12 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "deepspeed-for-offload": lambda: "CPU offload of the optimizer (ZeRO-Offload) is DeepSpeed's",
     "ddp-unsharded": lambda: "the model states fit unsharded: plain DDP has the least overhead",
     "fsdp-full-shard": lambda: "full sharding (ZeRO-3) is native in PyTorch FSDP (FULL_SHARD)",
-    "fsdp2-tensor-parallel": lambda tp: (
-        f"TP{tp} with full sharding (ZeRO-3): FSDP2 × TP on a 2-D DeviceMesh [dp_shard, tp] (torchtitan's "
-        f"composition); Megatron-LM shards only optimizer states"),
+    "fsdp2-tensor-parallel": lambda tp, pp=1, vp=1: (
+        (f"TP{tp} with full sharding (ZeRO-3): FSDP2 × TP on a 2-D DeviceMesh [dp_shard, tp] (torchtitan's "
+         f"composition); Megatron-LM shards only optimizer states") if pp == 1 else
+        (f"TP{tp} PP{pp} with full sharding (ZeRO-3): FSDP2 × TP × PP on a 3-D DeviceMesh [pp, dp_shard, tp] with "
+         f"torch.distributed.pipelining's {'interleaved 1F1B' if vp > 1 else '1F1B'} (torchtitan's composition); "
+         f"Megatron-LM shards only optimizer states")),
     "fsdp-hybrid-shard": lambda shard: (
         f"ZeRO-3 inside a shard group of {shard} GPUs, replicated across groups: FSDP HYBRID_SHARD"),
     "deepspeed-zero": lambda zero: f"ZeRO-{zero} sharding of the optimizer{' and gradients' if zero == 2 else ''} (DeepSpeed)",

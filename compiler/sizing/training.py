@@ -274,7 +274,7 @@ def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, 
 
     Rule for "auto": TP, PP, CP, EP or VP → Megatron-LM (its model-parallel layers; ZeRO-1 is its distributed
     optimizer; uneven stages and interleaving as its arguments can state them, train_layout.megatron_split), except
-    TP alone at ZeRO-3 → FSDP2 × TP (`fsdp_tp_runs`); otherwise ZeRO-0 → PyTorch DDP, ZeRO-3 without offload → FSDP
+    TP and/or PP at ZeRO-3 without CP or EP → FSDP2 × TP × PP (`fsdp_tp_runs`); otherwise ZeRO-0 → PyTorch DDP, ZeRO-3 without offload → FSDP
     FULL_SHARD (HYBRID_SHARD for a shard group of one node), offload or ZeRO-1/2 → DeepSpeed.
     """
     if framework_gap(framework, method, tp, pp, zero, offload, shape, per_node) is not None:
@@ -283,7 +283,7 @@ def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, 
     if framework != "auto":
         return framework, because("framework-pinned")
     if fsdp_tp_runs(method, tp, pp, zero, offload, shape):
-        return "fsdp", because("fsdp2-tensor-parallel", tp=tp)
+        return "fsdp", because("fsdp2-tensor-parallel", tp=tp, pp=pp, vp=shape.vp if shape else 1)
     if tp > 1 or pp > 1 or beyond:
         return "megatron", because("megatron-for-model-parallel")
     if shape is not None and shape.shard:
@@ -298,13 +298,21 @@ def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, 
 
 
 def fsdp_tp_runs(method: str, tp: int, pp: int, zero: int, offload: bool, shape: Shape | None = None) -> bool:
-    """Whether the FSDP2 × TP path runs the layout (compiler/deployment/fsdp_tp.py, the way torchtitan composes them:
-    a 2-D DeviceMesh [dp_shard, tp], `parallelize_module` over tp, `fully_shard` over dp_shard): TP > 1 and nothing
-    else of model parallelism (no PP, CP, EP, VP), ZeRO-3 (fully_shard) without offload, every DP rank a shard (no
-    HSDP group), full weights."""
+    """Whether the FSDP2 × TP × PP path runs the layout (compiler/deployment/fsdp_tp.py, the way torchtitan composes
+    them: a DeviceMesh [pp, dp_shard, tp], the model split into pipeline stages run by torch.distributed.pipelining's
+    1F1B or interleaved 1F1B, `parallelize_module` over tp, `fully_shard` over dp_shard): TP or PP > 1 (any stage
+    split; VP as interleaved 1F1B), no CP or EP, ZeRO-3 (fully_shard) without offload, every DP rank a shard (no HSDP
+    group), full weights."""
     shape = shape or Shape(tp, 1, pp, 1, 1, ())
-    return (tp > 1 and pp == 1 and shape.cp == 1 and shape.ep == 1 and shape.vp == 1 and zero == 3 and not offload
-            and method == "full" and not shape.shard)
+    return ((tp > 1 or pp > 1) and shape.cp == 1 and shape.ep == 1 and zero == 3 and not offload
+            and method == "full" and not shape.shard and (not shape.split or min(shape.split) >= shape.vp))
+
+
+def fsdp_pipeline_microbatches_ok(pp: int, microbatches: int) -> bool:
+    """torch.distributed.pipelining's Schedule1F1B refuses fewer micro-batches than stages (schedules.py: "Number of
+    microbatches ... must be greater than or equal to the number of stages"); interleaving already asks for a
+    multiple of PP (`_search_layout`)."""
+    return pp == 1 or microbatches >= pp
 
 
 def framework_gap(framework: str, method: str, tp: int, pp: int, zero: int, offload: bool,
@@ -314,11 +322,11 @@ def framework_gap(framework: str, method: str, tp: int, pp: int, zero: int, offl
     shape = shape or Shape(tp, 1, pp, 1, 1, ())
     model_parallel = tp > 1 or pp > 1 or shape.cp > 1 or shape.ep > 1 or shape.vp > 1 or shape.uneven
     megatron_can = zero in (0, 1) and not offload and method == "full" and not shape.shard
+    if framework in ("fsdp", "auto") and fsdp_tp_runs(method, tp, pp, zero, offload, shape):
+        return None
     if shape.pp > 1 and shape.split and megatron_split(shape.split, shape.vp) is None:
         return because("no-framework-path", layout="uneven-split", framework=framework,
                        detail="/".join(map(str, shape.split)), vp=shape.vp)
-    if framework in ("fsdp", "auto") and fsdp_tp_runs(method, tp, pp, zero, offload, shape):
-        return None
     if framework == "fsdp" and model_parallel:
         return because("no-framework-path", layout="fsdp-model-parallel", framework=framework, detail="", vp=shape.vp)
     if framework in ("ddp", "deepspeed") and model_parallel:
@@ -644,6 +652,10 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
             kinds = [r for r in recomputes if r != "selective" or framework[0] == "megatron" or pins.recompute]
             for mb in mbs:
                 microbatches = req.global_batch_sequences // (mb * dp)
+                if framework[0] == "fsdp" and not fsdp_pipeline_microbatches_ok(pp, microbatches):
+                    out.gap(f"fsdp-pp:{gpu.id}:{count}", describe(count, gpu.id, tp, pp, dp, zero, mb, "none", offload, shape),
+                            because("fsdp-pp-needs-microbatches", pp=pp, microbatches=microbatches), fits=False)
+                    continue
                 for recompute in kinds:
                     timed = _ep_options(req, shape, recompute)
                     if timed is None:
