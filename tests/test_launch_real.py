@@ -192,16 +192,17 @@ def wait_for_log(out: Path, name: str, job: str, pattern: str, count: int, env: 
     pytest.fail(f"no {count} × {pattern!r} in {timeout} s: " + text[-3000:] + (errors.read_text(errors="replace")[-3000:] if errors.exists() else ""))
 
 
-def signalled_run(cluster, plan, out: Path, ranks: int, timeout: float = 300) -> tuple[str, str, list[dict]]:
-    """Submit, wait until every rank finished its first step, then send SIGUSR1 to the job's steps as Slurm's
-    --signal=USR1@lead does before the time limit (`scancel --signal` without --batch: the srun tasks, not the batch
-    shell); return the job state, the logs and the HF_PROBE_STEP rows."""
-    env = {**cluster_env(cluster), "PATH": torch_env()["PATH"], "MASTER_PORT": str(free_port())}
+def signalled_run(cluster, plan, out: Path, ranks: int, marker: str = "HF_PROBE_STEP", timeout: float = 300,
+                  **extra_env: str) -> tuple[str, str, list[dict]]:
+    """Submit, wait until every rank printed `marker` (its first step done), then send SIGUSR1 to the job's steps as
+    Slurm's --signal=USR1@lead does before the time limit (`scancel --signal` without --batch: the srun tasks, not the
+    batch shell); return the job state, the logs and the marker rows."""
+    env = {**cluster_env(cluster), "PATH": torch_env()["PATH"], "MASTER_PORT": str(free_port()), **extra_env}
     submitted = _sbatch(cluster, out, "--parsable", env=env)
     assert submitted.returncode == 0, submitted.stderr
     job = submitted.stdout.strip().split(";")[0]
-    text = wait_for_log(out, plan.name, job, r"^.*HF_PROBE_STEP \{", ranks, env, timeout)
-    steps = [json.loads(m) for m in re.findall(r"^.*HF_PROBE_STEP (\{.*\})$", text, re.M)]
+    text = wait_for_log(out, plan.name, job, rf"^.*{marker} \{{", ranks, env, timeout)
+    steps = [json.loads(m) for m in re.findall(rf"^.*{marker} (\{{.*\}})$", text, re.M)]
     assert subprocess.run(["scancel", "--signal=USR1", job], env=env).returncode == 0
     deadline = time.monotonic() + timeout
     while subprocess.run(["squeue", "-h", "-j", job], env=env, capture_output=True, text=True).stdout.strip():
@@ -297,6 +298,27 @@ def test_fsdp_step_from_the_generated_accelerate_config_on_slurm(tmp_path, slurm
     assert [r["started_on_meta"] for r in sorted(rows, key=lambda r: r["rank"])] == [False, True, True, True]
     assert ".metadata" in next(r for r in rows if r["rank"] == 0)["saved"]
     assert (tmp_path / HOSTILE_DIR / "step-1" / ".metadata").is_file()
+
+
+def test_accelerate_fsdp_checkpoints_on_the_time_limit_signal(tmp_path, slurm_cluster):
+    """Launch kind accelerate on 2 fake nodes × 2 ranks (FSDP1 from the generated config, tests/fsdp_probe.py): SIGUSR1
+    to the job mid-run reaches the workers through `accelerate launch`; the generated CheckpointSignal has all 4 ranks
+    agree at the same step end, they save the sharded state into step-N of the (hostile) checkpoint directory and the
+    job ends COMPLETED."""
+    realtools().transformers_python()
+    plan = small_training_plan(nodes=2, gpus_per_node=2, framework="fsdp", zero_stage=3, train={
+        "tokens": "1M", "seq_len": 128,
+        "entrypoint": {"script": str(FSDP_PROBE), "env": {"MLINFRA_PROBE_MODE": "signal"}}})
+    plan = deployed(plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_dir": str(tmp_path / HOSTILE_DIR)})}))
+    assert plan.deployment.launcher.kind == "accelerate" and plan.deployment.launcher.checkpoint_helper
+    out = write_tree(render_training(plan), tmp_path / "out")
+    state, logs, started = signalled_run(slurm_cluster, plan, out, ranks=4, marker="FSDP_PROBE_STEP", MLINFRA_NODE_RANK="1")
+    assert "JobState=COMPLETED" in state, state + logs[-4000:]
+    rows = [json.loads(line) for line in re.findall(r"^.*FSDP_PROBE (\{.*\})$", logs, re.M)]
+    assert sorted(r["rank"] for r in rows) == [0, 1, 2, 3] == sorted(s["rank"] for s in started), logs[-4000:]
+    (stopped,) = {r["optimizer_steps"] for r in rows}  # every rank stopped at the same step
+    assert stopped >= 1 and {r["signal"] for r in rows} == {"SIGUSR1"}
+    assert (tmp_path / HOSTILE_DIR / f"step-{stopped}" / ".metadata").is_file()
 
 
 @pytest.mark.parametrize("pricing", ["spot", "on-demand"])
