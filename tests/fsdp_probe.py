@@ -10,6 +10,10 @@ grad_accum micro-batches of a tiny random 2-layer Llama, then the plugin's state
 torch.distributed.checkpoint save into the checkpoint directory. One line per rank says what FSDP ran with:
 
     FSDP_PROBE {"sharding_strategy": ..., "mixed_precision": {...}, "activation_checkpointing": ..., ...}
+
+MLINFRA_PROBE_MODE=signal: the accelerate contract of the generated launch/mlinfra_signal.py (on the launcher's
+PYTHONPATH): optimizer steps until CheckpointSignal.agreed() (after the first, `FSDP_PROBE_STEP {...}` per rank), then
+the save into step-N, as an accelerate loop calls accelerator.save_state there.
 """
 
 import functools
@@ -101,19 +105,34 @@ def main() -> None:
     checksums = [None] * dist.get_world_size()
     dist.all_gather_object(checksums, full_weights_checksum(model))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    seen = 0
-    for i in range(accum):  # one optimizer step of `accum` micro-batches
-        ids = torch.randint(0, VOCAB, (micro, SEQ_LEN))
-        seen += ids.shape[0]
-        with model.no_sync() if i < accum - 1 else torch.enable_grad():
-            (model(input_ids=ids, labels=ids).loss / accum).backward()
-    opt.step()
+    stop = None
+    if os.environ.get("MLINFRA_PROBE_MODE") == "signal":
+        from mlinfra_signal import CheckpointSignal  # the generated module, from the launcher's PYTHONPATH
+
+        stop = CheckpointSignal()
+    steps, seen = 0, 0
+    while True:
+        for i in range(accum):  # one optimizer step of `accum` micro-batches
+            ids = torch.randint(0, VOCAB, (micro, SEQ_LEN))
+            seen += ids.shape[0] if steps == 0 else 0
+            with model.no_sync() if i < accum - 1 else torch.enable_grad():
+                (model(input_ids=ids, labels=ids).loss / accum).backward()
+        opt.step()
+        opt.zero_grad()
+        steps += 1
+        if stop is None:
+            break
+        if steps == 1:
+            sys.stdout.write("FSDP_PROBE_STEP " + json.dumps({"rank": dist.get_rank()}) + "\n")
+            sys.stdout.flush()
+        if stop.agreed(torch.device("cpu")):  # accelerate: stop.agreed(accelerator.device), then accelerator.save_state
+            break
     total = torch.tensor([seen])
     dist.all_reduce(total)
     ckpt = os.environ["MLINFRA_CHECKPOINT_DIR"]
     with FSDP.state_dict_type(model, plugin.state_dict_type, plugin.state_dict_config, plugin.optim_state_dict_config):
         state = {"model": model.state_dict()}
-        dcp.save(state, checkpoint_id=os.path.join(ckpt, "step-1"))
+        dcp.save(state, checkpoint_id=os.path.join(ckpt, f"step-{steps}"))
     policy = plugin.mixed_precision_policy
     row = {"rank": dist.get_rank(), "world_size": dist.get_world_size(), "micro_batch": micro, "grad_accum": accum,
            "global_batch": int(total.item()), "checkpoint_dir": ckpt,
@@ -125,7 +144,8 @@ def main() -> None:
            "backward_prefetch": plugin.backward_prefetch.name if plugin.backward_prefetch else None,
            "forward_prefetch": plugin.forward_prefetch, "cpu_ram_efficient_loading": plugin.cpu_ram_efficient_loading,
            "started_on_meta": started_on_meta, "weights_equal_across_ranks": len(set(checksums)) == 1,
-           "saved": sorted(os.listdir(os.path.join(ckpt, "step-1"))) if dist.get_rank() == 0 else []}
+           "saved": sorted(os.listdir(os.path.join(ckpt, f"step-{steps}"))) if dist.get_rank() == 0 else [],
+           "optimizer_steps": steps, "signal": stop.received if stop else None}
     report(row)
     del model, raw, opt, state
     gc.collect()

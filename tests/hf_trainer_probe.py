@@ -6,6 +6,9 @@ one REAL Trainer optimizer step of a tiny random 2-layer Llama on CPU (with Deep
     HF_PROBE {"parsed": {...TrainingArguments fields...}, "world_size": ..., "zero_stage": ..., "precision": ..., ...}
 
 MLINFRA_PROBE_MODE=parse: parse only (no process group, no step).
+MLINFRA_PROBE_MODE=signal: the generated launch/mlinfra_signal.py contract (the launcher puts it on PYTHONPATH): train
+up to --max_steps with CheckpointOnSignal, resuming from last_checkpoint(output_dir); the first step end of this run
+prints `HF_PROBE_STEP {...}` (the test then sends the checkpoint signal), and the row says where the run started and stopped.
 """
 
 import gc
@@ -34,6 +37,20 @@ class StopAfterOneStep(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         control.should_save = True
         control.should_training_stop = True
+        return control
+
+
+class AnnounceFirstStep(TrainerCallback):
+    """One line at this run's first step end (the global step, after a resume), so the test knows training is under way."""
+
+    def __init__(self):
+        self.first = None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.first is None:
+            self.first = state.global_step
+            sys.stdout.write("HF_PROBE_STEP " + json.dumps({"rank": args.process_index, "global_step": state.global_step}) + "\n")
+            sys.stdout.flush()
         return control
 
 
@@ -81,15 +98,26 @@ def main() -> None:
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=SEQ_LEN)
     torch.manual_seed(0)
     samples = 2 * args.world_size * args.per_device_train_batch_size * args.gradient_accumulation_steps
-    trainer = Trainer(model=LlamaForCausalLM(config), args=args, train_dataset=Tokens(samples),
-                      callbacks=[StopAfterOneStep()])
-    trainer.train()
+    signal_mode = os.environ.get("MLINFRA_PROBE_MODE") == "signal"
+    resumed_from = None
+    if signal_mode:
+        from mlinfra_signal import CheckpointOnSignal, last_checkpoint  # the generated module, from the launcher's PYTHONPATH
+
+        announce = AnnounceFirstStep()
+        callbacks = [CheckpointOnSignal(), announce]
+        resumed_from = last_checkpoint(args.output_dir)
+    else:
+        callbacks = [StopAfterOneStep()]
+    trainer = Trainer(model=LlamaForCausalLM(config), args=args, train_dataset=Tokens(samples), callbacks=callbacks)
+    trainer.train(resume_from_checkpoint=resumed_from)
     engine = trainer.model_wrapped if trainer.is_deepspeed_enabled else None
     dtype = next((engine.module if engine else trainer.model).parameters()).dtype
     row = {"parsed": parsed, "rank": dist.get_rank(), "world_size": args.world_size,
            "optimizer_steps": trainer.state.global_step, "precision": str(dtype),
            "checkpoint_dir": args.output_dir, "saved": sorted(os.listdir(args.output_dir)),
            "deepspeed": trainer.is_deepspeed_enabled}
+    if signal_mode:
+        row.update({"resumed_from": resumed_from and os.path.basename(resumed_from), "first_step": announce.first})
     if engine is not None:  # what DeepSpeed itself ran with
         row.update({"micro_batch": engine.train_micro_batch_size_per_gpu(), "grad_accum": engine.gradient_accumulation_steps(),
                     "global_batch": engine.train_batch_size(), "zero_stage": engine.zero_optimization_stage()})

@@ -22,12 +22,13 @@ from tests.fixtures.resolved_plans import deployed, training_plan
 from tests.test_target_torchrun import render_training, small_training_plan, write_tree
 
 RECORDER = """#!/usr/bin/env bash
-python3 -c 'import json, os, sys; print(json.dumps({"argv": sys.argv[1:], "signal": os.environ.get("MLINFRA_CHECKPOINT_SIGNAL")}))' "$@" >> "$RECORD"
+python3 -c 'import json, os, sys; print(json.dumps({"argv": sys.argv[1:], "signal": os.environ.get("MLINFRA_CHECKPOINT_SIGNAL"), "pythonpath": os.environ.get("PYTHONPATH")}))' "$@" >> "$RECORD"
 """
 
 
-def launched(tmp_path: Path, plan) -> list[str]:
-    """The words torchrun (or accelerate) receives from launch/torchrun.sh, run as Slurm would run it."""
+def launched(tmp_path: Path, plan, record_row: dict | None = None) -> list[str]:
+    """The words torchrun (or accelerate) receives from launch/torchrun.sh, run as Slurm would run it (`record_row`
+    gets what else the agent saw: its environment's checkpoint signal and PYTHONPATH)."""
     out = write_tree(render_training(plan), tmp_path / "out")
     recorder = tmp_path / "recorder"
     recorder.write_text(RECORDER)
@@ -38,6 +39,8 @@ def launched(tmp_path: Path, plan) -> list[str]:
     subprocess.run(["bash", str(out / "launch/torchrun.sh")], env=env, check=True, timeout=30, cwd=tmp_path)
     (row,) = [json.loads(line) for line in record.read_text().splitlines()]
     assert row["signal"] == plan.deployment.launcher.checkpoint_signal
+    if record_row is not None:
+        record_row.update(row)
     return row["argv"]
 
 
@@ -89,6 +92,33 @@ def test_megatron_arguments_reach_pretrain_gpt(tmp_path):
     generated = [w for a in plan.deployment.frameworks.megatron_args for w in ([a.flag] if a.value is None else [a.flag, a.value])]
     assert words == generated + ["--use-mcore-models", "--lr", "3e-4"]  # the plan's own last: they can add to them
     assert "--exit-signal-handler" in words and "--tensor-model-parallel-size" in words
+
+
+@pytest.mark.parametrize("framework, kind, usage", [
+    ("ddp", "hf-trainer", "callbacks=[CheckpointOnSignal()]"), ("deepspeed", "hf-trainer", "callbacks=[CheckpointOnSignal()]"),
+    ("fsdp", "auto", "accelerator.save_state"), ("ddp", "torchrun", None), ("deepspeed", "deepspeed", None)])
+def test_trainer_and_accelerate_scripts_import_the_checkpoint_signal_module(tmp_path, monkeypatch, framework, kind, usage):
+    """hf-trainer and accelerate kinds get launch/mlinfra_signal.py, importable by the workers (the launcher puts its
+    folder first on PYTHONPATH, keeping the site's), and the usage line in plan.json and the launcher; the other kinds
+    keep their contract (a flag, or the plain handler) and no module. Before: only the plain-script contract, which a
+    Trainer script cannot follow without writing its own callback."""
+    plan = small_training_plan(framework=framework, zero_stage=3 if framework == "fsdp" else 1, train={
+        "tokens": "1M", "seq_len": 128, "entrypoint": {"kind": kind, "script": "train.py"}})
+    launch, row = plan.deployment.launcher, {}
+    assert launch.kind == (kind if kind != "auto" else "accelerate")
+    monkeypatch.setenv("PYTHONPATH", "/site/lib")
+    launched(tmp_path, plan, row)
+    text = (tmp_path / "out/launch/torchrun.sh").read_text()
+    assert f"# The script: {launch.checkpoint_usage}\n" in text
+    if usage is None:
+        assert launch.checkpoint_helper == "" and "mlinfra_signal" not in text and row["pythonpath"] == "/site/lib"
+        assert not (tmp_path / "out/launch/mlinfra_signal.py").exists() and "signal.signal(" in launch.checkpoint_usage
+        return
+    assert usage in launch.checkpoint_usage and launch.checkpoint_helper in launch.reads
+    assert row["pythonpath"] == f"{tmp_path / 'out/launch'}:/site/lib"
+    assert (tmp_path / "out/launch/mlinfra_signal.py").is_file()
+    decision = next(d for d in plan.deployment.decisions if d.topic == "checkpoint signal")
+    assert launch.checkpoint_usage in decision.reason and "all-reduce" in decision.reason
 
 
 def test_plain_torchrun_gets_no_config_flag(tmp_path):
@@ -285,8 +315,8 @@ def test_checkpoint_write_is_bounded_by_the_filesystem():
 
 
 # ----------------------------------------------------------------------------------------------- Kubernetes
-@pytest.mark.parametrize("framework, carried", [("fsdp", "fsdp__accelerate_config.yaml"), ("megatron", "megatron__args.sh"),
-                                                ("deepspeed", "deepspeed__ds_config.json")])
+@pytest.mark.parametrize("framework, carried", [("fsdp", ("fsdp__accelerate_config.yaml", "launch__mlinfra_signal.py")),
+                                                ("megatron", ("megatron__args.sh",)), ("deepspeed", ("deepspeed__ds_config.json",))])
 def test_kubernetes_configmap_carries_what_the_launcher_reads(framework, carried):
     """Before: the ConfigMap carried torchrun.sh (+ ds_config.json) only; accelerate and Megatron files were missing."""
     import yaml
@@ -297,7 +327,7 @@ def test_kubernetes_configmap_carries_what_the_launcher_reads(framework, carried
                                cluster={"scheduler": "kubernetes", "gpus_per_node": 2})
     text = {f.path: f.text for f in render_files(plan)}["k8s/training.yaml"]
     config_map = next(d for d in yaml.safe_load_all(text) if d["kind"] == "ConfigMap")
-    assert set(config_map["data"]) == {"launch__torchrun.sh", carried}
+    assert set(config_map["data"]) == {"launch__torchrun.sh", *carried}
 
 
 def test_checkpoint_interval_floor():

@@ -176,6 +176,84 @@ def test_hf_trainer_deepspeed_step_on_slurm_matches_plan(tmp_path, slurm_cluster
     assert (tmp_path / HOSTILE_DIR / "checkpoint-1").is_dir()
 
 
+def wait_for_log(out: Path, name: str, job: str, pattern: str, count: int, env: dict, timeout: float) -> str:
+    """The job's log once `pattern` occurs `count` times in it (fails if the job ends or the time runs out first)."""
+    log = out / f"{name}-{job}.out"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if len(re.findall(pattern, text, re.M)) >= count:
+            return text
+        if not subprocess.run(["squeue", "-h", "-j", job], env=env, capture_output=True, text=True).stdout.strip():
+            pytest.fail(f"job {job} ended before {count} × {pattern!r}: " + text[-4000:])
+        time.sleep(0.5)
+    subprocess.run(["scancel", job], env=env)
+    errors = out / f"{name}-{job}.err"
+    pytest.fail(f"no {count} × {pattern!r} in {timeout} s: " + text[-3000:] + (errors.read_text(errors="replace")[-3000:] if errors.exists() else ""))
+
+
+def signalled_run(cluster, plan, out: Path, ranks: int, marker: str = "HF_PROBE_STEP", timeout: float = 300,
+                  **extra_env: str) -> tuple[str, str, list[dict]]:
+    """Submit, wait until every rank printed `marker` (its first step done), then send SIGUSR1 to the job's steps as
+    Slurm's --signal=USR1@lead does before the time limit (`scancel --signal` without --batch: the srun tasks, not the
+    batch shell); return the job state, the logs and the marker rows."""
+    env = {**cluster_env(cluster), "PATH": torch_env()["PATH"], "MASTER_PORT": str(free_port()), **extra_env}
+    submitted = _sbatch(cluster, out, "--parsable", env=env)
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip().split(";")[0]
+    text = wait_for_log(out, plan.name, job, rf"^.*{marker} \{{", ranks, env, timeout)
+    steps = [json.loads(m) for m in re.findall(rf"^.*{marker} (\{{.*\}})$", text, re.M)]
+    assert subprocess.run(["scancel", "--signal=USR1", job], env=env).returncode == 0
+    deadline = time.monotonic() + timeout
+    while subprocess.run(["squeue", "-h", "-j", job], env=env, capture_output=True, text=True).stdout.strip():
+        if time.monotonic() > deadline:
+            subprocess.run(["scancel", job], env=env)
+            pytest.fail(f"job did not stop in {timeout} s after the signal")
+        time.sleep(0.5)
+    state = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
+    logs = "".join(p.read_text(errors="replace") for p in (out / f"{plan.name}-{job}.out", out / f"{plan.name}-{job}.err") if p.exists())
+    return state, logs, steps
+
+
+def test_hf_trainer_checkpoints_on_the_time_limit_signal_and_resumes(tmp_path, slurm_cluster):
+    """Launch kind hf-trainer on 2 fake nodes × 1 rank, a run of 100,000 steps with no periodic save due: SIGUSR1 to the
+    job mid-run (Slurm's warning before the limit) reaches the workers through the launcher; the generated
+    launch/mlinfra_signal.py CheckpointOnSignal has every rank agree at the next step end, the Trainer saves
+    checkpoint-N into the (hostile) checkpoint directory and stops, and the job ends COMPLETED. A second submit resumes
+    from checkpoint-N (last_checkpoint → resume_from_checkpoint), trains on from step N+1 and checkpoints again on the
+    signal. Before: the Trainer had no handler, and the workers ignored the forwarded signal (the launcher's
+    `trap '' USR1` is inherited): the job ran into its limit and lost everything since the last periodic save."""
+    realtools().transformers_python()
+    plan = small_training_plan(nodes=2, gpus_per_node=1, framework="ddp", steps=100_000, step_seconds=0.1, precision="fp32", train={
+        "tokens": "1M", "seq_len": 128,
+        "entrypoint": {"kind": "hf-trainer", "script": str(HF_PROBE), "args": ["--report_to", "none", "--disable_tqdm", "true"],
+                       "env": {"DS_ACCELERATOR": "cpu", "MLINFRA_PROBE_MODE": "signal"}}})
+    plan = deployed(plan.model_copy(update={"training": plan.training.model_copy(update={
+        "checkpoint_dir": str(tmp_path / HOSTILE_DIR), "checkpoint_interval_seconds": 1e9})}))
+    launch = plan.deployment.launcher
+    assert launch.kind == "hf-trainer" and launch.checkpoint_helper == "launch/mlinfra_signal.py"
+    assert launch.checkpoint.interval_steps > plan.training.steps == 100_000  # only the signal saves
+    assert plan.deployment.slurm.links == 1  # one job (a chain would log to %x-%A_%a)
+    out = write_tree(render_training(plan), tmp_path / "out")
+    saved = []
+    for run in (1, 2):
+        state, logs, started = signalled_run(slurm_cluster, plan, out, ranks=2)
+        assert "JobState=COMPLETED" in state, state + logs[-4000:]
+        rows = hf_rows(logs)
+        assert sorted(r["rank"] for r in rows) == [0, 1], logs[-4000:]
+        (stopped,) = {r["optimizer_steps"] for r in rows}  # every rank stopped at the same step
+        assert 1 <= stopped < plan.training.steps
+        assert "mlinfra_signal: checkpoint signal" in logs
+        if run == 1:
+            assert {r["resumed_from"] for r in rows} == {None} and {s["global_step"] for s in started} == {1}
+        else:
+            assert {r["resumed_from"] for r in rows} == {f"checkpoint-{saved[0]}"}
+            assert {s["global_step"] for s in started} == {saved[0] + 1} and stopped > saved[0]
+        saved.append(stopped)
+        assert (tmp_path / HOSTILE_DIR / f"checkpoint-{stopped}" / "trainer_state.json").is_file()
+    assert sorted(p.name for p in (tmp_path / HOSTILE_DIR).iterdir()) == sorted(f"checkpoint-{n}" for n in saved)
+
+
 FSDP_PROBE = REPO / "tests" / "fsdp_probe.py"
 
 
@@ -220,6 +298,27 @@ def test_fsdp_step_from_the_generated_accelerate_config_on_slurm(tmp_path, slurm
     assert [r["started_on_meta"] for r in sorted(rows, key=lambda r: r["rank"])] == [False, True, True, True]
     assert ".metadata" in next(r for r in rows if r["rank"] == 0)["saved"]
     assert (tmp_path / HOSTILE_DIR / "step-1" / ".metadata").is_file()
+
+
+def test_accelerate_fsdp_checkpoints_on_the_time_limit_signal(tmp_path, slurm_cluster):
+    """Launch kind accelerate on 2 fake nodes × 2 ranks (FSDP1 from the generated config, tests/fsdp_probe.py): SIGUSR1
+    to the job mid-run reaches the workers through `accelerate launch`; the generated CheckpointSignal has all 4 ranks
+    agree at the same step end, they save the sharded state into step-N of the (hostile) checkpoint directory and the
+    job ends COMPLETED."""
+    realtools().transformers_python()
+    plan = small_training_plan(nodes=2, gpus_per_node=2, framework="fsdp", zero_stage=3, train={
+        "tokens": "1M", "seq_len": 128,
+        "entrypoint": {"script": str(FSDP_PROBE), "env": {"MLINFRA_PROBE_MODE": "signal"}}})
+    plan = deployed(plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_dir": str(tmp_path / HOSTILE_DIR)})}))
+    assert plan.deployment.launcher.kind == "accelerate" and plan.deployment.launcher.checkpoint_helper
+    out = write_tree(render_training(plan), tmp_path / "out")
+    state, logs, started = signalled_run(slurm_cluster, plan, out, ranks=4, marker="FSDP_PROBE_STEP", MLINFRA_NODE_RANK="1")
+    assert "JobState=COMPLETED" in state, state + logs[-4000:]
+    rows = [json.loads(line) for line in re.findall(r"^.*FSDP_PROBE (\{.*\})$", logs, re.M)]
+    assert sorted(r["rank"] for r in rows) == [0, 1, 2, 3] == sorted(s["rank"] for s in started), logs[-4000:]
+    (stopped,) = {r["optimizer_steps"] for r in rows}  # every rank stopped at the same step
+    assert stopped >= 1 and {r["signal"] for r in rows} == {"SIGUSR1"}
+    assert (tmp_path / HOSTILE_DIR / f"step-{stopped}" / ".metadata").is_file()
 
 
 @pytest.mark.parametrize("pricing", ["spot", "on-demand"])

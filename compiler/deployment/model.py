@@ -33,6 +33,7 @@ class Files(Section):
     plan_json: str = "plan.json"
     report: str = "REPORT.md"
     launcher: str = "launch/torchrun.sh"
+    checkpoint_helper: str = Field("launch/mlinfra_signal.py", description="hf-trainer and accelerate kinds: the importable module that turns the forwarded checkpoint signal into a save and a clean stop on every rank")
     sbatch: str = "slurm/train.sbatch"
     ds_config: str = "deepspeed/ds_config.json"
     accelerate_config: str = "fsdp/accelerate_config.yaml"
@@ -76,6 +77,8 @@ class Launcher(Section):
     reads: list[str] = Field(default_factory=list, description="generated files the launched job reads besides the launcher (Kubernetes carries them in its ConfigMap)")
     megatron_args: bool = Field(False, description="append megatron/args.sh's MEGATRON_ARGS to the script's arguments")
     checkpoint_signal: Literal["USR1", "TERM"] = Field("USR1", description="signal the launcher forwards to the workers when Slurm warns before the time limit (MLINFRA_CHECKPOINT_SIGNAL)")
+    checkpoint_helper: str = Field("", description="generated module the script imports to checkpoint on that signal (its folder is put on PYTHONPATH); '' when the kind has a framework flag (Megatron) or the plain-script contract")
+    checkpoint_usage: str = Field("", description="how the script takes the final checkpoint on the signal: one line of Python for the launch kind")
     script: str
     python_script: bool
     args: list[str] = Field(description="the plan's own arguments, passed shell-quoted after the script")

@@ -226,9 +226,28 @@ def launch_kind(plan: ResolvedPlan, spec: PlanSpec) -> str:
     return given
 
 
+# The final checkpoint at the time limit, per launch kind: the one line the script needs. Megatron-LM has a flag
+# (--exit-signal-handler, in megatron/args.sh); a plain script installs its own handler; the Hugging Face Trainer and
+# accelerate get the generated launch/mlinfra_signal.py (on PYTHONPATH): a TrainerCallback that sets the Trainer's own
+# should_save + should_training_stop at the next step end (it saves checkpoint-N into --output_dir), or a flag an
+# accelerate loop checks before accelerator.save_state. Both agree over every rank first (one all-reduce of the flag
+# per step), since the signal can land between two ranks' step ends and a rank stopping alone would hang the others.
+CHECKPOINT_USAGE = {
+    "hf-trainer": "from mlinfra_signal import CheckpointOnSignal, last_checkpoint; trainer = Trainer(..., "
+                  "callbacks=[CheckpointOnSignal()]); trainer.train(resume_from_checkpoint=last_checkpoint(args.output_dir))",
+    "accelerate": "from mlinfra_signal import CheckpointSignal; stop = CheckpointSignal(); then after each step: "
+                  "if stop.agreed(accelerator.device): accelerator.save_state(os.environ['MLINFRA_CHECKPOINT_DIR']); break",
+    "megatron": "--exit-signal-handler (megatron/args.sh): Megatron-LM saves and exits on SIGTERM",
+}
+PLAIN_USAGE = ("signal.signal(getattr(signal, 'SIG' + os.environ['MLINFRA_CHECKPOINT_SIGNAL']), handler); the handler "
+               "sets a flag the loop reads after each step, then saves to $MLINFRA_CHECKPOINT_DIR and exits 0")
+HELPER_KINDS = ("hf-trainer", "accelerate")
+
+
 def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
     entry, hw, framework = spec.train.entrypoint, plan.hardware, plan.parallelism.framework
     kind = launch_kind(plan, spec)
+    helper = files.checkpoint_helper if kind in HELPER_KINDS else ""
     config = {"deepspeed": files.ds_config, "fsdp": files.accelerate_config}.get(framework, "")
     if uses_fsdp_tp(plan):
         config = files.fsdp_tp_config
@@ -248,8 +267,9 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
         config_flag=LAUNCH_KINDS[kind][1].get(framework, ""), megatron_args=kind == "megatron",
         framework_args=framework_args(plan, kind, checkpoint(plan, spec)),
         reads=[p for p in (config, files.megatron_args if kind == "megatron" else "",
-                           files.fsdp_tp_script if uses_fsdp_tp(plan) else "") if p],
+                           files.fsdp_tp_script if uses_fsdp_tp(plan) else "", helper) if p],
         checkpoint_signal="TERM" if kind == "megatron" else "USR1",
+        checkpoint_helper=helper, checkpoint_usage=CHECKPOINT_USAGE.get(kind, PLAIN_USAGE),
         script=entry.script, python_script=entry.script.endswith(".py"), args=list(entry.args),
         nodes=hw.nodes, nnodes=f"{minimum}:{maximum}" if node_range else str(maximum), min_nodes=minimum,
         nproc_per_node=hw.gpus_per_node, world_size=hw.nodes * hw.gpus_per_node, elastic=elastic,
@@ -461,8 +481,10 @@ def decisions(launch: Launcher, job: Slurm | None, k8s: KubernetesTraining | Non
                            reason=("Megatron-LM --exit-signal-handler saves and exits on SIGTERM (its --exit-signal default)"
                                    if launch.checkpoint_signal == "TERM" else
                                    "torchrun starts workers in their own session, so a signal to the job step reaches them only if "
-                                   "the launcher forwards it; the script checkpoints on it: signal.signal(getattr(signal, 'SIG' + "
-                                   "os.environ['MLINFRA_CHECKPOINT_SIGNAL']), handler) sets a flag read after each step")),
+                                   "the launcher forwards it; the script checkpoints on it"
+                                   + (f" through {launch.checkpoint_helper} (the launcher puts its folder on PYTHONPATH; every "
+                                      "rank agrees on the step to stop at with one all-reduce of the flag per step)"
+                                      if launch.checkpoint_helper else "") + f": {launch.checkpoint_usage}")),
         DeploymentDecision(topic="CPUs", choice=f"{launch.cpus_per_node} per node, OMP_NUM_THREADS={launch.omp_threads}",
                            reason="cluster.slurm.cpus_per_node" if launch.cpus_per_node != DEFAULT_CPUS_PER_GPU * launch.nproc_per_node
                            else f"{DEFAULT_CPUS_PER_GPU} per GPU, the smallest common 8-GPU server (AWS p4d.24xlarge)"),

@@ -1,4 +1,5 @@
-"""Target: launch/torchrun.sh, the per-node launcher that Slurm (srun) and Kubernetes (JobSet/PyTorchJob) both run.
+"""Target: launch/torchrun.sh, the per-node launcher that Slurm (srun) and Kubernetes (JobSet/PyTorchJob) both run,
+and for the hf-trainer and accelerate kinds launch/mlinfra_signal.py, the module their scripts checkpoint on the signal with.
 
 One torchrun agent per node; c10d rendezvous at $MASTER_ADDR:$MASTER_PORT (or the first argument HOST:PORT),
 so the same file works under srun, a PyTorchJob (which sets MASTER_ADDR/MASTER_PORT) and a JobSet.
@@ -64,6 +65,8 @@ def _context(plan: ResolvedPlan) -> dict:
         "config_path": launch.framework_config,
         "no_python_flag": "--no_python" if launch.kind == "accelerate" else "--no-python",
         "checkpoint_signal": launch.checkpoint_signal,
+        "checkpoint_helper_dir": launch.checkpoint_helper.rpartition("/")[0],
+        "checkpoint_usage": launch.checkpoint_usage,
         "ds_config_path": files.ds_config,
         "fsdp": launch.framework == "fsdp" and plan.deployment.frameworks.fsdp_tp is None,
         "accelerate_config_path": files.accelerate_config,
@@ -80,8 +83,11 @@ def _context(plan: ResolvedPlan) -> dict:
 
 
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
-    path = plan.deployment.files.launcher
-    return [OutputFile(path, render_template("torchrun/torchrun.sh.j2", **_context(plan)), 0o755)]
+    launch = plan.deployment.launcher
+    files = [OutputFile(plan.deployment.files.launcher, render_template("torchrun/torchrun.sh.j2", **_context(plan)), 0o755)]
+    if launch.checkpoint_helper:
+        files.append(OutputFile(launch.checkpoint_helper, render_template("torchrun/mlinfra_signal.py.j2")))
+    return files
 
 
 TARGET = Target("torchrun", applies, render)

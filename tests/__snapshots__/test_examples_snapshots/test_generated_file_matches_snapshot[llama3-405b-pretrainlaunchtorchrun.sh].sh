@@ -49,6 +49,7 @@ source "$OUT_DIR/megatron/args.sh"
 # workers in their own session, so the launcher forwards it to them as SIGTERM (Megatron-LM's --exit-signal-handler saves and exits on it).
 # The agent is started with SIGUSR1 ignored (it must not die of it); a SIGTERM (the limit, scancel) is passed to the
 # agent, which stops its workers with it.
+# The script: --exit-signal-handler (megatron/args.sh): Megatron-LM saves and exits on SIGTERM
 export MLINFRA_CHECKPOINT_SIGNAL=TERM
 trap '' USR1
 "${MLINFRA_TORCHRUN:-torchrun}" \

@@ -48,6 +48,7 @@ export MLINFRA_DS_CONFIG="$OUT_DIR/deepspeed/ds_config.json"
 # handler for $MLINFRA_CHECKPOINT_SIGNAL that checkpoints after the current step and exits).
 # The agent is started with SIGUSR1 ignored (it must not die of it); a SIGTERM (the limit, scancel) is passed to the
 # agent, which stops its workers with it.
+# The script: signal.signal(getattr(signal, 'SIG' + os.environ['MLINFRA_CHECKPOINT_SIGNAL']), handler); the handler sets a flag the loop reads after each step, then saves to $MLINFRA_CHECKPOINT_DIR and exits 0
 export MLINFRA_CHECKPOINT_SIGNAL=USR1
 trap '' USR1
 "${MLINFRA_TORCHRUN:-torchrun}" \

@@ -46,7 +46,9 @@ export MLINFRA_ACCELERATE_CONFIG="$OUT_DIR/fsdp/accelerate_config.yaml"
 # handler for $MLINFRA_CHECKPOINT_SIGNAL that checkpoints after the current step and exits).
 # The agent is started with SIGUSR1 ignored (it must not die of it); a SIGTERM (the limit, scancel) is passed to the
 # agent, which stops its workers with it.
+# The script: from mlinfra_signal import CheckpointSignal; stop = CheckpointSignal(); then after each step: if stop.agreed(accelerator.device): accelerator.save_state(os.environ['MLINFRA_CHECKPOINT_DIR']); break
 export MLINFRA_CHECKPOINT_SIGNAL=USR1
+export PYTHONPATH="$OUT_DIR/launch${PYTHONPATH:+:$PYTHONPATH}"  # import mlinfra_signal
 trap '' USR1
 "${MLINFRA_ACCELERATE:-accelerate}" launch \
   --config_file "$OUT_DIR/fsdp/accelerate_config.yaml" \
