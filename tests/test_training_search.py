@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -180,14 +179,12 @@ def test_a_stated_bytes_per_token_is_what_the_storage_warning_reads():
 
 
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "llama-3.1-70b"])
-def test_typical_plan_searches_under_a_second_with_real_presets(model):
+def test_typical_plan_search_finds_a_layout_with_real_presets(model):
+    """How long it takes is benchmarks/bench_search.py's business (a timed assertion flakes on a loaded machine)."""
     arch = load_models()[model].architecture
     req = request(arch=arch, params=count_params(arch), gpu_ids=("h100-sxm-80gb", "a100-sxm-80gb"), max_gpus=1024,
                   deadline_seconds=30 * DAY)
-    gpus = load_gpus()
-    start = time.perf_counter()
-    result = search_training(req, gpus)
-    assert time.perf_counter() - start < 1.0
+    result = search_training(req, load_gpus())
     assert result.chosen is not None and result.evaluated > 100
 
 
