@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import csv
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler.sizing.train_time import GRADIENT_BYTES, step_time
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script or as python -m benchmarks.…
+
+from compiler.sizing.train_time import GRADIENT_BYTES, step_time  # noqa: E402
 
 POINTS = Path(__file__).resolve().parent / "calibration" / "vision_train_points.csv"
 FAMILY = "train-cnn"

@@ -22,15 +22,18 @@ from __future__ import annotations
 
 import csv
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler.catalog.fabrics import load_fabrics
-from compiler.catalog.types import Architecture
-from compiler.passes.wording import words
-from compiler.sizing.serve_memory import DEFAULT_GPU_MEMORY_UTILIZATION
-from compiler.sizing.serve_search import search_serving
-from compiler.sizing.serve_types import ServeRequest
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script or as python -m benchmarks.…
+
+from compiler.catalog.fabrics import load_fabrics  # noqa: E402
+from compiler.catalog.types import Architecture  # noqa: E402
+from compiler.passes.wording import words  # noqa: E402
+from compiler.sizing.serve_memory import DEFAULT_GPU_MEMORY_UTILIZATION  # noqa: E402
+from compiler.sizing.serve_search import search_serving  # noqa: E402
+from compiler.sizing.serve_types import ServeRequest  # noqa: E402
 
 SERVE_POINTS = Path(__file__).resolve().parent / "calibration" / "serve_points_2.csv"
 FABRICS = load_fabrics()

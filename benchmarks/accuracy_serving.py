@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import csv
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.accuracy_serve_points import main as serve_points_main
-from compiler.catalog.fabrics import load_fabrics
-from compiler.passes.wording import words
-from compiler.sizing.serve_search import search_serving
-from compiler.sizing.serve_types import ServeRequest
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script or as python -m benchmarks.…
+
+from benchmarks.accuracy_serve_points import main as serve_points_main  # noqa: E402
+from compiler.catalog.fabrics import load_fabrics  # noqa: E402
+from compiler.passes.wording import words  # noqa: E402
+from compiler.sizing.serve_search import search_serving  # noqa: E402
+from compiler.sizing.serve_types import ServeRequest  # noqa: E402
 
 FABRICS = load_fabrics()  # one node per case: the fabric carries nothing
 INFERENCE_POINTS = Path(__file__).resolve().parent / "calibration" / "inference_points.csv"
