@@ -101,7 +101,30 @@ def test_published_layout_compiles(index, tmp_path):
     for key in ("tp", "pp", "dp", "cp", "ep", "vp", "zero_stage", "micro_batch"):
         assert chosen[key] == plan["parallelism"][key], key
     assert chosen["framework"] == r["framework"] and chosen["global_batch"] == r["batch"]
-    assert chosen["recompute"] == plan["parallelism"].get("recompute", chosen["recompute"])
+    if r["recompute"]:
+        assert chosen["recompute"] == r["recompute"]
     assert tuple(chosen["pp_stage_layers"]) == pipeline_split(r["arch"].layers, r["pp"])
-    assert r["framework"] != "megatron" or "megatron/args.sh" in files
-    assert "slurm/train.sbatch" in files and any(p.startswith("k8s/") for p in files)
+    assert "slurm/train.sbatch" in files and "k8s/training.yaml" in files
+    _assert_framework_files(r, files, chosen)
+
+
+def _assert_framework_files(r: dict, files: dict[str, str], chosen: dict) -> None:
+    """The layout reaches the framework's own settings, not only plan.json."""
+    if r["framework"] == "megatron":
+        args = files["megatron/args.sh"].split()
+        flags = {"--tensor-model-parallel-size": r["tp"], "--pipeline-model-parallel-size": r["pp"],
+                 "--context-parallel-size": r["cp"], "--micro-batch-size": r["mb"], "--global-batch-size": r["batch"]}
+        for flag, value in flags.items():  # a size of 1 may be left to Megatron's default, 1
+            assert (flag in args and args[args.index(flag) + 1] == str(value)) or (value == 1 and flag not in args), flag
+        if r["vp"] > 1:
+            per_chunk = r["arch"].layers // (r["pp"] * r["vp"])
+            assert args[args.index("--num-layers-per-virtual-pipeline-stage") + 1] == str(per_chunk)
+    elif r["tp"] > 1 or r["pp"] > 1:  # FSDP2 × TP × PP on a DeviceMesh
+        settings = json.loads(files["fsdp/fsdp_tp.json"])
+        mesh = dict(zip(settings["mesh_dim_names"], settings["mesh_shape"]))
+        assert mesh == {**({"pp": r["pp"]} if r["pp"] > 1 else {}), "dp_shard": r["dp"], "tp": r["tp"]}
+        if r["pp"] > 1:
+            assert settings["pp_stage_layers"] == chosen["pp_stage_layers"]
+            assert len(settings["stage_layers"]) == r["pp"] * r["vp"]
+    else:
+        assert "fsdp/accelerate_config.yaml" in files
