@@ -9,10 +9,11 @@ import json
 import pytest
 import yaml
 
-from benchmarks.accuracy_serve_points import GPT_J_6B, STATEMENTS, Skip, Statement, rows
+from benchmarks.accuracy_serve_points import GPT_J_6B, STATEMENTS, Skip, Statement, point_cases, rows
 from compiler.pipeline import compile_plan
 
 TABLE = rows()
+SEARCHED = {(case.row, case.statement): case for case in point_cases()[0]}  # what the benchmark's search_serving chose
 STATED = [(index, s) for index, stated in enumerate(STATEMENTS) if not isinstance(stated, Skip)
           for s in (stated if isinstance(stated, tuple) else (stated,))]
 
@@ -55,3 +56,5 @@ def test_stated_serve_point_compiles(index, s, tmp_path):
               json.loads(next(text for p, text in files.items() if p.startswith("triton/") and p.endswith("/1/model.json"))))
     assert (engine["tensor_parallel_size"], engine["max_num_seqs"]) == (s.tp, serving["max_concurrency"])
     assert "k8s/serving.yaml" in files
+    if s.memory_fraction == serving["gpu_memory_utilization"]:  # a plan cannot state TensorRT-LLM's 0.95 (perf overview)
+        assert serving["max_concurrency"] == SEARCHED[index, s].batch
