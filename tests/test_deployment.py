@@ -15,7 +15,7 @@ from compiler.diffing import decision_changes
 from compiler.pipeline import render_files, resolve
 from compiler.schema import resolved_schema
 from tests.conftest import REPO
-from tests.fixtures.resolved_plans import training_plan
+from tests.fixtures.resolved_plans import deployed, training_plan
 
 BASE_TRAIN = {"tokens": "1T", "seq_len": 8192, "global_batch_tokens": "4M", "deadline": "30d",
               "checkpoint": {"keep": 3, "dir": "/lustre/ckpt"}, "entrypoint": {"script": "train.py", "args": ["--config", "cfg.yaml"]}}
@@ -95,6 +95,19 @@ def test_train_data_path_pyxis_cannot_mount_is_a_warning():
     plan = training_plan(train={**BASE_TRAIN, "data": "/lustre/a,b"})
     assert plan.deployment.slurm.container_mounts == ["/lustre/ckpt:/lustre/ckpt"]  # the checkpoint directory still is
     assert any("/lustre/a,b" in w and "container_mounts" in w for w in plan.warnings)
+
+
+def test_fp8_outside_megatron_warns_that_the_script_must_convert_its_model():
+    """fp8 is sized with fp8 GEMMs; only Megatron's arguments switch it on (--fp8-format). DeepSpeed's config carries
+    bf16, so a plan that says fp8 and runs DeepSpeed is told the script has to convert its model."""
+    fp8 = training_plan(precision="fp8", train={**BASE_TRAIN, "framework": "deepspeed"})
+    assert fp8.deployment.launcher.framework == "deepspeed"
+    assert any("precision fp8" in w and "convert_to_float8_training" in w for w in fp8.warnings)
+    assert not any("precision fp8" in w for w in training_plan(train={**BASE_TRAIN, "framework": "deepspeed"}).warnings)
+    megatron = deployed(fp8.model_copy(update={"parallelism": fp8.parallelism.model_copy(update={"framework": "megatron"}),
+                                               "warnings": []}))
+    assert megatron.deployment.launcher.framework == "megatron"
+    assert not any("precision fp8" in w for w in megatron.warnings)  # --fp8-format hybrid switches it on
 
 
 def test_train_data_uri_is_exported_not_mounted():

@@ -321,6 +321,11 @@ def fstab_unescape(text: str) -> str:
 
 def warnings(launch: Launcher, job: Slurm | None, spec: PlanSpec) -> list[str]:
     out = []
+    if launch.precision == "fp8" and launch.framework != "megatron":  # only Megatron's arguments turn fp8 on (--fp8-format)
+        out.append(f"precision fp8 is sized with fp8 GEMMs, but the {launch.framework} files carry bf16 (DeepSpeed, "
+                   "Accelerate and FSDP have no fp8 switch of their own): the script must convert its model "
+                   "(Transformer Engine's fp8_autocast, or torchao's convert_to_float8_training as torchtitan does), "
+                   "or the steps run at bf16 speed")
     if job and job.container_image:
         targets = mount_targets(job.container_mounts)
         for field, path in job_paths(launch):
