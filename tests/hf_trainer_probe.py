@@ -117,7 +117,7 @@ def main() -> None:
            "checkpoint_dir": args.output_dir, "saved": sorted(os.listdir(args.output_dir)),
            "deepspeed": trainer.is_deepspeed_enabled}
     if signal_mode:
-        row.update({"resumed_from": resumed_from and os.path.basename(resumed_from), "first_step": announce.first})
+        row.update({"resumed_from": os.path.basename(resumed_from) if resumed_from else None, "first_step": announce.first})
     if engine is not None:  # what DeepSpeed itself ran with
         row.update({"micro_batch": engine.train_micro_batch_size_per_gpu(), "grad_accum": engine.gradient_accumulation_steps(),
                     "global_batch": engine.train_batch_size(), "zero_stage": engine.zero_optimization_stage()})

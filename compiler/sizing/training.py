@@ -50,6 +50,7 @@ RECOMPUTE_ORDER = ("none", "selective", "full")
 SUB_NODE_COUNTS = (1, 2, 4)
 MAX_PP = 128  # Megatron-LM 2021 ran 1T parameters on PP 64 (Narayanan et al. 2021, Table 1)
 MAX_REJECTIONS = 20
+FSDP_PP_GAP = "fsdp-pp"  # the gap key of a pipelined FSDP layout with too few micro-batches
 # DP communication beyond this share of the step marks the plan network-bound; the bandwidth "needed" is what
 # keeps the gradient all-reduce under this share (a planning threshold, stated in the report).
 NETWORK_SHARE_OF_STEP = 0.10
@@ -653,7 +654,7 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
             for mb in mbs:
                 microbatches = req.global_batch_sequences // (mb * dp)
                 if framework[0] == "fsdp" and not fsdp_pipeline_microbatches_ok(pp, microbatches):
-                    out.gap(f"fsdp-pp:{gpu.id}:{count}", describe(count, gpu.id, tp, pp, dp, zero, mb, "none", offload, shape),
+                    out.gap(FSDP_PP_GAP + f":{gpu.id}:{count}", describe(count, gpu.id, tp, pp, dp, zero, mb, "none", offload, shape),
                             because("fsdp-pp-needs-microbatches", pp=pp, microbatches=microbatches), fits=False)
                     continue
                 for recompute in kinds:

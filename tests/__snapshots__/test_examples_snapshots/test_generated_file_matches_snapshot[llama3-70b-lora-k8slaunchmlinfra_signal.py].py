@@ -40,7 +40,7 @@ class CheckpointSignal:
     """Installs the handler for $MLINFRA_CHECKPOINT_SIGNAL (nothing outside the launcher, which sets it)."""
 
     def __init__(self):
-        self.received = None
+        self.received = ""  # the signal's name once it arrives
         name = os.environ.get("MLINFRA_CHECKPOINT_SIGNAL", "")
         if name:
             signal.signal(getattr(signal, "SIG" + name), self._on_signal)
@@ -48,13 +48,13 @@ class CheckpointSignal:
     def _on_signal(self, signum, frame):
         self.received = signal.Signals(signum).name
 
-    def agreed(self, device=None) -> bool:
+    def agreed(self, device="") -> bool:
         """True on every rank once any rank got the signal (a collective: call it on every rank at each step end)."""
         if not (dist.is_available() and dist.is_initialized()):
-            return self.received is not None
-        if device is None:
+            return bool(self.received)
+        if not device:
             device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
-        flag = torch.tensor([int(self.received is not None)], device=device)
+        flag = torch.tensor([int(bool(self.received))], device=device)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return bool(flag.item())
 
@@ -75,7 +75,8 @@ class CheckpointOnSignal(TrainerCallback):
 
 
 def last_checkpoint(output_dir: str):
-    """The newest checkpoint-N in output_dir, or None (the first job): Trainer.train's resume_from_checkpoint."""
+    """The newest checkpoint-N in output_dir, or False when the folder is not there yet (the first job): what
+    Trainer.train takes as resume_from_checkpoint (False: start afresh)."""
     from transformers.trainer_utils import get_last_checkpoint
 
-    return get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+    return get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else False
