@@ -27,14 +27,15 @@ def test_the_probe_reduces_layers_to_fit_one_gpu_and_says_so():
     plan = resolve(REPO / "examples" / "llama3-405b-pretrain.yaml", probe=True)
     probe = plan.probe
     assert 1 <= probe.layers < probe.model_layers == 126 == probe.architecture.layers + (126 - probe.layers)
-    assert probe.layers * 8 * 1.6e9 < plan.hardware.gpu_memory_bytes  # ~1.6B parameters per 405B layer, 8 B each in pure bf16
     chosen = probe.layouts[0]
+    assert chosen.tp == plan.parallelism.tp == 8  # the plan's TP fits one 8-GPU node: measured with tensor parallelism
+    assert probe.layers * 8 * 1.6e9 / chosen.tp < plan.hardware.gpu_memory_bytes  # ~1.6B parameters per 405B layer, 8 B each in pure bf16
     margin, usable = load_residuals()[MEMORY_FAMILY].p90, usable_memory_bytes(plan.hardware.gpu_memory_bytes)
     reason = next(d.reason for d in probe.decisions if d.topic == "probe shape")
     if chosen.predicted_reserved_bytes * margin > usable:  # 405B: the embedding, LM head and 8k-token logits alone
         assert probe.layers == 1 and "one layer, the least the probe builds" in reason and len(probe.layouts) == 1
     one_more = _memory(_reduced(plan.model.architecture, probe.layers + 1), "bf16", 8, probe.seq_len, chosen.micro_batch,
-                       chosen.recompute, chosen.zero_stage)
+                       chosen.recompute, chosen.zero_stage, chosen.tp)
     assert one_more.reserved * margin > usable  # not reduced further than it must
     files = {f.path: f.text for f in probe_files(plan).files}
     sbatch = files["probe.sbatch"]
