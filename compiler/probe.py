@@ -29,7 +29,8 @@ CALIBRATION_HEADER = "# Written by mlinfra-compile calibrate from probe results;
 
 
 def _layouts(results: dict) -> list[dict]:
-    """Every layout the probe measured (version 1 results: the one at the top level)."""
+    """Every layout the probe measured, each with its TP (before TP layouts: 1), and global batch (dp × micro-batch);
+    version 1 results: the one at the top level."""
     return results.get("layouts") or [{"name": "chosen", "micro_batch": results["micro_batch"], "recompute": "none", "zero_stage": 0,
                                        "global_batch": results["global_batch"], "step_seconds": results["step_seconds"]}]
 
@@ -63,8 +64,8 @@ def site_calibration_text(results: dict, site: str) -> str:
                   f"torch {env.get('torch', '?')}); GEMM {results.get('gemm_tflops', 0):.3g} TFLOP/s")
         data = {"site": site, "measured_at": results["measured_at"], "source": source, "serving_points": _serving_points(results)}
         return _with_warnings(data, results)
-    points = [{"gpu": results["gpu_id"], "architecture": dict(results["architecture"]), "gpus": results["world_size"], "tp": 1, "pp": 1,
-               "zero_stage": l["zero_stage"], "micro_batch": l["micro_batch"], "global_batch": l["global_batch"],
+    points = [{"gpu": results["gpu_id"], "architecture": dict(results["architecture"]), "gpus": results["world_size"],
+               "tp": int(l.get("tp", 1)), "pp": 1, "zero_stage": l["zero_stage"], "micro_batch": l["micro_batch"], "global_batch": l["global_batch"],
                "seq_len": results["seq_len"], "recompute": l["recompute"], "precision": results["precision"],
                "step_seconds": l["step_seconds"]} for l in _layouts(results)]
     source = (f"mlinfra-compile probe of plan {results['plan']} on {env.get('host', '?')} ({results.get('device_name', '?')}, "

@@ -27,6 +27,7 @@ ones; the environment warnings a probe raised (another GPU, a capped power limit
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -193,9 +194,13 @@ def load_site_calibration(path: Path) -> SiteCalibration:
 
 
 def _predicted_step(point: SitePoint, catalog: Catalog, share: float, searches: SearchCache) -> float | None:
+    """The step model's time for the measured layout (its TP, PP, ZeRO pinned); its collectives (TP's all-reduces, DP's
+    gradients) at the site's measured intra-node share when the file has one, as the recompiled plan prices them."""
     gpu = catalog.gpus[point.gpu].model_copy(update={"achievable_matmul_fraction": share})
     arch = point.shape(catalog)
-    req = TrainRequest(arch=arch, params=count_params(arch), tokens=TOKENS, seq_len=point.seq_len,
+    links = catalog.site_links
+    req = TrainRequest(site_intra_node=(links.gpu, links.intra_node_fraction) if links and links.intra_node_fraction is not None else None,
+                       arch=arch, params=count_params(arch), tokens=TOKENS, seq_len=point.seq_len,
                        global_batch_sequences=point.global_batch, gpu_ids=(point.gpu,), gpu_count=point.gpus,
                        interconnect=catalog.interconnects["ib-400g"], storage=catalog.storage["lustre"],
                        precision=point.precision, max_gpus=point.gpus,
@@ -282,15 +287,17 @@ def calibrate(catalog: Catalog, site: SiteCalibration) -> tuple[Catalog, list[De
     if unknown:
         raise CalibrationError(f"points name what the catalog lacks: {', '.join(unknown)}")
     gpus, decisions, searches = dict(catalog.gpus), [], SearchCache()
+    links, link_decision = _links(catalog, site) if site.interconnect is not None else (None, None)
+    measured = replace(catalog, site_links=links)  # training steps are refitted with the site's own link shares
     for gpu_id in sorted({p.gpu for p in everything}):
         compute = [p for p in everything if p.gpu == gpu_id and not (isinstance(p, ServingPoint) and p.phase == "decode")]
         decodes = [p for p in site.serving_points if p.gpu == gpu_id and p.phase == "decode"]
         entry = catalog.gpus[gpu_id]
         share = entry.achievable_matmul_fraction
         if compute:
-            before, first = _mean_ratio(compute, catalog, share, searches), _predictions(compute, catalog, share, searches)
-            share = _bisect(lambda s: _mean_ratio(compute, catalog, s, searches))
-            after, last = _mean_ratio(compute, catalog, share, searches), _predictions(compute, catalog, share, searches)
+            before, first = _mean_ratio(compute, measured, share, searches), _predictions(compute, measured, share, searches)
+            share = _bisect(lambda s: _mean_ratio(compute, measured, s, searches))
+            after, last = _mean_ratio(compute, measured, share, searches), _predictions(compute, measured, share, searches)
             decisions.append(_decision(gpu_id, "matmul", entry.achievable_matmul_fraction, share, before, after, compute, site, (first, last)))
         hbm = entry.achievable_memory_bandwidth_fraction
         if decodes:
@@ -312,10 +319,8 @@ def calibrate(catalog: Catalog, site: SiteCalibration) -> tuple[Catalog, list[De
                                for p in mem.points)
                    + "; full-training memory fits use it (never below 1) instead of the published rows"
                    + (" — measured on a CPU: a test of the loop, not a GPU margin" if mem.device == "cpu" else "")))
-    links = None
-    if site.interconnect is not None:
-        links, decision = _links(catalog, site)
-        decisions.append(decision)
+    if link_decision is not None:
+        decisions.append(link_decision)
     if site.warnings:
         decisions.append(Decision(topic="site calibration (environment)", choice=f"{len(site.warnings)} warning(s)",
                                   reason=f"the probe's node at {site.site} differs from the catalog: " + "; ".join(site.warnings)))

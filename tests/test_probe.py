@@ -27,14 +27,15 @@ def test_the_probe_reduces_layers_to_fit_one_gpu_and_says_so():
     plan = resolve(REPO / "examples" / "llama3-405b-pretrain.yaml", probe=True)
     probe = plan.probe
     assert 1 <= probe.layers < probe.model_layers == 126 == probe.architecture.layers + (126 - probe.layers)
-    assert probe.layers * 8 * 1.6e9 < plan.hardware.gpu_memory_bytes  # ~1.6B parameters per 405B layer, 8 B each in pure bf16
     chosen = probe.layouts[0]
+    assert chosen.tp == plan.parallelism.tp == 8  # the plan's TP fits one 8-GPU node: measured with tensor parallelism
+    assert probe.layers * 8 * 1.6e9 / chosen.tp < plan.hardware.gpu_memory_bytes  # ~1.6B parameters per 405B layer, 8 B each in pure bf16
     margin, usable = load_residuals()[MEMORY_FAMILY].p90, usable_memory_bytes(plan.hardware.gpu_memory_bytes)
     reason = next(d.reason for d in probe.decisions if d.topic == "probe shape")
     if chosen.predicted_reserved_bytes * margin > usable:  # 405B: the embedding, LM head and 8k-token logits alone
         assert probe.layers == 1 and "one layer, the least the probe builds" in reason and len(probe.layouts) == 1
     one_more = _memory(_reduced(plan.model.architecture, probe.layers + 1), "bf16", 8, probe.seq_len, chosen.micro_batch,
-                       chosen.recompute, chosen.zero_stage)
+                       chosen.recompute, chosen.zero_stage, chosen.tp)
     assert one_more.reserved * margin > usable  # not reduced further than it must
     files = {f.path: f.text for f in probe_files(plan).files}
     sbatch = files["probe.sbatch"]
@@ -251,3 +252,60 @@ def test_the_serving_probes_cached_decode_gives_the_full_forwards_logits(tmp_pat
                          text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert float(run.stdout.strip()) < 1e-4
+
+
+def test_a_tp_plan_is_probed_at_its_tp_and_half_of_it(tmp_path):
+    """TP 2 on a 2-GPU node: the chosen layout at TP 2 (DTensor, dp 1, ZeRO-0) and the runner-up TP 1 (plain DDP), each
+    predicted with its own TP; the plan's TP 8 on a 4-GPU node is capped to 4, stated."""
+    (tmp_path / "plan.yaml").write_text(TINY_TP % "")
+    plan = resolve(tmp_path / "plan.yaml", probe=True)
+    layouts = plan.probe.layouts
+    assert [(l.name, l.tp, l.zero_stage) for l in layouts[:2]] == [("chosen", 2, 0), ("TP 1", 1, 0)]
+    assert all(l.tp == 2 for l in layouts[2:]) and len(layouts) <= MAX_LAYOUTS
+    # TP halves the matrices, the embedding and the LM head each rank holds: less memory than TP 1 at the same batch
+    assert layouts[0].predicted_reserved_bytes < layouts[1].predicted_reserved_bytes
+    assert next(d.choice for d in plan.probe.decisions if d.topic == "probe tensor parallelism") == "TP 2 × DP 1"
+    settings = json.loads(next(f.text for f in probe_files(plan).files if f.path == "settings.json"))
+    assert [l["tp"] for l in settings["layouts"]] == [l.tp for l in layouts]
+    wide = TINY_TP.replace("count: 2, gpus_per_node: 2", "count: 8, gpus_per_node: 4").replace("heads: 4, kv_heads: 2", "heads: 8, kv_heads: 8")
+    (tmp_path / "plan.yaml").write_text(wide.replace("tp: 2", "tp: 8") % "")
+    plan = resolve(tmp_path / "plan.yaml", probe=True)
+    assert plan.parallelism.tp == 8 and plan.probe.layouts[0].tp == 4
+    assert "capped to 4" in next(d.reason for d in plan.probe.decisions if d.topic == "probe tensor parallelism")
+
+
+TINY_TP = TINY.replace("slurm: {partition: gpu}%s}", "slurm: {partition: gpu}%s}\nparallelism: {tp: 2}")
+
+
+@pytest.mark.realtool
+@pytest.mark.slow
+def test_a_tp_probe_measures_tensor_parallel_steps_and_calibrate_cites_them(tmp_path, slurm_cluster):
+    """TP 2 on the fake Slurm cluster's 2 CPU ranks: the chosen layout runs DTensor tensor parallelism and its row says
+    tp 2 with a measured step and peak; calibrate keeps its TP and the recompiled plan cites its step."""
+    import yaml
+
+    from tests.test_target_torchrun import torch_env
+
+    (tmp_path / "plan.yaml").write_text(TINY_TP % "")
+    assert run_cli("probe", tmp_path / "plan.yaml", "-o", tmp_path / "out").returncode == 0
+    folder = tmp_path / "out" / "tiny-probe-probe"
+    env = {**os.environ, **slurm_cluster.env, "PATH": torch_env()["PATH"] + ":/usr/sbin:/sbin"}
+    state, output = _run(folder, env)
+    assert state == "COMPLETED", output[-3000:]
+    results = json.loads((folder / "probe-results.json").read_text())
+    tp_rows = [l for l in results["layouts"] if l["tp"] == 2]
+    assert results["layouts"][0]["name"] == "chosen" and results["layouts"][0]["tp"] == 2 and len(tp_rows) >= 2
+    assert any(l["tp"] == 1 and l["dp"] == 2 and l["global_batch"] == 2 * l["micro_batch"] for l in results["layouts"])
+    for row in tp_rows:  # dp 1: one sequence per micro-batch per step
+        assert row["dp"] == 1 and row["global_batch"] == row["micro_batch"] and row["step_seconds"] > 0
+        assert row["peak_reserved_bytes"] > 0 and row["peak_allocated_bytes"] > 0
+    # the first TP layout's peak is its own, not DTensor's first-call allocations (~60 MB, paid by a warm-up)
+    assert results["layouts"][0]["peak_reserved_bytes"] < 20 * results["layouts"][0]["predicted_reserved_bytes"]
+    assert run_cli("calibrate", folder / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci").returncode == 0
+    points = yaml.safe_load((tmp_path / "site.yaml").read_text())["points"]
+    assert [(p["tp"], p["gpus"], p["global_batch"]) for p in points] == [(l["tp"], 2, l["global_batch"]) for l in results["layouts"]]
+    (tmp_path / "plan.yaml").write_text(TINY_TP % ", calibration: site.yaml")
+    explained = run_cli("explain", tmp_path / "plan.yaml")
+    assert explained.returncode == 0, explained.stderr
+    line = next(l for l in explained.stdout.splitlines() if "site calibration (h100-sxm-80gb)" in l)
+    assert f"{results['layouts'][0]['step_seconds'] * 1e3:.1f} ms" in line and "layouts chosen, TP 1" in line

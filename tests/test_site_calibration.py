@@ -92,3 +92,26 @@ def test_a_memory_factor_its_points_do_not_give_is_refused(tmp_path):
             "memory": {**MEMORY, "factor": 1.1}}
     result = run_cli("explain", _plan_with_site(tmp_path, site))
     assert result.returncode == 2 and "invalid-calibration" in result.stderr and "largest measured" in result.stderr
+
+
+def test_a_tp_step_is_refitted_with_the_sites_measured_links():
+    """A TP2 step measured at a site whose links run at 10% of NVLink: the refit prices TP's all-reduces at that share
+    (as the recompiled plan does), so it recovers the share the step was made with instead of blaming the GEMMs."""
+    from dataclasses import replace
+
+    from compiler.catalog.catalog import SiteLinks
+
+    catalog = load_catalog()
+    gpu = catalog.gpus["h100-sxm-80gb"]
+    point = SitePoint(**{**POINT, "tp": 2, "zero_stage": 1, "global_batch": 32}, step_seconds=1.0)
+    slow = replace(catalog, site_links=SiteLinks(gpu.id, "ib-400g", 0.1, None))
+    measured = _predicted_step(point, slow, 0.5, SearchCache())
+    assert measured > _predicted_step(point, catalog, 0.5, SearchCache())  # the slow links cost time at TP2
+    links = {"gpu": gpu.id, "interconnect": "ib-400g", "device": "cuda", "ranks_per_node": 8,
+             "intra_node": [{"op": "all_reduce", "bytes": 1 << 28, "ranks": 8, "bus_bytes_per_second": 0.1 * gpu.intra_node_bandwidth_bytes_per_second}]}
+    site = SiteCalibration.model_validate({"site": "cluster-a", "measured_at": "2026-11-20", "source": "test",
+                                           "points": [point.model_copy(update={"step_seconds": measured}).model_dump()],
+                                           "interconnect": links})
+    fitted, decisions = calibrate(catalog, site)
+    assert fitted.site_links.intra_node_fraction == pytest.approx(0.1)
+    assert fitted.gpus[gpu.id].achievable_matmul_fraction == pytest.approx(0.5, rel=0.01)

@@ -48,9 +48,17 @@ def _reduced(arch: Architecture, layers: int) -> Architecture:
     return arch.model_copy(update={"layers": layers, "dense_layers": min(arch.dense_layers, layers)})
 
 
-def _memory(arch: Architecture, precision: str, processes: int, seq_len: int, mb: int, recompute: str, zero: int):
-    return memory_per_gpu(arch, count_params(arch), precision=precision, optimizer="adamw", dp=processes, zero_stage=zero,
-                          seq_len=seq_len, micro_batch=mb, recompute=recompute, framework="ddp", options=PURE_16_BIT)
+def _memory(arch: Architecture, precision: str, processes: int, seq_len: int, mb: int, recompute: str, zero: int, tp: int = 1):
+    return memory_per_gpu(arch, count_params(arch), precision=precision, optimizer="adamw", tp=tp, dp=processes // tp,
+                          zero_stage=zero, seq_len=seq_len, micro_batch=mb, recompute=recompute, framework="ddp",
+                          options=PURE_16_BIT)
+
+
+def probe_tp(arch: Architecture, plan_tp: int, processes: int) -> int:
+    """The plan's TP capped to one node: the largest TP ≤ it that divides the node's processes and the heads, KV heads
+    and MLP width the probe splits (Megatron's requirement: whole heads per rank)."""
+    widths = (processes, arch.heads, arch.kv_heads, arch.ffn_hidden or arch.moe_ffn_hidden)
+    return max(t for t in range(1, min(plan_tp, processes) + 1) if all(w % t == 0 for w in widths))
 
 
 def _fits(mem, usable: int, margin: float) -> bool:
@@ -62,12 +70,12 @@ def _fits_margin(layout: ProbeLayout, usable: int, margin: float) -> bool:
 
 
 def _probe_layers(arch: Architecture, precision: str, processes: int, seq_len: int, mb: int, recompute: str, zero: int,
-                  usable: int, margin: float) -> int:
+                  usable: int, margin: float, tp: int) -> int:
     """The most layers (≤ the model's) whose predicted memory × the margin fits one GPU; at least one."""
     low, high = 1, arch.layers
     while low < high:
         mid = (low + high + 1) // 2
-        if _fits(_memory(_reduced(arch, mid), precision, processes, seq_len, mb, recompute, zero), usable, margin):
+        if _fits(_memory(_reduced(arch, mid), precision, processes, seq_len, mb, recompute, zero, tp), usable, margin):
             low = mid
         else:
             high = mid - 1
@@ -75,22 +83,31 @@ def _probe_layers(arch: Architecture, precision: str, processes: int, seq_len: i
 
 
 def _layouts(arch: Architecture, precision: str, processes: int, seq_len: int, mb: int, recompute: str, zero: int,
-             usable: int, margin: float) -> tuple[list[ProbeLayout], list[str]]:
-    candidates = [("chosen", mb, recompute, zero, "the plan's layout, as plain PyTorch runs it"),
-                  (f"micro-batch {mb * 2}", mb * 2, recompute, zero, "twice the micro-batch: how the step scales with it"),
-                  (f"micro-batch {mb // 2}", mb // 2, recompute, zero, "half the micro-batch"),
-                  (f"recompute {'none' if recompute == 'full' else 'full'}", mb, "none" if recompute == "full" else "full", zero,
-                   "the other recompute setting: the cost of re-running the forward"),
-                  (f"ZeRO-{1 - zero}", mb, recompute, 1 - zero, "AdamW states sharded (ZeroRedundancyOptimizer) or not")]
+             usable: int, margin: float, tp: int) -> tuple[list[ProbeLayout], list[str]]:
+    """The chosen layout, then its runner-ups: half the TP, twice and half the micro-batch, the other recompute, the
+    other ZeRO (a TP layout keeps ZeRO-0: ZeroRedundancyOptimizer does not take DTensor parameters)."""
+    z = zero if tp == 1 else 0
+    half = tp // 2
+    candidates = [("chosen", mb, recompute, z, tp, "the plan's layout, as plain PyTorch runs it"
+                   + (f": DTensor tensor parallelism over a [dp {processes // tp}, tp {tp}] mesh" if tp > 1 else ""))]
+    if tp > 1:
+        candidates.append((f"TP {half}", mb, recompute, zero if half == 1 else 0, half,
+                           "half the TP: what the tensor-parallel collectives cost against more data parallelism"))
+    candidates += [(f"micro-batch {mb * 2}", mb * 2, recompute, z, tp, "twice the micro-batch: how the step scales with it"),
+                   (f"micro-batch {mb // 2}", mb // 2, recompute, z, tp, "half the micro-batch"),
+                   (f"recompute {'none' if recompute == 'full' else 'full'}", mb, "none" if recompute == "full" else "full", z, tp,
+                    "the other recompute setting: the cost of re-running the forward"),
+                   (f"ZeRO-{1 - z}", mb, recompute, 1 - z, tp, "AdamW states sharded (ZeroRedundancyOptimizer) or not")]
     layouts, left_out = [], []
-    for name, b, r, z, why in candidates:
-        if b < 1 or (z == 1 and processes == 1) or any((l.micro_batch, l.recompute, l.zero_stage) == (b, r, z) for l in layouts):
+    for name, b, r, z, t, why in candidates:
+        if (b < 1 or (z == 1 and processes // t == 1) or (z == 1 and t > 1)
+                or any((l.micro_batch, l.recompute, l.zero_stage, l.tp) == (b, r, z, t) for l in layouts)):
             continue
-        mem = _memory(arch, precision, processes, seq_len, b, r, z)
+        mem = _memory(arch, precision, processes, seq_len, b, r, z, t)
         if name != "chosen" and (len(layouts) >= MAX_LAYOUTS or not _fits(mem, usable, margin)):
             left_out.append(name)
             continue
-        layouts.append(ProbeLayout(name=name, micro_batch=b, recompute=r, zero_stage=z, predicted_allocated_bytes=mem.allocated,
+        layouts.append(ProbeLayout(name=name, micro_batch=b, recompute=r, zero_stage=z, tp=t, predicted_allocated_bytes=mem.allocated,
                                    predicted_reserved_bytes=mem.reserved, why=why))
     return layouts, left_out
 
@@ -110,9 +127,10 @@ def training_probe(plan: ResolvedPlan, catalog: Catalog) -> Probe:
     zero = min(1, par.zero_stage)
     usable = usable_memory_bytes(hw.gpu_memory_bytes)
     margin = max(1.0, catalog.residuals[MEMORY_FAMILY].p90)
-    layers = _probe_layers(arch, precision, processes, seq_len, par.micro_batch, recompute, zero, usable, margin)
+    tp = probe_tp(arch, par.tp, processes)
+    layers = _probe_layers(arch, precision, processes, seq_len, par.micro_batch, recompute, zero if tp == 1 else 0, usable, margin, tp)
     reduced = _reduced(arch, layers)
-    layouts, left_out = _layouts(reduced, precision, processes, seq_len, par.micro_batch, recompute, zero, usable, margin)
+    layouts, left_out = _layouts(reduced, precision, processes, seq_len, par.micro_batch, recompute, zero, usable, margin, tp)
     chosen = layouts[0]
     decisions = [
         DeploymentDecision(topic="probe shape", choice=f"{layers} of the model's {arch.layers} layers",
@@ -126,16 +144,25 @@ def training_probe(plan: ResolvedPlan, catalog: Catalog) -> Probe:
                                    f"{hw.gpu}; the probe may run out of memory, which is itself a measurement")
                                   + "; random weights, every other dimension the plan's"),
         DeploymentDecision(topic="probe processes", choice=f"{processes} on one node",
-                           reason=f"one per GPU of a node ({hw.gpu}, {hw.gpus_per_node} per node): data-parallel, gloo on CPU, NCCL on GPUs"),
+                           reason=f"one per GPU of a node ({hw.gpu}, {hw.gpus_per_node} per node): data-parallel (tensor-parallel too at TP > 1), gloo on CPU, NCCL on GPUs"),
         DeploymentDecision(topic="probe precision", choice=f"pure {precision}",
                            reason=f"weights, gradients and AdamW states in {precision} (no fp32 master: torchtune's default), so the "
                                   f"memory model (master_weights none) predicts what runs"
                                   + ("; the plan's fp8 has no plain-PyTorch training path" if plan.spec.precision == "fp8" else "")),
         DeploymentDecision(topic="probe layouts", choice=", ".join(l.name for l in layouts),
                            reason=f"the plan's TP{par.tp} PP{par.pp} ZeRO-{par.zero_stage} mb{par.micro_batch} recompute {par.recompute} "
-                                  f"as one node runs it in plain PyTorch (no TP/PP; ZeRO ≥ 1 as ZeroRedundancyOptimizer; selective "
-                                  f"recompute as full), and its neighbours that fit"
+                                  f"as one node runs it in plain PyTorch (TP as DTensor tensor parallelism, below; no PP; ZeRO ≥ 1 as "
+                                  f"ZeroRedundancyOptimizer, ZeRO-0 under TP; selective recompute as full), and its neighbours that fit"
                                   + (f"; left out: {', '.join(left_out)} (do not fit or over {MAX_LAYOUTS} layouts)" if left_out else "")),
+        DeploymentDecision(topic="probe tensor parallelism", choice=f"TP {tp} × DP {processes // tp}" if tp > 1 else "none",
+                           reason=(f"the plan's TP {par.tp}" + (f" capped to {tp}, the largest that divides the node's {processes} "
+                                                                 f"GPUs, the {arch.heads} heads, {arch.kv_heads} KV heads and MLP width"
+                                                                 if tp != par.tp else "")
+                                   + ": torch.distributed.tensor.parallel.parallelize_module over the mesh's tp dimension (q, k, v, "
+                                   "gate, up ColwiseParallel; out, down RowwiseParallel; the embedding and LM head split over the "
+                                   "vocabulary, the loss under loss_parallel, as Megatron's vocab-parallel layers), gradients "
+                                   "all-reduced over its dp dimension") if tp > 1 else
+                                  f"the plan's TP {par.tp}: plain data parallelism (DistributedDataParallel)"),
         DeploymentDecision(topic="probe time limit", choice=f"{TIME_LIMIT_SECONDS // 60} minutes",
                            reason=f"a minutes-long job (issue 18): {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured steps per layout, "
                                   f"then the GEMM, HBM and collective tests; SIGALRM and the scheduler stop it at the limit"),

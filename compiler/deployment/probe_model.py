@@ -15,12 +15,13 @@ from .model import Directive, DeploymentDecision, Section
 
 
 class ProbeLayout(Section):
-    """One training layout the probe measures on one node (data-parallel over its GPUs, plain PyTorch)."""
+    """One training layout the probe measures on one node (data- and tensor-parallel over its GPUs, plain PyTorch)."""
 
     name: str = Field(description="'chosen' or what differs from it, e.g. 'micro-batch 2'")
     micro_batch: int
     recompute: Literal["none", "full"] = Field(description="full: torch.utils.checkpoint around every block")
     zero_stage: Literal[0, 1] = Field(description="1: torch ZeroRedundancyOptimizer shards the AdamW states")
+    tp: int = Field(1, description="tensor-parallel ranks (DTensor parallelize_module on a [dp, tp] mesh); 1: DistributedDataParallel")
     predicted_allocated_bytes: int = Field(description="our memory model for this probe shape (train_memory.memory_per_gpu)")
     predicted_reserved_bytes: int
     why: str

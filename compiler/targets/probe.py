@@ -32,7 +32,7 @@ def render_probe(plan: ResolvedPlan) -> list[OutputFile]:
     collectives = (f"all-reduce, all-gather at {sizes}" + (f"; again across 2 nodes ({probe.interconnect})" if probe.nodes == 2 else "")
                    if sizes else "none (one process)")
     report = render("probe/REPORT.md.j2", probe=probe, collectives=collectives, layouts=[
-        {"name": l.name, "micro_batch": l.micro_batch, "recompute": l.recompute, "zero_stage": l.zero_stage,
+        {"name": l.name, "tp": l.tp, "micro_batch": l.micro_batch, "recompute": l.recompute, "zero_stage": l.zero_stage,
          "allocated": format_bytes(l.predicted_allocated_bytes), "reserved": format_bytes(l.predicted_reserved_bytes), "why": l.why}
         for l in probe.layouts], decisions=[d.model_dump() for d in probe.decisions])
     files = [OutputFile("probe.py", script, 0o755), OutputFile("probe_environment.py", checks),
