@@ -210,6 +210,7 @@ class Engine(Section):
     ray_port: int = Field(description="Ray head port when a replica spans nodes (vLLM)")
     ray_wait_seconds: int = Field(description="how long the Ray head waits for every worker's GPUs")
     ray_poll_seconds: int = Field(5, description="how often the Ray head checks that the workers joined")
+    ray_wait_polls: int = Field(60, description="checks in the wait: ray_wait_seconds ÷ ray_poll_seconds, rounded up")
     triton: TritonModel | None = None
     exit_timeout_seconds: int = Field(0, description="Triton --exit-timeout-secs: how long tritonserver waits for in-flight inferences after SIGTERM (the longest request; 0 = not Triton)")
 

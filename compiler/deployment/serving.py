@@ -388,7 +388,8 @@ def triton_model(plan: ResolvedPlan) -> TritonModel:
 def engine(unit: UnitView, spec: PlanSpec) -> Engine:
     s, plan = unit.plan.serving, unit.plan
     prefix_caching = spec.serve.prefix_caching
-    ray = {"ray_port": RAY_PORT, "ray_wait_seconds": RAY_WAIT_SECONDS, "ray_poll_seconds": RAY_POLL_SECONDS}
+    ray = {"ray_port": RAY_PORT, "ray_wait_seconds": RAY_WAIT_SECONDS, "ray_poll_seconds": RAY_POLL_SECONDS,
+           "ray_wait_polls": math.ceil(RAY_WAIT_SECONDS / RAY_POLL_SECONDS)}
     drain = longest_request_seconds(plan, stage_prompt_tokens(unit, spec)) if plan.model.architecture.kind == "decoder" else 0
     if s.engine == "vllm":
         return Engine(stage=unit.stage, engine="vllm", version=VLLM_VERSION, directory=unit.stage,

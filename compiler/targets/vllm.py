@@ -14,7 +14,6 @@ TP × PP workers over the cluster.
 
 from __future__ import annotations
 
-import math
 from typing import Mapping
 
 from ..resolved import ResolvedPlan
@@ -49,7 +48,7 @@ def _serve_sh(unit: EngineUnit) -> str:
         tp=s.tp, pp=s.pp, gpus=s.gpus_per_replica, nodes=s.nodes_per_replica, multi_node=s.nodes_per_replica > 1,
         serve_args=vllm_serve_args(unit.engine), ray_port=unit.engine.ray_port,
         ray_wait_seconds=unit.engine.ray_wait_seconds, ray_poll_seconds=unit.engine.ray_poll_seconds,
-        ray_wait_polls=math.ceil(unit.engine.ray_wait_seconds / unit.engine.ray_poll_seconds),
+        ray_wait_polls=unit.engine.ray_wait_polls,
     )
 
 
