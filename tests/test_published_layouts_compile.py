@@ -33,8 +33,9 @@ NOT_EXPRESSIBLE = {
     "Llama-3.1-8B (torchtitan FSDP + torch.compile + Float8)": TORCHTITAN_8B_MEMORY,
     "Llama-3.1-8B (torchtitan FSDP, BF16 eager, 128 GPUs)": TORCHTITAN_8B_MEMORY,
     "Llama-3.1-8B (torchtitan FSDP1 + CP8, 256K context)":
-        "CP8 under framework fsdp: fsdp/fsdp_tp.py has no context parallelism (torchtitan's context_parallel is not "
-        "emitted); only Megatron-LM has CP",
+        "CP8 under framework fsdp: fsdp/fsdp_tp.py has no context parallelism (torch's context_parallel, torchtitan's "
+        "CP, routes SDPA only to CUDA kernels, so no CPU step proves it: tests/test_fsdp_cp_cpu.py); only Megatron-LM "
+        "has CP",
     "Llama-3.1-70B (torchtitan 2D FSDP32 x TP8)":
         "FSDP2 × TP8 without sequence parallelism (fsdp/fsdp_tp.py applies transformers' TP plan, which Hugging Face "
         "decoders cannot take SP with; torchtitan's own model runs SP): mb16 activations 188.8 GiB > 89.0 GiB usable",

@@ -240,7 +240,7 @@ def test_fsdp_with_context_parallelism_names_the_missing_path():
     result = search_training(request(gpu_count=16, framework="fsdp", pins=TrainPins(tp=2, cp=2)), GPUS)
     assert result.chosen is None
     said = words(result.infeasible_reason)
-    assert "framework fsdp runs model parallelism only as FSDP2 × TP × PP" in said and "no CP, EP" in said
+    assert "framework fsdp has no context parallelism" in said and "Megatron-LM has CP" in said
 
 
 def test_stage_layers_given_two_ways_are_refused():

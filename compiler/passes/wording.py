@@ -92,6 +92,37 @@ def _no_fit_memory(closest: Any) -> str:
     return "no configuration fits in GPU memory" + (f" (closest: {_rejection(closest)})" if closest else "")
 
 
+_FSDP_TP = "FSDP2 × TP × PP (fsdp/fsdp_tp.py)"
+# what the FSDP2 path lacks for a model-parallel layout (training.fsdp_tp_missing), and who has it
+_FSDP_TP_MISSING = {
+    "cp": lambda vp: (
+        "framework fsdp has no context parallelism: fsdp/fsdp_tp.py does not apply torch's context_parallel (the ring "
+        "attention torchtitan runs), whose ring SDPA takes only CUDA's flash, memory-efficient and cuDNN kernels, so "
+        "no CPU step proves it; Megatron-LM has CP (--context-parallel-size: framework megatron or auto)"),
+    "ep": lambda vp: (
+        f"framework fsdp has no expert parallelism: {_FSDP_TP} shards routed experts like any weight, with no "
+        f"all-to-all dispatch; Megatron-LM has EP (--expert-model-parallel-size: framework megatron or auto)"),
+    "adapters": lambda vp: (
+        f"framework fsdp trains adapters only without TP/PP: {_FSDP_TP} trains full weights, and no emitted framework "
+        f"runs adapters with model parallelism"),
+    "hsdp": lambda vp: (
+        f"framework fsdp has no HSDP replica group with TP/PP: {_FSDP_TP} shards over every DP rank; HYBRID_SHARD is "
+        f"the Accelerate FSDP config's, without TP/PP"),
+    "offload": lambda vp: (
+        f"framework fsdp does not offload with TP/PP: {_FSDP_TP} runs fully_shard on the GPU; DeepSpeed offloads, "
+        f"without TP/PP"),
+    "zero": lambda vp: (
+        f"framework fsdp runs TP/PP only at ZeRO-3: {_FSDP_TP} shards weights, gradients and optimizer states "
+        f"(fully_shard); Megatron-LM runs TP/PP at ZeRO-0 or 1 (its distributed optimizer)"),
+    "vp-chunks": lambda vp: (
+        f"VP{vp} under framework fsdp: {_FSDP_TP} splits each stage into {vp} chunks of at least one layer, and a "
+        f"stage has fewer layers"),
+    "": lambda vp: (
+        f"framework fsdp runs model parallelism only as {_FSDP_TP}: TP and PP/VP at ZeRO-3, no offload, full "
+        f"weights, no CP, EP or HSDP group; Megatron-LM has CP and EP"),
+}
+
+
 # what each framework path cannot do (training.framework_gap): the constraint, then the capability behind it
 _GAPS = {
     "adapters-model-parallel": lambda framework, detail, vp: (
@@ -100,9 +131,7 @@ _GAPS = {
     "model-parallel": lambda framework, detail, vp: (
         f"framework {framework} has no tensor, pipeline, context or expert parallelism in the configs emitted "
         f"(Megatron-LM has)"),
-    "fsdp-model-parallel": lambda framework, detail, vp: (
-        "framework fsdp runs model parallelism only as FSDP2 × TP × PP (fsdp/fsdp_tp.py: TP and PP/VP at ZeRO-3, no "
-        "offload, full weights, no CP, EP or HSDP group); Megatron-LM has CP and EP"),
+    "fsdp-model-parallel": lambda framework, detail, vp: _FSDP_TP_MISSING[detail](vp),
     "megatron-zero": lambda framework, detail, vp: (
         f"{detail} with model parallelism: no framework path — Megatron-LM shards only optimizer states (ZeRO-1, "
         f"its distributed optimizer) and does not offload"),
@@ -343,6 +372,8 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "no-framework-path": lambda layout, framework, detail, vp: _GAPS[layout](framework, detail, vp),
     "only-unrunnable-fit": lambda rejection: (
         f"the layouts that fit have no framework path (e.g. {_rejection(rejection)})"),
+    "no-runnable-layout": lambda rejection: (
+        f"no framework path runs the layouts asked for (e.g. {_rejection(rejection)})"),
     "vp-needs-microbatches": lambda pp, vp: (
         f"VP{vp} needs the micro-batches of a step to be a multiple of PP{pp} (Megatron-LM's interleaved schedule "
         f"runs them in groups of PP)"),

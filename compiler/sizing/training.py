@@ -309,6 +309,17 @@ def fsdp_tp_runs(method: str, tp: int, pp: int, zero: int, offload: bool, shape:
             and method == "full" and not shape.shard and (not shape.split or min(shape.split) >= shape.vp))
 
 
+def fsdp_tp_missing(method: str, zero: int, offload: bool, shape: Shape) -> str:
+    """The first thing a model-parallel layout asks of the FSDP2 path that `fsdp_tp_runs` refuses: a capability it
+    lacks ("cp", "ep") before a setting it does not take ("adapters", "hsdp", "offload", "zero", "vp-chunks").
+    CP is missing because torch's context_parallel (torch.distributed.tensor.experimental, torchtitan's CP) routes
+    SDPA only to the CUDA flash, memory-efficient and cuDNN kernels (_context_parallel/_attention.py `_sdpa_handler`,
+    torch 2.13): a CPU gloo step cannot prove it (tests/test_fsdp_cp_cpu.py)."""
+    missing = (("cp", shape.cp > 1), ("ep", shape.ep > 1), ("adapters", method != "full"), ("hsdp", bool(shape.shard)),
+               ("offload", offload), ("zero", zero != 3), ("vp-chunks", bool(shape.split) and min(shape.split) < shape.vp))
+    return next((name for name, lacking in missing if lacking), "")
+
+
 def fsdp_pipeline_microbatches_ok(pp: int, microbatches: int) -> bool:
     """torch.distributed.pipelining's Schedule1F1B refuses fewer micro-batches than stages (schedules.py: "Number of
     microbatches ... must be greater than or equal to the number of stages"); interleaving already asks for a
@@ -329,7 +340,8 @@ def framework_gap(framework: str, method: str, tp: int, pp: int, zero: int, offl
         return because("no-framework-path", layout="uneven-split", framework=framework,
                        detail="/".join(map(str, shape.split)), vp=shape.vp)
     if framework == "fsdp" and model_parallel:
-        return because("no-framework-path", layout="fsdp-model-parallel", framework=framework, detail="", vp=shape.vp)
+        return because("no-framework-path", layout="fsdp-model-parallel", framework=framework,
+                       detail=fsdp_tp_missing(method, zero, offload, shape), vp=shape.vp)
     if framework in ("ddp", "deepspeed") and model_parallel:
         return because("no-framework-path", layout="model-parallel", framework=framework, detail="", vp=shape.vp)
     if framework == "megatron" or (framework == "auto" and model_parallel):
@@ -782,8 +794,8 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
             reason = overlap.reason
         elif fitting_gap is not None:
             reason = because("only-unrunnable-fit", rejection=fitting_gap)
-        elif out.gaps and not out.memory:
-            reason = because("only-unrunnable-fit", rejection=next(iter(out.gaps.values()))[0])
+        elif out.gaps and not out.memory:  # no layout asked for has a framework path (none checked to fit)
+            reason = because("no-runnable-layout", rejection=next(iter(out.gaps.values()))[0])
         elif out.memory or not out.other:
             reason = because("no-fit-memory", closest=closest[1] if closest else None)
         else:
