@@ -18,7 +18,7 @@ from compiler.diagnostics import InfeasiblePlan
 from compiler.passes.wording import words
 from compiler.pipeline import compile_plan
 from compiler.sizing.training import Shape, framework_gap
-from tests.test_target_torchrun import REPO, free_port
+from tests.test_target_torchrun import REPO
 from tests.tools import realtools
 
 PROBE = REPO / "tests" / "fsdp_cp_cpu_probe.py"
@@ -65,8 +65,8 @@ def test_torchtitan_cp8_row_is_refused_for_context_parallelism_not_memory(tmp_pa
 
 @pytest.mark.parametrize("rotate", ["allgather", "alltoall"])
 def test_torch_context_parallel_still_has_no_cpu_attention(tmp_path, rotate):
-    done = realtools.torchrun(["--nproc_per_node", "2", "--master_port", str(free_port()), PROBE, rotate],
-                              timeout=180, cwd=tmp_path)
+    # --standalone: the rendezvous binds a free port itself (a port picked here may be taken before torchrun binds it)
+    done = realtools.torchrun(["--standalone", "--nproc_per_node", "2", PROBE, rotate], timeout=180, cwd=tmp_path)
     lines = re.findall(r"^CP_CPU .*$", done.stdout, re.M)
     assert done.returncode == 0 and len(lines) == 2, (done.stdout + done.stderr)[-3000:]
     for line in lines:
