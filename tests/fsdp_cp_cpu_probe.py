@@ -26,7 +26,8 @@ class CausalToy(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         width = HEADS * HEAD_DIM
-        self.embed, self.qkv, self.head = nn.Embedding(VOCAB, width), nn.Linear(width, 3 * width), nn.Linear(width, VOCAB)
+        self.embed, self.qkv = nn.Embedding(VOCAB, width), nn.Linear(width, 3 * width)
+        self.head = nn.Linear(width, VOCAB)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         batch, seq = ids.shape
