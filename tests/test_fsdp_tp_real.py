@@ -84,7 +84,6 @@ def test_sequence_parallel_is_one_rule_for_the_sizing_and_the_files():
     assert sequence_parallel(tp2, "fsdp", 4096) and sequence_parallel(tp2, "megatron", 4096)
     assert not sequence_parallel(tp2, "fsdp", 4095)  # a pipeline stage could not rebuild the sequence from its shard
     assert not sequence_parallel(Shape(1, 1, 2, 1, 1, (16, 16)), "fsdp", 4096)  # PP alone: no TP
-    assert not sequence_parallel(tp2._replace(sp=False), "fsdp", 4096)  # a shape may state it
 
 
 @pytest.mark.parametrize("seq_len", [4096, 4095])

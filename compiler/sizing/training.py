@@ -105,7 +105,6 @@ class Shape(NamedTuple):
     shard: int | None = None  # HSDP shard group; None: all of DP·CP
     ep_overlap: bool = False  # EP all-to-alls overlapped with another micro-batch's compute (train_layout)
     ep_dispatch: str = "bf16"  # the all-to-alls' dispatch dtype (train_layout.ep_all_to_all_bytes_per_layer)
-    sp: bool | None = None  # sequence parallelism with TP; None: the emitted framework's (`sequence_parallel`)
 
     @property
     def uneven(self) -> bool:
@@ -117,12 +116,8 @@ def sequence_parallel(shape: Shape, framework: str, seq_len: int) -> bool:
     Korthikanti et al. 2022 §4.2.2) and the deployment emits (plan.json parallelism.sequence_parallel): Megatron-LM's
     arguments ask for it (--sequence-parallel); the FSDP2 × TP path applies torchtitan's SP plan
     (compiler/deployment/fsdp_tp.py) when each sequence splits evenly over the TP ranks (its pipeline stages exchange
-    equal sequence shards); a shape may state it (benchmarks/accuracy.py)."""
-    if shape.tp == 1:
-        return False
-    if shape.sp is not None:
-        return shape.sp
-    return framework != "fsdp" or seq_len % shape.tp == 0
+    equal sequence shards)."""
+    return shape.tp > 1 and (framework != "fsdp" or seq_len % shape.tp == 0)
 
 
 @dataclass(frozen=True)
