@@ -381,7 +381,7 @@ def _price_layout(r: dict, cp: int, vp: int, ep: int, split: tuple[int, ...] | N
     from compiler.sizing.train_memory import usable_memory_bytes
     from compiler.sizing.training import Shape, evaluate_layout
 
-    shape = Shape(r["tp"], cp, r["pp"], ep, vp, split, sp=r["tp"] > 1)  # NeMo and torchtitan both run SP with TP
+    shape = Shape(r["tp"], cp, r["pp"], ep, vp, split)  # SP as the framework's files run it (training.sequence_parallel)
     dp = r["gpus"] // (r["tp"] * cp * r["pp"])
     request = TrainRequest(
         arch=r["arch"], params=count_params(r["arch"]), tokens=TOKENS, seq_len=r["seq"], global_batch_sequences=r["batch"],

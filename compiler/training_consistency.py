@@ -110,6 +110,7 @@ def _check_fsdp_tp(text: str, plan: ResolvedPlan) -> None:
         _expect(cfg["pipeline_microbatches"] == par.grad_accum, "fsdp_tp.json pipeline micro-batches != plan grad accumulation")
     _expect(cfg["world_size"] == hw.nodes * hw.gpus_per_node, "fsdp_tp.json world size != nodes × GPUs per node")
     _expect((cfg["micro_batch"], cfg["grad_accum"]) == (par.micro_batch, par.grad_accum), "fsdp_tp.json batch != plan")
+    _expect(cfg["sequence_parallel"] == par.sequence_parallel, "fsdp_tp.json sequence parallelism != plan (sized with it)")
 
 
 _CHECKS = {  # the file (a field of deployment.files) -> its check

@@ -17,7 +17,7 @@ from compiler.deployment.fsdp_tp import stage_modules, virtual_stage_layers
 from compiler.sizing.training import (
     Shape, framework_gap, fsdp_pipeline_microbatches_ok, fsdp_tp_runs, resolve_framework,
 )
-from tests.test_fsdp_tp_real import transformers_available
+from tests.test_fsdp_tp_real import GRAD_TOLERANCE, transformers_available
 from tests.test_target_torchrun import REPO, free_port, torch_env
 from tests.tools import realtools
 
@@ -125,11 +125,13 @@ def test_the_consistency_check_catches_a_stage_split_that_is_not_the_plans(tmp_p
 
 @pytest.mark.realtool
 @pytest.mark.slow
-@pytest.mark.parametrize("case, model", [(INTERLEAVED, "tiny"), (UNEVEN, "tiny"), (UNEVEN, "hf")],
-                         ids=["pp2-dp2-tp2-interleaved", "pp2-dp2-uneven-1f1b", "pp2-dp2-uneven-1f1b-hf"])
+@pytest.mark.parametrize("case, model", [(INTERLEAVED, "tiny"), (UNEVEN, "tiny"), (UNEVEN, "hf"), (INTERLEAVED, "hf")],
+                         ids=["pp2-dp2-tp2-interleaved", "pp2-dp2-uneven-1f1b", "pp2-dp2-uneven-1f1b-hf",
+                              "pp2-dp2-tp2-interleaved-hf"])
 def test_one_pipelined_step_on_gloo_ranks_matches_the_reference(tmp_path, case, model):
     """`hf`: transformers' LlamaForCausalLM cut into stages (fsdp_tp.Stage hands its decoder layers the rotary
-    position embeddings they take by keyword)."""
+    position embeddings they take by keyword). TP2: with sequence parallelism, the stages exchange their TP rank's
+    sequence shard and the last one its vocabulary shard of the logits (loss_parallel)."""
     env = torch_env()
     if model == "hf":
         realtools.require_tool("transformers", transformers_available(),
@@ -160,8 +162,11 @@ def test_one_pipelined_step_on_gloo_ranks_matches_the_reference(tmp_path, case, 
         # reduced over dp_shard or a wrong stage boundary gives about half
         assert r["sign_agreement"] > 0.97, r
         assert r["max_abs_diff"] <= 2.5 * r["lr"], r
+        assert r["grad_rel_error"] < GRAD_TOLERANCE, r  # the reduced gradients themselves
+        assert r["sequence_parallel"] == settings["sequence_parallel"] == (tp > 1)
         if tp > 1:
             first = f"layers.{r['layers'][0]}"
             # FSDP shards dim 0 over dp_shard (strided where TP already split dim 0), then colwise / rowwise over tp
             assert r["placements"][f"{first}.self_attn.q_proj.weight"] == [f"_S(0, {tp})", "S(0)"]
             assert r["placements"][f"{first}.self_attn.o_proj.weight"] == ["S(0)", "S(1)"]
+            assert r["placements"][f"{first}.input_layernorm.weight"] == ["S(0)", "R"]  # SP: replicated over tp

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from compiler.sizing.training import framework_gap, fsdp_tp_runs, resolve_framework
+from compiler.sizing.training import Shape, framework_gap, fsdp_tp_runs, resolve_framework, sequence_parallel
 from tests.test_target_torchrun import REPO, free_port, torch_env
 from tests.tools import realtools
 
 STEP = REPO / "tests" / "fsdp_tp_step.py"
+GRAD_TOLERANCE = 0.05  # bf16 forward against the fp32 reference: about 0.01 measured (tiny and hf)
 PLAN = """\
 name: fsdp-tp
 workload: train
@@ -39,9 +40,10 @@ parallelism: {{tp: 2, zero_stage: 3{extra}}}
 """
 
 
-def compile_plan(tmp_path: Path, framework: str = "fsdp", extra: str = "") -> Path:
+def compile_plan(tmp_path: Path, framework: str = "fsdp", extra: str = "", seq_len: int = 4096) -> Path:
     plan = tmp_path / "plan.yaml"
-    plan.write_text(PLAN.format(framework=framework, script=json.dumps(str(STEP)), extra=extra))
+    text = PLAN.format(framework=framework, script=json.dumps(str(STEP)), extra=extra)
+    plan.write_text(text.replace("seq_len: 4096", f"seq_len: {seq_len}"))
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, "-m", "compiler", str(plan), "-o", str(out)], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
@@ -77,6 +79,35 @@ def test_tp_at_zero3_compiles_to_the_fsdp_tp_files(tmp_path, framework):
     assert "FSDP × TP mesh" in (out / "REPORT.md").read_text()
 
 
+def test_sequence_parallel_is_one_rule_for_the_sizing_and_the_files():
+    tp2 = Shape(2, 1, 1, 1, 1, ())
+    assert sequence_parallel(tp2, "fsdp", 4096) and sequence_parallel(tp2, "megatron", 4096)
+    assert not sequence_parallel(tp2, "fsdp", 4095)  # a pipeline stage could not rebuild the sequence from its shard
+    assert not sequence_parallel(Shape(1, 1, 2, 1, 1, (16, 16)), "fsdp", 4096)  # PP alone: no TP
+
+
+@pytest.mark.parametrize("seq_len", [4096, 4095])
+def test_the_sized_sequence_parallelism_reaches_the_files_and_the_report(tmp_path, seq_len):
+    out = compile_plan(tmp_path, extra=", recompute: full, micro_batch: 8", seq_len=seq_len)
+    plan = json.loads((out / "plan.json").read_text())
+    sp, settings = seq_len % 2 == 0, plan["deployment"]["frameworks"]["fsdp_tp"]
+    assert plan["parallelism"]["sequence_parallel"] == settings["sequence_parallel"] == sp and settings["loss_parallel"]
+    assert settings["model_tp_plan"]["lm_head"] == ("colwise_sequence_to_vocab_shards" if sp else "colwise_to_vocab_shards")
+    assert ("embed_tokens" in settings["model_tp_plan"]) == sp and ("input_layernorm" in settings["block_tp_plan"]) == sp
+    assert settings["block_tp_plan"]["self_attn.o_proj"] == ("rowwise_to_sequence_shards" if sp else "rowwise")
+    decision = next(d for d in plan["deployment"]["decisions"] if d["topic"] == "FSDP × TP sequence parallelism")
+    assert decision["choice"].startswith("on" if sp else "off")
+    assert "FSDP × TP sequence parallelism" in (out / "REPORT.md").read_text()
+    # Korthikanti et al. 2022 (sizing/train_memory.py), llama-3.1-8b at mb8 on TP2, full recompute: each of 32 layers
+    # keeps its 2·s·b·h-byte input, the recomputed one holds attention (7+4g)sbh + MLP 3sbh + 6sbf + norms 4sbh, of
+    # which 10sbh are replicated over TP unless SP splits them; fp32 logits and their gradient s·b·V/2 × 8 bytes
+    s, b, h, f, vocab, tp = seq_len, 8, 4096, 14336, 128256, 2
+    split = tp if sp else 1
+    recomputed = (8 + 3 + 4 - 10) * s * b * h / tp + 6 * s * b * f / tp + 10 * s * b * h / split
+    expected = 32 * 2 * s * b * h / split + recomputed + s * b * vocab / tp * 8
+    assert plan["memory_per_gpu_bytes"]["activations"] == pytest.approx(expected, rel=1e-9)
+
+
 def transformers_available() -> bool:
     python = realtools.tool_python("torch")
     return subprocess.run([str(python), "-c", "import transformers"], capture_output=True).returncode == 0
@@ -84,18 +115,22 @@ def transformers_available() -> bool:
 
 @pytest.mark.realtool
 @pytest.mark.slow
-@pytest.mark.parametrize("model, recompute", [("tiny", "none"), ("hf", "none"), ("tiny", "full")])
-def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model, recompute):
+@pytest.mark.parametrize("model, recompute, seq_len", [("tiny", "none", 4096), ("hf", "none", 4096), ("tiny", "full", 4096),
+                                                     ("tiny", "none", 4095)])
+def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model, recompute, seq_len):
     """`hf`: transformers' LlamaForCausalLM, the module the plan's checkpoint loads into (its attention takes
     hidden_states by keyword and sizes heads from its input). recompute full: the plan decides activation
-    checkpointing, and fsdp_tp.py wraps every block."""
+    checkpointing, and fsdp_tp.py wraps every block. seq_len 4096 splits over TP2: sequence parallelism (torchtitan's
+    plan, logits sharded over the vocabulary); 4095 does not: transformers' plan, logits gathered."""
     env = torch_env()
     if model == "hf":
         realtools.require_tool("transformers", transformers_available(),
                                "transformers not in the torch venv; run scripts/install-test-deps.sh")
-    out = compile_plan(tmp_path, extra=f", recompute: {recompute}")
+    out = compile_plan(tmp_path, extra=f", recompute: {recompute}", seq_len=seq_len)
     settings = json.loads((out / "fsdp" / "fsdp_tp.json").read_text())
     assert settings["activation_checkpoint"] == recompute
+    sp = seq_len % 2 == 0
+    assert settings["sequence_parallel"] == sp and settings["loss_parallel"]  # TP2: logits sharded over the vocabulary
     done = subprocess.run(["bash", str(out / "launch" / "torchrun.sh"), f"127.0.0.1:{free_port()}"],
                           env={**env, "MLINFRA_TEST_MODEL": model}, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -116,8 +151,14 @@ def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model, reco
                       for name, p in r["placements"].items()}
         assert placements["layers.0.self_attn.q_proj.weight"][1] == "S(0)"  # colwise over tp
         assert placements["layers.0.self_attn.o_proj.weight"][1] == "S(1)"  # rowwise over tp
-        assert placements["lm_head.weight"][1] == "S(0)"  # colwise, logits gathered
-        assert placements["layers.0.input_layernorm.weight"] == ["S(0)"]  # FSDP over dp_shard only: no TP style
+        assert placements["lm_head.weight"][1] == "S(0)"  # colwise over the vocabulary
+        # sequence parallelism: norms replicated over tp, embedding rowwise; without: FSDP over dp_shard only
+        assert r["sequence_parallel"] == sp
+        norm = ["S(0)", "R"] if sp else ["S(0)"]
+        assert placements["layers.0.input_layernorm.weight"] == norm and placements["norm.weight"] == norm
+        assert placements["embed_tokens.weight"] == (["_S(0, 2)", "S(0)"] if sp else ["S(0)"])  # vocabulary over tp
+        # the reduced gradients themselves (a norm's not summed over the TP ranks' sequence shards is off by ~1/2)
+        assert r["grad_rel_error"] < GRAD_TOLERANCE, r
     by_dp = {r["dp_rank"]: r["loss"] for r in rows}
     assert all(r["loss"] == by_dp[r["dp_rank"]] for r in rows)  # a TP group computes one loss
     assert by_dp[0] != by_dp[1]  # the DP shards saw different sequences

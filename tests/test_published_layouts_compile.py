@@ -36,11 +36,7 @@ NOT_EXPRESSIBLE = {
         "CP8 under framework fsdp: fsdp/fsdp_tp.py has no context parallelism (torch's context_parallel, torchtitan's "
         "CP, routes SDPA only to CUDA kernels, so no CPU step proves it: tests/test_fsdp_cp_cpu.py); only Megatron-LM "
         "has CP",
-    "Llama-3.1-70B (torchtitan 2D FSDP32 x TP8)":
-        "FSDP2 × TP8 without sequence parallelism (fsdp/fsdp_tp.py applies transformers' TP plan, which Hugging Face "
-        "decoders cannot take SP with; torchtitan's own model runs SP): mb16 activations 188.8 GiB > 89.0 GiB usable",
 }
-NOT_EXPRESSIBLE["Llama-3.1-70B (torchtitan FSDP32 x TP8, BF16, vanilla TP)"] = NOT_EXPRESSIBLE["Llama-3.1-70B (torchtitan 2D FSDP32 x TP8)"]
 STEPS = 1000  # tokens to train: a thousand optimizer steps (no deadline or budget: only the layout is checked)
 
 
@@ -124,6 +120,8 @@ def _assert_framework_files(r: dict, files: dict[str, str], chosen: dict) -> Non
         settings = json.loads(files["fsdp/fsdp_tp.json"])
         mesh = dict(zip(settings["mesh_dim_names"], settings["mesh_shape"]))
         assert mesh == {**({"pp": r["pp"]} if r["pp"] > 1 else {}), "dp_shard": r["dp"], "tp": r["tp"]}
+        # torchtitan runs SP with TP; the plan was sized with it and fsdp_tp.py applies it
+        assert settings["sequence_parallel"] == chosen["sequence_parallel"] == (r["tp"] > 1)
         if r["pp"] > 1:
             assert settings["pp_stage_layers"] == chosen["pp_stage_layers"]
             assert len(settings["stage_layers"]) == r["pp"] * r["vp"]

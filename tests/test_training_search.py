@@ -75,7 +75,9 @@ def test_pins_are_respected():
     pins = TrainPins(tp=2, pp=2, micro_batch=2, recompute="full")
     c = search_training(request(gpu_count=64, pins=pins), GPUS).chosen
     assert (c.gpus, c.tp, c.pp, c.micro_batch, c.recompute, c.dp) == (64, 2, 2, 2, "full", 16)
-    assert c.framework == "megatron"
+    # TP and PP at ZeRO-3 run on FSDP2 × TP × PP, at ZeRO-1 on Megatron-LM; both with sequence parallelism, FSDP's
+    # 25.0 d beats Megatron's 25.7 d (its default evaluation passes; before FSDP ran SP: 26.0 d)
+    assert (c.framework, c.zero_stage, c.sequence_parallel) == ("fsdp", 3, True)
 
 
 def test_budget_infeasible_names_the_cheapest_meeting_the_deadline():

@@ -16,7 +16,7 @@ from ..resolved import ResolvedPlan
 from ..sizing.train_layout import megatron_split
 from ..spec import PlanSpec
 from .fsdp_tp import settings as fsdp_tp_settings, uses_fsdp_tp
-from .fsdp_tp import describe as describe_fsdp_tp
+from .fsdp_tp import describe as describe_fsdp_tp, describe_sequence_parallel
 from .model import Checkpoint, DeploymentDecision, FrameworkArg, Frameworks
 
 # Clip the global gradient norm at 1.0: GPT-3 (Brown et al. 2020, appendix B) and Llama 3
@@ -326,4 +326,11 @@ def decisions(files: Frameworks) -> list[DeploymentDecision]:
                                        "plan's gradient accumulation as micro-batches, its bubble (p−1)/(v·m) as sized"
                                        if "pp" in files.fsdp_tp else
                                        "TP at ZeRO-3: torchtitan's FSDP2 × TP composition, TP innermost so its ranks share "
-                                       "a node") + "; fsdp/fsdp_tp.py applies fsdp/fsdp_tp.json")]
+                                       "a node") + "; fsdp/fsdp_tp.py applies fsdp/fsdp_tp.json")] + _sequence_parallel(files.fsdp_tp)
+
+
+def _sequence_parallel(settings: dict) -> list[DeploymentDecision]:
+    if settings["mesh_shape"][-1] == 1:  # PP alone: no TP to run it with
+        return []
+    choice, reason = describe_sequence_parallel(settings)
+    return [DeploymentDecision(topic="FSDP × TP sequence parallelism", choice=choice, reason=reason)]

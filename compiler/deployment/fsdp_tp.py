@@ -6,9 +6,14 @@ transformer block is first tensor-parallelised over the mesh's tp dimension (`pa
 sharded over dp_shard (`fully_shard`, ZeRO-3), then the root module is sharded. The TP plan is the one Hugging Face
 transformers ships for Llama (LlamaConfig.base_model_tp_plan: q/k/v and gate/up ColwiseParallel, o and down
 RowwiseParallel; LlamaForCausalLM._tp_plan: lm_head "colwise_gather_output"), which Mistral and Qwen2 share, so a
-checkpoint the plan names loads into the model it shards. No sequence parallelism (torchtitan's default): a Hugging
-Face decoder passes hidden_states to its attention by keyword and builds its rotary tables and causal mask from
-the embedding output's length, which sequence parallelism would shard; the sizing counts activations without it.
+checkpoint the plan names loads into the model it shards. Sequence parallelism when the sizing credits it
+(parallelism.sequence_parallel, sizing/training.py `sequence_parallel`): torchtitan's apply_tp with SP
+(torchtitan/models/llama3/parallelize.py, its Hugging Face backend's names) — the embedding's output, the norms and the
+o/down projections' outputs sharded over the sequence, gathered before attention and the MLP (PrepareModuleInput; a
+Hugging Face decoder layer passes hidden_states by keyword). The shards stay DTensors with their global shape, so
+LlamaModel builds its positions and causal mask from the whole sequence. With TP, with or without SP, the head leaves
+its logits sharded over the vocabulary for torch's loss_parallel (torchtitan's default): the s·b·V/t logits the sizing
+counts (transformers' colwise_gather_output would hold all s·b·V).
 Mixed precision: parameters gathered in the plan's 16-bit type, gradients reduced in fp32 (torchtitan
 TrainingConfig.mixed_precision_reduce = "float32"). Activation checkpointing wraps whole blocks (torchtitan
 activation_checkpoint mode "full") when the sizing recomputes.
@@ -43,6 +48,21 @@ BLOCK_TP_PLAN = {
     "mlp.down_proj": "rowwise",
 }
 MODEL_TP_PLAN = {"lm_head": "colwise_gather_output"}
+LOSS_PARALLEL_MODEL_PLAN = {"lm_head": "colwise_to_vocab_shards"}  # with TP: logits stay sharded for loss_parallel
+# with sequence parallelism (fsdp_tp.py's SEQUENCE_PARALLEL_STYLES): added to / replacing the plans above
+SEQUENCE_PARALLEL_BLOCK_PLAN = {
+    "input_layernorm": "sequence_parallel",
+    "self_attn": "gather_sequence_hidden_states",
+    "self_attn.o_proj": "rowwise_to_sequence_shards",
+    "post_attention_layernorm": "sequence_parallel",
+    "mlp": "gather_sequence",
+    "mlp.down_proj": "rowwise_to_sequence_shards",
+}
+SEQUENCE_PARALLEL_MODEL_PLAN = {
+    "embed_tokens": "embedding_to_sequence_shards",
+    "norm": "sequence_parallel",
+    "lm_head": "colwise_sequence_to_vocab_shards",
+}
 PARAM_DTYPE = {"bf16": "bfloat16", "fp8": "bfloat16", "fp16": "float16", "fp32": "float32"}
 REDUCE_DTYPE = "float32"
 
@@ -81,13 +101,16 @@ def stage_modules(stage_layers: list[int]) -> list[list[str]]:
 def settings(plan: ResolvedPlan, spec: PlanSpec) -> dict:
     """fsdp/fsdp_tp.json: the mesh, the TP plan and the sharding options, as fsdp_tp.py applies them."""
     par = plan.parallelism
+    sp = par.sequence_parallel
     config = {
         "mesh_dim_names": list(MESH_DIM_NAMES),
         "mesh_shape": [par.dp, par.tp],
         "world_size": par.dp * par.tp * par.pp,
-        "block_tp_plan": dict(BLOCK_TP_PLAN),
-        "model_tp_plan": dict(MODEL_TP_PLAN),
-        "sequence_parallel": False,
+        "block_tp_plan": BLOCK_TP_PLAN | (SEQUENCE_PARALLEL_BLOCK_PLAN if sp else {}),
+        "model_tp_plan": (MODEL_TP_PLAN | (LOSS_PARALLEL_MODEL_PLAN if par.tp > 1 else {})
+                          | (SEQUENCE_PARALLEL_MODEL_PLAN if sp else {})),
+        "sequence_parallel": sp,
+        "loss_parallel": par.tp > 1,
         "reshard_after_forward": spec.train.reshard_after_forward,
         "param_dtype": PARAM_DTYPE[spec.precision],
         "reduce_dtype": REDUCE_DTYPE,
@@ -110,6 +133,19 @@ def settings(plan: ResolvedPlan, spec: PlanSpec) -> dict:
             "stage_modules": stage_modules(stages),
         })
     return config
+
+
+def describe_sequence_parallel(config: dict) -> tuple[str, str]:
+    """The sequence-parallelism decision as (choice, reason) for the report."""
+    tp, seq_len = config["mesh_shape"][-1], config["seq_len"]
+    if config["sequence_parallel"]:
+        return ("on: embedding, norms and block outputs sharded over the sequence, logits over the vocabulary "
+                "(loss_parallel)",
+                f"TP{tp} splits each {seq_len}-token sequence evenly: torchtitan's apply_tp with SP stores 1/{tp} of "
+                "the activations TP alone replicates (Korthikanti et al. 2022), as the sizing counts; the training "
+                "script runs its loss and backward under fsdp_tp.loss_parallel(settings)")
+    return ("off: transformers' TP plan, logits sharded over the vocabulary (loss_parallel)",
+            f"a {seq_len}-token sequence does not split evenly over TP{tp}; the sizing counts activations without it")
 
 
 def describe(config: dict) -> str:
