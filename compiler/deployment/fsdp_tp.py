@@ -11,7 +11,13 @@ Face decoder passes hidden_states to its attention by keyword and builds its rot
 the embedding output's length, which sequence parallelism would shard; the sizing counts activations without it.
 Mixed precision: parameters gathered in the plan's 16-bit type, gradients reduced in fp32 (torchtitan
 TrainingConfig.mixed_precision_reduce = "float32"). Activation checkpointing wraps whole blocks (torchtitan
-activation_checkpoint mode "full") when the sizing recomputes.
+activation_checkpoint mode "full") when the sizing recomputes fully; "selective" is torchtitan's op-level selective AC
+(mode "selective", selective_ac_option "op"; torchtitan/parallelisms/parallelize_llama.py `_save_list` and
+`_apply_ac_to_transformer_block` at 9dec370): each block under checkpoint_wrapper with a
+torch.utils.checkpoint.create_selective_checkpoint_contexts policy that must-saves the outputs of the ops in
+OP_SAC_SAVE_OPS except every second aten.mm of the block, and prefers to recompute the rest — what the sizing counts
+(compiler/sizing/train_memory.py op_sac_bytes_per_layer). Without TP (1-D FSDP with selective recompute) the mesh is
+[dp_shard, 1] and the TP plans are empty: only fully_shard and the policy apply.
 
 With PP (torchtitan's 3-D composition, torchtitan/distributed/pipeline_parallel.py pipeline_llm): the mesh is
 [pp, dp_shard, tp] (torchtitan's ParallelDims order, PP outermost), the model is cut into pp·vp stages by module
@@ -43,13 +49,26 @@ BLOCK_TP_PLAN = {
     "mlp.down_proj": "rowwise",
 }
 MODEL_TP_PLAN = {"lm_head": "colwise_gather_output"}
+# torchtitan's _save_list (parallelize_llama.py at 9dec370, the same at e7c0cae but for aten.abs, which it dropped),
+# as torch.ops names fsdp_tp.py resolves; every OP_SAC_MM_RECOMPUTE_EVERY-th aten.mm of a block is recomputed.
+OP_SAC_SAVE_OPS = (
+    "aten.mm.default",
+    "aten._scaled_dot_product_efficient_attention.default",
+    "aten._scaled_dot_product_flash_attention.default",
+    "_c10d_functional.reduce_scatter_tensor.default",
+    "aten.max.default",
+)
+OP_SAC_MM_RECOMPUTE_EVERY = 2
+ACTIVATION_CHECKPOINT = {"none": "none", "full": "full", "selective": "selective-op"}
 PARAM_DTYPE = {"bf16": "bfloat16", "fp8": "bfloat16", "fp16": "float16", "fp32": "float32"}
 REDUCE_DTYPE = "float32"
 
 
 def uses_fsdp_tp(plan: ResolvedPlan) -> bool:
+    """FSDP layouts the FSDP2 script runs: TP or PP, and 1-D FSDP with selective recompute (torchtitan's op-level SAC,
+    which Accelerate's FSDP1 plugin cannot apply; the sizing only chooses it where this script runs it)."""
     par = plan.parallelism
-    return par is not None and par.framework == "fsdp" and (par.tp > 1 or par.pp > 1)
+    return par is not None and par.framework == "fsdp" and (par.tp > 1 or par.pp > 1 or par.recompute == "selective")
 
 
 def virtual_stage_layers(split: list[int], vp: int) -> list[int]:
@@ -85,13 +104,13 @@ def settings(plan: ResolvedPlan, spec: PlanSpec) -> dict:
         "mesh_dim_names": list(MESH_DIM_NAMES),
         "mesh_shape": [par.dp, par.tp],
         "world_size": par.dp * par.tp * par.pp,
-        "block_tp_plan": dict(BLOCK_TP_PLAN),
-        "model_tp_plan": dict(MODEL_TP_PLAN),
+        "block_tp_plan": dict(BLOCK_TP_PLAN) if par.tp > 1 else {},
+        "model_tp_plan": dict(MODEL_TP_PLAN) if par.tp > 1 else {},
         "sequence_parallel": False,
         "reshard_after_forward": spec.train.reshard_after_forward,
         "param_dtype": PARAM_DTYPE[spec.precision],
         "reduce_dtype": REDUCE_DTYPE,
-        "activation_checkpoint": "full" if par.recompute != "none" else "none",
+        **activation_checkpoint(par.recompute),
         "micro_batch": par.micro_batch,
         "grad_accum": par.grad_accum,
         "seq_len": plan.training.seq_len,
@@ -110,6 +129,16 @@ def settings(plan: ResolvedPlan, spec: PlanSpec) -> dict:
             "stage_modules": stage_modules(stages),
         })
     return config
+
+
+def activation_checkpoint(recompute: str) -> dict:
+    """The checkpointing fsdp_tp.py applies per block (module docstring): none, full, or torchtitan's op-level SAC with
+    the ops whose outputs it saves."""
+    mode = ACTIVATION_CHECKPOINT[recompute]
+    if mode != "selective-op":
+        return {"activation_checkpoint": mode}
+    return {"activation_checkpoint": mode, "activation_checkpoint_save_ops": list(OP_SAC_SAVE_OPS),
+            "activation_checkpoint_mm_recompute_every": OP_SAC_MM_RECOMPUTE_EVERY}
 
 
 def describe(config: dict) -> str:

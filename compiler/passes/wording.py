@@ -346,6 +346,11 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "vp-needs-microbatches": lambda pp, vp: (
         f"VP{vp} needs the micro-batches of a step to be a multiple of PP{pp} (Megatron-LM's interleaved schedule "
         f"runs them in groups of PP)"),
+    "fsdp-selective-needs-fsdp2": lambda zero, offload, method: (
+        f"selective recompute under framework fsdp is torchtitan's op-level SAC, which only the FSDP2 script "
+        f"(fsdp/fsdp_tp.py) applies: it needs ZeRO-3 without offload, full weights, no HSDP group, CP or EP "
+        f"(here ZeRO-{zero}{', offload' if offload else ''}, {method}); Accelerate's FSDP1 plugin checkpoints whole "
+        f"blocks only (recompute full)"),
     "fsdp-pp-needs-microbatches": lambda pp, microbatches: (
         f"{microbatches} micro-batch(es) per step under PP{pp}: torch.distributed.pipelining's 1F1B needs at least "
         f"one per stage"),
