@@ -803,8 +803,11 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
         closest = min((entry for entry in out.memory.values()), key=lambda e: e[0], default=None)
         fitting_gap = next((r for r, fits in out.gaps.values() if fits), None)
         overlap = next((r for key, r in out.other.items() if key.startswith("a2a:")), None)
+        selective = next((r for key, r in out.other.items() if key.startswith("sac:")), None)
         if overlap is not None and not out.memory:  # the plan pinned an overlap no layout it allows can take
             reason = overlap.reason
+        elif selective is not None and not out.memory:  # the plan pinned a selective its framework cannot run
+            reason = selective.reason
         elif fitting_gap is not None:
             reason = because("only-unrunnable-fit", rejection=fitting_gap)
         elif out.gaps and not out.memory:
