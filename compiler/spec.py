@@ -400,7 +400,7 @@ class ParallelismSpec(Spec):
     dp: int | None = Field(None, ge=1, le=1_000_000, description="pin data-parallel degree")
     zero_stage: Literal[0, 1, 2, 3] | None = Field(None, description="pin ZeRO stage (FSDP: 2 = SHARD_GRAD_OP, 3 = FULL_SHARD)")
     micro_batch: int | None = Field(None, ge=1, le=100_000, description="pin sequences per GPU per micro-step")
-    recompute: Literal["none", "selective", "full"] | None = Field(None, description="pin activation recomputation")
+    recompute: Literal["none", "selective", "full"] | None = Field(None, description="pin activation recomputation: selective is the framework's own (Megatron-LM: the attention core; fsdp: torchtitan's op-level selective AC, which runs on fsdp/fsdp_tp.py, so a 1-D FSDP plan launches with torchrun instead of Accelerate), full re-runs every block")
     offload: bool | None = Field(None, description="CPU offload of optimizer states (and params at ZeRO-3)")
     cp: int | None = Field(None, ge=1, le=1024, description="pin context-parallel degree: each sequence split over cp GPUs (ring attention; Megatron --context-parallel-size)")
     ep: int | None = Field(None, ge=1, le=4096, description="pin expert-parallel degree (MoE models only): routed experts split over ep of the data-parallel GPUs (Megatron --expert-model-parallel-size)")

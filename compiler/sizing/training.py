@@ -53,6 +53,7 @@ SUB_NODE_COUNTS = (1, 2, 4)
 MAX_PP = 128  # Megatron-LM 2021 ran 1T parameters on PP 64 (Narayanan et al. 2021, Table 1)
 MAX_REJECTIONS = 20
 FSDP_PP_GAP = "fsdp-pp"  # the gap key of a pipelined FSDP layout with too few micro-batches
+FSDP_SELECTIVE_GAP = "fsdp-sac"  # the key of a pinned selective recompute the FSDP layout cannot run
 # DP communication beyond this share of the step marks the plan network-bound; the bandwidth "needed" is what
 # keeps the gradient all-reduce under this share (a planning threshold, stated in the report).
 NETWORK_SHARE_OF_STEP = 0.10
@@ -673,7 +674,7 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
                 continue
             kinds = [r for r in recomputes if r != "selective" or selective_offered(req, framework[0], zero, offload, shape)]
             if not kinds:  # the pinned selective has no path under this framework and layout
-                out.other.setdefault(f"sac:{gpu.id}:{count}", Rejection(
+                out.other.setdefault(FSDP_SELECTIVE_GAP + f":{gpu.id}:{count}", Rejection(
                     describe(count, gpu.id, tp, pp, dp, zero, mbs[0] if mbs else 1, "selective", offload, shape),
                     because("fsdp-selective-needs-fsdp2", zero=zero, offload=offload, method=req.method)))
             for mb in mbs:
@@ -803,7 +804,7 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
         closest = min((entry for entry in out.memory.values()), key=lambda e: e[0], default=None)
         fitting_gap = next((r for r, fits in out.gaps.values() if fits), None)
         overlap = next((r for key, r in out.other.items() if key.startswith("a2a:")), None)
-        selective = next((r for key, r in out.other.items() if key.startswith("sac:")), None)
+        selective = next((r for key, r in out.other.items() if key.startswith(FSDP_SELECTIVE_GAP)), None)
         if overlap is not None and not out.memory:  # the plan pinned an overlap no layout it allows can take
             reason = overlap.reason
         elif selective is not None and not out.memory:  # the plan pinned a selective its framework cannot run
