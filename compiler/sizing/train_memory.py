@@ -49,12 +49,13 @@ one Megatron-LM / DeepSpeed / FSDP mixed precision use, with the recipe that dif
   * master_weights "fp32" (Megatron `--bf16` keeps fp32 main params, DeepSpeed's bf16 optimizer an fp32 copy, FSDP
     MixedPrecision keeps fp32 sharded params) or "none": pure 16-bit training, torchtune's default (`dtype: bf16`
     loads the model in bf16 and torch.optim creates its states `zeros_like(param)`, so m and v are 16-bit too);
-  * loss "standard": under Megatron-LM fp32 logits and their fp32 gradient, s·b·V/t × (4 + 4) on the last stage
-    (its vocab-parallel cross-entropy keeps the softmax in place of the logits); elsewhere PyTorch's eager
-    `F.cross_entropy(logits.float())` (torchtitan train.py / components/loss.py, Hugging Face's ForCausalLMLoss):
-    log_softmax keeps its fp32 output, and its backward holds that output, the fp32 gradient nll_loss hands it and
-    the fp32 gradient it returns at once, 4 + 4 + 4 = 12 bytes per logit (torchtitan frees the 16-bit logits
-    before the backward, `del pred`); "chunked": torchtune's CEWithChunkedOutputLoss
+  * loss "standard": under Megatron-LM and DeepSpeed fp32 logits and their fp32 gradient, s·b·V/t × (4 + 4) on the
+    last stage (Megatron's vocab-parallel cross-entropy keeps the softmax in place of the logits; DeepSpeed's
+    pre-training stacks, Megatron-DeepSpeed and GPT-NeoX, call the same one); under FSDP, DDP and a single process
+    PyTorch's eager `F.cross_entropy(logits.float())` (torchtitan train.py at 9dec370 / components/loss.py at e7c0cae,
+    Hugging Face's ForCausalLMLoss): log_softmax keeps its fp32 output, and its backward holds that output, the fp32
+    gradient nll_loss hands it and the fp32 gradient it returns at once, 4 + 4 + 4 = 12 bytes per logit (torchtitan
+    frees the 16-bit logits before the backward, `del pred`); "chunked": torchtune's CEWithChunkedOutputLoss
     (pytorch/torchtune#1390, num_output_chunks 8) keeps the 16-bit logits (2 bytes) and upcasts one chunk of 8 at a
     time (fp32 copy + its gradient, 8/8 = 1 byte per logit); "fused": a fused linear cross-entropy (Liger-Kernel
     LigerFusedLinearCrossEntropyLoss, Apple's Cut Cross-Entropy) never materialises the logits (counted as 0);
@@ -143,6 +144,7 @@ LOSS_BYTES_PER_LOGIT = {"standard": LOGITS_BYTES * LOGITS_COPIES,
                         "chunked": 2 + LOGITS_BYTES * LOGITS_COPIES / CHUNKED_LOSS_CHUNKS, "fused": 0.0}
 # PyTorch's eager cross-entropy over fp32-upcast logits, at the backward of its log_softmax: the saved fp32 output,
 # the incoming fp32 gradient and the returned one (module docstring); Megatron's fused loss keeps the 8 above.
+FUSED_LOSS_FRAMEWORKS = ("megatron", "deepspeed")
 EAGER_CROSS_ENTROPY_LIVE_COPIES = 3
 EAGER_STANDARD_LOSS_BYTES_PER_LOGIT = LOGITS_BYTES * EAGER_CROSS_ENTROPY_LIVE_COPIES
 # PyTorch DDP copies gradients into its all-reduce buckets unless gradient_as_bucket_view=True (default False);
@@ -165,9 +167,9 @@ class MemoryOptions:
 
 
 def loss_bytes_per_logit(loss: str, framework: str) -> float:
-    """Bytes per logit the loss keeps at its peak: "standard" is Megatron's fused loss under Megatron-LM and PyTorch's
-    eager cross-entropy elsewhere (module docstring)."""
-    if loss == "standard" and framework != "megatron":
+    """Bytes per logit the loss keeps at its peak: "standard" is Megatron's fused loss under Megatron-LM and DeepSpeed
+    and PyTorch's eager cross-entropy elsewhere (module docstring)."""
+    if loss == "standard" and framework not in FUSED_LOSS_FRAMEWORKS:
         return EAGER_STANDARD_LOSS_BYTES_PER_LOGIT
     return LOSS_BYTES_PER_LOGIT[loss]
 
