@@ -103,3 +103,18 @@ def test_op_sac_step_equals_the_step_without_checkpointing(tmp_path, model):
         # checkpointing stops once the last tensor the backward needs is rebuilt, and down's output is not one
         assert sac["backward_mm"] - none["backward_mm"] == 3 * r["layers"], r
         assert full["backward_mm"] - none["backward_mm"] == 6 * r["layers"], r
+
+
+def test_the_consistency_check_catches_full_checkpointing_for_a_selective_plan(tmp_path):
+    from compiler import training_consistency
+    from compiler.pipeline import render, resolve
+
+    plan_file = tmp_path / "plan.yaml"
+    plan_file.write_text(PLAN.format(script="train.py", kind="", extra=""))
+    plan = resolve(plan_file)
+    texts = {f.path: f.text for f in render(plan).files}
+    training_consistency.check(texts, plan)
+    settings = json.loads(texts["fsdp/fsdp_tp.json"])
+    texts["fsdp/fsdp_tp.json"] = json.dumps({**settings, "activation_checkpoint": "full"})
+    with pytest.raises(AssertionError, match="activation checkpointing != plan recompute"):
+        training_consistency.check(texts, plan)
