@@ -144,7 +144,8 @@ def activation_checkpoint(recompute: str) -> dict:
 def describe(config: dict) -> str:
     dims = ", ".join(f"{name} {size}" for name, size in zip(config["mesh_dim_names"], config["mesh_shape"]))
     tp, dp = config["mesh_shape"][-1], config["mesh_shape"][-2]
-    text = (f"DeviceMesh [{dims}]: parallelize_module (TP{tp}, transformers' Llama TP plan) then fully_shard "
+    tensor_parallel = f"parallelize_module (TP{tp}, transformers' Llama TP plan) then " if tp > 1 else "no TP plan; "
+    text = (f"DeviceMesh [{dims}]: {tensor_parallel}fully_shard "
             f"(ZeRO-3 over {dp}) per block; params {config['param_dtype']}, reduce {config['reduce_dtype']}, "
             f"activation checkpoint {config['activation_checkpoint']}")
     if "pp" in config:
