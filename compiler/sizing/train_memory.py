@@ -144,9 +144,11 @@ LOSS_BYTES_PER_LOGIT = {"standard": LOGITS_BYTES * LOGITS_COPIES,
                         "chunked": 2 + LOGITS_BYTES * LOGITS_COPIES / CHUNKED_LOSS_CHUNKS, "fused": 0.0}
 # PyTorch's eager cross-entropy over fp32-upcast logits, at the backward of its log_softmax: the saved fp32 output,
 # the incoming fp32 gradient and the returned one (module docstring); Megatron's fused loss keeps the 8 above.
-FUSED_LOSS_FRAMEWORKS = ("megatron", "deepspeed")
 EAGER_CROSS_ENTROPY_LIVE_COPIES = 3
 EAGER_STANDARD_LOSS_BYTES_PER_LOGIT = LOGITS_BYTES * EAGER_CROSS_ENTROPY_LIVE_COPIES
+# Frameworks whose "standard" loss is Megatron's vocab-parallel cross-entropy (Megatron-LM; DeepSpeed's pre-training
+# stacks Megatron-DeepSpeed and GPT-NeoX call it too).
+FUSED_LOSS_FRAMEWORKS = ("megatron", "deepspeed")
 # PyTorch DDP copies gradients into its all-reduce buckets unless gradient_as_bucket_view=True (default False);
 # pytorch/pytorch#41954, which added the view: "roberta_base with ~1GB parameters, peak memory dropped ~1GB".
 DDP_GRADIENT_COPIES = 2
