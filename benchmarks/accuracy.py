@@ -39,6 +39,7 @@ from compiler.passes.wording import words  # noqa: E402
 from compiler.catalog.types import Architecture  # noqa: E402
 from compiler.sizing.train_time import COMPUTE_DTYPE, model_flops_per_token  # noqa: E402
 from compiler.sizing.training import TrainPins, TrainRequest, search_training  # noqa: E402
+from compiler.sizing.train_memory import MemoryOptions  # noqa: E402
 from benchmarks.whole_runs import family_stats, print_whole_runs, whole_run_cases  # noqa: E402
 
 FABRICS = load_fabrics()
@@ -58,6 +59,9 @@ MPT_SHAPES = {"MPT-1B": (2048, 24, 16), "MPT-3B": (2560, 32, 20), "MPT-7B": (409
 # sequences at a per-GPU batch chosen to fill memory; here 8 sequences per GPU, the search picks the
 # micro-batch within it (an assumption, stated per case).
 SEQUENCES_PER_GPU = 8
+# llm-foundry's MPT computes its loss with flash-attn's CrossEntropyLoss (ComposerMPTCausalLM: loss_fn default
+# 'fused_crossentropy'), not PyTorch's eager cross-entropy (train_memory docstring, loss "flash-attn").
+LLM_FOUNDRY_MEMORY = MemoryOptions(loss="flash-attn")
 
 
 @dataclass(frozen=True)
@@ -169,7 +173,8 @@ def training_cases() -> list[Case]:
                 gpus_per_node=8, max_gpus=count, interconnect=FABRICS.interconnects["ib-200g" if "A100" in row["gpu_type"] else "ib-400g"],
                 storage=FABRICS.storage["lustre"], pins=_pins(row, family), optimize="time", flash_attention=family != "megatron-2021",
                 framework="megatron" if family.startswith("megatron") else "auto",  # the runs' own framework
-                attention_kernel="triton-flash" if family == "llm-foundry" else "flash2")
+                attention_kernel="triton-flash" if family == "llm-foundry" else "flash2",
+                memory=LLM_FOUNDRY_MEMORY if family == "llm-foundry" else MemoryOptions())
             result = search_training(request, gpus)
             gpu = gpus[gpu_id]
             peak = gpu.dense_tflops[COMPUTE_DTYPE[precision]]
@@ -229,10 +234,10 @@ def sweep_rows() -> list[SweepRow]:
                 gpu_ids=("h100-sxm-80gb",), precision="bf16", gpu_count=count, gpus_per_node=8, max_gpus=count,
                 interconnect=FABRICS.interconnects["ib-400g"], storage=FABRICS.storage["lustre"],
                 pins=TrainPins(tp=1, pp=1, zero_stage=3, recompute=recompute), optimize="time",
-                attention_kernel="triton-flash")
+                attention_kernel="triton-flash", memory=LLM_FOUNDRY_MEMORY)
             chosen = search_training(request, gpus).chosen
             memory = memory_per_gpu(arch, params, dp=count, zero_stage=3, seq_len=seq, micro_batch=mb,
-                                    recompute=recompute, framework="fsdp")
+                                    recompute=recompute, framework="fsdp", options=LLM_FOUNDRY_MEMORY)
             rows.append(SweepRow(
                 name=f"MPT-{row['model'].upper()} s{seq} × {count} mb{mb} {'ckpt' if recompute == 'full' else 'no ckpt'}",
                 published_tokens_per_second_per_gpu=float(row["tokens_per_s_per_gpu"]),

@@ -174,7 +174,7 @@ def test_pure_bf16_drops_the_master_copy_and_keeps_16_bit_adam_states():
 
 @pytest.mark.parametrize("loss,framework,bytes_per_logit", [
     ("standard", "megatron", 8), ("standard", "deepspeed", 8), ("standard", "fsdp", 12), ("standard", "ddp", 12),
-    ("standard", "", 12), ("chunked", "", 3), ("fused", "", 0)])
+    ("standard", "", 12), ("chunked", "", 3), ("fused", "", 0), ("flash-attn", "fsdp", 4)])
 def test_loss_keeps_its_logits(loss, framework, bytes_per_logit):
     """standard: Megatron's fused loss keeps fp32 logits + gradient; PyTorch's eager F.cross_entropy(logits.float())
     (torchtitan, Hugging Face) holds log_softmax's fp32 output, the gradient nll_loss hands it and the one it returns;

@@ -141,7 +141,8 @@ def model_choice(name: str, params_total: float, params_active: float) -> str:
 def _memory_choices(spec: PlanSpec) -> str:
     """The plan's memory choices in words (compiler/sizing/train_memory.py docstring has their sources)."""
     train = spec.train
-    loss = {"standard": "cross-entropy on fp32 logits", "chunked": "chunked cross-entropy", "fused": "fused cross-entropy"}[
+    loss = {"standard": "cross-entropy on fp32 logits", "chunked": "chunked cross-entropy", "fused": "fused cross-entropy",
+            "flash-attn": "flash-attn's cross-entropy on 16-bit logits"}[
         loss_for(train.loss, train.method)]
     parts = [loss + (" (auto)" if train.loss == "auto" else ""),
              "fp32 master weights" if train.master_weights == "fp32" else "pure 16-bit weights and optimizer states"]

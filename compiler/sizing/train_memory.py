@@ -59,6 +59,9 @@ one Megatron-LM / DeepSpeed / FSDP mixed precision use, with the recipe that dif
     (pytorch/torchtune#1390, num_output_chunks 8) keeps the 16-bit logits (2 bytes) and upcasts one chunk of 8 at a
     time (fp32 copy + its gradient, 8/8 = 1 byte per logit); "fused": a fused linear cross-entropy (Liger-Kernel
     LigerFusedLinearCrossEntropyLoss, Apple's Cut Cross-Entropy) never materialises the logits (counted as 0);
+    "flash-attn": flash-attn's Triton CrossEntropyLoss (flash_attn/losses/cross_entropy.py; llm-foundry's MPT default
+    `loss_fn: fused_crossentropy`) saves the 16-bit logits and their fp32 log-sum-exp rows, and its backward writes a
+    16-bit gradient (`torch.empty_like(logits)`): 2 + 2 bytes per logit;
     "auto" is chunked for LoRA/QLoRA (every torchtune LoRA/QLoRA recipe config names CEWithChunkedOutputLoss) and
     standard for full training;
   * optimizer_in_backward: torchtune's `optimizer_in_bwd` steps each parameter from a post-accumulate-grad hook and
@@ -141,7 +144,8 @@ LOGITS_COPIES = 2  # the logits and their gradient
 # fused never materialises them.
 CHUNKED_LOSS_CHUNKS = 8
 LOSS_BYTES_PER_LOGIT = {"standard": LOGITS_BYTES * LOGITS_COPIES,
-                        "chunked": 2 + LOGITS_BYTES * LOGITS_COPIES / CHUNKED_LOSS_CHUNKS, "fused": 0.0}
+                        "chunked": 2 + LOGITS_BYTES * LOGITS_COPIES / CHUNKED_LOSS_CHUNKS, "fused": 0.0,
+                        "flash-attn": 2 * ACTIVATION_BYTES}
 # PyTorch's eager cross-entropy over fp32-upcast logits, at the backward of its log_softmax: the saved fp32 output,
 # the incoming fp32 gradient and the returned one (module docstring); Megatron's fused loss keeps the 8 above.
 EAGER_CROSS_ENTROPY_LIVE_COPIES = 3
