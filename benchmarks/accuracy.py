@@ -14,7 +14,8 @@ GPU-hours for a fixed token count are tokens ÷ (tokens/s/GPU) ÷ 3600 on both s
 failures: the sources measured steady steps), so the GPU-hours error is published/predicted throughput − 1.
 Rows without a GPU count are listed as skipped. No constant is fitted to these rows; each has its source in
 compiler/sizing. Usage: python benchmarks/accuracy.py [--sweep: llm-foundry's whole H100 BF16 table instead]
-[--memory: measured peak memory per family (full / LoRA / QLoRA) against memory_peaks_2.csv and memory_points.csv]
+[--memory: measured peak memory per family (full / LoRA / QLoRA) against memory_peaks_2.csv, memory_peaks_torchtitan.csv
+ and memory_points.csv]
 [--layouts: every row of train_steps_2.csv at its published TP/PP/CP/EP/VP layout, error per row and per family]
 [--whole-runs: published whole pre-training runs, GPU-hours of the whole run (benchmarks/whole_runs.py)]
 """
@@ -38,6 +39,7 @@ from compiler.passes.wording import words  # noqa: E402
 from compiler.catalog.types import Architecture  # noqa: E402
 from compiler.sizing.train_time import COMPUTE_DTYPE, model_flops_per_token  # noqa: E402
 from compiler.sizing.training import TrainPins, TrainRequest, search_training  # noqa: E402
+from compiler.sizing.train_memory import MemoryOptions  # noqa: E402
 from benchmarks.whole_runs import family_stats, print_whole_runs, whole_run_cases  # noqa: E402
 
 FABRICS = load_fabrics()
@@ -57,6 +59,9 @@ MPT_SHAPES = {"MPT-1B": (2048, 24, 16), "MPT-3B": (2560, 32, 20), "MPT-7B": (409
 # sequences at a per-GPU batch chosen to fill memory; here 8 sequences per GPU, the search picks the
 # micro-batch within it (an assumption, stated per case).
 SEQUENCES_PER_GPU = 8
+# llm-foundry's MPT computes its loss with flash-attn's CrossEntropyLoss (ComposerMPTCausalLM: loss_fn default
+# 'fused_crossentropy'), not PyTorch's eager cross-entropy (train_memory docstring, loss "flash-attn").
+LLM_FOUNDRY_MEMORY = MemoryOptions(loss="flash-attn")
 
 
 @dataclass(frozen=True)
@@ -168,7 +173,8 @@ def training_cases() -> list[Case]:
                 gpus_per_node=8, max_gpus=count, interconnect=FABRICS.interconnects["ib-200g" if "A100" in row["gpu_type"] else "ib-400g"],
                 storage=FABRICS.storage["lustre"], pins=_pins(row, family), optimize="time", flash_attention=family != "megatron-2021",
                 framework="megatron" if family.startswith("megatron") else "auto",  # the runs' own framework
-                attention_kernel="triton-flash" if family == "llm-foundry" else "flash2")
+                attention_kernel="triton-flash" if family == "llm-foundry" else "flash2",
+                memory=LLM_FOUNDRY_MEMORY if family == "llm-foundry" else MemoryOptions())
             result = search_training(request, gpus)
             gpu = gpus[gpu_id]
             peak = gpu.dense_tflops[COMPUTE_DTYPE[precision]]
@@ -228,10 +234,10 @@ def sweep_rows() -> list[SweepRow]:
                 gpu_ids=("h100-sxm-80gb",), precision="bf16", gpu_count=count, gpus_per_node=8, max_gpus=count,
                 interconnect=FABRICS.interconnects["ib-400g"], storage=FABRICS.storage["lustre"],
                 pins=TrainPins(tp=1, pp=1, zero_stage=3, recompute=recompute), optimize="time",
-                attention_kernel="triton-flash")
+                attention_kernel="triton-flash", memory=LLM_FOUNDRY_MEMORY)
             chosen = search_training(request, gpus).chosen
             memory = memory_per_gpu(arch, params, dp=count, zero_stage=3, seq_len=seq, micro_batch=mb,
-                                    recompute=recompute, framework="fsdp")
+                                    recompute=recompute, framework="fsdp", options=LLM_FOUNDRY_MEMORY)
             rows.append(SweepRow(
                 name=f"MPT-{row['model'].upper()} s{seq} × {count} mb{mb} {'ckpt' if recompute == 'full' else 'no ckpt'}",
                 published_tokens_per_second_per_gpu=float(row["tokens_per_s_per_gpu"]),
@@ -512,6 +518,8 @@ def print_layouts() -> None:
 
 MEMORY_PEAKS = Path(__file__).resolve().parent / "calibration" / "memory_peaks_2.csv"  # copied from the shared calibration folder
 MEMORY_POINTS = Path(__file__).resolve().parent / "calibration" / "memory_points.csv"
+# ours: torchtitan's published peaks (max reserved), the columns of memory_peaks_2.csv
+MEMORY_PEAKS_TORCHTITAN = Path(__file__).resolve().parent / "calibration" / "memory_peaks_torchtitan.csv"
 # |predicted/measured − 1| per family (README, "Accuracy"): the median, and every row. The row bound is what the
 # sources leave open — torch.compile alone moves the 3B table by 15%, and which of torchtune's three memory statistics
 # the 8B-405B table prints is not stated.
@@ -583,7 +591,26 @@ MEMORY_ROWS: dict[str, dict] = {
         model=LLAMA_3_2_3B, method="qlora", rank=64, targets=_TT_8B, mb=2, seq=4096, recompute="full",
         options=dict(_TT, activation_offload=True)),
 }
+# torchtitan's Dec 2024 H100 tables (calibration/memory_peaks_torchtitan.csv, ours): Llama 3.1 8B, 1-D FSDP2 (ZeRO-3),
+# local batch 2 × 8192 tokens, op-level selective AC, fp32 sharded params under bf16 mixed precision, eager
+# F.cross_entropy(pred.float()); torchtitan logs max *reserved* memory, compared with our `reserved`.
+_TITAN_8B = dict(model="llama-3.1-8b", method="full", mb=2, seq=8192, recompute="selective", zero=3, framework="fsdp",
+                 options={}, metric="reserved")
+_COMPILED = "torch.compile's fusions are not modelled"
+MEMORY_ROWS |= {
+    "torchtitan Llama 3.1 8B FSDP on 8x H100": dict(_TITAN_8B, dp=8),
+    "torchtitan Llama 3.1 8B FSDP + torch.compile on 8x H100": dict(_TITAN_8B, dp=8, assumed=_COMPILED),
+    "torchtitan Llama 3.1 8B FSDP + torch.compile + Float8 on 8x H100": dict(
+        _TITAN_8B, dp=8, assumed=_COMPILED + "; Float8 linears priced as bf16"),
+    "torchtitan Llama 3.1 8B FSDP on 128x H100": dict(_TITAN_8B, dp=128),
+    "torchtitan Llama 3.1 8B FSDP + torch.compile on 128x H100": dict(_TITAN_8B, dp=128, assumed=_COMPILED),
+    "torchtitan Llama 3.1 8B FSDP + torch.compile + Float8 on 128x H100": dict(
+        _TITAN_8B, dp=128, assumed=_COMPILED + "; Float8 linears priced as bf16"),
+}
 MEMORY_SKIPPED = {
+    "torchtitan Llama 3.1 8B FSDP + compile + Float8 on": (
+        "torchtitan e7c0cae compiles the loss with training.compile (components/loss.py build_cross_entropy_loss): "
+        "the compiled cross-entropy's bytes per logit have no source here (eager: 12)"),
     "torchtune Llama 3.2 3B single-device: Baseline": "unpacked: the sequence lengths of the batch are not stated",
     "PEFT README": "batch size, sequence length, precision, LoRA rank and checkpointing not stated",
 }
@@ -627,7 +654,7 @@ def predict_memory(row: dict) -> tuple[float, object]:
                          seq_len=row["seq"], micro_batch=row["mb"], microbatches=row.get("microbatches", 1),
                          recompute=row["recompute"], sequence_parallel=row.get("tp", 1) > 1,
                          framework=row.get("framework", ""), options=MemoryOptions(**row["options"]))
-    return float(mem.total if row.get("metric") == "total" else mem.allocated), mem
+    return float({"total": mem.total, "reserved": mem.reserved}.get(row.get("metric", ""), mem.allocated)), mem
 
 
 def _measured_bytes(value: str, unit: str) -> float:
@@ -635,32 +662,39 @@ def _measured_bytes(value: str, unit: str) -> float:
 
 
 def memory_cases() -> list[MemoryCase]:
-    """Every measured peak of memory_peaks_2.csv we can configure, and BLOOM-176B from memory_points.csv."""
+    """Every measured peak of memory_peaks_2.csv and memory_peaks_torchtitan.csv we can configure, and BLOOM-176B from
+    memory_points.csv."""
     cases = []
-    with MEMORY_PEAKS.open() as handle:
-        for row in csv.DictReader(handle):
-            pins = MEMORY_ROWS.get(row["case"])
-            if pins is None:
-                continue
-            predicted, _ = predict_memory(pins)
-            cases.append(MemoryCase(row["case"], _family(pins["method"]),
-                                    _measured_bytes(row["peak_memory_value"], row["peak_memory_unit"]), predicted,
-                                    pins.get("metric", "allocated"), pins.get("assumed", "")))
+    for row in _memory_peak_rows():
+        pins = MEMORY_ROWS.get(row["case"])
+        if pins is None:
+            continue
+        predicted, _ = predict_memory(pins)
+        cases.append(MemoryCase(row["case"], _family(pins["method"]),
+                                _measured_bytes(row["peak_memory_value"], row["peak_memory_unit"]), predicted,
+                                pins.get("metric", "allocated"), pins.get("assumed", "")))
     predicted, _ = predict_memory(BLOOM_ROW)
     cases.append(MemoryCase("BLOOM-176B TP4 PP12 DP8 ZeRO-1 (memory_points.csv)", "full", 60e9, predicted, "total",
                             "'~60GB used per GPU' (BigScience notion page), read as nvidia-smi's figure"))
     return cases
 
 
+def _memory_peak_rows() -> list[dict]:
+    rows = []
+    for path in (MEMORY_PEAKS, MEMORY_PEAKS_TORCHTITAN):
+        with path.open() as handle:
+            rows += list(csv.DictReader(handle))
+    return rows
+
+
 def memory_skipped() -> list[tuple[str, str]]:
-    """Rows of memory_peaks_2.csv left out, with why."""
+    """Rows of memory_peaks_2.csv and memory_peaks_torchtitan.csv left out, with why."""
     out = []
-    with MEMORY_PEAKS.open() as handle:
-        for row in csv.DictReader(handle):
-            if row["case"] in MEMORY_ROWS:
-                continue
-            reason = next((why for prefix, why in MEMORY_SKIPPED.items() if row["case"].startswith(prefix)), "not configured")
-            out.append((row["case"], reason))
+    for row in _memory_peak_rows():
+        if row["case"] in MEMORY_ROWS:
+            continue
+        reason = next((why for prefix, why in MEMORY_SKIPPED.items() if row["case"].startswith(prefix)), "not configured")
+        out.append((row["case"], reason))
     return out
 
 

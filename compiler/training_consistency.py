@@ -13,6 +13,7 @@ import shlex
 from .resolved import ResolvedPlan
 from .targets.base import OutputFile, load_generated_yaml
 from .deployment.frameworks import MIXED_PRECISION
+from .deployment.fsdp_tp import ACTIVATION_CHECKPOINT
 
 
 def _expect(ok: bool, message: str) -> None:
@@ -111,6 +112,8 @@ def _check_fsdp_tp(text: str, plan: ResolvedPlan) -> None:
     _expect(cfg["world_size"] == hw.nodes * hw.gpus_per_node, "fsdp_tp.json world size != nodes × GPUs per node")
     _expect((cfg["micro_batch"], cfg["grad_accum"]) == (par.micro_batch, par.grad_accum), "fsdp_tp.json batch != plan")
     _expect(cfg["sequence_parallel"] == par.sequence_parallel, "fsdp_tp.json sequence parallelism != plan (sized with it)")
+    _expect(cfg["activation_checkpoint"] == ACTIVATION_CHECKPOINT[par.recompute],
+            "fsdp_tp.json activation checkpointing != plan recompute (selective: torchtitan's op-level SAC)")
 
 
 _CHECKS = {  # the file (a field of deployment.files) -> its check

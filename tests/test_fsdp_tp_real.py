@@ -116,19 +116,21 @@ def transformers_available() -> bool:
 @pytest.mark.realtool
 @pytest.mark.slow
 @pytest.mark.parametrize("model, recompute, seq_len", [("tiny", "none", 4096), ("hf", "none", 4096), ("tiny", "full", 4096),
+                                                     ("tiny", "selective", 4096),
                                                      ("tiny", "none", 4095)])
 def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model, recompute, seq_len):
     """`hf`: transformers' LlamaForCausalLM, the module the plan's checkpoint loads into (its attention takes
     hidden_states by keyword and sizes heads from its input). recompute full: the plan decides activation
-    checkpointing, and fsdp_tp.py wraps every block. seq_len 4096 splits over TP2: sequence parallelism (torchtitan's
-    plan, logits sharded over the vocabulary); 4095 does not: transformers' plan, logits gathered."""
+    checkpointing, and fsdp_tp.py wraps every block; selective: torchtitan's op-level SAC over TP's DTensors. seq_len
+    4096 splits over TP2: sequence parallelism (torchtitan's plan, logits sharded over the vocabulary); 4095 does not:
+    transformers' plan, logits gathered."""
     env = torch_env()
     if model == "hf":
         realtools.require_tool("transformers", transformers_available(),
                                "transformers not in the torch venv; run scripts/install-test-deps.sh")
     out = compile_plan(tmp_path, extra=f", recompute: {recompute}", seq_len=seq_len)
     settings = json.loads((out / "fsdp" / "fsdp_tp.json").read_text())
-    assert settings["activation_checkpoint"] == recompute
+    assert settings["activation_checkpoint"] == {"selective": "selective-op"}.get(recompute, recompute)
     sp = seq_len % 2 == 0
     assert settings["sequence_parallel"] == sp and settings["loss_parallel"]  # TP2: logits sharded over the vocabulary
     done = subprocess.run(["bash", str(out / "launch" / "torchrun.sh"), f"127.0.0.1:{free_port()}"],
@@ -138,7 +140,7 @@ def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model, reco
     assert sorted(r["rank"] for r in rows) == [0, 1, 2, 3]
     for r in rows:
         assert r["mesh"] == [2, 2] and r["mesh_dims"] == ["dp_shard", "tp"]
-        assert r["checkpointed"] == (2 if recompute == "full" else 0)  # both blocks wrapped
+        assert r["checkpointed"] == (0 if recompute == "none" else 2)  # both blocks wrapped
         # TP innermost: ranks 0,1 are one TP group (dp_shard 0), ranks 2,3 the other
         assert (r["dp_rank"], r["tp_rank"]) == divmod(r["rank"], 2)
         # bf16 forward against the fp32 reference on the same sequences

@@ -22,16 +22,10 @@ from compiler.sizing.train_layout import pipeline_split
 
 ROWS = list(csv.DictReader(LAYOUTS.open()))
 # Rows the compiler cannot express yet, each with the refusal compile_plan gives (exit 4) and what is missing.
-TORCHTITAN_8B_MEMORY = ("the sizing itself refuses it (benchmarks/accuracy.py prices the same layout at 120.7 GiB on 8 GPUs, "
-                        "106.3 GiB on 128, against 89.0 GiB usable of 96 GB): activations 87.7 GiB at mb2 s8192 selective "
-                        "recompute; the memory model disagrees with the published run, not the deployment")
 NOT_EXPRESSIBLE = {
     "Llama-2-70B LoRA (NeMo 24.07 finetuning table)":
         "LoRA with TP2 PP4: no framework path (Megatron-LM arguments train full weights only, DeepSpeed has no TP/PP, "
         "FSDP2 × TP × PP trains full weights only); NeMo's PEFT is not emitted",
-    "Llama-3.1-8B (torchtitan FSDP, BF16 eager)": TORCHTITAN_8B_MEMORY,
-    "Llama-3.1-8B (torchtitan FSDP + torch.compile + Float8)": TORCHTITAN_8B_MEMORY,
-    "Llama-3.1-8B (torchtitan FSDP, BF16 eager, 128 GPUs)": TORCHTITAN_8B_MEMORY,
     "Llama-3.1-8B (torchtitan FSDP1 + CP8, 256K context)":
         "CP8 under framework fsdp: fsdp/fsdp_tp.py has no context parallelism (torch's context_parallel, torchtitan's "
         "CP, routes SDPA only to CUDA kernels, so no CPU step proves it: tests/test_fsdp_cp_cpu.py); only Megatron-LM "
@@ -116,7 +110,7 @@ def _assert_framework_files(r: dict, files: dict[str, str], chosen: dict) -> Non
         if r["vp"] > 1:
             per_chunk = r["arch"].layers // (r["pp"] * r["vp"])
             assert args[args.index("--num-layers-per-virtual-pipeline-stage") + 1] == str(per_chunk)
-    elif r["tp"] > 1 or r["pp"] > 1:  # FSDP2 × TP × PP on a DeviceMesh
+    elif r["tp"] > 1 or r["pp"] > 1 or chosen["recompute"] == "selective":  # FSDP2 × TP × PP on a DeviceMesh
         settings = json.loads(files["fsdp/fsdp_tp.json"])
         mesh = dict(zip(settings["mesh_dim_names"], settings["mesh_shape"]))
         assert mesh == {**({"pp": r["pp"]} if r["pp"] > 1 else {}), "dp_shard": r["dp"], "tp": r["tp"]}
@@ -125,5 +119,7 @@ def _assert_framework_files(r: dict, files: dict[str, str], chosen: dict) -> Non
         if r["pp"] > 1:
             assert settings["pp_stage_layers"] == chosen["pp_stage_layers"]
             assert len(settings["stage_layers"]) == r["pp"] * r["vp"]
+        # torchtitan's "selective" (its llama3 configs' default) is its op-level SAC, which the script applies
+        assert settings["activation_checkpoint"] == {"selective": "selective-op"}.get(chosen["recompute"], chosen["recompute"])
     else:
         assert "fsdp/accelerate_config.yaml" in files

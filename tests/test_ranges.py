@@ -104,7 +104,7 @@ def test_a_reader_that_leaves_early_is_not_a_crash(tmp_path):
 
 def test_the_memory_fit_keeps_the_margin_the_measured_peaks_show(tmp_path):
     """mistral-7b-fsdp-finetune fits ZeRO-2 on its prediction alone; with the P90 margin of the measured full
-    fine-tuning peaks (× 1.29) it needs ZeRO-3 or less memory, and the decision says why."""
+    fine-tuning and pre-training peaks (× 1.23) it needs ZeRO-3 or less memory, and the decision says why."""
     plan = yaml.safe_load((REPO / "examples" / "mistral-7b-fsdp-finetune.yaml").read_text())
     chosen = {}
     for quantile in ("none", "p90"):
@@ -113,7 +113,7 @@ def test_the_memory_fit_keeps_the_margin_the_measured_peaks_show(tmp_path):
         path.write_text(yaml.safe_dump(plan))
         chosen[quantile] = resolve(path)
     loose, tight = chosen["none"], chosen["p90"]
-    assert tight.memory_per_gpu_bytes.total * 1.29 <= loose.memory_per_gpu_bytes.usable * 1.001
+    assert tight.memory_per_gpu_bytes.total * 1.23 <= loose.memory_per_gpu_bytes.usable * 1.001
     assert tight.memory_per_gpu_bytes.total < loose.memory_per_gpu_bytes.total
     assert "train.memory_quantile" in next(d.reason for d in tight.decisions if d.topic == "parallelism")
 

@@ -42,11 +42,14 @@ def small_training_plan(nodes: int = 1, gpus_per_node: int = 2, framework: str =
     raw.update(spec_overrides)
     plan = training_plan(**raw)
     world = nodes * gpus_per_node
+    # the fixture's selective recompute is Megatron's; on 1-D FSDP "selective" is torchtitan's op-level SAC, which runs
+    # on the FSDP2 script, not Accelerate's config: these plans keep Accelerate's whole-block checkpointing
+    recompute = "full" if framework == "fsdp" and plan.parallelism.recompute == "selective" else plan.parallelism.recompute
     return deployed(plan.model_copy(update={
         "hardware": plan.hardware.model_copy(update={"nodes": nodes, "gpus_per_node": gpus_per_node, "gpus": world}),
         "parallelism": plan.parallelism.model_copy(update={
             "tp": 1, "pp": 1, "dp": world, "micro_batch": 2, "grad_accum": 2, "global_batch": 4 * world,
-            "zero_stage": zero_stage, "sequence_parallel": False, "framework": framework}),
+            "zero_stage": zero_stage, "sequence_parallel": False, "framework": framework, "recompute": recompute}),
         "training": plan.training.model_copy(update={"steps": steps, "step_seconds": step_seconds, "seq_len": 128}),
     }))
 

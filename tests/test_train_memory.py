@@ -62,8 +62,8 @@ def test_llama_3_1_8b_seq_8192_gqa_gated():
     """GQA g = 8/32: attention 7 + 4g = 8; SwiGLU: 3 + 3·2·14336/4096 = 24; norms 4 → 36·s·b·h = 1.125 GiB/layer."""
     per_layer = activation_bytes_per_layer(LLAMA8B, 8192, 1, 1, False, "none", True)
     assert per_layer == 36 * 8192 * 4096 == 1_207_959_552
-    mem = memory_per_gpu(LLAMA8B, count_params(LLAMA8B), dp=8, zero_stage=3, seq_len=8192)
-    logits = 8192 * 128256 * 4 * 2  # fp32 logits and their gradient
+    mem = memory_per_gpu(LLAMA8B, count_params(LLAMA8B), dp=8, zero_stage=3, seq_len=8192, framework="megatron")
+    logits = 8192 * 128256 * 4 * 2  # Megatron's fused loss: fp32 logits and their gradient
     assert mem.activations == 32 * per_layer + logits
 
 
@@ -79,8 +79,8 @@ def test_moe_activations_count_the_routed_experts():
 def test_pipeline_first_stage_holds_min_pp_microbatches():
     params = count_params(LLAMA8B)
     per_layer = activation_bytes_per_layer(LLAMA8B, 4096, 1, 1, False, "none", True)
-    first = memory_per_gpu(LLAMA8B, params, pp=4, microbatches=16, seq_len=4096)
-    few = memory_per_gpu(LLAMA8B, params, pp=4, microbatches=2, seq_len=4096)
+    first = memory_per_gpu(LLAMA8B, params, pp=4, microbatches=16, seq_len=4096, framework="megatron")
+    few = memory_per_gpu(LLAMA8B, params, pp=4, microbatches=2, seq_len=4096, framework="megatron")
     # first stage: 4 micro-batches × 8 layers; the last stage holds one plus the logits (smaller here)
     assert first.activations == 4 * 8 * per_layer
     assert few.activations == 2 * 8 * per_layer
@@ -172,12 +172,18 @@ def test_pure_bf16_drops_the_master_copy_and_keeps_16_bit_adam_states():
     assert tm.optimizer_bytes_per_param(LLAMA8B, "adamw-8bit", "bf16", "none") == 2
 
 
-@pytest.mark.parametrize("loss,bytes_per_logit", [("standard", 8), ("chunked", 3), ("fused", 0)])
-def test_loss_keeps_its_logits(loss, bytes_per_logit):
-    """standard: fp32 logits + gradient; chunked: 16-bit logits + one of 8 chunks upcast (torchtune); fused: none."""
+@pytest.mark.parametrize("loss,framework,bytes_per_logit", [
+    ("standard", "megatron", 8), ("standard", "deepspeed", 8), ("standard", "fsdp", 12), ("standard", "ddp", 12),
+    ("standard", "", 12), ("chunked", "", 3), ("fused", "", 0), ("flash-attn", "fsdp", 4)])
+def test_loss_keeps_its_logits(loss, framework, bytes_per_logit):
+    """standard: Megatron's fused loss keeps fp32 logits + gradient; PyTorch's eager F.cross_entropy(logits.float())
+    (torchtitan, Hugging Face) holds log_softmax's fp32 output, the gradient nll_loss hands it and the one it returns;
+    chunked: 16-bit logits + one of 8 chunks upcast (torchtune); fused: none."""
     params = count_params(LLAMA8B)
-    mem = memory_per_gpu(LLAMA8B, params, seq_len=2048, micro_batch=2, options=tm.MemoryOptions(loss=loss))
-    none = memory_per_gpu(LLAMA8B, params, seq_len=2048, micro_batch=2, options=tm.MemoryOptions(loss="fused"))
+    mem = memory_per_gpu(LLAMA8B, params, seq_len=2048, micro_batch=2, framework=framework,
+                         options=tm.MemoryOptions(loss=loss))
+    none = memory_per_gpu(LLAMA8B, params, seq_len=2048, micro_batch=2, framework=framework,
+                          options=tm.MemoryOptions(loss="fused"))
     assert mem.activations - none.activations == pytest.approx(2048 * 2 * 128256 * bytes_per_logit, abs=2)
 
 
@@ -264,3 +270,39 @@ def test_pure_bf16_checkpoint_saves_16_bit_states():
     params = count_params(LLAMA8B)
     assert tm.checkpoint_bytes(params, "adamw", "full", master_weights="none") == params.total * (2 + 4)
     assert tm.checkpoint_bytes(params, "adamw", "full") == params.total * 14
+
+
+def test_op_sac_keeps_what_torchtitans_policy_saves():
+    """torchtitan's op-level SAC on a Llama-3.1-8B block (s 8192, b 2): mm 1, 3, 5, 7 saved = q (4096), v (1024),
+    gate (14336), down (4096); SDPA output (4096) + fp32 logsumexp (32 heads); block input (4096):
+    2·s·b·(4096·4 + 1024 + 14336) + 4·b·32·s = 1_042_284_544 bytes (0.97 GiB, against Megatron's selective 2.25)."""
+    assert tm.op_sac_saved(LLAMA8B) == (["q", "v", "gate", "down"], ["k", "o", "up"])
+    s, b = 8192, 2
+    assert tm.op_sac_bytes_per_layer(LLAMA8B, s, b, 1, False) == 2 * s * b * (4096 * 4 + 1024 + 14336) + 4 * b * 32 * s
+    assert tm.op_sac_bytes_per_layer(LLAMA8B, s, b, 1, False) == 1_042_284_544
+    # the recomputed matrices: k 4096×1024, o 4096×4096, up 4096×14336
+    assert tm.op_sac_recomputed_params_per_layer(LLAMA8B) == 4096 * 1024 + 4096 * 4096 + 4096 * 14336
+
+
+def test_selective_is_op_sac_under_fsdp_and_megatrons_elsewhere():
+    params = count_params(LLAMA8B)
+    kw = dict(dp=8, zero_stage=3, seq_len=8192, micro_batch=2, recompute="selective")
+    fsdp = memory_per_gpu(LLAMA8B, params, framework="fsdp", **kw)
+    megatron = memory_per_gpu(LLAMA8B, params, framework="megatron", **kw)
+    saved = tm.op_sac_bytes_per_layer(LLAMA8B, 8192, 2, 1, False)
+    full_layer = activation_bytes_per_layer(LLAMA8B, 8192, 2, 1, False, "none", True)
+    logits = 8192 * 2 * 128256 * 12
+    # every block's saved outputs, one block recomputed in the backward (its full activations less what it kept)
+    assert fsdp.activations == pytest.approx(32 * saved + (full_layer - saved) + logits, abs=2)
+    assert megatron.activations > fsdp.activations + 30 * 2**30  # 34·sbh-class per layer against 0.97 GiB
+    assert tm.recompute_kind("selective", "fsdp") == tm.OP_SAC and tm.recompute_kind("selective", "megatron") == "selective"
+
+
+def test_op_sac_rowwise_outputs_stay_full_width_under_tp():
+    """Under TP without SP the saved down-projection output is the TP-partial sum of full width; SP adds the two
+    reduce-scatter outputs torchtitan's list saves and splits the block input."""
+    s, b, t = 4096, 1, 2
+    no_sp = tm.op_sac_bytes_per_layer(LLAMA8B, s, b, t, False)
+    assert no_sp == 2 * s * b * (4096 + (4096 + 1024 + 14336 + 4096) / t + 4096) + 4 * b * 32 * s / t
+    sp = tm.op_sac_bytes_per_layer(LLAMA8B, s, b, t, True)
+    assert sp == no_sp - 2 * s * b * 4096 / t + 2 * 2 * s * b * 4096 / t

@@ -276,3 +276,20 @@ def test_zero3_writes_the_gathered_weights_into_hbm_twice_per_microbatch():
     grad_accum = 8  # _step's
     assert zero3.weights - zero2.weights == pytest.approx(grad_accum * 2 * 2 * gemm_params / hbm, rel=1e-6)
     assert _step(dp=1, zero_stage=3).weights == pytest.approx(_step(dp=1, zero_stage=2).weights)
+
+
+def test_op_sac_reruns_the_matrices_it_did_not_save_not_the_attention_kernel():
+    """torchtitan's op-level SAC (train_memory.OP_SAC): + 2 FLOPs per token per recomputed parameter (k, o, up:
+    4096·1024 + 4096·4096 + 4096·14336 = 79.7M per layer); the attention kernel's output was saved, so it is not run
+    again (Megatron's selective recomputes exactly that kernel)."""
+    from compiler.sizing.train_memory import OP_SAC
+
+    params = count_params(LLAMA8B)
+    recomputed = 4096 * 1024 + 4096 * 4096 + 4096 * 14336
+    assert tt.hardware_flops_per_token(LLAMA8B, params, 8192, OP_SAC) == (
+        tt.model_flops_per_token(LLAMA8B, params, 8192) + 2 * 32 * recomputed)
+    none, op, full = (_step(recompute=r) for r in ("none", OP_SAC, "full"))
+    tokens = 4096 * 8
+    assert op.matmul - none.matmul == pytest.approx(tokens * 2 * 32 * recomputed / (989.4e12 * 0.80))
+    assert op.attention == none.attention < _step(recompute="selective").attention
+    assert none.total < op.total < full.total

@@ -326,7 +326,10 @@ def decisions(files: Frameworks) -> list[DeploymentDecision]:
                                        "plan's gradient accumulation as micro-batches, its bubble (p−1)/(v·m) as sized"
                                        if "pp" in files.fsdp_tp else
                                        "TP at ZeRO-3: torchtitan's FSDP2 × TP composition, TP innermost so its ranks share "
-                                       "a node") + "; fsdp/fsdp_tp.py applies fsdp/fsdp_tp.json")] + _sequence_parallel(files.fsdp_tp)
+                                       "a node" if files.fsdp_tp["mesh_shape"][-1] > 1 else
+                                       "selective recompute under FSDP: torchtitan's op-level selective AC, which Accelerate's "
+                                       "FSDP1 plugin cannot apply, on FSDP2's fully_shard over a 1-D mesh as torchtitan runs it")
+                                       + "; fsdp/fsdp_tp.py applies fsdp/fsdp_tp.json")] + _sequence_parallel(files.fsdp_tp)
 
 
 def _sequence_parallel(settings: dict) -> list[DeploymentDecision]:

@@ -16,7 +16,13 @@ its logits sharded over the vocabulary for torch's loss_parallel (torchtitan's d
 counts (transformers' colwise_gather_output would hold all s·b·V).
 Mixed precision: parameters gathered in the plan's 16-bit type, gradients reduced in fp32 (torchtitan
 TrainingConfig.mixed_precision_reduce = "float32"). Activation checkpointing wraps whole blocks (torchtitan
-activation_checkpoint mode "full") when the sizing recomputes.
+activation_checkpoint mode "full") when the sizing recomputes fully; "selective" is torchtitan's op-level selective AC
+(mode "selective", selective_ac_option "op"; torchtitan/parallelisms/parallelize_llama.py `_save_list` and
+`_apply_ac_to_transformer_block` at 9dec370): each block under checkpoint_wrapper with a
+torch.utils.checkpoint.create_selective_checkpoint_contexts policy that must-saves the outputs of the ops in
+OP_SAC_SAVE_OPS except every second aten.mm of the block, and prefers to recompute the rest — what the sizing counts
+(compiler/sizing/train_memory.py op_sac_bytes_per_layer). Without TP (1-D FSDP with selective recompute) the mesh is
+[dp_shard, 1] and the TP plans are empty: only fully_shard and the policy apply.
 
 With PP (torchtitan's 3-D composition, torchtitan/distributed/pipeline_parallel.py pipeline_llm): the mesh is
 [pp, dp_shard, tp] (torchtitan's ParallelDims order, PP outermost), the model is cut into pp·vp stages by module
@@ -63,13 +69,26 @@ SEQUENCE_PARALLEL_MODEL_PLAN = {
     "norm": "sequence_parallel",
     "lm_head": "colwise_sequence_to_vocab_shards",
 }
+# torchtitan's _save_list (parallelize_llama.py at 9dec370, the same at e7c0cae but for aten.abs, which it dropped),
+# as torch.ops names fsdp_tp.py resolves; every OP_SAC_MM_RECOMPUTE_EVERY-th aten.mm of a block is recomputed.
+OP_SAC_SAVE_OPS = (
+    "aten.mm.default",
+    "aten._scaled_dot_product_efficient_attention.default",
+    "aten._scaled_dot_product_flash_attention.default",
+    "_c10d_functional.reduce_scatter_tensor.default",
+    "aten.max.default",
+)
+OP_SAC_MM_RECOMPUTE_EVERY = 2
+ACTIVATION_CHECKPOINT = {"none": "none", "full": "full", "selective": "selective-op"}
 PARAM_DTYPE = {"bf16": "bfloat16", "fp8": "bfloat16", "fp16": "float16", "fp32": "float32"}
 REDUCE_DTYPE = "float32"
 
 
 def uses_fsdp_tp(plan: ResolvedPlan) -> bool:
+    """FSDP layouts the FSDP2 script runs: TP or PP, and 1-D FSDP with selective recompute (torchtitan's op-level SAC,
+    which Accelerate's FSDP1 plugin cannot apply; the sizing only chooses it where this script runs it)."""
     par = plan.parallelism
-    return par is not None and par.framework == "fsdp" and (par.tp > 1 or par.pp > 1)
+    return par is not None and par.framework == "fsdp" and (par.tp > 1 or par.pp > 1 or par.recompute == "selective")
 
 
 def virtual_stage_layers(split: list[int], vp: int) -> list[int]:
@@ -106,15 +125,15 @@ def settings(plan: ResolvedPlan, spec: PlanSpec) -> dict:
         "mesh_dim_names": list(MESH_DIM_NAMES),
         "mesh_shape": [par.dp, par.tp],
         "world_size": par.dp * par.tp * par.pp,
-        "block_tp_plan": BLOCK_TP_PLAN | (SEQUENCE_PARALLEL_BLOCK_PLAN if sp else {}),
-        "model_tp_plan": (MODEL_TP_PLAN | (LOSS_PARALLEL_MODEL_PLAN if par.tp > 1 else {})
-                          | (SEQUENCE_PARALLEL_MODEL_PLAN if sp else {})),
+        "block_tp_plan": (BLOCK_TP_PLAN | (SEQUENCE_PARALLEL_BLOCK_PLAN if sp else {})) if par.tp > 1 else {},
+        "model_tp_plan": (MODEL_TP_PLAN | LOSS_PARALLEL_MODEL_PLAN | (SEQUENCE_PARALLEL_MODEL_PLAN if sp else {})
+                          if par.tp > 1 else {}),
         "sequence_parallel": sp,
         "loss_parallel": par.tp > 1,
         "reshard_after_forward": spec.train.reshard_after_forward,
         "param_dtype": PARAM_DTYPE[spec.precision],
         "reduce_dtype": REDUCE_DTYPE,
-        "activation_checkpoint": "full" if par.recompute != "none" else "none",
+        **activation_checkpoint(par.recompute),
         "micro_batch": par.micro_batch,
         "grad_accum": par.grad_accum,
         "seq_len": plan.training.seq_len,
@@ -148,10 +167,21 @@ def describe_sequence_parallel(config: dict) -> tuple[str, str]:
             f"a {seq_len}-token sequence does not split evenly over TP{tp}; the sizing counts activations without it")
 
 
+def activation_checkpoint(recompute: str) -> dict:
+    """The checkpointing fsdp_tp.py applies per block (module docstring): none, full, or torchtitan's op-level SAC with
+    the ops whose outputs it saves."""
+    mode = ACTIVATION_CHECKPOINT[recompute]
+    if mode != "selective-op":
+        return {"activation_checkpoint": mode}
+    return {"activation_checkpoint": mode, "activation_checkpoint_save_ops": list(OP_SAC_SAVE_OPS),
+            "activation_checkpoint_mm_recompute_every": OP_SAC_MM_RECOMPUTE_EVERY}
+
+
 def describe(config: dict) -> str:
     dims = ", ".join(f"{name} {size}" for name, size in zip(config["mesh_dim_names"], config["mesh_shape"]))
     tp, dp = config["mesh_shape"][-1], config["mesh_shape"][-2]
-    text = (f"DeviceMesh [{dims}]: parallelize_module (TP{tp}, transformers' Llama TP plan) then fully_shard "
+    tensor_parallel = f"parallelize_module (TP{tp}, transformers' Llama TP plan) then " if tp > 1 else "no TP plan; "
+    text = (f"DeviceMesh [{dims}]: {tensor_parallel}fully_shard "
             f"(ZeRO-3 over {dp}) per block; params {config['param_dtype']}, reduce {config['reduce_dtype']}, "
             f"activation checkpoint {config['activation_checkpoint']}")
     if "pp" in config:

@@ -170,7 +170,8 @@ def model_choice(name: str, params_total: float, params_active: float) -> str:
 def _memory_choices(spec: PlanSpec) -> str:
     """The plan's memory choices in words (compiler/sizing/train_memory.py docstring has their sources)."""
     train = spec.train
-    loss = {"standard": "cross-entropy on fp32 logits", "chunked": "chunked cross-entropy", "fused": "fused cross-entropy"}[
+    loss = {"standard": "cross-entropy on fp32 logits", "chunked": "chunked cross-entropy", "fused": "fused cross-entropy",
+            "flash-attn": "flash-attn's cross-entropy on 16-bit logits"}[
         loss_for(train.loss, train.method)]
     parts = [loss + (" (auto)" if train.loss == "auto" else ""),
              "fp32 master weights" if train.master_weights == "fp32" else "pure 16-bit weights and optimizer states"]
@@ -377,6 +378,11 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "vp-needs-microbatches": lambda pp, vp: (
         f"VP{vp} needs the micro-batches of a step to be a multiple of PP{pp} (Megatron-LM's interleaved schedule "
         f"runs them in groups of PP)"),
+    "fsdp-selective-needs-fsdp2": lambda zero, offload, method: (
+        f"selective recompute under framework fsdp is torchtitan's op-level SAC, which only the FSDP2 script "
+        f"(fsdp/fsdp_tp.py) applies: it needs ZeRO-3 without offload, full weights, no HSDP group, CP or EP "
+        f"(here ZeRO-{zero}{', offload' if offload else ''}, {method}); Accelerate's FSDP1 plugin checkpoints whole "
+        f"blocks only (recompute full)"),
     "fsdp-pp-needs-microbatches": lambda pp, microbatches: (
         f"{microbatches} micro-batch(es) per step under PP{pp}: torch.distributed.pipelining's 1F1B needs at least "
         f"one per stage"),

@@ -38,6 +38,9 @@ Activations, bytes per transformer layer and micro-batch, 16-bit (Korthikanti et
   * selective recompute recomputes the attention core: the scores term is gone (Table 2 "34·sbh/t");
   * full recompute stores only each layer's input 2·sbh (/t with SP) and re-runs the layer in the backward,
     which then needs one layer's full activations at a time;
+  * "selective" is the framework's own selective recompute: Megatron-LM's core-attention recompute above, and on
+    the FSDP path torchtitan's op-level selective AC (`op_sac_bytes_per_layer`), which keeps the outputs of chosen
+    ops and recomputes the rest of the block, one block at a time in the backward like full recompute;
   * 1F1B pipeline: stage i holds p − i micro-batches in flight, so the first holds min(p, m) (§4.2.3), the
     last one.
 
@@ -46,11 +49,19 @@ one Megatron-LM / DeepSpeed / FSDP mixed precision use, with the recipe that dif
   * master_weights "fp32" (Megatron `--bf16` keeps fp32 main params, DeepSpeed's bf16 optimizer an fp32 copy, FSDP
     MixedPrecision keeps fp32 sharded params) or "none": pure 16-bit training, torchtune's default (`dtype: bf16`
     loads the model in bf16 and torch.optim creates its states `zeros_like(param)`, so m and v are 16-bit too);
-  * loss "standard": fp32 logits and their fp32 gradient, s·b·V/t × (4 + 4) on the last stage (Megatron's
-    vocab-parallel cross-entropy and HF's loss upcast the logits); "chunked": torchtune's CEWithChunkedOutputLoss
+  * loss "standard": under Megatron-LM and DeepSpeed fp32 logits and their fp32 gradient, s·b·V/t × (4 + 4) on the
+    last stage (Megatron's vocab-parallel cross-entropy keeps the softmax in place of the logits; DeepSpeed's
+    pre-training stacks, Megatron-DeepSpeed and GPT-NeoX, call the same one); under FSDP, DDP and a single process
+    PyTorch's eager `F.cross_entropy(logits.float())` (torchtitan train.py at 9dec370 / components/loss.py at e7c0cae,
+    Hugging Face's ForCausalLMLoss): log_softmax keeps its fp32 output, and its backward holds that output, the fp32
+    gradient nll_loss hands it and the fp32 gradient it returns at once, 4 + 4 + 4 = 12 bytes per logit (torchtitan
+    frees the 16-bit logits before the backward, `del pred`); "chunked": torchtune's CEWithChunkedOutputLoss
     (pytorch/torchtune#1390, num_output_chunks 8) keeps the 16-bit logits (2 bytes) and upcasts one chunk of 8 at a
     time (fp32 copy + its gradient, 8/8 = 1 byte per logit); "fused": a fused linear cross-entropy (Liger-Kernel
     LigerFusedLinearCrossEntropyLoss, Apple's Cut Cross-Entropy) never materialises the logits (counted as 0);
+    "flash-attn": flash-attn's Triton CrossEntropyLoss (flash_attn/losses/cross_entropy.py; llm-foundry's MPT default
+    `loss_fn: fused_crossentropy`) saves the 16-bit logits and their fp32 log-sum-exp rows, and its backward writes a
+    16-bit gradient (`torch.empty_like(logits)`): 2 + 2 bytes per logit;
     "auto" is chunked for LoRA/QLoRA (every torchtune LoRA/QLoRA recipe config names CEWithChunkedOutputLoss) and
     standard for full training;
   * optimizer_in_backward: torchtune's `optimizer_in_bwd` steps each parameter from a post-accumulate-grad hook and
@@ -124,6 +135,7 @@ ALLOCATOR_FRAGMENTATION = 0.15
 # compiler/catalog/gpus.yaml header; the same share is taken for every part.
 DEVICE_VISIBLE_SHARE = 81559 / 81920
 
+SDPA_LOGSUMEXP_BYTES = 4  # flash / efficient SDPA return fp32 log-sum-exp rows (one per query and head)
 ACTIVATION_BYTES = 2  # 16-bit activations (Korthikanti et al. count 2 bytes per element, 1 per dropout mask)
 LOGITS_BYTES = 4  # fp32 logits, as Megatron's and HF's cross-entropy compute them
 LOGITS_COPIES = 2  # the logits and their gradient
@@ -132,7 +144,15 @@ LOGITS_COPIES = 2  # the logits and their gradient
 # fused never materialises them.
 CHUNKED_LOSS_CHUNKS = 8
 LOSS_BYTES_PER_LOGIT = {"standard": LOGITS_BYTES * LOGITS_COPIES,
-                        "chunked": 2 + LOGITS_BYTES * LOGITS_COPIES / CHUNKED_LOSS_CHUNKS, "fused": 0.0}
+                        "chunked": 2 + LOGITS_BYTES * LOGITS_COPIES / CHUNKED_LOSS_CHUNKS, "fused": 0.0,
+                        "flash-attn": 2 * ACTIVATION_BYTES}
+# PyTorch's eager cross-entropy over fp32-upcast logits, at the backward of its log_softmax: the saved fp32 output,
+# the incoming fp32 gradient and the returned one (module docstring); Megatron's fused loss keeps the 8 above.
+EAGER_CROSS_ENTROPY_LIVE_COPIES = 3
+EAGER_STANDARD_LOSS_BYTES_PER_LOGIT = LOGITS_BYTES * EAGER_CROSS_ENTROPY_LIVE_COPIES
+# Frameworks whose "standard" loss is Megatron's vocab-parallel cross-entropy (Megatron-LM; DeepSpeed's pre-training
+# stacks Megatron-DeepSpeed and GPT-NeoX call it too).
+FUSED_LOSS_FRAMEWORKS = ("megatron", "deepspeed")
 # PyTorch DDP copies gradients into its all-reduce buckets unless gradient_as_bucket_view=True (default False);
 # pytorch/pytorch#41954, which added the view: "roberta_base with ~1GB parameters, peak memory dropped ~1GB".
 DDP_GRADIENT_COPIES = 2
@@ -150,6 +170,14 @@ class MemoryOptions:
     activation_offload: bool = False
     reshard_after_forward: bool = True
     expandable_segments: bool = False
+
+
+def loss_bytes_per_logit(loss: str, framework: str) -> float:
+    """Bytes per logit the loss keeps at its peak: "standard" is Megatron's fused loss under Megatron-LM and DeepSpeed
+    and PyTorch's eager cross-entropy elsewhere (module docstring)."""
+    if loss == "standard" and framework not in FUSED_LOSS_FRAMEWORKS:
+        return EAGER_STANDARD_LOSS_BYTES_PER_LOGIT
+    return LOSS_BYTES_PER_LOGIT[loss]
 
 
 def loss_for(loss: str, method: str) -> str:
@@ -309,6 +337,68 @@ def activation_bytes_per_layer(arch: Architecture, seq_len: int, micro_batch: in
     return total
 
 
+# torchtitan's op-level selective AC (`selective_ac_option = "op"`, the default of its llama3 configs), in
+# torchtitan/parallelisms/parallelize_llama.py `_save_list` / `_apply_ac_to_transformer_block` at 9dec370 (Dec 2024,
+# the H100 benchmark's commit; the same at e7c0cae, June 2025, torchtitan/models/llama3/parallelize_llama.py): per
+# checkpointed block, CheckpointPolicy.MUST_SAVE for the outputs of aten.mm except every second one (a counter per
+# block), flash / efficient SDPA, _c10d_functional.reduce_scatter_tensor and max; PREFER_RECOMPUTE for the rest.
+OP_SAC = "op"  # the sizing's name for it: what "selective" means on the FSDP path (`recompute_kind`)
+
+
+def recompute_kind(recompute: str, framework: str) -> str:
+    """The plan's recompute as the sizing prices it: "selective" is the framework's own selective recompute,
+    torchtitan's op-level SAC on the FSDP path (fsdp/fsdp_tp.py applies it), Megatron-LM's core attention elsewhere."""
+    return OP_SAC if recompute == "selective" and framework == "fsdp" else recompute
+
+
+def block_matmuls(arch: Architecture) -> list[tuple[str, float, bool]]:
+    """The block's aten.mm calls in forward order, as torchtitan's Llama block runs them (q, k, v, o; w1 gate, w3 up,
+    w2 down; a non-gated MLP up, down): (name, output width per token, rowwise: a TP-partial output of full width).
+    MoE layers count their token's expert widths (top-k + shared) as one MLP, as `activation_bytes_per_layer`."""
+    q = arch.heads * arch.attention_head_dim
+    kv = arch.kv_heads * arch.attention_head_dim
+    experts = (arch.experts_per_token + arch.shared_experts) if arch.is_moe else 1
+    f = (arch.moe_ffn_hidden or arch.ffn_hidden) * experts
+    mlp = [("gate", f, False), ("up", f, False)] if arch.gated_mlp else [("up", f, False)]
+    return [("q", q, False), ("k", kv, False), ("v", kv, False), ("o", arch.hidden, True), *mlp,
+            ("down", arch.hidden, True)]
+
+
+def op_sac_saved(arch: Architecture) -> tuple[list[str], list[str]]:
+    """(saved, recomputed) matrices under torchtitan's policy: the 1st, 3rd, 5th ... mm of a block are saved."""
+    names = [name for name, _, _ in block_matmuls(arch)]
+    return names[0::2], names[1::2]
+
+
+def op_sac_recomputed_params_per_layer(arch: Architecture) -> float:
+    """GEMM parameters of the matrices torchtitan's op-level SAC re-runs in the backward (`op_sac_saved`): the FLOPs
+    it adds are 2 per parameter per token (train_time)."""
+    _, recomputed = op_sac_saved(arch)
+    widths = {name: width for name, width, _ in block_matmuls(arch)}
+    inputs = {"o": arch.heads * arch.attention_head_dim, "down": widths["up"]}
+    return sum(inputs.get(name, arch.hidden) * widths[name] for name in recomputed)
+
+
+def op_sac_bytes_per_layer(arch: Architecture, seq_len: int, micro_batch: int, tp: int, sequence_parallel: bool,
+                           cp: int = 1) -> float:
+    """What torchtitan's op-level SAC keeps per block and micro-batch (OP_SAC source above), 16-bit unless stated:
+    the block input 2·sbh (the checkpoint's argument; /t with SP), the saved mm outputs 2·s·b·width (colwise /t; a
+    rowwise output is the TP-partial sum of full width), the SDPA output 2·s·b·H·Q/t and its fp32 logsumexp
+    4·b·heads·s/t, and with SP the reduce-scatter outputs of the two rowwise matrices 2·sbh/t each."""
+    s, b, t = seq_len / cp, micro_batch, tp
+    sp = t if sequence_parallel else 1
+    saved, _ = op_sac_saved(arch)
+    total = ACTIVATION_BYTES * s * b * arch.hidden / sp
+    for name, width, rowwise in block_matmuls(arch):
+        if name in saved:
+            total += ACTIVATION_BYTES * s * b * width / (1 if rowwise else t)
+    total += ACTIVATION_BYTES * s * b * arch.heads * arch.attention_head_dim / t
+    total += SDPA_LOGSUMEXP_BYTES * b * arch.heads * s / t
+    if sequence_parallel and t > 1:
+        total += 2 * ACTIVATION_BYTES * s * b * arch.hidden / t
+    return total
+
+
 def _communicators(tp: int, pp: int, dp: int, cp: int = 1, ep: int = 1) -> int:
     return max(1, (tp > 1) + (pp > 1) + (dp > 1) + (cp > 1) + (ep > 1))
 
@@ -328,15 +418,21 @@ def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = 
     shard = max(1, zero_shard_ranks or dp * cp)
     w = WEIGHT_BYTES[precision]
     k = optimizer_bytes_per_param(arch, optimizer, precision, options.master_weights)
-    per_layer = activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, recompute, flash_attention, cp)
-    if recompute == "full":  # the backward re-runs one layer and holds its full activations meanwhile
+    recompute = recompute_kind(recompute, framework) if arch.layers else recompute
+    if recompute == OP_SAC:
+        per_layer = op_sac_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, cp)
+    else:
+        per_layer = activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, recompute, flash_attention, cp)
+    if recompute in ("full", OP_SAC):  # the backward re-runs one layer and holds its full activations meanwhile
         full_layer = activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, "none", flash_attention, cp)
-        if options.activation_offload:  # the checkpointed layer inputs wait in host memory
+        if recompute == OP_SAC:  # what the recompute adds to the outputs the block kept
+            full_layer = max(0.0, full_layer - per_layer)
+        elif options.activation_offload:  # the checkpointed layer inputs wait in host memory
             per_layer = 0.0
     else:
         full_layer = 0.0
     loss = loss_for(options.loss, method)
-    logits = (seq_len * micro_batch * arch.vocab / (tp * cp) * LOSS_BYTES_PER_LOGIT[loss]
+    logits = (seq_len * micro_batch * arch.vocab / (tp * cp) * loss_bytes_per_logit(loss, framework)
               if arch.vocab and arch.kind == "decoder" else 0.0)
     # gradients and activations not live together: an un-accumulated step of one replica or of FSDP (docstring)
     apart = microbatches == 1 and pp == 1 and (dp == 1 or framework == "fsdp")

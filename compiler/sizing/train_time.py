@@ -5,7 +5,9 @@ parameters that take part in matmuls (active ones for MoE; the input embedding i
 GEMM even when tied), H·Q = heads × head dim, T the sequence length. Recompute adds hardware FLOPs only
 (HFU): full recompute repeats each layer's forward (2·N_layers + 4·L·H·Q·T; the LM head is not recomputed,
 Narayanan et al. 2021 eq. (3) counts 96·B·s·l·h² = 4 × 24), selective the attention core (4·L·H·Q·T,
-Korthikanti et al. 2022 §5).
+Korthikanti et al. 2022 §5); torchtitan's op-level SAC (the FSDP path's "selective", train_memory.OP_SAC) re-runs
+the matrices it did not save (2 FLOPs per parameter per token: k, o and up in a SwiGLU block) and the block's
+memory-bound kernels, not the attention kernel, whose output it saved; its TP all-reduces are not saved either.
 
 A CNN with a layer table is timed kernel by kernel instead (cnn_train.py: its convolutions' forward, data- and
 weight-gradient kernels as `matmul`, batch norm / activation / add kernels as `memory`); the weight, optimizer and DP
@@ -71,7 +73,10 @@ from .train_layout import (
 )
 from .cnn_layers import table_for
 from .cnn_train import training_batch_time, transposes
-from .train_memory import activation_bytes_per_layer, cnn_activation_bytes, cnn_element_bytes
+from .train_memory import (
+    OP_SAC, activation_bytes_per_layer, cnn_activation_bytes, cnn_element_bytes, op_sac_bytes_per_layer,
+    op_sac_recomputed_params_per_layer,
+)
 
 COMPUTE_DTYPE = {"fp32": "tf32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}
 # Flash attention's attention kernels run in 16-bit even in fp8 recipes (Transformer Engine's default).
@@ -214,7 +219,8 @@ def hardware_flops_per_token(arch: Architecture, params: ParamCounts, seq_len: i
     """Model FLOPs plus what recompute repeats (HFU numerator)."""
     attention_forward = 4 * arch.layers * attention_width(arch) * seq_len
     extra = {"none": 0.0, "selective": attention_forward,
-             "full": 2 * _layer_matmul_params(arch, params) + attention_forward}[recompute]
+             "full": 2 * _layer_matmul_params(arch, params) + attention_forward,
+             OP_SAC: 2 * arch.layers * op_sac_recomputed_params_per_layer(arch) if arch.layers else 0.0}[recompute]
     return model_flops_per_token(arch, params, seq_len) + extra
 
 
@@ -309,6 +315,8 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
                     ) if with_head else 0
             layer_params = _layer_matmul_params(arch, params) / arch.layers
             matmul = tokens * (layers * layer_params * (6 + 2 * repeat) + 6 * head) / tp / rate
+            if recompute == OP_SAC:  # the matrices whose outputs it did not save, forward again
+                matmul += tokens * layers * 2 * op_sac_recomputed_params_per_layer(arch) / tp / rate
             local_params = (layers * layer_params + head) / tp
             if arch.is_moe:  # the GPU reads the experts it holds (E/ep; every one gets tokens), not the top-k
                 routed = routed_expert_params(arch, params)
@@ -317,14 +325,16 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
             width = attention_width(arch) / tp
             score_flops = 4 * seq_len * width * tokens * layers  # forward QKᵀ and AV: local queries × all keys
             if flash_attention:
-                kernel = score_flops * CAUSAL_SHARE * (1 + FLASH_BACKWARD_TO_FORWARD + (1 if recompute != "none" else 0))
+                kernel = score_flops * CAUSAL_SHARE * (1 + FLASH_BACKWARD_TO_FORWARD + (1 if recompute in ("selective", "full") else 0))
                 share = attention_kernel_fraction(gpu, attention_kernel)
                 attention = kernel / (gpu.peak_flops_per_second(attention_dtype) * share)
             else:
-                attention = score_flops * (3 + (1 if recompute != "none" else 0)) / rate
+                attention = score_flops * (3 + (1 if recompute in ("selective", "full") else 0)) / rate
             stored = activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, "none", flash_attention, cp)
             scores = 0.0 if flash_attention else 5 * arch.heads * seq_len * seq_len * micro_batch / (tp * cp)
-            recomputed = {"none": 0.0, "selective": scores, "full": stored}[recompute]
+            recomputed = {"none": 0.0, "selective": scores, "full": stored}.get(recompute, 0.0)
+            if recompute == OP_SAC:  # what the block did not keep is written again
+                recomputed = max(0.0, stored - op_sac_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, cp))
             passes = (FORWARD_PASSES + BACKWARD_PASSES) * stored + FORWARD_PASSES * recomputed
             logits = tokens * arch.vocab / tp * 4 * LOGIT_PASSES if arch.kind == "decoder" and with_head else 0.0
             memory = (layers * passes + logits) / hbm
@@ -344,7 +354,7 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
         tp_comm = 0.0
         if tp > 1 and arch.layers:
             tp_bandwidth = nvlink if tp <= gpus_per_node else inter_node_bytes_per_second
-            collectives = 4 + (2 if recompute == "full" else 0)
+            collectives = 4 + (2 if recompute in ("full", OP_SAC) else 0)
             tp_comm = collectives * layers * ring_allreduce_seconds(tokens * arch.hidden * 2, tp, tp_bandwidth)
         parts = (matmul, attention, memory, weights, per_microbatch, tp_comm, cp_exposed, ep_comm, trainable)
         if best is None or per_microbatch + sum(parts[5:8]) > best[4] + sum(best[5:8]):

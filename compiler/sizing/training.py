@@ -12,8 +12,9 @@ Enumeration (pins fix a dimension):
 * DP = GPUs / (TP·CP·PP), and global batch = micro-batch × accumulation × DP exactly;
 * ZeRO 0-3 and offload as the framework allows (`resolve_framework`); offload is only tried when the
   layout does not fit without it;
-* recompute none → selective → full: the first that fits is kept (less recompute is never slower); selective
-  (Megatron's core-attention recompute) only under Megatron-LM, whose configs are the only ones that can ask for it.
+* recompute none → selective → full: the first that fits is kept (less recompute is never slower); selective is
+  the framework's own (Megatron-LM's core-attention recompute; torchtitan's op-level SAC on the FSDP2 script), tried
+  where the framework's files can ask for it (`selective_offered`).
 A layout no framework can run is not chosen; when only such layouts fit memory, the refusal names the missing
 framework path (`framework_gap`), not memory.
 Every fitting candidate is timed (train_time) and costed; the choice is the cheapest that meets the deadline
@@ -37,7 +38,8 @@ from .train_layout import (
     routed_expert_params,
 )
 from .train_memory import (
-    MemoryBreakdown, MemoryOptions, checkpoint_bytes, lora_trainable_params, memory_per_gpu, usable_memory_bytes,
+    MemoryBreakdown, MemoryOptions, checkpoint_bytes, lora_trainable_params, memory_per_gpu, recompute_kind,
+    usable_memory_bytes,
 )
 from .train_time import (
     COMPUTE_DTYPE, GRADIENT_BYTES, INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION, ZERO3_VOLUME_FACTOR, StepTime,
@@ -51,6 +53,7 @@ SUB_NODE_COUNTS = (1, 2, 4)
 MAX_PP = 128  # Megatron-LM 2021 ran 1T parameters on PP 64 (Narayanan et al. 2021, Table 1)
 MAX_REJECTIONS = 20
 FSDP_PP_GAP = "fsdp-pp"  # the gap key of a pipelined FSDP layout with too few micro-batches
+FSDP_SELECTIVE_GAP = "fsdp-sac"  # the key of a pinned selective recompute the FSDP layout cannot run
 # DP communication beyond this share of the step marks the plan network-bound; the bandwidth "needed" is what
 # keeps the gradient all-reduce under this share (a planning threshold, stated in the report).
 NETWORK_SHARE_OF_STEP = 0.10
@@ -300,6 +303,28 @@ def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, 
     return "deepspeed", because("deepspeed-zero", zero=zero)
 
 
+def selective_offered(req: TrainRequest, framework: str, zero: int, offload: bool, shape: Shape) -> bool:
+    """Whether the search tries "selective" (the framework's own selective recompute, train_memory.recompute_kind):
+    under Megatron-LM always (--recompute-granularity selective); under FSDP where the FSDP2 script runs the layout
+    (fsdp/fsdp_tp.py applies torchtitan's op-level SAC; Accelerate's FSDP1 plugin only checkpoints whole blocks):
+    searched on the FSDP2 × TP × PP path, and on 1-D FSDP only when pinned, since it moves the job from Accelerate to
+    the FSDP2 script's launch contract; other frameworks checkpoint whole layers or nothing (DeepSpeed
+    activation_checkpointing), so only a pinned selective is sized there, as Megatron's."""
+    pinned = req.pins.recompute == "selective"
+    if framework == "megatron":
+        return True
+    if framework == "fsdp":
+        runs = fsdp2_runs(req.method, zero, offload, shape)
+        return runs and (pinned or shape.tp > 1 or shape.pp > 1)
+    return pinned
+
+
+def fsdp2_runs(method: str, zero: int, offload: bool, shape: Shape) -> bool:
+    """Whether the FSDP2 script (fsdp/fsdp_tp.py) can run the layout, TP and PP of any size: `fsdp_tp_runs` without
+    its TP-or-PP condition."""
+    return fsdp_tp_runs(method, max(2, shape.tp), shape.pp, zero, offload, shape)
+
+
 def fsdp_tp_runs(method: str, tp: int, pp: int, zero: int, offload: bool, shape: Shape | None = None) -> bool:
     """Whether the FSDP2 × TP × PP path runs the layout (compiler/deployment/fsdp_tp.py, the way torchtitan composes
     them: a DeviceMesh [pp, dp_shard, tp], the model split into pipeline stages run by torch.distributed.pipelining's
@@ -511,7 +536,7 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, ze
         gradient_bytes = (mem.weights - mem.gathered) * dp / ZERO3_VOLUME_FACTOR
     step = step_time(req.arch, req.params, gpu, precision=req.precision, seq_len=req.seq_len, micro_batch=mb,
                      grad_accum=grad_accum, tp=tp, pp=pp, dp=dp, zero_stage=zero,
-                     recompute=recompute, flash_attention=req.flash_attention,
+                     recompute=recompute_kind(recompute, framework[0]), flash_attention=req.flash_attention,
                      attention_kernel=req.attention_kernel, sequence_parallel=sequence_parallel(shape, framework[0], req.seq_len),
                      state_bytes_on_gpu=(mem.model_states - mem.gathered if req.method == "full"
                                          else mem.gradients + mem.optimizer),
@@ -544,7 +569,7 @@ def link_fractions(req: TrainRequest, gpu_id: str) -> dict[str, float]:
 def _candidate(ctx: _Context, f: _Fit) -> TrainCandidate:
     req, gpu, gpus, dp, zero, step = ctx.req, f.gpu, f.gpus, f.dp, f.zero, f.step
     peak = gpu.peak_flops_per_second(COMPUTE_DTYPE[req.precision])
-    hardware = _hardware_flops(ctx, f.recompute)
+    hardware = _hardware_flops(ctx, recompute_kind(f.recompute, f.framework[0]))
     mfu = f.tokens_per_second * ctx.flops_model / (gpus * peak)
     hfu = f.tokens_per_second * hardware / (gpus * peak)
     ranks = dp * f.shape.cp  # CP ranks reduce gradients with DP
@@ -661,10 +686,11 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
             if framework is None:
                 _record_gap(ctx, out, gpu, count, shape, dp, zero, offload, mbs, recomputes, usable, per_node)
                 continue
-            # "selective" is Megatron's core-attention recompute; the other frameworks' configs checkpoint whole
-            # layers or nothing (FSDP fsdp_activation_checkpointing, DeepSpeed activation_checkpointing), so they are
-            # offered none and full unless the plan pins selective
-            kinds = [r for r in recomputes if r != "selective" or framework[0] == "megatron" or pins.recompute]
+            kinds = [r for r in recomputes if r != "selective" or selective_offered(req, framework[0], zero, offload, shape)]
+            if not kinds:  # the pinned selective has no path under this framework and layout
+                out.other.setdefault(FSDP_SELECTIVE_GAP + f":{gpu.id}:{count}", Rejection(
+                    describe(count, gpu.id, tp, pp, dp, zero, mbs[0] if mbs else 1, "selective", offload, shape),
+                    because("fsdp-selective-needs-fsdp2", zero=zero, offload=offload, method=req.method)))
             for mb in mbs:
                 microbatches = req.global_batch_sequences // (mb * dp)
                 if framework[0] == "fsdp" and not fsdp_pipeline_microbatches_ok(pp, microbatches):
@@ -792,8 +818,11 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
         closest = min((entry for entry in out.memory.values()), key=lambda e: e[0], default=None)
         fitting_gap = next((r for r, fits in out.gaps.values() if fits), None)
         overlap = next((r for key, r in out.other.items() if key.startswith("a2a:")), None)
+        selective = next((r for key, r in out.other.items() if key.startswith(FSDP_SELECTIVE_GAP)), None)
         if overlap is not None and not out.memory:  # the plan pinned an overlap no layout it allows can take
             reason = overlap.reason
+        elif selective is not None and not out.memory:  # the plan pinned a selective its framework cannot run
+            reason = selective.reason
         elif fitting_gap is not None:
             reason = because("only-unrunnable-fit", rejection=fitting_gap)
         elif out.gaps and not out.memory:  # no layout asked for has a framework path (none checked to fit)

@@ -6,11 +6,11 @@
 # shellcheck disable=SC2034  # used by the script that sources this file
 MEGATRON_ARGS=(
   --tensor-model-parallel-size 8
-  --pipeline-model-parallel-size 16
+  --pipeline-model-parallel-size 8
   --context-parallel-size 2
   --account-for-embedding-in-pipeline-split
   --account-for-loss-in-pipeline-split
-  --num-layers-per-virtual-pipeline-stage 2
+  --num-layers-per-virtual-pipeline-stage 4
   --sequence-parallel
   --use-distributed-optimizer
   --micro-batch-size 1
