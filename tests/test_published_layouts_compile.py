@@ -26,9 +26,6 @@ TORCHTITAN_8B_MEMORY = ("the sizing itself refuses it (benchmarks/accuracy.py pr
                         "106.3 GiB on 128, against 89.0 GiB usable of 96 GB): activations 87.7 GiB at mb2 s8192 selective "
                         "recompute; the memory model disagrees with the published run, not the deployment")
 NOT_EXPRESSIBLE = {
-    "Llama-2-70B LoRA (NeMo 24.07 finetuning table)":
-        "LoRA with TP2 PP4: no framework path (Megatron-LM arguments train full weights only, DeepSpeed has no TP/PP, "
-        "FSDP2 × TP × PP trains full weights only); NeMo's PEFT is not emitted",
     "Llama-3.1-8B (torchtitan FSDP, BF16 eager)": TORCHTITAN_8B_MEMORY,
     "Llama-3.1-8B (torchtitan FSDP + torch.compile + Float8)": TORCHTITAN_8B_MEMORY,
     "Llama-3.1-8B (torchtitan FSDP, BF16 eager, 128 GPUs)": TORCHTITAN_8B_MEMORY,
@@ -126,5 +123,8 @@ def _assert_framework_files(r: dict, files: dict[str, str], chosen: dict) -> Non
         if r["pp"] > 1:
             assert settings["pp_stage_layers"] == chosen["pp_stage_layers"]
             assert len(settings["stage_layers"]) == r["pp"] * r["vp"]
+        if r["method"] == "lora":  # the adapters, sharded as their base layers, in fsdp/lora_tp.py
+            assert settings["lora"]["rank"] == 16 and "self_attn.q_proj.base_layer" in settings["block_tp_plan"]
+            assert "fsdp/lora_tp.py" in files
     else:
         assert "fsdp/accelerate_config.yaml" in files

@@ -17,6 +17,7 @@ from ..sizing.train_layout import megatron_split
 from ..spec import PlanSpec
 from .fsdp_tp import settings as fsdp_tp_settings, uses_fsdp_tp
 from .fsdp_tp import describe as describe_fsdp_tp
+from .lora_tp import describe as describe_lora_tp
 from .model import Checkpoint, DeploymentDecision, FrameworkArg, Frameworks
 
 # Clip the global gradient norm at 1.0: GPT-3 (Brown et al. 2020, appendix B) and Llama 3
@@ -326,4 +327,14 @@ def decisions(files: Frameworks) -> list[DeploymentDecision]:
                                        "plan's gradient accumulation as micro-batches, its bubble (p−1)/(v·m) as sized"
                                        if "pp" in files.fsdp_tp else
                                        "TP at ZeRO-3: torchtitan's FSDP2 × TP composition, TP innermost so its ranks share "
-                                       "a node") + "; fsdp/fsdp_tp.py applies fsdp/fsdp_tp.json")]
+                                       "a node") + "; fsdp/fsdp_tp.py applies fsdp/fsdp_tp.json")] + _lora_tp_decision(files)
+
+
+def _lora_tp_decision(files: Frameworks) -> list[DeploymentDecision]:
+    if "lora" not in files.fsdp_tp:
+        return []
+    return [DeploymentDecision(topic="LoRA × TP adapters", choice=describe_lora_tp(files.fsdp_tp["lora"]),
+                               reason="train.lora; sharded as PEFT's LoraParallelLinear shards Megatron's layers (column-"
+                                      "parallel base: A whole, B split on its output; row-parallel: A split on its input, "
+                                      "B whole, the rank-wide product summed over TP); dropout PEFT's default 0.0; "
+                                      "fsdp/lora_tp.py applies it")]

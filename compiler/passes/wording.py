@@ -96,13 +96,14 @@ def _no_fit_memory(closest: Any) -> str:
 _GAPS = {
     "adapters-model-parallel": lambda framework, detail, vp: (
         f"{detail} with TP/PP/CP/EP: no framework path — the Megatron-LM arguments emitted train full weights only, "
-        f"the DeepSpeed configs have no tensor or pipeline parallelism and FSDP2 × TP × PP trains full weights only"),
+        f"the DeepSpeed configs have no tensor or pipeline parallelism and FSDP2 × TP × PP runs LoRA (not QLoRA) at "
+        f"ZeRO-3 without CP or EP (framework fsdp, zero_stage 3)"),
     "model-parallel": lambda framework, detail, vp: (
         f"framework {framework} has no tensor, pipeline, context or expert parallelism in the configs emitted "
         f"(Megatron-LM has)"),
     "fsdp-model-parallel": lambda framework, detail, vp: (
         "framework fsdp runs model parallelism only as FSDP2 × TP × PP (fsdp/fsdp_tp.py: TP and PP/VP at ZeRO-3, no "
-        "offload, full weights, no CP, EP or HSDP group); Megatron-LM has CP and EP"),
+        "offload, full weights or LoRA, no CP, EP or HSDP group); Megatron-LM has CP and EP"),
     "megatron-zero": lambda framework, detail, vp: (
         f"{detail} with model parallelism: no framework path — Megatron-LM shards only optimizer states (ZeRO-1, "
         f"its distributed optimizer) and does not offload"),
