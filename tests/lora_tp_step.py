@@ -40,7 +40,7 @@ def main():
     dist.init_process_group("gloo")
     script = os.environ["MLINFRA_FSDP_TP_SCRIPT"]
     fsdp_tp = load("fsdp_tp", script)
-    lora_tp = load("lora_tp", os.path.join(os.path.dirname(script), "lora_tp.py"))
+    lora_tp = fsdp_tp._lora_tp()  # fsdp/lora_tp.py, the module parallelize() uses
     settings = fsdp_tp.load_settings()
     lora = settings["lora"]
     mesh = fsdp_tp.build_mesh(settings, "cpu")

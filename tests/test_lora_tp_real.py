@@ -24,12 +24,12 @@ STEP = REPO / "tests" / "lora_tp_step.py"
 PLAN = """\
 name: lora-tp
 workload: finetune
-model: {{preset: llama-3.1-8b}}
+model: {model}
 precision: fp32
 train:
   tokens: 100M
   seq_len: 4096
-  global_batch: 8
+  global_batch: {batch}
   framework: fsdp
   method: lora
   lora: {{rank: 4, alpha: 8, targets: [q, k, v, o, gate, up, down]}}
@@ -45,11 +45,16 @@ parallelism: {{zero_stage: 3, micro_batch: 1, {extra}}}
 """
 TP = "tp: 2, pp: 1, dp: 2"
 PP = "tp: 2, pp: 2, vp: 1, dp: 1"
+# with PP the step's tiny model has the plan's layer count: Llama-3.1-8B's shape cut to 4 layers keeps 2 CPU cores
+# under the time limit (4 micro-batches through 2 stages of 2 layers)
+SHORT_LLAMA = ("{architecture: {layers: 4, hidden: 4096, heads: 32, kv_heads: 8, ffn_hidden: 14336, vocab: 128256, "
+               "max_position: 8192}}")
 
 
 def compile_plan(tmp_path: Path, extra: str) -> Path:
     plan = tmp_path / "plan.yaml"
-    plan.write_text(PLAN.format(script=json.dumps(str(STEP)), extra=extra))
+    model, batch = (SHORT_LLAMA, 4) if "pp: 2" in extra else ("{preset: llama-3.1-8b}", 8)
+    plan.write_text(PLAN.format(script=json.dumps(str(STEP)), extra=extra, model=model, batch=batch))
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, "-m", "compiler", str(plan), "-o", str(out)], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
@@ -91,7 +96,7 @@ def test_the_lora_section_moves_the_tp_plan_keys_to_the_base_layers():
     assert (section["scaling"], section["dropout"]) == (2.0, 0.0)
 
 
-@pytest.mark.parametrize("extra, mesh", [(TP, [2, 2]), (PP, [2, 1, 2])])
+@pytest.mark.parametrize("extra, mesh", [(TP, [2, 2]), (PP, [2, 1, 2])], ids=["tp2", "pp2-tp2"])
 def test_lora_plan_compiles_to_the_adapter_settings(tmp_path, extra, mesh):
     out = compile_plan(tmp_path, extra)
     plan = json.loads((out / "plan.json").read_text())
@@ -111,7 +116,7 @@ def peft_available() -> bool:
 
 @pytest.mark.realtool
 @pytest.mark.slow
-@pytest.mark.parametrize("extra, model", [(TP, "tiny"), (TP, "hf"), (PP, "tiny")])
+@pytest.mark.parametrize("extra, model", [(TP, "tiny"), (TP, "hf"), (PP, "tiny")], ids=["tp2-tiny", "tp2-hf", "pp2-tp2-tiny"])
 def test_one_lora_step_matches_peft_on_the_unsharded_model(tmp_path, extra, model):
     env = torch_env()
     realtools.require_tool("peft", peft_available(), "peft not in the torch venv; run scripts/install-test-deps.sh")
@@ -136,11 +141,14 @@ def test_one_lora_step_matches_peft_on_the_unsharded_model(tmp_path, extra, mode
         if r["loss"] is not None:
             assert abs(r["loss"] - r["reference_loss"]) < 1e-4, r
         place, shapes = r["placements"], r["local_shapes"]
-        assert place["self_attn.q_proj.lora_A.weight"][-1] == "Replicate()"  # column-parallel base: A whole
-        assert place["self_attn.q_proj.lora_B.weight"][-1] == "Shard(dim=0)"  # B split on its output
-        assert place["mlp.down_proj.lora_A.weight"][-1] == "Shard(dim=1)"  # row-parallel base: A split on its input
-        assert place["mlp.down_proj.lora_B.weight"][-1] == "Replicate()"
-        if pp == 1:  # dp_shard 2 × tp 2: fully_shard splits dim 0 again over DP (4 rows of rank 4 → 2)
-            assert shapes["self_attn.q_proj.lora_A.weight"] == [2, 64] and shapes["mlp.down_proj.lora_B.weight"] == [32, 4]
+        assert place["self_attn.q_proj.lora_A.weight"][-1] == "R"  # column-parallel base: A whole over TP
+        assert place["self_attn.q_proj.lora_B.weight"][-1] == "S(0)"  # B split on its output
+        assert place["mlp.down_proj.lora_A.weight"][-1] == "S(1)"  # row-parallel base: A split on its input
+        assert place["mlp.down_proj.lora_B.weight"][-1] == "R"
+        assert place["mlp.down_proj.lora_B.weight"][0] == "S(0)"  # and fully_shard over dp_shard
+        if pp == 1:  # dp_shard 2 × tp 2 of hidden 64, FFN 128, rank 4: fully_shard splits dim 0 again over DP
+            assert shapes["self_attn.q_proj.lora_A.weight"] == [2, 64]  # 4 × 64 whole over TP, rows halved over DP
+            assert shapes["self_attn.q_proj.lora_B.weight"] == [16, 4]  # 64 rows / TP 2 / DP 2
+            assert shapes["mlp.down_proj.lora_A.weight"] == [2, 64]  # 4 × (128 / TP 2), rows halved over DP
     losses = [r["loss"] for r in rows if r["loss"] is not None]
     assert losses and (pp > 1 or len({(r["dp_rank"], r["loss"]) for r in rows}) == 2)
