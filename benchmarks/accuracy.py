@@ -369,6 +369,10 @@ def layout_row(row: dict) -> dict:
         notes.append("distributed optimizer (ZeRO-1) assumed" if zero else "")
     recompute = {"full": "full", "selective": "selective"}.get(row["recompute"].split(" ")[0], None)
     method = "lora" if "LoRA" in row["model"] else "full"
+    if method == "lora" and tp * pp > 1:  # Megatron-LM's arguments train full weights: FSDP2 × TP × PP runs the adapters
+        framework, zero = "fsdp", 3
+        notes.append("compiles to FSDP2 × TP × PP with TP-sharded adapters (fsdp/lora_tp.py); priced with NeMo's SP, "
+                     "which that path lacks")
     precision = "fp8" if re.search(r"FP8|Float8", row["precision"]) else "bf16"
     if row["tokens_per_s_per_gpu"]:
         published = float(row["tokens_per_s_per_gpu"])
@@ -394,7 +398,7 @@ def _price_layout(r: dict, cp: int, vp: int, ep: int, split: tuple[int, ...] | N
         gpu_ids=(r["gpu"].id,), precision=r["precision"], gpu_count=r["gpus"], gpus_per_node=8, max_gpus=r["gpus"],
         interconnect=FABRICS.interconnects["ib-400g"], storage=FABRICS.storage["lustre"], optimize="time",
         method=r["method"], lora_rank=16, lora_targets=("q", "k", "v", "o"))
-    zero = r["zero"] if dp * cp > 1 else 0
+    zero = r["zero"] if dp * cp > 1 or r["framework"] == "fsdp" and r["tp"] * r["pp"] > 1 else 0
     usable = usable_memory_bytes(r["gpu"].memory_bytes)
     kinds = [r["recompute"]] if r["recompute"] else ["none", "selective", "full"]
     for recompute in kinds:

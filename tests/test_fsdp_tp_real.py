@@ -55,7 +55,7 @@ def test_fsdp_runs_tp_only_at_zero3_without_other_model_parallelism():
     assert fsdp_tp_runs("full", 2, 1, 3, False)
     assert not fsdp_tp_runs("full", 2, 1, 1, False)  # ZeRO-1 with TP is Megatron's distributed optimizer
     assert fsdp_tp_runs("full", 2, 2, 3, False)  # PP: fsdp_tp.pipeline (tests/test_fsdp_pp_real.py)
-    assert not fsdp_tp_runs("lora", 2, 1, 3, False)
+    assert fsdp_tp_runs("lora", 2, 1, 3, False) and not fsdp_tp_runs("qlora", 2, 1, 3, False)  # fsdp/lora_tp.py
     assert not fsdp_tp_runs("full", 2, 1, 3, True)
     assert dict(framework_gap("fsdp", "full", 2, 2, 1, False).facts)["layout"] == "fsdp-model-parallel"
     assert resolve_framework("auto", "full", 2, 1, 3, False)[0] == "fsdp"

@@ -23,9 +23,6 @@ from compiler.sizing.train_layout import pipeline_split
 ROWS = list(csv.DictReader(LAYOUTS.open()))
 # Rows the compiler cannot express yet, each with the refusal compile_plan gives (exit 4) and what is missing.
 NOT_EXPRESSIBLE = {
-    "Llama-2-70B LoRA (NeMo 24.07 finetuning table)":
-        "LoRA with TP2 PP4: no framework path (Megatron-LM arguments train full weights only, DeepSpeed has no TP/PP, "
-        "FSDP2 × TP × PP trains full weights only); NeMo's PEFT is not emitted",
     "Llama-3.1-8B (torchtitan FSDP1 + CP8, 256K context)":
         "CP8 under framework fsdp: fsdp/fsdp_tp.py has no context parallelism (torch's context_parallel, torchtitan's "
         "CP, routes SDPA only to CUDA kernels, so no CPU step proves it: tests/test_fsdp_cp_cpu.py); only Megatron-LM "
@@ -121,5 +118,8 @@ def _assert_framework_files(r: dict, files: dict[str, str], chosen: dict) -> Non
             assert len(settings["stage_layers"]) == r["pp"] * r["vp"]
         # torchtitan's "selective" (its llama3 configs' default) is its op-level SAC, which the script applies
         assert settings["activation_checkpoint"] == {"selective": "selective-op"}.get(chosen["recompute"], chosen["recompute"])
+        if r["method"] == "lora":  # the adapters, sharded as their base layers, in fsdp/lora_tp.py
+            assert settings["lora"]["rank"] == 16 and "self_attn.q_proj.base_layer" in settings["block_tp_plan"]
+            assert "fsdp/lora_tp.py" in files
     else:
         assert "fsdp/accelerate_config.yaml" in files

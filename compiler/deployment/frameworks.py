@@ -17,6 +17,7 @@ from ..sizing.train_layout import megatron_split
 from ..spec import PlanSpec
 from .fsdp_tp import settings as fsdp_tp_settings, uses_fsdp_tp
 from .fsdp_tp import describe as describe_fsdp_tp, describe_sequence_parallel
+from .lora_tp import describe as describe_lora_tp
 from .model import Checkpoint, DeploymentDecision, FrameworkArg, Frameworks
 
 # Clip the global gradient norm at 1.0: GPT-3 (Brown et al. 2020, appendix B) and Llama 3
@@ -320,7 +321,7 @@ def decisions(files: Frameworks) -> list[DeploymentDecision]:
     """The FSDP2 × TP mesh, when the layout runs on it (the other frameworks' files speak for themselves)."""
     if files.fsdp_tp is None:
         return []
-    return [DeploymentDecision(topic="FSDP × TP mesh", choice=describe_fsdp_tp(files.fsdp_tp),
+    return ([DeploymentDecision(topic="FSDP × TP mesh", choice=describe_fsdp_tp(files.fsdp_tp),
                                reason=("TP/PP at ZeRO-3: torchtitan's FSDP2 × TP × PP composition, PP outermost, TP innermost so "
                                        "its ranks share a node; the pipeline schedule runs the decided stages with the "
                                        "plan's gradient accumulation as micro-batches, its bubble (p−1)/(v·m) as sized"
@@ -330,6 +331,7 @@ def decisions(files: Frameworks) -> list[DeploymentDecision]:
                                        "selective recompute under FSDP: torchtitan's op-level selective AC, which Accelerate's "
                                        "FSDP1 plugin cannot apply, on FSDP2's fully_shard over a 1-D mesh as torchtitan runs it")
                                        + "; fsdp/fsdp_tp.py applies fsdp/fsdp_tp.json")] + _sequence_parallel(files.fsdp_tp)
+            + _lora_tp_decision(files))
 
 
 def _sequence_parallel(settings: dict) -> list[DeploymentDecision]:
@@ -337,3 +339,13 @@ def _sequence_parallel(settings: dict) -> list[DeploymentDecision]:
         return []
     choice, reason = describe_sequence_parallel(settings)
     return [DeploymentDecision(topic="FSDP × TP sequence parallelism", choice=choice, reason=reason)]
+
+
+def _lora_tp_decision(files: Frameworks) -> list[DeploymentDecision]:
+    if "lora" not in files.fsdp_tp:
+        return []
+    return [DeploymentDecision(topic="LoRA × TP adapters", choice=describe_lora_tp(files.fsdp_tp["lora"]),
+                               reason="train.lora; sharded as PEFT's LoraParallelLinear shards Megatron's layers (column-"
+                                      "parallel base: A whole, B split on its output; row-parallel: A split on its input, "
+                                      "B whole, the rank-wide product summed over TP); dropout PEFT's default 0.0; "
+                                      "fsdp/lora_tp.py applies it")]

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from ..resolved import ResolvedPlan
 from ..spec import PlanSpec
+from .lora_tp import lora_settings
 
 MESH_DIM_NAMES = ("dp_shard", "tp")
 PIPELINE_MESH_DIM_NAMES = ("pp", "dp_shard", "tp")
@@ -151,6 +152,8 @@ def settings(plan: ResolvedPlan, spec: PlanSpec) -> dict:
             "stage_layers": stages,
             "stage_modules": stage_modules(stages),
         })
+    if spec.train.method == "lora":  # adapters sharded as their base layers (compiler/deployment/lora_tp.py)
+        config["lora"], config["block_tp_plan"] = lora_settings(spec, config["block_tp_plan"])
     return config
 
 

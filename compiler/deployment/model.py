@@ -39,6 +39,7 @@ class Files(Section):
     accelerate_config: str = "fsdp/accelerate_config.yaml"
     fsdp_tp_config: str = Field("fsdp/fsdp_tp.json", description="FSDP2 × TP × PP: the mesh, TP plan and pipeline stages fsdp_tp.py applies")
     fsdp_tp_script: str = Field("fsdp/fsdp_tp.py", description="FSDP2 × TP × PP: builds the DeviceMesh, shards the model and runs its pipeline stages")
+    lora_tp_script: str = Field("fsdp/lora_tp.py", description="LoRA × TP × PP: the adapters fsdp_tp.py wraps the targeted layers in, sharded as their base layers")
     megatron_args: str = "megatron/args.sh"
     k8s_training: str = "k8s/training.yaml"
     k8s_serving: str = "k8s/serving.yaml"

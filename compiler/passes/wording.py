@@ -103,8 +103,8 @@ _FSDP_TP_MISSING = {
         f"framework fsdp has no expert parallelism: {_FSDP_TP} shards routed experts like any weight, with no "
         f"all-to-all dispatch; Megatron-LM has EP (--expert-model-parallel-size: framework megatron or auto)"),
     "adapters": lambda vp: (
-        f"framework fsdp trains adapters only without TP/PP: {_FSDP_TP} trains full weights, and no emitted framework "
-        f"runs adapters with model parallelism"),
+        f"framework fsdp trains QLoRA only without TP/PP: {_FSDP_TP} trains full weights or LoRA (fsdp/lora_tp.py), "
+        f"and a 4-bit base has no DTensor TP path"),
     "hsdp": lambda vp: (
         f"framework fsdp has no HSDP replica group with TP/PP: {_FSDP_TP} shards over every DP rank; HYBRID_SHARD is "
         f"the Accelerate FSDP config's, without TP/PP"),
@@ -119,7 +119,7 @@ _FSDP_TP_MISSING = {
         f"stage has fewer layers"),
     "": lambda vp: (
         f"framework fsdp runs model parallelism only as {_FSDP_TP}: TP and PP/VP at ZeRO-3, no offload, full "
-        f"weights, no CP, EP or HSDP group; Megatron-LM has CP and EP"),
+        f"weights or LoRA, no CP, EP or HSDP group; Megatron-LM has CP and EP"),
 }
 
 
@@ -127,7 +127,8 @@ _FSDP_TP_MISSING = {
 _GAPS = {
     "adapters-model-parallel": lambda framework, detail, vp: (
         f"{detail} with TP/PP/CP/EP: no framework path — the Megatron-LM arguments emitted train full weights only, "
-        f"the DeepSpeed configs have no tensor or pipeline parallelism and FSDP2 × TP × PP trains full weights only"),
+        f"the DeepSpeed configs have no tensor or pipeline parallelism and FSDP2 × TP × PP runs LoRA (not QLoRA) at "
+        f"ZeRO-3 without CP or EP (framework fsdp, zero_stage 3)"),
     "model-parallel": lambda framework, detail, vp: (
         f"framework {framework} has no tensor, pipeline, context or expert parallelism in the configs emitted "
         f"(Megatron-LM has)"),

@@ -243,8 +243,15 @@ def held_params(arch: Architecture, params: ParamCounts, tp: int, pp: int, layer
     return held, experts
 
 
-def lora_trainable_params(arch: Architecture, rank: int, targets: tuple[str, ...]) -> int:
-    """Adapter parameters over all layers: r·(d_in + d_out) per targeted matrix (Hu et al. 2021, §4.1)."""
+# the base layers Megatron and transformers' TP plan split on their input (RowParallelLinear); the others on their output
+ROW_PARALLEL_TARGETS = ("o", "down")
+
+
+def lora_trainable_params(arch: Architecture, rank: int, targets: tuple[str, ...], tp: int = 1) -> float:
+    """Adapter parameters over all layers: r·(d_in + d_out) per targeted matrix (Hu et al. 2021, §4.1); with `tp`,
+    those one TP rank holds when the adapters are sharded as their base layers (PEFT's LoraParallelLinear,
+    huggingface/peft src/peft/tuners/lora/tp_layer.py, which fsdp/lora_tp.py follows): a column-parallel base's
+    B split on d_out (r·d_in + r·d_out/tp), a row-parallel base's A split on d_in (r·d_in/tp + r·d_out)."""
     d, q, kv = arch.hidden, arch.heads * arch.attention_head_dim, arch.kv_heads * arch.attention_head_dim
     f = arch.moe_ffn_hidden or arch.ffn_hidden
     experts = (arch.experts + arch.shared_experts) if arch.is_moe else 1
@@ -255,7 +262,9 @@ def lora_trainable_params(arch: Architecture, rank: int, targets: tuple[str, ...
         if target not in shapes:
             continue
         copies = experts if target in ("gate", "up", "down") else 1
-        per_layer += copies * rank * sum(shapes[target])
+        d_in, d_out = shapes[target]
+        split = (d_in / tp + d_out) if target in ROW_PARALLEL_TARGETS else (d_in + d_out / tp)
+        per_layer += copies * rank * (split if tp > 1 else d_in + d_out)
     return per_layer * arch.layers
 
 
@@ -527,7 +536,7 @@ def _model_states(arch: Architecture, params: ParamCounts, held: float, w: float
         layer_matrices = (params.per_layer_attention + params.per_layer_mlp_total) * _ceil_div(arch.layers, pp) / tp
         quantised = min(held, layer_matrices) if method == "qlora" else 0.0  # QLoRA quantises the linear layers only
         frozen = quantised * base_bytes + (held - quantised) * w
-        trainable = lora_trainable_params(arch, lora_rank, lora_targets) / (tp * pp)
+        trainable = lora_trainable_params(arch, lora_rank, lora_targets, tp) / pp
         weights = frozen / weight_shard + gathered + trainable * w
         gradients = trainable * w / (shard if zero_stage >= 2 else 1)
         optimizer_bytes = trainable * k / (shard if zero_stage >= 1 else 1)

@@ -330,10 +330,11 @@ def fsdp_tp_runs(method: str, tp: int, pp: int, zero: int, offload: bool, shape:
     them: a DeviceMesh [pp, dp_shard, tp], the model split into pipeline stages run by torch.distributed.pipelining's
     1F1B or interleaved 1F1B, `parallelize_module` over tp, `fully_shard` over dp_shard): TP or PP > 1 (any stage
     split; VP as interleaved 1F1B), no CP or EP, ZeRO-3 (fully_shard) without offload, every DP rank a shard (no HSDP
-    group), full weights."""
+    group), full weights or LoRA (fsdp/lora_tp.py: 16-bit frozen base, adapters sharded as their base layers; QLoRA's
+    4-bit base has no DTensor TP path)."""
     shape = shape or Shape(tp, 1, pp, 1, 1, ())
     return ((tp > 1 or pp > 1) and shape.cp == 1 and shape.ep == 1 and zero == 3 and not offload
-            and method == "full" and not shape.shard and (not shape.split or min(shape.split) >= shape.vp))
+            and method in ("full", "lora") and not shape.shard and (not shape.split or min(shape.split) >= shape.vp))
 
 
 def fsdp_tp_missing(method: str, zero: int, offload: bool, shape: Shape) -> str:
@@ -342,7 +343,7 @@ def fsdp_tp_missing(method: str, zero: int, offload: bool, shape: Shape) -> str:
     CP is missing because torch's context_parallel (torch.distributed.tensor.experimental, torchtitan's CP) routes
     SDPA only to the CUDA flash, memory-efficient and cuDNN kernels (_context_parallel/_attention.py `_sdpa_handler`,
     torch 2.13): a CPU gloo step cannot prove it (tests/test_fsdp_cp_cpu.py)."""
-    missing = (("cp", shape.cp > 1), ("ep", shape.ep > 1), ("adapters", method != "full"), ("hsdp", bool(shape.shard)),
+    missing = (("cp", shape.cp > 1), ("ep", shape.ep > 1), ("adapters", method not in ("full", "lora")), ("hsdp", bool(shape.shard)),
                ("offload", offload), ("zero", zero != 3), ("vp-chunks", bool(shape.split) and min(shape.split) < shape.vp))
     return next((name for name, lacking in missing if lacking), "")
 
@@ -528,7 +529,8 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, ze
     # routed experts are split over EP: a GPU reduces the gradients of the experts it holds
     experts = routed_expert_params(req.arch, req.params) * moe_layer_share(req.arch) * req.arch.layers
     full = req.params.total - experts * (1 - 1 / shape.ep)
-    trainable_per_gpu = (full / (tp * pp) if req.method == "full" else ctx.lora_trainable / (tp * pp))
+    trainable_per_gpu = (full / (tp * pp) if req.method == "full"
+                         else lora_trainable_params(req.arch, req.lora_rank, req.lora_targets, tp) / pp)
     gradient_bytes = trainable_per_gpu * GRADIENT_BYTES
     if req.method != "full" and zero == 3:
         # ZeRO-3 gathers the frozen base twice per micro-batch (forward, backward): one all-reduce's volume,
@@ -680,7 +682,7 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
     for offload in offloads:
         fitted = False
         for zero in zeros:
-            if zero and dp * shape.cp == 1 and not offload:
+            if zero and dp * shape.cp == 1 and not offload and not _fsdp_tp_unsharded(req, shape, zero):
                 continue  # nothing to shard over
             framework = resolve_framework(req.framework, req.method, tp, pp, zero, offload, shape, per_node)
             if framework is None:
@@ -720,6 +722,12 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
                     break  # less recompute is never slower: keep the first that fits
         if fitted and pins.offload is None:
             return  # offload is only worth its PCIe traffic when nothing fits without it
+
+
+def _fsdp_tp_unsharded(req: TrainRequest, shape: Shape, zero: int) -> bool:
+    """LoRA with TP/PP on one DP rank: Megatron-LM's arguments train full weights only, so FSDP2 × TP × PP runs it,
+    fully_shard over a dp_shard of one (ZeRO-3 that shards nothing: the memory of ZeRO-0)."""
+    return zero == 3 and req.method == "lora" and fsdp_tp_runs(req.method, shape.tp, shape.pp, zero, False, shape)
 
 
 def _ep_options(req: TrainRequest, shape: Shape, recompute: str) -> Shape | None:

@@ -2,6 +2,7 @@
 compiler/deployment/fsdp_tp.py, dumped with sorted keys) and fsdp/fsdp_tp.py, the torch-native code that applies
 them (DeviceMesh, parallelize_module, fully_shard). The training script imports fsdp_tp.py ($MLINFRA_FSDP_TP_SCRIPT,
 exported by launch/torchrun.sh); the Python file is the same for every plan, the JSON carries the plan's numbers.
+With LoRA, fsdp/lora_tp.py beside it: the TP-sharded adapters (compiler/deployment/lora_tp.py).
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ def applies(plan: ResolvedPlan) -> bool:
 
 
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
-    files = plan.deployment.files
-    return [OutputFile(files.fsdp_tp_config, dump_json(plan.deployment.frameworks.fsdp_tp)),
-            OutputFile(files.fsdp_tp_script, render_template("fsdp/fsdp_tp.py.j2"))]
+    files, settings = plan.deployment.files, plan.deployment.frameworks.fsdp_tp
+    out = [OutputFile(files.fsdp_tp_config, dump_json(settings)),
+           OutputFile(files.fsdp_tp_script, render_template("fsdp/fsdp_tp.py.j2"))]
+    if "lora" in settings:  # fsdp_tp.py loads it from beside itself
+        out.append(OutputFile(files.lora_tp_script, render_template("fsdp/lora_tp.py.j2")))
+    return out
 
 
 TARGET = Target("fsdp_tp", applies, render)
