@@ -2,8 +2,8 @@
 
 A two-layer causal attention toy (embedding, qkv projection, SDPA is_causal, output head) takes one loss and
 backward on the whole sequence in every rank, then again inside `context_parallel` (input ids and labels sharded
-on the sequence dim, torchtitan's buffers) with the rotate method given. Each rank prints one line:
-`CP_CPU ok ...` with the reference and the rank-averaged CP loss, or `CP_CPU error <type>: <message>` naming what
+on the sequence dim, torchtitan's buffers) with the rotate method given. Each rank writes one line to
+cp_cpu_rank<N>.txt in the working directory: `CP_CPU ok ...` with the reference and the rank-averaged CP loss, or `CP_CPU error <type>: <message>` naming what
 failed; the exit status is 0 either way (the test judges the line).
 """
 
@@ -56,10 +56,13 @@ def main() -> None:
             loss = loss_of(model, ids, labels)
     except Exception as error:  # noqa: BLE001 - the probe reports what failed
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        print(f"CP_CPU error {type(error).__name__}: {first}", flush=True)
+        said = f"CP_CPU error {type(error).__name__}: {first}"
     else:
         dist.all_reduce(loss)
-        print(f"CP_CPU ok reference={reference.item():.6f} cp={loss.item() / dist.get_world_size():.6f}", flush=True)
+        said = f"CP_CPU ok reference={reference.item():.6f} cp={loss.item() / dist.get_world_size():.6f}"
+    # one file per rank: two ranks printing at once can interleave within a line of torchrun's stdout
+    with open(f"cp_cpu_rank{dist.get_rank()}.txt", "w", encoding="utf-8") as f:
+        f.write(said + "\n")
     dist.destroy_process_group()
 
 

@@ -111,13 +111,15 @@ def _assert_framework_files(r: dict, files: dict[str, str], chosen: dict) -> Non
         settings = json.loads(files["fsdp/fsdp_tp.json"])
         mesh = dict(zip(settings["mesh_dim_names"], settings["mesh_shape"]))
         assert mesh == {**({"pp": r["pp"]} if r["pp"] > 1 else {}), "dp_shard": r["dp"], "tp": r["tp"]}
-        # torchtitan runs SP with TP; the plan was sized with it and fsdp_tp.py applies it
-        assert settings["sequence_parallel"] == chosen["sequence_parallel"] == (r["tp"] > 1)
+        # torchtitan runs SP with TP; the plan was sized with it and fsdp_tp.py applies it (LoRA adapters take the
+        # whole sequence: no SP under them)
+        assert settings["sequence_parallel"] == chosen["sequence_parallel"] == (r["tp"] > 1 and r["method"] == "full")
         if r["pp"] > 1:
             assert settings["pp_stage_layers"] == chosen["pp_stage_layers"]
             assert len(settings["stage_layers"]) == r["pp"] * r["vp"]
         # torchtitan's "selective" (its llama3 configs' default) is its op-level SAC, which the script applies
-        assert settings["activation_checkpoint"] == {"selective": "selective-op"}.get(chosen["recompute"], chosen["recompute"])
+        sac = {"selective": "selective-op"}.get(chosen["recompute"], chosen["recompute"])
+        assert settings["activation_checkpoint"] == sac
         if r["method"] == "lora":  # the adapters, sharded as their base layers, in fsdp/lora_tp.py
             assert settings["lora"]["rank"] == 16 and "self_attn.q_proj.base_layer" in settings["block_tp_plan"]
             assert "fsdp/lora_tp.py" in files

@@ -174,15 +174,21 @@ def test_ep_on_a_dense_model_names_what_is_missing():
     assert "expert parallelism is for MoE models" in words(result.infeasible_reason)
 
 
-def test_lora_with_tp_pp_is_refused_for_the_missing_framework_path_not_memory():
-    """Issue 15: LoRA pinned to TP2 PP4 used to read "no configuration fits in GPU memory"."""
+def test_lora_with_tp_pp_runs_on_fsdp2_and_qlora_is_refused_for_the_missing_framework_path_not_memory():
+    """Issue 15: LoRA pinned to TP2 PP4 used to read "no configuration fits in GPU memory"; LoRA now runs as
+    FSDP2 × TP × PP with TP-sharded adapters (fsdp/lora_tp.py), QLoRA's 4-bit base has no such path."""
     from compiler.passes.wording import words
 
-    result = search_training(request(arch=LLAMA70B, params=count_params(LLAMA70B), seq_len=4096, gpu_count=8,
-                                     global_batch_sequences=32, method="lora", pins=TrainPins(tp=2, pp=4)), GPUS)
-    assert result.chosen is None and result.infeasible_reason.code == "only-unrunnable-fit"
-    said = words(result.infeasible_reason)
-    assert "no framework path" in said and "lora" in said and "GPU memory" not in said
+    def search(method):
+        return search_training(request(arch=LLAMA70B, params=count_params(LLAMA70B), seq_len=4096, gpu_count=8,
+                                       global_batch_sequences=32, method=method, pins=TrainPins(tp=2, pp=4)), GPUS)
+
+    chosen = search("lora").chosen
+    assert (chosen.framework, chosen.zero_stage, chosen.tp, chosen.pp) == ("fsdp", 3, 2, 4)
+    refused = search("qlora")
+    assert refused.chosen is None
+    said = words(refused.infeasible_reason)
+    assert "no framework path" in said and "QLoRA" in said and "GPU memory" not in said
 
 
 def test_uneven_split_megatron_cannot_state_is_not_chosen():

@@ -114,13 +114,13 @@ class Shape(NamedTuple):
         return len(self.split) > 1 and not is_even(self.split)
 
 
-def sequence_parallel(shape: Shape, framework: str, seq_len: int) -> bool:
+def sequence_parallel(shape: Shape, framework: str, seq_len: int, method: str = "full") -> bool:
     """Sequence parallelism with TP, the one decision the sizing credits (activations and norms split over TP,
     Korthikanti et al. 2022 §4.2.2) and the deployment emits (plan.json parallelism.sequence_parallel): Megatron-LM's
     arguments ask for it (--sequence-parallel); the FSDP2 × TP path applies torchtitan's SP plan
     (compiler/deployment/fsdp_tp.py) when each sequence splits evenly over the TP ranks (its pipeline stages exchange
-    equal sequence shards)."""
-    return shape.tp > 1 and (framework != "fsdp" or seq_len % shape.tp == 0)
+    equal sequence shards) and no LoRA adapter is attached (fsdp/lora_tp.py's adapters take the whole sequence)."""
+    return shape.tp > 1 and (framework != "fsdp" or (seq_len % shape.tp == 0 and method == "full"))
 
 
 @dataclass(frozen=True)
@@ -539,7 +539,8 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, ze
     step = step_time(req.arch, req.params, gpu, precision=req.precision, seq_len=req.seq_len, micro_batch=mb,
                      grad_accum=grad_accum, tp=tp, pp=pp, dp=dp, zero_stage=zero,
                      recompute=recompute_kind(recompute, framework[0]), flash_attention=req.flash_attention,
-                     attention_kernel=req.attention_kernel, sequence_parallel=sequence_parallel(shape, framework[0], req.seq_len),
+                     attention_kernel=req.attention_kernel,
+                     sequence_parallel=sequence_parallel(shape, framework[0], req.seq_len, req.method),
                      state_bytes_on_gpu=(mem.model_states - mem.gathered if req.method == "full"
                                          else mem.gradients + mem.optimizer),
                      offloaded_bytes=mem.cpu_offload_bytes, trainable_params_per_gpu=trainable_per_gpu / max(1, dp),
@@ -585,7 +586,8 @@ def _candidate(ctx: _Context, f: _Fit) -> TrainCandidate:
     return TrainCandidate(
         gpu_id=gpu.id, gpus=gpus, nodes=f.nodes, gpus_per_node=min(f.per_node, gpus), tp=f.tp, pp=f.pp, dp=dp,
         zero_stage=zero, micro_batch=f.mb, grad_accum=f.grad_accum, recompute=f.recompute, offload_optimizer=f.offload,
-        offload_params=f.offload and zero == 3, sequence_parallel=sequence_parallel(f.shape, f.framework[0], req.seq_len),
+        offload_params=f.offload and zero == 3,
+        sequence_parallel=sequence_parallel(f.shape, f.framework[0], req.seq_len, req.method),
         framework=f.framework[0],
         framework_reason=f.framework[1], memory=f.mem, usable_memory_bytes=f.usable, step=step,
         flops_per_token_model=ctx.flops_model, flops_per_token_hardware=hardware, flops_total=ctx.flops_model * req.tokens,
@@ -658,7 +660,8 @@ def _memory_per_gpu(req: TrainRequest, shape: Shape, dp: int, zero: int, offload
                           lora_rank=req.lora_rank, lora_targets=req.lora_targets, tp=shape.tp, pp=shape.pp, dp=dp,
                           zero_stage=zero, zero_shard_ranks=shape.shard, offload_optimizer=offload,
                           offload_params=offload and zero == 3, seq_len=req.seq_len, micro_batch=mb,
-                          microbatches=microbatches, recompute=recompute, sequence_parallel=sequence_parallel(shape, framework, req.seq_len),
+                          microbatches=microbatches, recompute=recompute,
+                          sequence_parallel=sequence_parallel(shape, framework, req.seq_len, req.method),
                           flash_attention=req.flash_attention, framework=framework, options=req.memory, cp=shape.cp,
                           ep=shape.ep, vp=shape.vp, split=shape.split or None)
 
