@@ -8,7 +8,8 @@ layer all of them the published CNN training rows (train-cnn). A duration, a siz
 or a cost that grows with it reads predicted × ratio; a rate reads predicted ÷ ratio (so its P10 comes from the P90
 ratio). TTFT and TPOT take the published latencies at stated load points (serve-ttft, serve-tpot). A CNN with a
 layer table takes the serve-vision family (images/s), or serve-vision-batch1 when it serves batch 1; other vision
-models (ViT, CNNs without a table) have no rows: no range.
+models (ViT, CNNs without a table) have no rows: no range. Nor has a serving replica's memory: no published row states
+it, and the engines fill their KV cache up to the configured share, so its split shows in serve-throughput (README).
 """
 
 from __future__ import annotations

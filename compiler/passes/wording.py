@@ -72,10 +72,10 @@ def _kv_below_context(weights: int, workspace: int, usable: int, kv_tokens: int,
 
 
 def _mmc_queue(batch: int, utilization: float, wait: float, step: float, bound: str, gemm: float, attention: float,
-               elementwise: float, comm: float) -> str:
+               elementwise: float, comm: float, fixed: float = 0.0) -> str:
     return (f"M/M/c slot wait, c = {batch}, ρ = {utilization:g}: p99 wait {_ms(wait, 1)} ms; decode step {_ms(step, 2)} ms "
             f"({bound}-bound) = GEMMs {_ms(gemm, 2)} + attention {_ms(attention, 2)} + elementwise {_ms(elementwise, 2)} "
-            f"+ TP/PP comm {_ms(comm, 2)} ms")
+            f"+ TP/PP comm {_ms(comm, 2)} + fixed per layer {_ms(fixed, 2)} ms")
 
 
 def _smallest_fit(fit: tuple[int, str, int, int, str]) -> str:

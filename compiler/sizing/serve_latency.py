@@ -14,7 +14,9 @@ catalog's achievable fractions of peak (`GpuSpec.achievable_matmul_fraction`,
   kernels between the GEMMs write and read (as the training model counts them); fp8 GEMMs stream their
   weights (BW_w) and multiply (R) at the shares DeepGEMM measured (train_time.FP8_GEMM_*); an MoE's routed
   experts are a GEMM term of their own, max(W_e / BW_w, F_e / R_e), R_e DeepGEMM's grouped-GEMM rate at the
-  step's rows per expert.
+  step's rows per expert. Plus a fixed time per layer that no roofline term holds (DECODE_LAYER_FIXED_SECONDS:
+  kernel boundaries inside the CUDA graph, sampling and what CPU work the engine does not overlap), measured from
+  published batch-1 decode steps.
 * Capacity at concurrency B (engine full, continuous batching): a "cycle" in which B requests are
   prefilled and decoded takes B · prefill + O · step(B). Prefill and decode are added, not overlapped:
   prefill is compute-bound and decode memory-bound, and one engine step does one kind of work at a time
@@ -50,6 +52,20 @@ if TYPE_CHECKING:
 # 32 B: 10.1 µs; NVIDIA/nccl-tests issue #123 (DGX-A100, Ring LL, 2 GPUs): 10 µs. Used for every
 # collective and point-to-point message.
 COLLECTIVE_LATENCY_SECONDS = 10e-6
+# A decode step's fixed time per layer run, beyond every roofline term: at batch 1 a step is ~10 short kernels per layer
+# (norm, QKV, rotary, KV write, attention, O, norm, gate-up, SiLU·mul, down), each paying its launch inside the CUDA
+# graph and its ramp to full bandwidth, plus the step's sampling and any CPU work not overlapped. No source gives these
+# per kernel; published batch-1 steps give their sum. gpt-fast's README (pytorch-labs/gpt-fast @0f925b5, "Benchmarks":
+# batch 1, 5-token prompt, torch.compile mode="reduce-overhead" = one CUDA graph per step, sampling included; A100-80GB
+# at 330 W) lists bf16 tokens/s of Llama-2-7B at TP 1/2/4/8 and Llama-2-70B at TP 2/4/8: each step less this model's
+# decode_step, over the layers, is 64, 48, 44, 46, 82, 66, 59 µs (benchmarks/decode_fixed_time.py); the median, 58.6 µs,
+# is taken. It scales with layers, not bytes: the 70B's 80 layers pay 2.5× the 7B's 32 at TP 8. Cross-checks outside the
+# scored rows: vLLM v0.19.1's single-stream fit on B200 (FlashInfer, intercept 3.93 ms, vllm-project.github.io
+# _posts/2026-04-22-fp8-kvcache.md) leaves 55 µs per layer. vLLM's own CPU scheduling (62% of a v0.5.3 step, vLLM
+# v0.6.0 blog "Performance Diagnosis") is not added on top: since v0.14 async scheduling overlaps it with the GPU step
+# (vLLM v0.14.0 release notes, #27614), so it shows only inside these published steps. What the median leaves out (the
+# rows span 44-82 µs) is in the serve-tpot range, from the scored rows.
+DECODE_LAYER_FIXED_SECONDS = 58.6e-6
 # Standard normal 99th percentile (p99 of a Poisson count by the normal approximation).
 P99_Z = 2.326
 P99_TAIL = 0.01
@@ -243,6 +259,7 @@ class StepTime:
     comm_seconds: float
     gemm_bound: str  # 'memory' | 'compute'
     elementwise_seconds: float = 0.0  # norms, activations, rotary, residual adds: activation bytes / bandwidth
+    fixed_seconds: float = 0.0  # layers run × DECODE_LAYER_FIXED_SECONDS
 
     @property
     def bound(self) -> str:
@@ -276,7 +293,8 @@ def decode_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
     With PP the batch runs as pp micro-batches; each stage reads its weights once per micro-batch, so
     a round streams pp × (stage weights) + the batch's KV on each GPU. TP: 2 all-reduces per layer of
     (batch/pp)·h·2 bytes over the GPU's intra-node link; PP: one activation send per micro-batch, over the
-    plan's fabric when the stages sit on different nodes (`ReplicaModel.pp_link`).
+    plan's fabric when the stages sit on different nodes (`ReplicaModel.pp_link`). Each GPU runs its stage's
+    layers once per micro-batch, each at DECODE_LAYER_FIXED_SECONDS.
     """
     micro = batch / m.pp
     ranks = m.tp * m.pp
@@ -296,9 +314,15 @@ def decode_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
     gemm = max(weight_s, gemm_flops_s) + max(expert_weight_s, expert_flops_s)
     attention = max(kv_s, attn_flops_s)
     elementwise = elementwise_seconds(m, batch)
+    fixed = decode_fixed_seconds(m)
     memory_bound = weight_s + expert_weight_s >= gemm_flops_s + expert_flops_s
-    return StepTime(gemm + attention + comm + elementwise, gemm, attention, comm,
-                    "memory" if memory_bound else "compute", elementwise)
+    return StepTime(gemm + attention + comm + elementwise + fixed, gemm, attention, comm,
+                    "memory" if memory_bound else "compute", elementwise, fixed)
+
+
+def decode_fixed_seconds(m: ReplicaModel) -> float:
+    """The fixed time of the layers one GPU runs in a decode round: its stage's layers once per micro-batch."""
+    return m.pp * layers_per_stage(m.arch, m.pp) * DECODE_LAYER_FIXED_SECONDS
 
 
 def prefill_compute_seconds(m: ReplicaModel, tokens: int) -> float:

@@ -103,7 +103,7 @@ def build_candidate(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp
         queueing=because("mmc-queue", batch=point.batch, utilization=req.target_utilization, wait=point.wait_p99_seconds,
                          step=point.step.seconds, bound=point.step.bound, gemm=point.step.gemm_seconds,
                          attention=point.step.attention_seconds, elementwise=point.step.elementwise_seconds,
-                         comm=point.step.comm_seconds),
+                         comm=point.step.comm_seconds, fixed=point.step.fixed_seconds),
     )
 
 
