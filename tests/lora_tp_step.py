@@ -16,7 +16,7 @@ import os
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.tensor import distribute_tensor
+from torch.distributed.tensor import DTensor, distribute_tensor
 
 from fsdp_tp_step import LAYERS, SEQ, VOCAB, cross_entropy, loss_of, tiny_model
 
@@ -85,8 +85,10 @@ def main():
         model = fsdp_tp.parallelize(model, mesh, settings)
         parts = [model]
         optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
-        loss = loss_of(model, mine)
-        loss.backward()
+        with fsdp_tp.loss_parallel(settings):  # with TP the logits stay sharded over the vocabulary
+            loss = loss_of(model, mine)
+            loss.backward()
+        loss = loss.full_tensor() if isinstance(loss, DTensor) else loss
     named = [(plain(n), p) for part in parts for n, p in part.named_parameters()]
     grads = {n: p.grad.full_tensor() for n, p in named if p.grad is not None}
     optimizer.step()
