@@ -371,8 +371,8 @@ def layout_row(row: dict) -> dict:
     method = "lora" if "LoRA" in row["model"] else "full"
     if method == "lora" and tp * pp > 1:  # Megatron-LM's arguments train full weights: FSDP2 × TP × PP runs the adapters
         framework, zero = "fsdp", 3
-        notes.append("compiles to FSDP2 × TP × PP with TP-sharded adapters (fsdp/lora_tp.py); priced with NeMo's SP, "
-                     "which that path lacks")
+        notes.append("compiles to FSDP2 × TP × PP with TP-sharded adapters (fsdp/lora_tp.py); priced as NeMo ran it, "
+                     "Megatron's SP and selective recompute, which that path does not apply to adapters")
     precision = "fp8" if re.search(r"FP8|Float8", row["precision"]) else "bf16"
     if row["tokens_per_s_per_gpu"]:
         published = float(row["tokens_per_s_per_gpu"])
@@ -381,8 +381,9 @@ def layout_row(row: dict) -> dict:
 
         published = float(row["model_tflops_per_gpu"]) * 1e12 / model_flops_per_token(arch, count_params(arch), seq)
         notes.append("TFLOP/s converted with 6N + 12LHQT")
+    priced_as = "megatron" if method == "lora" and family == "nemo" else framework  # NeMo's run is Megatron-Core
     return dict(family=family, arch=arch, seq=seq, gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, vp=vp, dp=dp, mb=mb,
-                batch=batch, framework=framework, zero=zero, recompute=recompute, method=method, precision=precision,
+                batch=batch, framework=framework, priced_as=priced_as, zero=zero, recompute=recompute, method=method, precision=precision,
                 published=published, gpu=_layout_gpu(row["gpu_type"]), notes=[n for n in notes if n])
 
 
@@ -402,7 +403,7 @@ def _price_layout(r: dict, cp: int, vp: int, ep: int, split: tuple[int, ...] | N
     usable = usable_memory_bytes(r["gpu"].memory_bytes)
     kinds = [r["recompute"]] if r["recompute"] else ["none", "selective", "full"]
     for recompute in kinds:
-        c = evaluate_layout(request, r["gpu"], shape, zero, r["mb"], recompute, r["framework"])
+        c = evaluate_layout(request, r["gpu"], shape, zero, r["mb"], recompute, r["priced_as"])
         if c.memory.total <= usable:
             break
     return c, recompute

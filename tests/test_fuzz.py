@@ -101,3 +101,13 @@ def test_a_forbidden_character_is_located_where_it_is():
     d = err.value.diagnostics[0]
     assert (d.line, d.column, d.code) == (2, 11, "yaml-syntax")
     assert "'\\x00'" in d.message
+
+
+def test_a_shipped_module_inside_a_quoted_configmap_value_is_code_not_an_undecided_value():
+    from tests.fuzzing.mutations import _shipped_code_line
+
+    code = {"self.sequence_mesh = None  # the TP mesh", 'x = {"a": None}'}
+    body = 'data:\n  m.py: "import os\\nself.sequence_mesh = None  # the TP mesh\\nx = {\\"a\\": None}\\n"\n  n: None\n'
+    first, second, third = (m.start() for m in re.finditer("None", body))
+    assert _shipped_code_line(body, first, code) and _shipped_code_line(body, second, code)
+    assert not _shipped_code_line(body, third, code)  # a value outside the module is still caught
