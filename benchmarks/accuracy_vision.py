@@ -1,8 +1,8 @@
 """CNN serving throughput against published figures: python -m benchmarks.accuracy_vision
 
 Family "CNN", in two regimes with a residual family each: batched throughput (serve-vision) and batch-1
-latency (serve-vision-batch1, the edge detector rows, where launch and framework overhead that the roofline
-leaves out dominate). For each row of benchmarks/calibration/vision_points.csv marked used=yes this times the row's
+latency (serve-vision-batch1, the edge detector rows, where launch and framework overhead dominate: the model's
+fixed time per TensorRT layer, from MLPerf's C++ CUDA-graph runs, holds part of it). For each row of benchmarks/calibration/vision_points.csv marked used=yes this times the row's
 model at the row's batch, GPU and precision with the serving model (compiler/sizing/vision.py: the per-layer
 roofline), with the row's runtime fusion (cnn_layers: TensorRT fuses batch norm, activation and add into the
 convolutions; PyTorch eager runs each as a kernel of its own), and
@@ -24,8 +24,9 @@ from compiler.sizing.vision import batch_time, flops_per_item, weights_bytes  # 
 
 VISION_POINTS = Path(__file__).resolve().parent / "calibration" / "vision_points.csv"
 # tests/test_accuracy_vision.py fails beyond these |error|s (README, "Accuracy", says why): batched rows 45 %;
-# batch-1 rows 350 % (the roofline has no per-kernel launch or framework time: no source gives one).
-TOLERANCE = {"batched": 0.45, "batch1": 3.5}
+# batch-1 rows 200 % (today 191 %: the fixed time per TensorRT layer comes from C++ runs in CUDA graphs; the scored
+# rows are Python-timed engine calls without one, whose host time no source gives). Was 350 % before that term.
+TOLERANCE = {"batched": 0.45, "batch1": 2.0}
 
 
 @dataclass(frozen=True)

@@ -351,11 +351,13 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "dynamic-batching": lambda batch, batch_seconds, delay, roofline=None: (
         f"dynamic batching: batch {batch} takes {_ms(batch_seconds, 2)} ms"
         f"{' (' + words(roofline) + ')' if roofline else ''}; worst case = queue delay {_ms(delay, 2)} ms + 2 batches"),
-    "cnn-roofline": lambda layers, memory_bound_layers, traffic_bytes_per_item, compute_seconds, memory_seconds, fusion: (
+    "cnn-roofline": lambda layers, memory_bound_layers, traffic_bytes_per_item, compute_seconds, memory_seconds, fusion, fixed_seconds=0.0: (
         f"per-layer roofline over {layers} layers, {memory_bound_layers} of them bandwidth-bound; "
         f"{traffic_bytes_per_item / 1e6:.1f} MB moved per image "
         f"({FUSION_WORDS[fusion]}); "
-        f"the layers' compute terms sum to {_ms(compute_seconds, 2)} ms, their traffic terms to {_ms(memory_seconds, 2)} ms"),
+        f"the layers' compute terms sum to {_ms(compute_seconds, 2)} ms, their traffic terms to {_ms(memory_seconds, 2)} ms"
+        + (f"; plus {_ms(fixed_seconds, 2)} ms fixed ({fixed_seconds / layers * 1e6:.1f} µs per TensorRT layer on an "
+           f"edge device, from MLPerf SingleStream ResNet-50 on Jetson Orin)" if fixed_seconds else "")),
     # --- serving: multi-stage services (serve_stages.py) --------------------------------------------------------
     "stages-infeasible": lambda failures: "; ".join(f"stage {name}: {words(why)}" for name, why in failures),
     # --- training: the search (training.py) ---------------------------------------------------------------------

@@ -10,6 +10,12 @@ layer a roofline of its own (Williams et al. 2009, "Roofline"), summed:
 
     t_batch(b) = Σ_layers max(b × FLOPs_l / achievable rate, (weights_l + b × activations_l) × bytes / achievable bandwidth)
 
+A TensorRT engine on an edge device (Jetson) also pays a fixed time per layer that no roofline term holds
+(TENSORRT_EDGE_LAYER_FIXED_SECONDS: each fused kernel's launch inside the engine's CUDA graph, its ramp-up and
+tail), measured from published batch-1 latencies:
+
+    t_batch(b) = Σ_layers max(...) + layers × TENSORRT_EDGE_LAYER_FIXED_SECONDS
+
 activations_l = input + output (+ the shortcut a residual add reads) per image, plus what the runtime's own
 batch-norm, activation and add kernels move (cnn_layers: `fusion` tensorrt, onnxruntime or eager). Engine
 'triton' serves a CNN on its onnxruntime backend (deployment/serving.py), so plans size "onnxruntime": batch norm
@@ -58,6 +64,12 @@ ACTIVATION_BYTES = 2
 # accelerator), except on an edge device, where deployment/serving.py builds a TensorRT plan on the device (a CNN's
 # inputs are fixed-size, so a TensorRT profile fits them).
 CNN_FUSION = {"triton": "onnxruntime"}
+# Fixed time per layer of a TensorRT engine on a Jetson: MLPerf Inference SingleStream ResNet-50 (NVIDIA, INT8, batch 1,
+# one CUDA graph per query, C++ LoadGen; AGX Orin and Orin NX, v2.1-v3.1, benchmarks/calibration/mlperf_singlestream.csv)
+# less our roofline for it, over its 56 layers: 5.7-7.7 µs (python -m benchmarks.tensorrt_layer_fixed_time); the
+# median. Only there: on an L4 the same benchmark leaves 2.5 µs, and data-centre plans run ONNX Runtime, not TensorRT.
+# A Python-timed engine call without a CUDA graph (Ultralytics' tables) pays more; the serve-vision-batch1 range has it.
+TENSORRT_EDGE_LAYER_FIXED_SECONDS = 5.89e-6
 EDGE_CNN_FUSION = {"triton": "tensorrt"}
 
 
@@ -109,6 +121,7 @@ class BatchTime:
     memory_bound_layers: int
     layers: int
     traffic_bytes: float  # moved for the batch
+    fixed_seconds: float = 0.0  # layers × TENSORRT_EDGE_LAYER_FIXED_SECONDS (TensorRT on an edge device), in `seconds`
 
 
 def layered_batch_time(layers: tuple[Layer, ...], gpu: GpuSpec, dtype: str, precision: str, batch: int,
@@ -122,7 +135,13 @@ def layered_batch_time(layers: tuple[Layer, ...], gpu: GpuSpec, dtype: str, prec
         c, m = batch * layer.flops_per_item / rate, moved / bandwidth
         total, compute, memory, traffic = total + max(c, m), compute + c, memory + m, traffic + moved
         bound += m > c
-    return BatchTime(total, compute, memory, bound, len(layers), traffic)
+    fixed = layer_fixed_seconds(gpu, fusion) * len(layers)
+    return BatchTime(total + fixed, compute, memory, bound, len(layers), traffic, fixed)
+
+
+def layer_fixed_seconds(gpu: GpuSpec, fusion: str) -> float:
+    """The fixed time per layer where its source applies: TensorRT engines on edge devices."""
+    return TENSORRT_EDGE_LAYER_FIXED_SECONDS if fusion == "tensorrt" and gpu.edge else 0.0
 
 
 def batch_time(arch: Architecture, gpu: GpuSpec, dtype: str, precision: str, flops: float, weight_bytes: int,
@@ -139,7 +158,7 @@ def roofline_reason(timing: BatchTime, batch: int, fusion: str):
         return None
     return because("cnn-roofline", layers=timing.layers, memory_bound_layers=timing.memory_bound_layers,
                    traffic_bytes_per_item=timing.traffic_bytes / batch, compute_seconds=timing.compute_seconds,
-                   memory_seconds=timing.memory_seconds, fusion=fusion)
+                   memory_seconds=timing.memory_seconds, fusion=fusion, fixed_seconds=timing.fixed_seconds)
 
 
 def batch_sizes() -> list[int]:
