@@ -11,8 +11,8 @@ layer a roofline of its own (Williams et al. 2009, "Roofline"), summed:
     t_batch(b) = Σ_layers max(b × FLOPs_l / achievable rate, (weights_l + b × activations_l) × bytes / achievable bandwidth)
 
 A TensorRT engine on an edge device (Jetson) also pays a fixed time per layer that no roofline term holds
-(TENSORRT_EDGE_LAYER_FIXED_SECONDS: each fused kernel's launch inside the engine's CUDA graph, its ramp-up and
-tail), measured from published batch-1 latencies:
+(TENSORRT_EDGE_LAYER_FIXED_SECONDS: each fused kernel's launch, ramp-up and tail; measured with the engine in a CUDA
+graph, a lower bound without one), from published batch-1 latencies:
 
     t_batch(b) = Σ_layers max(...) + layers × TENSORRT_EDGE_LAYER_FIXED_SECONDS
 
