@@ -172,16 +172,18 @@ def test_pure_bf16_drops_the_master_copy_and_keeps_16_bit_adam_states():
     assert tm.optimizer_bytes_per_param(LLAMA8B, "adamw-8bit", "bf16", "none") == 2
 
 
-@pytest.mark.parametrize("loss,framework,bytes_per_logit", [
-    ("standard", "megatron", 8), ("standard", "deepspeed", 8), ("standard", "fsdp", 12), ("standard", "ddp", 12),
-    ("standard", "", 12), ("chunked", "", 3), ("fused", "", 0), ("flash-attn", "fsdp", 4)])
-def test_loss_keeps_its_logits(loss, framework, bytes_per_logit):
+@pytest.mark.parametrize("loss,framework,eager,bytes_per_logit", [
+    ("standard", "megatron", False, 8), ("standard", "deepspeed", False, 8), ("standard", "deepspeed", True, 12),
+    ("standard", "fsdp", False, 12), ("standard", "ddp", False, 12), ("standard", "", False, 12),
+    ("chunked", "", False, 3), ("chunked", "deepspeed", True, 3), ("fused", "", False, 0), ("flash-attn", "fsdp", False, 4)])
+def test_loss_keeps_its_logits(loss, framework, eager, bytes_per_logit):
     """standard: Megatron's fused loss keeps fp32 logits + gradient; PyTorch's eager F.cross_entropy(logits.float())
     (torchtitan, Hugging Face) holds log_softmax's fp32 output, the gradient nll_loss hands it and the one it returns;
-    chunked: 16-bit logits + one of 8 chunks upcast (torchtune); fused: none."""
+    chunked: 16-bit logits + one of 8 chunks upcast (torchtune); fused: none. `eager`: the script's own loss is
+    eager (the Hugging Face Trainer's, also under DeepSpeed)."""
     params = count_params(LLAMA8B)
     mem = memory_per_gpu(LLAMA8B, params, seq_len=2048, micro_batch=2, framework=framework,
-                         options=tm.MemoryOptions(loss=loss))
+                         options=tm.MemoryOptions(loss=loss, eager_loss=eager))
     none = memory_per_gpu(LLAMA8B, params, seq_len=2048, micro_batch=2, framework=framework,
                           options=tm.MemoryOptions(loss="fused"))
     assert mem.activations - none.activations == pytest.approx(2048 * 2 * 128256 * bytes_per_logit, abs=2)

@@ -11,7 +11,7 @@ from ..catalog.params import count_params
 from ..diagnostics import InfeasiblePlan
 from ..resolved import Alternative, Cost, Decision, Hardware, MemoryPerGpu, Parallelism, Rejection, ResolvedPlan, Training
 from ..sizing.reasons import because
-from ..sizing.train_memory import MemoryOptions, loss_for
+from ..sizing.train_memory import EAGER_LOSS_LAUNCH_KINDS, MemoryOptions, loss_for
 from ..sizing.training import TrainRequest, search_training
 from ..units import format_seconds
 from .context import PassContext
@@ -119,6 +119,7 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
         gate_factor=gate_factor(catalog, spec.workload, train.gate_quantile, arch), gate_quantile=train.gate_quantile.upper(),
         memory_factor=memory_factor(catalog, train.method, train.memory_quantile),
         memory=MemoryOptions(master_weights=train.master_weights, loss=loss_for(train.loss, train.method),
+                             eager_loss=train.entrypoint.kind in EAGER_LOSS_LAUNCH_KINDS,
                              optimizer_in_backward=train.optimizer_in_backward,
                              activation_offload=train.activation_offload,
                              reshard_after_forward=train.reshard_after_forward,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..resolved import Decision
 from ..sizing.reasons import Reason
-from ..sizing.train_memory import loss_for
+from ..sizing.train_memory import EAGER_LOSS_LAUNCH_KINDS, loss_for
 from ..units import format_count, format_seconds, format_usd
 
 if TYPE_CHECKING:
@@ -174,6 +174,8 @@ def _memory_choices(spec: PlanSpec) -> str:
     loss = {"standard": "cross-entropy on fp32 logits", "chunked": "chunked cross-entropy", "fused": "fused cross-entropy",
             "flash-attn": "flash-attn's cross-entropy on 16-bit logits"}[
         loss_for(train.loss, train.method)]
+    eager = loss_for(train.loss, train.method) == "standard" and train.entrypoint.kind in EAGER_LOSS_LAUNCH_KINDS
+    loss += " (the Hugging Face Trainer's eager loss, 12 B per logit, whatever the framework)" if eager else ""
     parts = [loss + (" (auto)" if train.loss == "auto" else ""),
              "fp32 master weights" if train.master_weights == "fp32" else "pure 16-bit weights and optimizer states"]
     if train.optimizer_in_backward:

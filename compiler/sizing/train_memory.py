@@ -153,6 +153,10 @@ EAGER_STANDARD_LOSS_BYTES_PER_LOGIT = LOGITS_BYTES * EAGER_CROSS_ENTROPY_LIVE_CO
 # Frameworks whose "standard" loss is Megatron's vocab-parallel cross-entropy (Megatron-LM; DeepSpeed's pre-training
 # stacks Megatron-DeepSpeed and GPT-NeoX call it too).
 FUSED_LOSS_FRAMEWORKS = ("megatron", "deepspeed")
+# Launch kinds whose script computes the loss with PyTorch's eager cross-entropy whatever the framework: the Hugging
+# Face Trainer calls the model's own loss (transformers loss_utils.ForCausalLMLoss: `logits.float()` then
+# F.cross_entropy), also under DeepSpeed.
+EAGER_LOSS_LAUNCH_KINDS = ("hf-trainer",)
 # PyTorch DDP copies gradients into its all-reduce buckets unless gradient_as_bucket_view=True (default False);
 # pytorch/pytorch#41954, which added the view: "roberta_base with ~1GB parameters, peak memory dropped ~1GB".
 DDP_GRADIENT_COPIES = 2
@@ -166,16 +170,17 @@ class MemoryOptions:
 
     master_weights: str = "fp32"  # fp32 | none (pure 16-bit, torchtune's default)
     loss: str = "standard"  # standard | chunked | fused (resolve "auto" with `loss_for`)
+    eager_loss: bool = False  # the script's loss is PyTorch's eager one whatever the framework (EAGER_LOSS_LAUNCH_KINDS)
     optimizer_in_backward: bool = False
     activation_offload: bool = False
     reshard_after_forward: bool = True
     expandable_segments: bool = False
 
 
-def loss_bytes_per_logit(loss: str, framework: str) -> float:
+def loss_bytes_per_logit(loss: str, framework: str, eager: bool = False) -> float:
     """Bytes per logit the loss keeps at its peak: "standard" is Megatron's fused loss under Megatron-LM and DeepSpeed
-    and PyTorch's eager cross-entropy elsewhere (module docstring)."""
-    if loss == "standard" and framework not in FUSED_LOSS_FRAMEWORKS:
+    and PyTorch's eager cross-entropy elsewhere, or wherever the script's own loss is eager (module docstring)."""
+    if loss == "standard" and (eager or framework not in FUSED_LOSS_FRAMEWORKS):
         return EAGER_STANDARD_LOSS_BYTES_PER_LOGIT
     return LOSS_BYTES_PER_LOGIT[loss]
 
@@ -441,7 +446,7 @@ def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = 
     else:
         full_layer = 0.0
     loss = loss_for(options.loss, method)
-    logits = (seq_len * micro_batch * arch.vocab / (tp * cp) * loss_bytes_per_logit(loss, framework)
+    logits = (seq_len * micro_batch * arch.vocab / (tp * cp) * loss_bytes_per_logit(loss, framework, options.eager_loss)
               if arch.vocab and arch.kind == "decoder" else 0.0)
     # gradients and activations not live together: an un-accumulated step of one replica or of FSDP (docstring)
     apart = microbatches == 1 and pp == 1 and (dp == 1 or framework == "fsdp")
