@@ -96,6 +96,8 @@ H100_GUESS = "'H100 (variant not stated)': the SXM 80 GB entry"
 FIT_ITL = ("the row is a fit, ITL = 6.44 ms + 4.37e-5 ms × input over a 256…125k sweep: stated at the sweep's two ends; "
            "BF16 weights as the row assumes")
 VLLM_C8 = ("lengths ±15 % around 20k/2k: the means, context up to 1.15 × 22k; BF16 weights as the row assumes; " + H100_GUESS)
+MAVERICK = ("TP8 with EP: experts whole per GPU, the same bytes per GPU as TP8 (vLLM's --enable-expert-parallel); "
+            "chunked attention not modelled, and moot at 2176 tokens of context (chunks of 8192)")
 STATEMENTS: tuple[Statement | Skip | tuple[Statement, ...], ...] = (
     _trt("gpt-j-6b", "h100-sxm-80gb", "fp8", 1, 64, 128, 128, ttft="together"),
     _trt("gpt-j-6b", "h100-sxm-80gb", "fp8", 1, 1, 128, 1, ttft="p50", throughput=False,
@@ -118,7 +120,7 @@ STATEMENTS: tuple[Statement | Skip | tuple[Statement, ...], ...] = (
     _max_load("llama-3.1-405b", "h100-sxm-80gb", 8, 128, 2048),
     Skip("Qwen3-235B-A22B under TensorRT-LLM's attention data parallelism and expert parallelism: neither is in the "
          "serving model, nor the model in the catalog"),
-    Skip("Llama-4-Maverick alternates dense and MoE layers (and chunked attention): not an Architecture the catalog holds"),
+    _max_load("llama-4-maverick", "h100-sxm-80gb", 8, 128, 2048, assumptions=MAVERICK),
     Skip("DeepSeek-R1 with NVFP4 experts: no fp4 precision in the serving model"),
     Skip("DeepSeek-R1 with 3 MTP layers (speculative decoding, ~3 tokens per step): not modelled"),
     Statement("llama-3.1-8b", "h100-sxm-80gb", "bf16", 1, "vllm", "concurrency", 8, 20000, 2000, VLLM_GPU_MEMORY_UTILIZATION,

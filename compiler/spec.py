@@ -116,6 +116,14 @@ class ArchitectureSpec(Architecture):
             raise PydanticCustomError("invalid-architecture", "heads ({h}) must be a multiple of kv_heads ({kv})", {"h": self.heads, "kv": self.kv_heads})
         if self.experts_per_token > self.experts or self.dense_layers > self.layers:
             raise PydanticCustomError("invalid-architecture", "experts_per_token ≤ experts and dense_layers ≤ layers", {})
+        if self.interleave_moe_layer_step < 1 or (self.interleave_moe_layer_step > 1 and not self.is_moe):
+            raise PydanticCustomError("invalid-architecture", "interleave_moe_layer_step must be ≥ 1, and above 1 only for an MoE "
+                                      "model (experts > 1; got {step} with {experts} experts)",
+                                      {"step": self.interleave_moe_layer_step, "experts": self.experts})
+        if self.kind != "cnn" and self.is_moe and not self.moe_layer_count:
+            raise PydanticCustomError("invalid-architecture", "no layer has experts: with dense_layers {dense} and "
+                                      "interleave_moe_layer_step {step} every one of the {layers} layers is dense",
+                                      {"dense": self.dense_layers, "step": self.interleave_moe_layer_step, "layers": self.layers})
         return self
 
 

@@ -15,7 +15,9 @@ CASES, SKIPPED = point_cases()
 # Optimistic by more than the worst-case tolerance, with their reason: pre-1.0 TensorRT-LLM (v0.5, v0.7a) static batches
 # of Llama-2-70B with 2048-token outputs decode 1.7-2.8x slower per step than the roofline (weights + KV at the
 # achievable HBM rate) allows; the same releases' 128/128 rows are within 15%. Strict: flips when the model explains it.
-KNOWN_OPTIMISTIC = {(7, "throughput"), (9, "throughput")}
+# Llama-4-Maverick FP8 TP8 on 8 H100 (row 18): 27.5k predicted against 10.8k published; the same table gives 40.6k on 8
+# H200 (3.7× the H100 for 1.4× the HBM rate and 1.8× the memory), which no term of the roofline reproduces: not explained.
+KNOWN_OPTIMISTIC = {(7, "throughput"), (9, "throughput"), (18, "throughput")}
 POINTS = [(case, c) for case in CASES for c in case.comparisons]
 
 
@@ -24,7 +26,7 @@ def test_every_row_is_stated_at_its_load_point_or_left_out_with_a_reason():
     assert len(SKIPPED) == sum(isinstance(s, Skip) for s in STATEMENTS) <= 6
     assert all(reason for _, _, reason in SKIPPED)
     families = by_family(CASES)
-    assert (len(families["throughput"]), len(families["ttft"]), len(families["tpot"])) == (15, 6, 4)
+    assert (len(families["throughput"]), len(families["ttft"]), len(families["tpot"])) == (16, 6, 4)
 
 
 @pytest.mark.parametrize("family", sorted(TOLERANCE_MEDIAN))
@@ -35,7 +37,7 @@ def test_each_familys_median_error_is_within_its_tolerance(family):
 
 @pytest.mark.parametrize("case,comparison", [
     pytest.param(case, c, id=f"{case.row}-{c.family}-{case.name}",
-                 marks=[pytest.mark.xfail(strict=True, reason="pre-1.0 TensorRT-LLM long-output static batch")]
+                 marks=[pytest.mark.xfail(strict=True, reason="known optimistic rows (KNOWN_OPTIMISTIC)")]
                  if (case.row, c.family) in KNOWN_OPTIMISTIC else [])
     for case, c in POINTS])
 def test_each_point_is_within_the_worst_case_tolerance(case, comparison):

@@ -185,7 +185,7 @@ def routed_expert_bytes_per_gpu(m: ReplicaModel) -> float:
     a = m.arch
     if not a.is_moe:
         return 0.0
-    routed = (a.layers - a.dense_layers) * a.experts * expert_params(a)
+    routed = a.moe_layer_count * a.experts * expert_params(a)
     stage_share = layers_per_stage(a, m.pp) / a.layers
     return routed * weight_bytes_per_param(m.precision, a.hidden) * stage_share / m.tp
 
@@ -209,7 +209,7 @@ def routed_active_params(arch: Architecture) -> float:
     """Routed-expert parameters one token multiplies: k experts in every MoE layer (0 for dense models)."""
     if not arch.is_moe:
         return 0.0
-    return arch.experts_per_token * expert_params(arch) * (arch.layers - arch.dense_layers)
+    return arch.experts_per_token * expert_params(arch) * arch.moe_layer_count
 
 
 def expert_flops_per_second(m: ReplicaModel, tokens: float) -> float:

@@ -132,7 +132,8 @@ def mlp_activation_width(arch: Architecture) -> int:
     """Widest MLP intermediate a token produces: dense ffn, or top-k routed + shared experts."""
     if arch.is_moe:
         expert = arch.moe_ffn_hidden or arch.ffn_hidden
-        return max(arch.ffn_hidden if arch.dense_layers else 0, (arch.experts_per_token + arch.shared_experts) * expert)
+        dense = arch.ffn_hidden if arch.moe_layer_count < arch.layers else 0  # leading or interleaved dense layers
+        return max(dense, (arch.experts_per_token + arch.shared_experts) * expert)
     return arch.ffn_hidden
 
 
