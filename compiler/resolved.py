@@ -131,10 +131,11 @@ class Serving(Section):
     replica_floor: int = Field(1, description="availability floor: serve.min_replicas, or the default policy where an autoscaler deploys the service (1 = none)")
     tp: int
     pp: int
+    attention_dp: int = Field(1, description="attention data-parallel ranks per replica (serve.attention_dp), each of tp × pp GPUs with its own KV cache and batch; the routed experts split over all of them")
     gpus_per_replica: int
     nodes_per_replica: int
     context_len: int
-    max_concurrency: int
+    max_concurrency: int = Field(description="sequences a replica runs at once (with attention DP: all ranks together, max_num_seqs × attention_dp)")
     max_num_batched_tokens: int
     kv_cache_tokens: int
     kv_bytes_per_token: int

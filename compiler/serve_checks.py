@@ -14,6 +14,10 @@
 - `cluster.kubernetes.object_store` against the weights' URI scheme: the workload identity's form (IAM role ARN for
   s3://, Google service-account email for gs://, Azure client id for az://), and a Secret's environment only for s3://.
 
+- `serve.attention_dp` > 1 other than on one vLLM MoE service without PP: vLLM's --data-parallel-size with
+  --enable-expert-parallel is what is emitted (TensorRT-LLM's enable_attention_dp and TGI have no such output here),
+  the sizing splits routed experts over the ranks (a dense model has none) and places the ranks on one node.
+
 - an Ultralytics detector (YOLO11, `Architecture.is_ultralytics_detector`) on any engine: the generated Triton repository
   serves vision models as optimum exports them (classifiers: pixel_values → logits; DETR-style detectors: logits and
   pred_boxes; deployment/serving.py); a YOLO11 ONNX file
@@ -73,6 +77,7 @@ def serve_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, s
             problems.append((("serve", "traffic", "concurrency"),
                              f"serve.traffic.concurrency (a closed loop of clients) is modelled for one LLM service, not "
                              f"{what}: give serve.traffic.requests_per_second", "closed-loop-unsupported"))
+    problems += attention_dp_problems(spec, catalog)
     # (model location, model, engine, [(precision location, precision)])
     if spec.serve.stages:
         units = [(("serve", "stages", i, "model"), st.model, st.engine,
@@ -111,6 +116,27 @@ def serve_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, s
                                       f"point model.hf_id at an AWQ, GPTQ or compressed-tensors checkpoint and set "
                                       f"model.quantization (or use engine tgi, which quantizes at load time)", "checkpoint-mismatch"))
     return problems
+
+
+def attention_dp_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, str]]:
+    dp = spec.serve.attention_dp
+    if dp <= 1:
+        return []
+    where, code = ("serve", "attention_dp"), "attention-dp-unsupported"
+    if spec.serve.stages:
+        return [(where, "serve.attention_dp is sized for one LLM service, not a staged one", code)]
+    arch = _architecture(spec.model, catalog)
+    if arch is None or not arch.is_moe:
+        what = "a parameter count alone" if arch is None else f"a dense model ({arch.experts} expert)"
+        return [(where, f"serve.attention_dp splits the routed experts of an MoE model over the DP ranks; {what} has none: "
+                        f"drop serve.attention_dp (replicas already run data-parallel)", code)]
+    if spec.serve.engine != "vllm":
+        return [(where, f"serve.attention_dp is emitted as vLLM's --data-parallel-size with --enable-expert-parallel; engine "
+                        f"{spec.serve.engine} gets no such setting here: use engine vllm", code)]
+    if (spec.parallelism.pp or 1) > 1:
+        return [(where, f"serve.attention_dp places its {dp} ranks on one node without pipeline stages; parallelism.pp is "
+                        f"{spec.parallelism.pp}", code)]
+    return []
 
 
 # Which workload-identity form each object store takes (spec.py: IAM_ROLE_ARN, GCP_SERVICE_ACCOUNT, AZURE_CLIENT_ID), and

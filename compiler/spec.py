@@ -271,7 +271,8 @@ class ServeSpec(Spec):
     precisions: list[Precision] | None = Field(None, description="serving precisions the search may use; default: the plan's precision")
     kv_cache_dtype: Literal["auto", "fp8"] = Field("auto", description="KV cache element type (auto = the weights' dtype)")
     prefix_caching: bool = Field(True, description="reuse KV of shared prompt prefixes")
-    max_num_seqs: int | None = Field(None, ge=1, le=100_000, description="pin the sequences a replica runs at once (vLLM max_num_seqs, TGI max-batch-size, TensorRT-LLM max batch); default: the search picks")
+    max_num_seqs: int | None = Field(None, ge=1, le=100_000, description="pin the sequences a replica runs at once (vLLM max_num_seqs, TGI max-batch-size, TensorRT-LLM max batch); default: the search picks. With attention_dp, per DP rank")
+    attention_dp: int = Field(1, ge=1, le=64, description="MoE models on engine vllm: attention data-parallel ranks per replica (vLLM --data-parallel-size with --enable-expert-parallel): each rank holds the attention and dense layers (split by its own TP) and its own KV cache and batch; the routed experts are split over all attention_dp × TP GPUs of one node. 1 = off")
     stages: list[StageSpec] | None = Field(None, description="a multi-stage service: stages in order, decoupled by queues (top-level model is then omitted)")
     min_replicas: int | None = Field(None, ge=1, le=100_000, description="availability floor: replicas kept however low the load (HPA/KEDA minReplicas); default: 2 (1 on edge devices), or the sizing's minimum when higher. Counted in cost and GPUs: a service deploys max(peak need, floor)")
 

@@ -17,7 +17,10 @@ CASES, SKIPPED = point_cases()
 # achievable HBM rate) allows; the same releases' 128/128 rows are within 15%. Strict: flips when the model explains it.
 # Llama-4-Maverick FP8 TP8 on 8 H100 (row 18): 27.5k predicted against 10.8k published; the same table gives 40.6k on 8
 # H200 (3.7× the H100 for 1.4× the HBM rate and 1.8× the memory), which no term of the roofline reproduces: not explained.
-KNOWN_OPTIMISTIC = {(7, "throughput"), (9, "throughput"), (18, "throughput")}
+# Qwen3-235B-A22B FP8 on 8 H100 with attention DP 8 (row 17): 20.6k predicted against 9.9k published. Attention DP holds
+# 1.7× the KV of TP8 (4 KV heads are replicated under TP8), so ours runs 832 sequences where TP8 runs 493 (12.2k, +23%);
+# the same table's 8 H200 reach 16.7k. No term for what holds TensorRT-LLM's attention-DP run below TP8's figure.
+KNOWN_OPTIMISTIC = {(7, "throughput"), (9, "throughput"), (17, "throughput"), (18, "throughput")}
 POINTS = [(case, c) for case in CASES for c in case.comparisons]
 
 
@@ -26,7 +29,7 @@ def test_every_row_is_stated_at_its_load_point_or_left_out_with_a_reason():
     assert len(SKIPPED) == sum(isinstance(s, Skip) for s in STATEMENTS) <= 6
     assert all(reason for _, _, reason in SKIPPED)
     families = by_family(CASES)
-    assert (len(families["throughput"]), len(families["ttft"]), len(families["tpot"])) == (16, 6, 4)
+    assert (len(families["throughput"]), len(families["ttft"]), len(families["tpot"])) == (17, 6, 4)
 
 
 @pytest.mark.parametrize("family", sorted(TOLERANCE_MEDIAN))

@@ -40,6 +40,7 @@ def _request(spec: PlanSpec, model: ModelInfo, precision: str, engine: str, gpu_
         pricing=spec.cluster.pricing,
         optimize="cost" if spec.optimize == "cost" else "latency", budget_usd_per_month=spec.budget.usd_per_month,
         max_batch=serve.max_num_seqs, concurrency=serve.traffic.concurrency, min_replicas=serve.min_replicas,
+        attention_dp=serve.attention_dp,
         replica_floor=spec.cluster.scheduler in ("kubernetes", "both"),  # the autoscaler keeps the floor; Slurm runs no replicas of its own
     )
 
@@ -56,7 +57,7 @@ def _sections(spec: PlanSpec, engine: str, slo: SloSpec, c: ServeCandidate, cata
     serving = Serving(
         engine=engine, precision=c.precision, kv_cache_dtype=spec.serve.kv_cache_dtype,
         replicas=c.replicas, min_replicas=c.min_replicas, max_replicas=c.max_replicas,
-        replicas_needed=c.replicas_needed, replica_floor=c.replica_floor, tp=c.tp, pp=c.pp,
+        replicas_needed=c.replicas_needed, replica_floor=c.replica_floor, tp=c.tp, pp=c.pp, attention_dp=c.attention_dp,
         gpus_per_replica=c.gpus_per_replica, nodes_per_replica=c.nodes_per_replica, context_len=spec.serve.context_len,
         max_concurrency=c.max_concurrency, max_num_batched_tokens=c.max_num_batched_tokens,
         kv_cache_tokens=c.kv_cache_tokens, kv_bytes_per_token=c.kv_bytes_per_token,

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from .serve_attention_dp import expert_exchange_seconds
 from .serve_memory import ACTIVATION_BYTES, WEIGHT_ELEMENT_BYTES, layers_per_stage, weight_bytes_per_param
 from .train_memory import activation_bytes_per_layer
 from .train_time import (
@@ -147,6 +148,7 @@ class ReplicaModel:
     # The fabric between PP stages when the replica spans nodes (one TP-filled stage per node, serve_shapes.py);
     # None: the replica sits in one node and its stages talk over the GPU-to-GPU link.
     inter_node: Link | None = None
+    dp: int = 1  # attention data-parallel ranks (serve_attention_dp.py): `batch` is the replica's, split over them
 
     @property
     def flops_per_second(self) -> float:
@@ -187,7 +189,7 @@ def routed_expert_bytes_per_gpu(m: ReplicaModel) -> float:
         return 0.0
     routed = a.moe_layer_count * a.experts * expert_params(a)
     stage_share = layers_per_stage(a, m.pp) / a.layers
-    return routed * weight_bytes_per_param(m.precision, a.hidden) * stage_share / m.tp
+    return routed * weight_bytes_per_param(m.precision, a.hidden) * stage_share / (m.tp * m.dp)
 
 
 def experts_touched_fraction(arch: Architecture, tokens: float) -> float:
@@ -278,12 +280,15 @@ def decode_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
     (batch/pp)·h·2 bytes over the GPU's intra-node link; PP: one activation send per micro-batch, over the
     plan's fabric when the stages sit on different nodes (`ReplicaModel.pp_link`).
     """
+    replica_tokens = batch / m.pp  # routed to the experts of every DP rank at once
+    if m.dp > 1:  # each DP rank runs its share of the sequences, the busiest at least one (serve_attention_dp.py)
+        batch = max(1, math.ceil(batch / m.dp - 1e-9))
     micro = batch / m.pp
     ranks = m.tp * m.pp
-    expert_bytes = routed_expert_bytes_per_gpu(m) * experts_touched_fraction(m.arch, micro)
+    expert_bytes = routed_expert_bytes_per_gpu(m) * experts_touched_fraction(m.arch, replica_tokens)
     expert_weight_s = m.pp * expert_bytes / m.weight_bytes_per_second
     routed = routed_active_params(m.arch)
-    expert_flops_s = batch * 2 * routed / ranks / expert_flops_per_second(m, micro)
+    expert_flops_s = batch * 2 * routed / ranks / expert_flops_per_second(m, replica_tokens)
     weight_s = m.pp * weight_read_bytes_per_gpu(m, micro) / m.weight_bytes_per_second - expert_weight_s
     gemm_flops_s = batch * 2 * (matmul_params(m.params, m.arch) - routed) / ranks / m.flops_per_second
     kv_s = batch * context * m.kv_bytes_per_token_per_gpu / m.bytes_per_second
@@ -293,6 +298,8 @@ def decode_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
     comm = 2 * m.arch.layers * allreduce_seconds(message, m.tp, m.link_bytes_per_second)
     if m.pp > 1:
         comm += m.pp * m.pp_link.seconds(message)
+    comm += m.pp * expert_exchange_seconds(m.arch, m.dp, micro, layers_per_stage(m.arch, m.pp), m.link_bytes_per_second,
+                                           COLLECTIVE_LATENCY_SECONDS)
     gemm = max(weight_s, gemm_flops_s) + max(expert_weight_s, expert_flops_s)
     attention = max(kv_s, attn_flops_s)
     elementwise = elementwise_seconds(m, batch)
@@ -329,6 +336,7 @@ def prefill_comm_seconds(m: ReplicaModel, tokens: int, chunks: float) -> float:
     if m.pp > 1:
         pp_link = m.pp_link
         comm += (m.pp - 1) * (chunks * pp_link.latency_seconds + total_bytes / pp_link.bytes_per_second)
+    comm += expert_exchange_seconds(m.arch, m.dp, tokens, m.arch.layers, link, COLLECTIVE_LATENCY_SECONDS)
     return comm
 
 
@@ -339,7 +347,8 @@ def prefill_occupancy_seconds(m: ReplicaModel, tokens: int, chunk_tokens: int) -
     reads = tokens / chunk_tokens
     compute = prefill_compute_seconds(m, tokens)
     memory = reads * weight_read_bytes_per_gpu(m, chunk_tokens) / m.weight_bytes_per_second
-    return max(compute, memory) + elementwise_seconds(m, tokens) + prefill_comm_seconds(m, tokens, reads) / m.pp
+    rank = max(compute, memory) + elementwise_seconds(m, tokens) + prefill_comm_seconds(m, tokens, reads) / m.pp
+    return rank / m.dp  # DP ranks prefill different prompts side by side
 
 
 @lru_cache(maxsize=4096)

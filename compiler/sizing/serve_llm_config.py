@@ -70,7 +70,8 @@ def build_candidate(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp
     counts = floored_replicas(req, traffic.min_replicas, traffic.replicas, gpu.edge)
     replicas = counts.replicas
     per_node = req.gpus_per_node or gpu.gpus_per_node
-    usd_per_hour = replicas * tp * pp * gpu.price_usd_per_gpu_hour[req.pricing]
+    dp = req.attention_dp
+    usd_per_hour = replicas * dp * tp * pp * gpu.price_usd_per_gpu_hour[req.pricing]
     million_tokens_per_hour = traffic.requests_per_second * req.output_tokens * 3600 / 1e6
     if req.ttft_p99_seconds:
         slack = max(0.0, req.ttft_p99_seconds - point.step.seconds - point.prefill_latency_seconds)
@@ -78,9 +79,9 @@ def build_candidate(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp
     else:
         queue_target = float(point.batch)
     return ServeCandidate(
-        gpu_id=gpu.id, precision=precision, tp=tp, pp=pp, gpus_per_replica=tp * pp,
-        nodes_per_replica=math.ceil(tp * pp / per_node), max_concurrency=point.batch, max_num_batched_tokens=chunk,
-        kv_cache_tokens=mem.kv_cache_tokens,
+        gpu_id=gpu.id, precision=precision, tp=tp, pp=pp, gpus_per_replica=dp * tp * pp, attention_dp=dp,
+        nodes_per_replica=math.ceil(dp * tp * pp / per_node), max_concurrency=point.batch, max_num_batched_tokens=chunk,
+        kv_cache_tokens=mem.kv_cache_tokens * dp,
         kv_bytes_per_token=kv_bytes_per_token(req.arch, kv_element_bytes(req.kv_cache_dtype)),
         kv_bytes_per_token_per_gpu=mem.kv_bytes_per_token,
         memory=ServeMemory(weights=mem.weights, kv_cache=mem.kv_cache, activations=mem.activations, other=mem.other,
@@ -114,6 +115,7 @@ def memory_for(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp: int
         gpu_memory_bytes=gpu.memory_bytes, gpu_memory_utilization=req.gpu_memory_utilization,
         max_num_batched_tokens=chunk, max_num_seqs=max_num_seqs, context_len=req.context_len,
         request_tokens=req.prompt_tokens + req.output_tokens, share_of_free_memory=req.engine == "triton",
+        dp=req.attention_dp,
     )
 
 
@@ -133,8 +135,9 @@ def evaluate_config(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
     spans_nodes = tp * pp > (req.gpus_per_node or gpu.gpus_per_node)
     model = ReplicaModel(gpu=gpu, arch=req.arch, params=req.params, precision=precision, dtype=dtype, tp=tp, pp=pp,
                          weights_bytes_per_gpu=mem.weights, kv_bytes_per_token_per_gpu=mem.kv_bytes_per_token,
-                         inter_node=inter_node_link(req.interconnect) if spans_nodes else None)
-    grid = [limit] if req.max_batch else batch_grid(limit)  # a pinned max_num_seqs is the only batch tried
+                         inter_node=inter_node_link(req.interconnect) if spans_nodes else None, dp=req.attention_dp)
+    # a pinned max_num_seqs is the only batch tried; with attention DP, batches are per rank × the ranks
+    grid = [req.attention_dp * b for b in ([limit] if req.max_batch else batch_grid(limit))]
     points = [evaluate_batch(model, b, prompt_tokens=req.prompt_tokens, output_tokens=req.output_tokens,
                              chunk_tokens=chunk, utilization=req.target_utilization) for b in grid]
     at_peak = {p.batch: traffic_at(req, model, p, chunk) for p in points}

@@ -85,11 +85,23 @@ def layers_per_stage(arch: Architecture, pp: int) -> int:
     return math.ceil(arch.layers / pp)
 
 
-def weights_bytes_per_gpu(params: ParamCounts, arch: Architecture, precision: str, tp: int, pp: int) -> int:
+def routed_expert_params_total(arch: Architecture) -> int:
+    """All routed experts' matrices (gate, up and down when gated) over the MoE layers; 0 for dense models."""
+    if not arch.is_moe:
+        return 0
+    return arch.moe_layer_count * arch.experts * (3 if arch.gated_mlp else 2) * arch.hidden * (arch.moe_ffn_hidden or arch.ffn_hidden)
+
+
+def weights_bytes_per_gpu(params: ParamCounts, arch: Architecture, precision: str, tp: int, pp: int, dp: int = 1) -> int:
     """Weights on the busiest GPU: ceil(L/pp) layers of the body, split by TP (Megatron/vLLM shard every
     matrix, vocab-parallel embedding included). With PP the input embedding sits on the first stage and the
-    LM head on the last, so a stage holds half of an untied pair or all of a tied one."""
-    body = (params.total - params.embedding) * weight_bytes_per_param(precision, arch.hidden)
+    LM head on the last, so a stage holds half of an untied pair or all of a tied one. With attention data
+    parallelism over `dp` ranks (vLLM --data-parallel-size with --enable-expert-parallel, docs "Data Parallel
+    Deployment") each rank holds everything but the routed experts whole (split by its TP), and the routed
+    experts are split over all dp × tp GPUs."""
+    per_param = weight_bytes_per_param(precision, arch.hidden)
+    routed = routed_expert_params_total(arch) * per_param
+    body = (params.total - params.embedding) * per_param - routed + routed / dp
     stage_body = body * layers_per_stage(arch, pp) / arch.layers
     embedding = embedding_weight_bytes(params, precision)
     stage_embedding = embedding if pp == 1 or arch.tied_embeddings else embedding / 2
@@ -179,14 +191,15 @@ class ReplicaMemory:
 def replica_memory(
     params: ParamCounts, arch: Architecture, *, precision: str, kv_cache_dtype: str, tp: int, pp: int,
     gpu_memory_bytes: int, gpu_memory_utilization: float, max_num_batched_tokens: int, max_num_seqs: int,
-    context_len: int, request_tokens: int, share_of_free_memory: bool = False,
+    context_len: int, request_tokens: int, share_of_free_memory: bool = False, dp: int = 1,
 ) -> ReplicaMemory:
     """`gpu_memory_utilization` is vLLM's share of all GPU memory; with `share_of_free_memory` it is
     TensorRT-LLM's `kv_cache_free_gpu_mem_fraction`: the KV cache takes that share of what weights,
-    activations and runtime leave free (TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction)."""
-    weights = weights_bytes_per_gpu(params, arch, precision, tp, pp)
+    activations and runtime leave free (TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction). With attention data
+    parallelism (`dp` > 1) the KV figures are one DP rank's: each rank keeps its own sequences' KV cache."""
+    weights = weights_bytes_per_gpu(params, arch, precision, tp, pp, dp)
     activations = activation_workspace_bytes(arch, max_num_batched_tokens, max_num_seqs)
-    other = non_torch_bytes(tp, pp)
+    other = non_torch_bytes(tp * dp, pp)
     if share_of_free_memory:
         free = max(0, gpu_memory_bytes - weights - activations - other)
         kv_cache = int(free * gpu_memory_utilization)
