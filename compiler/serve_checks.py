@@ -18,6 +18,9 @@
   --enable-expert-parallel is what is emitted (TensorRT-LLM's enable_attention_dp and TGI have no such output here),
   the sizing splits routed experts over the ranks (a dense model has none) and places the ranks on one node.
 
+- `serve.speculative` (method mtp) other than on one vLLM service whose model ships an MTP module
+  (`architecture.mtp_layers`): vLLM's --speculative-config is what is emitted, and the draft is that module.
+
 - an Ultralytics detector (YOLO11, `Architecture.is_ultralytics_detector`) on any engine: the generated Triton repository
   serves vision models as optimum exports them (classifiers: pixel_values → logits; DETR-style detectors: logits and
   pred_boxes; deployment/serving.py); a YOLO11 ONNX file
@@ -77,7 +80,7 @@ def serve_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, s
             problems.append((("serve", "traffic", "concurrency"),
                              f"serve.traffic.concurrency (a closed loop of clients) is modelled for one LLM service, not "
                              f"{what}: give serve.traffic.requests_per_second", "closed-loop-unsupported"))
-    problems += attention_dp_problems(spec, catalog)
+    problems += attention_dp_problems(spec, catalog) + speculative_problems(spec, catalog)
     # (model location, model, engine, [(precision location, precision)])
     if spec.serve.stages:
         units = [(("serve", "stages", i, "model"), st.model, st.engine,
@@ -136,6 +139,23 @@ def attention_dp_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple,
     if (spec.parallelism.pp or 1) > 1:
         return [(where, f"serve.attention_dp places its {dp} ranks on one node without pipeline stages; parallelism.pp is "
                         f"{spec.parallelism.pp}", code)]
+    return []
+
+
+def speculative_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, str]]:
+    if spec.serve.speculative is None:
+        return []
+    where, code = ("serve", "speculative"), "speculative-unsupported"
+    if spec.serve.stages:
+        return [(where, "serve.speculative is sized for one LLM service, not a staged one", code)]
+    arch = _architecture(spec.model, catalog)
+    if arch is None or arch.mtp_layers < 1:
+        return [(where, f"method mtp drafts with the checkpoint's multi-token-prediction module, and "
+                        f"{spec.model.preset or 'this architecture'} has none (architecture.mtp_layers 0; DeepSeek-V3's "
+                        f"config.json num_nextn_predict_layers is 1)", code)]
+    if spec.serve.engine != "vllm":
+        return [(where, f"serve.speculative is emitted as vLLM's --speculative-config; engine {spec.serve.engine} gets no "
+                        f"such setting here: use engine vllm", code)]
     return []
 
 

@@ -263,6 +263,12 @@ class StageSpec(Spec):
     slo: SloSpec = Field(default_factory=SloSpec, description="the stage's own latency targets")
 
 
+class SpeculativeSpec(Spec):
+    method: Literal["mtp"] = Field("mtp", description="draft: the checkpoint's own multi-token-prediction module (architecture.mtp_layers; vLLM speculative method 'mtp')")
+    num_speculative_tokens: int = Field(ge=1, le=16, description="draft tokens proposed per decode step (vLLM num_speculative_tokens)")
+    acceptance_rate: float | None = Field(None, gt=0, lt=1, description="probability the target model accepts each draft token; default: DeepSeek-V3 report §5.4.3, 0.85-0.90 for its MTP module, sized at 0.85")
+
+
 class ServeSpec(Spec):
     engine: Literal["vllm", "triton", "tgi"] = Field("vllm", description="serving engine")
     context_len: int = Field(8192, ge=1, le=10_000_000, description="max tokens per sequence (prompt + output)")
@@ -272,6 +278,7 @@ class ServeSpec(Spec):
     kv_cache_dtype: Literal["auto", "fp8"] = Field("auto", description="KV cache element type (auto = the weights' dtype)")
     prefix_caching: bool = Field(True, description="reuse KV of shared prompt prefixes")
     max_num_seqs: int | None = Field(None, ge=1, le=100_000, description="pin the sequences a replica runs at once (vLLM max_num_seqs, TGI max-batch-size, TensorRT-LLM max batch); default: the search picks. With attention_dp, per DP rank")
+    speculative: SpeculativeSpec | None = Field(None, description="speculative decoding (vLLM --speculative-config): each decode step verifies the draft's tokens; the decode time per output token divides by the tokens a step yields")
     attention_dp: int = Field(1, ge=1, le=64, description="MoE models on engine vllm: attention data-parallel ranks per replica (vLLM --data-parallel-size with --enable-expert-parallel): each rank holds the attention and dense layers (split by its own TP) and its own KV cache and batch; the routed experts are split over all attention_dp × TP GPUs of one node. 1 = off")
     stages: list[StageSpec] | None = Field(None, description="a multi-stage service: stages in order, decoupled by queues (top-level model is then omitted)")
     min_replicas: int | None = Field(None, ge=1, le=100_000, description="availability floor: replicas kept however low the load (HPA/KEDA minReplicas); default: 2 (1 on edge devices), or the sizing's minimum when higher. Counted in cost and GPUs: a service deploys max(peak need, floor)")

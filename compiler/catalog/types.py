@@ -127,6 +127,7 @@ class Architecture(Frozen):
     shared_experts: int = Field(0, description="always-active experts (DeepSeek)")
     moe_ffn_hidden: int = Field(0, description="expert intermediate width; 0 means ffn_hidden")
     dense_layers: int = Field(0, description="leading layers with a dense MLP in an MoE model")
+    mtp_layers: int = Field(0, description="multi-token-prediction modules shipped with the checkpoint (config.json num_nextn_predict_layers; DeepSeek-V3: 1), a draft for speculative decoding; not in the parameter counts")
     interleave_moe_layer_step: int = Field(
         1, description="MoE models: every n-th layer after the leading dense ones has experts, the others a dense MLP of "
                        "ffn_hidden (config.json interleave_moe_layer_step; Llama 4 Maverick: 2; 1 = every layer)")

@@ -6,6 +6,7 @@ Moved here from the targets (vllm.py, tgi.py, k8s_serving.py), which now only pl
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 
 from ..resolved import ResolvedPlan, Serving
@@ -299,6 +300,11 @@ def vllm_args(plan: ResolvedPlan, prefix_caching: bool, drain_seconds: int = 0) 
                                       "aborts them: launcher.py 'mode=abort'); the pod's grace period covers it")))
     if model_source(plan).lower().startswith(STREAMED_SCHEMES):
         args.append(EngineArg(key="load_format", value="runai_streamer", reason="stream weights from object storage"))
+    if s.speculative_tokens:
+        config = json.dumps({"method": s.speculative_method, "num_speculative_tokens": s.speculative_tokens}, sort_keys=True)
+        args.append(EngineArg(key="speculative_config", value=config,
+                              reason=(f"serve.speculative: the checkpoint's MTP module drafts {s.speculative_tokens} tokens per step, "
+                                      f"{s.tokens_per_step:.2f} output tokens per step expected at acceptance {s.acceptance_rate:g}")))
     if s.attention_dp > 1:
         args.append(EngineArg(key="data_parallel_size", value=s.attention_dp,
                               reason=(f"serve.attention_dp: {s.attention_dp} ranks of TP={s.tp}, each with the attention whole and its own "

@@ -255,9 +255,27 @@ def serving_decisions(spec: PlanSpec, c: ServeCandidate, evaluated: int, hardwar
                            f"at max concurrency and utilisation {c.target_utilization:g}: TTFT {format_seconds(c.ttft_at_capacity_seconds)}, "
                            f"TPOT {format_seconds(c.tpot_at_capacity_seconds)}")] if c.ttft_batch1_seconds else []),
         *_attention_dp_decisions(c, prefix),
+        *_speculation_decisions(c, prefix),
         Decision(topic=f"{prefix}cost", choice=f"{format_usd(c.usd_per_month)}/month",
                  reason=f"{_plural(c.gpus, 'GPU')} × {format_usd(hardware.usd_per_gpu_hour)}/h ({spec.cluster.pricing}) × 730 h"),
     ]
+
+
+def _speculation_decisions(c: ServeCandidate, prefix: str) -> list[Decision]:
+    s = c.speculation
+    if s is None:
+        return []
+    low, high = s.acceptance_range
+    expected = [(1 - a ** (s.draft_tokens + 1)) / (1 - a) for a in (low, high)]  # serve_speculative.tokens_per_round
+    spread = (f"{expected[0]:.2f} at the plan's acceptance {low:g}" if low == high else
+              f"{expected[0]:.2f}-{expected[1]:.2f} over the published acceptance {low:g}-{high:g} (DeepSeek-V3 report §5.4.3), "
+              f"sized at {low:g}")
+    return [Decision(
+        topic=f"{prefix}speculative decoding",
+        choice=f"MTP draft, {s.draft_tokens} tokens per step; {expected[0]:.2f} output tokens per verify pass",
+        reason=(f"serve.speculative: expected tokens per pass (1 − α^(k+1))/(1 − α) (Leviathan et al. 2023): {spread}; decode "
+                f"time per output token = (verify pass of k + 1 tokens + k MTP-module steps) ÷ that, so TPOT and ITL are per "
+                f"output token (compiler/sizing/serve_speculative.py)"))]
 
 
 def _attention_dp_decisions(c: ServeCandidate, prefix: str) -> list[Decision]:

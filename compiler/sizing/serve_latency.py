@@ -30,11 +30,12 @@ catalog's achievable fractions of peak (`GpuSpec.achievable_matmul_fraction`,
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .serve_attention_dp import expert_exchange_seconds
+from .serve_speculative import tokens_per_round
 from .serve_memory import ACTIVATION_BYTES, WEIGHT_ELEMENT_BYTES, layers_per_stage, weight_bytes_per_param
 from .train_memory import activation_bytes_per_layer
 from .train_time import (
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from ..catalog.fabrics import Interconnect
     from ..catalog.params import ParamCounts
     from ..catalog.types import Architecture, GpuSpec
+    from .serve_speculative import Speculation
 
 # Small-message all-reduce latency: NVIDIA/nccl issue #583, nccl-tests all_reduce_perf on 2× A100 SXM4,
 # 32 B: 10.1 µs; NVIDIA/nccl-tests issue #123 (DGX-A100, Ring LL, 2 GPUs): 10 µs. Used for every
@@ -149,6 +151,7 @@ class ReplicaModel:
     # None: the replica sits in one node and its stages talk over the GPU-to-GPU link.
     inter_node: Link | None = None
     dp: int = 1  # attention data-parallel ranks (serve_attention_dp.py): `batch` is the replica's, split over them
+    speculation: Speculation | None = None  # speculative decoding (serve_speculative.py): decode_step is per output token
 
     @property
     def flops_per_second(self) -> float:
@@ -279,7 +282,10 @@ def decode_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
     a round streams pp × (stage weights) + the batch's KV on each GPU. TP: 2 all-reduces per layer of
     (batch/pp)·h·2 bytes over the GPU's intra-node link; PP: one activation send per micro-batch, over the
     plan's fabric when the stages sit on different nodes (`ReplicaModel.pp_link`).
+    With speculative decoding the step returned is the time per output token (speculative_step).
     """
+    if m.speculation is not None:
+        return speculative_step(m, batch, context)
     replica_tokens = batch / m.pp  # routed to the experts of every DP rank at once
     if m.dp > 1:  # each DP rank runs its share of the sequences, the busiest at least one (serve_attention_dp.py)
         batch = max(1, math.ceil(batch / m.dp - 1e-9))
@@ -306,6 +312,26 @@ def decode_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
     memory_bound = weight_s + expert_weight_s >= gemm_flops_s + expert_flops_s
     return StepTime(gemm + attention + comm + elementwise, gemm, attention, comm,
                     "memory" if memory_bound else "compute", elementwise)
+
+
+def speculative_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
+    """(verify + k · draft) / E per output token (serve_speculative.py): the verify pass runs B·(k + 1) tokens with the
+    attention of B sequences, the draft is the MTP module's own decode step at B."""
+    s = m.speculation
+    plain = replace(m, speculation=None)
+    verify = decode_step(plain, batch * (s.draft_tokens + 1), context)
+    one_pass = decode_step(plain, batch, context)
+    draft_model = replace(plain, arch=s.draft_arch, params=s.draft_params, weights_bytes_per_gpu=s.draft_weights_bytes_per_gpu,
+                          kv_bytes_per_token_per_gpu=s.draft_kv_bytes_per_token_per_gpu)
+    draft = decode_step(draft_model, batch, context)
+    per_token = 1 / tokens_per_round(s.acceptance_rate, s.draft_tokens)
+    attention = one_pass.attention_seconds + s.draft_tokens * draft.attention_seconds
+    gemm = verify.gemm_seconds + s.draft_tokens * draft.gemm_seconds
+    comm = verify.comm_seconds + s.draft_tokens * draft.comm_seconds
+    elementwise = verify.elementwise_seconds + s.draft_tokens * draft.elementwise_seconds
+    total = gemm + attention + comm + elementwise  # as decode_step sums its kernel classes
+    return StepTime(total * per_token, gemm * per_token, attention * per_token, comm * per_token, verify.gemm_bound,
+                    elementwise * per_token)
 
 
 def prefill_compute_seconds(m: ReplicaModel, tokens: int) -> float:

@@ -191,13 +191,15 @@ class ReplicaMemory:
 def replica_memory(
     params: ParamCounts, arch: Architecture, *, precision: str, kv_cache_dtype: str, tp: int, pp: int,
     gpu_memory_bytes: int, gpu_memory_utilization: float, max_num_batched_tokens: int, max_num_seqs: int,
-    context_len: int, request_tokens: int, share_of_free_memory: bool = False, dp: int = 1,
+    context_len: int, request_tokens: int, share_of_free_memory: bool = False, dp: int = 1, draft_weights: int = 0,
+    draft_kv_bytes_per_token: int = 0,
 ) -> ReplicaMemory:
     """`gpu_memory_utilization` is vLLM's share of all GPU memory; with `share_of_free_memory` it is
     TensorRT-LLM's `kv_cache_free_gpu_mem_fraction`: the KV cache takes that share of what weights,
     activations and runtime leave free (TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction). With attention data
-    parallelism (`dp` > 1) the KV figures are one DP rank's: each rank keeps its own sequences' KV cache."""
-    weights = weights_bytes_per_gpu(params, arch, precision, tp, pp, dp)
+    parallelism (`dp` > 1) the KV figures are one DP rank's: each rank keeps its own sequences' KV cache. A speculative
+    draft (serve_speculative.py) adds its weights and its layers' KV per token (`draft_*`, per GPU)."""
+    weights = weights_bytes_per_gpu(params, arch, precision, tp, pp, dp) + draft_weights
     activations = activation_workspace_bytes(arch, max_num_batched_tokens, max_num_seqs)
     other = non_torch_bytes(tp * dp, pp)
     if share_of_free_memory:
@@ -207,7 +209,7 @@ def replica_memory(
     else:
         usable = int(gpu_memory_bytes * gpu_memory_utilization)
         kv_cache = max(0, usable - weights - activations - other)
-    per_token = kv_bytes_per_token_per_gpu(arch, kv_element_bytes(kv_cache_dtype), tp, pp)
+    per_token = kv_bytes_per_token_per_gpu(arch, kv_element_bytes(kv_cache_dtype), tp, pp) + draft_kv_bytes_per_token
     tokens = kv_cache // per_token
     return ReplicaMemory(
         weights=weights, kv_cache=kv_cache, activations=activations, other=other,
