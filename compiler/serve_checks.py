@@ -43,15 +43,16 @@ from .spec import AZURE_CLIENT_ID, GCP_SERVICE_ACCOUNT, IAM_ROLE_ARN, ModelSpec,
 # by the engine at load time. fp8: FP8 (W8A8) checkpoints. awq: 4-bit weights (AutoAWQ). gptq: 4- or 8-bit weights.
 # compressed-tensors (llm-compressor): W8A8-FP8, W8A8-INT8 or W4A16 schemes.
 SERVES_AS = {
-    "none": ("fp32", "fp16", "bf16", "fp8", "int8", "int4"),
+    "none": ("fp32", "fp16", "bf16", "fp8", "fp4", "int8", "int4"),
     "fp8": ("fp8",),
+    "nvfp4": ("fp4",),
     "awq": ("int4",),
     "gptq": ("int4", "int8"),
-    "compressed-tensors": ("fp8", "int8", "int4"),
+    "compressed-tensors": ("fp8", "fp4", "int8", "int4"),
 }
 # Precisions vLLM 0.32 cannot reach from a 16-bit checkpoint at load time (no dense int8/int4 online method; its
 # bitsandbytes path was removed). TGI can: eetq (int8), bitsandbytes-nf4 (int4).
-VLLM_NEEDS_PREQUANTIZED = ("int8", "int4")
+VLLM_NEEDS_PREQUANTIZED = ("fp4", "int8", "int4")  # fp4: NVFP4 needs ModelOpt's calibrated checkpoint (or compressed-tensors)
 
 
 def _architecture(model: ModelSpec, catalog: Catalog) -> Architecture | None:
@@ -113,10 +114,13 @@ def serve_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, s
                 problems.append((loc, f"precision {precision} cannot be served from a {quant}-quantized checkpoint "
                                       f"(model.quantization {quant} serves as {', '.join(SERVES_AS[quant])}): point model.hf_id "
                                       f"at a checkpoint in {precision} and set model.quantization to its method", "checkpoint-mismatch"))
+            elif precision == "fp4" and engine == "tgi":
+                problems.append((loc, "precision fp4 (NVFP4) is served by vLLM here (a ModelOpt NVFP4 checkpoint); TGI 3.3 has "
+                                      "no NVFP4 method: use engine vllm", "checkpoint-mismatch"))
             elif quant == "none" and precision in VLLM_NEEDS_PREQUANTIZED and engine in ("vllm", "triton"):
                 problems.append((loc, f"precision {precision} on {engine} needs a pre-quantized checkpoint: vLLM cannot quantize "
                                       f"the 16-bit weights of {_repository(model, catalog)} to {precision} at load time; "
-                                      f"point model.hf_id at an AWQ, GPTQ or compressed-tensors checkpoint and set "
+                                      f"point model.hf_id at {'an NVFP4 (ModelOpt or compressed-tensors)' if precision == 'fp4' else 'an AWQ, GPTQ or compressed-tensors'} checkpoint and set "
                                       f"model.quantization (or use engine tgi, which quantizes at load time)", "checkpoint-mismatch"))
     return problems
 

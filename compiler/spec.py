@@ -80,8 +80,8 @@ MIN_RATE = 1e-6
 
 
 SafeText = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00\r\n]*$"), AfterValidator(_no_control_characters)]
-Precision = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
-CheckpointQuantization = Literal["none", "fp8", "awq", "gptq", "compressed-tensors"]
+Precision = Literal["fp32", "fp16", "bf16", "fp8", "fp4", "int8", "int4"]
+CheckpointQuantization = Literal["none", "fp8", "nvfp4", "awq", "gptq", "compressed-tensors"]
 
 
 class Spec(BaseModel):
@@ -133,7 +133,7 @@ class ModelSpec(Spec):
     architecture: ArchitectureSpec | None = Field(None, description="an explicit architecture")
     weights: SafeText | None = Field(None, description="where serving / fine-tuning loads weights from (URI or path)", examples=["s3://bucket/llama3-8b"])
     hf_id: SafeText | None = Field(None, description="the model id engines load (Hugging Face repo id); defaults to the preset's repo")
-    quantization: CheckpointQuantization = Field("none", description="how the checkpoint the engine loads (hf_id / weights) is already quantized: none = 16-bit weights (the presets' repos); fp8, awq, gptq or compressed-tensors = a pre-quantized checkpoint whose method the engine reads from its config.json (serve plans)")
+    quantization: CheckpointQuantization = Field("none", description="how the checkpoint the engine loads (hf_id / weights) is already quantized: none = 16-bit weights (the presets' repos); fp8, nvfp4 (NVIDIA ModelOpt NVFP4, e.g. nvidia/DeepSeek-R1-FP4), awq, gptq or compressed-tensors = a pre-quantized checkpoint whose method the engine reads from its config.json (serve plans)")
 
     @model_validator(mode="after")
     def exactly_one_source(self) -> "ModelSpec":
@@ -464,7 +464,7 @@ class PlanSpec(Spec):
             raise PydanticCustomError("missing-field", "required field 'model' is missing", {})
         if self.model is not None and staged:
             raise PydanticCustomError("conflicting-fields", "a staged service names each stage's model in serve.stages, not a top-level model", {})
-        if training and self.precision in ("int8", "int4"):
+        if training and self.precision in ("fp4", "int8", "int4"):
             raise PydanticCustomError("invalid-precision", "precision {p} is for serving; train in fp32, fp16, bf16 or fp8", {"p": self.precision})
         if self.workload == "train" and self.train.method != "full":
             raise PydanticCustomError("invalid-method", "method {m} is for workload finetune", {"m": self.train.method})

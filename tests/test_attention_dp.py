@@ -70,7 +70,7 @@ def test_vllm_builds_the_dp_layout_from_the_emitted_config(tmp_path):
     layout = realtools.vllm_parallel_config(["serve", "--config", str(tmp_path / "config.yaml")], hf_config("Qwen/Qwen3-235B-A22B"))
     assert layout == {"data_parallel_size": 8, "enable_expert_parallel": True, "tensor_parallel_size": 1,
                       "pipeline_parallel_size": 1, "max_num_seqs": serving["max_concurrency"] // 8,
-                      "speculative_method": None, "num_speculative_tokens": None}
+                      "speculative_method": None, "num_speculative_tokens": None, "quantization": "fp8"}
 
 
 @pytest.mark.parametrize("change,words", [

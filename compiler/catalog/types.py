@@ -35,7 +35,7 @@ def _printable(text: str) -> str:
 CatalogId = Annotated[str, Field(pattern=CATALOG_ID)]
 CatalogText = Annotated[str, Field(max_length=1000), AfterValidator(_printable)]
 
-Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4"]
+Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8", "int4"]
 Pricing = Literal["on-demand", "spot", "reserved"]
 
 

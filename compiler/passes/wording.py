@@ -341,6 +341,9 @@ SENTENCES: dict[str, Callable[..., str]] = {
         f"no configuration meets the SLO; closest is {closest} with TTFT p99 {_ms(ttft, 0)} ms, TPOT p99 {_ms(tpot, 1)} ms"),
     "fits-outside-allowed": lambda model_id, allowed, fit: (
         f"{model_id} does not fit the allowed GPUs ({', '.join(allowed) or 'none'}) and pins; smallest fit: {_smallest_fit(fit)}"),
+    "no-gpu-for-precision": lambda precisions, rejection, fit: (
+        f"no allowed GPU runs precision {', '.join(precisions)}: {_rejection(rejection)}"
+        + (f"; smallest fit: {_smallest_fit(fit)}" if fit else "")),
     "fits-no-gpu": lambda model_id, rejection: f"{model_id} does not fit any GPU configuration; e.g. {_rejection(rejection)}",
     "no-gpu-to-evaluate": lambda model_id, allowed: f"{model_id}: no GPU to evaluate (allowed: {', '.join(allowed) or 'none'})",
     # --- serving: non-generative models and edge devices (vision.py) --------------------------------------------

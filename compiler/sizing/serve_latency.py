@@ -64,6 +64,7 @@ COMPUTE_DTYPES = {
     "bf16": ("bf16",),
     "fp16": ("fp16", "bf16"),
     "fp8": ("fp8",),
+    "fp4": ("fp4",),  # NVFP4 W4A4: Blackwell's FP4 tensor cores (catalog fp4 peak), weights and activations in FP4
     "int8": ("int8",),
     "int4": ("fp16", "bf16"),
 }

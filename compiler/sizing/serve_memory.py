@@ -23,7 +23,11 @@ if TYPE_CHECKING:
 GIB = 2**30
 
 # Bytes per weight element by serving precision (the element widths of the formats).
-WEIGHT_ELEMENT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+WEIGHT_ELEMENT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5, "int8": 1.0, "int4": 0.5}
+# NVFP4 (NVIDIA, "Introducing NVFP4 for Efficient and Accurate Low-Precision Inference", 2025; ModelOpt checkpoints):
+# 4-bit E2M1 values with one FP8 E4M3 scale per block of 16 and one FP32 scale per tensor (negligible): 0.5 + 1/16 B.
+NVFP4_BLOCK_SIZE = 16
+NVFP4_SCALE_BYTES_PER_BLOCK = 1
 # int4 group quantisation: AWQ (Lin et al. 2023, §5 "group size 128") and GPTQ (Frantar et al. 2022, §5,
 # grouping 128) store one fp16 scale and one zero point per group of 128 input weights. We count the zero
 # point as fp16 too (2 B), an upper bound: AutoAWQ packs zeros into 4 bits.
@@ -57,13 +61,16 @@ NON_TORCH_COLLECTIVE_BYTES = 1.79 * GIB
 def weight_bytes_per_param(precision: str, in_features: int) -> float:
     """Stored bytes per quantisable weight, scales and zero points included.
 
-    int4: 0.5 + (2 + 2)/128 = 0.53125 B; int8: 1 + 2/in_features; fp8/bf16/fp16: element width.
+    int4: 0.5 + (2 + 2)/128 = 0.53125 B; fp4 (NVFP4): 0.5 + 1/16 = 0.5625 B; int8: 1 + 2/in_features;
+    fp8/bf16/fp16: element width.
     """
     element = WEIGHT_ELEMENT_BYTES[precision]
     if precision == "int4":
         return element + (INT4_SCALE_BYTES_PER_GROUP + INT4_ZERO_BYTES_PER_GROUP) / INT4_GROUP_SIZE
     if precision == "int8":
         return element + INT8_SCALE_BYTES_PER_CHANNEL / max(1, in_features)
+    if precision == "fp4":
+        return element + NVFP4_SCALE_BYTES_PER_BLOCK / NVFP4_BLOCK_SIZE
     return element
 
 
