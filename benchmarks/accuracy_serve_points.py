@@ -272,6 +272,15 @@ def main() -> None:
     for family, comparisons in by_family(cases).items():
         errors = [abs(c.error) for c in comparisons]
         print(f"{family:10s} {len(errors):2d} points: median |error| {statistics.median(errors):.0%}, worst {max(errors):.0%}")
+    moe = sorted({case.row for case in cases if case.statement.model in moe_model_ids()})
+    print(f"residual families: MoE rows {', '.join(map(str, moe))} go to serve-moe-throughput / serve-moe-tpot, a regime of "
+          "their own (benchmarks/residuals.py MOE_FAMILY); the others to serve-throughput / serve-ttft / serve-tpot")
+
+
+def moe_model_ids() -> set[str]:
+    from compiler.catalog.loader import load_models
+
+    return {m.id for m in load_models().values() if m.architecture.is_moe}
 
 
 if __name__ == "__main__":
