@@ -116,9 +116,12 @@ R1_FP4 = ("'NVFP4 MoE + dense FFN, BF16 attention': the whole body at NVFP4 (the
           "bits: ~1.3 GB per GPU fewer weight bytes); TP8 with EP for 'attention TP8, MoE TP4xEP2' (the same bytes per GPU); "
           "BF16 KV; MTP row: acceptance 0.828, the alpha whose (1 - a^4)/(1 - a) is the published ~3.06-3.10 tokens per step "
           "(relaxed acceptance; vboost clock tuning not modelled)")
-MAVERICK = ("TP8 with EP: experts whole per GPU, the same bytes per GPU as TP8 (vLLM's --enable-expert-parallel); "
-            "chunked attention not modelled, and moot at 2176 tokens of context (chunks of 8192)")
-QWEN3_DP = ("'TP8 (EP, attention DP per MoE options)': TensorRT-LLM's enable_attention_dp with tp_size 8 runs 8 attention "
+MAVERICK = ("'TP8 (EP)' run with the perf overview's llm_options 'For MoE models' (enable_attention_dp: true, trtllm-bench "
+            "--tp 8 --ep 8), as Qwen3's row: 8 attention ranks of TP1 and the experts EP8, vLLM's --data-parallel-size 8 "
+            "--enable-expert-parallel (serve.attention_dp 8, TP 1); chunked attention not modelled, and moot at 2176 tokens "
+            "of context (chunks of 8192)")
+QWEN3_DP = ("'TP8 (EP, attention DP per MoE options)': the perf overview's llm_options 'For MoE models' set "
+            "enable_attention_dp: true; TensorRT-LLM's enable_attention_dp with tp_size 8 runs 8 attention "
             "ranks of TP1 and the experts EP8, vLLM's --data-parallel-size 8 --enable-expert-parallel (serve.attention_dp 8, TP 1)")
 STATEMENTS: tuple[Statement | Skip | tuple[Statement, ...], ...] = (
     _trt("gpt-j-6b", "h100-sxm-80gb", "fp8", 1, 64, 128, 128, ttft="together"),
@@ -142,7 +145,7 @@ STATEMENTS: tuple[Statement | Skip | tuple[Statement, ...], ...] = (
               checkpoint="nvidia/Llama-3.3-70B-Instruct-FP4", assumptions=LLAMA33 + "; " + FP4_KV),
     _max_load("llama-3.1-405b", "h100-sxm-80gb", 8, 128, 2048),
     _max_load("qwen3-235b-a22b", "h100-sxm-80gb", 1, 2048, 2048, attention_dp=8, assumptions=QWEN3_DP),
-    _max_load("llama-4-maverick", "h100-sxm-80gb", 8, 128, 2048, assumptions=MAVERICK),
+    _max_load("llama-4-maverick", "h100-sxm-80gb", 1, 128, 2048, attention_dp=8, assumptions=MAVERICK),
     _r1_single_stream(),
     _r1_single_stream(speculative_tokens=3, acceptance_rate=round(acceptance_for(3.08, 3), 4)),
     Statement("llama-3.1-8b", "h100-sxm-80gb", "bf16", 1, "vllm", "concurrency", 8, 20000, 2000, VLLM_GPU_MEMORY_UTILIZATION,

@@ -16,11 +16,10 @@ CASES, SKIPPED = point_cases()
 # of Llama-2-70B with 2048-token outputs decode 1.6-2.5x slower per step than the model (weights + KV at the
 # achievable HBM rate, plus the per-layer fixed time) allows; the same releases' 128/128 rows are within 15%. Strict: flips when the model explains it.
 # The MoE rows below draw their own residual families (serve-moe-*, benchmarks/residuals.py), not the dense ones.
-# Llama-4-Maverick FP8 TP8 on 8 H100 (row 18): 25.6k predicted against 10.8k published (+137%). On the same table's 8 H200
-# ours gives 53.1k against 40.6k (+31%): the H100 row alone is off (3.7x the H100 for 1.4x the HBM rate and 1.8x the
-# memory), which no term of ours reproduces: not explained.
-# Qwen3-235B-A22B FP8 on 8 H100 with attention DP 8 (row 17): 18.1k predicted against 9.9k (+83%); on 8 H200 30.9k against
-# 16.7k (+85%): the same factor on both GPUs, so a per-step cost of attention-DP MoE decode that we lack, not memory.
+# Attention-DP MoE at max load (rows 17, 18; the perf overview runs MoE models with enable_attention_dp): Qwen3-235B-A22B
+# FP8 on 8 H100 18.1k predicted against 9.9k (+83%), on the same table's 8 H200 30.9k against 16.7k (+85%); Llama-4-
+# Maverick FP8 19.5k against 10.8k (+80%), on 8 H200 68.2k against 40.6k (+68%). The same factor on both GPUs and both
+# models: a per-step cost of TensorRT-LLM's attention-DP MoE decode we lack (not memory), which no source we found gives.
 # DeepSeek-R1 NVFP4 single stream without MTP (row 19): 5.2 ms against 9.0 ms per token (+72% tokens/s). The 111 tokens/s
 # are the blog's MTP ablation, taken where its MTP 3 gave 253 (the optimisation table's 'EP4TP2' step; 368 came after
 # three more kernel changes and relaxed acceptance). Ours pays 85 µs per layer (58.6 fixed, 20 for two all-reduces' latency,
