@@ -13,7 +13,7 @@ statistics.quantiles 'inclusive'). A prediction x then reads "x × P10 … x × 
   points (static batches, closed-loop clients, single streams): seconds, published ÷ predicted.
 * serve-moe-throughput, serve-moe-tpot: the same for mixture-of-experts models, a regime of its own (routing, grouped
   GEMMs over experts, expert exchange, more kernels a layer): every MoE row lands optimistic (Mixtral +23…+43 %, the
-  giant MoEs +33…+137 %), so they would widen the dense families' ranges; an MoE plan draws its ranges from these
+  giant MoEs +33…+83 %), so they would widen the dense families' ranges; an MoE plan draws its ranges from these
   (MOE_FAMILY). No MoE TTFT is published in the set: an MoE plan's TTFT takes serve-ttft.
 * train-cnn: a CNN's training step (images/s) of the published PyTorch ResNet-50 training tables
   (accuracy_cnn_train.py): step time, wall time, GPU-hours and cost of a CNN with a layer table take it;
