@@ -33,6 +33,7 @@ from compiler.catalog.types import Architecture  # noqa: E402
 from compiler.passes.wording import words  # noqa: E402
 from compiler.sizing.serve_memory import DEFAULT_GPU_MEMORY_UTILIZATION  # noqa: E402
 from compiler.sizing.serve_search import search_serving  # noqa: E402
+from compiler.sizing.serve_speculative import acceptance_for  # noqa: E402
 from compiler.sizing.serve_types import ServeRequest  # noqa: E402
 
 SERVE_POINTS = Path(__file__).resolve().parent / "calibration" / "serve_points_2.csv"
@@ -76,6 +77,14 @@ class Statement:
     per_gpu: bool = False  # the row's throughput is per GPU
     longest_request: int = 0  # context_len when lengths vary (0: prompt + output)
     published_itl_ms: float = 0.0  # where the row is a fit, its value at this point
+    attention_dp: int = 1  # attention data-parallel ranks of `tp` GPUs each (serve.attention_dp)
+    checkpoint: str = ""  # a pre-quantized checkpoint (hf id) the row serves, e.g. NVIDIA's NVFP4 ones
+    speculative_tokens: int = 0  # MTP draft tokens per step (serve.speculative)
+    acceptance_rate: float | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.attention_dp
 
 
 @dataclass(frozen=True)
@@ -87,8 +96,13 @@ def _trt(model, gpu, precision, tp, batch, prompt, output, **kw) -> Statement:
     return Statement(model, gpu, precision, tp, "triton", "static-batch", batch, prompt, output, TRTLLM_DEFAULT_FREE_FRACTION, **kw)
 
 
-def _max_load(model, gpu, tp, prompt, output, **kw) -> Statement:
-    return Statement(model, gpu, "fp8", tp, "triton", "max-load", 0, prompt, output, TRTLLM_PERF_OVERVIEW_FREE_FRACTION, **kw)
+def _max_load(model, gpu, tp, prompt, output, precision="fp8", **kw) -> Statement:
+    return Statement(model, gpu, precision, tp, "triton", "max-load", 0, prompt, output, TRTLLM_PERF_OVERVIEW_FREE_FRACTION, **kw)
+
+
+def _r1_single_stream(**kw) -> Statement:
+    return Statement("deepseek-r1", "b200-sxm-180gb", "fp4", 8, "triton", "concurrency", 1, 1024, 2048,
+                     TRTLLM_DEFAULT_FREE_FRACTION, R1_FP4, tpot="itl", checkpoint="nvidia/DeepSeek-R1-FP4", **kw)
 
 
 LLAMA33 = "Llama-3.3-70B has Llama-3.1-70B's config.json shape (80 layers, 8192 wide, GQA 8, 28672 FFN): that preset"
@@ -96,6 +110,19 @@ H100_GUESS = "'H100 (variant not stated)': the SXM 80 GB entry"
 FIT_ITL = ("the row is a fit, ITL = 6.44 ms + 4.37e-5 ms × input over a 256…125k sweep: stated at the sweep's two ends; "
            "BF16 weights as the row assumes")
 VLLM_C8 = ("lengths ±15 % around 20k/2k: the means, context up to 1.15 × 22k; BF16 weights as the row assumes; " + H100_GUESS)
+FP4_KV = ("NVIDIA's NVFP4 checkpoints (ModelOpt) quantize the KV cache to FP8 (hf_quant_config kv_cache_quant_algo FP8), "
+          "as the perf-overview's FP8 rows run")
+R1_FP4 = ("'NVFP4 MoE + dense FFN, BF16 attention': the whole body at NVFP4 (the attention's ~11B of 671B in 4 instead of 16 "
+          "bits: ~1.3 GB per GPU fewer weight bytes); TP8 with EP for 'attention TP8, MoE TP4xEP2' (the same bytes per GPU); "
+          "BF16 KV; MTP row: acceptance 0.828, the alpha whose (1 - a^4)/(1 - a) is the published ~3.06-3.10 tokens per step "
+          "(relaxed acceptance; vboost clock tuning not modelled)")
+MAVERICK = ("'TP8 (EP)' run with the perf overview's llm_options 'For MoE models' (enable_attention_dp: true, trtllm-bench "
+            "--tp 8 --ep 8), as Qwen3's row: 8 attention ranks of TP1 and the experts EP8, vLLM's --data-parallel-size 8 "
+            "--enable-expert-parallel (serve.attention_dp 8, TP 1); chunked attention not modelled, and moot at 2176 tokens "
+            "of context (chunks of 8192)")
+QWEN3_DP = ("'TP8 (EP, attention DP per MoE options)': the perf overview's llm_options 'For MoE models' set "
+            "enable_attention_dp: true; TensorRT-LLM's enable_attention_dp with tp_size 8 runs 8 attention "
+            "ranks of TP1 and the experts EP8, vLLM's --data-parallel-size 8 --enable-expert-parallel (serve.attention_dp 8, TP 1)")
 STATEMENTS: tuple[Statement | Skip | tuple[Statement, ...], ...] = (
     _trt("gpt-j-6b", "h100-sxm-80gb", "fp8", 1, 64, 128, 128, ttft="together"),
     _trt("gpt-j-6b", "h100-sxm-80gb", "fp8", 1, 1, 128, 1, ttft="p50", throughput=False,
@@ -114,13 +141,13 @@ STATEMENTS: tuple[Statement | Skip | tuple[Statement, ...], ...] = (
     _max_load("llama-3.1-8b", "h100-sxm-80gb", 1, 128, 4096),
     _max_load("llama-3.1-70b", "h100-sxm-80gb", 2, 2048, 128, assumptions=LLAMA33),
     _max_load("llama-3.1-70b", "h200-sxm-141gb", 1, 20000, 2000, assumptions=LLAMA33),
-    Skip("FP4 (NVFP4) weights on B200: no fp4 precision in the serving model"),
+    _max_load("llama-3.1-70b", "b200-sxm-180gb", 1, 128, 2048, precision="fp4", kv_cache_dtype="fp8",
+              checkpoint="nvidia/Llama-3.3-70B-Instruct-FP4", assumptions=LLAMA33 + "; " + FP4_KV),
     _max_load("llama-3.1-405b", "h100-sxm-80gb", 8, 128, 2048),
-    Skip("Qwen3-235B-A22B under TensorRT-LLM's attention data parallelism and expert parallelism: neither is in the "
-         "serving model, nor the model in the catalog"),
-    Skip("Llama-4-Maverick alternates dense and MoE layers (and chunked attention): not an Architecture the catalog holds"),
-    Skip("DeepSeek-R1 with NVFP4 experts: no fp4 precision in the serving model"),
-    Skip("DeepSeek-R1 with 3 MTP layers (speculative decoding, ~3 tokens per step): not modelled"),
+    _max_load("qwen3-235b-a22b", "h100-sxm-80gb", 1, 2048, 2048, attention_dp=8, assumptions=QWEN3_DP),
+    _max_load("llama-4-maverick", "h100-sxm-80gb", 1, 128, 2048, attention_dp=8, assumptions=MAVERICK),
+    _r1_single_stream(),
+    _r1_single_stream(speculative_tokens=3, acceptance_rate=round(acceptance_for(3.08, 3), 4)),
     Statement("llama-3.1-8b", "h100-sxm-80gb", "bf16", 1, "vllm", "concurrency", 8, 20000, 2000, VLLM_GPU_MEMORY_UTILIZATION,
               VLLM_C8, kv_cache_dtype="auto", ttft="p50", tpot="itl", longest_request=25300),
     Statement("llama-3.1-8b", "h100-sxm-80gb", "bf16", 1, "vllm", "concurrency", 8, 20000, 2000, VLLM_GPU_MEMORY_UTILIZATION,
@@ -167,10 +194,11 @@ def _request(s: Statement, arch, params, model_id: str) -> ServeRequest:
         arch=arch, params=params, model_id=model_id, precisions=(s.precision,), kv_cache_dtype=kv, engine=s.engine,
         context_len=s.longest_request or s.prompt_tokens + s.output_tokens, requests_per_second=0.0 if closed else 1.0,
         prompt_tokens=s.prompt_tokens, output_tokens=s.output_tokens, peak_factor=1.0, ttft_p99_seconds=None,
-        tpot_p99_seconds=None, latency_p99_seconds=None, gpu_ids=(s.gpu_id,), gpu_count=s.tp, tp=s.tp, pp=1,
+        tpot_p99_seconds=None, latency_p99_seconds=None, gpu_ids=(s.gpu_id,), gpu_count=s.gpus, tp=s.tp, pp=1,
         gpus_per_node=None, interconnect=FABRICS.interconnects["ib-400g"], pricing="on-demand", optimize="cost",
         budget_usd_per_month=None, gpu_memory_utilization=s.memory_fraction,
         max_batch=s.clients if s.load == "static-batch" else None, concurrency=s.clients if closed else None,
+        attention_dp=s.attention_dp, speculative_tokens=s.speculative_tokens, acceptance_rate=s.acceptance_rate,
     )
 
 
@@ -182,7 +210,7 @@ def _case(index: int, row: dict, s: Statement, gpus, models, count) -> PointCase
         raise RuntimeError(f"row {index} {row['model']}: {words(result.infeasible_reason)}")
     comparisons = []
     if s.throughput:
-        published = float(row["throughput_tokens_per_s"].replace(",", "")) * (s.tp if s.per_gpu else 1)
+        published = float(row["throughput_tokens_per_s"].replace(",", "")) * (s.gpus if s.per_gpu else 1)
         predicted = (c.tokens_per_second_per_replica if s.load == "max-load"
                      else c.requests_per_second_at_peak * s.output_tokens * c.replicas)
         comparisons.append(Comparison("throughput", published, predicted))
@@ -193,7 +221,8 @@ def _case(index: int, row: dict, s: Statement, gpus, models, count) -> PointCase
         published = s.published_itl_ms or _number(row["tpot_ms"])
         comparisons.append(Comparison("tpot", published / 1e3, c.itl_p50_seconds))
     load = {"static-batch": f"batch {s.clients}", "concurrency": f"{s.clients} clients", "max-load": "max load"}[s.load]
-    name = f"{row['model'].split(' (')[0]} {s.precision}{' kv-fp8' if s.kv_cache_dtype == 'fp8' else ''} {s.tp}×{s.gpu_id} {s.prompt_tokens}/{s.output_tokens} {load}"
+    dp = f" DP{s.attention_dp}" if s.attention_dp > 1 else ""
+    name = f"{row['model'].split(' (')[0]} {s.precision}{' kv-fp8' if s.kv_cache_dtype == 'fp8' else ''} {s.gpus}×{s.gpu_id}{dp} {s.prompt_tokens}/{s.output_tokens} {load}"
     return PointCase(name, index, s, tuple(comparisons), c.max_concurrency, c.replicas)
 
 
@@ -246,6 +275,15 @@ def main() -> None:
     for family, comparisons in by_family(cases).items():
         errors = [abs(c.error) for c in comparisons]
         print(f"{family:10s} {len(errors):2d} points: median |error| {statistics.median(errors):.0%}, worst {max(errors):.0%}")
+    moe = sorted({case.row for case in cases if case.statement.model in moe_model_ids()})
+    print(f"residual families: MoE rows {', '.join(map(str, moe))} go to serve-moe-throughput / serve-moe-tpot, a regime of "
+          "their own (benchmarks/residuals.py MOE_FAMILY); the others to serve-throughput / serve-ttft / serve-tpot")
+
+
+def moe_model_ids() -> set[str]:
+    from compiler.catalog.loader import load_models
+
+    return {m.id for m in load_models().values() if m.architecture.is_moe}
 
 
 if __name__ == "__main__":

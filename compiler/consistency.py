@@ -35,11 +35,12 @@ def _training(plan: ResolvedPlan, files: dict[str, str]) -> None:
 def _serving(plan: ResolvedPlan, files: dict[str, str]) -> None:
     s = plan.serving
     _expect(s.min_replicas <= s.replicas <= s.max_replicas, "replicas outside the autoscaler bounds")
-    _expect(s.tp * s.pp == s.gpus_per_replica, "TP × PP != GPUs per replica")
+    _expect(s.attention_dp * s.tp * s.pp == s.gpus_per_replica, "attention DP × TP × PP != GPUs per replica")
     if "vllm/config.yaml" in files and not plan.stages:
         cfg = load_generated_yaml(files["vllm/config.yaml"])
         _expect(cfg.get("tensor_parallel_size", 1) == s.tp, "vLLM tensor_parallel_size != plan TP")
         _expect(cfg.get("pipeline_parallel_size", 1) == s.pp, "vLLM pipeline_parallel_size != plan PP")
+        _expect(cfg.get("data_parallel_size", 1) == s.attention_dp, "vLLM data_parallel_size != plan attention DP")
         _expect(cfg.get("max_model_len", 0) <= s.kv_cache_tokens, "max_model_len exceeds what the KV cache holds")
     for path, text in files.items():
         if not (path.startswith("k8s/") and path.endswith(".yaml")):

@@ -131,10 +131,15 @@ class Serving(Section):
     replica_floor: int = Field(1, description="availability floor: serve.min_replicas, or the default policy where an autoscaler deploys the service (1 = none)")
     tp: int
     pp: int
+    speculative_method: str = Field("", description="speculative decoding draft (serve.speculative.method: 'mtp'); '' = off")
+    speculative_tokens: int = Field(0, description="draft tokens proposed per decode step (vLLM num_speculative_tokens)")
+    acceptance_rate: float = Field(0.0, description="per-draft-token acceptance the sizing uses (the plan's, else the low end of the published range)")
+    tokens_per_step: float = Field(1.0, description="expected output tokens per verify pass, (1 − α^(k+1)) / (1 − α); decode times are per output token")
+    attention_dp: int = Field(1, description="attention data-parallel ranks per replica (serve.attention_dp), each of tp × pp GPUs with its own KV cache and batch; the routed experts split over all of them")
     gpus_per_replica: int
     nodes_per_replica: int
     context_len: int
-    max_concurrency: int
+    max_concurrency: int = Field(description="sequences a replica runs at once (with attention DP: all ranks together, max_num_seqs × attention_dp)")
     max_num_batched_tokens: int
     kv_cache_tokens: int
     kv_bytes_per_token: int

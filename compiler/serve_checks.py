@@ -14,6 +14,13 @@
 - `cluster.kubernetes.object_store` against the weights' URI scheme: the workload identity's form (IAM role ARN for
   s3://, Google service-account email for gs://, Azure client id for az://), and a Secret's environment only for s3://.
 
+- `serve.attention_dp` > 1 other than on one vLLM MoE service without PP: vLLM's --data-parallel-size with
+  --enable-expert-parallel is what is emitted (TensorRT-LLM's enable_attention_dp and TGI have no such output here),
+  the sizing splits routed experts over the ranks (a dense model has none) and places the ranks on one node.
+
+- `serve.speculative` (method mtp) other than on one vLLM service whose model ships an MTP module
+  (`architecture.mtp_layers`): vLLM's --speculative-config is what is emitted, and the draft is that module.
+
 - an Ultralytics detector (YOLO11, `Architecture.is_ultralytics_detector`) on any engine: the generated Triton repository
   serves vision models as optimum exports them (classifiers: pixel_values → logits; DETR-style detectors: logits and
   pred_boxes; deployment/serving.py); a YOLO11 ONNX file
@@ -36,15 +43,16 @@ from .spec import AZURE_CLIENT_ID, GCP_SERVICE_ACCOUNT, IAM_ROLE_ARN, ModelSpec,
 # by the engine at load time. fp8: FP8 (W8A8) checkpoints. awq: 4-bit weights (AutoAWQ). gptq: 4- or 8-bit weights.
 # compressed-tensors (llm-compressor): W8A8-FP8, W8A8-INT8 or W4A16 schemes.
 SERVES_AS = {
-    "none": ("fp32", "fp16", "bf16", "fp8", "int8", "int4"),
+    "none": ("fp32", "fp16", "bf16", "fp8", "fp4", "int8", "int4"),
     "fp8": ("fp8",),
+    "nvfp4": ("fp4",),
     "awq": ("int4",),
     "gptq": ("int4", "int8"),
-    "compressed-tensors": ("fp8", "int8", "int4"),
+    "compressed-tensors": ("fp8", "fp4", "int8", "int4"),
 }
 # Precisions vLLM 0.32 cannot reach from a 16-bit checkpoint at load time (no dense int8/int4 online method; its
 # bitsandbytes path was removed). TGI can: eetq (int8), bitsandbytes-nf4 (int4).
-VLLM_NEEDS_PREQUANTIZED = ("int8", "int4")
+VLLM_NEEDS_PREQUANTIZED = ("fp4", "int8", "int4")  # fp4: NVFP4 needs ModelOpt's calibrated checkpoint (or compressed-tensors)
 
 
 def _architecture(model: ModelSpec, catalog: Catalog) -> Architecture | None:
@@ -73,6 +81,7 @@ def serve_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, s
             problems.append((("serve", "traffic", "concurrency"),
                              f"serve.traffic.concurrency (a closed loop of clients) is modelled for one LLM service, not "
                              f"{what}: give serve.traffic.requests_per_second", "closed-loop-unsupported"))
+    problems += attention_dp_problems(spec, catalog) + speculative_problems(spec, catalog)
     # (model location, model, engine, [(precision location, precision)])
     if spec.serve.stages:
         units = [(("serve", "stages", i, "model"), st.model, st.engine,
@@ -105,12 +114,53 @@ def serve_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, s
                 problems.append((loc, f"precision {precision} cannot be served from a {quant}-quantized checkpoint "
                                       f"(model.quantization {quant} serves as {', '.join(SERVES_AS[quant])}): point model.hf_id "
                                       f"at a checkpoint in {precision} and set model.quantization to its method", "checkpoint-mismatch"))
+            elif precision == "fp4" and engine == "tgi":
+                problems.append((loc, "precision fp4 (NVFP4) is served by vLLM here (a ModelOpt NVFP4 checkpoint); TGI 3.3 has "
+                                      "no NVFP4 method: use engine vllm", "checkpoint-mismatch"))
             elif quant == "none" and precision in VLLM_NEEDS_PREQUANTIZED and engine in ("vllm", "triton"):
                 problems.append((loc, f"precision {precision} on {engine} needs a pre-quantized checkpoint: vLLM cannot quantize "
                                       f"the 16-bit weights of {_repository(model, catalog)} to {precision} at load time; "
-                                      f"point model.hf_id at an AWQ, GPTQ or compressed-tensors checkpoint and set "
+                                      f"point model.hf_id at {'an NVFP4 (ModelOpt or compressed-tensors)' if precision == 'fp4' else 'an AWQ, GPTQ or compressed-tensors'} checkpoint and set "
                                       f"model.quantization (or use engine tgi, which quantizes at load time)", "checkpoint-mismatch"))
     return problems
+
+
+def attention_dp_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, str]]:
+    dp = spec.serve.attention_dp
+    if dp <= 1:
+        return []
+    where, code = ("serve", "attention_dp"), "attention-dp-unsupported"
+    if spec.serve.stages:
+        return [(where, "serve.attention_dp is sized for one LLM service, not a staged one", code)]
+    arch = _architecture(spec.model, catalog)
+    if arch is None or not arch.is_moe:
+        what = "a parameter count alone" if arch is None else f"a dense model ({arch.experts} expert)"
+        return [(where, f"serve.attention_dp splits the routed experts of an MoE model over the DP ranks; {what} has none: "
+                        f"drop serve.attention_dp (replicas already run data-parallel)", code)]
+    if spec.serve.engine != "vllm":
+        return [(where, f"serve.attention_dp is emitted as vLLM's --data-parallel-size with --enable-expert-parallel; engine "
+                        f"{spec.serve.engine} gets no such setting here: use engine vllm", code)]
+    if (spec.parallelism.pp or 1) > 1:
+        return [(where, f"serve.attention_dp places its {dp} ranks on one node without pipeline stages; parallelism.pp is "
+                        f"{spec.parallelism.pp}", code)]
+    return []
+
+
+def speculative_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, str]]:
+    if spec.serve.speculative is None:
+        return []
+    where, code = ("serve", "speculative"), "speculative-unsupported"
+    if spec.serve.stages:
+        return [(where, "serve.speculative is sized for one LLM service, not a staged one", code)]
+    arch = _architecture(spec.model, catalog)
+    if arch is None or arch.mtp_layers < 1:
+        return [(where, f"method mtp drafts with the checkpoint's multi-token-prediction module, and "
+                        f"{spec.model.preset or 'this architecture'} has none (architecture.mtp_layers 0; DeepSeek-V3's "
+                        f"config.json num_nextn_predict_layers is 1)", code)]
+    if spec.serve.engine != "vllm":
+        return [(where, f"serve.speculative is emitted as vLLM's --speculative-config; engine {spec.serve.engine} gets no "
+                        f"such setting here: use engine vllm", code)]
+    return []
 
 
 # Which workload-identity form each object store takes (spec.py: IAM_ROLE_ARN, GCP_SERVICE_ACCOUNT, AZURE_CLIENT_ID), and

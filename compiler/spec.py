@@ -80,8 +80,8 @@ MIN_RATE = 1e-6
 
 
 SafeText = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00\r\n]*$"), AfterValidator(_no_control_characters)]
-Precision = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
-CheckpointQuantization = Literal["none", "fp8", "awq", "gptq", "compressed-tensors"]
+Precision = Literal["fp32", "fp16", "bf16", "fp8", "fp4", "int8", "int4"]
+CheckpointQuantization = Literal["none", "fp8", "nvfp4", "awq", "gptq", "compressed-tensors"]
 
 
 class Spec(BaseModel):
@@ -116,6 +116,14 @@ class ArchitectureSpec(Architecture):
             raise PydanticCustomError("invalid-architecture", "heads ({h}) must be a multiple of kv_heads ({kv})", {"h": self.heads, "kv": self.kv_heads})
         if self.experts_per_token > self.experts or self.dense_layers > self.layers:
             raise PydanticCustomError("invalid-architecture", "experts_per_token ≤ experts and dense_layers ≤ layers", {})
+        if self.interleave_moe_layer_step < 1 or (self.interleave_moe_layer_step > 1 and not self.is_moe):
+            raise PydanticCustomError("invalid-architecture", "interleave_moe_layer_step must be ≥ 1, and above 1 only for an MoE "
+                                      "model (experts > 1; got {step} with {experts} experts)",
+                                      {"step": self.interleave_moe_layer_step, "experts": self.experts})
+        if self.kind != "cnn" and self.is_moe and not self.moe_layer_count:
+            raise PydanticCustomError("invalid-architecture", "no layer has experts: with dense_layers {dense} and "
+                                      "interleave_moe_layer_step {step} every one of the {layers} layers is dense",
+                                      {"dense": self.dense_layers, "step": self.interleave_moe_layer_step, "layers": self.layers})
         return self
 
 
@@ -125,7 +133,7 @@ class ModelSpec(Spec):
     architecture: ArchitectureSpec | None = Field(None, description="an explicit architecture")
     weights: SafeText | None = Field(None, description="where serving / fine-tuning loads weights from (URI or path)", examples=["s3://bucket/llama3-8b"])
     hf_id: SafeText | None = Field(None, description="the model id engines load (Hugging Face repo id); defaults to the preset's repo")
-    quantization: CheckpointQuantization = Field("none", description="how the checkpoint the engine loads (hf_id / weights) is already quantized: none = 16-bit weights (the presets' repos); fp8, awq, gptq or compressed-tensors = a pre-quantized checkpoint whose method the engine reads from its config.json (serve plans)")
+    quantization: CheckpointQuantization = Field("none", description="how the checkpoint the engine loads (hf_id / weights) is already quantized: none = 16-bit weights (the presets' repos); fp8, nvfp4 (NVIDIA ModelOpt NVFP4, e.g. nvidia/DeepSeek-R1-FP4), awq, gptq or compressed-tensors = a pre-quantized checkpoint whose method the engine reads from its config.json (serve plans)")
 
     @model_validator(mode="after")
     def exactly_one_source(self) -> "ModelSpec":
@@ -255,6 +263,12 @@ class StageSpec(Spec):
     slo: SloSpec = Field(default_factory=SloSpec, description="the stage's own latency targets")
 
 
+class SpeculativeSpec(Spec):
+    method: Literal["mtp"] = Field("mtp", description="draft: the checkpoint's own multi-token-prediction module (architecture.mtp_layers; vLLM speculative method 'mtp')")
+    num_speculative_tokens: int = Field(ge=1, le=16, description="draft tokens proposed per decode step (vLLM num_speculative_tokens)")
+    acceptance_rate: float | None = Field(None, gt=0, lt=1, description="probability the target model accepts each draft token; default: DeepSeek-V3 report §5.4.3, 0.85-0.90 for its MTP module, sized at 0.85")
+
+
 class ServeSpec(Spec):
     engine: Literal["vllm", "triton", "tgi"] = Field("vllm", description="serving engine")
     context_len: int = Field(8192, ge=1, le=10_000_000, description="max tokens per sequence (prompt + output)")
@@ -263,7 +277,9 @@ class ServeSpec(Spec):
     precisions: list[Precision] | None = Field(None, description="serving precisions the search may use; default: the plan's precision")
     kv_cache_dtype: Literal["auto", "fp8"] = Field("auto", description="KV cache element type (auto = the weights' dtype)")
     prefix_caching: bool = Field(True, description="reuse KV of shared prompt prefixes")
-    max_num_seqs: int | None = Field(None, ge=1, le=100_000, description="pin the sequences a replica runs at once (vLLM max_num_seqs, TGI max-batch-size, TensorRT-LLM max batch); default: the search picks")
+    max_num_seqs: int | None = Field(None, ge=1, le=100_000, description="pin the sequences a replica runs at once (vLLM max_num_seqs, TGI max-batch-size, TensorRT-LLM max batch); default: the search picks. With attention_dp, per DP rank")
+    speculative: SpeculativeSpec | None = Field(None, description="speculative decoding (vLLM --speculative-config): each decode step verifies the draft's tokens; the decode time per output token divides by the tokens a step yields")
+    attention_dp: int = Field(1, ge=1, le=64, description="MoE models on engine vllm: attention data-parallel ranks per replica (vLLM --data-parallel-size with --enable-expert-parallel): each rank holds the attention and dense layers (split by its own TP) and its own KV cache and batch; the routed experts are split over all attention_dp × TP GPUs of one node. 1 = off")
     stages: list[StageSpec] | None = Field(None, description="a multi-stage service: stages in order, decoupled by queues (top-level model is then omitted)")
     min_replicas: int | None = Field(None, ge=1, le=100_000, description="availability floor: replicas kept however low the load (HPA/KEDA minReplicas); default: 2 (1 on edge devices), or the sizing's minimum when higher. Counted in cost and GPUs: a service deploys max(peak need, floor)")
 
@@ -448,7 +464,7 @@ class PlanSpec(Spec):
             raise PydanticCustomError("missing-field", "required field 'model' is missing", {})
         if self.model is not None and staged:
             raise PydanticCustomError("conflicting-fields", "a staged service names each stage's model in serve.stages, not a top-level model", {})
-        if training and self.precision in ("int8", "int4"):
+        if training and self.precision in ("fp4", "int8", "int4"):
             raise PydanticCustomError("invalid-precision", "precision {p} is for serving; train in fp32, fp16, bf16 or fp8", {"p": self.precision})
         if self.workload == "train" and self.train.method != "full":
             raise PydanticCustomError("invalid-method", "method {m} is for workload finetune", {"m": self.train.method})

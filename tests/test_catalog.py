@@ -56,6 +56,23 @@ def test_deepseek_v3_mla_and_moe_terms():
     assert counts.per_layer_mlp_active == 8 * expert + 7168 * 256 + expert
 
 
+def test_llama_4_maverick_interleaves_dense_and_moe_layers():
+    """48 layers, interleave_moe_layer_step 2: layers 1, 3, ..., 47 (24) hold 128 experts + 1 shared of width 8192,
+    the other 24 a dense MLP of 16384 (Llama4TextConfig.moe_layers = range(step - 1, layers, step))."""
+    arch = MODELS["llama-4-maverick"].architecture
+    assert arch.moe_layer_count == 24
+    counts = count_params(arch)
+    attention, norms = 5120 * 5120 * 2 + 5120 * 1024 * 2, 2 * 5120
+    expert, dense = 3 * 5120 * 8192, 3 * 5120 * 16384
+    moe_total, moe_active = 128 * expert + 5120 * 128 + expert, expert + 5120 * 128 + expert
+    outside = 2 * 202048 * 5120 + 5120  # embedding, untied head, final norm
+    assert counts.total == 48 * (attention + norms) + 24 * dense + 24 * moe_total + outside == 400_711_848_960
+    assert counts.active == 48 * (attention + norms) + 24 * dense + 24 * moe_active + outside == 17_184_691_200
+    every_layer = arch.model_copy(update={"interleave_moe_layer_step": 1})
+    assert count_params(every_layer).total == 48 * (attention + norms + moe_total) + outside  # Scout-style: no dense MLP
+    assert arch.model_copy(update={"interleave_moe_layer_step": 4, "dense_layers": 3}).moe_layer_count == 12  # 3, 7, ..., 43, 47
+
+
 def test_bert_counts_its_pooler_and_ties_its_mlm_head():
     counts = count_params(MODELS["bert-large"].architecture)
     assert counts.total == 335_141_888

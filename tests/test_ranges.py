@@ -144,3 +144,34 @@ def test_a_cnn_training_plan_takes_the_cnn_training_family(tmp_path):
         assert by[quantity].p90 == pytest.approx(by[quantity].predicted * cnn.p90)
     assert by["training.tokens_per_second"].family == "train-cnn"
     assert any("of train-cnn (12 published rows" in d.reason for d in plan.decisions)
+
+
+MOE_SERVE_PLAN = """name: ds-v3-serve
+workload: serve
+model: {preset: deepseek-v3}
+precision: fp8
+serve: {engine: vllm, context_len: 3072, traffic: {concurrency: 1, prompt_tokens: 1024, output_tokens: 2048}}
+cluster: {gpu: h200-sxm-141gb, count: 8}
+parallelism: {tp: 8}
+"""
+
+
+def test_an_moe_serving_plan_takes_the_moe_families_and_a_dense_one_does_not(tmp_path):
+    """Every published MoE serving row lands optimistic (benchmarks/residuals.py): an MoE plan's throughput, cost and
+    TPOT read serve-moe-*, whose range lies on the slow side of the prediction; its TTFT the dense rows (no MoE TTFT
+    published); a dense plan never reads the MoE rows."""
+    from compiler.catalog.residuals import load_residuals
+
+    path = tmp_path / "moe.yaml"
+    path.write_text(MOE_SERVE_PLAN)
+    by = {r.quantity: r for r in resolve(path).ranges}
+    residuals = load_residuals()
+    assert {q: r.family for q, r in by.items()} == {
+        "serving.tokens_per_second_per_replica": "serve-moe-throughput", "cost.usd_per_month": "serve-moe-throughput",
+        "serving.tpot_seconds": "serve-moe-tpot", "serving.ttft_seconds": "serve-ttft"}
+    throughput, tpot = by["serving.tokens_per_second_per_replica"], by["serving.tpot_seconds"]
+    assert throughput.p90 == pytest.approx(throughput.predicted * residuals["serve-moe-throughput"].p90)
+    assert tpot.p10 == pytest.approx(tpot.predicted * residuals["serve-moe-tpot"].p10)
+    assert throughput.p90 < throughput.predicted and tpot.p10 > tpot.predicted
+    dense = {r.family for example in EXAMPLES for r in resolve(example).ranges}
+    assert not any(family.startswith("serve-moe") for family in dense)

@@ -9,7 +9,9 @@ Per transformer layer (d = hidden, h_q = heads × head_dim, h_kv = kv_heads × h
   o H·d_v·d (with q_lora_rank 0 the query is a plain d·H·(d_nope + d_rope) projection);
 - MLP: gated (SwiGLU, Shazeer 2020: gate, up, down) 3·d·f, non-gated 2·d·f; mlp_bias adds f (2f gated) + d;
 - MoE (Mixtral, DeepSeek): each routed expert is an MLP of width f_e, the router is d·E, shared experts are
-  MLPs of width f_e that every token uses; the first `dense_layers` layers keep a dense MLP of width f;
+  MLPs of width f_e that every token uses; the first `dense_layers` layers keep a dense MLP of width f, and so
+  do the layers between MoE ones when `interleave_moe_layer_step` > 1 (Llama 4 Maverick: layers 1, 3, …, 47 of
+  48 have experts; transformers Llama4TextConfig.moe_layers);
 - norms: 2 per layer, d each (RMSNorm: a scale) or 2d (LayerNorm: scale and bias), and one final norm.
 Outside the layers: token embeddings V·d, learned positions P·d (GPT-3, BERT), BERT's token-type embeddings
 2·d, and an output head: the LM head V·d unless tied to the embeddings, BERT's pooler d·d + d (the
@@ -88,7 +90,7 @@ def count_params(arch: Architecture) -> ParamCounts:
         router = d * arch.experts
         moe_total = arch.experts * expert + router + arch.shared_experts * expert
         moe_active = arch.experts_per_token * expert + router + arch.shared_experts * expert
-        moe_layers = layers - arch.dense_layers
+        moe_layers = arch.moe_layer_count
     else:
         moe_total = moe_active = dense_mlp
         moe_layers = 0

@@ -35,7 +35,7 @@ def _printable(text: str) -> str:
 CatalogId = Annotated[str, Field(pattern=CATALOG_ID)]
 CatalogText = Annotated[str, Field(max_length=1000), AfterValidator(_printable)]
 
-Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4"]
+Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8", "int4"]
 Pricing = Literal["on-demand", "spot", "reserved"]
 
 
@@ -127,6 +127,10 @@ class Architecture(Frozen):
     shared_experts: int = Field(0, description="always-active experts (DeepSeek)")
     moe_ffn_hidden: int = Field(0, description="expert intermediate width; 0 means ffn_hidden")
     dense_layers: int = Field(0, description="leading layers with a dense MLP in an MoE model")
+    mtp_layers: int = Field(0, description="multi-token-prediction modules shipped with the checkpoint (config.json num_nextn_predict_layers; DeepSeek-V3: 1), a draft for speculative decoding; not in the parameter counts")
+    interleave_moe_layer_step: int = Field(
+        1, description="MoE models: every n-th layer after the leading dense ones has experts, the others a dense MLP of "
+                       "ffn_hidden (config.json interleave_moe_layer_step; Llama 4 Maverick: 2; 1 = every layer)")
     learned_positions: bool = Field(False, description="learned absolute position embeddings (GPT-3, BERT) rather than RoPE")
     tied_embeddings: bool = Field(False, description="LM head shares the embedding matrix")
     norm: Literal["rmsnorm", "layernorm"] = Field("rmsnorm", description="normalisation layer kind")
@@ -170,6 +174,15 @@ class Architecture(Frozen):
     @property
     def is_moe(self) -> bool:
         return self.experts > 1
+
+    @property
+    def moe_layer_count(self) -> int:
+        """Layers with routed experts: of the layers after `dense_layers`, those whose index i satisfies
+        i mod step = step − 1 (transformers Llama4TextConfig: moe_layers = range(step − 1, layers, step))."""
+        if not self.is_moe:
+            return 0
+        step = max(1, self.interleave_moe_layer_step)
+        return sum(1 for i in range(self.dense_layers, self.layers) if i % step == step - 1)
 
     @property
     def uses_mla(self) -> bool:

@@ -6,6 +6,7 @@ Moved here from the targets (vllm.py, tgi.py, k8s_serving.py), which now only pl
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 
 from ..resolved import ResolvedPlan, Serving
@@ -281,7 +282,10 @@ def vllm_args(plan: ResolvedPlan, prefix_caching: bool, drain_seconds: int = 0) 
         EngineArg(key="pipeline_parallel_size", value=s.pp, reason="PP from the serving search (one stage per node when > 1)"),
         EngineArg(key="max_model_len", value=s.context_len, reason="serve.context_len: prompt + output tokens per sequence"),
         EngineArg(key="gpu_memory_utilization", value=s.gpu_memory_utilization, reason="share of GPU memory vLLM may take (weights + KV cache + activations)"),
-        EngineArg(key="max_num_seqs", value=s.max_concurrency, reason="concurrent sequences per replica that the sized KV cache and the latency SLO allow"),
+        EngineArg(key="max_num_seqs", value=s.max_concurrency // s.attention_dp,
+                  reason=("concurrent sequences per replica that the sized KV cache and the latency SLO allow" if s.attention_dp == 1 else
+                          f"concurrent sequences per DP rank (vLLM schedules each rank on its own): {s.max_concurrency} per replica "
+                          f"over {s.attention_dp} ranks")),
         EngineArg(key="max_num_batched_tokens", value=s.max_num_batched_tokens, reason="tokens per scheduler step (chunked-prefill budget) from sizing"),
         EngineArg(key="dtype", value=compute_dtype(plan), reason=f"compute type for precision {s.precision}"),
     ]
@@ -296,7 +300,20 @@ def vllm_args(plan: ResolvedPlan, prefix_caching: bool, drain_seconds: int = 0) 
                                       "aborts them: launcher.py 'mode=abort'); the pod's grace period covers it")))
     if model_source(plan).lower().startswith(STREAMED_SCHEMES):
         args.append(EngineArg(key="load_format", value="runai_streamer", reason="stream weights from object storage"))
-    if model.architecture.is_moe and s.tp > 1:
+    if s.speculative_tokens:
+        config = json.dumps({"method": s.speculative_method, "num_speculative_tokens": s.speculative_tokens}, sort_keys=True)
+        args.append(EngineArg(key="speculative_config", value=config,
+                              reason=(f"serve.speculative: the checkpoint's MTP module drafts {s.speculative_tokens} tokens per step, "
+                                      f"{s.tokens_per_step:.2f} output tokens per step expected at acceptance {s.acceptance_rate:g}")))
+    if s.attention_dp > 1:
+        args.append(EngineArg(key="data_parallel_size", value=s.attention_dp,
+                              reason=(f"serve.attention_dp: {s.attention_dp} ranks of TP={s.tp}, each with the attention whole and its own "
+                                      f"KV cache and batch (vLLM docs, Data Parallel Deployment)")))
+        args.append(EngineArg(key="enable_expert_parallel", value=True,
+                              reason=(f"the {model.architecture.experts} routed experts split whole over the {s.attention_dp * s.tp} GPUs of "
+                                      f"the DP × TP group rather than each split {s.attention_dp * s.tp} ways (vLLM docs, Expert Parallel "
+                                      f"Deployment); the weights per GPU the sizing counted")))
+    elif model.architecture.is_moe and s.tp > 1:
         args.append(EngineArg(key="enable_expert_parallel", value=True,
                               reason=(f"MoE model ({model.architecture.experts} experts) on TP={s.tp}: whole experts per GPU instead of "
                                       f"every expert split {s.tp} ways (vLLM docs, Expert Parallel Deployment); same bytes per GPU")))

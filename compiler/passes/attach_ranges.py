@@ -6,7 +6,10 @@ plan's wall time, GPU-hours and cost the published whole pre-training runs (fail
 a step leaves out); a fine-tune's, which no published whole run resembles, the steady-step family; a CNN sized layer by
 layer all of them the published CNN training rows (train-cnn). A duration, a size
 or a cost that grows with it reads predicted × ratio; a rate reads predicted ÷ ratio (so its P10 comes from the P90
-ratio). TTFT and TPOT take the published latencies at stated load points (serve-ttft, serve-tpot). A CNN with a
+ratio). TTFT and TPOT take the published latencies at stated load points (serve-ttft, serve-tpot). A mixture-of-experts
+model serves in a regime of its own (every published MoE row lands optimistic, benchmarks/residuals.py): its
+throughput, cost and TPOT take the MoE rows (serve-moe-throughput, serve-moe-tpot); no MoE TTFT is published, so its
+TTFT takes serve-ttft. A CNN with a
 layer table takes the serve-vision family (images/s), or serve-vision-batch1 when it serves batch 1; other vision
 models (ViT, CNNs without a table) have no rows: no range. Nor has a serving replica's memory: no published row states
 it, and the engines fill their KV cache up to the configured share, so its split shows in serve-throughput (README).
@@ -21,6 +24,8 @@ from .size_training import step_family, time_family
 THROUGHPUT = "serve-throughput"
 TTFT = "serve-ttft"
 TPOT = "serve-tpot"
+MOE_THROUGHPUT = "serve-moe-throughput"
+MOE_TPOT = "serve-moe-tpot"
 VISION = "serve-vision"
 VISION_BATCH1 = "serve-vision-batch1"  # batch-1 rows: launch and framework overhead the roofline leaves out
 MEMORY_FAMILY = {"full": "memory-full", "lora": "memory-lora", "qlora": "memory-qlora"}
@@ -57,11 +62,13 @@ def _serving(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
         if plan.cost.usd_per_month:  # owned edge devices cost nothing per month: no spread to show
             ranges.append(_range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, family, rate=True))
         return ranges
+    moe = plan.model.architecture.is_moe
+    throughput, tpot = (MOE_THROUGHPUT, MOE_TPOT) if moe else (THROUGHPUT, TPOT)
     # a replica's throughput; the replicas, so the monthly cost, scale inversely with it
-    return [_range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, THROUGHPUT),
+    return [_range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, throughput),
             _range(ctx, "serving.ttft_seconds", s.ttft_seconds, TTFT),
-            _range(ctx, "serving.tpot_seconds", s.tpot_seconds, TPOT),
-            _range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, THROUGHPUT, rate=True)]
+            _range(ctx, "serving.tpot_seconds", s.tpot_seconds, tpot),
+            _range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, throughput, rate=True)]
 
 
 def attach_ranges(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:

@@ -15,6 +15,7 @@ from ..resolved import (
     Alternative, Cost, Hardware, MemoryPerGpu, ModelInfo, Parallelism, Rejection, ResolvedPlan, Serving, Stage,
 )
 from ..sizing.serve_search import search_serving
+from ..sizing.serve_speculative import tokens_per_round
 from ..sizing.serve_stages import PipelineStage, size_pipeline
 from ..sizing.reasons import because
 from ..sizing.serve_types import HOURS_PER_MONTH, MAX_REJECTED, ServeCandidate, ServeRequest
@@ -40,6 +41,9 @@ def _request(spec: PlanSpec, model: ModelInfo, precision: str, engine: str, gpu_
         pricing=spec.cluster.pricing,
         optimize="cost" if spec.optimize == "cost" else "latency", budget_usd_per_month=spec.budget.usd_per_month,
         max_batch=serve.max_num_seqs, concurrency=serve.traffic.concurrency, min_replicas=serve.min_replicas,
+        attention_dp=serve.attention_dp,
+        speculative_tokens=serve.speculative.num_speculative_tokens if serve.speculative else 0,
+        acceptance_rate=serve.speculative.acceptance_rate if serve.speculative else None,
         replica_floor=spec.cluster.scheduler in ("kubernetes", "both"),  # the autoscaler keeps the floor; Slurm runs no replicas of its own
     )
 
@@ -56,7 +60,8 @@ def _sections(spec: PlanSpec, engine: str, slo: SloSpec, c: ServeCandidate, cata
     serving = Serving(
         engine=engine, precision=c.precision, kv_cache_dtype=spec.serve.kv_cache_dtype,
         replicas=c.replicas, min_replicas=c.min_replicas, max_replicas=c.max_replicas,
-        replicas_needed=c.replicas_needed, replica_floor=c.replica_floor, tp=c.tp, pp=c.pp,
+        replicas_needed=c.replicas_needed, replica_floor=c.replica_floor, tp=c.tp, pp=c.pp, attention_dp=c.attention_dp,
+        **_speculation_fields(c),
         gpus_per_replica=c.gpus_per_replica, nodes_per_replica=c.nodes_per_replica, context_len=spec.serve.context_len,
         max_concurrency=c.max_concurrency, max_num_batched_tokens=c.max_num_batched_tokens,
         kv_cache_tokens=c.kv_cache_tokens, kv_bytes_per_token=c.kv_bytes_per_token,
@@ -77,6 +82,14 @@ def _sections(spec: PlanSpec, engine: str, slo: SloSpec, c: ServeCandidate, cata
     memory = MemoryPerGpu(weights=m.weights, kv_cache=m.kv_cache, activations=m.activations, other=m.other,
                           total=m.total, usable=m.usable)
     return hardware, serving, memory
+
+
+def _speculation_fields(c: ServeCandidate) -> dict:
+    s = c.speculation
+    if s is None:
+        return {}
+    return {"speculative_method": "mtp", "speculative_tokens": s.draft_tokens, "acceptance_rate": s.acceptance_rate,
+            "tokens_per_step": tokens_per_round(s.acceptance_rate, s.draft_tokens)}
 
 
 def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:

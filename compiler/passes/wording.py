@@ -287,9 +287,41 @@ def serving_decisions(spec: PlanSpec, c: ServeCandidate, evaluated: int, hardwar
                            f"one request alone: TTFT {format_seconds(c.ttft_batch1_seconds)}, TPOT {format_seconds(c.tpot_batch1_seconds)}; "
                            f"at max concurrency and utilisation {c.target_utilization:g}: TTFT {format_seconds(c.ttft_at_capacity_seconds)}, "
                            f"TPOT {format_seconds(c.tpot_at_capacity_seconds)}")] if c.ttft_batch1_seconds else []),
+        *_attention_dp_decisions(c, prefix),
+        *_speculation_decisions(c, prefix),
         Decision(topic=f"{prefix}cost", choice=f"{format_usd(c.usd_per_month)}/month",
                  reason=f"{_plural(c.gpus, 'GPU')} × {format_usd(hardware.usd_per_gpu_hour)}/h ({spec.cluster.pricing}) × 730 h"),
     ]
+
+
+def _speculation_decisions(c: ServeCandidate, prefix: str) -> list[Decision]:
+    s = c.speculation
+    if s is None:
+        return []
+    low, high = s.acceptance_range
+    expected = [(1 - a ** (s.draft_tokens + 1)) / (1 - a) for a in (low, high)]  # serve_speculative.tokens_per_round
+    spread = (f"{expected[0]:.2f} at the plan's acceptance {low:g}" if low == high else
+              f"{expected[0]:.2f}-{expected[1]:.2f} over the published acceptance {low:g}-{high:g} (DeepSeek-V3 report §5.4.3), "
+              f"sized at {low:g}")
+    return [Decision(
+        topic=f"{prefix}speculative decoding",
+        choice=f"MTP draft, {s.draft_tokens} tokens per step; {expected[0]:.2f} output tokens per verify pass",
+        reason=(f"serve.speculative: expected tokens per pass (1 − α^(k+1))/(1 − α) (Leviathan et al. 2023): {spread}; decode "
+                f"time per output token = (verify pass of k + 1 tokens + k MTP-module steps) ÷ that, so TPOT and ITL are per "
+                f"output token (compiler/sizing/serve_speculative.py)"))]
+
+
+def _attention_dp_decisions(c: ServeCandidate, prefix: str) -> list[Decision]:
+    if c.attention_dp <= 1:
+        return []
+    dp, gpus = c.attention_dp, c.gpus_per_replica
+    return [Decision(
+        topic=f"{prefix}attention data parallelism",
+        choice=f"{dp} DP ranks × TP{c.tp} per replica, experts split over {gpus} GPUs; {c.max_concurrency // dp} sequences per rank",
+        reason=(f"serve.attention_dp: each rank holds the attention and dense layers whole (÷ its TP) with its own KV cache and "
+                f"batch, the routed experts ÷ {gpus}: {c.memory.weights / 2**30:.1f} GiB of weights per GPU; every decode step "
+                f"all-gathers the {dp} ranks' tokens before the experts and reduce-scatters after (vLLM docs, Data Parallel and "
+                f"Expert Parallel Deployment; compiler/sizing/serve_attention_dp.py)"))]
 
 
 def _floor_words(c: ServeCandidate) -> str:
@@ -326,6 +358,8 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "one-stage-per-node": lambda per_node: f"a replica over nodes runs one PP stage of TP{per_node} per node",
     "tgi-no-pp": lambda: "TGI shards a replica with TP on one node (no PP)",
     "triton-one-node": lambda: "Triton's vLLM backend runs a replica on one node",
+    "attention-dp-spans-nodes": lambda dp, tp, per_node: (f"attention DP{dp} × TP{tp} spans nodes of {per_node} GPUs (the "
+                                                         f"experts' all-gather stays within NVLink)"),
     # --- serving: one LLM configuration (serve_llm_config.py) ---------------------------------------------------
     "kv-below-context": _kv_below_context,
     "no-batch-meets-slo": _no_batch_meets_slo,
@@ -340,6 +374,9 @@ SENTENCES: dict[str, Callable[..., str]] = {
         f"no configuration meets the SLO; closest is {closest} with TTFT p99 {_ms(ttft, 0)} ms, TPOT p99 {_ms(tpot, 1)} ms"),
     "fits-outside-allowed": lambda model_id, allowed, fit: (
         f"{model_id} does not fit the allowed GPUs ({', '.join(allowed) or 'none'}) and pins; smallest fit: {_smallest_fit(fit)}"),
+    "no-gpu-for-precision": lambda precisions, rejection, fit: (
+        f"no allowed GPU runs precision {', '.join(precisions)}: {_rejection(rejection)}"
+        + (f"; smallest fit: {_smallest_fit(fit)}" if fit else "")),
     "fits-no-gpu": lambda model_id, rejection: f"{model_id} does not fit any GPU configuration; e.g. {_rejection(rejection)}",
     "no-gpu-to-evaluate": lambda model_id, allowed: f"{model_id}: no GPU to evaluate (allowed: {', '.join(allowed) or 'none'})",
     # --- serving: non-generative models and edge devices (vision.py) --------------------------------------------

@@ -32,10 +32,12 @@ catalog's achievable fractions of peak (`GpuSpec.achievable_matmul_fraction`,
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from .serve_attention_dp import expert_exchange_seconds
+from .serve_speculative import tokens_per_round
 from .serve_memory import ACTIVATION_BYTES, WEIGHT_ELEMENT_BYTES, layers_per_stage, weight_bytes_per_param
 from .train_memory import activation_bytes_per_layer
 from .train_time import (
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from ..catalog.fabrics import Interconnect
     from ..catalog.params import ParamCounts
     from ..catalog.types import Architecture, GpuSpec
+    from .serve_speculative import Speculation
 
 # Small-message all-reduce latency: NVIDIA/nccl issue #583, nccl-tests all_reduce_perf on 2× A100 SXM4,
 # 32 B: 10.1 µs; NVIDIA/nccl-tests issue #123 (DGX-A100, Ring LL, 2 GPUs): 10 µs. Used for every
@@ -77,6 +80,7 @@ COMPUTE_DTYPES = {
     "bf16": ("bf16",),
     "fp16": ("fp16", "bf16"),
     "fp8": ("fp8",),
+    "fp4": ("fp4",),  # NVFP4 W4A4: Blackwell's FP4 tensor cores (catalog fp4 peak), weights and activations in FP4
     "int8": ("int8",),
     "int4": ("fp16", "bf16"),
 }
@@ -163,6 +167,8 @@ class ReplicaModel:
     # The fabric between PP stages when the replica spans nodes (one TP-filled stage per node, serve_shapes.py);
     # None: the replica sits in one node and its stages talk over the GPU-to-GPU link.
     inter_node: Link | None = None
+    dp: int = 1  # attention data-parallel ranks (serve_attention_dp.py): `batch` is the replica's, split over them
+    speculation: Speculation | None = None  # speculative decoding (serve_speculative.py): decode_step is per output token
 
     @property
     def flops_per_second(self) -> float:
@@ -201,9 +207,9 @@ def routed_expert_bytes_per_gpu(m: ReplicaModel) -> float:
     a = m.arch
     if not a.is_moe:
         return 0.0
-    routed = (a.layers - a.dense_layers) * a.experts * expert_params(a)
+    routed = a.moe_layer_count * a.experts * expert_params(a)
     stage_share = layers_per_stage(a, m.pp) / a.layers
-    return routed * weight_bytes_per_param(m.precision, a.hidden) * stage_share / m.tp
+    return routed * weight_bytes_per_param(m.precision, a.hidden) * stage_share / (m.tp * m.dp)
 
 
 def experts_touched_fraction(arch: Architecture, tokens: float) -> float:
@@ -225,7 +231,7 @@ def routed_active_params(arch: Architecture) -> float:
     """Routed-expert parameters one token multiplies: k experts in every MoE layer (0 for dense models)."""
     if not arch.is_moe:
         return 0.0
-    return arch.experts_per_token * expert_params(arch) * (arch.layers - arch.dense_layers)
+    return arch.experts_per_token * expert_params(arch) * arch.moe_layer_count
 
 
 def expert_flops_per_second(m: ReplicaModel, tokens: float) -> float:
@@ -295,13 +301,19 @@ def decode_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
     (batch/pp)·h·2 bytes over the GPU's intra-node link; PP: one activation send per micro-batch, over the
     plan's fabric when the stages sit on different nodes (`ReplicaModel.pp_link`). Each GPU runs its stage's
     layers once per micro-batch, each at DECODE_LAYER_FIXED_SECONDS.
+    With speculative decoding the step returned is the time per output token (speculative_step).
     """
+    if m.speculation is not None:
+        return speculative_step(m, batch, context)
+    replica_tokens = batch / m.pp  # routed to the experts of every DP rank at once
+    if m.dp > 1:  # each DP rank runs its share of the sequences, the busiest at least one (serve_attention_dp.py)
+        batch = max(1, math.ceil(batch / m.dp - 1e-9))
     micro = batch / m.pp
     ranks = m.tp * m.pp
-    expert_bytes = routed_expert_bytes_per_gpu(m) * experts_touched_fraction(m.arch, micro)
+    expert_bytes = routed_expert_bytes_per_gpu(m) * experts_touched_fraction(m.arch, replica_tokens)
     expert_weight_s = m.pp * expert_bytes / m.weight_bytes_per_second
     routed = routed_active_params(m.arch)
-    expert_flops_s = batch * 2 * routed / ranks / expert_flops_per_second(m, micro)
+    expert_flops_s = batch * 2 * routed / ranks / expert_flops_per_second(m, replica_tokens)
     weight_s = m.pp * weight_read_bytes_per_gpu(m, micro) / m.weight_bytes_per_second - expert_weight_s
     gemm_flops_s = batch * 2 * (matmul_params(m.params, m.arch) - routed) / ranks / m.flops_per_second
     kv_s = batch * context * m.kv_bytes_per_token_per_gpu / m.bytes_per_second
@@ -311,6 +323,8 @@ def decode_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
     comm = 2 * m.arch.layers * allreduce_seconds(message, m.tp, m.link_bytes_per_second)
     if m.pp > 1:
         comm += m.pp * m.pp_link.seconds(message)
+    comm += m.pp * expert_exchange_seconds(m.arch, m.dp, micro, layers_per_stage(m.arch, m.pp), m.link_bytes_per_second,
+                                           COLLECTIVE_LATENCY_SECONDS)
     gemm = max(weight_s, gemm_flops_s) + max(expert_weight_s, expert_flops_s)
     attention = max(kv_s, attn_flops_s)
     elementwise = elementwise_seconds(m, batch)
@@ -323,6 +337,27 @@ def decode_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
 def decode_fixed_seconds(m: ReplicaModel) -> float:
     """The fixed time of the layers one GPU runs in a decode round: its stage's layers once per micro-batch."""
     return m.pp * layers_per_stage(m.arch, m.pp) * DECODE_LAYER_FIXED_SECONDS
+
+
+def speculative_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
+    """(verify + k · draft) / E per output token (serve_speculative.py): the verify pass runs B·(k + 1) tokens with the
+    attention of B sequences, the draft is the MTP module's own decode step at B."""
+    s = m.speculation
+    plain = replace(m, speculation=None)
+    verify = decode_step(plain, batch * (s.draft_tokens + 1), context)
+    one_pass = decode_step(plain, batch, context)
+    draft_model = replace(plain, arch=s.draft_arch, params=s.draft_params, weights_bytes_per_gpu=s.draft_weights_bytes_per_gpu,
+                          kv_bytes_per_token_per_gpu=s.draft_kv_bytes_per_token_per_gpu)
+    draft = decode_step(draft_model, batch, context)
+    per_token = 1 / tokens_per_round(s.acceptance_rate, s.draft_tokens)
+    attention = one_pass.attention_seconds + s.draft_tokens * draft.attention_seconds
+    gemm = verify.gemm_seconds + s.draft_tokens * draft.gemm_seconds
+    comm = verify.comm_seconds + s.draft_tokens * draft.comm_seconds
+    elementwise = verify.elementwise_seconds + s.draft_tokens * draft.elementwise_seconds
+    fixed = verify.fixed_seconds + s.draft_tokens * draft.fixed_seconds  # each layer run: the verify's and the drafts'
+    total = gemm + attention + comm + elementwise + fixed  # as decode_step sums its kernel classes
+    return StepTime(total * per_token, gemm * per_token, attention * per_token, comm * per_token, verify.gemm_bound,
+                    elementwise * per_token, fixed * per_token)
 
 
 def prefill_compute_seconds(m: ReplicaModel, tokens: int) -> float:
@@ -353,6 +388,7 @@ def prefill_comm_seconds(m: ReplicaModel, tokens: int, chunks: float) -> float:
     if m.pp > 1:
         pp_link = m.pp_link
         comm += (m.pp - 1) * (chunks * pp_link.latency_seconds + total_bytes / pp_link.bytes_per_second)
+    comm += expert_exchange_seconds(m.arch, m.dp, tokens, m.arch.layers, link, COLLECTIVE_LATENCY_SECONDS)
     return comm
 
 
@@ -363,7 +399,8 @@ def prefill_occupancy_seconds(m: ReplicaModel, tokens: int, chunk_tokens: int) -
     reads = tokens / chunk_tokens
     compute = prefill_compute_seconds(m, tokens)
     memory = reads * weight_read_bytes_per_gpu(m, chunk_tokens) / m.weight_bytes_per_second
-    return max(compute, memory) + elementwise_seconds(m, tokens) + prefill_comm_seconds(m, tokens, reads) / m.pp
+    rank = max(compute, memory) + elementwise_seconds(m, tokens) + prefill_comm_seconds(m, tokens, reads) / m.pp
+    return rank / m.dp  # DP ranks prefill different prompts side by side
 
 
 @lru_cache(maxsize=4096)

@@ -7,11 +7,16 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..catalog.params import count_params
 from .reasons import because
 from .serve_closed_loop import closed_loop_point
 from .serve_engine_limits import engine_limits
 from .serve_latency import BatchPoint, LoadPoint, ReplicaModel, evaluate_batch, inter_node_link, operating_point
-from .serve_memory import kv_bytes_per_token, kv_element_bytes, replica_memory, weights_bytes_total
+from .serve_memory import (
+    embedding_weight_bytes, kv_bytes_per_token, kv_bytes_per_token_per_gpu, kv_element_bytes, replica_memory,
+    weights_bytes_per_gpu, weights_bytes_total,
+)
+from .serve_speculative import PUBLISHED_MTP_ACCEPTANCE, Speculation, draft_architecture
 from .serve_types import HOURS_PER_MONTH, ServeCandidate, ServeMemory, ServeRejection, ServeRequest, floored_replicas, replica_counts
 
 if TYPE_CHECKING:
@@ -70,7 +75,8 @@ def build_candidate(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp
     counts = floored_replicas(req, traffic.min_replicas, traffic.replicas, gpu.edge)
     replicas = counts.replicas
     per_node = req.gpus_per_node or gpu.gpus_per_node
-    usd_per_hour = replicas * tp * pp * gpu.price_usd_per_gpu_hour[req.pricing]
+    dp = req.attention_dp
+    usd_per_hour = replicas * dp * tp * pp * gpu.price_usd_per_gpu_hour[req.pricing]
     million_tokens_per_hour = traffic.requests_per_second * req.output_tokens * 3600 / 1e6
     if req.ttft_p99_seconds:
         slack = max(0.0, req.ttft_p99_seconds - point.step.seconds - point.prefill_latency_seconds)
@@ -78,9 +84,10 @@ def build_candidate(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp
     else:
         queue_target = float(point.batch)
     return ServeCandidate(
-        gpu_id=gpu.id, precision=precision, tp=tp, pp=pp, gpus_per_replica=tp * pp,
-        nodes_per_replica=math.ceil(tp * pp / per_node), max_concurrency=point.batch, max_num_batched_tokens=chunk,
-        kv_cache_tokens=mem.kv_cache_tokens,
+        gpu_id=gpu.id, precision=precision, tp=tp, pp=pp, gpus_per_replica=dp * tp * pp, attention_dp=dp,
+        speculation=speculation_for(req, precision, tp, pp),
+        nodes_per_replica=math.ceil(dp * tp * pp / per_node), max_concurrency=point.batch, max_num_batched_tokens=chunk,
+        kv_cache_tokens=mem.kv_cache_tokens * dp,
         kv_bytes_per_token=kv_bytes_per_token(req.arch, kv_element_bytes(req.kv_cache_dtype)),
         kv_bytes_per_token_per_gpu=mem.kv_bytes_per_token,
         memory=ServeMemory(weights=mem.weights, kv_cache=mem.kv_cache, activations=mem.activations, other=mem.other,
@@ -107,13 +114,31 @@ def build_candidate(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp
     )
 
 
+def speculation_for(req: ServeRequest, precision: str, tp: int, pp: int) -> Speculation | None:
+    """The MTP draft on one GPU of this shape (serve_speculative.py); None without speculative decoding."""
+    if not req.speculative_tokens:
+        return None
+    arch = draft_architecture(req.arch)
+    params = count_params(arch)
+    acceptance = (req.acceptance_rate, req.acceptance_rate) if req.acceptance_rate else PUBLISHED_MTP_ACCEPTANCE
+    return Speculation(
+        draft_tokens=req.speculative_tokens, acceptance_rate=acceptance[0], acceptance_range=acceptance, draft_arch=arch,
+        draft_params=params, draft_weights_bytes_per_gpu=weights_bytes_per_gpu(params, arch, precision, tp, 1, req.attention_dp),
+        draft_kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu(arch, kv_element_bytes(req.kv_cache_dtype), tp, 1))
+
+
 def memory_for(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp: int, max_num_seqs: int, chunk: int):
-    """Per-GPU memory; Triton (TensorRT-LLM) reads the utilisation as a share of free memory."""
+    """Per-GPU memory; Triton (TensorRT-LLM) reads the utilisation as a share of free memory. A draft adds its layers
+    (its embedding and LM head are the target's) and their KV."""
+    draft = speculation_for(req, precision, tp, pp)
+    draft_weights = draft.draft_weights_bytes_per_gpu - int(embedding_weight_bytes(draft.draft_params, precision) / tp) if draft else 0
     return replica_memory(
         req.params, req.arch, precision=precision, kv_cache_dtype=req.kv_cache_dtype, tp=tp, pp=pp,
         gpu_memory_bytes=gpu.memory_bytes, gpu_memory_utilization=req.gpu_memory_utilization,
         max_num_batched_tokens=chunk, max_num_seqs=max_num_seqs, context_len=req.context_len,
         request_tokens=req.prompt_tokens + req.output_tokens, share_of_free_memory=req.engine == "triton",
+        dp=req.attention_dp, draft_weights=draft_weights,
+        draft_kv_bytes_per_token=draft.draft_kv_bytes_per_token_per_gpu if draft else 0,
     )
 
 
@@ -133,8 +158,10 @@ def evaluate_config(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
     spans_nodes = tp * pp > (req.gpus_per_node or gpu.gpus_per_node)
     model = ReplicaModel(gpu=gpu, arch=req.arch, params=req.params, precision=precision, dtype=dtype, tp=tp, pp=pp,
                          weights_bytes_per_gpu=mem.weights, kv_bytes_per_token_per_gpu=mem.kv_bytes_per_token,
-                         inter_node=inter_node_link(req.interconnect) if spans_nodes else None)
-    grid = [limit] if req.max_batch else batch_grid(limit)  # a pinned max_num_seqs is the only batch tried
+                         inter_node=inter_node_link(req.interconnect) if spans_nodes else None, dp=req.attention_dp,
+                         speculation=speculation_for(req, precision, tp, pp))
+    # a pinned max_num_seqs is the only batch tried; with attention DP, batches are per rank × the ranks
+    grid = [req.attention_dp * b for b in ([limit] if req.max_batch else batch_grid(limit))]
     points = [evaluate_batch(model, b, prompt_tokens=req.prompt_tokens, output_tokens=req.output_tokens,
                              chunk_tokens=chunk, utilization=req.target_utilization) for b in grid]
     at_peak = {p.batch: traffic_at(req, model, p, chunk) for p in points}

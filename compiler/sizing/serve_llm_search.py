@@ -112,6 +112,8 @@ def no_fit_reason(req: ServeRequest, gpus: dict[str, GpuSpec], rejected: list[Se
         best = nearest_of(req, near)
         return because("no-config-meets-slo", closest=best.description, ttft=best.ttft_seconds, tpot=best.tpot_seconds)
     fit = smallest_fit(req, gpus)
+    if rejected and all(r.reason.code == "no-tensor-cores" for r in rejected):  # a precision, not memory, rules them out
+        return because("no-gpu-for-precision", precisions=req.precisions, rejection=rejected[0], fit=fit)
     if fit:
         return because("fits-outside-allowed", model_id=req.model_id, allowed=req.gpu_ids, fit=fit)
     if rejected:

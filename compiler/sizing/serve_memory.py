@@ -23,7 +23,11 @@ if TYPE_CHECKING:
 GIB = 2**30
 
 # Bytes per weight element by serving precision (the element widths of the formats).
-WEIGHT_ELEMENT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+WEIGHT_ELEMENT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5, "int8": 1.0, "int4": 0.5}
+# NVFP4 (NVIDIA, "Introducing NVFP4 for Efficient and Accurate Low-Precision Inference", 2025; ModelOpt checkpoints):
+# 4-bit E2M1 values with one FP8 E4M3 scale per block of 16 and one FP32 scale per tensor (negligible): 0.5 + 1/16 B.
+NVFP4_BLOCK_SIZE = 16
+NVFP4_SCALE_BYTES_PER_BLOCK = 1
 # int4 group quantisation: AWQ (Lin et al. 2023, §5 "group size 128") and GPTQ (Frantar et al. 2022, §5,
 # grouping 128) store one fp16 scale and one zero point per group of 128 input weights. We count the zero
 # point as fp16 too (2 B), an upper bound: AutoAWQ packs zeros into 4 bits.
@@ -57,13 +61,16 @@ NON_TORCH_COLLECTIVE_BYTES = 1.79 * GIB
 def weight_bytes_per_param(precision: str, in_features: int) -> float:
     """Stored bytes per quantisable weight, scales and zero points included.
 
-    int4: 0.5 + (2 + 2)/128 = 0.53125 B; int8: 1 + 2/in_features; fp8/bf16/fp16: element width.
+    int4: 0.5 + (2 + 2)/128 = 0.53125 B; fp4 (NVFP4): 0.5 + 1/16 = 0.5625 B; int8: 1 + 2/in_features;
+    fp8/bf16/fp16: element width.
     """
     element = WEIGHT_ELEMENT_BYTES[precision]
     if precision == "int4":
         return element + (INT4_SCALE_BYTES_PER_GROUP + INT4_ZERO_BYTES_PER_GROUP) / INT4_GROUP_SIZE
     if precision == "int8":
         return element + INT8_SCALE_BYTES_PER_CHANNEL / max(1, in_features)
+    if precision == "fp4":
+        return element + NVFP4_SCALE_BYTES_PER_BLOCK / NVFP4_BLOCK_SIZE
     return element
 
 
@@ -85,11 +92,23 @@ def layers_per_stage(arch: Architecture, pp: int) -> int:
     return math.ceil(arch.layers / pp)
 
 
-def weights_bytes_per_gpu(params: ParamCounts, arch: Architecture, precision: str, tp: int, pp: int) -> int:
+def routed_expert_params_total(arch: Architecture) -> int:
+    """All routed experts' matrices (gate, up and down when gated) over the MoE layers; 0 for dense models."""
+    if not arch.is_moe:
+        return 0
+    return arch.moe_layer_count * arch.experts * (3 if arch.gated_mlp else 2) * arch.hidden * (arch.moe_ffn_hidden or arch.ffn_hidden)
+
+
+def weights_bytes_per_gpu(params: ParamCounts, arch: Architecture, precision: str, tp: int, pp: int, dp: int = 1) -> int:
     """Weights on the busiest GPU: ceil(L/pp) layers of the body, split by TP (Megatron/vLLM shard every
     matrix, vocab-parallel embedding included). With PP the input embedding sits on the first stage and the
-    LM head on the last, so a stage holds half of an untied pair or all of a tied one."""
-    body = (params.total - params.embedding) * weight_bytes_per_param(precision, arch.hidden)
+    LM head on the last, so a stage holds half of an untied pair or all of a tied one. With attention data
+    parallelism over `dp` ranks (vLLM --data-parallel-size with --enable-expert-parallel, docs "Data Parallel
+    Deployment") each rank holds everything but the routed experts whole (split by its TP), and the routed
+    experts are split over all dp × tp GPUs."""
+    per_param = weight_bytes_per_param(precision, arch.hidden)
+    routed = routed_expert_params_total(arch) * per_param
+    body = (params.total - params.embedding) * per_param - routed + routed / dp
     stage_body = body * layers_per_stage(arch, pp) / arch.layers
     embedding = embedding_weight_bytes(params, precision)
     stage_embedding = embedding if pp == 1 or arch.tied_embeddings else embedding / 2
@@ -132,7 +151,8 @@ def mlp_activation_width(arch: Architecture) -> int:
     """Widest MLP intermediate a token produces: dense ffn, or top-k routed + shared experts."""
     if arch.is_moe:
         expert = arch.moe_ffn_hidden or arch.ffn_hidden
-        return max(arch.ffn_hidden if arch.dense_layers else 0, (arch.experts_per_token + arch.shared_experts) * expert)
+        dense = arch.ffn_hidden if arch.moe_layer_count < arch.layers else 0  # leading or interleaved dense layers
+        return max(dense, (arch.experts_per_token + arch.shared_experts) * expert)
     return arch.ffn_hidden
 
 
@@ -178,14 +198,17 @@ class ReplicaMemory:
 def replica_memory(
     params: ParamCounts, arch: Architecture, *, precision: str, kv_cache_dtype: str, tp: int, pp: int,
     gpu_memory_bytes: int, gpu_memory_utilization: float, max_num_batched_tokens: int, max_num_seqs: int,
-    context_len: int, request_tokens: int, share_of_free_memory: bool = False,
+    context_len: int, request_tokens: int, share_of_free_memory: bool = False, dp: int = 1, draft_weights: int = 0,
+    draft_kv_bytes_per_token: int = 0,
 ) -> ReplicaMemory:
     """`gpu_memory_utilization` is vLLM's share of all GPU memory; with `share_of_free_memory` it is
     TensorRT-LLM's `kv_cache_free_gpu_mem_fraction`: the KV cache takes that share of what weights,
-    activations and runtime leave free (TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction)."""
-    weights = weights_bytes_per_gpu(params, arch, precision, tp, pp)
+    activations and runtime leave free (TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction). With attention data
+    parallelism (`dp` > 1) the KV figures are one DP rank's: each rank keeps its own sequences' KV cache. A speculative
+    draft (serve_speculative.py) adds its weights and its layers' KV per token (`draft_*`, per GPU)."""
+    weights = weights_bytes_per_gpu(params, arch, precision, tp, pp, dp) + draft_weights
     activations = activation_workspace_bytes(arch, max_num_batched_tokens, max_num_seqs)
-    other = non_torch_bytes(tp, pp)
+    other = non_torch_bytes(tp * dp, pp)
     if share_of_free_memory:
         free = max(0, gpu_memory_bytes - weights - activations - other)
         kv_cache = int(free * gpu_memory_utilization)
@@ -193,7 +216,7 @@ def replica_memory(
     else:
         usable = int(gpu_memory_bytes * gpu_memory_utilization)
         kv_cache = max(0, usable - weights - activations - other)
-    per_token = kv_bytes_per_token_per_gpu(arch, kv_element_bytes(kv_cache_dtype), tp, pp)
+    per_token = kv_bytes_per_token_per_gpu(arch, kv_element_bytes(kv_cache_dtype), tp, pp) + draft_kv_bytes_per_token
     tokens = kv_cache // per_token
     return ReplicaMemory(
         weights=weights, kv_cache=kv_cache, activations=activations, other=other,

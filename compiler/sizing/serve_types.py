@@ -77,6 +77,9 @@ class ServeRequest:
     concurrency: float | None = None  # closed-loop clients at average traffic (× peak_factor at peak); None: open loop
     min_replicas: int | None = None  # serve.min_replicas as given (the autoscaler's floor, kept even below the average need)
     replica_floor: bool = False  # an autoscaler deploys the service: without min_replicas the default floor applies
+    attention_dp: int = 1  # attention data-parallel ranks per replica (serve_attention_dp.py); max_batch is per rank
+    speculative_tokens: int = 0  # MTP draft tokens per step (serve_speculative.py); 0 = off
+    acceptance_rate: float | None = None  # per draft token; None: the published MTP range, sized at its low end
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,8 @@ class ServeCandidate:
     requests_per_second_at_peak: float = 0.0  # a replica's request rate at the operating point at peak traffic
     itl_p50_seconds: float = 0.0  # one decode step at that point: the inter-token latency most tokens see
     requests_per_second: float = 0.0  # the service's average request rate (closed loop: what its clients produce)
+    attention_dp: int = 1  # DP ranks per replica, each of tp × pp GPUs; max_concurrency counts all ranks' sequences
+    speculation: object = None  # serve_speculative.Speculation when speculative decoding is on
 
     @property
     def batch(self) -> int:
@@ -150,7 +155,8 @@ class ServeCandidate:
 
     @property
     def description(self) -> str:
-        return (f"{self.replicas} × ({self.gpus_per_replica} × {self.gpu_id}) {self.precision} TP{self.tp} PP{self.pp} "
+        dp = f" DP{self.attention_dp}" if self.attention_dp > 1 else ""
+        return (f"{self.replicas} × ({self.gpus_per_replica} × {self.gpu_id}) {self.precision} TP{self.tp} PP{self.pp}{dp} "
                 f"batch {self.max_concurrency}")
 
 

@@ -159,10 +159,10 @@ def routed_expert_params(arch: Architecture, params: ParamCounts) -> float:
 
 
 def moe_layer_share(arch: Architecture) -> float:
-    """The share of layers with routed experts (DeepSeek's leading dense layers have none)."""
+    """The share of layers with routed experts (DeepSeek's leading dense layers and Llama 4's interleaved ones have none)."""
     if not arch.is_moe or not arch.layers:
         return 0.0
-    return (arch.layers - arch.dense_layers) / arch.layers
+    return arch.moe_layer_count / arch.layers
 
 
 def kv_pair_width(arch: Architecture) -> float:

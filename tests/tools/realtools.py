@@ -185,6 +185,22 @@ def validate_vllm(args: list[str], hf_config: dict[str, dict] | None = None) -> 
     return _verdict(result)
 
 
+def vllm_parallel_config(args: list[str], hf_config: dict[str, dict]) -> dict:
+    """The parallel layout vLLM's own EngineArgs build from `vllm serve` args (validators/vllm_parallel_config.py)."""
+    python = tool_python("vllm")
+    with tempfile.TemporaryDirectory() as tmp:
+        planted = []
+        for model_id, config in hf_config.items():
+            path = Path(tmp) / (model_id.replace("/", "__") + ".json")
+            path.write_text(json.dumps(config))
+            planted += ["--hf-config", f"{model_id}={path}"]
+        result = _run([python, VALIDATORS / "vllm_parallel_config.py", *planted, "--", *args], timeout=600,
+                      env={"HF_HUB_OFFLINE": "1", "HF_HOME": tmp, "VLLM_TARGET_DEVICE": "cpu"})
+    found = re.search(r"^PARALLEL (.*)$", result.stdout, re.M)
+    assert result.returncode == 0 and found, _verdict(result)[1]
+    return json.loads(found.group(1))
+
+
 @dataclass
 class VllmServed:
     ok: bool
