@@ -109,8 +109,8 @@ _FSDP_TP_MISSING = {
         f"framework fsdp has no HSDP replica group with TP/PP: {_FSDP_TP} shards over every DP rank; HYBRID_SHARD is "
         f"the Accelerate FSDP config's, without TP/PP"),
     "offload": lambda vp: (
-        f"framework fsdp does not offload with TP/PP: {_FSDP_TP} runs fully_shard on the GPU; DeepSpeed offloads, "
-        f"without TP/PP"),
+        f"framework fsdp does not offload with TP/PP/CP: {_FSDP_TP} runs fully_shard on the GPU; DeepSpeed offloads, "
+        f"without TP/PP/CP"),
     "zero": lambda vp: (
         f"framework fsdp runs TP/PP/CP only at ZeRO-3: {_FSDP_TP} shards weights, gradients and optimizer states "
         f"(fully_shard); Megatron-LM runs TP/PP/CP at ZeRO-0 or 1 (its distributed optimizer)"),
