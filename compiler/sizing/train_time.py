@@ -168,7 +168,7 @@ class StepTime:
     offload: float = 0.0
     dp_comm: float = 0.0
     weights: float = 0.0  # weights read and gradients accumulated, every micro-batch
-    cp_comm: float = 0.0  # the CP ring's KV transfers not hidden under attention
+    cp_comm: float = 0.0  # CP's K/V exchange not hidden under attention (the ring's excess; the all-gather whole)
     ep_comm: float = 0.0  # EP all-to-alls (dispatch and combine) on the critical path (what overlap leaves exposed)
     pp_p2p: float = 0.0  # pipeline point-to-point sends, v per boundary with interleaving
 
