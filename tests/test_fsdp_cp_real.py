@@ -130,6 +130,19 @@ def test_cp_compiles_to_the_fsdp2_files(tmp_path):
     assert "FSDP × CP attention" in (out / "REPORT.md").read_text()
 
 
+@pytest.mark.parametrize("framework", ["fsdp", "megatron"])
+def test_a_pinned_cp_whose_sequence_does_not_cut_into_2cp_chunks_is_refused(tmp_path, framework):
+    plan = tmp_path / "plan.yaml"
+    text = PLAN.format(precision="bf16", script="train.py", gpus=2, cp=2, dp=1, recompute="full")
+    zero = "zero_stage: 3" if framework == "fsdp" else "zero_stage: 1"
+    plan.write_text(text.replace("seq_len: 16384", "seq_len: 16382").replace("framework: fsdp", f"framework: {framework}")
+                    .replace("zero_stage: 3", zero))
+    done = subprocess.run([sys.executable, "-m", "compiler", str(plan), "-o", str(tmp_path / "out")], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 4, done.stderr
+    assert "a 16382-token sequence does not cut into 4 equal chunks" in done.stderr
+
+
 def test_the_consistency_check_catches_a_cp_mesh_that_is_not_the_plans(tmp_path):
     from compiler import training_consistency
     from compiler.pipeline import render

@@ -691,6 +691,10 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
                     because("vp-needs-microbatches", pp=pp, vp=shape.vp), fits=False)
             return
     recomputes = [pins.recompute] if pins.recompute else list(RECOMPUTE_ORDER)
+    if req.seq_len % (2 * shape.cp) and shape.cp > 1:  # a pinned CP (cp_choices keeps the search to these)
+        out.other.setdefault(f"cp-chunks:{shape.cp}", Rejection(f"CP{shape.cp}", because(
+            "cp-needs-chunks", cp=shape.cp, seq_len=req.seq_len)))
+        return
     for offload in offloads:
         fitted = False
         for zero in zeros:
