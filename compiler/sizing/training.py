@@ -289,8 +289,8 @@ def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, 
     if framework != "auto":
         return framework, because("framework-pinned")
     if fsdp_tp_runs(method, tp, pp, zero, offload, shape):
-        cp = {"cp": shape.cp} if shape is not None and shape.cp > 1 else {}
-        return "fsdp", because("fsdp2-tensor-parallel", tp=tp, pp=pp, vp=shape.vp if shape else 1, **cp)
+        return "fsdp", because("fsdp2-tensor-parallel", tp=tp, pp=pp, vp=shape.vp if shape else 1,
+                               cp=shape.cp if shape else 1)
     if tp > 1 or pp > 1 or beyond:
         return "megatron", because("megatron-for-model-parallel")
     if shape is not None and shape.shard:
@@ -692,7 +692,7 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
             return
     recomputes = [pins.recompute] if pins.recompute else list(RECOMPUTE_ORDER)
     if req.seq_len % (2 * shape.cp) and shape.cp > 1:  # a pinned CP (cp_choices keeps the search to these)
-        out.other.setdefault(f"cp-chunks:{shape.cp}", Rejection(f"CP{shape.cp}", because(
+        out.other.setdefault(f"cp:{shape.cp}", Rejection(f"CP{shape.cp}", because(
             "cp-needs-chunks", cp=shape.cp, seq_len=req.seq_len)))
         return
     for offload in offloads:
