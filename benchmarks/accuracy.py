@@ -360,7 +360,7 @@ def layout_row(row: dict) -> dict:
         batch = local * (dp if "local" in (m[0] if m else "") else 1)
         notes.append(f"global batch {batch} from the local batch")
     if family == "torchtitan":
-        framework, zero = "fsdp", 3 if dp > 1 else 0
+        framework, zero = "fsdp", 3 if dp * cp > 1 else 0  # "FSDP 1, CP 8": ZeRO-3 over dp_shard × cp (dp_shard_cp)
         # torchtitan pipelines micro-batches of one sequence (pipeline_parallel_microbatch_size default 1)
         if pp > 1:
             mb = 1
@@ -382,7 +382,10 @@ def layout_row(row: dict) -> dict:
         published = float(row["model_tflops_per_gpu"]) * 1e12 / model_flops_per_token(arch, count_params(arch), seq)
         notes.append("TFLOP/s converted with 6N + 12LHQT")
     priced_as = "megatron" if method == "lora" and family == "nemo" else framework  # NeMo's run is Megatron-Core
-    return dict(family=family, arch=arch, seq=seq, gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, vp=vp, dp=dp, mb=mb,
+    # torchtitan's launcher runs with PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True" (run_llama_train.sh at
+    # 9dec370, the benchmark's commit): no fragmentation reserve
+    expandable_segments = family == "torchtitan"
+    return dict(family=family, expandable_segments=expandable_segments, arch=arch, seq=seq, gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, vp=vp, dp=dp, mb=mb,
                 batch=batch, framework=framework, priced_as=priced_as, zero=zero, recompute=recompute, method=method, precision=precision,
                 published=published, gpu=_layout_gpu(row["gpu_type"]), notes=[n for n in notes if n])
 
@@ -398,7 +401,8 @@ def _price_layout(r: dict, cp: int, vp: int, ep: int, split: tuple[int, ...] | N
         arch=r["arch"], params=count_params(r["arch"]), tokens=TOKENS, seq_len=r["seq"], global_batch_sequences=r["batch"],
         gpu_ids=(r["gpu"].id,), precision=r["precision"], gpu_count=r["gpus"], gpus_per_node=8, max_gpus=r["gpus"],
         interconnect=FABRICS.interconnects["ib-400g"], storage=FABRICS.storage["lustre"], optimize="time",
-        method=r["method"], lora_rank=16, lora_targets=("q", "k", "v", "o"))
+        method=r["method"], lora_rank=16, lora_targets=("q", "k", "v", "o"),
+        memory=MemoryOptions(expandable_segments=r["expandable_segments"]))
     zero = r["zero"] if dp * cp > 1 or r["framework"] == "fsdp" and r["tp"] * r["pp"] > 1 else 0
     usable = usable_memory_bytes(r["gpu"].memory_bytes)
     kinds = [r["recompute"]] if r["recompute"] else ["none", "selective", "full"]

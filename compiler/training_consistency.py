@@ -103,8 +103,8 @@ def _check_megatron(text: str, plan: ResolvedPlan) -> None:
 
 def _check_fsdp_tp(text: str, plan: ResolvedPlan) -> None:
     cfg, par, hw = json.loads(text), plan.parallelism, plan.hardware
-    mesh = [par.pp, par.dp, par.tp] if par.pp > 1 else [par.dp, par.tp]
-    _expect(cfg["mesh_shape"] == mesh, "fsdp_tp.json mesh != plan [PP, DP, TP]")
+    mesh = [par.pp, par.dp, par.tp] if par.pp > 1 else [par.dp, par.cp, par.tp] if par.cp > 1 else [par.dp, par.tp]
+    _expect(cfg["mesh_shape"] == mesh, "fsdp_tp.json mesh != plan [PP, DP, CP, TP]")
     if par.pp > 1:
         _expect(len(cfg["stage_layers"]) == par.pp * par.vp and sum(cfg["stage_layers"]) == sum(par.pp_stage_layers),
                 "fsdp_tp.json pipeline stages != plan PP × VP over its layers")

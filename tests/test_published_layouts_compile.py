@@ -21,13 +21,9 @@ from compiler.pipeline import compile_plan
 from compiler.sizing.train_layout import pipeline_split
 
 ROWS = list(csv.DictReader(LAYOUTS.open()))
-# Rows the compiler cannot express yet, each with the refusal compile_plan gives (exit 4) and what is missing.
-NOT_EXPRESSIBLE = {
-    "Llama-3.1-8B (torchtitan FSDP1 + CP8, 256K context)":
-        "CP8 under framework fsdp: fsdp/fsdp_tp.py has no context parallelism (torch's context_parallel, torchtitan's "
-        "CP, routes SDPA only to CUDA kernels, so no CPU step proves it: tests/test_fsdp_cp_cpu.py); only Megatron-LM "
-        "has CP",
-}
+# Rows the compiler cannot express yet, each with the refusal compile_plan gives (exit 4) and what is missing. The last
+# one, torchtitan's "FSDP 1, CP 8", compiles since the FSDP2 script runs CP (tests/test_fsdp_cp_real.py).
+NOT_EXPRESSIBLE: dict[str, str] = {}
 STEPS = 1000  # tokens to train: a thousand optimizer steps (no deadline or budget: only the layout is checked)
 
 
@@ -47,6 +43,8 @@ def _plan(r: dict, name: str) -> dict:
         pins["recompute"] = r["recompute"]
     train = {"tokens": STEPS * r["batch"] * r["seq"], "seq_len": r["seq"], "global_batch": r["batch"],
              "framework": r["framework"], "memory_quantile": "none"}  # accuracy.py's fit test: the prediction itself
+    if r["expandable_segments"]:  # torchtitan's launcher (accuracy.layout_row)
+        train["expandable_segments"] = True
     if r["method"] != "full":
         train |= {"method": r["method"], "lora": {"rank": 16, "targets": ["q", "k", "v", "o"]}}
     arch = r["arch"].model_dump(mode="json", exclude_defaults=True)
@@ -107,10 +105,14 @@ def _assert_framework_files(r: dict, files: dict[str, str], chosen: dict) -> Non
         if r["vp"] > 1:
             per_chunk = r["arch"].layers // (r["pp"] * r["vp"])
             assert args[args.index("--num-layers-per-virtual-pipeline-stage") + 1] == str(per_chunk)
-    elif r["tp"] > 1 or r["pp"] > 1 or chosen["recompute"] == "selective":  # FSDP2 × TP × PP on a DeviceMesh
+    elif r["tp"] > 1 or r["pp"] > 1 or r["cp"] > 1 or chosen["recompute"] == "selective":  # FSDP2 on a DeviceMesh
         settings = json.loads(files["fsdp/fsdp_tp.json"])
         mesh = dict(zip(settings["mesh_dim_names"], settings["mesh_shape"]))
-        assert mesh == {**({"pp": r["pp"]} if r["pp"] > 1 else {}), "dp_shard": r["dp"], "tp": r["tp"]}
+        assert mesh == {**({"pp": r["pp"]} if r["pp"] > 1 else {}), "dp_shard": r["dp"],
+                        **({"cp": r["cp"]} if r["cp"] > 1 else {}), "tp": r["tp"]}
+        if r["cp"] > 1:  # torchtitan's "FSDP 1, CP 8": ZeRO-3 over dp_shard × cp, K/V all-gathered
+            assert settings["fsdp_mesh_dims"] == ["dp_shard", "cp"] and settings["context_parallel"] == "allgather-kv"
+            assert len(settings["cp_rank_chunks"]) == r["cp"]
         # torchtitan runs SP with TP; the plan was sized with it and fsdp_tp.py applies it (LoRA adapters take the
         # whole sequence: no SP under them)
         assert settings["sequence_parallel"] == chosen["sequence_parallel"] == (r["tp"] > 1 and r["method"] == "full")

@@ -246,7 +246,8 @@ def test_fsdp_with_context_parallelism_names_the_missing_path():
     result = search_training(request(gpu_count=16, framework="fsdp", pins=TrainPins(tp=2, cp=2)), GPUS)
     assert result.chosen is None
     said = words(result.infeasible_reason)
-    assert "framework fsdp has no context parallelism" in said and "Megatron-LM has CP" in said
+    assert "framework fsdp runs context parallelism only alone" in said and "CP × TP" in said  # CP2 × TP2
+    assert "Megatron-LM has CP with TP and PP" in said
 
 
 def test_stage_layers_given_two_ways_are_refused():

@@ -16,7 +16,7 @@ from ..resolved import ResolvedPlan
 from ..sizing.train_layout import megatron_split
 from ..spec import PlanSpec
 from .fsdp_tp import settings as fsdp_tp_settings, uses_fsdp_tp
-from .fsdp_tp import describe as describe_fsdp_tp, describe_sequence_parallel
+from .fsdp_tp import describe as describe_fsdp_tp, describe_context_parallel, describe_sequence_parallel
 from .lora_tp import describe as describe_lora_tp
 from .model import Checkpoint, DeploymentDecision, FrameworkArg, Frameworks
 
@@ -328,10 +328,19 @@ def decisions(files: Frameworks) -> list[DeploymentDecision]:
                                        if "pp" in files.fsdp_tp else
                                        "TP at ZeRO-3: torchtitan's FSDP2 × TP composition, TP innermost so its ranks share "
                                        "a node" if files.fsdp_tp["mesh_shape"][-1] > 1 else
+                                       "CP at ZeRO-3: FSDP2 over dp_shard × cp, the attention's K/V all-gathered over the "
+                                       "CP ranks" if "cp" in files.fsdp_tp else
                                        "selective recompute under FSDP: torchtitan's op-level selective AC, which Accelerate's "
                                        "FSDP1 plugin cannot apply, on FSDP2's fully_shard over a 1-D mesh as torchtitan runs it")
                                        + "; fsdp/fsdp_tp.py applies fsdp/fsdp_tp.json")] + _sequence_parallel(files.fsdp_tp)
-            + _lora_tp_decision(files))
+            + _context_parallel(files.fsdp_tp) + _lora_tp_decision(files))
+
+
+def _context_parallel(settings: dict) -> list[DeploymentDecision]:
+    if "cp" not in settings:
+        return []
+    choice, reason = describe_context_parallel(settings)
+    return [DeploymentDecision(topic="FSDP × CP attention", choice=choice, reason=reason)]
 
 
 def _sequence_parallel(settings: dict) -> list[DeploymentDecision]:

@@ -32,6 +32,15 @@ with vp stages per rank, stage s on PP rank s mod pp (torchtitan's "loop" placem
 (p−1)/(v·m) (Narayanan et al. 2021 §2.2.2; torch's interleaved schedule is Megatron's when m is a multiple of p).
 The schedule splits each rank's local batch (micro_batch × grad_accum sequences) into grad_accum micro-batches and
 averages their gradients (scale_grads), so one `step` is one optimizer step.
+
+With CP (context parallelism, full weights without TP or PP: sizing/training.py fsdp_cp_runs): the mesh is
+[dp_shard, cp, tp] (torchtitan's ParallelDims order) and fully_shard runs over dp_shard × cp flattened (torchtitan's
+dp_shard_cp: its "FSDP 1, CP 8" is ZeRO-3 over the 8 CP ranks), so gradients average over dp × cp. The attention is
+the Llama 3 paper's all-gather CP (§3.3.2, sizing/train_layout.py): each sequence is cut into 2·cp chunks, CP rank i
+keeps chunks i and 2·cp−1−i (`cp_rank_chunks`: equal causal work per rank), every layer all-gathers K and V over the
+CP ranks and attends its local queries to the keys at or before their global positions; rotary embeddings take the
+global positions. Each rank's loss is the mean over its tokens (all ranks hold as many), so the gradient average over
+dp × cp is the gradient of the mean over every token.
 """
 
 from __future__ import annotations
@@ -41,6 +50,9 @@ from ..spec import PlanSpec
 from .lora_tp import lora_settings
 
 MESH_DIM_NAMES = ("dp_shard", "tp")
+CONTEXT_MESH_DIM_NAMES = ("dp_shard", "cp", "tp")  # torchtitan's ParallelDims order
+CONTEXT_FSDP_MESH_DIMS = ("dp_shard", "cp")  # flattened: fully_shard over both (torchtitan's dp_shard_cp)
+CONTEXT_PARALLEL = "allgather-kv"  # Llama 3 §3.3.2: K/V all-gathered over the CP ranks, local queries
 PIPELINE_MESH_DIM_NAMES = ("pp", "dp_shard", "tp")
 # torch.distributed.pipelining schedule class names (schedules.get_schedule_class)
 SCHEDULE_1F1B, SCHEDULE_INTERLEAVED = "1F1B", "Interleaved1F1B"
@@ -86,10 +98,11 @@ REDUCE_DTYPE = "float32"
 
 
 def uses_fsdp_tp(plan: ResolvedPlan) -> bool:
-    """FSDP layouts the FSDP2 script runs: TP or PP, and 1-D FSDP with selective recompute (torchtitan's op-level SAC,
-    which Accelerate's FSDP1 plugin cannot apply; the sizing only chooses it where this script runs it)."""
+    """FSDP layouts the FSDP2 script runs: TP, PP or CP, and 1-D FSDP with selective recompute (torchtitan's op-level
+    SAC, which Accelerate's FSDP1 plugin cannot apply; the sizing only chooses it where this script runs it)."""
     par = plan.parallelism
-    return par is not None and par.framework == "fsdp" and (par.tp > 1 or par.pp > 1 or par.recompute == "selective")
+    return par is not None and par.framework == "fsdp" and (par.tp > 1 or par.pp > 1 or par.cp > 1
+                                                            or par.recompute == "selective")
 
 
 def virtual_stage_layers(split: list[int], vp: int) -> list[int]:
@@ -152,9 +165,38 @@ def settings(plan: ResolvedPlan, spec: PlanSpec) -> dict:
             "stage_layers": stages,
             "stage_modules": stage_modules(stages),
         })
+    if par.cp > 1:  # fsdp_cp_runs: TP1 PP1, full weights
+        config.update({
+            "mesh_dim_names": list(CONTEXT_MESH_DIM_NAMES),
+            "mesh_shape": [par.dp, par.cp, par.tp],
+            "world_size": par.dp * par.cp * par.tp,
+            "fsdp_mesh_dims": list(CONTEXT_FSDP_MESH_DIMS),
+            "cp": par.cp,
+            "context_parallel": CONTEXT_PARALLEL,
+            "cp_rank_chunks": cp_rank_chunks(par.cp),
+        })
     if spec.train.method == "lora":  # adapters sharded as their base layers (compiler/deployment/lora_tp.py)
         config["lora"], config["block_tp_plan"] = lora_settings(spec, config["block_tp_plan"])
     return config
+
+
+def cp_rank_chunks(cp: int) -> list[list[int]]:
+    """The sequence's 2·cp equal chunks each CP rank keeps, in order: rank i chunks i and 2·cp−1−i (Llama 3 §3.3.2), so
+    under the causal mask every rank's queries meet the same number of keys (chunk i sees i+1 chunks, its partner
+    2·cp−i: 2·cp+1 in all)."""
+    return [[rank, 2 * cp - 1 - rank] for rank in range(cp)]
+
+
+def describe_context_parallel(config: dict) -> tuple[str, str]:
+    """The CP decision as (choice, reason) for the report."""
+    cp, seq_len = config["cp"], config["seq_len"]
+    chunks = ", ".join(f"rank {rank}: {'+'.join(map(str, pair))}" for rank, pair in enumerate(config["cp_rank_chunks"]))
+    return (f"CP{cp}, K/V all-gathered per layer ({config['context_parallel']}); {seq_len} tokens in {2 * cp} chunks of "
+            f"{seq_len // (2 * cp)} ({chunks}); fully_shard over dp_shard × cp",
+            "the Llama 3 paper's context parallelism (§3.3.2): local queries attend to the gathered keys at or before "
+            "their global positions, chunks i and 2·cp−1−i balance the causal work; the all-gather is not overlapped "
+            "with compute (with GQA K/V are small), as the sizing counts it; fsdp/fsdp_tp.py applies it to a "
+            "transformers model's attention (AttentionInterface)")
 
 
 def describe_sequence_parallel(config: dict) -> tuple[str, str]:
@@ -183,10 +225,11 @@ def activation_checkpoint(recompute: str) -> dict:
 
 def describe(config: dict) -> str:
     dims = ", ".join(f"{name} {size}" for name, size in zip(config["mesh_dim_names"], config["mesh_shape"]))
-    tp, dp = config["mesh_shape"][-1], config["mesh_shape"][-2]
+    mesh = dict(zip(config["mesh_dim_names"], config["mesh_shape"]))
+    tp, shards = mesh["tp"], mesh["dp_shard"] * mesh.get("cp", 1)
     tensor_parallel = f"parallelize_module (TP{tp}, transformers' Llama TP plan) then " if tp > 1 else "no TP plan; "
     text = (f"DeviceMesh [{dims}]: {tensor_parallel}fully_shard "
-            f"(ZeRO-3 over {dp}) per block; params {config['param_dtype']}, reduce {config['reduce_dtype']}, "
+            f"(ZeRO-3 over {shards}{' = dp_shard × cp' if 'cp' in mesh else ''}) per block; params {config['param_dtype']}, reduce {config['reduce_dtype']}, "
             f"activation checkpoint {config['activation_checkpoint']}")
     if "pp" in config:
         text += (f"; {len(config['stage_layers'])} pipeline stages of {'/'.join(map(str, config['stage_layers']))} "

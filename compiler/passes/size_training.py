@@ -198,7 +198,7 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
 
 # the step's communication terms, as the report names them
 COMM_TERMS = (("dp_comm", "DP all-reduce"), ("dp_comm_exposed", "its exposed part"), ("tp_comm", "TP all-reduces"),
-              ("cp_comm", "CP ring"), ("ep_comm", "EP all-to-alls"), ("pp_p2p", "PP sends"))
+              ("cp_comm", "CP K/V exchange"), ("ep_comm", "EP all-to-alls"), ("pp_p2p", "PP sends"))
 
 
 def links_decision(request: TrainRequest, chosen, catalog: Catalog, ctx: PassContext) -> list[Decision]:

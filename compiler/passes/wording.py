@@ -96,9 +96,9 @@ _FSDP_TP = "FSDP2 × TP × PP (fsdp/fsdp_tp.py)"
 # what the FSDP2 path lacks for a model-parallel layout (training.fsdp_tp_missing), and who has it
 _FSDP_TP_MISSING = {
     "cp": lambda vp: (
-        "framework fsdp has no context parallelism: fsdp/fsdp_tp.py does not apply torch's context_parallel (the ring "
-        "attention torchtitan runs), whose ring SDPA takes only CUDA's flash, memory-efficient and cuDNN kernels, so "
-        "no CPU step proves it; Megatron-LM has CP (--context-parallel-size: framework megatron or auto)"),
+        "framework fsdp runs context parallelism only alone: fsdp/fsdp_tp.py all-gathers K/V over the CP ranks (Llama 3 "
+        "§3.3.2) for full weights without TP, PP or adapters (CP × TP and CP × PP are not built); Megatron-LM has CP "
+        "with TP and PP (--context-parallel-size: framework megatron or auto)"),
     "ep": lambda vp: (
         f"framework fsdp has no expert parallelism: {_FSDP_TP} shards routed experts like any weight, with no "
         f"all-to-all dispatch; Megatron-LM has EP (--expert-model-parallel-size: framework megatron or auto)"),
@@ -109,17 +109,17 @@ _FSDP_TP_MISSING = {
         f"framework fsdp has no HSDP replica group with TP/PP: {_FSDP_TP} shards over every DP rank; HYBRID_SHARD is "
         f"the Accelerate FSDP config's, without TP/PP"),
     "offload": lambda vp: (
-        f"framework fsdp does not offload with TP/PP: {_FSDP_TP} runs fully_shard on the GPU; DeepSpeed offloads, "
-        f"without TP/PP"),
+        f"framework fsdp does not offload with TP/PP/CP: {_FSDP_TP} runs fully_shard on the GPU; DeepSpeed offloads, "
+        f"without TP/PP/CP"),
     "zero": lambda vp: (
-        f"framework fsdp runs TP/PP only at ZeRO-3: {_FSDP_TP} shards weights, gradients and optimizer states "
-        f"(fully_shard); Megatron-LM runs TP/PP at ZeRO-0 or 1 (its distributed optimizer)"),
+        f"framework fsdp runs TP/PP/CP only at ZeRO-3: {_FSDP_TP} shards weights, gradients and optimizer states "
+        f"(fully_shard); Megatron-LM runs TP/PP/CP at ZeRO-0 or 1 (its distributed optimizer)"),
     "vp-chunks": lambda vp: (
         f"VP{vp} under framework fsdp: {_FSDP_TP} splits each stage into {vp} chunks of at least one layer, and a "
         f"stage has fewer layers"),
     "": lambda vp: (
-        f"framework fsdp runs model parallelism only as {_FSDP_TP}: TP and PP/VP at ZeRO-3, no offload, full "
-        f"weights or LoRA, no CP, EP or HSDP group; Megatron-LM has CP and EP"),
+        f"framework fsdp runs model parallelism only as {_FSDP_TP}: TP and PP/VP, or CP alone, at ZeRO-3, no "
+        f"offload, full weights or LoRA, no EP or HSDP group; Megatron-LM has EP"),
 }
 
 
@@ -422,9 +422,12 @@ SENTENCES: dict[str, Callable[..., str]] = {
         f"runs them in groups of PP)"),
     "fsdp-selective-needs-fsdp2": lambda zero, offload, method: (
         f"selective recompute under framework fsdp is torchtitan's op-level SAC, which only the FSDP2 script "
-        f"(fsdp/fsdp_tp.py) applies: it needs ZeRO-3 without offload, full weights, no HSDP group, CP or EP "
+        f"(fsdp/fsdp_tp.py) applies: it needs ZeRO-3 without offload, full weights, no HSDP group or EP, CP only alone "
         f"(here ZeRO-{zero}{', offload' if offload else ''}, {method}); Accelerate's FSDP1 plugin checkpoints whole "
         f"blocks only (recompute full)"),
+    "cp-needs-chunks": lambda cp, seq_len: (
+        f"a {seq_len}-token sequence does not cut into {2 * cp} equal chunks: load-balanced CP{cp} gives rank i chunks i "
+        f"and 2·CP−1−i of 2·CP (fsdp/fsdp_tp.py, Llama 3 §3.3.2; Megatron-LM's get_batch_on_this_cp_rank, megatron/core/utils.py)"),
     "fsdp-pp-needs-microbatches": lambda pp, microbatches: (
         f"{microbatches} micro-batch(es) per step under PP{pp}: torch.distributed.pipelining's 1F1B needs at least "
         f"one per stage"),
@@ -458,7 +461,10 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "deepspeed-for-offload": lambda: "CPU offload of the optimizer (ZeRO-Offload) is DeepSpeed's",
     "ddp-unsharded": lambda: "the model states fit unsharded: plain DDP has the least overhead",
     "fsdp-full-shard": lambda: "full sharding (ZeRO-3) is native in PyTorch FSDP (FULL_SHARD)",
-    "fsdp2-tensor-parallel": lambda tp, pp=1, vp=1: (
+    "fsdp2-tensor-parallel": lambda tp, pp=1, vp=1, cp=1: (
+        (f"CP{cp} with full sharding (ZeRO-3): FSDP2 on a DeviceMesh [dp_shard, cp, tp] sharding over dp_shard × cp, "
+         f"K/V all-gathered over the CP ranks (Llama 3 §3.3.2; fsdp/fsdp_tp.py); Megatron-LM shards only optimizer "
+         f"states") if cp > 1 else
         (f"TP{tp} with full sharding (ZeRO-3): FSDP2 × TP on a 2-D DeviceMesh [dp_shard, tp] (torchtitan's "
          f"composition); Megatron-LM shards only optimizer states") if pp == 1 else
         (f"TP{tp} PP{pp} with full sharding (ZeRO-3): FSDP2 × TP × PP on a 3-D DeviceMesh [pp, dp_shard, tp] with "

@@ -25,6 +25,16 @@ functions of the shape; train_memory and train_time call them, the search enumer
   are kept inside a node when they can be (Megatron CP docs: "CP communication ... intra-node NVLink").
   The gradients of CP ranks are reduced together with DP (Megatron's data-parallel-with-CP group), and the
   distributed optimizer shards over dp·cp ranks.
+* CP by all-gather (Llama 3 paper, Dubey et al. 2024, §3.3.2 "Context parallelism"; what fsdp/fsdp_tp.py runs on
+  the FSDP2 path): the sequence is cut into 2·cp chunks and rank i keeps chunks i and 2·cp−1−i (load balance under
+  the causal mask); each layer all-gathers K and V over the CP ranks and computes attention for its local queries.
+  The all-gather is not overlapped with compute: the paper accepts it because with GQA K and V are small next to Q
+  and the attention of long sequences. Per layer a rank sends (cp−1) of its s/cp-token K/V chunks in the forward
+  gather; the backward reduces the gathered K/V's gradient with an all-reduce (gloo has no reduce-scatter), 2·(cp−1)
+  chunks, and takes its own slice; recomputing the layer (full or op-level SAC) gathers again: 3·(cp−1) chunks,
+  4 with recompute. Memory: params, gradients and optimizer states are sharded over dp·cp (FSDP over the flattened
+  dp_shard × cp mesh, torchtitan's dp_shard_cp); activations split by cp; one layer's gathered K/V (s tokens, 16-bit)
+  is live at a time, plus its saved copy per layer unless recomputed (`cp_allgather_kv_bytes`).
 * EP (DeepSeek-V3 technical report, §3.2, and Megatron-Core MoE docs, megatron/core/transformer/moe/README.md):
   the routed experts are split over ep ranks carved from the data-parallel ranks (ep divides dp·cp); each GPU holds
   E/ep experts and their optimizer states, sharded by the distributed optimizer over the dp·cp/ep expert-data-
@@ -182,6 +192,30 @@ def cp_ring_bytes_per_layer(arch: Architecture, seq_len: int, micro_batch: int, 
     chunk = seq_len / cp * micro_batch * kv_pair_width(arch) / tp * ACTIVATION_BYTES
     passes = 3 + (1 if recompute == "full" else 0)
     return passes * (cp - 1) * chunk
+
+
+def cp_by_allgather(framework: str) -> bool:
+    """Whether the framework runs CP by all-gathering K/V (module docstring): the FSDP2 script, fsdp/fsdp_tp.py;
+    Megatron-LM runs ring attention (`cp_ring_bytes_per_layer`)."""
+    return framework == "fsdp"
+
+
+def cp_allgather_bytes_per_layer(arch: Architecture, seq_len: int, micro_batch: int, tp: int, cp: int,
+                                 recompute: str) -> float:
+    """Bytes one rank sends per layer and micro-batch for all-gather CP (module docstring, Llama 3 §3.3.2): the
+    forward K/V gather, (cp−1) chunks of s/cp tokens; the backward all-reduce of the gathered K/V gradient, 2·(cp−1)
+    chunks (ring all-reduce); a recomputed layer gathers again. 16-bit, K/V heads split over TP."""
+    if cp <= 1:
+        return 0.0
+    chunk = seq_len / cp * micro_batch * kv_pair_width(arch) / tp * ACTIVATION_BYTES
+    passes = 3 + (1 if recompute in ("full", "op") else 0)
+    return passes * (cp - 1) * chunk
+
+
+def cp_allgather_kv_bytes(arch: Architecture, seq_len: int, micro_batch: int, tp: int) -> float:
+    """One layer's gathered K and V for all-gather CP: 2 · s · kv_heads · head_dim · 2 bytes per sequence (heads split
+    over TP) — the whole sequence's keys and values, which the local queries attend to."""
+    return seq_len * micro_batch * kv_pair_width(arch) / tp * ACTIVATION_BYTES
 
 
 def ep_all_to_all_bytes_per_layer(arch: Architecture, tokens: float, ep: int, recompute: str,

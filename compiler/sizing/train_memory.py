@@ -100,7 +100,7 @@ from ..catalog.params import ParamCounts
 from ..catalog.types import Architecture
 from .cnn_layers import table_for
 from .cnn_train import stored_elements_per_item
-from .train_layout import microbatches_in_flight, routed_expert_params
+from .train_layout import cp_allgather_kv_bytes, cp_by_allgather, microbatches_in_flight, routed_expert_params
 
 GIB = 2**30
 MIB = 2**20
@@ -427,7 +427,8 @@ def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = 
     """Peak bytes on one GPU of the worst pipeline stage: model states + activations + runtime.
 
     `split`: layers per stage (train_layout.pipeline_split; default ⌈L/p⌉ on every stage); `cp` divides the
-    activations and joins the ZeRO shard group (Megatron shards over dp·cp); `ep` divides the routed experts and
+    activations and joins the ZeRO shard group (Megatron shards over dp·cp, FSDP over dp_shard × cp; under FSDP the
+    all-gathered K/V on top, train_layout.cp_allgather_kv_bytes); `ep` divides the routed experts and
     their states; `vp` chunks per rank hold more micro-batches in flight (train_layout.microbatches_in_flight)."""
     shard = max(1, zero_shard_ranks or dp * cp)
     w = WEIGHT_BYTES[precision]
@@ -445,6 +446,14 @@ def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = 
             per_layer = 0.0
     else:
         full_layer = 0.0
+    gathered_kv = 0.0
+    if cp > 1 and arch.layers and cp_by_allgather(framework):  # all-gather CP (train_layout docstring)
+        gathered_kv = cp_allgather_kv_bytes(arch, seq_len, micro_batch, tp)  # one layer's, or its gradient
+        beyond_local = gathered_kv * (cp - 1) / cp  # the whole sequence's K/V where the terms above count s/cp
+        if recompute in ("full", OP_SAC):  # re-gathered by the layer being recomputed
+            full_layer += beyond_local
+        else:  # saved for the backward by every layer
+            per_layer += beyond_local
     loss = loss_for(options.loss, method)
     logits = (seq_len * micro_batch * arch.vocab / (tp * cp) * loss_bytes_per_logit(loss, framework, options.eager_loss)
               if arch.vocab and arch.kind == "decoder" else 0.0)
@@ -469,7 +478,7 @@ def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = 
             offload_optimizer, offload_params, framework, precision, optimizer, options, experts, ep)
         gathered = _gathered(arch, params, w, method, tp, shard, zero_stage, framework, options)
         in_flight = microbatches_in_flight(pp, vp, rank, microbatches)
-        activations = in_flight * layers_on_stage * per_layer + full_layer
+        activations = in_flight * layers_on_stage * per_layer + full_layer + gathered_kv
         if not arch.layers:
             activations += cnn_activation_bytes(arch, precision, micro_batch) / tp
         if last:

@@ -36,7 +36,8 @@ Time of one micro-batch on the slowest pipeline stage (the last: ⌈L/p⌉ layer
   boundary, at the NIC rate (stages sit on different nodes), on the critical path. The slowest stage sets the
   stage-time (uneven splits: train_layout.pipeline_split).
 * CP and EP (train_layout docstring): a micro-batch's tokens on a GPU are s·b/cp; the CP ring's KV transfers hide
-  under the attention kernel and only the excess is exposed; EP's all-to-alls are exposed, unless overlapped with
+  under the attention kernel and only the excess is exposed; the FSDP2 script's K/V all-gather (Llama 3 §3.3.2) is
+  exposed whole; EP's all-to-alls are exposed, unless overlapped with
   another micro-batch's compute (DualPipe / Megatron-Core's EP A2A overlap: train_layout.ep_exposed_seconds), and
   FP8 dispatch halves two of the four (train_layout.ep_all_to_all_bytes_per_layer).
 * DP: the gradient all-reduce 2(d−1)/d × 16-bit gradient bytes over the slowest link the ring crosses;
@@ -68,7 +69,7 @@ from dataclasses import dataclass
 from ..catalog.params import ParamCounts
 from ..catalog.types import Architecture, GpuSpec
 from .train_layout import (
-    cp_ring_bytes_per_layer, ep_all_to_all_bytes_per_layer, ep_exposed_seconds, interleaved_bubble_fraction, moe_layer_share,
+    cp_allgather_bytes_per_layer, cp_ring_bytes_per_layer, ep_all_to_all_bytes_per_layer, ep_exposed_seconds, interleaved_bubble_fraction, moe_layer_share,
     routed_expert_params,
 )
 from .cnn_layers import table_for
@@ -167,7 +168,7 @@ class StepTime:
     offload: float = 0.0
     dp_comm: float = 0.0
     weights: float = 0.0  # weights read and gradients accumulated, every micro-batch
-    cp_comm: float = 0.0  # the CP ring's KV transfers not hidden under attention
+    cp_comm: float = 0.0  # CP's K/V exchange not hidden under attention (the ring's excess; the all-gather whole)
     ep_comm: float = 0.0  # EP all-to-alls (dispatch and combine) on the critical path (what overlap leaves exposed)
     pp_p2p: float = 0.0  # pipeline point-to-point sends, v per boundary with interleaving
 
@@ -277,10 +278,11 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
               gpus_per_node: int = 8, cp: int = 1, ep: int = 1, vp: int = 1, split: tuple[int, ...] | None = None,
               zero_shard_ranks: int | None = None, ep_overlap: bool = False, ep_dispatch: str = "bf16",
               nvlink_fraction: float = NVLINK_ACHIEVABLE_FRACTION,
-              nic_fraction: float = INTER_NODE_ACHIEVABLE_FRACTION) -> StepTime:
+              nic_fraction: float = INTER_NODE_ACHIEVABLE_FRACTION, cp_allgather: bool = False) -> StepTime:
     """One optimizer step: grad_accum micro-batches of micro_batch sequences through a TP×CP×PP×DP layout (EP
     inside DP; `split` the layers per stage, default ⌈L/p⌉; ZeRO-3 over `zero_shard_ranks` when smaller than DP).
-    `nvlink_fraction`, `nic_fraction`: the achieved shares of the intra-node link and the NICs (a site's measured ones)."""
+    `nvlink_fraction`, `nic_fraction`: the achieved shares of the intra-node link and the NICs (a site's measured ones);
+    `cp_allgather`: CP by all-gathering K/V (the FSDP2 script; train_layout docstring), not overlapped with compute."""
     dtype = compute_dtype(precision, gpu)
     rate = matmul_flops_per_second(gpu, dtype)
     attention_dtype = ATTENTION_DTYPE[precision]
@@ -338,10 +340,13 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
             passes = (FORWARD_PASSES + BACKWARD_PASSES) * stored + FORWARD_PASSES * recomputed
             logits = tokens * arch.vocab / tp * 4 * LOGIT_PASSES if arch.kind == "decoder" and with_head else 0.0
             memory = (layers * passes + logits) / hbm
-            if cp > 1:  # the KV ring, hidden under the attention kernel where it can be
+            if cp > 1:  # the KV ring, hidden under the attention kernel where it can be; the all-gather is not
                 cp_bandwidth = nvlink if tp * cp <= gpus_per_node else min(nvlink, nic)
-                ring = layers * cp_ring_bytes_per_layer(arch, seq_len, micro_batch, tp, cp, recompute) / cp_bandwidth
-                cp_exposed = max(0.0, ring - attention)
+                if cp_allgather:
+                    cp_exposed = layers * cp_allgather_bytes_per_layer(arch, seq_len, micro_batch, tp, cp, recompute) / cp_bandwidth
+                else:
+                    ring = layers * cp_ring_bytes_per_layer(arch, seq_len, micro_batch, tp, cp, recompute) / cp_bandwidth
+                    cp_exposed = max(0.0, ring - attention)
             if ep > 1 and arch.is_moe:  # EP ranks sit every tp·cp ranks: inside a node while ep·tp·cp fits
                 ep_bandwidth = nvlink if ep * tp * cp <= gpus_per_node else min(nvlink, nic)
                 ep_comm = (layers * moe_layer_share(arch)

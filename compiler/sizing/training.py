@@ -34,7 +34,7 @@ from ..catalog.types import Architecture, GpuSpec
 from .reasons import Reason, because
 from .search_cache import SearchCache
 from .train_layout import (
-    VP_CHOICES, cp_choices, ep_choices, ep_overlap_allowed, is_even, megatron_split, moe_layer_share, pipeline_split,
+    VP_CHOICES, cp_by_allgather, cp_choices, ep_choices, ep_overlap_allowed, is_even, megatron_split, moe_layer_share, pipeline_split,
     routed_expert_params,
 )
 from .train_memory import (
@@ -280,7 +280,7 @@ def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, 
 
     Rule for "auto": TP, PP, CP, EP or VP → Megatron-LM (its model-parallel layers; ZeRO-1 is its distributed
     optimizer; uneven stages and interleaving as its arguments can state them, train_layout.megatron_split), except
-    TP and/or PP at ZeRO-3 without CP or EP → FSDP2 × TP × PP (`fsdp_tp_runs`); otherwise ZeRO-0 → PyTorch DDP, ZeRO-3 without offload → FSDP
+    TP and/or PP, or CP alone, at ZeRO-3 without EP → FSDP2 × TP × PP (× CP) (`fsdp_tp_runs`); otherwise ZeRO-0 → PyTorch DDP, ZeRO-3 without offload → FSDP
     FULL_SHARD (HYBRID_SHARD for a shard group of one node), offload or ZeRO-1/2 → DeepSpeed.
     """
     if framework_gap(framework, method, tp, pp, zero, offload, shape, per_node) is not None:
@@ -289,7 +289,8 @@ def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, 
     if framework != "auto":
         return framework, because("framework-pinned")
     if fsdp_tp_runs(method, tp, pp, zero, offload, shape):
-        return "fsdp", because("fsdp2-tensor-parallel", tp=tp, pp=pp, vp=shape.vp if shape else 1)
+        return "fsdp", because("fsdp2-tensor-parallel", tp=tp, pp=pp, vp=shape.vp if shape else 1,
+                               cp=shape.cp if shape else 1)
     if tp > 1 or pp > 1 or beyond:
         return "megatron", because("megatron-for-model-parallel")
     if shape is not None and shape.shard:
@@ -307,7 +308,7 @@ def selective_offered(req: TrainRequest, framework: str, zero: int, offload: boo
     """Whether the search tries "selective" (the framework's own selective recompute, train_memory.recompute_kind):
     under Megatron-LM always (--recompute-granularity selective); under FSDP where the FSDP2 script runs the layout
     (fsdp/fsdp_tp.py applies torchtitan's op-level SAC; Accelerate's FSDP1 plugin only checkpoints whole blocks):
-    searched on the FSDP2 × TP × PP path, and on 1-D FSDP only when pinned, since it moves the job from Accelerate to
+    searched on the FSDP2 × TP × PP × CP path, and on 1-D FSDP only when pinned, since it moves the job from Accelerate to
     the FSDP2 script's launch contract; other frameworks checkpoint whole layers or nothing (DeepSpeed
     activation_checkpointing), so only a pinned selective is sized there, as Megatron's."""
     pinned = req.pins.recompute == "selective"
@@ -315,35 +316,42 @@ def selective_offered(req: TrainRequest, framework: str, zero: int, offload: boo
         return True
     if framework == "fsdp":
         runs = fsdp2_runs(req.method, zero, offload, shape)
-        return runs and (pinned or shape.tp > 1 or shape.pp > 1)
+        return runs and (pinned or shape.tp > 1 or shape.pp > 1 or shape.cp > 1)
     return pinned
 
 
 def fsdp2_runs(method: str, zero: int, offload: bool, shape: Shape) -> bool:
-    """Whether the FSDP2 script (fsdp/fsdp_tp.py) can run the layout, TP and PP of any size: `fsdp_tp_runs` without
-    its TP-or-PP condition."""
-    return fsdp_tp_runs(method, max(2, shape.tp), shape.pp, zero, offload, shape)
+    """Whether the FSDP2 script (fsdp/fsdp_tp.py) can run the layout, model-parallel or not: `fsdp_tp_runs` without
+    its TP, PP or CP condition."""
+    return (fsdp_cp_runs(method, shape.tp, shape.pp, shape.cp) and shape.ep == 1 and zero == 3 and not offload
+            and method in ("full", "lora") and not shape.shard and (not shape.split or min(shape.split) >= shape.vp))
+
+
+def fsdp_cp_runs(method: str, tp: int, pp: int, cp: int) -> bool:
+    """CP on the FSDP2 script: K/V all-gathered over the CP ranks, load-balanced 2·cp chunks (Llama 3 §3.3.2,
+    train_layout docstring; fsdp/fsdp_tp.py), proven on CPU gloo ranks against one process
+    (tests/test_fsdp_cp_real.py) for full weights without TP or PP; CP × TP, CP × PP and adapters with CP are not
+    built (Megatron-LM has CP with TP and PP)."""
+    return cp == 1 or (tp == 1 and pp == 1 and method == "full")
 
 
 def fsdp_tp_runs(method: str, tp: int, pp: int, zero: int, offload: bool, shape: Shape | None = None) -> bool:
     """Whether the FSDP2 × TP × PP path runs the layout (compiler/deployment/fsdp_tp.py, the way torchtitan composes
-    them: a DeviceMesh [pp, dp_shard, tp], the model split into pipeline stages run by torch.distributed.pipelining's
-    1F1B or interleaved 1F1B, `parallelize_module` over tp, `fully_shard` over dp_shard): TP or PP > 1 (any stage
-    split; VP as interleaved 1F1B), no CP or EP, ZeRO-3 (fully_shard) without offload, every DP rank a shard (no HSDP
-    group), full weights or LoRA (fsdp/lora_tp.py: 16-bit frozen base, adapters sharded as their base layers; QLoRA's
-    4-bit base has no DTensor TP path)."""
-    shape = shape or Shape(tp, 1, pp, 1, 1, ())
-    return ((tp > 1 or pp > 1) and shape.cp == 1 and shape.ep == 1 and zero == 3 and not offload
-            and method in ("full", "lora") and not shape.shard and (not shape.split or min(shape.split) >= shape.vp))
+    them: a DeviceMesh [pp, dp_shard, cp, tp], the model split into pipeline stages run by torch.distributed.pipelining's
+    1F1B or interleaved 1F1B, `parallelize_module` over tp, `fully_shard` over dp_shard (× cp)): TP, PP or CP > 1 (any
+    stage split; VP as interleaved 1F1B; CP as `fsdp_cp_runs`), no EP, ZeRO-3 (fully_shard) without offload, every DP
+    rank a shard (no HSDP group), full weights or LoRA (fsdp/lora_tp.py: 16-bit frozen base, adapters sharded as their
+    base layers; QLoRA's 4-bit base has no DTensor TP path)."""
+    shape = (shape or Shape(tp, 1, pp, 1, 1, ()))._replace(tp=tp, pp=pp)
+    return (tp > 1 or pp > 1 or shape.cp > 1) and fsdp2_runs(method, zero, offload, shape)
 
 
 def fsdp_tp_missing(method: str, zero: int, offload: bool, shape: Shape) -> str:
     """The first thing a model-parallel layout asks of the FSDP2 path that `fsdp_tp_runs` refuses: a capability it
-    lacks ("cp", "ep") before a setting it does not take ("adapters", "hsdp", "offload", "zero", "vp-chunks").
-    CP is missing because torch's context_parallel (torch.distributed.tensor.experimental, torchtitan's CP) routes
-    SDPA only to the CUDA flash, memory-efficient and cuDNN kernels (_context_parallel/_attention.py `_sdpa_handler`,
-    torch 2.13): a CPU gloo step cannot prove it (tests/test_fsdp_cp_cpu.py)."""
-    missing = (("cp", shape.cp > 1), ("ep", shape.ep > 1), ("adapters", method not in ("full", "lora")), ("hsdp", bool(shape.shard)),
+    lacks ("cp": CP with TP, PP or adapters, `fsdp_cp_runs`; "ep") before a setting it does not take ("adapters",
+    "hsdp", "offload", "zero", "vp-chunks")."""
+    missing = (("cp", not fsdp_cp_runs(method, shape.tp, shape.pp, shape.cp)), ("ep", shape.ep > 1),
+               ("adapters", method not in ("full", "lora")), ("hsdp", bool(shape.shard)),
                ("offload", offload), ("zero", zero != 3), ("vp-chunks", bool(shape.split) and min(shape.split) < shape.vp))
     return next((name for name, lacking in missing if lacking), "")
 
@@ -548,7 +556,8 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, ze
                      gradient_bytes_per_replica=gradient_bytes, inter_node_bytes_per_second=ctx.fabric.bytes_per_second_per_gpu,
                      inter_node_latency_seconds=ctx.fabric.latency_seconds, gpus_per_node=per_node, cp=shape.cp,
                      ep=shape.ep, vp=shape.vp, split=shape.split or None, zero_shard_ranks=shape.shard,
-                     ep_overlap=shape.ep_overlap, ep_dispatch=shape.ep_dispatch, **link_fractions(req, gpu.id))
+                     ep_overlap=shape.ep_overlap, ep_dispatch=shape.ep_dispatch,
+                     cp_allgather=cp_by_allgather(framework[0]), **link_fractions(req, gpu.id))
     steps = max(1, math.ceil(req.tokens / ctx.tokens_per_step))
     tokens_per_second = ctx.tokens_per_step / step.total
     nodes = max(1, math.ceil(gpus / per_node))
@@ -682,6 +691,10 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
                     because("vp-needs-microbatches", pp=pp, vp=shape.vp), fits=False)
             return
     recomputes = [pins.recompute] if pins.recompute else list(RECOMPUTE_ORDER)
+    if req.seq_len % (2 * shape.cp) and shape.cp > 1:  # a pinned CP (cp_choices keeps the search to these)
+        out.other.setdefault(f"cp:{shape.cp}", Rejection(f"CP{shape.cp}", because(
+            "cp-needs-chunks", cp=shape.cp, seq_len=req.seq_len)))
+        return
     for offload in offloads:
         fitted = False
         for zero in zeros:

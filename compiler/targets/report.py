@@ -58,7 +58,7 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
         t = plan.training
         facts += [
             {"what": "step time", "value": f"{format_seconds(t.step_seconds)} = compute {format_seconds(t.step_compute_seconds)} + TP comm {format_seconds(t.step_tp_comm_seconds)}"
-                                            + "".join(f" + {name} {format_seconds(v)}" for name, v in (("CP ring", t.step_cp_comm_seconds), ("EP all-to-all", t.step_ep_comm_seconds), ("PP p2p", t.step_pp_p2p_seconds)) if v)
+                                            + "".join(f" + {name} {format_seconds(v)}" for name, v in (("CP K/V exchange", t.step_cp_comm_seconds), ("EP all-to-all", t.step_ep_comm_seconds), ("PP p2p", t.step_pp_p2p_seconds)) if v)
                                             + f" + PP bubble {format_seconds(t.step_pp_bubble_seconds)} + exposed DP comm {format_seconds(t.step_dp_comm_seconds)}",
              "source": "roofline at the catalog's achievable matmul share; ring all-reduce 2(n−1)/n; bubble (p−1)/(m+p−1), (p−1)/(v·m) of the ideal step interleaved (sizing/train_layout.py)"},
             {"what": "compute", "value": f"{format_seconds(t.step_compute_seconds)} = GEMMs {format_seconds(t.step_matmul_seconds)} + attention {format_seconds(t.step_attention_seconds)} + memory-bound kernels {format_seconds(t.step_memory_bound_seconds)} + weight and gradient traffic {format_seconds(t.step_weight_traffic_seconds)} + optimizer {format_seconds(t.step_optimizer_seconds)}", "source": "GEMM FLOPs at the achievable matmul share; flash-attention kernel at its measured share of peak (Dao 2023, Shah et al. 2024); activations, weights and optimizer states through HBM at its achievable share (train_time.py)"},
