@@ -281,7 +281,8 @@ def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, 
     Rule for "auto": TP, PP, CP, EP or VP → Megatron-LM (its model-parallel layers; ZeRO-1 is its distributed
     optimizer; uneven stages and interleaving as its arguments can state them, train_layout.megatron_split), except
     TP and/or PP at ZeRO-3 without CP or EP → FSDP2 × TP × PP (`fsdp_tp_runs`); otherwise ZeRO-0 → PyTorch DDP, ZeRO-3 without offload → FSDP
-    FULL_SHARD (HYBRID_SHARD for a shard group of one node), offload or ZeRO-1/2 → DeepSpeed.
+    FULL_SHARD (HYBRID_SHARD for a shard group: Accelerate's FSDP1 within one node, else FSDP2's 2-D mesh), offload or
+    ZeRO-1/2 → DeepSpeed.
     """
     if framework_gap(framework, method, tp, pp, zero, offload, shape, per_node) is not None:
         return None
@@ -329,21 +330,34 @@ def fsdp_tp_runs(method: str, tp: int, pp: int, zero: int, offload: bool, shape:
     """Whether the FSDP2 × TP × PP path runs the layout (compiler/deployment/fsdp_tp.py, the way torchtitan composes
     them: a DeviceMesh [pp, dp_shard, tp], the model split into pipeline stages run by torch.distributed.pipelining's
     1F1B or interleaved 1F1B, `parallelize_module` over tp, `fully_shard` over dp_shard): TP or PP > 1 (any stage
-    split; VP as interleaved 1F1B), no CP or EP, ZeRO-3 (fully_shard) without offload, every DP rank a shard (no HSDP
-    group), full weights or LoRA (fsdp/lora_tp.py: 16-bit frozen base, adapters sharded as their base layers; QLoRA's
-    4-bit base has no DTensor TP path)."""
+    split; VP as interleaved 1F1B), no CP or EP, ZeRO-3 (fully_shard) without offload, an HSDP shard group or not
+    (fully_shard over [dp_replicate, dp_shard], `hsdp_runs`), full weights or LoRA (fsdp/lora_tp.py: 16-bit frozen base,
+    adapters sharded as their base layers; QLoRA's 4-bit base has no DTensor TP path)."""
     shape = shape or Shape(tp, 1, pp, 1, 1, ())
     return ((tp > 1 or pp > 1) and shape.cp == 1 and shape.ep == 1 and zero == 3 and not offload
-            and method in ("full", "lora") and not shape.shard and (not shape.split or min(shape.split) >= shape.vp))
+            and method in ("full", "lora") and (not shape.split or min(shape.split) >= shape.vp))
+
+
+def hsdp_on_fsdp2(shard: int | None, per_node: int) -> bool:
+    """Whether 1-D FSDP's HSDP runs on the FSDP2 script rather than Accelerate's FSDP1 config: Accelerate's HYBRID_SHARD
+    shards within one node (FSDP1 builds its shard group from the node's ranks), so every other group size takes
+    FSDP2's 2-D mesh [dp_replicate, dp_shard] (fsdp/fsdp_tp.py)."""
+    return bool(shard) and shard != per_node
+
+
+def hsdp_group_divides(shape: Shape, dp: int) -> bool:
+    """An HSDP shard group of `shape.shard` data-parallel ranks tiles the dp·cp ranks into whole replicas (FSDP2's
+    2-D mesh [dp_replicate, dp_shard] and FSDP1's HYBRID_SHARD process groups both need replicate × shard = dp·cp)."""
+    return not shape.shard or (dp * shape.cp) % shape.shard == 0
 
 
 def fsdp_tp_missing(method: str, zero: int, offload: bool, shape: Shape) -> str:
     """The first thing a model-parallel layout asks of the FSDP2 path that `fsdp_tp_runs` refuses: a capability it
-    lacks ("cp", "ep") before a setting it does not take ("adapters", "hsdp", "offload", "zero", "vp-chunks").
+    lacks ("cp", "ep") before a setting it does not take ("adapters", "offload", "zero", "vp-chunks").
     CP is missing because torch's context_parallel (torch.distributed.tensor.experimental, torchtitan's CP) routes
     SDPA only to the CUDA flash, memory-efficient and cuDNN kernels (_context_parallel/_attention.py `_sdpa_handler`,
     torch 2.13): a CPU gloo step cannot prove it (tests/test_fsdp_cp_cpu.py)."""
-    missing = (("cp", shape.cp > 1), ("ep", shape.ep > 1), ("adapters", method not in ("full", "lora")), ("hsdp", bool(shape.shard)),
+    missing = (("cp", shape.cp > 1), ("ep", shape.ep > 1), ("adapters", method not in ("full", "lora")),
                ("offload", offload), ("zero", zero != 3), ("vp-chunks", bool(shape.split) and min(shape.split) < shape.vp))
     return next((name for name, lacking in missing if lacking), "")
 
@@ -382,7 +396,8 @@ def framework_gap(framework: str, method: str, tp: int, pp: int, zero: int, offl
             return because("no-framework-path", layout="megatron-zero", framework=framework,
                            detail=f"ZeRO-{zero}{' offload' if offload else ''}", vp=shape.vp)
         return None
-    if shape.shard and (framework not in ("auto", "fsdp") or zero != 3 or offload or shape.shard != per_node):
+    if shape.shard and (framework not in ("auto", "fsdp") or zero != 3 or offload
+                        or (hsdp_on_fsdp2(shape.shard, per_node) and not fsdp2_runs(method, zero, offload, shape))):
         return because("no-framework-path", layout="hsdp", framework=framework, detail=str(shape.shard), vp=shape.vp)
     if framework == "ddp" and (zero or offload):
         return because("no-framework-path", layout="ddp-sharding", framework=framework, detail=f"ZeRO-{zero}", vp=1)
@@ -681,6 +696,11 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
             out.gap(f"vp:{gpu.id}:{count}", describe(count, gpu.id, tp, pp, dp, 0, 1, "none", False, shape),
                     because("vp-needs-microbatches", pp=pp, vp=shape.vp), fits=False)
             return
+    if not hsdp_group_divides(shape, dp):
+        out.other.setdefault(f"sg:{gpu.id}:{count}:{dp}", Rejection(  # an HSDP shard group that does not tile DP
+            describe(count, gpu.id, tp, pp, dp, 3, 1, "none", False, shape),
+            because("hsdp-group-divides", shard=shape.shard, ranks=dp * shape.cp)))
+        return
     recomputes = [pins.recompute] if pins.recompute else list(RECOMPUTE_ORDER)
     for offload in offloads:
         fitted = False
