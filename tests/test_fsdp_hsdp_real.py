@@ -17,7 +17,7 @@ from compiler import training_consistency
 from compiler.diagnostics import InfeasiblePlan
 from compiler.passes.wording import words
 from compiler.pipeline import compile_plan as compile_in_process, render, resolve
-from compiler.sizing.training import Shape, framework_gap, resolve_framework
+from compiler.sizing.training import Shape, framework_gap, resolve_framework, runs_on_fsdp2
 from tests.test_target_torchrun import REPO, free_port, torch_env
 
 STEP = REPO / "tests" / "fsdp_hsdp_step.py"
@@ -98,6 +98,10 @@ def test_hsdp_framework_rule():
     assert framework_gap("fsdp", "full", 2, 1, 3, False, hsdp_tp) is None
     assert resolve_framework("auto", "full", 2, 1, 3, False, hsdp_tp)[0] == "fsdp"  # FSDP2 × TP, not Megatron
     assert framework_gap("fsdp", "full", 1, 1, 3, False, Shape(1, 1, 1, 1, 1, (), 16), per_node=8) is None  # FSDP2 1-D
+    # the one rule the sizing prices (fp32 reduction) and the deployment emits (fsdp_tp.json) by
+    assert not runs_on_fsdp2("fsdp", 1, 1, "none", 8, 8)  # a node's group: Accelerate's FSDP1 HYBRID_SHARD
+    assert runs_on_fsdp2("fsdp", 1, 1, "none", 16, 8) and runs_on_fsdp2("fsdp", 1, 1, "none", 4, 8)
+    assert runs_on_fsdp2("fsdp", 2, 1, "none", None, 8) and not runs_on_fsdp2("megatron", 2, 1, "none", None, 8)
     # still missing, named precisely: Megatron has no shard group, QLoRA beyond a node has no FSDP2 path, nor offload
     assert "Megatron-LM has none" in words(framework_gap("auto", "full", 2, 1, 1, False, hsdp_tp))
     qlora = framework_gap("fsdp", "qlora", 1, 1, 3, False, Shape(1, 1, 1, 1, 1, (), 16), per_node=8)
@@ -140,3 +144,24 @@ def test_one_hsdp_step_matches_the_reference_with_shards_per_group(tmp_path, cas
         assert r["replica_all_reduces"][0] == 0 and r["replica_all_reduces"][1] > 0, r
     losses = {r["data_index"]: r["loss"] for r in rows}
     assert len(set(losses.values())) == 4  # every data-parallel rank read its own sequences
+
+
+def test_hsdp_time_prices_the_groups_and_the_fp32_reduction_fsdp2_runs():
+    """llama-3.1-8b on 16 H100s (8 per node), DP16 ZeRO-3 in shard groups of 8 with 8 micro-batches; ψ = 2 bytes per
+    parameter, replicas 2. Per micro-batch two 16-bit all-gathers and a reduce-scatter of ψ·P inside the node's group,
+    each (n−1)/n·S/B: (2·2 + r)·P·7/8/B with the reduce-scatter at r bytes (FSDP2: 4, fp32); once per step the two
+    replicas all-reduce the r·P/8 shard across nodes, 2·(1/2)·S/B at one GPU's NIC rate (a replica group has one rank
+    per node)."""
+    from tests.test_train_time import H100, LLAMA8B, _step
+    from compiler.catalog.params import count_params
+    from compiler.sizing import train_time as tt
+
+    params = count_params(LLAMA8B).total
+    nvlink = H100.intra_node_bandwidth_bytes_per_second * tt.NVLINK_ACHIEVABLE_FRACTION
+    nic = 50e9 * tt.INTER_NODE_ACHIEVABLE_FRACTION
+    for reduce_bytes in (2, 4):
+        step = _step(dp=16, zero_stage=3, zero_shard_ranks=8, gradient_bytes_per_replica=2 * params,
+                     reduce_bytes_per_gradient=reduce_bytes, inter_node_latency_seconds=0.0)
+        shard_group = 8 * (2 * 2 + reduce_bytes) * params * 7 / 8 / nvlink
+        replicas = 2 * (1 / 2) * reduce_bytes * params / 8 / min(nvlink, nic)
+        assert step.dp_comm == pytest.approx(shard_group + replicas, rel=1e-9)

@@ -37,7 +37,7 @@ averages their gradients (scale_grads), so one `step` is one optimizer step.
 from __future__ import annotations
 
 from ..resolved import ResolvedPlan
-from ..sizing.training import hsdp_on_fsdp2
+from ..sizing.training import FSDP2_REDUCE_DTYPE, runs_on_fsdp2
 from ..spec import PlanSpec
 from .lora_tp import lora_settings
 
@@ -81,17 +81,16 @@ OP_SAC_SAVE_OPS = (
 OP_SAC_MM_RECOMPUTE_EVERY = 2
 ACTIVATION_CHECKPOINT = {"none": "none", "full": "full", "selective": "selective-op"}
 PARAM_DTYPE = {"bf16": "bfloat16", "fp8": "bfloat16", "fp16": "float16", "fp32": "float32"}
-REDUCE_DTYPE = "float32"
+REDUCE_DTYPE = FSDP2_REDUCE_DTYPE  # sizing/training.py: the bytes step_time prices
 
 
 def uses_fsdp_tp(plan: ResolvedPlan) -> bool:
     """FSDP layouts the FSDP2 script runs: TP or PP, 1-D FSDP with selective recompute (torchtitan's op-level SAC,
     which Accelerate's FSDP1 plugin cannot apply; the sizing only chooses it where this script runs it), and 1-D HSDP
-    whose shard group is not one node (sizing/training.py hsdp_on_fsdp2: Accelerate's HYBRID_SHARD shards per node)."""
+    whose shard group is not one node (sizing/training.py runs_on_fsdp2, the rule the sizing prices it by)."""
     par = plan.parallelism
-    return par is not None and par.framework == "fsdp" and (
-        par.tp > 1 or par.pp > 1 or par.recompute == "selective"
-        or hsdp_on_fsdp2(par.shard_group_gpus, plan.hardware.gpus_per_node))
+    return par is not None and runs_on_fsdp2(par.framework, par.tp, par.pp, par.recompute, par.shard_group_gpus,
+                                             plan.hardware.gpus_per_node)
 
 
 def hsdp_degrees(plan: ResolvedPlan) -> tuple[int, int]:

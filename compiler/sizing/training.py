@@ -338,6 +338,17 @@ def fsdp_tp_runs(method: str, tp: int, pp: int, zero: int, offload: bool, shape:
             and method in ("full", "lora") and (not shape.split or min(shape.split) >= shape.vp))
 
 
+# The FSDP2 script's gradient reduction dtype (MixedPrecisionPolicy reduce_dtype; torchtitan's
+# mixed_precision_reduce default "float32"): fsdp_tp.json carries it, step_time prices its bytes.
+FSDP2_REDUCE_DTYPE, FSDP2_REDUCE_BYTES = "float32", 4
+
+
+def runs_on_fsdp2(framework: str, tp: int, pp: int, recompute: str, shard: int | None, per_node: int) -> bool:
+    """Whether a sized FSDP layout runs on the FSDP2 script (fsdp/fsdp_tp.py) rather than Accelerate's FSDP1 config:
+    TP or PP, selective recompute (torchtitan's op-level SAC), or an HSDP group other than one node."""
+    return framework == "fsdp" and (tp > 1 or pp > 1 or recompute == "selective" or hsdp_on_fsdp2(shard, per_node))
+
+
 def hsdp_on_fsdp2(shard: int | None, per_node: int) -> bool:
     """Whether 1-D FSDP's HSDP runs on the FSDP2 script rather than Accelerate's FSDP1 config: Accelerate's HYBRID_SHARD
     shards within one node (FSDP1 builds its shard group from the node's ranks), so every other group size takes
@@ -563,7 +574,10 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, ze
                      gradient_bytes_per_replica=gradient_bytes, inter_node_bytes_per_second=ctx.fabric.bytes_per_second_per_gpu,
                      inter_node_latency_seconds=ctx.fabric.latency_seconds, gpus_per_node=per_node, cp=shape.cp,
                      ep=shape.ep, vp=shape.vp, split=shape.split or None, zero_shard_ranks=shape.shard,
-                     ep_overlap=shape.ep_overlap, ep_dispatch=shape.ep_dispatch, **link_fractions(req, gpu.id))
+                     ep_overlap=shape.ep_overlap, ep_dispatch=shape.ep_dispatch,
+                     reduce_bytes_per_gradient=(FSDP2_REDUCE_BYTES if req.method == "full" and runs_on_fsdp2(
+                         framework[0], tp, pp, recompute, shape.shard, per_node) else GRADIENT_BYTES),
+                     **link_fractions(req, gpu.id))
     steps = max(1, math.ceil(req.tokens / ctx.tokens_per_step))
     tokens_per_second = ctx.tokens_per_step / step.total
     nodes = max(1, math.ceil(gpus / per_node))
