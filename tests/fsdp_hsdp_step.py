@@ -1,6 +1,6 @@
 """One HSDP optimizer step through the generated fsdp/fsdp_tp.py under launch/torchrun.sh on CPU (gloo): the plan's
-mesh [dp_replicate, dp_shard, tp], its gradient accumulation as micro-batches with fsdp_tp.sync_replicas, the tiny
-Llama-shaped model of tests/fsdp_tp_step.py. Run by tests/test_fsdp_hsdp_real.py; prints one FSDP_HSDP_STEP line per
+mesh [dp_replicate, dp_shard, tp], its gradient accumulation as micro-batches with fsdp_tp.sync_replicas (with PP:
+[pp, dp_replicate, dp_shard, tp] and fsdp_tp.pipeline's schedule), the tiny Llama-shaped model of tests/fsdp_tp_step.py. Run by tests/test_fsdp_hsdp_real.py; prints one FSDP_HSDP_STEP line per
 rank: loss and reduced gradients against a single-process fp32 reference, the local shard sizes, the replica
 all-reduces per micro-batch, and whether the replicas hold the same shards.
 """
@@ -16,9 +16,9 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fsdp_tp_step import LAYERS, LR, SEQ, VOCAB, loss_of, tiny_model  # noqa: E402
+from fsdp_tp_step import LAYERS, LR, SEQ, VOCAB, cross_entropy, loss_of, tiny_model  # noqa: E402
 
-SHARD_PROBE = "layers.0.mlp.gate_proj.weight"  # FFN × HIDDEN: split over TP (colwise), then over the shard group
+PROBE = "mlp.gate_proj.weight"  # FFN × HIDDEN of the rank's first block: split over TP (colwise), then the shard group
 
 
 def load_fsdp_tp():
@@ -57,38 +57,50 @@ def main():
     index, ranks = fsdp_tp.data_parallel(mesh, settings)
     mb, accum = settings["micro_batch"], settings["grad_accum"]
     torch.manual_seed(0)
-    model = tiny_model(LAYERS)
+    pp = settings.get("pp", 1)
+    model = tiny_model(sum(settings["pp_stage_layers"]) if pp > 1 else LAYERS)
     reference = copy.deepcopy(model)
     ids = torch.randint(0, VOCAB, (ranks * mb * accum, SEQ + 1), generator=torch.Generator().manual_seed(1))
     mine = ids[index * mb * accum:(index + 1) * mb * accum]
 
-    model = fsdp_tp.parallelize(model, mesh, settings)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
     replica_group = mesh["dp_replicate"].get_group()
     calls, all_reduces, losses = count_replica_all_reduces(replica_group), [], []
-    for step in range(accum):
-        fsdp_tp.sync_replicas(model, settings, step == accum - 1)
-        before = calls[0]
-        with fsdp_tp.loss_parallel(settings):
-            loss = loss_of(model, mine[step * mb:(step + 1) * mb]) / accum
-            loss.backward()
-        all_reduces.append(calls[0] - before)
-        loss = loss.detach()
-        losses.append(float(loss.full_tensor() if isinstance(loss, DTensor) else loss))
-    named = {n.replace("._checkpoint_wrapped_module", ""): p for n, p in model.named_parameters()}
+    if pp > 1:  # the schedule runs the micro-batches and reduces the gradients once, after the last
+        pipe = fsdp_tp.pipeline(model, mesh, settings, cross_entropy, "cpu")
+        optimizer = torch.optim.AdamW(pipe.parameters(), lr=LR)
+        loss = pipe.step(mine[:, :-1], mine[:, 1:])
+        all_reduces, losses = [calls[0]], [float(loss) if loss is not None else None]
+        named_parameters = [item for part in pipe.parts for item in part.named_parameters()]
+    else:
+        model = fsdp_tp.parallelize(model, mesh, settings)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
+        for step in range(accum):
+            fsdp_tp.sync_replicas(model, settings, step == accum - 1)
+            before = calls[0]
+            with fsdp_tp.loss_parallel(settings):
+                loss = loss_of(model, mine[step * mb:(step + 1) * mb]) / accum
+                loss.backward()
+            all_reduces.append(calls[0] - before)
+            loss = loss.detach()
+            losses.append(float(loss.full_tensor() if isinstance(loss, DTensor) else loss))
+        named_parameters = list(model.named_parameters())
+    named = {n.replace("._checkpoint_wrapped_module", "").removeprefix("model."): p for n, p in named_parameters}
     grads = {n: p.grad.full_tensor().float() for n, p in named.items()}
-    local_grad = named[SHARD_PROBE].grad.to_local().float()
+    probe_name = next(n for n in named if n.endswith(PROBE))
+    local_grad = named[probe_name].grad.to_local().float()
     optimizer.step()
 
     loss_of(reference, ids).backward()  # the mean over every data-parallel rank's sequences
     ref_grads = {n: p.grad for n, p in reference.named_parameters()}
-    grad_error = max(float((grads[n] - ref_grads[n]).norm() / ref_grads[n].norm()) for n in ref_grads)
-    probe = named[SHARD_PROBE]
+    grad_error = max(float((grads[n] - ref_grads[n]).norm() / ref_grads[n].norm()) for n in grads)
+    probe = named[probe_name]
     row = {"rank": dist.get_rank(), "data_index": index, "data_ranks": ranks,
            "replica": mesh["dp_replicate"].get_local_rank(), "shard": mesh["dp_shard"].get_local_rank(),
            "tp_rank": mesh["tp"].get_local_rank(),
            "mesh": [mesh.size(i) for i in range(mesh.ndim)], "mesh_dims": list(mesh.mesh_dim_names),
-           "loss": sum(losses), "reference_loss": loss_of(reference, mine).item(), "grad_rel_error": grad_error,
+           "pp_rank": mesh["pp"].get_local_rank() if pp > 1 else 0, "probe": probe_name,
+           "loss": None if None in losses else sum(losses), "reference_loss": loss_of(reference, mine).item(),
+           "grad_rel_error": grad_error,
            "replica_all_reduces": all_reduces,
            "probe_full_numel": probe.numel(), "probe_local_numel": probe.to_local().numel(),
            "probe_placements": [str(p) for p in probe.placements],
