@@ -138,7 +138,6 @@ _GAPS = {
         f"HSDP shard group {detail}: hybrid sharding is FSDP's at ZeRO-3 without offload — the Accelerate FSDP1 "
         f"config within one node (HYBRID_SHARD), {_FSDP_TP} for any group of full or LoRA weights "
         f"(fully_shard over [dp_replicate, dp_shard])"),
-
     "uneven-split": lambda framework, detail, vp: (
         f"pipeline stages of {detail} layers{f' with VP{vp}' if vp > 1 else ''}: Megatron-LM states only equal "
         f"middle stages with a different first/last{', each divisible by VP' if vp > 1 else ''}"),

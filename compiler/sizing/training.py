@@ -331,7 +331,7 @@ def fsdp_tp_runs(method: str, tp: int, pp: int, zero: int, offload: bool, shape:
     them: a DeviceMesh [pp, dp_shard, tp], the model split into pipeline stages run by torch.distributed.pipelining's
     1F1B or interleaved 1F1B, `parallelize_module` over tp, `fully_shard` over dp_shard): TP or PP > 1 (any stage
     split; VP as interleaved 1F1B), no CP or EP, ZeRO-3 (fully_shard) without offload, an HSDP shard group or not
-    (fully_shard over [dp_replicate, dp_shard], `hsdp_runs`), full weights or LoRA (fsdp/lora_tp.py: 16-bit frozen base,
+    (fully_shard over [dp_replicate, dp_shard]; the search checks `hsdp_group_divides`), full weights or LoRA (fsdp/lora_tp.py: 16-bit frozen base,
     adapters sharded as their base layers; QLoRA's 4-bit base has no DTensor TP path)."""
     shape = shape or Shape(tp, 1, pp, 1, 1, ())
     return ((tp > 1 or pp > 1) and shape.cp == 1 and shape.ep == 1 and zero == 3 and not offload
