@@ -61,7 +61,7 @@ class Parallelism(Section):
     vp: int = Field(1, description="virtual pipeline stages (model chunks) per pipeline GPU; > 1 is interleaved 1F1B")
     ep_overlap: bool = Field(False, description="EP all-to-alls overlapped with another micro-batch's compute (DeepSeek-V3 DualPipe; Megatron-Core --overlap-moe-expert-parallel-comm); chosen where Megatron-Core allows it: EP > 1, VP when PP > 1, no full recompute")
     pp_stage_layers: list[int] = Field(default_factory=list, description="transformer layers on each pipeline stage, first to last")
-    shard_group_gpus: int | None = Field(None, description="HSDP: GPUs a ZeRO-3 shard group spans (replicated across groups); None: all data-parallel GPUs")
+    shard_group_gpus: int | None = Field(None, description="HSDP: data-parallel ranks of one ZeRO-3 shard group (replicated across groups; fsdp_tp.json dp_shard); None: all data-parallel ranks")
 
 
 class MemoryPerGpu(Section):

@@ -425,7 +425,7 @@ class ParallelismSpec(Spec):
     pp_last_stage_layers: int | None = Field(None, ge=1, le=100_000, description="pin the layers on the last pipeline stage (uneven PP; Megatron --decoder-last-pipeline-num-layers)")
     pp_stage_layers: list[Annotated[int, Field(ge=1, le=100_000)]] | None = Field(None, min_length=1, max_length=1024, description="pin the layers of every pipeline stage, first to last (sums to the model's layers)")
     ep_overlap: bool | None = Field(None, description="overlap the MoE all-to-alls (dispatch, combine) of one micro-batch with another's compute (DeepSeek-V3 DualPipe; Megatron-Core --overlap-moe-expert-parallel-comm); default: on where Megatron-Core allows it (EP > 1, VP when PP > 1, no full recompute); false turns it off")
-    shard_group_gpus: int | None = Field(None, ge=1, le=1_000_000, description="HSDP: ZeRO-3/FSDP shards over groups of this many GPUs and replicates across groups (FSDP HYBRID_SHARD); default: all data-parallel GPUs")
+    shard_group_gpus: int | None = Field(None, ge=1, le=1_000_000, description="HSDP: ZeRO-3/FSDP shards over groups of this many data-parallel ranks (GPUs without TP/PP; with TP each TP rank has its own group) and replicates across groups (FSDP HYBRID_SHARD; a node's GPUs: Accelerate's FSDP1, any other group, or with TP/PP: FSDP2's [dp_replicate, dp_shard] mesh); must divide DP; default: all data-parallel ranks")
 
     @model_validator(mode="after")
     def one_way_to_split_stages(self) -> "ParallelismSpec":

@@ -6,6 +6,7 @@ Megatron arguments and the FSDP × TP mesh. `check` raises AssertionError on the
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 
@@ -103,8 +104,14 @@ def _check_megatron(text: str, plan: ResolvedPlan) -> None:
 
 def _check_fsdp_tp(text: str, plan: ResolvedPlan) -> None:
     cfg, par, hw = json.loads(text), plan.parallelism, plan.hardware
-    mesh = [par.pp, par.dp, par.tp] if par.pp > 1 else [par.dp, par.cp, par.tp] if par.cp > 1 else [par.dp, par.tp]
-    _expect(cfg["mesh_shape"] == mesh, "fsdp_tp.json mesh != plan [PP, DP, CP, TP]")
+    shard = par.shard_group_gpus or par.dp  # HSDP: DP = replicas × shard group
+    mesh = [par.pp] * (par.pp > 1) + [par.dp // shard] * (shard < par.dp) + [shard] + [par.cp] * (par.cp > 1) + [par.tp]
+    _expect(cfg["mesh_shape"] == mesh, "fsdp_tp.json mesh != plan [PP, DP replicas, DP shard group, CP, TP]")
+    sizes = dict(zip(cfg["mesh_dim_names"], cfg["mesh_shape"]))
+    for name, dims in cfg["flatten_mesh_dims"].items():  # dp_shard × cp under CP
+        sizes[name] = math.prod(sizes[dim] for dim in dims)
+    _expect([sizes[name] for name in cfg["fsdp_mesh_dims"]] == [par.dp // shard] * (shard < par.dp) + [shard * par.cp],
+            "fsdp_tp.json fully_shard mesh != plan [DP replicas, DP shard group × CP]")
     if par.pp > 1:
         _expect(len(cfg["stage_layers"]) == par.pp * par.vp and sum(cfg["stage_layers"]) == sum(par.pp_stage_layers),
                 "fsdp_tp.json pipeline stages != plan PP × VP over its layers")

@@ -64,7 +64,7 @@ def main():
         grad_error = max(grad_error, float((grad - ref_grads[name]).norm() / ref_grads[name].norm()))
     row = {"rank": dist.get_rank(), "dp_rank": shard, "cp_rank": mesh["cp"].get_local_rank(),
            "mesh": [mesh.size(i) for i in range(mesh.ndim)], "mesh_dims": list(mesh.mesh_dim_names),
-           "fsdp_ranks": mesh[fsdp_tp._fsdp_mesh_name(settings)].size(),
+           "fsdp_ranks": fsdp_tp.fsdp_mesh(mesh, settings).size(),
            "positions": positions[0].tolist(), "local_loss": loss.item(), "loss": whole.item() / cp,
            "reference_loss": ref_loss_mine, "grad_rel_error": grad_error,
            "attention": model.config._attn_implementation,

@@ -27,7 +27,6 @@ PROBE = REPO / "tests" / "fsdp_cp_cpu_probe.py"
     ("lora", 3, False, Shape(1, 2, 1, 1, 1, ()), "cp", "without TP, PP or adapters"),
     ("full", 3, False, Shape(2, 1, 1, 4, 1, ()), "ep", "Megatron-LM has EP (--expert-model-parallel-size"),
     ("qlora", 3, False, Shape(2, 1, 1, 1, 1, ()), "adapters", "a 4-bit base has no DTensor TP path"),
-    ("full", 3, False, Shape(2, 1, 1, 1, 1, (), 8), "hsdp", "no HSDP replica group"),
     ("full", 3, True, Shape(2, 1, 1, 1, 1, ()), "offload", "does not offload"),
     ("full", 1, False, Shape(2, 1, 2, 1, 1, (16, 16)), "zero", "only at ZeRO-3"),
     ("full", 3, False, Shape(1, 1, 4, 1, 4, (3, 4, 4, 3)), "vp-chunks", "VP4 under framework fsdp"),

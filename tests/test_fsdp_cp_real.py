@@ -121,7 +121,7 @@ def test_cp_compiles_to_the_fsdp2_files(tmp_path):
     par, settings = plan["parallelism"], plan["deployment"]["frameworks"]["fsdp_tp"]
     assert (par["framework"], par["cp"], par["dp"], par["tp"], par["zero_stage"]) == ("fsdp", 2, 2, 1, 3)
     assert settings["mesh_dim_names"] == ["dp_shard", "cp", "tp"] and settings["mesh_shape"] == [2, 2, 1]
-    assert settings["fsdp_mesh_dims"] == ["dp_shard", "cp"] and settings["world_size"] == 4
+    assert settings["fsdp_mesh_dims"] == ["dp_shard_cp"] and settings["flatten_mesh_dims"] == {"dp_shard_cp": ["dp_shard", "cp"]} and settings["world_size"] == 4
     assert settings["cp_rank_chunks"] == [[0, 3], [1, 2]] and settings["context_parallel"] == "allgather-kv"
     assert json.loads((out / "fsdp" / "fsdp_tp.json").read_text()) == settings
     assert plan["deployment"]["launcher"]["kind"] == "torchrun" and not (out / "fsdp" / "accelerate_config.yaml").exists()

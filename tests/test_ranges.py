@@ -78,10 +78,10 @@ def _with_deadline(tmp_path, deadline: str, quantile: str):
 
 def test_the_deadline_is_met_at_the_stated_quantile(tmp_path):
     """A pre-training plan is gated by the published whole runs: 16.8 d predicted on 64 GPUs: ×1.58 (P50 of 21 runs)
-    = 26.5 d meets 28 d; ×2.01 (P90) = 33.8 d does not, so P90 (the default) buys more GPUs."""
+    = 26.5 d meets 28 d; ×1.95 (P90) = 32.7 d does not, so P90 (the default) buys more GPUs."""
     p50, p90 = _with_deadline(tmp_path, "28d", "p50"), _with_deadline(tmp_path, "28d", "p90")
     assert (p50.hardware.gpus, p90.hardware.gpus) == (64, 128)
-    assert any("P90 of train-whole-run (21 published rows, × 2.01" in d.reason for d in p90.decisions)
+    assert any("P90 of train-whole-run (21 published rows, × 1.95" in d.reason for d in p90.decisions)
     assert any("at P90" in r.reason for r in p90.rejected)
 
 

@@ -16,7 +16,7 @@ from ..resolved import ResolvedPlan
 from ..sizing.train_layout import megatron_split
 from ..spec import PlanSpec
 from .fsdp_tp import settings as fsdp_tp_settings, uses_fsdp_tp
-from .fsdp_tp import describe as describe_fsdp_tp, describe_context_parallel, describe_sequence_parallel
+from .fsdp_tp import describe as describe_fsdp_tp, describe_context_parallel, describe_hsdp, describe_sequence_parallel
 from .lora_tp import describe as describe_lora_tp
 from .model import Checkpoint, DeploymentDecision, FrameworkArg, Frameworks
 
@@ -322,18 +322,31 @@ def decisions(files: Frameworks) -> list[DeploymentDecision]:
     if files.fsdp_tp is None:
         return []
     return ([DeploymentDecision(topic="FSDP × TP mesh", choice=describe_fsdp_tp(files.fsdp_tp),
-                               reason=("TP/PP at ZeRO-3: torchtitan's FSDP2 × TP × PP composition, PP outermost, TP innermost so "
-                                       "its ranks share a node; the pipeline schedule runs the decided stages with the "
-                                       "plan's gradient accumulation as micro-batches, its bubble (p−1)/(v·m) as sized"
-                                       if "pp" in files.fsdp_tp else
-                                       "TP at ZeRO-3: torchtitan's FSDP2 × TP composition, TP innermost so its ranks share "
-                                       "a node" if files.fsdp_tp["mesh_shape"][-1] > 1 else
-                                       "CP at ZeRO-3: FSDP2 over dp_shard × cp, the attention's K/V all-gathered over the "
-                                       "CP ranks" if "cp" in files.fsdp_tp else
-                                       "selective recompute under FSDP: torchtitan's op-level selective AC, which Accelerate's "
-                                       "FSDP1 plugin cannot apply, on FSDP2's fully_shard over a 1-D mesh as torchtitan runs it")
-                                       + "; fsdp/fsdp_tp.py applies fsdp/fsdp_tp.json")] + _sequence_parallel(files.fsdp_tp)
-            + _context_parallel(files.fsdp_tp) + _lora_tp_decision(files))
+                               reason=_mesh_reason(files.fsdp_tp) + "; fsdp/fsdp_tp.py applies fsdp/fsdp_tp.json")]
+            + _sequence_parallel(files.fsdp_tp) + _context_parallel(files.fsdp_tp) + _hsdp_decision(files.fsdp_tp)
+            + _lora_tp_decision(files))
+
+
+def _mesh_reason(settings: dict) -> str:
+    """Why the layout runs on the FSDP2 script (compiler/deployment/fsdp_tp.py uses_fsdp_tp)."""
+    if "pp" in settings:
+        return ("TP/PP at ZeRO-3: torchtitan's FSDP2 × TP × PP composition, PP outermost, TP innermost so its ranks share "
+                "a node; the pipeline schedule runs the decided stages with the plan's gradient accumulation as "
+                "micro-batches, its bubble (p−1)/(v·m) as sized")
+    if settings["mesh_shape"][-1] > 1:
+        return "TP at ZeRO-3: torchtitan's FSDP2 × TP composition, TP innermost so its ranks share a node"
+    if "cp" in settings:
+        return "CP at ZeRO-3: FSDP2 over dp_shard × cp, the attention's K/V all-gathered over the CP ranks"
+    if settings["activation_checkpoint"] == "selective-op":
+        return ("selective recompute under FSDP: torchtitan's op-level selective AC, which Accelerate's FSDP1 plugin "
+                "cannot apply, on FSDP2's fully_shard over a 1-D mesh as torchtitan runs it")
+    return ("an HSDP shard group other than one node: Accelerate's FSDP1 HYBRID_SHARD shards within a node only, FSDP2's "
+            "fully_shard takes any [dp_replicate, dp_shard] mesh")
+
+
+def _hsdp_decision(settings: dict) -> list[DeploymentDecision]:
+    described = describe_hsdp(settings)
+    return [DeploymentDecision(topic="FSDP HSDP groups", choice=described[0], reason=described[1])] if described else []
 
 
 def _context_parallel(settings: dict) -> list[DeploymentDecision]:

@@ -46,14 +46,12 @@ dp × cp is the gradient of the mean over every token.
 from __future__ import annotations
 
 from ..resolved import ResolvedPlan
+from ..sizing.training import FSDP2_REDUCE_DTYPE, runs_on_fsdp2
 from ..spec import PlanSpec
 from .lora_tp import lora_settings
 
-MESH_DIM_NAMES = ("dp_shard", "tp")
-CONTEXT_MESH_DIM_NAMES = ("dp_shard", "cp", "tp")  # torchtitan's ParallelDims order
-CONTEXT_FSDP_MESH_DIMS = ("dp_shard", "cp")  # flattened: fully_shard over both (torchtitan's dp_shard_cp)
+CONTEXT_FSDP_MESH_DIM = "dp_shard_cp"  # dp_shard × cp flattened: fully_shard over both (torchtitan's dp_shard_cp)
 CONTEXT_PARALLEL = "allgather-kv"  # Llama 3 §3.3.2: K/V all-gathered over the CP ranks, local queries
-PIPELINE_MESH_DIM_NAMES = ("pp", "dp_shard", "tp")
 # torch.distributed.pipelining schedule class names (schedules.get_schedule_class)
 SCHEDULE_1F1B, SCHEDULE_INTERLEAVED = "1F1B", "Interleaved1F1B"
 # style names fsdp_tp.py maps to torch.distributed.tensor.parallel styles (its STYLES table)
@@ -94,15 +92,50 @@ OP_SAC_SAVE_OPS = (
 OP_SAC_MM_RECOMPUTE_EVERY = 2
 ACTIVATION_CHECKPOINT = {"none": "none", "full": "full", "selective": "selective-op"}
 PARAM_DTYPE = {"bf16": "bfloat16", "fp8": "bfloat16", "fp16": "float16", "fp32": "float32"}
-REDUCE_DTYPE = "float32"
+REDUCE_DTYPE = FSDP2_REDUCE_DTYPE  # sizing/training.py: the bytes step_time prices
 
 
 def uses_fsdp_tp(plan: ResolvedPlan) -> bool:
-    """FSDP layouts the FSDP2 script runs: TP, PP or CP, and 1-D FSDP with selective recompute (torchtitan's op-level
-    SAC, which Accelerate's FSDP1 plugin cannot apply; the sizing only chooses it where this script runs it)."""
+    """FSDP layouts the FSDP2 script runs: TP, PP or CP, 1-D FSDP with selective recompute (torchtitan's op-level SAC,
+    which Accelerate's FSDP1 plugin cannot apply; the sizing only chooses it where this script runs it), and 1-D HSDP
+    whose shard group is not one node (sizing/training.py runs_on_fsdp2, the rule the sizing prices it by)."""
     par = plan.parallelism
-    return par is not None and par.framework == "fsdp" and (par.tp > 1 or par.pp > 1 or par.cp > 1
-                                                            or par.recompute == "selective")
+    return par is not None and runs_on_fsdp2(par.framework, par.tp, par.pp, par.recompute, par.shard_group_gpus,
+                                             plan.hardware.gpus_per_node, par.cp)
+
+
+def hsdp_degrees(plan: ResolvedPlan) -> tuple[int, int]:
+    """(dp_replicate, dp_shard): the data-parallel ranks as replicas × shard group. HSDP (parallelism.shard_group_gpus,
+    the ranks of one FSDP shard group; the sizing checked it tiles DP): fully_shard shards parameters, gradients and
+    optimizer states over dp_shard and replicates them over dp_replicate (FSDP2's 2-D mesh, Replicate() × Shard(0));
+    without it every DP rank is one shard (dp_replicate 1)."""
+    par = plan.parallelism
+    shard = par.shard_group_gpus or par.dp
+    return par.dp // shard, shard
+
+
+def mesh_dims(plan: ResolvedPlan) -> list[tuple[str, int]]:
+    """The DeviceMesh, outermost first, in torchtitan's ParallelDims order (torchtitan/distributed/parallel_dims.py:
+    pp, dp_replicate, dp_shard, cp, tp): PP when > 1, dp_replicate when HSDP replicates, dp_shard, CP when > 1, TP innermost (its
+    ranks consecutive, one node), so a shard group is dp_shard·tp consecutive ranks and replicas sit dp_shard·tp apart —
+    the rank order the sizing's collective bandwidths assume (sizing/train_time.py dp_collective_bandwidth)."""
+    par = plan.parallelism
+    replicate, shard = hsdp_degrees(plan)
+    dims = [("pp", par.pp)] if par.pp > 1 else []
+    dims += [("dp_replicate", replicate)] if replicate > 1 else []
+    return dims + [("dp_shard", shard)] + ([("cp", par.cp)] if par.cp > 1 else []) + [("tp", par.tp)]
+
+
+def fsdp_mesh_dims(dims: list[tuple[str, int]]) -> dict:
+    """What fully_shard and the data loader take from the mesh: fully_shard over dp_shard, [dp_replicate, dp_shard]
+    under HSDP (its 2-D mesh: replicate over the 0th dim, shard over the 1st — fully_shard's docs, torch 2.13), or with
+    CP over dp_shard × cp flattened into one dim (torchtitan's dp_shard_cp; CP runs without HSDP: fsdp_cp_runs); the
+    sequences a rank reads index the data-parallel dims, replicas outer (torchtitan's "batch" dim; CP ranks share them)."""
+    names = [name for name, _ in dims if name in ("dp_replicate", "dp_shard")]
+    if any(name == "cp" for name, _ in dims):
+        return {"fsdp_mesh_dims": [CONTEXT_FSDP_MESH_DIM], "flatten_mesh_dims": {CONTEXT_FSDP_MESH_DIM: ["dp_shard", "cp"]},
+                "data_parallel_mesh_dims": names}
+    return {"fsdp_mesh_dims": names, "flatten_mesh_dims": {}, "data_parallel_mesh_dims": names}
 
 
 def virtual_stage_layers(split: list[int], vp: int) -> list[int]:
@@ -135,10 +168,12 @@ def settings(plan: ResolvedPlan, spec: PlanSpec) -> dict:
     """fsdp/fsdp_tp.json: the mesh, the TP plan and the sharding options, as fsdp_tp.py applies them."""
     par = plan.parallelism
     sp = par.sequence_parallel
+    dims = mesh_dims(plan)
     config = {
-        "mesh_dim_names": list(MESH_DIM_NAMES),
-        "mesh_shape": [par.dp, par.tp],
-        "world_size": par.dp * par.tp * par.pp,
+        "mesh_dim_names": [name for name, _ in dims],
+        "mesh_shape": [size for _, size in dims],
+        **fsdp_mesh_dims(dims),
+        "world_size": par.dp * par.cp * par.tp * par.pp,
         "block_tp_plan": (BLOCK_TP_PLAN | (SEQUENCE_PARALLEL_BLOCK_PLAN if sp else {})) if par.tp > 1 else {},
         "model_tp_plan": (MODEL_TP_PLAN | LOSS_PARALLEL_MODEL_PLAN | (SEQUENCE_PARALLEL_MODEL_PLAN if sp else {})
                           if par.tp > 1 else {}),
@@ -155,8 +190,6 @@ def settings(plan: ResolvedPlan, spec: PlanSpec) -> dict:
     if par.pp > 1:
         stages = virtual_stage_layers(par.pp_stage_layers, par.vp)
         config.update({
-            "mesh_dim_names": list(PIPELINE_MESH_DIM_NAMES),
-            "mesh_shape": [par.pp, par.dp, par.tp],
             "pp": par.pp,
             "vp": par.vp,
             "pipeline_schedule": SCHEDULE_INTERLEAVED if par.vp > 1 else SCHEDULE_1F1B,
@@ -165,12 +198,8 @@ def settings(plan: ResolvedPlan, spec: PlanSpec) -> dict:
             "stage_layers": stages,
             "stage_modules": stage_modules(stages),
         })
-    if par.cp > 1:  # fsdp_cp_runs: TP1 PP1, full weights
+    if par.cp > 1:  # fsdp_cp_runs: TP1 PP1, full weights, no HSDP
         config.update({
-            "mesh_dim_names": list(CONTEXT_MESH_DIM_NAMES),
-            "mesh_shape": [par.dp, par.cp, par.tp],
-            "world_size": par.dp * par.cp * par.tp,
-            "fsdp_mesh_dims": list(CONTEXT_FSDP_MESH_DIMS),
             "cp": par.cp,
             "context_parallel": CONTEXT_PARALLEL,
             "cp_rank_chunks": cp_rank_chunks(par.cp),
@@ -224,15 +253,31 @@ def activation_checkpoint(recompute: str) -> dict:
 
 
 def describe(config: dict) -> str:
-    dims = ", ".join(f"{name} {size}" for name, size in zip(config["mesh_dim_names"], config["mesh_shape"]))
-    mesh = dict(zip(config["mesh_dim_names"], config["mesh_shape"]))
-    tp, shards = mesh["tp"], mesh["dp_shard"] * mesh.get("cp", 1)
+    sizes = dict(zip(config["mesh_dim_names"], config["mesh_shape"]))
+    dims = ", ".join(f"{name} {size}" for name, size in sizes.items())
+    tp, shards = sizes["tp"], sizes["dp_shard"] * sizes.get("cp", 1)
     tensor_parallel = f"parallelize_module (TP{tp}, transformers' Llama TP plan) then " if tp > 1 else "no TP plan; "
+    replicas = f", replicated over {sizes['dp_replicate']} (HSDP)" if "dp_replicate" in sizes else ""
     text = (f"DeviceMesh [{dims}]: {tensor_parallel}fully_shard "
-            f"(ZeRO-3 over {shards}{' = dp_shard × cp' if 'cp' in mesh else ''}) per block; params {config['param_dtype']}, reduce {config['reduce_dtype']}, "
+            f"(ZeRO-3 over {shards}{' = dp_shard × cp' if 'cp' in sizes else ''}{replicas}) per block; "
+            f"params {config['param_dtype']}, reduce {config['reduce_dtype']}, "
             f"activation checkpoint {config['activation_checkpoint']}")
     if "pp" in config:
         text += (f"; {len(config['stage_layers'])} pipeline stages of {'/'.join(map(str, config['stage_layers']))} "
                  f"layers under torch.distributed.pipelining Schedule{config['pipeline_schedule']}, "
                  f"{config['pipeline_microbatches']} micro-batches per step")
     return text
+
+
+def describe_hsdp(config: dict) -> tuple[str, str] | None:
+    """The HSDP groups as (choice, reason) for the report, or None without replicas."""
+    sizes = dict(zip(config["mesh_dim_names"], config["mesh_shape"]))
+    if "dp_replicate" not in sizes:
+        return None
+    replicas, shard, tp = sizes["dp_replicate"], sizes["dp_shard"], sizes["tp"]
+    return (f"{replicas} replicas × shard groups of {shard} data-parallel ranks ({shard * tp} consecutive GPUs with "
+            f"TP{tp}); fully_shard over mesh[\"dp_replicate\", \"dp_shard\"]",
+            f"parallelism.shard_group_gpus {shard}: parameters, gradients and optimizer states sharded over the group only "
+            f"(1/{shard} per rank, as sized); each micro-batch's gradients reduce-scatter inside the group and the "
+            f"{replicas} replicas all-reduce their shard once per step (fsdp_tp.sync_replicas: FSDP2 "
+            f"set_requires_all_reduce on the last micro-batch; PyTorch FSDP HYBRID_SHARD, Zhao et al. 2023 §3.2.2)")

@@ -105,9 +105,6 @@ _FSDP_TP_MISSING = {
     "adapters": lambda vp: (
         f"framework fsdp trains QLoRA only without TP/PP: {_FSDP_TP} trains full weights or LoRA (fsdp/lora_tp.py), "
         f"and a 4-bit base has no DTensor TP path"),
-    "hsdp": lambda vp: (
-        f"framework fsdp has no HSDP replica group with TP/PP: {_FSDP_TP} shards over every DP rank; HYBRID_SHARD is "
-        f"the Accelerate FSDP config's, without TP/PP"),
     "offload": lambda vp: (
         f"framework fsdp does not offload with TP/PP/CP: {_FSDP_TP} runs fully_shard on the GPU; DeepSpeed offloads, "
         f"without TP/PP/CP"),
@@ -119,7 +116,7 @@ _FSDP_TP_MISSING = {
         f"stage has fewer layers"),
     "": lambda vp: (
         f"framework fsdp runs model parallelism only as {_FSDP_TP}: TP and PP/VP, or CP alone, at ZeRO-3, no "
-        f"offload, full weights or LoRA, no EP or HSDP group; Megatron-LM has EP"),
+        f"offload, full weights or LoRA, no EP; Megatron-LM has EP"),
 }
 
 
@@ -138,8 +135,9 @@ _GAPS = {
         f"its distributed optimizer) and does not offload"),
     "hsdp-megatron": lambda framework, detail, vp: "an HSDP shard group is FSDP's (HYBRID_SHARD); Megatron-LM has none",
     "hsdp": lambda framework, detail, vp: (
-        f"HSDP shard group {detail}: the Accelerate FSDP config emitted shards within one node (HYBRID_SHARD) at "
-        f"ZeRO-3 without offload"),
+        f"HSDP shard group {detail}: hybrid sharding is FSDP's at ZeRO-3 without offload — the Accelerate FSDP1 "
+        f"config within one node (HYBRID_SHARD), {_FSDP_TP} for any group of full or LoRA weights "
+        f"(fully_shard over [dp_replicate, dp_shard])"),
     "uneven-split": lambda framework, detail, vp: (
         f"pipeline stages of {detail} layers{f' with VP{vp}' if vp > 1 else ''}: Megatron-LM states only equal "
         f"middle stages with a different first/last{', each divisible by VP' if vp > 1 else ''}"),
@@ -422,7 +420,7 @@ SENTENCES: dict[str, Callable[..., str]] = {
         f"runs them in groups of PP)"),
     "fsdp-selective-needs-fsdp2": lambda zero, offload, method: (
         f"selective recompute under framework fsdp is torchtitan's op-level SAC, which only the FSDP2 script "
-        f"(fsdp/fsdp_tp.py) applies: it needs ZeRO-3 without offload, full weights, no HSDP group or EP, CP only alone "
+        f"(fsdp/fsdp_tp.py) applies: it needs ZeRO-3 without offload, full weights, no EP, CP only alone "
         f"(here ZeRO-{zero}{', offload' if offload else ''}, {method}); Accelerate's FSDP1 plugin checkpoints whole "
         f"blocks only (recompute full)"),
     "cp-needs-chunks": lambda cp, seq_len: (
@@ -436,6 +434,9 @@ SENTENCES: dict[str, Callable[..., str]] = {
         + (f" with first stage {first} and last stage {last} (the middle stages must share the rest equally)"
            if first or last else "")),
     "vp-needs-pp": lambda vp: f"VP{vp} interleaves pipeline stages: it needs PP > 1",
+    "hsdp-group-divides": lambda shard, ranks: (
+        f"an HSDP shard group of {shard} does not tile the {ranks} data-parallel ranks: replicas × shard group must be "
+        f"all of them (FSDP's [dp_replicate, dp_shard] mesh)"),
     "ep-overlap-not-allowed": lambda ep, pp, vp, recompute: (
         f"EP all-to-all overlap (parallelism.ep_overlap) needs an MoE model with EP > 1, VP when PP > 1 and no full "
         f"recompute (Megatron-Core's checks of --overlap-moe-expert-parallel-comm); here EP{ep} PP{pp} VP{vp}, "
@@ -471,7 +472,8 @@ SENTENCES: dict[str, Callable[..., str]] = {
          f"torch.distributed.pipelining's {'interleaved 1F1B' if vp > 1 else '1F1B'} (torchtitan's composition); "
          f"Megatron-LM shards only optimizer states")),
     "fsdp-hybrid-shard": lambda shard: (
-        f"ZeRO-3 inside a shard group of {shard} GPUs, replicated across groups: FSDP HYBRID_SHARD"),
+        f"ZeRO-3 inside a shard group of {shard} GPUs, replicated across groups: FSDP HYBRID_SHARD (Accelerate's FSDP1 "
+        f"within a node; FSDP2's 2-D mesh [dp_replicate, dp_shard] for other groups)"),
     "deepspeed-zero": lambda zero: f"ZeRO-{zero} sharding of the optimizer{' and gradients' if zero == 2 else ''} (DeepSpeed)",
     # --- the passes: what the plan asks that no engine or method can do --------------------------------------
     "adapters-need-transformer": lambda method, targets, model: (

@@ -44,7 +44,13 @@ Time of one micro-batch on the slowest pipeline stage (the last: ⌈L/p⌉ layer
   PyTorch DDP / Megatron bucket it under the backward of the last micro-batch (Li et al. 2020, VLDB, §3.2.3),
   so only what exceeds that backward is exposed. ZeRO-3/FSDP all-gathers the weights in the forward and
   backward and reduce-scatters the gradients on every micro-batch, 1.5× the all-reduce volume (ZeRO paper
-  §7.2.2: 3Ψ against 2Ψ), prefetched under that micro-batch's compute.
+  §7.2.2: 3Ψ against 2Ψ), prefetched under that micro-batch's compute. The FSDP2 script (fsdp/fsdp_tp.py) reduces
+  in fp32 (MixedPrecisionPolicy reduce_dtype, torchtitan's mixed_precision_reduce default): its reduce-scatter moves
+  4-byte gradients, (2·2Ψ + 4Ψ)/2 = 2× the 16-bit all-reduce volume (`reduce_bytes_per_gradient`). HSDP (PyTorch
+  FSDP HYBRID_SHARD; Zhao et al. 2023, "PyTorch FSDP", §3.2.2): the gathers and reduce-scatters run in the shard
+  group of `zero_shard_ranks`, and the replicas all-reduce their gradient shard (1/shard of it, in the reduce dtype)
+  once per step: FSDP2's set_requires_all_reduce on the last micro-batch (fsdp_tp.sync_replicas), the pipeline
+  schedule's single gradient reduction with PP.
 * Weights: every micro-batch reads the 16-bit GEMM weights it holds twice (an MoE layer: the E/ep experts on the
   GPU, each of which receives tokens at training batch sizes, not only the top-k) (forward, data gradient; three times with
   full recompute) and writes and accumulates each trainable weight's 16-bit gradient (3 accesses), at the
@@ -277,7 +283,7 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
               inter_node_bytes_per_second: float = 50e9, inter_node_latency_seconds: float = 5e-6,
               gpus_per_node: int = 8, cp: int = 1, ep: int = 1, vp: int = 1, split: tuple[int, ...] | None = None,
               zero_shard_ranks: int | None = None, ep_overlap: bool = False, ep_dispatch: str = "bf16",
-              nvlink_fraction: float = NVLINK_ACHIEVABLE_FRACTION,
+              reduce_bytes_per_gradient: float = GRADIENT_BYTES, nvlink_fraction: float = NVLINK_ACHIEVABLE_FRACTION,
               nic_fraction: float = INTER_NODE_ACHIEVABLE_FRACTION, cp_allgather: bool = False) -> StepTime:
     """One optimizer step: grad_accum micro-batches of micro_batch sequences through a TP×CP×PP×DP layout (EP
     inside DP; `split` the layers per stage, default ⌈L/p⌉; ZeRO-3 over `zero_shard_ranks` when smaller than DP).
@@ -387,14 +393,16 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
     dp_bandwidth, spans_nodes = dp_collective_bandwidth(gpu, tp, shard if zero_stage >= 3 else ranks, gpus_per_node,
                                                         inter_node_bytes_per_second, **fractions)
     latency = inter_node_latency_seconds if spans_nodes else 0.0
-    if zero_stage >= 3:
-        per_mb = ring_allreduce_seconds(replica_bytes * ZERO3_VOLUME_FACTOR, shard, dp_bandwidth, latency)
+    reduce_scale = reduce_bytes_per_gradient / GRADIENT_BYTES  # 2 when FSDP2 reduces in fp32 (docstring)
+    if zero_stage >= 3:  # two 16-bit all-gathers and a reduce-scatter in the reduce dtype, each half an all-reduce
+        volume = ZERO3_VOLUME_FACTOR + (reduce_scale - 1) / 2
+        per_mb = ring_allreduce_seconds(replica_bytes * volume, shard, dp_bandwidth, latency)
         dp_comm = per_mb * grad_accum
         exposed = grad_accum * max(0.0, per_mb - per_microbatch)
         if shard < ranks:  # HSDP: the replicas all-reduce the gradient shard once per step
             replica_bandwidth, crosses = dp_collective_bandwidth(gpu, tp * shard, ranks // shard, gpus_per_node,
                                                                  inter_node_bytes_per_second, **fractions)
-            replicas = ring_allreduce_seconds(replica_bytes / shard, ranks // shard, replica_bandwidth,
+            replicas = ring_allreduce_seconds(replica_bytes * reduce_scale / shard, ranks // shard, replica_bandwidth,
                                               inter_node_latency_seconds if crosses else 0.0)
             dp_comm += replicas
             exposed += max(0.0, replicas - BACKWARD_SHARE_OF_COMPUTE * per_microbatch)

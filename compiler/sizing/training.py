@@ -280,8 +280,9 @@ def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, 
 
     Rule for "auto": TP, PP, CP, EP or VP → Megatron-LM (its model-parallel layers; ZeRO-1 is its distributed
     optimizer; uneven stages and interleaving as its arguments can state them, train_layout.megatron_split), except
-    TP and/or PP, or CP alone, at ZeRO-3 without EP → FSDP2 × TP × PP (× CP) (`fsdp_tp_runs`); otherwise ZeRO-0 → PyTorch DDP, ZeRO-3 without offload → FSDP
-    FULL_SHARD (HYBRID_SHARD for a shard group of one node), offload or ZeRO-1/2 → DeepSpeed.
+    TP and/or PP, or CP alone, at ZeRO-3 without EP → FSDP2 × TP × PP (× CP) (`fsdp_tp_runs`); otherwise ZeRO-0 → PyTorch
+    DDP, ZeRO-3 without offload → FSDP FULL_SHARD (HYBRID_SHARD for a shard group: Accelerate's FSDP1 within one node,
+    else FSDP2's 2-D mesh), offload or ZeRO-1/2 → DeepSpeed.
     """
     if framework_gap(framework, method, tp, pp, zero, offload, shape, per_node) is not None:
         return None
@@ -323,8 +324,8 @@ def selective_offered(req: TrainRequest, framework: str, zero: int, offload: boo
 def fsdp2_runs(method: str, zero: int, offload: bool, shape: Shape) -> bool:
     """Whether the FSDP2 script (fsdp/fsdp_tp.py) can run the layout, model-parallel or not: `fsdp_tp_runs` without
     its TP, PP or CP condition."""
-    return (fsdp_cp_runs(method, shape.tp, shape.pp, shape.cp) and shape.ep == 1 and zero == 3 and not offload
-            and method in ("full", "lora") and not shape.shard and (not shape.split or min(shape.split) >= shape.vp))
+    return (fsdp_cp_runs(method, shape.tp, shape.pp, shape.cp) and (shape.cp == 1 or not shape.shard) and shape.ep == 1
+            and zero == 3 and not offload and method in ("full", "lora") and (not shape.split or min(shape.split) >= shape.vp))
 
 
 def fsdp_cp_runs(method: str, tp: int, pp: int, cp: int) -> bool:
@@ -337,21 +338,47 @@ def fsdp_cp_runs(method: str, tp: int, pp: int, cp: int) -> bool:
 
 def fsdp_tp_runs(method: str, tp: int, pp: int, zero: int, offload: bool, shape: Shape | None = None) -> bool:
     """Whether the FSDP2 × TP × PP path runs the layout (compiler/deployment/fsdp_tp.py, the way torchtitan composes
-    them: a DeviceMesh [pp, dp_shard, cp, tp], the model split into pipeline stages run by torch.distributed.pipelining's
-    1F1B or interleaved 1F1B, `parallelize_module` over tp, `fully_shard` over dp_shard (× cp)): TP, PP or CP > 1 (any
-    stage split; VP as interleaved 1F1B; CP as `fsdp_cp_runs`), no EP, ZeRO-3 (fully_shard) without offload, every DP
-    rank a shard (no HSDP group), full weights or LoRA (fsdp/lora_tp.py: 16-bit frozen base, adapters sharded as their
-    base layers; QLoRA's 4-bit base has no DTensor TP path)."""
+    them: a DeviceMesh [pp, dp_replicate, dp_shard, cp, tp], the model split into pipeline stages run by
+    torch.distributed.pipelining's 1F1B or interleaved 1F1B, `parallelize_module` over tp, `fully_shard` over dp_shard
+    (× cp)): TP, PP or CP > 1 (any stage split; VP as interleaved 1F1B; CP as `fsdp_cp_runs`, without an HSDP group),
+    no EP, ZeRO-3 (fully_shard) without offload, an HSDP shard group or not (fully_shard over [dp_replicate, dp_shard];
+    the search checks `hsdp_group_divides`), full weights or LoRA (fsdp/lora_tp.py: 16-bit frozen base, adapters
+    sharded as their base layers; QLoRA's 4-bit base has no DTensor TP path)."""
     shape = (shape or Shape(tp, 1, pp, 1, 1, ()))._replace(tp=tp, pp=pp)
     return (tp > 1 or pp > 1 or shape.cp > 1) and fsdp2_runs(method, zero, offload, shape)
 
 
+# The FSDP2 script's gradient reduction dtype (MixedPrecisionPolicy reduce_dtype; torchtitan's
+# mixed_precision_reduce default "float32"): fsdp_tp.json carries it, step_time prices its bytes.
+FSDP2_REDUCE_DTYPE, FSDP2_REDUCE_BYTES = "float32", 4
+
+
+def runs_on_fsdp2(framework: str, tp: int, pp: int, recompute: str, shard: int | None, per_node: int, cp: int = 1) -> bool:
+    """Whether a sized FSDP layout runs on the FSDP2 script (fsdp/fsdp_tp.py) rather than Accelerate's FSDP1 config:
+    TP, PP or CP, selective recompute (torchtitan's op-level SAC), or an HSDP group other than one node."""
+    return framework == "fsdp" and (tp > 1 or pp > 1 or cp > 1 or recompute == "selective"
+                                    or hsdp_on_fsdp2(shard, per_node))
+
+
+def hsdp_on_fsdp2(shard: int | None, per_node: int) -> bool:
+    """Whether 1-D FSDP's HSDP runs on the FSDP2 script rather than Accelerate's FSDP1 config: Accelerate's HYBRID_SHARD
+    shards within one node (FSDP1 builds its shard group from the node's ranks), so every other group size takes
+    FSDP2's 2-D mesh [dp_replicate, dp_shard] (fsdp/fsdp_tp.py)."""
+    return bool(shard) and shard != per_node
+
+
+def hsdp_group_divides(shape: Shape, dp: int) -> bool:
+    """An HSDP shard group of `shape.shard` data-parallel ranks tiles the dp·cp ranks into whole replicas (FSDP2's
+    2-D mesh [dp_replicate, dp_shard] and FSDP1's HYBRID_SHARD process groups both need replicate × shard = dp·cp)."""
+    return not shape.shard or (dp * shape.cp) % shape.shard == 0
+
+
 def fsdp_tp_missing(method: str, zero: int, offload: bool, shape: Shape) -> str:
     """The first thing a model-parallel layout asks of the FSDP2 path that `fsdp_tp_runs` refuses: a capability it
-    lacks ("cp": CP with TP, PP or adapters, `fsdp_cp_runs`; "ep") before a setting it does not take ("adapters",
-    "hsdp", "offload", "zero", "vp-chunks")."""
-    missing = (("cp", not fsdp_cp_runs(method, shape.tp, shape.pp, shape.cp)), ("ep", shape.ep > 1),
-               ("adapters", method not in ("full", "lora")), ("hsdp", bool(shape.shard)),
+    lacks ("cp": CP with TP, PP, adapters or an HSDP group, `fsdp_cp_runs`; "ep") before a setting it does not take
+    ("adapters", "offload", "zero", "vp-chunks")."""
+    cp_missing = not fsdp_cp_runs(method, shape.tp, shape.pp, shape.cp) or (shape.cp > 1 and bool(shape.shard))
+    missing = (("cp", cp_missing), ("ep", shape.ep > 1), ("adapters", method not in ("full", "lora")),
                ("offload", offload), ("zero", zero != 3), ("vp-chunks", bool(shape.split) and min(shape.split) < shape.vp))
     return next((name for name, lacking in missing if lacking), "")
 
@@ -390,7 +417,8 @@ def framework_gap(framework: str, method: str, tp: int, pp: int, zero: int, offl
             return because("no-framework-path", layout="megatron-zero", framework=framework,
                            detail=f"ZeRO-{zero}{' offload' if offload else ''}", vp=shape.vp)
         return None
-    if shape.shard and (framework not in ("auto", "fsdp") or zero != 3 or offload or shape.shard != per_node):
+    if shape.shard and (framework not in ("auto", "fsdp") or zero != 3 or offload
+                        or (hsdp_on_fsdp2(shape.shard, per_node) and not fsdp2_runs(method, zero, offload, shape))):
         return because("no-framework-path", layout="hsdp", framework=framework, detail=str(shape.shard), vp=shape.vp)
     if framework == "ddp" and (zero or offload):
         return because("no-framework-path", layout="ddp-sharding", framework=framework, detail=f"ZeRO-{zero}", vp=1)
@@ -557,7 +585,10 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, ze
                      inter_node_latency_seconds=ctx.fabric.latency_seconds, gpus_per_node=per_node, cp=shape.cp,
                      ep=shape.ep, vp=shape.vp, split=shape.split or None, zero_shard_ranks=shape.shard,
                      ep_overlap=shape.ep_overlap, ep_dispatch=shape.ep_dispatch,
-                     cp_allgather=cp_by_allgather(framework[0]), **link_fractions(req, gpu.id))
+                     cp_allgather=cp_by_allgather(framework[0]),
+                     reduce_bytes_per_gradient=(FSDP2_REDUCE_BYTES if req.method == "full" and runs_on_fsdp2(
+                         framework[0], tp, pp, recompute, shape.shard, per_node, shape.cp) else GRADIENT_BYTES),
+                     **link_fractions(req, gpu.id))
     steps = max(1, math.ceil(req.tokens / ctx.tokens_per_step))
     tokens_per_second = ctx.tokens_per_step / step.total
     nodes = max(1, math.ceil(gpus / per_node))
@@ -690,6 +721,11 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
             out.gap(f"vp:{gpu.id}:{count}", describe(count, gpu.id, tp, pp, dp, 0, 1, "none", False, shape),
                     because("vp-needs-microbatches", pp=pp, vp=shape.vp), fits=False)
             return
+    if not hsdp_group_divides(shape, dp):
+        out.other.setdefault(f"sg:{gpu.id}:{count}:{dp}", Rejection(  # an HSDP shard group that does not tile DP
+            describe(count, gpu.id, tp, pp, dp, 3, 1, "none", False, shape),
+            because("hsdp-group-divides", shard=shape.shard, ranks=dp * shape.cp)))
+        return
     recomputes = [pins.recompute] if pins.recompute else list(RECOMPUTE_ORDER)
     if req.seq_len % (2 * shape.cp) and shape.cp > 1:  # a pinned CP (cp_choices keeps the search to these)
         out.other.setdefault(f"cp:{shape.cp}", Rejection(f"CP{shape.cp}", because(

@@ -15,7 +15,14 @@ $MLINFRA_FSDP_TP_CONFIG): torchtitan's composition with torch-native APIs only.
 build_mesh: a 2-D DeviceMesh [dp_shard, tp], TP innermost (consecutive ranks, one node). parallelize: each block of
 model.layers (or model.model.layers: LlamaForCausalLM) gets the block TP plan over mesh["tp"] (parallelize_module),
 optionally activation checkpointing, then fully_shard over mesh["dp_shard"]; then the model-level plan (lm_head) and
-fully_shard of the root. Module names are Hugging Face Llama's (self_attn.q_proj ... mlp.down_proj, lm_head); the
+fully_shard of the root.
+
+HSDP (settings["fsdp_mesh_dims"] == ["dp_replicate", "dp_shard"]): the mesh is [dp_replicate, dp_shard, tp] (with PP,
+[pp, dp_replicate, dp_shard, tp]) and fully_shard takes the 2-D mesh["dp_replicate", "dp_shard"]: parameters, gradients
+and optimizer states sharded within a shard group, replicated across groups. A rank reads the sequences of its
+data-parallel index (data_parallel(mesh, settings): replicas outer, shards inner). With gradient accumulation call
+sync_replicas(model, settings, last) before each micro-batch's backward: each backward reduce-scatters inside the
+shard group, and the replicas all-reduce the accumulated shard once, on the step's last micro-batch. Module names are Hugging Face Llama's (self_attn.q_proj ... mlp.down_proj, lm_head); the
 attention must size its heads from its input (view(..., -1, head_dim)), as transformers' does, since TP splits them.
 With settings["sequence_parallel"] (torchtitan's apply_tp with SP) the embedding, norms and block outputs carry
 DTensors sharded over the sequence with their global shape, attention and MLP gather them (the attention's
@@ -33,8 +40,9 @@ and runs them under torch.distributed.pipelining's settings["pipeline_schedule"]
 (with TP, step runs under loss_parallel and loss_fn gets the logits as a vocabulary-sharded DTensor).
 The stages hold the rank's modules only: drop the reference to the whole model and the other ranks' layers are freed.
 
-With CP (settings["cp"]; TP 1, no PP): build_mesh gives [dp_shard, cp, tp] and fully_shard runs over dp_shard x cp
-(settings["fsdp_mesh_dims"], flattened as torchtitan's dp_shard_cp). The data splits over dp_shard only: the CP ranks
+With CP (settings["cp"]; TP 1, no PP, no HSDP): build_mesh gives [dp_shard, cp, tp] and flattens dp_shard x cp into
+torchtitan's dp_shard_cp (settings["flatten_mesh_dims"]), which fully_shard runs over (settings["fsdp_mesh_dims"]).
+The data splits over dp_shard only (settings["data_parallel_mesh_dims"]): the CP ranks
 of a dp_shard rank take the same sequences and keep their chunks of them (settings["cp_rank_chunks"]: rank i chunks i
 and 2*cp-1-i of 2*cp, Llama 3 paper section 3.3.2); parallelize() points the transformers model's attention
 (config._attn_implementation) at an all-gather of K and V over the CP ranks, local queries attending to the keys at
@@ -99,13 +107,9 @@ def build_mesh(settings, device_type=None):
                          f"the job has {world}")
     device_type = device_type or ("cuda" if torch.cuda.is_available() else "cpu")
     mesh = init_device_mesh(device_type, tuple(settings["mesh_shape"]), mesh_dim_names=tuple(settings["mesh_dim_names"]))
-    if "fsdp_mesh_dims" in settings:  # fully_shard over several dimensions: one flattened one (torchtitan's dp_shard_cp)
-        mesh[tuple(settings["fsdp_mesh_dims"])]._flatten(_fsdp_mesh_name(settings))
+    for name, dims in settings["flatten_mesh_dims"].items():  # one dimension over several (torchtitan's dp_shard_cp)
+        mesh[tuple(dims)]._flatten(name)
     return mesh
-
-
-def _fsdp_mesh_name(settings):
-    return "_".join(settings.get("fsdp_mesh_dims", ["dp_shard"]))
 
 
 def _plan(model, table):
@@ -147,8 +151,32 @@ def _blocks(model):
     return getattr(model, "model", model).layers  # LlamaForCausalLM keeps its blocks in .model.layers
 
 
+def fsdp_mesh(mesh, settings):
+    """The mesh fully_shard shards over: mesh["dp_shard"], with CP the flattened mesh["dp_shard_cp"], or under HSDP the
+    2-D mesh["dp_replicate", "dp_shard"] (fully_shard replicates over its 0th dim and shards over its 1st)."""
+    dims = tuple(settings["fsdp_mesh_dims"])
+    return mesh[dims] if len(dims) > 1 else mesh[dims[0]]
+
+
+def data_parallel(mesh, settings):
+    """(this rank's data-parallel index, the number of data-parallel ranks) over settings["data_parallel_mesh_dims"],
+    replicas outer: which of the step's sequences the rank reads (its TP and PP peers read the same)."""
+    index, size = 0, 1
+    for name in settings["data_parallel_mesh_dims"]:
+        index, size = index * mesh[name].size() + mesh[name].get_local_rank(), size * mesh[name].size()
+    return index, size
+
+
+def sync_replicas(model, settings, last_microbatch):
+    """Gradient accumulation under HSDP: the replicas all-reduce their gradient shard only after the step's last
+    micro-batch (FSDP2 set_requires_all_reduce; the reduce-scatters inside the shard group run every backward).
+    Call before each backward; without dp_replicate it does nothing."""
+    if "dp_replicate" in settings["fsdp_mesh_dims"]:
+        model.set_requires_all_reduce(last_microbatch)
+
+
 def parallelize(model, mesh, settings):
-    tp_mesh, dp_mesh = mesh["tp"], mesh[_fsdp_mesh_name(settings)]
+    tp_mesh, dp_mesh = mesh["tp"], fsdp_mesh(mesh, settings)
     if settings.get("cp", 1) > 1:
         _context_parallel_attention(model, mesh["cp"], settings)
     mp = MixedPrecisionPolicy(param_dtype=getattr(torch, settings["param_dtype"]),
