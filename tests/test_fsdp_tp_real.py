@@ -181,3 +181,21 @@ def test_the_consistency_check_catches_a_mesh_that_is_not_the_plans(tmp_path):
     texts["fsdp/fsdp_tp.json"] = json.dumps({**settings, "mesh_shape": [1, 4]})
     with pytest.raises(AssertionError, match="mesh != plan"):
         training_consistency.check(texts, plan)
+
+
+def test_spot_fsdp_tp_restarts_at_full_size(tmp_path):
+    """fsdp/fsdp_tp.py builds the decided mesh and stops at another world size, so a spot plan keeps its node count
+    (torchrun still restarts it from the last checkpoint). Before: --nnodes=1:2, whose first restart on one node failed."""
+    PLAN_SPOT = PLAN.replace("  max_gpus: 4\n", "  max_gpus: 8\n  pricing: spot\n")
+    plan_file = tmp_path / "plan.yaml"
+    plan_file.write_text(PLAN_SPOT.format(framework="fsdp", script=json.dumps(str(STEP)), extra=", dp: 4"))
+    done = subprocess.run([sys.executable, "-m", "compiler", str(plan_file), "-o", str(tmp_path / "out")], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out" / "fsdp-tp"
+    launch = json.loads((out / "plan.json").read_text())["deployment"]["launcher"]
+    assert (launch["nodes"], launch["nnodes"], launch["min_nodes"], launch["node_range"]) == (2, "2", 2, False)
+    assert launch["elastic"] and launch["max_restarts"] == 10
+    assert "fsdp/fsdp_tp.py builds the decided mesh" in launch["restart_reason"]
+    assert "  --nnodes=2 \\\n" in (out / "launch" / "torchrun.sh").read_text()
+    assert "fsdp/fsdp_tp.py builds the decided mesh" in (out / "REPORT.md").read_text()

@@ -5,8 +5,7 @@
 # 4 node(s) x 8 process(es) per node = world size 32.
 # Rendezvous (c10d) at the first argument HOST:PORT, else $MASTER_ADDR:$MASTER_PORT: slurm/train.sbatch,
 # a PyTorchJob or a JobSet set those. Without them it rendezvouses on this host (one node).
-# Spot capacity: elastic between 2:4 nodes, up to 10 restarts from the last checkpoint;
-# the script keeps the global batch ($MLINFRA_GLOBAL_BATCH) by scaling gradient accumulation to the live world size.
+# spot capacity: the job restarts at its full size, up to 10 times from the last checkpoint: fsdp/fsdp_tp.py builds the decided mesh and stops at another world size (its step splits the decided per-rank batch, and a smaller DeviceMesh would change the global batch the plan was sized for).
 set -euo pipefail
 
 OUT_DIR="${MLINFRA_OUT_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
@@ -62,7 +61,7 @@ export MLINFRA_FSDP_TP_SCRIPT="$OUT_DIR/fsdp/fsdp_tp.py"
 export MLINFRA_CHECKPOINT_SIGNAL=USR1
 trap '' USR1
 "${MLINFRA_TORCHRUN:-torchrun}" \
-  --nnodes=2:4 \
+  --nnodes=4 \
   --nproc-per-node=8 \
   --max-restarts=10 \
   --rdzv-backend=c10d \
