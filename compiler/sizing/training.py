@@ -116,11 +116,20 @@ class Shape(NamedTuple):
 
 def sequence_parallel(shape: Shape, framework: str, seq_len: int, method: str = "full") -> bool:
     """Sequence parallelism with TP, the one decision the sizing credits (activations and norms split over TP,
-    Korthikanti et al. 2022 §4.2.2) and the deployment emits (plan.json parallelism.sequence_parallel): Megatron-LM's
-    arguments ask for it (--sequence-parallel); the FSDP2 × TP path applies torchtitan's SP plan
-    (compiler/deployment/fsdp_tp.py) when each sequence splits evenly over the TP ranks (its pipeline stages exchange
-    equal sequence shards) and no LoRA adapter is attached (fsdp/lora_tp.py's adapters take the whole sequence)."""
-    return shape.tp > 1 and (framework != "fsdp" or (seq_len % shape.tp == 0 and method == "full"))
+    Korthikanti et al. 2022 §4.2.2) and the deployment emits (plan.json parallelism.sequence_parallel). Both paths
+    split each rank's sequence evenly over the TP ranks, so it is on only where that divides:
+    - Megatron-LM (--sequence-parallel): the embedding output is scattered, and each o/down output reduce-scattered,
+      along the sequence dimension of the rank's s/CP tokens (CP hands each rank 2 of 2·CP chunks), and
+      megatron/core/tensor_parallel/mappings.py (_split_along_first_dim, _reduce_scatter_along_first_dim @d98e8a6)
+      asserts "First dimension of the tensor should be divisible by tensor parallel size": seq_len % (CP·TP) == 0.
+      validate_args does not check it, so a layout that breaks it would fail at the first forward;
+    - the FSDP2 × TP path (torchtitan's SP plan, compiler/deployment/fsdp_tp.py): seq_len % TP == 0 (its pipeline
+      stages exchange equal sequence shards), and no LoRA adapter (fsdp/lora_tp.py's adapters take the whole sequence)."""
+    if shape.tp <= 1:
+        return False
+    if framework == "fsdp":
+        return seq_len % shape.tp == 0 and method == "full"
+    return seq_len % (shape.cp * shape.tp) == 0
 
 
 @dataclass(frozen=True)
