@@ -117,7 +117,8 @@ def transformers_available() -> bool:
 
 @pytest.mark.realtool
 @pytest.mark.slow
-@pytest.mark.parametrize("model, recompute, seq_len", [("tiny", "none", 4096), ("hf", "none", 4096), ("tiny", "full", 4096),
+@pytest.mark.parametrize("model, recompute, seq_len", [("tiny", "none", 4096), ("hf", "none", 4096), ("hf-labels", "none", 4096),
+                                                     ("hf-labels", "none", 4095), ("tiny", "full", 4096),
                                                      ("tiny", "selective", 4096),
                                                      ("tiny", "none", 4095)])
 def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model, recompute, seq_len):
@@ -125,8 +126,10 @@ def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model, reco
     hidden_states by keyword and sizes heads from its input). recompute full: the plan decides activation
     checkpointing, and fsdp_tp.py wraps every block; selective: torchtitan's op-level SAC over TP's DTensors. seq_len
     4096 splits over TP2: sequence parallelism (torchtitan's plan, logits sharded over the vocabulary); 4095 does not:
-    transformers' plan, logits gathered."""
+    transformers' plan, logits gathered. `hf-labels`: LlamaForCausalLM's own loss (`labels=`, transformers'
+    ForCausalLMLoss) on the vocabulary-sharded logits, under fsdp_tp.loss_parallel, with and without SP."""
     env = torch_env()
+    model, loss = model.split("-") if "-" in model else (model, "logits")
     if model == "hf":
         realtools.require_tool("transformers", transformers_available(),
                                "transformers not in the torch venv; run scripts/install-test-deps.sh")
@@ -136,7 +139,7 @@ def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model, reco
     sp = seq_len % 2 == 0
     assert settings["sequence_parallel"] == sp and settings["loss_parallel"]  # TP2: logits sharded over the vocabulary
     done = subprocess.run(["bash", str(out / "launch" / "torchrun.sh"), f"127.0.0.1:{free_port()}"],
-                          env={**env, "MLINFRA_TEST_MODEL": model}, capture_output=True, text=True, timeout=300)
+                          env={**env, "MLINFRA_TEST_MODEL": model, "MLINFRA_TEST_LOSS": loss}, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("FSDP_TP_STEP ")]
     assert sorted(r["rank"] for r in rows) == [0, 1, 2, 3]

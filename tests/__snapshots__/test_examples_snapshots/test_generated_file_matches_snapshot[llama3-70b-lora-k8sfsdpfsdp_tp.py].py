@@ -119,7 +119,8 @@ def _model_plan(model, settings):
 
 def loss_parallel(settings):
     """The context the loss and its backward run in: torch's loss_parallel when the head leaves its logits sharded
-    over the vocabulary (settings["loss_parallel"], with TP): cross_entropy takes the DTensor logits as a tensor."""
+    over the vocabulary (settings["loss_parallel"], with TP): cross_entropy takes the DTensor logits as a tensor.
+    transformers' own loss (model(input_ids, labels=labels).loss) runs in it too: call the model inside it."""
     return torch_loss_parallel() if settings["loss_parallel"] else contextlib.nullcontext()
 
 
