@@ -7,48 +7,27 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from compiler.sizing.training import Shape, framework_gap, fsdp_tp_runs, resolve_framework, sequence_parallel
-from tests.test_target_torchrun import REPO, free_port, torch_env
+from tests.fsdp_real import llama8b_train, assert_consistency_refuses, cluster, compiled, step_rows
+from tests.test_target_torchrun import REPO, torch_env
 from tests.tools import realtools
 
 STEP = REPO / "tests" / "fsdp_tp_step.py"
 GRAD_TOLERANCE = 0.05  # bf16 forward against the fp32 reference: about 0.01 measured (tiny and hf)
-PLAN = """\
-name: fsdp-tp
-workload: train
-model: {{preset: llama-3.1-8b}}
-precision: bf16
-train:
-  tokens: 1B
-  seq_len: 4096
-  global_batch: 64
-  framework: {framework}
+PLAN = llama8b_train("fsdp-tp", framework="{framework}") + """\
   entrypoint: {{script: {script}}}
-cluster:
-  scheduler: slurm
-  gpus: [h100-sxm-80gb]
-  gpus_per_node: 4
-  interconnect: ib-400g
-  storage: lustre
-  max_gpus: 4
+""" + cluster() + """\
 parallelism: {{tp: 2, zero_stage: 3{extra}}}
 """
 
 
 def compile_plan(tmp_path: Path, framework: str = "fsdp", extra: str = "", seq_len: int = 4096) -> Path:
-    plan = tmp_path / "plan.yaml"
     text = PLAN.format(framework=framework, script=json.dumps(str(STEP)), extra=extra)
-    plan.write_text(text.replace("seq_len: 4096", f"seq_len: {seq_len}"))
-    out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "compiler", str(plan), "-o", str(out)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return out / "fsdp-tp"
+    return compiled(tmp_path, text.replace("seq_len: 4096", f"seq_len: {seq_len}"), "fsdp-tp")
 
 
 def test_fsdp_runs_tp_only_at_zero3_without_other_model_parallelism():
@@ -138,10 +117,7 @@ def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model, reco
     assert settings["activation_checkpoint"] == {"selective": "selective-op"}.get(recompute, recompute)
     sp = seq_len % 2 == 0
     assert settings["sequence_parallel"] == sp and settings["loss_parallel"]  # TP2: logits sharded over the vocabulary
-    done = subprocess.run(["bash", str(out / "launch" / "torchrun.sh"), f"127.0.0.1:{free_port()}"],
-                          env={**env, "MLINFRA_TEST_MODEL": model, "MLINFRA_TEST_LOSS": loss}, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    rows = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("FSDP_TP_STEP ")]
+    rows = step_rows(out, {**env, "MLINFRA_TEST_MODEL": model, "MLINFRA_TEST_LOSS": loss}, "FSDP_TP_STEP")
     assert sorted(r["rank"] for r in rows) == [0, 1, 2, 3]
     for r in rows:
         assert r["mesh"] == [2, 2] and r["mesh_dims"] == ["dp_shard", "tp"]
@@ -172,30 +148,15 @@ def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model, reco
 
 
 def test_the_consistency_check_catches_a_mesh_that_is_not_the_plans(tmp_path):
-    from compiler import training_consistency
-    from compiler.pipeline import render, resolve
-
-    plan_file = tmp_path / "plan.yaml"
-    plan_file.write_text(PLAN.format(framework="fsdp", script="train.py", extra=""))
-    plan = resolve(plan_file)
-    texts = {f.path: f.text for f in render(plan).files}
-    training_consistency.check(texts, plan)
-    settings = json.loads(texts["fsdp/fsdp_tp.json"])
-    texts["fsdp/fsdp_tp.json"] = json.dumps({**settings, "mesh_shape": [1, 4]})
-    with pytest.raises(AssertionError, match="mesh != plan"):
-        training_consistency.check(texts, plan)
+    text = PLAN.format(framework="fsdp", script="train.py", extra="")
+    assert_consistency_refuses(tmp_path, text, {"mesh_shape": [1, 4]}, "mesh != plan")
 
 
 def test_spot_fsdp_tp_restarts_at_full_size(tmp_path):
     """fsdp/fsdp_tp.py builds the decided mesh and stops at another world size, so a spot plan keeps its node count
     (torchrun still restarts it from the last checkpoint). Before: --nnodes=1:2, whose first restart on one node failed."""
-    PLAN_SPOT = PLAN.replace("  max_gpus: 4\n", "  max_gpus: 8\n  pricing: spot\n")
-    plan_file = tmp_path / "plan.yaml"
-    plan_file.write_text(PLAN_SPOT.format(framework="fsdp", script=json.dumps(str(STEP)), extra=", dp: 4"))
-    done = subprocess.run([sys.executable, "-m", "compiler", str(plan_file), "-o", str(tmp_path / "out")], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    out = tmp_path / "out" / "fsdp-tp"
+    spot = PLAN.replace("  max_gpus: 4\n", "  max_gpus: 8\n  pricing: spot\n")
+    out = compiled(tmp_path, spot.format(framework="fsdp", script=json.dumps(str(STEP)), extra=", dp: 4"), "fsdp-tp")
     launch = json.loads((out / "plan.json").read_text())["deployment"]["launcher"]
     assert (launch["nodes"], launch["nnodes"], launch["min_nodes"], launch["node_range"]) == (2, "2", 2, False)
     assert launch["elastic"] and launch["max_restarts"] == 10

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,8 @@ from compiler.sizing.train_memory import lora_trainable_params
 from compiler.sizing.training import framework_gap, resolve_framework
 from compiler.spec import LoraSpec
 from tests.test_fsdp_tp_real import transformers_available
-from tests.test_target_torchrun import REPO, free_port, torch_env
+from tests.fsdp_real import cluster, compiled, step_rows
+from tests.test_target_torchrun import REPO, torch_env
 from tests.tools import realtools
 
 STEP = REPO / "tests" / "lora_tp_step.py"
@@ -34,13 +34,7 @@ train:
   method: lora
   lora: {{rank: 4, alpha: 8, targets: [q, k, v, o, gate, up, down]}}
   entrypoint: {{script: {script}}}
-cluster:
-  scheduler: slurm
-  gpus: [h100-sxm-80gb]
-  gpus_per_node: 4
-  interconnect: ib-400g
-  storage: lustre
-  max_gpus: 4
+""" + cluster() + """\
 parallelism: {{zero_stage: 3, micro_batch: 1, {extra}}}
 """
 TP = "tp: 2, pp: 1, dp: 2"
@@ -52,14 +46,8 @@ SHORT_LLAMA = ("{architecture: {layers: 4, hidden: 4096, heads: 32, kv_heads: 8,
 
 
 def compile_plan(tmp_path: Path, extra: str) -> Path:
-    plan = tmp_path / "plan.yaml"
     model, batch = (SHORT_LLAMA, 4) if "pp: 2" in extra else ("{preset: llama-3.1-8b}", 8)
-    plan.write_text(PLAN.format(script=json.dumps(str(STEP)), extra=extra, model=model, batch=batch))
-    out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "compiler", str(plan), "-o", str(out)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return out / "lora-tp"
+    return compiled(tmp_path, PLAN.format(script=json.dumps(str(STEP)), extra=extra, model=model, batch=batch), "lora-tp")
 
 
 def test_lora_runs_on_fsdp_tp_and_qlora_does_not():
@@ -125,10 +113,7 @@ def test_one_lora_step_matches_peft_on_the_unsharded_model(tmp_path, extra, mode
                                "transformers not in the torch venv; run scripts/install-test-deps.sh")
     out = compile_plan(tmp_path, extra)
     settings = json.loads((out / "fsdp" / "fsdp_tp.json").read_text())
-    done = subprocess.run(["bash", str(out / "launch" / "torchrun.sh"), f"127.0.0.1:{free_port()}"],
-                          env={**env, "MLINFRA_TEST_MODEL": model}, capture_output=True, text=True, timeout=400)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    rows = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("LORA_TP_STEP ")]
+    rows = step_rows(out, {**env, "MLINFRA_TEST_MODEL": model}, "LORA_TP_STEP", timeout=400)
     assert sorted(r["rank"] for r in rows) == [0, 1, 2, 3]
     pp = settings.get("pp", 1)
     layers = sum(settings["pp_stage_layers"]) if pp > 1 else 2
