@@ -86,6 +86,7 @@ def step():
                     and not torch.equal(p.full_tensor().detach() if hasattr(p, "full_tensor") else p.detach(), base_before[n])]
     first = min(int(n.split(".")[1]) for n in trained)
     row = {"rank": dist.get_rank(), "dp_rank": shard, "tp_rank": mesh["tp"].get_local_rank(),
+           "sequence_parallel": settings["sequence_parallel"],
            "pp_rank": mesh["pp"].get_local_rank() if pp > 1 else 0,
            "loss": loss.item() if loss is not None else None, "reference_loss": ref_loss_mine,
            "trained": len(trained), "adapters": sorted({n.rsplit(".", 2)[0] for n in trained}),

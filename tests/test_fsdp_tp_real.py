@@ -62,7 +62,6 @@ def test_sequence_parallel_is_one_rule_for_the_sizing_and_the_files():
     tp2 = Shape(2, 1, 1, 1, 1, ())
     assert sequence_parallel(tp2, "fsdp", 4096) and sequence_parallel(tp2, "megatron", 4096)
     assert not sequence_parallel(tp2, "fsdp", 4095)  # a pipeline stage could not rebuild the sequence from its shard
-    assert not sequence_parallel(tp2, "fsdp", 4096, "lora") and sequence_parallel(tp2, "megatron", 4096, "lora")
     assert not sequence_parallel(Shape(1, 1, 2, 1, 1, (16, 16)), "fsdp", 4096)  # PP alone: no TP
 
 

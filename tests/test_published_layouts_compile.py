@@ -111,9 +111,9 @@ def _assert_framework_files(r: dict, files: dict[str, str], chosen: dict) -> Non
         settings = json.loads(files["fsdp/fsdp_tp.json"])
         mesh = dict(zip(settings["mesh_dim_names"], settings["mesh_shape"]))
         assert mesh == {**({"pp": r["pp"]} if r["pp"] > 1 else {}), "dp_shard": r["dp"], "tp": r["tp"]}
-        # torchtitan runs SP with TP; the plan was sized with it and fsdp_tp.py applies it (LoRA adapters take the
-        # whole sequence: no SP under them)
-        assert settings["sequence_parallel"] == chosen["sequence_parallel"] == (r["tp"] > 1 and r["method"] == "full")
+        # torchtitan runs SP with TP; the plan was sized with it and fsdp_tp.py applies it (LoRA adapters too: the
+        # row-parallel adapters' outputs reduce-scattered over the sequence as their bases')
+        assert settings["sequence_parallel"] == chosen["sequence_parallel"] == (r["tp"] > 1)
         if r["pp"] > 1:
             assert settings["pp_stage_layers"] == chosen["pp_stage_layers"]
             assert len(settings["stage_layers"]) == r["pp"] * r["vp"]

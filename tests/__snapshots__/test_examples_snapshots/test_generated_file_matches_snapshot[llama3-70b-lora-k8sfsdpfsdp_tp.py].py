@@ -140,6 +140,8 @@ def parallelize(model, mesh, settings):
     parallelize_module(model, tp_mesh, _model_plan(model, settings))
     for name, block in list(blocks.named_children()):
         parallelize_module(block, tp_mesh, _block_plan(block, settings))
+        if settings.get("lora"):  # TP styles re-create what they distribute: SequenceParallel's norms as trainable
+            _lora_tp().freeze_base(model)
         if settings["activation_checkpoint"] != "none":
             block = checkpoint_block(block, settings)
             blocks.register_module(name, block)
