@@ -502,6 +502,29 @@ def test_a_pinned_cp_that_does_not_split_the_sequence_is_refused_where_pinned(tm
                      r"equal chunks, and train\.seq_len 8190 is not a multiple of 4 .*\[cp-sequence-split\]", done.stderr), done.stderr
 
 
+@pytest.mark.parametrize(("global_batch", "nnodes"), [(48, "2:4"), (64, "4")])
+def test_megatron_takes_every_node_count_of_a_spot_range(tmp_path, global_batch, nnodes):
+    """A spot Megatron plan (TP2 on 4 nodes × 8): torchrun may restart it on any count in --nnodes, and Megatron-LM's
+    validate_args takes the same arguments at each (DP re-derived from the world size, the global batch in whole
+    micro-batches). Global batch 64 has no such range: at 3 nodes (DP 12) Megatron refuses it, so the plan restarts
+    at 4 nodes only. Before: 2:4 for both."""
+    from tests.test_target_torchrun import spot_plan
+
+    plan = spot_plan(4, 8, global_batch, framework="megatron", tp=2, dp=16, micro_batch=1, grad_accum=global_batch // 16)
+    assert plan.deployment.launcher.nnodes == nnodes
+    files = render_training(plan)
+    out = write_tree(files, tmp_path)
+    env = launcher_env(files["launch/torchrun.sh"].text)
+    low = int(nnodes.split(":")[0])
+    for nodes in range(low, 5):
+        ok, message = realtools().validate_megatron_args(out / "megatron/args.sh", nodes * 8, env=env)
+        assert ok, message
+        assert json.loads(message.split("MEGATRON_OK ", 1)[1])["data_parallel_size"] == nodes * 8 // 2
+    if low == 4:
+        ok, message = realtools().validate_megatron_args(out / "megatron/args.sh", 3 * 8, env=env)
+        assert not ok and "divisible" in message, message
+
+
 def test_partial_node_and_site_walltime_pass_sbatch(tmp_path, slurm_cluster):
     """A 1-GPU job (its own GPUs, CPUs and memory, no --exclusive) under a 20 h site limit: sbatch --test-only accepts it
     and the chain's time limit is within the site's."""
