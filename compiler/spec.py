@@ -390,7 +390,7 @@ class ClusterSpec(Spec):
     gpu: str | None = Field(None, description="pin one GPU type", json_schema_extra=_offers("gpus"))
     count: int | None = Field(None, ge=1, le=1_000_000, description="pin the GPU count (train) or GPUs per replica (serve)")
     max_gpus: int = Field(4096, ge=1, le=1_000_000, description="largest allocation the search may use")
-    pricing: Literal["on-demand", "spot", "reserved"] = Field("on-demand", description="price list used for cost; spot also makes jobs elastic")
+    pricing: Literal["on-demand", "spot", "reserved"] = Field("on-demand", description="price list used for cost; spot also makes jobs restart from the last checkpoint (on fewer nodes only where the launched program keeps the global batch: plan.json deployment.launcher.restart_reason)")
     gpus_per_node: int | None = Field(None, ge=1, le=64, description="GPUs per node (default: the GPU catalog's server)")
     interconnect: str = Field("ib-400g", description="inter-node fabric; NVLink inside a node comes from the GPU catalog", json_schema_extra=_offers("interconnects"))
     storage: str = Field("lustre", description="shared storage kind for data and checkpoints", json_schema_extra=_offers("storage"))

@@ -5,8 +5,6 @@ FSDP_SAC_STEP line per rank: each run's loss, its gradients' largest difference 
 aten.mm calls its backward made (the recompute re-runs the matrices the policy did not save)."""
 
 import copy
-import importlib.util
-import json
 import os
 import sys
 
@@ -15,7 +13,7 @@ import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fsdp_tp_step import LAYERS, SEQ, VOCAB, loss_of, tiny_model  # noqa: E402
+from fsdp_tp_step import LAYERS, finish, loss_of, sequences, start, tiny_model  # noqa: E402
 
 
 class CountMatmuls(TorchDispatchMode):
@@ -39,19 +37,12 @@ def run(fsdp_tp, base, mesh, settings, mode, mine):
     return loss.detach(), grads, counter.mm, wrapped
 
 
-def main():
-    dist.init_process_group("gloo")
-    spec = importlib.util.spec_from_file_location("fsdp_tp", os.environ["MLINFRA_FSDP_TP_SCRIPT"])
-    fsdp_tp = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fsdp_tp)
-    settings = fsdp_tp.load_settings()
-    mesh = fsdp_tp.build_mesh(settings, "cpu")
-    dp, local = mesh["dp_shard"].size(), settings["micro_batch"]
+def step():
+    """The three runs on this rank; the rank's row."""
+    fsdp_tp, settings, mesh = start()
     torch.manual_seed(0)
     base = tiny_model()
-    ids = torch.randint(0, VOCAB, (dp * local, SEQ + 1), generator=torch.Generator().manual_seed(1))
-    shard = mesh["dp_shard"].get_local_rank()
-    mine = ids[shard * local:(shard + 1) * local]
+    _, _, mine = sequences(mesh, settings["micro_batch"])
     runs = {mode: run(fsdp_tp, base, mesh, settings, mode, mine)
             for mode in (settings["activation_checkpoint"], "none", "full")}
     loss0, grads0, _, _ = runs["none"]
@@ -61,10 +52,8 @@ def main():
         row[mode] = {"loss": loss.item(), "loss_equal": bool(torch.equal(loss, loss0)),
                      "grad_max_abs_diff": max(float((grads[n] - g).abs().max()) for n, g in grads0.items()),
                      "backward_mm": mm, "wrapped": wrapped}
-    os.write(1, ("FSDP_SAC_STEP " + json.dumps(row, sort_keys=True) + "\n").encode())
-    dist.barrier()
-    dist.destroy_process_group()
+    return row
 
 
 if __name__ == "__main__":
-    main()
+    finish("FSDP_SAC_STEP", step())

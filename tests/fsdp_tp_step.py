@@ -106,27 +106,50 @@ def cross_entropy(logits, labels):
 
 
 def loss_of(model, ids):
+    if os.environ.get("MLINFRA_TEST_LOSS") == "labels":  # transformers' own loss: labels= shifted inside the model
+        return model(input_ids=ids[:, :-1], labels=ids[:, :-1]).loss
     logits = model(ids[:, :-1])
     logits = getattr(logits, "logits", logits)  # transformers returns a ModelOutput
     return cross_entropy(logits, ids[:, 1:])
 
 
-def main():
+def start():
+    """The gloo group, the generated fsdp/fsdp_tp.py as a module, its settings and the decided mesh (shared by the
+    step scripts: fsdp_sac_step.py, lora_tp_step.py)."""
     dist.init_process_group("gloo")
     spec = importlib.util.spec_from_file_location("fsdp_tp", os.environ["MLINFRA_FSDP_TP_SCRIPT"])
     fsdp_tp = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fsdp_tp)
     settings = fsdp_tp.load_settings()
-    mesh = fsdp_tp.build_mesh(settings, "cpu")
+    return fsdp_tp, settings, fsdp_tp.build_mesh(settings, "cpu")
+
+
+def sequences(mesh, local):
+    """(every DP rank's sequences, this rank's DP index, its `local` sequences): the same on every rank."""
+    ids = torch.randint(0, VOCAB, (mesh["dp_shard"].size() * local, SEQ + 1), generator=torch.Generator().manual_seed(1))
+    shard = mesh["dp_shard"].get_local_rank()
+    return ids, shard, ids[shard * local:(shard + 1) * local]
+
+
+def finish(tag, row):
+    """Print the rank's `TAG {json}` line, then leave the group together (after step() returned: nothing of the step's
+    models is left to collect)."""
+    # one write() of under PIPE_BUF bytes: the ranks' lines cannot interleave on the shared pipe
+    os.write(1, (f"{tag} " + json.dumps(row, sort_keys=True) + "\n").encode())
+    gc.collect()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def step():
+    """One step on this rank against the reference; the rank's row."""
+    fsdp_tp, settings, mesh = start()
     pp = settings.get("pp", 1)
-    dp = mesh["dp_shard"].size()
     local = settings["micro_batch"] * (settings["grad_accum"] if pp > 1 else 1)  # sequences one step takes per DP rank
     torch.manual_seed(0)
     model = tiny_model(sum(settings["pp_stage_layers"]) if pp > 1 else LAYERS)
     reference = copy.deepcopy(model)
-    ids = torch.randint(0, VOCAB, (dp * local, SEQ + 1), generator=torch.Generator().manual_seed(1))
-    shard = mesh["dp_shard"].get_local_rank()
-    mine = ids[shard * local:(shard + 1) * local]
+    ids, shard, mine = sequences(mesh, local)
 
     if pp > 1:
         pipe = fsdp_tp.pipeline(model, mesh, settings, cross_entropy, "cpu")
@@ -177,15 +200,8 @@ def main():
            "placements": {n: p for n, p in placements.items() if not n.startswith("layers.") or n.split(".")[1] == str(held[0])},
            "layers": held, "sequence_parallel": settings["sequence_parallel"],
            "checkpointed": sum(n.endswith("._checkpoint_wrapped_module") for part in parts for n, _ in part.named_modules())}
-    # one write() of under PIPE_BUF bytes: the four ranks' lines cannot interleave on the shared pipe
-    os.write(1, ("FSDP_TP_STEP " + json.dumps(row, sort_keys=True) + "\n").encode())
-    del model, optimizer, reference, ref_optimizer, loss, named, parts
-    if pp > 1:
-        del pipe
-    gc.collect()
-    dist.barrier()
-    dist.destroy_process_group()
+    return row  # its models, optimizers and pipeline go with the frame, before finish() collects
 
 
 if __name__ == "__main__":
-    main()
+    finish("FSDP_TP_STEP", step())

@@ -8,26 +8,15 @@ by an optimizer built over every parameter) are compared. Prints one LORA_TP_STE
 """
 
 import copy
-import gc
-import importlib.util
-import json
-import os
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.tensor import DTensor, distribute_tensor
 
-from fsdp_tp_step import LAYERS, SEQ, VOCAB, cross_entropy, loss_of, tiny_model
+from fsdp_tp_step import LAYERS, cross_entropy, finish, loss_of, sequences, start, tiny_model
 
 LR = 1e-3
-
-
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def plain(name):
@@ -36,16 +25,12 @@ def plain(name):
     return name.removeprefix("model.")
 
 
-def main():
-    dist.init_process_group("gloo")
-    script = os.environ["MLINFRA_FSDP_TP_SCRIPT"]
-    fsdp_tp = load("fsdp_tp", script)
+def step():
+    """One LoRA step on this rank against PEFT's; the rank's row."""
+    fsdp_tp, settings, mesh = start()
     lora_tp = fsdp_tp._lora_tp()  # fsdp/lora_tp.py, the module parallelize() uses
-    settings = fsdp_tp.load_settings()
     lora = settings["lora"]
-    mesh = fsdp_tp.build_mesh(settings, "cpu")
     pp = settings.get("pp", 1)
-    dp = mesh["dp_shard"].size()
     local = settings["micro_batch"] * (settings["grad_accum"] if pp > 1 else 1)
     torch.manual_seed(0)
     model = tiny_model(sum(settings["pp_stage_layers"]) if pp > 1 else LAYERS)
@@ -73,9 +58,7 @@ def main():
             full = adapters[plain(f"{name}.{part}.weight")]
             getattr(layer, part).weight = nn.Parameter(distribute_tensor(full.clone(), mesh["tp"], weight.placements))
 
-    ids = torch.randint(0, VOCAB, (dp * local, SEQ + 1), generator=torch.Generator().manual_seed(1))
-    shard = mesh["dp_shard"].get_local_rank()
-    mine = ids[shard * local:(shard + 1) * local]
+    ids, shard, mine = sequences(mesh, local)
     if pp > 1:
         pipe = fsdp_tp.pipeline(model, mesh, settings, cross_entropy, "cpu")
         parts = pipe.parts
@@ -103,6 +86,7 @@ def main():
                     and not torch.equal(p.full_tensor().detach() if hasattr(p, "full_tensor") else p.detach(), base_before[n])]
     first = min(int(n.split(".")[1]) for n in trained)
     row = {"rank": dist.get_rank(), "dp_rank": shard, "tp_rank": mesh["tp"].get_local_rank(),
+           "sequence_parallel": settings["sequence_parallel"],
            "pp_rank": mesh["pp"].get_local_rank() if pp > 1 else 0,
            "loss": loss.item() if loss is not None else None, "reference_loss": ref_loss_mine,
            "trained": len(trained), "adapters": sorted({n.rsplit(".", 2)[0] for n in trained}),
@@ -112,14 +96,8 @@ def main():
                           if p.requires_grad and n.startswith(f"layers.{first}.")},
            "local_shapes": {n.removeprefix(f"layers.{first}."): list(p.to_local().shape) for n, p in named
                             if p.requires_grad and n.startswith(f"layers.{first}.")}}
-    os.write(1, ("LORA_TP_STEP " + json.dumps(row, sort_keys=True) + "\n").encode())
-    del model, optimizer, reference, loss, named, parts, grads
-    if pp > 1:
-        del pipe
-    gc.collect()
-    dist.barrier()
-    dist.destroy_process_group()
+    return row
 
 
 if __name__ == "__main__":
-    main()
+    finish("LORA_TP_STEP", step())

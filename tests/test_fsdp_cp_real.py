@@ -139,8 +139,8 @@ def test_a_pinned_cp_whose_sequence_does_not_cut_into_2cp_chunks_is_refused(tmp_
                     .replace("zero_stage: 3", zero))
     done = subprocess.run([sys.executable, "-m", "compiler", str(plan), "-o", str(tmp_path / "out")], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 4, done.stderr
-    assert "a 16382-token sequence does not cut into 4 equal chunks" in done.stderr
+    assert done.returncode == 2, done.stderr  # refused where it was pinned (size_training.refuse_uneven_cp)
+    assert "train.seq_len 16382 is not a multiple of 4" in done.stderr and "[cp-sequence-split]" in done.stderr
 
 
 def test_the_consistency_check_catches_a_cp_mesh_that_is_not_the_plans(tmp_path):

@@ -7,8 +7,6 @@ full recompute; the tiny model and transformers' LlamaForCausalLM)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,28 +16,14 @@ from compiler.sizing.training import (
     Shape, framework_gap, fsdp_pipeline_microbatches_ok, fsdp_tp_runs, resolve_framework,
 )
 from tests.test_fsdp_tp_real import GRAD_TOLERANCE, transformers_available
-from tests.test_target_torchrun import REPO, free_port, torch_env
+from tests.fsdp_real import llama8b_train, assert_consistency_refuses, cluster, compiled, run_compile, step_rows
+from tests.test_target_torchrun import REPO, torch_env
 from tests.tools import realtools
 
 STEP = REPO / "tests" / "fsdp_tp_step.py"
-PLAN = """\
-name: fsdp-pp
-workload: train
-model: {{preset: llama-3.1-8b}}
-precision: bf16
-train:
-  tokens: 1B
-  seq_len: 4096
-  global_batch: 8
-  framework: fsdp
+PLAN = llama8b_train("fsdp-pp", global_batch=8) + """\
   entrypoint: {{script: {script}}}
-cluster:
-  scheduler: slurm
-  gpus: [h100-sxm-80gb]
-  gpus_per_node: {gpus}
-  interconnect: ib-400g
-  storage: lustre
-  max_gpus: {gpus}
+""" + cluster("{gpus}") + """\
 parallelism: {{pp: 2, zero_stage: 3, micro_batch: 1, {extra}}}
 """
 INTERLEAVED = dict(gpus=8, extra="tp: 2, vp: 2")
@@ -47,13 +31,7 @@ UNEVEN = dict(gpus=4, extra="tp: 1, vp: 1, pp_first_stage_layers: 15, recompute:
 
 
 def compile_plan(tmp_path: Path, gpus: int, extra: str) -> Path:
-    plan = tmp_path / "plan.yaml"
-    plan.write_text(PLAN.format(gpus=gpus, extra=extra, script=json.dumps(str(STEP))))
-    out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "compiler", str(plan), "-o", str(out)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return out / "fsdp-pp"
+    return compiled(tmp_path, PLAN.format(gpus=gpus, extra=extra, script=json.dumps(str(STEP))), "fsdp-pp")
 
 
 def test_stages_of_each_rank_cut_into_chunks():
@@ -79,11 +57,8 @@ def test_fsdp_runs_pp_at_zero3_and_refuses_cp_and_ep():
 
 
 def test_the_search_refuses_fewer_microbatches_than_stages_under_fsdp(tmp_path):
-    plan = tmp_path / "plan.yaml"
-    plan.write_text(PLAN.format(gpus=8, extra="tp: 2, dp: 2, vp: 1, offload: false", script="train.py").replace("global_batch: 8",
-                                                                                          "global_batch: 2"))
-    done = subprocess.run([sys.executable, "-m", "compiler", str(plan), "-o", str(tmp_path / "out")], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    text = PLAN.format(gpus=8, extra="tp: 2, dp: 2, vp: 1, offload: false", script="train.py")
+    done = run_compile(tmp_path, text.replace("global_batch: 8", "global_batch: 2"))
     assert done.returncode == 4, done.stderr
     assert "1 micro-batch(es) per step under PP2" in done.stderr, done.stderr
 
@@ -109,18 +84,8 @@ def test_pp_at_zero3_compiles_to_the_pipeline_settings(tmp_path, case, mesh, sta
 
 
 def test_the_consistency_check_catches_a_stage_split_that_is_not_the_plans(tmp_path):
-    from compiler import training_consistency
-    from compiler.pipeline import render, resolve
-
-    plan_file = tmp_path / "plan.yaml"
-    plan_file.write_text(PLAN.format(script="train.py", **INTERLEAVED))
-    plan = resolve(plan_file)
-    texts = {f.path: f.text for f in render(plan).files}
-    training_consistency.check(texts, plan)
-    settings = json.loads(texts["fsdp/fsdp_tp.json"])
-    texts["fsdp/fsdp_tp.json"] = json.dumps({**settings, "stage_layers": [16, 16]})
-    with pytest.raises(AssertionError, match="pipeline stages != plan"):
-        training_consistency.check(texts, plan)
+    text = PLAN.format(script="train.py", **INTERLEAVED)
+    assert_consistency_refuses(tmp_path, text, {"stage_layers": [16, 16]}, "pipeline stages != plan")
 
 
 @pytest.mark.realtool
@@ -138,10 +103,7 @@ def test_one_pipelined_step_on_gloo_ranks_matches_the_reference(tmp_path, case, 
                                "transformers not in the torch venv; run scripts/install-test-deps.sh")
     out = compile_plan(tmp_path, **case)
     settings = json.loads((out / "fsdp" / "fsdp_tp.json").read_text())
-    done = subprocess.run(["bash", str(out / "launch" / "torchrun.sh"), f"127.0.0.1:{free_port()}"],
-                          env={**env, "MLINFRA_TEST_MODEL": model}, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    rows = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("FSDP_TP_STEP ")]
+    rows = step_rows(out, {**env, "MLINFRA_TEST_MODEL": model}, "FSDP_TP_STEP")
     pp, dp, tp = settings["mesh_shape"]
     assert sorted(r["rank"] for r in rows) == list(range(pp * dp * tp))
     names = settings["stage_modules"]

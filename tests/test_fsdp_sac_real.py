@@ -8,43 +8,26 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.test_fsdp_tp_real import transformers_available
-from tests.test_target_torchrun import REPO, free_port, torch_env
+from tests.fsdp_real import llama8b_train, assert_consistency_refuses, cluster, step_rows
+from tests.fsdp_real import run_compile as compile_text
+from tests.test_target_torchrun import REPO, torch_env
 from tests.tools import realtools
 
 STEP = REPO / "tests" / "fsdp_sac_step.py"
-PLAN = """\
-name: fsdp-sac
-workload: train
-model: {{preset: llama-3.1-8b}}
-precision: bf16
-train:
-  tokens: 1B
-  seq_len: 4096
-  global_batch: 64
-  framework: fsdp
+PLAN = llama8b_train("fsdp-sac") + """\
   entrypoint: {{script: {script}{kind}}}
-cluster:
-  scheduler: slurm
-  gpus: [h100-sxm-80gb]
-  gpus_per_node: 4
-  interconnect: ib-400g
-  storage: lustre
-  max_gpus: 4
+""" + cluster() + """\
 parallelism: {{tp: 1, zero_stage: 3, recompute: selective{extra}}}
 """
 
 
 def run_compile(tmp_path: Path, kind: str = "", extra: str = "") -> subprocess.CompletedProcess:
-    plan = tmp_path / "plan.yaml"
-    plan.write_text(PLAN.format(script=json.dumps(str(STEP)), kind=f", kind: {kind}" if kind else "", extra=extra))
-    return subprocess.run([sys.executable, "-m", "compiler", str(plan), "-o", str(tmp_path / "out")], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    return compile_text(tmp_path, PLAN.format(script=json.dumps(str(STEP)), kind=f", kind: {kind}" if kind else "", extra=extra))
 
 
 def test_selective_on_1d_fsdp_compiles_to_the_fsdp2_script_with_the_op_policy(tmp_path):
@@ -86,10 +69,7 @@ def test_op_sac_step_equals_the_step_without_checkpointing(tmp_path, model):
     done = run_compile(tmp_path)
     assert done.returncode == 0, done.stderr
     out = tmp_path / "out" / "fsdp-sac"
-    done = subprocess.run(["bash", str(out / "launch" / "torchrun.sh"), f"127.0.0.1:{free_port()}"],
-                          env={**env, "MLINFRA_TEST_MODEL": model}, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    rows = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("FSDP_SAC_STEP ")]
+    rows = step_rows(out, {**env, "MLINFRA_TEST_MODEL": model}, "FSDP_SAC_STEP")
     assert sorted(r["rank"] for r in rows) == [0, 1, 2, 3]
     for r in rows:
         sac, none, full = r["selective-op"], r["none"], r["full"]
@@ -106,15 +86,5 @@ def test_op_sac_step_equals_the_step_without_checkpointing(tmp_path, model):
 
 
 def test_the_consistency_check_catches_full_checkpointing_for_a_selective_plan(tmp_path):
-    from compiler import training_consistency
-    from compiler.pipeline import render, resolve
-
-    plan_file = tmp_path / "plan.yaml"
-    plan_file.write_text(PLAN.format(script="train.py", kind="", extra=""))
-    plan = resolve(plan_file)
-    texts = {f.path: f.text for f in render(plan).files}
-    training_consistency.check(texts, plan)
-    settings = json.loads(texts["fsdp/fsdp_tp.json"])
-    texts["fsdp/fsdp_tp.json"] = json.dumps({**settings, "activation_checkpoint": "full"})
-    with pytest.raises(AssertionError, match="activation checkpointing != plan recompute"):
-        training_consistency.check(texts, plan)
+    text = PLAN.format(script="train.py", kind="", extra="")
+    assert_consistency_refuses(tmp_path, text, {"activation_checkpoint": "full"}, "activation checkpointing != plan recompute")

@@ -7,48 +7,27 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from compiler.sizing.training import Shape, framework_gap, fsdp_tp_runs, resolve_framework, sequence_parallel
-from tests.test_target_torchrun import REPO, free_port, torch_env
+from tests.fsdp_real import llama8b_train, assert_consistency_refuses, cluster, compiled, step_rows
+from tests.test_target_torchrun import REPO, torch_env
 from tests.tools import realtools
 
 STEP = REPO / "tests" / "fsdp_tp_step.py"
 GRAD_TOLERANCE = 0.05  # bf16 forward against the fp32 reference: about 0.01 measured (tiny and hf)
-PLAN = """\
-name: fsdp-tp
-workload: train
-model: {{preset: llama-3.1-8b}}
-precision: bf16
-train:
-  tokens: 1B
-  seq_len: 4096
-  global_batch: 64
-  framework: {framework}
+PLAN = llama8b_train("fsdp-tp", framework="{framework}") + """\
   entrypoint: {{script: {script}}}
-cluster:
-  scheduler: slurm
-  gpus: [h100-sxm-80gb]
-  gpus_per_node: 4
-  interconnect: ib-400g
-  storage: lustre
-  max_gpus: 4
+""" + cluster() + """\
 parallelism: {{tp: 2, zero_stage: 3{extra}}}
 """
 
 
 def compile_plan(tmp_path: Path, framework: str = "fsdp", extra: str = "", seq_len: int = 4096) -> Path:
-    plan = tmp_path / "plan.yaml"
     text = PLAN.format(framework=framework, script=json.dumps(str(STEP)), extra=extra)
-    plan.write_text(text.replace("seq_len: 4096", f"seq_len: {seq_len}"))
-    out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "compiler", str(plan), "-o", str(out)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return out / "fsdp-tp"
+    return compiled(tmp_path, text.replace("seq_len: 4096", f"seq_len: {seq_len}"), "fsdp-tp")
 
 
 def test_fsdp_runs_tp_only_at_zero3_without_other_model_parallelism():
@@ -83,7 +62,6 @@ def test_sequence_parallel_is_one_rule_for_the_sizing_and_the_files():
     tp2 = Shape(2, 1, 1, 1, 1, ())
     assert sequence_parallel(tp2, "fsdp", 4096) and sequence_parallel(tp2, "megatron", 4096)
     assert not sequence_parallel(tp2, "fsdp", 4095)  # a pipeline stage could not rebuild the sequence from its shard
-    assert not sequence_parallel(tp2, "fsdp", 4096, "lora") and sequence_parallel(tp2, "megatron", 4096, "lora")
     assert not sequence_parallel(Shape(1, 1, 2, 1, 1, (16, 16)), "fsdp", 4096)  # PP alone: no TP
 
 
@@ -117,7 +95,8 @@ def transformers_available() -> bool:
 
 @pytest.mark.realtool
 @pytest.mark.slow
-@pytest.mark.parametrize("model, recompute, seq_len", [("tiny", "none", 4096), ("hf", "none", 4096), ("tiny", "full", 4096),
+@pytest.mark.parametrize("model, recompute, seq_len", [("tiny", "none", 4096), ("hf", "none", 4096), ("hf-labels", "none", 4096),
+                                                     ("hf-labels", "none", 4095), ("tiny", "full", 4096),
                                                      ("tiny", "selective", 4096),
                                                      ("tiny", "none", 4095)])
 def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model, recompute, seq_len):
@@ -125,8 +104,10 @@ def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model, reco
     hidden_states by keyword and sizes heads from its input). recompute full: the plan decides activation
     checkpointing, and fsdp_tp.py wraps every block; selective: torchtitan's op-level SAC over TP's DTensors. seq_len
     4096 splits over TP2: sequence parallelism (torchtitan's plan, logits sharded over the vocabulary); 4095 does not:
-    transformers' plan, logits gathered."""
+    transformers' plan, logits gathered. `hf-labels`: LlamaForCausalLM's own loss (`labels=`, transformers'
+    ForCausalLMLoss) on the vocabulary-sharded logits, under fsdp_tp.loss_parallel, with and without SP."""
     env = torch_env()
+    model, loss = model.split("-") if "-" in model else (model, "logits")
     if model == "hf":
         realtools.require_tool("transformers", transformers_available(),
                                "transformers not in the torch venv; run scripts/install-test-deps.sh")
@@ -135,10 +116,7 @@ def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model, reco
     assert settings["activation_checkpoint"] == {"selective": "selective-op"}.get(recompute, recompute)
     sp = seq_len % 2 == 0
     assert settings["sequence_parallel"] == sp and settings["loss_parallel"]  # TP2: logits sharded over the vocabulary
-    done = subprocess.run(["bash", str(out / "launch" / "torchrun.sh"), f"127.0.0.1:{free_port()}"],
-                          env={**env, "MLINFRA_TEST_MODEL": model}, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    rows = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("FSDP_TP_STEP ")]
+    rows = step_rows(out, {**env, "MLINFRA_TEST_MODEL": model, "MLINFRA_TEST_LOSS": loss}, "FSDP_TP_STEP")
     assert sorted(r["rank"] for r in rows) == [0, 1, 2, 3]
     for r in rows:
         assert r["mesh"] == [2, 2] and r["mesh_dims"] == ["dp_shard", "tp"]
@@ -169,15 +147,18 @@ def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model, reco
 
 
 def test_the_consistency_check_catches_a_mesh_that_is_not_the_plans(tmp_path):
-    from compiler import training_consistency
-    from compiler.pipeline import render, resolve
+    text = PLAN.format(framework="fsdp", script="train.py", extra="")
+    assert_consistency_refuses(tmp_path, text, {"mesh_shape": [1, 4]}, "mesh != plan")
 
-    plan_file = tmp_path / "plan.yaml"
-    plan_file.write_text(PLAN.format(framework="fsdp", script="train.py", extra=""))
-    plan = resolve(plan_file)
-    texts = {f.path: f.text for f in render(plan).files}
-    training_consistency.check(texts, plan)
-    settings = json.loads(texts["fsdp/fsdp_tp.json"])
-    texts["fsdp/fsdp_tp.json"] = json.dumps({**settings, "mesh_shape": [1, 4]})
-    with pytest.raises(AssertionError, match="mesh != plan"):
-        training_consistency.check(texts, plan)
+
+def test_spot_fsdp_tp_restarts_at_full_size(tmp_path):
+    """fsdp/fsdp_tp.py builds the decided mesh and stops at another world size, so a spot plan keeps its node count
+    (torchrun still restarts it from the last checkpoint). Before: --nnodes=1:2, whose first restart on one node failed."""
+    spot = PLAN.replace("  max_gpus: 4\n", "  max_gpus: 8\n  pricing: spot\n")
+    out = compiled(tmp_path, spot.format(framework="fsdp", script=json.dumps(str(STEP)), extra=", dp: 4"), "fsdp-tp")
+    launch = json.loads((out / "plan.json").read_text())["deployment"]["launcher"]
+    assert (launch["nodes"], launch["nnodes"], launch["min_nodes"], launch["node_range"]) == (2, "2", 2, False)
+    assert launch["elastic"] and launch["max_restarts"] == 10
+    assert "fsdp/fsdp_tp.py builds the decided mesh" in launch["restart_reason"]
+    assert "  --nnodes=2 \\\n" in (out / "launch" / "torchrun.sh").read_text()
+    assert "fsdp/fsdp_tp.py builds the decided mesh" in (out / "REPORT.md").read_text()

@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -423,6 +424,105 @@ def test_megatron_takes_uneven_pipeline_stages_and_rejects_them_missing(tmp_path
     (tmp_path / "broken.sh").write_text(broken)
     ok, message = realtools().validate_megatron_args(tmp_path / "broken.sh", plan.hardware.gpus, env=env)
     assert not ok and "divisible by the pipeline-model-parallel size" in message
+
+
+MEGATRON_PLAN = """\
+name: mega-sp
+workload: train
+model: {{preset: llama-3.1-8b}}
+train:
+  tokens: 1B
+  seq_len: {seq_len}
+  global_batch: 64
+  framework: megatron
+  entrypoint: {{script: pretrain_gpt.py}}
+cluster:
+  gpus: [h100-sxm-80gb]
+  gpus_per_node: 8
+  max_gpus: 8
+parallelism: {{tp: {tp}, cp: {cp}, pp: 1}}
+"""
+
+
+def compile_megatron(tmp_path: Path, seq_len: int, tp: int, cp: int) -> subprocess.CompletedProcess:
+    tmp_path.mkdir(exist_ok=True)
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(MEGATRON_PLAN.format(seq_len=seq_len, tp=tp, cp=cp))
+    return subprocess.run([sys.executable, "-m", "compiler", str(plan), "-o", str(tmp_path / "out")], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(("seq_len", "tp", "cp", "on"), [
+    (4096, 2, 1, True), (4095, 2, 1, False),  # 4095 tokens do not split over 2 TP ranks
+    (8200, 4, 2, True), (8196, 4, 2, False),  # CP2 leaves each rank 4100 (8200 → 4100 = 4 × 1025) or 4098 tokens
+])
+def test_megatron_sequence_parallelism_only_where_megatron_core_splits_the_sequence(seq_len, tp, cp, on):
+    """megatron-core's own scatter_to_sequence_parallel_region refuses a rank's sequence (seq_len / CP) that TP does not
+    divide; validate_args does not check it, so it would fail at the first forward. Before: --sequence-parallel for
+    every Megatron layout with TP > 1."""
+    from compiler.sizing.training import Shape, sequence_parallel
+
+    assert sequence_parallel(Shape(tp, cp, 1, 1, 1, ()), "megatron", seq_len) is on
+    ok, message = realtools().megatron_sp_split(seq_len // cp, tp)
+    assert ok is on, message
+    if not on:
+        assert "divisible by tensor parallel size" in message
+
+
+def test_megatron_args_without_sequence_parallelism_at_an_odd_sequence(tmp_path):
+    """A Megatron plan at seq_len 4095 on TP2: no --sequence-parallel (plan.json says so), and Megatron-LM's parser and
+    validate_args take the words."""
+    done = compile_megatron(tmp_path, 4095, 2, 1)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out" / "mega-sp"
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["parallelism"]["tp"] == 2 and plan["parallelism"]["sequence_parallel"] is False
+    args_sh = (out / "megatron" / "args.sh").read_text()
+    assert "--sequence-parallel" not in args_sh and "--seq-length 4095" in args_sh
+    env = launcher_env((out / "launch" / "torchrun.sh").read_text())
+    ok, message = realtools().validate_megatron_args(out / "megatron" / "args.sh", plan["hardware"]["gpus"], env=env)
+    assert ok, message
+
+
+def test_a_pinned_cp_that_does_not_split_the_sequence_is_refused_where_pinned(tmp_path):
+    """seq_len 8190 with CP2: 2·CP = 4 chunks do not divide it. Megatron-LM's validate_args refuses those arguments
+    (shown on the words of the CP2 plan at 8192 with --seq-length 8190 after them); the compiler refuses the pin at
+    parallelism.cp, exit 2. Before: the plan compiled to arguments Megatron refuses."""
+    done = compile_megatron(tmp_path / "ok", 8192, 2, 2)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "ok" / "out" / "mega-sp"
+    env = launcher_env((out / "launch" / "torchrun.sh").read_text())
+    ok, message = realtools().validate_megatron_args(out / "megatron" / "args.sh", 8, env=env)
+    assert ok, message
+    ok, message = realtools().validate_megatron_args(out / "megatron" / "args.sh", 8, "--seq-length", "8190", env=env)
+    assert not ok and "multiple of 2 * context-parallel-size" in message, message
+    done = compile_megatron(tmp_path / "bad", 8190, 2, 2)
+    assert done.returncode == 2, done.stderr
+    assert re.search(r"plan\.yaml:14:26: error: parallelism\.cp: context parallelism 2 cuts each sequence into 2·CP = 4 "
+                     r"equal chunks, and train\.seq_len 8190 is not a multiple of 4 .*\[cp-sequence-split\]", done.stderr), done.stderr
+
+
+@pytest.mark.parametrize(("global_batch", "nnodes"), [(48, "2:4"), (64, "4")])
+def test_megatron_takes_every_node_count_of_a_spot_range(tmp_path, global_batch, nnodes):
+    """A spot Megatron plan (TP2 on 4 nodes × 8): torchrun may restart it on any count in --nnodes, and Megatron-LM's
+    validate_args takes the same arguments at each (DP re-derived from the world size, the global batch in whole
+    micro-batches). Global batch 64 has no such range: at 3 nodes (DP 12) Megatron refuses it, so the plan restarts
+    at 4 nodes only. Before: 2:4 for both."""
+    from tests.test_target_torchrun import spot_plan
+
+    plan = spot_plan(4, 8, global_batch, framework="megatron", tp=2, dp=16, micro_batch=1, grad_accum=global_batch // 16)
+    assert plan.deployment.launcher.nnodes == nnodes
+    files = render_training(plan)
+    out = write_tree(files, tmp_path)
+    env = launcher_env(files["launch/torchrun.sh"].text)
+    low = int(nnodes.split(":")[0])
+    for nodes in range(low, 5):
+        ok, message = realtools().validate_megatron_args(out / "megatron/args.sh", nodes * 8, env=env)
+        assert ok, message
+        assert json.loads(message.split("MEGATRON_OK ", 1)[1])["data_parallel_size"] == nodes * 8 // 2
+    if low == 4:
+        ok, message = realtools().validate_megatron_args(out / "megatron/args.sh", 3 * 8, env=env)
+        assert not ok and "divisible" in message, message
 
 
 def test_partial_node_and_site_walltime_pass_sbatch(tmp_path, slurm_cluster):

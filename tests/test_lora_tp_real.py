@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,8 @@ from compiler.sizing.train_memory import lora_trainable_params
 from compiler.sizing.training import framework_gap, resolve_framework
 from compiler.spec import LoraSpec
 from tests.test_fsdp_tp_real import transformers_available
-from tests.test_target_torchrun import REPO, free_port, torch_env
+from tests.fsdp_real import cluster, compiled, step_rows
+from tests.test_target_torchrun import REPO, torch_env
 from tests.tools import realtools
 
 STEP = REPO / "tests" / "lora_tp_step.py"
@@ -34,13 +34,7 @@ train:
   method: lora
   lora: {{rank: 4, alpha: 8, targets: [q, k, v, o, gate, up, down]}}
   entrypoint: {{script: {script}}}
-cluster:
-  scheduler: slurm
-  gpus: [h100-sxm-80gb]
-  gpus_per_node: 4
-  interconnect: ib-400g
-  storage: lustre
-  max_gpus: 4
+""" + cluster() + """\
 parallelism: {{zero_stage: 3, micro_batch: 1, {extra}}}
 """
 TP = "tp: 2, pp: 1, dp: 2"
@@ -51,15 +45,10 @@ SHORT_LLAMA = ("{architecture: {layers: 4, hidden: 4096, heads: 32, kv_heads: 8,
                "max_position: 8192}}")
 
 
-def compile_plan(tmp_path: Path, extra: str) -> Path:
-    plan = tmp_path / "plan.yaml"
+def compile_plan(tmp_path: Path, extra: str, seq_len: int = 4096) -> Path:
     model, batch = (SHORT_LLAMA, 4) if "pp: 2" in extra else ("{preset: llama-3.1-8b}", 8)
-    plan.write_text(PLAN.format(script=json.dumps(str(STEP)), extra=extra, model=model, batch=batch))
-    out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "compiler", str(plan), "-o", str(out)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return out / "lora-tp"
+    text = PLAN.format(script=json.dumps(str(STEP)), extra=extra, model=model, batch=batch)
+    return compiled(tmp_path, text.replace("seq_len: 4096", f"seq_len: {seq_len}"), "lora-tp")
 
 
 def test_lora_runs_on_fsdp_tp_and_qlora_does_not():
@@ -96,14 +85,22 @@ def test_the_lora_section_moves_the_tp_plan_keys_to_the_base_layers():
     assert (section["scaling"], section["dropout"]) == (2.0, 0.0)
 
 
-@pytest.mark.parametrize("extra, mesh", [(TP, [2, 2]), (PP, [2, 1, 2])], ids=["tp2", "pp2-tp2"])
-def test_lora_plan_compiles_to_the_adapter_settings(tmp_path, extra, mesh):
-    out = compile_plan(tmp_path, extra)
+@pytest.mark.parametrize("extra, mesh, seq_len", [(TP, [2, 2], 4096), (TP, [2, 2], 4095), (PP, [2, 1, 2], 4096)],
+                         ids=["tp2-sp", "tp2", "pp2-tp2-sp"])
+def test_lora_plan_compiles_to_the_adapter_settings(tmp_path, extra, mesh, seq_len):
+    """Sequence parallelism where the sequence splits over TP, adapters or not: the row-parallel bases and their
+    adapters' outputs sharded over the sequence. Before: off under LoRA (the adapters took the whole sequence)."""
+    out = compile_plan(tmp_path, extra, seq_len)
+    sp = seq_len % 2 == 0
     plan = json.loads((out / "plan.json").read_text())
     settings = plan["deployment"]["frameworks"]["fsdp_tp"]
     assert settings["mesh_shape"] == mesh and plan["parallelism"]["zero_stage"] == 3
     assert settings["lora"]["rank"] == 4 and settings["lora"]["scaling"] == 2.0 and len(settings["lora"]["modules"]) == 7
-    assert settings["block_tp_plan"]["mlp.down_proj.base_layer"] == "rowwise"
+    assert plan["parallelism"]["sequence_parallel"] is settings["sequence_parallel"] is sp
+    rowwise = "rowwise_to_sequence_shards" if sp else "rowwise"
+    assert settings["block_tp_plan"]["mlp.down_proj.base_layer"] == settings["lora"]["modules"]["mlp.down_proj"] == rowwise
+    assert settings["lora"]["placements"]["mlp.down_proj"] == ["Shard(1)", "Replicate"]
+    assert ("input_layernorm" in settings["block_tp_plan"]) is sp
     assert (out / "fsdp" / "lora_tp.py").exists()
     assert "fsdp/lora_tp.py" in plan["deployment"]["launcher"]["reads"]
     assert any(d["topic"] == "LoRA × TP adapters" for d in plan["deployment"]["decisions"])
@@ -116,24 +113,26 @@ def peft_available() -> bool:
 
 @pytest.mark.realtool
 @pytest.mark.slow
-@pytest.mark.parametrize("extra, model", [(TP, "tiny"), (TP, "hf"), (PP, "tiny")], ids=["tp2-tiny", "tp2-hf", "pp2-tp2-tiny"])
-def test_one_lora_step_matches_peft_on_the_unsharded_model(tmp_path, extra, model):
+@pytest.mark.parametrize("extra, model, seq_len", [(TP, "tiny", 4096), (TP, "hf", 4096), (PP, "tiny", 4096), (TP, "tiny", 4095)],
+                         ids=["tp2-sp-tiny", "tp2-sp-hf", "pp2-tp2-sp-tiny", "tp2-tiny"])
+def test_one_lora_step_matches_peft_on_the_unsharded_model(tmp_path, extra, model, seq_len):
+    """seq_len 4096 splits over TP2: sequence parallelism, the row-parallel adapters' outputs reduce-scattered over the
+    sequence as their bases'; 4095: without it."""
     env = torch_env()
     realtools.require_tool("peft", peft_available(), "peft not in the torch venv; run scripts/install-test-deps.sh")
     if model == "hf":
         realtools.require_tool("transformers", transformers_available(),
                                "transformers not in the torch venv; run scripts/install-test-deps.sh")
-    out = compile_plan(tmp_path, extra)
+    out = compile_plan(tmp_path, extra, seq_len)
     settings = json.loads((out / "fsdp" / "fsdp_tp.json").read_text())
-    done = subprocess.run(["bash", str(out / "launch" / "torchrun.sh"), f"127.0.0.1:{free_port()}"],
-                          env={**env, "MLINFRA_TEST_MODEL": model}, capture_output=True, text=True, timeout=400)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    rows = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("LORA_TP_STEP ")]
+    assert settings["sequence_parallel"] is (seq_len % 2 == 0)
+    rows = step_rows(out, {**env, "MLINFRA_TEST_MODEL": model}, "LORA_TP_STEP", timeout=400)
     assert sorted(r["rank"] for r in rows) == [0, 1, 2, 3]
     pp = settings.get("pp", 1)
     layers = sum(settings["pp_stage_layers"]) if pp > 1 else 2
     for r in rows:
         assert r["tp_rank"] == r["rank"] % 2  # TP innermost
+        assert r["sequence_parallel"] is settings["sequence_parallel"]
         assert r["frozen_with_grad"] == [] and r["base_changed"] == []
         assert r["trained"] == 2 * 7 * layers // pp  # A and B of 7 projections in this rank's layers
         assert r["reference_trained"] == 2 * 7 * layers

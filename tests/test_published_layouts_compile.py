@@ -111,11 +111,12 @@ def _assert_framework_files(r: dict, files: dict[str, str], chosen: dict) -> Non
         assert mesh == {**({"pp": r["pp"]} if r["pp"] > 1 else {}), "dp_shard": r["dp"],
                         **({"cp": r["cp"]} if r["cp"] > 1 else {}), "tp": r["tp"]}
         if r["cp"] > 1:  # torchtitan's "FSDP 1, CP 8": ZeRO-3 over dp_shard × cp, K/V all-gathered
-            assert settings["fsdp_mesh_dims"] == ["dp_shard_cp"] and settings["flatten_mesh_dims"] == {"dp_shard_cp": ["dp_shard", "cp"]} and settings["context_parallel"] == "allgather-kv"
+            assert settings["fsdp_mesh_dims"] == ["dp_shard_cp"] and settings["context_parallel"] == "allgather-kv"
+            assert settings["flatten_mesh_dims"] == {"dp_shard_cp": ["dp_shard", "cp"]}
             assert len(settings["cp_rank_chunks"]) == r["cp"]
-        # torchtitan runs SP with TP; the plan was sized with it and fsdp_tp.py applies it (LoRA adapters take the
-        # whole sequence: no SP under them)
-        assert settings["sequence_parallel"] == chosen["sequence_parallel"] == (r["tp"] > 1 and r["method"] == "full")
+        # torchtitan runs SP with TP; the plan was sized with it and fsdp_tp.py applies it (LoRA adapters too: the
+        # row-parallel adapters' outputs reduce-scattered over the sequence as their bases')
+        assert settings["sequence_parallel"] == chosen["sequence_parallel"] == (r["tp"] > 1)
         if r["pp"] > 1:
             assert settings["pp_stage_layers"] == chosen["pp_stage_layers"]
             assert len(settings["stage_layers"]) == r["pp"] * r["vp"]

@@ -116,19 +116,48 @@ def test_omp_threads_from_cpus_per_node():
     assert "default_env OMP_NUM_THREADS 14\n" in launcher_text(plan)  # 112 cores / 8 GPUs (DGX H100)
 
 
-def test_spot_is_elastic_with_restarts():
+def spot_plan(nodes: int, gpus_per_node: int, global_batch: int, framework: str = "ddp", **parallelism):
+    plan = small_training_plan(nodes=nodes, gpus_per_node=gpus_per_node, framework=framework,
+                               cluster={"gpus_per_node": gpus_per_node, "pricing": "spot"})
+    update = {"global_batch": global_batch, **parallelism}
+    return deployed(plan.model_copy(update={"parallelism": plan.parallelism.model_copy(update=update)}))
+
+
+def test_spot_deepspeed_restarts_at_full_size():
+    """ds_config.json's train_batch_size = micro × accumulation × DP is asserted by DeepSpeed at start, so a restart on
+    fewer nodes would stop. Before: --nnodes=4:8."""
     plan = training_plan(cluster={"gpus_per_node": 8, "pricing": "spot"})
     text = launcher_text(plan)
-    # 8 nodes, TP 2 fits in one node → minimum max(1, ceil(8 × 0.5)) = 4 nodes
-    assert "  --nnodes=4:8 \\\n" in text
-    assert "  --max-restarts=10 \\\n" in text
+    assert plan.parallelism.framework == "deepspeed" and plan.deployment.launcher.node_range is False
+    assert "  --nnodes=8 \\\n" in text and "  --max-restarts=10 \\\n" in text
+    assert "DeepSpeedConfig._batch_assertion" in plan.deployment.launcher.restart_reason
+    assert "DeepSpeedConfig._batch_assertion" in text  # the launcher's comment says why
 
 
-def test_elastic_minimum_keeps_whole_model_replicas():
-    plan = small_training_plan(nodes=6, gpus_per_node=8, cluster={"gpus_per_node": 8, "pricing": "spot"})
-    plan = deployed(plan.model_copy(update={"parallelism": plan.parallelism.model_copy(update={"tp": 8, "pp": 2, "dp": 3, "global_batch": 12})}))
-    # one replica = TP×PP = 16 GPUs = 2 nodes; half of 6 nodes = 3 → rounded up to whole replicas = 4
-    assert plan.deployment.launcher.nnodes == "4:6"
+@pytest.mark.parametrize(("nodes", "global_batch", "nnodes"), [
+    (2, 16, "1:2"),  # DP 2 or 4 ranks × micro 2 divide 16
+    (4, 32, "4"),  # at 3 nodes DP 6 × micro 2 = 12 does not divide 32: torchrun could restart there and stop
+    (4, 48, "2:4"),  # 8, 12 and 16 divide 48
+])
+def test_spot_range_only_where_every_count_keeps_the_global_batch(nodes, global_batch, nnodes):
+    launch = spot_plan(nodes, 2, global_batch).deployment.launcher
+    assert (launch.kind, launch.nnodes, launch.node_range) == ("torchrun", nnodes, ":" in nnodes)
+    assert launch.min_nodes == int(nnodes.split(":")[0])
+    assert ("restarts on" if launch.node_range else "restarts at its full size") in launch.restart_reason
+
+
+def test_spot_megatron_rederives_dp_over_the_range():
+    plan = spot_plan(4, 8, 48, framework="megatron", tp=2, dp=16, micro_batch=1,
+                     grad_accum=3)  # DP 8, 12, 16 at 2, 3, 4 nodes: 48 = 6, 4, 3 micro-batches per rank
+    launch = plan.deployment.launcher
+    assert launch.nnodes == "2:4" and "Megatron-LM re-derives DP" in launch.restart_reason
+
+
+def test_spot_replica_across_nodes_restarts_at_full_size():
+    # one replica = TP8 × PP2 = 16 GPUs = 2 nodes: at 5 of 6 nodes (40 GPUs) no whole replicas, so no range.
+    # Before: 4:6, which torchrun could restart at 5 nodes
+    plan = spot_plan(6, 8, 12, tp=8, pp=2, dp=3)
+    assert plan.deployment.launcher.nnodes == "6" and "whole model replicas" in plan.deployment.launcher.restart_reason
 
 
 @pytest.mark.parametrize(("interconnect", "present", "absent"), [

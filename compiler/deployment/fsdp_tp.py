@@ -238,8 +238,7 @@ def describe_sequence_parallel(config: dict) -> tuple[str, str]:
                 "the activations TP alone replicates (Korthikanti et al. 2022), as the sizing counts; the training "
                 "script runs its loss and backward under fsdp_tp.loss_parallel(settings)")
     return ("off: transformers' TP plan, logits sharded over the vocabulary (loss_parallel)",
-            ("LoRA adapters (fsdp/lora_tp.py) take the whole sequence" if "lora" in config else
-             f"a {seq_len}-token sequence does not split evenly over TP{tp}") + "; the sizing counts activations without it")
+            f"a {seq_len}-token sequence does not split evenly over TP{tp}; the sizing counts activations without it")
 
 
 def activation_checkpoint(recompute: str) -> dict:

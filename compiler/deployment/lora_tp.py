@@ -16,7 +16,8 @@ LORA_MODULES = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_att
 LORA_DROPOUT = 0.0  # PEFT LoraConfig.lora_dropout default
 BASE_LAYER = "base_layer"  # PEFT's name for the layer a LoRA module wraps
 # what each TP style gives the adapter's (lora_A, lora_B) over the TP mesh (fsdp/lora_tp.py PLACEMENTS)
-ADAPTER_PLACEMENTS = {"colwise": ("Replicate", "Shard(0)"), "rowwise": ("Shard(1)", "Replicate")}
+ADAPTER_PLACEMENTS = {"colwise": ("Replicate", "Shard(0)"), "rowwise": ("Shard(1)", "Replicate"),
+                      "rowwise_to_sequence_shards": ("Shard(1)", "Replicate")}  # SP: its output reduce-scattered over the sequence
 
 
 def lora_settings(spec: PlanSpec, block_tp_plan: dict[str, str]) -> tuple[dict, dict[str, str]]:

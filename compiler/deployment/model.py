@@ -88,7 +88,9 @@ class Launcher(Section):
     min_nodes: int
     nproc_per_node: int
     world_size: int
-    elastic: bool
+    elastic: bool = Field(description="spot capacity: torchrun restarts the workers after a failure (max_restarts)")
+    node_range: bool = Field(False, description="nnodes is MIN:MAX: a restart may run on fewer nodes (what runs re-derives its data parallelism and keeps the global batch)")
+    restart_reason: str = Field("", description="why the job restarts on a node range or only at its full size")
     max_restarts: int
     rdzv_port: int
     cpus_per_node: int

@@ -8,7 +8,7 @@ from dataclasses import replace
 from ..catalog.catalog import Catalog
 from ..catalog.types import Architecture
 from ..catalog.params import count_params
-from ..diagnostics import InfeasiblePlan
+from ..diagnostics import FieldRefused, InfeasiblePlan
 from ..resolved import Alternative, Cost, Decision, Hardware, MemoryPerGpu, Parallelism, Rejection, ResolvedPlan, Training
 from ..sizing.reasons import because
 from ..sizing.train_memory import EAGER_LOSS_LAUNCH_KINDS, MemoryOptions, loss_for
@@ -127,6 +127,24 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
     )
 
 
+# Load-balanced context parallelism cuts each sequence into 2·CP chunks and hands every rank two (the first and last
+# unfinished ones); Megatron-LM's validate_args asserts "seq-length should be a multiple of 2 * context-parallel-size
+# if context-parallel-size > 1" (megatron/training/arguments.py @d98e8a6). The search only tries such degrees
+# (train_layout.cp_choices); a pinned one that breaks it is refused where it was given.
+CP_CHUNKS_PER_RANK = 2
+
+
+def refuse_uneven_cp(plan: ResolvedPlan) -> None:
+    cp, seq_len = plan.spec.parallelism.cp, plan.spec.train.seq_len
+    if cp and cp > 1 and seq_len % (CP_CHUNKS_PER_RANK * cp):
+        raise FieldRefused(("parallelism", "cp"),
+                           f"context parallelism {cp} cuts each sequence into {CP_CHUNKS_PER_RANK}·CP = "
+                           f"{CP_CHUNKS_PER_RANK * cp} equal chunks, and train.seq_len {seq_len} is not a multiple of "
+                           f"{CP_CHUNKS_PER_RANK * cp} (Megatron-LM's validate_args asserts seq-length % (2 × "
+                           "context-parallel-size) == 0); pin a CP whose 2·CP divides the sequence length, or leave cp "
+                           "to the search", "cp-sequence-split")
+
+
 def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     catalog = ctx.catalog
     if plan.workload == "serve":
@@ -134,6 +152,7 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     if plan.spec.train.method != "full" and plan.model.architecture.kind == "cnn":
         raise InfeasiblePlan(words(because("adapters-need-transformer", method=plan.spec.train.method,
                                            targets=tuple(plan.spec.train.lora.targets), model=plan.model.name)))
+    refuse_uneven_cp(plan)
     arch = plan.model.architecture
     request = request_for(plan, catalog)
     result = search_training(request, catalog.gpus, ctx.searches)

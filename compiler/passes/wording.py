@@ -423,9 +423,6 @@ SENTENCES: dict[str, Callable[..., str]] = {
         f"(fsdp/fsdp_tp.py) applies: it needs ZeRO-3 without offload, full weights, no EP, CP only alone "
         f"(here ZeRO-{zero}{', offload' if offload else ''}, {method}); Accelerate's FSDP1 plugin checkpoints whole "
         f"blocks only (recompute full)"),
-    "cp-needs-chunks": lambda cp, seq_len: (
-        f"a {seq_len}-token sequence does not cut into {2 * cp} equal chunks: load-balanced CP{cp} gives rank i chunks i "
-        f"and 2·CP−1−i of 2·CP (fsdp/fsdp_tp.py, Llama 3 §3.3.2; Megatron-LM's get_batch_on_this_cp_rank, megatron/core/utils.py)"),
     "fsdp-pp-needs-microbatches": lambda pp, microbatches: (
         f"{microbatches} micro-batch(es) per step under PP{pp}: torch.distributed.pipelining's 1F1B needs at least "
         f"one per stage"),

@@ -114,13 +114,23 @@ class Shape(NamedTuple):
         return len(self.split) > 1 and not is_even(self.split)
 
 
-def sequence_parallel(shape: Shape, framework: str, seq_len: int, method: str = "full") -> bool:
+def sequence_parallel(shape: Shape, framework: str, seq_len: int) -> bool:
     """Sequence parallelism with TP, the one decision the sizing credits (activations and norms split over TP,
-    Korthikanti et al. 2022 §4.2.2) and the deployment emits (plan.json parallelism.sequence_parallel): Megatron-LM's
-    arguments ask for it (--sequence-parallel); the FSDP2 × TP path applies torchtitan's SP plan
-    (compiler/deployment/fsdp_tp.py) when each sequence splits evenly over the TP ranks (its pipeline stages exchange
-    equal sequence shards) and no LoRA adapter is attached (fsdp/lora_tp.py's adapters take the whole sequence)."""
-    return shape.tp > 1 and (framework != "fsdp" or (seq_len % shape.tp == 0 and method == "full"))
+    Korthikanti et al. 2022 §4.2.2) and the deployment emits (plan.json parallelism.sequence_parallel). Both paths
+    split each rank's sequence evenly over the TP ranks, so it is on only where that divides:
+    - Megatron-LM (--sequence-parallel): the embedding output is scattered, and each o/down output reduce-scattered,
+      along the sequence dimension of the rank's s/CP tokens (CP hands each rank 2 of 2·CP chunks), and
+      megatron/core/tensor_parallel/mappings.py (_split_along_first_dim, _reduce_scatter_along_first_dim @d98e8a6)
+      asserts "First dimension of the tensor should be divisible by tensor parallel size": seq_len % (CP·TP) == 0.
+      validate_args does not check it, so a layout that breaks it would fail at the first forward;
+    - the FSDP2 × TP path (torchtitan's SP plan, compiler/deployment/fsdp_tp.py): seq_len % TP == 0 (its pipeline
+      stages exchange equal sequence shards); LoRA adapters follow it (fsdp/lora_tp.py: the row-parallel adapter's
+      output reduce-scattered over the sequence as its base's)."""
+    if shape.tp <= 1:
+        return False
+    if framework == "fsdp":
+        return seq_len % shape.tp == 0
+    return seq_len % (shape.cp * shape.tp) == 0
 
 
 @dataclass(frozen=True)
@@ -576,7 +586,7 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, ze
                      grad_accum=grad_accum, tp=tp, pp=pp, dp=dp, zero_stage=zero,
                      recompute=recompute_kind(recompute, framework[0]), flash_attention=req.flash_attention,
                      attention_kernel=req.attention_kernel,
-                     sequence_parallel=sequence_parallel(shape, framework[0], req.seq_len, req.method),
+                     sequence_parallel=sequence_parallel(shape, framework[0], req.seq_len),
                      state_bytes_on_gpu=(mem.model_states - mem.gathered if req.method == "full"
                                          else mem.gradients + mem.optimizer),
                      offloaded_bytes=mem.cpu_offload_bytes, trainable_params_per_gpu=trainable_per_gpu / max(1, dp),
@@ -627,7 +637,7 @@ def _candidate(ctx: _Context, f: _Fit) -> TrainCandidate:
         gpu_id=gpu.id, gpus=gpus, nodes=f.nodes, gpus_per_node=min(f.per_node, gpus), tp=f.tp, pp=f.pp, dp=dp,
         zero_stage=zero, micro_batch=f.mb, grad_accum=f.grad_accum, recompute=f.recompute, offload_optimizer=f.offload,
         offload_params=f.offload and zero == 3,
-        sequence_parallel=sequence_parallel(f.shape, f.framework[0], req.seq_len, req.method),
+        sequence_parallel=sequence_parallel(f.shape, f.framework[0], req.seq_len),
         framework=f.framework[0],
         framework_reason=f.framework[1], memory=f.mem, usable_memory_bytes=f.usable, step=step,
         flops_per_token_model=ctx.flops_model, flops_per_token_hardware=hardware, flops_total=ctx.flops_model * req.tokens,
@@ -701,7 +711,7 @@ def _memory_per_gpu(req: TrainRequest, shape: Shape, dp: int, zero: int, offload
                           zero_stage=zero, zero_shard_ranks=shape.shard, offload_optimizer=offload,
                           offload_params=offload and zero == 3, seq_len=req.seq_len, micro_batch=mb,
                           microbatches=microbatches, recompute=recompute,
-                          sequence_parallel=sequence_parallel(shape, framework, req.seq_len, req.method),
+                          sequence_parallel=sequence_parallel(shape, framework, req.seq_len),
                           flash_attention=req.flash_attention, framework=framework, options=req.memory, cp=shape.cp,
                           ep=shape.ep, vp=shape.vp, split=shape.split or None)
 
@@ -727,10 +737,6 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
             because("hsdp-group-divides", shard=shape.shard, ranks=dp * shape.cp)))
         return
     recomputes = [pins.recompute] if pins.recompute else list(RECOMPUTE_ORDER)
-    if req.seq_len % (2 * shape.cp) and shape.cp > 1:  # a pinned CP (cp_choices keeps the search to these)
-        out.other.setdefault(f"cp:{shape.cp}", Rejection(f"CP{shape.cp}", because(
-            "cp-needs-chunks", cp=shape.cp, seq_len=req.seq_len)))
-        return
     for offload in offloads:
         fitted = False
         for zero in zeros:

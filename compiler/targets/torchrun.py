@@ -47,6 +47,7 @@ def _context(plan: ResolvedPlan) -> dict:
         "nproc_per_node": launch.nproc_per_node,
         "world_size": launch.world_size,
         "elastic": launch.elastic,
+        "restart_reason": launch.restart_reason,
         "max_restarts": launch.max_restarts,
         "rdzv_port": launch.rdzv_port,
         "omp_threads": launch.omp_threads,

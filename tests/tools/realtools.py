@@ -171,6 +171,12 @@ def validate_megatron_core(args_sh: Path, world_size: int) -> tuple[bool, str]:
     return False, _verdict(result, tail_chars=1500)[1]
 
 
+def megatron_sp_split(seq_len: int, tp: int) -> tuple[bool, str]:
+    """megatron-core's own split of a rank's sequence over TP under sequence parallelism (validators/megatron_sp_check.py)."""
+    require_tool("megatron-core", (TOOLS / "torch" / ".ok-megatron-core-0.16.1").exists(), f"megatron-core not in the torch venv; {INSTALL_HINT}")
+    return _verdict(_run([tool_python("torch"), VALIDATORS / "megatron_sp_check.py", seq_len, tp], timeout=300), tail_chars=800)
+
+
 def validate_vllm(args: list[str], hf_config: dict[str, dict] | None = None) -> tuple[bool, str]:
     """vLLM's argparse + serve-arg checks + EngineArgs/VllmConfig; `hf_config` plants config.json per model id."""
     python = tool_python("vllm")

@@ -143,7 +143,8 @@ def _model_plan(model, settings):
 
 def loss_parallel(settings):
     """The context the loss and its backward run in: torch's loss_parallel when the head leaves its logits sharded
-    over the vocabulary (settings["loss_parallel"], with TP): cross_entropy takes the DTensor logits as a tensor."""
+    over the vocabulary (settings["loss_parallel"], with TP): cross_entropy takes the DTensor logits as a tensor.
+    transformers' own loss (model(input_ids, labels=labels).loss) runs in it too: call the model inside it."""
     return torch_loss_parallel() if settings["loss_parallel"] else contextlib.nullcontext()
 
 
@@ -189,6 +190,8 @@ def parallelize(model, mesh, settings):
     parallelize_module(model, tp_mesh, _model_plan(model, settings))
     for name, block in list(blocks.named_children()):
         parallelize_module(block, tp_mesh, _block_plan(block, settings))
+        if settings.get("lora"):  # TP styles re-create what they distribute: SequenceParallel's norms as trainable
+            _lora_tp().freeze_base(model)
         if settings["activation_checkpoint"] != "none":
             block = checkpoint_block(block, settings)
             blocks.register_module(name, block)
