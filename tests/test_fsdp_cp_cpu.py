@@ -23,8 +23,9 @@ PROBE = REPO / "tests" / "fsdp_cp_cpu_probe.py"
 @pytest.mark.parametrize(("method", "zero", "offload", "shape", "missing", "said"), [
     ("full", 0, False, Shape(1, 8, 1, 1, 1, ()), "zero", "runs TP/PP/CP only at ZeRO-3"),
     ("full", 3, False, Shape(2, 2, 2, 1, 1, (16, 16)), "cp", "Megatron-LM has CP with TP and PP (--context-parallel-size"),
-    ("full", 3, False, Shape(2, 2, 1, 1, 1, ()), "cp", "CP × TP and CP × PP are not built"),
-    ("lora", 3, False, Shape(1, 2, 1, 1, 1, ()), "cp", "without TP, PP or adapters"),
+    ("full", 3, False, Shape(2, 2, 1, 1, 1, ()), "cp", "CP × TP, CP × PP and CP × HSDP are not built"),
+    ("lora", 3, False, Shape(1, 2, 1, 1, 1, ()), "cp", "without TP, PP, adapters or an HSDP group"),
+    ("full", 3, False, Shape(1, 2, 1, 1, 1, (), 4), "cp", "without TP, PP, adapters or an HSDP group"),
     ("full", 3, False, Shape(2, 1, 1, 4, 1, ()), "ep", "Megatron-LM has EP (--expert-model-parallel-size"),
     ("qlora", 3, False, Shape(2, 1, 1, 1, 1, ()), "adapters", "a 4-bit base has no DTensor TP path"),
     ("full", 3, True, Shape(2, 1, 1, 1, 1, ()), "offload", "does not offload"),

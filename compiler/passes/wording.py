@@ -97,8 +97,8 @@ _FSDP_TP = "FSDP2 × TP × PP (fsdp/fsdp_tp.py)"
 _FSDP_TP_MISSING = {
     "cp": lambda vp: (
         "framework fsdp runs context parallelism only alone: fsdp/fsdp_tp.py all-gathers K/V over the CP ranks (Llama 3 "
-        "§3.3.2) for full weights without TP, PP or adapters (CP × TP and CP × PP are not built); Megatron-LM has CP "
-        "with TP and PP (--context-parallel-size: framework megatron or auto)"),
+        "§3.3.2) for full weights without TP, PP, adapters or an HSDP group (CP × TP, CP × PP and CP × HSDP are not "
+        "built); Megatron-LM has CP with TP and PP (--context-parallel-size: framework megatron or auto)"),
     "ep": lambda vp: (
         f"framework fsdp has no expert parallelism: {_FSDP_TP} shards routed experts like any weight, with no "
         f"all-to-all dispatch; Megatron-LM has EP (--expert-model-parallel-size: framework megatron or auto)"),
