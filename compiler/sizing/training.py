@@ -12,6 +12,8 @@ Enumeration (pins fix a dimension):
 * DP = GPUs / (TP·CP·PP), and global batch = micro-batch × accumulation × DP exactly;
 * ZeRO 0-3 and offload as the framework allows (`resolve_framework`); offload is only tried when the
   layout does not fit without it;
+* HSDP shard groups (train_layout.hsdp_groups) beside a ZeRO-3 FSDP layout that fits fully sharded with DP across
+  nodes: a node's data-parallel ranks, larger groups only where memory needs them (`_search_hsdp`); or the pin;
 * recompute none → selective → full: the first that fits is kept (less recompute is never slower); selective is
   the framework's own (Megatron-LM's core-attention recompute; torchtitan's op-level SAC on the FSDP2 script), tried
   where the framework's files can ask for it (`selective_offered`).
