@@ -13,7 +13,7 @@ from compiler.pipeline import render, resolve
 from compiler.sizing.train_layout import hsdp_groups
 from compiler.sizing.train_time import BACKWARD_SHARE_OF_COMPUTE, INTER_NODE_ACHIEVABLE_FRACTION
 from compiler.sizing.training import Shape, _Collector, _context, _search_hsdp, evaluate_layout, search_training
-from tests.test_training_search import FABRICS, GPUS, H100, LLAMA8B, LLAMA70B, request
+from tests.test_training_search import FABRICS, GPUS, H100, LLAMA8B, LLAMA70B, TrainPins, request
 
 EFA = FABRICS.interconnects["efa-400g"]  # AWS p4d: 6.25 GB/s per GPU, 15 µs
 FULL_SHARD = Shape(1, 1, 1, 1, 1, (32,))
@@ -26,6 +26,7 @@ def test_groups_are_a_nodes_data_parallel_ranks_then_a_few_multiples_that_tile_d
     assert hsdp_groups(8, 1, 1, 8) == []  # DP inside one node: nothing to replicate across
     assert hsdp_groups(128, 1, 2, 8) == []  # the FSDP2 script has no HSDP group with CP
     assert hsdp_groups(4096, 1, 1, 8) == [8, 16, 32, 64]  # never more than four sizes
+    assert hsdp_groups(8, 8, 1, 8) == [2, 4]  # TP8: a node holds one rank, a group of 1 would shard nothing
 
 
 def test_hsdp_wins_on_slow_nics_where_a_nodes_group_holds_the_states():
@@ -53,6 +54,15 @@ def test_hsdp_wins_on_slow_nics_where_a_nodes_group_holds_the_states():
     assert chosen.step.total < 0.75 * full.step.total
     # on 400 Gb/s per GPU the fully sharded collectives hide under compute: no group
     assert search_training(request(gpu_count=128, framework="fsdp"), GPUS).chosen.shard_group is None
+
+
+def test_a_group_pinned_to_all_data_parallel_ranks_is_full_sharding_and_stops_the_group_search():
+    req = request(gpu_count=128, interconnect=EFA, framework="fsdp", pins=TrainPins(zero_stage=3, micro_batch=1, shard_group=128))
+    chosen = search_training(req, GPUS).chosen
+    assert (chosen.dp, chosen.shard_group) == (128, None) and "HSDP" not in chosen.description
+    assert chosen.step.dp_comm_exposed == pytest.approx(1.46, abs=0.01)  # the fully sharded figure above
+    pinned = search_training(request(gpu_count=128, interconnect=EFA, framework="fsdp", pins=TrainPins(shard_group=16)), GPUS)
+    assert pinned.chosen.shard_group == 16  # any other pinned group is kept as pinned
 
 
 def test_hsdp_is_not_chosen_where_no_group_holds_the_states():

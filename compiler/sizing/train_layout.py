@@ -280,7 +280,7 @@ def ep_choices(arch: Architecture, pinned: int | None) -> list[int]:
 def hsdp_groups(dp: int, tp: int, cp: int, per_node: int) -> list[int]:
     """HSDP shard groups the search tries for a ZeRO-3 FSDP layout whose DP spans nodes: one node's data-parallel
     ranks (per_node/tp; TP innermost, then dp_shard, in both FSDP meshes), then 2, 4 and 8 nodes' worth, each smaller
-    than DP and tiling it. PyTorch's ShardingStrategy.HYBRID_SHARD (torch/distributed/fsdp/api.py: "Apply FULL_SHARD
+    than DP, tiling it and sharding over at least 2 ranks (a group of 1, where TP fills the node, shards nothing). PyTorch's ShardingStrategy.HYBRID_SHARD (torch/distributed/fsdp/api.py: "Apply FULL_SHARD
     within a node, and replicate parameters across nodes ... expensive all-gathers and reduce-scatters are only done
     within a node") and Zhao et al. 2023 ("PyTorch FSDP", §3.2.2): the per-micro-batch gathers and reduce-scatter stay
     in the fast domain, one all-reduce of the gradient shard crosses the replicas per step, at the cost of states
@@ -290,4 +290,4 @@ def hsdp_groups(dp: int, tp: int, cp: int, per_node: int) -> list[int]:
     if cp > 1:
         return []
     node_ranks = max(1, per_node // tp)
-    return [node_ranks * n for n in HSDP_GROUP_NODES if node_ranks * n < dp and dp % (node_ranks * n) == 0]
+    return [node_ranks * n for n in HSDP_GROUP_NODES if 2 <= node_ranks * n < dp and dp % (node_ranks * n) == 0]

@@ -787,6 +787,12 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
             return  # offload is only worth its PCIe traffic when nothing fits without it
 
 
+def _pinned_group(pins: TrainPins, ranks: int) -> int | None:
+    """The pinned HSDP shard group; a group of all `ranks` data-parallel ranks is full sharding (no replicas), the way
+    a plan states a published fully sharded layout and keeps the search from trying groups."""
+    return None if pins.shard_group == ranks else pins.shard_group
+
+
 def _hsdp_searched(req: TrainRequest, framework: str, zero: int, offload: bool, shape: Shape) -> bool:
     """Whether the search tries HSDP groups beside a fitting fully sharded layout: FSDP at ZeRO-3 without offload, full
     weights (ZeRO-3 LoRA's gather volume is priced as a base all-reduce, not its adapters' replica all-reduce), no
@@ -915,7 +921,7 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
                             if not vps:
                                 out.other.setdefault(f"vp:{pp}", Rejection(f"PP{pp}", because("vp-needs-pp", vp=pins.vp)))
                             for vp in vps:
-                                shape = Shape(tp, cp, pp, ep, vp, split, pins.shard_group)
+                                shape = Shape(tp, cp, pp, ep, vp, split, _pinned_group(pins, dp * cp))
                                 _search_layout(ctx, out, gpu, per_node, count, shape, usable)
     fitting = {(c.gpu_id, c.gpus) for c in out.feasible}
     if not out.feasible:
