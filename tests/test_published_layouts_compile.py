@@ -39,6 +39,8 @@ def _plan(r: dict, name: str) -> dict:
             "zero_stage": r["zero"], "micro_batch": r["mb"], "offload": False}
     if split and len(set(split)) > 1:
         pins["pp_stage_layers"] = list(split)
+    if r["framework"] == "fsdp" and r["zero"] == 3:  # published fully sharded: a group of all DP·CP ranks, no HSDP searched
+        pins["shard_group_gpus"] = r["dp"] * r["cp"]
     if r["recompute"]:
         pins["recompute"] = r["recompute"]
     train = {"tokens": STEPS * r["batch"] * r["seq"], "seq_len": r["seq"], "global_batch": r["batch"],
@@ -87,6 +89,7 @@ def test_published_layout_compiles(index, tmp_path):
     for key in ("tp", "pp", "dp", "cp", "ep", "vp", "zero_stage", "micro_batch"):
         assert chosen[key] == plan["parallelism"][key], key
     assert chosen["framework"] == r["framework"] and chosen["global_batch"] == r["batch"]
+    assert chosen["shard_group_gpus"] is None
     if r["recompute"]:
         assert chosen["recompute"] == r["recompute"]
     assert tuple(chosen["pp_stage_layers"]) == pipeline_split(r["arch"].layers, r["pp"])

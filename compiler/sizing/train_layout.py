@@ -78,6 +78,8 @@ ACTIVATION_BYTES = 2
 FP8_DISPATCH_BYTES = 1 + 4 / 128
 # SMs the all-to-all kernels take while they overlap compute: 20 of the H800's 132 (DeepSeek-V3 report §3.2.2)
 EP_OVERLAP_SM_SHARE = 20 / 132
+# HSDP shard groups the search tries, in nodes' worth of data-parallel ranks (`hsdp_groups`)
+HSDP_GROUP_NODES = (1, 2, 4, 8)
 
 
 def pipeline_split(layers: int, pp: int, first: int | None = None, last: int | None = None,
@@ -273,3 +275,19 @@ def ep_choices(arch: Architecture, pinned: int | None) -> list[int]:
             out.append(ep)
         ep *= 2
     return out
+
+
+def hsdp_groups(dp: int, tp: int, cp: int, per_node: int) -> list[int]:
+    """HSDP shard groups the search tries for a ZeRO-3 FSDP layout whose DP spans nodes: one node's data-parallel
+    ranks (per_node/tp; TP innermost, then dp_shard, in both FSDP meshes), then 2, 4 and 8 nodes' worth, each smaller
+    than DP, tiling it and sharding over at least 2 ranks (a group of 1, where TP fills the node, shards nothing). PyTorch's ShardingStrategy.HYBRID_SHARD (torch/distributed/fsdp/api.py: "Apply FULL_SHARD
+    within a node, and replicate parameters across nodes ... expensive all-gathers and reduce-scatters are only done
+    within a node") and Zhao et al. 2023 ("PyTorch FSDP", §3.2.2): the per-micro-batch gathers and reduce-scatter stay
+    in the fast domain, one all-reduce of the gradient shard crosses the replicas per step, at the cost of states
+    sharded over the group only. Larger groups hold less memory per GPU at more cross-node traffic per micro-batch,
+    which is why the search tries them only where memory needs them (training._search_hsdp). None with CP (the FSDP2
+    script has no HSDP group with CP, training.fsdp2_runs)."""
+    if cp > 1:
+        return []
+    node_ranks = max(1, per_node // tp)
+    return [node_ranks * n for n in HSDP_GROUP_NODES if 2 <= node_ranks * n < dp and dp % (node_ranks * n) == 0]

@@ -12,6 +12,8 @@ Enumeration (pins fix a dimension):
 * DP = GPUs / (TP·CP·PP), and global batch = micro-batch × accumulation × DP exactly;
 * ZeRO 0-3 and offload as the framework allows (`resolve_framework`); offload is only tried when the
   layout does not fit without it;
+* HSDP shard groups (train_layout.hsdp_groups) beside a ZeRO-3 FSDP layout that fits fully sharded with DP across
+  nodes: a node's data-parallel ranks, larger groups only where memory needs them (`_search_hsdp`); or the pin;
 * recompute none → selective → full: the first that fits is kept (less recompute is never slower); selective is
   the framework's own (Megatron-LM's core-attention recompute; torchtitan's op-level SAC on the FSDP2 script), tried
   where the framework's files can ask for it (`selective_offered`).
@@ -34,8 +36,8 @@ from ..catalog.types import Architecture, GpuSpec
 from .reasons import Reason, because
 from .search_cache import SearchCache
 from .train_layout import (
-    VP_CHOICES, cp_by_allgather, cp_choices, ep_choices, ep_overlap_allowed, is_even, megatron_split, moe_layer_share, pipeline_split,
-    routed_expert_params,
+    VP_CHOICES, cp_by_allgather, cp_choices, ep_choices, ep_overlap_allowed, hsdp_groups, is_even, megatron_split,
+    moe_layer_share, pipeline_split, routed_expert_params,
 )
 from .train_memory import (
     MemoryBreakdown, MemoryOptions, checkpoint_bytes, lora_trainable_params, memory_per_gpu, recompute_kind,
@@ -777,9 +779,51 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
                     out.feasible.append(_fit(ctx, gpu, per_node, count, timed, zero, offload, mb, recompute,
                                              framework, mem, usable))
                     fitted = True
+                    if _hsdp_searched(req, framework[0], zero, offload, timed):
+                        _search_hsdp(ctx, out, gpu, per_node, count, timed, dp, mb, microbatches, kinds[kinds.index(recompute):],
+                                     usable)
                     break  # less recompute is never slower: keep the first that fits
         if fitted and pins.offload is None:
             return  # offload is only worth its PCIe traffic when nothing fits without it
+
+
+def _pinned_group(pins: TrainPins, ranks: int) -> int | None:
+    """The pinned HSDP shard group; a group of all `ranks` data-parallel ranks is full sharding (no replicas), the way
+    a plan states a published fully sharded layout and keeps the search from trying groups."""
+    return None if pins.shard_group == ranks else pins.shard_group
+
+
+def _hsdp_searched(req: TrainRequest, framework: str, zero: int, offload: bool, shape: Shape) -> bool:
+    """Whether the search tries HSDP groups beside a fitting fully sharded layout: FSDP at ZeRO-3 without offload, full
+    weights (ZeRO-3 LoRA's gather volume is priced as a base all-reduce, not its adapters' replica all-reduce), no
+    pinned group and no CP (train_layout.hsdp_groups)."""
+    return (framework == "fsdp" and zero == 3 and not offload and req.method == "full" and req.pins.shard_group is None
+            and shape.shard is None and shape.cp == 1)
+
+
+def _search_hsdp(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, count: int, shape: Shape, dp: int, mb: int,
+                 microbatches: int, recomputes: list[str], usable: int) -> None:
+    """The HSDP variants of a layout that fits fully sharded at `recomputes[0]` (a shard group holds more per GPU, so
+    none fits where full sharding does not, nor with less recompute): groups smallest first (train_layout.hsdp_groups),
+    each at the least recompute that fits; a larger group only while the smaller ones needed more recompute than full
+    sharding or did not fit, since beyond that it only adds cross-node traffic per micro-batch."""
+    req = ctx.req
+    for group in hsdp_groups(dp, shape.tp, shape.cp, per_node):
+        hybrid = shape._replace(shard=group)
+        framework = resolve_framework(req.framework, req.method, shape.tp, shape.pp, 3, False, hybrid, per_node)
+        if framework is None or framework[0] != "fsdp":
+            continue
+        for recompute in recomputes:
+            if recompute == "selective" and not selective_offered(req, "fsdp", 3, False, hybrid):
+                continue
+            out.evaluated += 1
+            mem = _memory(ctx, hybrid, dp, 3, False, mb, microbatches, recompute, "fsdp")
+            if mem.total > usable:
+                continue
+            out.feasible.append(_fit(ctx, gpu, per_node, count, hybrid, 3, False, mb, recompute, framework, mem, usable))
+            if recompute == recomputes[0]:
+                return  # as little recompute as full sharding: a larger group would only cross more nodes
+            break
 
 
 def _fsdp_tp_unsharded(req: TrainRequest, shape: Shape, zero: int) -> bool:
@@ -877,7 +921,7 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
                             if not vps:
                                 out.other.setdefault(f"vp:{pp}", Rejection(f"PP{pp}", because("vp-needs-pp", vp=pins.vp)))
                             for vp in vps:
-                                shape = Shape(tp, cp, pp, ep, vp, split, pins.shard_group)
+                                shape = Shape(tp, cp, pp, ep, vp, split, _pinned_group(pins, dp * cp))
                                 _search_layout(ctx, out, gpu, per_node, count, shape, usable)
     fitting = {(c.gpu_id, c.gpus) for c in out.feasible}
     if not out.feasible:
