@@ -12,11 +12,11 @@ import yaml
 from compiler.catalog.loader import load_models
 from compiler.catalog.params import count_params
 from compiler.diagnostics import PlanInputError
-from compiler.pipeline import compile_plan
 from compiler.sizing.serve_attention_dp import expert_exchange_seconds
 from compiler.sizing.serve_memory import routed_expert_params_total, weights_bytes_per_gpu
 from tests.test_target_vllm import hf_config
 from tests.tools import realtools
+from tests.fixtures.compiled import compiled_files
 
 QWEN3 = load_models()["qwen3-235b-a22b"].architecture
 PLAN = {"name": "qwen3-dp", "workload": "serve", "model": {"preset": "qwen3-235b-a22b"}, "precision": "fp8",
@@ -24,11 +24,6 @@ PLAN = {"name": "qwen3-dp", "workload": "serve", "model": {"preset": "qwen3-235b
                   "traffic": {"requests_per_second": 5, "prompt_tokens": 2048, "output_tokens": 1024}},
         "cluster": {"gpu": "h100-sxm-80gb", "count": 8}, "parallelism": {"tp": 1}}
 
-
-def _compile(tmp_path, plan: dict) -> dict[str, str]:
-    path = tmp_path / "plan.yaml"
-    path.write_text(yaml.safe_dump(plan, sort_keys=False))
-    return {f.path: f.text for f in compile_plan(path).files}
 
 
 def test_routed_experts_split_over_the_ranks_the_rest_whole_per_rank():
@@ -51,7 +46,7 @@ def test_the_experts_all_gather_and_reduce_scatter_per_moe_layer():
 
 
 def test_a_dp_replica_is_sized_and_emitted_per_rank(tmp_path):
-    files = _compile(tmp_path, PLAN)
+    files = compiled_files(tmp_path, PLAN)
     resolved = json.loads(files["plan.json"])
     serving, memory = resolved["serving"], resolved["memory_per_gpu_bytes"]
     assert (serving["attention_dp"], serving["tp"], serving["gpus_per_replica"]) == (8, 1, 8)
@@ -64,7 +59,7 @@ def test_a_dp_replica_is_sized_and_emitted_per_rank(tmp_path):
 
 
 def test_vllm_builds_the_dp_layout_from_the_emitted_config(tmp_path):
-    files = _compile(tmp_path, PLAN)
+    files = compiled_files(tmp_path, PLAN)
     (tmp_path / "config.yaml").write_text(files["vllm/config.yaml"])
     serving = json.loads(files["plan.json"])["serving"]
     layout = realtools.vllm_parallel_config(["serve", "--config", str(tmp_path / "config.yaml")], hf_config("Qwen/Qwen3-235B-A22B"))
@@ -80,7 +75,7 @@ def test_vllm_builds_the_dp_layout_from_the_emitted_config(tmp_path):
 ], ids=["dense-model", "engine-triton", "with-pp"])
 def test_attention_dp_is_refused_where_it_cannot_run(tmp_path, change, words):
     with pytest.raises(PlanInputError) as raised:
-        _compile(tmp_path, {**PLAN, **change})
+        compiled_files(tmp_path, {**PLAN, **change})
     (diag,) = raised.value.diagnostics
     assert (diag.code, diag.path) == ("attention-dp-unsupported", "serve.attention_dp") and diag.line > 1
     assert words in diag.message

@@ -11,11 +11,11 @@ import yaml
 from compiler.catalog.loader import load_gpus, load_models
 from compiler.catalog.params import count_params
 from compiler.diagnostics import PlanInputError
-from compiler.pipeline import compile_plan
 from compiler.sizing.serve_latency import compute_dtype
 from compiler.sizing.serve_memory import weight_bytes_per_param, weights_bytes_total
 from tests.test_target_vllm import hf_config
 from tests.tools import realtools
+from tests.fixtures.compiled import compiled_files
 
 GPUS = load_gpus()
 LLAMA_70B = load_models()["llama-3.1-70b"].architecture
@@ -26,11 +26,6 @@ PLAN = {"name": "l70-fp4", "workload": "serve",
                   "traffic": {"requests_per_second": 2, "prompt_tokens": 1024, "output_tokens": 512}},
         "cluster": {"gpu": "b200-sxm-180gb", "count": 1}}
 
-
-def _compile(tmp_path, plan: dict) -> dict[str, str]:
-    path = tmp_path / "plan.yaml"
-    path.write_text(yaml.safe_dump(plan, sort_keys=False))
-    return {f.path: f.text for f in compile_plan(path).files}
 
 
 def test_an_nvfp4_weight_is_half_a_byte_and_its_block_scale():
@@ -47,7 +42,7 @@ def test_fp4_runs_on_fp4_tensor_cores_only():
 
 
 def test_an_nvfp4_plan_loads_the_checkpoint_and_vllm_reads_its_method(tmp_path):
-    files = _compile(tmp_path, PLAN)
+    files = compiled_files(tmp_path, PLAN)
     resolved = json.loads(files["plan.json"])
     assert (resolved["serving"]["precision"], resolved["hardware"]["gpu"]) == ("fp4", "b200-sxm-180gb")
     assert resolved["serving"]["weights_bytes"] == weights_bytes_total(count_params(LLAMA_70B), LLAMA_70B, "fp4")
@@ -62,7 +57,7 @@ def test_an_nvfp4_plan_loads_the_checkpoint_and_vllm_reads_its_method(tmp_path):
 def test_fp4_on_a_gpu_without_fp4_tensor_cores_is_infeasible_and_says_why(tmp_path):
     from compiler.diagnostics import InfeasiblePlan
     with pytest.raises(InfeasiblePlan, match="no allowed GPU runs precision fp4: .*has no fp4 tensor cores; smallest fit: 1 × b200"):
-        _compile(tmp_path, {**PLAN, "cluster": {"gpu": "h100-sxm-80gb", "count": 1}})
+        compiled_files(tmp_path, {**PLAN, "cluster": {"gpu": "h100-sxm-80gb", "count": 1}})
 
 
 @pytest.mark.parametrize("change,path,words", [
@@ -71,7 +66,7 @@ def test_fp4_on_a_gpu_without_fp4_tensor_cores_is_infeasible_and_says_why(tmp_pa
 ], ids=["16-bit-checkpoint", "engine-tgi"])
 def test_fp4_is_refused_where_it_cannot_load(tmp_path, change, path, words):
     with pytest.raises(PlanInputError) as raised:
-        _compile(tmp_path, {**PLAN, **change})
+        compiled_files(tmp_path, {**PLAN, **change})
     (diag,) = raised.value.diagnostics
     assert (diag.code, diag.path) == ("checkpoint-mismatch", path) and words in diag.message
 
@@ -80,4 +75,4 @@ def test_fp4_is_for_serving(tmp_path):
     plan = {"name": "t", "workload": "train", "model": {"preset": "llama-3.1-8b"}, "precision": "fp4",
             "train": {"tokens": "1B"}}
     with pytest.raises(PlanInputError, match="is for serving"):
-        _compile(tmp_path, plan)
+        compiled_files(tmp_path, plan)

@@ -13,7 +13,6 @@ import yaml
 from compiler.catalog.loader import load_gpus, load_models
 from compiler.catalog.params import count_params
 from compiler.diagnostics import PlanInputError
-from compiler.pipeline import compile_plan
 from compiler.sizing.serve_latency import ReplicaModel, decode_step
 from compiler.sizing.serve_llm_config import speculation_for
 from compiler.sizing.serve_speculative import acceptance_for, tokens_per_round
@@ -21,6 +20,7 @@ from compiler.sizing.serve_types import ServeRequest
 from benchmarks.accuracy_serve_points import FABRICS
 from tests.test_target_vllm import hf_config
 from tests.tools import realtools
+from tests.fixtures.compiled import compiled_files
 
 V3 = load_models()["deepseek-v3"].architecture
 H200 = load_gpus()["h200-sxm-141gb"]
@@ -29,11 +29,6 @@ PLAN = {"name": "ds-mtp", "workload": "serve", "model": {"preset": "deepseek-v3"
                   "traffic": {"concurrency": 1, "prompt_tokens": 1024, "output_tokens": 2048}},
         "cluster": {"gpu": "h200-sxm-141gb", "count": 8}, "parallelism": {"tp": 8}}
 
-
-def _compile(tmp_path, plan: dict) -> dict[str, str]:
-    path = tmp_path / "plan.yaml"
-    path.write_text(yaml.safe_dump(plan, sort_keys=False))
-    return {f.path: f.text for f in compile_plan(path).files}
 
 
 def test_tokens_per_verify_pass():
@@ -84,7 +79,7 @@ def test_an_mtp3_round_costs_what_tensorrt_llms_ablation_shows():
 
 
 def test_the_plan_emits_the_mtp_draft_and_vllm_builds_it(tmp_path):
-    files = _compile(tmp_path, PLAN)
+    files = compiled_files(tmp_path, PLAN)
     resolved = json.loads(files["plan.json"])
     serving = resolved["serving"]
     assert (serving["speculative_method"], serving["speculative_tokens"], serving["acceptance_rate"]) == ("mtp", 3, 0.85)
@@ -98,8 +93,8 @@ def test_the_plan_emits_the_mtp_draft_and_vllm_builds_it(tmp_path):
 
 
 def test_speculation_lowers_the_single_stream_itl_and_adds_the_draft_to_memory(tmp_path):
-    without = json.loads(_compile(tmp_path, {**PLAN, "serve": {k: v for k, v in PLAN["serve"].items() if k != "speculative"}})["plan.json"])
-    with_mtp = json.loads(_compile(tmp_path, PLAN)["plan.json"])
+    without = json.loads(compiled_files(tmp_path, {**PLAN, "serve": {k: v for k, v in PLAN["serve"].items() if k != "speculative"}})["plan.json"])
+    with_mtp = json.loads(compiled_files(tmp_path, PLAN)["plan.json"])
     assert with_mtp["serving"]["itl_p50_seconds"] < without["serving"]["itl_p50_seconds"] / 1.3
     draft_bytes = with_mtp["memory_per_gpu_bytes"]["weights"] - without["memory_per_gpu_bytes"]["weights"]
     assert 1.2e9 < draft_bytes < 1.6e9  # the MTP layer (~11.5B weights, fp8) over TP 8
@@ -111,7 +106,7 @@ def test_speculation_lowers_the_single_stream_itl_and_adds_the_draft_to_memory(t
 ], ids=["no-mtp-module", "engine-tgi"])
 def test_speculation_is_refused_where_it_cannot_run(tmp_path, change, words):
     with pytest.raises(PlanInputError) as raised:
-        _compile(tmp_path, {**PLAN, **change})
+        compiled_files(tmp_path, {**PLAN, **change})
     (diag,) = raised.value.diagnostics
     assert (diag.code, diag.path) == ("speculative-unsupported", "serve.speculative") and diag.line > 1
     assert words in diag.message
