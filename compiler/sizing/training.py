@@ -580,8 +580,9 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, ze
     gradient_bytes = trainable_per_gpu * GRADIENT_BYTES
     if req.method != "full" and zero == 3:
         # ZeRO-3 gathers the frozen base twice per micro-batch (forward, backward): one all-reduce's volume,
-        # given here net of the 1.5× that step_time applies to stage 3
-        gradient_bytes = (mem.weights - mem.gathered) * dp / ZERO3_VOLUME_FACTOR
+        # given here net of the 1.5× that step_time applies to stage 3; FSDP2 stages under PP: the base's 16-bit bytes,
+        # which step_time gathers m + 1 times a step (and reduces once, an over-count of the adapters' gradients)
+        gradient_bytes = (mem.weights - mem.gathered) * dp / (1 if mem.accumulating else ZERO3_VOLUME_FACTOR)
     step = step_time(req.arch, req.params, gpu, precision=req.precision, seq_len=req.seq_len, micro_batch=mb,
                      grad_accum=grad_accum, tp=tp, pp=pp, dp=dp, zero_stage=zero,
                      recompute=recompute_kind(recompute, framework[0]), flash_attention=req.flash_attention,
