@@ -73,6 +73,8 @@ one Megatron-LM / DeepSpeed / FSDP mixed precision use, with the recipe that dif
     inputs to host memory; with full recompute only the layer being recomputed stays;
   * reshard_after_forward (FSDP2 `fully_shard` default True): False keeps every layer's gathered weights from the
     forward to the backward, so at ZeRO-3 the weights are held whole at the peak (ZeRO-2's weights);
+  * FSDP2 stages under PP (the FSDP2 script's pipeline()): no gradient sync until the step's end, so a rank holds its
+    stages' 16-bit weights whole and their fp32 unsharded gradients (`pipeline_without_sync`, torch 2.13 source);
   * gradients live at the peak: with `zero_grad(set_to_none=True)` (PyTorch's default since 2.0) gradients do not
     exist during the forward of an un-accumulated step, so a single-replica or FSDP step without gradient
     accumulation peaks at max(activations + logits, gradients) on top of weights and optimizer states, not their
