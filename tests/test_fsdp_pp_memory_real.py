@@ -13,7 +13,7 @@ import pytest
 
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture
-from compiler.sizing.train_memory import FSDP2_REDUCE_BYTES, WEIGHT_BYTES, held_params, memory_per_gpu
+from compiler.sizing.train_memory import FSDP2_REDUCE_BYTES, WEIGHT_BYTES, MemoryOptions, held_params, memory_per_gpu
 from compiler.sizing.train_time import pipeline_gathers_per_step
 from tests.fsdp_real import compiled, step_rows
 from tests.test_fsdp_pp_real import INTERLEAVED, PLAN, UNEVEN
@@ -34,14 +34,18 @@ def unsharded_bytes(arch: Architecture, tp: int, pp: int, layers: int, first: bo
 
 @pytest.mark.realtool
 @pytest.mark.slow
-@pytest.mark.parametrize("case", [UNEVEN, INTERLEAVED], ids=["pp2-dp2-uneven-1f1b", "pp2-dp2-tp2-interleaved"])
-def test_a_pipelined_fsdp2_step_holds_what_the_sizing_counts(tmp_path, case):
-    out = compiled(tmp_path, PLAN.format(script=json.dumps(str(STEP)), **case), "fsdp-pp")
+@pytest.mark.parametrize("case, reshard", [(UNEVEN, True), (INTERLEAVED, True), (UNEVEN, False)],
+                         ids=["pp2-dp2-uneven-1f1b", "pp2-dp2-tp2-interleaved", "pp2-dp2-uneven-1f1b-no-reshard"])
+def test_a_pipelined_fsdp2_step_holds_what_the_sizing_counts(tmp_path, case, reshard):
+    text = PLAN.format(script=json.dumps(str(STEP)), **case)
+    if not reshard:  # train.reshard_after_forward: false, fully_shard(reshard_after_forward=False)
+        text = text.replace("  framework: fsdp\n", "  framework: fsdp\n  reshard_after_forward: false\n")
+    out = compiled(tmp_path, text, "fsdp-pp")
     settings = json.loads((out / "fsdp" / "fsdp_tp.json").read_text())
     rows = step_rows(out, torch_env(), "FSDP_PP_MEMORY")
     arch = Architecture(layers=sum(settings["pp_stage_layers"]), **TINY)
     pp, m, stage_layers = settings["pp"], settings["pipeline_microbatches"], settings["stage_layers"]
-    assert len(rows) == case["gpus"]
+    assert len(rows) == case["gpus"] and settings["reshard_after_forward"] == reshard
     for r in rows:
         layers = sum(stage_layers[s] for s in r["stages"])
         first, last = 0 in r["stages"], r["num_stages"] - 1 in r["stages"]
@@ -54,11 +58,12 @@ def test_a_pipelined_fsdp2_step_holds_what_the_sizing_counts(tmp_path, case):
         # one reduce-scatter per parameter group per step, not per micro-batch
         assert r["reduce_scatters"] == r["param_groups"], r
         # m + 1 all-gathers per group (train_time.pipeline_gathers_per_step), 1F1B and interleaved alike, against 2m
-        assert r["all_gathers"] == pipeline_gathers_per_step(m) * r["param_groups"], r
+        assert r["all_gathers"] == pipeline_gathers_per_step(m, reshard) * r["param_groups"], r
     # the sizing's worst stage counts the largest of them
     mem = memory_per_gpu(arch, count_params(arch), precision="bf16", tp=rows[0]["tp"], pp=pp, dp=2, zero_stage=3,
                          seq_len=16, micro_batch=1, microbatches=m, framework="fsdp", vp=len(rows[0]["stages"]),
-                         split=tuple(settings["pp_stage_layers"]))
+                         split=tuple(settings["pp_stage_layers"]), options=MemoryOptions(reshard_after_forward=reshard))
     measured = max(r["peak_weight_bytes"] + r["peak_gradient_bytes"] for r in rows)
-    assert mem.gathered + mem.accumulating == pytest.approx(measured, rel=MEMORY_TOLERANCE)
+    whole = mem.gathered if reshard else mem.weights  # without resharding the weights are counted whole already
+    assert whole + mem.accumulating == pytest.approx(measured, rel=MEMORY_TOLERANCE)
     assert mem.accumulating == pytest.approx(max(r["peak_gradient_bytes"] for r in rows), rel=MEMORY_TOLERANCE)

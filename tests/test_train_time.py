@@ -301,7 +301,7 @@ def test_fsdp2_pipeline_stages_gather_m_plus_one_times_and_reduce_once_per_step(
     measured on gloo ranks by tests/test_fsdp_pp_memory_real.py. One node, so no latency: volumes in half all-reduces."""
     args = dict(pp=2, dp=8, zero_stage=3, grad_accum=8, gradient_bytes_per_replica=1e9, reduce_bytes_per_gradient=4)
     per_micro_batch, once = _step(**args), _step(**args, reduce_once_per_step=True)
-    assert tt.pipeline_gathers_per_step(8) == 9
+    assert tt.pipeline_gathers_per_step(8) == 9 and tt.pipeline_gathers_per_step(8, reshard_after_forward=False) == 1
     assert once.dp_comm / per_micro_batch.dp_comm == pytest.approx((9 * 1 + 2) / (8 * (2 + 2)))
     half = tt.ring_allreduce_seconds(1e9 / 2, 8, tt.dp_collective_bandwidth(H100, 1, 8, 8, 50e9)[0])
     assert once.dp_comm_exposed >= 2 * half  # the reduce-scatter after the last backward overlaps nothing

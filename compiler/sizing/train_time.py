@@ -127,13 +127,14 @@ GRADIENT_ACCESSES_PER_MICROBATCH = 3
 ZERO3_GATHERS_PER_MICROBATCH = 2  # ZeRO paper §5.3 / FSDP: parameters gathered for the forward, again for the backward
 
 
-def pipeline_gathers_per_step(microbatches: int) -> int:
-    """All-gathers of one FSDP2 pipeline stage per step under 1F1B (torch 2.13 pipelining, train_memory.
-    pipeline_without_sync): a backward leaves the stage gathered, so a forward that follows a backward gathers nothing
-    (and reshards after it), a backward that follows a backward neither; the warm-up forwards and the first steady
-    forward gather, and every steady backward: m + 1 of them, against 2m with a gradient sync per micro-batch.
-    Counted on gloo ranks by tests/test_fsdp_pp_memory_real.py."""
-    return microbatches + 1
+def pipeline_gathers_per_step(microbatches: int, reshard_after_forward: bool = True) -> int:
+    """All-gathers of one FSDP2 pipeline stage per step (torch 2.13 pipelining, train_memory.pipeline_without_sync):
+    a backward leaves the stage gathered, so a forward that follows a backward gathers nothing (and reshards after
+    it), a backward that follows a backward neither; under 1F1B the warm-up forwards and the first steady forward
+    gather, and every steady backward: m + 1, against 2m with a gradient sync per micro-batch. Without
+    reshard_after_forward nothing reshards before the step's reduce: one. Counted on gloo ranks (1F1B and interleaved)
+    by tests/test_fsdp_pp_memory_real.py."""
+    return microbatches + 1 if reshard_after_forward else 1
 BACKWARD_SHARE_OF_COMPUTE = 2 / 3  # the backward is 4N of the 6N FLOPs per token
 ZERO3_VOLUME_FACTOR = 1.5  # ZeRO paper §7.2.2: stage 3 moves 3Ψ against DP's 2Ψ
 GRADIENT_BYTES = 2  # 16-bit gradients reduced across DP (formulas.md §8)
@@ -294,12 +295,13 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
               zero_shard_ranks: int | None = None, ep_overlap: bool = False, ep_dispatch: str = "bf16",
               reduce_bytes_per_gradient: float = GRADIENT_BYTES, nvlink_fraction: float = NVLINK_ACHIEVABLE_FRACTION,
               nic_fraction: float = INTER_NODE_ACHIEVABLE_FRACTION, cp_allgather: bool = False,
-              reduce_once_per_step: bool = False) -> StepTime:
+              reduce_once_per_step: bool = False, reshard_after_forward: bool = True) -> StepTime:
     """One optimizer step: grad_accum micro-batches of micro_batch sequences through a TP×CP×PP×DP layout (EP
     inside DP; `split` the layers per stage, default ⌈L/p⌉; ZeRO-3 over `zero_shard_ranks` when smaller than DP).
     `nvlink_fraction`, `nic_fraction`: the achieved shares of the intra-node link and the NICs (a site's measured ones);
     `cp_allgather`: CP by all-gathering K/V (the FSDP2 script; train_layout docstring), not overlapped with compute;
-    `reduce_once_per_step`: FSDP2 stages under torch.distributed.pipelining (train_memory.pipeline_without_sync)."""
+    `reduce_once_per_step`: FSDP2 stages under torch.distributed.pipelining (train_memory.pipeline_without_sync),
+    whose all-gathers depend on `reshard_after_forward` (pipeline_gathers_per_step)."""
     dtype = compute_dtype(precision, gpu)
     rate = matmul_flops_per_second(gpu, dtype)
     attention_dtype = ATTENTION_DTYPE[precision]
@@ -325,7 +327,8 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
         # the busiest stage without the head, and the last stage with it: the slower sets the stage-time
         stages = [(max(split[:-1]), False), (split[-1], True)] if pp > 1 else [(split[0], True)]
     trainable_given = trainable_params_per_replica
-    gathers = ((pipeline_gathers_per_step(grad_accum) / grad_accum if reduce_once_per_step else ZERO3_GATHERS_PER_MICROBATCH)
+    step_gathers = pipeline_gathers_per_step(grad_accum, reshard_after_forward)
+    gathers = ((step_gathers / grad_accum if reduce_once_per_step else ZERO3_GATHERS_PER_MICROBATCH)
                if zero_stage >= 3 and dp > 1 else 0)
     best: tuple | None = None
     for layers, with_head in stages:
@@ -409,7 +412,6 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
     if zero_stage >= 3 and reduce_once_per_step:  # m + 1 all-gathers, one reduce-scatter after the last backward
         gather = ring_allreduce_seconds(replica_bytes / 2, shard, dp_bandwidth, latency)
         reduce = ring_allreduce_seconds(replica_bytes * reduce_scale / 2, shard, dp_bandwidth, latency)
-        step_gathers = pipeline_gathers_per_step(grad_accum)
         dp_comm = step_gathers * gather + reduce
         exposed = step_gathers * max(0.0, gather - per_microbatch) + reduce  # nothing left to overlap the reduce
     elif zero_stage >= 3:  # two 16-bit all-gathers and a reduce-scatter in the reduce dtype, each half an all-reduce

@@ -597,6 +597,7 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, ze
                      ep=shape.ep, vp=shape.vp, split=shape.split or None, zero_shard_ranks=shape.shard,
                      ep_overlap=shape.ep_overlap, ep_dispatch=shape.ep_dispatch,
                      cp_allgather=cp_by_allgather(framework[0]), reduce_once_per_step=mem.accumulating > 0,
+                     reshard_after_forward=req.memory.reshard_after_forward,
                      reduce_bytes_per_gradient=(FSDP2_REDUCE_BYTES if req.method == "full" and runs_on_fsdp2(
                          framework[0], tp, pp, recompute, shape.shard, per_node, shape.cp) else GRADIENT_BYTES),
                      **link_fractions(req, gpu.id))
