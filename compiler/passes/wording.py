@@ -190,9 +190,10 @@ def _pipeline_unsharded_words(m) -> str:
     """FSDP2 stages under PP: what stays unsharded between micro-batches (train_memory.pipeline_without_sync)."""
     if not m.accumulating:
         return ""
-    return (f", of which {m.gathered / 2**30:.1f} GiB the rank's stages gathered whole and {m.accumulating / 2**30:.1f} "
-            f"GiB their unsharded fp32 gradients: torch.distributed.pipelining runs every backward without gradient "
-            f"sync and reduce-scatters once per step (torch 2.13 pipelining/stage.py backward_maybe_with_nosync)")
+    whole = m.gathered or m.weights  # without reshard_after_forward the weights are whole throughout
+    return (f", of which {whole / 2**30:.1f} GiB the rank's stages gathered whole and {m.accumulating / 2**30:.1f} "
+            "GiB their unsharded fp32 gradients: torch.distributed.pipelining runs every backward without gradient "
+            "sync and reduce-scatters once per step (torch 2.13 pipelining/stage.py backward_maybe_with_nosync)")
 
 
 def _layout_words(c: TrainCandidate) -> str:
