@@ -308,3 +308,23 @@ def test_op_sac_rowwise_outputs_stay_full_width_under_tp():
     assert no_sp == 2 * s * b * (4096 + (4096 + 1024 + 14336 + 4096) / t + 4096) + 4 * b * 32 * s / t
     sp = tm.op_sac_bytes_per_layer(LLAMA8B, s, b, t, True)
     assert sp == no_sp - 2 * s * b * 4096 / t + 2 * 2 * s * b * 4096 / t
+
+
+def test_fsdp2_pipeline_stages_hold_their_weights_whole_and_fp32_gradients_between_microbatches():
+    """Under torch.distributed.pipelining every FSDP2 backward runs without gradient sync or reshard
+    (train_memory.pipeline_without_sync): the worst (last) stage holds its 16-bit weights whole and their fp32
+    unsharded gradients; measured on gloo ranks by tests/test_fsdp_pp_memory_real.py. Megatron-LM's PP is not this."""
+    params = count_params(LLAMA8B)
+    args = dict(tp=1, pp=4, dp=8, zero_stage=3, microbatches=8, seq_len=4096)
+    fsdp, megatron = memory_per_gpu(LLAMA8B, params, framework="fsdp", **args), memory_per_gpu(
+        LLAMA8B, params, framework="megatron", **args)
+    held = tm.held_params(LLAMA8B, params, 1, 4, 8, first=True, last=False)[0]  # most micro-batches in flight
+    assert fsdp.gathered == pytest.approx(2 * held, rel=1e-9)
+    assert fsdp.accumulating == fsdp.gradients == pytest.approx(4 * held, rel=1e-9)
+    assert megatron.gradients == pytest.approx(2 * held / 8, rel=1e-9) and not megatron.accumulating
+    # 8B over 4 stages, 2.3B on the first: 4.5 GB whole and 9.1 GB of fp32 gradients, less two layers and a shard
+    assert (fsdp.allocated - megatron.allocated) / GB == pytest.approx(
+        (2 * held - megatron.gathered + 4 * held - 2 * held / 8) / GB, rel=1e-6)
+    assert (fsdp.allocated - megatron.allocated) / GB == pytest.approx(12.2, abs=0.1)
+    assert not tm.pipeline_without_sync("fsdp", 1, 3, 8, LLAMA8B)  # without PP gradients reduce every backward
+    assert not tm.pipeline_without_sync("fsdp", 4, 3, 1, LLAMA8B)  # nothing sharded

@@ -293,3 +293,15 @@ def test_op_sac_reruns_the_matrices_it_did_not_save_not_the_attention_kernel():
     assert op.matmul - none.matmul == pytest.approx(tokens * 2 * 32 * recomputed / (989.4e12 * 0.80))
     assert op.attention == none.attention < _step(recompute="selective").attention
     assert none.total < op.total < full.total
+
+
+def test_fsdp2_pipeline_stages_gather_m_plus_one_times_and_reduce_once_per_step():
+    """torch.distributed.pipelining runs FSDP2 stages' backwards without gradient sync (train_memory.
+    pipeline_without_sync): per step m + 1 all-gathers and one fp32 reduce-scatter, against 2m and m; the counts
+    measured on gloo ranks by tests/test_fsdp_pp_memory_real.py. One node, so no latency: volumes in half all-reduces."""
+    args = dict(pp=2, dp=8, zero_stage=3, grad_accum=8, gradient_bytes_per_replica=1e9, reduce_bytes_per_gradient=4)
+    per_micro_batch, once = _step(**args), _step(**args, reduce_once_per_step=True)
+    assert tt.pipeline_gathers_per_step(8) == 9 and tt.pipeline_gathers_per_step(8, reshard_after_forward=False) == 1
+    assert once.dp_comm / per_micro_batch.dp_comm == pytest.approx((9 * 1 + 2) / (8 * (2 + 2)))
+    half = tt.ring_allreduce_seconds(1e9 / 2, 8, tt.dp_collective_bandwidth(H100, 1, 8, 8, 50e9)[0])
+    assert once.dp_comm_exposed >= 2 * half  # the reduce-scatter after the last backward overlaps nothing

@@ -186,6 +186,16 @@ def _memory_choices(spec: PlanSpec) -> str:
     return ", ".join(parts)
 
 
+def _pipeline_unsharded_words(m) -> str:
+    """FSDP2 stages under PP: what stays unsharded between micro-batches (train_memory.pipeline_without_sync)."""
+    if not m.accumulating:
+        return ""
+    whole = m.gathered or m.weights  # without reshard_after_forward the weights are whole throughout
+    return (f", of which {whole / 2**30:.1f} GiB the rank's stages gathered whole and {m.accumulating / 2**30:.1f} "
+            "GiB their unsharded fp32 gradients: torch.distributed.pipelining runs every backward without gradient "
+            "sync and reduce-scatters once per step (torch 2.13 pipelining/stage.py backward_maybe_with_nosync)")
+
+
 def _layout_words(c: TrainCandidate) -> str:
     """CP, EP, VP, an uneven split and an HSDP shard group, only where the layout uses them."""
     parts = [f"CP={c.cp}"] if c.cp > 1 else []
@@ -220,7 +230,8 @@ def training_decisions(spec: PlanSpec, c: TrainCandidate, evaluated: int, hardwa
                  reason=f"{m.total / 2**30:.1f} GiB per GPU of {c.usable_memory_bytes / 2**30:.1f} GiB usable"
                         + (f" (the device's ÷ {memory[0]:.2f}: {memory[1]})" if memory[0] > 1 else "") + " "
                         f"({m.allocated / 2**30:.1f} GiB allocated, {m.reserved / 2**30:.1f} GiB reserved by the caching "
-                        f"allocator, the rest CUDA context and NCCL); step {format_seconds(s.total)}"),
+                        f"allocator, the rest CUDA context and NCCL)" + _pipeline_unsharded_words(m)
+                        + f"; step {format_seconds(s.total)}"),
         Decision(topic="framework", choice=c.framework, reason=words(c.framework_reason)),
         Decision(topic="memory", choice=_memory_choices(spec),
                  reason="what the memory per GPU assumes of the training script: train.loss, train.master_weights, "

@@ -73,6 +73,8 @@ one Megatron-LM / DeepSpeed / FSDP mixed precision use, with the recipe that dif
     inputs to host memory; with full recompute only the layer being recomputed stays;
   * reshard_after_forward (FSDP2 `fully_shard` default True): False keeps every layer's gathered weights from the
     forward to the backward, so at ZeRO-3 the weights are held whole at the peak (ZeRO-2's weights);
+  * FSDP2 stages under PP (the FSDP2 script's pipeline()): no gradient sync until the step's end, so a rank holds its
+    stages' 16-bit weights whole and their fp32 unsharded gradients (`pipeline_without_sync`, torch 2.13 source);
   * gradients live at the peak: with `zero_grad(set_to_none=True)` (PyTorch's default since 2.0) gradients do not
     exist during the forward of an un-accumulated step, so a single-replica or FSDP step without gradient
     accumulation peaks at max(activations + logits, gradients) on top of weights and optimizer states, not their
@@ -162,6 +164,9 @@ EAGER_LOSS_LAUNCH_KINDS = ("hf-trainer",)
 DDP_GRADIENT_COPIES = 2
 # FSDP's gathered layers at ZeRO-3: the one computing and the one prefetched (module docstring).
 FSDP_GATHERED_LAYERS = 2
+# The FSDP2 script's gradient reduction dtype (MixedPrecisionPolicy reduce_dtype; torchtitan's
+# mixed_precision_reduce default "float32"): the width of FSDP2's accumulated unsharded gradient under PP (below).
+FSDP2_REDUCE_BYTES = 4
 
 
 @dataclass(frozen=True)
@@ -207,6 +212,7 @@ class MemoryBreakdown:
     allocated: int = 0  # what torch.cuda.max_memory_allocated would count at the peak
     reserved: int = 0  # allocated + what the caching allocator strands (module docstring)
     gathered: int = 0  # of `weights`: the layers FSDP holds gathered at ZeRO-3 (a working buffer, not a shard)
+    accumulating: int = 0  # of `gradients`: FSDP2's unsharded gradients accumulated across a pipeline's micro-batches
 
     @property
     def model_states(self) -> int:
@@ -477,6 +483,15 @@ def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = 
             arch, params, held, w, k, method, lora_rank, lora_targets, tp, pp, shard, zero_stage,
             offload_optimizer, offload_params, framework, precision, optimizer, options, experts, ep)
         gathered = _gathered(arch, params, w, method, tp, shard, zero_stage, framework, options)
+        accumulating = 0.0
+        if pipeline_without_sync(framework, pp, zero_stage, shard, arch):
+            whole_weights, whole_gradients, _, _ = _model_states(
+                arch, params, held, w, k, method, lora_rank, lora_targets, tp, pp, 1, 0, False, False, framework,
+                precision, optimizer, options, experts, ep)
+            if options.reshard_after_forward:  # the stage's whole 16-bit weights replace the two-layer buffer
+                weights += max(gathered, whole_weights) - gathered
+                gathered = max(gathered, whole_weights)
+            gradients = accumulating = whole_gradients / w * FSDP2_REDUCE_BYTES
         in_flight = microbatches_in_flight(pp, vp, rank, microbatches)
         activations = in_flight * layers_on_stage * per_layer + full_layer + gathered_kv
         if not arch.layers:
@@ -488,11 +503,25 @@ def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = 
         other = CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(tp, pp, dp, cp, ep) + reserve
         total = allocated + other
         stage = MemoryBreakdown(int(weights), int(gradients), int(optimizer_bytes), int(activations), int(other),
-                                int(total), int(cpu), int(allocated), int(allocated + reserve), int(gathered))
+                                int(total), int(cpu), int(allocated), int(allocated + reserve), int(gathered),
+                                int(accumulating))
         if worst is None or stage.total > worst.total:
             worst = stage
     assert worst is not None
     return worst
+
+
+def pipeline_without_sync(framework: str, pp: int, zero_stage: int, shard: int, arch: Architecture) -> bool:
+    """FSDP2 stages under torch.distributed.pipelining (fsdp/fsdp_tp.py's pipeline()): every micro-batch's backward
+    runs with gradient sync off and the stage left unsharded (torch 2.13 torch/distributed/pipelining/stage.py
+    `backward_maybe_with_nosync`: set_requires_gradient_sync(False), set_reshard_after_backward(False)); the stage's
+    one reduce-scatter and reshard run once per step in `perform_reduce_grad` (schedules.py: after the last backward
+    of Schedule1F1B, a REDUCE_GRAD action per stage in Interleaved1F1B). Meanwhile each parameter group keeps its
+    16-bit all-gather output and accumulates its unsharded gradient in the reduce dtype (fsdp/_fully_shard/
+    _fsdp_param.py `to_accumulated_grad_if_needed`, `accumulate_unsharded_grad_if_needed`), for every stage
+    (chunk) the rank holds: after a backward the whole stage's weights are gathered and its fp32 gradients live
+    to the step's end (measured: tests/test_fsdp_pp_memory_real.py)."""
+    return framework == "fsdp" and pp > 1 and zero_stage >= 3 and shard > 1 and bool(arch.layers)
 
 
 def largest_tensor_params(arch: Architecture, tp: int) -> float:

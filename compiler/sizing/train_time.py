@@ -125,6 +125,16 @@ FP8_GEMM_MATMUL_FRACTION = 1041.5e12 / 1979e12  # 0.526
 WEIGHT_READS_PER_MICROBATCH = 2
 GRADIENT_ACCESSES_PER_MICROBATCH = 3
 ZERO3_GATHERS_PER_MICROBATCH = 2  # ZeRO paper §5.3 / FSDP: parameters gathered for the forward, again for the backward
+
+
+def pipeline_gathers_per_step(microbatches: int, reshard_after_forward: bool = True) -> int:
+    """All-gathers of one FSDP2 pipeline stage per step (torch 2.13 pipelining, train_memory.pipeline_without_sync):
+    a backward leaves the stage gathered, so a forward that follows a backward gathers nothing (and reshards after
+    it), a backward that follows a backward neither; under 1F1B the warm-up forwards and the first steady forward
+    gather, and every steady backward: m + 1, against 2m with a gradient sync per micro-batch. Without
+    reshard_after_forward nothing reshards before the step's reduce: one. Counted on gloo ranks (1F1B and interleaved)
+    by tests/test_fsdp_pp_memory_real.py."""
+    return microbatches + 1 if reshard_after_forward else 1
 BACKWARD_SHARE_OF_COMPUTE = 2 / 3  # the backward is 4N of the 6N FLOPs per token
 ZERO3_VOLUME_FACTOR = 1.5  # ZeRO paper §7.2.2: stage 3 moves 3Ψ against DP's 2Ψ
 GRADIENT_BYTES = 2  # 16-bit gradients reduced across DP (formulas.md §8)
@@ -284,11 +294,14 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
               gpus_per_node: int = 8, cp: int = 1, ep: int = 1, vp: int = 1, split: tuple[int, ...] | None = None,
               zero_shard_ranks: int | None = None, ep_overlap: bool = False, ep_dispatch: str = "bf16",
               reduce_bytes_per_gradient: float = GRADIENT_BYTES, nvlink_fraction: float = NVLINK_ACHIEVABLE_FRACTION,
-              nic_fraction: float = INTER_NODE_ACHIEVABLE_FRACTION, cp_allgather: bool = False) -> StepTime:
+              nic_fraction: float = INTER_NODE_ACHIEVABLE_FRACTION, cp_allgather: bool = False,
+              reduce_once_per_step: bool = False, reshard_after_forward: bool = True) -> StepTime:
     """One optimizer step: grad_accum micro-batches of micro_batch sequences through a TP×CP×PP×DP layout (EP
     inside DP; `split` the layers per stage, default ⌈L/p⌉; ZeRO-3 over `zero_shard_ranks` when smaller than DP).
     `nvlink_fraction`, `nic_fraction`: the achieved shares of the intra-node link and the NICs (a site's measured ones);
-    `cp_allgather`: CP by all-gathering K/V (the FSDP2 script; train_layout docstring), not overlapped with compute."""
+    `cp_allgather`: CP by all-gathering K/V (the FSDP2 script; train_layout docstring), not overlapped with compute;
+    `reduce_once_per_step`: FSDP2 stages under torch.distributed.pipelining (train_memory.pipeline_without_sync),
+    whose all-gathers depend on `reshard_after_forward` (pipeline_gathers_per_step)."""
     dtype = compute_dtype(precision, gpu)
     rate = matmul_flops_per_second(gpu, dtype)
     attention_dtype = ATTENTION_DTYPE[precision]
@@ -314,7 +327,9 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
         # the busiest stage without the head, and the last stage with it: the slower sets the stage-time
         stages = [(max(split[:-1]), False), (split[-1], True)] if pp > 1 else [(split[0], True)]
     trainable_given = trainable_params_per_replica
-    gathers = ZERO3_GATHERS_PER_MICROBATCH if zero_stage >= 3 and dp > 1 else 0
+    step_gathers = pipeline_gathers_per_step(grad_accum, reshard_after_forward)
+    gathers = ((step_gathers / grad_accum if reduce_once_per_step else ZERO3_GATHERS_PER_MICROBATCH)
+               if zero_stage >= 3 and dp > 1 else 0)
     best: tuple | None = None
     for layers, with_head in stages:
         cp_exposed = ep_comm = 0.0
@@ -394,21 +409,26 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
                                                         inter_node_bytes_per_second, **fractions)
     latency = inter_node_latency_seconds if spans_nodes else 0.0
     reduce_scale = reduce_bytes_per_gradient / GRADIENT_BYTES  # 2 when FSDP2 reduces in fp32 (docstring)
-    if zero_stage >= 3:  # two 16-bit all-gathers and a reduce-scatter in the reduce dtype, each half an all-reduce
+    if zero_stage >= 3 and reduce_once_per_step:  # m + 1 all-gathers, one reduce-scatter after the last backward
+        gather = ring_allreduce_seconds(replica_bytes / 2, shard, dp_bandwidth, latency)
+        reduce = ring_allreduce_seconds(replica_bytes * reduce_scale / 2, shard, dp_bandwidth, latency)
+        dp_comm = step_gathers * gather + reduce
+        exposed = step_gathers * max(0.0, gather - per_microbatch) + reduce  # nothing left to overlap the reduce
+    elif zero_stage >= 3:  # two 16-bit all-gathers and a reduce-scatter in the reduce dtype, each half an all-reduce
         volume = ZERO3_VOLUME_FACTOR + (reduce_scale - 1) / 2
         per_mb = ring_allreduce_seconds(replica_bytes * volume, shard, dp_bandwidth, latency)
         dp_comm = per_mb * grad_accum
         exposed = grad_accum * max(0.0, per_mb - per_microbatch)
-        if shard < ranks:  # HSDP: the replicas all-reduce the gradient shard once per step
-            replica_bandwidth, crosses = dp_collective_bandwidth(gpu, tp * shard, ranks // shard, gpus_per_node,
-                                                                 inter_node_bytes_per_second, **fractions)
-            replicas = ring_allreduce_seconds(replica_bytes * reduce_scale / shard, ranks // shard, replica_bandwidth,
-                                              inter_node_latency_seconds if crosses else 0.0)
-            dp_comm += replicas
-            exposed += max(0.0, replicas - BACKWARD_SHARE_OF_COMPUTE * per_microbatch)
     else:
         dp_comm = ring_allreduce_seconds(replica_bytes, ranks, dp_bandwidth, latency)
         exposed = max(0.0, dp_comm - BACKWARD_SHARE_OF_COMPUTE * per_microbatch)
+    if zero_stage >= 3 and shard < ranks:  # HSDP: the replicas all-reduce the gradient shard once per step
+        replica_bandwidth, crosses = dp_collective_bandwidth(gpu, tp * shard, ranks // shard, gpus_per_node,
+                                                             inter_node_bytes_per_second, **fractions)
+        replicas = ring_allreduce_seconds(replica_bytes * reduce_scale / shard, ranks // shard, replica_bandwidth,
+                                          inter_node_latency_seconds if crosses else 0.0)
+        dp_comm += replicas
+        exposed += max(0.0, replicas - BACKWARD_SHARE_OF_COMPUTE * per_microbatch)
     compute = grad_accum * per_microbatch + optimizer + offload
     total = compute + grad_accum * (tp_comm + cp_comm + ep_comm) + bubble + p2p + exposed
     return StepTime(compute=compute, tp_comm=grad_accum * tp_comm, pp_bubble=bubble, dp_comm_exposed=exposed,

@@ -40,8 +40,8 @@ from .train_layout import (
     moe_layer_share, pipeline_split, routed_expert_params,
 )
 from .train_memory import (
-    MemoryBreakdown, MemoryOptions, checkpoint_bytes, lora_trainable_params, memory_per_gpu, recompute_kind,
-    usable_memory_bytes,
+    FSDP2_REDUCE_BYTES, MemoryBreakdown, MemoryOptions, checkpoint_bytes, lora_trainable_params, memory_per_gpu,
+    recompute_kind, usable_memory_bytes,
 )
 from .train_time import (
     COMPUTE_DTYPE, GRADIENT_BYTES, INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION, ZERO3_VOLUME_FACTOR, StepTime,
@@ -361,8 +361,8 @@ def fsdp_tp_runs(method: str, tp: int, pp: int, zero: int, offload: bool, shape:
 
 
 # The FSDP2 script's gradient reduction dtype (MixedPrecisionPolicy reduce_dtype; torchtitan's
-# mixed_precision_reduce default "float32"): fsdp_tp.json carries it, step_time prices its bytes.
-FSDP2_REDUCE_DTYPE, FSDP2_REDUCE_BYTES = "float32", 4
+# mixed_precision_reduce default "float32"): fsdp_tp.json carries it, step_time prices its bytes (train_memory's).
+FSDP2_REDUCE_DTYPE = "float32"
 
 
 def runs_on_fsdp2(framework: str, tp: int, pp: int, recompute: str, shard: int | None, per_node: int, cp: int = 1) -> bool:
@@ -582,14 +582,15 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, ze
     gradient_bytes = trainable_per_gpu * GRADIENT_BYTES
     if req.method != "full" and zero == 3:
         # ZeRO-3 gathers the frozen base twice per micro-batch (forward, backward): one all-reduce's volume,
-        # given here net of the 1.5× that step_time applies to stage 3
-        gradient_bytes = (mem.weights - mem.gathered) * dp / ZERO3_VOLUME_FACTOR
+        # given here net of the 1.5× that step_time applies to stage 3; FSDP2 stages under PP: the base's 16-bit bytes,
+        # which step_time gathers m + 1 times a step (and reduces once, an over-count of the adapters' gradients)
+        gradient_bytes = (mem.weights - mem.gathered) * dp / (1 if mem.accumulating else ZERO3_VOLUME_FACTOR)
     step = step_time(req.arch, req.params, gpu, precision=req.precision, seq_len=req.seq_len, micro_batch=mb,
                      grad_accum=grad_accum, tp=tp, pp=pp, dp=dp, zero_stage=zero,
                      recompute=recompute_kind(recompute, framework[0]), flash_attention=req.flash_attention,
                      attention_kernel=req.attention_kernel,
                      sequence_parallel=sequence_parallel(shape, framework[0], req.seq_len),
-                     state_bytes_on_gpu=(mem.model_states - mem.gathered if req.method == "full"
+                     state_bytes_on_gpu=(mem.model_states - mem.gathered - mem.accumulating if req.method == "full"
                                          else mem.gradients + mem.optimizer),
                      offloaded_bytes=mem.cpu_offload_bytes, trainable_params_per_gpu=trainable_per_gpu / max(1, dp),
                      trainable_params_per_replica=trainable_per_gpu,
@@ -597,7 +598,8 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, ze
                      inter_node_latency_seconds=ctx.fabric.latency_seconds, gpus_per_node=per_node, cp=shape.cp,
                      ep=shape.ep, vp=shape.vp, split=shape.split or None, zero_shard_ranks=shape.shard,
                      ep_overlap=shape.ep_overlap, ep_dispatch=shape.ep_dispatch,
-                     cp_allgather=cp_by_allgather(framework[0]),
+                     cp_allgather=cp_by_allgather(framework[0]), reduce_once_per_step=mem.accumulating > 0,
+                     reshard_after_forward=req.memory.reshard_after_forward,
                      reduce_bytes_per_gradient=(FSDP2_REDUCE_BYTES if req.method == "full" and runs_on_fsdp2(
                          framework[0], tp, pp, recompute, shape.shard, per_node, shape.cp) else GRADIENT_BYTES),
                      **link_fractions(req, gpu.id))
