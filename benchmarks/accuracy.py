@@ -32,15 +32,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.whole_runs import family_stats, print_whole_runs, whole_run_cases  # noqa: E402
 from compiler.catalog.fabrics import load_fabrics  # noqa: E402
 from compiler.catalog.loader import load_gpus  # noqa: E402
 from compiler.catalog.params import count_params  # noqa: E402
-from compiler.passes.wording import words  # noqa: E402
 from compiler.catalog.types import Architecture  # noqa: E402
+from compiler.passes.wording import words  # noqa: E402
+from compiler.sizing.train_memory import MemoryOptions  # noqa: E402
 from compiler.sizing.train_time import COMPUTE_DTYPE, model_flops_per_token  # noqa: E402
 from compiler.sizing.training import TrainPins, TrainRequest, search_training  # noqa: E402
-from compiler.sizing.train_memory import MemoryOptions  # noqa: E402
-from benchmarks.whole_runs import family_stats, print_whole_runs, whole_run_cases  # noqa: E402
 
 FABRICS = load_fabrics()
 RUNS = Path(__file__).resolve().parent / "calibration" / "training_runs.csv"
@@ -53,8 +53,14 @@ MPT_VOCAB = 50432  # MPT models (mosaicml/llm-foundry mpt configs: vocab_size 50
 HEAD_DIM = 128  # heads not published for the 2021 rows: 128-wide heads assumed (FLOPs do not depend on it)
 # MPT shapes are not in the CSV: llm-foundry's yamls (scripts/train/yamls/pretrain/mpt-*.yaml) give
 # d_model / n_layers / n_heads; the parameter count in the CSV is matched by them (checked in test_accuracy).
-MPT_SHAPES = {"MPT-1B": (2048, 24, 16), "MPT-3B": (2560, 32, 20), "MPT-7B": (4096, 32, 32), "MPT-13B": (5120, 40, 40),
-              "MPT-30B": (7168, 48, 64), "MPT-70B": (8192, 80, 64)}
+MPT_SHAPES = {
+    "MPT-1B": (2048, 24, 16),
+    "MPT-3B": (2560, 32, 20),
+    "MPT-7B": (4096, 32, 32),
+    "MPT-13B": (5120, 40, 40),
+    "MPT-30B": (7168, 48, 64),
+    "MPT-70B": (8192, 80, 64),
+}
 # llm-foundry benchmark global batch when the row does not state one: its throughput table runs 2048-token
 # sequences at a per-GPU batch chosen to fill memory; here 8 sequences per GPU, the search picks the
 # micro-batch within it (an assumption, stated per case).
@@ -84,8 +90,11 @@ class Case:
 
     def gpu_hours(self, tokens: float = TOKENS) -> tuple[float, float | None]:
         published = tokens / self.published_tokens_per_second_per_gpu / 3600
-        predicted = (tokens / self.predicted_tokens_per_second_per_gpu / 3600
-                     if self.predicted_tokens_per_second_per_gpu else None)
+        predicted = (
+            tokens / self.predicted_tokens_per_second_per_gpu / 3600
+            if self.predicted_tokens_per_second_per_gpu
+            else None
+        )
         return published, predicted
 
 
@@ -104,10 +113,21 @@ def _architecture(row: dict) -> tuple[Architecture, str]:
         hidden, layers = int(row["hidden"]), int(row["layers"])
         heads = int(row["heads"]) if row["heads"] else hidden // HEAD_DIM
         core = "Megatron-Core" in row["model"]
-        return Architecture(layers=layers, hidden=hidden, heads=heads, kv_heads=heads, ffn_hidden=4 * hidden,
-                            vocab=MEGATRON_CORE_VOCAB if core else GPT_VOCAB, max_position=seq, gated_mlp=False,
-                            norm="layernorm", attention_bias=True, mlp_bias=True, learned_positions=not core,
-                            tied_embeddings=not core), "megatron-core" if core else "megatron-2021"
+        return Architecture(
+            layers=layers,
+            hidden=hidden,
+            heads=heads,
+            kv_heads=heads,
+            ffn_hidden=4 * hidden,
+            vocab=MEGATRON_CORE_VOCAB if core else GPT_VOCAB,
+            max_position=seq,
+            gated_mlp=False,
+            norm="layernorm",
+            attention_bias=True,
+            mlp_bias=True,
+            learned_positions=not core,
+            tied_embeddings=not core,
+        ), "megatron-core" if core else "megatron-2021"
     family = row["model"].split(" ")[0]
     return mpt_architecture(family, seq), "llm-foundry"
 
@@ -132,14 +152,18 @@ def _pins(row: dict, family: str) -> TrainPins:
 
 
 def _global_batch(row: dict, gpus: int) -> tuple[int, str]:
-    if m := re.search(r"global batch (\d+)", row["parallelism"]) or re.search(r"global batch (\d+) \(README row\)", row["notes"]):
+    if m := re.search(r"global batch (\d+)", row["parallelism"]) or re.search(
+        r"global batch (\d+) \(README row\)", row["notes"]
+    ):
         return int(m[1]), "global batch as published"
     if m := re.search(r"GBS (\d+)M tokens", row["notes"]):
         return int(m[1]) * 2**20 // int(row["seq_len"]), "global batch as published"
     return gpus * SEQUENCES_PER_GPU, f"global batch assumed {SEQUENCES_PER_GPU}/GPU"
 
 
-def _published(row: dict, arch: Architecture, family: str, peak_tflops: float, flops_per_token_model: float) -> tuple[float, float | None]:
+def _published(
+    row: dict, arch: Architecture, family: str, peak_tflops: float, flops_per_token_model: float
+) -> tuple[float, float | None]:
     """(tokens/s per GPU, MFU) as published, converted with the source's own FLOP count."""
     text = row["reported_mfu_or_tflops_per_gpu"]
     mfu = float(m[1]) / 100 if (m := re.search(r"MFU ([0-9.]+)%", text)) else None
@@ -168,13 +192,25 @@ def training_cases() -> list[Case]:
             precision = "fp8" if "fp8" in row["precision"] else "bf16"
             batch, batch_note = _global_batch(row, count)
             request = TrainRequest(
-                arch=arch, params=count_params(arch), tokens=TOKENS, seq_len=int(row["seq_len"]),
-                global_batch_sequences=batch, gpu_ids=(gpu_id,), precision=precision, gpu_count=count,
-                gpus_per_node=8, max_gpus=count, interconnect=FABRICS.interconnects["ib-200g" if "A100" in row["gpu_type"] else "ib-400g"],
-                storage=FABRICS.storage["lustre"], pins=_pins(row, family), optimize="time", flash_attention=family != "megatron-2021",
+                arch=arch,
+                params=count_params(arch),
+                tokens=TOKENS,
+                seq_len=int(row["seq_len"]),
+                global_batch_sequences=batch,
+                gpu_ids=(gpu_id,),
+                precision=precision,
+                gpu_count=count,
+                gpus_per_node=8,
+                max_gpus=count,
+                interconnect=FABRICS.interconnects["ib-200g" if "A100" in row["gpu_type"] else "ib-400g"],
+                storage=FABRICS.storage["lustre"],
+                pins=_pins(row, family),
+                optimize="time",
+                flash_attention=family != "megatron-2021",
                 framework="megatron" if family.startswith("megatron") else "auto",  # the runs' own framework
                 attention_kernel="triton-flash" if family == "llm-foundry" else "flash2",
-                memory=LLM_FOUNDRY_MEMORY if family == "llm-foundry" else MemoryOptions())
+                memory=LLM_FOUNDRY_MEMORY if family == "llm-foundry" else MemoryOptions(),
+            )
             result = search_training(request, gpus)
             gpu = gpus[gpu_id]
             peak = gpu.dense_tflops[COMPUTE_DTYPE[precision]]
@@ -182,10 +218,31 @@ def training_cases() -> list[Case]:
             published_tps, published_mfu = _published(row, arch, family, peak, model_flops)
             chosen = result.chosen
             if chosen is None:
-                cases.append(Case(name, gpu_id, count, published_tps, None, published_mfu, None, words(result.infeasible_reason) if result.infeasible_reason else ""))
+                cases.append(
+                    Case(
+                        name,
+                        gpu_id,
+                        count,
+                        published_tps,
+                        None,
+                        published_mfu,
+                        None,
+                        words(result.infeasible_reason) if result.infeasible_reason else "",
+                    )
+                )
                 continue
-            cases.append(Case(name, gpu_id, count, published_tps, chosen.tokens_per_second / count, published_mfu,
-                              chosen.mfu, f"{chosen.description}; {batch_note}"))
+            cases.append(
+                Case(
+                    name,
+                    gpu_id,
+                    count,
+                    published_tps,
+                    chosen.tokens_per_second / count,
+                    published_mfu,
+                    chosen.mfu,
+                    f"{chosen.description}; {batch_note}",
+                )
+            )
     return cases
 
 
@@ -193,9 +250,19 @@ def mpt_architecture(family: str, seq_len: int) -> Architecture:
     """MPT (mosaicml/llm-foundry MPTConfig): learned positions over max_seq_len, no biases, LayerNorm, tied
     embeddings, 4·d MLP. With these the CSV's parameter counts are matched within 0.03 % (test_accuracy)."""
     hidden, layers, heads = MPT_SHAPES[family]
-    return Architecture(layers=layers, hidden=hidden, heads=heads, kv_heads=heads, ffn_hidden=4 * hidden,
-                        vocab=MPT_VOCAB, max_position=seq_len, gated_mlp=False, norm="layernorm", learned_positions=True,
-                        tied_embeddings=True)
+    return Architecture(
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=heads,
+        ffn_hidden=4 * hidden,
+        vocab=MPT_VOCAB,
+        max_position=seq_len,
+        gated_mlp=False,
+        norm="layernorm",
+        learned_positions=True,
+        tied_embeddings=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -230,42 +297,77 @@ def sweep_rows() -> list[SweepRow]:
             arch = mpt_architecture(f"MPT-{row['model'].upper()}", seq)
             params = count_params(arch)
             request = TrainRequest(
-                arch=arch, params=params, tokens=TOKENS, seq_len=seq, global_batch_sequences=int(row["global_batch"]),
-                gpu_ids=("h100-sxm-80gb",), precision="bf16", gpu_count=count, gpus_per_node=8, max_gpus=count,
-                interconnect=FABRICS.interconnects["ib-400g"], storage=FABRICS.storage["lustre"],
-                pins=TrainPins(tp=1, pp=1, zero_stage=3, recompute=recompute), optimize="time",
-                attention_kernel="triton-flash", memory=LLM_FOUNDRY_MEMORY)
+                arch=arch,
+                params=params,
+                tokens=TOKENS,
+                seq_len=seq,
+                global_batch_sequences=int(row["global_batch"]),
+                gpu_ids=("h100-sxm-80gb",),
+                precision="bf16",
+                gpu_count=count,
+                gpus_per_node=8,
+                max_gpus=count,
+                interconnect=FABRICS.interconnects["ib-400g"],
+                storage=FABRICS.storage["lustre"],
+                pins=TrainPins(tp=1, pp=1, zero_stage=3, recompute=recompute),
+                optimize="time",
+                attention_kernel="triton-flash",
+                memory=LLM_FOUNDRY_MEMORY,
+            )
             chosen = search_training(request, gpus).chosen
-            memory = memory_per_gpu(arch, params, dp=count, zero_stage=3, seq_len=seq, micro_batch=mb,
-                                    recompute=recompute, framework="fsdp", options=LLM_FOUNDRY_MEMORY)
-            rows.append(SweepRow(
-                name=f"MPT-{row['model'].upper()} s{seq} × {count} mb{mb} {'ckpt' if recompute == 'full' else 'no ckpt'}",
-                published_tokens_per_second_per_gpu=float(row["tokens_per_s_per_gpu"]),
-                predicted_tokens_per_second_per_gpu=chosen.tokens_per_second / count if chosen else None,
-                published_micro_batch_bytes=memory.total, usable_bytes=usable,
-                searched_micro_batch=chosen.micro_batch if chosen else None))
+            memory = memory_per_gpu(
+                arch,
+                params,
+                dp=count,
+                zero_stage=3,
+                seq_len=seq,
+                micro_batch=mb,
+                recompute=recompute,
+                framework="fsdp",
+                options=LLM_FOUNDRY_MEMORY,
+            )
+            rows.append(
+                SweepRow(
+                    name=f"MPT-{row['model'].upper()} s{seq} × {count} mb{mb} {'ckpt' if recompute == 'full' else 'no ckpt'}",
+                    published_tokens_per_second_per_gpu=float(row["tokens_per_s_per_gpu"]),
+                    predicted_tokens_per_second_per_gpu=chosen.tokens_per_second / count if chosen else None,
+                    published_micro_batch_bytes=memory.total,
+                    usable_bytes=usable,
+                    searched_micro_batch=chosen.micro_batch if chosen else None,
+                )
+            )
     return rows
 
 
 def print_sweep() -> None:
     """The sweep as a table, with the median error and how many published micro-batches our memory model refuses."""
     rows = sweep_rows()
-    print(f"{'llm-foundry H100 BF16 row':34s} {'tok/s/GPU pub':>13s} {'pred':>7s} {'error':>7s}  "
-          "published micro-batch in our memory model")
+    print(
+        f"{'llm-foundry H100 BF16 row':34s} {'tok/s/GPU pub':>13s} {'pred':>7s} {'error':>7s}  "
+        "published micro-batch in our memory model"
+    )
     for r in rows:
         fits = r.published_micro_batch_bytes <= r.usable_bytes
-        predicted = f"{r.predicted_tokens_per_second_per_gpu:7.0f}" if r.predicted_tokens_per_second_per_gpu else f"{'—':>7s}"
-        print(f"{r.name:34s} {r.published_tokens_per_second_per_gpu:13.0f} {predicted} {r.error:+7.0%}  "
-              f"{r.published_micro_batch_bytes / 2**30:5.1f} GiB {'fits' if fits else 'DOES NOT FIT'} "
-              f"(search: mb{r.searched_micro_batch})")
+        predicted = (
+            f"{r.predicted_tokens_per_second_per_gpu:7.0f}" if r.predicted_tokens_per_second_per_gpu else f"{'—':>7s}"
+        )
+        print(
+            f"{r.name:34s} {r.published_tokens_per_second_per_gpu:13.0f} {predicted} {r.error:+7.0%}  "
+            f"{r.published_micro_batch_bytes / 2**30:5.1f} GiB {'fits' if fits else 'DOES NOT FIT'} "
+            f"(search: mb{r.searched_micro_batch})"
+        )
     errors = [r.error for r in rows if r.predicted_tokens_per_second_per_gpu]
     misfits = sum(r.published_micro_batch_bytes > r.usable_bytes for r in rows)
-    print(f"GPU-hours error over {len(errors)} rows: median {statistics.median(errors):+.0%}, median |error| "
-          f"{statistics.median(abs(e) for e in errors):.0%}, worst {min(errors):+.0%} / {max(errors):+.0%}; "
-          f"{misfits} of {len(rows)} published micro-batches exceed our memory model")
+    print(
+        f"GPU-hours error over {len(errors)} rows: median {statistics.median(errors):+.0%}, median |error| "
+        f"{statistics.median(abs(e) for e in errors):.0%}, worst {min(errors):+.0%} / {max(errors):+.0%}; "
+        f"{misfits} of {len(rows)} published micro-batches exceed our memory model"
+    )
 
 
-LAYOUTS = Path(__file__).resolve().parent / "calibration" / "train_steps_2.csv"  # copied from the shared calibration folder
+LAYOUTS = (
+    Path(__file__).resolve().parent / "calibration" / "train_steps_2.csv"
+)  # copied from the shared calibration folder
 # |GPU-hours error| per layout family (README, "Accuracy"): median and every row. The rows are FP8 and Float8 runs
 # whose GEMM efficiency and torch.compile fusions the model takes from DeepGEMM's median, not from each run, and
 # three of them ran frameworks the compiler does not emit; the row bound is what those leave open.
@@ -324,8 +426,13 @@ def _layout_gpu(text: str):
 def layout_row(row: dict) -> dict:
     """What a row of train_steps_2.csv states, as the compiler's inputs, with the assumptions it needs."""
     notes = []
-    family = ("torchtitan" if "torchtitan" in row["model"] else
-              "nemo-long-context" if "long-context" in row["model"] else "nemo")
+    family = (
+        "torchtitan"
+        if "torchtitan" in row["model"]
+        else "nemo-long-context"
+        if "long-context" in row["model"]
+        else "nemo"
+    )
     seq = _int(row["seq_len"], 8192)
     if not row["seq_len"][:1].isdigit():
         notes.append("seq 8192 assumed (torchtitan's config default)")
@@ -334,11 +441,20 @@ def layout_row(row: dict) -> dict:
         vocab = GPT3_VOCAB if "GPT3" in row["model"] else NEMOTRON_VOCAB
         notes.append(f"vocab {vocab} assumed")
     llama = "Llama" in row["model"]
-    arch = Architecture(layers=int(row["layers"]), hidden=int(row["hidden"]), heads=int(row["heads"]),
-                        kv_heads=int(row["kv_heads"]), ffn_hidden=int(row["ffn_hidden"]), vocab=vocab,
-                        max_position=seq, gated_mlp=llama, norm="rmsnorm" if llama else "layernorm",
-                        attention_bias="GPT3" in row["model"], mlp_bias="GPT3" in row["model"],
-                        tied_embeddings=False)
+    arch = Architecture(
+        layers=int(row["layers"]),
+        hidden=int(row["hidden"]),
+        heads=int(row["heads"]),
+        kv_heads=int(row["kv_heads"]),
+        ffn_hidden=int(row["ffn_hidden"]),
+        vocab=vocab,
+        max_position=seq,
+        gated_mlp=llama,
+        norm="rmsnorm" if llama else "layernorm",
+        attention_bias="GPT3" in row["model"],
+        mlp_bias="GPT3" in row["model"],
+        tied_embeddings=False,
+    )
     tp, pp, cp, ep = (_int(row[k], 1) for k in ("tp", "pp", "cp", "ep"))
     vp = _int(row["vp"], 1)
     if family == "torchtitan" and "nterleaved" in row["model"] and not row["vp"]:
@@ -369,10 +485,14 @@ def layout_row(row: dict) -> dict:
         notes.append("distributed optimizer (ZeRO-1) assumed" if zero else "")
     recompute = {"full": "full", "selective": "selective"}.get(row["recompute"].split(" ")[0], None)
     method = "lora" if "LoRA" in row["model"] else "full"
-    if method == "lora" and tp * pp > 1:  # Megatron-LM's arguments train full weights: FSDP2 × TP × PP runs the adapters
+    if (
+        method == "lora" and tp * pp > 1
+    ):  # Megatron-LM's arguments train full weights: FSDP2 × TP × PP runs the adapters
         framework, zero = "fsdp", 3
-        notes.append("compiles to FSDP2 × TP × PP with TP-sharded adapters (fsdp/lora_tp.py); priced as NeMo ran it, "
-                     "Megatron's SP and selective recompute, which that path does not apply to adapters")
+        notes.append(
+            "compiles to FSDP2 × TP × PP with TP-sharded adapters (fsdp/lora_tp.py); priced as NeMo ran it, "
+            "Megatron's SP and selective recompute, which that path does not apply to adapters"
+        )
     precision = "fp8" if re.search(r"FP8|Float8", row["precision"]) else "bf16"
     if row["tokens_per_s_per_gpu"]:
         published = float(row["tokens_per_s_per_gpu"])
@@ -385,9 +505,30 @@ def layout_row(row: dict) -> dict:
     # torchtitan's launcher runs with PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True" (run_llama_train.sh at
     # 9dec370, the benchmark's commit): no fragmentation reserve
     expandable_segments = family == "torchtitan"
-    return dict(family=family, expandable_segments=expandable_segments, arch=arch, seq=seq, gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, vp=vp, dp=dp, mb=mb,
-                batch=batch, framework=framework, priced_as=priced_as, zero=zero, recompute=recompute, method=method, precision=precision,
-                published=published, gpu=_layout_gpu(row["gpu_type"]), notes=[n for n in notes if n])
+    return dict(
+        family=family,
+        expandable_segments=expandable_segments,
+        arch=arch,
+        seq=seq,
+        gpus=gpus,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        ep=ep,
+        vp=vp,
+        dp=dp,
+        mb=mb,
+        batch=batch,
+        framework=framework,
+        priced_as=priced_as,
+        zero=zero,
+        recompute=recompute,
+        method=method,
+        precision=precision,
+        published=published,
+        gpu=_layout_gpu(row["gpu_type"]),
+        notes=[n for n in notes if n],
+    )
 
 
 def _price_layout(r: dict, cp: int, vp: int, ep: int, split: tuple[int, ...] | None) -> tuple[object, str]:
@@ -395,14 +536,29 @@ def _price_layout(r: dict, cp: int, vp: int, ep: int, split: tuple[int, ...] | N
     from compiler.sizing.train_memory import usable_memory_bytes
     from compiler.sizing.training import Shape, evaluate_layout
 
-    shape = Shape(r["tp"], cp, r["pp"], ep, vp, split)  # SP as the framework's files run it (training.sequence_parallel)
+    shape = Shape(
+        r["tp"], cp, r["pp"], ep, vp, split
+    )  # SP as the framework's files run it (training.sequence_parallel)
     dp = r["gpus"] // (r["tp"] * cp * r["pp"])
     request = TrainRequest(
-        arch=r["arch"], params=count_params(r["arch"]), tokens=TOKENS, seq_len=r["seq"], global_batch_sequences=r["batch"],
-        gpu_ids=(r["gpu"].id,), precision=r["precision"], gpu_count=r["gpus"], gpus_per_node=8, max_gpus=r["gpus"],
-        interconnect=FABRICS.interconnects["ib-400g"], storage=FABRICS.storage["lustre"], optimize="time",
-        method=r["method"], lora_rank=16, lora_targets=("q", "k", "v", "o"),
-        memory=MemoryOptions(expandable_segments=r["expandable_segments"]))
+        arch=r["arch"],
+        params=count_params(r["arch"]),
+        tokens=TOKENS,
+        seq_len=r["seq"],
+        global_batch_sequences=r["batch"],
+        gpu_ids=(r["gpu"].id,),
+        precision=r["precision"],
+        gpu_count=r["gpus"],
+        gpus_per_node=8,
+        max_gpus=r["gpus"],
+        interconnect=FABRICS.interconnects["ib-400g"],
+        storage=FABRICS.storage["lustre"],
+        optimize="time",
+        method=r["method"],
+        lora_rank=16,
+        lora_targets=("q", "k", "v", "o"),
+        memory=MemoryOptions(expandable_segments=r["expandable_segments"]),
+    )
     zero = r["zero"] if dp * cp > 1 or r["framework"] == "fsdp" and r["tp"] * r["pp"] > 1 else 0
     usable = usable_memory_bytes(r["gpu"].memory_bytes)
     kinds = [r["recompute"]] if r["recompute"] else ["none", "selective", "full"]
@@ -429,12 +585,25 @@ def layout_cases() -> list[LayoutCase]:
             if even and r["batch"] % (r["mb"] * r["dp"] * r["cp"]) == 0:
                 b, _ = _price_layout(r, 1, 1, 1, even)
                 before = b.tokens_per_second / r["gpus"]
-            layout = (f"TP{r['tp']} PP{r['pp']} CP{r['cp']} EP{r['ep']} VP{r['vp']} DP{r['dp']} "
-                      f"{'FSDP' if r['framework'] == 'fsdp' else 'ZeRO-' + str(r['zero'])} mb{r['mb']} gb{r['batch']} "
-                      f"{recompute}{' ' + r['method'] if r['method'] != 'full' else ''}")
+            layout = (
+                f"TP{r['tp']} PP{r['pp']} CP{r['cp']} EP{r['ep']} VP{r['vp']} DP{r['dp']} "
+                f"{'FSDP' if r['framework'] == 'fsdp' else 'ZeRO-' + str(r['zero'])} mb{r['mb']} gb{r['batch']} "
+                f"{recompute}{' ' + r['method'] if r['method'] != 'full' else ''}"
+            )
             name = f"{row['model']} × {r['gpus']} s{r['seq']}"
-            cases.append(LayoutCase(name, r["family"], layout, r["published"], c.tokens_per_second / r["gpus"], before,
-                                    c.memory.total / 2**30, c.usable_memory_bytes / 2**30, "; ".join(r["notes"])))
+            cases.append(
+                LayoutCase(
+                    name,
+                    r["family"],
+                    layout,
+                    r["published"],
+                    c.tokens_per_second / r["gpus"],
+                    before,
+                    c.memory.total / 2**30,
+                    c.usable_memory_bytes / 2**30,
+                    "; ".join(r["notes"]),
+                )
+            )
     return cases
 
 
@@ -444,8 +613,12 @@ def layout_family_stats(cases: list[LayoutCase]) -> dict[str, tuple[int, float, 
     for family in sorted({c.family for c in cases}):
         errors = [abs(c.error) for c in cases if c.family == family]
         before = [abs(c.error_before) for c in cases if c.family == family and c.error_before is not None]
-        stats[family] = (len(errors), statistics.median(errors), max(errors),
-                         statistics.median(before) if before else None)
+        stats[family] = (
+            len(errors),
+            statistics.median(errors),
+            max(errors),
+            statistics.median(before) if before else None,
+        )
     return stats
 
 
@@ -483,41 +656,69 @@ def moe_run_cases() -> list[MoeRunCase]:
     from compiler.sizing.training import Shape, evaluate_layout
 
     arch, lay = load_models()["deepseek-v3"].architecture, DEEPSEEK_V3_LAYOUT
-    h800 = load_gpus()["h100-sxm-80gb"].model_copy(update={
-        "id": "h800-sxm-80gb", "intra_node_bandwidth_bytes_per_second": H800_NVLINK_BYTES_PER_SECOND})
+    h800 = load_gpus()["h100-sxm-80gb"].model_copy(
+        update={"id": "h800-sxm-80gb", "intra_node_bandwidth_bytes_per_second": H800_NVLINK_BYTES_PER_SECOND}
+    )
     request = TrainRequest(
-        arch=arch, params=count_params(arch), tokens=DEEPSEEK_V3_TOKENS, seq_len=lay["seq"],
-        global_batch_sequences=lay["batch"], gpu_ids=(h800.id,), precision="fp8", gpu_count=lay["gpus"],
-        gpus_per_node=8, max_gpus=lay["gpus"], interconnect=FABRICS.interconnects["ib-400g"],
-        storage=FABRICS.storage["lustre"], optimize="time")
+        arch=arch,
+        params=count_params(arch),
+        tokens=DEEPSEEK_V3_TOKENS,
+        seq_len=lay["seq"],
+        global_batch_sequences=lay["batch"],
+        gpu_ids=(h800.id,),
+        precision="fp8",
+        gpu_count=lay["gpus"],
+        gpus_per_node=8,
+        max_gpus=lay["gpus"],
+        interconnect=FABRICS.interconnects["ib-400g"],
+        storage=FABRICS.storage["lustre"],
+        optimize="time",
+    )
     split = pipeline_split(arch.layers, lay["pp"])
     cases = []
-    for overlap, dispatch, label in ((False, "bf16", "exposed, BF16 (before)"), (True, "bf16", "overlapped"),
-                                     (True, "fp8", "overlapped, FP8 dispatch (as published)")):
+    for overlap, dispatch, label in (
+        (False, "bf16", "exposed, BF16 (before)"),
+        (True, "bf16", "overlapped"),
+        (True, "fp8", "overlapped, FP8 dispatch (as published)"),
+    ):
         shape = Shape(lay["tp"], 1, lay["pp"], lay["ep"], 1, split, None, overlap, dispatch)
         for recompute in ("none", "selective", "full"):
             c = evaluate_layout(request, h800, shape, lay["zero"], 1, recompute, "megatron")
             if c.memory.total <= usable_memory_bytes(h800.memory_bytes):
                 break
-        cases.append(MoeRunCase(f"DeepSeek-V3 × {lay['gpus']} H800", DEEPSEEK_V3_GPU_HOURS, f"{label}, {recompute}",
-                                c.gpu_hours, c.step.total, c.step.ep_comm))
+        cases.append(
+            MoeRunCase(
+                f"DeepSeek-V3 × {lay['gpus']} H800",
+                DEEPSEEK_V3_GPU_HOURS,
+                f"{label}, {recompute}",
+                c.gpu_hours,
+                c.step.total,
+                c.step.ep_comm,
+            )
+        )
     return cases
 
 
 def print_moe_runs() -> None:
     for c in moe_run_cases():
-        print(f"{c.name}: published {c.published_gpu_hours / 1e6:.3f}M GPU-h, predicted {c.predicted_gpu_hours / 1e6:.2f}M "
-              f"({c.error:+.0%}); step {c.step_seconds:.1f} s, EP all-to-all {c.ep_comm_seconds:.1f} s; EP {c.options}")
+        print(
+            f"{c.name}: published {c.published_gpu_hours / 1e6:.3f}M GPU-h, predicted {c.predicted_gpu_hours / 1e6:.2f}M "
+            f"({c.error:+.0%}); step {c.step_seconds:.1f} s, EP all-to-all {c.ep_comm_seconds:.1f} s; EP {c.options}"
+        )
 
 
 def print_layouts() -> None:
     cases = layout_cases()
-    print(f"{'train_steps_2.csv row':62s} {'tok/s/GPU pub':>13s} {'pred':>8s} {'error':>7s} {'before':>7s} {'mem GiB':>8s}  layout; note")
+    print(
+        f"{'train_steps_2.csv row':62s} {'tok/s/GPU pub':>13s} {'pred':>8s} {'error':>7s} {'before':>7s} {'mem GiB':>8s}  layout; note"
+    )
     for c in cases:
         before = f"{c.error_before:+7.0%}" if c.error_before is not None else f"{'—':>7s}"
         fits = "" if c.memory_gib <= c.usable_gib else "!"
-        print(f"{c.name[:62]:62s} {c.published_tokens_per_second_per_gpu:13.0f} {c.predicted_tokens_per_second_per_gpu:8.0f} "
-              f"{c.error:+7.0%} {before} {c.memory_gib:7.1f}{fits:1s}  {c.layout}; {c.note}")
+        print(
+            f"{c.name[:62]:62s} {c.published_tokens_per_second_per_gpu:13.0f} {c.predicted_tokens_per_second_per_gpu:8.0f} "
+            f"{c.error:+7.0%} {before} {c.memory_gib:7.1f}{fits:1s}  {c.layout}; {c.note}"
+        )
     for family, (rows, median, worst, before) in layout_family_stats(cases).items():
         was = f", before (TP/PP/DP only) {before:.0%}" if before is not None else ""
         print(f"layouts {family:18s}: {rows} rows, median |error| {median:.0%}, worst {worst:.0%}{was}")
@@ -525,7 +726,9 @@ def print_layouts() -> None:
     print(f"layouts all: {len(errors)} rows, median |error| {statistics.median(errors):.0%}, worst {max(errors):.0%}")
 
 
-MEMORY_PEAKS = Path(__file__).resolve().parent / "calibration" / "memory_peaks_2.csv"  # copied from the shared calibration folder
+MEMORY_PEAKS = (
+    Path(__file__).resolve().parent / "calibration" / "memory_peaks_2.csv"
+)  # copied from the shared calibration folder
 MEMORY_POINTS = Path(__file__).resolve().parent / "calibration" / "memory_points.csv"
 # ours: torchtitan's published peaks (max reserved), the columns of memory_peaks_2.csv
 MEMORY_PEAKS_TORCHTITAN = Path(__file__).resolve().parent / "calibration" / "memory_peaks_torchtitan.csv"
@@ -535,12 +738,31 @@ MEMORY_PEAKS_TORCHTITAN = Path(__file__).resolve().parent / "calibration" / "mem
 MEMORY_MEDIAN_TOLERANCE = {"full": 0.20, "lora": 0.20, "qlora": 0.20}
 MEMORY_ROW_TOLERANCE = {"full": 0.40, "lora": 0.40, "qlora": 0.40}
 # Llama-3.2-3B (meta-llama/Llama-3.2-3B config.json): 28 layers, d 3072, 24 heads, 8 KV heads, SwiGLU 8192, tied.
-LLAMA_3_2_3B = Architecture(layers=28, hidden=3072, heads=24, kv_heads=8, ffn_hidden=8192, vocab=128256,
-                            max_position=131072, tied_embeddings=True)
+LLAMA_3_2_3B = Architecture(
+    layers=28,
+    hidden=3072,
+    heads=24,
+    kv_heads=8,
+    ffn_hidden=8192,
+    vocab=128256,
+    max_position=131072,
+    tied_embeddings=True,
+)
 # BLOOM-176B (bigscience/bloom config.json): 70 layers, d 14336, 112 heads, 4d GeLU MLP, LayerNorm, ALiBi, tied.
-BLOOM_176B = Architecture(layers=70, hidden=14336, heads=112, kv_heads=112, ffn_hidden=4 * 14336, vocab=250880,
-                          max_position=2048, gated_mlp=False, norm="layernorm", attention_bias=True, mlp_bias=True,
-                          tied_embeddings=True)
+BLOOM_176B = Architecture(
+    layers=70,
+    hidden=14336,
+    heads=112,
+    kv_heads=112,
+    ffn_hidden=4 * 14336,
+    vocab=250880,
+    max_position=2048,
+    gated_mlp=False,
+    norm="layernorm",
+    attention_bias=True,
+    mlp_bias=True,
+    tied_embeddings=True,
+)
 # torchtune recipe configs (pytorch/torchtune recipes/configs/llama3_1/*.yaml, llama3_2/*.yaml): LoRA on q, v and
 # output_proj with apply_lora_to_mlp (8B rank 8; 3B rank 64), q, k, v, output_proj + MLP at 70B/405B rank 16.
 _TT_8B = ("q", "v", "o", "gate", "up", "down")
@@ -552,74 +774,180 @@ _TT = {"master_weights": "none", "loss": "chunked"}
 # `allocated`; nvidia-smi figures our `total`). Assumptions the source does not state are in `assumed`.
 MEMORY_ROWS: dict[str, dict] = {
     "torchtune Llama 3.1 8B Full finetune on 1x 4090": dict(
-        model="llama-3.1-8b", method="full", optimizer="adamw-8bit-paged", mb=2, seq=2048, recompute="full",
-        options=dict(_TT, optimizer_in_backward=True)),
-    "torchtune Llama 3.1 8B Full finetune on 1x A6000": dict(
-        model="llama-3.1-8b", method="full", optimizer="adamw-8bit-paged", mb=2, seq=2048, recompute="none",
+        model="llama-3.1-8b",
+        method="full",
+        optimizer="adamw-8bit-paged",
+        mb=2,
+        seq=2048,
+        recompute="full",
         options=dict(_TT, optimizer_in_backward=True),
-        assumed="activation checkpointing off: same recipe as the 4090 row, +18.5 GiB the README does not explain"),
+    ),
+    "torchtune Llama 3.1 8B Full finetune on 1x A6000": dict(
+        model="llama-3.1-8b",
+        method="full",
+        optimizer="adamw-8bit-paged",
+        mb=2,
+        seq=2048,
+        recompute="none",
+        options=dict(_TT, optimizer_in_backward=True),
+        assumed="activation checkpointing off: same recipe as the 4090 row, +18.5 GiB the README does not explain",
+    ),
     "torchtune Llama 3.1 8B LoRA on 1x 4090": dict(
-        model="llama-3.1-8b", method="lora", rank=8, targets=_TT_8B, mb=2, seq=2048, recompute="full", options=_TT),
+        model="llama-3.1-8b", method="lora", rank=8, targets=_TT_8B, mb=2, seq=2048, recompute="full", options=_TT
+    ),
     "torchtune Llama 3.1 8B LoRA on 1x A6000": dict(
-        model="llama-3.1-8b", method="lora", rank=8, targets=_TT_8B, mb=2, seq=2048, recompute="none", options=_TT,
-        assumed="activation checkpointing off: same recipe as the 4090 row, +14.1 GiB the README does not explain"),
+        model="llama-3.1-8b",
+        method="lora",
+        rank=8,
+        targets=_TT_8B,
+        mb=2,
+        seq=2048,
+        recompute="none",
+        options=_TT,
+        assumed="activation checkpointing off: same recipe as the 4090 row, +14.1 GiB the README does not explain",
+    ),
     "torchtune Llama 3.1 8B QLoRA on 1x 4090": dict(
-        model="llama-3.1-8b", method="qlora", rank=8, targets=_TT_8B, mb=2, seq=2048, recompute="full", options=_TT),
+        model="llama-3.1-8b", method="qlora", rank=8, targets=_TT_8B, mb=2, seq=2048, recompute="full", options=_TT
+    ),
     "torchtune Llama 3.1 70B Full finetune on 8x A100": dict(
-        model="llama-3.1-70b", method="full", mb=2, seq=2048, recompute="full", dp=8, zero=3, offload=True,
-        framework="fsdp", options=_TT),
+        model="llama-3.1-70b",
+        method="full",
+        mb=2,
+        seq=2048,
+        recompute="full",
+        dp=8,
+        zero=3,
+        offload=True,
+        framework="fsdp",
+        options=_TT,
+    ),
     "torchtune Llama 3.1 70B LoRA on 8x A100": dict(
-        model="llama-3.1-70b", method="lora", rank=16, targets=_TT_70B, mb=2, seq=2048, recompute="full", dp=8,
-        zero=3, framework="fsdp", options=_TT),
+        model="llama-3.1-70b",
+        method="lora",
+        rank=16,
+        targets=_TT_70B,
+        mb=2,
+        seq=2048,
+        recompute="full",
+        dp=8,
+        zero=3,
+        framework="fsdp",
+        options=_TT,
+    ),
     "torchtune Llama 3.1 405B QLoRA on 8x A100": dict(
-        model="llama-3.1-405b", method="qlora", rank=16, targets=_TT_70B, mb=2, seq=2048, recompute="full", dp=8,
-        zero=3, framework="fsdp", options=_TT),
+        model="llama-3.1-405b",
+        method="qlora",
+        rank=16,
+        targets=_TT_70B,
+        mb=2,
+        seq=2048,
+        recompute="full",
+        dp=8,
+        zero=3,
+        framework="fsdp",
+        options=_TT,
+    ),
     "torchtune Llama 3.2 3B single-device: + Packed Dataset": dict(
-        model=LLAMA_3_2_3B, method="full", mb=2, seq=4096, recompute="none",
-        options={"master_weights": "none", "loss": "standard"}),
+        model=LLAMA_3_2_3B,
+        method="full",
+        mb=2,
+        seq=4096,
+        recompute="none",
+        options={"master_weights": "none", "loss": "standard"},
+    ),
     "torchtune Llama 3.2 3B single-device: + Compile": dict(
-        model=LLAMA_3_2_3B, method="full", mb=2, seq=4096, recompute="none",
-        options={"master_weights": "none", "loss": "standard"}, assumed="torch.compile's fusions are not modelled"),
+        model=LLAMA_3_2_3B,
+        method="full",
+        mb=2,
+        seq=4096,
+        recompute="none",
+        options={"master_weights": "none", "loss": "standard"},
+        assumed="torch.compile's fusions are not modelled",
+    ),
     "torchtune Llama 3.2 3B single-device: + Chunked Cross Entropy": dict(
-        model=LLAMA_3_2_3B, method="full", mb=2, seq=4096, recompute="none", options=_TT),
+        model=LLAMA_3_2_3B, method="full", mb=2, seq=4096, recompute="none", options=_TT
+    ),
     "torchtune Llama 3.2 3B single-device: + Activation Checkpointing": dict(
-        model=LLAMA_3_2_3B, method="full", mb=2, seq=4096, recompute="full", options=_TT),
+        model=LLAMA_3_2_3B, method="full", mb=2, seq=4096, recompute="full", options=_TT
+    ),
     "torchtune Llama 3.2 3B single-device: + Fuse optimizer step into backward": dict(
-        model=LLAMA_3_2_3B, method="full", mb=2, seq=4096, recompute="full",
-        options=dict(_TT, optimizer_in_backward=True)),
+        model=LLAMA_3_2_3B,
+        method="full",
+        mb=2,
+        seq=4096,
+        recompute="full",
+        options=dict(_TT, optimizer_in_backward=True),
+    ),
     "torchtune Llama 3.2 3B single-device: + Activation Offloading": dict(
-        model=LLAMA_3_2_3B, method="full", mb=2, seq=4096, recompute="full",
-        options=dict(_TT, optimizer_in_backward=True, activation_offload=True)),
+        model=LLAMA_3_2_3B,
+        method="full",
+        mb=2,
+        seq=4096,
+        recompute="full",
+        options=dict(_TT, optimizer_in_backward=True, activation_offload=True),
+    ),
     "torchtune Llama 3.2 3B single-device: + 8-bit AdamW": dict(
-        model=LLAMA_3_2_3B, method="full", optimizer="adamw-8bit", mb=2, seq=4096, recompute="full",
-        options=dict(_TT, optimizer_in_backward=True, activation_offload=True)),
+        model=LLAMA_3_2_3B,
+        method="full",
+        optimizer="adamw-8bit",
+        mb=2,
+        seq=4096,
+        recompute="full",
+        options=dict(_TT, optimizer_in_backward=True, activation_offload=True),
+    ),
     "torchtune Llama 3.2 3B single-device: LoRA": dict(
-        model=LLAMA_3_2_3B, method="lora", rank=64, targets=_TT_8B, mb=2, seq=4096, recompute="full",
-        options=dict(_TT, activation_offload=True)),
+        model=LLAMA_3_2_3B,
+        method="lora",
+        rank=64,
+        targets=_TT_8B,
+        mb=2,
+        seq=4096,
+        recompute="full",
+        options=dict(_TT, activation_offload=True),
+    ),
     "torchtune Llama 3.2 3B single-device: QLoRA": dict(
-        model=LLAMA_3_2_3B, method="qlora", rank=64, targets=_TT_8B, mb=2, seq=4096, recompute="full",
-        options=dict(_TT, activation_offload=True)),
+        model=LLAMA_3_2_3B,
+        method="qlora",
+        rank=64,
+        targets=_TT_8B,
+        mb=2,
+        seq=4096,
+        recompute="full",
+        options=dict(_TT, activation_offload=True),
+    ),
 }
 # torchtitan's Dec 2024 H100 tables (calibration/memory_peaks_torchtitan.csv, ours): Llama 3.1 8B, 1-D FSDP2 (ZeRO-3),
 # local batch 2 × 8192 tokens, op-level selective AC, fp32 sharded params under bf16 mixed precision, eager
 # F.cross_entropy(pred.float()); torchtitan logs max *reserved* memory, compared with our `reserved`.
-_TITAN_8B = dict(model="llama-3.1-8b", method="full", mb=2, seq=8192, recompute="selective", zero=3, framework="fsdp",
-                 options={}, metric="reserved")
+_TITAN_8B = dict(
+    model="llama-3.1-8b",
+    method="full",
+    mb=2,
+    seq=8192,
+    recompute="selective",
+    zero=3,
+    framework="fsdp",
+    options={},
+    metric="reserved",
+)
 _COMPILED = "torch.compile's fusions are not modelled"
 MEMORY_ROWS |= {
     "torchtitan Llama 3.1 8B FSDP on 8x H100": dict(_TITAN_8B, dp=8),
     "torchtitan Llama 3.1 8B FSDP + torch.compile on 8x H100": dict(_TITAN_8B, dp=8, assumed=_COMPILED),
     "torchtitan Llama 3.1 8B FSDP + torch.compile + Float8 on 8x H100": dict(
-        _TITAN_8B, dp=8, assumed=_COMPILED + "; Float8 linears priced as bf16"),
+        _TITAN_8B, dp=8, assumed=_COMPILED + "; Float8 linears priced as bf16"
+    ),
     "torchtitan Llama 3.1 8B FSDP on 128x H100": dict(_TITAN_8B, dp=128),
     "torchtitan Llama 3.1 8B FSDP + torch.compile on 128x H100": dict(_TITAN_8B, dp=128, assumed=_COMPILED),
     "torchtitan Llama 3.1 8B FSDP + torch.compile + Float8 on 128x H100": dict(
-        _TITAN_8B, dp=128, assumed=_COMPILED + "; Float8 linears priced as bf16"),
+        _TITAN_8B, dp=128, assumed=_COMPILED + "; Float8 linears priced as bf16"
+    ),
 }
 MEMORY_SKIPPED = {
     "torchtitan Llama 3.1 8B FSDP + compile + Float8 on": (
         "torchtitan e7c0cae compiles the loss with training.compile (components/loss.py build_cross_entropy_loss): "
-        "the compiled cross-entropy's bytes per logit have no source here (eager: 12)"),
+        "the compiled cross-entropy's bytes per logit have no source here (eager: 12)"
+    ),
     "torchtune Llama 3.2 3B single-device: Baseline": "unpacked: the sequence lengths of the batch are not stated",
     "PEFT README": "batch size, sequence length, precision, LoRA rank and checkpointing not stated",
 }
@@ -627,8 +955,21 @@ MEMORY_SKIPPED = {
 # README: micro-batch 2, global batch 2048, sequence 2048; bf16 with DeepSpeed's fp32 master), "~60GB used per GPU"
 # as nvidia-smi shows it: compared with our total. The ZeRO paper and DeepSpeed estimator rows are formulas, checked
 # in tests/test_train_memory.py and tests/test_deepspeed_estimators.py, not measured peaks.
-BLOOM_ROW = dict(model=BLOOM_176B, method="full", mb=2, seq=2048, recompute="full", tp=4, pp=12, dp=8, zero=1,
-                 microbatches=2048 // (2 * 8), framework="megatron", options={}, metric="total")
+BLOOM_ROW = dict(
+    model=BLOOM_176B,
+    method="full",
+    mb=2,
+    seq=2048,
+    recompute="full",
+    tp=4,
+    pp=12,
+    dp=8,
+    zero=1,
+    microbatches=2048 // (2 * 8),
+    framework="megatron",
+    options={},
+    metric="total",
+)
 
 
 @dataclass(frozen=True)
@@ -656,13 +997,27 @@ def predict_memory(row: dict) -> tuple[float, object]:
 
     model = row["model"]
     arch = load_models()[model].architecture if isinstance(model, str) else model
-    mem = memory_per_gpu(arch, count_params(arch), optimizer=row.get("optimizer", "adamw"), method=row["method"],
-                         lora_rank=row.get("rank", 0), lora_targets=row.get("targets", ()), tp=row.get("tp", 1),
-                         pp=row.get("pp", 1), dp=row.get("dp", 1), zero_stage=row.get("zero", 0),
-                         offload_optimizer=row.get("offload", False), offload_params=row.get("offload", False),
-                         seq_len=row["seq"], micro_batch=row["mb"], microbatches=row.get("microbatches", 1),
-                         recompute=row["recompute"], sequence_parallel=row.get("tp", 1) > 1,
-                         framework=row.get("framework", ""), options=MemoryOptions(**row["options"]))
+    mem = memory_per_gpu(
+        arch,
+        count_params(arch),
+        optimizer=row.get("optimizer", "adamw"),
+        method=row["method"],
+        lora_rank=row.get("rank", 0),
+        lora_targets=row.get("targets", ()),
+        tp=row.get("tp", 1),
+        pp=row.get("pp", 1),
+        dp=row.get("dp", 1),
+        zero_stage=row.get("zero", 0),
+        offload_optimizer=row.get("offload", False),
+        offload_params=row.get("offload", False),
+        seq_len=row["seq"],
+        micro_batch=row["mb"],
+        microbatches=row.get("microbatches", 1),
+        recompute=row["recompute"],
+        sequence_parallel=row.get("tp", 1) > 1,
+        framework=row.get("framework", ""),
+        options=MemoryOptions(**row["options"]),
+    )
     return float({"total": mem.total, "reserved": mem.reserved}.get(row.get("metric", ""), mem.allocated)), mem
 
 
@@ -679,12 +1034,27 @@ def memory_cases() -> list[MemoryCase]:
         if pins is None:
             continue
         predicted, _ = predict_memory(pins)
-        cases.append(MemoryCase(row["case"], _family(pins["method"]),
-                                _measured_bytes(row["peak_memory_value"], row["peak_memory_unit"]), predicted,
-                                pins.get("metric", "allocated"), pins.get("assumed", "")))
+        cases.append(
+            MemoryCase(
+                row["case"],
+                _family(pins["method"]),
+                _measured_bytes(row["peak_memory_value"], row["peak_memory_unit"]),
+                predicted,
+                pins.get("metric", "allocated"),
+                pins.get("assumed", ""),
+            )
+        )
     predicted, _ = predict_memory(BLOOM_ROW)
-    cases.append(MemoryCase("BLOOM-176B TP4 PP12 DP8 ZeRO-1 (memory_points.csv)", "full", 60e9, predicted, "total",
-                            "'~60GB used per GPU' (BigScience notion page), read as nvidia-smi's figure"))
+    cases.append(
+        MemoryCase(
+            "BLOOM-176B TP4 PP12 DP8 ZeRO-1 (memory_points.csv)",
+            "full",
+            60e9,
+            predicted,
+            "total",
+            "'~60GB used per GPU' (BigScience notion page), read as nvidia-smi's figure",
+        )
+    )
     return cases
 
 
@@ -702,7 +1072,9 @@ def memory_skipped() -> list[tuple[str, str]]:
     for row in _memory_peak_rows():
         if row["case"] in MEMORY_ROWS:
             continue
-        reason = next((why for prefix, why in MEMORY_SKIPPED.items() if row["case"].startswith(prefix)), "not configured")
+        reason = next(
+            (why for prefix, why in MEMORY_SKIPPED.items() if row["case"].startswith(prefix)), "not configured"
+        )
         out.append((row["case"], reason))
     return out
 
@@ -721,8 +1093,10 @@ def print_memory() -> None:
     cases = memory_cases()
     print(f"{'measured peak memory':72s} {'family':6s} {'measured':>9s} {'ours':>9s} {'metric':9s} {'error':>7s}")
     for c in cases:
-        print(f"{c.name[:72]:72s} {c.family:6s} {c.measured_bytes / 2**30:7.1f}Gi {c.predicted_bytes / 2**30:7.1f}Gi "
-              f"{c.metric:9s} {c.error:+7.0%}  {c.note}")
+        print(
+            f"{c.name[:72]:72s} {c.family:6s} {c.measured_bytes / 2**30:7.1f}Gi {c.predicted_bytes / 2**30:7.1f}Gi "
+            f"{c.metric:9s} {c.error:+7.0%}  {c.note}"
+        )
     for name, why in memory_skipped():
         print(f"{name[:72]:72s} skipped: {why}")
     for family, (rows, median, worst) in memory_family_stats(cases).items():
@@ -753,18 +1127,28 @@ def main() -> None:
             print(f"{c.name[:64]:64s} {published:10.0f} {'—':>10s} {'':7s} {mfu_pub}           {c.note}")
             continue
         errors.append(abs(c.error))
-        print(f"{c.name[:64]:64s} {published:10.0f} {predicted:10.0f} {c.error:+7.0%} {mfu_pub} {c.predicted_mfu:8.1%}  {c.note}")
+        print(
+            f"{c.name[:64]:64s} {published:10.0f} {predicted:10.0f} {c.error:+7.0%} {mfu_pub} {c.predicted_mfu:8.1%}  {c.note}"
+        )
     if errors:
-        print(f"GPU-hours for {TOKENS:.0e} tokens; median |error| {statistics.median(errors):.0%}, "
-              f"worst {max(errors):.0%} over {len(errors)} cases")
+        print(
+            f"GPU-hours for {TOKENS:.0e} tokens; median |error| {statistics.median(errors):.0%}, "
+            f"worst {max(errors):.0%} over {len(errors)} cases"
+        )
     for family, (rows, median, worst) in memory_family_stats(memory_cases()).items():
-        print(f"peak memory, {family}: {rows} rows, median |error| {median:.0%}, worst {worst:.0%} (--memory: every row)")
-    for family, (rows, median, worst, before) in layout_family_stats(layout_cases()).items():
-        print(f"published layouts, {family}: {rows} rows, median |error| {median:.0%}, worst {worst:.0%} "
-              f"(--layouts: every row)")
+        print(
+            f"peak memory, {family}: {rows} rows, median |error| {median:.0%}, worst {worst:.0%} (--memory: every row)"
+        )
+    for family, (rows, median, worst, _before) in layout_family_stats(layout_cases()).items():
+        print(
+            f"published layouts, {family}: {rows} rows, median |error| {median:.0%}, worst {worst:.0%} "
+            f"(--layouts: every row)"
+        )
     w = family_stats(whole_run_cases())
-    print(f"whole runs: {w['rows']} rows, GPU-hours median |error| {w['median_abs']:.0%} (median {w['median']:+.0%}), "
-          f"worst {w['worst_abs']:.0%}; {w['inside']:.0%} inside the others' P10–P90 (--whole-runs: every row)")
+    print(
+        f"whole runs: {w['rows']} rows, GPU-hours median |error| {w['median_abs']:.0%} (median {w['median']:+.0%}), "
+        f"worst {w['worst_abs']:.0%}; {w['inside']:.0%} inside the others' P10–P90 (--whole-runs: every row)"
+    )
 
 
 if __name__ == "__main__":

@@ -59,13 +59,29 @@ def cnn_train_cases() -> list[CnnTrainCase]:
             continue
         arch, gpu = models[row["model"]].architecture, gpus[row["catalog_gpu"]]
         params, n, batch = count_params(arch), int(row["gpus"]), int(row["batch_per_gpu"])
-        step = step_time(arch, params, gpu, precision=row["precision"], seq_len=1, micro_batch=batch, grad_accum=1,
-                         tp=1, pp=1, dp=n, zero_stage=0, recompute="none",
-                         state_bytes_on_gpu=SGD_STATE_BYTES_PER_PARAM * params.total,
-                         gradient_bytes_per_replica=GRADIENT_BYTES * params.total, gpus_per_node=8)
+        step = step_time(
+            arch,
+            params,
+            gpu,
+            precision=row["precision"],
+            seq_len=1,
+            micro_batch=batch,
+            grad_accum=1,
+            tp=1,
+            pp=1,
+            dp=n,
+            zero_stage=0,
+            recompute="none",
+            state_bytes_on_gpu=SGD_STATE_BYTES_PER_PARAM * params.total,
+            gradient_bytes_per_replica=GRADIENT_BYTES * params.total,
+            gpus_per_node=8,
+        )
         name = f"{row['model']} {row['precision']} {row['gpu_type']} ×{n} b{batch} {row['memory_format']}"
-        cases.append(CnnTrainCase(name, n, "host-side limit" in row["notes"], float(row["throughput_items_per_s"]),
-                                  batch * n / step.total))
+        cases.append(
+            CnnTrainCase(
+                name, n, "host-side limit" in row["notes"], float(row["throughput_items_per_s"]), batch * n / step.total
+            )
+        )
     return cases
 
 
@@ -74,7 +90,11 @@ def tolerance(case: CnnTrainCase) -> float:
 
 
 def left_out() -> list[tuple[str, str]]:
-    return [(f"{r['model']} {r['gpu_type']} {r['framework']} ×{r['gpus']}", r["used"]) for r in _rows() if r["used"] != "yes"]
+    return [
+        (f"{r['model']} {r['gpu_type']} {r['framework']} ×{r['gpus']}", r["used"])
+        for r in _rows()
+        if r["used"] != "yes"
+    ]
 
 
 def family_stats(cases: list[CnnTrainCase]) -> tuple[int, float, float]:
@@ -102,8 +122,10 @@ def main() -> None:
     for c in cases:
         print(f"{c.name:58} {c.predicted_items_per_second:10.0f} {c.published_items_per_second:10.0f} {c.error:+7.0%}")
     rows, median, worst = family_stats(cases)
-    print(f"CNN training: {rows} rows, median |error| {median:.0%}, worst {worst:.0%} (tolerance {TOLERANCE:.0%}, "
-          f"host-limited rows {HOST_LIMITED_TOLERANCE:.0%}); {share_inside_range(cases):.0%} inside P10–P90")
+    print(
+        f"CNN training: {rows} rows, median |error| {median:.0%}, worst {worst:.0%} (tolerance {TOLERANCE:.0%}, "
+        f"host-limited rows {HOST_LIMITED_TOLERANCE:.0%}); {share_inside_range(cases):.0%} inside P10–P90"
+    )
     for name, why in left_out():
         print(f"left out: {name}: {why}")
 

@@ -42,7 +42,9 @@ FABRICS = load_fabrics()
 # KvCacheConfig: "= 0.9") for the blog rows that do not state it; the perf-overview rows state 0.95.
 TRTLLM_DEFAULT_FREE_FRACTION = 0.9
 TRTLLM_PERF_OVERVIEW_FREE_FRACTION = 0.95
-VLLM_GPU_MEMORY_UTILIZATION = DEFAULT_GPU_MEMORY_UTILIZATION  # what the compiler gives vLLM unless the plan says otherwise
+VLLM_GPU_MEMORY_UTILIZATION = (
+    DEFAULT_GPU_MEMORY_UTILIZATION  # what the compiler gives vLLM unless the plan says otherwise
+)
 # Tolerances the tests hold each family to (README "How good are the numbers?" says why).
 TOLERANCE_MEDIAN = {"throughput": 0.25, "ttft": 0.3, "tpot": 0.15}
 TOLERANCE_WORST = {"throughput": 0.5, "ttft": 0.4, "tpot": 0.25}
@@ -51,8 +53,18 @@ TOLERANCE_WORST = {"throughput": 0.5, "ttft": 0.4, "tpot": 0.25}
 # "a similar configuration to that of the GPT-J EleutherAI/gpt-j-6B architecture" (n_layer 28, n_embd 4096, n_head 16,
 # n_inner None = 4·n_embd, vocab_size 50400, n_positions 2048, gelu_new MLP with biases, LayerNorm; q/k/v/out
 # projections without bias, src/transformers/models/gptj/modeling_gptj.py).
-GPT_J_6B = Architecture(layers=28, hidden=4096, heads=16, kv_heads=16, ffn_hidden=16384, vocab=50400, max_position=2048,
-                        gated_mlp=False, norm="layernorm", mlp_bias=True)
+GPT_J_6B = Architecture(
+    layers=28,
+    hidden=4096,
+    heads=16,
+    kv_heads=16,
+    ffn_hidden=16384,
+    vocab=50400,
+    max_position=2048,
+    gated_mlp=False,
+    norm="layernorm",
+    mlp_bias=True,
+)
 
 
 @dataclass(frozen=True)
@@ -93,43 +105,93 @@ class Skip:
 
 
 def _trt(model, gpu, precision, tp, batch, prompt, output, **kw) -> Statement:
-    return Statement(model, gpu, precision, tp, "triton", "static-batch", batch, prompt, output, TRTLLM_DEFAULT_FREE_FRACTION, **kw)
+    return Statement(
+        model, gpu, precision, tp, "triton", "static-batch", batch, prompt, output, TRTLLM_DEFAULT_FREE_FRACTION, **kw
+    )
 
 
 def _max_load(model, gpu, tp, prompt, output, precision="fp8", **kw) -> Statement:
-    return Statement(model, gpu, precision, tp, "triton", "max-load", 0, prompt, output, TRTLLM_PERF_OVERVIEW_FREE_FRACTION, **kw)
+    return Statement(
+        model, gpu, precision, tp, "triton", "max-load", 0, prompt, output, TRTLLM_PERF_OVERVIEW_FREE_FRACTION, **kw
+    )
 
 
 def _r1_single_stream(**kw) -> Statement:
-    return Statement("deepseek-r1", "b200-sxm-180gb", "fp4", 8, "triton", "concurrency", 1, 1024, 2048,
-                     TRTLLM_DEFAULT_FREE_FRACTION, R1_FP4, tpot="itl", checkpoint="nvidia/DeepSeek-R1-FP4", **kw)
+    return Statement(
+        "deepseek-r1",
+        "b200-sxm-180gb",
+        "fp4",
+        8,
+        "triton",
+        "concurrency",
+        1,
+        1024,
+        2048,
+        TRTLLM_DEFAULT_FREE_FRACTION,
+        R1_FP4,
+        tpot="itl",
+        checkpoint="nvidia/DeepSeek-R1-FP4",
+        **kw,
+    )
 
 
 LLAMA33 = "Llama-3.3-70B has Llama-3.1-70B's config.json shape (80 layers, 8192 wide, GQA 8, 28672 FFN): that preset"
 H100_GUESS = "'H100 (variant not stated)': the SXM 80 GB entry"
-FIT_ITL = ("the row is a fit, ITL = 6.44 ms + 4.37e-5 ms × input over a 256…125k sweep: stated at the sweep's two ends; "
-           "BF16 weights as the row assumes")
-VLLM_C8 = ("lengths ±15 % around 20k/2k: the means, context up to 1.15 × 22k; BF16 weights as the row assumes; " + H100_GUESS)
-FP4_KV = ("NVIDIA's NVFP4 checkpoints (ModelOpt) quantize the KV cache to FP8 (hf_quant_config kv_cache_quant_algo FP8), "
-          "as the perf-overview's FP8 rows run")
-R1_FP4 = ("'NVFP4 MoE + dense FFN, BF16 attention': the whole body at NVFP4 (the attention's ~11B of 671B in 4 instead of 16 "
-          "bits: ~1.3 GB per GPU fewer weight bytes); TP8 with EP for 'attention TP8, MoE TP4xEP2' (the same bytes per GPU); "
-          "BF16 KV; MTP row: acceptance 0.828, the alpha whose (1 - a^4)/(1 - a) is the published ~3.06-3.10 tokens per step "
-          "(relaxed acceptance; vboost clock tuning not modelled)")
-MAVERICK = ("'TP8 (EP)' run with the perf overview's llm_options 'For MoE models' (enable_attention_dp: true, trtllm-bench "
-            "--tp 8 --ep 8), as Qwen3's row: 8 attention ranks of TP1 and the experts EP8, vLLM's --data-parallel-size 8 "
-            "--enable-expert-parallel (serve.attention_dp 8, TP 1); chunked attention not modelled, and moot at 2176 tokens "
-            "of context (chunks of 8192)")
-QWEN3_DP = ("'TP8 (EP, attention DP per MoE options)': the perf overview's llm_options 'For MoE models' set "
-            "enable_attention_dp: true; TensorRT-LLM's enable_attention_dp with tp_size 8 runs 8 attention "
-            "ranks of TP1 and the experts EP8, vLLM's --data-parallel-size 8 --enable-expert-parallel (serve.attention_dp 8, TP 1)")
+FIT_ITL = (
+    "the row is a fit, ITL = 6.44 ms + 4.37e-5 ms × input over a 256…125k sweep: stated at the sweep's two ends; "
+    "BF16 weights as the row assumes"
+)
+VLLM_C8 = (
+    "lengths ±15 % around 20k/2k: the means, context up to 1.15 × 22k; BF16 weights as the row assumes; " + H100_GUESS
+)
+FP4_KV = (
+    "NVIDIA's NVFP4 checkpoints (ModelOpt) quantize the KV cache to FP8 (hf_quant_config kv_cache_quant_algo FP8), "
+    "as the perf-overview's FP8 rows run"
+)
+R1_FP4 = (
+    "'NVFP4 MoE + dense FFN, BF16 attention': the whole body at NVFP4 (the attention's ~11B of 671B in 4 instead of 16 "
+    "bits: ~1.3 GB per GPU fewer weight bytes); TP8 with EP for 'attention TP8, MoE TP4xEP2' (the same bytes per GPU); "
+    "BF16 KV; MTP row: acceptance 0.828, the alpha whose (1 - a^4)/(1 - a) is the published ~3.06-3.10 tokens per step "
+    "(relaxed acceptance; vboost clock tuning not modelled)"
+)
+MAVERICK = (
+    "'TP8 (EP)' run with the perf overview's llm_options 'For MoE models' (enable_attention_dp: true, trtllm-bench "
+    "--tp 8 --ep 8), as Qwen3's row: 8 attention ranks of TP1 and the experts EP8, vLLM's --data-parallel-size 8 "
+    "--enable-expert-parallel (serve.attention_dp 8, TP 1); chunked attention not modelled, and moot at 2176 tokens "
+    "of context (chunks of 8192)"
+)
+QWEN3_DP = (
+    "'TP8 (EP, attention DP per MoE options)': the perf overview's llm_options 'For MoE models' set "
+    "enable_attention_dp: true; TensorRT-LLM's enable_attention_dp with tp_size 8 runs 8 attention "
+    "ranks of TP1 and the experts EP8, vLLM's --data-parallel-size 8 --enable-expert-parallel (serve.attention_dp 8, TP 1)"
+)
 STATEMENTS: tuple[Statement | Skip | tuple[Statement, ...], ...] = (
     _trt("gpt-j-6b", "h100-sxm-80gb", "fp8", 1, 64, 128, 128, ttft="together"),
-    _trt("gpt-j-6b", "h100-sxm-80gb", "fp8", 1, 1, 128, 1, ttft="p50", throughput=False,
-         assumptions="the first-token test generates one token; its throughput has no output length: not compared"),
+    _trt(
+        "gpt-j-6b",
+        "h100-sxm-80gb",
+        "fp8",
+        1,
+        1,
+        128,
+        1,
+        ttft="p50",
+        throughput=False,
+        assumptions="the first-token test generates one token; its throughput has no output length: not compared",
+    ),
     _trt("gpt-j-6b", "a100-sxm-80gb", "fp16", 1, 64, 128, 128, ttft="together"),
-    _trt("gpt-j-6b", "a100-sxm-80gb", "fp16", 1, 1, 128, 1, ttft="p50", throughput=False,
-         assumptions="the first-token test generates one token; its throughput has no output length: not compared"),
+    _trt(
+        "gpt-j-6b",
+        "a100-sxm-80gb",
+        "fp16",
+        1,
+        1,
+        128,
+        1,
+        ttft="p50",
+        throughput=False,
+        assumptions="the first-token test generates one token; its throughput has no output length: not compared",
+    ),
     _trt("llama-2-13b", "h200-sxm-141gb", "fp8", 1, 1024, 128, 128, per_gpu=True),
     _trt("llama-2-13b", "h200-sxm-141gb", "fp8", 1, 64, 2048, 128, per_gpu=True),
     _trt("llama-2-70b", "h200-sxm-141gb", "fp8", 1, 64, 2048, 128, per_gpu=True),
@@ -141,20 +203,76 @@ STATEMENTS: tuple[Statement | Skip | tuple[Statement, ...], ...] = (
     _max_load("llama-3.1-8b", "h100-sxm-80gb", 1, 128, 4096),
     _max_load("llama-3.1-70b", "h100-sxm-80gb", 2, 2048, 128, assumptions=LLAMA33),
     _max_load("llama-3.1-70b", "h200-sxm-141gb", 1, 20000, 2000, assumptions=LLAMA33),
-    _max_load("llama-3.1-70b", "b200-sxm-180gb", 1, 128, 2048, precision="fp4", kv_cache_dtype="fp8",
-              checkpoint="nvidia/Llama-3.3-70B-Instruct-FP4", assumptions=LLAMA33 + "; " + FP4_KV),
+    _max_load(
+        "llama-3.1-70b",
+        "b200-sxm-180gb",
+        1,
+        128,
+        2048,
+        precision="fp4",
+        kv_cache_dtype="fp8",
+        checkpoint="nvidia/Llama-3.3-70B-Instruct-FP4",
+        assumptions=LLAMA33 + "; " + FP4_KV,
+    ),
     _max_load("llama-3.1-405b", "h100-sxm-80gb", 8, 128, 2048),
     _max_load("qwen3-235b-a22b", "h100-sxm-80gb", 1, 2048, 2048, attention_dp=8, assumptions=QWEN3_DP),
     _max_load("llama-4-maverick", "h100-sxm-80gb", 1, 128, 2048, attention_dp=8, assumptions=MAVERICK),
     _r1_single_stream(),
     _r1_single_stream(speculative_tokens=3, acceptance_rate=round(acceptance_for(3.08, 3), 4)),
-    Statement("llama-3.1-8b", "h100-sxm-80gb", "bf16", 1, "vllm", "concurrency", 8, 20000, 2000, VLLM_GPU_MEMORY_UTILIZATION,
-              VLLM_C8, kv_cache_dtype="auto", ttft="p50", tpot="itl", longest_request=25300),
-    Statement("llama-3.1-8b", "h100-sxm-80gb", "bf16", 1, "vllm", "concurrency", 8, 20000, 2000, VLLM_GPU_MEMORY_UTILIZATION,
-              VLLM_C8, kv_cache_dtype="fp8", ttft="p50", tpot="itl", longest_request=25300),
-    tuple(Statement("llama-3.1-8b", "h100-sxm-80gb", "bf16", 1, "vllm", "concurrency", 1, prompt, 128,
-                    VLLM_GPU_MEMORY_UTILIZATION, FIT_ITL, kv_cache_dtype="auto", tpot="itl", throughput=False,
-                    published_itl_ms=6.44 + 4.37e-5 * prompt) for prompt in (256, 125000)),
+    Statement(
+        "llama-3.1-8b",
+        "h100-sxm-80gb",
+        "bf16",
+        1,
+        "vllm",
+        "concurrency",
+        8,
+        20000,
+        2000,
+        VLLM_GPU_MEMORY_UTILIZATION,
+        VLLM_C8,
+        kv_cache_dtype="auto",
+        ttft="p50",
+        tpot="itl",
+        longest_request=25300,
+    ),
+    Statement(
+        "llama-3.1-8b",
+        "h100-sxm-80gb",
+        "bf16",
+        1,
+        "vllm",
+        "concurrency",
+        8,
+        20000,
+        2000,
+        VLLM_GPU_MEMORY_UTILIZATION,
+        VLLM_C8,
+        kv_cache_dtype="fp8",
+        ttft="p50",
+        tpot="itl",
+        longest_request=25300,
+    ),
+    tuple(
+        Statement(
+            "llama-3.1-8b",
+            "h100-sxm-80gb",
+            "bf16",
+            1,
+            "vllm",
+            "concurrency",
+            1,
+            prompt,
+            128,
+            VLLM_GPU_MEMORY_UTILIZATION,
+            FIT_ITL,
+            kv_cache_dtype="auto",
+            tpot="itl",
+            throughput=False,
+            published_itl_ms=6.44 + 4.37e-5 * prompt,
+        )
+        for prompt in (256, 125000)
+    ),
 )
 
 
@@ -191,14 +309,35 @@ def _request(s: Statement, arch, params, model_id: str) -> ServeRequest:
     closed = s.load != "max-load"
     kv = s.kv_cache_dtype or ("fp8" if s.precision == "fp8" else "auto")
     return ServeRequest(
-        arch=arch, params=params, model_id=model_id, precisions=(s.precision,), kv_cache_dtype=kv, engine=s.engine,
-        context_len=s.longest_request or s.prompt_tokens + s.output_tokens, requests_per_second=0.0 if closed else 1.0,
-        prompt_tokens=s.prompt_tokens, output_tokens=s.output_tokens, peak_factor=1.0, ttft_p99_seconds=None,
-        tpot_p99_seconds=None, latency_p99_seconds=None, gpu_ids=(s.gpu_id,), gpu_count=s.gpus, tp=s.tp, pp=1,
-        gpus_per_node=None, interconnect=FABRICS.interconnects["ib-400g"], pricing="on-demand", optimize="cost",
-        budget_usd_per_month=None, gpu_memory_utilization=s.memory_fraction,
-        max_batch=s.clients if s.load == "static-batch" else None, concurrency=s.clients if closed else None,
-        attention_dp=s.attention_dp, speculative_tokens=s.speculative_tokens, acceptance_rate=s.acceptance_rate,
+        arch=arch,
+        params=params,
+        model_id=model_id,
+        precisions=(s.precision,),
+        kv_cache_dtype=kv,
+        engine=s.engine,
+        context_len=s.longest_request or s.prompt_tokens + s.output_tokens,
+        requests_per_second=0.0 if closed else 1.0,
+        prompt_tokens=s.prompt_tokens,
+        output_tokens=s.output_tokens,
+        peak_factor=1.0,
+        ttft_p99_seconds=None,
+        tpot_p99_seconds=None,
+        latency_p99_seconds=None,
+        gpu_ids=(s.gpu_id,),
+        gpu_count=s.gpus,
+        tp=s.tp,
+        pp=1,
+        gpus_per_node=None,
+        interconnect=FABRICS.interconnects["ib-400g"],
+        pricing="on-demand",
+        optimize="cost",
+        budget_usd_per_month=None,
+        gpu_memory_utilization=s.memory_fraction,
+        max_batch=s.clients if s.load == "static-batch" else None,
+        concurrency=s.clients if closed else None,
+        attention_dp=s.attention_dp,
+        speculative_tokens=s.speculative_tokens,
+        acceptance_rate=s.acceptance_rate,
     )
 
 
@@ -211,8 +350,11 @@ def _case(index: int, row: dict, s: Statement, gpus, models, count) -> PointCase
     comparisons = []
     if s.throughput:
         published = float(row["throughput_tokens_per_s"].replace(",", "")) * (s.gpus if s.per_gpu else 1)
-        predicted = (c.tokens_per_second_per_replica if s.load == "max-load"
-                     else c.requests_per_second_at_peak * s.output_tokens * c.replicas)
+        predicted = (
+            c.tokens_per_second_per_replica
+            if s.load == "max-load"
+            else c.requests_per_second_at_peak * s.output_tokens * c.replicas
+        )
         comparisons.append(Comparison("throughput", published, predicted))
     if s.ttft:
         predicted = c.ttft_seconds if s.ttft == "together" else c.ttft_p50_seconds
@@ -240,7 +382,9 @@ def point_cases(gpus=None, models=None, count=None) -> tuple[list[PointCase], li
         gpus, models, count = gpus or load_gpus(), models or load_models(), count or count_params
     table = rows()
     if len(table) != len(STATEMENTS):
-        raise RuntimeError(f"{SERVE_POINTS.name} has {len(table)} rows, STATEMENTS {len(STATEMENTS)}: state the new rows")
+        raise RuntimeError(
+            f"{SERVE_POINTS.name} has {len(table)} rows, STATEMENTS {len(STATEMENTS)}: state the new rows"
+        )
     cases, skipped = [], []
     for index, (row, stated) in enumerate(zip(table, STATEMENTS)):
         if isinstance(stated, Skip):
@@ -274,10 +418,14 @@ def main() -> None:
         print(f"{index:2d} {model:40s} left out: {reason}")
     for family, comparisons in by_family(cases).items():
         errors = [abs(c.error) for c in comparisons]
-        print(f"{family:10s} {len(errors):2d} points: median |error| {statistics.median(errors):.0%}, worst {max(errors):.0%}")
+        print(
+            f"{family:10s} {len(errors):2d} points: median |error| {statistics.median(errors):.0%}, worst {max(errors):.0%}"
+        )
     moe = sorted({case.row for case in cases if case.statement.model in moe_model_ids()})
-    print(f"residual families: MoE rows {', '.join(map(str, moe))} go to serve-moe-throughput / serve-moe-tpot, a regime of "
-          "their own (benchmarks/residuals.py MOE_FAMILY); the others to serve-throughput / serve-ttft / serve-tpot")
+    print(
+        f"residual families: MoE rows {', '.join(map(str, moe))} go to serve-moe-throughput / serve-moe-tpot, a regime of "
+        "their own (benchmarks/residuals.py MOE_FAMILY); the others to serve-throughput / serve-ttft / serve-tpot"
+    )
 
 
 def moe_model_ids() -> set[str]:

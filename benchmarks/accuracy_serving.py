@@ -42,8 +42,12 @@ GPU_WORDS = {
     "L40S": ("l40s",),
 }
 MODEL_PREFIXES = {
-    "Llama-3.1-8B": "llama-3.1-8b", "Llama-3.1-70B": "llama-3.1-70b", "Llama-3.1-405B": "llama-3.1-405b",
-    "Mistral-7B": "mistral-7b", "Mixtral-8x7B": "mixtral-8x7b", "Mixtral-8x22B": "mixtral-8x22b",
+    "Llama-3.1-8B": "llama-3.1-8b",
+    "Llama-3.1-70B": "llama-3.1-70b",
+    "Llama-3.1-405B": "llama-3.1-405b",
+    "Mistral-7B": "mistral-7b",
+    "Mixtral-8x7B": "mixtral-8x7b",
+    "Mixtral-8x22B": "mixtral-8x22b",
 }
 
 
@@ -107,27 +111,54 @@ def serving_cases(gpus=None, models=None, count=None) -> list[ServingCase]:
             tp = int(row["gpu_count"])
             prompt, output = int(row["input_len"]), int(row["output_len"])
             req = ServeRequest(
-                arch=preset.architecture, params=count(preset.architecture), model_id=preset.id,
-                precisions=(precision,), kv_cache_dtype="fp8" if precision == "fp8" else "auto", engine="triton",
-                context_len=prompt + output, requests_per_second=1.0, prompt_tokens=prompt, output_tokens=output,
-                peak_factor=1.0, ttft_p99_seconds=None, tpot_p99_seconds=None, latency_p99_seconds=None,
-                gpu_ids=(gpu_id,), gpu_count=tp, tp=tp, pp=1, gpus_per_node=None, interconnect=FABRICS.interconnects["ib-400g"], pricing="on-demand",
-                optimize="cost", budget_usd_per_month=None,
+                arch=preset.architecture,
+                params=count(preset.architecture),
+                model_id=preset.id,
+                precisions=(precision,),
+                kv_cache_dtype="fp8" if precision == "fp8" else "auto",
+                engine="triton",
+                context_len=prompt + output,
+                requests_per_second=1.0,
+                prompt_tokens=prompt,
+                output_tokens=output,
+                peak_factor=1.0,
+                ttft_p99_seconds=None,
+                tpot_p99_seconds=None,
+                latency_p99_seconds=None,
+                gpu_ids=(gpu_id,),
+                gpu_count=tp,
+                tp=tp,
+                pp=1,
+                gpus_per_node=None,
+                interconnect=FABRICS.interconnects["ib-400g"],
+                pricing="on-demand",
+                optimize="cost",
+                budget_usd_per_month=None,
                 gpu_memory_utilization=TRTLLM_KV_CACHE_FREE_GPU_MEM_FRACTION,
             )
             result = search_serving(req, gpus)
             c = result.chosen
             if c is None:
                 raise RuntimeError(f"{row['model']} on {tp} × {gpu_id}: {words(result.infeasible_reason)}")
-            cases.append(ServingCase(
-                name=f"{row['model']} {row['precision']} {tp}×{row['gpu_type']} {prompt}/{output}",
-                model_id=preset.id, gpu_id=gpu_id, precision=precision, tp=tp, prompt_tokens=prompt,
-                output_tokens=output, published_tokens_per_second=float(row["throughput_tokens_per_s"]),
-                predicted_tokens_per_second=c.tokens_per_second_per_replica,
-                published_ttft_seconds=optional_seconds(row["ttft_ms"]), predicted_ttft_seconds=c.ttft_seconds,
-                published_tpot_seconds=optional_seconds(row["tpot_ms"]), predicted_tpot_seconds=c.tpot_seconds,
-                batch=c.max_concurrency, note=row["notes"],
-            ))
+            cases.append(
+                ServingCase(
+                    name=f"{row['model']} {row['precision']} {tp}×{row['gpu_type']} {prompt}/{output}",
+                    model_id=preset.id,
+                    gpu_id=gpu_id,
+                    precision=precision,
+                    tp=tp,
+                    prompt_tokens=prompt,
+                    output_tokens=output,
+                    published_tokens_per_second=float(row["throughput_tokens_per_s"]),
+                    predicted_tokens_per_second=c.tokens_per_second_per_replica,
+                    published_ttft_seconds=optional_seconds(row["ttft_ms"]),
+                    predicted_ttft_seconds=c.ttft_seconds,
+                    published_tpot_seconds=optional_seconds(row["tpot_ms"]),
+                    predicted_tpot_seconds=c.tpot_seconds,
+                    batch=c.max_concurrency,
+                    note=row["notes"],
+                )
+            )
     return cases
 
 
@@ -140,8 +171,10 @@ def main() -> None:
             extra += f"  TTFT {c.predicted_ttft_seconds * 1e3:.0f}/{c.published_ttft_seconds * 1e3:.0f} ms"
         if c.published_tpot_seconds is not None:
             extra += f"  TPOT {c.predicted_tpot_seconds * 1e3:.1f}/{c.published_tpot_seconds * 1e3:.1f} ms"
-        print(f"{c.name:58} {c.predicted_tokens_per_second:11.0f} {c.published_tokens_per_second:10.0f} "
-              f"{c.error:+7.0%} {c.batch:6d}{extra}")
+        print(
+            f"{c.name:58} {c.predicted_tokens_per_second:11.0f} {c.published_tokens_per_second:10.0f} "
+            f"{c.error:+7.0%} {c.batch:6d}{extra}"
+        )
     errors = [abs(c.error) for c in cases]
     print(f"median |error| {statistics.median(errors):.0%}, worst {max(errors):.0%} over {len(cases)} cases\n")
     serve_points_main()  # serve_points_2.csv: throughput, TTFT and TPOT at each row's own load point

@@ -54,18 +54,38 @@ def vision_cases() -> list[VisionCase]:
     for row in _rows():
         if row["used"] != "yes":
             continue
-        arch, gpu, precision, batch = models[row["model"]].architecture, gpus[row["catalog_gpu"]], row["precision"], int(row["batch"])
+        arch, gpu, precision, batch = (
+            models[row["model"]].architecture,
+            gpus[row["catalog_gpu"]],
+            row["precision"],
+            int(row["batch"]),
+        )
         params = count_params(arch)
-        timing = batch_time(arch, gpu, compute_dtype(precision, gpu), precision, flops_per_item(arch, params, 1),
-                            weights_bytes(params, precision), batch, fusion=row["fusion"])
-        cases.append(VisionCase(f"{row['model']} {precision} {row['gpu_type']} b{batch} {row['engine']}",
-                                "batch1" if batch == 1 else "batched",
-                                float(row["throughput_items_per_s"]), batch / timing.seconds))
+        timing = batch_time(
+            arch,
+            gpu,
+            compute_dtype(precision, gpu),
+            precision,
+            flops_per_item(arch, params, 1),
+            weights_bytes(params, precision),
+            batch,
+            fusion=row["fusion"],
+        )
+        cases.append(
+            VisionCase(
+                f"{row['model']} {precision} {row['gpu_type']} b{batch} {row['engine']}",
+                "batch1" if batch == 1 else "batched",
+                float(row["throughput_items_per_s"]),
+                batch / timing.seconds,
+            )
+        )
     return cases
 
 
 def left_out() -> list[tuple[str, str]]:
-    return [(f"{r['model']} {r['gpu_type']} b{r['batch']} {r['engine']}", r["used"]) for r in _rows() if r["used"] != "yes"]
+    return [
+        (f"{r['model']} {r['gpu_type']} b{r['batch']} {r['engine']}", r["used"]) for r in _rows() if r["used"] != "yes"
+    ]
 
 
 def family_stats(cases: list[VisionCase], regime: str) -> tuple[int, float, float]:
@@ -81,7 +101,9 @@ def main() -> None:
         print(f"{c.name:64} {c.predicted_items_per_second:10.0f} {c.published_items_per_second:10.0f} {c.error:+7.0%}")
     for regime in TOLERANCE:
         rows, median, worst = family_stats(cases, regime)
-        print(f"CNN {regime}: {rows} rows, median |error| {median:.0%}, worst {worst:.0%} (tolerance {TOLERANCE[regime]:.0%})")
+        print(
+            f"CNN {regime}: {rows} rows, median |error| {median:.0%}, worst {worst:.0%} (tolerance {TOLERANCE[regime]:.0%})"
+        )
     for name, why in left_out():
         print(f"left out: {name}: {why}")
 

@@ -37,8 +37,10 @@ PHASES = ("import", "load+validate", "sizing", "render", "write")
 STARTUP_LINES = (
     ("python start", "pass"),
     ("python start + import pydantic, yaml, jinja2", "import pydantic, yaml, jinja2"),
-    ("  + one one-field pydantic model built and validated (the floor of any compile)",
-     "import yaml, jinja2\nfrom pydantic import BaseModel\nclass A(BaseModel):\n    x: int\nA(x=1)"),
+    (
+        "  + one one-field pydantic model built and validated (the floor of any compile)",
+        "import yaml, jinja2\nfrom pydantic import BaseModel\nclass A(BaseModel):\n    x: int\nA(x=1)",
+    ),
     ("python start + import compiler.cli", "import compiler.cli"),
     ("python start + import compiler.pipeline (what a compile imports)", "import compiler.pipeline"),
 )
@@ -98,11 +100,18 @@ def phases(plans: list[Path], out: Path) -> dict[str, float]:
 
 
 def print_phases(label: str, plans: list[Path], out: Path) -> None:
-    code = ("import json, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
-            "from benchmarks.bench_compile import phases; "
-            "print(json.dumps(phases([Path(p) for p in sys.argv[3:]], Path(sys.argv[2]))))")
-    result = subprocess.run([sys.executable, "-c", code, str(REPO), str(out), *map(str, plans)], cwd=REPO, check=True,
-                            capture_output=True, text=True)
+    code = (
+        "import json, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+        "from benchmarks.bench_compile import phases; "
+        "print(json.dumps(phases([Path(p) for p in sys.argv[3:]], Path(sys.argv[2]))))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(REPO), str(out), *map(str, plans)],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     figures = json.loads(result.stdout)
     print(f"  in-process phases, {label}: " + ", ".join(f"{name} {figures[name]:.3f} s" for name in PHASES))
 
@@ -118,10 +127,18 @@ def main() -> None:
         env = {**os.environ, "XDG_CACHE_HOME": str(work / "cache")}
         timed([*cli, str(EXAMPLE), "-o", str(work / "one")], REPO, env)  # fills the template cache
         one = [timed([*cli, str(EXAMPLE), "-o", str(work / "one")], REPO, env) for _ in range(args.repeat)]
-        print(f"one plan end to end (process start included): median {statistics.median(one):.3f} s, min {min(one):.3f} s over {args.repeat} runs")
-        first = [timed([*cli, str(EXAMPLE), "-o", str(work / "one")], REPO, {**env, "XDG_CACHE_HOME": str(work / f"empty-{i}")})
-                 for i in range(args.repeat)]
-        print(f"  the same with no template cache (a first run): median {statistics.median(first):.3f} s, min {min(first):.3f} s")
+        print(
+            f"one plan end to end (process start included): median {statistics.median(one):.3f} s, min {min(one):.3f} s over {args.repeat} runs"
+        )
+        first = [
+            timed(
+                [*cli, str(EXAMPLE), "-o", str(work / "one")], REPO, {**env, "XDG_CACHE_HOME": str(work / f"empty-{i}")}
+            )
+            for i in range(args.repeat)
+        ]
+        print(
+            f"  the same with no template cache (a first run): median {statistics.median(first):.3f} s, min {min(first):.3f} s"
+        )
         cached = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
         cached["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
         timed([*cli, str(EXAMPLE), "-o", str(work / "one")], REPO, cached)  # writes the bytecode
@@ -135,8 +152,13 @@ def main() -> None:
             plans = make_plans(folder, args.plans, distinct)
             out = folder / "out"
             write = timed([*cli, *map(str, plans), "-o", str(out)], REPO, env)
-            print(f"{args.plans} {label}plans compiled and written: {write:.2f} s ({write / args.plans * 1000:.1f} ms per plan)")
-            check = [timed([*cli, *map(str, plans), "-o", str(out), "--check"], REPO, env) for _ in range(max(1, args.repeat // 2))]
+            print(
+                f"{args.plans} {label}plans compiled and written: {write:.2f} s ({write / args.plans * 1000:.1f} ms per plan)"
+            )
+            check = [
+                timed([*cli, *map(str, plans), "-o", str(out), "--check"], REPO, env)
+                for _ in range(max(1, args.repeat // 2))
+            ]
             print(f"--check over {args.plans} {label}plans (up to date): median {statistics.median(check):.2f} s")
             print_phases(f"{args.plans} {label}plans", plans, folder / "phases-out")
         for label, code in STARTUP_LINES:

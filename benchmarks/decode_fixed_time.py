@@ -47,17 +47,31 @@ ROWS = (
     BatchOneStep("llama-2-70b", "a100-sxm-80gb", 4, 38.01, GPT_FAST_CONTEXT_TOKENS, GPT_FAST),
     BatchOneStep("llama-2-70b", "a100-sxm-80gb", 8, 62.50, GPT_FAST_CONTEXT_TOKENS, GPT_FAST),
 )
-CROSS_CHECK = BatchOneStep("llama-3.1-8b", "b200-sxm-180gb", 1, 1e3 / 3.93, 0,
-                           "vllm-project.github.io _posts/2026-04-22-fp8-kvcache.md (B200, FlashInfer, BF16)")
+CROSS_CHECK = BatchOneStep(
+    "llama-3.1-8b",
+    "b200-sxm-180gb",
+    1,
+    1e3 / 3.93,
+    0,
+    "vllm-project.github.io _posts/2026-04-22-fp8-kvcache.md (B200, FlashInfer, BF16)",
+)
 
 
 def roofline_seconds(row: BatchOneStep) -> float:
     """This model's batch-1 decode step without the fixed per-layer term."""
     arch = load_models()[row.model].architecture
     params, gpu = count_params(arch), load_gpus()[row.gpu]
-    m = ReplicaModel(gpu=gpu, arch=arch, params=params, precision="bf16", dtype=compute_dtype("bf16", gpu), tp=row.tp,
-                     pp=1, weights_bytes_per_gpu=weights_bytes_per_gpu(params, arch, "bf16", row.tp, 1),
-                     kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu(arch, 2, row.tp, 1))
+    m = ReplicaModel(
+        gpu=gpu,
+        arch=arch,
+        params=params,
+        precision="bf16",
+        dtype=compute_dtype("bf16", gpu),
+        tp=row.tp,
+        pp=1,
+        weights_bytes_per_gpu=weights_bytes_per_gpu(params, arch, "bf16", row.tp, 1),
+        kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu(arch, 2, row.tp, 1),
+    )
     step = decode_step(m, 1, row.context_tokens)
     return step.seconds - step.fixed_seconds
 
@@ -73,8 +87,10 @@ def derived_seconds() -> float:
 
 def main() -> None:
     for row in (*ROWS, CROSS_CHECK):
-        print(f"{row.model:12s} {row.gpu:15s} TP{row.tp}  published {1e3 / row.tokens_per_second:6.2f} ms  "
-              f"roofline {roofline_seconds(row) * 1e3:6.2f} ms  per layer {per_layer_seconds(row) * 1e6:5.1f} µs  ({row.source})")
+        print(
+            f"{row.model:12s} {row.gpu:15s} TP{row.tp}  published {1e3 / row.tokens_per_second:6.2f} ms  "
+            f"roofline {roofline_seconds(row) * 1e3:6.2f} ms  per layer {per_layer_seconds(row) * 1e6:5.1f} µs  ({row.source})"
+        )
     print(f"median of the gpt-fast rows: {derived_seconds() * 1e6:.1f} µs per layer")
 
 

@@ -30,8 +30,12 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--plans", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--crashes", type=Path, default=Path(tempfile.gettempdir()) / "mlinfra-fuzz-crashes",
-                        help="where each distinct crash's plan, stderr and reproducing command are saved")
+    parser.add_argument(
+        "--crashes",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "mlinfra-fuzz-crashes",
+        help="where each distinct crash's plan, stderr and reproducing command are saved",
+    )
     parser.add_argument("--only", type=int, default=None, help="run only plan number I (to reproduce it)")
     parser.add_argument("--progress", type=int, default=500, help="print a line every N plans")
     args = parser.parse_args()
@@ -76,20 +80,31 @@ def main() -> int:
                 shutil.rmtree(workdir / "plan" / "out", ignore_errors=True)
             if args.progress and n % args.progress == 0:
                 rate = n / (time.perf_counter() - start)
-                print(f"[{n}] {rate:.1f} plans/s " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), flush=True)
+                print(
+                    f"[{n}] {rate:.1f} plans/s " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), flush=True
+                )
         elapsed = time.perf_counter() - start
     total = sum(counts.values())
     print(f"\n{total} plans in {elapsed:.1f} s ({total / elapsed:.1f} plans/s), seed {args.seed}")
     for kind in ("compiled", "infeasible", "invalid", "unrepresentable", "fuzzer-error", "crash"):
         print(f"  {kind:16} {counts[kind]:6d}  {100 * counts[kind] / max(total, 1):5.1f}%")
-    print(f"  reached sizing (compiled + infeasible): {100 * (counts['compiled'] + counts['infeasible']) / max(total, 1):.1f}%")
-    print("per example (compiled/infeasible/invalid/crash): " + "; ".join(
-        f"{name} {c['compiled']}/{c['infeasible']}/{c['invalid']}/{c['crash']}" for name, c in sorted(by_example.items())))
+    print(
+        f"  reached sizing (compiled + infeasible): {100 * (counts['compiled'] + counts['infeasible']) / max(total, 1):.1f}%"
+    )
+    print(
+        "per example (compiled/infeasible/invalid/crash): "
+        + "; ".join(
+            f"{name} {c['compiled']}/{c['infeasible']}/{c['invalid']}/{c['crash']}"
+            for name, c in sorted(by_example.items())
+        )
+    )
     print("slowest plans: " + ", ".join(f"#{i} {t:.2f} s ({kind})" for t, i, kind in slowest))
     print("most common diagnostic codes: " + ", ".join(f"{code} {n}" for code, n in invalid_codes.most_common(15)))
     print(f"crashes: {counts['crash']} ({len(crashes)} distinct)")
     for signature, record in sorted(crashes.items(), key=lambda kv: -kv[1]["count"]):
-        print(f"  {record['count']:5d}  {signature}  (plans {record['plans'][:5]}; saved in {args.crashes / slug(signature)})")
+        print(
+            f"  {record['count']:5d}  {signature}  (plans {record['plans'][:5]}; saved in {args.crashes / slug(signature)})"
+        )
     return 1 if counts["crash"] else 0
 
 
@@ -104,8 +119,15 @@ def save_crash(root: Path, outcome, index: int, seed: int, example: Path, mutati
     if CATALOG_NAME in mutation.files:
         (folder / CATALOG_NAME).write_bytes(mutation.files[CATALOG_NAME])
     (folder / "stderr.txt").write_text(outcome.stderr, encoding="utf-8")
-    info = {"signature": outcome.signature, "exit": outcome.code, "example": example.name, "seed": seed, "plan": index,
-            "mutations": mutation.notes, "reproduce": f"python benchmarks/fuzz.py --seed {seed} --only {index}"}
+    info = {
+        "signature": outcome.signature,
+        "exit": outcome.code,
+        "example": example.name,
+        "seed": seed,
+        "plan": index,
+        "mutations": mutation.notes,
+        "reproduce": f"python benchmarks/fuzz.py --seed {seed} --only {index}",
+    }
     (folder / "crash.json").write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 

@@ -41,17 +41,34 @@ class SingleStreamRow:
 
 def rows() -> list[SingleStreamRow]:
     with SINGLESTREAM.open() as f:
-        return [SingleStreamRow(f"{r['round']} {r['system']}", r["model"], r["catalog_gpu"], r["precision"],
-                                int(r["p90_latency_ns"]) * 1e-9, r["used"] == "yes",
-                                "" if r["used"] == "yes" else r["used"].removeprefix("no: ")) for r in csv.DictReader(f)]
+        return [
+            SingleStreamRow(
+                f"{r['round']} {r['system']}",
+                r["model"],
+                r["catalog_gpu"],
+                r["precision"],
+                int(r["p90_latency_ns"]) * 1e-9,
+                r["used"] == "yes",
+                "" if r["used"] == "yes" else r["used"].removeprefix("no: "),
+            )
+            for r in csv.DictReader(f)
+        ]
 
 
 def roofline_seconds(row: SingleStreamRow) -> tuple[float, int]:
     """Our batch-1 time for the row without the fixed term, and the model's layers."""
     arch, gpu = load_models()[row.model].architecture, load_gpus()[row.gpu]
     params = count_params(arch)
-    t = batch_time(arch, gpu, compute_dtype(row.precision, gpu), row.precision, flops_per_item(arch, params, 1),
-                   weights_bytes(params, row.precision), 1, fusion="tensorrt")
+    t = batch_time(
+        arch,
+        gpu,
+        compute_dtype(row.precision, gpu),
+        row.precision,
+        flops_per_item(arch, params, 1),
+        weights_bytes(params, row.precision),
+        1,
+        fusion="tensorrt",
+    )
     return t.seconds - t.fixed_seconds, t.layers
 
 
@@ -68,8 +85,10 @@ def derived_seconds() -> float:
 def main() -> None:
     for row in rows():
         roofline, layers = roofline_seconds(row)
-        print(f"{row.name:52s} {row.gpu:20s} published {row.latency_seconds * 1e3:5.3f} ms  roofline {roofline * 1e3:5.3f} ms"
-              f"  {layers} layers  per layer {per_layer_seconds(row) * 1e6:4.2f} µs{'' if row.used else '  (not in the median: ' + row.why_not + ')'}")
+        print(
+            f"{row.name:52s} {row.gpu:20s} published {row.latency_seconds * 1e3:5.3f} ms  roofline {roofline * 1e3:5.3f} ms"
+            f"  {layers} layers  per layer {per_layer_seconds(row) * 1e6:4.2f} µs{'' if row.used else '  (not in the median: ' + row.why_not + ')'}"
+        )
     print(f"median of the used rows: {derived_seconds() * 1e6:.2f} µs per layer")
 
 

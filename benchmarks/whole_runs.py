@@ -42,9 +42,18 @@ GPU_IDS = {"A100-80GB": "a100-sxm-80gb", "A100-40GB": "a100-sxm-40gb", "H100-80G
 FABRICS = load_fabrics()
 # The CSV's `fabric` names a catalog interconnect, or this one: BLOOM's Jean Zay nodes had 4 Omni-Path 100 Gb/s links
 # (BLOOM paper §3.4.1), 50 GB/s per node as AWS p4d's EFA (the catalog's efa-400g), at an InfiniBand-like latency.
-INTERCONNECTS = {**FABRICS.interconnects, "opa-400g": FABRICS.interconnects["efa-400g"].model_copy(update={
-    "id": "opa-400g", "name": "Omni-Path, 4 × 100 Gb/s per node", "family": "ib", "latency_seconds": 5e-6,
-    "source": "BLOOM paper §3.4.1: 4 Omni-Path 100 Gbps links per node"})}
+INTERCONNECTS = {
+    **FABRICS.interconnects,
+    "opa-400g": FABRICS.interconnects["efa-400g"].model_copy(
+        update={
+            "id": "opa-400g",
+            "name": "Omni-Path, 4 × 100 Gb/s per node",
+            "family": "ib",
+            "latency_seconds": 5e-6,
+            "source": "BLOOM paper §3.4.1: 4 Omni-Path 100 Gbps links per node",
+        }
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -79,10 +88,21 @@ def _architecture(row: dict) -> Architecture:
         return load_models()[row["preset"]].architecture
     hidden = int(row["hidden"])
     gelu = row["mlp"] == "gelu"
-    return Architecture(layers=int(row["layers"]), hidden=hidden, heads=int(row["heads"]), kv_heads=int(row["kv_heads"]),
-                        ffn_hidden=int(row["ffn_hidden"]), vocab=int(row["vocab"]), max_position=int(row["seq_len"]),
-                        gated_mlp=not gelu, norm="layernorm" if gelu else "rmsnorm", attention_bias=gelu, mlp_bias=gelu,
-                        learned_positions=row["positions"] == "learned", tied_embeddings=row["tied"] == "true")
+    return Architecture(
+        layers=int(row["layers"]),
+        hidden=hidden,
+        heads=int(row["heads"]),
+        kv_heads=int(row["kv_heads"]),
+        ffn_hidden=int(row["ffn_hidden"]),
+        vocab=int(row["vocab"]),
+        max_position=int(row["seq_len"]),
+        gated_mlp=not gelu,
+        norm="layernorm" if gelu else "rmsnorm",
+        attention_bias=gelu,
+        mlp_bias=gelu,
+        learned_positions=row["positions"] == "learned",
+        tied_embeddings=row["tied"] == "true",
+    )
 
 
 def _pins(layout: str) -> TrainPins:
@@ -92,8 +112,14 @@ def _pins(layout: str) -> TrainPins:
         found.update(TP=1, PP=1)
     micro_batch = int(m[1]) if (m := re.search(r"\bmb(\d+)", layout)) else None
     recompute = m[1] if (m := re.search(r"recompute-(none|selective|full)", layout)) else None
-    return TrainPins(tp=found.get("TP"), cp=found.get("CP"), pp=found.get("PP"), zero_stage=zero, micro_batch=micro_batch,
-                     recompute=recompute)
+    return TrainPins(
+        tp=found.get("TP"),
+        cp=found.get("CP"),
+        pp=found.get("PP"),
+        zero_stage=zero,
+        micro_batch=micro_batch,
+        recompute=recompute,
+    )
 
 
 def published_gpu_hours(row: dict) -> float:
@@ -107,12 +133,23 @@ def request(row: dict, tokens: float | None = None) -> TrainRequest:
     count = int(row["gpu_count"])
     attention = row["attention"]
     return TrainRequest(
-        arch=arch, params=count_params(arch), tokens=tokens or float(row["tokens"]), seq_len=int(row["seq_len"]),
-        global_batch_sequences=int(row["global_batch_sequences"]), gpu_ids=(GPU_IDS[row["gpu_type"]],),
-        precision=row["precision"], gpu_count=count, gpus_per_node=8, max_gpus=count,
-        interconnect=INTERCONNECTS[row["fabric"].split(" ")[0]], storage=FABRICS.storage["lustre"],
-        pins=_pins(row["layout"]), optimize="time", flash_attention=attention != "none",
-        attention_kernel=attention if attention != "none" else "flash2")
+        arch=arch,
+        params=count_params(arch),
+        tokens=tokens or float(row["tokens"]),
+        seq_len=int(row["seq_len"]),
+        global_batch_sequences=int(row["global_batch_sequences"]),
+        gpu_ids=(GPU_IDS[row["gpu_type"]],),
+        precision=row["precision"],
+        gpu_count=count,
+        gpus_per_node=8,
+        max_gpus=count,
+        interconnect=INTERCONNECTS[row["fabric"].split(" ")[0]],
+        storage=FABRICS.storage["lustre"],
+        pins=_pins(row["layout"]),
+        optimize="time",
+        flash_attention=attention != "none",
+        attention_kernel=attention if attention != "none" else "flash2",
+    )
 
 
 def whole_run_cases() -> list[WholeRun]:
@@ -127,13 +164,28 @@ def whole_run_cases() -> list[WholeRun]:
             result = search_training(request(row), gpus)
             c = result.chosen
             if c is None:
-                cases.append(WholeRun(name, count, known, published, None, None, None, None, "",
-                                      words(result.infeasible_reason) if result.infeasible_reason else "no fit"))
+                cases.append(
+                    WholeRun(
+                        name,
+                        count,
+                        known,
+                        published,
+                        None,
+                        None,
+                        None,
+                        None,
+                        "",
+                        words(result.infeasible_reason) if result.infeasible_reason else "no fit",
+                    )
+                )
                 continue
             steady = c.steps * c.step.total * c.gpus / 3600
             before = steady / goodput(c.gpus, c.checkpoint_write_seconds)[0]
-            cases.append(WholeRun(name, count, known, published, c.gpu_hours, steady, before, c.goodput,
-                                  c.description, row["notes"]))
+            cases.append(
+                WholeRun(
+                    name, count, known, published, c.gpu_hours, steady, before, c.goodput, c.description, row["notes"]
+                )
+            )
     return cases
 
 
@@ -146,7 +198,7 @@ def inside_range_share(values: list[float]) -> float:
     """Share of rows inside the P10–P90 of the other rows (leave-one-out, so a row never sets its own range)."""
     inside = 0
     for i, value in enumerate(values):
-        cuts = statistics.quantiles(values[:i] + values[i + 1:], n=10, method="inclusive")
+        cuts = statistics.quantiles(values[:i] + values[i + 1 :], n=10, method="inclusive")
         inside += cuts[0] <= value <= cuts[-1]
     return inside / len(values)
 
@@ -156,31 +208,43 @@ def family_stats(cases: list[WholeRun]) -> dict[str, float]:
     published GPU-hours inside the P10–P90 the other rows give."""
     priced = [c for c in cases if c.predicted_gpu_hours]
     errors, before = [c.error for c in priced], [c.before_error for c in priced]
-    return {"rows": len(priced), "median_abs": statistics.median(abs(e) for e in errors),
-            "worst_abs": max(abs(e) for e in errors), "median": statistics.median(errors),
-            "before_median_abs": statistics.median(abs(e) for e in before), "before_median": statistics.median(before),
-            "before_worst_abs": max(abs(e) for e in before), "inside": inside_range_share(ratios(priced)),
-            "published_count_rows": sum(c.count_published for c in priced),
-            "published_count_median_abs": statistics.median(abs(c.error) for c in priced if c.count_published)}
+    return {
+        "rows": len(priced),
+        "median_abs": statistics.median(abs(e) for e in errors),
+        "worst_abs": max(abs(e) for e in errors),
+        "median": statistics.median(errors),
+        "before_median_abs": statistics.median(abs(e) for e in before),
+        "before_median": statistics.median(before),
+        "before_worst_abs": max(abs(e) for e in before),
+        "inside": inside_range_share(ratios(priced)),
+        "published_count_rows": sum(c.count_published for c in priced),
+        "published_count_median_abs": statistics.median(abs(c.error) for c in priced if c.count_published),
+    }
 
 
 def print_whole_runs() -> None:
     cases = whole_run_cases()
-    print(f"{'whole run':50s} {'GPU-h pub':>11s} {'pred':>11s} {'error':>7s} {'before':>7s} {'steady':>7s} {'goodput':>7s}  "
-          "layout")
+    print(
+        f"{'whole run':50s} {'GPU-h pub':>11s} {'pred':>11s} {'error':>7s} {'before':>7s} {'steady':>7s} {'goodput':>7s}  "
+        "layout"
+    )
     for c in cases:
         if not c.predicted_gpu_hours:
             print(f"{c.name[:50]:50s} {c.published_gpu_hours:11,.0f} {'—':>11s}  {c.note}")
             continue
-        print(f"{c.name[:50]:50s} {c.published_gpu_hours:11,.0f} {c.predicted_gpu_hours:11,.0f} {c.error:+7.0%} "
-              f"{c.before_error:+7.0%} {c.steady_error:+7.0%} {c.goodput:7.1%}  {c.description}"
-              f"{'' if c.count_published else ' (count assumed)'}")
+        print(
+            f"{c.name[:50]:50s} {c.published_gpu_hours:11,.0f} {c.predicted_gpu_hours:11,.0f} {c.error:+7.0%} "
+            f"{c.before_error:+7.0%} {c.steady_error:+7.0%} {c.goodput:7.1%}  {c.description}"
+            f"{'' if c.count_published else ' (count assumed)'}"
+        )
     s = family_stats(cases)
-    print(f"whole runs: {s['rows']} rows, median |error| {s['median_abs']:.0%}, worst {s['worst_abs']:.0%}, median "
-          f"{s['median']:+.0%} (before the whole-run terms: {s['before_median_abs']:.0%}, {s['before_worst_abs']:.0%}, "
-          f"{s['before_median']:+.0%}); {s['inside']:.0%} of published GPU-hours inside the P10–P90 of the other rows; "
-          f"the {s['published_count_rows']} rows with a published GPU count: median |error| "
-          f"{s['published_count_median_abs']:.0%}")
+    print(
+        f"whole runs: {s['rows']} rows, median |error| {s['median_abs']:.0%}, worst {s['worst_abs']:.0%}, median "
+        f"{s['median']:+.0%} (before the whole-run terms: {s['before_median_abs']:.0%}, {s['before_worst_abs']:.0%}, "
+        f"{s['before_median']:+.0%}); {s['inside']:.0%} of published GPU-hours inside the P10–P90 of the other rows; "
+        f"the {s['published_count_rows']} rows with a published GPU count: median |error| "
+        f"{s['published_count_median_abs']:.0%}"
+    )
 
 
 if __name__ == "__main__":

@@ -53,9 +53,19 @@ def _compile_parser() -> argparse.ArgumentParser:
     parser.add_argument("plans", nargs="+", type=Path, help="plan YAML files, folders of them, or - for standard input")
     parser.add_argument("-o", "--out", type=Path, default=Path("out"), help="output directory (default: out/)")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 with a diff when out/ is stale")
-    parser.add_argument("--format", choices=FORMATS, default="text", help="text (default), json (schemas/cli-output.schema.json) or github (workflow annotations)")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="text (default), json (schemas/cli-output.schema.json) or github (workflow annotations)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="print only problems")
-    parser.add_argument("--stdin-name", default="stdin.yaml", metavar="NAME", help="the file name a plan read from - stands for (headers, messages)")
+    parser.add_argument(
+        "--stdin-name",
+        default="stdin.yaml",
+        metavar="NAME",
+        help="the file name a plan read from - stands for (headers, messages)",
+    )
     parser.add_argument("--version", action="version", version=f"mlinfra-compile {__version__}")
     return parser
 
@@ -108,8 +118,10 @@ def _read_stdin_plan(cwd: Path) -> Path:
 def _problems_of(exc, path: str):
     from .cli_report import Problem
 
-    return [Problem(d.file or path, d.message, d.code, d.line, d.column, d.path, text=d.render(exc.source_lines))
-            for d in exc.diagnostics]
+    return [
+        Problem(d.file or path, d.message, d.code, d.line, d.column, d.path, text=d.render(exc.source_lines))
+        for d in exc.diagnostics
+    ]
 
 
 def run_compile(argv: list[str]) -> int:
@@ -117,10 +129,10 @@ def run_compile(argv: list[str]) -> int:
     collecting = gc.isenabled()
     gc.disable()  # what the imports build (modules, pydantic's validators) lives as long as the process ...
     try:
+        from . import check, writer  # noqa: F401  (imported with the collector off, used below)
         from .cli_report import Problem, RunReport, emit
         from .diagnostics import InfeasiblePlan, PlanInputError
         from .pipeline import compile_plan, one_run
-        from . import check, writer  # noqa: F401  (imported with the collector off, used below)
     finally:
         gc.freeze()  # ... so no collection, during the run or at exit, needs to look at it again
         if collecting:
@@ -133,7 +145,9 @@ def run_compile(argv: list[str]) -> int:
 
     report = RunReport("check" if args.check else "compile")
     plan_files, whole_folder = _plan_files(args.plans)
-    for folder in (a for a in args.plans if str(a) != "-" and a.is_dir() and not any(p.parent == a for p in plan_files)):
+    for folder in (
+        a for a in args.plans if str(a) != "-" and a.is_dir() and not any(p.parent == a for p in plan_files)
+    ):
         report.problems.append(Problem(str(folder), "no plan files (*.yaml, *.yml) in this folder", "no-plans"))
         report.exit_code = EXIT_INVALID
     rendered, sources = [], []
@@ -142,21 +156,32 @@ def run_compile(argv: list[str]) -> int:
             stdin_copy = _read_stdin_plan(Path.cwd()) if str(path) == "-" else None
             shown = args.stdin_name if stdin_copy else str(path)
             try:
-                rendered.append(compile_plan(stdin_copy or path, display_name=shown if stdin_copy else None, searches=searches))
+                rendered.append(
+                    compile_plan(stdin_copy or path, display_name=shown if stdin_copy else None, searches=searches)
+                )
                 sources.append(shown)
             except PlanInputError as exc:
                 report.problems += _problems_of(exc, shown)
                 report.exit_code = max(report.exit_code, EXIT_INVALID)
             except InfeasiblePlan as exc:
                 report.problems.append(Problem(shown, f"infeasible: {exc}", "infeasible"))
-                report.exit_code = max(report.exit_code, EXIT_INFEASIBLE) if report.exit_code != EXIT_INVALID else EXIT_INVALID
+                report.exit_code = (
+                    max(report.exit_code, EXIT_INFEASIBLE) if report.exit_code != EXIT_INVALID else EXIT_INVALID
+                )
             finally:
                 if stdin_copy:
                     stdin_copy.unlink(missing_ok=True)
     names = [r.name for r in rendered]
     for name in sorted({n for n in names if names.count(n) > 1}):
         files = [src for src, r in zip(sources, rendered) if r.name == name]
-        report.problems.append(Problem(files[-1], f"two plans are named '{name}' ({', '.join(files)}); plan names must be unique in one run", "duplicate-plan-name", field="name"))
+        report.problems.append(
+            Problem(
+                files[-1],
+                f"two plans are named '{name}' ({', '.join(files)}); plan names must be unique in one run",
+                "duplicate-plan-name",
+                field="name",
+            )
+        )
         report.exit_code = EXIT_INVALID
     if not report.exit_code:  # nothing is written when any plan fails
         _write_or_check(args, rendered, sources, whole_folder, report)
@@ -175,7 +200,14 @@ def _write_or_check(args, rendered, sources, whole_folder: bool, report) -> None
         if args.check:
             stale = stale_files(args.out, rendered) + (orphan_folders(args.out, rendered) if whole_folder else [])
             for item in stale:
-                report.problems.append(Problem(str(args.out / item.path), describe(item, args.out, plan_args), f"stale-{item.reason}", diff=item.diff))
+                report.problems.append(
+                    Problem(
+                        str(args.out / item.path),
+                        describe(item, args.out, plan_args),
+                        f"stale-{item.reason}",
+                        diff=item.diff,
+                    )
+                )
             if stale:
                 report.exit_code = EXIT_STALE
                 report.summary = f"{len(stale)} generated file(s) are stale; run: mlinfra-compile {' '.join(plan_args)} -o {shlex.quote(str(args.out))}"
@@ -189,15 +221,20 @@ def _write_or_check(args, rendered, sources, whole_folder: bool, report) -> None
         report.exit_code = EXIT_INVALID
     if not report.exit_code:
         status = "checked" if args.check else "written"
-        report.plans = [{"file": src, "name": r.name, "status": status, "files": len(r.files), "out": str(args.out / r.name)}
-                        for src, r in zip(sources, rendered)]
+        report.plans = [
+            {"file": src, "name": r.name, "status": status, "files": len(r.files), "out": str(args.out / r.name)}
+            for src, r in zip(sources, rendered)
+        ]
 
 
 def run_schema(argv: list[str]) -> int:
     from .schema import plan_schema, resolved_schema
 
-    parser = _Parser(prog="mlinfra-compile schema", description="Print the plan JSON Schema.",
-                     epilog="examples:\n  mlinfra-compile schema > schemas/plan.schema.json\n  mlinfra-compile schema --resolved   # the schema of out/<plan>/plan.json")
+    parser = _Parser(
+        prog="mlinfra-compile schema",
+        description="Print the plan JSON Schema.",
+        epilog="examples:\n  mlinfra-compile schema > schemas/plan.schema.json\n  mlinfra-compile schema --resolved   # the schema of out/<plan>/plan.json",
+    )
     parser.add_argument("--resolved", action="store_true", help="print the schema of out/<plan>/plan.json instead")
     args = parser.parse_args(argv)
     schema = resolved_schema() if args.resolved else plan_schema()
@@ -208,8 +245,11 @@ def run_schema(argv: list[str]) -> int:
 def run_explain(argv: list[str]) -> int:
     from .explain import explain
 
-    parser = _Parser(prog="mlinfra-compile explain", description="Print the sizing and deployment decisions and their reasons.",
-                     epilog=f"example:\n  mlinfra-compile explain examples/llama3-8b-pretrain.yaml\n\n{EXIT_CODES_HELP}")
+    parser = _Parser(
+        prog="mlinfra-compile explain",
+        description="Print the sizing and deployment decisions and their reasons.",
+        epilog=f"example:\n  mlinfra-compile explain examples/llama3-8b-pretrain.yaml\n\n{EXIT_CODES_HELP}",
+    )
     parser.add_argument("plan", type=Path)
     args = parser.parse_args(argv)
     plan, status = _resolved(args.plan)
@@ -248,12 +288,15 @@ def run_probe(argv: list[str]) -> int:
     from .probe import probe_files
     from .writer import UnsafeOutput, write_plans
 
-    parser = _Parser(prog="mlinfra-compile probe", description="Write a measurement job for a plan: one node, and a "
-                     "second for the collectives when the plan spans nodes (out/<plan>-probe/: probe.py, probe_environment.py, "
-                     "probe.sbatch, settings.json).",
-                     epilog="example:\n  mlinfra-compile probe plans/llama3-8b-pretrain.yaml -o out/\n"
-                            "  cd out/llama3-8b-pretrain-probe && sbatch probe.sbatch\n"
-                            "  mlinfra-compile calibrate probe-results.json -o plans/site-calibration.yaml")
+    parser = _Parser(
+        prog="mlinfra-compile probe",
+        description="Write a measurement job for a plan: one node, and a "
+        "second for the collectives when the plan spans nodes (out/<plan>-probe/: probe.py, probe_environment.py, "
+        "probe.sbatch, settings.json).",
+        epilog="example:\n  mlinfra-compile probe plans/llama3-8b-pretrain.yaml -o out/\n"
+        "  cd out/llama3-8b-pretrain-probe && sbatch probe.sbatch\n"
+        "  mlinfra-compile calibrate probe-results.json -o plans/site-calibration.yaml",
+    )
     parser.add_argument("plan", type=Path)
     parser.add_argument("-o", "--out", type=Path, default=Path("out"))
     args = parser.parse_args(argv)
@@ -278,9 +321,11 @@ CALIBRATION_MARK = "# Written by mlinfra-compile calibrate"
 def run_calibrate(argv: list[str]) -> int:
     from .probe import ProbeError, load_results, results_warnings, site_calibration_text
 
-    parser = _Parser(prog="mlinfra-compile calibrate", description="Turn probe results into a site calibration file "
-                     "(name it in a plan as cluster.calibration).",
-                     epilog="example:\n  mlinfra-compile calibrate probe-results.json -o plans/site-calibration.yaml --site cluster-a")
+    parser = _Parser(
+        prog="mlinfra-compile calibrate",
+        description="Turn probe results into a site calibration file (name it in a plan as cluster.calibration).",
+        epilog="example:\n  mlinfra-compile calibrate probe-results.json -o plans/site-calibration.yaml --site cluster-a",
+    )
     parser.add_argument("results", type=Path)
     parser.add_argument("-o", "--out", type=Path, required=True)
     parser.add_argument("--site", default="site", help="the site's name (letters, digits, . _ -)")
@@ -305,7 +350,11 @@ def _write_own_file(path: Path, text: str) -> None:
     if path.exists():
         with open(path, encoding="utf-8", errors="replace") as handle:
             if not handle.readline().startswith(CALIBRATION_MARK):
-                raise OSError(0, "exists and was not written by mlinfra-compile calibrate; remove it or choose another -o", str(path))
+                raise OSError(
+                    0,
+                    "exists and was not written by mlinfra-compile calibrate; remove it or choose another -o",
+                    str(path),
+                )
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or Path("."))
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
@@ -335,7 +384,13 @@ def _looks_like_a_command(word: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     argv_given = argv is not None
     argv = list(sys.argv[1:] if argv is None else argv)
-    handlers = {"schema": run_schema, "explain": run_explain, "diff": run_diff, "probe": run_probe, "calibrate": run_calibrate}
+    handlers = {
+        "schema": run_schema,
+        "explain": run_explain,
+        "diff": run_diff,
+        "probe": run_probe,
+        "calibrate": run_calibrate,
+    }
     # A run allocates many objects and frees nearly all of them by reference counting, so the cycle collector's
     # default pace (a collection every 700 net allocations) is mostly wasted work; with the imports frozen (above)
     # it took 45-50 ms of a one-plan run and 0.25 s of --check over 100 plans, now under 1 ms in both, for about 5 MB
@@ -349,8 +404,10 @@ def main(argv: list[str] | None = None) -> int:
         if argv and _looks_like_a_command(argv[0]):
             from .diagnostics import did_you_mean
 
-            _print_error(f"mlinfra-compile: error: unknown command '{terminal_text(argv[0])}'{did_you_mean(argv[0], handlers)}; "
-                         f"commands: {', '.join(handlers)}, or plan files to compile  [unknown-command]")
+            _print_error(
+                f"mlinfra-compile: error: unknown command '{terminal_text(argv[0])}'{did_you_mean(argv[0], handlers)}; "
+                f"commands: {', '.join(handlers)}, or plan files to compile  [unknown-command]"
+            )
             return EXIT_INVALID
         return run_compile(argv)
     except SystemExit as exc:  # argparse: usage errors are invalid input

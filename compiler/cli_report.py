@@ -58,15 +58,26 @@ def _github(problem: Problem) -> str:
 def _text(problem: Problem) -> str:
     if problem.text:
         return problem.text
-    where = f"{problem.file}:{problem.line}:{problem.column}: " if problem.line else f"{problem.file}: " if problem.file else ""
+    where = (
+        f"{problem.file}:{problem.line}:{problem.column}: "
+        if problem.line
+        else f"{problem.file}: "
+        if problem.file
+        else ""
+    )
     prefix = f"{problem.field}: " if problem.field else ""
     return printable(f"{where}{problem.severity}: {prefix}{problem.message}  [{problem.code}]")
 
 
 def emit(report: RunReport, fmt: str, quiet: bool) -> None:
     if fmt == "json":
-        data = {"version": OUTPUT_VERSION, "command": report.command, "exit_code": report.exit_code, "plans": report.plans,
-                "problems": [{k: v for k, v in asdict(p).items() if k != "text"} for p in report.problems]}
+        data = {
+            "version": OUTPUT_VERSION,
+            "command": report.command,
+            "exit_code": report.exit_code,
+            "plans": report.plans,
+            "problems": [{k: v for k, v in asdict(p).items() if k != "text"} for p in report.problems],
+        }
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         return
     if fmt == "github":

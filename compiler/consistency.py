@@ -6,8 +6,8 @@ Run on every compile after rendering, before anything is written; a disagreement
 
 from __future__ import annotations
 
-from .resolved import ResolvedPlan
 from . import training_consistency
+from .resolved import ResolvedPlan
 from .targets.base import OutputFile, load_generated_yaml, load_generated_yaml_documents
 
 
@@ -27,7 +27,10 @@ def _yaml_docs(text: str) -> list[dict]:
 def _training(plan: ResolvedPlan, files: dict[str, str]) -> None:
     par, hw = plan.parallelism, plan.hardware
     _expect(par.global_batch == par.micro_batch * par.grad_accum * par.dp, "global batch != micro × grad-accum × DP")
-    _expect(par.tp * par.cp * par.pp * par.dp == hw.gpus, f"TP×CP×PP×DP = {par.tp * par.cp * par.pp * par.dp} but {hw.gpus} GPUs")
+    _expect(
+        par.tp * par.cp * par.pp * par.dp == hw.gpus,
+        f"TP×CP×PP×DP = {par.tp * par.cp * par.pp * par.dp} but {hw.gpus} GPUs",
+    )
     _expect(hw.nodes * hw.gpus_per_node == hw.gpus, "nodes × GPUs per node != GPUs")
     training_consistency.check(files, plan)  # the cross-file checks of the training targets
 
@@ -49,8 +52,10 @@ def _serving(plan: ResolvedPlan, files: dict[str, str]) -> None:
             if doc.get("kind") == "HorizontalPodAutoscaler" and not plan.stages:
                 spec = doc["spec"]
                 decided = plan.deployment.kubernetes.serving[0]
-                _expect((spec["minReplicas"], spec["maxReplicas"]) == (decided.min_replicas, decided.max_replicas),
-                        "HPA bounds differ from the deployment decision")
+                _expect(
+                    (spec["minReplicas"], spec["maxReplicas"]) == (decided.min_replicas, decided.max_replicas),
+                    "HPA bounds differ from the deployment decision",
+                )
                 _expect(s.replicas <= spec["maxReplicas"], "HPA bounds exclude the planned replicas")
 
 

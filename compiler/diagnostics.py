@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 
 @dataclass(frozen=True, order=True)
@@ -38,7 +38,7 @@ def _window(line: str, column: int) -> tuple[str, int]:
     if len(line) <= QUOTE_WIDTH:
         return line, column
     start = max(0, min(column - 1 - QUOTE_WIDTH // 2, len(line) - QUOTE_WIDTH))
-    return line[start:start + QUOTE_WIDTH], column - start
+    return line[start : start + QUOTE_WIDTH], column - start
 
 
 # Line breaks, terminal escapes and bidi overrides from a plan's keys or values would break a diagnostic over

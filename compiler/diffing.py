@@ -14,8 +14,8 @@ from typing import Any
 
 from .diagnostics import InfeasiblePlan, PlanInputError, printable
 from .pipeline import one_run, render, resolve
-from .sizing.search_cache import SearchCache
 from .resolved import ResolvedPlan
+from .sizing.search_cache import SearchCache
 from .units import format_seconds, format_usd
 
 # (label, getter, formatter, relative change shown as a percentage)
@@ -41,8 +41,15 @@ FIELDS: tuple[tuple[str, Any, Any, bool], ...] = (
 )
 
 
-RANGED = {"step time": "training.step_seconds", "wall time": "training.wall_seconds", "cost": "cost.usd_total",
-          "cost per month": "cost.usd_per_month", "TTFT": "serving.ttft_seconds", "TPOT": "serving.tpot_seconds", "memory per GPU": "memory_per_gpu_bytes.total"}
+RANGED = {
+    "step time": "training.step_seconds",
+    "wall time": "training.wall_seconds",
+    "cost": "cost.usd_total",
+    "cost per month": "cost.usd_per_month",
+    "TTFT": "serving.ttft_seconds",
+    "TPOT": "serving.tpot_seconds",
+    "memory per GPU": "memory_per_gpu_bytes.total",
+}
 
 
 def _spread(plan: ResolvedPlan, label: str, fmt) -> str:
@@ -57,7 +64,12 @@ def decision_changes(old: ResolvedPlan, new: ResolvedPlan) -> list[dict]:
         a, b = get(old), get(new)
         if a == b:
             continue
-        change = {"what": label, "old": a, "new": b, "text": f"{label} {fmt(a) if a is not None else '-'} → {fmt(b) if b is not None else '-'}"}
+        change = {
+            "what": label,
+            "old": a,
+            "new": b,
+            "text": f"{label} {fmt(a) if a is not None else '-'} → {fmt(b) if b is not None else '-'}",
+        }
         if relative and a and b:
             change["relative"] = (b - a) / a
             sign = "+" if b >= a else "−"
@@ -77,8 +89,14 @@ def deployment_changes(old: ResolvedPlan, new: ResolvedPlan) -> list[dict]:
     changes = []
     for topic in [*a, *(t for t in b if t not in a)]:
         if a.get(topic) != b.get(topic):
-            changes.append({"what": topic, "old": a.get(topic), "new": b.get(topic),
-                            "text": f"{topic} {a.get(topic) or '-'} → {b.get(topic) or '-'}"})
+            changes.append(
+                {
+                    "what": topic,
+                    "old": a.get(topic),
+                    "new": b.get(topic),
+                    "text": f"{topic} {a.get(topic) or '-'} → {b.get(topic) or '-'}",
+                }
+            )
     return changes
 
 
@@ -88,9 +106,16 @@ def file_diffs(old: ResolvedPlan, new: ResolvedPlan) -> str:
     chunks = []
     for path in sorted(set(a) | set(b)):
         if a.get(path) != b.get(path):
-            chunks.append("".join(difflib.unified_diff(
-                a.get(path, "").splitlines(keepends=True), b.get(path, "").splitlines(keepends=True),
-                fromfile=f"a/{path}" if path in a else "/dev/null", tofile=f"b/{path}" if path in b else "/dev/null")))
+            chunks.append(
+                "".join(
+                    difflib.unified_diff(
+                        a.get(path, "").splitlines(keepends=True),
+                        b.get(path, "").splitlines(keepends=True),
+                        fromfile=f"a/{path}" if path in a else "/dev/null",
+                        tofile=f"b/{path}" if path in b else "/dev/null",
+                    )
+                )
+            )
     return "".join(chunks)
 
 
@@ -127,7 +152,9 @@ def _plan_at_revision(path: Path, revision: str, searches: SearchCache) -> Resol
     sha = _commit(revision, cwd)
     relative = _git(["ls-files", "--full-name", "--error-unmatch", "--", path.name], cwd).strip()
     text = _git(["show", f"{sha}:{relative}"], cwd)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".mlinfra-diff-", suffix=".yaml", delete=False) as handle:
+    with tempfile.NamedTemporaryFile(
+        "w", dir=path.parent, prefix=".mlinfra-diff-", suffix=".yaml", delete=False
+    ) as handle:
         handle.write(text)
     try:
         return resolve(Path(handle.name), display_name=f"{sha[:12]}:{path.name}", searches=searches)
@@ -137,9 +164,12 @@ def _plan_at_revision(path: Path, revision: str, searches: SearchCache) -> Resol
 
 def run_diff(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="mlinfra-compile diff", description="What a plan change does to the decisions and generated files.", allow_abbrev=False,
+        prog="mlinfra-compile diff",
+        description="What a plan change does to the decisions and generated files.",
+        allow_abbrev=False,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n  mlinfra-compile diff plans/a.yaml plans/a-new.yaml\n  mlinfra-compile diff plans/a.yaml --against HEAD~1 --json")
+        epilog="examples:\n  mlinfra-compile diff plans/a.yaml plans/a-new.yaml\n  mlinfra-compile diff plans/a.yaml --against HEAD~1 --json",
+    )
     parser.add_argument("old", type=Path)
     parser.add_argument("new", type=Path, nargs="?")
     parser.add_argument("--against", metavar="REV", help="compare PLAN with its version at a git revision")
@@ -152,7 +182,10 @@ def run_diff(argv: list[str]) -> int:
             if args.against is not None:
                 old, new = _plan_at_revision(args.old, args.against, searches), resolve(args.old, searches=searches)
             else:
-                old, new = resolve(args.old, searches=searches), resolve(args.new, display_name=str(args.old), searches=searches)
+                old, new = (
+                    resolve(args.old, searches=searches),
+                    resolve(args.new, display_name=str(args.old), searches=searches),
+                )
     except PlanInputError as exc:
         print(exc.render(), file=sys.stderr)
         return 2

@@ -28,7 +28,9 @@ def _type_name(annotation: typing.Any) -> str:
     if origin is typing.Annotated:
         return _type_name(args[0])
     if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in args if a is not type(None)) + (" or null" if type(None) in args else "")
+        return " or ".join(_type_name(a) for a in args if a is not type(None)) + (
+            " or null" if type(None) in args else ""
+        )
     if origin is typing.Literal:
         return " \\| ".join(f"`{a}`" for a in args)
     if origin in (list, dict):
@@ -67,7 +69,7 @@ def write_generated(repo: Path) -> None:
     for name, schema in (("plan.schema.json", plan_schema()), ("resolved.schema.json", resolved_schema())):
         (repo / "schemas" / name).write_text(json.dumps(schema, indent=2, sort_keys=True) + "\n")
     readme = (repo / "README.md").read_text()
-    readme = readme[: readme.index(BEGIN)] + plan_reference() + readme[readme.index(END) + len(END):]
+    readme = readme[: readme.index(BEGIN)] + plan_reference() + readme[readme.index(END) + len(END) :]
     (repo / "README.md").write_text(readme)
 
 

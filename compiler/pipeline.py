@@ -3,26 +3,26 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from . import __version__
 from .catalog.catalog import load_catalog
-from .consistency import check_consistency
 from .catalog.loader import CatalogError
+from .consistency import check_consistency
 from .diagnostics import Diagnostic, FieldRefused, PlanInputError
 from .passes import PASSES
 from .passes.context import PassContext
 from .references import check_references
-from .serve_checks import check_serving
 from .resolved import ResolvedPlan
+from .serve_checks import check_serving
+from .site_calibration import CalibrationError, calibrate, load_site_calibration
 from .sizing.search_cache import SearchCache
 from .source import load_yaml_file, refuse_at
 from .targets import TARGETS
 from .targets.base import OutputFile, with_header
 from .unused import check_unused
-from .site_calibration import CalibrationError, calibrate, load_site_calibration
 from .validate import validate_plan
 from .writer import RenderedPlan
 
@@ -35,7 +35,9 @@ def _check_file_name(name: str) -> None:
         raise PlanInputError([Diagnostic(0, 0, "", message, "unsafe-file-name", file=name)])
 
 
-def resolve(plan_path: Path, display_name: str | None = None, searches: SearchCache | None = None, probe: bool = False) -> ResolvedPlan:
+def resolve(
+    plan_path: Path, display_name: str | None = None, searches: SearchCache | None = None, probe: bool = False
+) -> ResolvedPlan:
     """Load, validate and size one plan. `display_name` stands in for the path in messages and headers; `searches`
     is the run's shared search results (one_run), a fresh cache when the plan is compiled alone; `probe` also decides
     the probe section (`mlinfra-compile probe`)."""
@@ -48,12 +50,21 @@ def resolve(plan_path: Path, display_name: str | None = None, searches: SearchCa
         catalog = load_catalog(extra)
     except CatalogError as exc:
         pos = loaded.position(("cluster", "catalog"))
-        raise PlanInputError([Diagnostic(pos.line, pos.column, "cluster.catalog", str(exc), "invalid-catalog", file=loaded.file)], loaded.text)
+        raise PlanInputError(
+            [Diagnostic(pos.line, pos.column, "cluster.catalog", str(exc), "invalid-catalog", file=loaded.file)],
+            loaded.text,
+        )
     check_references(spec, catalog, loaded)
     check_serving(spec, catalog, loaded)
     catalog, site_decisions = _site_calibrated(catalog, plan_path, spec, loaded)
-    plan = ResolvedPlan(generator=f"mlinfra-compile {__version__}", name=spec.name, workload=spec.workload,
-                        plan_file=Path(display_name or plan_path).name, spec=spec, decisions=site_decisions)
+    plan = ResolvedPlan(
+        generator=f"mlinfra-compile {__version__}",
+        name=spec.name,
+        workload=spec.workload,
+        plan_file=Path(display_name or plan_path).name,
+        spec=spec,
+        decisions=site_decisions,
+    )
     ctx = PassContext(catalog=catalog, searches=SearchCache() if searches is None else searches, probe=probe)
     try:
         for size in PASSES:
@@ -72,7 +83,14 @@ def _site_calibrated(catalog, plan_path: Path, spec, loaded):
         return calibrate(catalog, load_site_calibration(plan_path.parent / spec.cluster.calibration))
     except CalibrationError as exc:
         pos = loaded.position(("cluster", "calibration"))
-        raise PlanInputError([Diagnostic(pos.line, pos.column, "cluster.calibration", str(exc), "invalid-calibration", file=loaded.file)], loaded.text)
+        raise PlanInputError(
+            [
+                Diagnostic(
+                    pos.line, pos.column, "cluster.calibration", str(exc), "invalid-calibration", file=loaded.file
+                )
+            ],
+            loaded.text,
+        )
 
 
 def _non_finite(value, path: str = ""):

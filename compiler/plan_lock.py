@@ -37,8 +37,10 @@ class PlanLock:
             try:
                 while not _try_lock(fd):
                     if time.monotonic() > deadline:
-                        raise PlanLocked(f"{self.path}: another mlinfra-compile has been writing plan "
-                                         f"'{self.plan_name}' for {WAIT_SECONDS:g} s; try again when it is done")
+                        raise PlanLocked(
+                            f"{self.path}: another mlinfra-compile has been writing plan "
+                            f"'{self.plan_name}' for {WAIT_SECONDS:g} s; try again when it is done"
+                        )
                     time.sleep(0.05)
                 if _same_file(fd, self.path):
                     self.fd = fd

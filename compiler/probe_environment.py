@@ -41,12 +41,16 @@ def environment_warnings(environment: dict, expected: dict) -> list[str]:
     smi = parse_nvidia_smi(str(environment.get("nvidia_smi") or ""))
     name = str(environment.get("gpu_name") or smi.get("gpu_name", ""))
     if name and _words(expected["device"]) not in _words(name):
-        warnings.append(f"GPU: this node has {name!r}, the plan assumed {expected['gpu_id']} ({expected['device']}); "
-                        f"the measurements are of another GPU than planned")
+        warnings.append(
+            f"GPU: this node has {name!r}, the plan assumed {expected['gpu_id']} ({expected['device']}); "
+            f"the measurements are of another GPU than planned"
+        )
     power = smi.get("power_limit_watts")
     if power and abs(power - expected["power_watts"]) > POWER_TOLERANCE * expected["power_watts"]:
-        warnings.append(f"power limit: {power:g} W on this node, {expected['power_watts']:g} W in the catalog for "
-                        f"{expected['gpu_id']}; step times measured here hold at {power:g} W")
+        warnings.append(
+            f"power limit: {power:g} W on this node, {expected['power_watts']:g} W in the catalog for "
+            f"{expected['gpu_id']}; step times measured here hold at {power:g} W"
+        )
     cuda, driver = str(environment.get("cuda") or ""), smi.get("driver", "")
     least = MINIMUM_DRIVER_MAJOR.get(cuda.split(".")[0])
     try:
@@ -54,6 +58,8 @@ def environment_warnings(environment: dict, expected: dict) -> list[str]:
     except ValueError:
         major = None
     if least and major is not None and major < least:
-        warnings.append(f"driver: {driver} is older than {least}, the least CUDA {cuda.split('.')[0]}.x runs on "
-                        f"(NVIDIA CUDA Compatibility, Table 1); torch was built with CUDA {cuda}")
+        warnings.append(
+            f"driver: {driver} is older than {least}, the least CUDA {cuda.split('.')[0]}.x runs on "
+            f"(NVIDIA CUDA Compatibility, Table 1); torch was built with CUDA {cuda}"
+        )
     return warnings

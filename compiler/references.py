@@ -12,7 +12,9 @@ def check_references(spec: PlanSpec, catalog: Catalog, loaded: LoadedYaml) -> No
     problems: list[tuple[tuple, str, str]] = []
 
     def unknown(loc: tuple, what: str, value: str, known) -> None:
-        problems.append((loc, f"unknown {what} '{value}'{did_you_mean(value, known)}", f"unknown-{what.split()[-1].lower()}"))
+        problems.append(
+            (loc, f"unknown {what} '{value}'{did_you_mean(value, known)}", f"unknown-{what.split()[-1].lower()}")
+        )
 
     models = [(("model", "preset"), spec.model)] if spec.model else []
     gpu_lists = [(("cluster", "gpus"), spec.cluster.gpus or [])]

@@ -52,7 +52,11 @@ SERVES_AS = {
 }
 # Precisions vLLM 0.32 cannot reach from a 16-bit checkpoint at load time (no dense int8/int4 online method; its
 # bitsandbytes path was removed). TGI can: eetq (int8), bitsandbytes-nf4 (int4).
-VLLM_NEEDS_PREQUANTIZED = ("fp4", "int8", "int4")  # fp4: NVFP4 needs ModelOpt's calibrated checkpoint (or compressed-tensors)
+VLLM_NEEDS_PREQUANTIZED = (
+    "fp4",
+    "int8",
+    "int4",
+)  # fp4: NVFP4 needs ModelOpt's calibrated checkpoint (or compressed-tensors)
 
 
 def _architecture(model: ModelSpec, catalog: Catalog) -> Architecture | None:
@@ -66,7 +70,11 @@ def _repository(model: ModelSpec, catalog: Catalog) -> str:
 
 
 def _source(model: ModelSpec, catalog: Catalog) -> str:
-    return f"preset {model.preset} ({catalog.models[model.preset].source})" if model.preset else "model.architecture.max_position"
+    return (
+        f"preset {model.preset} ({catalog.models[model.preset].source})"
+        if model.preset
+        else "model.architecture.max_position"
+    )
 
 
 def serve_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, str]]:
@@ -78,50 +86,95 @@ def serve_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, s
         arch = _architecture(spec.model, catalog) if spec.model else None
         if spec.serve.stages or (arch is not None and arch.kind != "decoder"):
             what = "a staged service" if spec.serve.stages else f"a {arch.kind} model"
-            problems.append((("serve", "traffic", "concurrency"),
-                             f"serve.traffic.concurrency (a closed loop of clients) is modelled for one LLM service, not "
-                             f"{what}: give serve.traffic.requests_per_second", "closed-loop-unsupported"))
+            problems.append(
+                (
+                    ("serve", "traffic", "concurrency"),
+                    f"serve.traffic.concurrency (a closed loop of clients) is modelled for one LLM service, not "
+                    f"{what}: give serve.traffic.requests_per_second",
+                    "closed-loop-unsupported",
+                )
+            )
     problems += attention_dp_problems(spec, catalog) + speculative_problems(spec, catalog)
     # (model location, model, engine, [(precision location, precision)])
     if spec.serve.stages:
-        units = [(("serve", "stages", i, "model"), st.model, st.engine,
-                  [(("serve", "precisions", j), p) for j, p in enumerate(spec.serve.precisions)] if spec.serve.precisions
-                  else [(("serve", "stages", i, "precision"), st.precision)]) for i, st in enumerate(spec.serve.stages)]
+        units = [
+            (
+                ("serve", "stages", i, "model"),
+                st.model,
+                st.engine,
+                [(("serve", "precisions", j), p) for j, p in enumerate(spec.serve.precisions)]
+                if spec.serve.precisions
+                else [(("serve", "stages", i, "precision"), st.precision)],
+            )
+            for i, st in enumerate(spec.serve.stages)
+        ]
     else:
-        precisions = ([(("serve", "precisions", j), p) for j, p in enumerate(spec.serve.precisions)] if spec.serve.precisions
-                      else [(("precision",), spec.precision)])
+        precisions = (
+            [(("serve", "precisions", j), p) for j, p in enumerate(spec.serve.precisions)]
+            if spec.serve.precisions
+            else [(("precision",), spec.precision)]
+        )
         units = [(("model",), spec.model, spec.serve.engine, precisions)]
     for model_loc, model, engine, precisions in units:
         arch = _architecture(model, catalog)
         if arch is not None and arch.is_ultralytics_detector:
             where = model_loc + (("preset",) if model.preset else ("architecture", "layer_table"))
-            problems.append((where, f"{model.preset or arch.layer_table} is an Ultralytics detector: the generated {engine} repository serves "
-                                    f"vision models as optimum exports them (classifiers: pixel_values to logits; DETR-style "
-                                    f"detectors such as YOLOS: logits and pred_boxes), and a YOLO11 ONNX file "
-                                    f"(Ultralytics' exporter: images to output0) is not described yet; serve a classifier, "
-                                    f"or size the detector with benchmarks/accuracy_vision.py", "no-detector-deployment"))
+            problems.append(
+                (
+                    where,
+                    f"{model.preset or arch.layer_table} is an Ultralytics detector: the generated {engine} repository serves "
+                    f"vision models as optimum exports them (classifiers: pixel_values to logits; DETR-style "
+                    f"detectors such as YOLOS: logits and pred_boxes), and a YOLO11 ONNX file "
+                    f"(Ultralytics' exporter: images to output0) is not described yet; serve a classifier, "
+                    f"or size the detector with benchmarks/accuracy_vision.py",
+                    "no-detector-deployment",
+                )
+            )
             continue
         if arch is None or arch.kind != "decoder":
             continue
         if arch.max_position and spec.serve.context_len > arch.max_position:
-            problems.append((("serve", "context_len"),
-                             f"serve.context_len {spec.serve.context_len} is above the model's longest context, "
-                             f"{arch.max_position} tokens (max_position of {_source(model, catalog)}); {engine} refuses to start "
-                             f"with a longer max_model_len: give serve.context_len ≤ {arch.max_position}", "context-too-long"))
+            problems.append(
+                (
+                    ("serve", "context_len"),
+                    f"serve.context_len {spec.serve.context_len} is above the model's longest context, "
+                    f"{arch.max_position} tokens (max_position of {_source(model, catalog)}); {engine} refuses to start "
+                    f"with a longer max_model_len: give serve.context_len ≤ {arch.max_position}",
+                    "context-too-long",
+                )
+            )
         quant = model.quantization
         for loc, precision in precisions:
             if precision not in SERVES_AS[quant]:
-                problems.append((loc, f"precision {precision} cannot be served from a {quant}-quantized checkpoint "
-                                      f"(model.quantization {quant} serves as {', '.join(SERVES_AS[quant])}): point model.hf_id "
-                                      f"at a checkpoint in {precision} and set model.quantization to its method", "checkpoint-mismatch"))
+                problems.append(
+                    (
+                        loc,
+                        f"precision {precision} cannot be served from a {quant}-quantized checkpoint "
+                        f"(model.quantization {quant} serves as {', '.join(SERVES_AS[quant])}): point model.hf_id "
+                        f"at a checkpoint in {precision} and set model.quantization to its method",
+                        "checkpoint-mismatch",
+                    )
+                )
             elif precision == "fp4" and engine == "tgi":
-                problems.append((loc, "precision fp4 (NVFP4) is served by vLLM here (a ModelOpt NVFP4 checkpoint); TGI 3.3 has "
-                                      "no NVFP4 method: use engine vllm", "checkpoint-mismatch"))
+                problems.append(
+                    (
+                        loc,
+                        "precision fp4 (NVFP4) is served by vLLM here (a ModelOpt NVFP4 checkpoint); TGI 3.3 has "
+                        "no NVFP4 method: use engine vllm",
+                        "checkpoint-mismatch",
+                    )
+                )
             elif quant == "none" and precision in VLLM_NEEDS_PREQUANTIZED and engine in ("vllm", "triton"):
-                problems.append((loc, f"precision {precision} on {engine} needs a pre-quantized checkpoint: vLLM cannot quantize "
-                                      f"the 16-bit weights of {_repository(model, catalog)} to {precision} at load time; "
-                                      f"point model.hf_id at {'an NVFP4 (ModelOpt or compressed-tensors)' if precision == 'fp4' else 'an AWQ, GPTQ or compressed-tensors'} checkpoint and set "
-                                      f"model.quantization (or use engine tgi, which quantizes at load time)", "checkpoint-mismatch"))
+                problems.append(
+                    (
+                        loc,
+                        f"precision {precision} on {engine} needs a pre-quantized checkpoint: vLLM cannot quantize "
+                        f"the 16-bit weights of {_repository(model, catalog)} to {precision} at load time; "
+                        f"point model.hf_id at {'an NVFP4 (ModelOpt or compressed-tensors)' if precision == 'fp4' else 'an AWQ, GPTQ or compressed-tensors'} checkpoint and set "
+                        f"model.quantization (or use engine tgi, which quantizes at load time)",
+                        "checkpoint-mismatch",
+                    )
+                )
     return problems
 
 
@@ -135,14 +188,32 @@ def attention_dp_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple,
     arch = _architecture(spec.model, catalog)
     if arch is None or not arch.is_moe:
         what = "a parameter count alone" if arch is None else f"a dense model ({arch.experts} expert)"
-        return [(where, f"serve.attention_dp splits the routed experts of an MoE model over the DP ranks; {what} has none: "
-                        f"drop serve.attention_dp (replicas already run data-parallel)", code)]
+        return [
+            (
+                where,
+                f"serve.attention_dp splits the routed experts of an MoE model over the DP ranks; {what} has none: "
+                f"drop serve.attention_dp (replicas already run data-parallel)",
+                code,
+            )
+        ]
     if spec.serve.engine != "vllm":
-        return [(where, f"serve.attention_dp is emitted as vLLM's --data-parallel-size with --enable-expert-parallel; engine "
-                        f"{spec.serve.engine} gets no such setting here: use engine vllm", code)]
+        return [
+            (
+                where,
+                f"serve.attention_dp is emitted as vLLM's --data-parallel-size with --enable-expert-parallel; engine "
+                f"{spec.serve.engine} gets no such setting here: use engine vllm",
+                code,
+            )
+        ]
     if (spec.parallelism.pp or 1) > 1:
-        return [(where, f"serve.attention_dp places its {dp} ranks on one node without pipeline stages; parallelism.pp is "
-                        f"{spec.parallelism.pp}", code)]
+        return [
+            (
+                where,
+                f"serve.attention_dp places its {dp} ranks on one node without pipeline stages; parallelism.pp is "
+                f"{spec.parallelism.pp}",
+                code,
+            )
+        ]
     return []
 
 
@@ -154,21 +225,35 @@ def speculative_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, 
         return [(where, "serve.speculative is sized for one LLM service, not a staged one", code)]
     arch = _architecture(spec.model, catalog)
     if arch is None or arch.mtp_layers < 1:
-        return [(where, f"method mtp drafts with the checkpoint's multi-token-prediction module, and "
-                        f"{spec.model.preset or 'this architecture'} has none (architecture.mtp_layers 0; DeepSeek-V3's "
-                        f"config.json num_nextn_predict_layers is 1)", code)]
+        return [
+            (
+                where,
+                f"method mtp drafts with the checkpoint's multi-token-prediction module, and "
+                f"{spec.model.preset or 'this architecture'} has none (architecture.mtp_layers 0; DeepSeek-V3's "
+                f"config.json num_nextn_predict_layers is 1)",
+                code,
+            )
+        ]
     if spec.serve.engine != "vllm":
-        return [(where, f"serve.speculative is emitted as vLLM's --speculative-config; engine {spec.serve.engine} gets no "
-                        f"such setting here: use engine vllm", code)]
+        return [
+            (
+                where,
+                f"serve.speculative is emitted as vLLM's --speculative-config; engine {spec.serve.engine} gets no "
+                f"such setting here: use engine vllm",
+                code,
+            )
+        ]
     return []
 
 
 # Which workload-identity form each object store takes (spec.py: IAM_ROLE_ARN, GCP_SERVICE_ACCOUNT, AZURE_CLIENT_ID), and
 # which stores a Secret's environment can reach: the AWS SDK reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY from the
 # environment; gs:// and az:// clients want a key file or a federated identity, so they take workload_identity only.
-IDENTITY_FORMS = {"s3://": (IAM_ROLE_ARN, "an IAM role ARN (EKS IAM roles for service accounts)"),
-                  "gs://": (GCP_SERVICE_ACCOUNT, "a Google service-account email (GKE Workload Identity)"),
-                  "az://": (AZURE_CLIENT_ID, "an Azure client id (Azure Workload Identity)")}
+IDENTITY_FORMS = {
+    "s3://": (IAM_ROLE_ARN, "an IAM role ARN (EKS IAM roles for service accounts)"),
+    "gs://": (GCP_SERVICE_ACCOUNT, "a Google service-account email (GKE Workload Identity)"),
+    "az://": (AZURE_CLIENT_ID, "an Azure client id (Azure Workload Identity)"),
+}
 SECRET_ENV_SCHEMES = ("s3://",)
 
 
@@ -182,14 +267,28 @@ def credential_problems(spec: PlanSpec) -> list[tuple[tuple, str, str]]:
     where = ("cluster", "kubernetes", "object_store")
     problems = []
     if len(schemes) > 1:
-        problems.append((where, f"the weights come from {' and '.join(schemes)}: one object_store credential cannot reach both", "object-store-credentials"))
+        problems.append(
+            (
+                where,
+                f"the weights come from {' and '.join(schemes)}: one object_store credential cannot reach both",
+                "object-store-credentials",
+            )
+        )
     for scheme in schemes:
         pattern, form = IDENTITY_FORMS[scheme]
         if store.workload_identity is not None and not re.fullmatch(pattern, store.workload_identity):
-            problems.append(((*where, "workload_identity"), f"{scheme} weights need {form}", "object-store-credentials"))
+            problems.append(
+                ((*where, "workload_identity"), f"{scheme} weights need {form}", "object-store-credentials")
+            )
         if store.secret is not None and scheme not in SECRET_ENV_SCHEMES:
-            problems.append(((*where, "secret"), f"a Secret's environment reaches s3:// only (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY); "
-                                                 f"{scheme} weights need workload_identity: {form}", "object-store-credentials"))
+            problems.append(
+                (
+                    (*where, "secret"),
+                    f"a Secret's environment reaches s3:// only (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY); "
+                    f"{scheme} weights need workload_identity: {form}",
+                    "object-store-credentials",
+                )
+            )
     return problems
 
 

@@ -77,7 +77,7 @@ class SitePoint(_Strict):
     step_seconds: float = Field(gt=1e-6, le=1e6, description="the measured time of one optimizer step")
 
     @model_validator(mode="after")
-    def one_shape(self) -> "SitePoint":
+    def one_shape(self) -> SitePoint:
         if (self.model is None) == (self.architecture is None):
             raise ValueError("give model (a preset id) or architecture, not both")
         return self
@@ -101,7 +101,7 @@ class ServingPoint(_Strict):
     step_seconds: float = Field(gt=1e-9, le=1e6)
 
     @model_validator(mode="after")
-    def one_shape(self) -> "ServingPoint":
+    def one_shape(self) -> ServingPoint:
         if (self.model is None) == (self.architecture is None):
             raise ValueError("give model (a preset id) or architecture, not both")
         return self
@@ -130,15 +130,19 @@ class SiteMemory(_Strict):
     memory over the probe's layouts (a margin covers the worst layout measured), never below 1 when applied."""
 
     gpu: CatalogId
-    device: CatalogText = Field(description="what measured it: cuda (the caching allocator's counters) or cpu (resident set)")
+    device: CatalogText = Field(
+        description="what measured it: cuda (the caching allocator's counters) or cpu (resident set)"
+    )
     factor: float = Field(gt=0, le=1000)
     points: list[MemoryPoint] = Field(min_length=1, max_length=100)
 
     @model_validator(mode="after")
-    def factor_from_points(self) -> "SiteMemory":
+    def factor_from_points(self) -> SiteMemory:
         largest = max(p.ratio for p in self.points)
         if abs(self.factor - largest) > 0.001 * largest + 0.0005:
-            raise ValueError(f"factor {self.factor} is not the largest measured ÷ predicted of its points ({largest:.3f})")
+            raise ValueError(
+                f"factor {self.factor} is not the largest measured ÷ predicted of its points ({largest:.3f})"
+            )
         return self
 
 
@@ -171,11 +175,14 @@ class SiteCalibration(_Strict):
     serving_points: list[ServingPoint] = Field(default_factory=list, max_length=100)
     memory: SiteMemory | None = None
     interconnect: SiteInterconnect | None = None
-    warnings: list[CatalogText] = Field(default_factory=list, max_length=20,
-                                        description="where the measured node differs from the catalog entry (probe_environment.py)")
+    warnings: list[CatalogText] = Field(
+        default_factory=list,
+        max_length=20,
+        description="where the measured node differs from the catalog entry (probe_environment.py)",
+    )
 
     @model_validator(mode="after")
-    def some_points(self) -> "SiteCalibration":
+    def some_points(self) -> SiteCalibration:
         if not self.points and not self.serving_points:
             raise ValueError("give points (training steps) or serving_points")
         return self
@@ -187,7 +194,9 @@ def load_site_calibration(path: Path) -> SiteCalibration:
         return SiteCalibration.model_validate(data)
     except PlanInputError as exc:
         first = exc.diagnostics[0]
-        raise CalibrationError(f"{path}:{first.line}:{first.column}: {first.message}" if first.line else f"{path}: {first.message}") from None
+        raise CalibrationError(
+            f"{path}:{first.line}:{first.column}: {first.message}" if first.line else f"{path}: {first.message}"
+        ) from None
     except ValidationError as exc:
         first = exc.errors()[0]
         raise CalibrationError(f"{path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
@@ -199,13 +208,30 @@ def _predicted_step(point: SitePoint, catalog: Catalog, share: float, searches: 
     gpu = catalog.gpus[point.gpu].model_copy(update={"achievable_matmul_fraction": share})
     arch = point.shape(catalog)
     links = catalog.site_links
-    req = TrainRequest(site_intra_node=(links.gpu, links.intra_node_fraction) if links and links.intra_node_fraction is not None else None,
-                       arch=arch, params=count_params(arch), tokens=TOKENS, seq_len=point.seq_len,
-                       global_batch_sequences=point.global_batch, gpu_ids=(point.gpu,), gpu_count=point.gpus,
-                       interconnect=catalog.interconnects["ib-400g"], storage=catalog.storage["lustre"],
-                       precision=point.precision, max_gpus=point.gpus,
-                       pins={"tp": point.tp, "pp": point.pp, "zero_stage": point.zero_stage, "micro_batch": point.micro_batch,
-                             "recompute": point.recompute, "offload": False})
+    req = TrainRequest(
+        site_intra_node=(links.gpu, links.intra_node_fraction)
+        if links and links.intra_node_fraction is not None
+        else None,
+        arch=arch,
+        params=count_params(arch),
+        tokens=TOKENS,
+        seq_len=point.seq_len,
+        global_batch_sequences=point.global_batch,
+        gpu_ids=(point.gpu,),
+        gpu_count=point.gpus,
+        interconnect=catalog.interconnects["ib-400g"],
+        storage=catalog.storage["lustre"],
+        precision=point.precision,
+        max_gpus=point.gpus,
+        pins={
+            "tp": point.tp,
+            "pp": point.pp,
+            "zero_stage": point.zero_stage,
+            "micro_batch": point.micro_batch,
+            "recompute": point.recompute,
+            "offload": False,
+        },
+    )
     chosen = search_training(req, {**catalog.gpus, point.gpu: gpu}, searches).chosen
     return chosen.step.total if chosen is not None else None
 
@@ -213,15 +239,25 @@ def _predicted_step(point: SitePoint, catalog: Catalog, share: float, searches: 
 def _serving_model(point: ServingPoint, catalog: Catalog, gpu) -> ReplicaModel:
     arch = point.shape(catalog)
     params = count_params(arch)
-    return ReplicaModel(gpu=gpu, arch=arch, params=params, precision=point.precision, dtype=compute_dtype(point.precision, gpu),
-                        tp=1, pp=1, weights_bytes_per_gpu=weights_bytes_per_gpu(params, arch, point.precision, 1, 1),
-                        kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu(arch, 2, 1, 1))
+    return ReplicaModel(
+        gpu=gpu,
+        arch=arch,
+        params=params,
+        precision=point.precision,
+        dtype=compute_dtype(point.precision, gpu),
+        tp=1,
+        pp=1,
+        weights_bytes_per_gpu=weights_bytes_per_gpu(params, arch, point.precision, 1, 1),
+        kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu(arch, 2, 1, 1),
+    )
 
 
 def _predicted_serving_step(point: ServingPoint, catalog: Catalog, matmul: float, hbm: float) -> float:
     """The serving latency model's time for the measured step (sizing/serve_latency.py): a prefill of `batch` prompts
     packed `prefill_group` per forward is batch × one prompt's occupancy; a decode step is decode_step at that batch."""
-    gpu = catalog.gpus[point.gpu].model_copy(update={"achievable_matmul_fraction": matmul, "achievable_memory_bandwidth_fraction": hbm})
+    gpu = catalog.gpus[point.gpu].model_copy(
+        update={"achievable_matmul_fraction": matmul, "achievable_memory_bandwidth_fraction": hbm}
+    )
     m = _serving_model(point, catalog, gpu)
     tokens = round(point.tokens)
     if point.phase == "prefill":
@@ -229,19 +265,25 @@ def _predicted_serving_step(point: ServingPoint, catalog: Catalog, matmul: float
     return decode_step(m, point.batch, point.tokens).seconds
 
 
-def _predictions(points: list, catalog: Catalog, share: float, searches: SearchCache, hbm: float | None = None) -> list[float]:
+def _predictions(
+    points: list, catalog: Catalog, share: float, searches: SearchCache, hbm: float | None = None
+) -> list[float]:
     """Each point's predicted step: training steps and prefills at matmul share `share`, decodes also at HBM share
     `hbm` (None: the catalog's)."""
     predicted = []
     for p in points:
         if isinstance(p, ServingPoint):
             gpu = catalog.gpus[p.gpu]
-            seconds = _predicted_serving_step(p, catalog, share, gpu.achievable_memory_bandwidth_fraction if hbm is None else hbm)
+            seconds = _predicted_serving_step(
+                p, catalog, share, gpu.achievable_memory_bandwidth_fraction if hbm is None else hbm
+            )
         else:
             seconds = _predicted_step(p, catalog, share, searches)
         if seconds is None:
-            raise CalibrationError(f"point {p.model or 'inline architecture'} on {p.gpus} × {p.gpu} (TP{p.tp} PP{p.pp} ZeRO-{p.zero_stage} "
-                                   f"mb{p.micro_batch}) does not fit: the layout cannot be sized")
+            raise CalibrationError(
+                f"point {p.model or 'inline architecture'} on {p.gpus} × {p.gpu} (TP{p.tp} PP{p.pp} ZeRO-{p.zero_stage} "
+                f"mb{p.micro_batch}) does not fit: the layout cannot be sized"
+            )
         predicted.append(seconds)
     return predicted
 
@@ -261,20 +303,39 @@ def _bisect(ratio) -> float:
     return round((low + high) / 2, 4)
 
 
-def _decision(gpu_id: str, what: str, before_share: float, share: float, before: float, after: float, points: list,
-              site: SiteCalibration, predicted: tuple[list[float], list[float]]) -> Decision:
-    bound = " (the share's bound: no share explains these steps; check the measurement)" if abs(after - 1) > 0.05 else ""
-    measured = ", ".join(f"{format_seconds(p.step_seconds)} (predicted {format_seconds(b)} → {format_seconds(a)})"
-                         for p, b, a in zip(points, *predicted))
+def _decision(
+    gpu_id: str,
+    what: str,
+    before_share: float,
+    share: float,
+    before: float,
+    after: float,
+    points: list,
+    site: SiteCalibration,
+    predicted: tuple[list[float], list[float]],
+) -> Decision:
+    bound = (
+        " (the share's bound: no share explains these steps; check the measurement)" if abs(after - 1) > 0.05 else ""
+    )
+    measured = ", ".join(
+        f"{format_seconds(p.step_seconds)} (predicted {format_seconds(b)} → {format_seconds(a)})"
+        for p, b, a in zip(points, *predicted)
+    )
     return Decision(
         topic=f"site calibration ({gpu_id}{'' if what == 'matmul' else ', HBM'})",
         choice=f"achievable {'matmul' if what == 'matmul' else 'HBM bandwidth'} share {before_share:.3f} → {share:.3f}",
         reason=f"{len(points)} {_what_points(points)} measured at {site.site} on {site.measured_at} ({site.source}): {measured}; "
-               f"predicted ÷ measured {before:.3g} with the catalog's share, {after:.3g} with the site's{bound}")
+        f"predicted ÷ measured {before:.3g} with the catalog's share, {after:.3g} with the site's{bound}",
+    )
 
 
 def _what_points(points: list) -> str:
-    kinds = sorted({("decode" if p.phase == "decode" else "prefill") if isinstance(p, ServingPoint) else "training" for p in points})
+    kinds = sorted(
+        {
+            ("decode" if p.phase == "decode" else "prefill") if isinstance(p, ServingPoint) else "training"
+            for p in points
+        }
+    )
     return "/".join(kinds) + " step(s)"
 
 
@@ -283,49 +344,111 @@ def calibrate(catalog: Catalog, site: SiteCalibration) -> tuple[Catalog, list[De
     to its decode steps, and the decisions saying so."""
     everything = list(site.points) + list(site.serving_points)
     named = everything + [x for x in (site.memory, site.interconnect) if x is not None]
-    unknown = sorted({p.gpu for p in named if p.gpu not in catalog.gpus} | {p.model for p in everything if p.model and p.model not in catalog.models})
+    unknown = sorted(
+        {p.gpu for p in named if p.gpu not in catalog.gpus}
+        | {p.model for p in everything if p.model and p.model not in catalog.models}
+    )
     if unknown:
         raise CalibrationError(f"points name what the catalog lacks: {', '.join(unknown)}")
     gpus, decisions, searches = dict(catalog.gpus), [], SearchCache()
     links, link_decision = _links(catalog, site) if site.interconnect is not None else (None, None)
     measured = replace(catalog, site_links=links)  # training steps are refitted with the site's own link shares
     for gpu_id in sorted({p.gpu for p in everything}):
-        compute = [p for p in everything if p.gpu == gpu_id and not (isinstance(p, ServingPoint) and p.phase == "decode")]
+        compute = [
+            p for p in everything if p.gpu == gpu_id and not (isinstance(p, ServingPoint) and p.phase == "decode")
+        ]
         decodes = [p for p in site.serving_points if p.gpu == gpu_id and p.phase == "decode"]
         entry = catalog.gpus[gpu_id]
         share = entry.achievable_matmul_fraction
         if compute:
-            before, first = _mean_ratio(compute, measured, share, searches), _predictions(compute, measured, share, searches)
-            share = _bisect(lambda s: _mean_ratio(compute, measured, s, searches))
-            after, last = _mean_ratio(compute, measured, share, searches), _predictions(compute, measured, share, searches)
-            decisions.append(_decision(gpu_id, "matmul", entry.achievable_matmul_fraction, share, before, after, compute, site, (first, last)))
+            before, first = (
+                _mean_ratio(compute, measured, share, searches),
+                _predictions(compute, measured, share, searches),
+            )
+            share = _bisect(lambda s, compute=compute: _mean_ratio(compute, measured, s, searches))
+            after, last = (
+                _mean_ratio(compute, measured, share, searches),
+                _predictions(compute, measured, share, searches),
+            )
+            decisions.append(
+                _decision(
+                    gpu_id,
+                    "matmul",
+                    entry.achievable_matmul_fraction,
+                    share,
+                    before,
+                    after,
+                    compute,
+                    site,
+                    (first, last),
+                )
+            )
         hbm = entry.achievable_memory_bandwidth_fraction
         if decodes:
-            before, first = _mean_ratio(decodes, catalog, share, searches, hbm), _predictions(decodes, catalog, share, searches, hbm)
-            hbm = _bisect(lambda h: _mean_ratio(decodes, catalog, share, searches, h))
-            after, last = _mean_ratio(decodes, catalog, share, searches, hbm), _predictions(decodes, catalog, share, searches, hbm)
-            decisions.append(_decision(gpu_id, "hbm", entry.achievable_memory_bandwidth_fraction, hbm, before, after, decodes, site, (first, last)))
-        gpus[gpu_id] = entry.model_copy(update={"achievable_matmul_fraction": share, "achievable_memory_bandwidth_fraction": hbm})
+            before, first = (
+                _mean_ratio(decodes, catalog, share, searches, hbm),
+                _predictions(decodes, catalog, share, searches, hbm),
+            )
+            hbm = _bisect(lambda h, decodes=decodes, share=share: _mean_ratio(decodes, catalog, share, searches, h))
+            after, last = (
+                _mean_ratio(decodes, catalog, share, searches, hbm),
+                _predictions(decodes, catalog, share, searches, hbm),
+            )
+            decisions.append(
+                _decision(
+                    gpu_id,
+                    "hbm",
+                    entry.achievable_memory_bandwidth_fraction,
+                    hbm,
+                    before,
+                    after,
+                    decodes,
+                    site,
+                    (first, last),
+                )
+            )
+        gpus[gpu_id] = entry.model_copy(
+            update={"achievable_matmul_fraction": share, "achievable_memory_bandwidth_fraction": hbm}
+        )
     factor, source = None, ""
     if site.memory is not None:
         mem = site.memory
         factor = mem.factor
         source = f"measured ÷ predicted peak reserved memory at {site.site} ({mem.device} on {mem.gpu}), the largest of {len(mem.points)} layout(s)"
-        decisions.append(Decision(
-            topic="site calibration (memory)", choice=f"memory factor {mem.factor:.3f}",
-            reason=f"{source} measured on {site.measured_at} ({site.source}): "
-                   + ", ".join(f"{p.layout} {format_bytes(p.measured_reserved_bytes)} reserved / {format_bytes(p.measured_allocated_bytes)} "
-                               f"allocated vs predicted {format_bytes(p.predicted_reserved_bytes)} / {format_bytes(p.predicted_allocated_bytes)}"
-                               for p in mem.points)
-                   + "; full-training memory fits use it (never below 1) instead of the published rows"
-                   + (" — measured on a CPU: a test of the loop, not a GPU margin" if mem.device == "cpu" else "")))
+        decisions.append(
+            Decision(
+                topic="site calibration (memory)",
+                choice=f"memory factor {mem.factor:.3f}",
+                reason=f"{source} measured on {site.measured_at} ({site.source}): "
+                + ", ".join(
+                    f"{p.layout} {format_bytes(p.measured_reserved_bytes)} reserved / {format_bytes(p.measured_allocated_bytes)} "
+                    f"allocated vs predicted {format_bytes(p.predicted_reserved_bytes)} / {format_bytes(p.predicted_allocated_bytes)}"
+                    for p in mem.points
+                )
+                + "; full-training memory fits use it (never below 1) instead of the published rows"
+                + (" — measured on a CPU: a test of the loop, not a GPU margin" if mem.device == "cpu" else ""),
+            )
+        )
     if link_decision is not None:
         decisions.append(link_decision)
     if site.warnings:
-        decisions.append(Decision(topic="site calibration (environment)", choice=f"{len(site.warnings)} warning(s)",
-                                  reason=f"the probe's node at {site.site} differs from the catalog: " + "; ".join(site.warnings)))
-    return Catalog(gpus=gpus, models=catalog.models, interconnects=catalog.interconnects, storage=catalog.storage,
-                   residuals=catalog.residuals, site_memory_factor=factor, site_memory_source=source, site_links=links), decisions
+        decisions.append(
+            Decision(
+                topic="site calibration (environment)",
+                choice=f"{len(site.warnings)} warning(s)",
+                reason=f"the probe's node at {site.site} differs from the catalog: " + "; ".join(site.warnings),
+            )
+        )
+    return Catalog(
+        gpus=gpus,
+        models=catalog.models,
+        interconnects=catalog.interconnects,
+        storage=catalog.storage,
+        residuals=catalog.residuals,
+        site_memory_factor=factor,
+        site_memory_source=source,
+        site_links=links,
+    ), decisions
 
 
 def _plateau(points: list[CollectivePoint]) -> CollectivePoint | None:
@@ -338,7 +461,9 @@ def _share(measured: float, link: float) -> float:
 
 
 def _listed(points: list[CollectivePoint]) -> str:
-    return ", ".join(f"{p.op.replace('_', '-')} {format_bytes(p.bytes)} {p.bus_bytes_per_second / 1e9:.3g} GB/s" for p in points)
+    return ", ".join(
+        f"{p.op.replace('_', '-')} {format_bytes(p.bytes)} {p.bus_bytes_per_second / 1e9:.3g} GB/s" for p in points
+    )
 
 
 def _links(catalog: Catalog, site: SiteCalibration) -> tuple[SiteLinks, Decision]:
@@ -350,27 +475,40 @@ def _links(catalog: Catalog, site: SiteCalibration) -> tuple[SiteLinks, Decision
         raise CalibrationError(f"interconnect names what the catalog lacks: {fabric.interconnect}")
     gpu, nic = catalog.gpus[fabric.gpu], catalog.interconnects[fabric.interconnect]
     intra, inter = _plateau(fabric.intra_node), _plateau(fabric.inter_node)
-    intra_share = _share(intra.bus_bytes_per_second, gpu.intra_node_bandwidth_bytes_per_second) if (
-        intra and gpu.intra_node_bandwidth_bytes_per_second > 0) else None
+    intra_share = (
+        _share(intra.bus_bytes_per_second, gpu.intra_node_bandwidth_bytes_per_second)
+        if (intra and gpu.intra_node_bandwidth_bytes_per_second > 0)
+        else None
+    )
     node_rate = nic.bytes_per_second_per_gpu * fabric.ranks_per_node
     inter_share = _share(inter.bus_bytes_per_second, node_rate) if inter else None
     changes, parts = [], []
     if intra_share is not None:
         changes.append(f"intra-node share {NVLINK_ACHIEVABLE_FRACTION:.3g} → {intra_share:.4g}")
-        parts.append(f"inside a node ({intra.ranks} ranks): {_listed(fabric.intra_node)}; predicted "
-                     f"{gpu.intra_node_bandwidth_bytes_per_second * NVLINK_ACHIEVABLE_FRACTION / 1e9:.3g} GB/s "
-                     f"({gpu.id}'s {gpu.intra_node_bandwidth_bytes_per_second / 1e9:.3g} GB/s link × {NVLINK_ACHIEVABLE_FRACTION:.3g})")
+        parts.append(
+            f"inside a node ({intra.ranks} ranks): {_listed(fabric.intra_node)}; predicted "
+            f"{gpu.intra_node_bandwidth_bytes_per_second * NVLINK_ACHIEVABLE_FRACTION / 1e9:.3g} GB/s "
+            f"({gpu.id}'s {gpu.intra_node_bandwidth_bytes_per_second / 1e9:.3g} GB/s link × {NVLINK_ACHIEVABLE_FRACTION:.3g})"
+        )
     if inter_share is not None:
         changes.append(f"inter-node share {INTER_NODE_ACHIEVABLE_FRACTION:.3g} → {inter_share:.4g}")
-        parts.append(f"across two nodes ({inter.ranks} ranks, {fabric.interconnect}): {_listed(fabric.inter_node)}; predicted "
-                     f"{node_rate * INTER_NODE_ACHIEVABLE_FRACTION / 1e9:.3g} GB/s ({fabric.ranks_per_node} × "
-                     f"{nic.bytes_per_second_per_gpu / 1e9:.3g} GB/s NICs × {INTER_NODE_ACHIEVABLE_FRACTION:.3g})")
+        parts.append(
+            f"across two nodes ({inter.ranks} ranks, {fabric.interconnect}): {_listed(fabric.inter_node)}; predicted "
+            f"{node_rate * INTER_NODE_ACHIEVABLE_FRACTION / 1e9:.3g} GB/s ({fabric.ranks_per_node} × "
+            f"{nic.bytes_per_second_per_gpu / 1e9:.3g} GB/s NICs × {INTER_NODE_ACHIEVABLE_FRACTION:.3g})"
+        )
     bounded = [s for s in (intra_share, inter_share) if s is not None and s in LINK_SHARE_BOUNDS]
-    reason = (f"bus bandwidth (nccl-tests doc/PERFORMANCE.md) measured at {site.site} on {site.measured_at} ({site.source}); "
-              + "; ".join(parts) + f"; the largest all-reduce gives each share, which the training sizing's collectives use "
-              f"on {gpu.id} over {fabric.interconnect}"
-              + (" (a share at its bound: check the measurement)" if bounded else "")
-              + (" — measured with gloo on a CPU: a test of the loop, not a GPU's links" if fabric.device == "cpu" else ""))
-    decision = Decision(topic="site calibration (interconnect)", choice="; ".join(changes) or "no share (no all-reduce measured)",
-                        reason=reason)
+    reason = (
+        f"bus bandwidth (nccl-tests doc/PERFORMANCE.md) measured at {site.site} on {site.measured_at} ({site.source}); "
+        + "; ".join(parts)
+        + f"; the largest all-reduce gives each share, which the training sizing's collectives use "
+        f"on {gpu.id} over {fabric.interconnect}"
+        + (" (a share at its bound: check the measurement)" if bounded else "")
+        + (" — measured with gloo on a CPU: a test of the loop, not a GPU's links" if fabric.device == "cpu" else "")
+    )
+    decision = Decision(
+        topic="site calibration (interconnect)",
+        choice="; ".join(changes) or "no share (no all-reduce measured)",
+        reason=reason,
+    )
     return SiteLinks(gpu.id, fabric.interconnect, intra_share, inter_share), decision

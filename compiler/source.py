@@ -25,10 +25,7 @@ MAX_NODES = 20_000
 # Nesting deeper than any plan needs; refused before Python's recursion limit is reached.
 MAX_DEPTH = 64
 
-_STANDARD_TAGS = {
-    "tag:yaml.org,2002:" + t
-    for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")
-}
+_STANDARD_TAGS = {"tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")}
 
 Loc = tuple[str | int, ...]
 
@@ -77,7 +74,9 @@ class _Builder:
     def build(self, node: yaml.Node, loc: Loc = ()) -> Any:
         self.nodes += 1
         if self.nodes > MAX_NODES:
-            raise self.fail(node, f"document expands to more than {MAX_NODES} nodes (alias bomb?)", "yaml-too-large", loc)
+            raise self.fail(
+                node, f"document expands to more than {MAX_NODES} nodes (alias bomb?)", "yaml-too-large", loc
+            )
         if len(loc) > MAX_DEPTH:
             raise self.fail(node, f"nesting deeper than {MAX_DEPTH} levels", "yaml-too-deep", loc)
         if node.tag not in _STANDARD_TAGS:
@@ -107,7 +106,12 @@ class _Builder:
             key = key if isinstance(key, str) else str(key)
             if key in result:
                 first = self.keys[loc + (key,)]
-                raise self.fail(key_node, f"duplicate key '{key}' (first defined at line {first.line})", "duplicate-key", loc + (key,))
+                raise self.fail(
+                    key_node,
+                    f"duplicate key '{key}' (first defined at line {first.line})",
+                    "duplicate-key",
+                    loc + (key,),
+                )
             self.keys[loc + (key,)] = _pos(key_node.start_mark)
             result[key] = self.build(value_node, loc + (key,))
         return result
@@ -128,8 +132,11 @@ def _scan_size(text: str, file: str) -> None:
             depth += isinstance(event, yaml.CollectionStartEvent) - isinstance(event, yaml.CollectionEndEvent)
             if nodes > MAX_NODES or depth > MAX_DEPTH:
                 p = _pos(event.start_mark)
-                message, code = ((f"document has more than {MAX_NODES} nodes", "yaml-too-large") if nodes > MAX_NODES
-                                 else (f"nesting deeper than {MAX_DEPTH} levels", "yaml-too-deep"))
+                message, code = (
+                    (f"document has more than {MAX_NODES} nodes", "yaml-too-large")
+                    if nodes > MAX_NODES
+                    else (f"nesting deeper than {MAX_DEPTH} levels", "yaml-too-deep")
+                )
                 raise PlanInputError([Diagnostic(p.line, p.column, "", message, code, file=file)], text)
     except yaml.YAMLError:
         return
@@ -147,12 +154,18 @@ def load_yaml_text(text: str, file: str) -> LoadedYaml:
         raise PlanInputError([Diagnostic(line, col, "", f"invalid YAML: {problem}", "yaml-syntax", file=file)], text)
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow: located by its offset
         before = (text[: exc.position] + "^").splitlines()
-        message = f"invalid YAML: character {chr(exc.character)!r} is not allowed" if isinstance(exc.character, int) else f"invalid YAML: {exc.reason}"
+        message = (
+            f"invalid YAML: character {chr(exc.character)!r} is not allowed"
+            if isinstance(exc.character, int)
+            else f"invalid YAML: {exc.reason}"
+        )
         raise PlanInputError([Diagnostic(len(before), len(before[-1]), "", message, "yaml-syntax", file=file)], text)
     except yaml.YAMLError as exc:
         raise PlanInputError([Diagnostic(1, 1, "", f"invalid YAML: {exc}", "yaml-syntax", file=file)], text)
     except RecursionError:
-        raise PlanInputError([Diagnostic(1, 1, "", f"nesting deeper than {MAX_DEPTH} levels", "yaml-too-deep", file=file)], text)
+        raise PlanInputError(
+            [Diagnostic(1, 1, "", f"nesting deeper than {MAX_DEPTH} levels", "yaml-too-deep", file=file)], text
+        )
     if node is None:
         raise PlanInputError([Diagnostic(1, 1, "", "the plan is empty", "empty-plan", file=file)], text)
     try:
@@ -166,6 +179,7 @@ def load_yaml_text(text: str, file: str) -> LoadedYaml:
 
 def read_regular_file(path: Path, name: str) -> bytes:
     """The bytes of a regular file of at most MAX_PLAN_BYTES; a device, FIFO or directory is refused unread."""
+
     def refuse(message: str, code: str) -> PlanInputError:
         return PlanInputError([Diagnostic(0, 0, "", message, code, file=name)])
 
@@ -187,7 +201,9 @@ def load_yaml_file(path: Path, display_name: str | None = None) -> LoadedYaml:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise PlanInputError([Diagnostic(0, 0, "", f"not UTF-8 text: {exc.reason} at byte {exc.start}", "file-encoding", file=name)])
+        raise PlanInputError(
+            [Diagnostic(0, 0, "", f"not UTF-8 text: {exc.reason} at byte {exc.start}", "file-encoding", file=name)]
+        )
     return load_yaml_text(text, name)
 
 
@@ -197,5 +213,7 @@ def refuse_at(problems: list[tuple[Loc, str, str]], loaded: LoadedYaml) -> None:
         diagnostics = []
         for loc, message, code in problems:
             pos = loaded.position(loc)
-            diagnostics.append(Diagnostic(pos.line, pos.column, ".".join(map(str, loc)), message, code, file=loaded.file))
+            diagnostics.append(
+                Diagnostic(pos.line, pos.column, ".".join(map(str, loc)), message, code, file=loaded.file)
+            )
         raise PlanInputError(diagnostics, loaded.text)

@@ -37,11 +37,27 @@ class _TemplateCache(jinja2.FileSystemBytecodeCache):
 
 
 def _environment_key(env: jinja2.Environment) -> str:
-    options = (jinja2.__version__, env.block_start_string, env.block_end_string, env.variable_start_string,
-               env.variable_end_string, env.comment_start_string, env.comment_end_string, env.line_statement_prefix,
-               env.line_comment_prefix, env.trim_blocks, env.lstrip_blocks, env.newline_sequence,
-               env.keep_trailing_newline, env.autoescape, env.optimized, env.undefined.__name__, sorted(env.extensions),
-               sorted(env.filters), sorted(env.tests))
+    options = (
+        jinja2.__version__,
+        env.block_start_string,
+        env.block_end_string,
+        env.variable_start_string,
+        env.variable_end_string,
+        env.comment_start_string,
+        env.comment_end_string,
+        env.line_statement_prefix,
+        env.line_comment_prefix,
+        env.trim_blocks,
+        env.lstrip_blocks,
+        env.newline_sequence,
+        env.keep_trailing_newline,
+        env.autoescape,
+        env.optimized,
+        env.undefined.__name__,
+        sorted(env.extensions),
+        sorted(env.filters),
+        sorted(env.tests),
+    )
     return hashlib.sha256(repr(options).encode()).hexdigest()[:16]
 
 

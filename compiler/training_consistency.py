@@ -10,11 +10,10 @@ import math
 import re
 import shlex
 
-
-from .resolved import ResolvedPlan
-from .targets.base import OutputFile, load_generated_yaml
 from .deployment.frameworks import MIXED_PRECISION
 from .deployment.fsdp_tp import ACTIVATION_CHECKPOINT
+from .resolved import ResolvedPlan
+from .targets.base import OutputFile, load_generated_yaml
 
 
 def _expect(ok: bool, message: str) -> None:
@@ -31,15 +30,21 @@ def _option(text: str, pattern: str, what: str) -> str:
 
 def _check_sbatch(text: str, plan: ResolvedPlan) -> None:
     hw = plan.hardware
-    _expect(int(_option(text, r"^#SBATCH --nodes=(\d+)$", "sbatch --nodes")) == hw.nodes, "sbatch --nodes != plan nodes")
-    _expect(int(_option(text, r"^#SBATCH --gpus-per-node=(\d+)$", "sbatch --gpus-per-node")) == hw.gpus_per_node,
-            "sbatch --gpus-per-node != plan GPUs per node")
+    _expect(
+        int(_option(text, r"^#SBATCH --nodes=(\d+)$", "sbatch --nodes")) == hw.nodes, "sbatch --nodes != plan nodes"
+    )
+    _expect(
+        int(_option(text, r"^#SBATCH --gpus-per-node=(\d+)$", "sbatch --gpus-per-node")) == hw.gpus_per_node,
+        "sbatch --gpus-per-node != plan GPUs per node",
+    )
     _expect(_option(text, r"^#SBATCH --ntasks-per-node=(\d+)$", "sbatch --ntasks-per-node") == "1", "one task per node")
     srun_nodes = _option(text, r"^srun_args=\(--nodes=(\d+) ", "srun --nodes")
     _expect(int(srun_nodes) == hw.nodes, "srun --nodes != sbatch --nodes")
     cpus = _option(text, r"^#SBATCH --cpus-per-task=(\d+)$", "sbatch --cpus-per-task")
-    _expect(_option(text, r" --cpus-per-task=(\d+) --kill-on-bad-exit", "srun --cpus-per-task") == cpus,
-            "srun --cpus-per-task != sbatch --cpus-per-task")
+    _expect(
+        _option(text, r" --cpus-per-task=(\d+) --kill-on-bad-exit", "srun --cpus-per-task") == cpus,
+        "srun --cpus-per-task != sbatch --cpus-per-task",
+    )
     body = text.split("\nset -euo pipefail\n", 1)
     _expect(len(body) == 2 and "#SBATCH" not in body[1], "an #SBATCH line after the first command is ignored by sbatch")
 
@@ -48,45 +53,70 @@ def _check_launcher(text: str, plan: ResolvedPlan) -> None:
     hw, par = plan.hardware, plan.parallelism
     launch = plan.deployment.launcher
     if launch.kind == "accelerate":  # accelerate launch: machines and processes (its config file says the same)
-        _expect(int(_option(text, r"^  --num_machines=(\d+) \\$", "accelerate --num_machines")) == hw.nodes,
-                "accelerate --num_machines != plan nodes")
-        _expect(int(_option(text, r"^  --num_processes=(\d+) \\$", "accelerate --num_processes")) == hw.nodes * hw.gpus_per_node,
-                "accelerate --num_processes != world size")
+        _expect(
+            int(_option(text, r"^  --num_machines=(\d+) \\$", "accelerate --num_machines")) == hw.nodes,
+            "accelerate --num_machines != plan nodes",
+        )
+        _expect(
+            int(_option(text, r"^  --num_processes=(\d+) \\$", "accelerate --num_processes"))
+            == hw.nodes * hw.gpus_per_node,
+            "accelerate --num_processes != world size",
+        )
     else:
         nnodes = _option(text, r"^  --nnodes=([0-9:]+) \\$", "torchrun --nnodes")
         _expect(int(nnodes.split(":")[-1]) == hw.nodes, f"torchrun --nnodes {nnodes} != plan nodes {hw.nodes}")
-        _expect(int(_option(text, r"^  --nproc-per-node=(\d+) \\$", "torchrun --nproc-per-node")) == hw.gpus_per_node,
-                "torchrun --nproc-per-node != plan GPUs per node")
+        _expect(
+            int(_option(text, r"^  --nproc-per-node=(\d+) \\$", "torchrun --nproc-per-node")) == hw.gpus_per_node,
+            "torchrun --nproc-per-node != plan GPUs per node",
+        )
     exported = dict(re.findall(r"^export (MLINFRA_[A-Z_]+)=(\S+)$", text, re.M))
-    _expect(int(exported["MLINFRA_WORLD_SIZE"]) == hw.nodes * hw.gpus_per_node, "MLINFRA_WORLD_SIZE != nodes × GPUs per node")
+    _expect(
+        int(exported["MLINFRA_WORLD_SIZE"]) == hw.nodes * hw.gpus_per_node,
+        "MLINFRA_WORLD_SIZE != nodes × GPUs per node",
+    )
     _expect(int(exported["MLINFRA_GLOBAL_BATCH"]) == par.global_batch, "MLINFRA_GLOBAL_BATCH != plan")
     _expect(int(exported["MLINFRA_MICRO_BATCH"]) == par.micro_batch, "MLINFRA_MICRO_BATCH != plan")
     _expect(int(exported["MLINFRA_GRAD_ACCUM"]) == par.grad_accum, "MLINFRA_GRAD_ACCUM != plan")
-    _expect(shlex.split(exported["MLINFRA_PRECISION"]) == [plan.deployment.launcher.precision], "MLINFRA_PRECISION != plan")
+    _expect(
+        shlex.split(exported["MLINFRA_PRECISION"]) == [plan.deployment.launcher.precision], "MLINFRA_PRECISION != plan"
+    )
     if launch.config_flag:
-        _expect(f' {launch.config_flag} "$OUT_DIR/{launch.framework_config}"' in text, "framework config not passed to the script")
-    _expect(("megatron/args.sh" in text) == launch.megatron_args, "megatron/args.sh sourced iff the launch kind is megatron")
+        _expect(
+            f' {launch.config_flag} "$OUT_DIR/{launch.framework_config}"' in text,
+            "framework config not passed to the script",
+        )
+    _expect(
+        ("megatron/args.sh" in text) == launch.megatron_args, "megatron/args.sh sourced iff the launch kind is megatron"
+    )
 
 
 def _check_ds_config(text: str, plan: ResolvedPlan) -> None:
     par, ds = plan.parallelism, json.loads(text)
-    _expect(ds["train_batch_size"] == ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] * par.dp,
-            "ds_config train_batch_size != micro × grad-accum × DP")
+    _expect(
+        ds["train_batch_size"] == ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] * par.dp,
+        "ds_config train_batch_size != micro × grad-accum × DP",
+    )
     _expect(ds["train_batch_size"] == par.global_batch, "ds_config train_batch_size != plan global batch")
     _expect(ds["train_micro_batch_size_per_gpu"] == par.micro_batch, "ds_config micro batch != plan")
     _expect(ds["gradient_accumulation_steps"] == par.grad_accum, "ds_config grad accumulation != plan")
     _expect(ds["zero_optimization"]["stage"] == par.zero_stage, "ds_config ZeRO stage != plan")
     bf16 = bool(ds.get("bf16", {}).get("enabled"))
     fp16 = bool(ds.get("fp16", {}).get("enabled"))
-    _expect(bf16 == (plan.deployment.launcher.precision in ("bf16", "fp8")) and fp16 == (plan.deployment.launcher.precision == "fp16"),
-            "ds_config precision != plan precision")
+    _expect(
+        bf16 == (plan.deployment.launcher.precision in ("bf16", "fp8"))
+        and fp16 == (plan.deployment.launcher.precision == "fp16"),
+        "ds_config precision != plan precision",
+    )
 
 
 def _check_accelerate(text: str, plan: ResolvedPlan) -> None:
     cfg, hw = load_generated_yaml(text), plan.hardware
     _expect(cfg["num_machines"] == hw.nodes, "accelerate num_machines != plan nodes")
     _expect(cfg["num_processes"] == hw.nodes * hw.gpus_per_node, "accelerate num_processes != world size")
-    _expect(cfg["mixed_precision"] == MIXED_PRECISION[plan.deployment.launcher.precision], "accelerate mixed_precision != plan precision")
+    _expect(
+        cfg["mixed_precision"] == MIXED_PRECISION[plan.deployment.launcher.precision],
+        "accelerate mixed_precision != plan precision",
+    )
 
 
 def _check_megatron(text: str, plan: ResolvedPlan) -> None:
@@ -98,7 +128,10 @@ def _check_megatron(text: str, plan: ResolvedPlan) -> None:
     _expect(int(value["--micro-batch-size"]) == par.micro_batch, "Megatron micro batch != plan")
     _expect(int(value["--global-batch-size"]) == par.global_batch, "Megatron global batch != plan")
     _expect(int(value["--seq-length"]) == plan.training.seq_len, "Megatron sequence length != plan")
-    _expect(("--bf16" in words) == (plan.deployment.launcher.precision in ("bf16", "fp8")), "Megatron --bf16 != plan precision")
+    _expect(
+        ("--bf16" in words) == (plan.deployment.launcher.precision in ("bf16", "fp8")),
+        "Megatron --bf16 != plan precision",
+    )
     _expect(("--fp16" in words) == (plan.deployment.launcher.precision == "fp16"), "Megatron --fp16 != plan precision")
 
 
@@ -110,17 +143,28 @@ def _check_fsdp_tp(text: str, plan: ResolvedPlan) -> None:
     sizes = dict(zip(cfg["mesh_dim_names"], cfg["mesh_shape"]))
     for name, dims in cfg["flatten_mesh_dims"].items():  # dp_shard × cp under CP
         sizes[name] = math.prod(sizes[dim] for dim in dims)
-    _expect([sizes[name] for name in cfg["fsdp_mesh_dims"]] == [par.dp // shard] * (shard < par.dp) + [shard * par.cp],
-            "fsdp_tp.json fully_shard mesh != plan [DP replicas, DP shard group × CP]")
+    _expect(
+        [sizes[name] for name in cfg["fsdp_mesh_dims"]] == [par.dp // shard] * (shard < par.dp) + [shard * par.cp],
+        "fsdp_tp.json fully_shard mesh != plan [DP replicas, DP shard group × CP]",
+    )
     if par.pp > 1:
-        _expect(len(cfg["stage_layers"]) == par.pp * par.vp and sum(cfg["stage_layers"]) == sum(par.pp_stage_layers),
-                "fsdp_tp.json pipeline stages != plan PP × VP over its layers")
-        _expect(cfg["pipeline_microbatches"] == par.grad_accum, "fsdp_tp.json pipeline micro-batches != plan grad accumulation")
+        _expect(
+            len(cfg["stage_layers"]) == par.pp * par.vp and sum(cfg["stage_layers"]) == sum(par.pp_stage_layers),
+            "fsdp_tp.json pipeline stages != plan PP × VP over its layers",
+        )
+        _expect(
+            cfg["pipeline_microbatches"] == par.grad_accum,
+            "fsdp_tp.json pipeline micro-batches != plan grad accumulation",
+        )
     _expect(cfg["world_size"] == hw.nodes * hw.gpus_per_node, "fsdp_tp.json world size != nodes × GPUs per node")
     _expect((cfg["micro_batch"], cfg["grad_accum"]) == (par.micro_batch, par.grad_accum), "fsdp_tp.json batch != plan")
-    _expect(cfg["sequence_parallel"] == par.sequence_parallel, "fsdp_tp.json sequence parallelism != plan (sized with it)")
-    _expect(cfg["activation_checkpoint"] == ACTIVATION_CHECKPOINT[par.recompute],
-            "fsdp_tp.json activation checkpointing != plan recompute (selective: torchtitan's op-level SAC)")
+    _expect(
+        cfg["sequence_parallel"] == par.sequence_parallel, "fsdp_tp.json sequence parallelism != plan (sized with it)"
+    )
+    _expect(
+        cfg["activation_checkpoint"] == ACTIVATION_CHECKPOINT[par.recompute],
+        "fsdp_tp.json activation checkpointing != plan recompute (selective: torchtitan's op-level SAC)",
+    )
 
 
 _CHECKS = {  # the file (a field of deployment.files) -> its check
@@ -139,8 +183,12 @@ def check(files: list[OutputFile] | dict[str, str], plan: ResolvedPlan) -> None:
         return
     texts = files if isinstance(files, dict) else {f.path: f.text for f in files}
     par, hw = plan.parallelism, plan.hardware
-    _expect(par.micro_batch * par.grad_accum * par.dp == par.global_batch, "plan global batch != micro × grad-accum × DP")
-    _expect(par.tp * par.cp * par.pp * par.dp == hw.nodes * hw.gpus_per_node, "TP × CP × PP × DP != nodes × GPUs per node")
+    _expect(
+        par.micro_batch * par.grad_accum * par.dp == par.global_batch, "plan global batch != micro × grad-accum × DP"
+    )
+    _expect(
+        par.tp * par.cp * par.pp * par.dp == hw.nodes * hw.gpus_per_node, "TP × CP × PP × DP != nodes × GPUs per node"
+    )
     for field, check_file in _CHECKS.items():
         path = getattr(plan.deployment.files, field)
         if path in texts:

@@ -13,12 +13,28 @@ _NUMBER = r"(?P<num>[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)"
 
 COUNT_SUFFIXES = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
 BYTE_SUFFIXES = {
-    "B": 1, "": 1,
-    "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "PB": 1e15,
-    "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50,
+    "B": 1,
+    "": 1,
+    "KB": 1e3,
+    "MB": 1e6,
+    "GB": 1e9,
+    "TB": 1e12,
+    "PB": 1e15,
+    "KiB": 2**10,
+    "MiB": 2**20,
+    "GiB": 2**30,
+    "TiB": 2**40,
+    "PiB": 2**50,
 }
 SECONDS_PER = {
-    "": 1, "ms": 1e-3, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400,
+    "": 1,
+    "ms": 1e-3,
+    "s": 1,
+    "m": 60,
+    "min": 60,
+    "h": 3600,
+    "d": 86400,
+    "w": 7 * 86400,
 }
 USD_SUFFIXES = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9}
 
@@ -43,7 +59,7 @@ def _parse(value: object, suffixes: dict[str, float], expected: str, prefix: str
     elif isinstance(value, str):
         text = value.strip().replace("_", "").replace(",", "")
         if prefix and text.startswith(prefix):
-            text = text[len(prefix):]
+            text = text[len(prefix) :]
         match = re.fullmatch(_NUMBER + r"\s*(?P<unit>[A-Za-z]*)", text)
         if not match or match["unit"] not in suffixes:
             raise QuantityError(expected, value)

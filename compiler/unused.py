@@ -13,15 +13,54 @@ from .source import LoadedYaml
 from .spec import PlanSpec, weights_locations
 
 CODE = "unused-field"
-SLURM_ONLY = ("partition", "account", "qos", "reservation", "constraint", "extra_directives", "memory_per_node", "container_mounts",
-              "max_time")
-KUBERNETES_TRAINING = ("namespace", "job_api", "storage_class", "secret_name", "image", "tolerations", "node_selector",
-                       "image_pull_secret", "object_store")
-KUBERNETES_SERVING = ("namespace", "autoscaler", "storage_class", "secret_name", "image", "tolerations", "node_selector",
-                      "image_pull_secret", "object_store")
+SLURM_ONLY = (
+    "partition",
+    "account",
+    "qos",
+    "reservation",
+    "constraint",
+    "extra_directives",
+    "memory_per_node",
+    "container_mounts",
+    "max_time",
+)
+KUBERNETES_TRAINING = (
+    "namespace",
+    "job_api",
+    "storage_class",
+    "secret_name",
+    "image",
+    "tolerations",
+    "node_selector",
+    "image_pull_secret",
+    "object_store",
+)
+KUBERNETES_SERVING = (
+    "namespace",
+    "autoscaler",
+    "storage_class",
+    "secret_name",
+    "image",
+    "tolerations",
+    "node_selector",
+    "image_pull_secret",
+    "object_store",
+)
 OBJECT_STORE_SCHEMES = ("s3://", "gs://", "az://")
-SERVING_IGNORES_PINS = ("dp", "zero_stage", "micro_batch", "recompute", "offload", "cp", "ep", "vp",
-                        "pp_first_stage_layers", "pp_last_stage_layers", "pp_stage_layers", "shard_group_gpus")
+SERVING_IGNORES_PINS = (
+    "dp",
+    "zero_stage",
+    "micro_batch",
+    "recompute",
+    "offload",
+    "cp",
+    "ep",
+    "vp",
+    "pp_first_stage_layers",
+    "pp_last_stage_layers",
+    "pp_stage_layers",
+    "shard_group_gpus",
+)
 
 
 def _given(data: Any, path: tuple) -> bool:
@@ -43,25 +82,42 @@ def unused_fields(spec: PlanSpec, data: Any) -> list[tuple[tuple, str]]:
 
     weights = weights_locations(spec)
     if not any(w.lower().startswith(OBJECT_STORE_SCHEMES) for w in weights):
-        refuse(("cluster", "kubernetes", "object_store"), "no model.weights in object storage (s3://, gs://, az://) to read")
+        refuse(
+            ("cluster", "kubernetes", "object_store"),
+            "no model.weights in object storage (s3://, gs://, az://) to read",
+        )
     training = spec.workload in ("train", "finetune")
     scheduler = spec.cluster.scheduler
     if training:
         if spec.train.method == "full":
-            refuse(("train", "lora"), "LoRA settings apply to method lora or qlora; this plan trains all weights (method full)")
+            refuse(
+                ("train", "lora"),
+                "LoRA settings apply to method lora or qlora; this plan trains all weights (method full)",
+            )
         if spec.train.checkpoint.every != "auto":
-            refuse(("train", "checkpoint", "min_interval"), "the floor applies to the Young-Daly interval; train.checkpoint.every is given")
+            refuse(
+                ("train", "checkpoint", "min_interval"),
+                "the floor applies to the Young-Daly interval; train.checkpoint.every is given",
+            )
         if spec.train.tokens is not None:
             refuse(("train", "epochs"), "epochs multiply dataset_tokens; with train.tokens given it changes nothing")
         refuse(("budget", "usd_per_month"), "a monthly budget is for serve plans; give budget.usd for a training run")
         refuse(("cluster", "kubernetes", "autoscaler"), "the autoscaler is for serve plans")
-        refuse(("model", "quantization"), "model.quantization chooses the serving engine's quantization flags; training reads 16-bit weights")
+        refuse(
+            ("model", "quantization"),
+            "model.quantization chooses the serving engine's quantization flags; training reads 16-bit weights",
+        )
         if scheduler == "kubernetes":
             for key in SLURM_ONLY:
-                refuse(("cluster", "slurm", key), "scheduler kubernetes emits no Slurm job; use scheduler both to get one")
+                refuse(
+                    ("cluster", "slurm", key), "scheduler kubernetes emits no Slurm job; use scheduler both to get one"
+                )
         if scheduler == "slurm":
             for key in KUBERNETES_TRAINING:
-                refuse(("cluster", "kubernetes", key), "scheduler slurm emits no Kubernetes objects; use scheduler both to get them")
+                refuse(
+                    ("cluster", "kubernetes", key),
+                    "scheduler slurm emits no Kubernetes objects; use scheduler both to get them",
+                )
     else:
         refuse(("budget", "usd"), "a total budget is for training runs; give budget.usd_per_month for a serve plan")
         refuse(("cluster", "slurm"), "serve plans emit no Slurm job (the engine launchers run under any scheduler)")
@@ -69,8 +125,14 @@ def unused_fields(spec: PlanSpec, data: Any) -> list[tuple[tuple, str]]:
         if scheduler == "slurm":
             for key in KUBERNETES_SERVING:
                 if key != "namespace":  # the alert rules select the service's series by namespace
-                    refuse(("cluster", "kubernetes", key), "scheduler slurm emits no Kubernetes objects; use scheduler both to get them")
-            refuse(("serve", "min_replicas"), "the replica floor is the Kubernetes autoscaler's minReplicas; scheduler slurm emits none")
+                    refuse(
+                        ("cluster", "kubernetes", key),
+                        "scheduler slurm emits no Kubernetes objects; use scheduler both to get them",
+                    )
+            refuse(
+                ("serve", "min_replicas"),
+                "the replica floor is the Kubernetes autoscaler's minReplicas; scheduler slurm emits none",
+            )
         for key in SERVING_IGNORES_PINS:
             refuse(("parallelism", key), "serving pins only tp and pp (data parallelism is the replica count)")
     return found
@@ -82,5 +144,9 @@ def check_unused(spec: PlanSpec, loaded: LoadedYaml) -> None:
         diagnostics = []
         for path, why in problems:
             pos = loaded.position(path, key=True)
-            diagnostics.append(Diagnostic(pos.line, pos.column, ".".join(map(str, path)), f"has no effect: {why}", CODE, file=loaded.file))
+            diagnostics.append(
+                Diagnostic(
+                    pos.line, pos.column, ".".join(map(str, path)), f"has no effect: {why}", CODE, file=loaded.file
+                )
+            )
         raise PlanInputError(diagnostics, loaded.text)

@@ -100,7 +100,9 @@ def _diagnostic(err: dict, loaded: LoadedYaml) -> Diagnostic:
         message = f"{message[0].lower()}{message[1:]}, got {_describe(err['input'])}"
         code = "invalid-type"
     elif kind == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") == DNS1123_LABEL:
-        message = f"expected a DNS-1123 label (lowercase letters, digits and '-', at most 63), got {_describe(err['input'])}"
+        message = (
+            f"expected a DNS-1123 label (lowercase letters, digits and '-', at most 63), got {_describe(err['input'])}"
+        )
     elif code in ("out-of-range", "invalid-format"):
         message = f"{message[0].lower()}{message[1:]}, got {_describe(err['input'])}"
     pos = loaded.position(path, key=at_key)
@@ -120,7 +122,19 @@ def _best_per_path(errors: list[dict], data: Any) -> list[dict]:
 
 def validate_plan(loaded: LoadedYaml) -> PlanSpec:
     if not isinstance(loaded.data, dict):
-        raise PlanInputError([Diagnostic(1, 1, "", f"a plan is a mapping of keys, got {type(loaded.data).__name__}", "invalid-type", file=loaded.file)], loaded.text)
+        raise PlanInputError(
+            [
+                Diagnostic(
+                    1,
+                    1,
+                    "",
+                    f"a plan is a mapping of keys, got {type(loaded.data).__name__}",
+                    "invalid-type",
+                    file=loaded.file,
+                )
+            ],
+            loaded.text,
+        )
     try:
         return PlanSpec.model_validate(loaded.data)
     except ValidationError as exc:

@@ -16,7 +16,6 @@ dropped or replaced. `--check` (compiler/check.py) compares bytes and modes, and
 
 from __future__ import annotations
 
-import difflib
 import errno
 import hashlib
 import json
@@ -56,8 +55,14 @@ def sha256(text: str) -> str:
 
 
 def manifest_text(plan: RenderedPlan) -> str:
-    entries = [{"path": f.path, "sha256": sha256(f.text), "mode": oct(f.mode)} for f in sorted(plan.files, key=lambda f: f.path)]
-    return json.dumps({"generator": "mlinfra-compile", "plan": plan.name, "files": entries}, sort_keys=True, indent=2) + "\n"
+    entries = [
+        {"path": f.path, "sha256": sha256(f.text), "mode": oct(f.mode)}
+        for f in sorted(plan.files, key=lambda f: f.path)
+    ]
+    return (
+        json.dumps({"generator": "mlinfra-compile", "plan": plan.name, "files": entries}, sort_keys=True, indent=2)
+        + "\n"
+    )
 
 
 class Destinations:
@@ -230,7 +235,7 @@ def _create(path: Path, text: str, mode: int, shown_as: Path) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             while data:
-                data = data[os.write(fd, data):]
+                data = data[os.write(fd, data) :]
             os.fchmod(fd, mode)
             os.fsync(fd)
         finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -18,11 +18,12 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.g
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def snapshot_extension(suffix: str) -> type[SingleFileSnapshotExtension]:
     """A syrupy extension writing text snapshots with the generated file's own extension."""
     return type(
-        f"Snapshot_{suffix}", (SingleFileSnapshotExtension,),
+        f"Snapshot_{suffix}",
+        (SingleFileSnapshotExtension,),
         {"file_extension": suffix, "_write_mode": WriteMode.TEXT},
     )
 
@@ -38,7 +39,11 @@ def snapshot_text(snapshot):
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "compiler", *map(str, args)],
-        cwd=cwd or REPO, env=env, capture_output=True, text=True, timeout=120,
+        cwd=cwd or REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 

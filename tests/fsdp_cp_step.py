@@ -20,9 +20,17 @@ VOCAB, HIDDEN, HEADS, KV_HEADS, FFN, LAYERS, SEQ, LR = 128, 64, 4, 2, 128, 2, 16
 def tiny_model():
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    return LlamaForCausalLM(LlamaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=FFN,
-                                        num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                                        num_key_value_heads=KV_HEADS, max_position_embeddings=SEQ))
+    return LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=VOCAB,
+            hidden_size=HIDDEN,
+            intermediate_size=FFN,
+            num_hidden_layers=LAYERS,
+            num_attention_heads=HEADS,
+            num_key_value_heads=KV_HEADS,
+            max_position_embeddings=SEQ,
+        )
+    )
 
 
 def cross_entropy(logits, labels):
@@ -43,7 +51,7 @@ def main():
     reference = copy.deepcopy(model)
     ids = torch.randint(0, VOCAB, (dp * local, SEQ + 1), generator=torch.Generator().manual_seed(1))
     shard = mesh["dp_shard"].get_local_rank()
-    mine = ids[shard * local:(shard + 1) * local]  # the CP ranks of a dp_shard rank take the same sequences
+    mine = ids[shard * local : (shard + 1) * local]  # the CP ranks of a dp_shard rank take the same sequences
     inputs, labels, positions = fsdp_tp.context_shard(settings, mesh, mine[:, :-1], mine[:, 1:])
 
     model = fsdp_tp.parallelize(model, mesh, settings)
@@ -62,14 +70,22 @@ def main():
     for wrapped, grad in grads.items():
         name = wrapped.replace("._checkpoint_wrapped_module", "")
         grad_error = max(grad_error, float((grad - ref_grads[name]).norm() / ref_grads[name].norm()))
-    row = {"rank": dist.get_rank(), "dp_rank": shard, "cp_rank": mesh["cp"].get_local_rank(),
-           "mesh": [mesh.size(i) for i in range(mesh.ndim)], "mesh_dims": list(mesh.mesh_dim_names),
-           "fsdp_ranks": fsdp_tp.fsdp_mesh(mesh, settings).size(),
-           "positions": positions[0].tolist(), "local_loss": loss.item(), "loss": whole.item() / cp,
-           "reference_loss": ref_loss_mine, "grad_rel_error": grad_error,
-           "attention": model.config._attn_implementation,
-           "checkpointed": sum(n.endswith("._checkpoint_wrapped_module") for n, _ in model.named_modules()),
-           "placement": [str(x) for x in model.model.embed_tokens.weight.placements]}
+    row = {
+        "rank": dist.get_rank(),
+        "dp_rank": shard,
+        "cp_rank": mesh["cp"].get_local_rank(),
+        "mesh": [mesh.size(i) for i in range(mesh.ndim)],
+        "mesh_dims": list(mesh.mesh_dim_names),
+        "fsdp_ranks": fsdp_tp.fsdp_mesh(mesh, settings).size(),
+        "positions": positions[0].tolist(),
+        "local_loss": loss.item(),
+        "loss": whole.item() / cp,
+        "reference_loss": ref_loss_mine,
+        "grad_rel_error": grad_error,
+        "attention": model.config._attn_implementation,
+        "checkpointed": sum(n.endswith("._checkpoint_wrapped_module") for n, _ in model.named_modules()),
+        "placement": [str(x) for x in model.model.embed_tokens.weight.placements],
+    }
     os.write(1, ("FSDP_CP_STEP " + json.dumps(row, sort_keys=True) + "\n").encode())
     del model, optimizer, reference, loss
     gc.collect()

@@ -61,7 +61,7 @@ def main():
     model = tiny_model(sum(settings["pp_stage_layers"]) if pp > 1 else LAYERS)
     reference = copy.deepcopy(model)
     ids = torch.randint(0, VOCAB, (ranks * mb * accum, SEQ + 1), generator=torch.Generator().manual_seed(1))
-    mine = ids[index * mb * accum:(index + 1) * mb * accum]
+    mine = ids[index * mb * accum : (index + 1) * mb * accum]
 
     replica_group = mesh["dp_replicate"].get_group()
     calls, all_reduces, losses = count_replica_all_reduces(replica_group), [], []
@@ -78,7 +78,7 @@ def main():
             fsdp_tp.sync_replicas(model, settings, step == accum - 1)
             before = calls[0]
             with fsdp_tp.loss_parallel(settings):
-                loss = loss_of(model, mine[step * mb:(step + 1) * mb]) / accum
+                loss = loss_of(model, mine[step * mb : (step + 1) * mb]) / accum
                 loss.backward()
             all_reduces.append(calls[0] - before)
             loss = loss.detach()
@@ -94,19 +94,28 @@ def main():
     ref_grads = {n: p.grad for n, p in reference.named_parameters()}
     grad_error = max(float((grads[n] - ref_grads[n]).norm() / ref_grads[n].norm()) for n in grads)
     probe = named[probe_name]
-    row = {"rank": dist.get_rank(), "data_index": index, "data_ranks": ranks,
-           "replica": mesh["dp_replicate"].get_local_rank(), "shard": mesh["dp_shard"].get_local_rank(),
-           "tp_rank": mesh["tp"].get_local_rank(),
-           "mesh": [mesh.size(i) for i in range(mesh.ndim)], "mesh_dims": list(mesh.mesh_dim_names),
-           "pp_rank": mesh["pp"].get_local_rank() if pp > 1 else 0, "probe": probe_name,
-           "loss": None if None in losses else sum(losses), "reference_loss": loss_of(reference, mine).item(),
-           "grad_rel_error": grad_error,
-           "replica_all_reduces": all_reduces,
-           "probe_full_numel": probe.numel(), "probe_local_numel": probe.to_local().numel(),
-           "probe_placements": [str(p) for p in probe.placements],
-           "replicas_same_shard": same_across(probe.to_local().detach(), replica_group),
-           "replicas_same_grad_shard": same_across(local_grad, replica_group),
-           "shards_differ": not same_across(probe.to_local().detach(), mesh["dp_shard"].get_group())}
+    row = {
+        "rank": dist.get_rank(),
+        "data_index": index,
+        "data_ranks": ranks,
+        "replica": mesh["dp_replicate"].get_local_rank(),
+        "shard": mesh["dp_shard"].get_local_rank(),
+        "tp_rank": mesh["tp"].get_local_rank(),
+        "mesh": [mesh.size(i) for i in range(mesh.ndim)],
+        "mesh_dims": list(mesh.mesh_dim_names),
+        "pp_rank": mesh["pp"].get_local_rank() if pp > 1 else 0,
+        "probe": probe_name,
+        "loss": None if None in losses else sum(losses),
+        "reference_loss": loss_of(reference, mine).item(),
+        "grad_rel_error": grad_error,
+        "replica_all_reduces": all_reduces,
+        "probe_full_numel": probe.numel(),
+        "probe_local_numel": probe.to_local().numel(),
+        "probe_placements": [str(p) for p in probe.placements],
+        "replicas_same_shard": same_across(probe.to_local().detach(), replica_group),
+        "replicas_same_grad_shard": same_across(local_grad, replica_group),
+        "shards_differ": not same_across(probe.to_local().detach(), mesh["dp_shard"].get_group()),
+    }
     os.write(1, ("FSDP_HSDP_STEP " + json.dumps(row, sort_keys=True) + "\n").encode())
     dist.barrier()
     dist.destroy_process_group()

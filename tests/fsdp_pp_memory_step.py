@@ -10,16 +10,19 @@ call (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)."""
 
 import torch
 import torch.distributed as dist
+from fsdp_tp_step import cross_entropy, finish, sequences, start, tiny_model
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
-
-from fsdp_tp_step import cross_entropy, finish, sequences, start, tiny_model
 
 
 def param_groups(parts):
     """The FSDP parameter groups of the rank's stages (one per fully_shard call that holds parameters)."""
-    return [group for part in parts for state in fully_shard.state(part)._state_ctx.all_states
-            for group in state._fsdp_param_groups]
+    return [
+        group
+        for part in parts
+        for state in fully_shard.state(part)._state_ctx.all_states
+        for group in state._fsdp_param_groups
+    ]
 
 
 def held_bytes(groups):
@@ -43,6 +46,7 @@ def counted(name, counts):
     def call(*args, **kwargs):
         counts[name] = counts.get(name, 0) + 1
         return original(*args, **kwargs)
+
     setattr(dist, name, call)
 
 
@@ -60,10 +64,12 @@ def step():
     stages = pipe.schedule._stages if hasattr(pipe.schedule, "_stages") else [pipe.schedule._stage]
     samples = []
     for stage in stages:
+
         def backward(*args, _original=stage.backward_one_chunk, **kwargs):
             result = _original(*args, **kwargs)
             samples.append(held_bytes(groups))
             return result
+
         stage.backward_one_chunk = backward
     counts = {}
     for name in ("all_gather_single", "reduce_scatter_single"):
@@ -71,12 +77,21 @@ def step():
     pipe.step(mine[:, :-1], mine[:, 1:])
     after = held_bytes(groups)
     peak = max(samples, key=sum)
-    return {"rank": dist.get_rank(), "pp_rank": mesh["pp"].get_local_rank(), "tp": mesh["tp"].size(),
-            "stages": [s.stage_index for s in stages], "num_stages": stages[0].num_stages,
-            "microbatches": settings["pipeline_microbatches"], "param_groups": len(groups),
-            "backwards": len(samples), "peak_weight_bytes": peak[0], "peak_gradient_bytes": peak[1],
-            "after_step": list(after), "all_gathers": counts.get("all_gather_single", 0),
-            "reduce_scatters": counts.get("reduce_scatter_single", 0)}
+    return {
+        "rank": dist.get_rank(),
+        "pp_rank": mesh["pp"].get_local_rank(),
+        "tp": mesh["tp"].size(),
+        "stages": [s.stage_index for s in stages],
+        "num_stages": stages[0].num_stages,
+        "microbatches": settings["pipeline_microbatches"],
+        "param_groups": len(groups),
+        "backwards": len(samples),
+        "peak_weight_bytes": peak[0],
+        "peak_gradient_bytes": peak[1],
+        "after_step": list(after),
+        "all_gathers": counts.get("all_gather_single", 0),
+        "reduce_scatters": counts.get("reduce_scatter_single", 0),
+    }
 
 
 if __name__ == "__main__":

@@ -27,7 +27,11 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from accelerate.utils import FullyShardedDataParallelPlugin
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
-    CheckpointImpl, CheckpointWrapper, apply_activation_checkpointing, checkpoint_wrapper)
+    CheckpointImpl,
+    CheckpointWrapper,
+    apply_activation_checkpointing,
+    checkpoint_wrapper,
+)
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -53,15 +57,26 @@ def wrap(model: torch.nn.Module, plugin: FullyShardedDataParallelPlugin) -> FSDP
     plugin.set_auto_wrap_policy(model)
     if plugin.sync_module_states:
         broadcast_from_rank_0(model)
-    model = FSDP(model, sharding_strategy=plugin.sharding_strategy or plugin.reshard_after_forward,
-                 cpu_offload=plugin.cpu_offload, auto_wrap_policy=plugin.auto_wrap_policy,
-                 mixed_precision=plugin.mixed_precision_policy, sync_module_states=False,
-                 backward_prefetch=plugin.backward_prefetch, forward_prefetch=plugin.forward_prefetch,
-                 use_orig_params=plugin.use_orig_params, ignored_modules=plugin.ignored_modules,
-                 limit_all_gathers=plugin.limit_all_gathers, device_id=torch.device("cpu"))
+    model = FSDP(
+        model,
+        sharding_strategy=plugin.sharding_strategy or plugin.reshard_after_forward,
+        cpu_offload=plugin.cpu_offload,
+        auto_wrap_policy=plugin.auto_wrap_policy,
+        mixed_precision=plugin.mixed_precision_policy,
+        sync_module_states=False,
+        backward_prefetch=plugin.backward_prefetch,
+        forward_prefetch=plugin.forward_prefetch,
+        use_orig_params=plugin.use_orig_params,
+        ignored_modules=plugin.ignored_modules,
+        limit_all_gathers=plugin.limit_all_gathers,
+        device_id=torch.device("cpu"),
+    )
     if plugin.activation_checkpointing:
-        apply_activation_checkpointing(model, auto_wrap_policy=plugin.auto_wrap_policy, checkpoint_wrapper_fn=functools.partial(
-            checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT))
+        apply_activation_checkpointing(
+            model,
+            auto_wrap_policy=plugin.auto_wrap_policy,
+            checkpoint_wrapper_fn=functools.partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT),
+        )
     return model
 
 
@@ -77,7 +92,10 @@ def plugin_from_launch_environment() -> FullyShardedDataParallelPlugin:
     sync, efficient = env_flag("FSDP_SYNC_MODULE_STATES"), env_flag("FSDP_CPU_RAM_EFFICIENT_LOADING")
     os.environ["FSDP_SYNC_MODULE_STATES"] = os.environ["FSDP_CPU_RAM_EFFICIENT_LOADING"] = "false"
     plugin = FullyShardedDataParallelPlugin()
-    os.environ["FSDP_SYNC_MODULE_STATES"], os.environ["FSDP_CPU_RAM_EFFICIENT_LOADING"] = str(sync).lower(), str(efficient).lower()
+    os.environ["FSDP_SYNC_MODULE_STATES"], os.environ["FSDP_CPU_RAM_EFFICIENT_LOADING"] = (
+        str(sync).lower(),
+        str(efficient).lower(),
+    )
     plugin.sync_module_states, plugin.cpu_ram_efficient_loading = sync, efficient
     plugin.set_mixed_precision(os.environ["ACCELERATE_MIXED_PRECISION"])
     return plugin
@@ -93,8 +111,15 @@ def main() -> None:
     plugin = plugin_from_launch_environment()
     micro, accum = int(os.environ["MLINFRA_MICRO_BATCH"]), int(os.environ["MLINFRA_GRAD_ACCUM"])
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=SEQ_LEN)
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=SEQ_LEN,
+    )
     if plugin.cpu_ram_efficient_loading and dist.get_rank() > 0:  # as from_pretrained loads it: weights on rank 0 only,
         with torch.device("meta"):  # the others materialise empty parameters and receive rank 0's (sync_module_states)
             raw = LlamaForCausalLM(config)
@@ -134,18 +159,32 @@ def main() -> None:
         state = {"model": model.state_dict()}
         dcp.save(state, checkpoint_id=os.path.join(ckpt, f"step-{steps}"))
     policy = plugin.mixed_precision_policy
-    row = {"rank": dist.get_rank(), "world_size": dist.get_world_size(), "micro_batch": micro, "grad_accum": accum,
-           "global_batch": int(total.item()), "checkpoint_dir": ckpt,
-           "sharding_strategy": model.sharding_strategy.name, "fsdp_units": sum(isinstance(m, FSDP) for m in model.modules()),
-           "mixed_precision": {k: str(getattr(policy, k)) for k in ("param_dtype", "reduce_dtype", "buffer_dtype")} if policy else None,
-           "activation_checkpointing": any(isinstance(m, CheckpointWrapper) for m in model.modules()),
-           "state_dict_type": plugin.state_dict_type.name, "cpu_offload": bool(plugin.cpu_offload.offload_params),
-           "use_orig_params": plugin.use_orig_params, "sync_module_states": plugin.sync_module_states,
-           "backward_prefetch": plugin.backward_prefetch.name if plugin.backward_prefetch else None,
-           "forward_prefetch": plugin.forward_prefetch, "cpu_ram_efficient_loading": plugin.cpu_ram_efficient_loading,
-           "started_on_meta": started_on_meta, "weights_equal_across_ranks": len(set(checksums)) == 1,
-           "saved": sorted(os.listdir(os.path.join(ckpt, f"step-{steps}"))) if dist.get_rank() == 0 else [],
-           "optimizer_steps": steps, "signal": stop.received if stop else None}
+    row = {
+        "rank": dist.get_rank(),
+        "world_size": dist.get_world_size(),
+        "micro_batch": micro,
+        "grad_accum": accum,
+        "global_batch": int(total.item()),
+        "checkpoint_dir": ckpt,
+        "sharding_strategy": model.sharding_strategy.name,
+        "fsdp_units": sum(isinstance(m, FSDP) for m in model.modules()),
+        "mixed_precision": {k: str(getattr(policy, k)) for k in ("param_dtype", "reduce_dtype", "buffer_dtype")}
+        if policy
+        else None,
+        "activation_checkpointing": any(isinstance(m, CheckpointWrapper) for m in model.modules()),
+        "state_dict_type": plugin.state_dict_type.name,
+        "cpu_offload": bool(plugin.cpu_offload.offload_params),
+        "use_orig_params": plugin.use_orig_params,
+        "sync_module_states": plugin.sync_module_states,
+        "backward_prefetch": plugin.backward_prefetch.name if plugin.backward_prefetch else None,
+        "forward_prefetch": plugin.forward_prefetch,
+        "cpu_ram_efficient_loading": plugin.cpu_ram_efficient_loading,
+        "started_on_meta": started_on_meta,
+        "weights_equal_across_ranks": len(set(checksums)) == 1,
+        "saved": sorted(os.listdir(os.path.join(ckpt, f"step-{steps}"))) if dist.get_rank() == 0 else [],
+        "optimizer_steps": steps,
+        "signal": stop.received if stop else None,
+    }
     report(row)
     del model, raw, opt, state
     gc.collect()

@@ -13,11 +13,14 @@ import pytest
 
 from tests.test_target_torchrun import REPO, free_port
 
+
 def llama8b_train(name: str, global_batch: int = 64, framework: str = "fsdp") -> str:
     """The head of a Llama-3.1-8B bf16 training plan (literal text for a str.format template: its braces doubled);
     framework="{framework}" leaves it to the template."""
-    return (f"name: {name}\nworkload: train\nmodel: {{{{preset: llama-3.1-8b}}}}\nprecision: bf16\ntrain:\n"
-            f"  tokens: 1B\n  seq_len: 4096\n  global_batch: {global_batch}\n  framework: {framework}\n")
+    return (
+        f"name: {name}\nworkload: train\nmodel: {{{{preset: llama-3.1-8b}}}}\nprecision: bf16\ntrain:\n"
+        f"  tokens: 1B\n  seq_len: 4096\n  global_batch: {global_batch}\n  framework: {framework}\n"
+    )
 
 
 # 4 (or `gpus`) H100s on one node: the plans' cluster section, literal text inside their str.format templates
@@ -40,8 +43,13 @@ def cluster(gpus: int | str = 4) -> str:
 def run_compile(tmp_path: Path, text: str) -> subprocess.CompletedProcess:
     tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "plan.yaml").write_text(text)
-    return subprocess.run([sys.executable, "-m", "compiler", str(tmp_path / "plan.yaml"), "-o", str(tmp_path / "out")],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "compiler", str(tmp_path / "plan.yaml"), "-o", str(tmp_path / "out")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def compiled(tmp_path: Path, text: str, name: str) -> Path:
@@ -53,8 +61,13 @@ def compiled(tmp_path: Path, text: str, name: str) -> Path:
 
 def step_rows(out: Path, env: dict, tag: str, timeout: int = 300) -> list[dict]:
     """launch/torchrun.sh on this host; the JSON of every rank's `TAG {...}` line."""
-    done = subprocess.run(["bash", str(out / "launch" / "torchrun.sh"), f"127.0.0.1:{free_port()}"],
-                          env=env, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        ["bash", str(out / "launch" / "torchrun.sh"), f"127.0.0.1:{free_port()}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines() if line.startswith(f"{tag} ")]
 

@@ -43,15 +43,26 @@ def step():
     torch.manual_seed(0)
     base = tiny_model()
     _, _, mine = sequences(mesh, settings["micro_batch"])
-    runs = {mode: run(fsdp_tp, base, mesh, settings, mode, mine)
-            for mode in (settings["activation_checkpoint"], "none", "full")}
+    runs = {
+        mode: run(fsdp_tp, base, mesh, settings, mode, mine)
+        for mode in (settings["activation_checkpoint"], "none", "full")
+    }
     loss0, grads0, _, _ = runs["none"]
-    row = {"rank": dist.get_rank(), "mode": settings["activation_checkpoint"], "layers": LAYERS,
-           "mesh": [mesh.size(i) for i in range(mesh.ndim)], "grads": len(grads0)}
+    row = {
+        "rank": dist.get_rank(),
+        "mode": settings["activation_checkpoint"],
+        "layers": LAYERS,
+        "mesh": [mesh.size(i) for i in range(mesh.ndim)],
+        "grads": len(grads0),
+    }
     for mode, (loss, grads, mm, wrapped) in runs.items():
-        row[mode] = {"loss": loss.item(), "loss_equal": bool(torch.equal(loss, loss0)),
-                     "grad_max_abs_diff": max(float((grads[n] - g).abs().max()) for n, g in grads0.items()),
-                     "backward_mm": mm, "wrapped": wrapped}
+        row[mode] = {
+            "loss": loss.item(),
+            "loss_equal": bool(torch.equal(loss, loss0)),
+            "grad_max_abs_diff": max(float((grads[n] - g).abs().max()) for n, g in grads0.items()),
+            "backward_mm": mm,
+            "wrapped": wrapped,
+        }
     return row
 
 

@@ -49,8 +49,9 @@ class Attention(nn.Module):
         k = rotate(self.k_proj(x).view(b, t, -1, self.head_dim).transpose(1, 2))
         v = self.v_proj(x).view(b, t, -1, self.head_dim).transpose(1, 2)
         groups = q.shape[1] // k.shape[1]
-        out = F.scaled_dot_product_attention(q, k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1),
-                                             is_causal=True)
+        out = F.scaled_dot_product_attention(
+            q, k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1), is_causal=True
+        )
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
 
@@ -96,9 +97,17 @@ def tiny_model(layers=LAYERS):
         return TinyLlama(layers)
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    return LlamaForCausalLM(LlamaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=FFN,
-                                        num_hidden_layers=layers, num_attention_heads=HEADS,
-                                        num_key_value_heads=KV_HEADS, max_position_embeddings=SEQ))
+    return LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=VOCAB,
+            hidden_size=HIDDEN,
+            intermediate_size=FFN,
+            num_hidden_layers=layers,
+            num_attention_heads=HEADS,
+            num_key_value_heads=KV_HEADS,
+            max_position_embeddings=SEQ,
+        )
+    )
 
 
 def cross_entropy(logits, labels):
@@ -126,9 +135,11 @@ def start():
 
 def sequences(mesh, local):
     """(every DP rank's sequences, this rank's DP index, its `local` sequences): the same on every rank."""
-    ids = torch.randint(0, VOCAB, (mesh["dp_shard"].size() * local, SEQ + 1), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(
+        0, VOCAB, (mesh["dp_shard"].size() * local, SEQ + 1), generator=torch.Generator().manual_seed(1)
+    )
     shard = mesh["dp_shard"].get_local_rank()
-    return ids, shard, ids[shard * local:(shard + 1) * local]
+    return ids, shard, ids[shard * local : (shard + 1) * local]
 
 
 def finish(tag, row):
@@ -192,14 +203,28 @@ def step():
         placements[name] = [str(x) for x in p.placements]
     parts = pipe.parts if pp > 1 else [model]
     held = sorted(int(n.split(".")[1]) for n in placements if n.startswith("layers.") and n.endswith("q_proj.weight"))
-    row = {"rank": dist.get_rank(), "dp_rank": shard, "tp_rank": mesh["tp"].get_local_rank(),
-           "pp_rank": mesh["pp"].get_local_rank() if pp > 1 else 0,
-           "mesh": [mesh.size(i) for i in range(mesh.ndim)], "mesh_dims": list(mesh.mesh_dim_names),
-           "loss": loss.item() if loss is not None else None, "reference_loss": ref_loss_mine,
-           "sign_agreement": agree / total, "max_abs_diff": worst, "lr": LR, "grad_rel_error": grad_error,
-           "placements": {n: p for n, p in placements.items() if not n.startswith("layers.") or n.split(".")[1] == str(held[0])},
-           "layers": held, "sequence_parallel": settings["sequence_parallel"],
-           "checkpointed": sum(n.endswith("._checkpoint_wrapped_module") for part in parts for n, _ in part.named_modules())}
+    row = {
+        "rank": dist.get_rank(),
+        "dp_rank": shard,
+        "tp_rank": mesh["tp"].get_local_rank(),
+        "pp_rank": mesh["pp"].get_local_rank() if pp > 1 else 0,
+        "mesh": [mesh.size(i) for i in range(mesh.ndim)],
+        "mesh_dims": list(mesh.mesh_dim_names),
+        "loss": loss.item() if loss is not None else None,
+        "reference_loss": ref_loss_mine,
+        "sign_agreement": agree / total,
+        "max_abs_diff": worst,
+        "lr": LR,
+        "grad_rel_error": grad_error,
+        "placements": {
+            n: p for n, p in placements.items() if not n.startswith("layers.") or n.split(".")[1] == str(held[0])
+        },
+        "layers": held,
+        "sequence_parallel": settings["sequence_parallel"],
+        "checkpointed": sum(
+            n.endswith("._checkpoint_wrapped_module") for part in parts for n, _ in part.named_modules()
+        ),
+    }
     return row  # its models, optimizers and pipeline go with the frame, before finish() collects
 
 

@@ -21,8 +21,20 @@ import torch.distributed as dist
 import transformers
 from transformers import HfArgumentParser, LlamaConfig, LlamaForCausalLM, Trainer, TrainerCallback, TrainingArguments
 
-PARSED = ("per_device_train_batch_size", "gradient_accumulation_steps", "bf16", "fp16", "deepspeed", "output_dir",
-          "save_steps", "save_total_limit", "max_steps", "max_grad_norm", "gradient_checkpointing", "seed")
+PARSED = (
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "bf16",
+    "fp16",
+    "deepspeed",
+    "output_dir",
+    "save_steps",
+    "save_total_limit",
+    "max_steps",
+    "max_grad_norm",
+    "gradient_checkpointing",
+    "seed",
+)
 SEQ_LEN, VOCAB = 16, 128
 
 
@@ -49,7 +61,9 @@ class AnnounceFirstStep(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if self.first is None:
             self.first = state.global_step
-            sys.stdout.write("HF_PROBE_STEP " + json.dumps({"rank": args.process_index, "global_step": state.global_step}) + "\n")
+            sys.stdout.write(
+                "HF_PROBE_STEP " + json.dumps({"rank": args.process_index, "global_step": state.global_step}) + "\n"
+            )
             sys.stdout.flush()
         return control
 
@@ -94,14 +108,24 @@ def main() -> None:
     if os.environ.get("MLINFRA_PROBE_MODE") == "parse":
         report({"parsed": parsed})
         return
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=SEQ_LEN)
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=SEQ_LEN,
+    )
     torch.manual_seed(0)
     samples = 2 * args.world_size * args.per_device_train_batch_size * args.gradient_accumulation_steps
     signal_mode = os.environ.get("MLINFRA_PROBE_MODE") == "signal"
     resumed_from = None
     if signal_mode:
-        from mlinfra_signal import CheckpointOnSignal, last_checkpoint  # the generated module, from the launcher's PYTHONPATH
+        from mlinfra_signal import (  # the generated module, from the launcher's PYTHONPATH
+            CheckpointOnSignal,
+            last_checkpoint,
+        )
 
         announce = AnnounceFirstStep()
         callbacks = [CheckpointOnSignal(), announce]
@@ -112,19 +136,38 @@ def main() -> None:
     trainer.train(resume_from_checkpoint=resumed_from)
     engine = trainer.model_wrapped if trainer.is_deepspeed_enabled else None
     dtype = next((engine.module if engine else trainer.model).parameters()).dtype
-    row = {"parsed": parsed, "rank": dist.get_rank(), "world_size": args.world_size,
-           "optimizer_steps": trainer.state.global_step, "precision": str(dtype),
-           "checkpoint_dir": args.output_dir, "saved": sorted(os.listdir(args.output_dir)),
-           "deepspeed": trainer.is_deepspeed_enabled}
+    row = {
+        "parsed": parsed,
+        "rank": dist.get_rank(),
+        "world_size": args.world_size,
+        "optimizer_steps": trainer.state.global_step,
+        "precision": str(dtype),
+        "checkpoint_dir": args.output_dir,
+        "saved": sorted(os.listdir(args.output_dir)),
+        "deepspeed": trainer.is_deepspeed_enabled,
+    }
     if signal_mode:
-        row.update({"resumed_from": os.path.basename(resumed_from) if resumed_from else None, "first_step": announce.first})
+        row.update(
+            {"resumed_from": os.path.basename(resumed_from) if resumed_from else None, "first_step": announce.first}
+        )
     if engine is not None:  # what DeepSpeed itself ran with
-        row.update({"micro_batch": engine.train_micro_batch_size_per_gpu(), "grad_accum": engine.gradient_accumulation_steps(),
-                    "global_batch": engine.train_batch_size(), "zero_stage": engine.zero_optimization_stage()})
+        row.update(
+            {
+                "micro_batch": engine.train_micro_batch_size_per_gpu(),
+                "grad_accum": engine.gradient_accumulation_steps(),
+                "global_batch": engine.train_batch_size(),
+                "zero_stage": engine.zero_optimization_stage(),
+            }
+        )
     else:
-        row.update({"micro_batch": args.per_device_train_batch_size, "grad_accum": args.gradient_accumulation_steps,
-                    "global_batch": args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size,
-                    "zero_stage": 0})
+        row.update(
+            {
+                "micro_batch": args.per_device_train_batch_size,
+                "grad_accum": args.gradient_accumulation_steps,
+                "global_batch": args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size,
+                "zero_stage": 0,
+            }
+        )
     report(row)
     del trainer, engine
     gc.collect()

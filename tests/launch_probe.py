@@ -70,9 +70,19 @@ def run_ddp(args) -> dict:
         path = os.path.join(ckpt, "step-1.pt")
         torch.save({"model": net.module.state_dict(), "optimizer": opt.state_dict()}, path)
         saved = sorted(os.listdir(ckpt))
-    row = {"framework": "ddp", "world_size": world, "micro_batch": micro, "grad_accum": accum,
-           "global_batch": int(total.item()), "zero_stage": 0, "precision": str(next(net.parameters()).dtype),
-           "checkpoint_dir": ckpt, "saved": saved, "signal": signal_name, "rank": dist.get_rank()}
+    row = {
+        "framework": "ddp",
+        "world_size": world,
+        "micro_batch": micro,
+        "grad_accum": accum,
+        "global_batch": int(total.item()),
+        "zero_stage": 0,
+        "precision": str(next(net.parameters()).dtype),
+        "checkpoint_dir": ckpt,
+        "saved": saved,
+        "signal": signal_name,
+        "rank": dist.get_rank(),
+    }
     del net, opt
     gc.collect()
     dist.barrier()
@@ -85,8 +95,9 @@ def run_deepspeed(args) -> dict:
 
     config = args.deepspeed_config
     deepspeed.init_distributed(dist_backend="gloo")
-    engine, _, _, _ = deepspeed.initialize(model=model(), config=config,
-                                           optimizer=lambda params: torch.optim.AdamW(params, lr=1e-3))
+    engine, _, _, _ = deepspeed.initialize(
+        model=model(), config=config, optimizer=lambda params: torch.optim.AdamW(params, lr=1e-3)
+    )
     accum = engine.gradient_accumulation_steps()
     dtype = torch.bfloat16 if engine.bfloat16_enabled() else torch.float16 if engine.fp16_enabled() else torch.float32
     for _ in range(accum):  # DeepSpeed steps the optimizer at the accumulation boundary
@@ -97,11 +108,21 @@ def run_deepspeed(args) -> dict:
     ckpt = os.environ["MLINFRA_CHECKPOINT_DIR"]
     engine.save_checkpoint(ckpt, tag="step-1")
     dist.barrier()
-    row = {"framework": "deepspeed", "world_size": dist.get_world_size(), "micro_batch": engine.train_micro_batch_size_per_gpu(),
-           "grad_accum": accum, "global_batch": engine.train_batch_size(), "zero_stage": engine.zero_optimization_stage(),
-           "precision": str(dtype), "checkpoint_dir": ckpt, "saved": sorted(os.listdir(ckpt)), "signal": signal_name,
-           "optimizer_steps": engine.global_steps, "config_flag": "--deepspeed_config",
-           "rank": dist.get_rank()}
+    row = {
+        "framework": "deepspeed",
+        "world_size": dist.get_world_size(),
+        "micro_batch": engine.train_micro_batch_size_per_gpu(),
+        "grad_accum": accum,
+        "global_batch": engine.train_batch_size(),
+        "zero_stage": engine.zero_optimization_stage(),
+        "precision": str(dtype),
+        "checkpoint_dir": ckpt,
+        "saved": sorted(os.listdir(ckpt)),
+        "signal": signal_name,
+        "optimizer_steps": engine.global_steps,
+        "config_flag": "--deepspeed_config",
+        "rank": dist.get_rank(),
+    }
     del engine
     gc.collect()
     dist.barrier()

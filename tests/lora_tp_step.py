@@ -11,10 +11,9 @@ import copy
 
 import torch
 import torch.distributed as dist
+from fsdp_tp_step import LAYERS, cross_entropy, finish, loss_of, sequences, start, tiny_model
 from torch import nn
 from torch.distributed.tensor import DTensor, distribute_tensor
-
-from fsdp_tp_step import LAYERS, cross_entropy, finish, loss_of, sequences, start, tiny_model
 
 LR = 1e-3
 
@@ -38,8 +37,11 @@ def step():
     from peft import LoraConfig, inject_adapter_in_model
 
     reference = inject_adapter_in_model(
-        LoraConfig(r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
-                   target_modules=list(lora["modules"])), copy.deepcopy(model))
+        LoraConfig(
+            r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"], target_modules=list(lora["modules"])
+        ),
+        copy.deepcopy(model),
+    )
     values = torch.Generator().manual_seed(2)
     adapters = {}
     with torch.no_grad():
@@ -82,20 +84,38 @@ def step():
 
     trained = sorted(n for n, p in named if p.requires_grad)
     errors = {n: float((grads[n] - ref_grads[n]).norm() / ref_grads[n].norm()) for n in trained}
-    base_changed = [n for n, p in named if not p.requires_grad
-                    and not torch.equal(p.full_tensor().detach() if hasattr(p, "full_tensor") else p.detach(), base_before[n])]
+    base_changed = [
+        n
+        for n, p in named
+        if not p.requires_grad
+        and not torch.equal(p.full_tensor().detach() if hasattr(p, "full_tensor") else p.detach(), base_before[n])
+    ]
     first = min(int(n.split(".")[1]) for n in trained)
-    row = {"rank": dist.get_rank(), "dp_rank": shard, "tp_rank": mesh["tp"].get_local_rank(),
-           "sequence_parallel": settings["sequence_parallel"],
-           "pp_rank": mesh["pp"].get_local_rank() if pp > 1 else 0,
-           "loss": loss.item() if loss is not None else None, "reference_loss": ref_loss_mine,
-           "trained": len(trained), "adapters": sorted({n.rsplit(".", 2)[0] for n in trained}),
-           "grad_rel_error": max(errors.values()), "frozen_with_grad": sorted(set(grads) - set(trained)),
-           "base_changed": base_changed, "reference_trained": len(ref_grads),
-           "placements": {n.removeprefix(f"layers.{first}."): [str(x) for x in p.placements] for n, p in named
-                          if p.requires_grad and n.startswith(f"layers.{first}.")},
-           "local_shapes": {n.removeprefix(f"layers.{first}."): list(p.to_local().shape) for n, p in named
-                            if p.requires_grad and n.startswith(f"layers.{first}.")}}
+    row = {
+        "rank": dist.get_rank(),
+        "dp_rank": shard,
+        "tp_rank": mesh["tp"].get_local_rank(),
+        "sequence_parallel": settings["sequence_parallel"],
+        "pp_rank": mesh["pp"].get_local_rank() if pp > 1 else 0,
+        "loss": loss.item() if loss is not None else None,
+        "reference_loss": ref_loss_mine,
+        "trained": len(trained),
+        "adapters": sorted({n.rsplit(".", 2)[0] for n in trained}),
+        "grad_rel_error": max(errors.values()),
+        "frozen_with_grad": sorted(set(grads) - set(trained)),
+        "base_changed": base_changed,
+        "reference_trained": len(ref_grads),
+        "placements": {
+            n.removeprefix(f"layers.{first}."): [str(x) for x in p.placements]
+            for n, p in named
+            if p.requires_grad and n.startswith(f"layers.{first}.")
+        },
+        "local_shapes": {
+            n.removeprefix(f"layers.{first}."): list(p.to_local().shape)
+            for n, p in named
+            if p.requires_grad and n.startswith(f"layers.{first}.")
+        },
+    }
     return row
 
 

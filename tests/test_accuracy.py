@@ -29,10 +29,13 @@ def test_median_error_is_small():
     assert statistics.median(abs(c.error) for c in CASES.values()) < 0.25
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=OVER_TOLERANCE[n])) if n in OVER_TOLERANCE else n
-    for n in sorted(CASES)
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=OVER_TOLERANCE[n])) if n in OVER_TOLERANCE else n
+        for n in sorted(CASES)
+    ],
+)
 def test_case_within_tolerance(name):
     c = CASES[name]
     published, predicted = c.gpu_hours()
@@ -43,8 +46,14 @@ def test_mpt_shapes_reproduce_the_published_parameter_counts():
     """llm-foundry's MPT shapes (learned positions, tied embeddings, no biases) give the CSV's counts ±0.03 %."""
     from compiler.catalog.params import count_params
 
-    published = {"MPT-1B": 1315950592, "MPT-3B": 2651837440, "MPT-7B": 6658859008, "MPT-13B": 12853954560,
-                 "MPT-30B": 29975214080, "MPT-70B": 64862437376}
+    published = {
+        "MPT-1B": 1315950592,
+        "MPT-3B": 2651837440,
+        "MPT-7B": 6658859008,
+        "MPT-13B": 12853954560,
+        "MPT-30B": 29975214080,
+        "MPT-70B": 64862437376,
+    }
     assert published.keys() == MPT_SHAPES.keys()
     for family in MPT_SHAPES:
         assert count_params(mpt_architecture(family, 2048)).total == pytest.approx(published[family], rel=3e-4)

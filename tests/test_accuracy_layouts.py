@@ -8,8 +8,14 @@ import csv
 
 import pytest
 
-from benchmarks.accuracy import (LAYOUT_MEDIAN_TOLERANCE, LAYOUT_ROW_TOLERANCE, LAYOUTS, layout_cases,
-                                 layout_family_stats, layout_row)
+from benchmarks.accuracy import (
+    LAYOUT_MEDIAN_TOLERANCE,
+    LAYOUT_ROW_TOLERANCE,
+    LAYOUTS,
+    layout_cases,
+    layout_family_stats,
+    layout_row,
+)
 
 CASES = {c.name: c for c in layout_cases()}
 ROWS = list(csv.DictReader(LAYOUTS.open()))

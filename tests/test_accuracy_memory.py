@@ -10,15 +10,22 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.accuracy import (MEMORY_MEDIAN_TOLERANCE, MEMORY_ROW_TOLERANCE, MEMORY_ROWS, memory_cases,
-                                 memory_family_stats, memory_skipped)
+from benchmarks.accuracy import (
+    MEMORY_MEDIAN_TOLERANCE,
+    MEMORY_ROW_TOLERANCE,
+    MEMORY_ROWS,
+    memory_cases,
+    memory_family_stats,
+    memory_skipped,
+)
 
 CASES = {c.name: c for c in memory_cases()}
 OVER_TOLERANCE = {
     "BLOOM-176B TP4 PP12 DP8 ZeRO-1 (memory_points.csv)": (
         "−42%: bf16 gradients are accumulated in an fp32 buffer by Megatron-LM (arguments.py forces "
         "accumulate_allreduce_grads_in_fp32 for bf16) and by DeepSpeed's BF16_Optimizer; with it the row is −24%. "
-        "Not modelled yet (the uneven pipeline stages it waited for are now searched: tests/test_train_layout.py)"),
+        "Not modelled yet (the uneven pipeline stages it waited for are now searched: tests/test_train_layout.py)"
+    ),
 }
 
 
@@ -34,14 +41,18 @@ def test_family_median_within_tolerance(family):
     assert median <= MEMORY_MEDIAN_TOLERANCE[family]
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=OVER_TOLERANCE[n])) if n in OVER_TOLERANCE else n
-    for n in sorted(CASES)
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=OVER_TOLERANCE[n])) if n in OVER_TOLERANCE else n
+        for n in sorted(CASES)
+    ],
+)
 def test_row_within_tolerance(name):
     c = CASES[name]
     assert abs(c.error) <= MEMORY_ROW_TOLERANCE[c.family], (
-        f"{c.metric} {c.predicted_bytes / 2**30:.1f} GiB vs measured {c.measured_bytes / 2**30:.1f} GiB")
+        f"{c.metric} {c.predicted_bytes / 2**30:.1f} GiB vs measured {c.measured_bytes / 2**30:.1f} GiB"
+    )
 
 
 def test_issue_17_named_cases():

@@ -8,7 +8,13 @@ import statistics
 import pytest
 
 from benchmarks.accuracy_serve_points import (
-    STATEMENTS, TOLERANCE_MEDIAN, TOLERANCE_WORST, Skip, by_family, point_cases, rows,
+    STATEMENTS,
+    TOLERANCE_MEDIAN,
+    TOLERANCE_WORST,
+    Skip,
+    by_family,
+    point_cases,
+    rows,
 )
 
 CASES, SKIPPED = point_cases()
@@ -26,8 +32,14 @@ CASES, SKIPPED = point_cases()
 # 6.5 weights); the published step is 147 µs per MLA + MoE layer (13 modules in the blog's layer diagram against the dense
 # layer's ~10 kernels); no source gives a per-kernel time. The MTP rounds themselves hold: a round costs 1.18 plain
 # steps in ours, 2.82 / 2.28 = 1.24 in the ablation (test_speculative.py), and row 20 (MTP 3) is within tolerance.
-KNOWN_OPTIMISTIC = {(7, "throughput"), (9, "throughput"), (17, "throughput"), (18, "throughput"), (19, "throughput"),
-                    (19, "tpot")}
+KNOWN_OPTIMISTIC = {
+    (7, "throughput"),
+    (9, "throughput"),
+    (17, "throughput"),
+    (18, "throughput"),
+    (19, "throughput"),
+    (19, "tpot"),
+}
 POINTS = [(case, c) for case in CASES for c in case.comparisons]
 
 
@@ -43,19 +55,35 @@ def test_every_row_is_stated_at_its_load_point_or_left_out_with_a_reason():
 def test_each_familys_median_error_is_within_its_tolerance(family):
     """Over the points the model claims (KNOWN_OPTIMISTIC rows, each with its reason, are printed and in the residual
     families, but outside what the median holds the model to)."""
-    errors = [abs(c.error) for case in CASES for c in case.comparisons
-              if c.family == family and (case.row, c.family) not in KNOWN_OPTIMISTIC]
-    assert statistics.median(errors) <= TOLERANCE_MEDIAN[family], f"{family}: median |error| {statistics.median(errors):.0%}"
+    errors = [
+        abs(c.error)
+        for case in CASES
+        for c in case.comparisons
+        if c.family == family and (case.row, c.family) not in KNOWN_OPTIMISTIC
+    ]
+    assert statistics.median(errors) <= TOLERANCE_MEDIAN[family], (
+        f"{family}: median |error| {statistics.median(errors):.0%}"
+    )
 
 
-@pytest.mark.parametrize("case,comparison", [
-    pytest.param(case, c, id=f"{case.row}-{c.family}-{case.name}",
-                 marks=[pytest.mark.xfail(strict=True, reason="known optimistic rows (KNOWN_OPTIMISTIC)")]
-                 if (case.row, c.family) in KNOWN_OPTIMISTIC else [])
-    for case, c in POINTS])
+@pytest.mark.parametrize(
+    "case,comparison",
+    [
+        pytest.param(
+            case,
+            c,
+            id=f"{case.row}-{c.family}-{case.name}",
+            marks=[pytest.mark.xfail(strict=True, reason="known optimistic rows (KNOWN_OPTIMISTIC)")]
+            if (case.row, c.family) in KNOWN_OPTIMISTIC
+            else [],
+        )
+        for case, c in POINTS
+    ],
+)
 def test_each_point_is_within_the_worst_case_tolerance(case, comparison):
     assert abs(comparison.error) <= TOLERANCE_WORST[comparison.family], (
-        f"predicted {comparison.predicted:.4g} vs published {comparison.published:.4g} ({comparison.error:+.0%})")
+        f"predicted {comparison.predicted:.4g} vs published {comparison.published:.4g} ({comparison.error:+.0%})"
+    )
 
 
 def test_the_tpot_range_holds_our_own_prediction():

@@ -30,10 +30,17 @@ def test_every_row_is_a_case(cases):
 CASES = {c.name: c for c in serving_cases()}
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="known large-batch over-prediction")) if n in KNOWN_OVER_PREDICTED else n
-    for n in sorted(CASES)
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="known large-batch over-prediction"))
+        if n in KNOWN_OVER_PREDICTED
+        else n
+        for n in sorted(CASES)
+    ],
+)
 def test_case_within_tolerance(name):
     c = CASES[name]
-    assert abs(c.error) <= TOLERANCE, f"predicted {c.predicted_tokens_per_second:.0f} vs {c.published_tokens_per_second:.0f} tokens/s ({c.error:+.0%})"
+    assert abs(c.error) <= TOLERANCE, (
+        f"predicted {c.predicted_tokens_per_second:.0f} vs {c.published_tokens_per_second:.0f} tokens/s ({c.error:+.0%})"
+    )

@@ -27,12 +27,15 @@ def test_left_out_rows_say_why():
     assert all(why.startswith("no: ") for _, why in left_out())
 
 
-@pytest.mark.parametrize("table, params, macs", [
-    ("resnet-50", 25_557_032, 4.09e9),  # torchvision resnet50: 25,557,032 params, 4.09 GMACs
-    ("mobilenet-v2", 3_504_872, 0.30e9),  # torchvision mobilenet_v2: 3,504,872 params, 0.30 GMACs
-    ("yolo11n", 2_624_080, 3.3e9),  # yolo11.yaml summary: 2,624,080 params, 6.6 GFLOPs (2 per multiply-add)
-    ("yolo11s", 9_458_752, 10.85e9),  # 9,458,752 params, 21.7 GFLOPs
-])
+@pytest.mark.parametrize(
+    "table, params, macs",
+    [
+        ("resnet-50", 25_557_032, 4.09e9),  # torchvision resnet50: 25,557,032 params, 4.09 GMACs
+        ("mobilenet-v2", 3_504_872, 0.30e9),  # torchvision mobilenet_v2: 3,504,872 params, 0.30 GMACs
+        ("yolo11n", 2_624_080, 3.3e9),  # yolo11.yaml summary: 2,624,080 params, 6.6 GFLOPs (2 per multiply-add)
+        ("yolo11s", 9_458_752, 10.85e9),  # 9,458,752 params, 21.7 GFLOPs
+    ],
+)
 def test_layer_tables_reproduce_the_published_totals(table, params, macs):
     """The tables leave out batch-norm parameters (folded into the convolutions), so weights land within 1 %."""
     layers = layer_table(table, 640, 80) if table.startswith("yolo") else layer_table(table, 224, 1000)
@@ -53,7 +56,9 @@ def test_resnet50_on_a_t4_is_bandwidth_bound_and_fusion_pays():
     fused, ort, eager = (batch_time(*args, fusion=f) for f in ("tensorrt", "onnxruntime", "eager"))
     assert 3000 < 256 / fused.seconds < 4500
     assert fused.memory_bound_layers > 0
-    assert fused.traffic_bytes < ort.traffic_bytes < eager.traffic_bytes and eager.traffic_bytes > 2 * fused.traffic_bytes
+    assert (
+        fused.traffic_bytes < ort.traffic_bytes < eager.traffic_bytes and eager.traffic_bytes > 2 * fused.traffic_bytes
+    )
 
 
 def test_a_jetson_detector_at_batch_one_is_bandwidth_bound_layer_by_layer():
@@ -84,17 +89,24 @@ def test_the_fixed_layer_time_is_what_mlperf_singlestream_on_jetson_leaves():
     assert TENSORRT_EDGE_LAYER_FIXED_SECONDS == pytest.approx(derived_seconds(), abs=0.01e-6)
     used = [r for r in rows() if r.used]
     assert len(used) >= 5 and {r.gpu for r in used} == {"jetson-orin-64gb", "jetson-orin-nx-16gb"}
-    by_gpu = {g: [per_layer_seconds(r) for r in used if r.gpu == g] for g in ("jetson-orin-64gb", "jetson-orin-nx-16gb")}
-    assert all(5e-6 < x < 6e-6 for x in by_gpu["jetson-orin-64gb"]) and all(7e-6 < x < 8e-6 for x in by_gpu["jetson-orin-nx-16gb"])
+    by_gpu = {
+        g: [per_layer_seconds(r) for r in used if r.gpu == g] for g in ("jetson-orin-64gb", "jetson-orin-nx-16gb")
+    }
+    assert all(5e-6 < x < 6e-6 for x in by_gpu["jetson-orin-64gb"]) and all(
+        7e-6 < x < 8e-6 for x in by_gpu["jetson-orin-nx-16gb"]
+    )
     l4 = next(r for r in rows() if r.gpu == "l4-24gb")
     assert not l4.used and per_layer_seconds(l4) < TENSORRT_EDGE_LAYER_FIXED_SECONDS / 2
 
 
-@pytest.mark.parametrize("gpu_id, fusion, fixed", [
-    ("jetson-orin-nx-16gb", "tensorrt", True),
-    ("jetson-orin-nx-16gb", "onnxruntime", False),  # the source measured TensorRT engines only
-    ("t4-16gb", "tensorrt", False),  # a data-centre GPU: not covered (the L4 cross-check leaves 2.5 µs)
-])
+@pytest.mark.parametrize(
+    "gpu_id, fusion, fixed",
+    [
+        ("jetson-orin-nx-16gb", "tensorrt", True),
+        ("jetson-orin-nx-16gb", "onnxruntime", False),  # the source measured TensorRT engines only
+        ("t4-16gb", "tensorrt", False),  # a data-centre GPU: not covered (the L4 cross-check leaves 2.5 µs)
+    ],
+)
 def test_the_fixed_layer_time_applies_to_tensorrt_on_edge_devices_only(gpu_id, fusion, fixed):
     from compiler.catalog.loader import load_gpus, load_models
     from compiler.catalog.params import count_params
@@ -102,5 +114,7 @@ def test_the_fixed_layer_time_applies_to_tensorrt_on_edge_devices_only(gpu_id, f
 
     arch, gpu = load_models()["resnet-50"].architecture, load_gpus()[gpu_id]
     params = count_params(arch)
-    t = batch_time(arch, gpu, "fp16", "fp16", flops_per_item(arch, params, 1), weights_bytes(params, "fp16"), 1, fusion=fusion)
+    t = batch_time(
+        arch, gpu, "fp16", "fp16", flops_per_item(arch, params, 1), weights_bytes(params, "fp16"), 1, fusion=fusion
+    )
     assert t.fixed_seconds == pytest.approx(56 * TENSORRT_EDGE_LAYER_FIXED_SECONDS if fixed else 0.0)

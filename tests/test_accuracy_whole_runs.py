@@ -8,7 +8,12 @@ import csv
 import pytest
 
 from benchmarks.whole_runs import (
-    INSIDE_RANGE_AT_LEAST, MEDIAN_TOLERANCE, WHOLE_RUNS, family_stats, inside_range_share, whole_run_cases,
+    INSIDE_RANGE_AT_LEAST,
+    MEDIAN_TOLERANCE,
+    WHOLE_RUNS,
+    family_stats,
+    inside_range_share,
+    whole_run_cases,
 )
 
 CASES = whole_run_cases()

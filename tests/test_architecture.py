@@ -48,9 +48,13 @@ def test_targets_read_no_plan_spec(path):
 def test_targets_import_no_other_target_and_no_sizing(path):
     tree = ast.parse(path.read_text(), filename=str(path))
     own = f"compiler.targets.{path.stem}"
-    bad = [(line, name) for line, name in _imports(tree)
-           if name.startswith("compiler.sizing") or name == "compiler.sizing"
-           or (name.startswith("compiler.targets.") and name.split(".")[2] in TARGET_MODULES and not name.startswith(own))]
+    bad = [
+        (line, name)
+        for line, name in _imports(tree)
+        if name.startswith("compiler.sizing")
+        or name == "compiler.sizing"
+        or (name.startswith("compiler.targets.") and name.split(".")[2] in TARGET_MODULES and not name.startswith(own))
+    ]
     assert bad == [], f"{path.name} imports {bad}"
 
 
@@ -69,7 +73,13 @@ def test_needs_come_first():
 
 def test_the_checker_catches_what_it_should(tmp_path):
     """The AST rules themselves: a spec read, a relative target import and a sizing import are each found."""
-    tree = ast.parse("from . import torchrun\nfrom ..sizing.serving import X\nimport compiler.sizing.training\nplan.spec.cluster\n")
+    tree = ast.parse(
+        "from . import torchrun\nfrom ..sizing.serving import X\nimport compiler.sizing.training\nplan.spec.cluster\n"
+    )
     names = [name for _, name in _imports(tree)]
-    assert "compiler.targets.torchrun" in names and "compiler.sizing.serving" in names and "compiler.sizing.training" in names
+    assert (
+        "compiler.targets.torchrun" in names
+        and "compiler.sizing.serving" in names
+        and "compiler.sizing.training" in names
+    )
     assert any(isinstance(n, ast.Attribute) and n.attr == "spec" for n in ast.walk(tree))

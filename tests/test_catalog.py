@@ -7,9 +7,23 @@ from compiler.catalog.params import count_params
 
 MODELS = load_models()
 GPU_IDS = {
-    "a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-80gb", "h100-sxm-80gb", "h100-pcie-80gb", "h100-nvl-94gb",
-    "h200-sxm-141gb", "b200-sxm-180gb", "l4-24gb", "l40s-48gb", "a10g-24gb", "t4-16gb", "v100-sxm-32gb",
-    "mi300x-192gb", "jetson-orin-64gb", "jetson-orin-nx-16gb", "jetson-orin-nano-super-8gb",
+    "a100-sxm-40gb",
+    "a100-sxm-80gb",
+    "a100-pcie-80gb",
+    "h100-sxm-80gb",
+    "h100-pcie-80gb",
+    "h100-nvl-94gb",
+    "h200-sxm-141gb",
+    "b200-sxm-180gb",
+    "l4-24gb",
+    "l40s-48gb",
+    "a10g-24gb",
+    "t4-16gb",
+    "v100-sxm-32gb",
+    "mi300x-192gb",
+    "jetson-orin-64gb",
+    "jetson-orin-nx-16gb",
+    "jetson-orin-nano-super-8gb",
 }
 
 
@@ -69,8 +83,12 @@ def test_llama_4_maverick_interleaves_dense_and_moe_layers():
     assert counts.total == 48 * (attention + norms) + 24 * dense + 24 * moe_total + outside == 400_711_848_960
     assert counts.active == 48 * (attention + norms) + 24 * dense + 24 * moe_active + outside == 17_184_691_200
     every_layer = arch.model_copy(update={"interleave_moe_layer_step": 1})
-    assert count_params(every_layer).total == 48 * (attention + norms + moe_total) + outside  # Scout-style: no dense MLP
-    assert arch.model_copy(update={"interleave_moe_layer_step": 4, "dense_layers": 3}).moe_layer_count == 12  # 3, 7, ..., 43, 47
+    assert (
+        count_params(every_layer).total == 48 * (attention + norms + moe_total) + outside
+    )  # Scout-style: no dense MLP
+    assert (
+        arch.model_copy(update={"interleave_moe_layer_step": 4, "dense_layers": 3}).moe_layer_count == 12
+    )  # 3, 7, ..., 43, 47
 
 
 def test_bert_counts_its_pooler_and_ties_its_mlm_head():
@@ -143,7 +161,10 @@ def test_a_user_catalog_overrides_a_price_and_adds_a_gpu(tmp_path):
     )
     gpus = load_gpus(extra)
     assert gpus["h100-sxm-80gb"].price_usd_per_gpu_hour["spot"] == 1.23
-    assert gpus["h100-sxm-80gb"].price_usd_per_gpu_hour["on-demand"] == load_gpus()["h100-sxm-80gb"].price_usd_per_gpu_hour["on-demand"]
+    assert (
+        gpus["h100-sxm-80gb"].price_usd_per_gpu_hour["on-demand"]
+        == load_gpus()["h100-sxm-80gb"].price_usd_per_gpu_hour["on-demand"]
+    )
     assert "h100-sxm-80gb-onprem" in gpus
     assert "h100-sxm-80gb-onprem" not in load_gpus()  # the packaged catalog is untouched
 

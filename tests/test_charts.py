@@ -14,9 +14,9 @@ def png_pixels(data: bytes) -> bytes:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat = 8, b""
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
         if kind == b"IDAT":
-            idat += data[pos + 8: pos + 8 + length]
+            idat += data[pos + 8 : pos + 8 + length]
         pos += 12 + length
     return zlib.decompress(idat)
 
@@ -49,7 +49,12 @@ def test_report_charts_render_non_blank_in_headless_chromium(tmp_path):
 
 
 def _boxes_overlap(a: dict, b: dict) -> bool:
-    return a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"] and a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"]
+    return (
+        a["x"] < b["x"] + b["width"]
+        and b["x"] < a["x"] + a["width"]
+        and a["y"] < b["y"] + b["height"]
+        and b["y"] < a["y"] + a["height"]
+    )
 
 
 def test_example_charts_keep_every_label_inside_the_canvas_in_chromium(tmp_path):
@@ -67,8 +72,14 @@ def test_example_charts_keep_every_label_inside_the_canvas_in_chromium(tmp_path)
             boxes = [b for b in laid_out["boxes"] if b["text"].strip()]
             for b in boxes:
                 assert b["x"] >= 0 and b["y"] >= 0, (example.name, f.path, b)
-                assert b["x"] + b["width"] <= laid_out["width"] and b["y"] + b["height"] <= laid_out["height"], (example.name, f.path, b)
-            overlapping = [(a["text"], b["text"]) for i, a in enumerate(boxes) for b in boxes[i + 1:] if _boxes_overlap(a, b)]
+                assert b["x"] + b["width"] <= laid_out["width"] and b["y"] + b["height"] <= laid_out["height"], (
+                    example.name,
+                    f.path,
+                    b,
+                )
+            overlapping = [
+                (a["text"], b["text"]) for i, a in enumerate(boxes) for b in boxes[i + 1 :] if _boxes_overlap(a, b)
+            ]
             assert overlapping == [], (example.name, f.path, overlapping)
             if f.path.endswith("pareto.svg") and "no alternatives" not in f.text:
                 texts = [b["text"] for b in boxes]
@@ -80,5 +91,5 @@ def test_example_charts_keep_every_label_inside_the_canvas_in_chromium(tmp_path)
 def test_ticks_are_round_numbers_in_the_display_unit():
     assert charts.nice_ticks(172.6, 175.8) == [172.0, 173.0, 174.0, 175.0, 176.0]
     assert charts.tick_text(16.5 * 86400, charts.seconds_unit(30 * 86400), 0.5 * 86400) == "16.5 d"
-    assert charts.axis_range([173_000, 175_400]) [0] > 170_000  # zero-free when the spread is small
+    assert charts.axis_range([173_000, 175_400])[0] > 170_000  # zero-free when the spread is small
     assert charts.axis_range([1.0, 30.0])[0] == 0.0

@@ -1,13 +1,12 @@
 """The CLI end to end: compile, --check, several plans, exit codes, determinism, atomicity."""
 
-import json
-import re
 import hashlib
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
-
 
 import pytest
 
@@ -66,13 +65,18 @@ def test_user_files_in_out_survive_regeneration(tmp_path):
 
 def test_byte_identical_across_hash_seeds_cwds_and_path_spellings(tmp_path):
     outs = []
-    for i, (seed, cwd, plan) in enumerate([("0", REPO, "examples/llama3-8b-pretrain.yaml"),
-                                           ("12345", tmp_path, str(PLAN)),
-                                           ("random", REPO / "examples", "./llama3-8b-pretrain.yaml")]):
+    for i, (seed, cwd, plan) in enumerate(
+        [
+            ("0", REPO, "examples/llama3-8b-pretrain.yaml"),
+            ("12345", tmp_path, str(PLAN)),
+            ("random", REPO / "examples", "./llama3-8b-pretrain.yaml"),
+        ]
+    ):
         out = tmp_path / f"out{i}"
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        result = subprocess.run([sys.executable, "-m", "compiler", plan, "-o", str(out)], cwd=cwd, env=env,
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            [sys.executable, "-m", "compiler", plan, "-o", str(out)], cwd=cwd, env=env, capture_output=True, text=True
+        )
         assert result.returncode == 0, result.stderr
         outs.append(tree_digest(out))
     assert len(set(outs)) == 1
@@ -130,8 +134,10 @@ def test_explain_prints_the_reasoning():
 
 def test_an_engine_that_cannot_run_the_model_is_infeasible_not_a_crash(tmp_path):
     plan = tmp_path / "p.yaml"
-    plan.write_text("name: cnn-on-vllm\nworkload: serve\nmodel: {preset: resnet-50}\nprecision: fp16\n"
-                    "serve: {engine: vllm, traffic: {requests_per_second: 10}}\ncluster: {gpus: [t4-16gb]}\n")
+    plan.write_text(
+        "name: cnn-on-vllm\nworkload: serve\nmodel: {preset: resnet-50}\nprecision: fp16\n"
+        "serve: {engine: vllm, traffic: {requests_per_second: 10}}\ncluster: {gpus: [t4-16gb]}\n"
+    )
     result = run_cli(plan, "-o", tmp_path / "out")
     assert result.returncode == 4, result.stderr
     assert "engine vllm serves decoder LLMs only" in result.stderr and "Traceback" not in result.stderr
@@ -154,8 +160,14 @@ def test_a_plan_from_stdin_compiles_under_its_stated_name(tmp_path):
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "compiler", "-", "--stdin-name", "chat.yaml", "-o", str(tmp_path / "out")],
-                          input=PLAN.read_text(), capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "compiler", "-", "--stdin-name", "chat.yaml", "-o", str(tmp_path / "out")],
+        input=PLAN.read_text(),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "from chat.yaml" in (tmp_path / "out" / "llama3-8b-pretrain" / "slurm" / "train.sbatch").read_text()
     assert [p.name for p in tmp_path.iterdir()] == ["out"]  # the private copy of stdin is gone
@@ -194,7 +206,12 @@ def test_github_format_annotates_the_plan_line(tmp_path):
     bad.write_text(PLAN.read_text().replace("  tokens: 1T", "  tokens: lots"))
     result = run_cli(bad, "-o", tmp_path / "out", "--format", "github")
     line = next(l for l in result.stdout.splitlines() if l.startswith("::error "))
-    assert result.returncode == 2 and f"file={bad}," in line and ",line=" in line and "title=invalid-quantity::train.tokens: " in line
+    assert (
+        result.returncode == 2
+        and f"file={bad}," in line
+        and ",line=" in line
+        and "title=invalid-quantity::train.tokens: " in line
+    )
 
 
 def test_infeasible_and_stale_have_distinct_exit_codes(tmp_path):
@@ -211,7 +228,9 @@ def test_check_over_a_folder_reports_hand_edits_first_and_orphans(tmp_path):
     (plans / "a.yaml").write_text(PLAN.read_text())
     assert run_cli(plans, "-o", tmp_path / "out").returncode == 0
     (tmp_path / "out" / "llama3-8b-pretrain" / "REPORT.md").write_text("mine\n")
-    (plans / "a.yaml").write_text(PLAN.read_text().replace("deadline: 30d", "deadline: 20d").replace("name: llama3-8b-pretrain", "name: renamed"))
+    (plans / "a.yaml").write_text(
+        PLAN.read_text().replace("deadline: 30d", "deadline: 20d").replace("name: llama3-8b-pretrain", "name: renamed")
+    )
     result = run_cli(plans, "-o", tmp_path / "out", "--check")
     assert result.returncode == 1
     codes = re.findall(r"\[(stale-[a-z-]+)\]", result.stderr)
@@ -225,4 +244,8 @@ def test_check_over_a_folder_reports_hand_edits_first_and_orphans(tmp_path):
 @pytest.mark.parametrize("command", [[], ["schema"], ["explain"], ["diff"]])
 def test_every_help_shows_an_example(command):
     result = run_cli(*command, "--help")
-    assert result.returncode == 0 and "example" in result.stdout and "mlinfra-compile " in result.stdout.split("example", 1)[1]
+    assert (
+        result.returncode == 0
+        and "example" in result.stdout
+        and "mlinfra-compile " in result.stdout.split("example", 1)[1]
+    )

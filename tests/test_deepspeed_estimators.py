@@ -15,14 +15,19 @@ import pytest
 
 from compiler.catalog.params import ParamCounts
 from compiler.catalog.types import Architecture
-from tests.tools.realtools import tool_python
 from compiler.sizing.train_memory import deepspeed_model_states, memory_per_gpu, model_state_bytes_zero_paper
+from tests.tools.realtools import tool_python
 
 GIB = 2**30
 # A Llama-2-7B-shaped model built by hand (so this file does not depend on the catalog data).
 ARCH = Architecture(layers=32, hidden=4096, heads=32, kv_heads=32, ffn_hidden=11008, vocab=32000, max_position=4096)
-CASES = {"z2": (2, False, False), "z2-offload": (2, True, False), "z3": (3, False, False),
-         "z3-offload": (3, True, False), "z3-offload-params": (3, True, True)}
+CASES = {
+    "z2": (2, False, False),
+    "z2-offload": (2, True, False),
+    "z3": (3, False, False),
+    "z3-offload": (3, True, False),
+    "z3-offload-params": (3, True, True),
+}
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +56,13 @@ print(json.dumps({
 def deepspeed_figures(params):
     """DeepSpeed 0.19.8's own estimators, run in the tool venv (skip on a laptop without it, fail under CI)."""
     python = tool_python("torch")
-    run = subprocess.run([str(python), "-c", DEEPSPEED_SCRIPT, str(int(params.total)), str(int(params.largest_layer)), "8"],
-                         capture_output=True, text=True, timeout=300, env={"DS_ACCELERATOR": "cpu", "PATH": "/usr/bin:/bin"})
+    run = subprocess.run(
+        [str(python), "-c", DEEPSPEED_SCRIPT, str(int(params.total)), str(int(params.largest_layer)), "8"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"DS_ACCELERATOR": "cpu", "PATH": "/usr/bin:/bin"},
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
 
@@ -60,18 +70,32 @@ def deepspeed_figures(params):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_gpu_model_states_match_live_deepspeed(case, params, deepspeed_figures):
     stage, offload, offload_params = CASES[case]
-    mem = memory_per_gpu(ARCH, params, dp=8, zero_stage=stage, offload_optimizer=offload, offload_params=offload_params,
-                         seq_len=4096, framework="deepspeed")
+    mem = memory_per_gpu(
+        ARCH,
+        params,
+        dp=8,
+        zero_stage=stage,
+        offload_optimizer=offload,
+        offload_params=offload_params,
+        seq_len=4096,
+        framework="deepspeed",
+    )
     gpu_bytes = deepspeed_figures[case][1]  # (cpu_bytes, gpu_bytes[, largest_layer_memory])
     assert mem.model_states == pytest.approx(gpu_bytes, rel=1e-3)
 
 
 # (total params, largest layer, GPUs) -> GiB per GPU as DeepSpeed 0.19.8 printed them (validators README §3)
 PRINTED_ZERO3 = [
-    (7e9, 131e6, 8, False, False, 15.16), (7e9, 131e6, 8, True, False, 2.12), (7e9, 131e6, 8, True, True, 0.49),
-    (70e9, 1.05e9, 32, False, False, 40.58), (70e9, 1.05e9, 32, True, False, 7.99), (70e9, 1.05e9, 32, True, True, 3.91),
+    (7e9, 131e6, 8, False, False, 15.16),
+    (7e9, 131e6, 8, True, False, 2.12),
+    (7e9, 131e6, 8, True, True, 0.49),
+    (70e9, 1.05e9, 32, False, False, 40.58),
+    (70e9, 1.05e9, 32, True, False, 7.99),
+    (70e9, 1.05e9, 32, True, True, 3.91),
     # t5-3b (memory_points.csv, DeepSpeed docs memory.rst): 2851M params, largest layer 32M, 8 GPUs
-    (2851e6, 32e6, 8, False, False, 6.09), (2851e6, 32e6, 8, True, False, 0.78), (2851e6, 32e6, 8, True, True, 0.12),
+    (2851e6, 32e6, 8, False, False, 6.09),
+    (2851e6, 32e6, 8, True, False, 0.78),
+    (2851e6, 32e6, 8, True, True, 0.12),
 ]
 PRINTED_ZERO2 = [(7e9, 8, False, 27.71), (7e9, 8, True, 13.04), (1.3e9, 1, True, 2.42), (1.3e9, 1, False, 24.21)]
 
@@ -102,7 +126,9 @@ def test_other_frameworks_use_the_zero_paper_accounting(params):
         mem = memory_per_gpu(ARCH, params, dp=8, zero_stage=stage, seq_len=4096, framework="fsdp")
         # + FSDP's gathered layer and the prefetched one at stage 3 (train_memory docstring)
         gathered = 2 * (params.per_layer_attention + params.per_layer_mlp_total) * 2 if stage == 3 else 0
-        assert mem.model_states == pytest.approx(model_state_bytes_zero_paper(params.total, stage, 8) + gathered, rel=1e-9)
+        assert mem.model_states == pytest.approx(
+            model_state_bytes_zero_paper(params.total, stage, 8) + gathered, rel=1e-9
+        )
 
 
 def test_hand_built_counts_are_llama_2_7b():

@@ -17,8 +17,14 @@ from compiler.schema import resolved_schema
 from tests.conftest import REPO
 from tests.fixtures.resolved_plans import deployed, training_plan
 
-BASE_TRAIN = {"tokens": "1T", "seq_len": 8192, "global_batch_tokens": "4M", "deadline": "30d",
-              "checkpoint": {"keep": 3, "dir": "/lustre/ckpt"}, "entrypoint": {"script": "train.py", "args": ["--config", "cfg.yaml"]}}
+BASE_TRAIN = {
+    "tokens": "1T",
+    "seq_len": 8192,
+    "global_batch_tokens": "4M",
+    "deadline": "30d",
+    "checkpoint": {"keep": 3, "dir": "/lustre/ckpt"},
+    "entrypoint": {"script": "train.py", "args": ["--config", "cfg.yaml"]},
+}
 
 
 def files(plan, *targets) -> dict[str, str]:
@@ -30,7 +36,7 @@ def exports(text: str) -> dict[str, str]:
     out = {}
     for line in text.splitlines():
         if line.startswith("export ") and "=" in line:
-            name, _, value = line[len("export "):].partition("=")
+            name, _, value = line[len("export ") :].partition("=")
             out[name] = shlex.split(value)[0] if value else ""
     return out
 
@@ -59,8 +65,10 @@ def test_checkpoint_every_reaches_the_launch_environment_and_megatron():
 # ----------------------------------------------------------------------------------------------- lora.alpha
 @pytest.mark.parametrize("alpha", [8, 64, 12.5])
 def test_lora_alpha_reaches_the_fine_tune_launch(alpha):
-    plan = training_plan(workload="finetune", train={**BASE_TRAIN, "method": "lora",
-                                                     "lora": {"rank": 32, "alpha": alpha, "targets": ["q", "v"]}})
+    plan = training_plan(
+        workload="finetune",
+        train={**BASE_TRAIN, "method": "lora", "lora": {"rank": 32, "alpha": alpha, "targets": ["q", "v"]}},
+    )
     env = exports(files(plan, "torchrun")["launch/torchrun.sh"])
     assert float(env["MLINFRA_LORA_ALPHA"]) == alpha
     assert env["MLINFRA_LORA_RANK"] == "32" and env["MLINFRA_LORA_TARGETS"] == "q,v"
@@ -72,7 +80,7 @@ def test_full_training_exports_no_lora_settings():
 
 
 # ----------------------------------------------------------------------------------------------- train.data
-HOSTILE_DATA = "/lustre/data sets/it's \"fine\""
+HOSTILE_DATA = '/lustre/data sets/it\'s "fine"'
 
 
 def test_train_data_path_reaches_the_job_and_is_mounted():
@@ -80,10 +88,17 @@ def test_train_data_path_reaches_the_job_and_is_mounted():
     out = files(plan, "torchrun", "slurm", "k8s_training")
     assert exports(out["launch/torchrun.sh"])["MLINFRA_DATA"] == HOSTILE_DATA
     # pyxis: the dataset at the same path inside the container, after the submit directory
-    mounts_line = next(line for line in out["slurm/train.sbatch"].splitlines() if line.startswith('container_mounts="$container_mounts,"'))
+    mounts_line = next(
+        line
+        for line in out["slurm/train.sbatch"].splitlines()
+        if line.startswith('container_mounts="$container_mounts,"')
+    )
     # (the space in fstab's spelling, \\040: pyxis hands enroot "SRC DST FLAGS" lines; tests/test_launch.py reads them back)
     escaped = HOSTILE_DATA.replace(" ", "\\040")
-    assert shlex.split(mounts_line.split("=", 1)[1])[0] == f"$container_mounts,{escaped}:{escaped},/lustre/ckpt:/lustre/ckpt"
+    assert (
+        shlex.split(mounts_line.split("=", 1)[1])[0]
+        == f"$container_mounts,{escaped}:{escaped},/lustre/ckpt:/lustre/ckpt"
+    )
     # Kubernetes: read-only at the same path
     docs = list(yaml.safe_load_all(out["k8s/training.yaml"]))
     pod = docs[2]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
@@ -104,8 +119,11 @@ def test_fp8_outside_megatron_warns_that_the_script_must_convert_its_model():
     assert fp8.deployment.launcher.framework == "deepspeed"
     assert any("precision fp8" in w and "convert_to_float8_training" in w for w in fp8.warnings)
     assert not any("precision fp8" in w for w in training_plan(train={**BASE_TRAIN, "framework": "deepspeed"}).warnings)
-    megatron = deployed(fp8.model_copy(update={"parallelism": fp8.parallelism.model_copy(update={"framework": "megatron"}),
-                                               "warnings": []}))
+    megatron = deployed(
+        fp8.model_copy(
+            update={"parallelism": fp8.parallelism.model_copy(update={"framework": "megatron"}), "warnings": []}
+        )
+    )
     assert megatron.deployment.launcher.framework == "megatron"
     assert not any("precision fp8" in w for w in megatron.warnings)  # --fp8-format hybrid switches it on
 
@@ -125,13 +143,19 @@ def _resolve_text(tmp_path: Path, text: str):
     return resolve(path)
 
 
-@pytest.mark.parametrize("extra, where", [
-    ("  lora: {rank: 8, alpha: 16}\n", "train.lora"),
-    ("  epochs: 3\n", "train.epochs"),
-])
+@pytest.mark.parametrize(
+    "extra, where",
+    [
+        ("  lora: {rank: 8, alpha: 16}\n", "train.lora"),
+        ("  epochs: 3\n", "train.epochs"),
+    ],
+)
 def test_a_field_that_changes_nothing_is_refused_with_its_location(tmp_path, extra, where):
-    text = ("name: x\nworkload: train\nmodel: {preset: llama-3.1-8b}\ntrain:\n  tokens: 10B\n" + extra +
-            "cluster: {gpus: [h100-sxm-80gb]}\n")
+    text = (
+        "name: x\nworkload: train\nmodel: {preset: llama-3.1-8b}\ntrain:\n  tokens: 10B\n"
+        + extra
+        + "cluster: {gpus: [h100-sxm-80gb]}\n"
+    )
     with pytest.raises(PlanInputError) as exc:
         _resolve_text(tmp_path, text)
     (diag,) = exc.value.diagnostics
@@ -139,8 +163,10 @@ def test_a_field_that_changes_nothing_is_refused_with_its_location(tmp_path, ext
 
 
 def test_slurm_settings_on_a_kubernetes_only_plan_are_refused(tmp_path):
-    text = ("name: x\nworkload: train\nmodel: {preset: llama-3.1-8b}\ntrain: {tokens: 10B}\n"
-            "cluster:\n  scheduler: kubernetes\n  gpus: [h100-sxm-80gb]\n  slurm: {partition: gpu}\n")
+    text = (
+        "name: x\nworkload: train\nmodel: {preset: llama-3.1-8b}\ntrain: {tokens: 10B}\n"
+        "cluster:\n  scheduler: kubernetes\n  gpus: [h100-sxm-80gb]\n  slurm: {partition: gpu}\n"
+    )
     with pytest.raises(PlanInputError) as exc:
         _resolve_text(tmp_path, text)
     assert [(d.path, d.line) for d in exc.value.diagnostics] == [("cluster.slurm.partition", 8)]
@@ -173,8 +199,11 @@ def test_diff_shows_deployment_decisions(tmp_path):
 
 def test_model_weights_and_id_reach_the_training_job():
     """model.weights / model.hf_id on a training plan used to reach plan.json only."""
-    plan = training_plan(workload="finetune", model={"preset": "llama-3.1-8b", "weights": "s3://m/llama 8b", "hf_id": "org/x"},
-                         train=BASE_TRAIN)
+    plan = training_plan(
+        workload="finetune",
+        model={"preset": "llama-3.1-8b", "weights": "s3://m/llama 8b", "hf_id": "org/x"},
+        train=BASE_TRAIN,
+    )
     env = exports(files(plan, "torchrun")["launch/torchrun.sh"])
     assert env["MLINFRA_WEIGHTS"] == "s3://m/llama 8b" and env["MLINFRA_MODEL_ID"] == "org/x"
     assert "MLINFRA_WEIGHTS" not in files(training_plan(), "torchrun")["launch/torchrun.sh"]
@@ -190,14 +219,18 @@ def test_report_and_explain_show_the_deployment_decisions():
         assert f"**{decision.topic}**: {decision.choice}" in text
 
 
-@pytest.mark.parametrize("extra, where", [
-    ("budget: {usd: 10k}\n", "budget.usd"),
-    ("parallelism: {zero_stage: 3}\n", "parallelism.zero_stage"),
-    ("cluster: {scheduler: kubernetes, slurm: {partition: gpu}}\n", "cluster.slurm"),
-])
+@pytest.mark.parametrize(
+    "extra, where",
+    [
+        ("budget: {usd: 10k}\n", "budget.usd"),
+        ("parallelism: {zero_stage: 3}\n", "parallelism.zero_stage"),
+        ("cluster: {scheduler: kubernetes, slurm: {partition: gpu}}\n", "cluster.slurm"),
+    ],
+)
 def test_serve_plan_fields_that_change_nothing_are_refused(tmp_path, extra, where):
-    text = ("name: x\nworkload: serve\nmodel: {preset: llama-3.1-8b}\n"
-            "serve: {traffic: {requests_per_second: 1}}\n" + extra)
+    text = (
+        "name: x\nworkload: serve\nmodel: {preset: llama-3.1-8b}\nserve: {traffic: {requests_per_second: 1}}\n" + extra
+    )
     with pytest.raises(PlanInputError) as exc:
         _resolve_text(tmp_path, text)
     assert [(d.code, d.path) for d in exc.value.diagnostics] == [("unused-field", where)]

@@ -22,7 +22,10 @@ def test_all_errors_of_a_file_are_reported_sorted_by_position(cli):
     positions = [tuple(int(x) for x in l.split(":")[1:3]) for l in lines]
     assert len(lines) == 5
     assert positions == sorted(positions)
-    assert "tests/invalid_plans/bad-quantities.yaml:6:11: error: train.tokens: expected a count like '7B', '2T' or '2e12', got 'lots'  [invalid-quantity]" in lines
+    assert (
+        "tests/invalid_plans/bad-quantities.yaml:6:11: error: train.tokens: expected a count like '7B', '2T' or '2e12', got 'lots'  [invalid-quantity]"
+        in lines
+    )
 
 
 def test_unknown_gpu_gets_did_you_mean(cli):
@@ -33,7 +36,10 @@ def test_unknown_gpu_gets_did_you_mean(cli):
 
 def test_unknown_key_points_at_the_key_with_a_suggestion(cli):
     result = cli("tests/invalid_plans/unknown-keys.yaml")
-    assert ":8:3: error: train.optimiser: unknown key 'optimiser' (did you mean 'optimizer'?)  [unknown-key]" in result.stderr
+    assert (
+        ":8:3: error: train.optimiser: unknown key 'optimiser' (did you mean 'optimizer'?)  [unknown-key]"
+        in result.stderr
+    )
     assert ":11:3: error: cluster.schedular: unknown key 'schedular' (did you mean 'scheduler'?)" in result.stderr
 
 
@@ -47,8 +53,10 @@ def test_huge_file_is_refused_unread(tmp_path, cli):
 
 def test_a_huge_quantity_is_not_echoed_whole(cli, tmp_path):
     plan = tmp_path / "big.yaml"
-    plan.write_text("name: big\nworkload: train\nmodel: {params: " + "9" * 400 + "}\n"
-                    "train: {tokens: 1T, seq_len: 2048, global_batch_tokens: 4M}\ncluster: {gpus: [h100-sxm-80gb]}\n")
+    plan.write_text(
+        "name: big\nworkload: train\nmodel: {params: " + "9" * 400 + "}\n"
+        "train: {tokens: 1T, seq_len: 2048, global_batch_tokens: 4M}\ncluster: {gpus: [h100-sxm-80gb]}\n"
+    )
     result = cli(plan, "-o", str(tmp_path / "out"))
     error = next(l for l in result.stderr.splitlines() if ": error: " in l)
     assert result.returncode == 2 and "[invalid-quantity]" in error

@@ -31,7 +31,13 @@ def test_diff_against_a_git_revision(tmp_path):
     repo.mkdir()
     plan = repo / "plan.yaml"
     plan.write_text(PLAN.read_text())
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "PATH": "/usr/bin:/bin",
+    }
     for cmd in (["init", "-q"], ["add", "."], ["commit", "-qm", "x"]):
         subprocess.run(["git", *cmd], cwd=repo, check=True, env=env)
     plan.write_text(PLAN.read_text().replace("deadline: 30d", "deadline: 10d"))

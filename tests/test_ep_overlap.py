@@ -38,7 +38,9 @@ def test_fp8_dispatch_volume_deepseek_v3():
     assert tl.ep_all_to_all_bytes_per_layer(DSV3, 4096, 64, "none") == 231_211_008 * 8
     assert tl.ep_all_to_all_bytes_per_layer(DSV3, 4096, 64, "none", "fp8") == 1_401_716_736
     # full recompute repeats the forward dispatch (FP8) and combine (BF16)
-    assert tl.ep_all_to_all_bytes_per_layer(DSV3, 4096, 64, "full", "fp8") == pytest.approx(231_211_008 * (3 * 1.03125 + 3 * 2))
+    assert tl.ep_all_to_all_bytes_per_layer(DSV3, 4096, 64, "full", "fp8") == pytest.approx(
+        231_211_008 * (3 * 1.03125 + 3 * 2)
+    )
 
 
 def test_overlap_exposes_the_unpaired_microbatches_and_the_sm_share():
@@ -102,10 +104,12 @@ def test_deepseek_v3_shaped_plan_left_free_overlaps_its_all_to_alls(tmp_path):
     """PP pinned to 16 on 61 layers leaves no VP Megatron-LM can state, so no overlap (Megatron-Core asks VP with PP);
     left free, the search keeps PP1 and overlaps: within 15% of the published 2.664M GPU-hours (H100 for H800)."""
     plan_file = tmp_path / "dsv3.yaml"
-    plan_file.write_text("name: dsv3\nworkload: train\nmodel: {preset: deepseek-v3}\nprecision: fp8\n"
-                         "train: {tokens: 14.8T, seq_len: 4096, global_batch: 15360, framework: megatron}\n"
-                         "cluster: {gpu: h100-sxm-80gb, count: 2048, interconnect: ib-400g}\n"
-                         "parallelism: {ep: 64, zero_stage: 1}\n")
+    plan_file.write_text(
+        "name: dsv3\nworkload: train\nmodel: {preset: deepseek-v3}\nprecision: fp8\n"
+        "train: {tokens: 14.8T, seq_len: 4096, global_batch: 15360, framework: megatron}\n"
+        "cluster: {gpu: h100-sxm-80gb, count: 2048, interconnect: ib-400g}\n"
+        "parallelism: {ep: 64, zero_stage: 1}\n"
+    )
     plan = resolve(plan_file)
     assert plan.parallelism.ep == 64 and plan.parallelism.ep_overlap and plan.parallelism.pp == 1
     assert abs(plan.training.gpu_hours / 2.664e6 - 1) < 0.15

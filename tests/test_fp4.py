@@ -13,26 +13,34 @@ from compiler.catalog.params import count_params
 from compiler.diagnostics import PlanInputError
 from compiler.sizing.serve_latency import compute_dtype
 from compiler.sizing.serve_memory import weight_bytes_per_param, weights_bytes_total
+from tests.fixtures.compiled import compiled_files
 from tests.test_target_vllm import hf_config
 from tests.tools import realtools
-from tests.fixtures.compiled import compiled_files
 
 GPUS = load_gpus()
 LLAMA_70B = load_models()["llama-3.1-70b"].architecture
-PLAN = {"name": "l70-fp4", "workload": "serve",
-        "model": {"preset": "llama-3.1-70b", "hf_id": "nvidia/Llama-3.3-70B-Instruct-FP4", "quantization": "nvfp4"},
-        "precision": "fp4",
-        "serve": {"engine": "vllm", "context_len": 4096, "kv_cache_dtype": "fp8",
-                  "traffic": {"requests_per_second": 2, "prompt_tokens": 1024, "output_tokens": 512}},
-        "cluster": {"gpu": "b200-sxm-180gb", "count": 1}}
-
+PLAN = {
+    "name": "l70-fp4",
+    "workload": "serve",
+    "model": {"preset": "llama-3.1-70b", "hf_id": "nvidia/Llama-3.3-70B-Instruct-FP4", "quantization": "nvfp4"},
+    "precision": "fp4",
+    "serve": {
+        "engine": "vllm",
+        "context_len": 4096,
+        "kv_cache_dtype": "fp8",
+        "traffic": {"requests_per_second": 2, "prompt_tokens": 1024, "output_tokens": 512},
+    },
+    "cluster": {"gpu": "b200-sxm-180gb", "count": 1},
+}
 
 
 def test_an_nvfp4_weight_is_half_a_byte_and_its_block_scale():
     assert weight_bytes_per_param("fp4", 8192) == 0.5 + 1 / 16  # E2M1 values, one E4M3 scale per 16
     counts = count_params(LLAMA_70B)
     body, embedding = counts.total - counts.embedding, counts.embedding
-    assert weights_bytes_total(counts, LLAMA_70B, "fp4") == int(body * 0.5625 + embedding * 2)  # 16-bit embedding and head
+    assert weights_bytes_total(counts, LLAMA_70B, "fp4") == int(
+        body * 0.5625 + embedding * 2
+    )  # 16-bit embedding and head
 
 
 def test_fp4_runs_on_fp4_tensor_cores_only():
@@ -49,21 +57,29 @@ def test_an_nvfp4_plan_loads_the_checkpoint_and_vllm_reads_its_method(tmp_path):
     config = yaml.safe_load(files["vllm/config.yaml"])
     assert config["model"] == "nvidia/Llama-3.3-70B-Instruct-FP4" and "quantization" not in config
     (tmp_path / "config.yaml").write_text(files["vllm/config.yaml"])
-    layout = realtools.vllm_parallel_config(["serve", "--config", str(tmp_path / "config.yaml")],
-                                            hf_config("nvidia/Llama-3.3-70B-Instruct-FP4"))
+    layout = realtools.vllm_parallel_config(
+        ["serve", "--config", str(tmp_path / "config.yaml")], hf_config("nvidia/Llama-3.3-70B-Instruct-FP4")
+    )
     assert layout["quantization"] == "modelopt_fp4"
 
 
 def test_fp4_on_a_gpu_without_fp4_tensor_cores_is_infeasible_and_says_why(tmp_path):
     from compiler.diagnostics import InfeasiblePlan
-    with pytest.raises(InfeasiblePlan, match="no allowed GPU runs precision fp4: .*has no fp4 tensor cores; smallest fit: 1 × b200"):
+
+    with pytest.raises(
+        InfeasiblePlan, match="no allowed GPU runs precision fp4: .*has no fp4 tensor cores; smallest fit: 1 × b200"
+    ):
         compiled_files(tmp_path, {**PLAN, "cluster": {"gpu": "h100-sxm-80gb", "count": 1}})
 
 
-@pytest.mark.parametrize("change,path,words", [
-    ({"model": {"preset": "llama-3.1-70b"}}, "precision", "NVFP4 (ModelOpt or compressed-tensors)"),
-    ({"serve": {**PLAN["serve"], "engine": "tgi"}}, "precision", "TGI 3.3 has no NVFP4"),
-], ids=["16-bit-checkpoint", "engine-tgi"])
+@pytest.mark.parametrize(
+    "change,path,words",
+    [
+        ({"model": {"preset": "llama-3.1-70b"}}, "precision", "NVFP4 (ModelOpt or compressed-tensors)"),
+        ({"serve": {**PLAN["serve"], "engine": "tgi"}}, "precision", "TGI 3.3 has no NVFP4"),
+    ],
+    ids=["16-bit-checkpoint", "engine-tgi"],
+)
 def test_fp4_is_refused_where_it_cannot_load(tmp_path, change, path, words):
     with pytest.raises(PlanInputError) as raised:
         compiled_files(tmp_path, {**PLAN, **change})
@@ -72,7 +88,12 @@ def test_fp4_is_refused_where_it_cannot_load(tmp_path, change, path, words):
 
 
 def test_fp4_is_for_serving(tmp_path):
-    plan = {"name": "t", "workload": "train", "model": {"preset": "llama-3.1-8b"}, "precision": "fp4",
-            "train": {"tokens": "1B"}}
+    plan = {
+        "name": "t",
+        "workload": "train",
+        "model": {"preset": "llama-3.1-8b"},
+        "precision": "fp4",
+        "train": {"tokens": "1B"},
+    }
     with pytest.raises(PlanInputError, match="is for serving"):
         compiled_files(tmp_path, plan)

@@ -20,18 +20,28 @@ from tests.tools import realtools
 PROBE = REPO / "tests" / "fsdp_cp_cpu_probe.py"
 
 
-@pytest.mark.parametrize(("method", "zero", "offload", "shape", "missing", "said"), [
-    ("full", 0, False, Shape(1, 8, 1, 1, 1, ()), "zero", "runs TP/PP/CP only at ZeRO-3"),
-    ("full", 3, False, Shape(2, 2, 2, 1, 1, (16, 16)), "cp", "Megatron-LM has CP with TP and PP (--context-parallel-size"),
-    ("full", 3, False, Shape(2, 2, 1, 1, 1, ()), "cp", "CP × TP, CP × PP and CP × HSDP are not built"),
-    ("lora", 3, False, Shape(1, 2, 1, 1, 1, ()), "cp", "without TP, PP, adapters or an HSDP group"),
-    ("full", 3, False, Shape(1, 2, 1, 1, 1, (), 4), "cp", "without TP, PP, adapters or an HSDP group"),
-    ("full", 3, False, Shape(2, 1, 1, 4, 1, ()), "ep", "Megatron-LM has EP (--expert-model-parallel-size"),
-    ("qlora", 3, False, Shape(2, 1, 1, 1, 1, ()), "adapters", "a 4-bit base has no DTensor TP path"),
-    ("full", 3, True, Shape(2, 1, 1, 1, 1, ()), "offload", "does not offload"),
-    ("full", 1, False, Shape(2, 1, 2, 1, 1, (16, 16)), "zero", "only at ZeRO-3"),
-    ("full", 3, False, Shape(1, 1, 4, 1, 4, (3, 4, 4, 3)), "vp-chunks", "VP4 under framework fsdp"),
-])
+@pytest.mark.parametrize(
+    ("method", "zero", "offload", "shape", "missing", "said"),
+    [
+        ("full", 0, False, Shape(1, 8, 1, 1, 1, ()), "zero", "runs TP/PP/CP only at ZeRO-3"),
+        (
+            "full",
+            3,
+            False,
+            Shape(2, 2, 2, 1, 1, (16, 16)),
+            "cp",
+            "Megatron-LM has CP with TP and PP (--context-parallel-size",
+        ),
+        ("full", 3, False, Shape(2, 2, 1, 1, 1, ()), "cp", "CP × TP, CP × PP and CP × HSDP are not built"),
+        ("lora", 3, False, Shape(1, 2, 1, 1, 1, ()), "cp", "without TP, PP, adapters or an HSDP group"),
+        ("full", 3, False, Shape(1, 2, 1, 1, 1, (), 4), "cp", "without TP, PP, adapters or an HSDP group"),
+        ("full", 3, False, Shape(2, 1, 1, 4, 1, ()), "ep", "Megatron-LM has EP (--expert-model-parallel-size"),
+        ("qlora", 3, False, Shape(2, 1, 1, 1, 1, ()), "adapters", "a 4-bit base has no DTensor TP path"),
+        ("full", 3, True, Shape(2, 1, 1, 1, 1, ()), "offload", "does not offload"),
+        ("full", 1, False, Shape(2, 1, 2, 1, 1, (16, 16)), "zero", "only at ZeRO-3"),
+        ("full", 3, False, Shape(1, 1, 4, 1, 4, (3, 4, 4, 3)), "vp-chunks", "VP4 under framework fsdp"),
+    ],
+)
 def test_fsdp_model_parallel_refusal_names_the_first_missing_piece(method, zero, offload, shape, missing, said):
     gap = framework_gap("fsdp", method, shape.tp, shape.pp, zero, offload, shape)
     assert (gap["layout"], gap["detail"]) == ("fsdp-model-parallel", missing)
@@ -56,5 +66,6 @@ def test_torch_context_parallel_still_has_no_cpu_attention(tmp_path, rotate):
     for line in lines:
         assert not line.startswith("CP_CPU ok"), (
             f"torch's context_parallel now runs on CPU ({line}): build CP on the FSDP2 path and prove it on a gloo "
-            f"step, then drop the 'cp' refusal of training.fsdp_tp_missing")
+            f"step, then drop the 'cp' refusal of training.fsdp_tp_missing"
+        )
         assert "_scaled_dot_product_flash_attention_for_cpu" in line and "NotImplementedError" in line, line

@@ -49,11 +49,17 @@ parallelism: {{cp: {cp}, dp: {dp}, tp: 1, pp: 1, zero_stage: 3, recompute: {reco
 
 def compile_plan(tmp_path: Path, cp: int, dp: int, recompute: str = "none", precision: str = "bf16") -> Path:
     plan = tmp_path / "plan.yaml"
-    plan.write_text(PLAN.format(precision=precision, script=json.dumps(str(STEP)), gpus=cp * dp, cp=cp, dp=dp,
-                                recompute=recompute))
+    plan.write_text(
+        PLAN.format(precision=precision, script=json.dumps(str(STEP)), gpus=cp * dp, cp=cp, dp=dp, recompute=recompute)
+    )
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "compiler", str(plan), "-o", str(out)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "compiler", str(plan), "-o", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return out / "fsdp-cp"
 
@@ -97,14 +103,26 @@ def test_the_sizing_counts_the_gathered_kv_and_the_exposed_allgather():
     achievable rate."""
     arch = resolve_model_arch("llama-3.1-8b")
     params = count_params(arch)
-    common = dict(precision="bf16", tp=1, pp=1, dp=1, zero_stage=3, seq_len=262144, micro_batch=1, recompute="full",
-                  cp=8)
+    common = dict(
+        precision="bf16", tp=1, pp=1, dp=1, zero_stage=3, seq_len=262144, micro_batch=1, recompute="full", cp=8
+    )
     fsdp = memory_per_gpu(arch, params, framework="fsdp", **common)
     ddp = memory_per_gpu(arch, params, framework="ddp", **common)
     assert fsdp.activations - ddp.activations == pytest.approx(2**30 * (1 + 7 / 8), abs=2)
     gpu = load_gpus()["h100-sxm-80gb"]
-    timing = dict(precision="bf16", seq_len=262144, micro_batch=1, grad_accum=1, tp=1, pp=1, dp=1, zero_stage=3,
-                  recompute="full", cp=8, gpus_per_node=8)
+    timing = dict(
+        precision="bf16",
+        seq_len=262144,
+        micro_batch=1,
+        grad_accum=1,
+        tp=1,
+        pp=1,
+        dp=1,
+        zero_stage=3,
+        recompute="full",
+        cp=8,
+        gpus_per_node=8,
+    )
     gathered = step_time(arch, params, gpu, cp_allgather=True, **timing)
     nvlink = gpu.intra_node_bandwidth_bytes_per_second * NVLINK_ACHIEVABLE_FRACTION
     assert gathered.cp_comm == pytest.approx(32 * 3_758_096_384 / nvlink, rel=1e-12)
@@ -121,10 +139,16 @@ def test_cp_compiles_to_the_fsdp2_files(tmp_path):
     par, settings = plan["parallelism"], plan["deployment"]["frameworks"]["fsdp_tp"]
     assert (par["framework"], par["cp"], par["dp"], par["tp"], par["zero_stage"]) == ("fsdp", 2, 2, 1, 3)
     assert settings["mesh_dim_names"] == ["dp_shard", "cp", "tp"] and settings["mesh_shape"] == [2, 2, 1]
-    assert settings["fsdp_mesh_dims"] == ["dp_shard_cp"] and settings["flatten_mesh_dims"] == {"dp_shard_cp": ["dp_shard", "cp"]} and settings["world_size"] == 4
+    assert (
+        settings["fsdp_mesh_dims"] == ["dp_shard_cp"]
+        and settings["flatten_mesh_dims"] == {"dp_shard_cp": ["dp_shard", "cp"]}
+        and settings["world_size"] == 4
+    )
     assert settings["cp_rank_chunks"] == [[0, 3], [1, 2]] and settings["context_parallel"] == "allgather-kv"
     assert json.loads((out / "fsdp" / "fsdp_tp.json").read_text()) == settings
-    assert plan["deployment"]["launcher"]["kind"] == "torchrun" and not (out / "fsdp" / "accelerate_config.yaml").exists()
+    assert (
+        plan["deployment"]["launcher"]["kind"] == "torchrun" and not (out / "fsdp" / "accelerate_config.yaml").exists()
+    )
     decision = next(d for d in plan["deployment"]["decisions"] if d["topic"] == "FSDP × CP attention")
     assert "4 chunks of 4096 (rank 0: 0+3, rank 1: 1+2)" in decision["choice"]
     assert "FSDP × CP attention" in (out / "REPORT.md").read_text()
@@ -135,10 +159,18 @@ def test_a_pinned_cp_whose_sequence_does_not_cut_into_2cp_chunks_is_refused(tmp_
     plan = tmp_path / "plan.yaml"
     text = PLAN.format(precision="bf16", script="train.py", gpus=2, cp=2, dp=1, recompute="full")
     zero = "zero_stage: 3" if framework == "fsdp" else "zero_stage: 1"
-    plan.write_text(text.replace("seq_len: 16384", "seq_len: 16382").replace("framework: fsdp", f"framework: {framework}")
-                    .replace("zero_stage: 3", zero))
-    done = subprocess.run([sys.executable, "-m", "compiler", str(plan), "-o", str(tmp_path / "out")], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    plan.write_text(
+        text.replace("seq_len: 16384", "seq_len: 16382")
+        .replace("framework: fsdp", f"framework: {framework}")
+        .replace("zero_stage: 3", zero)
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "compiler", str(plan), "-o", str(tmp_path / "out")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr  # refused where it was pinned (size_training.refuse_uneven_cp)
     assert "train.seq_len 16382 is not a multiple of 4" in done.stderr and "[cp-sequence-split]" in done.stderr
 
@@ -183,20 +215,28 @@ def test_the_chunks_and_the_mask_by_hand(tmp_path):
     """8 tokens on CP2, chunks of 2: rank 0 keeps positions 0,1 and 6,7, rank 1 positions 2..5; a query sees exactly
     the keys at or before its global position."""
     out = compile_plan(tmp_path, cp=2, dp=1)
-    done = subprocess.run([str(realtools.tool_python("torch")), "-c", HAND_CHECK, str(out / "fsdp" / "fsdp_tp.py")],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(realtools.tool_python("torch")), "-c", HAND_CHECK, str(out / "fsdp" / "fsdp_tp.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     rows = json.loads(done.stdout)
     assert rows["0"]["inputs"] == [[0, 1, 6, 7]] and rows["0"]["labels"] == [[100, 101, 106, 107]]
     assert rows["0"]["positions"] == [[0, 1, 6, 7]] and rows["1"]["positions"] == [[2, 3, 4, 5]]
-    assert rows["0"]["seen"] == [[1, 0, 0, 0, 0, 0, 0, 0],
-                                 [1, 1, 0, 0, 0, 0, 0, 0],
-                                 [1, 1, 1, 1, 1, 1, 1, 0],
-                                 [1, 1, 1, 1, 1, 1, 1, 1]]
-    assert rows["1"]["seen"] == [[1, 1, 1, 0, 0, 0, 0, 0],
-                                 [1, 1, 1, 1, 0, 0, 0, 0],
-                                 [1, 1, 1, 1, 1, 0, 0, 0],
-                                 [1, 1, 1, 1, 1, 1, 0, 0]]
+    assert rows["0"]["seen"] == [
+        [1, 0, 0, 0, 0, 0, 0, 0],
+        [1, 1, 0, 0, 0, 0, 0, 0],
+        [1, 1, 1, 1, 1, 1, 1, 0],
+        [1, 1, 1, 1, 1, 1, 1, 1],
+    ]
+    assert rows["1"]["seen"] == [
+        [1, 1, 1, 0, 0, 0, 0, 0],
+        [1, 1, 1, 1, 0, 0, 0, 0],
+        [1, 1, 1, 1, 1, 0, 0, 0],
+        [1, 1, 1, 1, 1, 1, 0, 0],
+    ]
 
 
 def transformers_available() -> bool:
@@ -206,17 +246,24 @@ def transformers_available() -> bool:
 
 @pytest.mark.realtool
 @pytest.mark.slow
-@pytest.mark.parametrize("cp, dp, recompute, precision", [(2, 1, "none", "fp32"), (2, 2, "selective", "bf16"),
-                                                          (4, 1, "full", "bf16")])
+@pytest.mark.parametrize(
+    "cp, dp, recompute, precision", [(2, 1, "none", "fp32"), (2, 2, "selective", "bf16"), (4, 1, "full", "bf16")]
+)
 def test_one_step_with_context_parallelism_matches_one_process(tmp_path, cp, dp, recompute, precision):
     """fp32: the sharded step is the single-process step up to summation order; bf16 (the plans' precision) within the
     TP tests' tolerance. selective: torchtitan's op-level SAC re-runs the K/V all-gather in the backward."""
     env = torch_env()
-    realtools.require_tool("transformers", transformers_available(),
-                           "transformers not in the torch venv; run scripts/install-test-deps.sh")
+    realtools.require_tool(
+        "transformers", transformers_available(), "transformers not in the torch venv; run scripts/install-test-deps.sh"
+    )
     out = compile_plan(tmp_path, cp=cp, dp=dp, recompute=recompute, precision=precision)
-    done = subprocess.run(["bash", str(out / "launch" / "torchrun.sh"), f"127.0.0.1:{free_port()}"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        ["bash", str(out / "launch" / "torchrun.sh"), f"127.0.0.1:{free_port()}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("FSDP_CP_STEP ")]
     assert sorted(r["rank"] for r in rows) == list(range(cp * dp))

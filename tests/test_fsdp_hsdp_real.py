@@ -16,7 +16,8 @@ import pytest
 from compiler import training_consistency
 from compiler.diagnostics import InfeasiblePlan
 from compiler.passes.wording import words
-from compiler.pipeline import compile_plan as compile_in_process, render, resolve
+from compiler.pipeline import compile_plan as compile_in_process
+from compiler.pipeline import render, resolve
 from compiler.sizing.training import Shape, framework_gap, resolve_framework, runs_on_fsdp2
 from tests.test_target_torchrun import REPO, free_port, torch_env
 
@@ -57,15 +58,23 @@ def dims(case: str) -> list[str]:
 def write_plan(tmp_path: Path, case: str, script: str = "train.py", parallelism: str | None = None) -> Path:
     gpus, per_node, pinned, _, model, _ = CASES[case]
     plan = tmp_path / "plan.yaml"
-    plan.write_text(PLAN.format(model=model, script=json.dumps(script), per_node=per_node, gpus=gpus,
-                                parallelism=parallelism or pinned))
+    plan.write_text(
+        PLAN.format(
+            model=model, script=json.dumps(script), per_node=per_node, gpus=gpus, parallelism=parallelism or pinned
+        )
+    )
     return plan
 
 
 def compile_plan(tmp_path: Path, case: str) -> Path:
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "compiler", str(write_plan(tmp_path, case, str(STEP))), "-o", str(out)],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "compiler", str(write_plan(tmp_path, case, str(STEP))), "-o", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return out / "fsdp-hsdp"
 
@@ -128,10 +137,17 @@ def test_a_shard_group_that_does_not_tile_the_data_parallel_ranks_is_refused_by_
 def test_one_hsdp_step_matches_the_reference_with_shards_per_group(tmp_path, case):
     env = torch_env()
     out = compile_plan(tmp_path, case)
-    done = subprocess.run(["bash", str(out / "launch" / "torchrun.sh"), f"127.0.0.1:{free_port()}"],
-                          env=env, capture_output=True, text=True, timeout=480)
+    done = subprocess.run(
+        ["bash", str(out / "launch" / "torchrun.sh"), f"127.0.0.1:{free_port()}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=480,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    rows = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("FSDP_HSDP_STEP ")]
+    rows = [
+        json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("FSDP_HSDP_STEP ")
+    ]
     mesh = CASES[case][3]
     tp, world = mesh[-1], CASES[case][0]
     assert sorted(r["rank"] for r in rows) == list(range(world))
@@ -139,7 +155,11 @@ def test_one_hsdp_step_matches_the_reference_with_shards_per_group(tmp_path, cas
         assert r["mesh"] == mesh and r["mesh_dims"] == dims(case)
         # torchtitan's order: TP innermost, then the shard group, the replicas, PP outermost
         assert (r["pp_rank"], r["replica"], r["shard"], r["tp_rank"]) == (
-            r["rank"] // (4 * tp), r["rank"] // (2 * tp) % 2, r["rank"] // tp % 2, r["rank"] % tp)
+            r["rank"] // (4 * tp),
+            r["rank"] // (2 * tp) % 2,
+            r["rank"] // tp % 2,
+            r["rank"] % tp,
+        )
         assert (r["data_index"], r["data_ranks"]) == (2 * r["replica"] + r["shard"], 4)
         if r["loss"] is not None:  # with PP, the last stage's
             assert abs(r["loss"] - r["reference_loss"]) < 0.02, r
@@ -162,16 +182,22 @@ def test_hsdp_time_prices_the_groups_and_the_fp32_reduction_fsdp2_runs():
     each (n−1)/n·S/B: (2·2 + r)·P·7/8/B with the reduce-scatter at r bytes (FSDP2: 4, fp32); once per step the two
     replicas all-reduce the r·P/8 shard across nodes, 2·(1/2)·S/B at one GPU's NIC rate (a replica group has one rank
     per node)."""
-    from tests.test_train_time import H100, LLAMA8B, _step
     from compiler.catalog.params import count_params
     from compiler.sizing import train_time as tt
+    from tests.test_train_time import H100, LLAMA8B, _step
 
     params = count_params(LLAMA8B).total
     nvlink = H100.intra_node_bandwidth_bytes_per_second * tt.NVLINK_ACHIEVABLE_FRACTION
     nic = 50e9 * tt.INTER_NODE_ACHIEVABLE_FRACTION
     for reduce_bytes in (2, 4):
-        step = _step(dp=16, zero_stage=3, zero_shard_ranks=8, gradient_bytes_per_replica=2 * params,
-                     reduce_bytes_per_gradient=reduce_bytes, inter_node_latency_seconds=0.0)
+        step = _step(
+            dp=16,
+            zero_stage=3,
+            zero_shard_ranks=8,
+            gradient_bytes_per_replica=2 * params,
+            reduce_bytes_per_gradient=reduce_bytes,
+            inter_node_latency_seconds=0.0,
+        )
         shard_group = 8 * (2 * 2 + reduce_bytes) * params * 7 / 8 / nvlink
         replicas = 2 * (1 / 2) * reduce_bytes * params / 8 / min(nvlink, nic)
         assert step.dp_comm == pytest.approx(shard_group + replicas, rel=1e-9)

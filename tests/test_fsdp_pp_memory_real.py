@@ -34,8 +34,11 @@ def unsharded_bytes(arch: Architecture, tp: int, pp: int, layers: int, first: bo
 
 @pytest.mark.realtool
 @pytest.mark.slow
-@pytest.mark.parametrize("case, reshard", [(UNEVEN, True), (INTERLEAVED, True), (UNEVEN, False)],
-                         ids=["pp2-dp2-uneven-1f1b", "pp2-dp2-tp2-interleaved", "pp2-dp2-uneven-1f1b-no-reshard"])
+@pytest.mark.parametrize(
+    "case, reshard",
+    [(UNEVEN, True), (INTERLEAVED, True), (UNEVEN, False)],
+    ids=["pp2-dp2-uneven-1f1b", "pp2-dp2-tp2-interleaved", "pp2-dp2-uneven-1f1b-no-reshard"],
+)
 def test_a_pipelined_fsdp2_step_holds_what_the_sizing_counts(tmp_path, case, reshard):
     text = PLAN.format(script=json.dumps(str(STEP)), **case)
     if not reshard:  # train.reshard_after_forward: false, fully_shard(reshard_after_forward=False)
@@ -60,9 +63,22 @@ def test_a_pipelined_fsdp2_step_holds_what_the_sizing_counts(tmp_path, case, res
         # m + 1 all-gathers per group (train_time.pipeline_gathers_per_step), 1F1B and interleaved alike, against 2m
         assert r["all_gathers"] == pipeline_gathers_per_step(m, reshard) * r["param_groups"], r
     # the sizing's worst stage counts the largest of them
-    mem = memory_per_gpu(arch, count_params(arch), precision="bf16", tp=rows[0]["tp"], pp=pp, dp=2, zero_stage=3,
-                         seq_len=16, micro_batch=1, microbatches=m, framework="fsdp", vp=len(rows[0]["stages"]),
-                         split=tuple(settings["pp_stage_layers"]), options=MemoryOptions(reshard_after_forward=reshard))
+    mem = memory_per_gpu(
+        arch,
+        count_params(arch),
+        precision="bf16",
+        tp=rows[0]["tp"],
+        pp=pp,
+        dp=2,
+        zero_stage=3,
+        seq_len=16,
+        micro_batch=1,
+        microbatches=m,
+        framework="fsdp",
+        vp=len(rows[0]["stages"]),
+        split=tuple(settings["pp_stage_layers"]),
+        options=MemoryOptions(reshard_after_forward=reshard),
+    )
     measured = max(r["peak_weight_bytes"] + r["peak_gradient_bytes"] for r in rows)
     whole = mem.gathered if reshard else mem.weights  # without resharding the weights are counted whole already
     assert whole + mem.accumulating == pytest.approx(measured, rel=MEMORY_TOLERANCE)

@@ -13,19 +13,28 @@ import pytest
 
 from compiler.deployment.fsdp_tp import stage_modules, virtual_stage_layers
 from compiler.sizing.training import (
-    Shape, framework_gap, fsdp_pipeline_microbatches_ok, fsdp_tp_runs, resolve_framework,
+    Shape,
+    framework_gap,
+    fsdp_pipeline_microbatches_ok,
+    fsdp_tp_runs,
+    resolve_framework,
 )
+from tests.fsdp_real import assert_consistency_refuses, cluster, compiled, llama8b_train, run_compile, step_rows
 from tests.test_fsdp_tp_real import GRAD_TOLERANCE, transformers_available
-from tests.fsdp_real import llama8b_train, assert_consistency_refuses, cluster, compiled, run_compile, step_rows
 from tests.test_target_torchrun import REPO, torch_env
 from tests.tools import realtools
 
 STEP = REPO / "tests" / "fsdp_tp_step.py"
-PLAN = llama8b_train("fsdp-pp", global_batch=8) + """\
+PLAN = (
+    llama8b_train("fsdp-pp", global_batch=8)
+    + """\
   entrypoint: {{script: {script}}}
-""" + cluster("{gpus}") + """\
+"""
+    + cluster("{gpus}")
+    + """\
 parallelism: {{pp: 2, zero_stage: 3, micro_batch: 1, {extra}}}
 """
+)
 INTERLEAVED = dict(gpus=8, extra="tp: 2, vp: 2")
 UNEVEN = dict(gpus=4, extra="tp: 1, vp: 1, pp_first_stage_layers: 15, recompute: full")
 
@@ -40,8 +49,11 @@ def test_stages_of_each_rank_cut_into_chunks():
     assert virtual_stage_layers([7, 8, 8, 7], 2) == [3, 4, 4, 4, 4, 4, 4, 3]
     assert virtual_stage_layers([15, 17], 1) == [15, 17]
     assert virtual_stage_layers([16, 16], 2) == [8, 8, 8, 8]
-    assert stage_modules([1, 2, 1]) == [["embed_tokens", "layers.0"], ["layers.1", "layers.2"],
-                                        ["layers.3", "norm", "lm_head"]]
+    assert stage_modules([1, 2, 1]) == [
+        ["embed_tokens", "layers.0"],
+        ["layers.1", "layers.2"],
+        ["layers.3", "norm", "lm_head"],
+    ]
 
 
 def test_fsdp_runs_pp_at_zero3_and_refuses_cp_and_ep():
@@ -63,10 +75,13 @@ def test_the_search_refuses_fewer_microbatches_than_stages_under_fsdp(tmp_path):
     assert "1 micro-batch(es) per step under PP2" in done.stderr, done.stderr
 
 
-@pytest.mark.parametrize("case, mesh, stages, schedule", [
-    (INTERLEAVED, [2, 2, 2], [8, 8, 8, 8], "Interleaved1F1B"),
-    (UNEVEN, [2, 2, 1], [15, 17], "1F1B"),
-])
+@pytest.mark.parametrize(
+    "case, mesh, stages, schedule",
+    [
+        (INTERLEAVED, [2, 2, 2], [8, 8, 8, 8], "Interleaved1F1B"),
+        (UNEVEN, [2, 2, 1], [15, 17], "1F1B"),
+    ],
+)
 def test_pp_at_zero3_compiles_to_the_pipeline_settings(tmp_path, case, mesh, stages, schedule):
     out = compile_plan(tmp_path, **case)
     plan = json.loads((out / "plan.json").read_text())
@@ -90,17 +105,22 @@ def test_the_consistency_check_catches_a_stage_split_that_is_not_the_plans(tmp_p
 
 @pytest.mark.realtool
 @pytest.mark.slow
-@pytest.mark.parametrize("case, model", [(INTERLEAVED, "tiny"), (UNEVEN, "tiny"), (UNEVEN, "hf"), (INTERLEAVED, "hf")],
-                         ids=["pp2-dp2-tp2-interleaved", "pp2-dp2-uneven-1f1b", "pp2-dp2-uneven-1f1b-hf",
-                              "pp2-dp2-tp2-interleaved-hf"])
+@pytest.mark.parametrize(
+    "case, model",
+    [(INTERLEAVED, "tiny"), (UNEVEN, "tiny"), (UNEVEN, "hf"), (INTERLEAVED, "hf")],
+    ids=["pp2-dp2-tp2-interleaved", "pp2-dp2-uneven-1f1b", "pp2-dp2-uneven-1f1b-hf", "pp2-dp2-tp2-interleaved-hf"],
+)
 def test_one_pipelined_step_on_gloo_ranks_matches_the_reference(tmp_path, case, model):
     """`hf`: transformers' LlamaForCausalLM cut into stages (fsdp_tp.Stage hands its decoder layers the rotary
     position embeddings they take by keyword). TP2: with sequence parallelism, the stages exchange their TP rank's
     sequence shard and the last one its vocabulary shard of the logits (loss_parallel)."""
     env = torch_env()
     if model == "hf":
-        realtools.require_tool("transformers", transformers_available(),
-                               "transformers not in the torch venv; run scripts/install-test-deps.sh")
+        realtools.require_tool(
+            "transformers",
+            transformers_available(),
+            "transformers not in the torch venv; run scripts/install-test-deps.sh",
+        )
     out = compile_plan(tmp_path, **case)
     settings = json.loads((out / "fsdp" / "fsdp_tp.json").read_text())
     rows = step_rows(out, {**env, "MLINFRA_TEST_MODEL": model}, "FSDP_TP_STEP")
@@ -110,9 +130,18 @@ def test_one_pipelined_step_on_gloo_ranks_matches_the_reference(tmp_path, case, 
     for r in rows:
         assert r["mesh"] == [pp, dp, tp] and r["mesh_dims"] == ["pp", "dp_shard", "tp"]
         # PP outermost, TP innermost (torchtitan's order)
-        assert (r["pp_rank"], r["dp_rank"], r["tp_rank"]) == (r["rank"] // (dp * tp), r["rank"] // tp % dp, r["rank"] % tp)
+        assert (r["pp_rank"], r["dp_rank"], r["tp_rank"]) == (
+            r["rank"] // (dp * tp),
+            r["rank"] // tp % dp,
+            r["rank"] % tp,
+        )
         # the rank holds the layers of stages pp_rank, pp_rank + pp, ... as decided
-        mine = [int(m.split(".")[1]) for s in range(r["pp_rank"], len(names), pp) for m in names[s] if m.startswith("layers.")]
+        mine = [
+            int(m.split(".")[1])
+            for s in range(r["pp_rank"], len(names), pp)
+            for m in names[s]
+            if m.startswith("layers.")
+        ]
         assert r["layers"] == sorted(mine)
         assert r["checkpointed"] == (len(mine) if settings["activation_checkpoint"] == "full" else 0)
         last = r["pp_rank"] == (len(names) - 1) % pp

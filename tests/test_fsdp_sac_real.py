@@ -12,22 +12,29 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_fsdp_tp_real import transformers_available
-from tests.fsdp_real import llama8b_train, assert_consistency_refuses, cluster, step_rows
+from tests.fsdp_real import assert_consistency_refuses, cluster, llama8b_train, step_rows
 from tests.fsdp_real import run_compile as compile_text
+from tests.test_fsdp_tp_real import transformers_available
 from tests.test_target_torchrun import REPO, torch_env
 from tests.tools import realtools
 
 STEP = REPO / "tests" / "fsdp_sac_step.py"
-PLAN = llama8b_train("fsdp-sac") + """\
+PLAN = (
+    llama8b_train("fsdp-sac")
+    + """\
   entrypoint: {{script: {script}{kind}}}
-""" + cluster() + """\
+"""
+    + cluster()
+    + """\
 parallelism: {{tp: 1, zero_stage: 3, recompute: selective{extra}}}
 """
+)
 
 
 def run_compile(tmp_path: Path, kind: str = "", extra: str = "") -> subprocess.CompletedProcess:
-    return compile_text(tmp_path, PLAN.format(script=json.dumps(str(STEP)), kind=f", kind: {kind}" if kind else "", extra=extra))
+    return compile_text(
+        tmp_path, PLAN.format(script=json.dumps(str(STEP)), kind=f", kind: {kind}" if kind else "", extra=extra)
+    )
 
 
 def test_selective_on_1d_fsdp_compiles_to_the_fsdp2_script_with_the_op_policy(tmp_path):
@@ -64,8 +71,11 @@ def test_selective_where_the_fsdp2_script_cannot_run_is_refused_with_why(tmp_pat
 def test_op_sac_step_equals_the_step_without_checkpointing(tmp_path, model):
     env = torch_env()
     if model == "hf":
-        realtools.require_tool("transformers", transformers_available(),
-                               "transformers not in the torch venv; run scripts/install-test-deps.sh")
+        realtools.require_tool(
+            "transformers",
+            transformers_available(),
+            "transformers not in the torch venv; run scripts/install-test-deps.sh",
+        )
     done = run_compile(tmp_path)
     assert done.returncode == 0, done.stderr
     out = tmp_path / "out" / "fsdp-sac"
@@ -87,4 +97,6 @@ def test_op_sac_step_equals_the_step_without_checkpointing(tmp_path, model):
 
 def test_the_consistency_check_catches_full_checkpointing_for_a_selective_plan(tmp_path):
     text = PLAN.format(script="train.py", kind="", extra="")
-    assert_consistency_refuses(tmp_path, text, {"activation_checkpoint": "full"}, "activation checkpointing != plan recompute")
+    assert_consistency_refuses(
+        tmp_path, text, {"activation_checkpoint": "full"}, "activation checkpointing != plan recompute"
+    )

@@ -12,17 +12,22 @@ from pathlib import Path
 import pytest
 
 from compiler.sizing.training import Shape, framework_gap, fsdp_tp_runs, resolve_framework, sequence_parallel
-from tests.fsdp_real import llama8b_train, assert_consistency_refuses, cluster, compiled, step_rows
+from tests.fsdp_real import assert_consistency_refuses, cluster, compiled, llama8b_train, step_rows
 from tests.test_target_torchrun import REPO, torch_env
 from tests.tools import realtools
 
 STEP = REPO / "tests" / "fsdp_tp_step.py"
 GRAD_TOLERANCE = 0.05  # bf16 forward against the fp32 reference: about 0.01 measured (tiny and hf)
-PLAN = llama8b_train("fsdp-tp", framework="{framework}") + """\
+PLAN = (
+    llama8b_train("fsdp-tp", framework="{framework}")
+    + """\
   entrypoint: {{script: {script}}}
-""" + cluster() + """\
+"""
+    + cluster()
+    + """\
 parallelism: {{tp: 2, zero_stage: 3{extra}}}
 """
+)
 
 
 def compile_plan(tmp_path: Path, framework: str = "fsdp", extra: str = "", seq_len: int = 4096) -> Path:
@@ -47,7 +52,10 @@ def test_tp_at_zero3_compiles_to_the_fsdp_tp_files(tmp_path, framework):
     plan = json.loads((out / "plan.json").read_text())
     par, frameworks = plan["parallelism"], plan["deployment"]["frameworks"]
     assert (par["framework"], par["tp"], par["dp"], par["zero_stage"]) == ("fsdp", 2, 2, 3)
-    assert frameworks["fsdp_tp"]["mesh_shape"] == [2, 2] and frameworks["fsdp_tp"]["mesh_dim_names"] == ["dp_shard", "tp"]
+    assert frameworks["fsdp_tp"]["mesh_shape"] == [2, 2] and frameworks["fsdp_tp"]["mesh_dim_names"] == [
+        "dp_shard",
+        "tp",
+    ]
     assert frameworks["megatron_args"] is None and frameworks["accelerate_config"] is None
     assert json.loads((out / "fsdp" / "fsdp_tp.json").read_text()) == frameworks["fsdp_tp"]
     assert not (out / "megatron").exists() and not (out / "fsdp" / "accelerate_config.yaml").exists()
@@ -71,8 +79,12 @@ def test_the_sized_sequence_parallelism_reaches_the_files_and_the_report(tmp_pat
     plan = json.loads((out / "plan.json").read_text())
     sp, settings = seq_len % 2 == 0, plan["deployment"]["frameworks"]["fsdp_tp"]
     assert plan["parallelism"]["sequence_parallel"] == settings["sequence_parallel"] == sp and settings["loss_parallel"]
-    assert settings["model_tp_plan"]["lm_head"] == ("colwise_sequence_to_vocab_shards" if sp else "colwise_to_vocab_shards")
-    assert ("embed_tokens" in settings["model_tp_plan"]) == sp and ("input_layernorm" in settings["block_tp_plan"]) == sp
+    assert settings["model_tp_plan"]["lm_head"] == (
+        "colwise_sequence_to_vocab_shards" if sp else "colwise_to_vocab_shards"
+    )
+    assert ("embed_tokens" in settings["model_tp_plan"]) == sp and (
+        "input_layernorm" in settings["block_tp_plan"]
+    ) == sp
     assert settings["block_tp_plan"]["self_attn.o_proj"] == ("rowwise_to_sequence_shards" if sp else "rowwise")
     decision = next(d for d in plan["deployment"]["decisions"] if d["topic"] == "FSDP × TP sequence parallelism")
     assert decision["choice"].startswith("on" if sp else "off")
@@ -95,10 +107,18 @@ def transformers_available() -> bool:
 
 @pytest.mark.realtool
 @pytest.mark.slow
-@pytest.mark.parametrize("model, recompute, seq_len", [("tiny", "none", 4096), ("hf", "none", 4096), ("hf-labels", "none", 4096),
-                                                     ("hf-labels", "none", 4095), ("tiny", "full", 4096),
-                                                     ("tiny", "selective", 4096),
-                                                     ("tiny", "none", 4095)])
+@pytest.mark.parametrize(
+    "model, recompute, seq_len",
+    [
+        ("tiny", "none", 4096),
+        ("hf", "none", 4096),
+        ("hf-labels", "none", 4096),
+        ("hf-labels", "none", 4095),
+        ("tiny", "full", 4096),
+        ("tiny", "selective", 4096),
+        ("tiny", "none", 4095),
+    ],
+)
 def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model, recompute, seq_len):
     """`hf`: transformers' LlamaForCausalLM, the module the plan's checkpoint loads into (its attention takes
     hidden_states by keyword and sizes heads from its input). recompute full: the plan decides activation
@@ -109,8 +129,11 @@ def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model, reco
     env = torch_env()
     model, loss = model.split("-") if "-" in model else (model, "logits")
     if model == "hf":
-        realtools.require_tool("transformers", transformers_available(),
-                               "transformers not in the torch venv; run scripts/install-test-deps.sh")
+        realtools.require_tool(
+            "transformers",
+            transformers_available(),
+            "transformers not in the torch venv; run scripts/install-test-deps.sh",
+        )
     out = compile_plan(tmp_path, extra=f", recompute: {recompute}", seq_len=seq_len)
     settings = json.loads((out / "fsdp" / "fsdp_tp.json").read_text())
     assert settings["activation_checkpoint"] == {"selective": "selective-op"}.get(recompute, recompute)
@@ -129,8 +152,10 @@ def test_one_step_on_four_gloo_ranks_matches_the_reference(tmp_path, model, reco
         # way as the reference's full-batch gradient (a wrong shard or reduction gives about half)
         assert r["sign_agreement"] > 0.97, r
         assert r["max_abs_diff"] <= 2.5 * r["lr"], r
-        placements = {name.removeprefix("model.").replace("._checkpoint_wrapped_module", ""): p
-                      for name, p in r["placements"].items()}
+        placements = {
+            name.removeprefix("model.").replace("._checkpoint_wrapped_module", ""): p
+            for name, p in r["placements"].items()
+        }
         assert placements["layers.0.self_attn.q_proj.weight"][1] == "S(0)"  # colwise over tp
         assert placements["layers.0.self_attn.o_proj.weight"][1] == "S(1)"  # rowwise over tp
         assert placements["lm_head.weight"][1] == "S(0)"  # colwise over the vocabulary

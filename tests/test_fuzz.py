@@ -15,13 +15,26 @@ from hypothesis import strategies as st
 from compiler.source import load_yaml_text
 from compiler.units import parse_count, parse_seconds
 from tests.conftest import EXAMPLES
-from tests.fuzzing.mutations import CATALOG_NAME, COUNT_UNITS, SECOND_UNITS, classify, mutate, mutated_outcome, plan_text, respell, run_plan, scale
+from tests.fuzzing.mutations import (
+    CATALOG_NAME,
+    COUNT_UNITS,
+    SECOND_UNITS,
+    classify,
+    mutate,
+    mutated_outcome,
+    plan_text,
+    respell,
+    run_plan,
+    scale,
+)
 
 REGRESSIONS = sorted((Path(__file__).parent / "fuzzing" / "regressions").glob("*.yaml"))
 NOT_CRASHES = {"compiled", "invalid", "infeasible", "unrepresentable"}
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(example=st.sampled_from(EXAMPLES), rng=st.randoms(use_true_random=False))
 def test_mutated_examples_never_crash(example, rng, tmp_path):
     mutation, text, outcome = mutated_outcome(example, rng, tmp_path / "plan")
@@ -30,7 +43,9 @@ def test_mutated_examples_never_crash(example, rng, tmp_path):
 
 def test_most_mutated_plans_stay_valid(tmp_path):
     """The mutations exercise sizing and rendering, not only validation: most plans still compile."""
-    outcomes = [mutated_outcome(EXAMPLES[i % len(EXAMPLES)], random.Random(i), tmp_path / "plan")[2].kind for i in range(60)]
+    outcomes = [
+        mutated_outcome(EXAMPLES[i % len(EXAMPLES)], random.Random(i), tmp_path / "plan")[2].kind for i in range(60)
+    ]
     reached_sizing = sum(kind in ("compiled", "infeasible") for kind in outcomes)
     assert reached_sizing >= 0.4 * len(outcomes), outcomes
     assert "invalid" in outcomes
@@ -72,19 +87,32 @@ def test_classifier_calls_an_unlocated_diagnostic_a_crash():
     assert classify(2, f"{plan}: error: something  [oops]\n", plan).kind == "crash"
     assert classify(2, "usage: mlinfra-compile\n", plan).kind == "crash"
     assert classify(2, f"{plan}:3:5: error: train.x\ny: unknown key 'x\ny'  [unknown-key]\n", plan).kind == "crash"
-    assert classify(3, "internal error\nTraceback (most recent call last):\n  File \"/x/compiler/a.py\", line 1, in f\nKeyError: 'fp32'\n", plan).signature == "KeyError in a.py:f"
+    assert (
+        classify(
+            3,
+            "internal error\nTraceback (most recent call last):\n  File \"/x/compiler/a.py\", line 1, in f\nKeyError: 'fp32'\n",
+            plan,
+        ).signature
+        == "KeyError in a.py:f"
+    )
     assert classify(4, f"{plan}: error: infeasible: too big  [infeasible]\n", plan).kind == "infeasible"
 
 
-@pytest.mark.parametrize("text", [
-    "name: x\n" + "a: " + "[" * 200 + "]" * 200 + "\n",
-    "a: &a [1]\n" + "".join(f"b{i}: &b{i} [*{'a' if i == 0 else f'b{i-1}'}, *{'a' if i == 0 else f'b{i-1}'}]\n" for i in range(40)),
-    "name: !!python/name:os.system x\n",
-    "\x00\x01 binary",
-    "name: [unclosed\n",
-    "? [complex, key]\n: value\n",
-    "<<: {name: x}\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "name: x\n" + "a: " + "[" * 200 + "]" * 200 + "\n",
+        "a: &a [1]\n"
+        + "".join(
+            f"b{i}: &b{i} [*{'a' if i == 0 else f'b{i - 1}'}, *{'a' if i == 0 else f'b{i - 1}'}]\n" for i in range(40)
+        ),
+        "name: !!python/name:os.system x\n",
+        "\x00\x01 binary",
+        "name: [unclosed\n",
+        "? [complex, key]\n: value\n",
+        "<<: {name: x}\n",
+    ],
+)
 def test_hostile_yaml_is_refused_with_a_diagnostic(text):
     from compiler.diagnostics import PlanInputError
 

@@ -37,7 +37,13 @@ def test_hsdp_wins_on_slow_nics_where_a_nodes_group_holds_the_states():
     (one per node) at one NIC, exposed beyond the last backward (2/3 of a micro-batch)."""
     req = request(gpu_count=128, interconnect=EFA, framework="fsdp")
     chosen = search_training(req, GPUS).chosen
-    assert (chosen.framework, chosen.zero_stage, chosen.dp, chosen.shard_group, chosen.grad_accum) == ("fsdp", 3, 128, 8, 4)
+    assert (chosen.framework, chosen.zero_stage, chosen.dp, chosen.shard_group, chosen.grad_accum) == (
+        "fsdp",
+        3,
+        128,
+        8,
+        4,
+    )
     assert chosen.description.endswith(" HSDP8")
     full = evaluate_layout(req, H100, FULL_SHARD, 3, chosen.micro_batch, chosen.recompute, "fsdp")
     per_microbatch = (full.step.compute - full.step.optimizer) / 4
@@ -47,21 +53,33 @@ def test_hsdp_wins_on_slow_nics_where_a_nodes_group_holds_the_states():
     assert full.step.dp_comm_exposed == pytest.approx(4 * (crossing - per_microbatch), rel=1e-6)
     replicas = 2 * 15 / 16 * gradient_bytes / 8 / nic + 2 * 15 * latency  # ≈ 0.70 s per step
     assert chosen.step.dp_comm_exposed == pytest.approx(replicas - BACKWARD_SHARE_OF_COMPUTE * per_microbatch, rel=1e-6)
-    assert full.step.dp_comm_exposed == pytest.approx(1.46, abs=0.01) and chosen.step.dp_comm_exposed == pytest.approx(0.20, abs=0.01)
+    assert full.step.dp_comm_exposed == pytest.approx(1.46, abs=0.01) and chosen.step.dp_comm_exposed == pytest.approx(
+        0.20, abs=0.01
+    )
     # the rest of the step is the same but for the optimizer over 8× more states per GPU
-    assert chosen.step.total == pytest.approx(full.step.total - full.step.dp_comm_exposed + chosen.step.dp_comm_exposed
-                                              + chosen.step.optimizer - full.step.optimizer, rel=1e-9)
+    assert chosen.step.total == pytest.approx(
+        full.step.total
+        - full.step.dp_comm_exposed
+        + chosen.step.dp_comm_exposed
+        + chosen.step.optimizer
+        - full.step.optimizer,
+        rel=1e-9,
+    )
     assert chosen.step.total < 0.75 * full.step.total
     # on 400 Gb/s per GPU the fully sharded collectives hide under compute: no group
     assert search_training(request(gpu_count=128, framework="fsdp"), GPUS).chosen.shard_group is None
 
 
 def test_a_group_pinned_to_all_data_parallel_ranks_is_full_sharding_and_stops_the_group_search():
-    req = request(gpu_count=128, interconnect=EFA, framework="fsdp", pins=TrainPins(zero_stage=3, micro_batch=1, shard_group=128))
+    req = request(
+        gpu_count=128, interconnect=EFA, framework="fsdp", pins=TrainPins(zero_stage=3, micro_batch=1, shard_group=128)
+    )
     chosen = search_training(req, GPUS).chosen
     assert (chosen.dp, chosen.shard_group) == (128, None) and "HSDP" not in chosen.description
     assert chosen.step.dp_comm_exposed == pytest.approx(1.46, abs=0.01)  # the fully sharded figure above
-    pinned = search_training(request(gpu_count=128, interconnect=EFA, framework="fsdp", pins=TrainPins(shard_group=16)), GPUS)
+    pinned = search_training(
+        request(gpu_count=128, interconnect=EFA, framework="fsdp", pins=TrainPins(shard_group=16)), GPUS
+    )
     assert pinned.chosen.shard_group == 16  # any other pinned group is kept as pinned
 
 
@@ -113,9 +131,13 @@ def test_the_searched_group_reaches_the_fsdp_files(tmp_path, parallelism, group,
     plan_file = tmp_path / "plan.yaml"
     plan_file.write_text(PLAN.format(parallelism=parallelism))
     plan = resolve(plan_file)
-    assert (plan.parallelism.framework, plan.parallelism.zero_stage, plan.parallelism.shard_group_gpus) == ("fsdp", 3, group)
+    assert (plan.parallelism.framework, plan.parallelism.zero_stage, plan.parallelism.shard_group_gpus) == (
+        "fsdp",
+        3,
+        group,
+    )
     texts = {f.path: f.text for f in render(plan).files}
-    assert f"shard_group_gpus\": {group}" in texts["plan.json"]
+    assert f'shard_group_gpus": {group}' in texts["plan.json"]
     if mesh is None:
         assert "fsdp_sharding_strategy: HYBRID_SHARD" in texts["fsdp/accelerate_config.yaml"]
         assert "fsdp/fsdp_tp.json" not in texts

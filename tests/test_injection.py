@@ -19,17 +19,38 @@ MARK = "/tmp/mlinfra-pwned"
 HOSTILE = f"a'b\"c $(touch {MARK}) `touch {MARK}` ; touch {MARK} # {{x: y}} &amp; \\\\ *"
 
 TRAIN_PLAN = {
-    "name": "hostile-train", "workload": "finetune", "model": {"preset": "llama-3.1-8b", "weights": f"s3://b/{HOSTILE}"},
-    "train": {"dataset_tokens": "10M", "epochs": 1, "seq_len": 2048, "global_batch": 16, "method": "lora", "deadline": "2d",
-              "data": HOSTILE, "checkpoint": {"dir": f"/ckpt/{HOSTILE}"},
-              "entrypoint": {"script": f"train {HOSTILE}.py", "args": [HOSTILE, "--x", HOSTILE], "env": {"HOSTILE": HOSTILE}}},
-    "cluster": {"scheduler": "both", "gpu": "h100-sxm-80gb", "count": 8, "gpus_per_node": 8,
-                "slurm": {"partition": HOSTILE, "account": HOSTILE, "container_image": HOSTILE, "container_mounts": [HOSTILE],
-                          "extra_directives": [f"--comment={HOSTILE}"]},
-                "kubernetes": {"namespace": "ml", "image": HOSTILE}},
+    "name": "hostile-train",
+    "workload": "finetune",
+    "model": {"preset": "llama-3.1-8b", "weights": f"s3://b/{HOSTILE}"},
+    "train": {
+        "dataset_tokens": "10M",
+        "epochs": 1,
+        "seq_len": 2048,
+        "global_batch": 16,
+        "method": "lora",
+        "deadline": "2d",
+        "data": HOSTILE,
+        "checkpoint": {"dir": f"/ckpt/{HOSTILE}"},
+        "entrypoint": {"script": f"train {HOSTILE}.py", "args": [HOSTILE, "--x", HOSTILE], "env": {"HOSTILE": HOSTILE}},
+    },
+    "cluster": {
+        "scheduler": "both",
+        "gpu": "h100-sxm-80gb",
+        "count": 8,
+        "gpus_per_node": 8,
+        "slurm": {
+            "partition": HOSTILE,
+            "account": HOSTILE,
+            "container_image": HOSTILE,
+            "container_mounts": [HOSTILE],
+            "extra_directives": [f"--comment={HOSTILE}"],
+        },
+        "kubernetes": {"namespace": "ml", "image": HOSTILE},
+    },
 }
 SERVE_PLAN = {
-    "name": "hostile-serve", "workload": "serve",
+    "name": "hostile-serve",
+    "workload": "serve",
     "model": {"preset": "llama-3.1-8b", "weights": f"s3://b/{HOSTILE}", "hf_id": f"org/{HOSTILE}"},
     "serve": {"engine": "vllm", "context_len": 4096, "traffic": {"requests_per_second": 2}},
     "cluster": {"scheduler": "both", "gpus": ["h100-sxm-80gb"], "kubernetes": {"namespace": "ml", "image": HOSTILE}},
@@ -73,12 +94,36 @@ def test_hostile_strings_stay_inert(plan, tmp_path):
         # Run it with every external command stubbed: quoting mistakes would execute `touch`.
         stub = tmp_path / "bin"
         stub.mkdir(exist_ok=True)
-        for name in ("torchrun", "srun", "scontrol", "python", "python3", "vllm", "text-generation-launcher", "tritonserver",
-                     "deepspeed", "accelerate", "nvidia-smi", "hostname", "ray", "sleep", "head"):
+        for name in (
+            "torchrun",
+            "srun",
+            "scontrol",
+            "python",
+            "python3",
+            "vllm",
+            "text-generation-launcher",
+            "tritonserver",
+            "deepspeed",
+            "accelerate",
+            "nvidia-smi",
+            "hostname",
+            "ray",
+            "sleep",
+            "head",
+        ):
             (stub / name).write_text("#!/bin/sh\necho stub\n")
             (stub / name).chmod(0o755)
-        env = {"PATH": f"{stub}:/usr/bin:/bin", "HOME": str(tmp_path), "SLURM_JOB_NODELIST": "n1", "SLURM_NNODES": "1",
-               "SLURM_JOB_ID": "1", "SLURM_PROCID": "0", "SLURM_NODEID": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+        env = {
+            "PATH": f"{stub}:/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "SLURM_JOB_NODELIST": "n1",
+            "SLURM_NNODES": "1",
+            "SLURM_JOB_ID": "1",
+            "SLURM_PROCID": "0",
+            "SLURM_NODEID": "0",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": "29500",
+        }
         real_touch = "/usr/bin/touch"
         assert os.path.exists(real_touch)
         subprocess.run(["bash", str(script)], cwd=out, env=env, capture_output=True, timeout=60)

@@ -21,11 +21,52 @@ from tests.test_injection import SERVE_PLAN, TRAIN_PLAN
 from tests.test_security import _user_gpu
 
 # What breaks lines, comments, quotes and documents in the syntaxes we emit, plus ordinary text.
-HOSTILE_PIECES = ["\n", "\r", "\u2028", "\u2029", "\x85", "\x0b", "\x1c", "\x1b[2J", "\u202e", "'", '"', "`", "$(", ")", ";",
-                  "#", "--", "-->", "--->", "<!--", "*/", "\\", "{", "}", "{{", "}}", ": ", "- ", "---", "...", "&", "|", "%",
-                  "\t", " ", "a", "é", "\U0001f600", "kind: ClusterRoleBinding", "touch /tmp/mlinfra-pwned"]
+HOSTILE_PIECES = [
+    "\n",
+    "\r",
+    "\u2028",
+    "\u2029",
+    "\x85",
+    "\x0b",
+    "\x1c",
+    "\x1b[2J",
+    "\u202e",
+    "'",
+    '"',
+    "`",
+    "$(",
+    ")",
+    ";",
+    "#",
+    "--",
+    "-->",
+    "--->",
+    "<!--",
+    "*/",
+    "\\",
+    "{",
+    "}",
+    "{{",
+    "}}",
+    ": ",
+    "- ",
+    "---",
+    "...",
+    "&",
+    "|",
+    "%",
+    "\t",
+    " ",
+    "a",
+    "é",
+    "\U0001f600",
+    "kind: ClusterRoleBinding",
+    "touch /tmp/mlinfra-pwned",
+]
 hostile = st.lists(st.sampled_from(HOSTILE_PIECES), min_size=1, max_size=6).map("".join)
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 
 def _shape(value):
@@ -84,7 +125,10 @@ def _write(tmp_path: Path, plan: dict) -> Path:
 @pytest.fixture(scope="module")
 def baselines(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("baseline")
-    return {"train": _structures(_write(tmp, _with_text(TRAIN_PLAN, "x"))), "serve": _structures(_write(tmp, _with_text(SERVE_PLAN, "x")))}
+    return {
+        "train": _structures(_write(tmp, _with_text(TRAIN_PLAN, "x"))),
+        "serve": _structures(_write(tmp, _with_text(SERVE_PLAN, "x"))),
+    }
 
 
 def _with_text(value, text: str):
@@ -120,7 +164,10 @@ def test_hostile_plan_strings_change_no_structure(baselines, tmp_path, text, whi
 @given(text=hostile, field=st.sampled_from(["name", "source"]))
 def test_hostile_catalog_strings_change_no_structure(tmp_path, text, field):
     (tmp_path / "gpus.yaml").write_text(yaml.safe_dump({"entries": [_user_gpu()]}))
-    plan = {**_with_text(TRAIN_PLAN, "x"), "cluster": {**TRAIN_PLAN["cluster"], "gpu": "my-gpu", "catalog": "gpus.yaml"}}
+    plan = {
+        **_with_text(TRAIN_PLAN, "x"),
+        "cluster": {**TRAIN_PLAN["cluster"], "gpu": "my-gpu", "catalog": "gpus.yaml"},
+    }
     plan["cluster"] = _with_text(plan["cluster"], "x")
     baseline = _structures(_write(tmp_path, plan))
     (tmp_path / "gpus.yaml").write_text(yaml.safe_dump({"entries": [_user_gpu(**{field: text})]}))

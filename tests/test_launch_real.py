@@ -22,19 +22,41 @@ import pytest
 
 from tests.fixtures.resolved_plans import deployed
 from tests.test_target_slurm import _sbatch, cluster_env
-from tests.test_target_torchrun import REPO, free_port, realtools, render_training, small_training_plan, torch_env, write_tree
+from tests.test_target_torchrun import (
+    REPO,
+    free_port,
+    realtools,
+    render_training,
+    small_training_plan,
+    torch_env,
+    write_tree,
+)
 
 PROBE = REPO / "tests" / "launch_probe.py"
-HOSTILE_DIR = "ck pt/it's \"here\""  # a checkpoint directory with a space and both quotes
+HOSTILE_DIR = 'ck pt/it\'s "here"'  # a checkpoint directory with a space and both quotes
 
 
 def probe_plan(tmp_path: Path, framework: str, kind: str, nodes: int, gpus_per_node: int, zero_stage: int = 0, args=()):
-    plan = small_training_plan(nodes=nodes, gpus_per_node=gpus_per_node, framework=framework, zero_stage=zero_stage, train={
-        "tokens": "1M", "seq_len": 128,
-        "entrypoint": {"kind": kind, "script": str(PROBE), "args": ["--framework", framework, *args],
-                       "env": {"DS_ACCELERATOR": "cpu"}}})
+    plan = small_training_plan(
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        framework=framework,
+        zero_stage=zero_stage,
+        train={
+            "tokens": "1M",
+            "seq_len": 128,
+            "entrypoint": {
+                "kind": kind,
+                "script": str(PROBE),
+                "args": ["--framework", framework, *args],
+                "env": {"DS_ACCELERATOR": "cpu"},
+            },
+        },
+    )
     directory = str(tmp_path / HOSTILE_DIR)
-    return deployed(plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_dir": directory})}))
+    return deployed(
+        plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_dir": directory})})
+    )
 
 
 def probe_rows(output: str) -> list[dict]:
@@ -49,8 +71,14 @@ def plan_json(plan) -> dict:
 def expected(plan) -> dict:
     data = plan_json(plan)
     par, launch = data["parallelism"], data["deployment"]["launcher"]
-    return {"world_size": launch["world_size"], "micro_batch": par["micro_batch"], "grad_accum": par["grad_accum"],
-            "global_batch": par["global_batch"], "zero_stage": par["zero_stage"], "checkpoint_dir": launch["checkpoint"]["dir"]}
+    return {
+        "world_size": launch["world_size"],
+        "micro_batch": par["micro_batch"],
+        "grad_accum": par["grad_accum"],
+        "global_batch": par["global_batch"],
+        "zero_stage": par["zero_stage"],
+        "checkpoint_dir": launch["checkpoint"]["dir"],
+    }
 
 
 def run_on_slurm(cluster, plan, out: Path, timeout: float = 240, **extra_env: str) -> tuple[str, str]:
@@ -65,7 +93,11 @@ def run_on_slurm(cluster, plan, out: Path, timeout: float = 240, **extra_env: st
             pytest.fail(f"job did not finish in {timeout} s")
         time.sleep(0.5)
     state = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
-    logs = "".join(p.read_text(errors="replace") for p in (out / f"{plan.name}-{job}.out", out / f"{plan.name}-{job}.err") if p.exists())
+    logs = "".join(
+        p.read_text(errors="replace")
+        for p in (out / f"{plan.name}-{job}.out", out / f"{plan.name}-{job}.err")
+        if p.exists()
+    )
     return state, logs
 
 
@@ -109,14 +141,32 @@ HF_USER_ARGS = ["--report_to", "none", "--logging_steps", "1"]  # the plan's own
 
 def hf_plan(tmp_path: Path, framework: str, nodes: int = 1, gpus_per_node: int = 2, zero_stage: int = 0, **updates):
     """A hf-trainer plan running tests/hf_trainer_probe.py; `updates` replace parallelism fields (e.g. recompute)."""
-    plan = small_training_plan(nodes=nodes, gpus_per_node=gpus_per_node, framework=framework, zero_stage=zero_stage,
-                               precision=updates.pop("precision", "bf16"), train={
-        "tokens": "1M", "seq_len": 128,
-        "entrypoint": {"kind": "hf-trainer", "script": str(HF_PROBE), "args": HF_USER_ARGS, "env": {"DS_ACCELERATOR": "cpu"}}})
+    plan = small_training_plan(
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        framework=framework,
+        zero_stage=zero_stage,
+        precision=updates.pop("precision", "bf16"),
+        train={
+            "tokens": "1M",
+            "seq_len": 128,
+            "entrypoint": {
+                "kind": "hf-trainer",
+                "script": str(HF_PROBE),
+                "args": HF_USER_ARGS,
+                "env": {"DS_ACCELERATOR": "cpu"},
+            },
+        },
+    )
     directory = str(tmp_path / HOSTILE_DIR)
-    return deployed(plan.model_copy(update={
-        "training": plan.training.model_copy(update={"checkpoint_dir": directory}),
-        "parallelism": plan.parallelism.model_copy(update=updates)}))
+    return deployed(
+        plan.model_copy(
+            update={
+                "training": plan.training.model_copy(update={"checkpoint_dir": directory}),
+                "parallelism": plan.parallelism.model_copy(update=updates),
+            }
+        )
+    )
 
 
 def hf_rows(output: str) -> list[dict]:
@@ -128,28 +178,49 @@ def hf_expected(plan, out: Path) -> dict:
     data = plan_json(plan)
     par, launch = data["parallelism"], data["deployment"]["launcher"]
     ck, precision = launch["checkpoint"], data["spec"]["precision"]
-    return {"per_device_train_batch_size": par["micro_batch"], "gradient_accumulation_steps": par["grad_accum"],
-            "bf16": precision in ("bf16", "fp8"), "fp16": precision == "fp16",
-            "deepspeed": str(out / launch["framework_config"]) if par["framework"] == "deepspeed" else None,
-            "output_dir": ck["dir"], "save_steps": ck["interval_steps"], "save_total_limit": ck["keep"],
-            "max_steps": data["training"]["steps"], "max_grad_norm": 1.0,
-            "gradient_checkpointing": par["recompute"] != "none"}
+    return {
+        "per_device_train_batch_size": par["micro_batch"],
+        "gradient_accumulation_steps": par["grad_accum"],
+        "bf16": precision in ("bf16", "fp8"),
+        "fp16": precision == "fp16",
+        "deepspeed": str(out / launch["framework_config"]) if par["framework"] == "deepspeed" else None,
+        "output_dir": ck["dir"],
+        "save_steps": ck["interval_steps"],
+        "save_total_limit": ck["keep"],
+        "max_steps": data["training"]["steps"],
+        "max_grad_norm": 1.0,
+        "gradient_checkpointing": par["recompute"] != "none",
+    }
 
 
-@pytest.mark.parametrize("framework, precision, recompute", [
-    ("deepspeed", "bf16", "full"), ("deepspeed", "fp16", "none"), ("ddp", "fp32", "selective"), ("ddp", "fp8", "none")])
+@pytest.mark.parametrize(
+    "framework, precision, recompute",
+    [
+        ("deepspeed", "bf16", "full"),
+        ("deepspeed", "fp16", "none"),
+        ("ddp", "fp32", "selective"),
+        ("ddp", "fp8", "none"),
+    ],
+)
 def test_hf_trainer_parser_takes_the_generated_arguments(tmp_path, framework, precision, recompute):
     """transformers' HfArgumentParser(TrainingArguments) parses every word the launcher gives the script (an unknown
     flag would be an error) and each parsed field equals plan.json's decision. Before: only output_dir / save_steps /
     save_total_limit were passed, so the Trainer ran its defaults (batch 8, fp32, 3 epochs) whatever the plan sized."""
     from tests.test_launch import launched
 
-    plan = hf_plan(tmp_path, framework, zero_stage=2 if framework == "deepspeed" else 0, precision=precision, recompute=recompute)
+    plan = hf_plan(
+        tmp_path, framework, zero_stage=2 if framework == "deepspeed" else 0, precision=precision, recompute=recompute
+    )
     argv = launched(tmp_path, plan)
-    words = argv[argv.index(str(HF_PROBE)) + 1:]
+    words = argv[argv.index(str(HF_PROBE)) + 1 :]
     env = {**torch_env(), "MLINFRA_PROBE_MODE": "parse", "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([str(realtools().transformers_python()), str(HF_PROBE), *words], env=env, capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [str(realtools().transformers_python()), str(HF_PROBE), *words],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (row,) = hf_rows(result.stdout)
     want = hf_expected(plan, tmp_path / "out")
@@ -190,11 +261,16 @@ def wait_for_log(out: Path, name: str, job: str, pattern: str, count: int, env: 
         time.sleep(0.5)
     subprocess.run(["scancel", job], env=env)
     errors = out / f"{name}-{job}.err"
-    pytest.fail(f"no {count} × {pattern!r} in {timeout} s: " + text[-3000:] + (errors.read_text(errors="replace")[-3000:] if errors.exists() else ""))
+    pytest.fail(
+        f"no {count} × {pattern!r} in {timeout} s: "
+        + text[-3000:]
+        + (errors.read_text(errors="replace")[-3000:] if errors.exists() else "")
+    )
 
 
-def signalled_run(cluster, plan, out: Path, ranks: int, marker: str = "HF_PROBE_STEP", timeout: float = 300,
-                  **extra_env: str) -> tuple[str, str, list[dict]]:
+def signalled_run(
+    cluster, plan, out: Path, ranks: int, marker: str = "HF_PROBE_STEP", timeout: float = 300, **extra_env: str
+) -> tuple[str, str, list[dict]]:
     """Submit, wait until every rank printed `marker` (its first step done), then send SIGUSR1 to the job's steps as
     Slurm's --signal=USR1@lead does before the time limit (`scancel --signal` without --batch: the srun tasks, not the
     batch shell); return the job state, the logs and the marker rows."""
@@ -212,7 +288,11 @@ def signalled_run(cluster, plan, out: Path, ranks: int, marker: str = "HF_PROBE_
             pytest.fail(f"job did not stop in {timeout} s after the signal")
         time.sleep(0.5)
     state = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
-    logs = "".join(p.read_text(errors="replace") for p in (out / f"{plan.name}-{job}.out", out / f"{plan.name}-{job}.err") if p.exists())
+    logs = "".join(
+        p.read_text(errors="replace")
+        for p in (out / f"{plan.name}-{job}.out", out / f"{plan.name}-{job}.err")
+        if p.exists()
+    )
     return state, logs, steps
 
 
@@ -225,12 +305,33 @@ def test_hf_trainer_checkpoints_on_the_time_limit_signal_and_resumes(tmp_path, s
     signal. Before: the Trainer had no handler, and the workers ignored the forwarded signal (the launcher's
     `trap '' USR1` is inherited): the job ran into its limit and lost everything since the last periodic save."""
     realtools().transformers_python()
-    plan = small_training_plan(nodes=2, gpus_per_node=1, framework="ddp", steps=100_000, step_seconds=0.1, precision="fp32", train={
-        "tokens": "1M", "seq_len": 128,
-        "entrypoint": {"kind": "hf-trainer", "script": str(HF_PROBE), "args": ["--report_to", "none", "--disable_tqdm", "true"],
-                       "env": {"DS_ACCELERATOR": "cpu", "MLINFRA_PROBE_MODE": "signal"}}})
-    plan = deployed(plan.model_copy(update={"training": plan.training.model_copy(update={
-        "checkpoint_dir": str(tmp_path / HOSTILE_DIR), "checkpoint_interval_seconds": 1e9})}))
+    plan = small_training_plan(
+        nodes=2,
+        gpus_per_node=1,
+        framework="ddp",
+        steps=100_000,
+        step_seconds=0.1,
+        precision="fp32",
+        train={
+            "tokens": "1M",
+            "seq_len": 128,
+            "entrypoint": {
+                "kind": "hf-trainer",
+                "script": str(HF_PROBE),
+                "args": ["--report_to", "none", "--disable_tqdm", "true"],
+                "env": {"DS_ACCELERATOR": "cpu", "MLINFRA_PROBE_MODE": "signal"},
+            },
+        },
+    )
+    plan = deployed(
+        plan.model_copy(
+            update={
+                "training": plan.training.model_copy(
+                    update={"checkpoint_dir": str(tmp_path / HOSTILE_DIR), "checkpoint_interval_seconds": 1e9}
+                )
+            }
+        )
+    )
     launch = plan.deployment.launcher
     assert launch.kind == "hf-trainer" and launch.checkpoint_helper == "launch/mlinfra_signal.py"
     assert launch.checkpoint.interval_steps > plan.training.steps == 100_000  # only the signal saves
@@ -259,17 +360,32 @@ FSDP_PROBE = REPO / "tests" / "fsdp_probe.py"
 
 
 @pytest.mark.parametrize("reshard_after_forward, strategy", [(True, "FULL_SHARD"), (False, "SHARD_GRAD_OP")])
-def test_fsdp_step_from_the_generated_accelerate_config_on_slurm(tmp_path, slurm_cluster, reshard_after_forward, strategy):
+def test_fsdp_step_from_the_generated_accelerate_config_on_slurm(
+    tmp_path, slurm_cluster, reshard_after_forward, strategy
+):
     """Launch kind accelerate on 2 nodes × 2 ranks: `accelerate launch --config_file fsdp/accelerate_config.yaml` (machine
     rank from Slurm, rendezvous on the first node) hands every worker the FSDP settings; accelerate's own
     FullyShardedDataParallelPlugin reads them and a REAL FSDP1 step runs with them on CPU/gloo (tests/fsdp_probe.py does
     Accelerator.prepare_model's wrapping: the Accelerator refuses FSDP without a GPU), then a sharded
     torch.distributed.checkpoint save. What FSDP ran with equals plan.json."""
     realtools().transformers_python()
-    plan = small_training_plan(nodes=2, gpus_per_node=2, framework="fsdp", zero_stage=3, train={
-        "tokens": "1M", "seq_len": 128, "reshard_after_forward": reshard_after_forward,
-        "entrypoint": {"script": str(FSDP_PROBE)}})
-    plan = deployed(plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_dir": str(tmp_path / HOSTILE_DIR)})}))
+    plan = small_training_plan(
+        nodes=2,
+        gpus_per_node=2,
+        framework="fsdp",
+        zero_stage=3,
+        train={
+            "tokens": "1M",
+            "seq_len": 128,
+            "reshard_after_forward": reshard_after_forward,
+            "entrypoint": {"script": str(FSDP_PROBE)},
+        },
+    )
+    plan = deployed(
+        plan.model_copy(
+            update={"training": plan.training.model_copy(update={"checkpoint_dir": str(tmp_path / HOSTILE_DIR)})}
+        )
+    )
     assert plan.deployment.launcher.kind == "accelerate" and plan.parallelism.recompute != "none"
     out = write_tree(render_training(plan), tmp_path / "out")
     # Both fake nodes share one host: accelerate checks that the rendezvous port is free on machine rank 0, and the other
@@ -286,16 +402,26 @@ def test_fsdp_step_from_the_generated_accelerate_config_on_slurm(tmp_path, slurm
     dtype = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}[config["mixed_precision"]]
     for row in rows:
         assert {k: row[k] for k in want} == want
-        assert row["sharding_strategy"] == fsdp["fsdp_sharding_strategy"] == fsdp["fsdp_reshard_after_forward"] == strategy
+        assert (
+            row["sharding_strategy"] == fsdp["fsdp_sharding_strategy"] == fsdp["fsdp_reshard_after_forward"] == strategy
+        )
         assert row["mixed_precision"] == {"param_dtype": dtype, "reduce_dtype": dtype, "buffer_dtype": dtype}
         assert row["activation_checkpointing"] is fsdp["fsdp_activation_checkpointing"] is True
         assert row["state_dict_type"] == fsdp["fsdp_state_dict_type"]
         assert row["cpu_offload"] is fsdp["fsdp_offload_params"]
         assert (row["use_orig_params"], row["sync_module_states"], row["cpu_ram_efficient_loading"]) == (
-            fsdp["fsdp_use_orig_params"], fsdp["fsdp_sync_module_states"], fsdp["fsdp_cpu_ram_efficient_loading"])
-        assert (row["backward_prefetch"], row["forward_prefetch"]) == (fsdp["fsdp_backward_prefetch"], fsdp["fsdp_forward_prefetch"])
+            fsdp["fsdp_use_orig_params"],
+            fsdp["fsdp_sync_module_states"],
+            fsdp["fsdp_cpu_ram_efficient_loading"],
+        )
+        assert (row["backward_prefetch"], row["forward_prefetch"]) == (
+            fsdp["fsdp_backward_prefetch"],
+            fsdp["fsdp_forward_prefetch"],
+        )
         assert row["fsdp_units"] == 3  # TRANSFORMER_BASED_WRAP: the root and each of the 2 decoder layers
-        assert row["weights_equal_across_ranks"]  # ranks > 0 started on meta (cpu_ram_efficient_loading), rank 0's reached them
+        assert row[
+            "weights_equal_across_ranks"
+        ]  # ranks > 0 started on meta (cpu_ram_efficient_loading), rank 0's reached them
     assert [r["started_on_meta"] for r in sorted(rows, key=lambda r: r["rank"])] == [False, True, True, True]
     assert ".metadata" in next(r for r in rows if r["rank"] == 0)["saved"]
     assert (tmp_path / HOSTILE_DIR / "step-1" / ".metadata").is_file()
@@ -307,13 +433,27 @@ def test_accelerate_fsdp_checkpoints_on_the_time_limit_signal(tmp_path, slurm_cl
     agree at the same step end, they save the sharded state into step-N of the (hostile) checkpoint directory and the
     job ends COMPLETED."""
     realtools().transformers_python()
-    plan = small_training_plan(nodes=2, gpus_per_node=2, framework="fsdp", zero_stage=3, train={
-        "tokens": "1M", "seq_len": 128,
-        "entrypoint": {"script": str(FSDP_PROBE), "env": {"MLINFRA_PROBE_MODE": "signal"}}})
-    plan = deployed(plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_dir": str(tmp_path / HOSTILE_DIR)})}))
+    plan = small_training_plan(
+        nodes=2,
+        gpus_per_node=2,
+        framework="fsdp",
+        zero_stage=3,
+        train={
+            "tokens": "1M",
+            "seq_len": 128,
+            "entrypoint": {"script": str(FSDP_PROBE), "env": {"MLINFRA_PROBE_MODE": "signal"}},
+        },
+    )
+    plan = deployed(
+        plan.model_copy(
+            update={"training": plan.training.model_copy(update={"checkpoint_dir": str(tmp_path / HOSTILE_DIR)})}
+        )
+    )
     assert plan.deployment.launcher.kind == "accelerate" and plan.deployment.launcher.checkpoint_helper
     out = write_tree(render_training(plan), tmp_path / "out")
-    state, logs, started = signalled_run(slurm_cluster, plan, out, ranks=4, marker="FSDP_PROBE_STEP", MLINFRA_NODE_RANK="1")
+    state, logs, started = signalled_run(
+        slurm_cluster, plan, out, ranks=4, marker="FSDP_PROBE_STEP", MLINFRA_NODE_RANK="1"
+    )
     assert "JobState=COMPLETED" in state, state + logs[-4000:]
     rows = [json.loads(line) for line in re.findall(r"^.*FSDP_PROBE (\{.*\})$", logs, re.M)]
     assert sorted(r["rank"] for r in rows) == [0, 1, 2, 3] == sorted(s["rank"] for s in started), logs[-4000:]
@@ -330,14 +470,22 @@ def test_accelerate_launch_hands_torchrun_the_planned_nodes_and_rendezvous(tmp_p
     plan.json and the launcher said 2:4 nodes for this spot plan; accelerate ran 4:4."""
     from tests.test_launch import launched
 
-    plan = small_training_plan(nodes=4, gpus_per_node=2, framework="fsdp", zero_stage=3,
-                               cluster={"scheduler": "slurm", "gpus_per_node": 2, "pricing": pricing, "slurm": {"partition": "gpu"}})
+    plan = small_training_plan(
+        nodes=4,
+        gpus_per_node=2,
+        framework="fsdp",
+        zero_stage=3,
+        cluster={"scheduler": "slurm", "gpus_per_node": 2, "pricing": pricing, "slurm": {"partition": "gpu"}},
+    )
     launch = plan_json(plan)["deployment"]["launcher"]
     assert launch["kind"] == "accelerate" and launch["elastic"] is (pricing == "spot")
     ok, message = realtools().accelerate_launch_plan(launched(tmp_path, plan))
     assert ok, message
     agent = json.loads(message)
-    assert (agent["rdzv_backend"], agent["rdzv_endpoint"]) == ("c10d", "10.0.0.1:29999")  # launched()'s MASTER_ADDR/PORT
+    assert (agent["rdzv_backend"], agent["rdzv_endpoint"]) == (
+        "c10d",
+        "10.0.0.1:29999",
+    )  # launched()'s MASTER_ADDR/PORT
     assert (agent["min_nodes"], agent["max_nodes"]) == (launch["min_nodes"], launch["nodes"]) == (4, 4)
     assert launch["nnodes"] == "4"
     assert (agent["nproc_per_node"], agent["max_restarts"]) == (launch["nproc_per_node"], launch["max_restarts"])
@@ -350,8 +498,14 @@ def test_checkpoint_signal_reaches_the_workers(tmp_path):
     plan = probe_plan(tmp_path, "ddp", "torchrun", nodes=1, gpus_per_node=2, args=["--wait-signal"])
     out = write_tree(render_training(plan), tmp_path / "out")
     env = {**torch_env(), "MASTER_PORT": str(free_port()), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(["bash", str(out / "launch/torchrun.sh")], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        ["bash", str(out / "launch/torchrun.sh")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         lines, waiting = [], 0
         deadline = time.monotonic() + 120
@@ -397,9 +551,15 @@ def test_megatron_accepts_the_generated_arguments(tmp_path, name):
     assert ok, message
     derived = json.loads(message.rsplit("MEGATRON_OK ", 1)[1].splitlines()[0])
     par = plan.parallelism
-    assert (derived["tensor_model_parallel_size"], derived["pipeline_model_parallel_size"], derived["data_parallel_size"]) == (par.tp, par.pp, par.dp)
+    assert (
+        derived["tensor_model_parallel_size"],
+        derived["pipeline_model_parallel_size"],
+        derived["data_parallel_size"],
+    ) == (par.tp, par.pp, par.dp)
     assert (derived["global_batch_size"], derived["micro_batch_size"]) == (par.global_batch, par.micro_batch)
-    assert derived["exit_signal_handler"] is True and derived["rotary_base"] == 500000 and derived["hidden_dropout"] == 0.0
+    assert (
+        derived["exit_signal_handler"] is True and derived["rotary_base"] == 500000 and derived["hidden_dropout"] == 0.0
+    )
 
 
 def test_megatron_takes_uneven_pipeline_stages_and_rejects_them_missing(tmp_path):
@@ -408,9 +568,16 @@ def test_megatron_takes_uneven_pipeline_stages_and_rejects_them_missing(tmp_path
 
     plan = training_plan()
     arch = plan.model.architecture.model_copy(update={"layers": 126})
-    plan = deployed(plan.model_copy(update={
-        "model": plan.model.model_copy(update={"architecture": arch}),
-        "parallelism": plan.parallelism.model_copy(update={"tp": 2, "pp": 4, "dp": 8, "grad_accum": 32, "framework": "megatron"})}))
+    plan = deployed(
+        plan.model_copy(
+            update={
+                "model": plan.model.model_copy(update={"architecture": arch}),
+                "parallelism": plan.parallelism.model_copy(
+                    update={"tp": 2, "pp": 4, "dp": 8, "grad_accum": 32, "framework": "megatron"}
+                ),
+            }
+        )
+    )
     files = render_training(plan)
     out = write_tree(files, tmp_path / "ok")
     env = launcher_env(files["launch/torchrun.sh"].text)
@@ -448,14 +615,24 @@ def compile_megatron(tmp_path: Path, seq_len: int, tp: int, cp: int) -> subproce
     tmp_path.mkdir(exist_ok=True)
     plan = tmp_path / "plan.yaml"
     plan.write_text(MEGATRON_PLAN.format(seq_len=seq_len, tp=tp, cp=cp))
-    return subprocess.run([sys.executable, "-m", "compiler", str(plan), "-o", str(tmp_path / "out")], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "compiler", str(plan), "-o", str(tmp_path / "out")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-@pytest.mark.parametrize(("seq_len", "tp", "cp", "on"), [
-    (4096, 2, 1, True), (4095, 2, 1, False),  # 4095 tokens do not split over 2 TP ranks
-    (8200, 4, 2, True), (8196, 4, 2, False),  # CP2 leaves each rank 4100 (8200 → 4100 = 4 × 1025) or 4098 tokens
-])
+@pytest.mark.parametrize(
+    ("seq_len", "tp", "cp", "on"),
+    [
+        (4096, 2, 1, True),
+        (4095, 2, 1, False),  # 4095 tokens do not split over 2 TP ranks
+        (8200, 4, 2, True),
+        (8196, 4, 2, False),  # CP2 leaves each rank 4100 (8200 → 4100 = 4 × 1025) or 4098 tokens
+    ],
+)
 def test_megatron_sequence_parallelism_only_where_megatron_core_splits_the_sequence(seq_len, tp, cp, on):
     """megatron-core's own scatter_to_sequence_parallel_region refuses a rank's sequence (seq_len / CP) that TP does not
     divide; validate_args does not check it, so it would fail at the first forward. Before: --sequence-parallel for
@@ -498,8 +675,11 @@ def test_a_pinned_cp_that_does_not_split_the_sequence_is_refused_where_pinned(tm
     assert not ok and "multiple of 2 * context-parallel-size" in message, message
     done = compile_megatron(tmp_path / "bad", 8190, 2, 2)
     assert done.returncode == 2, done.stderr
-    assert re.search(r"plan\.yaml:14:26: error: parallelism\.cp: context parallelism 2 cuts each sequence into 2·CP = 4 "
-                     r"equal chunks, and train\.seq_len 8190 is not a multiple of 4 .*\[cp-sequence-split\]", done.stderr), done.stderr
+    assert re.search(
+        r"plan\.yaml:14:26: error: parallelism\.cp: context parallelism 2 cuts each sequence into 2·CP = 4 "
+        r"equal chunks, and train\.seq_len 8190 is not a multiple of 4 .*\[cp-sequence-split\]",
+        done.stderr,
+    ), done.stderr
 
 
 @pytest.mark.parametrize(("global_batch", "nnodes"), [(48, "2:4"), (64, "4")])
@@ -510,7 +690,9 @@ def test_megatron_takes_every_node_count_of_a_spot_range(tmp_path, global_batch,
     at 4 nodes only. Before: 2:4 for both."""
     from tests.test_target_torchrun import spot_plan
 
-    plan = spot_plan(4, 8, global_batch, framework="megatron", tp=2, dp=16, micro_batch=1, grad_accum=global_batch // 16)
+    plan = spot_plan(
+        4, 8, global_batch, framework="megatron", tp=2, dp=16, micro_batch=1, grad_accum=global_batch // 16
+    )
     assert plan.deployment.launcher.nnodes == nnodes
     files = render_training(plan)
     out = write_tree(files, tmp_path)
@@ -528,8 +710,13 @@ def test_megatron_takes_every_node_count_of_a_spot_range(tmp_path, global_batch,
 def test_partial_node_and_site_walltime_pass_sbatch(tmp_path, slurm_cluster):
     """A 1-GPU job (its own GPUs, CPUs and memory, no --exclusive) under a 20 h site limit: sbatch --test-only accepts it
     and the chain's time limit is within the site's."""
-    plan = small_training_plan(nodes=1, gpus_per_node=1, steps=200_000, step_seconds=2.0, cluster={
-        "scheduler": "slurm", "gpus_per_node": 1, "slurm": {"partition": "gpu", "max_time": "20h"}})
+    plan = small_training_plan(
+        nodes=1,
+        gpus_per_node=1,
+        steps=200_000,
+        step_seconds=2.0,
+        cluster={"scheduler": "slurm", "gpus_per_node": 1, "slurm": {"partition": "gpu", "max_time": "20h"}},
+    )
     out = write_tree(render_training(plan), tmp_path)
     result = _sbatch(slurm_cluster, out, "--test-only")
     assert result.returncode == 0 and "to start at" in result.stderr, result.stderr
@@ -547,7 +734,11 @@ def test_megatron_core_accepts_the_generated_layout_and_refuses_a_broken_split(t
     assert ok, message
     derived = json.loads(message.split("MEGATRON_CORE_OK ", 1)[1])
     par = plan.parallelism
-    assert (derived["tensor_model_parallel_size"], derived["pipeline_model_parallel_size"], derived["data_parallel_size"]) == (par.tp, par.pp, par.dp)
+    assert (
+        derived["tensor_model_parallel_size"],
+        derived["pipeline_model_parallel_size"],
+        derived["data_parallel_size"],
+    ) == (par.tp, par.pp, par.dp)
     assert derived.get("context_parallel_size", 1) == par.cp
     assert derived["virtual_pipeline_model_parallel_size"] == (par.vp if par.vp > 1 else None)
     text = (out / "megatron/args.sh").read_text()

@@ -15,13 +15,14 @@ from compiler.deployment.lora_tp import lora_settings
 from compiler.sizing.train_memory import lora_trainable_params
 from compiler.sizing.training import framework_gap, resolve_framework
 from compiler.spec import LoraSpec
-from tests.test_fsdp_tp_real import transformers_available
 from tests.fsdp_real import cluster, compiled, step_rows
+from tests.test_fsdp_tp_real import transformers_available
 from tests.test_target_torchrun import REPO, torch_env
 from tests.tools import realtools
 
 STEP = REPO / "tests" / "lora_tp_step.py"
-PLAN = """\
+PLAN = (
+    """\
 name: lora-tp
 workload: finetune
 model: {model}
@@ -34,15 +35,20 @@ train:
   method: lora
   lora: {{rank: 4, alpha: 8, targets: [q, k, v, o, gate, up, down]}}
   entrypoint: {{script: {script}}}
-""" + cluster() + """\
+"""
+    + cluster()
+    + """\
 parallelism: {{zero_stage: 3, micro_batch: 1, {extra}}}
 """
+)
 TP = "tp: 2, pp: 1, dp: 2"
 PP = "tp: 2, pp: 2, vp: 1, dp: 1"
 # with PP the step's tiny model has the plan's layer count: Llama-3.1-8B's shape cut to 4 layers keeps 2 CPU cores
 # under the time limit (4 micro-batches through 2 stages of 2 layers)
-SHORT_LLAMA = ("{architecture: {layers: 4, hidden: 4096, heads: 32, kv_heads: 8, ffn_hidden: 14336, vocab: 128256, "
-               "max_position: 8192}}")
+SHORT_LLAMA = (
+    "{architecture: {layers: 4, hidden: 4096, heads: 32, kv_heads: 8, ffn_hidden: 14336, vocab: 128256, "
+    "max_position: 8192}}"
+)
 
 
 def compile_plan(tmp_path: Path, extra: str, seq_len: int = 4096) -> Path:
@@ -58,8 +64,9 @@ def test_lora_runs_on_fsdp_tp_and_qlora_does_not():
 
 
 def test_adapters_per_tp_rank_follow_their_base_layers_split():
-    from benchmarks.accuracy import LAYOUTS, layout_row
     import csv
+
+    from benchmarks.accuracy import LAYOUTS, layout_row
 
     row = next(r for r in csv.DictReader(LAYOUTS.open()) if "LoRA" in r["model"])
     arch = layout_row(row)["arch"]  # Llama-2-70B: hidden 8192, 64 heads, 8 KV heads of 128
@@ -78,15 +85,24 @@ def test_the_lora_section_moves_the_tp_plan_keys_to_the_base_layers():
 
     plan = {"self_attn.q_proj": "colwise", "self_attn.o_proj": "rowwise", "mlp.down_proj": "rowwise"}
     section, moved = lora_settings(Spec(), plan)
-    assert moved == {"self_attn.q_proj.base_layer": "colwise", "self_attn.o_proj": "rowwise",
-                     "mlp.down_proj.base_layer": "rowwise"}
+    assert moved == {
+        "self_attn.q_proj.base_layer": "colwise",
+        "self_attn.o_proj": "rowwise",
+        "mlp.down_proj.base_layer": "rowwise",
+    }
     assert section["modules"] == {"self_attn.q_proj": "colwise", "mlp.down_proj": "rowwise"}
-    assert section["placements"] == {"self_attn.q_proj": ["Replicate", "Shard(0)"], "mlp.down_proj": ["Shard(1)", "Replicate"]}
+    assert section["placements"] == {
+        "self_attn.q_proj": ["Replicate", "Shard(0)"],
+        "mlp.down_proj": ["Shard(1)", "Replicate"],
+    }
     assert (section["scaling"], section["dropout"]) == (2.0, 0.0)
 
 
-@pytest.mark.parametrize("extra, mesh, seq_len", [(TP, [2, 2], 4096), (TP, [2, 2], 4095), (PP, [2, 1, 2], 4096)],
-                         ids=["tp2-sp", "tp2", "pp2-tp2-sp"])
+@pytest.mark.parametrize(
+    "extra, mesh, seq_len",
+    [(TP, [2, 2], 4096), (TP, [2, 2], 4095), (PP, [2, 1, 2], 4096)],
+    ids=["tp2-sp", "tp2", "pp2-tp2-sp"],
+)
 def test_lora_plan_compiles_to_the_adapter_settings(tmp_path, extra, mesh, seq_len):
     """Sequence parallelism where the sequence splits over TP, adapters or not: the row-parallel bases and their
     adapters' outputs sharded over the sequence. Before: off under LoRA (the adapters took the whole sequence)."""
@@ -95,10 +111,14 @@ def test_lora_plan_compiles_to_the_adapter_settings(tmp_path, extra, mesh, seq_l
     plan = json.loads((out / "plan.json").read_text())
     settings = plan["deployment"]["frameworks"]["fsdp_tp"]
     assert settings["mesh_shape"] == mesh and plan["parallelism"]["zero_stage"] == 3
-    assert settings["lora"]["rank"] == 4 and settings["lora"]["scaling"] == 2.0 and len(settings["lora"]["modules"]) == 7
+    assert (
+        settings["lora"]["rank"] == 4 and settings["lora"]["scaling"] == 2.0 and len(settings["lora"]["modules"]) == 7
+    )
     assert plan["parallelism"]["sequence_parallel"] is settings["sequence_parallel"] is sp
     rowwise = "rowwise_to_sequence_shards" if sp else "rowwise"
-    assert settings["block_tp_plan"]["mlp.down_proj.base_layer"] == settings["lora"]["modules"]["mlp.down_proj"] == rowwise
+    assert (
+        settings["block_tp_plan"]["mlp.down_proj.base_layer"] == settings["lora"]["modules"]["mlp.down_proj"] == rowwise
+    )
     assert settings["lora"]["placements"]["mlp.down_proj"] == ["Shard(1)", "Replicate"]
     assert ("input_layernorm" in settings["block_tp_plan"]) is sp
     assert (out / "fsdp" / "lora_tp.py").exists()
@@ -113,16 +133,22 @@ def peft_available() -> bool:
 
 @pytest.mark.realtool
 @pytest.mark.slow
-@pytest.mark.parametrize("extra, model, seq_len", [(TP, "tiny", 4096), (TP, "hf", 4096), (PP, "tiny", 4096), (TP, "tiny", 4095)],
-                         ids=["tp2-sp-tiny", "tp2-sp-hf", "pp2-tp2-sp-tiny", "tp2-tiny"])
+@pytest.mark.parametrize(
+    "extra, model, seq_len",
+    [(TP, "tiny", 4096), (TP, "hf", 4096), (PP, "tiny", 4096), (TP, "tiny", 4095)],
+    ids=["tp2-sp-tiny", "tp2-sp-hf", "pp2-tp2-sp-tiny", "tp2-tiny"],
+)
 def test_one_lora_step_matches_peft_on_the_unsharded_model(tmp_path, extra, model, seq_len):
     """seq_len 4096 splits over TP2: sequence parallelism, the row-parallel adapters' outputs reduce-scattered over the
     sequence as their bases'; 4095: without it."""
     env = torch_env()
     realtools.require_tool("peft", peft_available(), "peft not in the torch venv; run scripts/install-test-deps.sh")
     if model == "hf":
-        realtools.require_tool("transformers", transformers_available(),
-                               "transformers not in the torch venv; run scripts/install-test-deps.sh")
+        realtools.require_tool(
+            "transformers",
+            transformers_available(),
+            "transformers not in the torch venv; run scripts/install-test-deps.sh",
+        )
     out = compile_plan(tmp_path, extra, seq_len)
     settings = json.loads((out / "fsdp" / "fsdp_tp.json").read_text())
     assert settings["sequence_parallel"] is (seq_len % 2 == 0)

@@ -31,4 +31,6 @@ def test_passes_and_sizing_load_no_catalog_and_hold_no_module_state():
             assert not isinstance(node, ast.Global), f"{path.name}:{node.lineno}: module-global state"
             if isinstance(node, ast.ImportFrom):
                 loaders = [a.name for a in node.names if a.name.startswith("load_")]
-                assert not loaders, f"{path.name}:{node.lineno}: imports {loaders}; take the catalog from the PassContext"
+                assert not loaders, (
+                    f"{path.name}:{node.lineno}: imports {loaders}; take the catalog from the PassContext"
+                )

@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from compiler.pipeline import resolve
 from compiler.catalog.residuals import load_residuals
 from compiler.deployment.probe import MAX_LAYOUTS, MEMORY_FAMILY, _memory, _reduced
-from compiler.sizing.train_memory import usable_memory_bytes
+from compiler.pipeline import resolve
 from compiler.probe import probe_files
+from compiler.sizing.train_memory import usable_memory_bytes
 from tests.conftest import REPO, run_cli
 
 TINY = """name: tiny-probe
@@ -29,27 +29,46 @@ def test_the_probe_reduces_layers_to_fit_one_gpu_and_says_so():
     assert 1 <= probe.layers < probe.model_layers == 126 == probe.architecture.layers + (126 - probe.layers)
     chosen = probe.layouts[0]
     assert chosen.tp == plan.parallelism.tp == 8  # the plan's TP fits one 8-GPU node: measured with tensor parallelism
-    assert probe.layers * 8 * 1.6e9 / chosen.tp < plan.hardware.gpu_memory_bytes  # ~1.6B parameters per 405B layer, 8 B each in pure bf16
+    assert (
+        probe.layers * 8 * 1.6e9 / chosen.tp < plan.hardware.gpu_memory_bytes
+    )  # ~1.6B parameters per 405B layer, 8 B each in pure bf16
     margin, usable = load_residuals()[MEMORY_FAMILY].p90, usable_memory_bytes(plan.hardware.gpu_memory_bytes)
     reason = next(d.reason for d in probe.decisions if d.topic == "probe shape")
     if chosen.predicted_reserved_bytes * margin > usable:  # 405B: the embedding, LM head and 8k-token logits alone
         assert probe.layers == 1 and "one layer, the least the probe builds" in reason and len(probe.layouts) == 1
-    one_more = _memory(_reduced(plan.model.architecture, probe.layers + 1), "bf16", 8, probe.seq_len, chosen.micro_batch,
-                       chosen.recompute, chosen.zero_stage, chosen.tp)
+    one_more = _memory(
+        _reduced(plan.model.architecture, probe.layers + 1),
+        "bf16",
+        8,
+        probe.seq_len,
+        chosen.micro_batch,
+        chosen.recompute,
+        chosen.zero_stage,
+        chosen.tp,
+    )
     assert one_more.reserved * margin > usable  # not reduced further than it must
     files = {f.path: f.text for f in probe_files(plan).files}
     sbatch = files["probe.sbatch"]
     assert f"{probe.layers} of the model's 126 layers" in sbatch and "--time=00:15:00" in sbatch
     # 512 nodes: the layouts on one node, the collectives again across two
     assert probe.nodes == 2 and "#SBATCH --nodes=2" in sbatch and "--phase inter-node" in sbatch
-    assert "- **probe shape**: " in files["REPORT.md"] and json.loads(files["plan.json"])["probe"]["layers"] == probe.layers
+    assert (
+        "- **probe shape**: " in files["REPORT.md"]
+        and json.loads(files["plan.json"])["probe"]["layers"] == probe.layers
+    )
 
 
 def test_the_probe_layouts_are_the_chosen_one_and_neighbours_that_fit():
     plan = resolve(REPO / "examples" / "llama3-8b-pretrain.yaml", probe=True)
     layouts, par = plan.probe.layouts, plan.parallelism
-    assert layouts[0].name == "chosen" and layouts[0].micro_batch == par.micro_batch and layouts[0].zero_stage == min(1, par.zero_stage)
-    assert 2 <= len(layouts) <= MAX_LAYOUTS and len({(l.micro_batch, l.recompute, l.zero_stage) for l in layouts}) == len(layouts)
+    assert (
+        layouts[0].name == "chosen"
+        and layouts[0].micro_batch == par.micro_batch
+        and layouts[0].zero_stage == min(1, par.zero_stage)
+    )
+    assert 2 <= len(layouts) <= MAX_LAYOUTS and len(
+        {(l.micro_batch, l.recompute, l.zero_stage) for l in layouts}
+    ) == len(layouts)
     usable = plan.hardware.gpu_memory_bytes
     assert all(0 < l.predicted_allocated_bytes < l.predicted_reserved_bytes < usable for l in layouts)
     settings = json.loads(next(f.text for f in probe_files(plan).files if f.path == "settings.json"))
@@ -101,7 +120,9 @@ def test_probe_calibrate_recompile_on_the_fake_slurm_cluster(tmp_path, slurm_clu
     results = json.loads((folder / "probe-results.json").read_text())
     assert results["world_size"] == 2 and results["step_seconds"] > 0 and results["environment"]["torch"]
     settings = json.loads((folder / "settings.json").read_text())
-    assert [l["name"] for l in results["layouts"]] == [l["name"] for l in settings["layouts"]] and len(results["layouts"]) >= 3
+    assert [l["name"] for l in results["layouts"]] == [l["name"] for l in settings["layouts"]] and len(
+        results["layouts"]
+    ) >= 3
     assert all(l["step_seconds"] > 0 and l["global_batch"] == 2 * l["micro_batch"] for l in results["layouts"])
     calibrated = run_cli("calibrate", folder / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci")
     assert calibrated.returncode == 0, calibrated.stderr
@@ -116,7 +137,9 @@ def test_probe_calibrate_recompile_on_the_fake_slurm_cluster(tmp_path, slurm_clu
 
     memory = yaml.safe_load((tmp_path / "site.yaml").read_text())["memory"]
     ratios = [l["peak_reserved_bytes"] / l["predicted_reserved_bytes"] for l in results["layouts"]]
-    assert [p["layout"] for p in memory["points"]] == [l["name"] for l in results["layouts"]] and memory["device"] == "cpu"
+    assert [p["layout"] for p in memory["points"]] == [l["name"] for l in results["layouts"]] and memory[
+        "device"
+    ] == "cpu"
     assert memory["factor"] == pytest.approx(max(ratios), rel=1e-3)
     plan = resolve(tmp_path / "plan.yaml")
     assert any(d.topic == "site calibration (memory)" and "a test of the loop" in d.reason for d in plan.decisions)
@@ -131,8 +154,14 @@ def _run(folder, env):
     import subprocess
     import time
 
-    submitted = subprocess.run(["sbatch", "--parsable", "probe.sbatch", "--allow-other-device"], cwd=folder, env=env,
-                               capture_output=True, text=True, timeout=60)
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", "probe.sbatch", "--allow-other-device"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if submitted.returncode:
         return "SUBMIT-FAILED", submitted.stderr
     job = submitted.stdout.strip().split(";")[0]
@@ -165,7 +194,9 @@ def test_a_kubernetes_plan_gets_a_probe_job_the_schemas_accept(tmp_path, example
     assert config["data"]["settings.json"] == files["settings.json"]  # JSON carries no header: the same bytes
     container = job["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == plan.probe.processes
-    assert container["image"] == (plan.deployment.kubernetes.training.image if plan.training else plan.deployment.kubernetes.serving[0].image)
+    assert container["image"] == (
+        plan.deployment.kubernetes.training.image if plan.training else plan.deployment.kubernetes.serving[0].image
+    )
     assert job["spec"]["activeDeadlineSeconds"] == 900 and job["spec"]["backoffLimit"] == 0
     path = tmp_path / "probe-job.yaml"
     path.write_text(files["probe-job.yaml"])
@@ -198,17 +229,26 @@ def test_serving_probe_calibrate_recompile_on_the_fake_slurm_cluster(tmp_path, s
     results = json.loads((folder / "probe-results.json").read_text())
     settings = json.loads((folder / "settings.json").read_text())
     assert results["kind"] == "serving" and results["environment"]["torch"]
-    assert [(p["phase"], p["batch"]) for p in results["points"]] == [(phase, b) for b in settings["serving"]["batches"]
-                                                                      for phase in ("prefill", "decode")]
+    assert [(p["phase"], p["batch"]) for p in results["points"]] == [
+        (phase, b) for b in settings["serving"]["batches"] for phase in ("prefill", "decode")
+    ]
     assert all(p["step_seconds"] > 0 for p in results["points"])
-    assert run_cli("calibrate", folder / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci").returncode == 0
+    assert (
+        run_cli("calibrate", folder / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci").returncode
+        == 0
+    )
     (tmp_path / "plan.yaml").write_text(SERVE % ", calibration: site.yaml")
     after = resolve(tmp_path / "plan.yaml")
     hbm = next(d for d in after.decisions if d.topic == "site calibration (h100-sxm-80gb, HBM)")
     decodes = [p for p in results["points"] if p["phase"] == "decode"]
-    assert f"{len(decodes)} decode step(s)" in hbm.reason and "predicted" in hbm.reason and "measured at ci" in hbm.reason
+    assert (
+        f"{len(decodes)} decode step(s)" in hbm.reason and "predicted" in hbm.reason and "measured at ci" in hbm.reason
+    )
     # a CPU is far slower than an H100: the refitted shares make every serving step slower
-    assert after.hardware.gpu_spec.achievable_memory_bandwidth_fraction < before.hardware.gpu_spec.achievable_memory_bandwidth_fraction
+    assert (
+        after.hardware.gpu_spec.achievable_memory_bandwidth_fraction
+        < before.hardware.gpu_spec.achievable_memory_bandwidth_fraction
+    )
     assert after.serving.tpot_batch1_seconds > before.serving.tpot_batch1_seconds
 
 
@@ -248,8 +288,13 @@ def test_the_serving_probes_cached_decode_gives_the_full_forwards_logits(tmp_pat
     for name in ("probe.py", "probe_environment.py", "settings.json"):
         (tmp_path / name).write_text(files[name])
     (tmp_path / "check.py").write_text(CACHED_DECODE)
-    run = subprocess.run([str(tool_python("torch")), "check.py", "probe.py", "settings.json"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=300)
+    run = subprocess.run(
+        [str(tool_python("torch")), "check.py", "probe.py", "settings.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert float(run.stdout.strip()) < 1e-4
 
@@ -267,7 +312,9 @@ def test_a_tp_plan_is_probed_at_its_tp_and_half_of_it(tmp_path):
     assert next(d.choice for d in plan.probe.decisions if d.topic == "probe tensor parallelism") == "TP 2 × DP 1"
     settings = json.loads(next(f.text for f in probe_files(plan).files if f.path == "settings.json"))
     assert [l["tp"] for l in settings["layouts"]] == [l.tp for l in layouts]
-    wide = TINY_TP.replace("count: 2, gpus_per_node: 2", "count: 8, gpus_per_node: 4").replace("heads: 4, kv_heads: 2", "heads: 8, kv_heads: 8")
+    wide = TINY_TP.replace("count: 2, gpus_per_node: 2", "count: 8, gpus_per_node: 4").replace(
+        "heads: 4, kv_heads: 2", "heads: 8, kv_heads: 8"
+    )
     (tmp_path / "plan.yaml").write_text(wide.replace("tp: 2", "tp: 8") % "")
     plan = resolve(tmp_path / "plan.yaml", probe=True)
     assert plan.parallelism.tp == 8 and plan.probe.layouts[0].tp == 4
@@ -301,9 +348,14 @@ def test_a_tp_probe_measures_tensor_parallel_steps_and_calibrate_cites_them(tmp_
         assert row["peak_reserved_bytes"] > 0 and row["peak_allocated_bytes"] > 0
     # the first TP layout's peak is its own, not DTensor's first-call allocations (~60 MB, paid by a warm-up)
     assert results["layouts"][0]["peak_reserved_bytes"] < 20 * results["layouts"][0]["predicted_reserved_bytes"]
-    assert run_cli("calibrate", folder / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci").returncode == 0
+    assert (
+        run_cli("calibrate", folder / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci").returncode
+        == 0
+    )
     points = yaml.safe_load((tmp_path / "site.yaml").read_text())["points"]
-    assert [(p["tp"], p["gpus"], p["global_batch"]) for p in points] == [(l["tp"], 2, l["global_batch"]) for l in results["layouts"]]
+    assert [(p["tp"], p["gpus"], p["global_batch"]) for p in points] == [
+        (l["tp"], 2, l["global_batch"]) for l in results["layouts"]
+    ]
     (tmp_path / "plan.yaml").write_text(TINY_TP % ", calibration: site.yaml")
     explained = run_cli("explain", tmp_path / "plan.yaml")
     assert explained.returncode == 0, explained.stderr

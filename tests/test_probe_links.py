@@ -40,7 +40,11 @@ def test_probe_collectives_and_nodes_are_decisions_with_reasons(tmp_path, count,
     (tmp_path / "plan.yaml").write_text(text % "")
     plan = resolve(tmp_path / "plan.yaml", probe=True)
     probe, topics = plan.probe, {d.topic: d for d in plan.probe.decisions}
-    assert plan.hardware.nodes == nodes and probe.nodes == nodes and probe.collective_bytes == list(COLLECTIVE_BYTES)[:sizes]
+    assert (
+        plan.hardware.nodes == nodes
+        and probe.nodes == nodes
+        and probe.collective_bytes == list(COLLECTIVE_BYTES)[:sizes]
+    )
     assert ("nodes over ib-400g" in topics["probe nodes"].reason) == (nodes == 2)
     assert ("doc/PERFORMANCE.md" in topics["probe collectives"].reason) == (sizes > 0)
     assert topics["probe environment checks"].choice == "NVIDIA-H100-80GB-HBM3, 700 W"
@@ -49,8 +53,11 @@ def test_probe_collectives_and_nodes_are_decisions_with_reasons(tmp_path, count,
 
 
 def test_nvidia_smi_line_is_read_and_an_unreported_power_limit_is_none():
-    assert parse_nvidia_smi("NVIDIA H200, 550.54.15, 1000.00 W") == {"gpu_name": "NVIDIA H200", "driver": "550.54.15",
-                                                                    "power_limit_watts": 1000.0}
+    assert parse_nvidia_smi("NVIDIA H200, 550.54.15, 1000.00 W") == {
+        "gpu_name": "NVIDIA H200",
+        "driver": "550.54.15",
+        "power_limit_watts": 1000.0,
+    }
     assert parse_nvidia_smi("NVIDIA H200, 550.54.15, [N/A]")["power_limit_watts"] is None
     assert parse_nvidia_smi("") == {} and parse_nvidia_smi("garbage") == {}
 
@@ -77,10 +84,24 @@ def _results(tmp_path, environment, **extra):
     plan = tmp_path / "plan.yaml"
     plan.write_text(TWO_NODES % "")
     arch = resolve(plan).model.architecture.model_dump(mode="json")
-    results = {"version": 2, "kind": "training", "plan": "tiny-two", "gpu_id": H200["gpu_id"], "architecture": arch,
-               "world_size": 2, "seq_len": 64, "precision": "bf16", "micro_batch": 1, "global_batch": 2, "step_seconds": 0.01,
-               "measured_at": "2026-11-24", "device_name": environment.get("gpu_name", "cpu"), "environment": environment,
-               "expected": H200, **extra}
+    results = {
+        "version": 2,
+        "kind": "training",
+        "plan": "tiny-two",
+        "gpu_id": H200["gpu_id"],
+        "architecture": arch,
+        "world_size": 2,
+        "seq_len": 64,
+        "precision": "bf16",
+        "micro_batch": 1,
+        "global_batch": 2,
+        "step_seconds": 0.01,
+        "measured_at": "2026-11-24",
+        "device_name": environment.get("gpu_name", "cpu"),
+        "environment": environment,
+        "expected": H200,
+        **extra,
+    }
     path = tmp_path / "probe-results.json"
     path.write_text(json.dumps(results))
     return path
@@ -95,19 +116,34 @@ def test_calibrate_repeats_the_environment_warnings_of_a_fabricated_results_file
     assert result.stderr.count("warning:") == 3 and result.stderr.count("[probe-environment]") == 3
     site = yaml.safe_load((tmp_path / "site.yaml").read_text())
     assert [w.split(":")[0] for w in site["warnings"]] == ["GPU", "power limit", "driver"]
-    (tmp_path / "plan.yaml").write_text((TWO_NODES % ", calibration: site.yaml").replace("h100-sxm-80gb", "h200-sxm-141gb"))
+    (tmp_path / "plan.yaml").write_text(
+        (TWO_NODES % ", calibration: site.yaml").replace("h100-sxm-80gb", "h200-sxm-141gb")
+    )
     decision = next(d for d in resolve(tmp_path / "plan.yaml").decisions if d.topic == "site calibration (environment)")
     assert decision.choice == "3 warning(s)" and "1000 W on this node" in decision.reason
     clean = _results(tmp_path, _cuda())
     result = run_cli("calibrate", clean, "-o", tmp_path / "site.yaml", "--site", "lab")
-    assert result.returncode == 0 and "warning" not in result.stderr and "warnings" not in yaml.safe_load((tmp_path / "site.yaml").read_text())
+    assert (
+        result.returncode == 0
+        and "warning" not in result.stderr
+        and "warnings" not in yaml.safe_load((tmp_path / "site.yaml").read_text())
+    )
 
 
 def test_results_with_unreadable_collectives_are_refused_with_exit_2(tmp_path):
-    path = _results(tmp_path, {"device": "cpu"}, interconnect="ib-400g", processes_per_node=2,
-                    collectives_intra_node=[{"op": "all_reduce", "bytes": "many"}])
+    path = _results(
+        tmp_path,
+        {"device": "cpu"},
+        interconnect="ib-400g",
+        processes_per_node=2,
+        collectives_intra_node=[{"op": "all_reduce", "bytes": "many"}],
+    )
     result = run_cli("calibrate", path, "-o", tmp_path / "site.yaml", "--site", "lab")
-    assert result.returncode == 2 and "collectives cannot be read" in result.stderr and "[invalid-results]" in result.stderr
+    assert (
+        result.returncode == 2
+        and "collectives cannot be read" in result.stderr
+        and "[invalid-results]" in result.stderr
+    )
 
 
 def test_the_site_link_shares_replace_the_published_ones_in_the_collectives():
@@ -125,13 +161,32 @@ def _site_with_links(tmp_path, intra_bus: float, inter_bus: float, interconnect:
     plan = tmp_path / "plan.yaml"
     plan.write_text(TWO_NODES % "")
     arch = resolve(plan).model.architecture.model_dump(mode="json")
-    point = {"gpu": "h100-sxm-80gb", "architecture": arch, "gpus": 2, "global_batch": 2, "seq_len": 64, "step_seconds": 0.01}
+    point = {
+        "gpu": "h100-sxm-80gb",
+        "architecture": arch,
+        "gpus": 2,
+        "global_batch": 2,
+        "seq_len": 64,
+        "step_seconds": 0.01,
+    }
     collective = {"op": "all_reduce", "bytes": 256 << 20, "bus_bytes_per_second": 0.0}
-    site = {"site": "lab", "measured_at": "2026-11-24", "source": "fabricated", "points": [point],
-            "interconnect": {"gpu": "h100-sxm-80gb", "interconnect": interconnect, "device": "cuda", "ranks_per_node": 2,
-                             "intra_node": [{**collective, "ranks": 2, "bus_bytes_per_second": intra_bus},
-                                            {**collective, "bytes": 1 << 20, "ranks": 2, "bus_bytes_per_second": intra_bus / 10}],
-                             "inter_node": [{**collective, "ranks": 4, "bus_bytes_per_second": inter_bus}]}}
+    site = {
+        "site": "lab",
+        "measured_at": "2026-11-24",
+        "source": "fabricated",
+        "points": [point],
+        "interconnect": {
+            "gpu": "h100-sxm-80gb",
+            "interconnect": interconnect,
+            "device": "cuda",
+            "ranks_per_node": 2,
+            "intra_node": [
+                {**collective, "ranks": 2, "bus_bytes_per_second": intra_bus},
+                {**collective, "bytes": 1 << 20, "ranks": 2, "bus_bytes_per_second": intra_bus / 10},
+            ],
+            "inter_node": [{**collective, "ranks": 4, "bus_bytes_per_second": inter_bus}],
+        },
+    }
     (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
     plan.write_text(TWO_NODES % ", calibration: site.yaml")
 
@@ -167,8 +222,13 @@ def test_link_shares_apply_only_to_the_measured_gpu_and_fabric(tmp_path):
     assert request.site_intra_node == ("h100-sxm-80gb", 0.8) and request.inter_node_fraction is None
     from compiler.sizing.training import link_fractions
 
-    assert link_fractions(request, "h100-sxm-80gb") == {"nvlink_fraction": 0.8, "nic_fraction": tt.INTER_NODE_ACHIEVABLE_FRACTION}
-    assert link_fractions(request, "a100-sxm-80gb")["nvlink_fraction"] == tt.NVLINK_ACHIEVABLE_FRACTION  # another GPU's links
+    assert link_fractions(request, "h100-sxm-80gb") == {
+        "nvlink_fraction": 0.8,
+        "nic_fraction": tt.INTER_NODE_ACHIEVABLE_FRACTION,
+    }
+    assert (
+        link_fractions(request, "a100-sxm-80gb")["nvlink_fraction"] == tt.NVLINK_ACHIEVABLE_FRACTION
+    )  # another GPU's links
 
 
 @pytest.mark.realtool
@@ -192,12 +252,17 @@ def test_two_node_probe_measures_the_fabric_and_calibrate_prices_it(tmp_path, sl
     sizes = [b // 64 for b in settings["collective_bytes"]]  # CPU: the sizes ÷ 64
     for key, ranks in (("collectives_intra_node", 2), ("collectives_inter_node", 4)):
         points = results[key]
-        assert [(p["op"], p["bytes"]) for p in points] == [(op, b) for b in sizes for op in ("all_reduce", "all_gather")]
+        assert [(p["op"], p["bytes"]) for p in points] == [
+            (op, b) for b in sizes for op in ("all_reduce", "all_gather")
+        ]
         for p in points:  # nccl-tests' bus bandwidth: all-reduce algbw × 2(n−1)/n, all-gather algbw × (n−1)/n
             factor = 2 * (ranks - 1) / ranks if p["op"] == "all_reduce" else (ranks - 1) / ranks
             assert p["ranks"] == ranks and p["seconds"] > 0
             assert p["bus_bytes_per_second"] == pytest.approx(p["bytes"] / p["seconds"] * factor)
-    assert run_cli("calibrate", folder / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci").returncode == 0
+    assert (
+        run_cli("calibrate", folder / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci").returncode
+        == 0
+    )
     fabric = yaml.safe_load((tmp_path / "site.yaml").read_text())["interconnect"]
     assert fabric["device"] == "cpu" and fabric["ranks_per_node"] == 2 and fabric["interconnect"] == "ib-400g"
     (tmp_path / "plan.yaml").write_text(TWO_NODES % ", calibration: site.yaml")

@@ -35,25 +35,55 @@ def _row_id(index: int, row: dict) -> str:
 def _plan(r: dict, name: str) -> dict:
     """The row as a plan: the model's shape, precision, cluster and the published layout pinned."""
     split = pipeline_split(r["arch"].layers, r["pp"])
-    pins = {"tp": r["tp"], "pp": r["pp"], "dp": r["dp"], "cp": r["cp"], "ep": r["ep"], "vp": r["vp"],
-            "zero_stage": r["zero"], "micro_batch": r["mb"], "offload": False}
+    pins = {
+        "tp": r["tp"],
+        "pp": r["pp"],
+        "dp": r["dp"],
+        "cp": r["cp"],
+        "ep": r["ep"],
+        "vp": r["vp"],
+        "zero_stage": r["zero"],
+        "micro_batch": r["mb"],
+        "offload": False,
+    }
     if split and len(set(split)) > 1:
         pins["pp_stage_layers"] = list(split)
-    if r["framework"] == "fsdp" and r["zero"] == 3:  # published fully sharded: a group of all DP·CP ranks, no HSDP searched
+    if (
+        r["framework"] == "fsdp" and r["zero"] == 3
+    ):  # published fully sharded: a group of all DP·CP ranks, no HSDP searched
         pins["shard_group_gpus"] = r["dp"] * r["cp"]
     if r["recompute"]:
         pins["recompute"] = r["recompute"]
-    train = {"tokens": STEPS * r["batch"] * r["seq"], "seq_len": r["seq"], "global_batch": r["batch"],
-             "framework": r["framework"], "memory_quantile": "none"}  # accuracy.py's fit test: the prediction itself
+    train = {
+        "tokens": STEPS * r["batch"] * r["seq"],
+        "seq_len": r["seq"],
+        "global_batch": r["batch"],
+        "framework": r["framework"],
+        "memory_quantile": "none",
+    }  # accuracy.py's fit test: the prediction itself
     if r["expandable_segments"]:  # torchtitan's launcher (accuracy.layout_row)
         train["expandable_segments"] = True
     if r["method"] != "full":
         train |= {"method": r["method"], "lora": {"rank": 16, "targets": ["q", "k", "v", "o"]}}
     arch = r["arch"].model_dump(mode="json", exclude_defaults=True)
-    return {"name": name, "workload": "finetune" if r["method"] != "full" else "train", "model": {"architecture": arch},
-            "precision": r["precision"], "train": train, "parallelism": pins, "optimize": "time",
-            "cluster": {"scheduler": "both", "gpu": r["gpu"].id, "count": r["gpus"], "max_gpus": r["gpus"],
-                        "gpus_per_node": 8, "interconnect": "ib-400g", "storage": "lustre"}}
+    return {
+        "name": name,
+        "workload": "finetune" if r["method"] != "full" else "train",
+        "model": {"architecture": arch},
+        "precision": r["precision"],
+        "train": train,
+        "parallelism": pins,
+        "optimize": "time",
+        "cluster": {
+            "scheduler": "both",
+            "gpu": r["gpu"].id,
+            "count": r["gpus"],
+            "max_gpus": r["gpus"],
+            "gpus_per_node": 8,
+            "interconnect": "ib-400g",
+            "storage": "lustre",
+        },
+    }
 
 
 def _gpu_catalog(r: dict, folder: Path) -> str | None:
@@ -101,18 +131,29 @@ def _assert_framework_files(r: dict, files: dict[str, str], chosen: dict) -> Non
     """The layout reaches the framework's own settings, not only plan.json."""
     if r["framework"] == "megatron":
         args = files["megatron/args.sh"].split()
-        flags = {"--tensor-model-parallel-size": r["tp"], "--pipeline-model-parallel-size": r["pp"],
-                 "--context-parallel-size": r["cp"], "--micro-batch-size": r["mb"], "--global-batch-size": r["batch"]}
+        flags = {
+            "--tensor-model-parallel-size": r["tp"],
+            "--pipeline-model-parallel-size": r["pp"],
+            "--context-parallel-size": r["cp"],
+            "--micro-batch-size": r["mb"],
+            "--global-batch-size": r["batch"],
+        }
         for flag, value in flags.items():  # a size of 1 may be left to Megatron's default, 1
-            assert (flag in args and args[args.index(flag) + 1] == str(value)) or (value == 1 and flag not in args), flag
+            assert (flag in args and args[args.index(flag) + 1] == str(value)) or (value == 1 and flag not in args), (
+                flag
+            )
         if r["vp"] > 1:
             per_chunk = r["arch"].layers // (r["pp"] * r["vp"])
             assert args[args.index("--num-layers-per-virtual-pipeline-stage") + 1] == str(per_chunk)
     elif r["tp"] > 1 or r["pp"] > 1 or r["cp"] > 1 or chosen["recompute"] == "selective":  # FSDP2 on a DeviceMesh
         settings = json.loads(files["fsdp/fsdp_tp.json"])
         mesh = dict(zip(settings["mesh_dim_names"], settings["mesh_shape"]))
-        assert mesh == {**({"pp": r["pp"]} if r["pp"] > 1 else {}), "dp_shard": r["dp"],
-                        **({"cp": r["cp"]} if r["cp"] > 1 else {}), "tp": r["tp"]}
+        assert mesh == {
+            **({"pp": r["pp"]} if r["pp"] > 1 else {}),
+            "dp_shard": r["dp"],
+            **({"cp": r["cp"]} if r["cp"] > 1 else {}),
+            "tp": r["tp"],
+        }
         if r["cp"] > 1:  # torchtitan's "FSDP 1, CP 8": ZeRO-3 over dp_shard × cp, K/V all-gathered
             assert settings["fsdp_mesh_dims"] == ["dp_shard_cp"] and settings["context_parallel"] == "allgather-kv"
             assert settings["flatten_mesh_dims"] == {"dp_shard_cp": ["dp_shard", "cp"]}

@@ -14,8 +14,12 @@ from compiler.pipeline import compile_plan
 
 TABLE = rows()
 SEARCHED = {(case.row, case.statement): case for case in point_cases()[0]}  # what the benchmark's search_serving chose
-STATED = [(index, s) for index, stated in enumerate(STATEMENTS) if not isinstance(stated, Skip)
-          for s in (stated if isinstance(stated, tuple) else (stated,))]
+STATED = [
+    (index, s)
+    for index, stated in enumerate(STATEMENTS)
+    if not isinstance(stated, Skip)
+    for s in (stated if isinstance(stated, tuple) else (stated,))
+]
 
 
 def _plan(s: Statement, name: str) -> dict:
@@ -26,8 +30,12 @@ def _plan(s: Statement, name: str) -> dict:
     engine = "vllm" if s.attention_dp > 1 or s.speculative_tokens else s.engine
     traffic = {"prompt_tokens": s.prompt_tokens, "output_tokens": s.output_tokens, "peak_factor": 1.0}
     traffic |= {"concurrency": s.clients} if closed else {"requests_per_second": 1.0}
-    serve = {"engine": engine, "context_len": s.longest_request or s.prompt_tokens + s.output_tokens,
-             "traffic": traffic, "kv_cache_dtype": s.kv_cache_dtype or ("fp8" if s.precision == "fp8" else "auto")}
+    serve = {
+        "engine": engine,
+        "context_len": s.longest_request or s.prompt_tokens + s.output_tokens,
+        "traffic": traffic,
+        "kv_cache_dtype": s.kv_cache_dtype or ("fp8" if s.precision == "fp8" else "auto"),
+    }
     serve["min_replicas"] = 1  # one replica, as search_serving sizes the row
     if s.load == "static-batch":
         serve["max_num_seqs"] = s.clients
@@ -35,17 +43,32 @@ def _plan(s: Statement, name: str) -> dict:
         serve["attention_dp"] = s.attention_dp
     if s.speculative_tokens:
         serve["speculative"] = {"num_speculative_tokens": s.speculative_tokens, "acceptance_rate": s.acceptance_rate}
-    model = ({"architecture": GPT_J_6B.model_dump(mode="json", exclude_defaults=True)} if s.model == "gpt-j-6b"
-             else {"preset": s.model})
+    model = (
+        {"architecture": GPT_J_6B.model_dump(mode="json", exclude_defaults=True)}
+        if s.model == "gpt-j-6b"
+        else {"preset": s.model}
+    )
     if s.checkpoint:  # NVIDIA's NVFP4 checkpoints (ModelOpt): vLLM reads the method from their config
         model |= {"hf_id": s.checkpoint, "quantization": "nvfp4"}
-    return {"name": name, "workload": "serve", "model": model, "precision": s.precision, "serve": serve,
-            "cluster": {"scheduler": "both", "gpu": s.gpu_id, "count": s.gpus, "interconnect": "ib-400g"},
-            "parallelism": {"tp": s.tp}, "optimize": "cost"}
+    return {
+        "name": name,
+        "workload": "serve",
+        "model": model,
+        "precision": s.precision,
+        "serve": serve,
+        "cluster": {"scheduler": "both", "gpu": s.gpu_id, "count": s.gpus, "interconnect": "ib-400g"},
+        "parallelism": {"tp": s.tp},
+        "optimize": "cost",
+    }
 
 
-@pytest.mark.parametrize("index,s", [pytest.param(i, s, id=f"{n:02d} row{i:02d} {TABLE[i]['model'][:60]} {s.prompt_tokens}/{s.output_tokens}")
-                                     for n, (i, s) in enumerate(STATED)])
+@pytest.mark.parametrize(
+    "index,s",
+    [
+        pytest.param(i, s, id=f"{n:02d} row{i:02d} {TABLE[i]['model'][:60]} {s.prompt_tokens}/{s.output_tokens}")
+        for n, (i, s) in enumerate(STATED)
+    ],
+)
 def test_stated_serve_point_compiles(index, s, tmp_path):
     plan = _plan(s, f"serve-point-{index:02d}")
     path = tmp_path / "plan.yaml"
@@ -61,11 +84,23 @@ def test_stated_serve_point_compiles(index, s, tmp_path):
         assert serving["max_concurrency"] == s.clients
     if s.load != "max-load":
         assert serving["concurrency"] == s.clients
-    engine = (yaml.safe_load(files["vllm/config.yaml"]) if serving["engine"] == "vllm" else  # Triton's vLLM backend
-              json.loads(next(text for p, text in files.items() if p.startswith("triton/") and p.endswith("/1/model.json"))))
-    assert (engine["tensor_parallel_size"], engine["max_num_seqs"] * s.attention_dp) == (s.tp, serving["max_concurrency"])
+    engine = (
+        yaml.safe_load(files["vllm/config.yaml"])
+        if serving["engine"] == "vllm"
+        # Triton's vLLM backend
+        else json.loads(
+            next(text for p, text in files.items() if p.startswith("triton/") and p.endswith("/1/model.json"))
+        )
+    )
+    assert (engine["tensor_parallel_size"], engine["max_num_seqs"] * s.attention_dp) == (
+        s.tp,
+        serving["max_concurrency"],
+    )
     if s.speculative_tokens:
-        assert json.loads(engine["speculative_config"]) == {"method": "mtp", "num_speculative_tokens": s.speculative_tokens}
+        assert json.loads(engine["speculative_config"]) == {
+            "method": "mtp",
+            "num_speculative_tokens": s.speculative_tokens,
+        }
     if s.checkpoint:
         assert engine["model"] == s.checkpoint and "quantization" not in engine
     if s.attention_dp > 1:  # vLLM's max_num_seqs is per DP rank

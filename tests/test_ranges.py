@@ -14,9 +14,20 @@ from compiler.pipeline import compile_plan, resolve
 from tests.conftest import EXAMPLES, REPO
 
 PRETRAIN = REPO / "examples" / "llama3-8b-pretrain.yaml"
-TRAINING_QUANTITIES = {"training.step_seconds", "training.wall_seconds", "training.gpu_hours", "training.tokens_per_second",
-                       "cost.usd_total", "memory_per_gpu_bytes.total"}
-LLM_SERVING_QUANTITIES = {"serving.tokens_per_second_per_replica", "serving.ttft_seconds", "serving.tpot_seconds", "cost.usd_per_month"}
+TRAINING_QUANTITIES = {
+    "training.step_seconds",
+    "training.wall_seconds",
+    "training.gpu_hours",
+    "training.tokens_per_second",
+    "cost.usd_total",
+    "memory_per_gpu_bytes.total",
+}
+LLM_SERVING_QUANTITIES = {
+    "serving.tokens_per_second_per_replica",
+    "serving.ttft_seconds",
+    "serving.tpot_seconds",
+    "cost.usd_per_month",
+}
 CNN_SERVING_QUANTITIES = {"serving.tokens_per_second_per_replica", "serving.ttft_seconds", "cost.usd_per_month"}
 
 
@@ -90,15 +101,22 @@ def test_report_and_diff_show_ranges(tmp_path):
     assert "## Ranges" in report and "train-step-time: actual ÷ predicted over 30 published rows" in report
     faster = tmp_path / "faster.yaml"
     faster.write_text(PRETRAIN.read_text().replace("deadline: 30d", "deadline: 10d"))
-    done = subprocess.run([sys.executable, "-m", "compiler", "diff", str(PRETRAIN), str(faster)], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "compiler", "diff", str(PRETRAIN), str(faster)], capture_output=True, text=True
+    )
     assert done.returncode == 0 and "[P10–P90 " in done.stdout
 
 
 def test_a_reader_that_leaves_early_is_not_a_crash(tmp_path):
     faster = tmp_path / "faster.yaml"
     faster.write_text(PRETRAIN.read_text().replace("deadline: 30d", "deadline: 10d"))
-    done = subprocess.run(f"{sys.executable} -m compiler diff {PRETRAIN} {faster} | head -1; exit ${{PIPESTATUS[0]}}",
-                          shell=True, executable="/bin/bash", capture_output=True, text=True)
+    done = subprocess.run(
+        f"{sys.executable} -m compiler diff {PRETRAIN} {faster} | head -1; exit ${{PIPESTATUS[0]}}",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode in (0, 141) and "Traceback" not in done.stderr  # 0 when diff finished before head left
 
 
@@ -167,8 +185,11 @@ def test_an_moe_serving_plan_takes_the_moe_families_and_a_dense_one_does_not(tmp
     by = {r.quantity: r for r in resolve(path).ranges}
     residuals = load_residuals()
     assert {q: r.family for q, r in by.items()} == {
-        "serving.tokens_per_second_per_replica": "serve-moe-throughput", "cost.usd_per_month": "serve-moe-throughput",
-        "serving.tpot_seconds": "serve-moe-tpot", "serving.ttft_seconds": "serve-ttft"}
+        "serving.tokens_per_second_per_replica": "serve-moe-throughput",
+        "cost.usd_per_month": "serve-moe-throughput",
+        "serving.tpot_seconds": "serve-moe-tpot",
+        "serving.ttft_seconds": "serve-ttft",
+    }
     throughput, tpot = by["serving.tokens_per_second_per_replica"], by["serving.tpot_seconds"]
     assert throughput.p90 == pytest.approx(throughput.predicted * residuals["serve-moe-throughput"].p90)
     assert tpot.p10 == pytest.approx(tpot.predicted * residuals["serve-moe-tpot"].p10)

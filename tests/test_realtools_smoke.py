@@ -40,7 +40,7 @@ def test_require_tool_fails_under_ci(monkeypatch):
 
 def test_shellcheck_flags_an_unquoted_variable(tmp_path):
     bad, good = tmp_path / "bad.sh", tmp_path / "good.sh"
-    bad.write_text('#!/bin/bash\ndir=$1\nrm -rf $dir/cache\n')
+    bad.write_text("#!/bin/bash\ndir=$1\nrm -rf $dir/cache\n")
     good.write_text('#!/bin/bash\ndir=$1\nrm -rf "$dir/cache"\n')
     shellcheck = realtools.shellcheck_bin()
     flagged = subprocess.run([shellcheck, bad], capture_output=True, text=True)
@@ -68,8 +68,12 @@ def test_sbatch_test_only_accepts_a_full_node_and_rejects_99_gpus(tmp_path, slur
 
 
 def test_slurm_run_job_reports_completed_and_failed(tmp_path, slurm_cluster):
-    ok = sbatch_script(tmp_path, "ok", ["--nodes=2", "--ntasks-per-node=1", "--gpus-per-node=8", "--output=%x-%j.out"],
-                       'srun bash -c \'echo "node=$SLURMD_NODENAME gpus=$SLURM_GPUS_ON_NODE"\' | sort')
+    ok = sbatch_script(
+        tmp_path,
+        "ok",
+        ["--nodes=2", "--ntasks-per-node=1", "--gpus-per-node=8", "--output=%x-%j.out"],
+        "srun bash -c 'echo \"node=$SLURMD_NODENAME gpus=$SLURM_GPUS_ON_NODE\"' | sort",
+    )
     state, output = slurm_cluster.run_job(ok, timeout=120)
     assert state == "COMPLETED", output
     assert output.splitlines() == ["node=n1 gpus=8", "node=n2 gpus=8"]
@@ -99,16 +103,23 @@ def test_torchrun_two_processes_all_reduce_and_a_crashing_rank_fails(tmp_path):
     args = ["--nnodes=1", "--nproc_per_node=2", "--master_port=29761", script]
     good = realtools.torchrun(args, timeout=120)
     assert good.returncode == 0, good.stderr[-3000:]
-    assert sorted(line for line in good.stdout.splitlines() if line.startswith("rank=")) == ["rank=0 sum=3",
-                                                                                             "rank=1 sum=3"]
+    assert sorted(line for line in good.stdout.splitlines() if line.startswith("rank=")) == [
+        "rank=0 sum=3",
+        "rank=1 sum=3",
+    ]
     crashed = realtools.torchrun(args, timeout=120, env={"CRASH_RANK": "1"})
     assert crashed.returncode not in (0, 124, 137), crashed.stderr[-3000:]
 
 
 # --- DeepSpeed's config parser -------------------------------------------------------------------------------
 
-DS_CONFIG = {"train_batch_size": 256, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 4,
-             "bf16": {"enabled": True}, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}
+DS_CONFIG = {
+    "train_batch_size": 256,
+    "train_micro_batch_size_per_gpu": 4,
+    "gradient_accumulation_steps": 4,
+    "bf16": {"enabled": True},
+    "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
+}
 
 
 def test_deepspeed_accepts_a_consistent_config_and_rejects_broken_ones(tmp_path):
@@ -162,9 +173,12 @@ def test_k8s_accepts_good_manifests_and_reports_every_error(tmp_path):
     good.write_text(DEPLOYMENT + "---\n" + PYTORCHJOB)
     assert realtools.validate_k8s([good]) == []
     bad = tmp_path / "bad.yaml"
-    bad.write_text(DEPLOYMENT.replace("replicas: 2", "replica: 2").replace("containerPort: 8000", "containerPort: '8000'")
-                   + "---\n" + PYTORCHJOB.replace("replicas: 1", "replicas: '1'")
-                   + "---\napiVersion: policy/v1beta1\nkind: PodDisruptionBudget\nmetadata: {name: x}\nspec: {}\n")
+    bad.write_text(
+        DEPLOYMENT.replace("replicas: 2", "replica: 2").replace("containerPort: 8000", "containerPort: '8000'")
+        + "---\n"
+        + PYTORCHJOB.replace("replicas: 1", "replicas: '1'")
+        + "---\napiVersion: policy/v1beta1\nkind: PodDisruptionBudget\nmetadata: {name: x}\nspec: {}\n"
+    )
     errors = "\n".join(realtools.validate_k8s([bad]))
     assert "'replica' was unexpected" in errors
     assert "containerPort: '8000' is not of type 'integer'" in errors
@@ -174,24 +188,40 @@ def test_k8s_accepts_good_manifests_and_reports_every_error(tmp_path):
 
 # --- vLLM's own argument parser and config classes ----------------------------------------------------------
 
-TINY_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
-              "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
-              "vocab_size": 1000, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "torch_dtype": "bfloat16"}
+TINY_LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 1000,
+    "max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-5,
+    "torch_dtype": "bfloat16",
+}
 
 
 def test_vllm_accepts_good_args_for_a_planted_hub_id():
-    ok, message = realtools.validate_vllm(["serve", "acme/tiny-llama", "-tp", "2", "--max-model-len", "2048"],
-                                          hf_config={"acme/tiny-llama": TINY_LLAMA})
+    ok, message = realtools.validate_vllm(
+        ["serve", "acme/tiny-llama", "-tp", "2", "--max-model-len", "2048"], hf_config={"acme/tiny-llama": TINY_LLAMA}
+    )
     assert ok, message
     assert "tp=2" in message and "max_model_len=2048" in message
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["--tensor-parallel-size", "two"], "invalid int value: 'two'"),                                  # argparse
-    (["--tensor-parallel-size", "3"], "must be divisible by tensor parallel size (3)"),               # ModelConfig
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--tensor-parallel-size", "two"], "invalid int value: 'two'"),  # argparse
+        (["--tensor-parallel-size", "3"], "must be divisible by tensor parallel size (3)"),  # ModelConfig
+    ],
+)
 def test_vllm_rejects_bad_args(args, expected):
-    ok, message = realtools.validate_vllm(["serve", "acme/tiny-llama", *args], hf_config={"acme/tiny-llama": TINY_LLAMA})
+    ok, message = realtools.validate_vllm(
+        ["serve", "acme/tiny-llama", *args], hf_config={"acme/tiny-llama": TINY_LLAMA}
+    )
     assert not ok
     assert expected in message
 
@@ -262,8 +292,8 @@ def png_pixels(data: bytes) -> tuple[int, int, int, list[bytes]]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat, width, height, channels = 8, b"", 0, 0, 0
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height, depth, color = struct.unpack(">IIBB", body[:10])
             assert depth == 8 and color in (2, 6), (depth, color)
@@ -273,7 +303,7 @@ def png_pixels(data: bytes) -> tuple[int, int, int, list[bytes]]:
         pos += 12 + length
     raw, stride, rows, prev = zlib.decompress(idat), width * channels, [], bytes(width * channels)
     for y in range(height):
-        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
         for i in range(stride):
             left = line[i - channels] if i >= channels else 0
             up, up_left = prev[i], prev[i - channels] if i >= channels else 0
@@ -294,14 +324,16 @@ def png_pixels(data: bytes) -> tuple[int, int, int, list[bytes]]:
 
 def test_chromium_renders_what_the_svg_draws(tmp_path):
     svg = tmp_path / "half.svg"
-    svg.write_text('<svg xmlns="http://www.w3.org/2000/svg" width="400" height="200">'
-                   '<rect width="200" height="200" fill="#ff0000"/><rect x="200" width="200" height="200" fill="#0000ff"/>'
-                   '</svg>')
+    svg.write_text(
+        '<svg xmlns="http://www.w3.org/2000/svg" width="400" height="200">'
+        '<rect width="200" height="200" fill="#ff0000"/><rect x="200" width="200" height="200" fill="#0000ff"/>'
+        "</svg>"
+    )
     png = tmp_path / "half.png"
     realtools.render_svg_png(svg, png, width=400, height=200)
     width, height, channels, rows = png_pixels(png.read_bytes())
     assert (width, height) == (400, 200)
-    rgb = lambda x, y: tuple(rows[y][x * channels:x * channels + 3])  # noqa: E731
+    rgb = lambda x, y: tuple(rows[y][x * channels : x * channels + 3])  # noqa: E731
     assert rgb(100, 190) == (255, 0, 0)  # bottom rows too: chromium crops windows under 150 px tall
     assert rgb(300, 10) == (0, 0, 255)
     with pytest.raises(ValueError, match="crop"):

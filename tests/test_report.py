@@ -31,7 +31,9 @@ def test_a_staged_service_shows_no_empty_alternatives_table():
 def test_vision_serving_is_described_in_items_and_latency(example):
     text = _report(REPO / "examples" / example)
     vision_lines = [l for l in text.splitlines() if l.startswith("- **") and "batch**" in l and "caption" not in l]
-    assert vision_lines and all("items per batch" in l and "sequences" not in l and "TPOT" not in l for l in vision_lines), vision_lines
+    assert vision_lines and all(
+        "items per batch" in l and "sequences" not in l and "TPOT" not in l for l in vision_lines
+    ), vision_lines
     assert "1 replicas" not in text and "1 GPUs" not in text
 
 
@@ -63,8 +65,12 @@ def test_the_whole_run_terms_are_decided_once_and_shown_with_their_sources():
 
     plan = resolve(REPO / "examples" / "llama3-405b-pretrain.yaml")
     t = plan.training
-    terms = (t.whole_run_failures_share, t.whole_run_checkpoints_share, t.whole_run_stragglers_share,
-             t.whole_run_evaluation_share)
+    terms = (
+        t.whole_run_failures_share,
+        t.whole_run_checkpoints_share,
+        t.whole_run_stragglers_share,
+        t.whole_run_evaluation_share,
+    )
     assert all(share > 0 for share in terms)  # Megatron on 2048 GPUs: every term applies
     assert t.goodput == pytest.approx(1 / (1 + sum(terms)))
     assert t.wall_seconds == pytest.approx(t.steps * t.step_seconds / t.goodput)

@@ -14,12 +14,14 @@ from tests.conftest import EXAMPLES, REPO
 @pytest.mark.parametrize("name, build", [("plan.schema.json", plan_schema), ("resolved.schema.json", resolved_schema)])
 def test_committed_schema_has_not_drifted(name, build):
     committed = json.loads((REPO / "schemas" / name).read_text())
-    assert committed == build(), f"schemas/{name} is stale: run `python -m compiler schema{' --resolved' if 'resolved' in name else ''} > schemas/{name}`"
+    assert committed == build(), (
+        f"schemas/{name} is stale: run `python -m compiler schema{' --resolved' if 'resolved' in name else ''} > schemas/{name}`"
+    )
 
 
 def test_readme_plan_reference_is_generated_from_the_models():
     readme = (REPO / "README.md").read_text()
-    section = readme[readme.index(BEGIN): readme.index(END) + len(END)]
+    section = readme[readme.index(BEGIN) : readme.index(END) + len(END)]
     assert section == plan_reference(), "README plan reference is stale: paste `python -m compiler.docs` output"
 
 

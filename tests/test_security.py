@@ -13,7 +13,9 @@ from tests.conftest import REPO, run_cli
 
 PLAN = REPO / "examples" / "llama3-8b-pretrain.yaml"
 SMALL = {
-    "name": "small", "workload": "finetune", "model": {"preset": "llama-3.1-8b"},
+    "name": "small",
+    "workload": "finetune",
+    "model": {"preset": "llama-3.1-8b"},
     "train": {"dataset_tokens": "10M", "epochs": 1, "seq_len": 2048, "global_batch": 16, "method": "lora"},
     "cluster": {"gpu": "my-gpu", "count": 8, "catalog": "gpus.yaml"},
 }
@@ -81,22 +83,37 @@ def test_a_file_name_with_spaces_regenerates_as_one_shell_word(tmp_path):
     assert "# Regenerate: mlinfra-compile 'my plan.yaml' -o <out>\n" in sbatch
 
 
-@pytest.mark.parametrize("field,value", [
-    ("id", "h100\ntouch /tmp/pwned"), ("id", "H100 SXM"), ("id", "../x"),
-    ("name", "H100\ntouch /tmp/pwned"), ("source", "see \x1b]0;title\x07"),
-    ("k8s_product_label", "NVIDIA H100\n- x"), ("slurm_gres_type", "h100,gpu:8"), ("as_of", "today"),
-])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("id", "h100\ntouch /tmp/pwned"),
+        ("id", "H100 SXM"),
+        ("id", "../x"),
+        ("name", "H100\ntouch /tmp/pwned"),
+        ("source", "see \x1b]0;title\x07"),
+        ("k8s_product_label", "NVIDIA H100\n- x"),
+        ("slurm_gres_type", "h100,gpu:8"),
+        ("as_of", "today"),
+    ],
+)
 def test_a_user_catalog_string_that_could_break_a_line_is_refused(tmp_path, field, value):
     error = _located_error(_compile_with_catalog(tmp_path, _user_gpu(**{field: value})))
     assert "cluster.catalog" in error and "[invalid-catalog]" in error
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("field,value", [
-    ("memory_bandwidth_bytes_per_second", 5e-324), ("intra_node_bandwidth_bytes_per_second", 1e-300),
-    ("price_usd_per_gpu_hour", {"on-demand": 1e308}), ("dense_tflops", {"bf16": 5e-324}),
-    ("memory_bytes", 1), ("tdp_watts", 1e300), ("achievable_matmul_fraction", 1e-300),
-])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("memory_bandwidth_bytes_per_second", 5e-324),
+        ("intra_node_bandwidth_bytes_per_second", 1e-300),
+        ("price_usd_per_gpu_hour", {"on-demand": 1e308}),
+        ("dense_tflops", {"bf16": 5e-324}),
+        ("memory_bytes", 1),
+        ("tdp_watts", 1e300),
+        ("achievable_matmul_fraction", 1e-300),
+    ],
+)
 def test_extreme_catalog_figures_are_refused(tmp_path, field, value):
     entry = _user_gpu()
     entry[field] = {**entry[field], **value} if isinstance(value, dict) else value
@@ -108,7 +125,13 @@ def _git_repo(tmp_path):
     repo = tmp_path / "infra"
     repo.mkdir()
     (repo / "plan.yaml").write_text(PLAN.read_text())
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "PATH": "/usr/bin:/bin",
+    }
     for cmd in (["init", "-q"], ["add", "."], ["commit", "-qm", "x"]):
         subprocess.run(["git", *cmd], cwd=repo, check=True, env=env)
     return repo
@@ -141,9 +164,14 @@ def _plan_with(tmp_path, changes: dict, base: dict | None = None):
     return run_cli(tmp_path / "plan.yaml", "-o", tmp_path / "out")
 
 
-@pytest.mark.parametrize("field,value", [("train.mtbf_gpu_hours", 5e-324), ("train.epochs", 5e-324), ("train.bytes_per_token", 5e-324)])
+@pytest.mark.parametrize(
+    "field,value", [("train.mtbf_gpu_hours", 5e-324), ("train.epochs", 5e-324), ("train.bytes_per_token", 5e-324)]
+)
 def test_a_denormal_plan_figure_is_refused_where_it_is_written(tmp_path, field, value):
-    changes = {field: value, **({"train.dataset_tokens": "1T", "train.tokens": None} if field == "train.epochs" else {})}
+    changes = {
+        field: value,
+        **({"train.dataset_tokens": "1T", "train.tokens": None} if field == "train.epochs" else {}),
+    }
     plan = yaml.safe_load(PLAN.read_text())
     if field == "train.epochs":
         del plan["train"]["tokens"]
@@ -190,10 +218,17 @@ def test_half_a_million_tiny_nodes_are_refused_from_the_stream(tmp_path):
     import sys
 
     (tmp_path / "plan.yaml").write_text("a: [" + ",".join(["0"] * 500_000) + "]\n")
-    probe = ("import resource, sys; from compiler.cli import main; code = main(sys.argv[1:]); "
-             "print('maxrss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(code)")
-    result = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "plan.yaml"), "-o", str(tmp_path / "out")],
-                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    probe = (
+        "import resource, sys; from compiler.cli import main; code = main(sys.argv[1:]); "
+        "print('maxrss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(code)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path / "plan.yaml"), "-o", str(tmp_path / "out")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "[yaml-too-large]" in _located_error(result)
     assert len(result.stderr) < 1000  # the one-line document is quoted around the column, not whole
     assert int(result.stderr.split("maxrss_kib ")[1]) < 200_000  # KiB: nothing near 395 MB was built
@@ -220,7 +255,13 @@ def test_ordinary_env_is_kept(tmp_path):
 def test_output_survives_a_latin1_locale(tmp_path, command):
     import os
 
-    env = {**os.environ, "LANG": "en_US.ISO-8859-1", "LC_ALL": "en_US.ISO-8859-1", "PYTHONIOENCODING": "latin-1", "PYTHONUTF8": "0"}
+    env = {
+        **os.environ,
+        "LANG": "en_US.ISO-8859-1",
+        "LC_ALL": "en_US.ISO-8859-1",
+        "PYTHONIOENCODING": "latin-1",
+        "PYTHONUTF8": "0",
+    }
     result = run_cli(*command, env=env)
     assert result.returncode == 0 and "Traceback" not in result.stderr
 
@@ -239,10 +280,15 @@ def test_a_stale_check_survives_a_latin1_locale(tmp_path):
 def test_explain_escapes_terminal_control_sequences():
     from compiler.cli import terminal_text
 
-    assert terminal_text("GPU \x1b[2J\x1b]0;owned\x07 \u202eevil\nnext") == "GPU \\x1b[2J\\x1b]0;owned\\x07 \\u202eevil\nnext"
+    assert (
+        terminal_text("GPU \x1b[2J\x1b]0;owned\x07 \u202eevil\nnext")
+        == "GPU \\x1b[2J\\x1b]0;owned\\x07 \\u202eevil\nnext"
+    )
 
 
-@pytest.mark.parametrize("text,column", [("train:\n  seq_len: " + "9" * 5000 + "\n", 12), ("train:\n  deadline: 2024-02-30\n", 13)])
+@pytest.mark.parametrize(
+    "text,column", [("train:\n  seq_len: " + "9" * 5000 + "\n", 12), ("train:\n  deadline: 2024-02-30\n", 13)]
+)
 def test_a_value_python_cannot_hold_is_located_at_the_value(tmp_path, text, column):
     (tmp_path / "plan.yaml").write_text("name: x\nworkload: train\n" + text)
     error = _located_error(run_cli(tmp_path / "plan.yaml", "-o", tmp_path / "out"))

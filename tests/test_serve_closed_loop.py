@@ -50,12 +50,23 @@ def test_clients_beyond_the_batch_queue_and_add_no_throughput():
     m = llama_8b_on_h100()
     full, over = (closed_loop_point(m, 32, clients=n, **LENGTHS) for n in (32, 96))
     assert over.arrival_rate == pytest.approx(full.arrival_rate)
-    assert over.ttft_p50_seconds - full.ttft_p50_seconds == pytest.approx(64 / full.arrival_rate)  # Little's law on the queue
+    assert over.ttft_p50_seconds - full.ttft_p50_seconds == pytest.approx(
+        64 / full.arrival_rate
+    )  # Little's law on the queue
 
 
 def _plan(tmp_path, traffic: dict, name: str = "plan", **serve):
-    plan = {**CHAT, "budget": {}, "cluster": {**CHAT["cluster"], "gpus": ["h100-sxm-80gb"]},
-            "serve": {**CHAT["serve"], "slo": {}, "traffic": {"prompt_tokens": 1000, "output_tokens": 250, **traffic}, **serve}}
+    plan = {
+        **CHAT,
+        "budget": {},
+        "cluster": {**CHAT["cluster"], "gpus": ["h100-sxm-80gb"]},
+        "serve": {
+            **CHAT["serve"],
+            "slo": {},
+            "traffic": {"prompt_tokens": 1000, "output_tokens": 250, **traffic},
+            **serve,
+        },
+    }
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(plan, sort_keys=False))
     return path
@@ -69,7 +80,9 @@ def test_a_closed_loop_plan_is_sized_and_reported_at_its_clients(tmp_path):
     assert s.in_flight_at_peak == pytest.approx(clients)
     assert s.requests_per_second_at_peak * (s.ttft_p50_seconds + 250 * s.tpot_p50_seconds) == pytest.approx(clients)
     assert s.ttft_seconds > s.ttft_p50_seconds and s.itl_p50_seconds < s.tpot_p50_seconds
-    assert 0 < s.requests_per_second < s.requests_per_second_at_peak * s.max_replicas  # 40 clients on average, 80 at peak
+    assert (
+        0 < s.requests_per_second < s.requests_per_second_at_peak * s.max_replicas
+    )  # 40 clients on average, 80 at peak
 
 
 def test_one_client_gets_the_single_stream_latencies(tmp_path):

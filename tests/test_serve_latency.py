@@ -8,25 +8,44 @@ import math
 import pytest
 
 from benchmarks.decode_fixed_time import CROSS_CHECK, ROWS, derived_seconds, per_layer_seconds, roofline_seconds
+from compiler.catalog.types import Architecture
 from compiler.sizing.serve_latency import (
-    DECODE_LAYER_FIXED_SECONDS, ReplicaModel, decode_fixed_seconds, allreduce_seconds, compute_dtype, decode_step, elementwise_seconds, erlang_c, evaluate_batch,
-    expert_flops_per_second, experts_touched_fraction, matmul_params, mmc_wait_p99_seconds, prefill_flops, routed_active_params,
+    DECODE_LAYER_FIXED_SECONDS,
+    ReplicaModel,
+    allreduce_seconds,
+    compute_dtype,
+    decode_fixed_seconds,
+    decode_step,
+    elementwise_seconds,
+    erlang_c,
+    evaluate_batch,
+    expert_flops_per_second,
+    experts_touched_fraction,
+    matmul_params,
+    mmc_wait_p99_seconds,
+    prefill_flops,
+    routed_active_params,
     weight_read_bytes_per_gpu,
 )
 from compiler.sizing.serve_memory import weights_bytes_per_gpu
 from tests.test_serve_memory import A100, DEEPSEEK_V3, H100, LLAMA_31_8B, LLAMA_31_8B_COUNTS, T4
 
-from compiler.catalog.types import Architecture
-
 BANDWIDTH = 3.35e12 * 0.8
 ELEMENTWISE_BYTES_PER_TOKEN = 2 * 32 * 147_456  # Llama-3.1-8B at TP1 (test below)
-MIXTRAL = Architecture(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=32000, experts=8,
-                       experts_per_token=2)
+MIXTRAL = Architecture(
+    layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=32000, experts=8, experts_per_token=2
+)
 
 
 def llama_8b_on_h100(tp: int = 1, pp: int = 1) -> ReplicaModel:
     return ReplicaModel(
-        gpu=H100, arch=LLAMA_31_8B, params=LLAMA_31_8B_COUNTS, precision="bf16", dtype="bf16", tp=tp, pp=pp,
+        gpu=H100,
+        arch=LLAMA_31_8B,
+        params=LLAMA_31_8B_COUNTS,
+        precision="bf16",
+        dtype="bf16",
+        tp=tp,
+        pp=pp,
         weights_bytes_per_gpu=weights_bytes_per_gpu(LLAMA_31_8B_COUNTS, LLAMA_31_8B, "bf16", tp, pp),
         kv_bytes_per_token_per_gpu=131_072 // tp,
     )
@@ -116,7 +135,13 @@ def test_fp8_gemms_run_at_the_deepgemm_measured_shares():
     """fp8 weights stream at 2298.5 of 3350 GB/s and multiply at 1041.5 of 1979 TFLOP/s (DeepGEMM on H800);
     the KV cache is still read at the streaming share."""
     fp8 = ReplicaModel(
-        gpu=H100, arch=LLAMA_31_8B, params=LLAMA_31_8B_COUNTS, precision="fp8", dtype="fp8", tp=1, pp=1,
+        gpu=H100,
+        arch=LLAMA_31_8B,
+        params=LLAMA_31_8B_COUNTS,
+        precision="fp8",
+        dtype="fp8",
+        tp=1,
+        pp=1,
         weights_bytes_per_gpu=weights_bytes_per_gpu(LLAMA_31_8B_COUNTS, LLAMA_31_8B, "fp8", 1, 1),
         kv_bytes_per_token_per_gpu=65_536,
     )
@@ -141,10 +166,19 @@ def test_moe_expert_gemms_are_a_roofline_of_their_own_at_deepgemms_grouped_rate(
     """Mixtral-8x7B fp8 at batch 1024: 256 rows per expert → DeepGEMM's masked grouped GEMM, 873.5 of 1979
     TFLOP/s; the dense GEMMs keep the 1041.5 share; weights are all read (every expert touched)."""
     from compiler.catalog.params import count_params
+
     counts = count_params(MIXTRAL)
-    m = ReplicaModel(gpu=H100, arch=MIXTRAL, params=counts, precision="fp8", dtype="fp8", tp=1, pp=1,
-                     weights_bytes_per_gpu=weights_bytes_per_gpu(counts, MIXTRAL, "fp8", 1, 1),
-                     kv_bytes_per_token_per_gpu=65_536)
+    m = ReplicaModel(
+        gpu=H100,
+        arch=MIXTRAL,
+        params=counts,
+        precision="fp8",
+        dtype="fp8",
+        tp=1,
+        pp=1,
+        weights_bytes_per_gpu=weights_bytes_per_gpu(counts, MIXTRAL, "fp8", 1, 1),
+        kv_bytes_per_token_per_gpu=65_536,
+    )
     routed = 2 * 3 * 4096 * 14336 * 32
     assert routed_active_params(MIXTRAL) == routed
     peak = H100.peak_flops_per_second("fp8")
@@ -155,8 +189,17 @@ def test_moe_expert_gemms_are_a_roofline_of_their_own_at_deepgemms_grouped_rate(
     expert = 1024 * 2 * routed / (peak * 873.5 / 1979)
     dense = 1024 * 2 * (matmul_params(counts, MIXTRAL) - routed) / m.flops_per_second
     assert step.gemm_seconds == pytest.approx(expert + dense)
-    bf16 = ReplicaModel(gpu=H100, arch=MIXTRAL, params=counts, precision="bf16", dtype="bf16", tp=1, pp=1,
-                        weights_bytes_per_gpu=1, kv_bytes_per_token_per_gpu=1)
+    bf16 = ReplicaModel(
+        gpu=H100,
+        arch=MIXTRAL,
+        params=counts,
+        precision="bf16",
+        dtype="bf16",
+        tp=1,
+        pp=1,
+        weights_bytes_per_gpu=1,
+        kv_bytes_per_token_per_gpu=1,
+    )
     assert expert_flops_per_second(bf16, 1024) == bf16.flops_per_second  # no grouped-GEMM measurement
 
 
@@ -189,14 +232,18 @@ def test_long_prompt_prefill_is_compute_bound_and_chunked():
     flops = prefill_flops(LLAMA_31_8B_COUNTS, LLAMA_31_8B, 20000)
     # 4.05e14 FLOPs at 692.6 TFLOP/s: 0.585 s, far above 3 weight reads (3 chunks × 5.6 ms); + 70 ms of
     # memory-bound kernels over 20,000 tokens
-    assert p.prefill_latency_seconds == pytest.approx(flops / (989.4e12 * 0.7) + 20000 * ELEMENTWISE_BYTES_PER_TOKEN / BANDWIDTH)
+    assert p.prefill_latency_seconds == pytest.approx(
+        flops / (989.4e12 * 0.7) + 20000 * ELEMENTWISE_BYTES_PER_TOKEN / BANDWIDTH
+    )
     assert p.prefill_latency_seconds == pytest.approx(0.6552, rel=1e-3)
 
 
 @pytest.mark.parametrize("tp, batch, context", [(1, 1, 100), (2, 64, 1000), (1, 1024, 192)])
 def test_decode_step_is_the_sum_of_its_reported_parts(tp, batch, context):
     step = decode_step(llama_8b_on_h100(tp=tp), batch=batch, context=context)
-    parts = step.gemm_seconds + step.attention_seconds + step.elementwise_seconds + step.comm_seconds + step.fixed_seconds
+    parts = (
+        step.gemm_seconds + step.attention_seconds + step.elementwise_seconds + step.comm_seconds + step.fixed_seconds
+    )
     assert step.fixed_seconds == pytest.approx(32 * DECODE_LAYER_FIXED_SECONDS)
     assert step.seconds == pytest.approx(parts)
     assert step.elementwise_seconds > 0 and (step.comm_seconds > 0) == (tp > 1)

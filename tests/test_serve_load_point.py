@@ -13,9 +13,18 @@ CHAT = yaml.safe_load((REPO / "examples" / "llama3-8b-chat.yaml").read_text())
 
 
 def _serve(tmp_path, rate: float, model: str = "llama-3.1-8b", **serve):
-    plan = {**CHAT, "model": {"preset": model}, "budget": {},
-            "serve": {**CHAT["serve"], "slo": {}, "traffic": {**CHAT["serve"]["traffic"], "requests_per_second": rate}, **serve},
-            "cluster": {**CHAT.get("cluster", {}), "gpus": ["h100-sxm-80gb"]}}
+    plan = {
+        **CHAT,
+        "model": {"preset": model},
+        "budget": {},
+        "serve": {
+            **CHAT["serve"],
+            "slo": {},
+            "traffic": {**CHAT["serve"]["traffic"], "requests_per_second": rate},
+            **serve,
+        },
+        "cluster": {**CHAT.get("cluster", {}), "gpus": ["h100-sxm-80gb"]},
+    }
     path = tmp_path / f"plan-{rate}.yaml"
     path.write_text(yaml.safe_dump(plan))
     return path

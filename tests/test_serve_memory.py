@@ -12,8 +12,13 @@ import pytest
 
 from compiler.catalog.types import Architecture, GpuSpec
 from compiler.sizing.serve_memory import (
-    activation_workspace_bytes, kv_bytes_per_token, kv_bytes_per_token_per_gpu, replica_memory,
-    weight_bytes_per_param, weights_bytes_per_gpu, weights_bytes_total,
+    activation_workspace_bytes,
+    kv_bytes_per_token,
+    kv_bytes_per_token_per_gpu,
+    replica_memory,
+    weight_bytes_per_param,
+    weights_bytes_per_gpu,
+    weights_bytes_total,
 )
 
 GIB = 2**30
@@ -33,14 +38,35 @@ class Counts:
     largest_layer: int = 0
 
 
-def gpu(ident: str, memory_gib: float, bandwidth: float, tflops: dict, *, link: float = 450e9, price: float = 4.0,
-        per_node: int = 8, edge: bool = False, tdp: float = 700) -> GpuSpec:
+def gpu(
+    ident: str,
+    memory_gib: float,
+    bandwidth: float,
+    tflops: dict,
+    *,
+    link: float = 450e9,
+    price: float = 4.0,
+    per_node: int = 8,
+    edge: bool = False,
+    tdp: float = 700,
+) -> GpuSpec:
     return GpuSpec(
-        id=ident, name=ident.upper(), memory_bytes=int(memory_gib * GIB), memory_bandwidth_bytes_per_second=bandwidth,
-        dense_tflops=tflops, intra_node_bandwidth_bytes_per_second=link, gpus_per_node=per_node, tdp_watts=tdp,
+        id=ident,
+        name=ident.upper(),
+        memory_bytes=int(memory_gib * GIB),
+        memory_bandwidth_bytes_per_second=bandwidth,
+        dense_tflops=tflops,
+        intra_node_bandwidth_bytes_per_second=link,
+        gpus_per_node=per_node,
+        tdp_watts=tdp,
         price_usd_per_gpu_hour={"on-demand": price, "spot": price / 2, "reserved": price * 0.6},
-        achievable_matmul_fraction=0.7, achievable_memory_bandwidth_fraction=0.8, k8s_product_label=ident.upper(),
-        slurm_gres_type=ident.split("-")[0], edge=edge, source="test fixture", as_of="2025-01-01",
+        achievable_matmul_fraction=0.7,
+        achievable_memory_bandwidth_fraction=0.8,
+        k8s_product_label=ident.upper(),
+        slurm_gres_type=ident.split("-")[0],
+        edge=edge,
+        source="test fixture",
+        as_of="2025-01-01",
     )
 
 
@@ -48,22 +74,40 @@ H100 = gpu("h100-sxm-80gb", 80, 3.35e12, {"bf16": 989.4, "fp16": 989.4, "fp8": 1
 A100 = gpu("a100-sxm-80gb", 80, 2.039e12, {"bf16": 312, "fp16": 312, "int8": 624}, link=300e9, price=2.0)
 L40S = gpu("l40s-pcie-48gb", 48, 0.864e12, {"bf16": 362.05, "fp16": 362.05, "fp8": 733}, link=32e9, price=1.5)
 T4 = gpu("t4-pcie-16gb", 16, 0.32e12, {"fp16": 65, "int8": 130}, link=16e9, price=0.5, tdp=70)
-JETSON = gpu("jetson-orin-64gb", 64, 0.2048e12, {"fp16": 85, "int8": 170}, link=0, price=0.1, per_node=1, edge=True, tdp=60)
+JETSON = gpu(
+    "jetson-orin-64gb", 64, 0.2048e12, {"fp16": 85, "int8": 170}, link=0, price=0.1, per_node=1, edge=True, tdp=60
+)
 GPUS = {g.id: g for g in (H100, A100, L40S, T4, JETSON)}
 
 # Llama-3.1-8B: per layer 4096·(4096·2 + 1024·2) attention + 3·4096·14336 MLP + 2·4096 norms = 218,112,000;
 # ×32 + untied embedding/LM head 2·128256·4096 = 1,050,673,152 + final norm 4096 → 8,030,261,248.
-LLAMA_31_8B = Architecture(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=128256,
-                           max_position=131072)
+LLAMA_31_8B = Architecture(
+    layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=128256, max_position=131072
+)
 LLAMA_31_8B_COUNTS = Counts(total=8_030_261_248, active=8_030_261_248, embedding=1_050_673_152)
 # Llama-2-70B: per layer 150,994,944 + 704,643,072 + 16,384 = 855,654,400; ×80 + 2·32000·8192 + 8192.
-LLAMA_2_70B = Architecture(layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672, vocab=32000, max_position=4096)
+LLAMA_2_70B = Architecture(
+    layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672, vocab=32000, max_position=4096
+)
 LLAMA_2_70B_COUNTS = Counts(total=68_976_648_192, active=68_976_648_192, embedding=524_288_000)
 # DeepSeek-V3 (config_671B.json): 61 layers, MLA kv_lora_rank 512, rope 64; 671B total, 37B active.
 DEEPSEEK_V3 = Architecture(
-    layers=61, hidden=7168, heads=128, kv_heads=128, ffn_hidden=18432, vocab=129280, experts=256, experts_per_token=8,
-    shared_experts=1, moe_ffn_hidden=2048, dense_layers=3, q_lora_rank=1536, kv_lora_rank=512, qk_rope_head_dim=64,
-    qk_nope_head_dim=128, v_head_dim=128,
+    layers=61,
+    hidden=7168,
+    heads=128,
+    kv_heads=128,
+    ffn_hidden=18432,
+    vocab=129280,
+    experts=256,
+    experts_per_token=8,
+    shared_experts=1,
+    moe_ffn_hidden=2048,
+    dense_layers=3,
+    q_lora_rank=1536,
+    kv_lora_rank=512,
+    qk_rope_head_dim=64,
+    qk_nope_head_dim=128,
+    v_head_dim=128,
 )
 DEEPSEEK_V3_COUNTS = Counts(total=671_000_000_000, active=37_000_000_000, embedding=2 * 129280 * 7168)
 
@@ -125,9 +169,18 @@ def test_activation_workspace_matches_stated_model():
 
 def test_vllm_budget_llama_31_8b_bf16_on_80_gib():
     m = replica_memory(
-        LLAMA_31_8B_COUNTS, LLAMA_31_8B, precision="bf16", kv_cache_dtype="auto", tp=1, pp=1,
-        gpu_memory_bytes=80 * GIB, gpu_memory_utilization=0.9, max_num_batched_tokens=8192, max_num_seqs=256,
-        context_len=8192, request_tokens=768,
+        LLAMA_31_8B_COUNTS,
+        LLAMA_31_8B,
+        precision="bf16",
+        kv_cache_dtype="auto",
+        tp=1,
+        pp=1,
+        gpu_memory_bytes=80 * GIB,
+        gpu_memory_utilization=0.9,
+        max_num_batched_tokens=8192,
+        max_num_seqs=256,
+        context_len=8192,
+        request_tokens=768,
     )
     assert m.usable == 77_309_411_328  # 0.9 × 80 GiB
     assert m.weights == 16_060_522_496
@@ -141,9 +194,19 @@ def test_vllm_budget_llama_31_8b_bf16_on_80_gib():
 
 def test_tensorrt_llm_budget_is_a_share_of_free_memory():
     m = replica_memory(
-        LLAMA_31_8B_COUNTS, LLAMA_31_8B, precision="bf16", kv_cache_dtype="auto", tp=1, pp=1,
-        gpu_memory_bytes=80 * GIB, gpu_memory_utilization=0.9, max_num_batched_tokens=8192, max_num_seqs=256,
-        context_len=8192, request_tokens=768, share_of_free_memory=True,
+        LLAMA_31_8B_COUNTS,
+        LLAMA_31_8B,
+        precision="bf16",
+        kv_cache_dtype="auto",
+        tp=1,
+        pp=1,
+        gpu_memory_bytes=80 * GIB,
+        gpu_memory_utilization=0.9,
+        max_num_batched_tokens=8192,
+        max_num_seqs=256,
+        context_len=8192,
+        request_tokens=768,
+        share_of_free_memory=True,
     )
     free = 80 * GIB - 16_060_522_496 - 1_101_529_088 - 1_921_997_864
     assert m.kv_cache == int(free * 0.9)
@@ -151,8 +214,17 @@ def test_tensorrt_llm_budget_is_a_share_of_free_memory():
 
 def test_model_that_does_not_fit_leaves_no_kv():
     m = replica_memory(
-        LLAMA_2_70B_COUNTS, LLAMA_2_70B, precision="bf16", kv_cache_dtype="auto", tp=1, pp=1,
-        gpu_memory_bytes=80 * GIB, gpu_memory_utilization=0.9, max_num_batched_tokens=2048, max_num_seqs=256,
-        context_len=4096, request_tokens=1024,
+        LLAMA_2_70B_COUNTS,
+        LLAMA_2_70B,
+        precision="bf16",
+        kv_cache_dtype="auto",
+        tp=1,
+        pp=1,
+        gpu_memory_bytes=80 * GIB,
+        gpu_memory_utilization=0.9,
+        max_num_batched_tokens=2048,
+        max_num_seqs=256,
+        context_len=4096,
+        request_tokens=1024,
     )
     assert m.weights > m.usable and m.kv_cache == 0 and m.kv_cache_tokens == 0 and not m.fits

@@ -10,7 +10,7 @@ import pytest
 
 from compiler.diagnostics import PlanInputError
 from compiler.pipeline import resolve
-from compiler.targets import tgi, vllm
+from compiler.targets import vllm
 
 
 def _resolve(tmp_path: Path, text: str):
@@ -20,9 +20,11 @@ def _resolve(tmp_path: Path, text: str):
 
 
 def _serve_plan(model: str, precision: str = "bf16", engine: str = "vllm", context_len: int = 8192) -> str:
-    return (f"name: x\nworkload: serve\nmodel: {model}\nprecision: {precision}\n"
-            f"serve:\n  engine: {engine}\n  context_len: {context_len}\n  traffic: {{requests_per_second: 2}}\n"
-            "cluster: {gpus: [h100-sxm-80gb]}\n")
+    return (
+        f"name: x\nworkload: serve\nmodel: {model}\nprecision: {precision}\n"
+        f"serve:\n  engine: {engine}\n  context_len: {context_len}\n  traffic: {{requests_per_second: 2}}\n"
+        "cluster: {gpus: [h100-sxm-80gb]}\n"
+    )
 
 
 def _refused(tmp_path: Path, text: str):
@@ -49,8 +51,13 @@ def test_int4_on_a_16_bit_repository_is_refused_for_vllm(tmp_path):
 
 
 def test_int4_on_an_awq_checkpoint_compiles_and_names_no_method(tmp_path):
-    plan = _resolve(tmp_path, _serve_plan("{preset: llama-3.1-8b, hf_id: hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4, "
-                                          "quantization: awq}", precision="int4"))
+    plan = _resolve(
+        tmp_path,
+        _serve_plan(
+            "{preset: llama-3.1-8b, hf_id: hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4, quantization: awq}",
+            precision="int4",
+        ),
+    )
     assert "quantization" not in vllm.engine_config(plan)
     assert any("awq-quantized checkpoint" in d.choice for d in plan.deployment.decisions)
 
@@ -66,8 +73,13 @@ def test_fp8_from_a_16_bit_checkpoint_quantizes_at_load_time(tmp_path):
 
 
 def test_fp8_checkpoint_gets_no_quantization_flag(tmp_path):
-    plan = _resolve(tmp_path, _serve_plan("{preset: llama-3.1-8b, hf_id: neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8, "
-                                          "quantization: fp8}", precision="fp8"))
+    plan = _resolve(
+        tmp_path,
+        _serve_plan(
+            "{preset: llama-3.1-8b, hf_id: neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8, quantization: fp8}",
+            precision="fp8",
+        ),
+    )
     config = vllm.engine_config(plan)
     assert "quantization" not in config and config["model"] == "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8"
     assert "--quantization" not in " ".join(vllm.serve_args(plan))
@@ -88,8 +100,10 @@ def test_checkpoint_quantization_on_a_training_plan_is_refused(tmp_path):
 
 
 def test_min_replicas_without_kubernetes_is_refused(tmp_path):
-    text = ("name: x\nworkload: serve\nmodel: {preset: llama-3.1-8b}\n"
-            "serve: {traffic: {requests_per_second: 1}, min_replicas: 2}\ncluster: {scheduler: slurm}\n")
+    text = (
+        "name: x\nworkload: serve\nmodel: {preset: llama-3.1-8b}\n"
+        "serve: {traffic: {requests_per_second: 1}, min_replicas: 2}\ncluster: {scheduler: slurm}\n"
+    )
     (diag,) = _refused(tmp_path, text)
     assert (diag.code, diag.path) == ("unused-field", "serve.min_replicas")
 

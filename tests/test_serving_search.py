@@ -15,7 +15,12 @@ from compiler.sizing.serve_search import search_serving
 from compiler.sizing.serve_stages import PipelineStage, size_pipeline
 from compiler.sizing.serve_types import DEFAULT_TARGET_UTILIZATION, HOURS_PER_MONTH, ServeRequest
 from tests.test_serve_memory import (
-    GPUS, LLAMA_2_70B, LLAMA_2_70B_COUNTS, LLAMA_31_8B, LLAMA_31_8B_COUNTS, Counts,
+    GPUS,
+    LLAMA_2_70B,
+    LLAMA_2_70B_COUNTS,
+    LLAMA_31_8B,
+    LLAMA_31_8B_COUNTS,
+    Counts,
 )
 
 FABRICS = load_fabrics()
@@ -23,11 +28,28 @@ FABRICS = load_fabrics()
 
 def llama_8b_request(**changes) -> ServeRequest:
     base = ServeRequest(
-        arch=LLAMA_31_8B, params=LLAMA_31_8B_COUNTS, model_id="llama-3.1-8b", precisions=("bf16", "fp8"),
-        kv_cache_dtype="auto", engine="vllm", context_len=8192, requests_per_second=20, prompt_tokens=512,
-        output_tokens=256, peak_factor=2.0, ttft_p99_seconds=2.0, tpot_p99_seconds=0.05, latency_p99_seconds=None,
-        gpu_ids=("a100-sxm-80gb", "h100-sxm-80gb", "l40s-pcie-48gb"), gpu_count=None, tp=None, pp=None,
-        gpus_per_node=None, interconnect=FABRICS.interconnects["ib-400g"], pricing="on-demand", optimize="cost",
+        arch=LLAMA_31_8B,
+        params=LLAMA_31_8B_COUNTS,
+        model_id="llama-3.1-8b",
+        precisions=("bf16", "fp8"),
+        kv_cache_dtype="auto",
+        engine="vllm",
+        context_len=8192,
+        requests_per_second=20,
+        prompt_tokens=512,
+        output_tokens=256,
+        peak_factor=2.0,
+        ttft_p99_seconds=2.0,
+        tpot_p99_seconds=0.05,
+        latency_p99_seconds=None,
+        gpu_ids=("a100-sxm-80gb", "h100-sxm-80gb", "l40s-pcie-48gb"),
+        gpu_count=None,
+        tp=None,
+        pp=None,
+        gpus_per_node=None,
+        interconnect=FABRICS.interconnects["ib-400g"],
+        pricing="on-demand",
+        optimize="cost",
         budget_usd_per_month=None,
     )
     return replace(base, **changes)
@@ -70,8 +92,14 @@ def test_fp8_rejected_on_ampere_with_reason():
 
 
 def test_without_slo_the_batch_maximises_throughput():
-    req = llama_8b_request(ttft_p99_seconds=None, tpot_p99_seconds=None, gpu_ids=("h100-sxm-80gb",),
-                           precisions=("bf16",), tp=1, requests_per_second=200.0)  # loaded: latency near capacity
+    req = llama_8b_request(
+        ttft_p99_seconds=None,
+        tpot_p99_seconds=None,
+        gpu_ids=("h100-sxm-80gb",),
+        precisions=("bf16",),
+        tp=1,
+        requests_per_second=200.0,
+    )  # loaded: latency near capacity
     free = search_serving(req, GPUS).chosen
     tight = search_serving(replace(req, tpot_p99_seconds=0.009), GPUS).chosen
     assert free.tpot_seconds > 0.009  # at its operating point the free choice is slower than the tight target
@@ -90,8 +118,15 @@ def test_unreachable_slo_is_infeasible_with_nearest():
 
 
 def test_model_too_large_for_allowed_gpu_names_smallest_fit():
-    req = llama_8b_request(arch=LLAMA_2_70B, params=LLAMA_2_70B_COUNTS, model_id="llama-2-70b", context_len=4096,
-                           precisions=("bf16",), gpu_ids=("l40s-pcie-48gb",), gpu_count=1)
+    req = llama_8b_request(
+        arch=LLAMA_2_70B,
+        params=LLAMA_2_70B_COUNTS,
+        model_id="llama-2-70b",
+        context_len=4096,
+        precisions=("bf16",),
+        gpu_ids=("l40s-pcie-48gb",),
+        gpu_count=1,
+    )
     result = search_serving(req, GPUS)
     assert result.chosen is None
     assert result.infeasible_reason["fit"][0] == 2
@@ -102,8 +137,15 @@ def test_model_too_large_for_allowed_gpu_names_smallest_fit():
 def test_smallest_fit_names_only_shapes_the_engine_can_run():
     """Llama-2-70B bf16 (~129 GiB) on T4s only fits with PP across two nodes: vLLM can run that, TGI cannot."""
     t4_only = {"t4-pcie-16gb": GPUS["t4-pcie-16gb"]}
-    req = llama_8b_request(arch=LLAMA_2_70B, params=LLAMA_2_70B_COUNTS, model_id="llama-2-70b", context_len=4096,
-                           precisions=("fp16",), gpu_ids=("t4-pcie-16gb",), gpu_count=1)
+    req = llama_8b_request(
+        arch=LLAMA_2_70B,
+        params=LLAMA_2_70B_COUNTS,
+        model_id="llama-2-70b",
+        context_len=4096,
+        precisions=("fp16",),
+        gpu_ids=("t4-pcie-16gb",),
+        gpu_count=1,
+    )
     assert "smallest fit: 16 × t4-pcie-16gb (TP8 PP2" in words(search_serving(req, t4_only).infeasible_reason)
     tgi = words(search_serving(replace(req, engine="tgi"), t4_only).infeasible_reason)
     assert "smallest fit" not in tgi and "does not fit" in tgi
@@ -149,16 +191,36 @@ def test_pp_only_when_a_node_cannot_hold_the_model():
 
 RESNET_50 = Architecture(kind="cnn", params_override=25_557_032, gflops_per_sample=8.18)  # 2 × 4.09 GMACs (torchvision)
 RESNET_COUNTS = Counts(total=25_557_032, active=25_557_032, embedding=0)
-VIT_L16 = Architecture(kind="vision-transformer", layers=24, hidden=1024, heads=16, kv_heads=16, ffn_hidden=4096,
-                       image_size=224, patch_size=16, gated_mlp=False, norm="layernorm")
+VIT_L16 = Architecture(
+    kind="vision-transformer",
+    layers=24,
+    hidden=1024,
+    heads=16,
+    kv_heads=16,
+    ffn_hidden=4096,
+    image_size=224,
+    patch_size=16,
+    gated_mlp=False,
+    norm="layernorm",
+)
 VIT_COUNTS = Counts(total=304_000_000, active=304_000_000, embedding=0)
 
 
 def vision_request(**changes) -> ServeRequest:
-    base = llama_8b_request(arch=RESNET_50, params=RESNET_COUNTS, model_id="resnet-50", precisions=("fp16", "int8"),
-                            engine="triton", requests_per_second=2000, prompt_tokens=1, output_tokens=1,
-                            ttft_p99_seconds=None, tpot_p99_seconds=None, latency_p99_seconds=0.02,
-                            gpu_ids=("t4-pcie-16gb", "a100-sxm-80gb"))
+    base = llama_8b_request(
+        arch=RESNET_50,
+        params=RESNET_COUNTS,
+        model_id="resnet-50",
+        precisions=("fp16", "int8"),
+        engine="triton",
+        requests_per_second=2000,
+        prompt_tokens=1,
+        output_tokens=1,
+        ttft_p99_seconds=None,
+        tpot_p99_seconds=None,
+        latency_p99_seconds=0.02,
+        gpu_ids=("t4-pcie-16gb", "a100-sxm-80gb"),
+    )
     return replace(base, **changes)
 
 
@@ -191,10 +253,21 @@ def test_edge_device_power_budget():
 
 
 def test_captioning_pipeline_reports_stage_ratio():
-    cv = PipelineStage("vision", vision_request(arch=VIT_L16, params=VIT_COUNTS, model_id="vit-l16",
-                                                precisions=("fp16",), gpu_ids=("t4-pcie-16gb",), latency_p99_seconds=0.5))
-    llm = PipelineStage("caption", llama_8b_request(gpu_ids=("a100-sxm-80gb",), precisions=("bf16",), prompt_tokens=300,
-                                                    output_tokens=30, tp=1))
+    cv = PipelineStage(
+        "vision",
+        vision_request(
+            arch=VIT_L16,
+            params=VIT_COUNTS,
+            model_id="vit-l16",
+            precisions=("fp16",),
+            gpu_ids=("t4-pcie-16gb",),
+            latency_p99_seconds=0.5,
+        ),
+    )
+    llm = PipelineStage(
+        "caption",
+        llama_8b_request(gpu_ids=("a100-sxm-80gb",), precisions=("bf16",), prompt_tokens=300, output_tokens=30, tp=1),
+    )
     result = size_pipeline((cv, llm), GPUS, requests_per_second=50, peak_factor=1.5)
     (_, cv_result), (_, llm_result) = result.stages
     assert cv_result.chosen.gpu_id == "t4-pcie-16gb" and llm_result.chosen.gpu_id == "a100-sxm-80gb"
@@ -207,15 +280,24 @@ def test_captioning_pipeline_reports_stage_ratio():
 def test_pipeline_stages_on_two_nodes_send_over_the_plans_interconnect():
     """A replica of TP8 × PP2 spans two 8-GPU nodes: its stage-to-stage sends cross the fabric, so 25 Gb/s Ethernet
     is slower than 400 Gb/s InfiniBand (they used to get one hard-wired 50 GB/s NIC whatever the plan said)."""
-    pinned = dict(gpu_ids=("h100-sxm-80gb",), precisions=("bf16",), tp=8, pp=2, gpu_count=16,
-                  ttft_p99_seconds=60.0, tpot_p99_seconds=1.0)
+    pinned = dict(
+        gpu_ids=("h100-sxm-80gb",),
+        precisions=("bf16",),
+        tp=8,
+        pp=2,
+        gpu_count=16,
+        ttft_p99_seconds=60.0,
+        tpot_p99_seconds=1.0,
+    )
     ib = search_serving(llama_8b_request(**pinned), GPUS).chosen
     eth = search_serving(llama_8b_request(**pinned, interconnect=FABRICS.interconnects["eth-25g"]), GPUS).chosen
     assert ib.nodes_per_replica == eth.nodes_per_replica == 2
     assert eth.tpot_seconds > ib.tpot_seconds and eth.ttft_seconds > ib.ttft_seconds
     one_node = dict(pinned, tp=4, pp=2, gpu_count=8)  # stages inside one node: the fabric carries nothing
-    assert (search_serving(llama_8b_request(**one_node), GPUS).chosen
-            == search_serving(llama_8b_request(**one_node, interconnect=FABRICS.interconnects["eth-25g"]), GPUS).chosen)
+    assert (
+        search_serving(llama_8b_request(**one_node), GPUS).chosen
+        == search_serving(llama_8b_request(**one_node, interconnect=FABRICS.interconnects["eth-25g"]), GPUS).chosen
+    )
 
 
 def test_a_multi_node_serve_plan_depends_on_its_interconnect(tmp_path):
@@ -243,19 +325,25 @@ def test_replica_floor_is_counted_in_cost_and_gpus():
     floored = search_serving(replace(light, replica_floor=True), GPUS).chosen
     assert (floored.replicas_needed, floored.replica_floor, floored.replicas) == (1, 2, 2)
     assert floored.min_replicas == floored.max_replicas == 2
-    assert floored.usd_per_month == 2 * floored.gpus_per_replica * GPUS[floored.gpu_id].price_usd_per_gpu_hour["on-demand"] * HOURS_PER_MONTH
+    assert (
+        floored.usd_per_month
+        == 2 * floored.gpus_per_replica * GPUS[floored.gpu_id].price_usd_per_gpu_hour["on-demand"] * HOURS_PER_MONTH
+    )
     assert floored.gpus == 2 * floored.gpus_per_replica
     given = search_serving(replace(light, replica_floor=True, min_replicas=3), GPUS)
     assert given.chosen.replicas == 3 and all(p.replicas >= 3 for p in given.pareto)  # the options count it too
 
 
 def test_a_given_min_replicas_below_the_average_need_is_kept_as_the_autoscaler_minimum():
-    busy = search_serving(llama_8b_request(requests_per_second=50, peak_factor=3.0, min_replicas=1, replica_floor=True), GPUS).chosen
+    busy = search_serving(
+        llama_8b_request(requests_per_second=50, peak_factor=3.0, min_replicas=1, replica_floor=True), GPUS
+    ).chosen
     assert busy.min_replicas == 1 and busy.replicas == busy.replicas_needed > 1
 
 
 def test_edge_devices_get_a_floor_of_one():
     from compiler.sizing.serve_types import replica_floor
+
     req = replace(llama_8b_request(), replica_floor=True)
     assert (replica_floor(req, edge=True), replica_floor(req, edge=False)) == (1, 2)
     assert replica_floor(replace(req, min_replicas=4), edge=True) == 4
@@ -265,8 +353,13 @@ def test_resnet_at_light_traffic_pays_for_its_availability_floor(tmp_path):
     """The ResNet-50 example at 300 img/s fits one T4, but Kubernetes keeps two: plan.json and cost count two."""
     from compiler.pipeline import resolve
     from tests.conftest import REPO
+
     light = tmp_path / "resnet50-light.yaml"
-    light.write_text((REPO / "examples/resnet50-triton.yaml").read_text().replace("requests_per_second: 2000", "requests_per_second: 300"))
+    light.write_text(
+        (REPO / "examples/resnet50-triton.yaml")
+        .read_text()
+        .replace("requests_per_second: 2000", "requests_per_second: 300")
+    )
     plan = resolve(light)
     s, hw = plan.serving, plan.hardware
     assert (s.replicas_needed, s.replica_floor, s.replicas, s.min_replicas) == (1, 2, 2, 2)

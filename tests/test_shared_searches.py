@@ -19,9 +19,17 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples/llama3-8b-pretrain.
 
 def _request(**overrides) -> TrainRequest:
     arch = load_models()["llama-3.1-8b"].architecture
-    args = dict(arch=arch, params=count_params(arch), tokens=1e11, seq_len=8192, global_batch_sequences=512,
-                gpu_ids=("h100-sxm-80gb",), max_gpus=64, interconnect=FABRICS.interconnects["ib-400g"],
-                storage=FABRICS.storage["lustre"])
+    args = dict(
+        arch=arch,
+        params=count_params(arch),
+        tokens=1e11,
+        seq_len=8192,
+        global_batch_sequences=512,
+        gpu_ids=("h100-sxm-80gb",),
+        max_gpus=64,
+        interconnect=FABRICS.interconnects["ib-400g"],
+        storage=FABRICS.storage["lustre"],
+    )
     return TrainRequest(**{**args, **overrides})
 
 
@@ -39,10 +47,17 @@ def test_searches_are_shared_only_inside_a_run():
 
 def test_a_changed_catalog_entry_is_another_question():
     gpus = load_gpus()
-    cheaper = {**gpus, "h100-sxm-80gb": gpus["h100-sxm-80gb"].model_copy(
-        update={"price_usd_per_gpu_hour": {"on-demand": 1.0, "spot": 0.5, "reserved": 0.8}})}
+    cheaper = {
+        **gpus,
+        "h100-sxm-80gb": gpus["h100-sxm-80gb"].model_copy(
+            update={"price_usd_per_gpu_hour": {"on-demand": 1.0, "spot": 0.5, "reserved": 0.8}}
+        ),
+    }
     searches = SearchCache()
-    assert search_training(_request(), gpus, searches).chosen.cost_usd != search_training(_request(), cheaper, searches).chosen.cost_usd
+    assert (
+        search_training(_request(), gpus, searches).chosen.cost_usd
+        != search_training(_request(), cheaper, searches).chosen.cost_usd
+    )
 
 
 def test_a_changed_fabric_entry_is_another_question():

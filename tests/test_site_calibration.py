@@ -12,12 +12,27 @@ from compiler.sizing.search_cache import SearchCache
 from compiler.sizing.train_memory import usable_memory_bytes
 from tests.conftest import REPO, run_cli
 
-POINT = dict(gpu="h100-sxm-80gb", model="llama-3.1-8b", gpus=8, tp=1, pp=1, zero_stage=2, micro_batch=1, global_batch=64,
-             seq_len=4096, recompute="none")
+POINT = dict(
+    gpu="h100-sxm-80gb",
+    model="llama-3.1-8b",
+    gpus=8,
+    tp=1,
+    pp=1,
+    zero_stage=2,
+    micro_batch=1,
+    global_batch=64,
+    seq_len=4096,
+    recompute="none",
+)
 
 
 def _site(step_seconds: float) -> SiteCalibration:
-    return SiteCalibration(site="cluster-a", measured_at="2026-11-20", source="test", points=[SitePoint(**POINT, step_seconds=step_seconds)])
+    return SiteCalibration(
+        site="cluster-a",
+        measured_at="2026-11-20",
+        source="test",
+        points=[SitePoint(**POINT, step_seconds=step_seconds)],
+    )
 
 
 def test_a_step_measured_as_predicted_keeps_the_catalog_share():
@@ -35,8 +50,12 @@ def test_a_slower_site_gets_a_lower_share_and_slower_plans(tmp_path):
     predicted = _predicted_step(SitePoint(**POINT, step_seconds=1.0), catalog, share, SearchCache())
     fitted, decisions = calibrate(catalog, _site(predicted * 1.25))
     assert fitted.gpus["h100-sxm-80gb"].achievable_matmul_fraction < share
-    assert _predicted_step(SitePoint(**POINT, step_seconds=1.0), fitted, fitted.gpus["h100-sxm-80gb"].achievable_matmul_fraction,
-                           SearchCache()) == pytest.approx(predicted * 1.25, rel=0.01)
+    assert _predicted_step(
+        SitePoint(**POINT, step_seconds=1.0),
+        fitted,
+        fitted.gpus["h100-sxm-80gb"].achievable_matmul_fraction,
+        SearchCache(),
+    ) == pytest.approx(predicted * 1.25, rel=0.01)
     assert fitted.gpus["a100-sxm-80gb"] == catalog.gpus["a100-sxm-80gb"]  # only measured GPUs change
 
 
@@ -52,44 +71,89 @@ def _plan_with_site(tmp_path, site: dict) -> object:
 
 
 def test_the_report_names_the_site_numbers(tmp_path):
-    site = {"site": "cluster-a", "measured_at": "2026-11-20", "source": "probe job 4711", "points": [{**POINT, "step_seconds": 9.0}]}
+    site = {
+        "site": "cluster-a",
+        "measured_at": "2026-11-20",
+        "source": "probe job 4711",
+        "points": [{**POINT, "step_seconds": 9.0}],
+    }
     plan = resolve(_plan_with_site(tmp_path, site))
     decision = next(d for d in plan.decisions if d.topic == "site calibration (h100-sxm-80gb)")
     assert "cluster-a" in decision.reason and "probe job 4711" in decision.reason and "9.00 s" in decision.reason
 
 
-@pytest.mark.parametrize("change,message", [({"gpu": "no-such-gpu"}, "catalog lacks"), ({"step_seconds": -1}, "step_seconds")])
+@pytest.mark.parametrize(
+    "change,message", [({"gpu": "no-such-gpu"}, "catalog lacks"), ({"step_seconds": -1}, "step_seconds")]
+)
 def test_a_bad_calibration_file_is_a_located_error(tmp_path, change, message):
-    site = {"site": "cluster-a", "measured_at": "2026-11-20", "source": "x", "points": [{**POINT, "step_seconds": 9.0, **change}]}
+    site = {
+        "site": "cluster-a",
+        "measured_at": "2026-11-20",
+        "source": "x",
+        "points": [{**POINT, "step_seconds": 9.0, **change}],
+    }
     result = run_cli(_plan_with_site(tmp_path, site), "-o", tmp_path / "out")
-    assert result.returncode == 2 and "cluster.calibration" in result.stderr and "[invalid-calibration]" in result.stderr
+    assert (
+        result.returncode == 2 and "cluster.calibration" in result.stderr and "[invalid-calibration]" in result.stderr
+    )
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
-MEMORY = {"gpu": "h100-sxm-80gb", "device": "cuda", "factor": 1.5,
-          "points": [{"layout": "chosen", "measured_allocated_bytes": 10 << 30, "measured_reserved_bytes": 12 << 30,
-                      "predicted_allocated_bytes": 7 << 30, "predicted_reserved_bytes": 8 << 30},
-                     {"layout": "micro-batch 2", "measured_allocated_bytes": 11 << 30, "measured_reserved_bytes": 13 << 30,
-                      "predicted_allocated_bytes": 10 << 30, "predicted_reserved_bytes": 12 << 30}]}
+MEMORY = {
+    "gpu": "h100-sxm-80gb",
+    "device": "cuda",
+    "factor": 1.5,
+    "points": [
+        {
+            "layout": "chosen",
+            "measured_allocated_bytes": 10 << 30,
+            "measured_reserved_bytes": 12 << 30,
+            "predicted_allocated_bytes": 7 << 30,
+            "predicted_reserved_bytes": 8 << 30,
+        },
+        {
+            "layout": "micro-batch 2",
+            "measured_allocated_bytes": 11 << 30,
+            "measured_reserved_bytes": 13 << 30,
+            "predicted_allocated_bytes": 10 << 30,
+            "predicted_reserved_bytes": 12 << 30,
+        },
+    ],
+}
 
 
 def test_a_site_memory_factor_shrinks_what_a_full_training_fit_may_use(tmp_path):
     """The largest measured ÷ predicted peak (12 ÷ 8 = 1.5) replaces the published memory rows: usable ÷ 1.5."""
-    site = {"site": "cluster-a", "measured_at": "2026-11-20", "source": "probe job 4711", "points": [{**POINT, "step_seconds": 9.0}]}
+    site = {
+        "site": "cluster-a",
+        "measured_at": "2026-11-20",
+        "source": "probe job 4711",
+        "points": [{**POINT, "step_seconds": 9.0}],
+    }
     without = resolve(_plan_with_site(tmp_path, site))
     plan = resolve(_plan_with_site(tmp_path, {**site, "memory": MEMORY}))
     gpu_bytes = plan.hardware.gpu_memory_bytes
     assert plan.memory_per_gpu_bytes.usable == pytest.approx(usable_memory_bytes(gpu_bytes) / 1.5, rel=1e-6)
     assert without.memory_per_gpu_bytes.usable > plan.memory_per_gpu_bytes.usable
     decision = next(d for d in plan.decisions if d.topic == "site calibration (memory)")
-    assert "memory factor 1.500" in decision.choice and "12.0 GiB reserved" in decision.reason and "8.0 GiB" in decision.reason
+    assert (
+        "memory factor 1.500" in decision.choice
+        and "12.0 GiB reserved" in decision.reason
+        and "8.0 GiB" in decision.reason
+    )
     assert "the device's ÷ 1.50: measured ÷ predicted peak reserved memory at cluster-a" in next(
-        d.reason for d in plan.decisions if d.topic == "parallelism")
+        d.reason for d in plan.decisions if d.topic == "parallelism"
+    )
 
 
 def test_a_memory_factor_its_points_do_not_give_is_refused(tmp_path):
-    site = {"site": "cluster-a", "measured_at": "2026-11-20", "source": "x", "points": [{**POINT, "step_seconds": 9.0}],
-            "memory": {**MEMORY, "factor": 1.1}}
+    site = {
+        "site": "cluster-a",
+        "measured_at": "2026-11-20",
+        "source": "x",
+        "points": [{**POINT, "step_seconds": 9.0}],
+        "memory": {**MEMORY, "factor": 1.1},
+    }
     result = run_cli("explain", _plan_with_site(tmp_path, site))
     assert result.returncode == 2 and "invalid-calibration" in result.stderr and "largest measured" in result.stderr
 
@@ -107,11 +171,29 @@ def test_a_tp_step_is_refitted_with_the_sites_measured_links():
     slow = replace(catalog, site_links=SiteLinks(gpu.id, "ib-400g", 0.1, None))
     measured = _predicted_step(point, slow, 0.5, SearchCache())
     assert measured > _predicted_step(point, catalog, 0.5, SearchCache())  # the slow links cost time at TP2
-    links = {"gpu": gpu.id, "interconnect": "ib-400g", "device": "cuda", "ranks_per_node": 8,
-             "intra_node": [{"op": "all_reduce", "bytes": 1 << 28, "ranks": 8, "bus_bytes_per_second": 0.1 * gpu.intra_node_bandwidth_bytes_per_second}]}
-    site = SiteCalibration.model_validate({"site": "cluster-a", "measured_at": "2026-11-20", "source": "test",
-                                           "points": [point.model_copy(update={"step_seconds": measured}).model_dump()],
-                                           "interconnect": links})
+    links = {
+        "gpu": gpu.id,
+        "interconnect": "ib-400g",
+        "device": "cuda",
+        "ranks_per_node": 8,
+        "intra_node": [
+            {
+                "op": "all_reduce",
+                "bytes": 1 << 28,
+                "ranks": 8,
+                "bus_bytes_per_second": 0.1 * gpu.intra_node_bandwidth_bytes_per_second,
+            }
+        ],
+    }
+    site = SiteCalibration.model_validate(
+        {
+            "site": "cluster-a",
+            "measured_at": "2026-11-20",
+            "source": "test",
+            "points": [point.model_copy(update={"step_seconds": measured}).model_dump()],
+            "interconnect": links,
+        }
+    )
     fitted, decisions = calibrate(catalog, site)
     assert fitted.site_links.intra_node_fraction == pytest.approx(0.1)
     assert fitted.gpus[gpu.id].achievable_matmul_fraction == pytest.approx(0.5, rel=0.01)

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from compiler import training_consistency
-from compiler.targets import deepspeed
 from compiler.deployment.frameworks import bucket_sizes
+from compiler.targets import deepspeed
 from tests.fixtures.resolved_plans import deployed, training_plan
 from tests.test_target_torchrun import realtools, render_training, small_training_plan
 
@@ -39,8 +39,13 @@ def test_bucket_sizes_from_hidden_size():
     assert z3["stage3_param_persistence_threshold"] == 40_960
     assert "allgather_bucket_size" not in z3
     z1 = config_of(training_plan())["zero_optimization"]
-    assert z1 == {"stage": 1, "overlap_comm": True, "contiguous_gradients": True,
-                  "reduce_bucket_size": 16_777_216, "allgather_bucket_size": 16_777_216}
+    assert z1 == {
+        "stage": 1,
+        "overlap_comm": True,
+        "contiguous_gradients": True,
+        "reduce_bucket_size": 16_777_216,
+        "allgather_bucket_size": 16_777_216,
+    }
 
 
 def test_bucket_default_without_hidden_size():
@@ -48,14 +53,21 @@ def test_bucket_default_without_hidden_size():
 
 
 def test_offload_sections():
-    z3 = config_of(with_parallelism(training_plan(), zero_stage=3, offload_optimizer=True, offload_params=True))["zero_optimization"]
+    z3 = config_of(with_parallelism(training_plan(), zero_stage=3, offload_optimizer=True, offload_params=True))[
+        "zero_optimization"
+    ]
     assert z3["offload_optimizer"] == {"device": "cpu", "pin_memory": True}
     assert z3["offload_param"] == {"device": "cpu", "pin_memory": True}
-    z2 = config_of(with_parallelism(training_plan(), zero_stage=2, offload_optimizer=True, offload_params=True))["zero_optimization"]
+    z2 = config_of(with_parallelism(training_plan(), zero_stage=2, offload_optimizer=True, offload_params=True))[
+        "zero_optimization"
+    ]
     assert "offload_param" not in z2  # parameter offload exists only at ZeRO-3
 
 
-@pytest.mark.parametrize(("precision", "bf16", "fp16"), [("bf16", True, None), ("fp8", True, None), ("fp16", None, True), ("fp32", None, None)])
+@pytest.mark.parametrize(
+    ("precision", "bf16", "fp16"),
+    [("bf16", True, None), ("fp8", True, None), ("fp16", None, True), ("fp32", None, None)],
+)
 def test_precision_sections(precision, bf16, fp16):
     ds = config_of(training_plan(precision=precision))
     assert ds.get("bf16", {}).get("enabled") == bf16

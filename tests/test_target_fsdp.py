@@ -15,7 +15,11 @@ from tests.test_target_torchrun import realtools, small_training_plan
 
 def fsdp_plan(zero_stage=3, **update):
     plan = small_training_plan(nodes=2, gpus_per_node=8, framework="fsdp", zero_stage=zero_stage)
-    return deployed(plan.model_copy(update={"parallelism": plan.parallelism.model_copy(update=update)})) if update else plan
+    return (
+        deployed(plan.model_copy(update={"parallelism": plan.parallelism.model_copy(update=update)}))
+        if update
+        else plan
+    )
 
 
 def config_of(plan) -> dict:
@@ -27,20 +31,38 @@ def test_applies_only_to_fsdp():
     assert not fsdp.applies(training_plan())  # the fixture is deepspeed
 
 
-@pytest.mark.parametrize(("stage", "strategy"), [(0, "NO_SHARD"), (1, "SHARD_GRAD_OP"), (2, "SHARD_GRAD_OP"), (3, "FULL_SHARD")])
+@pytest.mark.parametrize(
+    ("stage", "strategy"), [(0, "NO_SHARD"), (1, "SHARD_GRAD_OP"), (2, "SHARD_GRAD_OP"), (3, "FULL_SHARD")]
+)
 def test_sharding_strategy_from_zero_stage(stage, strategy):
     fsdp = config_of(fsdp_plan(zero_stage=stage))["fsdp_config"]
     assert fsdp["fsdp_sharding_strategy"] == fsdp["fsdp_reshard_after_forward"] == strategy
 
 
-@pytest.mark.parametrize(("hsdp", "reshard", "strategy"), [(False, True, "FULL_SHARD"), (False, False, "SHARD_GRAD_OP"),
-                                                          (True, True, "HYBRID_SHARD"), (True, False, "HYBRID_SHARD_ZERO2")])
+@pytest.mark.parametrize(
+    ("hsdp", "reshard", "strategy"),
+    [
+        (False, True, "FULL_SHARD"),
+        (False, False, "SHARD_GRAD_OP"),
+        (True, True, "HYBRID_SHARD"),
+        (True, False, "HYBRID_SHARD_ZERO2"),
+    ],
+)
 def test_reshard_after_forward_false_keeps_gathered_weights(hsdp, reshard, strategy):
     """train.reshard_after_forward: false is sized with the gathered weights kept to the backward; ZeRO-3's FULL_SHARD
     frees them after the forward. Before: FULL_SHARD (or HYBRID_SHARD) whatever the plan said."""
-    plan = small_training_plan(nodes=2, gpus_per_node=8, framework="fsdp", zero_stage=3,
-                               train={"tokens": "1M", "seq_len": 128, "reshard_after_forward": reshard})
-    plan = deployed(plan.model_copy(update={"parallelism": plan.parallelism.model_copy(update={"shard_group_gpus": 8 if hsdp else 0})}))
+    plan = small_training_plan(
+        nodes=2,
+        gpus_per_node=8,
+        framework="fsdp",
+        zero_stage=3,
+        train={"tokens": "1M", "seq_len": 128, "reshard_after_forward": reshard},
+    )
+    plan = deployed(
+        plan.model_copy(
+            update={"parallelism": plan.parallelism.model_copy(update={"shard_group_gpus": 8 if hsdp else 0})}
+        )
+    )
     fsdp = config_of(plan)["fsdp_config"]
     assert fsdp["fsdp_sharding_strategy"] == fsdp["fsdp_reshard_after_forward"] == strategy
 
@@ -66,9 +88,11 @@ def test_accelerate_loads_it(tmp_path):
         pytest.skip("accelerate is not installed in the torch tool venv")
     path = tmp_path / "accelerate_config.yaml"
     path.write_text(fsdp.render(fsdp_plan())[0].text)
-    code = ("import sys; from accelerate.commands.config.config_args import ClusterConfig; "
-            "c = ClusterConfig.from_yaml_file(sys.argv[1]); "
-            "print(c.distributed_type, c.num_machines, c.num_processes, c.mixed_precision)")
+    code = (
+        "import sys; from accelerate.commands.config.config_args import ClusterConfig; "
+        "c = ClusterConfig.from_yaml_file(sys.argv[1]); "
+        "print(c.distributed_type, c.num_machines, c.num_processes, c.mixed_precision)"
+    )
     result = subprocess.run([python, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["DistributedType.FSDP", "2", "16", "bf16"]

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from compiler.deployment.serving import object_name
 from compiler.resolved import MemoryPerGpu, ModelInfo, Stage
 from compiler.targets import k8s_serving
 from compiler.targets.serving_rules import serving_rule_groups
-from compiler.deployment.serving import object_name
-from tests.fixtures.resolved_plans import deployed, LLAMA_8B, serving_plan, training_plan
+from tests.fixtures.resolved_plans import LLAMA_8B, deployed, serving_plan, training_plan
 from tests.tools.kubelet import kubelet_expand
 from tests.tools.realtools import tool_python, validate_k8s
 
@@ -24,11 +24,15 @@ GIB = 2**30
 # ------------------------------------------------------------------------------------------------ helpers
 def _plan(spec: dict | None = None, hardware: dict | None = None, model: dict | None = None, **serving):
     plan = serving_plan(**(spec or {}))
-    return deployed(plan.model_copy(update={
-        "serving": plan.serving.model_copy(update=serving),
-        "hardware": plan.hardware.model_copy(update=hardware or {}),
-        "model": plan.model.model_copy(update=model or {}),
-    }))
+    return deployed(
+        plan.model_copy(
+            update={
+                "serving": plan.serving.model_copy(update=serving),
+                "hardware": plan.hardware.model_copy(update=hardware or {}),
+                "model": plan.model.model_copy(update=model or {}),
+            }
+        )
+    )
 
 
 def _multi_node(**extra):
@@ -47,6 +51,7 @@ def _k8s(autoscaler="hpa", storage_class=None, image=None) -> dict:
 def _files(plan) -> dict[str, str]:
     """k8s_serving's files, given the triton target's (a Triton unit's ConfigMap carries its repository)."""
     from compiler.pipeline import render_files
+
     return {f.path: f.text for f in render_files(plan, only=("k8s_serving",))}
 
 
@@ -73,17 +78,48 @@ def _staged_plan():
     plan = _plan()
     t4 = deployed(plan.hardware.gpu_spec.model_copy(update={"id": "t4-16gb", "k8s_product_label": "Tesla-T4"}))
     vision = Stage(
-        name="vision", model=ModelInfo(id="vit-l-16", name="ViT-L/16", hf_id="google/vit-large-patch16-224",
-                                       architecture=LLAMA_8B, params_total=304_000_000, params_active=304_000_000),
-        hardware=deployed(plan.hardware.model_copy(update={"gpu": "t4-16gb", "gpu_spec": t4, "usd_per_gpu_hour": 0.35})),
-        serving=deployed(plan.serving.model_copy(update={"engine": "triton", "min_replicas": 2, "max_replicas": 3, "replica_floor": 2,
-                                                "queue_target_per_replica": 8, "weights_bytes": 608_000_000,
-                                                "startup_seconds": 2.5, "ttft_slo_seconds": None,
-                                                "tpot_slo_seconds": None, "latency_slo_seconds": 0.2})),
-        memory_per_gpu_bytes=MemoryPerGpu(), usd_per_month=766.5, gpus_per_last_stage_gpu=0.5)
-    caption = Stage(name="caption", model=plan.model, hardware=plan.hardware, serving=plan.serving,
-                    memory_per_gpu_bytes=plan.memory_per_gpu_bytes, usd_per_month=8760, gpus_per_last_stage_gpu=1.0,
-                    queue="llama3-8b-chat-vision-to-caption")
+        name="vision",
+        model=ModelInfo(
+            id="vit-l-16",
+            name="ViT-L/16",
+            hf_id="google/vit-large-patch16-224",
+            architecture=LLAMA_8B,
+            params_total=304_000_000,
+            params_active=304_000_000,
+        ),
+        hardware=deployed(
+            plan.hardware.model_copy(update={"gpu": "t4-16gb", "gpu_spec": t4, "usd_per_gpu_hour": 0.35})
+        ),
+        serving=deployed(
+            plan.serving.model_copy(
+                update={
+                    "engine": "triton",
+                    "min_replicas": 2,
+                    "max_replicas": 3,
+                    "replica_floor": 2,
+                    "queue_target_per_replica": 8,
+                    "weights_bytes": 608_000_000,
+                    "startup_seconds": 2.5,
+                    "ttft_slo_seconds": None,
+                    "tpot_slo_seconds": None,
+                    "latency_slo_seconds": 0.2,
+                }
+            )
+        ),
+        memory_per_gpu_bytes=MemoryPerGpu(),
+        usd_per_month=766.5,
+        gpus_per_last_stage_gpu=0.5,
+    )
+    caption = Stage(
+        name="caption",
+        model=plan.model,
+        hardware=plan.hardware,
+        serving=plan.serving,
+        memory_per_gpu_bytes=plan.memory_per_gpu_bytes,
+        usd_per_month=8760,
+        gpus_per_last_stage_gpu=1.0,
+        queue="llama3-8b-chat-vision-to-caption",
+    )
     return deployed(plan.model_copy(update={"stages": [vision, caption]}))
 
 
@@ -134,9 +170,18 @@ def test_engines_that_cannot_span_nodes_are_refused():
 
 
 def test_vllm_args_carry_the_resolved_serving_numbers():
-    args = _one(_docs(_plan(precision="fp8", kv_cache_dtype="fp8")), "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
-    for flag in ("--max-model-len=8192", "--max-num-seqs=64", "--max-num-batched-tokens=8192",
-                 "--gpu-memory-utilization=0.9", "--quantization=fp8", "--kv-cache-dtype=fp8", "--port=8000"):
+    args = _one(_docs(_plan(precision="fp8", kv_cache_dtype="fp8")), "Deployment")["spec"]["template"]["spec"][
+        "containers"
+    ][0]["args"]
+    for flag in (
+        "--max-model-len=8192",
+        "--max-num-seqs=64",
+        "--max-num-batched-tokens=8192",
+        "--gpu-memory-utilization=0.9",
+        "--quantization=fp8",
+        "--kv-cache-dtype=fp8",
+        "--port=8000",
+    ):
         assert flag in args
 
 
@@ -174,14 +219,21 @@ def test_keda_scaledobject_replaces_the_hpa():
     assert (scaled["minReplicaCount"], scaled["maxReplicaCount"]) == (2, 6)
     trigger = scaled["triggers"][0]
     assert trigger["type"] == "prometheus" and trigger["metadata"]["threshold"] == "4"
-    assert trigger["metadata"]["query"] == 'sum(vllm:num_requests_waiting{namespace="serving",service="llama3-8b-chat"})'
-    assert scaled["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 300
+    assert (
+        trigger["metadata"]["query"] == 'sum(vllm:num_requests_waiting{namespace="serving",service="llama3-8b-chat"})'
+    )
+    assert (
+        scaled["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"]
+        == 300
+    )
 
 
 # ------------------------------------------------------------------------------------------------ probes, storage
 @pytest.mark.parametrize("startup_seconds, threshold", [(60, 48), (812.3, 199), (0.4, 37)])
 def test_startup_probe_budget_covers_the_weight_load(startup_seconds, threshold):
-    container = _one(_docs(_plan(startup_seconds=startup_seconds)), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    container = _one(_docs(_plan(startup_seconds=startup_seconds)), "Deployment")["spec"]["template"]["spec"][
+        "containers"
+    ][0]
     probe = container["startupProbe"]
     assert probe["failureThreshold"] == threshold  # ceil(2 × (ceil(load) + 180 s warm-up) / 10 s)
     assert probe["failureThreshold"] * probe["periodSeconds"] >= startup_seconds + 180
@@ -244,7 +296,10 @@ def test_multi_stage_service_gets_one_deployment_and_autoscaler_per_stage():
     assert vision["containers"][0]["command"] == ["tritonserver"]
     assert vision["containers"][0]["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
     hpas = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "HorizontalPodAutoscaler"}
-    assert (hpas["llama3-8b-chat-vision"]["minReplicas"], hpas["llama3-8b-chat-vision"]["maxReplicas"]) == (2, 3)  # the sizing's floor
+    assert (hpas["llama3-8b-chat-vision"]["minReplicas"], hpas["llama3-8b-chat-vision"]["maxReplicas"]) == (
+        2,
+        3,
+    )  # the sizing's floor
     assert hpas["llama3-8b-chat-vision"]["metrics"][0]["pods"]["metric"]["name"] == "nv_inference_pending_request_count"
     assert (hpas["llama3-8b-chat-caption"]["minReplicas"], hpas["llama3-8b-chat-caption"]["maxReplicas"]) == (2, 4)
     monitors = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "ServiceMonitor"}
@@ -262,7 +317,9 @@ def test_hostile_strings_stay_single_inert_values():
     assert argv[:3] == ["vllm", "serve", HOSTILE]  # one argv word, no shell, no $(VAR) expansion
     assert "--trust-remote-code" not in argv
     leader = _one(_docs(_multi_node(spec=_k8s(image=HOSTILE), model={"hf_id": HOSTILE})), "LeaderWorkerSet")
-    script = kubelet_expand(leader["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["args"][0], {})
+    script = kubelet_expand(
+        leader["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["args"][0], {}
+    )
     words = shlex.split(script)
     assert words[words.index("serve") + 1] == HOSTILE and "--trust-remote-code" not in words
     assert words.count("rm") == 0
@@ -278,7 +335,9 @@ def test_the_hf_token_never_reaches_argv_through_kubelet_expansion():
 
 
 def test_a_model_id_that_looks_like_a_flag_stays_a_model():
-    args = _one(_docs(_plan(model={"hf_id": "--trust-remote-code"})), "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    args = _one(_docs(_plan(model={"hf_id": "--trust-remote-code"})), "Deployment")["spec"]["template"]["spec"][
+        "containers"
+    ][0]["args"]
     assert args[0] == "./--trust-remote-code" and "--trust-remote-code" not in args
 
 
@@ -321,7 +380,9 @@ def test_budget_rules_from_cost_section():
     assert alerts["ServingBudgetAlert"]["expr"].endswith("> 16000")  # 0.8 × $20,000
     assert alerts["ServingBudgetExceeded"]["expr"].endswith("> 20000")
     no_budget = serving_plan()
-    no_budget = deployed(no_budget.model_copy(update={"cost": no_budget.cost.model_copy(update={"budget_usd_per_month": None})}))
+    no_budget = deployed(
+        no_budget.model_copy(update={"cost": no_budget.cost.model_copy(update={"budget_usd_per_month": None})})
+    )
     assert [r.get("record") for r in _rules(no_budget)["serving-budget"]] == ["mlinfra:serving_usd_per_month"]
 
 
@@ -358,9 +419,12 @@ def _manifests(tmp_path: Path) -> list[Path]:
             if path == "k8s/serving.yaml":
                 paths.append(tmp_path / f"{name}.yaml")
                 paths[-1].write_text(text)
-    rules = {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
-             "metadata": {"name": "serving", "namespace": "serving"},
-             "spec": {"groups": serving_rule_groups(_staged_plan()) + serving_rule_groups(_plan())}}
+    rules = {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {"name": "serving", "namespace": "serving"},
+        "spec": {"groups": serving_rule_groups(_staged_plan()) + serving_rule_groups(_plan())},
+    }
     paths.append(tmp_path / "rules.yaml")
     paths[-1].write_text(yaml.safe_dump(rules, sort_keys=False))
     return paths
@@ -369,8 +433,17 @@ def _manifests(tmp_path: Path) -> list[Path]:
 def test_real_validators_accept_every_manifest_kind(tmp_path):
     paths = _manifests(tmp_path)
     kinds = {d["kind"] for p in paths for d in yaml.safe_load_all(p.read_text())}
-    assert {"Deployment", "LeaderWorkerSet", "HorizontalPodAutoscaler", "ScaledObject", "ServiceMonitor",
-            "PrometheusRule", "PodDisruptionBudget", "PersistentVolumeClaim", "Service"} <= kinds
+    assert {
+        "Deployment",
+        "LeaderWorkerSet",
+        "HorizontalPodAutoscaler",
+        "ScaledObject",
+        "ServiceMonitor",
+        "PrometheusRule",
+        "PodDisruptionBudget",
+        "PersistentVolumeClaim",
+        "Service",
+    } <= kinds
     assert _validate_k8s(paths) == []
 
 
@@ -389,21 +462,32 @@ def _promql_parse():
     python = tool_python("k8s")
 
     def parse(expr: str):
-        run = subprocess.run([str(python), "-c", "import sys, promql_parser; promql_parser.parse(sys.stdin.read())"],
-                             input=expr, capture_output=True, text=True, timeout=60)
+        run = subprocess.run(
+            [str(python), "-c", "import sys, promql_parser; promql_parser.parse(sys.stdin.read())"],
+            input=expr,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if run.returncode != 0:
             raise ValueError(run.stderr.strip().splitlines()[-1])
+
     return parse
 
 
 def test_every_rule_expression_parses_as_promql():
     parse = _promql_parse()
-    exprs = [r["expr"] for plan in (_plan(), _staged_plan(), _multi_node(), _plan(engine="tgi")) for g in serving_rule_groups(plan) for r in g["rules"]]
+    exprs = [
+        r["expr"]
+        for plan in (_plan(), _staged_plan(), _multi_node(), _plan(engine="tgi"))
+        for g in serving_rule_groups(plan)
+        for r in g["rules"]
+    ]
     exprs += [k8s_serving.queue_query(u) for u in k8s_serving.serving_units(_staged_plan())]
     assert len(exprs) > 20
     for expr in exprs:
         parse(expr)
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 - the parser's own error type is not importable here
         parse(exprs[0].replace(")", "", 1))
 
 
@@ -434,7 +518,9 @@ def test_every_file_under_k8s_is_kubernetes_objects_the_schemas_accept(tmp_path)
             if not f.path.startswith("k8s/"):
                 continue
             docs = list(yaml.safe_load_all(f.text))
-            assert docs and all(isinstance(d, dict) and d.get("apiVersion") and d.get("kind") for d in docs), f"{example.stem}/{f.path}"
+            assert docs and all(isinstance(d, dict) and d.get("apiVersion") and d.get("kind") for d in docs), (
+                f"{example.stem}/{f.path}"
+            )
             paths.append(tmp_path / f"{example.stem}-{f.path.replace('/', '-')}")
             paths[-1].write_text(f.text)
     assert paths and "helm/prometheus-adapter-values.yaml" in helm
@@ -443,9 +529,19 @@ def test_every_file_under_k8s_is_kubernetes_objects_the_schemas_accept(tmp_path)
 
 # ------------------------------------------------------------------------------------------------ weights delivery
 def _pods(docs) -> list[dict]:
-    return [t["spec"] for d in docs if d["kind"] in ("Deployment", "LeaderWorkerSet")
-            for t in ([d["spec"]["template"]] if d["kind"] == "Deployment"
-                      else [d["spec"]["leaderWorkerTemplate"]["leaderTemplate"], d["spec"]["leaderWorkerTemplate"]["workerTemplate"]])]
+    return [
+        t["spec"]
+        for d in docs
+        if d["kind"] in ("Deployment", "LeaderWorkerSet")
+        for t in (
+            [d["spec"]["template"]]
+            if d["kind"] == "Deployment"
+            else [
+                d["spec"]["leaderWorkerTemplate"]["leaderTemplate"],
+                d["spec"]["leaderWorkerTemplate"]["workerTemplate"],
+            ]
+        )
+    ]
 
 
 def test_hub_weights_are_downloaded_by_an_init_container_before_any_probe():
@@ -519,14 +615,24 @@ def test_termination_waits_for_the_longest_generation_after_leaving_the_service(
 
 
 def test_tgi_grace_period_stops_at_the_launchers_90_s_drain_and_says_so():
-    spec = {**serving_plan().spec.model_dump(exclude_none=True), "serve": {**serving_plan().spec.serve.model_dump(exclude_none=True), "engine": "tgi"}}
-    plan = _plan(spec={k: spec[k] for k in ("serve",)}, engine="tgi", ttft_at_capacity_seconds=1.2, tpot_at_capacity_seconds=0.04)
+    spec = {
+        **serving_plan().spec.model_dump(exclude_none=True),
+        "serve": {**serving_plan().spec.serve.model_dump(exclude_none=True), "engine": "tgi"},
+    }
+    plan = _plan(
+        spec={k: spec[k] for k in ("serve",)}, engine="tgi", ttft_at_capacity_seconds=1.2, tpot_at_capacity_seconds=0.04
+    )
     (pod,) = _pods(_docs(plan))
     assert pod["terminationGracePeriodSeconds"] == 15 + 90  # not 15 + 269: TGI kills its router 90 s after SIGTERM
     (unit,) = plan.deployment.kubernetes.serving
     assert (unit.drain_seconds, unit.longest_request_seconds) == (90, 269)
     assert any("TGI drains for at most 90 s" in w for w in plan.warnings)
-    short = _plan(spec={k: spec[k] for k in ("serve",)}, engine="tgi", ttft_at_capacity_seconds=1.2, tpot_at_capacity_seconds=0.001)
+    short = _plan(
+        spec={k: spec[k] for k in ("serve",)},
+        engine="tgi",
+        ttft_at_capacity_seconds=1.2,
+        tpot_at_capacity_seconds=0.001,
+    )
     assert _pods(_docs(short))[0]["terminationGracePeriodSeconds"] == 15 + 8  # ceil(1.2 + 6692 × 0.001)
     assert not any("TGI drains" in w for w in short.warnings)
 
@@ -536,9 +642,16 @@ def test_min_replicas_reaches_the_autoscaler(autoscaler):
     """The floor is the sizing's (counted in cost, tests/test_serving_search.py); the autoscaler takes its bounds."""
     spec = _k8s(autoscaler=autoscaler)
     default = _plan(spec=spec, min_replicas=2, max_replicas=4, replica_floor=2, replicas_needed=4)
-    given = _plan(spec={**spec, "serve": {**serving_plan().spec.serve.model_dump(exclude_none=True), "min_replicas": 3}},
-                  min_replicas=3, max_replicas=4, replica_floor=3, replicas_needed=4)
-    kind, low = ("HorizontalPodAutoscaler", "minReplicas") if autoscaler == "hpa" else ("ScaledObject", "minReplicaCount")
+    given = _plan(
+        spec={**spec, "serve": {**serving_plan().spec.serve.model_dump(exclude_none=True), "min_replicas": 3}},
+        min_replicas=3,
+        max_replicas=4,
+        replica_floor=3,
+        replicas_needed=4,
+    )
+    kind, low = (
+        ("HorizontalPodAutoscaler", "minReplicas") if autoscaler == "hpa" else ("ScaledObject", "minReplicaCount")
+    )
     assert _one(_docs(default), kind)["spec"][low] == 2
     assert _one(_docs(given), kind)["spec"][low] == 3
     assert any(d.topic == "replicas" and "serve.min_replicas as given" in d.reason for d in given.deployment.decisions)

@@ -6,15 +6,14 @@ import pydantic
 import pytest
 import yaml
 
-from compiler.pipeline import render
+from compiler.pipeline import render, render_files
 from compiler.targets import k8s_training
 from compiler.targets.k8s_common import literal, quantity_bytes
-from compiler.pipeline import render_files
 from tests.fixtures.resolved_plans import deployed, serving_plan, training_plan
 from tests.tools.kubelet import kubelet_expand
 from tests.tools.realtools import validate_k8s
 
-HOSTILE = "x'; $(touch /tmp/pwned) `id` \"q\" $(MASTER_ADDR) {a: b} - &anchor *alias # c: d\\n"
+HOSTILE = 'x\'; $(touch /tmp/pwned) `id` "q" $(MASTER_ADDR) {a: b} - &anchor *alias # c: d\\n'
 ON_DEMAND = {"scheduler": "kubernetes", "gpus": ["h100-sxm-80gb"], "kubernetes": {"namespace": "ml"}}
 SPOT = {**ON_DEMAND, "pricing": "spot"}
 PYTORCHJOB = {**ON_DEMAND, "kubernetes": {"namespace": "ml", "job_api": "pytorchjob"}}
@@ -46,7 +45,11 @@ def test_applies_to_kubernetes_training_only():
 
 def test_documents_come_in_kind_order():
     assert [d["kind"] for d in documents(training_plan())] == ["ConfigMap", "PersistentVolumeClaim", "JobSet"]
-    assert [d["kind"] for d in documents(training_plan(cluster=PYTORCHJOB))] == ["ConfigMap", "PersistentVolumeClaim", "PyTorchJob"]
+    assert [d["kind"] for d in documents(training_plan(cluster=PYTORCHJOB))] == [
+        "ConfigMap",
+        "PersistentVolumeClaim",
+        "PyTorchJob",
+    ]
 
 
 def test_jobset_runs_one_pod_per_node_with_all_its_gpus():
@@ -74,15 +77,25 @@ def test_jobset_env_tells_the_launcher_where_to_meet():
     assert env["MASTER_ADDR"]["value"] == f"{name}-{rjob}-0-0.{job['spec']['network']['subdomain']}"
     assert env["MASTER_ADDR"]["value"] == "llama3-8b-pretrain-trainer-0-0.llama3-8b-pretrain"
     assert job["spec"]["network"]["enableDNSHostnames"] is True
-    assert env["MASTER_PORT"]["value"] == "29500" and env["NNODES"]["value"] == "8" and env["NPROC_PER_NODE"]["value"] == "8"
-    assert env["NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    assert (
+        env["MASTER_PORT"]["value"] == "29500"
+        and env["NNODES"]["value"] == "8"
+        and env["NPROC_PER_NODE"]["value"] == "8"
+    )
+    assert (
+        env["NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"]
+        == "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    )
     assert pod_of(job)["containers"][0]["command"] == ["bash", "/mlinfra/launch/torchrun.sh"]
 
 
 def test_secret_is_referenced_never_inlined():
     plan = training_plan(cluster={**ON_DEMAND, "kubernetes": {"namespace": "ml", "secret_name": "my-hf"}})
     token = env_of(pod_of(docs(plan)["JobSet"]))["HF_TOKEN"]
-    assert token == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "my-hf", "key": "HF_TOKEN", "optional": True}}}
+    assert token == {
+        "name": "HF_TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": "my-hf", "key": "HF_TOKEN", "optional": True}},
+    }
     assert "kind: Secret" not in render_files(plan, only=("k8s_training",))[0].text
 
 
@@ -127,8 +140,13 @@ def test_launcher_in_the_configmap_is_the_generated_one():
 def test_spot_plans_restart_more_and_preemption_costs_no_retry():
     spot = docs(training_plan(cluster=SPOT))["JobSet"]
     assert spot["spec"]["failurePolicy"]["maxRestarts"] == 20
-    assert spot["spec"]["failurePolicy"]["rules"] == [{"name": "restart-on-preemption", "action": "RestartJobSetAndIgnoreMaxRestarts",
-                                                       "onJobFailureReasons": ["PodFailurePolicy"]}]
+    assert spot["spec"]["failurePolicy"]["rules"] == [
+        {
+            "name": "restart-on-preemption",
+            "action": "RestartJobSetAndIgnoreMaxRestarts",
+            "onJobFailureReasons": ["PodFailurePolicy"],
+        }
+    ]
     job = spot["spec"]["replicatedJobs"][0]["template"]["spec"]
     assert job["podFailurePolicy"]["rules"][0]["onPodConditions"] == [{"type": "DisruptionTarget", "status": "True"}]
     assert job["backoffLimit"] == 0 and pod_of(spot)["restartPolicy"] == "Never"  # podFailurePolicy needs Never
@@ -136,7 +154,12 @@ def test_spot_plans_restart_more_and_preemption_costs_no_retry():
     on_demand = docs(training_plan(cluster=ON_DEMAND))["JobSet"]
     assert on_demand["spec"]["failurePolicy"] == {"maxRestarts": 3}
     assert "podFailurePolicy" not in on_demand["spec"]["replicatedJobs"][0]["template"]["spec"]
-    assert docs(training_plan(cluster={**PYTORCHJOB, "pricing": "spot"}))["PyTorchJob"]["spec"]["runPolicy"]["backoffLimit"] == 20
+    assert (
+        docs(training_plan(cluster={**PYTORCHJOB, "pricing": "spot"}))["PyTorchJob"]["spec"]["runPolicy"][
+            "backoffLimit"
+        ]
+        == 20
+    )
     assert docs(training_plan(cluster=PYTORCHJOB))["PyTorchJob"]["spec"]["runPolicy"]["backoffLimit"] == 3
 
 
@@ -149,10 +172,16 @@ def test_pytorchjob_follows_the_operator():
         container = pod["containers"][0]
         assert specs[replica]["restartPolicy"] == "OnFailure"
         assert container["name"] == "pytorch"  # the operator injects its env into this container...
-        assert container["ports"] == [{"name": "pytorchjob-port", "containerPort": 29500}]  # ...MASTER_PORT from this port
+        assert container["ports"] == [
+            {"name": "pytorchjob-port", "containerPort": 29500}
+        ]  # ...MASTER_PORT from this port
         assert "MASTER_ADDR" not in env_of(pod) and "MASTER_PORT" not in env_of(pod)  # no duplicates of the operator's
         assert env_of(pod)["NNODES"]["value"] == "8"
-    one_node = deployed(training_plan(cluster=PYTORCHJOB).model_copy(update={"hardware": training_plan().hardware.model_copy(update={"nodes": 1, "gpus": 8})}))
+    one_node = deployed(
+        training_plan(cluster=PYTORCHJOB).model_copy(
+            update={"hardware": training_plan().hardware.model_copy(update={"nodes": 1, "gpus": 8})}
+        )
+    )
     assert set(docs(one_node)["PyTorchJob"]["spec"]["pytorchReplicaSpecs"]) == {"Master"}
 
 
@@ -163,10 +192,16 @@ def test_namespace_is_validated_before_it_reaches_a_manifest():
 
 def test_hostile_strings_stay_inert_values():
     plan = training_plan(
-        train={"tokens": "1T", "seq_len": 8192,
-               "entrypoint": {"script": "t.py", "args": ["--x", HOSTILE], "env": {"X": HOSTILE}}},
-        cluster={**ON_DEMAND, "kubernetes": {"namespace": "ml", "image": HOSTILE, "node_selector": {"pool": HOSTILE}}})
-    plan = deployed(plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_dir": "/ckpt/" + HOSTILE})}))
+        train={
+            "tokens": "1T",
+            "seq_len": 8192,
+            "entrypoint": {"script": "t.py", "args": ["--x", HOSTILE], "env": {"X": HOSTILE}},
+        },
+        cluster={**ON_DEMAND, "kubernetes": {"namespace": "ml", "image": HOSTILE, "node_selector": {"pool": HOSTILE}}},
+    )
+    plan = deployed(
+        plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_dir": "/ckpt/" + HOSTILE})})
+    )
     pod = pod_of(docs(plan)["JobSet"])
     container = pod["containers"][0]
     assert container["image"] == HOSTILE  # parsed back: still one plain string
@@ -188,8 +223,12 @@ def test_literal_survives_the_kubelet_expansion():
 
 def test_manifests_validate_and_a_broken_one_does_not(tmp_path):
     paths = []
-    for label, cluster in (("jobset", ON_DEMAND), ("jobset-spot", SPOT), ("pytorchjob", PYTORCHJOB),
-                           ("pytorchjob-spot", {**PYTORCHJOB, "pricing": "spot"})):
+    for label, cluster in (
+        ("jobset", ON_DEMAND),
+        ("jobset-spot", SPOT),
+        ("pytorchjob", PYTORCHJOB),
+        ("pytorchjob-spot", {**PYTORCHJOB, "pricing": "spot"}),
+    ):
         path = tmp_path / f"{label}.yaml"
         path.write_text(render_files(training_plan(cluster=cluster), only=("k8s_training",))[0].text)
         paths.append(path)

@@ -17,8 +17,12 @@ from tests.test_target_torchrun import realtools, render_training, small_trainin
 def sourced_words(tmp_path, plan) -> list[str]:
     path = tmp_path / "args.sh"
     path.write_text(with_header(megatron.render(plan)[0], plan.plan_file, plan.name).text)
-    result = subprocess.run(["bash", "-c", 'set -euo pipefail; source "$1"; printf "%s\\0" "${MEGATRON_ARGS[@]}"', "_", str(path)],
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        ["bash", "-c", 'set -euo pipefail; source "$1"; printf "%s\\0" "${MEGATRON_ARGS[@]}"', "_", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return result.stdout.split("\0")[:-1]
 
 
@@ -40,16 +44,32 @@ def test_fixture_arguments(tmp_path):
     assert (pairs["--num-query-groups"], pairs["--ffn-hidden-size"]) == ("8", "14336")  # GQA: 8 KV heads
     assert pairs["--recompute-granularity"] == "selective"
     assert pairs["--save-interval"] == "379"  # 3600 s checkpoint interval / 9.5 s per step = 378.9
-    assert {"--sequence-parallel", "--group-query-attention", "--use-distributed-optimizer", "--bf16", "--swiglu"} <= set(words)
+    assert {
+        "--sequence-parallel",
+        "--group-query-attention",
+        "--use-distributed-optimizer",
+        "--bf16",
+        "--swiglu",
+    } <= set(words)
     assert "--fp16" not in words
 
 
 def test_full_recompute_and_fp16(tmp_path):
     plan = training_plan(precision="fp16")
-    plan = deployed(plan.model_copy(update={"parallelism": plan.parallelism.model_copy(update={"recompute": "full", "sequence_parallel": False})}))
+    plan = deployed(
+        plan.model_copy(
+            update={
+                "parallelism": plan.parallelism.model_copy(update={"recompute": "full", "sequence_parallel": False})
+            }
+        )
+    )
     words = sourced_words(tmp_path, plan)
     pairs = dict(zip(words, words[1:]))
-    assert (pairs["--recompute-granularity"], pairs["--recompute-method"], pairs["--recompute-num-layers"]) == ("full", "uniform", "1")
+    assert (pairs["--recompute-granularity"], pairs["--recompute-method"], pairs["--recompute-num-layers"]) == (
+        "full",
+        "uniform",
+        "1",
+    )
     assert "--fp16" in words and "--bf16" not in words and "--sequence-parallel" not in words
 
 
@@ -67,7 +87,8 @@ def test_consistency_check_catches_a_wrong_tp():
     plan = training_plan()
     files = {p: f.text for p, f in render_training(plan).items()}
     files["megatron/args.sh"] = files["megatron/args.sh"].replace(
-        "--tensor-model-parallel-size 2", "--tensor-model-parallel-size 4")
+        "--tensor-model-parallel-size 2", "--tensor-model-parallel-size 4"
+    )
     with pytest.raises(AssertionError, match="TP"):
         training_consistency.check(files, plan)
 

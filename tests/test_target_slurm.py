@@ -13,10 +13,18 @@ from pathlib import Path
 import pytest
 
 from compiler import training_consistency
-from compiler.targets import slurm
 from compiler.deployment.training import directive_value, slurm_time
+from compiler.targets import slurm
 from tests.fixtures.resolved_plans import training_plan
-from tests.test_target_torchrun import HOSTILE, realtools, render_training, small_training_plan, tiny_lines, torch_env, write_tree
+from tests.test_target_torchrun import (
+    HOSTILE,
+    realtools,
+    render_training,
+    small_training_plan,
+    tiny_lines,
+    torch_env,
+    write_tree,
+)
 
 try:  # the fake-cluster fixture lives with the other real-tool helpers
     from tests.tools.realtools import slurm_cluster  # noqa: F401
@@ -42,8 +50,15 @@ def directives(text: str) -> list[str]:
 
 def test_fixture_plan_directives():
     d = directives(sbatch_text(training_plan()))
-    assert d[:7] == ["--job-name=llama3-8b-pretrain", "--nodes=8", "--ntasks-per-node=1", "--gpus-per-node=8",
-                     "--cpus-per-task=96", "--mem=0", "--time=1-00:00:00"]
+    assert d[:7] == [
+        "--job-name=llama3-8b-pretrain",
+        "--nodes=8",
+        "--ntasks-per-node=1",
+        "--gpus-per-node=8",
+        "--cpus-per-task=96",
+        "--mem=0",
+        "--time=1-00:00:00",
+    ]
     assert {"--exclusive", "--requeue", "--partition=gpu", "--account=ml", "--signal=USR1@90"} <= set(d)
 
 
@@ -66,8 +81,11 @@ def test_a_chain_completes_a_run_as_slow_as_the_step_range_p90():
     gets every step (at the point estimate's 10 % margin, 30 links would stop about a fifth short)."""
     from compiler.deployment.training import job_chain
     from compiler.resolved import Range
+
     plan = training_plan()
-    spread = Range(quantity="training.step_seconds", predicted=9.5, p10=9.5, p90=9.5 * 1.35, family="train-step-time", rows=30)
+    spread = Range(
+        quantity="training.step_seconds", predicted=9.5, p10=9.5, p90=9.5 * 1.35, family="train-step-time", rows=30
+    )
     links, per_link, limit = job_chain(plan.model_copy(update={"ranges": [spread]}), 3600, 86_400)
     slow_step = 9.5 * 1.35 * (1 + 40 / 3600)
     assert links * per_link >= plan.training.steps and links > 30
@@ -98,23 +116,42 @@ def test_slurm_time_format():
 
 
 def test_cpus_and_memory_from_plan():
-    plan = small_training_plan(nodes=1, gpus_per_node=8, cluster={
-        "scheduler": "slurm", "gpus_per_node": 8, "slurm": {"cpus_per_node": 64, "memory_per_node": "512GiB"}})
+    plan = small_training_plan(
+        nodes=1,
+        gpus_per_node=8,
+        cluster={"scheduler": "slurm", "gpus_per_node": 8, "slurm": {"cpus_per_node": 64, "memory_per_node": "512GiB"}},
+    )
     text = sbatch_text(plan)
     assert "#SBATCH --cpus-per-task=64\n" in text and "--cpus-per-task=64 --kill-on-bad-exit=1" in text
     assert "#SBATCH --mem=524288M\n" in text  # 512 GiB = 524,288 MiB
 
 
 def test_all_directives_before_first_command():
-    plan = training_plan(cluster={"scheduler": "slurm", "gpus_per_node": 8, "slurm": {
-        "partition": "gpu", "qos": "high", "reservation": "big", "constraint": "h100&ib",
-        "extra_directives": ["--mail-type=END", "--comment=two words"]}})
+    plan = training_plan(
+        cluster={
+            "scheduler": "slurm",
+            "gpus_per_node": 8,
+            "slurm": {
+                "partition": "gpu",
+                "qos": "high",
+                "reservation": "big",
+                "constraint": "h100&ib",
+                "extra_directives": ["--mail-type=END", "--comment=two words"],
+            },
+        }
+    )
     text = sbatch_text(plan)
     lines = text.splitlines()
     first_command = next(i for i, line in enumerate(lines) if line and not line.startswith("#"))
     assert all(i < first_command for i, line in enumerate(lines) if line.startswith("#SBATCH"))
     d = directives(text)
-    assert {"--qos=high", "--reservation=big", "--constraint=h100&ib", "--mail-type=END", '--comment="two words"'} <= set(d)
+    assert {
+        "--qos=high",
+        "--reservation=big",
+        "--constraint=h100&ib",
+        "--mail-type=END",
+        '--comment="two words"',
+    } <= set(d)
 
 
 def test_directive_quoting():
@@ -123,8 +160,18 @@ def test_directive_quoting():
 
 
 def test_container_on_srun_line():
-    text = sbatch_text(training_plan(cluster={"scheduler": "slurm", "gpus_per_node": 8, "slurm": {
-        "container_image": "nvcr.io/nvidia/pytorch:24.05-py3", "container_mounts": ["/lustre:/lustre", "/data:/data"]}}))
+    text = sbatch_text(
+        training_plan(
+            cluster={
+                "scheduler": "slurm",
+                "gpus_per_node": 8,
+                "slurm": {
+                    "container_image": "nvcr.io/nvidia/pytorch:24.05-py3",
+                    "container_mounts": ["/lustre:/lustre", "/data:/data"],
+                },
+            }
+        )
+    )
     assert 'container_mounts="$container_mounts,"/lustre:/lustre,/data:/data\n' in text
     assert "--container-image=nvcr.io/nvidia/pytorch:24.05-py3" in text
 
@@ -138,8 +185,13 @@ def test_consistency_check_catches_a_wrong_node_count():
 
 
 def test_bash_syntax_and_shellcheck(tmp_path):
-    plan = training_plan(cluster={"scheduler": "slurm", "gpus_per_node": 8, "slurm": {
-        "container_image": "img", "container_mounts": ["/a:/b"], "extra_directives": ["--comment=x"]}})
+    plan = training_plan(
+        cluster={
+            "scheduler": "slurm",
+            "gpus_per_node": 8,
+            "slurm": {"container_image": "img", "container_mounts": ["/a:/b"], "extra_directives": ["--comment=x"]},
+        }
+    )
     for path in (write_tree(render_training(plan), tmp_path) / "slurm/train.sbatch",):
         subprocess.run(["bash", "-n", str(path)], check=True)
         result = subprocess.run([str(realtools().shellcheck_bin()), str(path)], capture_output=True, text=True)
@@ -157,7 +209,8 @@ def _fake_slurm_bin(tmp_path: Path) -> Path:
     (bin_dir / "srun").write_text(
         "#!/usr/bin/env bash\n"
         'if [ "${*: -2}" = "hostname --ip-address" ]; then echo 127.0.0.1; exit 0; fi\n'
-        'python3 -c \'import json,sys; print(json.dumps(sys.argv[1:]))\' "$@" >> "$SRUN_LOG"\n')
+        'python3 -c \'import json,sys; print(json.dumps(sys.argv[1:]))\' "$@" >> "$SRUN_LOG"\n'
+    )
     for f in bin_dir.iterdir():
         f.chmod(0o755)
     return bin_dir
@@ -166,15 +219,31 @@ def _fake_slurm_bin(tmp_path: Path) -> Path:
 def test_hostile_plan_strings_stay_data(tmp_path):
     marker = tmp_path / "pwned"
     hostile = [h.format(m=marker) for h in HOSTILE]
-    plan = small_training_plan(nodes=2, gpus_per_node=2, cluster={"scheduler": "slurm", "gpus_per_node": 2, "slurm": {
-        "partition": "gpu", "container_image": f"img$(touch {marker})`touch {marker}`'\"",
-        "container_mounts": [f"/a:/b$(touch {marker})", "/c d:/e"],
-        "extra_directives": [f"--comment=$(touch {marker}) \"q\" `touch {marker}`"]}},
-        train={"tokens": "1M", "entrypoint": {"script": "x.py", "args": hostile}})
+    plan = small_training_plan(
+        nodes=2,
+        gpus_per_node=2,
+        cluster={
+            "scheduler": "slurm",
+            "gpus_per_node": 2,
+            "slurm": {
+                "partition": "gpu",
+                "container_image": f"img$(touch {marker})`touch {marker}`'\"",
+                "container_mounts": [f"/a:/b$(touch {marker})", "/c d:/e"],
+                "extra_directives": [f'--comment=$(touch {marker}) "q" `touch {marker}`'],
+            },
+        },
+        train={"tokens": "1M", "entrypoint": {"script": "x.py", "args": hostile}},
+    )
     out = write_tree(render_training(plan), tmp_path / "out")
     log = tmp_path / "srun.log"
-    env = {**os.environ, "PATH": f"{_fake_slurm_bin(tmp_path)}{os.pathsep}{os.environ['PATH']}", "SRUN_LOG": str(log),
-           "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_ID": "7", "SLURM_SUBMIT_DIR": str(out)}
+    env = {
+        **os.environ,
+        "PATH": f"{_fake_slurm_bin(tmp_path)}{os.pathsep}{os.environ['PATH']}",
+        "SRUN_LOG": str(log),
+        "SLURM_JOB_NODELIST": "n[1-2]",
+        "SLURM_JOB_ID": "7",
+        "SLURM_SUBMIT_DIR": str(out),
+    }
     subprocess.run(["bash", str(out / "slurm/train.sbatch")], env=env, check=True, timeout=30)
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(calls) == 1
@@ -187,9 +256,19 @@ def test_hostile_plan_strings_stay_data(tmp_path):
 
 def test_hostile_plan_passes_sbatch_test_only(tmp_path, slurm_cluster):
     marker = tmp_path / "pwned"
-    plan = small_training_plan(nodes=2, gpus_per_node=2, cluster={"scheduler": "slurm", "gpus_per_node": 2, "slurm": {
-        "partition": "gpu", "container_image": f"img$(touch {marker})",
-        "extra_directives": [f"--comment=$(touch {marker}) \"q\" `touch {marker}`"]}})
+    plan = small_training_plan(
+        nodes=2,
+        gpus_per_node=2,
+        cluster={
+            "scheduler": "slurm",
+            "gpus_per_node": 2,
+            "slurm": {
+                "partition": "gpu",
+                "container_image": f"img$(touch {marker})",
+                "extra_directives": [f'--comment=$(touch {marker}) "q" `touch {marker}`'],
+            },
+        },
+    )
     out = write_tree(render_training(plan), tmp_path / "out")
     result = _sbatch(slurm_cluster, out, "--test-only")
     assert result.returncode == 0, result.stderr
@@ -204,20 +283,39 @@ def cluster_env(cluster) -> dict[str, str]:
 
 
 def _sbatch(cluster, out: Path, *flags: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["sbatch", *flags, "slurm/train.sbatch"], cwd=out, env=env or cluster_env(cluster),
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["sbatch", *flags, "slurm/train.sbatch"],
+        cwd=out,
+        env=env or cluster_env(cluster),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
-@pytest.mark.parametrize("layout", [
-    {"nodes": 1, "gpus_per_node": 2},
-    {"nodes": 2, "gpus_per_node": 8},
-    {"nodes": 2, "gpus_per_node": 4, "steps": 200_000, "step_seconds": 2.0},  # a chained job array
-    {"nodes": 1, "gpus_per_node": 8, "framework": "deepspeed", "zero_stage": 3},
-])
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {"nodes": 1, "gpus_per_node": 2},
+        {"nodes": 2, "gpus_per_node": 8},
+        {"nodes": 2, "gpus_per_node": 4, "steps": 200_000, "step_seconds": 2.0},  # a chained job array
+        {"nodes": 1, "gpus_per_node": 8, "framework": "deepspeed", "zero_stage": 3},
+    ],
+)
 def test_sbatch_test_only_accepts(tmp_path, slurm_cluster, layout):
     gpn = layout["gpus_per_node"]
-    plan = small_training_plan(**layout, cluster={"scheduler": "slurm", "gpus_per_node": gpn, "slurm": {
-        "partition": "gpu", "account": "ml", "extra_directives": ["--mail-type=END", "--comment=two words"]}})
+    plan = small_training_plan(
+        **layout,
+        cluster={
+            "scheduler": "slurm",
+            "gpus_per_node": gpn,
+            "slurm": {
+                "partition": "gpu",
+                "account": "ml",
+                "extra_directives": ["--mail-type=END", "--comment=two words"],
+            },
+        },
+    )
     result = _sbatch(slurm_cluster, write_tree(render_training(plan), tmp_path), "--test-only")
     assert result.returncode == 0, result.stderr
     assert "to start at" in result.stderr

@@ -16,7 +16,15 @@ import pytest
 from compiler.targets import tgi
 from tests.fixtures.resolved_plans import deployed
 from tests.test_target_vllm import (
-    by_path, fake_calls, fake_commands, llama_405b_two_nodes, llama_70b_fp8, llm_plan, run_script, shellcheck_ok, write_tree,
+    by_path,
+    fake_calls,
+    fake_commands,
+    llama_70b_fp8,
+    llama_405b_two_nodes,
+    llm_plan,
+    run_script,
+    shellcheck_ok,
+    write_tree,
 )
 
 LAUNCHER = json.loads((Path(__file__).resolve().parent / "data" / "tgi" / "launcher_args.json").read_text())
@@ -49,7 +57,11 @@ def launcher_errors(words: list[str]) -> list[str]:
     num = {k: int(v) for k, v in values.items() if LAUNCHER["args"].get(k) == "int" and v.isdigit()}
     if "max-input-tokens" in num and "max-total-tokens" in num and num["max-input-tokens"] >= num["max-total-tokens"]:
         errors.append("`max_input_tokens` must be < `max_total_tokens`")
-    if "max-input-tokens" in num and "max-batch-prefill-tokens" in num and num["max-batch-prefill-tokens"] < num["max-input-tokens"]:
+    if (
+        "max-input-tokens" in num
+        and "max-batch-prefill-tokens" in num
+        and num["max-batch-prefill-tokens"] < num["max-input-tokens"]
+    ):
         errors.append("`max_batch_prefill_tokens` must be >= `max_input_tokens`")
     if "max-batch-total-tokens" in num and num.get("max-total-tokens", 0) > num["max-batch-total-tokens"]:
         errors.append("`max_total_tokens` must be <= `max_batch_total_tokens`")
@@ -77,8 +89,12 @@ def test_applies_only_to_tgi_serving():
 def test_launcher_carries_the_sized_numbers():
     words = words_of(tgi_plan())
     assert words == {
-        "model-id": "meta-llama/Llama-3.1-8B-Instruct", "hostname": "0.0.0.0", "port": "8000", "num-shard": "1",
-        "max-total-tokens": "8192", "max-input-tokens": "8191",
+        "model-id": "meta-llama/Llama-3.1-8B-Instruct",
+        "hostname": "0.0.0.0",
+        "port": "8000",
+        "num-shard": "1",
+        "max-total-tokens": "8192",
+        "max-input-tokens": "8191",
         "max-batch-prefill-tokens": "8241",  # max(8192 sized, 8191 + 50)
         "max-concurrent-requests": "72",  # batch 64 + 2 × queue target 4
         "dtype": "bfloat16",
@@ -109,9 +125,16 @@ def test_refuses_what_tgi_cannot_serve():
 # --- TGI's documented CLI and rules ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("make_plan", [tgi_plan, lambda: llama_70b_fp8("tgi"), lambda: tgi_plan(precision="int4"),
-                                       lambda: tgi_plan(max_num_batched_tokens=512, context_len=32768)],
-                         ids=["bf16", "fp8", "int4", "small-chunk-long-context"])
+@pytest.mark.parametrize(
+    "make_plan",
+    [
+        tgi_plan,
+        lambda: llama_70b_fp8("tgi"),
+        lambda: tgi_plan(precision="int4"),
+        lambda: tgi_plan(max_num_batched_tokens=512, context_len=32768),
+    ],
+    ids=["bf16", "fp8", "int4", "small-chunk-long-context"],
+)
 def test_arguments_pass_the_launcher_reference(make_plan):
     assert launcher_errors(tgi.launcher_words(make_plan())) == []
 
@@ -121,7 +144,8 @@ def test_reference_rejects_wrong_arguments():
     assert launcher_errors([*good, "--num-shards=2"]) == ["unexpected argument '--num-shards=2'"]
     assert launcher_errors([*good, "--quantize=int4"])[0].startswith("invalid value 'int4' for '--quantize'")
     assert "`max_batch_prefill_tokens` must be >= `max_input_tokens`" in launcher_errors(
-        [w for w in good if not w.startswith("--max-batch-prefill-tokens")] + ["--max-batch-prefill-tokens=4096"])
+        [w for w in good if not w.startswith("--max-batch-prefill-tokens")] + ["--max-batch-prefill-tokens=4096"]
+    )
     assert "--dtype cannot be used with --quantize" in launcher_errors([*good, "--quantize=fp8"])
 
 
@@ -132,10 +156,15 @@ def test_launcher_sh_runs_text_generation_launcher(tmp_path):
     plan = tgi_plan(serve={"prefix_caching": False})
     out = write_tree(tgi.render(plan), tmp_path / "out", plan)
     assert by_path(tgi.render(plan))["tgi/launcher.sh"].mode == 0o755
-    env = fake_commands(tmp_path / "bin", "text-generation-launcher",
-                        script='printf "%s\\0" "$(basename "$0")" "PREFIX_CACHING=$PREFIX_CACHING" "$@" >>"$FAKE_LOG"; printf "\\n" >>"$FAKE_LOG"\n')
+    env = fake_commands(
+        tmp_path / "bin",
+        "text-generation-launcher",
+        script='printf "%s\\0" "$(basename "$0")" "PREFIX_CACHING=$PREFIX_CACHING" "$@" >>"$FAKE_LOG"; printf "\\n" >>"$FAKE_LOG"\n',
+    )
     assert run_script(out / "tgi/launcher.sh", env, "--json-output").returncode == 0
-    assert fake_calls(env) == [["text-generation-launcher", "PREFIX_CACHING=0", *tgi.launcher_words(plan), "--json-output"]]
+    assert fake_calls(env) == [
+        ["text-generation-launcher", "PREFIX_CACHING=0", *tgi.launcher_words(plan), "--json-output"]
+    ]
 
 
 def test_hostile_model_location_reaches_the_launcher_verbatim(tmp_path):

@@ -31,12 +31,18 @@ def realtools():
     return tools_realtools
 
 
-def small_training_plan(nodes: int = 1, gpus_per_node: int = 2, framework: str = "ddp", zero_stage: int = 0,
-                        steps: int = 100, step_seconds: float = 1.0, **spec_overrides):
+def small_training_plan(
+    nodes: int = 1,
+    gpus_per_node: int = 2,
+    framework: str = "ddp",
+    zero_stage: int = 0,
+    steps: int = 100,
+    step_seconds: float = 1.0,
+    **spec_overrides,
+):
     """The fixture plan pinned to a small CPU-runnable layout: pure data parallelism over nodes × GPUs."""
     raw = {
-        "train": {"tokens": "1M", "seq_len": 128,
-                  "entrypoint": {"script": str(TINY_TRAIN), "args": ["--steps", "2"]}},
+        "train": {"tokens": "1M", "seq_len": 128, "entrypoint": {"script": str(TINY_TRAIN), "args": ["--steps", "2"]}},
         "cluster": {"scheduler": "slurm", "gpus_per_node": gpus_per_node, "slurm": {"partition": "gpu"}},
     }
     raw.update(spec_overrides)
@@ -44,19 +50,42 @@ def small_training_plan(nodes: int = 1, gpus_per_node: int = 2, framework: str =
     world = nodes * gpus_per_node
     # the fixture's selective recompute is Megatron's; on 1-D FSDP "selective" is torchtitan's op-level SAC, which runs
     # on the FSDP2 script, not Accelerate's config: these plans keep Accelerate's whole-block checkpointing
-    recompute = "full" if framework == "fsdp" and plan.parallelism.recompute == "selective" else plan.parallelism.recompute
-    return deployed(plan.model_copy(update={
-        "hardware": plan.hardware.model_copy(update={"nodes": nodes, "gpus_per_node": gpus_per_node, "gpus": world}),
-        "parallelism": plan.parallelism.model_copy(update={
-            "tp": 1, "pp": 1, "dp": world, "micro_batch": 2, "grad_accum": 2, "global_batch": 4 * world,
-            "zero_stage": zero_stage, "sequence_parallel": False, "framework": framework, "recompute": recompute}),
-        "training": plan.training.model_copy(update={"steps": steps, "step_seconds": step_seconds, "seq_len": 128}),
-    }))
+    recompute = (
+        "full" if framework == "fsdp" and plan.parallelism.recompute == "selective" else plan.parallelism.recompute
+    )
+    return deployed(
+        plan.model_copy(
+            update={
+                "hardware": plan.hardware.model_copy(
+                    update={"nodes": nodes, "gpus_per_node": gpus_per_node, "gpus": world}
+                ),
+                "parallelism": plan.parallelism.model_copy(
+                    update={
+                        "tp": 1,
+                        "pp": 1,
+                        "dp": world,
+                        "micro_batch": 2,
+                        "grad_accum": 2,
+                        "global_batch": 4 * world,
+                        "zero_stage": zero_stage,
+                        "sequence_parallel": False,
+                        "framework": framework,
+                        "recompute": recompute,
+                    }
+                ),
+                "training": plan.training.model_copy(
+                    update={"steps": steps, "step_seconds": step_seconds, "seq_len": 128}
+                ),
+            }
+        )
+    )
 
 
 def render_training(plan) -> dict[str, OutputFile]:
     """Every training file the plan gets, with the pipeline's header, after the consistency check."""
-    files = [with_header(f, plan.plan_file, plan.name) for t in TRAINING_TARGETS if t.applies(plan) for f in t.render(plan)]
+    files = [
+        with_header(f, plan.plan_file, plan.name) for t in TRAINING_TARGETS if t.applies(plan) for f in t.render(plan)
+    ]
     training_consistency.check(files, plan)
     return {f.path: f for f in files}
 
@@ -117,8 +146,12 @@ def test_omp_threads_from_cpus_per_node():
 
 
 def spot_plan(nodes: int, gpus_per_node: int, global_batch: int, framework: str = "ddp", **parallelism):
-    plan = small_training_plan(nodes=nodes, gpus_per_node=gpus_per_node, framework=framework,
-                               cluster={"gpus_per_node": gpus_per_node, "pricing": "spot"})
+    plan = small_training_plan(
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        framework=framework,
+        cluster={"gpus_per_node": gpus_per_node, "pricing": "spot"},
+    )
     update = {"global_batch": global_batch, **parallelism}
     return deployed(plan.model_copy(update={"parallelism": plan.parallelism.model_copy(update=update)}))
 
@@ -134,11 +167,14 @@ def test_spot_deepspeed_restarts_at_full_size():
     assert "DeepSpeedConfig._batch_assertion" in text  # the launcher's comment says why
 
 
-@pytest.mark.parametrize(("nodes", "global_batch", "nnodes"), [
-    (2, 16, "1:2"),  # DP 2 or 4 ranks × micro 2 divide 16
-    (4, 32, "4"),  # at 3 nodes DP 6 × micro 2 = 12 does not divide 32: torchrun could restart there and stop
-    (4, 48, "2:4"),  # 8, 12 and 16 divide 48
-])
+@pytest.mark.parametrize(
+    ("nodes", "global_batch", "nnodes"),
+    [
+        (2, 16, "1:2"),  # DP 2 or 4 ranks × micro 2 divide 16
+        (4, 32, "4"),  # at 3 nodes DP 6 × micro 2 = 12 does not divide 32: torchrun could restart there and stop
+        (4, 48, "2:4"),  # 8, 12 and 16 divide 48
+    ],
+)
 def test_spot_range_only_where_every_count_keeps_the_global_batch(nodes, global_batch, nnodes):
     launch = spot_plan(nodes, 2, global_batch).deployment.launcher
     assert (launch.kind, launch.nnodes, launch.node_range) == ("torchrun", nnodes, ":" in nnodes)
@@ -147,8 +183,9 @@ def test_spot_range_only_where_every_count_keeps_the_global_batch(nodes, global_
 
 
 def test_spot_megatron_rederives_dp_over_the_range():
-    plan = spot_plan(4, 8, 48, framework="megatron", tp=2, dp=16, micro_batch=1,
-                     grad_accum=3)  # DP 8, 12, 16 at 2, 3, 4 nodes: 48 = 6, 4, 3 micro-batches per rank
+    plan = spot_plan(
+        4, 8, 48, framework="megatron", tp=2, dp=16, micro_batch=1, grad_accum=3
+    )  # DP 8, 12, 16 at 2, 3, 4 nodes: 48 = 6, 4, 3 micro-batches per rank
     launch = plan.deployment.launcher
     assert launch.nnodes == "2:4" and "Megatron-LM re-derives DP" in launch.restart_reason
 
@@ -160,15 +197,20 @@ def test_spot_replica_across_nodes_restarts_at_full_size():
     assert plan.deployment.launcher.nnodes == "6" and "whole model replicas" in plan.deployment.launcher.restart_reason
 
 
-@pytest.mark.parametrize(("interconnect", "present", "absent"), [
-    ("ib-400g", ["NCCL_IB_HCA mlx5", "NCCL_IB_DISABLE 0"], ["NCCL_IB_GID_INDEX", "NCCL_IB_DISABLE 1"]),
-    ("roce-400g", ["NCCL_IB_GID_INDEX 3", "NCCL_IB_HCA mlx5"], ["NCCL_IB_DISABLE 1"]),
-    ("eth-100g", ["NCCL_IB_DISABLE 1", "NCCL_SOCKET_IFNAME '^lo,docker'"], ["NCCL_IB_HCA"]),
-    ("efa-3200g", ["FI_PROVIDER efa"], ["NCCL_IB_DISABLE"]),
-])
+@pytest.mark.parametrize(
+    ("interconnect", "present", "absent"),
+    [
+        ("ib-400g", ["NCCL_IB_HCA mlx5", "NCCL_IB_DISABLE 0"], ["NCCL_IB_GID_INDEX", "NCCL_IB_DISABLE 1"]),
+        ("roce-400g", ["NCCL_IB_GID_INDEX 3", "NCCL_IB_HCA mlx5"], ["NCCL_IB_DISABLE 1"]),
+        ("eth-100g", ["NCCL_IB_DISABLE 1", "NCCL_SOCKET_IFNAME '^lo,docker'"], ["NCCL_IB_HCA"]),
+        ("efa-3200g", ["FI_PROVIDER efa"], ["NCCL_IB_DISABLE"]),
+    ],
+)
 def test_collective_env_follows_interconnect(interconnect, present, absent):
     plan = training_plan()
-    plan = deployed(plan.model_copy(update={"hardware": plan.hardware.model_copy(update={"interconnect": interconnect})}))
+    plan = deployed(
+        plan.model_copy(update={"hardware": plan.hardware.model_copy(update={"interconnect": interconnect})})
+    )
     text = launcher_text(plan)
     for item in present:
         assert f"default_env {item}" in text
@@ -184,7 +226,9 @@ def test_deepspeed_config_only_for_deepspeed():
 
 
 def test_user_env_is_exported_quoted():
-    plan = training_plan(train={"tokens": "1T", "entrypoint": {"script": "train.py", "env": {"HF_HOME": "/data/hf cache", "B": "$(id)"}}})
+    plan = training_plan(
+        train={"tokens": "1T", "entrypoint": {"script": "train.py", "env": {"HF_HOME": "/data/hf cache", "B": "$(id)"}}}
+    )
     text = launcher_text(plan)
     assert "export B='$(id)'\nexport HF_HOME='/data/hf cache'\n" in text
 
@@ -202,8 +246,13 @@ def test_bash_syntax_and_shellcheck(tmp_path):
 
 
 def _run_launcher(out: Path, env: dict, *args: str, timeout_s: int = 120) -> subprocess.Popen:
-    return subprocess.Popen(["timeout", "-k", "10", str(timeout_s), "bash", str(out / "launch/torchrun.sh"), *args],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        ["timeout", "-k", "10", str(timeout_s), "bash", str(out / "launch/torchrun.sh"), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def test_one_node_two_processes(tmp_path):
@@ -222,7 +271,12 @@ def test_one_node_two_processes(tmp_path):
 
 def test_two_nodes_rendezvous_on_localhost(tmp_path):
     out = write_tree(render_training(small_training_plan(nodes=2, gpus_per_node=2)), tmp_path)
-    env = {**torch_env(), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "MLINFRA_RDZV_ID": "two-node-test"}
+    env = {
+        **torch_env(),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "MLINFRA_RDZV_ID": "two-node-test",
+    }
     agents = [_run_launcher(out, env) for _ in range(2)]
     outputs = [a.communicate()[0] for a in agents]
     assert [a.returncode for a in agents] == [0, 0], outputs
@@ -244,10 +298,19 @@ def test_endpoint_argument_overrides_env(tmp_path):
 def test_hostile_strings_reach_the_script_verbatim(tmp_path):
     marker = tmp_path / "pwned"
     hostile = [h.format(m=marker) for h in HOSTILE]
-    plan = small_training_plan(nodes=1, gpus_per_node=1, train={
-        "tokens": "1M", "seq_len": 128,
-        "entrypoint": {"script": str(TINY_TRAIN), "args": hostile, "env": {"EVIL": f"$(touch {marker})`touch {marker}`"}},
-    })
+    plan = small_training_plan(
+        nodes=1,
+        gpus_per_node=1,
+        train={
+            "tokens": "1M",
+            "seq_len": 128,
+            "entrypoint": {
+                "script": str(TINY_TRAIN),
+                "args": hostile,
+                "env": {"EVIL": f"$(touch {marker})`touch {marker}`"},
+            },
+        },
+    )
     out = write_tree(render_training(plan), tmp_path / "out")
     proc = _run_launcher(out, {**torch_env(), "MASTER_PORT": str(free_port())})
     output, _ = proc.communicate()

@@ -16,20 +16,51 @@ from pathlib import Path
 import pytest
 
 from compiler.catalog.types import Architecture
-from tests.fixtures.resolved_plans import deployed
-
-REPO = Path(__file__).resolve().parent.parent
 from compiler.targets import triton, vllm
+from tests.fixtures.resolved_plans import deployed
 from tests.test_target_vllm import (
-    by_path, fake_calls, fake_commands, hf_config, llama_405b_two_nodes, llm_plan, realtools, run_script, shellcheck_ok,
+    by_path,
+    fake_calls,
+    fake_commands,
+    hf_config,
+    llama_405b_two_nodes,
+    llm_plan,
+    realtools,
+    run_script,
+    shellcheck_ok,
     write_tree,
 )
 
+REPO = Path(__file__).resolve().parent.parent
+
 RESNET_50 = Architecture(kind="cnn", image_size=224, vocab=1000, params_override=25557032, gflops_per_sample=8.18)
-VIT_L_16 = Architecture(kind="vision-transformer", layers=24, hidden=1024, heads=16, kv_heads=16, ffn_hidden=4096, vocab=1000,
-                        image_size=224, patch_size=16, gated_mlp=False, norm="layernorm", attention_bias=True, mlp_bias=True)
-BERT_LARGE = Architecture(kind="encoder", layers=24, hidden=1024, heads=16, kv_heads=16, ffn_hidden=4096, vocab=30522,
-                          max_position=512, gated_mlp=False, norm="layernorm")
+VIT_L_16 = Architecture(
+    kind="vision-transformer",
+    layers=24,
+    hidden=1024,
+    heads=16,
+    kv_heads=16,
+    ffn_hidden=4096,
+    vocab=1000,
+    image_size=224,
+    patch_size=16,
+    gated_mlp=False,
+    norm="layernorm",
+    attention_bias=True,
+    mlp_bias=True,
+)
+BERT_LARGE = Architecture(
+    kind="encoder",
+    layers=24,
+    hidden=1024,
+    heads=16,
+    kv_heads=16,
+    ffn_hidden=4096,
+    vocab=30522,
+    max_position=512,
+    gated_mlp=False,
+    norm="layernorm",
+)
 STAND_INS = "vllm tensorrtllm onnxruntime tensorrt"  # backends the CPU tritonserver lacks (recipe's FAKE_BACKENDS)
 
 
@@ -44,13 +75,27 @@ def server_env(monkeypatch) -> None:
     monkeypatch.setenv("PATH", f"/usr/bin:{os.environ['PATH']}")
 
 
-def vision_plan(precision: str = "fp16", model_id: str = "resnet-50", hf_id: str = "microsoft/resnet-50",
-                architecture: Architecture = RESNET_50, **model_updates):
+def vision_plan(
+    precision: str = "fp16",
+    model_id: str = "resnet-50",
+    hf_id: str = "microsoft/resnet-50",
+    architecture: Architecture = RESNET_50,
+    **model_updates,
+):
     """ResNet-50 behind Triton as the serving search sizes it (resnet50-triton example: batch 128, 12.5 ms delay)."""
-    plan = llm_plan("triton", model={"id": model_id, "hf_id": hf_id, "architecture": architecture, **model_updates},
-                    precision=precision, max_concurrency=128, max_num_batched_tokens=0, kv_cache_tokens=0,
-                    preferred_batch_sizes=[32, 64, 128], max_queue_delay_seconds=0.0125388, latency_slo_seconds=0.05,
-                    ttft_slo_seconds=None, tpot_slo_seconds=None)
+    plan = llm_plan(
+        "triton",
+        model={"id": model_id, "hf_id": hf_id, "architecture": architecture, **model_updates},
+        precision=precision,
+        max_concurrency=128,
+        max_num_batched_tokens=0,
+        kv_cache_tokens=0,
+        preferred_batch_sizes=[32, 64, 128],
+        max_queue_delay_seconds=0.0125388,
+        latency_slo_seconds=0.05,
+        ttft_slo_seconds=None,
+        tpot_slo_seconds=None,
+    )
     return plan
 
 
@@ -82,7 +127,10 @@ def test_vision_model_repository_layout_and_batching():
 
 def test_image_tensors_follow_the_architecture_and_precision():
     text = triton.onnx_config(vision_plan())
-    assert re.findall(r"name: \"(\w+)\"\s+data_type: (\w+)", text) == [("pixel_values", "TYPE_FP16"), ("logits", "TYPE_FP16")]
+    assert re.findall(r"name: \"(\w+)\"\s+data_type: (\w+)", text) == [
+        ("pixel_values", "TYPE_FP16"),
+        ("logits", "TYPE_FP16"),
+    ]
     assert "format: FORMAT_NCHW\n    dims: [ 3, 224, 224 ]" in text
     assert "dims: [ 1000 ]" in text  # classes
     assert text.count("TYPE_FP32") == 0
@@ -91,12 +139,19 @@ def test_image_tensors_follow_the_architecture_and_precision():
 
 
 def test_vit_and_encoder_tensors():
-    vit = triton.onnx_config(vision_plan(model_id="vit-l-16", hf_id="google/vit-large-patch16-224", architecture=VIT_L_16))
+    vit = triton.onnx_config(
+        vision_plan(model_id="vit-l-16", hf_id="google/vit-large-patch16-224", architecture=VIT_L_16)
+    )
     assert "dims: [ 3, 224, 224 ]" in vit and "dims: [ 1000 ]" in vit
-    bert = triton.onnx_config(vision_plan(model_id="bert-large", hf_id="google-bert/bert-large-uncased", architecture=BERT_LARGE))
+    bert = triton.onnx_config(
+        vision_plan(model_id="bert-large", hf_id="google-bert/bert-large-uncased", architecture=BERT_LARGE)
+    )
     assert re.findall(r"name: \"(\w+)\"\s+data_type: (\w+)", bert) == [
-        ("input_ids", "TYPE_INT64"), ("attention_mask", "TYPE_INT64"), ("token_type_ids", "TYPE_INT64"),
-        ("last_hidden_state", "TYPE_FP16")]
+        ("input_ids", "TYPE_INT64"),
+        ("attention_mask", "TYPE_INT64"),
+        ("token_type_ids", "TYPE_INT64"),
+        ("last_hidden_state", "TYPE_FP16"),
+    ]
     assert "dims: [ -1, 1024 ]" in bert
 
 
@@ -138,19 +193,36 @@ def test_custom_model_is_named_after_the_plan():
 def test_serve_sh_exports_a_missing_onnx_model_then_starts_triton(tmp_path):
     plan = vision_plan()
     out = write_tree(triton.render(plan), tmp_path / "out", plan)
-    export = 'printf "%s\\0" "$(basename "$0")" "$@" >>"$FAKE_LOG"; printf "\\n" >>"$FAKE_LOG"; touch "${!#}/model.onnx"\n'
+    export = (
+        'printf "%s\\0" "$(basename "$0")" "$@" >>"$FAKE_LOG"; printf "\\n" >>"$FAKE_LOG"; touch "${!#}/model.onnx"\n'
+    )
     env = fake_commands(tmp_path / "bin", "optimum-cli", script=export)
     fake_commands(tmp_path / "bin", "tritonserver")
     result = run_script(out / "triton/serve.sh", env)
     assert result.returncode == 0, result.stderr
     calls = fake_calls(env)
-    assert calls[0][:9] == ["optimum-cli", "export", "onnx", "--model", "microsoft/resnet-50", "--task",
-                            "image-classification", "--dtype", "fp16"]
+    assert calls[0][:9] == [
+        "optimum-cli",
+        "export",
+        "onnx",
+        "--model",
+        "microsoft/resnet-50",
+        "--task",
+        "image-classification",
+        "--dtype",
+        "fp16",
+    ]
     assert calls[0][9:11] == ["--device", "cuda"]  # fp16 exports need CUDA
     assert (out / "triton/resnet-50/1/model.onnx").exists()
     repo = (out / "triton").resolve()
-    assert calls[1] == ["tritonserver", f"--model-repository={repo}", "--http-port=8000", "--grpc-port=8001", "--metrics-port=8002",
-                        "--exit-timeout-secs=30"]  # one-shot requests: the 30 s floor of the grace period
+    assert calls[1] == [
+        "tritonserver",
+        f"--model-repository={repo}",
+        "--http-port=8000",
+        "--grpc-port=8001",
+        "--metrics-port=8002",
+        "--exit-timeout-secs=30",
+    ]  # one-shot requests: the 30 s floor of the grace period
     assert run_script(out / "triton/serve.sh", env).returncode == 0
     assert [c[0] for c in fake_calls(env)] == ["optimum-cli", "tritonserver", "tritonserver"]  # fetched once
 
@@ -167,11 +239,14 @@ def test_hostile_weights_uri_is_fetched_verbatim(tmp_path):
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("uri, call", [
-    ("https://h/m.onnx", ["curl", "-fsSL", "-o", "DEST", "https://h/m.onnx"]),
-    ("gs://b/m.onnx", ["gcloud", "storage", "cp", "gs://b/m.onnx", "DEST"]),
-    ("/models/m.onnx", ["cp", "--", "/models/m.onnx", "DEST"]),
-])
+@pytest.mark.parametrize(
+    "uri, call",
+    [
+        ("https://h/m.onnx", ["curl", "-fsSL", "-o", "DEST", "https://h/m.onnx"]),
+        ("gs://b/m.onnx", ["gcloud", "storage", "cp", "gs://b/m.onnx", "DEST"]),
+        ("/models/m.onnx", ["cp", "--", "/models/m.onnx", "DEST"]),
+    ],
+)
 def test_fetch_command_per_scheme(uri, call, tmp_path):
     plan = vision_plan(weights_uri=uri)
     out = write_tree(triton.render(plan), tmp_path / "out", plan)
@@ -191,10 +266,15 @@ def test_bash_syntax_and_shellcheck(make_plan, tmp_path):
 
 
 def all_configs():
-    return {"resnet-50-fp16": vision_plan(), "resnet-50-fp32": vision_plan("fp32"),
-            "vit-l-16": vision_plan(model_id="vit-l-16", hf_id="google/vit-large-patch16-224", architecture=VIT_L_16),
-            "bert-large": vision_plan(model_id="bert-large", hf_id="google-bert/bert-large-uncased", architecture=BERT_LARGE),
-            "llm": llm_plan("triton")}
+    return {
+        "resnet-50-fp16": vision_plan(),
+        "resnet-50-fp32": vision_plan("fp32"),
+        "vit-l-16": vision_plan(model_id="vit-l-16", hf_id="google/vit-large-patch16-224", architecture=VIT_L_16),
+        "bert-large": vision_plan(
+            model_id="bert-large", hf_id="google-bert/bert-large-uncased", architecture=BERT_LARGE
+        ),
+        "llm": llm_plan("triton"),
+    }
 
 
 def test_every_config_parses_into_modelconfig(tmp_path):
@@ -229,7 +309,9 @@ def test_tritonserver_loads_the_repository(name, tmp_path, monkeypatch):
 
 def test_tritonserver_rejects_a_batch_above_max_batch_size(tmp_path, monkeypatch):
     plan = vision_plan()
-    plan = deployed(plan.model_copy(update={"serving": plan.serving.model_copy(update={"preferred_batch_sizes": [32, 256]})}))
+    plan = deployed(
+        plan.model_copy(update={"serving": plan.serving.model_copy(update={"preferred_batch_sizes": [32, 256]})})
+    )
     server_env(monkeypatch)
     out = write_tree(triton.render_units(plan, instance_kind="KIND_CPU"), tmp_path, plan)
     ok, log = realtools().tritonserver_loads(out / "triton")
@@ -252,15 +334,26 @@ def test_vllm_builds_engine_args_from_model_json(tmp_path):
         "print('OK', c.model_config.max_model_len, c.scheduler_config.max_num_seqs)"
     )
     result = subprocess.run(
-        [str(tools.tool_python("vllm")), "-c", code, str(tools.VALIDATORS), f"{plan.model.hf_id}={planted}",
-         str(out / "triton/llama-3.1-8b/1/model.json")],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu"})
+        [
+            str(tools.tool_python("vllm")),
+            "-c",
+            code,
+            str(tools.VALIDATORS),
+            f"{plan.model.hf_id}={planted}",
+            str(out / "triton/llama-3.1-8b/1/model.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "OK 8192 64" in result.stdout
 
 
 def test_every_example_repository_parses_and_loads(tmp_path, monkeypatch):
     from tests.test_target_vllm import example_units
+
     tools = realtools()
     server_env(monkeypatch)
     units = example_units("triton")
@@ -282,7 +375,9 @@ def test_every_example_repository_parses_and_loads(tmp_path, monkeypatch):
 def _example_k8s(example: str) -> tuple[dict, dict[str, str]]:
     """(the serving Deployment's pod spec, the ConfigMap data) of an example's k8s/serving.yaml."""
     import yaml
+
     from compiler.pipeline import compile_plan
+
     files = {f.path: f for f in compile_plan(REPO / "examples" / example).files}
     docs = list(yaml.safe_load_all(files["k8s/serving.yaml"].text))
     pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
@@ -301,8 +396,12 @@ def _run_fill_step(pod: dict, data: dict[str, str], tmp_path: Path, env: dict[st
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(data[item["key"]])
         path.chmod(item.get("mode", 0o644))
-    script = fill["args"][0].replace("$$", "$").replace("/repository-source", str(source)).replace("/models", str(cache))
-    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
+    script = (
+        fill["args"][0].replace("$$", "$").replace("/repository-source", str(source)).replace("/models", str(cache))
+    )
+    result = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})}
+    )
     assert result.returncode == 0, result.stderr
     return cache / "model_repository"
 
@@ -350,7 +449,7 @@ def test_tritonserver_loads_the_onnx_repository_the_init_step_exports(tmp_path, 
     tools = realtools()
     server_env(monkeypatch)
     bin_dir = tmp_path / "bin"
-    fake_commands(bin_dir, "python3", script='exit 0\n')
+    fake_commands(bin_dir, "python3", script="exit 0\n")
     fake_commands(bin_dir, "optimum-cli", script='out="${@: -1}"; mkdir -p "$out"; printf onnx >"$out/model.onnx"\n')
     repo = _run_fill_step(pod, data, tmp_path, env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
     assert (repo / "resnet-50/1/model.onnx").read_text() == "onnx"
@@ -371,19 +470,24 @@ def test_tritonserver_drains_for_the_longest_request_within_the_grace_period(tmp
     sleep = int(container["lifecycle"]["preStop"]["exec"]["command"][1])
     assert timeout == 30 and pod["terminationGracePeriodSeconds"] == sleep + timeout  # a 50 ms SLO: the 30 s floor
     llm, _ = _example_k8s("llama3-8b-triton.yaml")
-    (llm_timeout,) = [int(a.split("=")[1]) for a in llm["containers"][0]["args"] if a.startswith("--exit-timeout-secs=")]
+    (llm_timeout,) = [
+        int(a.split("=")[1]) for a in llm["containers"][0]["args"] if a.startswith("--exit-timeout-secs=")
+    ]
     assert llm_timeout > 30 and llm["terminationGracePeriodSeconds"] == sleep + llm_timeout  # a long generation
     server_env(monkeypatch)
     model = tmp_path / "repo" / "identity"  # a python-backend model: the CPU tritonserver has no onnxruntime
     (model / "1").mkdir(parents=True)
-    (model / "config.pbtxt").write_text('backend: "python"\nmax_batch_size: 8\n'
-                                        'input [{ name: "x", data_type: TYPE_FP32, dims: [1] }]\n'
-                                        'output [{ name: "y", data_type: TYPE_FP32, dims: [1] }]\n')
+    (model / "config.pbtxt").write_text(
+        'backend: "python"\nmax_batch_size: 8\n'
+        'input [{ name: "x", data_type: TYPE_FP32, dims: [1] }]\n'
+        'output [{ name: "y", data_type: TYPE_FP32, dims: [1] }]\n'
+    )
     (model / "1" / "model.py").write_text(
         "import triton_python_backend_utils as pb\n"
         "class TritonPythonModel:\n"
         "    def execute(self, requests):\n"
-        "        return [pb.InferenceResponse([pb.Tensor('y', pb.get_input_tensor_by_name(r, 'x').as_numpy())]) for r in requests]\n")
+        "        return [pb.InferenceResponse([pb.Tensor('y', pb.get_input_tensor_by_name(r, 'x').as_numpy())]) for r in requests]\n"
+    )
     repo = tmp_path / "repo"
     ok, log = realtools().tritonserver_stops(repo, container["args"])
     assert ok, log
@@ -395,19 +499,28 @@ def test_jetson_detector_gets_detector_outputs_and_a_tensorrt_plan_built_on_the_
     """yolos-jetson: optimum's object-detection outputs (logits over 91 classes + no-object, normalised boxes, per
     one of 100 [DET] tokens), the tensorrt backend, and trtexec with the precision's flag and the sized batch."""
     from compiler.pipeline import resolve
+
     plan = resolve(REPO / "examples/yolos-jetson.yaml")
     (engine,) = plan.deployment.engines
     m = engine.triton
     assert (m.backend, m.model_file, m.export_task) == ("tensorrt", "model.plan", "object-detection")
     assert [(t.name, t.dims) for t in m.outputs] == [("logits", [100, 92]), ("pred_boxes", [100, 4])]
     batch = plan.serving.max_concurrency
-    assert m.engine_build_flags == ["--fp16", "--minShapes=pixel_values:1x3x512x512",
-                                    f"--optShapes=pixel_values:{batch}x3x512x512", f"--maxShapes=pixel_values:{batch}x3x512x512"]
+    assert m.engine_build_flags == [
+        "--fp16",
+        "--minShapes=pixel_values:1x3x512x512",
+        f"--optShapes=pixel_values:{batch}x3x512x512",
+        f"--maxShapes=pixel_values:{batch}x3x512x512",
+    ]
     config = next(f.text for f in triton.render(plan) if f.path.endswith("config.pbtxt"))
     assert 'backend: "tensorrt"' in config and 'default_model_filename: "model.plan"' in config
     assert pbtxt_field(config, "max_batch_size") == str(batch)  # the plan's profile covers Triton's largest batch
     classifier = resolve(REPO / "examples/resnet50-triton.yaml").deployment.engines[0].triton
-    assert (classifier.backend, [t.dims for t in classifier.outputs], classifier.engine_build_flags) == ("onnxruntime", [[1000]], [])
+    assert (classifier.backend, [t.dims for t in classifier.outputs], classifier.engine_build_flags) == (
+        "onnxruntime",
+        [[1000]],
+        [],
+    )
 
 
 def test_tritonserver_loads_the_plan_the_jetson_init_steps_build(tmp_path, monkeypatch):
@@ -417,23 +530,36 @@ def test_tritonserver_loads_the_plan_the_jetson_init_steps_build(tmp_path, monke
     pod, data = _example_k8s("yolos-jetson.yaml")
     assert [c["name"] for c in pod["initContainers"]] == ["fill-repository", "build-engine"]
     build = pod["initContainers"][1]
-    assert build["image"] == "nvcr.io/nvidia/tensorrt:25.10-py3-igpu" and build["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert (
+        build["image"] == "nvcr.io/nvidia/tensorrt:25.10-py3-igpu"
+        and build["resources"]["limits"]["nvidia.com/gpu"] == 1
+    )
     tools = realtools()
     server_env(monkeypatch)
     bin_dir = tmp_path / "bin"
-    fake_commands(bin_dir, "python3", script='exit 0\n')
+    fake_commands(bin_dir, "python3", script="exit 0\n")
     fake_commands(bin_dir, "optimum-cli", script='out="${@: -1}"; mkdir -p "$out"; printf onnx >"$out/model.onnx"\n')
-    fake_commands(bin_dir, "trtexec", script='printf "%s\\n" "$@" >"$FAKE_TRTEXEC_ARGS"; '
-                                              'for a; do case "$a" in --saveEngine=*) printf plan >"${a#--saveEngine=}";; esac; done\n')
+    fake_commands(
+        bin_dir,
+        "trtexec",
+        script='printf "%s\\n" "$@" >"$FAKE_TRTEXEC_ARGS"; '
+        'for a; do case "$a" in --saveEngine=*) printf plan >"${a#--saveEngine=}";; esac; done\n',
+    )
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_TRTEXEC_ARGS": str(tmp_path / "trtexec.args")}
     repo = _run_fill_step(pod, data, tmp_path, env=env)
     assert (repo / "yolos-tiny/model.onnx").is_file() and not (repo / "yolos-tiny/1/model.plan").exists()
     script = " ".join(build["command"]).replace("/models", str(tmp_path / "models"))
-    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    result = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, timeout=120, env={**os.environ, **env}
+    )
     assert result.returncode == 0, result.stderr
     assert (repo / "yolos-tiny/1/model.plan").read_text() == "plan"
     args = (tmp_path / "trtexec.args").read_text().split()
-    assert args[:3] == [f"--onnx={repo}/yolos-tiny/model.onnx", f"--saveEngine={repo}/yolos-tiny/1/model.plan", "--fp16"]
+    assert args[:3] == [
+        f"--onnx={repo}/yolos-tiny/model.onnx",
+        f"--saveEngine={repo}/yolos-tiny/1/model.plan",
+        "--fp16",
+    ]
     ok, message = tools.parse_triton_pbtxt(repo / "yolos-tiny/config.pbtxt")
     assert ok, message
     config = repo / "yolos-tiny/config.pbtxt"
@@ -447,10 +573,17 @@ def test_on_an_edge_device_fixed_shapes_get_tensorrt_and_variable_lengths_keep_o
     def on_edge(plan):
         gpu = plan.hardware.gpu_spec.model_copy(update={"edge": True})
         return deployed(plan.model_copy(update={"hardware": plan.hardware.model_copy(update={"gpu_spec": gpu})}))
+
     resnet = on_edge(vision_plan()).deployment.engines[0].triton
     assert (resnet.backend, resnet.model_file) == ("tensorrt", "model.plan")
-    assert resnet.engine_build_flags[0] == "--fp16" and resnet.engine_build_flags[-1] == "--maxShapes=pixel_values:128x3x224x224"
+    assert (
+        resnet.engine_build_flags[0] == "--fp16"
+        and resnet.engine_build_flags[-1] == "--maxShapes=pixel_values:128x3x224x224"
+    )
     int8 = on_edge(vision_plan(precision="int8")).deployment.engines[0].triton
     assert int8.engine_build_flags[0] == "--int8"  # a QDQ export: TensorRT reads its scales
     bert = on_edge(vision_plan(model_id="bert-large", hf_id="google-bert/bert-large-uncased", architecture=BERT_LARGE))
-    assert (bert.deployment.engines[0].triton.backend, bert.deployment.engines[0].triton.engine_build_flags) == ("onnxruntime", [])
+    assert (bert.deployment.engines[0].triton.backend, bert.deployment.engines[0].triton.engine_build_flags) == (
+        "onnxruntime",
+        [],
+    )

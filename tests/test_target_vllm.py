@@ -17,13 +17,17 @@ from compiler.catalog.types import Architecture
 from compiler.targets import vllm
 from compiler.targets.base import OutputFile, with_header
 from compiler.targets.engine_common import EngineUnit, engine_units, vllm_serve_args
-from tests.fixtures.resolved_plans import deployed, H100, serving_plan
+from tests.fixtures.resolved_plans import H100, deployed, serving_plan
 from tests.tools import realtools as tools_realtools
 
 REPO = Path(__file__).resolve().parent.parent
 HF_CONFIGS = REPO / "tests" / "data" / "hf_configs"
-LLAMA_70B = Architecture(layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672, vocab=128256, max_position=131072)
-LLAMA_405B = Architecture(layers=126, hidden=16384, heads=128, kv_heads=8, ffn_hidden=53248, vocab=128256, max_position=131072)
+LLAMA_70B = Architecture(
+    layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672, vocab=128256, max_position=131072
+)
+LLAMA_405B = Architecture(
+    layers=126, hidden=16384, heads=128, kv_heads=8, ffn_hidden=53248, vocab=128256, max_position=131072
+)
 
 
 def realtools():
@@ -33,25 +37,51 @@ def realtools():
 
 def llm_plan(engine: str = "vllm", model: dict | None = None, serve: dict | None = None, **serving_updates):
     """The fixture serving plan on `engine`, with serving fields replaced (a view the sizing could have produced)."""
-    spec_serve = {"engine": engine, "context_len": 8192,
-                  "traffic": {"requests_per_second": 20, "prompt_tokens": 1500, "output_tokens": 300}, **(serve or {})}
+    spec_serve = {
+        "engine": engine,
+        "context_len": 8192,
+        "traffic": {"requests_per_second": 20, "prompt_tokens": 1500, "output_tokens": 300},
+        **(serve or {}),
+    }
     plan = serving_plan(serve=spec_serve)
-    plan = deployed(plan.model_copy(update={"serving": plan.serving.model_copy(update={"engine": engine, **serving_updates})}))
+    plan = deployed(
+        plan.model_copy(update={"serving": plan.serving.model_copy(update={"engine": engine, **serving_updates})})
+    )
     if model:
         plan = deployed(plan.model_copy(update={"model": plan.model.model_copy(update=model)}))
     return plan
 
 
 def llama_70b_fp8(engine: str = "vllm"):
-    return llm_plan(engine, model={"id": "llama-3.1-70b", "hf_id": "meta-llama/Llama-3.1-70B-Instruct", "architecture": LLAMA_70B},
-                    serve={"kv_cache_dtype": "fp8"}, precision="fp8", kv_cache_dtype="fp8", tp=4, gpus_per_replica=4,
-                    max_concurrency=128, max_num_batched_tokens=4096, gpu_memory_utilization=0.92)
+    return llm_plan(
+        engine,
+        model={"id": "llama-3.1-70b", "hf_id": "meta-llama/Llama-3.1-70B-Instruct", "architecture": LLAMA_70B},
+        serve={"kv_cache_dtype": "fp8"},
+        precision="fp8",
+        kv_cache_dtype="fp8",
+        tp=4,
+        gpus_per_replica=4,
+        max_concurrency=128,
+        max_num_batched_tokens=4096,
+        gpu_memory_utilization=0.92,
+    )
 
 
 def llama_405b_two_nodes():
-    plan = llm_plan(model={"id": "llama-3.1-405b", "hf_id": "meta-llama/Llama-3.1-405B-Instruct", "architecture": LLAMA_405B},
-                    tp=8, pp=2, gpus_per_replica=16, nodes_per_replica=2, context_len=16384, max_concurrency=249)
-    return deployed(plan.model_copy(update={"hardware": plan.hardware.model_copy(update={"gpus_per_node": 8, "nodes": 2, "gpus": 16})}))
+    plan = llm_plan(
+        model={"id": "llama-3.1-405b", "hf_id": "meta-llama/Llama-3.1-405B-Instruct", "architecture": LLAMA_405B},
+        tp=8,
+        pp=2,
+        gpus_per_replica=16,
+        nodes_per_replica=2,
+        context_len=16384,
+        max_concurrency=249,
+    )
+    return deployed(
+        plan.model_copy(
+            update={"hardware": plan.hardware.model_copy(update={"gpus_per_node": 8, "nodes": 2, "gpus": 16})}
+        )
+    )
 
 
 def by_path(files: list[OutputFile]) -> dict[str, OutputFile]:
@@ -90,8 +120,12 @@ def fake_calls(env: dict[str, str]) -> list[list[str]]:
 
 
 def run_script(path: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["timeout", "-k", "5", "60", "bash", str(path), *args], env={**os.environ, **env},
-                          capture_output=True, text=True)
+    return subprocess.run(
+        ["timeout", "-k", "5", "60", "bash", str(path), *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+    )
 
 
 def shellcheck_ok(path: Path) -> None:
@@ -111,7 +145,15 @@ def yaml_to_flags(config: dict) -> list[str]:
         if key == "model":
             continue
         flag = "--" + key.replace("_", "-")
-        words.append(flag if value is True else f"--no-{flag[2:]}" if value is False else f"{flag}={value:g}" if isinstance(value, float) else f"{flag}={value}")
+        words.append(
+            flag
+            if value is True
+            else f"--no-{flag[2:]}"
+            if value is False
+            else f"{flag}={value:g}"
+            if isinstance(value, float)
+            else f"{flag}={value}"
+        )
     return words
 
 
@@ -120,6 +162,7 @@ def yaml_to_flags(config: dict) -> list[str]:
 
 def test_applies_only_to_vllm_serving():
     from tests.fixtures.resolved_plans import training_plan
+
     assert vllm.applies(llm_plan("vllm"))
     assert not vllm.applies(llm_plan("triton"))
     assert not vllm.applies(llm_plan("tgi"))
@@ -132,10 +175,19 @@ def test_config_yaml_carries_the_sized_numbers():
     assert files["vllm/serve.sh"].mode == 0o755
     config = yaml.safe_load(files["vllm/config.yaml"].text)
     assert config == {
-        "model": "meta-llama/Llama-3.1-8B-Instruct", "served_model_name": "meta-llama/Llama-3.1-8B-Instruct",
-        "host": "0.0.0.0", "port": 8000, "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
-        "max_model_len": 8192, "gpu_memory_utilization": 0.9, "max_num_seqs": 64, "max_num_batched_tokens": 8192,
-        "dtype": "bfloat16", "kv_cache_dtype": "auto", "enable_prefix_caching": True,
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "served_model_name": "meta-llama/Llama-3.1-8B-Instruct",
+        "host": "0.0.0.0",
+        "port": 8000,
+        "tensor_parallel_size": 1,
+        "pipeline_parallel_size": 1,
+        "max_model_len": 8192,
+        "gpu_memory_utilization": 0.9,
+        "max_num_seqs": 64,
+        "max_num_batched_tokens": 8192,
+        "dtype": "bfloat16",
+        "kv_cache_dtype": "auto",
+        "enable_prefix_caching": True,
         "shutdown_timeout": 141,  # drain: 0.35 s TTFT + (8192 - 1500) tokens × 21 ms TPOT, rounded up
     }
     assert files["vllm/config.yaml"].text.startswith("# vLLM 0.32.0 engine configuration")
@@ -206,9 +258,19 @@ def test_non_llm_is_refused():
 def test_stages_get_their_own_folder():
     plan = llm_plan()
     from compiler.resolved import Stage
-    stage = Stage(name="caption", model=plan.model, hardware=plan.hardware, serving=plan.serving,
-                  memory_per_gpu_bytes=plan.memory_per_gpu_bytes, usd_per_month=1.0, gpus_per_last_stage_gpu=1.0)
-    vision = deployed(stage.model_copy(update={"name": "vision", "serving": plan.serving.model_copy(update={"engine": "triton"})}))
+
+    stage = Stage(
+        name="caption",
+        model=plan.model,
+        hardware=plan.hardware,
+        serving=plan.serving,
+        memory_per_gpu_bytes=plan.memory_per_gpu_bytes,
+        usd_per_month=1.0,
+        gpus_per_last_stage_gpu=1.0,
+    )
+    vision = deployed(
+        stage.model_copy(update={"name": "vision", "serving": plan.serving.model_copy(update={"engine": "triton"})})
+    )
     staged = deployed(plan.model_copy(update={"stages": [vision, stage]}))
     assert sorted(by_path(vllm.render(staged))) == ["vllm/caption/config.yaml", "vllm/caption/serve.sh"]
 
@@ -278,7 +340,9 @@ def test_vllm_accepts_the_command_line():
 def test_vllm_accepts_the_config_yaml(tmp_path):
     plan = llama_70b_fp8()
     out = write_tree(vllm.render(plan), tmp_path, plan)
-    ok, message = realtools().validate_vllm(["serve", "--config", str(out / "vllm/config.yaml")], hf_config(plan.model.hf_id))
+    ok, message = realtools().validate_vllm(
+        ["serve", "--config", str(out / "vllm/config.yaml")], hf_config(plan.model.hf_id)
+    )
     assert ok, message
     assert "tp=4" in message
 
@@ -286,8 +350,12 @@ def test_vllm_accepts_the_config_yaml(tmp_path):
 def test_vllm_accepts_the_multi_node_replica():
     tools = realtools()
     has_ray = subprocess.run([str(tools.tool_python("vllm")), "-c", "import ray"], capture_output=True).returncode == 0
-    tools.require_tool("ray (vllm venv)", has_ray, "ray is not installed in the vllm tool venv; vLLM needs it for "
-                       "--distributed-executor-backend ray; run scripts/install-test-deps.sh")
+    tools.require_tool(
+        "ray (vllm venv)",
+        has_ray,
+        "ray is not installed in the vllm tool venv; vLLM needs it for "
+        "--distributed-executor-backend ray; run scripts/install-test-deps.sh",
+    )
     plan = llama_405b_two_nodes()
     ok, message = tools.validate_vllm(["serve", *vllm.serve_args(plan)], hf_config(plan.model.hf_id))
     assert ok, message
@@ -316,6 +384,7 @@ def test_vllm_rejects_a_wrong_flag():
 
 def example_units(engine: str) -> list[tuple[str, EngineUnit]]:
     from compiler.pipeline import resolve
+
     units = []
     for path in sorted((REPO / "examples").glob("*.yaml")):
         plan = resolve(path)
@@ -336,13 +405,25 @@ def test_vllm_accepts_every_example():
         assert ok, f"{name}: {message}"
 
 
-MIXTRAL = Architecture(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=32000, max_position=32768,
-                       experts=8, experts_per_token=2)
+MIXTRAL = Architecture(
+    layers=32,
+    hidden=4096,
+    heads=32,
+    kv_heads=8,
+    ffn_hidden=14336,
+    vocab=32000,
+    max_position=32768,
+    experts=8,
+    experts_per_token=2,
+)
 
 
 def test_moe_models_on_several_gpus_get_expert_parallelism():
-    moe = llm_plan(model={"id": "mixtral-8x7b", "hf_id": "mistralai/Mixtral-8x7B-Instruct-v0.1", "architecture": MIXTRAL},
-                   tp=2, gpus_per_replica=2)
+    moe = llm_plan(
+        model={"id": "mixtral-8x7b", "hf_id": "mistralai/Mixtral-8x7B-Instruct-v0.1", "architecture": MIXTRAL},
+        tp=2,
+        gpus_per_replica=2,
+    )
     assert vllm.engine_config(moe)["enable_expert_parallel"] is True
     assert "--enable-expert-parallel" in vllm.serve_args(moe)
     one_gpu = llm_plan(model={"id": "mixtral-8x7b", "architecture": MIXTRAL})
@@ -351,9 +432,14 @@ def test_moe_models_on_several_gpus_get_expert_parallelism():
 
 
 def test_vllm_accepts_expert_parallelism():
-    moe = llm_plan(model={"id": "mixtral-8x7b", "hf_id": "mistralai/Mixtral-8x7B-Instruct-v0.1", "architecture": MIXTRAL},
-                   tp=2, gpus_per_replica=2)
-    ok, output = realtools().validate_vllm(["serve", *vllm.serve_args(moe)], hf_config("mistralai/Mixtral-8x7B-Instruct-v0.1"))
+    moe = llm_plan(
+        model={"id": "mixtral-8x7b", "hf_id": "mistralai/Mixtral-8x7B-Instruct-v0.1", "architecture": MIXTRAL},
+        tp=2,
+        gpus_per_replica=2,
+    )
+    ok, output = realtools().validate_vllm(
+        ["serve", *vllm.serve_args(moe)], hf_config("mistralai/Mixtral-8x7B-Instruct-v0.1")
+    )
     assert ok, output
 
 
@@ -366,25 +452,40 @@ CPU_OVERRIDES = ["--max-model-len", "256", "--gpu-memory-utilization", "0.1", "-
 
 
 # vLLM examples and their engine config, one per vLLM unit (the image-captioning service's caption stage too).
-VLLM_EXAMPLE_CONFIGS = [("llama3-8b-chat", "vllm/config.yaml"), ("llama3-70b-fp8-slo", "vllm/config.yaml"),
-                        ("llama3-405b-serve", "vllm/config.yaml"), ("image-captioning", "vllm/caption/config.yaml")]
+VLLM_EXAMPLE_CONFIGS = [
+    ("llama3-8b-chat", "vllm/config.yaml"),
+    ("llama3-70b-fp8-slo", "vllm/config.yaml"),
+    ("llama3-405b-serve", "vllm/config.yaml"),
+    ("image-captioning", "vllm/caption/config.yaml"),
+]
 # Keys this CPU build cannot run, dropped from the copy it starts (not from the generated file): FP8 weights and KV
 # cache need a GPU; a replica over several GPUs or nodes (TP/PP, Ray) becomes one CPU process (see CPU_SINGLE).
-GPU_ONLY_KEYS = ("quantization", "kv_cache_dtype", "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend")
+GPU_ONLY_KEYS = (
+    "quantization",
+    "kv_cache_dtype",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "distributed_executor_backend",
+)
 
 
 @pytest.mark.parametrize("example, path", VLLM_EXAMPLE_CONFIGS, ids=[e for e, _ in VLLM_EXAMPLE_CONFIGS])
 def test_a_real_vllm_server_starts_from_the_generated_config_and_exposes_the_queried_metrics(example, path, tmp_path):
     import re as _re
+
     from compiler.pipeline import compile_plan
+
     files = {f.path: f for f in compile_plan(REPO / "examples" / f"{example}.yaml").files}
     config = tmp_path / "config.yaml"
     kept = [line for line in files[path].text.splitlines() if line.split(":", 1)[0] not in GPU_ONLY_KEYS]
     config.write_text("\n".join(kept) + "\n")
     served_name = yaml.safe_load(files[path].text)["served_model_name"]
     rules = files["monitoring/prometheus-rules.yaml"].text
-    queried = set(_re.findall(r"vllm:[a-z_]+", rules + files["k8s/serving.yaml"].text
-                              + files["helm/prometheus-adapter-values.yaml"].text))
+    queried = set(
+        _re.findall(
+            r"vllm:[a-z_]+", rules + files["k8s/serving.yaml"].text + files["helm/prometheus-adapter-values.yaml"].text
+        )
+    )
     assert "vllm:num_requests_waiting" in queried
     served = realtools().vllm_serves(config, CPU_OVERRIDES)
     assert served.ok, served.log
@@ -402,14 +503,20 @@ def test_a_real_vllm_server_drains_in_flight_requests_on_sigterm(tmp_path):
     gets all its tokens and vLLM logs a drain (with shutdown_timeout 0 it logs mode=abort, and a request was seen cut
     at 274 of 500 tokens)."""
     from compiler.pipeline import compile_plan
+
     files = {f.path: f for f in compile_plan(REPO / "examples" / "llama3-8b-chat.yaml").files}
     generated = yaml.safe_load(files["vllm/config.yaml"].text)
     assert generated["shutdown_timeout"] > 0
     config = tmp_path / "config.yaml"
-    config.write_text("\n".join(line for line in files["vllm/config.yaml"].text.splitlines()
-                                if line.split(":", 1)[0] not in GPU_ONLY_KEYS) + "\n")
-    served = realtools().vllm_serves(config, ["--max-model-len", "512", "--gpu-memory-utilization", "0.1", "--enforce-eager"],
-                                     terminate_during=500)
+    config.write_text(
+        "\n".join(
+            line for line in files["vllm/config.yaml"].text.splitlines() if line.split(":", 1)[0] not in GPU_ONLY_KEYS
+        )
+        + "\n"
+    )
+    served = realtools().vllm_serves(
+        config, ["--max-model-len", "512", "--gpu-memory-utilization", "0.1", "--enforce-eager"], terminate_during=500
+    )
     assert '"completion_tokens":500' in served.completion.replace(" ", ""), served.completion[-500:] + served.log
     # vLLM's own account of the shutdown: drain (not abort) for the generated timeout
     assert f"stopping engine client mode=drain timeout={generated['shutdown_timeout']}s" in served.log, served.log

@@ -61,7 +61,8 @@ def test_compiled_output_is_byte_identical_with_a_warm_and_a_corrupt_cache(tmp_p
     from compiler.cli import main
 
     plan = os.path.join(os.path.dirname(__file__), "..", "examples", "llama3-8b-pretrain.yaml")
-    monkeypatch.setattr(base, "environment", lambda env=_fresh_environment(): env)
+    fresh = _fresh_environment()
+    monkeypatch.setattr(base, "environment", lambda: fresh)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     outputs = []
     for run in range(3):

@@ -18,12 +18,15 @@ from compiler.sizing.training import TrainPins, search_training
 from tests.test_train_time import H100, _step
 from tests.test_training_search import GPUS, request
 
-LLAMA8B = Architecture(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=128256, max_position=131072)
+LLAMA8B = Architecture(
+    layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=128256, max_position=131072
+)
 LLAMA70B = Architecture(layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672, vocab=128256)
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 # --- uneven pipeline stages -------------------------------------------------------------------------------------
+
 
 def test_llama_3_405b_split_of_126_layers_over_16_stages():
     """Llama 3 §3.3.2: one layer fewer on the first and the last stage: 7 + 14 × 8 + 7 = 126."""
@@ -50,8 +53,9 @@ def test_largest_stage_sets_the_step_and_memory():
     arch = LLAMA8B.model_copy(update={"layers": 126})
     params = cp(arch)
     even = LLAMA8B.model_copy(update={"layers": 128})
-    args = dict(precision="bf16", seq_len=4096, micro_batch=1, grad_accum=16, tp=1, pp=16, dp=1, zero_stage=0,
-                recompute="none")
+    args = dict(
+        precision="bf16", seq_len=4096, micro_batch=1, grad_accum=16, tp=1, pp=16, dp=1, zero_stage=0, recompute="none"
+    )
     uneven = tt.step_time(arch, params, H100, split=tl.pipeline_split(126, 16), **args)
     ceil = tt.step_time(arch, params, H100, **args)  # ⌈126/16⌉ = 8 on every stage, the last with the LM head
     layer, head = tt._layer_matmul_params(arch, params) / 126, params.lm_head
@@ -60,10 +64,14 @@ def test_largest_stage_sets_the_step_and_memory():
     assert uneven.matmul == pytest.approx(16 * 4096 * 6 * (7 * layer + head) / rate)
     assert ceil.matmul == pytest.approx(16 * 4096 * 6 * (8 * layer + head) / rate)
     mem = memory_per_gpu(arch, params, pp=16, microbatches=16, seq_len=4096, split=tl.pipeline_split(126, 16))
-    assert mem.activations > 0 and mem.total < memory_per_gpu(even, cp(even), pp=16, microbatches=16, seq_len=4096).total * 1.01
+    assert (
+        mem.activations > 0
+        and mem.total < memory_per_gpu(even, cp(even), pp=16, microbatches=16, seq_len=4096).total * 1.01
+    )
 
 
 # --- interleaved 1F1B ---------------------------------------------------------------------------------------------
+
 
 def test_interleaved_bubble_is_p_minus_1_over_v_m():
     """Narayanan et al. 2021 §2.2.2: p = 4, v = 2, m = 8 → bubble 3/16 of the ideal step (3/8 without VP)."""
@@ -89,6 +97,7 @@ def test_interleaving_holds_more_microbatches_on_the_first_stage():
 
 # --- context parallelism ---------------------------------------------------------------------------------------------
 
+
 def test_cp_splits_the_activations():
     """Llama-3.1-8B at s = 8192: 36·s·h = 1,207,959,552 B per layer; CP2 holds half on each GPU."""
     assert activation_bytes_per_layer(LLAMA8B, 8192, 1, 1, False, "none", True, cp=2) == 603_979_776
@@ -110,6 +119,7 @@ def test_cp_halves_attention_and_gemm_time_per_gpu():
 
 # --- expert parallelism ----------------------------------------------------------------------------------------------
 
+
 def test_ep_all_to_all_volume_deepseek_v3():
     """h = 7168, top-8, 4096 tokens, EP64: 4 × 4096 · 8 · 7168 · 2 B × 63/64 = 1,849,688,064 B per MoE layer."""
     dsv3 = load_models()["deepseek-v3"].architecture
@@ -129,6 +139,7 @@ def test_ep_divides_the_expert_weights():
 
 # --- the search and the outputs -------------------------------------------------------------------------------------
 
+
 def test_405b_example_searches_its_way_to_an_interleaved_uneven_layout():
     """Llama 3 trained 405B at TP8 PP16 with interleaving and lighter first/last stages (§3.3.2). The free search
     (cost-optimal within the example's 8192 GPUs) picks TP8 with VP and the Llama 3 split; its fastest point is
@@ -146,10 +157,12 @@ def test_405b_example_searches_its_way_to_an_interleaved_uneven_layout():
 def test_deepseek_v3_shaped_plan_compiles_with_ep(tmp_path):
     """DeepSeek-V3's published layout (PP16, EP64, ZeRO-1 on 2048 GPUs): infeasible before; now sized with EP."""
     plan_file = tmp_path / "dsv3.yaml"
-    plan_file.write_text("name: dsv3\nworkload: train\nmodel: {preset: deepseek-v3}\nprecision: fp8\n"
-                         "train: {tokens: 14.8T, seq_len: 4096, global_batch: 15360, framework: megatron}\n"
-                         "cluster: {gpu: h100-sxm-80gb, count: 2048, interconnect: ib-400g}\n"
-                         "parallelism: {pp: 16, ep: 64, zero_stage: 1}\n")
+    plan_file.write_text(
+        "name: dsv3\nworkload: train\nmodel: {preset: deepseek-v3}\nprecision: fp8\n"
+        "train: {tokens: 14.8T, seq_len: 4096, global_batch: 15360, framework: megatron}\n"
+        "cluster: {gpu: h100-sxm-80gb, count: 2048, interconnect: ib-400g}\n"
+        "parallelism: {pp: 16, ep: 64, zero_stage: 1}\n"
+    )
     plan = resolve(plan_file)
     par = plan.parallelism
     assert (par.pp, par.ep, par.zero_stage) == (16, 64, 1) and sum(par.pp_stage_layers) == 61
@@ -161,8 +174,17 @@ def test_deepseek_v3_shaped_plan_compiles_with_ep(tmp_path):
 
 def test_free_search_of_an_moe_model_tries_ep():
     dsv3 = load_models()["deepseek-v3"].architecture
-    result = search_training(request(arch=dsv3, params=count_params(dsv3), seq_len=4096, global_batch_sequences=4096,
-                                     gpu_count=1024, precision="fp8"), GPUS)
+    result = search_training(
+        request(
+            arch=dsv3,
+            params=count_params(dsv3),
+            seq_len=4096,
+            global_batch_sequences=4096,
+            gpu_count=1024,
+            precision="fp8",
+        ),
+        GPUS,
+    )
     assert result.chosen is not None and result.chosen.ep > 1
 
 
@@ -180,8 +202,18 @@ def test_lora_with_tp_pp_runs_on_fsdp2_and_qlora_is_refused_for_the_missing_fram
     from compiler.passes.wording import words
 
     def search(method):
-        return search_training(request(arch=LLAMA70B, params=count_params(LLAMA70B), seq_len=4096, gpu_count=8,
-                                       global_batch_sequences=32, method=method, pins=TrainPins(tp=2, pp=4)), GPUS)
+        return search_training(
+            request(
+                arch=LLAMA70B,
+                params=count_params(LLAMA70B),
+                seq_len=4096,
+                gpu_count=8,
+                global_batch_sequences=32,
+                method=method,
+                pins=TrainPins(tp=2, pp=4),
+            ),
+            GPUS,
+        )
 
     chosen = search("lora").chosen
     assert (chosen.framework, chosen.zero_stage, chosen.tp, chosen.pp) == ("fsdp", 3, 2, 4)
@@ -205,10 +237,12 @@ def test_uneven_split_megatron_cannot_state_is_not_chosen():
 
 def test_pinned_layouts_reach_the_megatron_arguments(tmp_path):
     plan_file = tmp_path / "p.yaml"
-    plan_file.write_text("name: l70\nworkload: train\nmodel: {preset: llama-3.1-70b}\n"
-                         "train: {tokens: 1T, seq_len: 8192, global_batch: 128}\n"
-                         "cluster: {gpu: h100-sxm-80gb, count: 64}\n"
-                         "parallelism: {tp: 4, pp: 4, cp: 2, vp: 5}\n")
+    plan_file.write_text(
+        "name: l70\nworkload: train\nmodel: {preset: llama-3.1-70b}\n"
+        "train: {tokens: 1T, seq_len: 8192, global_batch: 128}\n"
+        "cluster: {gpu: h100-sxm-80gb, count: 64}\n"
+        "parallelism: {tp: 4, pp: 4, cp: 2, vp: 5}\n"
+    )
     plan = resolve(plan_file)
     assert (plan.parallelism.cp, plan.parallelism.vp, plan.parallelism.dp) == (2, 5, 2)
     args = [(a.flag, a.value) for a in plan.deployment.frameworks.megatron_args]
@@ -218,9 +252,11 @@ def test_pinned_layouts_reach_the_megatron_arguments(tmp_path):
 def test_hsdp_shard_group_reaches_the_accelerate_config(tmp_path):
     """FSDP HYBRID_SHARD: ZeRO-3 inside each node's 8 GPUs, replicated over 4 nodes; weights sharded by 8, not 32."""
     plan_file = tmp_path / "h.yaml"
-    plan_file.write_text("name: hsdp\nworkload: train\nmodel: {preset: llama-3.1-8b}\n"
-                         "train: {tokens: 100B, seq_len: 4096, global_batch: 256, framework: fsdp}\n"
-                         "cluster: {gpu: h100-sxm-80gb, count: 32}\nparallelism: {zero_stage: 3, shard_group_gpus: 8}\n")
+    plan_file.write_text(
+        "name: hsdp\nworkload: train\nmodel: {preset: llama-3.1-8b}\n"
+        "train: {tokens: 100B, seq_len: 4096, global_batch: 256, framework: fsdp}\n"
+        "cluster: {gpu: h100-sxm-80gb, count: 32}\nparallelism: {zero_stage: 3, shard_group_gpus: 8}\n"
+    )
     plan = resolve(plan_file)
     assert plan.parallelism.shard_group_gpus == 8 and plan.parallelism.framework == "fsdp"
     assert plan.deployment.frameworks.accelerate_config["fsdp_config"]["fsdp_reshard_after_forward"] == "HYBRID_SHARD"
@@ -265,9 +301,11 @@ def test_issue_15_405b_on_16k_h100_is_no_longer_infeasible(tmp_path):
     """Issue 15: free on 16,384 H100 it was infeasible (PP had to divide 126 layers and the GPU count); pinned to
     TP8 PP16 the bubble was 5.9 s of a 12.3 s step. Now the Llama 3 split and interleaving are searched."""
     plan_file = tmp_path / "l405.yaml"
-    plan_file.write_text("name: l405\nworkload: train\nmodel: {preset: llama-3.1-405b}\n"
-                         "train: {tokens: 15.6T, seq_len: 8192, global_batch_tokens: 16M, framework: megatron}\n"
-                         "cluster: {gpu: h100-sxm-80gb, count: 16384, max_gpus: 16384}\n")
+    plan_file.write_text(
+        "name: l405\nworkload: train\nmodel: {preset: llama-3.1-405b}\n"
+        "train: {tokens: 15.6T, seq_len: 8192, global_batch_tokens: 16M, framework: megatron}\n"
+        "cluster: {gpu: h100-sxm-80gb, count: 16384, max_gpus: 16384}\n"
+    )
     plan = resolve(plan_file)
     par, t = plan.parallelism, plan.training
     assert (par.tp, par.pp) == (8, 16) and par.vp > 1 and par.pp_stage_layers[:2] == [7, 8]

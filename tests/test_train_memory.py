@@ -12,11 +12,25 @@ from compiler.sizing.train_memory import activation_bytes_per_layer, memory_per_
 GB = 1e9
 GIB = 2**30
 # GPT-3 175B (Brown et al. 2020, Table 2.1): 96 layers, d 12288, 96 heads, MHA, 4d MLP, LayerNorm.
-GPT3 = Architecture(layers=96, hidden=12288, heads=96, kv_heads=96, ffn_hidden=4 * 12288, vocab=50257, max_position=2048,
-                    gated_mlp=False, norm="layernorm", attention_bias=True, mlp_bias=True, learned_positions=True,
-                    tied_embeddings=True)
+GPT3 = Architecture(
+    layers=96,
+    hidden=12288,
+    heads=96,
+    kv_heads=96,
+    ffn_hidden=4 * 12288,
+    vocab=50257,
+    max_position=2048,
+    gated_mlp=False,
+    norm="layernorm",
+    attention_bias=True,
+    mlp_bias=True,
+    learned_positions=True,
+    tied_embeddings=True,
+)
 # Llama-3.1-8B (config.json): 32 layers, d 4096, 32 heads, 8 KV heads, SwiGLU 14336, vocab 128256, untied.
-LLAMA8B = Architecture(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=128256, max_position=131072)
+LLAMA8B = Architecture(
+    layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=128256, max_position=131072
+)
 
 
 @pytest.mark.parametrize("stage,expected_gb", [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)])
@@ -30,7 +44,9 @@ def test_memory_per_gpu_model_states_follow_the_zero_paper(stage):
     params = count_params(LLAMA8B)
     mem = memory_per_gpu(LLAMA8B, params, dp=64, zero_stage=stage, seq_len=8192)
     # + at ZeRO-3 the layer FSDP computes with and the one it prefetches, gathered in 16-bit (not in the paper)
-    gathered = tm.FSDP_GATHERED_LAYERS * (params.per_layer_attention + params.per_layer_mlp_total) * 2 if stage == 3 else 0
+    gathered = (
+        tm.FSDP_GATHERED_LAYERS * (params.per_layer_attention + params.per_layer_mlp_total) * 2 if stage == 3 else 0
+    )
     assert mem.model_states == pytest.approx(model_state_bytes_zero_paper(params.total, stage, 64) + gathered, rel=1e-9)
 
 
@@ -69,8 +85,9 @@ def test_llama_3_1_8b_seq_8192_gqa_gated():
 
 def test_moe_activations_count_the_routed_experts():
     """Mixtral-like: top-2 of 8 experts of width 14336: the MLP term counts 2 expert widths + fp32 router logits."""
-    moe = Architecture(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=32000, experts=8,
-                       experts_per_token=2)
+    moe = Architecture(
+        layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=32000, experts=8, experts_per_token=2
+    )
     s, h = 4096, 4096
     expected = (8 + 3 + 3 * 2 * 2 * 14336 / h + 4) * s * h + s * 8 * 4
     assert activation_bytes_per_layer(moe, s, 1, 1, False, "none", True) == pytest.approx(expected)
@@ -116,7 +133,9 @@ def test_cpu_offload_moves_optimizer_and_gradient_partition():
     off = memory_per_gpu(LLAMA8B, params, dp=8, zero_stage=2, offload_optimizer=True, seq_len=4096)
     assert off.optimizer == off.gradients == 0
     assert off.cpu_offload_bytes == pytest.approx(base.optimizer + base.gradients, abs=2)
-    both = memory_per_gpu(LLAMA8B, params, dp=8, zero_stage=3, offload_optimizer=True, offload_params=True, seq_len=4096)
+    both = memory_per_gpu(
+        LLAMA8B, params, dp=8, zero_stage=3, offload_optimizer=True, offload_params=True, seq_len=4096
+    )
     # only the gathered layer and the prefetched one stay on the GPU (FSDP CPUOffload computes on the GPU)
     assert both.model_states == tm.FSDP_GATHERED_LAYERS * (params.per_layer_attention + params.per_layer_mlp_total) * 2
     assert both.cpu_offload_bytes == pytest.approx(16 * params.total / 8, rel=1e-9)
@@ -135,8 +154,9 @@ def test_qlora_nf4_with_double_quantisation_is_4_127_bits():
 
 def test_qlora_base_weights_are_nf4_except_embeddings():
     params = count_params(LLAMA8B)
-    mem = memory_per_gpu(LLAMA8B, params, method="qlora", lora_rank=16, lora_targets=("q", "v"), seq_len=2048,
-                         recompute="full")
+    mem = memory_per_gpu(
+        LLAMA8B, params, method="qlora", lora_rank=16, lora_targets=("q", "v"), seq_len=2048, recompute="full"
+    )
     linear = 32 * (params.per_layer_attention + params.per_layer_mlp_total)
     adapters = tm.lora_trainable_params(LLAMA8B, 16, ("q", "v"))
     expected = linear * tm.NF4_BITS_PER_PARAM / 8 + (params.total - linear) * 2 + adapters * 2
@@ -150,8 +170,16 @@ def test_checkpoint_bytes_bloom_176b():
     """BLOOM-176B: 14 B/param → 2.46e12 B (≈ 2.24 TiB) against the reported 2.3 TB full checkpoint."""
     from compiler.catalog.params import ParamCounts
 
-    bloom = ParamCounts(total=176_000_000_000, active=0, embedding=0, per_layer_attention=0, per_layer_mlp_total=0,
-                        per_layer_mlp_active=0, per_layer_norm=0, largest_layer=0)
+    bloom = ParamCounts(
+        total=176_000_000_000,
+        active=0,
+        embedding=0,
+        per_layer_attention=0,
+        per_layer_mlp_total=0,
+        per_layer_mlp_active=0,
+        per_layer_norm=0,
+        largest_layer=0,
+    )
     assert tm.checkpoint_bytes(bloom, "adamw", "full") == 176e9 * 14
 
 
@@ -172,20 +200,38 @@ def test_pure_bf16_drops_the_master_copy_and_keeps_16_bit_adam_states():
     assert tm.optimizer_bytes_per_param(LLAMA8B, "adamw-8bit", "bf16", "none") == 2
 
 
-@pytest.mark.parametrize("loss,framework,eager,bytes_per_logit", [
-    ("standard", "megatron", False, 8), ("standard", "deepspeed", False, 8), ("standard", "deepspeed", True, 12),
-    ("standard", "fsdp", False, 12), ("standard", "ddp", False, 12), ("standard", "", False, 12),
-    ("chunked", "", False, 3), ("chunked", "deepspeed", True, 3), ("fused", "", False, 0), ("flash-attn", "fsdp", False, 4)])
+@pytest.mark.parametrize(
+    "loss,framework,eager,bytes_per_logit",
+    [
+        ("standard", "megatron", False, 8),
+        ("standard", "deepspeed", False, 8),
+        ("standard", "deepspeed", True, 12),
+        ("standard", "fsdp", False, 12),
+        ("standard", "ddp", False, 12),
+        ("standard", "", False, 12),
+        ("chunked", "", False, 3),
+        ("chunked", "deepspeed", True, 3),
+        ("fused", "", False, 0),
+        ("flash-attn", "fsdp", False, 4),
+    ],
+)
 def test_loss_keeps_its_logits(loss, framework, eager, bytes_per_logit):
     """standard: Megatron's fused loss keeps fp32 logits + gradient; PyTorch's eager F.cross_entropy(logits.float())
     (torchtitan, Hugging Face) holds log_softmax's fp32 output, the gradient nll_loss hands it and the one it returns;
     chunked: 16-bit logits + one of 8 chunks upcast (torchtune); fused: none. `eager`: the script's own loss is
     eager (the Hugging Face Trainer's, also under DeepSpeed)."""
     params = count_params(LLAMA8B)
-    mem = memory_per_gpu(LLAMA8B, params, seq_len=2048, micro_batch=2, framework=framework,
-                         options=tm.MemoryOptions(loss=loss, eager_loss=eager))
-    none = memory_per_gpu(LLAMA8B, params, seq_len=2048, micro_batch=2, framework=framework,
-                          options=tm.MemoryOptions(loss="fused"))
+    mem = memory_per_gpu(
+        LLAMA8B,
+        params,
+        seq_len=2048,
+        micro_batch=2,
+        framework=framework,
+        options=tm.MemoryOptions(loss=loss, eager_loss=eager),
+    )
+    none = memory_per_gpu(
+        LLAMA8B, params, seq_len=2048, micro_batch=2, framework=framework, options=tm.MemoryOptions(loss="fused")
+    )
     assert mem.activations - none.activations == pytest.approx(2048 * 2 * 128256 * bytes_per_logit, abs=2)
 
 
@@ -201,7 +247,8 @@ def test_gradients_and_activations_apart_in_an_unaccumulated_single_replica_step
     assert one.allocated == pytest.approx(one.weights + one.optimizer + max(one.gradients, one.activations), abs=4)
     accumulated = memory_per_gpu(LLAMA8B, params, seq_len=2048, recompute="full", microbatches=4, options=TORCHTUNE)
     assert accumulated.allocated == pytest.approx(
-        accumulated.weights + accumulated.optimizer + accumulated.gradients + accumulated.activations, abs=4)
+        accumulated.weights + accumulated.optimizer + accumulated.gradients + accumulated.activations, abs=4
+    )
 
 
 def test_optimizer_in_backward_keeps_one_tensors_gradient():
@@ -218,16 +265,24 @@ def test_paged_8bit_states_are_host_backed():
 
 def test_activation_offload_keeps_only_the_recomputed_layer():
     params = count_params(LLAMA8B)
-    on = memory_per_gpu(LLAMA8B, params, seq_len=2048, recompute="full",
-                        options=tm.MemoryOptions(loss="fused", activation_offload=True))
+    on = memory_per_gpu(
+        LLAMA8B, params, seq_len=2048, recompute="full", options=tm.MemoryOptions(loss="fused", activation_offload=True)
+    )
     layer = activation_bytes_per_layer(LLAMA8B, 2048, 1, 1, False, "none", True)
     assert on.activations == pytest.approx(layer, abs=2)
 
 
 def test_fsdp_without_resharding_holds_the_weights_whole():
     params = count_params(LLAMA8B)
-    kept = memory_per_gpu(LLAMA8B, params, dp=8, zero_stage=3, seq_len=2048, framework="fsdp",
-                          options=tm.MemoryOptions(reshard_after_forward=False))
+    kept = memory_per_gpu(
+        LLAMA8B,
+        params,
+        dp=8,
+        zero_stage=3,
+        seq_len=2048,
+        framework="fsdp",
+        options=tm.MemoryOptions(reshard_after_forward=False),
+    )
     assert kept.weights == pytest.approx(2 * params.total, abs=2)
 
 
@@ -254,8 +309,17 @@ def test_llama_3_1_8b_lora_on_a_24_gb_gpu_fits_without_sharding():
     """Issue 17: torchtune's recipe (bs 2, packed 2048, AC) measured 16.2 GiB on one RTX 4090; the plan's defaults
     for LoRA (chunked loss, fp32 master of the adapters) keep it on one GPU, not ZeRO-3 with CPU offload."""
     params = count_params(LLAMA8B)
-    mem = memory_per_gpu(LLAMA8B, params, method="lora", lora_rank=8, lora_targets=("q", "v", "o", "gate", "up", "down"),
-                         seq_len=2048, micro_batch=2, recompute="full", options=tm.MemoryOptions(loss=tm.loss_for("auto", "lora")))
+    mem = memory_per_gpu(
+        LLAMA8B,
+        params,
+        method="lora",
+        lora_rank=8,
+        lora_targets=("q", "v", "o", "gate", "up", "down"),
+        seq_len=2048,
+        micro_batch=2,
+        recompute="full",
+        options=tm.MemoryOptions(loss=tm.loss_for("auto", "lora")),
+    )
     assert mem.total <= tm.usable_memory_bytes(24 * GIB)
     assert mem.allocated / GIB == pytest.approx(16.2, rel=0.15)
 
@@ -297,7 +361,10 @@ def test_selective_is_op_sac_under_fsdp_and_megatrons_elsewhere():
     # every block's saved outputs, one block recomputed in the backward (its full activations less what it kept)
     assert fsdp.activations == pytest.approx(32 * saved + (full_layer - saved) + logits, abs=2)
     assert megatron.activations > fsdp.activations + 30 * 2**30  # 34·sbh-class per layer against 0.97 GiB
-    assert tm.recompute_kind("selective", "fsdp") == tm.OP_SAC and tm.recompute_kind("selective", "megatron") == "selective"
+    assert (
+        tm.recompute_kind("selective", "fsdp") == tm.OP_SAC
+        and tm.recompute_kind("selective", "megatron") == "selective"
+    )
 
 
 def test_op_sac_rowwise_outputs_stay_full_width_under_tp():
@@ -316,15 +383,18 @@ def test_fsdp2_pipeline_stages_hold_their_weights_whole_and_fp32_gradients_betwe
     unsharded gradients; measured on gloo ranks by tests/test_fsdp_pp_memory_real.py. Megatron-LM's PP is not this."""
     params = count_params(LLAMA8B)
     args = dict(tp=1, pp=4, dp=8, zero_stage=3, microbatches=8, seq_len=4096)
-    fsdp, megatron = memory_per_gpu(LLAMA8B, params, framework="fsdp", **args), memory_per_gpu(
-        LLAMA8B, params, framework="megatron", **args)
+    fsdp, megatron = (
+        memory_per_gpu(LLAMA8B, params, framework="fsdp", **args),
+        memory_per_gpu(LLAMA8B, params, framework="megatron", **args),
+    )
     held = tm.held_params(LLAMA8B, params, 1, 4, 8, first=True, last=False)[0]  # most micro-batches in flight
     assert fsdp.gathered == pytest.approx(2 * held, rel=1e-9)
     assert fsdp.accumulating == fsdp.gradients == pytest.approx(4 * held, rel=1e-9)
     assert megatron.gradients == pytest.approx(2 * held / 8, rel=1e-9) and not megatron.accumulating
     # 8B over 4 stages, 2.3B on the first: 4.5 GB whole and 9.1 GB of fp32 gradients, less two layers and a shard
     assert (fsdp.allocated - megatron.allocated) / GB == pytest.approx(
-        (2 * held - megatron.gathered + 4 * held - 2 * held / 8) / GB, rel=1e-6)
+        (2 * held - megatron.gathered + 4 * held - 2 * held / 8) / GB, rel=1e-6
+    )
     assert (fsdp.allocated - megatron.allocated) / GB == pytest.approx(12.2, abs=0.1)
     assert not tm.pipeline_without_sync("fsdp", 1, 3, 8, LLAMA8B)  # without PP gradients reduce every backward
     assert not tm.pipeline_without_sync("fsdp", 4, 3, 1, LLAMA8B)  # nothing sharded

@@ -11,18 +11,51 @@ from compiler.catalog.types import Architecture, GpuSpec
 from compiler.sizing import train_time as tt
 
 # An H100-SXM-like part built by hand (datasheet dense bf16 989.4 TFLOP/s, 3.35 TB/s, NVLink 450 GB/s one way).
-H100 = GpuSpec(id="test-h100", name="test H100", memory_bytes=80 * 2**30, memory_bandwidth_bytes_per_second=3.35e12,
-               dense_tflops={"bf16": 989.4, "fp8": 1978.9, "tf32": 494.7}, intra_node_bandwidth_bytes_per_second=450e9,
-               gpus_per_node=8, tdp_watts=700, price_usd_per_gpu_hour={"on-demand": 6.88, "spot": 3.1},
-               achievable_matmul_fraction=0.80, achievable_memory_bandwidth_fraction=0.90, k8s_product_label="x",
-               slurm_gres_type="h100", source="test", as_of="2025-01-01")
-A100 = H100.model_copy(update={"id": "test-a100", "dense_tflops": {"bf16": 312.0, "tf32": 156.0},
-                               "memory_bandwidth_bytes_per_second": 2.039e12, "intra_node_bandwidth_bytes_per_second": 300e9,
-                               "achievable_matmul_fraction": 0.87, "achievable_memory_bandwidth_fraction": 0.87})
-LLAMA8B = Architecture(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=128256, max_position=131072)
-GPT = Architecture(layers=24, hidden=2304, heads=18, kv_heads=18, ffn_hidden=4 * 2304, vocab=51200, max_position=2048,
-                   gated_mlp=False, norm="layernorm", attention_bias=True, mlp_bias=True, learned_positions=True,
-                   tied_embeddings=True)
+H100 = GpuSpec(
+    id="test-h100",
+    name="test H100",
+    memory_bytes=80 * 2**30,
+    memory_bandwidth_bytes_per_second=3.35e12,
+    dense_tflops={"bf16": 989.4, "fp8": 1978.9, "tf32": 494.7},
+    intra_node_bandwidth_bytes_per_second=450e9,
+    gpus_per_node=8,
+    tdp_watts=700,
+    price_usd_per_gpu_hour={"on-demand": 6.88, "spot": 3.1},
+    achievable_matmul_fraction=0.80,
+    achievable_memory_bandwidth_fraction=0.90,
+    k8s_product_label="x",
+    slurm_gres_type="h100",
+    source="test",
+    as_of="2025-01-01",
+)
+A100 = H100.model_copy(
+    update={
+        "id": "test-a100",
+        "dense_tflops": {"bf16": 312.0, "tf32": 156.0},
+        "memory_bandwidth_bytes_per_second": 2.039e12,
+        "intra_node_bandwidth_bytes_per_second": 300e9,
+        "achievable_matmul_fraction": 0.87,
+        "achievable_memory_bandwidth_fraction": 0.87,
+    }
+)
+LLAMA8B = Architecture(
+    layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=128256, max_position=131072
+)
+GPT = Architecture(
+    layers=24,
+    hidden=2304,
+    heads=18,
+    kv_heads=18,
+    ffn_hidden=4 * 2304,
+    vocab=51200,
+    max_position=2048,
+    gated_mlp=False,
+    norm="layernorm",
+    attention_bias=True,
+    mlp_bias=True,
+    learned_positions=True,
+    tied_embeddings=True,
+)
 
 
 def test_palm_flops_per_token_llama_3_1_8b_seq_8192():
@@ -55,8 +88,18 @@ def test_ring_allreduce_cost():
 
 
 def _step(**overrides):
-    args = dict(precision="bf16", seq_len=4096, micro_batch=1, grad_accum=8, tp=1, pp=1, dp=1, zero_stage=0,
-                recompute="none", flash_attention=True)
+    args = dict(
+        precision="bf16",
+        seq_len=4096,
+        micro_batch=1,
+        grad_accum=8,
+        tp=1,
+        pp=1,
+        dp=1,
+        zero_stage=0,
+        recompute="none",
+        flash_attention=True,
+    )
     args.update(overrides)
     return tt.step_time(LLAMA8B, count_params(LLAMA8B), H100, **args)
 
@@ -139,12 +182,15 @@ def test_zero3_moves_one_and_a_half_times_per_microbatch():
     assert step.dp_comm == pytest.approx(8 * tt.ring_allreduce_seconds(1.5 * grads, 64, ring, 5e-6))
 
 
-@pytest.mark.parametrize("tp, dp, bandwidth, spans", [
-    (1, 8, "nvlink", False),  # the whole group on one node
-    (2, 4, "nvlink", False),  # TP innermost: 2 × 4 ranks fill one node, whatever PP does across nodes
-    (8, 16, 50e9 * 0.86, True),  # one rank per node: its own NIC
-    (2, 16, 4 * 50e9 * 0.86, True),  # four ranks per node share four NICs' worth
-])
+@pytest.mark.parametrize(
+    "tp, dp, bandwidth, spans",
+    [
+        (1, 8, "nvlink", False),  # the whole group on one node
+        (2, 4, "nvlink", False),  # TP innermost: 2 × 4 ranks fill one node, whatever PP does across nodes
+        (8, 16, 50e9 * 0.86, True),  # one rank per node: its own NIC
+        (2, 16, 4 * 50e9 * 0.86, True),  # four ranks per node share four NICs' worth
+    ],
+)
 def test_dp_collective_bandwidth_follows_the_groups_ranks_per_node(tp, dp, bandwidth, spans):
     """nccl-tests #100/#119, NVIDIA/nccl#1048: across nodes a ring moves at the node's NICs (85-91 of 100 GB/s for
     4 × HDR), not at one NIC per GPU; capped by NVLink."""
@@ -222,7 +268,10 @@ def test_resnet50_training_step_is_mostly_traffic_and_channels_last_pays():
 
     layers = layer_table("resnet-50", 224, 1000)
     a100 = load_gpus()["a100-sxm-80gb"]
-    rate, hbm = tt.matmul_flops_per_second(a100, "fp16"), a100.memory_bandwidth_bytes_per_second * a100.achievable_memory_bandwidth_fraction
+    rate, hbm = (
+        tt.matmul_flops_per_second(a100, "fp16"),
+        a100.memory_bandwidth_bytes_per_second * a100.achievable_memory_bandwidth_fraction,
+    )
     nhwc = training_batch_time(layers, 256, rate, hbm, 2, transposes("fp16", "fp16"))
     nchw = training_batch_time(layers, 256, rate, hbm, 2, True)
     assert not nhwc.transposes and transposes("fp32", "tf32") and not transposes("fp32", "fp32")
@@ -245,11 +294,21 @@ def test_resnet50_stored_activations_fit_nvidias_published_batches():
     assert cnn_activation_bytes(resnet, "fp16", 1) == pytest.approx(41.9e6, rel=0.01)
     gib16 = 16 * 2**30
     assert cnn_activation_bytes(resnet, "fp16", 256) < 0.75 * gib16
-    assert cnn_activation_bytes(resnet, "fp32", 112) < 0.75 * gib16 < cnn_activation_bytes(resnet, "fp32", 256) < 2 * gib16
+    assert (
+        cnn_activation_bytes(resnet, "fp32", 112) < 0.75 * gib16 < cnn_activation_bytes(resnet, "fp32", 256) < 2 * gib16
+    )
 
 
-@pytest.mark.parametrize("example", ["llama3-8b-pretrain", "gpt-20b-64xa100", "llama3-70b-lora-k8s",
-                                     "mistral-7b-fsdp-finetune", "llama3-405b-pretrain"])
+@pytest.mark.parametrize(
+    "example",
+    [
+        "llama3-8b-pretrain",
+        "gpt-20b-64xa100",
+        "llama3-70b-lora-k8s",
+        "mistral-7b-fsdp-finetune",
+        "llama3-405b-pretrain",
+    ],
+)
 def test_plan_reports_the_parts_of_the_step_compute(example):
     """plan.json's step_compute_seconds is the sum of the parts the report lists, each one non-zero."""
     from pathlib import Path
@@ -257,8 +316,13 @@ def test_plan_reports_the_parts_of_the_step_compute(example):
     from compiler.pipeline import resolve
 
     t = resolve(Path(__file__).resolve().parent.parent / "examples" / f"{example}.yaml").training
-    parts = (t.step_matmul_seconds, t.step_attention_seconds, t.step_memory_bound_seconds,
-             t.step_weight_traffic_seconds, t.step_optimizer_seconds)
+    parts = (
+        t.step_matmul_seconds,
+        t.step_attention_seconds,
+        t.step_memory_bound_seconds,
+        t.step_weight_traffic_seconds,
+        t.step_optimizer_seconds,
+    )
     assert all(p > 0 for p in parts)
     assert sum(parts) == pytest.approx(t.step_compute_seconds, rel=1e-9)
     assert t.step_matmul_seconds > max(parts[1:])  # a dense LLM step is GEMM-bound
@@ -287,7 +351,8 @@ def test_op_sac_reruns_the_matrices_it_did_not_save_not_the_attention_kernel():
     params = count_params(LLAMA8B)
     recomputed = 4096 * 1024 + 4096 * 4096 + 4096 * 14336
     assert tt.hardware_flops_per_token(LLAMA8B, params, 8192, OP_SAC) == (
-        tt.model_flops_per_token(LLAMA8B, params, 8192) + 2 * 32 * recomputed)
+        tt.model_flops_per_token(LLAMA8B, params, 8192) + 2 * 32 * recomputed
+    )
     none, op, full = (_step(recompute=r) for r in ("none", OP_SAC, "full"))
     tokens = 4096 * 8
     assert op.matmul - none.matmul == pytest.approx(tokens * 2 * 32 * recomputed / (989.4e12 * 0.80))

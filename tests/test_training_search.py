@@ -15,26 +15,53 @@ from compiler.passes.size_training import request_for
 from compiler.passes.wording import words
 from compiler.pipeline import resolve
 from compiler.sizing.training import (
-    TrainPins, TrainRequest, gpu_counts, pareto_front, resolve_framework, search_training,
+    TrainPins,
+    TrainRequest,
+    gpu_counts,
+    pareto_front,
+    resolve_framework,
+    search_training,
 )
 
-H100 = GpuSpec(id="test-h100", name="test H100", memory_bytes=80 * 2**30, memory_bandwidth_bytes_per_second=3.35e12,
-               dense_tflops={"bf16": 989.4, "fp8": 1978.9, "tf32": 494.7}, intra_node_bandwidth_bytes_per_second=450e9,
-               gpus_per_node=8, tdp_watts=700, price_usd_per_gpu_hour={"on-demand": 6.88, "spot": 3.1, "reserved": 4.4},
-               achievable_matmul_fraction=0.80, achievable_memory_bandwidth_fraction=0.90, k8s_product_label="x",
-               slurm_gres_type="h100", source="test", as_of="2025-01-01")
+H100 = GpuSpec(
+    id="test-h100",
+    name="test H100",
+    memory_bytes=80 * 2**30,
+    memory_bandwidth_bytes_per_second=3.35e12,
+    dense_tflops={"bf16": 989.4, "fp8": 1978.9, "tf32": 494.7},
+    intra_node_bandwidth_bytes_per_second=450e9,
+    gpus_per_node=8,
+    tdp_watts=700,
+    price_usd_per_gpu_hour={"on-demand": 6.88, "spot": 3.1, "reserved": 4.4},
+    achievable_matmul_fraction=0.80,
+    achievable_memory_bandwidth_fraction=0.90,
+    k8s_product_label="x",
+    slurm_gres_type="h100",
+    source="test",
+    as_of="2025-01-01",
+)
 T4 = H100.model_copy(update={"id": "test-t4", "dense_tflops": {"fp16": 65.0}, "memory_bytes": 16 * 2**30})
 GPUS = {"test-h100": H100, "test-t4": T4}
-LLAMA8B = Architecture(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=128256, max_position=131072)
+LLAMA8B = Architecture(
+    layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=128256, max_position=131072
+)
 DAY = 86400
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 FABRICS = load_fabrics()
 
 
 def request(**overrides) -> TrainRequest:
-    args = dict(arch=LLAMA8B, params=count_params(LLAMA8B), tokens=1e12, seq_len=8192, global_batch_sequences=512,
-                gpu_ids=("test-h100",), max_gpus=512, interconnect=FABRICS.interconnects["ib-400g"],
-                storage=FABRICS.storage["lustre"])
+    args = dict(
+        arch=LLAMA8B,
+        params=count_params(LLAMA8B),
+        tokens=1e12,
+        seq_len=8192,
+        global_batch_sequences=512,
+        gpu_ids=("test-h100",),
+        max_gpus=512,
+        interconnect=FABRICS.interconnects["ib-400g"],
+        storage=FABRICS.storage["lustre"],
+    )
     args.update(overrides)
     return TrainRequest(**args)
 
@@ -102,8 +129,10 @@ LLAMA70B = Architecture(layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden
 
 def test_memory_infeasible_gives_the_closest_configuration():
     """70B full fine-tuning on one GPU: 16 B/param is 1.1 TB — too much even for host offload (250 GB/GPU)."""
-    result = search_training(request(arch=LLAMA70B, params=count_params(LLAMA70B), gpu_count=1, seq_len=2048,
-                                     global_batch_sequences=16), GPUS)
+    result = search_training(
+        request(arch=LLAMA70B, params=count_params(LLAMA70B), gpu_count=1, seq_len=2048, global_batch_sequences=16),
+        GPUS,
+    )
     assert result.chosen is None
     assert words(result.infeasible_reason).startswith("no configuration fits in GPU memory (closest: 1 × test-h100")
     assert result.rejected and len(result.rejected) <= 20
@@ -118,12 +147,30 @@ def test_gpu_without_the_dtype_is_rejected():
 def test_qlora_fits_a_70b_on_one_80gb_gpu():
     """QLoRA (Dettmers et al. 2023): a 65B-class model fine-tunes on one 48-80 GB GPU."""
     llama70b = LLAMA70B
-    req = request(arch=llama70b, params=count_params(llama70b), tokens=1e8, seq_len=2048, global_batch_sequences=16,
-                  method="qlora", lora_rank=16, lora_targets=("q", "k", "v", "o"), gpu_count=1)
+    req = request(
+        arch=llama70b,
+        params=count_params(llama70b),
+        tokens=1e8,
+        seq_len=2048,
+        global_batch_sequences=16,
+        method="qlora",
+        lora_rank=16,
+        lora_targets=("q", "k", "v", "o"),
+        gpu_count=1,
+    )
     c = search_training(req, GPUS).chosen
     assert c is not None and c.gpus == 1 and c.checkpoint_bytes < 1e9
-    full = search_training(request(arch=llama70b, params=count_params(llama70b), tokens=1e8, seq_len=2048,
-                                   global_batch_sequences=16, gpu_count=1), GPUS)
+    full = search_training(
+        request(
+            arch=llama70b,
+            params=count_params(llama70b),
+            tokens=1e8,
+            seq_len=2048,
+            global_batch_sequences=16,
+            gpu_count=1,
+        ),
+        GPUS,
+    )
     assert full.chosen is None
 
 
@@ -151,7 +198,9 @@ def test_gpu_counts_are_sub_node_then_power_of_two_nodes():
 
 
 def test_network_and_storage_figures():
-    c = search_training(request(interconnect=FABRICS.interconnects["eth-25g"], gpu_count=64, pins=TrainPins(tp=1, pp=1)), GPUS).chosen
+    c = search_training(
+        request(interconnect=FABRICS.interconnects["eth-25g"], gpu_count=64, pins=TrainPins(tp=1, pp=1)), GPUS
+    ).chosen
     assert c.network_bound and c.allreduce_bytes_per_step > 0
     assert c.network_bytes_per_second_needed > 0.39e9
     assert c.dataset_read_bytes_per_second == pytest.approx(c.tokens_per_second * 4)  # int32 ids, vocab 128k
@@ -177,15 +226,22 @@ def test_a_stated_bytes_per_token_is_what_the_storage_warning_reads():
     c = result.chosen
     assert c.dataset_read_bytes_per_second == pytest.approx(c.tokens_per_second * 3.0)
     said = [words(w) for w in result.warnings]
-    assert f"the data loader needs {c.dataset_read_bytes_per_second / 1e9:.2f} GB/s, more than nfs gives 1 node(s)" in said
+    assert (
+        f"the data loader needs {c.dataset_read_bytes_per_second / 1e9:.2f} GB/s, more than nfs gives 1 node(s)" in said
+    )
 
 
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "llama-3.1-70b"])
 def test_typical_plan_search_finds_a_layout_with_real_presets(model):
     """How long it takes is benchmarks/bench_search.py's business (a timed assertion flakes on a loaded machine)."""
     arch = load_models()[model].architecture
-    req = request(arch=arch, params=count_params(arch), gpu_ids=("h100-sxm-80gb", "a100-sxm-80gb"), max_gpus=1024,
-                  deadline_seconds=30 * DAY)
+    req = request(
+        arch=arch,
+        params=count_params(arch),
+        gpu_ids=("h100-sxm-80gb", "a100-sxm-80gb"),
+        max_gpus=1024,
+        deadline_seconds=30 * DAY,
+    )
     result = search_training(req, load_gpus())
     assert result.chosen is not None and result.evaluated > 100
 
@@ -210,9 +266,18 @@ def test_issue_17_llama_8b_lora_on_one_24_gb_gpu_stays_unsharded():
     from compiler.sizing.train_memory import MemoryOptions, loss_for
 
     l4 = load_gpus()["l4-24gb"]
-    req = request(gpu_ids=("l4-24gb",), gpu_count=1, seq_len=2048, global_batch_sequences=16, tokens=2e7,
-                  method="lora", lora_rank=8, lora_targets=("q", "v", "o", "gate", "up", "down"),
-                  pins=TrainPins(micro_batch=2), memory=MemoryOptions(loss=loss_for("auto", "lora")))
+    req = request(
+        gpu_ids=("l4-24gb",),
+        gpu_count=1,
+        seq_len=2048,
+        global_batch_sequences=16,
+        tokens=2e7,
+        method="lora",
+        lora_rank=8,
+        lora_targets=("q", "v", "o", "gate", "up", "down"),
+        pins=TrainPins(micro_batch=2),
+        memory=MemoryOptions(loss=loss_for("auto", "lora")),
+    )
     c = search_training(req, {"l4-24gb": l4}).chosen
     assert c is not None
     assert (c.zero_stage, c.offload_optimizer, c.framework) == (0, False, "ddp")

@@ -17,12 +17,16 @@ def test_binary_and_decimal_bytes_are_not_confused():
     assert units.parse_bytes("80GiB") - units.parse_bytes("80GB") == 5_899_345_920
 
 
-@pytest.mark.parametrize("text, seconds", [("30d", 2_592_000), ("2h", 7200), ("150ms", 0.15), ("2s", 2), ("1w", 604800), (45, 45)])
+@pytest.mark.parametrize(
+    "text, seconds", [("30d", 2_592_000), ("2h", 7200), ("150ms", 0.15), ("2s", 2), ("1w", 604800), (45, 45)]
+)
 def test_durations(text, seconds):
     assert units.parse_seconds(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text, usd", [("$400k", 400_000), ("400k", 400_000), ("400000", 400_000), ("$1.2M", 1_200_000)])
+@pytest.mark.parametrize(
+    "text, usd", [("$400k", 400_000), ("400k", 400_000), ("400000", 400_000), ("$1.2M", 1_200_000)]
+)
 def test_dollars(text, usd):
     assert units.parse_usd(text) == pytest.approx(usd)
 

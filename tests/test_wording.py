@@ -25,7 +25,9 @@ def _because_calls() -> list[tuple[str, str, frozenset[str]]]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "because":
                 assert isinstance(node.args[0], ast.Constant), f"{path.name}:{node.lineno}: a reason code is a literal"
-                calls.append((f"{path.name}:{node.lineno}", node.args[0].value, frozenset(k.arg for k in node.keywords)))
+                calls.append(
+                    (f"{path.name}:{node.lineno}", node.args[0].value, frozenset(k.arg for k in node.keywords))
+                )
     return calls
 
 

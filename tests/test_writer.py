@@ -5,9 +5,9 @@ import os
 
 import pytest
 
+from compiler.check import check_plans
 from compiler.targets.base import OutputFile
 from compiler.writer import MANIFEST, RenderedPlan, UnsafeOutput, write_plans
-from compiler.check import check_plans
 
 
 def plan(*files, name="demo"):

@@ -13,9 +13,9 @@ import pytest
 
 from compiler import cli as cli_module
 from compiler import folder_swap, plan_lock
-from compiler.targets.base import OutputFile
-from compiler.writer import MANIFEST, OutputConflict, RenderedPlan, UnsafeOutput, write_plans
 from compiler.check import check_plans
+from compiler.targets.base import OutputFile
+from compiler.writer import MANIFEST, OutputConflict, RenderedPlan, write_plans
 from tests.conftest import REPO
 
 PLAN = REPO / "examples/llama3-8b-pretrain.yaml"
@@ -95,10 +95,23 @@ def _kill_at(step, out, plans):
                 if count[0] == step:
                     os._exit(0)
                 return function(*args, **kwargs)
+
             return call
 
-        for name in ("open", "write", "fsync", "fchmod", "chmod", "mkdir", "link", "symlink", "rename", "replace",
-                     "unlink", "rmdir"):
+        for name in (
+            "open",
+            "write",
+            "fsync",
+            "fchmod",
+            "chmod",
+            "mkdir",
+            "link",
+            "symlink",
+            "rename",
+            "replace",
+            "unlink",
+            "rmdir",
+        ):
             setattr(os, name, counted(getattr(os, name)))
         folder_swap.exchange = counted(folder_swap.exchange)
         try:
@@ -192,8 +205,12 @@ for _ in range(25):
 
 def test_two_processes_compiling_one_plan_serialise(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    runs = [subprocess.Popen([sys.executable, "-c", WRITER_LOOP, str(tmp_path), tag], env=env, stderr=subprocess.PIPE,
-                             text=True) for tag in ("A", "B")]
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER_LOOP, str(tmp_path), tag], env=env, stderr=subprocess.PIPE, text=True
+        )
+        for tag in ("A", "B")
+    ]
     errors = [run.communicate(timeout=120)[1] for run in runs]
     assert [run.returncode for run in runs] == [0, 0], errors
     bodies = {(tmp_path / f"demo/f{i}.txt").read_text().split()[0] for i in range(30)}
@@ -213,8 +230,12 @@ time.sleep(60)
 
 
 def test_a_lock_held_by_another_process_fails_clearly(tmp_path, monkeypatch, capsys):
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(tmp_path)], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     try:
         assert holder.stdout.readline() == "locked\n"
         monkeypatch.setattr(plan_lock, "WAIT_SECONDS", 0.3)
@@ -269,7 +290,10 @@ def test_a_mount_point_inside_the_plan_folder_is_refused(tmp_path):
     write_plans(tmp_path, [plan(OLD)])
     mount = tmp_path / "demo/data"
     mount.mkdir()
-    if not shutil.which("mount") or subprocess.run(["mount", "-t", "tmpfs", "none", str(mount)], capture_output=True).returncode:
+    if (
+        not shutil.which("mount")
+        or subprocess.run(["mount", "-t", "tmpfs", "none", str(mount)], capture_output=True).returncode
+    ):
         pytest.skip("cannot mount here (needs root)")
     try:
         (mount / "dataset.bin").write_text("d")
@@ -289,18 +313,29 @@ def _compile(out, capsys):
     return code, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("case", ["out-is-a-file", "path-through-a-file", "dangling-symlink", "dangling-symlink-inside"])
+@pytest.mark.parametrize(
+    "case", ["out-is-a-file", "path-through-a-file", "dangling-symlink", "dangling-symlink-inside"]
+)
 def test_an_unusable_out_is_exit_2_naming_it(tmp_path, capsys, case):
     (tmp_path / "file").write_text("x")
-    out = {"out-is-a-file": tmp_path / "file", "path-through-a-file": tmp_path / "file/sub",
-           "dangling-symlink": tmp_path / "link", "dangling-symlink-inside": tmp_path / "out"}[case]
+    out = {
+        "out-is-a-file": tmp_path / "file",
+        "path-through-a-file": tmp_path / "file/sub",
+        "dangling-symlink": tmp_path / "link",
+        "dangling-symlink-inside": tmp_path / "out",
+    }[case]
     if case == "dangling-symlink":
         out.symlink_to(tmp_path / "nowhere")
     if case == "dangling-symlink-inside":
         (out / "llama3-8b-pretrain").mkdir(parents=True)
         (out / "llama3-8b-pretrain/REPORT.md").symlink_to(tmp_path / "nowhere")
     code, err = _compile(out, capsys)
-    assert code == 2 and err.count("\n") == 1 and (err.startswith(f"{out}") and ": error: " in err or err.startswith(f"error: {out}")) and "Traceback" not in err
+    assert (
+        code == 2
+        and err.count("\n") == 1
+        and (err.startswith(f"{out}") and ": error: " in err or err.startswith(f"error: {out}"))
+        and "Traceback" not in err
+    )
 
 
 def test_a_read_only_filesystem_is_exit_2_naming_the_path(tmp_path, monkeypatch, capsys):

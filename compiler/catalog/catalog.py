@@ -42,8 +42,13 @@ class Catalog:
 
 def load_catalog(extra_gpus: Path | None = None) -> Catalog:
     fabrics = load_fabrics()
-    return Catalog(gpus=load_gpus(extra_gpus), models=load_models(),
-                   interconnects=dict(fabrics.interconnects), storage=dict(fabrics.storage), residuals=load_residuals())
+    return Catalog(
+        gpus=load_gpus(extra_gpus),
+        models=load_models(),
+        interconnects=dict(fabrics.interconnects),
+        storage=dict(fabrics.storage),
+        residuals=load_residuals(),
+    )
 
 
 def packaged_ids(kind: str) -> list[str]:

@@ -6,7 +6,7 @@ field by field (so `{id: h100-sxm-80gb, price_usd_per_gpu_hour: {spot: 1.9}}` ch
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,6 @@ from pydantic import ValidationError
 from ..diagnostics import PlanInputError
 from ..source import load_yaml_file
 from .types import GpuSpec, ModelPreset
-
 
 # The packaged catalogs are our own files, read once per process: with libyaml's safe parser where PyYAML has it
 # (the same data, about 6x faster; tests/test_catalog_loader.py checks that both parsers agree on them). A user's
@@ -40,7 +39,9 @@ def _packaged(name: str) -> list[dict]:
 def _merge(base: dict, update: dict) -> dict:
     merged = dict(base)
     for key, value in update.items():
-        merged[key] = _merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+        merged[key] = (
+            _merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+        )
     return merged
 
 
@@ -73,12 +74,12 @@ def _build(kind: type, raw: dict[str, dict], origin: str) -> dict[str, Any]:
     return built
 
 
-@lru_cache(maxsize=None)
+@cache
 def _packaged_gpus() -> dict[str, GpuSpec]:
     return _build(GpuSpec, {e["id"]: e for e in _packaged("gpus.yaml")}, "gpus.yaml")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _packaged_models() -> dict[str, ModelPreset]:
     return _build(ModelPreset, {e["id"]: e for e in _packaged("models.yaml")}, "models.yaml")
 

@@ -50,8 +50,16 @@ def _attention(arch: Architecture) -> int:
     d = arch.hidden
     if arch.uses_mla:
         q_head = arch.qk_nope_head_dim + arch.qk_rope_head_dim
-        q = (d * arch.q_lora_rank + arch.q_lora_rank + arch.q_lora_rank * arch.heads * q_head) if arch.q_lora_rank else d * arch.heads * q_head
-        kv = d * (arch.kv_lora_rank + arch.qk_rope_head_dim) + arch.kv_lora_rank + arch.kv_lora_rank * arch.heads * (arch.qk_nope_head_dim + arch.v_head_dim)
+        q = (
+            (d * arch.q_lora_rank + arch.q_lora_rank + arch.q_lora_rank * arch.heads * q_head)
+            if arch.q_lora_rank
+            else d * arch.heads * q_head
+        )
+        kv = (
+            d * (arch.kv_lora_rank + arch.qk_rope_head_dim)
+            + arch.kv_lora_rank
+            + arch.kv_lora_rank * arch.heads * (arch.qk_nope_head_dim + arch.v_head_dim)
+        )
         return q + kv + arch.heads * arch.v_head_dim * d
     h_q = arch.heads * arch.attention_head_dim
     h_kv = arch.kv_heads * arch.attention_head_dim
@@ -66,7 +74,9 @@ def _mlp(arch: Architecture, width: int) -> int:
     return matrices * arch.hidden * width + bias
 
 
-DETECTOR_MLP_LAYERS = 3  # DETR / YOLOS prediction heads: 3-layer MLPs (Carion et al. 2020 §3.2; transformers YolosMLPPredictionHead)
+DETECTOR_MLP_LAYERS = (
+    3  # DETR / YOLOS prediction heads: 3-layer MLPs (Carion et al. 2020 §3.2; transformers YolosMLPPredictionHead)
+)
 BOX_COORDINATES = 4  # (centre x, centre y, width, height), normalised
 
 
@@ -105,7 +115,9 @@ def count_params(arch: Architecture) -> ParamCounts:
         positions = arch.position_tokens or patches + 1 + queries
         # patch projection, positions, class token (+ YOLOS's [DET] tokens)
         embedding = patch_embed + positions * d + d + queries * d
-        head = _detector_heads(arch) if arch.head == "detector" else d * arch.vocab + arch.vocab  # classifier over `vocab` classes
+        head = (
+            _detector_heads(arch) if arch.head == "detector" else d * arch.vocab + arch.vocab
+        )  # classifier over `vocab` classes
     else:
         embedding = arch.vocab * d + positions
         head = 0 if arch.tied_embeddings else arch.vocab * d
@@ -119,7 +131,13 @@ def count_params(arch: Architecture) -> ParamCounts:
     per_layer_mlp_active = moe_active if moe_layers else dense_mlp
     largest = max(attention + norms + per_layer_mlp_total, embedding, head)
     return ParamCounts(
-        total=total, active=active, embedding=embedding + head, per_layer_attention=attention,
-        per_layer_mlp_total=per_layer_mlp_total, per_layer_mlp_active=per_layer_mlp_active,
-        per_layer_norm=norms, largest_layer=largest, lm_head=head,
+        total=total,
+        active=active,
+        embedding=embedding + head,
+        per_layer_attention=attention,
+        per_layer_mlp_total=per_layer_mlp_total,
+        per_layer_mlp_active=per_layer_mlp_active,
+        per_layer_norm=norms,
+        largest_layer=largest,
+        lm_head=head,
     )

@@ -5,7 +5,6 @@ Units live in field names. Every entry carries its `source` and `as_of` date.
 
 from __future__ import annotations
 
-import math
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -76,28 +75,36 @@ class GpuSpec(Frozen):
     achievable_memory_bandwidth_fraction: float = Field(
         description="share of peak HBM bandwidth a streaming kernel reaches (measured, with source)"
     )
-    k8s_product_label: Annotated[str, Field(pattern=LABEL_VALUE)] = Field(description="value of the nvidia.com/gpu.product node label")
+    k8s_product_label: Annotated[str, Field(pattern=LABEL_VALUE)] = Field(
+        description="value of the nvidia.com/gpu.product node label"
+    )
     slurm_gres_type: Annotated[str, Field(pattern=GRES_TYPE)] = Field(description="GRES type name, e.g. h100")
     edge: bool = False
     source: CatalogText
     as_of: Annotated[str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]
 
     @model_validator(mode="after")
-    def figures_in_range(self) -> "GpuSpec":
+    def figures_in_range(self) -> GpuSpec:
         """The sizing divides and multiplies by these figures: each must lie in FIGURE_RANGES (far beyond any real
         accelerator, so the arithmetic stays finite: a bandwidth of 5e-324 or a price of 1e308 is refused)."""
         figures = {
-            "memory_bytes": self.memory_bytes, "memory_bandwidth_bytes_per_second": self.memory_bandwidth_bytes_per_second,
+            "memory_bytes": self.memory_bytes,
+            "memory_bandwidth_bytes_per_second": self.memory_bandwidth_bytes_per_second,
             "intra_node_bandwidth_bytes_per_second": self.intra_node_bandwidth_bytes_per_second,
-            "gpus_per_node": self.gpus_per_node, "tdp_watts": self.tdp_watts,
+            "gpus_per_node": self.gpus_per_node,
+            "tdp_watts": self.tdp_watts,
             "achievable_matmul_fraction": self.achievable_matmul_fraction,
             "achievable_memory_bandwidth_fraction": self.achievable_memory_bandwidth_fraction,
             **{f"dense_tflops.{k}": v for k, v in self.dense_tflops.items()},
             **{f"price_usd_per_gpu_hour.{k}": v for k, v in self.price_usd_per_gpu_hour.items()},
         }
-        bad = [f"{k} (allowed {low:g} to {high:g})" for k, v in figures.items()
-               for kind in [k.split(".")[0]] for low, high in [FIGURE_RANGES[kind]]
-               if not (low <= v <= high or (v == 0 and kind in ZERO_MEANS_NONE))]
+        bad = [
+            f"{k} (allowed {low:g} to {high:g})"
+            for k, v in figures.items()
+            for kind in [k.split(".")[0]]
+            for low, high in [FIGURE_RANGES[kind]]
+            if not (low <= v <= high or (v == 0 and kind in ZERO_MEANS_NONE))
+        ]
         if bad:
             raise PydanticCustomError("out-of-range", "out of range: {bad}", {"bad": ", ".join(bad)})
         return self
@@ -127,17 +134,26 @@ class Architecture(Frozen):
     shared_experts: int = Field(0, description="always-active experts (DeepSeek)")
     moe_ffn_hidden: int = Field(0, description="expert intermediate width; 0 means ffn_hidden")
     dense_layers: int = Field(0, description="leading layers with a dense MLP in an MoE model")
-    mtp_layers: int = Field(0, description="multi-token-prediction modules shipped with the checkpoint (config.json num_nextn_predict_layers; DeepSeek-V3: 1), a draft for speculative decoding; not in the parameter counts")
+    mtp_layers: int = Field(
+        0,
+        description="multi-token-prediction modules shipped with the checkpoint (config.json num_nextn_predict_layers; DeepSeek-V3: 1), a draft for speculative decoding; not in the parameter counts",
+    )
     interleave_moe_layer_step: int = Field(
-        1, description="MoE models: every n-th layer after the leading dense ones has experts, the others a dense MLP of "
-                       "ffn_hidden (config.json interleave_moe_layer_step; Llama 4 Maverick: 2; 1 = every layer)")
-    learned_positions: bool = Field(False, description="learned absolute position embeddings (GPT-3, BERT) rather than RoPE")
+        1,
+        description="MoE models: every n-th layer after the leading dense ones has experts, the others a dense MLP of "
+        "ffn_hidden (config.json interleave_moe_layer_step; Llama 4 Maverick: 2; 1 = every layer)",
+    )
+    learned_positions: bool = Field(
+        False, description="learned absolute position embeddings (GPT-3, BERT) rather than RoPE"
+    )
     tied_embeddings: bool = Field(False, description="LM head shares the embedding matrix")
     norm: Literal["rmsnorm", "layernorm"] = Field("rmsnorm", description="normalisation layer kind")
     attention_bias: bool = Field(False, description="biases on q/k/v/o projections")
     mlp_bias: bool = Field(False, description="biases on MLP matrices")
     rope_theta: float = Field(0.0, description="RoPE base (config.json rope_theta); 0 = not in the catalog")
-    rope_scaling_factor: float = Field(0.0, description="Llama 3.x RoPE scaling factor (config.json rope_scaling.factor, rope_type llama3); 0 = none")
+    rope_scaling_factor: float = Field(
+        0.0, description="Llama 3.x RoPE scaling factor (config.json rope_scaling.factor, rope_type llama3); 0 = none"
+    )
     norm_eps: float = Field(0.0, description="normalisation epsilon (config.json rms_norm_eps); 0 = not in the catalog")
     # DeepSeek multi-head latent attention (MLA); 0 means plain (GQA/MHA) attention.
     q_lora_rank: int = Field(0, description="MLA query compression rank (0 = no MLA)")
@@ -149,17 +165,27 @@ class Architecture(Frozen):
     image_size: int = Field(0, description="input image side in pixels (vision)")
     patch_size: int = Field(0, description="ViT patch side in pixels")
     head: Literal["classifier", "detector"] = Field(
-        "classifier", description="vision models: what the output is — class logits over `vocab` classes, or detections (boxes and class logits)")
-    detection_queries: int = Field(0, description="detectors: objects predicted per image (DETR object queries, YOLOS [DET] tokens)")
+        "classifier",
+        description="vision models: what the output is — class logits over `vocab` classes, or detections (boxes and class logits)",
+    )
+    detection_queries: int = Field(
+        0, description="detectors: objects predicted per image (DETR object queries, YOLOS [DET] tokens)"
+    )
     position_tokens: int = Field(
-        0, description="ViT: learned position embeddings stored in the checkpoint when they cover another grid than image_size (YOLOS: its 800×1333 training grid); 0 = the serving grid")
+        0,
+        description="ViT: learned position embeddings stored in the checkpoint when they cover another grid than image_size (YOLOS: its 800×1333 training grid); 0 = the serving grid",
+    )
     # CNNs (and a direct figure for any model): parameters and forward GFLOPs per sample from the paper
     params_override: int = Field(0, description="parameter count given directly (CNNs)")
     gflops_per_sample: float = Field(0.0, description="forward GFLOPs per sample given directly (CNNs)")
     activation_bytes_per_sample: int = Field(
-        0, description="CNNs without a layer_table: bytes of 16-bit activations one training sample keeps for its backward (0: unknown)")
+        0,
+        description="CNNs without a layer_table: bytes of 16-bit activations one training sample keeps for its backward (0: unknown)",
+    )
     layer_table: Literal["", "resnet-50", "mobilenet-v2", "yolo11n", "yolo11s"] = Field(
-        "", description="CNNs: the per-layer shape table (compiler/sizing/cnn_layers.py) serving and training size layer by layer; '' = whole-model roofline")
+        "",
+        description="CNNs: the per-layer shape table (compiler/sizing/cnn_layers.py) serving and training size layer by layer; '' = whole-model roofline",
+    )
 
     @property
     def is_ultralytics_detector(self) -> bool:

@@ -15,8 +15,9 @@ from __future__ import annotations
 from ..resolved import ResolvedPlan
 from ..sizing.train_layout import megatron_split
 from ..spec import PlanSpec
-from .fsdp_tp import settings as fsdp_tp_settings, uses_fsdp_tp
-from .fsdp_tp import describe as describe_fsdp_tp, describe_context_parallel, describe_hsdp, describe_sequence_parallel
+from .fsdp_tp import describe as describe_fsdp_tp
+from .fsdp_tp import describe_context_parallel, describe_hsdp, describe_sequence_parallel, uses_fsdp_tp
+from .fsdp_tp import settings as fsdp_tp_settings
 from .lora_tp import describe as describe_lora_tp
 from .model import Checkpoint, DeploymentDecision, FrameworkArg, Frameworks
 
@@ -40,8 +41,12 @@ FP16_MIN_LOSS_SCALE = 1
 def bucket_sizes(hidden: int) -> dict[str, int]:
     """Elements per communication bucket from the hidden size (HF "auto" rules); DeepSpeed's default without one."""
     if hidden <= 0:
-        return {"reduce": DEEPSPEED_DEFAULT_BUCKET_ELEMENTS, "allgather": DEEPSPEED_DEFAULT_BUCKET_ELEMENTS,
-                "prefetch": DEEPSPEED_DEFAULT_BUCKET_ELEMENTS, "persistence": 0}
+        return {
+            "reduce": DEEPSPEED_DEFAULT_BUCKET_ELEMENTS,
+            "allgather": DEEPSPEED_DEFAULT_BUCKET_ELEMENTS,
+            "prefetch": DEEPSPEED_DEFAULT_BUCKET_ELEMENTS,
+            "persistence": 0,
+        }
     square = hidden * hidden
     return {
         "reduce": square,
@@ -55,9 +60,16 @@ def _precision(precision: str) -> dict:
     if precision in ("bf16", "fp8"):  # fp8 matmuls run inside Transformer Engine on top of bf16 weights
         return {"bf16": {"enabled": True}}
     if precision == "fp16":
-        return {"fp16": {"enabled": True, "loss_scale": 0, "initial_scale_power": FP16_INITIAL_SCALE_POWER,
-                         "loss_scale_window": FP16_LOSS_SCALE_WINDOW, "hysteresis": FP16_HYSTERESIS,
-                         "min_loss_scale": FP16_MIN_LOSS_SCALE}}
+        return {
+            "fp16": {
+                "enabled": True,
+                "loss_scale": 0,
+                "initial_scale_power": FP16_INITIAL_SCALE_POWER,
+                "loss_scale_window": FP16_LOSS_SCALE_WINDOW,
+                "hysteresis": FP16_HYSTERESIS,
+                "min_loss_scale": FP16_MIN_LOSS_SCALE,
+            }
+        }
     return {}
 
 
@@ -96,8 +108,11 @@ def ds_config(plan: ResolvedPlan) -> dict:
         # Used by models that checkpoint through deepspeed.checkpointing (Megatron-DeepSpeed); splitting
         # the saved activations only helps when tensor parallelism replicates them.
         config["activation_checkpointing"] = {
-            "partition_activations": par.tp > 1, "contiguous_memory_optimization": False,
-            "cpu_checkpointing": False, "synchronize_checkpoint_boundary": False, "profile": False,
+            "partition_activations": par.tp > 1,
+            "contiguous_memory_optimization": False,
+            "cpu_checkpointing": False,
+            "synchronize_checkpoint_boundary": False,
+            "profile": False,
         }
     return config
 
@@ -212,8 +227,10 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
         args.append(("--kv-channels", str(arch.head_dim)))
     if arch.is_moe:
         args += [("--num-experts", str(arch.experts)), ("--moe-router-topk", str(arch.experts_per_token))]
-    args += [("--position-embedding-type", "learned_absolute" if arch.learned_positions else "rope"),
-             ("--normalization", NORMALIZATION[arch.norm])]
+    args += [
+        ("--position-embedding-type", "learned_absolute" if arch.learned_positions else "rope"),
+        ("--normalization", NORMALIZATION[arch.norm]),
+    ]
     if arch.gated_mlp:
         args.append(("--swiglu", None))
     if not arch.tied_embeddings:
@@ -231,8 +248,10 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
         args += [("--attention-dropout", "0"), ("--hidden-dropout", "0")]
     split = None if par.pp_stage_layers else pipeline_split(arch.layers, par.pp)  # a sized split: layout_args says it
     if split:
-        args += [("--decoder-first-pipeline-num-layers", str(split[0])),
-                 ("--decoder-last-pipeline-num-layers", str(split[1]))]
+        args += [
+            ("--decoder-first-pipeline-num-layers", str(split[0])),
+            ("--decoder-last-pipeline-num-layers", str(split[1])),
+        ]
     if par.recompute != "none":
         args.append(("--recompute-granularity", par.recompute))
         if par.recompute == "full":  # recompute every layer from its input
@@ -287,13 +306,18 @@ def layout_args(plan: ResolvedPlan) -> list[tuple[str, str | None]]:
         return args
     form = megatron_split(split, vp)
     if form == "first-last":
-        args += [("--decoder-first-pipeline-num-layers", str(split[0])),
-                 ("--decoder-last-pipeline-num-layers", str(split[-1]))]
+        args += [
+            ("--decoder-first-pipeline-num-layers", str(split[0])),
+            ("--decoder-last-pipeline-num-layers", str(split[-1])),
+        ]
         if vp > 1:
             args.append(("--num-virtual-stages-per-pipeline-rank", str(vp)))
     elif form == "account-embedding-loss":
-        args += [("--account-for-embedding-in-pipeline-split", None), ("--account-for-loss-in-pipeline-split", None),
-                 ("--num-layers-per-virtual-pipeline-stage", str((split[1]) // vp))]
+        args += [
+            ("--account-for-embedding-in-pipeline-split", None),
+            ("--account-for-loss-in-pipeline-split", None),
+            ("--num-layers-per-virtual-pipeline-stage", str((split[1]) // vp)),
+        ]
     elif form == "even" and vp > 1:
         args.append(("--num-layers-per-virtual-pipeline-stage", str(split[0] // vp)))
     return args
@@ -313,7 +337,9 @@ def frameworks(plan: ResolvedPlan, checkpoint: Checkpoint, spec: PlanSpec) -> Fr
         deepspeed_config=ds_config(plan) if framework == "deepspeed" else None,
         accelerate_config=accelerate_config(plan) if framework == "fsdp" and not tensor_parallel else None,
         fsdp_tp=fsdp_tp_settings(plan, spec) if tensor_parallel else None,
-        megatron_args=[FrameworkArg(flag=f, value=v) for f, v in megatron_args(plan, checkpoint)] if uses_megatron(plan) else None,
+        megatron_args=[FrameworkArg(flag=f, value=v) for f, v in megatron_args(plan, checkpoint)]
+        if uses_megatron(plan)
+        else None,
     )
 
 
@@ -321,27 +347,42 @@ def decisions(files: Frameworks) -> list[DeploymentDecision]:
     """The FSDP2 × TP mesh, when the layout runs on it (the other frameworks' files speak for themselves)."""
     if files.fsdp_tp is None:
         return []
-    return ([DeploymentDecision(topic="FSDP × TP mesh", choice=describe_fsdp_tp(files.fsdp_tp),
-                               reason=_mesh_reason(files.fsdp_tp) + "; fsdp/fsdp_tp.py applies fsdp/fsdp_tp.json")]
-            + _sequence_parallel(files.fsdp_tp) + _context_parallel(files.fsdp_tp) + _hsdp_decision(files.fsdp_tp)
-            + _lora_tp_decision(files))
+    return (
+        [
+            DeploymentDecision(
+                topic="FSDP × TP mesh",
+                choice=describe_fsdp_tp(files.fsdp_tp),
+                reason=_mesh_reason(files.fsdp_tp) + "; fsdp/fsdp_tp.py applies fsdp/fsdp_tp.json",
+            )
+        ]
+        + _sequence_parallel(files.fsdp_tp)
+        + _context_parallel(files.fsdp_tp)
+        + _hsdp_decision(files.fsdp_tp)
+        + _lora_tp_decision(files)
+    )
 
 
 def _mesh_reason(settings: dict) -> str:
     """Why the layout runs on the FSDP2 script (compiler/deployment/fsdp_tp.py uses_fsdp_tp)."""
     if "pp" in settings:
-        return ("TP/PP at ZeRO-3: torchtitan's FSDP2 × TP × PP composition, PP outermost, TP innermost so its ranks share "
-                "a node; the pipeline schedule runs the decided stages with the plan's gradient accumulation as "
-                "micro-batches, its bubble (p−1)/(v·m) as sized")
+        return (
+            "TP/PP at ZeRO-3: torchtitan's FSDP2 × TP × PP composition, PP outermost, TP innermost so its ranks share "
+            "a node; the pipeline schedule runs the decided stages with the plan's gradient accumulation as "
+            "micro-batches, its bubble (p−1)/(v·m) as sized"
+        )
     if settings["mesh_shape"][-1] > 1:
         return "TP at ZeRO-3: torchtitan's FSDP2 × TP composition, TP innermost so its ranks share a node"
     if "cp" in settings:
         return "CP at ZeRO-3: FSDP2 over dp_shard × cp, the attention's K/V all-gathered over the CP ranks"
     if settings["activation_checkpoint"] == "selective-op":
-        return ("selective recompute under FSDP: torchtitan's op-level selective AC, which Accelerate's FSDP1 plugin "
-                "cannot apply, on FSDP2's fully_shard over a 1-D mesh as torchtitan runs it")
-    return ("an HSDP shard group other than one node: Accelerate's FSDP1 HYBRID_SHARD shards within a node only, FSDP2's "
-            "fully_shard takes any [dp_replicate, dp_shard] mesh")
+        return (
+            "selective recompute under FSDP: torchtitan's op-level selective AC, which Accelerate's FSDP1 plugin "
+            "cannot apply, on FSDP2's fully_shard over a 1-D mesh as torchtitan runs it"
+        )
+    return (
+        "an HSDP shard group other than one node: Accelerate's FSDP1 HYBRID_SHARD shards within a node only, FSDP2's "
+        "fully_shard takes any [dp_replicate, dp_shard] mesh"
+    )
 
 
 def _hsdp_decision(settings: dict) -> list[DeploymentDecision]:
@@ -366,8 +407,13 @@ def _sequence_parallel(settings: dict) -> list[DeploymentDecision]:
 def _lora_tp_decision(files: Frameworks) -> list[DeploymentDecision]:
     if "lora" not in files.fsdp_tp:
         return []
-    return [DeploymentDecision(topic="LoRA × TP adapters", choice=describe_lora_tp(files.fsdp_tp["lora"]),
-                               reason="train.lora; sharded as PEFT's LoraParallelLinear shards Megatron's layers (column-"
-                                      "parallel base: A whole, B split on its output; row-parallel: A split on its input, "
-                                      "B whole, the rank-wide product summed over TP); dropout PEFT's default 0.0; "
-                                      "fsdp/lora_tp.py applies it")]
+    return [
+        DeploymentDecision(
+            topic="LoRA × TP adapters",
+            choice=describe_lora_tp(files.fsdp_tp["lora"]),
+            reason="train.lora; sharded as PEFT's LoraParallelLinear shards Megatron's layers (column-"
+            "parallel base: A whole, B split on its output; row-parallel: A split on its input, "
+            "B whole, the rank-wide product summed over TP); dropout PEFT's default 0.0; "
+            "fsdp/lora_tp.py applies it",
+        )
+    ]

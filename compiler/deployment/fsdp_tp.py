@@ -100,8 +100,9 @@ def uses_fsdp_tp(plan: ResolvedPlan) -> bool:
     which Accelerate's FSDP1 plugin cannot apply; the sizing only chooses it where this script runs it), and 1-D HSDP
     whose shard group is not one node (sizing/training.py runs_on_fsdp2, the rule the sizing prices it by)."""
     par = plan.parallelism
-    return par is not None and runs_on_fsdp2(par.framework, par.tp, par.pp, par.recompute, par.shard_group_gpus,
-                                             plan.hardware.gpus_per_node, par.cp)
+    return par is not None and runs_on_fsdp2(
+        par.framework, par.tp, par.pp, par.recompute, par.shard_group_gpus, plan.hardware.gpus_per_node, par.cp
+    )
 
 
 def hsdp_degrees(plan: ResolvedPlan) -> tuple[int, int]:
@@ -133,8 +134,11 @@ def fsdp_mesh_dims(dims: list[tuple[str, int]]) -> dict:
     sequences a rank reads index the data-parallel dims, replicas outer (torchtitan's "batch" dim; CP ranks share them)."""
     names = [name for name, _ in dims if name in ("dp_replicate", "dp_shard")]
     if any(name == "cp" for name, _ in dims):
-        return {"fsdp_mesh_dims": [CONTEXT_FSDP_MESH_DIM], "flatten_mesh_dims": {CONTEXT_FSDP_MESH_DIM: ["dp_shard", "cp"]},
-                "data_parallel_mesh_dims": names}
+        return {
+            "fsdp_mesh_dims": [CONTEXT_FSDP_MESH_DIM],
+            "flatten_mesh_dims": {CONTEXT_FSDP_MESH_DIM: ["dp_shard", "cp"]},
+            "data_parallel_mesh_dims": names,
+        }
     return {"fsdp_mesh_dims": names, "flatten_mesh_dims": {}, "data_parallel_mesh_dims": names}
 
 
@@ -175,8 +179,11 @@ def settings(plan: ResolvedPlan, spec: PlanSpec) -> dict:
         **fsdp_mesh_dims(dims),
         "world_size": par.dp * par.cp * par.tp * par.pp,
         "block_tp_plan": (BLOCK_TP_PLAN | (SEQUENCE_PARALLEL_BLOCK_PLAN if sp else {})) if par.tp > 1 else {},
-        "model_tp_plan": (MODEL_TP_PLAN | LOSS_PARALLEL_MODEL_PLAN | (SEQUENCE_PARALLEL_MODEL_PLAN if sp else {})
-                          if par.tp > 1 else {}),
+        "model_tp_plan": (
+            MODEL_TP_PLAN | LOSS_PARALLEL_MODEL_PLAN | (SEQUENCE_PARALLEL_MODEL_PLAN if sp else {})
+            if par.tp > 1
+            else {}
+        ),
         "sequence_parallel": sp,
         "loss_parallel": par.tp > 1,
         "reshard_after_forward": spec.train.reshard_after_forward,
@@ -189,21 +196,25 @@ def settings(plan: ResolvedPlan, spec: PlanSpec) -> dict:
     }
     if par.pp > 1:
         stages = virtual_stage_layers(par.pp_stage_layers, par.vp)
-        config.update({
-            "pp": par.pp,
-            "vp": par.vp,
-            "pipeline_schedule": SCHEDULE_INTERLEAVED if par.vp > 1 else SCHEDULE_1F1B,
-            "pipeline_microbatches": par.grad_accum,
-            "pp_stage_layers": list(par.pp_stage_layers),
-            "stage_layers": stages,
-            "stage_modules": stage_modules(stages),
-        })
+        config.update(
+            {
+                "pp": par.pp,
+                "vp": par.vp,
+                "pipeline_schedule": SCHEDULE_INTERLEAVED if par.vp > 1 else SCHEDULE_1F1B,
+                "pipeline_microbatches": par.grad_accum,
+                "pp_stage_layers": list(par.pp_stage_layers),
+                "stage_layers": stages,
+                "stage_modules": stage_modules(stages),
+            }
+        )
     if par.cp > 1:  # fsdp_cp_runs: TP1 PP1, full weights, no HSDP
-        config.update({
-            "cp": par.cp,
-            "context_parallel": CONTEXT_PARALLEL,
-            "cp_rank_chunks": cp_rank_chunks(par.cp),
-        })
+        config.update(
+            {
+                "cp": par.cp,
+                "context_parallel": CONTEXT_PARALLEL,
+                "cp_rank_chunks": cp_rank_chunks(par.cp),
+            }
+        )
     if spec.train.method == "lora":  # adapters sharded as their base layers (compiler/deployment/lora_tp.py)
         config["lora"], config["block_tp_plan"] = lora_settings(spec, config["block_tp_plan"])
     return config
@@ -220,25 +231,31 @@ def describe_context_parallel(config: dict) -> tuple[str, str]:
     """The CP decision as (choice, reason) for the report."""
     cp, seq_len = config["cp"], config["seq_len"]
     chunks = ", ".join(f"rank {rank}: {'+'.join(map(str, pair))}" for rank, pair in enumerate(config["cp_rank_chunks"]))
-    return (f"CP{cp}, K/V all-gathered per layer ({config['context_parallel']}); {seq_len} tokens in {2 * cp} chunks of "
-            f"{seq_len // (2 * cp)} ({chunks}); fully_shard over dp_shard × cp",
-            "the Llama 3 paper's context parallelism (§3.3.2): local queries attend to the gathered keys at or before "
-            "their global positions, chunks i and 2·cp−1−i balance the causal work; the all-gather is not overlapped "
-            "with compute (with GQA K/V are small), as the sizing counts it; fsdp/fsdp_tp.py applies it to a "
-            "transformers model's attention (AttentionInterface)")
+    return (
+        f"CP{cp}, K/V all-gathered per layer ({config['context_parallel']}); {seq_len} tokens in {2 * cp} chunks of "
+        f"{seq_len // (2 * cp)} ({chunks}); fully_shard over dp_shard × cp",
+        "the Llama 3 paper's context parallelism (§3.3.2): local queries attend to the gathered keys at or before "
+        "their global positions, chunks i and 2·cp−1−i balance the causal work; the all-gather is not overlapped "
+        "with compute (with GQA K/V are small), as the sizing counts it; fsdp/fsdp_tp.py applies it to a "
+        "transformers model's attention (AttentionInterface)",
+    )
 
 
 def describe_sequence_parallel(config: dict) -> tuple[str, str]:
     """The sequence-parallelism decision as (choice, reason) for the report."""
     tp, seq_len = config["mesh_shape"][-1], config["seq_len"]
     if config["sequence_parallel"]:
-        return ("on: embedding, norms and block outputs sharded over the sequence, logits over the vocabulary "
-                "(loss_parallel)",
-                f"TP{tp} splits each {seq_len}-token sequence evenly: torchtitan's apply_tp with SP stores 1/{tp} of "
-                "the activations TP alone replicates (Korthikanti et al. 2022), as the sizing counts; the training "
-                "script runs its loss and backward under fsdp_tp.loss_parallel(settings)")
-    return ("off: transformers' TP plan, logits sharded over the vocabulary (loss_parallel)",
-            f"a {seq_len}-token sequence does not split evenly over TP{tp}; the sizing counts activations without it")
+        return (
+            "on: embedding, norms and block outputs sharded over the sequence, logits over the vocabulary "
+            "(loss_parallel)",
+            f"TP{tp} splits each {seq_len}-token sequence evenly: torchtitan's apply_tp with SP stores 1/{tp} of "
+            "the activations TP alone replicates (Korthikanti et al. 2022), as the sizing counts; the training "
+            "script runs its loss and backward under fsdp_tp.loss_parallel(settings)",
+        )
+    return (
+        "off: transformers' TP plan, logits sharded over the vocabulary (loss_parallel)",
+        f"a {seq_len}-token sequence does not split evenly over TP{tp}; the sizing counts activations without it",
+    )
 
 
 def activation_checkpoint(recompute: str) -> dict:
@@ -247,8 +264,11 @@ def activation_checkpoint(recompute: str) -> dict:
     mode = ACTIVATION_CHECKPOINT[recompute]
     if mode != "selective-op":
         return {"activation_checkpoint": mode}
-    return {"activation_checkpoint": mode, "activation_checkpoint_save_ops": list(OP_SAC_SAVE_OPS),
-            "activation_checkpoint_mm_recompute_every": OP_SAC_MM_RECOMPUTE_EVERY}
+    return {
+        "activation_checkpoint": mode,
+        "activation_checkpoint_save_ops": list(OP_SAC_SAVE_OPS),
+        "activation_checkpoint_mm_recompute_every": OP_SAC_MM_RECOMPUTE_EVERY,
+    }
 
 
 def describe(config: dict) -> str:
@@ -257,14 +277,18 @@ def describe(config: dict) -> str:
     tp, shards = sizes["tp"], sizes["dp_shard"] * sizes.get("cp", 1)
     tensor_parallel = f"parallelize_module (TP{tp}, transformers' Llama TP plan) then " if tp > 1 else "no TP plan; "
     replicas = f", replicated over {sizes['dp_replicate']} (HSDP)" if "dp_replicate" in sizes else ""
-    text = (f"DeviceMesh [{dims}]: {tensor_parallel}fully_shard "
-            f"(ZeRO-3 over {shards}{' = dp_shard × cp' if 'cp' in sizes else ''}{replicas}) per block; "
-            f"params {config['param_dtype']}, reduce {config['reduce_dtype']}, "
-            f"activation checkpoint {config['activation_checkpoint']}")
+    text = (
+        f"DeviceMesh [{dims}]: {tensor_parallel}fully_shard "
+        f"(ZeRO-3 over {shards}{' = dp_shard × cp' if 'cp' in sizes else ''}{replicas}) per block; "
+        f"params {config['param_dtype']}, reduce {config['reduce_dtype']}, "
+        f"activation checkpoint {config['activation_checkpoint']}"
+    )
     if "pp" in config:
-        text += (f"; {len(config['stage_layers'])} pipeline stages of {'/'.join(map(str, config['stage_layers']))} "
-                 f"layers under torch.distributed.pipelining Schedule{config['pipeline_schedule']}, "
-                 f"{config['pipeline_microbatches']} micro-batches per step")
+        text += (
+            f"; {len(config['stage_layers'])} pipeline stages of {'/'.join(map(str, config['stage_layers']))} "
+            f"layers under torch.distributed.pipelining Schedule{config['pipeline_schedule']}, "
+            f"{config['pipeline_microbatches']} micro-batches per step"
+        )
     return text
 
 
@@ -274,9 +298,11 @@ def describe_hsdp(config: dict) -> tuple[str, str] | None:
     if "dp_replicate" not in sizes:
         return None
     replicas, shard, tp = sizes["dp_replicate"], sizes["dp_shard"], sizes["tp"]
-    return (f"{replicas} replicas × shard groups of {shard} data-parallel ranks ({shard * tp} consecutive GPUs with "
-            f"TP{tp}); fully_shard over mesh[\"dp_replicate\", \"dp_shard\"]",
-            f"parallelism.shard_group_gpus {shard}: parameters, gradients and optimizer states sharded over the group only "
-            f"(1/{shard} per rank, as sized); each micro-batch's gradients reduce-scatter inside the group and the "
-            f"{replicas} replicas all-reduce their shard once per step (fsdp_tp.sync_replicas: FSDP2 "
-            f"set_requires_all_reduce on the last micro-batch; PyTorch FSDP HYBRID_SHARD, Zhao et al. 2023 §3.2.2)")
+    return (
+        f"{replicas} replicas × shard groups of {shard} data-parallel ranks ({shard * tp} consecutive GPUs with "
+        f'TP{tp}); fully_shard over mesh["dp_replicate", "dp_shard"]',
+        f"parallelism.shard_group_gpus {shard}: parameters, gradients and optimizer states sharded over the group only "
+        f"(1/{shard} per rank, as sized); each micro-batch's gradients reduce-scatter inside the group and the "
+        f"{replicas} replicas all-reduce their shard once per step (fsdp_tp.sync_replicas: FSDP2 "
+        f"set_requires_all_reduce on the last micro-batch; PyTorch FSDP HYBRID_SHARD, Zhao et al. 2023 §3.2.2)",
+    )

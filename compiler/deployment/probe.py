@@ -13,10 +13,10 @@ import math
 from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..catalog.types import Architecture
+from ..probe_environment import POWER_TOLERANCE
 from ..resolved import ResolvedPlan
 from ..sizing.serve_memory import kv_bytes_per_token, weights_bytes_total
 from ..sizing.train_memory import MemoryOptions, memory_per_gpu, usable_memory_bytes
-from ..probe_environment import POWER_TOLERANCE
 from ..units import format_bytes
 from .model import DeploymentDecision, Directive
 from .probe_model import Probe, ProbeKubernetes, ProbeLayout, ServingProbe
@@ -48,10 +48,23 @@ def _reduced(arch: Architecture, layers: int) -> Architecture:
     return arch.model_copy(update={"layers": layers, "dense_layers": min(arch.dense_layers, layers)})
 
 
-def _memory(arch: Architecture, precision: str, processes: int, seq_len: int, mb: int, recompute: str, zero: int, tp: int = 1):
-    return memory_per_gpu(arch, count_params(arch), precision=precision, optimizer="adamw", tp=tp, dp=processes // tp,
-                          zero_stage=zero, seq_len=seq_len, micro_batch=mb, recompute=recompute, framework="ddp",
-                          options=PURE_16_BIT)
+def _memory(
+    arch: Architecture, precision: str, processes: int, seq_len: int, mb: int, recompute: str, zero: int, tp: int = 1
+):
+    return memory_per_gpu(
+        arch,
+        count_params(arch),
+        precision=precision,
+        optimizer="adamw",
+        tp=tp,
+        dp=processes // tp,
+        zero_stage=zero,
+        seq_len=seq_len,
+        micro_batch=mb,
+        recompute=recompute,
+        framework="ddp",
+        options=PURE_16_BIT,
+    )
 
 
 def probe_tp(arch: Architecture, plan_tp: int, processes: int) -> int:
@@ -69,8 +82,18 @@ def _fits_margin(layout: ProbeLayout, usable: int, margin: float) -> bool:
     return layout.predicted_reserved_bytes * margin <= usable
 
 
-def _probe_layers(arch: Architecture, precision: str, processes: int, seq_len: int, mb: int, recompute: str, zero: int,
-                  usable: int, margin: float, tp: int) -> int:
+def _probe_layers(
+    arch: Architecture,
+    precision: str,
+    processes: int,
+    seq_len: int,
+    mb: int,
+    recompute: str,
+    zero: int,
+    usable: int,
+    margin: float,
+    tp: int,
+) -> int:
     """The most layers (≤ the model's) whose predicted memory × the margin fits one GPU; at least one."""
     low, high = 1, arch.layers
     while low < high:
@@ -82,41 +105,98 @@ def _probe_layers(arch: Architecture, precision: str, processes: int, seq_len: i
     return low
 
 
-def _layouts(arch: Architecture, precision: str, processes: int, seq_len: int, mb: int, recompute: str, zero: int,
-             usable: int, margin: float, tp: int) -> tuple[list[ProbeLayout], list[str]]:
+def _layouts(
+    arch: Architecture,
+    precision: str,
+    processes: int,
+    seq_len: int,
+    mb: int,
+    recompute: str,
+    zero: int,
+    usable: int,
+    margin: float,
+    tp: int,
+) -> tuple[list[ProbeLayout], list[str]]:
     """The chosen layout, then its runner-ups: half the TP, twice and half the micro-batch, the other recompute, the
     other ZeRO (a TP layout keeps ZeRO-0: ZeroRedundancyOptimizer does not take DTensor parameters)."""
     z = zero if tp == 1 else 0
     half = tp // 2
-    candidates = [("chosen", mb, recompute, z, tp, "the plan's layout, as plain PyTorch runs it"
-                   + (f": DTensor tensor parallelism over a [dp {processes // tp}, tp {tp}] mesh" if tp > 1 else ""))]
+    candidates = [
+        (
+            "chosen",
+            mb,
+            recompute,
+            z,
+            tp,
+            "the plan's layout, as plain PyTorch runs it"
+            + (f": DTensor tensor parallelism over a [dp {processes // tp}, tp {tp}] mesh" if tp > 1 else ""),
+        )
+    ]
     if tp > 1:
-        candidates.append((f"TP {half}", mb, recompute, zero if half == 1 else 0, half,
-                           "half the TP: what the tensor-parallel collectives cost against more data parallelism"))
-    candidates += [(f"micro-batch {mb * 2}", mb * 2, recompute, z, tp, "twice the micro-batch: how the step scales with it"),
-                   (f"micro-batch {mb // 2}", mb // 2, recompute, z, tp, "half the micro-batch"),
-                   (f"recompute {'none' if recompute == 'full' else 'full'}", mb, "none" if recompute == "full" else "full", z, tp,
-                    "the other recompute setting: the cost of re-running the forward"),
-                   (f"ZeRO-{1 - z}", mb, recompute, 1 - z, tp, "AdamW states sharded (ZeroRedundancyOptimizer) or not")]
+        candidates.append(
+            (
+                f"TP {half}",
+                mb,
+                recompute,
+                zero if half == 1 else 0,
+                half,
+                "half the TP: what the tensor-parallel collectives cost against more data parallelism",
+            )
+        )
+    candidates += [
+        (f"micro-batch {mb * 2}", mb * 2, recompute, z, tp, "twice the micro-batch: how the step scales with it"),
+        (f"micro-batch {mb // 2}", mb // 2, recompute, z, tp, "half the micro-batch"),
+        (
+            f"recompute {'none' if recompute == 'full' else 'full'}",
+            mb,
+            "none" if recompute == "full" else "full",
+            z,
+            tp,
+            "the other recompute setting: the cost of re-running the forward",
+        ),
+        (f"ZeRO-{1 - z}", mb, recompute, 1 - z, tp, "AdamW states sharded (ZeroRedundancyOptimizer) or not"),
+    ]
     layouts, left_out = [], []
     for name, b, r, z, t, why in candidates:
-        if (b < 1 or (z == 1 and processes // t == 1) or (z == 1 and t > 1)
-                or any((l.micro_batch, l.recompute, l.zero_stage, l.tp) == (b, r, z, t) for l in layouts)):
+        if (
+            b < 1
+            or (z == 1 and processes // t == 1)
+            or (z == 1 and t > 1)
+            or any((l.micro_batch, l.recompute, l.zero_stage, l.tp) == (b, r, z, t) for l in layouts)
+        ):
             continue
         mem = _memory(arch, precision, processes, seq_len, b, r, z, t)
         if name != "chosen" and (len(layouts) >= MAX_LAYOUTS or not _fits(mem, usable, margin)):
             left_out.append(name)
             continue
-        layouts.append(ProbeLayout(name=name, micro_batch=b, recompute=r, zero_stage=z, tp=t, predicted_allocated_bytes=mem.allocated,
-                                   predicted_reserved_bytes=mem.reserved, why=why))
+        layouts.append(
+            ProbeLayout(
+                name=name,
+                micro_batch=b,
+                recompute=r,
+                zero_stage=z,
+                tp=t,
+                predicted_allocated_bytes=mem.allocated,
+                predicted_reserved_bytes=mem.reserved,
+                why=why,
+            )
+        )
     return layouts, left_out
 
 
 def _slurm_directives(plan: ResolvedPlan) -> list[Directive]:
     given = plan.spec.cluster.slurm
-    return [Directive(flag=flag, value=directive_value(value))
-            for flag, value in (("partition", given.partition), ("account", given.account), ("qos", given.qos),
-                                ("reservation", given.reservation), ("constraint", given.constraint)) if value is not None]
+    return [
+        Directive(flag=flag, value=directive_value(value))
+        for flag, value in (
+            ("partition", given.partition),
+            ("account", given.account),
+            ("qos", given.qos),
+            ("reservation", given.reservation),
+            ("constraint", given.constraint),
+        )
+        if value is not None
+    ]
 
 
 def training_probe(plan: ResolvedPlan, catalog: Catalog) -> Probe:
@@ -128,48 +208,91 @@ def training_probe(plan: ResolvedPlan, catalog: Catalog) -> Probe:
     usable = usable_memory_bytes(hw.gpu_memory_bytes)
     margin = max(1.0, catalog.residuals[MEMORY_FAMILY].p90)
     tp = probe_tp(arch, par.tp, processes)
-    layers = _probe_layers(arch, precision, processes, seq_len, par.micro_batch, recompute, zero if tp == 1 else 0, usable, margin, tp)
+    layers = _probe_layers(
+        arch, precision, processes, seq_len, par.micro_batch, recompute, zero if tp == 1 else 0, usable, margin, tp
+    )
     reduced = _reduced(arch, layers)
-    layouts, left_out = _layouts(reduced, precision, processes, seq_len, par.micro_batch, recompute, zero, usable, margin, tp)
+    layouts, left_out = _layouts(
+        reduced, precision, processes, seq_len, par.micro_batch, recompute, zero, usable, margin, tp
+    )
     chosen = layouts[0]
     decisions = [
-        DeploymentDecision(topic="probe shape", choice=f"{layers} of the model's {arch.layers} layers",
-                           reason=(f"the most layers whose predicted memory ({format_bytes(chosen.predicted_reserved_bytes)} reserved "
-                                   f"per GPU at the chosen layout) × {margin:.2f} (P90 of published measured ÷ predicted peaks, "
-                                   f"residuals {MEMORY_FAMILY}) fits the {format_bytes(usable)} a process can use on {hw.gpu}"
-                                   if _fits_margin(chosen, usable, margin) else
-                                   f"one layer, the least the probe builds: even its predicted memory ({format_bytes(chosen.predicted_reserved_bytes)} "
-                                   f"reserved per GPU, mostly the embedding, LM head and logits) × {margin:.2f} (P90 of published measured ÷ "
-                                   f"predicted peaks, residuals {MEMORY_FAMILY}) exceeds the {format_bytes(usable)} a process can use on "
-                                   f"{hw.gpu}; the probe may run out of memory, which is itself a measurement")
-                                  + "; random weights, every other dimension the plan's"),
-        DeploymentDecision(topic="probe processes", choice=f"{processes} on one node",
-                           reason=f"one per GPU of a node ({hw.gpu}, {hw.gpus_per_node} per node): data-parallel (tensor-parallel too at TP > 1), gloo on CPU, NCCL on GPUs"),
-        DeploymentDecision(topic="probe precision", choice=f"pure {precision}",
-                           reason=f"weights, gradients and AdamW states in {precision} (no fp32 master: torchtune's default), so the "
-                                  f"memory model (master_weights none) predicts what runs"
-                                  + ("; the plan's fp8 has no plain-PyTorch training path" if plan.spec.precision == "fp8" else "")),
-        DeploymentDecision(topic="probe layouts", choice=", ".join(l.name for l in layouts),
-                           reason=f"the plan's TP{par.tp} PP{par.pp} ZeRO-{par.zero_stage} mb{par.micro_batch} recompute {par.recompute} "
-                                  f"as one node runs it in plain PyTorch (TP as DTensor tensor parallelism, below; no PP; ZeRO ≥ 1 as "
-                                  f"ZeroRedundancyOptimizer, ZeRO-0 under TP; selective recompute as full), and its neighbours that fit"
-                                  + (f"; left out: {', '.join(left_out)} (do not fit or over {MAX_LAYOUTS} layouts)" if left_out else "")),
-        DeploymentDecision(topic="probe tensor parallelism", choice=f"TP {tp} × DP {processes // tp}" if tp > 1 else "none",
-                           reason=(f"the plan's TP {par.tp}" + (f" capped to {tp}, the largest that divides the node's {processes} "
-                                                                 f"GPUs, the {arch.heads} heads, {arch.kv_heads} KV heads and MLP width"
-                                                                 if tp != par.tp else "")
-                                   + ": torch.distributed.tensor.parallel.parallelize_module over the mesh's tp dimension (q, k, v, "
-                                   "gate, up ColwiseParallel; out, down RowwiseParallel; the embedding and LM head split over the "
-                                   "vocabulary, the loss under loss_parallel, as Megatron's vocab-parallel layers), gradients "
-                                   "all-reduced over its dp dimension") if tp > 1 else
-                                  f"the plan's TP {par.tp}: plain data parallelism (DistributedDataParallel)"),
-        DeploymentDecision(topic="probe time limit", choice=f"{TIME_LIMIT_SECONDS // 60} minutes",
-                           reason=f"a minutes-long job (issue 18): {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured steps per layout, "
-                                  f"then the GEMM, HBM and collective tests; SIGALRM and the scheduler stop it at the limit"),
+        DeploymentDecision(
+            topic="probe shape",
+            choice=f"{layers} of the model's {arch.layers} layers",
+            reason=(
+                f"the most layers whose predicted memory ({format_bytes(chosen.predicted_reserved_bytes)} reserved "
+                f"per GPU at the chosen layout) × {margin:.2f} (P90 of published measured ÷ predicted peaks, "
+                f"residuals {MEMORY_FAMILY}) fits the {format_bytes(usable)} a process can use on {hw.gpu}"
+                if _fits_margin(chosen, usable, margin)
+                else f"one layer, the least the probe builds: even its predicted memory ({format_bytes(chosen.predicted_reserved_bytes)} "
+                f"reserved per GPU, mostly the embedding, LM head and logits) × {margin:.2f} (P90 of published measured ÷ "
+                f"predicted peaks, residuals {MEMORY_FAMILY}) exceeds the {format_bytes(usable)} a process can use on "
+                f"{hw.gpu}; the probe may run out of memory, which is itself a measurement"
+            )
+            + "; random weights, every other dimension the plan's",
+        ),
+        DeploymentDecision(
+            topic="probe processes",
+            choice=f"{processes} on one node",
+            reason=f"one per GPU of a node ({hw.gpu}, {hw.gpus_per_node} per node): data-parallel (tensor-parallel too at TP > 1), gloo on CPU, NCCL on GPUs",
+        ),
+        DeploymentDecision(
+            topic="probe precision",
+            choice=f"pure {precision}",
+            reason=f"weights, gradients and AdamW states in {precision} (no fp32 master: torchtune's default), so the "
+            f"memory model (master_weights none) predicts what runs"
+            + ("; the plan's fp8 has no plain-PyTorch training path" if plan.spec.precision == "fp8" else ""),
+        ),
+        DeploymentDecision(
+            topic="probe layouts",
+            choice=", ".join(l.name for l in layouts),
+            reason=f"the plan's TP{par.tp} PP{par.pp} ZeRO-{par.zero_stage} mb{par.micro_batch} recompute {par.recompute} "
+            f"as one node runs it in plain PyTorch (TP as DTensor tensor parallelism, below; no PP; ZeRO ≥ 1 as "
+            f"ZeroRedundancyOptimizer, ZeRO-0 under TP; selective recompute as full), and its neighbours that fit"
+            + (f"; left out: {', '.join(left_out)} (do not fit or over {MAX_LAYOUTS} layouts)" if left_out else ""),
+        ),
+        DeploymentDecision(
+            topic="probe tensor parallelism",
+            choice=f"TP {tp} × DP {processes // tp}" if tp > 1 else "none",
+            reason=(
+                f"the plan's TP {par.tp}"
+                + (
+                    f" capped to {tp}, the largest that divides the node's {processes} "
+                    f"GPUs, the {arch.heads} heads, {arch.kv_heads} KV heads and MLP width"
+                    if tp != par.tp
+                    else ""
+                )
+                + ": torch.distributed.tensor.parallel.parallelize_module over the mesh's tp dimension (q, k, v, "
+                "gate, up ColwiseParallel; out, down RowwiseParallel; the embedding and LM head split over the "
+                "vocabulary, the loss under loss_parallel, as Megatron's vocab-parallel layers), gradients "
+                "all-reduced over its dp dimension"
+            )
+            if tp > 1
+            else f"the plan's TP {par.tp}: plain data parallelism (DistributedDataParallel)",
+        ),
+        DeploymentDecision(
+            topic="probe time limit",
+            choice=f"{TIME_LIMIT_SECONDS // 60} minutes",
+            reason=f"a minutes-long job (issue 18): {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured steps per layout, "
+            f"then the GEMM, HBM and collective tests; SIGALRM and the scheduler stop it at the limit",
+        ),
     ]
     sizes, nodes, collective_decisions = _collectives(plan, processes)
-    return _probe(plan, "training", reduced, layers, processes, precision, seq_len, layouts, None, decisions + collective_decisions,
-                  collective_bytes=sizes, nodes=nodes)
+    return _probe(
+        plan,
+        "training",
+        reduced,
+        layers,
+        processes,
+        precision,
+        seq_len,
+        layouts,
+        None,
+        decisions + collective_decisions,
+        collective_bytes=sizes,
+        nodes=nodes,
+    )
 
 
 def _collectives(plan: ResolvedPlan, processes: int) -> tuple[list[int], int, list[DeploymentDecision]]:
@@ -178,55 +301,111 @@ def _collectives(plan: ResolvedPlan, processes: int) -> tuple[list[int], int, li
     nodes = 2 if hw.nodes > 1 else 1
     sizes = list(COLLECTIVE_BYTES) if processes * nodes > 1 else []
     sweep = ", ".join(format_bytes(b) for b in COLLECTIVE_BYTES)
-    return sizes, nodes, [
-        DeploymentDecision(topic="probe collectives", choice=f"all-reduce and all-gather at {sweep}" if sizes else "none",
-                           reason=("bus bandwidth as nccl-tests defines it (doc/PERFORMANCE.md: all-reduce algbw × 2(n−1)/n, "
-                                   "all-gather algbw × (n−1)/n), the median of 5 after a warm-up; the largest size's all-reduce "
-                                   "gives the site's interconnect shares (calibrate), the smaller ones show the latency; NCCL on "
-                                   "GPUs, gloo on CPU (sizes ÷ 64)") if sizes else
-                                  "one process on one node: no collective to measure"),
-        DeploymentDecision(topic="probe nodes", choice=f"{nodes}",
-                           reason=(f"the plan spans {hw.nodes} nodes over {hw.interconnect}: the layouts run on the first node, "
-                                   f"then the collectives again across both nodes ({2 * processes} ranks) to measure the fabric "
-                                   f"the gradients cross; c10d rendezvous on the first node at port {DEFAULT_RDZV_PORT} "
-                                   f"(torchrun's default; $MASTER_PORT overrides it); probe.sbatch only: a Kubernetes probe "
-                                   f"Job stays one pod on one node")
-                                  if nodes == 2 else
-                                  f"the plan fits one node ({hw.gpus} GPU(s)): no inter-node traffic to measure"),
-    ]
+    return (
+        sizes,
+        nodes,
+        [
+            DeploymentDecision(
+                topic="probe collectives",
+                choice=f"all-reduce and all-gather at {sweep}" if sizes else "none",
+                reason=(
+                    "bus bandwidth as nccl-tests defines it (doc/PERFORMANCE.md: all-reduce algbw × 2(n−1)/n, "
+                    "all-gather algbw × (n−1)/n), the median of 5 after a warm-up; the largest size's all-reduce "
+                    "gives the site's interconnect shares (calibrate), the smaller ones show the latency; NCCL on "
+                    "GPUs, gloo on CPU (sizes ÷ 64)"
+                )
+                if sizes
+                else "one process on one node: no collective to measure",
+            ),
+            DeploymentDecision(
+                topic="probe nodes",
+                choice=f"{nodes}",
+                reason=(
+                    f"the plan spans {hw.nodes} nodes over {hw.interconnect}: the layouts run on the first node, "
+                    f"then the collectives again across both nodes ({2 * processes} ranks) to measure the fabric "
+                    f"the gradients cross; c10d rendezvous on the first node at port {DEFAULT_RDZV_PORT} "
+                    f"(torchrun's default; $MASTER_PORT overrides it); probe.sbatch only: a Kubernetes probe "
+                    f"Job stays one pod on one node"
+                )
+                if nodes == 2
+                else f"the plan fits one node ({hw.gpus} GPU(s)): no inter-node traffic to measure",
+            ),
+        ],
+    )
 
 
-def _probe(plan: ResolvedPlan, kind: str, reduced: Architecture, layers: int, processes: int, precision: str, seq_len: int,
-           layouts: list[ProbeLayout], serving, decisions: list[DeploymentDecision], collective_bytes: list[int] = (),
-           nodes: int = 1) -> Probe:
+def _probe(
+    plan: ResolvedPlan,
+    kind: str,
+    reduced: Architecture,
+    layers: int,
+    processes: int,
+    precision: str,
+    seq_len: int,
+    layouts: list[ProbeLayout],
+    serving,
+    decisions: list[DeploymentDecision],
+    collective_bytes: list[int] = (),
+    nodes: int = 1,
+) -> Probe:
     k8s = plan.deployment.kubernetes if plan.deployment else None
     image = None
     if plan.spec.cluster.scheduler in ("kubernetes", "both") and k8s is not None:
         # the training image runs the plan's PyTorch; of the engines' images only vLLM's ships PyTorch and Python
         engine = k8s.serving[0] if k8s.serving else None
         image = k8s.training.image if k8s.training else (engine.image if engine and engine.engine == "vllm" else None)
-        decisions = decisions + [DeploymentDecision(
-            topic="probe on Kubernetes", choice=f"probe-job.yaml with {image}" if image else "no probe-job.yaml",
-            reason="a one-pod Job on one node of the plan's GPU, in the plan's own "
-                   + ("training image" if k8s.training else "vLLM image (it ships PyTorch)") if image else
-                   f"the {engine.engine + ' engine' if engine else 'plan'}'s image has no PyTorch to run probe.py; submit probe.sbatch or run "
-                   "probe.py under torchrun in a PyTorch image")]
+        decisions = decisions + [
+            DeploymentDecision(
+                topic="probe on Kubernetes",
+                choice=f"probe-job.yaml with {image}" if image else "no probe-job.yaml",
+                reason="a one-pod Job on one node of the plan's GPU, in the plan's own "
+                + ("training image" if k8s.training else "vLLM image (it ships PyTorch)")
+                if image
+                else f"the {engine.engine + ' engine' if engine else 'plan'}'s image has no PyTorch to run probe.py; submit probe.sbatch or run "
+                "probe.py under torchrun in a PyTorch image",
+            )
+        ]
     minutes = math.ceil(TIME_LIMIT_SECONDS / 60)
     gpu = plan.hardware.gpu_spec
-    decisions = decisions + [DeploymentDecision(
-        topic="probe environment checks", choice=f"{gpu.k8s_product_label}, {gpu.tdp_watts:g} W",
-        reason=f"the catalog's {gpu.id}: its product name (refused unless --allow-other-device) and TDP (a power limit more "
-               f"than {POWER_TOLERANCE:.0%} off is a warning: a capped board is slower), and the least driver of torch's CUDA "
-               f"major (NVIDIA CUDA Compatibility, Table 1); warnings go to the results and calibrate repeats them")]
-    return Probe(kind=kind, name=f"{plan.name}-probe", plan=plan.name, gpu_id=plan.hardware.gpu,
-                 expected_device=gpu.k8s_product_label, expected_power_watts=gpu.tdp_watts, architecture=reduced, layers=layers,
-                 model_layers=plan.model.architecture.layers,
-                 mlp_hidden=reduced.ffn_hidden or reduced.moe_ffn_hidden, processes=processes, time_limit_seconds=TIME_LIMIT_SECONDS,
-                 precision=precision, seq_len=seq_len, warmup_steps=WARMUP_STEPS, steps=MEASURED_STEPS, gemm_size=GEMM_SIZE,
-                 copy_bytes=COPY_BYTES, collective_bytes=list(collective_bytes), nodes=nodes,
-                 interconnect=plan.hardware.interconnect, rdzv_port=DEFAULT_RDZV_PORT, layouts=layouts, serving=serving,
-                 slurm_time=f"{minutes // 60:02d}:{minutes % 60:02d}:00", slurm_directives=_slurm_directives(plan),
-                 kubernetes=ProbeKubernetes(image=image) if image else None, decisions=decisions)
+    decisions = decisions + [
+        DeploymentDecision(
+            topic="probe environment checks",
+            choice=f"{gpu.k8s_product_label}, {gpu.tdp_watts:g} W",
+            reason=f"the catalog's {gpu.id}: its product name (refused unless --allow-other-device) and TDP (a power limit more "
+            f"than {POWER_TOLERANCE:.0%} off is a warning: a capped board is slower), and the least driver of torch's CUDA "
+            f"major (NVIDIA CUDA Compatibility, Table 1); warnings go to the results and calibrate repeats them",
+        )
+    ]
+    return Probe(
+        kind=kind,
+        name=f"{plan.name}-probe",
+        plan=plan.name,
+        gpu_id=plan.hardware.gpu,
+        expected_device=gpu.k8s_product_label,
+        expected_power_watts=gpu.tdp_watts,
+        architecture=reduced,
+        layers=layers,
+        model_layers=plan.model.architecture.layers,
+        mlp_hidden=reduced.ffn_hidden or reduced.moe_ffn_hidden,
+        processes=processes,
+        time_limit_seconds=TIME_LIMIT_SECONDS,
+        precision=precision,
+        seq_len=seq_len,
+        warmup_steps=WARMUP_STEPS,
+        steps=MEASURED_STEPS,
+        gemm_size=GEMM_SIZE,
+        copy_bytes=COPY_BYTES,
+        collective_bytes=list(collective_bytes),
+        nodes=nodes,
+        interconnect=plan.hardware.interconnect,
+        rdzv_port=DEFAULT_RDZV_PORT,
+        layouts=layouts,
+        serving=serving,
+        slurm_time=f"{minutes // 60:02d}:{minutes % 60:02d}:00",
+        slurm_directives=_slurm_directives(plan),
+        kubernetes=ProbeKubernetes(image=image) if image else None,
+        decisions=decisions,
+    )
 
 
 def _serving_fit(arch: Architecture, layers: int, batch: int, tokens: int, budget: float) -> bool:
@@ -253,33 +432,56 @@ def serving_probe(plan: ResolvedPlan) -> Probe:
     batches = sorted({1, max(1, round(math.sqrt(top))), top})
     weights = weights_bytes_total(count_params(reduced), reduced, "bf16")
     group = max(1, sv.max_num_batched_tokens // prompt)
-    serving = ServingProbe(batches=batches, prompt_tokens=prompt, decode_steps=DECODE_STEPS, prefill_group=group,
-                           kv_bytes_per_token=kv_bytes_per_token(reduced, 2), weights_bytes=weights)
+    serving = ServingProbe(
+        batches=batches,
+        prompt_tokens=prompt,
+        decode_steps=DECODE_STEPS,
+        prefill_group=group,
+        kv_bytes_per_token=kv_bytes_per_token(reduced, 2),
+        weights_bytes=weights,
+    )
     decisions = [
-        DeploymentDecision(topic="probe shape", choice=f"{layers} of the model's {arch.layers} layers",
-                           reason=f"the most layers whose 16-bit weights ({format_bytes(weights)}) and KV cache for {top} sequences of "
-                                  f"{tokens} tokens fit the plan's gpu_memory_utilization {sv.gpu_memory_utilization:.2f} of one "
-                                  f"{plan.hardware.gpu}; random weights, every other dimension the plan's"),
-        DeploymentDecision(topic="probe processes", choice="1 (one GPU)",
-                           reason=f"plain PyTorch without tensor parallelism; the plan serves on {sv.gpus_per_replica} GPU(s) per replica"),
-        DeploymentDecision(topic="probe batches", choice=", ".join(map(str, batches)),
-                           reason=f"1 (the latency floor), the plan's max concurrency {sv.max_concurrency}"
-                                  + (f" (halved to {top} to fit)" if top < sv.max_concurrency else "")
-                                  + f" and their geometric middle; prefill of {prompt}-token prompts (traffic.prompt_tokens), then "
-                                  f"{DECODE_STEPS} decode steps"),
-        DeploymentDecision(topic="probe precision", choice=precision,
-                           reason=f"the plan serves {sv.precision}" + ("" if precision == sv.precision else
-                                                                        "; plain PyTorch has no such kernels, so 16-bit is measured")),
-        DeploymentDecision(topic="probe time limit", choice=f"{TIME_LIMIT_SECONDS // 60} minutes",
-                           reason=f"a minutes-long job (issue 18): {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured prefills per batch, "
-                                  f"then the GEMM and HBM tests; SIGALRM and the scheduler stop it at the limit"),
+        DeploymentDecision(
+            topic="probe shape",
+            choice=f"{layers} of the model's {arch.layers} layers",
+            reason=f"the most layers whose 16-bit weights ({format_bytes(weights)}) and KV cache for {top} sequences of "
+            f"{tokens} tokens fit the plan's gpu_memory_utilization {sv.gpu_memory_utilization:.2f} of one "
+            f"{plan.hardware.gpu}; random weights, every other dimension the plan's",
+        ),
+        DeploymentDecision(
+            topic="probe processes",
+            choice="1 (one GPU)",
+            reason=f"plain PyTorch without tensor parallelism; the plan serves on {sv.gpus_per_replica} GPU(s) per replica",
+        ),
+        DeploymentDecision(
+            topic="probe batches",
+            choice=", ".join(map(str, batches)),
+            reason=f"1 (the latency floor), the plan's max concurrency {sv.max_concurrency}"
+            + (f" (halved to {top} to fit)" if top < sv.max_concurrency else "")
+            + f" and their geometric middle; prefill of {prompt}-token prompts (traffic.prompt_tokens), then "
+            f"{DECODE_STEPS} decode steps",
+        ),
+        DeploymentDecision(
+            topic="probe precision",
+            choice=precision,
+            reason=f"the plan serves {sv.precision}"
+            + ("" if precision == sv.precision else "; plain PyTorch has no such kernels, so 16-bit is measured"),
+        ),
+        DeploymentDecision(
+            topic="probe time limit",
+            choice=f"{TIME_LIMIT_SECONDS // 60} minutes",
+            reason=f"a minutes-long job (issue 18): {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured prefills per batch, "
+            f"then the GEMM and HBM tests; SIGALRM and the scheduler stop it at the limit",
+        ),
     ]
     return _probe(plan, "serving", reduced, layers, 1, precision, prompt, [], serving, decisions)
 
 
 def decide_probe(plan: ResolvedPlan, catalog: Catalog) -> Probe:
     if plan.model is None or plan.stages or plan.model.architecture.kind != "decoder":
-        raise ProbeError("the probe measures decoder models (training, or serving with one stage); vision and multi-stage probes are not built")
+        raise ProbeError(
+            "the probe measures decoder models (training, or serving with one stage); vision and multi-stage probes are not built"
+        )
     if plan.training is not None:
         return training_probe(plan, catalog)
     if plan.model.architecture.uses_mla:

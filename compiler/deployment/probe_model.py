@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field
 
 from ..catalog.types import Architecture
-from .model import Directive, DeploymentDecision, Section
+from .model import DeploymentDecision, Directive, Section
 
 
 class ProbeLayout(Section):
@@ -21,8 +21,13 @@ class ProbeLayout(Section):
     micro_batch: int
     recompute: Literal["none", "full"] = Field(description="full: torch.utils.checkpoint around every block")
     zero_stage: Literal[0, 1] = Field(description="1: torch ZeroRedundancyOptimizer shards the AdamW states")
-    tp: int = Field(1, description="tensor-parallel ranks (DTensor parallelize_module on a [dp, tp] mesh); 1: DistributedDataParallel")
-    predicted_allocated_bytes: int = Field(description="our memory model for this probe shape (train_memory.memory_per_gpu)")
+    tp: int = Field(
+        1,
+        description="tensor-parallel ranks (DTensor parallelize_module on a [dp, tp] mesh); 1: DistributedDataParallel",
+    )
+    predicted_allocated_bytes: int = Field(
+        description="our memory model for this probe shape (train_memory.memory_per_gpu)"
+    )
     predicted_reserved_bytes: int
     why: str
 
@@ -33,7 +38,9 @@ class ServingProbe(Section):
     batches: list[int]
     prompt_tokens: int
     decode_steps: int = Field(description="decode steps timed per batch, each attending to the prompt's KV cache")
-    prefill_group: int = Field(description="prompts prefilled per forward: max_num_batched_tokens ÷ prompt tokens, as the engine chunks")
+    prefill_group: int = Field(
+        description="prompts prefilled per forward: max_num_batched_tokens ÷ prompt tokens, as the engine chunks"
+    )
     kv_bytes_per_token: int = Field(description="16-bit K and V of the probe's layers, per token")
     weights_bytes: int
 
@@ -50,11 +57,15 @@ class Probe(Section):
     plan: str
     gpu_id: str
     expected_device: str = Field(description="the GPU product name the probe checks the node against")
-    expected_power_watts: float = Field(description="the catalog's TDP of the plan's GPU: the power limit the probe expects")
+    expected_power_watts: float = Field(
+        description="the catalog's TDP of the plan's GPU: the power limit the probe expects"
+    )
     architecture: Architecture = Field(description="the plan's shape with its layers reduced to `layers`")
     layers: int
     model_layers: int
-    mlp_hidden: int = Field(description="the MLP width the probe builds: ffn_hidden, or an MoE's expert width as one dense MLP")
+    mlp_hidden: int = Field(
+        description="the MLP width the probe builds: ffn_hidden, or an MoE's expert width as one dense MLP"
+    )
     processes: int = Field(description="torchrun processes on the one node (one per GPU)")
     time_limit_seconds: int
     precision: str
@@ -63,14 +74,18 @@ class Probe(Section):
     steps: int = Field(description="measured steps per layout (the median is reported)")
     gemm_size: int = Field(description="side of the square matrices of the GEMM-rate test")
     copy_bytes: int = Field(description="bytes of the device-to-device copy of the HBM-rate test")
-    collective_bytes: list[int] = Field(default_factory=list, description="message sizes of the all-reduce and all-gather "
-                                        "bus-bandwidth tests (none: one process)")
+    collective_bytes: list[int] = Field(
+        default_factory=list,
+        description="message sizes of the all-reduce and all-gather bus-bandwidth tests (none: one process)",
+    )
     nodes: int = Field(1, description="2: the collectives are also measured across two nodes (the plan spans nodes)")
     interconnect: str = Field(description="the plan's inter-node fabric (catalog id), which the two-node test measures")
     rdzv_port: int = Field(description="the two-node torchrun rendezvous port on the first node")
     layouts: list[ProbeLayout] = Field(default_factory=list)
     serving: ServingProbe | None = None
     slurm_time: str = Field(description="#SBATCH --time")
-    slurm_directives: list[Directive] = Field(default_factory=list, description="partition, account, qos, reservation, constraint as given")
+    slurm_directives: list[Directive] = Field(
+        default_factory=list, description="partition, account, qos, reservation, constraint as given"
+    )
     kubernetes: ProbeKubernetes | None = None
     decisions: list[DeploymentDecision] = Field(default_factory=list)

@@ -100,7 +100,11 @@ IO_TYPE = {"fp16": "TYPE_FP16", "bf16": "TYPE_FP16"}
 DEFAULT_IO_TYPE = "TYPE_FP32"
 EXPORT_DTYPE = {"TYPE_FP16": "fp16", "TYPE_FP32": "fp32"}  # optimum-cli export onnx --dtype
 # optimum-cli export onnx --task per model kind, and the tensor names its ONNX configs give the inputs/outputs.
-EXPORT_TASK = {"cnn": "image-classification", "vision-transformer": "image-classification", "encoder": "feature-extraction"}
+EXPORT_TASK = {
+    "cnn": "image-classification",
+    "vision-transformer": "image-classification",
+    "encoder": "feature-extraction",
+}
 DETECTION_TASK = "object-detection"  # optimum's task for DETR / YOLOS: outputs logits and pred_boxes (below)
 # Detector outputs as optimum's object-detection ONNX config names them (optimum/exporters/onnx/base.py
 # _TASK_TO_COMMON_OUTPUTS["object-detection"]): logits [batch, queries, classes + 1 "no object"] and
@@ -114,7 +118,13 @@ BOX_COORDINATES = 4
 # so --fp16; int8 is a QDQ-quantized ONNX whose scales TensorRT reads (explicit quantization) with --int8.
 ENGINE_BUILD_IMAGE = "nvcr.io/nvidia/tensorrt:25.10-py3-igpu"
 ENGINE_BUILD_GPUS = 1  # the device's one GPU: TensorRT times its kernels on the GPU it builds for
-TRTEXEC_PRECISION_FLAGS = {"fp16": ["--fp16"], "bf16": ["--fp16"], "int8": ["--int8"], "fp8": ["--fp8"], "int4": ["--int4"]}
+TRTEXEC_PRECISION_FLAGS = {
+    "fp16": ["--fp16"],
+    "bf16": ["--fp16"],
+    "int8": ["--int8"],
+    "fp8": ["--fp8"],
+    "int4": ["--int4"],
+}
 IMAGE_CHANNELS = 3  # RGB, NCHW
 TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # BERT-style encoder export (int64 token ids)
 
@@ -137,8 +147,10 @@ WARMUP_SECONDS = {"vllm": 180, "tgi": 180, "triton-vllm": 180, "triton": 60}
 # huggingface_hub downloads top out near 500 MB/s on very fast links (hf_transfer's README, pypi.org/project/
 # hf-transfer: "a power user tool, to go beyond ~500MB/s"), and a cluster's egress is shared; we assume a fifth.
 HUB_DOWNLOAD_BYTES_PER_SECOND = 100e6
-HUB_DOWNLOAD_SOURCE = ("assumed 100 MB/s per pod: a fifth of the ~500 MB/s ceiling of plain-Python huggingface_hub "
-                       "downloads (hf_transfer README, pypi.org/project/hf-transfer), a policy for shared cluster egress")
+HUB_DOWNLOAD_SOURCE = (
+    "assumed 100 MB/s per pod: a fifth of the ~500 MB/s ceiling of plain-Python huggingface_hub "
+    "downloads (hf_transfer README, pypi.org/project/hf-transfer), a policy for shared cluster egress"
+)
 # What the init container downloads (huggingface_hub snapshot_download allow_patterns): safetensors weights, configs
 # and tokenizer files, as vLLM's loader uses them; not `original/` consolidated .pth copies (Llama repos) or .bin
 # duplicates, which would double the bytes.
@@ -170,8 +182,11 @@ ENGINE_IMAGES = {
 # backends only; `-py3` the full set (onnxruntime, TensorRT, python, ...); `-py3-igpu` is the arm64 build for
 # integrated GPUs, which needs arm64 nodes: "For Jetson devices which support Jetpack 6.0 and above, Triton now
 # publishes containers ... with the suffix -igpu" (Triton 2.41.0 / NGC 23.12 release notes), so JetPack 6 (L4T r36).
-TRITON_IMAGES = {"vllm": "nvcr.io/nvidia/tritonserver:25.10-vllm-python-py3", "onnxruntime": "nvcr.io/nvidia/tritonserver:25.10-py3",
-                 "onnxruntime-edge": "nvcr.io/nvidia/tritonserver:25.10-py3-igpu"}
+TRITON_IMAGES = {
+    "vllm": "nvcr.io/nvidia/tritonserver:25.10-vllm-python-py3",
+    "onnxruntime": "nvcr.io/nvidia/tritonserver:25.10-py3",
+    "onnxruntime-edge": "nvcr.io/nvidia/tritonserver:25.10-py3-igpu",
+}
 # The ONNX file of a Triton model is fetched (model.weights) or exported (optimum-cli, from the Hub repo) by an init
 # container before tritonserver starts. Triton's images carry no optimum, so that step runs in a Python image with
 # curl (python:3.12, Debian) and pip-installs the exporter (needs egress to PyPI, like the Hub download needs egress
@@ -217,26 +232,43 @@ VISION_MIN_GRACE_SECONDS = 30  # the Kubernetes default terminationGracePeriodSe
 # Operator; resourcePrefix "rdma", resourceName "rdma_shared_device_a" in its README's default config); memory
 # registration needs CAP_IPC_LOCK. AWS EFA: the aws-efa-k8s-device-plugin's vpc.amazonaws.com/efa, 32 interfaces on
 # p5.48xlarge (AWS "EFA on EKS" docs). Plain Ethernet (tcp) needs nothing: the sizing assumed sockets.
-RDMA_RESOURCES = {"ib": ("rdma/rdma_shared_device_a", 1), "roce": ("rdma/rdma_shared_device_a", 1),
-                  "efa": ("vpc.amazonaws.com/efa", 32)}
-RDMA_SOURCE = {"ib": "k8s-rdma-shared-dev-plugin (NVIDIA Network Operator) default resource",
-               "roce": "k8s-rdma-shared-dev-plugin (NVIDIA Network Operator) default resource",
-               "efa": "aws-efa-k8s-device-plugin, 32 EFA interfaces per p5.48xlarge"}
+RDMA_RESOURCES = {
+    "ib": ("rdma/rdma_shared_device_a", 1),
+    "roce": ("rdma/rdma_shared_device_a", 1),
+    "efa": ("vpc.amazonaws.com/efa", 32),
+}
+RDMA_SOURCE = {
+    "ib": "k8s-rdma-shared-dev-plugin (NVIDIA Network Operator) default resource",
+    "roce": "k8s-rdma-shared-dev-plugin (NVIDIA Network Operator) default resource",
+    "efa": "aws-efa-k8s-device-plugin, 32 EFA interfaces per p5.48xlarge",
+}
 # NCCL: use the RDMA NICs (NCCL_IB_DISABLE=0 is the default, written so a site override is visible); bootstrap over
 # the pod network's eth0. EFA goes through the aws-ofi-nccl plugin (FI_PROVIDER=efa).
 NCCL_ENV = {
-    "ib": [("NCCL_IB_DISABLE", "0", "InfiniBand verbs for the inter-node collectives"),
-           ("NCCL_SOCKET_IFNAME", "eth0", "bootstrap over the pod network")],
-    "roce": [("NCCL_IB_DISABLE", "0", "RoCE through the verbs transport"), ("NCCL_IB_GID_INDEX", "3", "RoCE v2 GID (IPv4-mapped)"),
-             ("NCCL_SOCKET_IFNAME", "eth0", "bootstrap over the pod network")],
-    "efa": [("FI_PROVIDER", "efa", "libfabric EFA provider for aws-ofi-nccl"), ("NCCL_SOCKET_IFNAME", "eth0", "bootstrap over the pod network")],
+    "ib": [
+        ("NCCL_IB_DISABLE", "0", "InfiniBand verbs for the inter-node collectives"),
+        ("NCCL_SOCKET_IFNAME", "eth0", "bootstrap over the pod network"),
+    ],
+    "roce": [
+        ("NCCL_IB_DISABLE", "0", "RoCE through the verbs transport"),
+        ("NCCL_IB_GID_INDEX", "3", "RoCE v2 GID (IPv4-mapped)"),
+        ("NCCL_SOCKET_IFNAME", "eth0", "bootstrap over the pod network"),
+    ],
+    "efa": [
+        ("FI_PROVIDER", "efa", "libfabric EFA provider for aws-ofi-nccl"),
+        ("NCCL_SOCKET_IFNAME", "eth0", "bootstrap over the pod network"),
+    ],
 }
 CACHE_MOUNT = "/models"  # HF_HOME and Triton's model repository live on the model-cache volume
 
 
 def autoscaling() -> Autoscaling:
-    return Autoscaling(scale_up_percent=SCALE_UP_PERCENT, scale_up_pods=SCALE_UP_PODS, period_seconds=SCALE_PERIOD_SECONDS,
-                       prometheus_url=PROMETHEUS_URL)
+    return Autoscaling(
+        scale_up_percent=SCALE_UP_PERCENT,
+        scale_up_pods=SCALE_UP_PODS,
+        period_seconds=SCALE_PERIOD_SECONDS,
+        prometheus_url=PROMETHEUS_URL,
+    )
 
 
 # What differs between engines: health path, queue metric (Prometheus name and custom-metrics API name), metrics port.
@@ -246,7 +278,12 @@ ENGINE_ENDPOINTS = {
     # TGI: GET /health; tgi_queue_size gauge (router/src/server.rs).
     "tgi": ("/health", "tgi_queue_size", "tgi_queue_size", HTTP_PORT),
     # Triton: /v2/health/ready (KServe v2 protocol); pending-request gauge on the metrics port 8002.
-    "triton": ("/v2/health/ready", "nv_inference_pending_request_count", "nv_inference_pending_request_count", TRITON_METRICS_PORT),
+    "triton": (
+        "/v2/health/ready",
+        "nv_inference_pending_request_count",
+        "nv_inference_pending_request_count",
+        TRITON_METRICS_PORT,
+    ),
 }
 
 
@@ -274,51 +311,121 @@ def vllm_args(plan: ResolvedPlan, prefix_caching: bool, drain_seconds: int = 0) 
     require_llm(plan)
     s, model = plan.serving, plan.model
     args = [
-        EngineArg(key="model", value=model_source(plan), reason="weights to load: the plan's weights location, else the Hub repo"),
-        EngineArg(key="served_model_name", value=model.hf_id, reason="the name clients send in the OpenAI API 'model' field"),
+        EngineArg(
+            key="model",
+            value=model_source(plan),
+            reason="weights to load: the plan's weights location, else the Hub repo",
+        ),
+        EngineArg(
+            key="served_model_name", value=model.hf_id, reason="the name clients send in the OpenAI API 'model' field"
+        ),
         EngineArg(key="host", value=HOST, reason="listen on every interface", frontend=True),
         EngineArg(key="port", value=HTTP_PORT, reason="API port", frontend=True),
         EngineArg(key="tensor_parallel_size", value=s.tp, reason="TP from the serving search"),
-        EngineArg(key="pipeline_parallel_size", value=s.pp, reason="PP from the serving search (one stage per node when > 1)"),
-        EngineArg(key="max_model_len", value=s.context_len, reason="serve.context_len: prompt + output tokens per sequence"),
-        EngineArg(key="gpu_memory_utilization", value=s.gpu_memory_utilization, reason="share of GPU memory vLLM may take (weights + KV cache + activations)"),
-        EngineArg(key="max_num_seqs", value=s.max_concurrency // s.attention_dp,
-                  reason=("concurrent sequences per replica that the sized KV cache and the latency SLO allow" if s.attention_dp == 1 else
-                          f"concurrent sequences per DP rank (vLLM schedules each rank on its own): {s.max_concurrency} per replica "
-                          f"over {s.attention_dp} ranks")),
-        EngineArg(key="max_num_batched_tokens", value=s.max_num_batched_tokens, reason="tokens per scheduler step (chunked-prefill budget) from sizing"),
+        EngineArg(
+            key="pipeline_parallel_size", value=s.pp, reason="PP from the serving search (one stage per node when > 1)"
+        ),
+        EngineArg(
+            key="max_model_len", value=s.context_len, reason="serve.context_len: prompt + output tokens per sequence"
+        ),
+        EngineArg(
+            key="gpu_memory_utilization",
+            value=s.gpu_memory_utilization,
+            reason="share of GPU memory vLLM may take (weights + KV cache + activations)",
+        ),
+        EngineArg(
+            key="max_num_seqs",
+            value=s.max_concurrency // s.attention_dp,
+            reason=(
+                "concurrent sequences per replica that the sized KV cache and the latency SLO allow"
+                if s.attention_dp == 1
+                else f"concurrent sequences per DP rank (vLLM schedules each rank on its own): {s.max_concurrency} per replica "
+                f"over {s.attention_dp} ranks"
+            ),
+        ),
+        EngineArg(
+            key="max_num_batched_tokens",
+            value=s.max_num_batched_tokens,
+            reason="tokens per scheduler step (chunked-prefill budget) from sizing",
+        ),
         EngineArg(key="dtype", value=compute_dtype(plan), reason=f"compute type for precision {s.precision}"),
     ]
     if s.precision in QUANTIZATION and model.quantization == "none":
-        args.append(EngineArg(key="quantization", value=QUANTIZATION[s.precision],
-                              reason=f"precision {s.precision} from a 16-bit checkpoint: vLLM quantizes the weights at load time"))
+        args.append(
+            EngineArg(
+                key="quantization",
+                value=QUANTIZATION[s.precision],
+                reason=f"precision {s.precision} from a 16-bit checkpoint: vLLM quantizes the weights at load time",
+            )
+        )
     args.append(EngineArg(key="kv_cache_dtype", value=KV_CACHE_DTYPE[s.kv_cache_dtype], reason="serve.kv_cache_dtype"))
     args.append(EngineArg(key="enable_prefix_caching", value=prefix_caching, reason="serve.prefix_caching"))
     if drain_seconds:
-        args.append(EngineArg(key="shutdown_timeout", value=drain_seconds,
-                              reason=("on SIGTERM finish in-flight requests for up to the longest one (vLLM 0.32's default, 0, "
-                                      "aborts them: launcher.py 'mode=abort'); the pod's grace period covers it")))
+        args.append(
+            EngineArg(
+                key="shutdown_timeout",
+                value=drain_seconds,
+                reason=(
+                    "on SIGTERM finish in-flight requests for up to the longest one (vLLM 0.32's default, 0, "
+                    "aborts them: launcher.py 'mode=abort'); the pod's grace period covers it"
+                ),
+            )
+        )
     if model_source(plan).lower().startswith(STREAMED_SCHEMES):
         args.append(EngineArg(key="load_format", value="runai_streamer", reason="stream weights from object storage"))
     if s.speculative_tokens:
-        config = json.dumps({"method": s.speculative_method, "num_speculative_tokens": s.speculative_tokens}, sort_keys=True)
-        args.append(EngineArg(key="speculative_config", value=config,
-                              reason=(f"serve.speculative: the checkpoint's MTP module drafts {s.speculative_tokens} tokens per step, "
-                                      f"{s.tokens_per_step:.2f} output tokens per step expected at acceptance {s.acceptance_rate:g}")))
+        config = json.dumps(
+            {"method": s.speculative_method, "num_speculative_tokens": s.speculative_tokens}, sort_keys=True
+        )
+        args.append(
+            EngineArg(
+                key="speculative_config",
+                value=config,
+                reason=(
+                    f"serve.speculative: the checkpoint's MTP module drafts {s.speculative_tokens} tokens per step, "
+                    f"{s.tokens_per_step:.2f} output tokens per step expected at acceptance {s.acceptance_rate:g}"
+                ),
+            )
+        )
     if s.attention_dp > 1:
-        args.append(EngineArg(key="data_parallel_size", value=s.attention_dp,
-                              reason=(f"serve.attention_dp: {s.attention_dp} ranks of TP={s.tp}, each with the attention whole and its own "
-                                      f"KV cache and batch (vLLM docs, Data Parallel Deployment)")))
-        args.append(EngineArg(key="enable_expert_parallel", value=True,
-                              reason=(f"the {model.architecture.experts} routed experts split whole over the {s.attention_dp * s.tp} GPUs of "
-                                      f"the DP × TP group rather than each split {s.attention_dp * s.tp} ways (vLLM docs, Expert Parallel "
-                                      f"Deployment); the weights per GPU the sizing counted")))
+        args.append(
+            EngineArg(
+                key="data_parallel_size",
+                value=s.attention_dp,
+                reason=(
+                    f"serve.attention_dp: {s.attention_dp} ranks of TP={s.tp}, each with the attention whole and its own "
+                    f"KV cache and batch (vLLM docs, Data Parallel Deployment)"
+                ),
+            )
+        )
+        args.append(
+            EngineArg(
+                key="enable_expert_parallel",
+                value=True,
+                reason=(
+                    f"the {model.architecture.experts} routed experts split whole over the {s.attention_dp * s.tp} GPUs of "
+                    f"the DP × TP group rather than each split {s.attention_dp * s.tp} ways (vLLM docs, Expert Parallel "
+                    f"Deployment); the weights per GPU the sizing counted"
+                ),
+            )
+        )
     elif model.architecture.is_moe and s.tp > 1:
-        args.append(EngineArg(key="enable_expert_parallel", value=True,
-                              reason=(f"MoE model ({model.architecture.experts} experts) on TP={s.tp}: whole experts per GPU instead of "
-                                      f"every expert split {s.tp} ways (vLLM docs, Expert Parallel Deployment); same bytes per GPU")))
+        args.append(
+            EngineArg(
+                key="enable_expert_parallel",
+                value=True,
+                reason=(
+                    f"MoE model ({model.architecture.experts} experts) on TP={s.tp}: whole experts per GPU instead of "
+                    f"every expert split {s.tp} ways (vLLM docs, Expert Parallel Deployment); same bytes per GPU"
+                ),
+            )
+        )
     if s.nodes_per_replica > 1:
-        args.append(EngineArg(key="distributed_executor_backend", value="ray", reason=f"one replica spans {s.nodes_per_replica} nodes"))
+        args.append(
+            EngineArg(
+                key="distributed_executor_backend", value="ray", reason=f"one replica spans {s.nodes_per_replica} nodes"
+            )
+        )
     return args
 
 
@@ -327,22 +434,36 @@ def tgi_args(plan: ResolvedPlan) -> list[EngineArg]:
     require_llm(plan)
     s, model = plan.serving, plan.model
     if s.nodes_per_replica > 1 or s.pp > 1:
-        raise ValueError(f"TGI shards a replica over one node's GPUs only; the plan needs TP={s.tp} x PP={s.pp} "
-                         f"on {s.nodes_per_replica} nodes (use engine vllm)")
+        raise ValueError(
+            f"TGI shards a replica over one node's GPUs only; the plan needs TP={s.tp} x PP={s.pp} "
+            f"on {s.nodes_per_replica} nodes (use engine vllm)"
+        )
     if s.precision not in TGI_DTYPE and s.precision not in TGI_QUANTIZE:
         raise ValueError(f"TGI serves float16, bfloat16 or quantized weights, not {s.precision}")
     max_input = s.context_len - 1  # the longest prompt: TGI's own default, max_total_tokens - 1
     args = [
-        EngineArg(key="--model-id", value=model_source(plan), reason="weights: the plan's weights location, else the Hub repo"),
+        EngineArg(
+            key="--model-id", value=model_source(plan), reason="weights: the plan's weights location, else the Hub repo"
+        ),
         EngineArg(key="--hostname", value=TGI_HOSTNAME, reason="listen on every interface", frontend=True),
         EngineArg(key="--port", value=TGI_HTTP_PORT, reason="API port", frontend=True),
         EngineArg(key="--num-shard", value=s.tp, reason="TP from the serving search: one shard per GPU"),
-        EngineArg(key="--max-total-tokens", value=s.context_len, reason="serve.context_len: prompt + output tokens per request"),
+        EngineArg(
+            key="--max-total-tokens",
+            value=s.context_len,
+            reason="serve.context_len: prompt + output tokens per request",
+        ),
         EngineArg(key="--max-input-tokens", value=max_input, reason="longest prompt: context - 1"),
-        EngineArg(key="--max-batch-prefill-tokens", value=max(s.max_num_batched_tokens, max_input + PREFILL_ALIGNMENT_TOKENS),
-                  reason="prefill budget per batch"),
-        EngineArg(key="--max-concurrent-requests", value=s.max_concurrency + QUEUE_ADMISSION_FACTOR * math.ceil(s.queue_target_per_replica),
-                  reason=f"batch {s.max_concurrency} + {QUEUE_ADMISSION_FACTOR} x queue target {s.queue_target_per_replica:g}"),
+        EngineArg(
+            key="--max-batch-prefill-tokens",
+            value=max(s.max_num_batched_tokens, max_input + PREFILL_ALIGNMENT_TOKENS),
+            reason="prefill budget per batch",
+        ),
+        EngineArg(
+            key="--max-concurrent-requests",
+            value=s.max_concurrency + QUEUE_ADMISSION_FACTOR * math.ceil(s.queue_target_per_replica),
+            reason=f"batch {s.max_concurrency} + {QUEUE_ADMISSION_FACTOR} x queue target {s.queue_target_per_replica:g}",
+        ),
     ]
     if model.quantization != "none":
         pass  # a pre-quantized checkpoint: TGI reads the method from its config.json (quantization_config); --dtype conflicts
@@ -351,7 +472,9 @@ def tgi_args(plan: ResolvedPlan) -> list[EngineArg]:
     else:
         args.append(EngineArg(key="--dtype", value=TGI_DTYPE[s.precision], reason=f"precision {s.precision}"))
     if s.kv_cache_dtype in TGI_KV_CACHE_DTYPE:
-        args.append(EngineArg(key="--kv-cache-dtype", value=TGI_KV_CACHE_DTYPE[s.kv_cache_dtype], reason="serve.kv_cache_dtype"))
+        args.append(
+            EngineArg(key="--kv-cache-dtype", value=TGI_KV_CACHE_DTYPE[s.kv_cache_dtype], reason="serve.kv_cache_dtype")
+        )
     return args
 
 
@@ -364,12 +487,21 @@ def inputs_outputs(plan: ResolvedPlan, dtype: str) -> tuple[list[Tensor], list[T
     """Tensors of the ONNX export (batch dimension implicit: max_batch_size > 0)."""
     arch = plan.model.architecture
     if arch.kind in ("cnn", "vision-transformer"):
-        image = Tensor(name="pixel_values", data_type=dtype, dims=[IMAGE_CHANNELS, arch.image_size, arch.image_size], format="FORMAT_NCHW")
+        image = Tensor(
+            name="pixel_values",
+            data_type=dtype,
+            dims=[IMAGE_CHANNELS, arch.image_size, arch.image_size],
+            format="FORMAT_NCHW",
+        )
         if arch.head == "detector":
             logits, boxes = DETECTOR_OUTPUTS
-            return [image], [Tensor(name=logits, data_type=dtype, dims=[arch.detection_queries, arch.vocab + 1]),
-                             Tensor(name=boxes, data_type=dtype, dims=[arch.detection_queries, BOX_COORDINATES])]
-        return [image], [Tensor(name="logits", data_type=dtype, dims=[arch.vocab])]  # vocab = number of classes for classifiers
+            return [image], [
+                Tensor(name=logits, data_type=dtype, dims=[arch.detection_queries, arch.vocab + 1]),
+                Tensor(name=boxes, data_type=dtype, dims=[arch.detection_queries, BOX_COORDINATES]),
+            ]
+        return [image], [
+            Tensor(name="logits", data_type=dtype, dims=[arch.vocab])
+        ]  # vocab = number of classes for classifiers
     if arch.kind == "encoder":
         tokens = [Tensor(name=name, data_type="TYPE_INT64", dims=[-1]) for name in TEXT_INPUTS]
         return tokens, [Tensor(name="last_hidden_state", data_type=dtype, dims=[-1, arch.hidden])]
@@ -378,10 +510,16 @@ def inputs_outputs(plan: ResolvedPlan, dtype: str) -> tuple[list[Tensor], list[T
 
 def trtexec_flags(precision: str, inputs: list[Tensor], max_batch: int) -> list[str]:
     """Precision flags, then one optimisation profile from batch 1 to the sized batch (optimised for it)."""
+
     def shapes(batch: int) -> str:
         return ",".join(f"{t.name}:" + "x".join(str(d) for d in [batch, *t.dims]) for t in inputs)
-    return [*TRTEXEC_PRECISION_FLAGS.get(precision, []), f"--minShapes={shapes(1)}", f"--optShapes={shapes(max_batch)}",
-            f"--maxShapes={shapes(max_batch)}"]
+
+    return [
+        *TRTEXEC_PRECISION_FLAGS.get(precision, []),
+        f"--minShapes={shapes(1)}",
+        f"--optShapes={shapes(max_batch)}",
+        f"--maxShapes={shapes(max_batch)}",
+    ]
 
 
 def triton_model(plan: ResolvedPlan) -> TritonModel:
@@ -393,11 +531,17 @@ def triton_model(plan: ResolvedPlan) -> TritonModel:
     # a TensorRT profile needs every input dimension fixed: variable-length inputs (encoders) stay on onnxruntime
     edge = plan.hardware.gpu_spec.edge and all(d >= 1 for t in inputs for d in t.dims)
     return TritonModel(
-        name=triton_model_name(plan), backend="tensorrt" if edge else "onnxruntime", model_file="model.plan" if edge else "model.onnx",
-        io_type=dtype, instance_count=INSTANCES_PER_GPU,
+        name=triton_model_name(plan),
+        backend="tensorrt" if edge else "onnxruntime",
+        model_file="model.plan" if edge else "model.onnx",
+        io_type=dtype,
+        instance_count=INSTANCES_PER_GPU,
         max_queue_delay_microseconds=round(s.max_queue_delay_seconds * MICROSECONDS_PER_SECOND),
-        inputs=inputs, outputs=outputs, export_task=DETECTION_TASK if arch.head == "detector" else EXPORT_TASK[arch.kind],
-        export_dtype=EXPORT_DTYPE[dtype], export_on_gpu=dtype == "TYPE_FP16",  # optimum exports float16 on a CUDA device only
+        inputs=inputs,
+        outputs=outputs,
+        export_task=DETECTION_TASK if arch.head == "detector" else EXPORT_TASK[arch.kind],
+        export_dtype=EXPORT_DTYPE[dtype],
+        export_on_gpu=dtype == "TYPE_FP16",  # optimum exports float16 on a CUDA device only
         engine_build_flags=trtexec_flags(s.precision, inputs, s.max_concurrency) if edge else [],
     )
 
@@ -405,22 +549,57 @@ def triton_model(plan: ResolvedPlan) -> TritonModel:
 def engine(unit: UnitView, spec: PlanSpec) -> Engine:
     s, plan = unit.plan.serving, unit.plan
     prefix_caching = spec.serve.prefix_caching
-    ray = {"ray_port": RAY_PORT, "ray_wait_seconds": RAY_WAIT_SECONDS, "ray_poll_seconds": RAY_POLL_SECONDS,
-           "ray_wait_polls": math.ceil(RAY_WAIT_SECONDS / RAY_POLL_SECONDS)}
-    drain = longest_request_seconds(plan, stage_prompt_tokens(unit, spec)) if plan.model.architecture.kind == "decoder" else 0
+    ray = {
+        "ray_port": RAY_PORT,
+        "ray_wait_seconds": RAY_WAIT_SECONDS,
+        "ray_poll_seconds": RAY_POLL_SECONDS,
+        "ray_wait_polls": math.ceil(RAY_WAIT_SECONDS / RAY_POLL_SECONDS),
+    }
+    drain = (
+        longest_request_seconds(plan, stage_prompt_tokens(unit, spec))
+        if plan.model.architecture.kind == "decoder"
+        else 0
+    )
     if s.engine == "vllm":
-        return Engine(stage=unit.stage, engine="vllm", version=VLLM_VERSION, directory=unit.stage,
-                      args=vllm_args(plan, prefix_caching, drain), prefix_caching=prefix_caching, http_port=HTTP_PORT,
-                      metrics_port=HTTP_PORT, **ray)
+        return Engine(
+            stage=unit.stage,
+            engine="vllm",
+            version=VLLM_VERSION,
+            directory=unit.stage,
+            args=vllm_args(plan, prefix_caching, drain),
+            prefix_caching=prefix_caching,
+            http_port=HTTP_PORT,
+            metrics_port=HTTP_PORT,
+            **ray,
+        )
     if s.engine == "tgi":
-        return Engine(stage=unit.stage, engine="tgi", version=TGI_VERSION, directory=unit.stage, args=tgi_args(plan),
-                      prefix_caching=prefix_caching, http_port=TGI_HTTP_PORT, metrics_port=TGI_HTTP_PORT, **ray)
+        return Engine(
+            stage=unit.stage,
+            engine="tgi",
+            version=TGI_VERSION,
+            directory=unit.stage,
+            args=tgi_args(plan),
+            prefix_caching=prefix_caching,
+            http_port=TGI_HTTP_PORT,
+            metrics_port=TGI_HTTP_PORT,
+            **ray,
+        )
     # Triton: LLMs run on its vLLM backend, which reads the vLLM engine arguments (model.json)
     args = vllm_args(plan, prefix_caching, drain) if plan.model.architecture.kind == "decoder" else []
-    return Engine(stage=unit.stage, engine="triton", version=TRITON_SERVER_VERSION, directory=unit.stage, args=args,
-                  prefix_caching=prefix_caching, http_port=TRITON_HTTP_PORT, metrics_port=TRITON_METRICS_PORT,
-                  grpc_port=TRITON_GRPC_PORT, triton=triton_model(plan),
-                  exit_timeout_seconds=longest_request_seconds(plan, stage_prompt_tokens(unit, spec)), **ray)
+    return Engine(
+        stage=unit.stage,
+        engine="triton",
+        version=TRITON_SERVER_VERSION,
+        directory=unit.stage,
+        args=args,
+        prefix_caching=prefix_caching,
+        http_port=TRITON_HTTP_PORT,
+        metrics_port=TRITON_METRICS_PORT,
+        grpc_port=TRITON_GRPC_PORT,
+        triton=triton_model(plan),
+        exit_timeout_seconds=longest_request_seconds(plan, stage_prompt_tokens(unit, spec)),
+        **ray,
+    )
 
 
 # ----------------------------------------------------------------------------------------------- Kubernetes units
@@ -441,7 +620,8 @@ def gpus_per_pod(serving: Serving) -> int:
     if serving.pp != serving.nodes_per_replica or serving.tp * serving.pp != serving.gpus_per_replica:
         raise ValueError(
             f"a multi-node replica must be one pipeline stage per node with TP GPUs each: got TP={serving.tp}, "
-            f"PP={serving.pp}, {serving.nodes_per_replica} nodes, {serving.gpus_per_replica} GPUs per replica")
+            f"PP={serving.pp}, {serving.nodes_per_replica} nodes, {serving.gpus_per_replica} GPUs per replica"
+        )
     return serving.tp
 
 
@@ -485,15 +665,25 @@ def triton_images(plan: ResolvedPlan, edge: bool) -> tuple[str, str, list[str], 
         return image, image, [], 0
     model = triton_model(plan)
     uri = plan.model.weights_uri
-    packages = EXPORT_PACKAGES["hub"] if not uri else EXPORT_PACKAGES.get(next((k for k in EXPORT_PACKAGES if uri.startswith(k)), ""), [])
+    packages = (
+        EXPORT_PACKAGES["hub"]
+        if not uri
+        else EXPORT_PACKAGES.get(next((k for k in EXPORT_PACKAGES if uri.startswith(k)), ""), [])
+    )
     export_gpus = 1 if (not uri and model.export_on_gpu) else 0
-    return (TRITON_IMAGES["onnxruntime-edge" if edge else "onnxruntime"], EXPORT_IMAGES["edge" if edge else "default"],
-            list(packages), export_gpus)
+    return (
+        TRITON_IMAGES["onnxruntime-edge" if edge else "onnxruntime"],
+        EXPORT_IMAGES["edge" if edge else "default"],
+        list(packages),
+        export_gpus,
+    )
 
 
 def stage_prompt_tokens(unit: UnitView, spec: PlanSpec) -> int:
-    return next((st.prompt_tokens for st in spec.serve.stages or [] if st.name == unit.stage and st.prompt_tokens), None) \
+    return (
+        next((st.prompt_tokens for st in spec.serve.stages or [] if st.name == unit.stage and st.prompt_tokens), None)
         or spec.serve.traffic.prompt_tokens
+    )
 
 
 def longest_request_seconds(plan: ResolvedPlan, prompt_tokens: int) -> int:
@@ -504,7 +694,9 @@ def longest_request_seconds(plan: ResolvedPlan, prompt_tokens: int) -> int:
     return math.ceil(ttft + max(1, s.context_len - prompt_tokens) * tpot)
 
 
-def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernetes: bool, fabric: str = "tcp") -> ServingUnit:
+def serving_unit(
+    plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernetes: bool, fabric: str = "tcp"
+) -> ServingUnit:
     s = unit.plan.serving
     edge = unit.plan.hardware.gpu_spec.edge
     longest = longest_request_seconds(unit.plan, stage_prompt_tokens(unit, spec))
@@ -525,38 +717,77 @@ def serving_unit(plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernet
     load = math.ceil(s.startup_seconds / s.nodes_per_replica)
     warmup = WARMUP_SECONDS[warmup_key(unit.plan)]
     threshold = startup_failure_threshold(load, warmup)
-    image, init_image, packages, init_gpus = triton_images(unit.plan, edge) if s.engine == "triton" else (ENGINE_IMAGES[s.engine], "", [], 0)
+    image, init_image, packages, init_gpus = (
+        triton_images(unit.plan, edge) if s.engine == "triton" else (ENGINE_IMAGES[s.engine], "", [], 0)
+    )
     return ServingUnit(
-        rollout_max_surge=ROLLOUT_MAX_SURGE, rollout_max_unavailable=ROLLOUT_MAX_UNAVAILABLE,
+        rollout_max_surge=ROLLOUT_MAX_SURGE,
+        rollout_max_unavailable=ROLLOUT_MAX_UNAVAILABLE,
         disruption_max_unavailable=DISRUPTION_MAX_UNAVAILABLE,
         name=object_name(plan.name, unit.stage) if unit.stage else object_name(plan.name),
-        component=unit.stage or "server", stage=unit.stage, engine=s.engine,
-        image=spec.cluster.kubernetes.image or image, node_arch="arm64" if edge else "",
-        repository_init_image=init_image, repository_init_packages=packages, repository_init_gpus=init_gpus,
-        engine_build_image=ENGINE_BUILD_IMAGE if builds else "", engine_build_gpus=ENGINE_BUILD_GPUS if builds else 0,
-        gpus_per_pod=pod_gpus, pods_per_replica=s.nodes_per_replica,
-        http_port=HTTP_PORT, metrics_port=metrics_port, health_path=health, queue_metric=queue, adapter_metric=adapter,
-        probe_period_seconds=PROBE_PERIOD_SECONDS, probe_failure_threshold=PROBE_FAILURE_THRESHOLD,
-        startup_failure_threshold=threshold, startup_budget_seconds=threshold * PROBE_PERIOD_SECONDS,
-        weights_source=source, weights_location=model_source(unit.plan), fetch_weights=fetch,
-        fetch_patterns=list(FETCH_PATTERNS) if fetch else [], checkpoint_bytes=checkpoint,
-        weights_bytes_per_pod=math.ceil(s.weights_bytes / s.nodes_per_replica), download_bytes_per_second=rate,
-        download_seconds=download, load_seconds=load, warmup_seconds=warmup,
+        component=unit.stage or "server",
+        stage=unit.stage,
+        engine=s.engine,
+        image=spec.cluster.kubernetes.image or image,
+        node_arch="arm64" if edge else "",
+        repository_init_image=init_image,
+        repository_init_packages=packages,
+        repository_init_gpus=init_gpus,
+        engine_build_image=ENGINE_BUILD_IMAGE if builds else "",
+        engine_build_gpus=ENGINE_BUILD_GPUS if builds else 0,
+        gpus_per_pod=pod_gpus,
+        pods_per_replica=s.nodes_per_replica,
+        http_port=HTTP_PORT,
+        metrics_port=metrics_port,
+        health_path=health,
+        queue_metric=queue,
+        adapter_metric=adapter,
+        probe_period_seconds=PROBE_PERIOD_SECONDS,
+        probe_failure_threshold=PROBE_FAILURE_THRESHOLD,
+        startup_failure_threshold=threshold,
+        startup_budget_seconds=threshold * PROBE_PERIOD_SECONDS,
+        weights_source=source,
+        weights_location=model_source(unit.plan),
+        fetch_weights=fetch,
+        fetch_patterns=list(FETCH_PATTERNS) if fetch else [],
+        checkpoint_bytes=checkpoint,
+        weights_bytes_per_pod=math.ceil(s.weights_bytes / s.nodes_per_replica),
+        download_bytes_per_second=rate,
+        download_seconds=download,
+        load_seconds=load,
+        warmup_seconds=warmup,
         progress_deadline_seconds=download + threshold * PROBE_PERIOD_SECONDS + PROGRESS_DEADLINE_DEFAULT_SECONDS,
-        model_cache_bytes=model_cache_bytes(checkpoint), shared_cache=unit.plan.hardware.storage in SHARED_FILESYSTEMS,
+        model_cache_bytes=model_cache_bytes(checkpoint),
+        shared_cache=unit.plan.hardware.storage in SHARED_FILESYSTEMS,
         cpu_request=EDGE_CPUS if edge else DEFAULT_CPUS_PER_GPU * pod_gpus,
-        memory_bytes=math.ceil(s.weights_bytes / s.nodes_per_replica) + shm + (EDGE_HOST_MEMORY_OVERHEAD_BYTES if edge else HOST_MEMORY_OVERHEAD_BYTES),
-        qos_class="Burstable", pre_stop_seconds=PRE_STOP_SECONDS, longest_request_seconds=longest, drain_seconds=drain,
-        termination_grace_seconds=PRE_STOP_SECONDS + drain, min_replicas=s.min_replicas, max_replicas=s.max_replicas,
-        rdma_resource=rdma_resource, rdma_count=rdma_count, nccl_env=nccl,
-        shm_bytes=shm, scale_down_window_seconds=scale_down_window_seconds(s),
-        input_queue=unit.input_queue, output_queue=unit.output_queue,
+        memory_bytes=math.ceil(s.weights_bytes / s.nodes_per_replica)
+        + shm
+        + (EDGE_HOST_MEMORY_OVERHEAD_BYTES if edge else HOST_MEMORY_OVERHEAD_BYTES),
+        qos_class="Burstable",
+        pre_stop_seconds=PRE_STOP_SECONDS,
+        longest_request_seconds=longest,
+        drain_seconds=drain,
+        termination_grace_seconds=PRE_STOP_SECONDS + drain,
+        min_replicas=s.min_replicas,
+        max_replicas=s.max_replicas,
+        rdma_resource=rdma_resource,
+        rdma_count=rdma_count,
+        nccl_env=nccl,
+        shm_bytes=shm,
+        scale_down_window_seconds=scale_down_window_seconds(s),
+        input_queue=unit.input_queue,
+        output_queue=unit.output_queue,
     )
 
 
-def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage: dict[str, Serving],
-              checkpoint_by_stage: dict[str, str], min_given: bool = False,
-              fabric: tuple[str, str] = ("", "tcp")) -> list[DeploymentDecision]:
+def decisions(
+    engines: list[Engine],
+    units: list[ServingUnit],
+    serving_by_stage: dict[str, Serving],
+    checkpoint_by_stage: dict[str, str],
+    min_given: bool = False,
+    fabric: tuple[str, str] = ("", "tcp"),
+) -> list[DeploymentDecision]:
     """`fabric`: the plan's interconnect id and its catalog family."""
     out = []
     for e in engines:
@@ -565,121 +796,231 @@ def decisions(engines: list[Engine], units: list[ServingUnit], serving_by_stage:
         dtype = flags.get("dtype", flags.get("--dtype"))
         quant = flags.get("quantization", flags.get("--quantize"))
         checkpoint = checkpoint_by_stage[e.stage]
-        choice = (f"{e.engine} {e.version}" + (f", dtype {dtype}" if dtype else "") + (f", quantization {quant}" if quant else "")
-                  + (f", {checkpoint}-quantized checkpoint (method read from its config.json)" if checkpoint != "none" else ""))
-        out.append(DeploymentDecision(topic=f"engine{where}", choice=choice,
-                                      reason="plan precision, model.quantization (the checkpoint's own) and the GPU's tensor-core types; "
-                                             "pinned release whose flags were checked"))
+        choice = (
+            f"{e.engine} {e.version}"
+            + (f", dtype {dtype}" if dtype else "")
+            + (f", quantization {quant}" if quant else "")
+            + (
+                f", {checkpoint}-quantized checkpoint (method read from its config.json)"
+                if checkpoint != "none"
+                else ""
+            )
+        )
+        out.append(
+            DeploymentDecision(
+                topic=f"engine{where}",
+                choice=choice,
+                reason="plan precision, model.quantization (the checkpoint's own) and the GPU's tensor-core types; "
+                "pinned release whose flags were checked",
+            )
+        )
         m = e.triton
         if m and m.backend != "vllm":
             io = "; ".join(f"{x.name} [{', '.join(str(d) for d in x.dims)}]" for x in m.outputs)
-            out.append(DeploymentDecision(
-                topic=f"Triton model{where}",
-                choice=(f"{m.backend} ({m.model_file}), optimum task {m.export_task}, outputs {io}"
-                        + (f"; TensorRT plan built on the device: trtexec {' '.join(m.engine_build_flags)}" if m.engine_build_flags else "")),
-                reason=("outputs as optimum's ONNX export names and shapes them for the task (detectors: class logits over the "
+            out.append(
+                DeploymentDecision(
+                    topic=f"Triton model{where}",
+                    choice=(
+                        f"{m.backend} ({m.model_file}), optimum task {m.export_task}, outputs {io}"
+                        + (
+                            f"; TensorRT plan built on the device: trtexec {' '.join(m.engine_build_flags)}"
+                            if m.engine_build_flags
+                            else ""
+                        )
+                    ),
+                    reason=(
+                        "outputs as optimum's ONNX export names and shapes them for the task (detectors: class logits over the "
                         "classes + no-object per query, and normalised boxes); "
-                        + ("an edge device runs TensorRT: the plan is tied to the TensorRT version and GPU that build it, so it is "
-                           "built on the device, in the TensorRT image of the server's NGC release, with the precision's flag and "
-                           "one profile from batch 1 to the sized batch" if m.engine_build_flags else
-                           "onnxruntime runs the export as it is on any GPU"))))
+                        + (
+                            "an edge device runs TensorRT: the plan is tied to the TensorRT version and GPU that build it, so it is "
+                            "built on the device, in the TensorRT image of the server's NGC release, with the precision's flag and "
+                            "one profile from batch 1 to the sized batch"
+                            if m.engine_build_flags
+                            else "onnxruntime runs the export as it is on any GPU"
+                        )
+                    ),
+                )
+            )
         if e.exit_timeout_seconds:
-            out.append(DeploymentDecision(
-                topic=f"Triton drain{where}", choice=f"--exit-timeout-secs={e.exit_timeout_seconds}",
-                reason=(f"after SIGTERM tritonserver waits up to this long for in-flight inferences (its default, "
+            out.append(
+                DeploymentDecision(
+                    topic=f"Triton drain{where}",
+                    choice=f"--exit-timeout-secs={e.exit_timeout_seconds}",
+                    reason=(
+                        f"after SIGTERM tritonserver waits up to this long for in-flight inferences (its default, "
                         f"{TRITON_DEFAULT_EXIT_TIMEOUT_SECONDS} s, would cut longer ones): the longest request a replica may hold, "
-                        f"as in the pod's grace period")))
+                        f"as in the pod's grace period"
+                    ),
+                )
+            )
     for u in units:
         where = f" ({u.stage})" if u.stage else ""
         s = serving_by_stage[u.stage]
         out.append(DeploymentDecision(topic=f"weights{where}", choice=weights_choice(u), reason=weights_reason(u)))
-        out.append(DeploymentDecision(
-            topic=f"startup probe{where}",
-            choice=f"{u.startup_failure_threshold} × {u.probe_period_seconds} s = {u.startup_budget_seconds} s",
-            reason=(f"{STARTUP_BUDGET_FACTOR:g} × ({u.load_seconds} s to read the pod's {format_bytes(u.weights_bytes_per_pod)} "
+        out.append(
+            DeploymentDecision(
+                topic=f"startup probe{where}",
+                choice=f"{u.startup_failure_threshold} × {u.probe_period_seconds} s = {u.startup_budget_seconds} s",
+                reason=(
+                    f"{STARTUP_BUDGET_FACTOR:g} × ({u.load_seconds} s to read the pod's {format_bytes(u.weights_bytes_per_pod)} "
                     f"of weights at the storage read rate + {u.warmup_seconds} s engine warm-up, a policy: compilation, "
-                    f"CUDA graphs, KV-cache profiling)" + ("; the download runs before, in the init container, unprobed" if u.fetch_weights else "")
+                    f"CUDA graphs, KV-cache profiling)"
+                    + ("; the download runs before, in the init container, unprobed" if u.fetch_weights else "")
                     + f"; Deployment progressDeadlineSeconds {u.progress_deadline_seconds} s = download + budget + "
-                      f"the {PROGRESS_DEADLINE_DEFAULT_SECONDS} s default")))
-        out.append(DeploymentDecision(
-            topic=f"model cache{where}", choice=f"{format_bytes(u.model_cache_bytes)}, {'shared ReadWriteMany' if u.shared_cache else 'per pod'}",
-            reason=(f"checkpoint {format_bytes(u.checkpoint_bytes)} + {MODEL_CACHE_HEADROOM_FRACTION:.0%} (filesystem reserve, "
-                    f"tokenizer, revision updates); " + ("one copy on the shared filesystem for every replica" if u.shared_cache else
-                    "each pod (each LWS pod too) downloads the whole checkpoint into its own volume and loads its share"))))
-        out.append(DeploymentDecision(
-            topic=f"pod resources{where}",
-            choice=(f"{u.cpu_request} CPU requested (no limit), {format_bytes(u.memory_bytes)} memory request = limit, "
-                    f"{u.gpus_per_pod} GPU; QoS {u.qos_class}"),
-            reason=(f"CPU: {'an edge device' if u.cpu_request == EDGE_CPUS and u.shm_bytes == EDGE_SHM_BYTES else f'{DEFAULT_CPUS_PER_GPU} per GPU (the training default)'}, "
+                    f"the {PROGRESS_DEADLINE_DEFAULT_SECONDS} s default"
+                ),
+            )
+        )
+        out.append(
+            DeploymentDecision(
+                topic=f"model cache{where}",
+                choice=f"{format_bytes(u.model_cache_bytes)}, {'shared ReadWriteMany' if u.shared_cache else 'per pod'}",
+                reason=(
+                    f"checkpoint {format_bytes(u.checkpoint_bytes)} + {MODEL_CACHE_HEADROOM_FRACTION:.0%} (filesystem reserve, "
+                    f"tokenizer, revision updates); "
+                    + (
+                        "one copy on the shared filesystem for every replica"
+                        if u.shared_cache
+                        else "each pod (each LWS pod too) downloads the whole checkpoint into its own volume and loads its share"
+                    )
+                ),
+            )
+        )
+        out.append(
+            DeploymentDecision(
+                topic=f"pod resources{where}",
+                choice=(
+                    f"{u.cpu_request} CPU requested (no limit), {format_bytes(u.memory_bytes)} memory request = limit, "
+                    f"{u.gpus_per_pod} GPU; QoS {u.qos_class}"
+                ),
+                reason=(
+                    f"CPU: {'an edge device' if u.cpu_request == EDGE_CPUS and u.shm_bytes == EDGE_SHM_BYTES else f'{DEFAULT_CPUS_PER_GPU} per GPU (the training default)'}, "
                     f"unthrottled for the tokenizer and API server; memory: the pod's {format_bytes(u.weights_bytes_per_pod)} of weights pass "
                     f"through host memory while loading, + {format_bytes(u.memory_bytes - u.weights_bytes_per_pod - u.shm_bytes)} overhead "
-                    f"(a policy) + {format_bytes(u.shm_bytes)} /dev/shm")))
+                    f"(a policy) + {format_bytes(u.shm_bytes)} /dev/shm"
+                ),
+            )
+        )
         if u.repository_init_image:
-            out.append(DeploymentDecision(
-                topic=f"model repository{where}",
-                choice=(f"server image {u.image}{' on arm64 nodes' if u.node_arch else ''}; init container fill-repository "
+            out.append(
+                DeploymentDecision(
+                    topic=f"model repository{where}",
+                    choice=(
+                        f"server image {u.image}{' on arm64 nodes' if u.node_arch else ''}; init container fill-repository "
                         f"({u.repository_init_image}) copies the generated repository from a ConfigMap into the model cache"
                         + (f", installs {', '.join(u.repository_init_packages)}" if u.repository_init_packages else "")
                         + " and runs serve.sh --fetch-only (fetch or export the ONNX file)"
-                        + (f"; init container build-engine ({u.engine_build_image}, 1 GPU) runs serve.sh --build-only "
-                           f"(trtexec builds the TensorRT plan)" if u.engine_build_image else "")),
-                reason=("the image carries the model's backend (-vllm-python-py3: vLLM and python only; -py3: onnxruntime, "
+                        + (
+                            f"; init container build-engine ({u.engine_build_image}, 1 GPU) runs serve.sh --build-only "
+                            f"(trtexec builds the TensorRT plan)"
+                            if u.engine_build_image
+                            else ""
+                        )
+                    ),
+                    reason=(
+                        "the image carries the model's backend (-vllm-python-py3: vLLM and python only; -py3: onnxruntime, "
                         "TensorRT; -py3-igpu: arm64 for Jetson); the export needs optimum, absent from Triton's images, "
-                        "and egress to PyPI and the Hub")))
-        out.append(DeploymentDecision(
-            topic=f"graceful termination{where}",
-            choice=f"terminationGracePeriodSeconds {u.termination_grace_seconds}, preStop sleep {u.pre_stop_seconds} s",
-            reason=(f"{u.pre_stop_seconds} s for the pod to leave the Service endpoints, then SIGTERM and {u.drain_seconds} s "
+                        "and egress to PyPI and the Hub"
+                    ),
+                )
+            )
+        out.append(
+            DeploymentDecision(
+                topic=f"graceful termination{where}",
+                choice=f"terminationGracePeriodSeconds {u.termination_grace_seconds}, preStop sleep {u.pre_stop_seconds} s",
+                reason=(
+                    f"{u.pre_stop_seconds} s for the pod to leave the Service endpoints, then SIGTERM and {u.drain_seconds} s "
                     f"for the engine to finish in-flight requests: the longest one takes {u.longest_request_seconds} s (TTFT at capacity + "
                     f"the longest generation max_model_len allows at the sized TPOT; vision: the latency bound, at least the 30 s default)"
-                    + (f"; TGI's launcher kills its router {TGI_DRAIN_SECONDS} s after SIGTERM (hard-coded in launcher/src/main.rs), "
-                       f"so longer requests are cut and a longer grace period would buy nothing" if u.engine == "tgi" else ""))))
-        floor_reason = ("serve.min_replicas as given" if min_given else
-                        f"availability floor {s.replica_floor} (policy: one replica is a single point of failure — a drain or a crash, "
-                        f"which the PodDisruptionBudget allows one pod at a time, would take the service down; 1 on an edge device)"
-                        if s.replica_floor > 1 or u.node_arch else "no floor")
-        out.append(DeploymentDecision(
-            topic=f"replicas{where}", choice=f"minReplicas {u.min_replicas}, maxReplicas {u.max_replicas}",
-            reason=(f"{floor_reason}; capacity needs {s.replicas_needed} at peak; cost and GPU counts use the "
-                    f"{s.replicas} deployed at peak = max({s.replicas_needed} needed, floor {s.replica_floor})")))
+                    + (
+                        f"; TGI's launcher kills its router {TGI_DRAIN_SECONDS} s after SIGTERM (hard-coded in launcher/src/main.rs), "
+                        f"so longer requests are cut and a longer grace period would buy nothing"
+                        if u.engine == "tgi"
+                        else ""
+                    )
+                ),
+            )
+        )
+        floor_reason = (
+            "serve.min_replicas as given"
+            if min_given
+            else f"availability floor {s.replica_floor} (policy: one replica is a single point of failure — a drain or a crash, "
+            f"which the PodDisruptionBudget allows one pod at a time, would take the service down; 1 on an edge device)"
+            if s.replica_floor > 1 or u.node_arch
+            else "no floor"
+        )
+        out.append(
+            DeploymentDecision(
+                topic=f"replicas{where}",
+                choice=f"minReplicas {u.min_replicas}, maxReplicas {u.max_replicas}",
+                reason=(
+                    f"{floor_reason}; capacity needs {s.replicas_needed} at peak; cost and GPU counts use the "
+                    f"{s.replicas} deployed at peak = max({s.replicas_needed} needed, floor {s.replica_floor})"
+                ),
+            )
+        )
         if u.rdma_resource:
-            out.append(DeploymentDecision(
-                topic=f"RDMA{where}", choice=f"{u.rdma_resource}: {u.rdma_count} per pod, IPC_LOCK, " + ", ".join(f"{e.name}={e.value}" for e in u.nccl_env),
-                reason=f"one replica spans {u.pods_per_replica} pods and the sizing assumed {fabric[0]}: {RDMA_SOURCE[fabric[1]]}"))
-        out.append(DeploymentDecision(
-            topic=f"scale-down window{where}", choice=f"{u.scale_down_window_seconds} s",
-            reason=f"a replica given back costs its weight load to get again; at least the Kubernetes default {DEFAULT_SCALE_DOWN_WINDOW_SECONDS} s"))
+            out.append(
+                DeploymentDecision(
+                    topic=f"RDMA{where}",
+                    choice=f"{u.rdma_resource}: {u.rdma_count} per pod, IPC_LOCK, "
+                    + ", ".join(f"{e.name}={e.value}" for e in u.nccl_env),
+                    reason=f"one replica spans {u.pods_per_replica} pods and the sizing assumed {fabric[0]}: {RDMA_SOURCE[fabric[1]]}",
+                )
+            )
+        out.append(
+            DeploymentDecision(
+                topic=f"scale-down window{where}",
+                choice=f"{u.scale_down_window_seconds} s",
+                reason=f"a replica given back costs its weight load to get again; at least the Kubernetes default {DEFAULT_SCALE_DOWN_WINDOW_SECONDS} s",
+            )
+        )
     if units:
         u = units[0]
-        out.append(DeploymentDecision(
-            topic="rollout and disruption",
-            choice=f"surge {u.rollout_max_surge}, {u.rollout_max_unavailable} unavailable; drains evict {u.disruption_max_unavailable} pod at a time",
-            reason="a new replica comes up before an old one leaves, so capacity never drops below the SLO-sized level; "
-                   "a PodDisruptionBudget keeps node drains to one replica (one LWS group)"))
+        out.append(
+            DeploymentDecision(
+                topic="rollout and disruption",
+                choice=f"surge {u.rollout_max_surge}, {u.rollout_max_unavailable} unavailable; drains evict {u.disruption_max_unavailable} pod at a time",
+                reason="a new replica comes up before an old one leaves, so capacity never drops below the SLO-sized level; "
+                "a PodDisruptionBudget keeps node drains to one replica (one LWS group)",
+            )
+        )
     return out
 
 
 def warnings(units: list[ServingUnit]) -> list[str]:
-    return [f"{u.name}: TGI drains for at most {TGI_DRAIN_SECONDS} s after SIGTERM (its launcher's hard limit), but a request may run "
-            f"{u.longest_request_seconds} s: a rollout or drain cuts the longest generations (lower serve.context_len, or use vLLM, "
-            f"whose --shutdown-timeout is set from it)" for u in units if u.drain_seconds < u.longest_request_seconds]
+    return [
+        f"{u.name}: TGI drains for at most {TGI_DRAIN_SECONDS} s after SIGTERM (its launcher's hard limit), but a request may run "
+        f"{u.longest_request_seconds} s: a rollout or drain cuts the longest generations (lower serve.context_len, or use vLLM, "
+        f"whose --shutdown-timeout is set from it)"
+        for u in units
+        if u.drain_seconds < u.longest_request_seconds
+    ]
 
 
 def weights_choice(u: ServingUnit) -> str:
     if u.weights_source == "hub":
         if u.fetch_weights:
-            return (f"Hugging Face Hub {u.weights_location}: init container downloads {format_bytes(u.checkpoint_bytes)} into the "
-                    f"model cache (~{u.download_seconds} s at {u.download_bytes_per_second / 1e6:g} MB/s), then the engine loads it")
+            return (
+                f"Hugging Face Hub {u.weights_location}: init container downloads {format_bytes(u.checkpoint_bytes)} into the "
+                f"model cache (~{u.download_seconds} s at {u.download_bytes_per_second / 1e6:g} MB/s), then the engine loads it"
+            )
         return f"Hugging Face Hub {u.weights_location}: exported to ONNX by the fill-repository init container"
     if u.weights_source == "object-store":
-        return f"object storage {u.weights_location}: streamed by the engine (Run:ai streamer), read in place, no download"
+        return (
+            f"object storage {u.weights_location}: streamed by the engine (Run:ai streamer), read in place, no download"
+        )
     return f"path {u.weights_location}: read in place (must be mounted into the pod)"
 
 
 def weights_reason(u: ServingUnit) -> str:
     if u.fetch_weights:
-        return (f"model.weights not given, so the weights come from the Hub; {HUB_DOWNLOAD_SOURCE}. HF_TOKEN from Secret by "
-                f"reference only. Pre-fill a shared cache or set model.weights to object storage to start faster")
+        return (
+            f"model.weights not given, so the weights come from the Hub; {HUB_DOWNLOAD_SOURCE}. HF_TOKEN from Secret by "
+            f"reference only. Pre-fill a shared cache or set model.weights to object storage to start faster"
+        )
     if u.repository_init_image and u.weights_source == "hub":
-        return "model.weights not given: the ONNX file is exported from the Hub repo (optimum) before tritonserver starts"
+        return (
+            "model.weights not given: the ONNX file is exported from the Hub repo (optimum) before tritonserver starts"
+        )
     return "model.weights as given; the read rate is the cluster.storage catalog entry's"

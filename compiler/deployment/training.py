@@ -13,7 +13,7 @@ from ..resolved import ResolvedPlan
 from ..spec import PlanSpec
 from .frameworks import GRADIENT_CLIP_NORM, uses_megatron
 from .fsdp_tp import uses_fsdp_tp
-from .model import Checkpoint, Directive, DeploymentDecision, EnvVar, Files, KubernetesTraining, Launcher, Lora, Slurm
+from .model import Checkpoint, DeploymentDecision, Directive, EnvVar, Files, KubernetesTraining, Launcher, Lora, Slurm
 
 # torchrun's default rendezvous port (torch.distributed.run: --master-port default 29500).
 DEFAULT_RDZV_PORT = 29500
@@ -70,6 +70,8 @@ STEP_RANGE = "training.step_seconds"
 def time_margin_fraction(plan: ResolvedPlan) -> float:
     spread = next((r for r in plan.ranges if r.quantity == STEP_RANGE), None)
     return max(TIME_MARGIN_FRACTION, spread.p90 / spread.predicted - 1 if spread and spread.predicted else 0.0)
+
+
 # Fixed start-up cost of every job: container start, rendezvous, NCCL communicator set-up, data-loader
 # warm-up (an assumption; restoring the checkpoint is counted separately from its write time).
 LAUNCH_OVERHEAD_SECONDS = 600
@@ -151,13 +153,13 @@ def _restartable(plan: ResolvedPlan, nodes: int) -> bool:
 # Why a spot job restarts only at its full size, per launch: the program (or its config) fixes the world size.
 FIXED_SIZE_REASONS = {
     "accelerate": "accelerate launch takes a fixed --num_machines (it sets torchrun's --nnodes to it, accelerate 1.15 "
-                  "utils/launch.py prepare_multi_gpu_env; no node range)",
+    "utils/launch.py prepare_multi_gpu_env; no node range)",
     "fsdp_tp": "fsdp/fsdp_tp.py builds the decided mesh and stops at another world size (its step splits the decided "
-               "per-rank batch, and a smaller DeviceMesh would change the global batch the plan was sized for)",
+    "per-rank batch, and a smaller DeviceMesh would change the global batch the plan was sized for)",
     "deepspeed": "deepspeed/ds_config.json fixes train_batch_size = micro-batch × accumulation × DP, which DeepSpeed "
-                 "asserts at start (DeepSpeedConfig._batch_assertion): fewer ranks stop the job",
+    "asserts at start (DeepSpeedConfig._batch_assertion): fewer ranks stop the job",
     "hf-trainer": "the Trainer's --per_device_train_batch_size and --gradient_accumulation_steps are fixed: fewer ranks "
-                  "would train a smaller global batch than sized",
+    "would train a smaller global batch than sized",
 }
 
 
@@ -177,17 +179,27 @@ def restart_policy(plan: ResolvedPlan, kind: str, elastic: bool) -> tuple[bool, 
     elif kind == "hf-trainer":
         fixed = FIXED_SIZE_REASONS["hf-trainer"]
     elif (minimum := nnodes_range(plan, True)[0]) < plan.hardware.nodes:
-        return True, (f"spot capacity: torchrun restarts on {minimum} to {plan.hardware.nodes} nodes, up to "
-                      f"{SPOT_MAX_RESTARTS} times from the last checkpoint; "
-                      + ("Megatron-LM re-derives DP from the world size and keeps the global batch" if kind == "megatron" or plan.parallelism.framework == "megatron"
-                         else "the script keeps the global batch ($MLINFRA_GLOBAL_BATCH) by scaling its accumulation")
-                      + f"; every count in the range keeps whole model replicas and divides the global batch "
-                        f"{plan.parallelism.global_batch} into whole micro-batches of {plan.parallelism.micro_batch} per DP rank")
+        return True, (
+            f"spot capacity: torchrun restarts on {minimum} to {plan.hardware.nodes} nodes, up to "
+            f"{SPOT_MAX_RESTARTS} times from the last checkpoint; "
+            + (
+                "Megatron-LM re-derives DP from the world size and keeps the global batch"
+                if kind == "megatron" or plan.parallelism.framework == "megatron"
+                else "the script keeps the global batch ($MLINFRA_GLOBAL_BATCH) by scaling its accumulation"
+            )
+            + f"; every count in the range keeps whole model replicas and divides the global batch "
+            f"{plan.parallelism.global_batch} into whole micro-batches of {plan.parallelism.micro_batch} per DP rank"
+        )
     else:
-        fixed = (f"no smaller node count (down to half) that torchrun may restart on keeps whole model replicas and "
-                 f"the global batch {plan.parallelism.global_batch} in whole micro-batches of {plan.parallelism.micro_batch} "
-                 "per data-parallel rank at every count in between")
-    return False, f"spot capacity: the job restarts at its full size, up to {SPOT_MAX_RESTARTS} times from the last checkpoint: {fixed}"
+        fixed = (
+            f"no smaller node count (down to half) that torchrun may restart on keeps whole model replicas and "
+            f"the global batch {plan.parallelism.global_batch} in whole micro-batches of {plan.parallelism.micro_batch} "
+            "per data-parallel rank at every count in between"
+        )
+    return (
+        False,
+        f"spot capacity: the job restarts at its full size, up to {SPOT_MAX_RESTARTS} times from the last checkpoint: {fixed}",
+    )
 
 
 def checkpoint(plan: ResolvedPlan, spec: PlanSpec) -> Checkpoint:
@@ -198,7 +210,9 @@ def checkpoint(plan: ResolvedPlan, spec: PlanSpec) -> Checkpoint:
     if given == "auto" and floor is not None and floor > seconds:
         seconds, source = float(floor), "floor"
     steps = 1 if t.step_seconds <= 0 else max(1, round(seconds / t.step_seconds))
-    return Checkpoint(dir=t.checkpoint_dir, interval_seconds=seconds, interval_steps=steps, keep=t.checkpoint_keep, source=source)
+    return Checkpoint(
+        dir=t.checkpoint_dir, interval_seconds=seconds, interval_steps=steps, keep=t.checkpoint_keep, source=source
+    )
 
 
 # The launch contract of each kind: (frameworks it can launch, flag before the framework file on the script's
@@ -231,9 +245,22 @@ def framework_args(plan: ResolvedPlan, kind: str, ck: Checkpoint) -> list[str]:
     if kind != "hf-trainer":
         return []
     par = plan.parallelism
-    args = ["--output_dir", ck.dir, "--save_steps", str(ck.interval_steps), "--save_total_limit", str(ck.keep),
-            "--per_device_train_batch_size", str(par.micro_batch), "--gradient_accumulation_steps", str(par.grad_accum),
-            "--max_grad_norm", f"{GRADIENT_CLIP_NORM:g}", "--max_steps", str(plan.training.steps)]
+    args = [
+        "--output_dir",
+        ck.dir,
+        "--save_steps",
+        str(ck.interval_steps),
+        "--save_total_limit",
+        str(ck.keep),
+        "--per_device_train_batch_size",
+        str(par.micro_batch),
+        "--gradient_accumulation_steps",
+        str(par.grad_accum),
+        "--max_grad_norm",
+        f"{GRADIENT_CLIP_NORM:g}",
+        "--max_steps",
+        str(plan.training.steps),
+    ]
     if plan.spec.precision in HF_PRECISION_FLAG:
         args.append(HF_PRECISION_FLAG[plan.spec.precision])
     if par.recompute != "none":
@@ -245,8 +272,13 @@ def framework_env(plan: ResolvedPlan, kind: str) -> list[EnvVar]:
     """Megatron-LM's validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor parallelism on Hopper and earlier
     (megatron/training/arguments.py: one hardware queue keeps TP communication ahead of the GEMMs it overlaps)."""
     if kind == "megatron" and plan.parallelism.tp > 1:
-        return [EnvVar(name="CUDA_DEVICE_MAX_CONNECTIONS", value="1",
-                       comment="Megatron-LM asserts it with tensor parallelism (before Blackwell)")]
+        return [
+            EnvVar(
+                name="CUDA_DEVICE_MAX_CONNECTIONS",
+                value="1",
+                comment="Megatron-LM asserts it with tensor parallelism (before Blackwell)",
+            )
+        ]
     return []
 
 
@@ -259,26 +291,45 @@ def launch_kind(plan: ResolvedPlan, spec: PlanSpec) -> str:
     """The launch contract; a given kind that cannot start what was sized is refused at train.entrypoint.kind (or at the
     script for megatron), exit 2, with the kinds that can."""
     framework, given = plan.parallelism.framework, spec.train.entrypoint.kind
-    tensor_parallel = uses_fsdp_tp(plan)  # FSDP2 × TP × PP: the script applies fsdp/fsdp_tp.py; Accelerate's FSDP1 config has no TP/PP
+    tensor_parallel = uses_fsdp_tp(
+        plan
+    )  # FSDP2 × TP × PP: the script applies fsdp/fsdp_tp.py; Accelerate's FSDP1 config has no TP/PP
     if given == "auto":
         return "torchrun" if tensor_parallel else AUTO_KIND.get(framework, "torchrun")
     allowed = LAUNCH_KINDS[given][0] - ({"fsdp"} if tensor_parallel and given == "accelerate" else set())
     fits = uses_megatron(plan) if given == "megatron" else framework in allowed
     if not fits:
-        sized = f"train.framework {framework}" if spec.train.framework != "auto" else f"the {framework} layout the sizing chose (train.framework auto)"
-        sized += " with tensor/pipeline parallelism (FSDP2 × TP × PP: fsdp/fsdp_tp.py under torchrun)" if tensor_parallel else ""
-        can = ["torchrun"] if tensor_parallel else sorted(k for k, (frameworks, _) in LAUNCH_KINDS.items() if framework in frameworks and k != "megatron")
-        raise FieldRefused(("train", "entrypoint", "kind"),
-                           f"kind {given} cannot launch {sized}: {given} launches "
-                           + (" or ".join(sorted(allowed)) if given != "megatron" else "Megatron-LM layouts (megatron/args.sh)")
-                           + f"; use kind {' or '.join(can)} (or auto), or set train.framework to one that {given} launches",
-                           "launch-kind-mismatch")
+        sized = (
+            f"train.framework {framework}"
+            if spec.train.framework != "auto"
+            else f"the {framework} layout the sizing chose (train.framework auto)"
+        )
+        sized += (
+            " with tensor/pipeline parallelism (FSDP2 × TP × PP: fsdp/fsdp_tp.py under torchrun)"
+            if tensor_parallel
+            else ""
+        )
+        can = (
+            ["torchrun"]
+            if tensor_parallel
+            else sorted(k for k, (frameworks, _) in LAUNCH_KINDS.items() if framework in frameworks and k != "megatron")
+        )
+        raise FieldRefused(
+            ("train", "entrypoint", "kind"),
+            f"kind {given} cannot launch {sized}: {given} launches "
+            + (" or ".join(sorted(allowed)) if given != "megatron" else "Megatron-LM layouts (megatron/args.sh)")
+            + f"; use kind {' or '.join(can)} (or auto), or set train.framework to one that {given} launches",
+            "launch-kind-mismatch",
+        )
     if given == "megatron" and not MEGATRON_ENTRY.search(spec.train.entrypoint.script):
-        raise FieldRefused(("train", "entrypoint", "script"),
-                           f"kind megatron passes Megatron-LM's arguments (megatron/args.sh) to the script, and "
-                           f"{spec.train.entrypoint.script!r} is not a Megatron-LM entry point (pretrain_gpt.py, pretrain_mamba.py, "
-                           "... : pretrain_*.py); give that script, or use kind torchrun, whose script can source "
-                           "$MLINFRA_OUT_DIR/megatron/args.sh itself", "launch-kind-mismatch")
+        raise FieldRefused(
+            ("train", "entrypoint", "script"),
+            f"kind megatron passes Megatron-LM's arguments (megatron/args.sh) to the script, and "
+            f"{spec.train.entrypoint.script!r} is not a Megatron-LM entry point (pretrain_gpt.py, pretrain_mamba.py, "
+            "... : pretrain_*.py); give that script, or use kind torchrun, whose script can source "
+            "$MLINFRA_OUT_DIR/megatron/args.sh itself",
+            "launch-kind-mismatch",
+        )
     return given
 
 
@@ -290,13 +341,15 @@ def launch_kind(plan: ResolvedPlan, spec: PlanSpec) -> str:
 # per step), since the signal can land between two ranks' step ends and a rank stopping alone would hang the others.
 CHECKPOINT_USAGE = {
     "hf-trainer": "from mlinfra_signal import CheckpointOnSignal, last_checkpoint; trainer = Trainer(..., "
-                  "callbacks=[CheckpointOnSignal()]); trainer.train(resume_from_checkpoint=last_checkpoint(args.output_dir))",
+    "callbacks=[CheckpointOnSignal()]); trainer.train(resume_from_checkpoint=last_checkpoint(args.output_dir))",
     "accelerate": "from mlinfra_signal import CheckpointSignal; stop = CheckpointSignal(); then after each step: "
-                  "if stop.agreed(accelerator.device): accelerator.save_state(os.environ['MLINFRA_CHECKPOINT_DIR']); break",
+    "if stop.agreed(accelerator.device): accelerator.save_state(os.environ['MLINFRA_CHECKPOINT_DIR']); break",
     "megatron": "--exit-signal-handler (megatron/args.sh): Megatron-LM saves and exits on SIGTERM",
 }
-PLAIN_USAGE = ("signal.signal(getattr(signal, 'SIG' + os.environ['MLINFRA_CHECKPOINT_SIGNAL']), handler); the handler "
-               "sets a flag the loop reads after each step, then saves to $MLINFRA_CHECKPOINT_DIR and exits 0")
+PLAIN_USAGE = (
+    "signal.signal(getattr(signal, 'SIG' + os.environ['MLINFRA_CHECKPOINT_SIGNAL']), handler); the handler "
+    "sets a flag the loop reads after each step, then saves to $MLINFRA_CHECKPOINT_DIR and exits 0"
+)
 HELPER_KINDS = ("hf-trainer", "accelerate")
 
 
@@ -314,29 +367,58 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
     cpus = cpus if cpus is not None else DEFAULT_CPUS_PER_GPU * hw.gpus_per_node
     lora = None
     if spec.train.method in ("lora", "qlora"):
-        lora = Lora(rank=spec.train.lora.rank, alpha=spec.train.lora.alpha, targets=list(spec.train.lora.targets),
-                    method=spec.train.method)
+        lora = Lora(
+            rank=spec.train.lora.rank,
+            alpha=spec.train.lora.alpha,
+            targets=list(spec.train.lora.targets),
+            method=spec.train.method,
+        )
     return Launcher(
-        program="accelerate" if kind == "accelerate" else "torchrun", kind=kind,
-        config_flag=LAUNCH_KINDS[kind][1].get(framework, ""), megatron_args=kind == "megatron",
+        program="accelerate" if kind == "accelerate" else "torchrun",
+        kind=kind,
+        config_flag=LAUNCH_KINDS[kind][1].get(framework, ""),
+        megatron_args=kind == "megatron",
         framework_args=framework_args(plan, kind, checkpoint(plan, spec)),
-        reads=[p for p in (config, files.megatron_args if kind == "megatron" else "",
-                           files.fsdp_tp_script if uses_fsdp_tp(plan) else "",
-                           files.lora_tp_script if uses_fsdp_tp(plan) and spec.train.method == "lora" else "",
-                           helper) if p],
+        reads=[
+            p
+            for p in (
+                config,
+                files.megatron_args if kind == "megatron" else "",
+                files.fsdp_tp_script if uses_fsdp_tp(plan) else "",
+                files.lora_tp_script if uses_fsdp_tp(plan) and spec.train.method == "lora" else "",
+                helper,
+            )
+            if p
+        ],
         checkpoint_signal="TERM" if kind == "megatron" else "USR1",
-        checkpoint_helper=helper, checkpoint_usage=CHECKPOINT_USAGE.get(kind, PLAIN_USAGE),
-        script=entry.script, python_script=entry.script.endswith(".py"), args=list(entry.args),
-        nodes=hw.nodes, nnodes=f"{minimum}:{maximum}" if node_range else str(maximum), min_nodes=minimum,
-        nproc_per_node=hw.gpus_per_node, world_size=hw.nodes * hw.gpus_per_node, elastic=elastic,
-        node_range=node_range, restart_reason=restart_reason,
-        max_restarts=SPOT_MAX_RESTARTS if elastic else 0, rdzv_port=DEFAULT_RDZV_PORT,
-        cpus_per_node=cpus, omp_threads=max(1, cpus // hw.gpus_per_node), precision=spec.precision, framework=framework,
+        checkpoint_helper=helper,
+        checkpoint_usage=CHECKPOINT_USAGE.get(kind, PLAIN_USAGE),
+        script=entry.script,
+        python_script=entry.script.endswith(".py"),
+        args=list(entry.args),
+        nodes=hw.nodes,
+        nnodes=f"{minimum}:{maximum}" if node_range else str(maximum),
+        min_nodes=minimum,
+        nproc_per_node=hw.gpus_per_node,
+        world_size=hw.nodes * hw.gpus_per_node,
+        elastic=elastic,
+        node_range=node_range,
+        restart_reason=restart_reason,
+        max_restarts=SPOT_MAX_RESTARTS if elastic else 0,
+        rdzv_port=DEFAULT_RDZV_PORT,
+        cpus_per_node=cpus,
+        omp_threads=max(1, cpus // hw.gpus_per_node),
+        precision=spec.precision,
+        framework=framework,
         framework_config=config,
-        fabric_env=fabric_env(hw.interconnect), framework_env=framework_env(plan, kind),
+        fabric_env=fabric_env(hw.interconnect),
+        framework_env=framework_env(plan, kind),
         user_env=[EnvVar(name=k, value=v) for k, v in sorted(entry.env.items())],
-        checkpoint=checkpoint(plan, spec), data=spec.train.data, lora=lora,
-        model_weights=spec.model.weights if spec.model else None, model_id=spec.model.hf_id if spec.model else None,
+        checkpoint=checkpoint(plan, spec),
+        data=spec.train.data,
+        lora=lora,
+        model_weights=spec.model.weights if spec.model else None,
+        model_id=spec.model.hf_id if spec.model else None,
     )
 
 
@@ -378,17 +460,23 @@ def fstab_unescape(text: str) -> str:
 
 def warnings(launch: Launcher, job: Slurm | None, spec: PlanSpec) -> list[str]:
     out = []
-    if launch.precision == "fp8" and launch.framework != "megatron":  # only Megatron's arguments turn fp8 on (--fp8-format)
-        out.append(f"precision fp8 is sized with fp8 GEMMs, but the {launch.framework} files carry bf16 (DeepSpeed, "
-                   "Accelerate and FSDP have no fp8 switch of their own): the script must convert its model "
-                   "(Transformer Engine's fp8_autocast, or torchao's convert_to_float8_training as torchtitan does), "
-                   "or the steps run at bf16 speed")
+    if (
+        launch.precision == "fp8" and launch.framework != "megatron"
+    ):  # only Megatron's arguments turn fp8 on (--fp8-format)
+        out.append(
+            f"precision fp8 is sized with fp8 GEMMs, but the {launch.framework} files carry bf16 (DeepSpeed, "
+            "Accelerate and FSDP have no fp8 switch of their own): the script must convert its model "
+            "(Transformer Engine's fp8_autocast, or torchao's convert_to_float8_training as torchtitan does), "
+            "or the steps run at bf16 speed"
+        )
     if job and job.container_image:
         targets = mount_targets(job.container_mounts)
         for field, path in job_paths(launch):
             if not covered(path, targets):
-                out.append(f"{field} {path!r} has ',' or ':' and cannot be a pyxis mount: the container does not see it; "
-                           "mount its parent with cluster.slurm.container_mounts")
+                out.append(
+                    f"{field} {path!r} has ',' or ':' and cannot be a pyxis mount: the container does not see it; "
+                    "mount its parent with cluster.slurm.container_mounts"
+                )
     return out
 
 
@@ -406,7 +494,9 @@ def signal_lead_seconds(plan: ResolvedPlan) -> int:
     return min(MAX_SIGNAL_LEAD_SECONDS, lead)
 
 
-def job_chain(plan: ResolvedPlan, interval_seconds: float, max_job_seconds: float = MAX_JOB_SECONDS) -> tuple[int, int, float]:
+def job_chain(
+    plan: ResolvedPlan, interval_seconds: float, max_job_seconds: float = MAX_JOB_SECONDS
+) -> tuple[int, int, float]:
     """(links, steps per link, time limit in seconds) for the run.
 
     Effective step = step time × (1 + checkpoint write / checkpoint interval) (periodic saves stall training);
@@ -421,8 +511,10 @@ def job_chain(plan: ResolvedPlan, interval_seconds: float, max_job_seconds: floa
     if steps * step + overhead <= max_job_seconds:
         return 1, steps, steps * step + overhead
     if overhead + step > max_job_seconds:
-        raise InfeasiblePlan(f"cluster.slurm.max_time {slurm_time(max_job_seconds)} cannot hold one step "
-                             f"({step:.0f} s) plus launch, restore and the checkpoint warning ({overhead:.0f} s)")
+        raise InfeasiblePlan(
+            f"cluster.slurm.max_time {slurm_time(max_job_seconds)} cannot hold one step "
+            f"({step:.0f} s) plus launch, restore and the checkpoint warning ({overhead:.0f} s)"
+        )
     per_link = max(1, math.floor((max_job_seconds - overhead) / step))
     links = math.ceil(steps / per_link)
     return links, per_link, per_link * step + overhead
@@ -430,8 +522,11 @@ def job_chain(plan: ResolvedPlan, interval_seconds: float, max_job_seconds: floa
 
 def job_paths(launch: Launcher) -> list[tuple[str, str]]:
     """(field, path) of every local path the job reads or writes besides the submit directory."""
-    paths = [("train.data", launch.data), ("train.checkpoint.dir", launch.checkpoint.dir),
-             ("model.weights", launch.model_weights)]
+    paths = [
+        ("train.data", launch.data),
+        ("train.checkpoint.dir", launch.checkpoint.dir),
+        ("model.weights", launch.model_weights),
+    ]
     return [(f, p) for f, p in paths if p and is_local_path(p)]
 
 
@@ -467,17 +562,35 @@ def slurm(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) -> Slurm:
     else:
         memory = "0"
     return Slurm(
-        job_name=plan.name, nodes=plan.hardware.nodes, gpus_per_node=plan.hardware.gpus_per_node,
-        cpus_per_task=launch.cpus_per_node, memory=memory, exclusive=not share, max_job_seconds=max_job,
-        time=slurm_time(limit), time_limit_seconds=limit, time_margin_fraction=time_margin_fraction(plan),
-        launch_overhead_seconds=LAUNCH_OVERHEAD_SECONDS, links=links, steps_per_link=steps_per_link,
-        signal_lead_seconds=signal_lead_seconds(plan), log_pattern="%x-%A_%a" if links > 1 else "%x-%j",
-        directives=[Directive(flag=flag, value=directive_value(value))
-                    for flag, value in (("partition", given.partition), ("account", given.account), ("qos", given.qos),
-                                        ("reservation", given.reservation), ("constraint", given.constraint))
-                    if value is not None],
+        job_name=plan.name,
+        nodes=plan.hardware.nodes,
+        gpus_per_node=plan.hardware.gpus_per_node,
+        cpus_per_task=launch.cpus_per_node,
+        memory=memory,
+        exclusive=not share,
+        max_job_seconds=max_job,
+        time=slurm_time(limit),
+        time_limit_seconds=limit,
+        time_margin_fraction=time_margin_fraction(plan),
+        launch_overhead_seconds=LAUNCH_OVERHEAD_SECONDS,
+        links=links,
+        steps_per_link=steps_per_link,
+        signal_lead_seconds=signal_lead_seconds(plan),
+        log_pattern="%x-%A_%a" if links > 1 else "%x-%j",
+        directives=[
+            Directive(flag=flag, value=directive_value(value))
+            for flag, value in (
+                ("partition", given.partition),
+                ("account", given.account),
+                ("qos", given.qos),
+                ("reservation", given.reservation),
+                ("constraint", given.constraint),
+            )
+            if value is not None
+        ],
         extra_directives=[_directive(d) for d in given.extra_directives],
-        container_image=given.container_image, container_mounts=mounts,
+        container_image=given.container_image,
+        container_mounts=mounts,
     )
 
 
@@ -490,11 +603,17 @@ def kubernetes_training(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) ->
     else:
         pods = f"{plan.name}-{REPLICATED_JOB}-[0-9]+-[0-9]+-.+"
     return KubernetesTraining(
-        job_api=k8s.job_api, image=k8s.image or spec.cluster.slurm.container_image or DEFAULT_IMAGE,
-        replicated_job=REPLICATED_JOB, launch_mount=LAUNCH_MOUNT, max_restarts=MAX_RESTARTS[spec.cluster.pricing],
+        job_api=k8s.job_api,
+        image=k8s.image or spec.cluster.slurm.container_image or DEFAULT_IMAGE,
+        replicated_job=REPLICATED_JOB,
+        launch_mount=LAUNCH_MOUNT,
+        max_restarts=MAX_RESTARTS[spec.cluster.pricing],
         shm_bytes=SHM_BYTES_PER_GPU * plan.hardware.gpus_per_node,
-        checkpoint_claim_bytes=int(t.checkpoint_bytes * (t.checkpoint_keep + CHECKPOINTS_IN_FLIGHT) * CHECKPOINT_FS_HEADROOM),
-        rdzv_port=DEFAULT_RDZV_PORT, trainer_pod_regex=pods,
+        checkpoint_claim_bytes=int(
+            t.checkpoint_bytes * (t.checkpoint_keep + CHECKPOINTS_IN_FLIGHT) * CHECKPOINT_FS_HEADROOM
+        ),
+        rdzv_port=DEFAULT_RDZV_PORT,
+        trainer_pod_regex=pods,
         data_mount=launch.data if launch.data and is_local_path(launch.data) else None,
     )
 
@@ -504,8 +623,8 @@ KIND_CONTRACT = {
     "torchrun": "torchrun runs the script; it reads the plan from the MLINFRA_* environment (framework file in MLINFRA_DS_CONFIG / MLINFRA_ACCELERATE_CONFIG)",
     "deepspeed": "torchrun runs the script with --deepspeed_config deepspeed/ds_config.json (deepspeed.add_config_arguments)",
     "hf-trainer": "torchrun runs the Hugging Face Trainer/TRL script with TrainingArguments flags for checkpoints, batch, "
-                  "clipping, precision, steps and recompute (its DeepSpeed integration refuses a ds_config.json that "
-                  "disagrees with them), and --deepspeed deepspeed/ds_config.json (TrainingArguments.deepspeed)",
+    "clipping, precision, steps and recompute (its DeepSpeed integration refuses a ds_config.json that "
+    "disagrees with them), and --deepspeed deepspeed/ds_config.json (TrainingArguments.deepspeed)",
     "accelerate": "accelerate launch --config_file fsdp/accelerate_config.yaml runs the script (accelerate sets the FSDP environment the Accelerator reads)",
     "megatron": "torchrun runs pretrain_gpt.py with the words of megatron/args.sh, then the plan's own arguments",
 }
@@ -523,59 +642,132 @@ def launcher_reason(launch: Launcher) -> str:
     return launch.restart_reason
 
 
-def decisions(launch: Launcher, job: Slurm | None, k8s: KubernetesTraining | None, kind_given: bool = False) -> list[DeploymentDecision]:
+def decisions(
+    launch: Launcher, job: Slurm | None, k8s: KubernetesTraining | None, kind_given: bool = False
+) -> list[DeploymentDecision]:
     ck = launch.checkpoint
     out = [
         DeploymentDecision(topic="launcher", choice=launch_line(launch), reason=launcher_reason(launch)),
-        DeploymentDecision(topic="launch contract", choice=f"{launch.kind}: {KIND_CONTRACT[launch.kind]}; the job reads "
-                           + ", ".join([Files().launcher, *launch.reads]) + (" (submit: cd out/<plan> && sbatch slurm/train.sbatch, "
-                           "which runs bash launch/torchrun.sh on every node through srun)" if job else ""),
-                           reason="train.entrypoint.kind" if kind_given else
-                           f"train.entrypoint.kind auto: the kind that reads what the {launch.framework} target writes"),
-        DeploymentDecision(topic="checkpoint signal",
-                           choice=f"the launcher forwards SIGUSR1 from Slurm to the workers as SIG{launch.checkpoint_signal} "
-                                  f"(MLINFRA_CHECKPOINT_SIGNAL={launch.checkpoint_signal}); SIGTERM goes to the agent, which stops the workers",
-                           reason=("Megatron-LM --exit-signal-handler saves and exits on SIGTERM (its --exit-signal default)"
-                                   if launch.checkpoint_signal == "TERM" else
-                                   "torchrun starts workers in their own session, so a signal to the job step reaches them only if "
-                                   "the launcher forwards it; the script checkpoints on it"
-                                   + (f" through {launch.checkpoint_helper} (the launcher puts its folder on PYTHONPATH; every "
-                                      "rank agrees on the step to stop at with one all-reduce of the flag per step)"
-                                      if launch.checkpoint_helper else "") + f": {launch.checkpoint_usage}")),
-        DeploymentDecision(topic="CPUs", choice=f"{launch.cpus_per_node} per node, OMP_NUM_THREADS={launch.omp_threads}",
-                           reason="cluster.slurm.cpus_per_node" if launch.cpus_per_node != DEFAULT_CPUS_PER_GPU * launch.nproc_per_node
-                           else f"{DEFAULT_CPUS_PER_GPU} per GPU, the smallest common 8-GPU server (AWS p4d.24xlarge)"),
-        DeploymentDecision(topic="checkpoint interval", choice=f"every {ck.interval_seconds:.0f} s = {ck.interval_steps} steps, keep {ck.keep}, in {ck.dir}",
-                           reason={"plan": "train.checkpoint.every", "young-daly": "Young-Daly interval from the sizing",
-                                   "floor": "train.checkpoint.min_interval, above the Young-Daly interval"}[ck.source]
-                           + "; exported as MLINFRA_CHECKPOINT_INTERVAL_SECONDS/_STEPS and MLINFRA_CHECKPOINT_KEEP (DeepSpeed and "
-                           "accelerate configs have no interval key), Megatron --save-interval, Hugging Face --save_steps/--save_total_limit/--output_dir"),
+        DeploymentDecision(
+            topic="launch contract",
+            choice=f"{launch.kind}: {KIND_CONTRACT[launch.kind]}; the job reads "
+            + ", ".join([Files().launcher, *launch.reads])
+            + (
+                " (submit: cd out/<plan> && sbatch slurm/train.sbatch, "
+                "which runs bash launch/torchrun.sh on every node through srun)"
+                if job
+                else ""
+            ),
+            reason="train.entrypoint.kind"
+            if kind_given
+            else f"train.entrypoint.kind auto: the kind that reads what the {launch.framework} target writes",
+        ),
+        DeploymentDecision(
+            topic="checkpoint signal",
+            choice=f"the launcher forwards SIGUSR1 from Slurm to the workers as SIG{launch.checkpoint_signal} "
+            f"(MLINFRA_CHECKPOINT_SIGNAL={launch.checkpoint_signal}); SIGTERM goes to the agent, which stops the workers",
+            reason=(
+                "Megatron-LM --exit-signal-handler saves and exits on SIGTERM (its --exit-signal default)"
+                if launch.checkpoint_signal == "TERM"
+                else "torchrun starts workers in their own session, so a signal to the job step reaches them only if "
+                "the launcher forwards it; the script checkpoints on it"
+                + (
+                    f" through {launch.checkpoint_helper} (the launcher puts its folder on PYTHONPATH; every "
+                    "rank agrees on the step to stop at with one all-reduce of the flag per step)"
+                    if launch.checkpoint_helper
+                    else ""
+                )
+                + f": {launch.checkpoint_usage}"
+            ),
+        ),
+        DeploymentDecision(
+            topic="CPUs",
+            choice=f"{launch.cpus_per_node} per node, OMP_NUM_THREADS={launch.omp_threads}",
+            reason="cluster.slurm.cpus_per_node"
+            if launch.cpus_per_node != DEFAULT_CPUS_PER_GPU * launch.nproc_per_node
+            else f"{DEFAULT_CPUS_PER_GPU} per GPU, the smallest common 8-GPU server (AWS p4d.24xlarge)",
+        ),
+        DeploymentDecision(
+            topic="checkpoint interval",
+            choice=f"every {ck.interval_seconds:.0f} s = {ck.interval_steps} steps, keep {ck.keep}, in {ck.dir}",
+            reason={
+                "plan": "train.checkpoint.every",
+                "young-daly": "Young-Daly interval from the sizing",
+                "floor": "train.checkpoint.min_interval, above the Young-Daly interval",
+            }[ck.source]
+            + "; exported as MLINFRA_CHECKPOINT_INTERVAL_SECONDS/_STEPS and MLINFRA_CHECKPOINT_KEEP (DeepSpeed and "
+            "accelerate configs have no interval key), Megatron --save-interval, Hugging Face --save_steps/--save_total_limit/--output_dir",
+        ),
     ]
     if launch.data:
-        out.append(DeploymentDecision(topic="data", choice=launch.data, reason="train.data, exported as MLINFRA_DATA"
-                                      + (" and mounted at the same path in containers" if is_local_path(launch.data) and pyxis_mountable(launch.data) else "")))
+        out.append(
+            DeploymentDecision(
+                topic="data",
+                choice=launch.data,
+                reason="train.data, exported as MLINFRA_DATA"
+                + (
+                    " and mounted at the same path in containers"
+                    if is_local_path(launch.data) and pyxis_mountable(launch.data)
+                    else ""
+                ),
+            )
+        )
     if launch.model_weights or launch.model_id:
-        out.append(DeploymentDecision(topic="model", choice=", ".join(x for x in (launch.model_weights, launch.model_id) if x),
-                                      reason="model.weights / model.hf_id, exported as MLINFRA_WEIGHTS / MLINFRA_MODEL_ID"))
+        out.append(
+            DeploymentDecision(
+                topic="model",
+                choice=", ".join(x for x in (launch.model_weights, launch.model_id) if x),
+                reason="model.weights / model.hf_id, exported as MLINFRA_WEIGHTS / MLINFRA_MODEL_ID",
+            )
+        )
     if launch.lora:
-        out.append(DeploymentDecision(topic="adapters", choice=f"{launch.lora.method} rank {launch.lora.rank}, alpha {launch.lora.alpha:g}, "
-                                      f"on {', '.join(launch.lora.targets)}", reason="train.lora, exported as MLINFRA_LORA_*"))
+        out.append(
+            DeploymentDecision(
+                topic="adapters",
+                choice=f"{launch.lora.method} rank {launch.lora.rank}, alpha {launch.lora.alpha:g}, "
+                f"on {', '.join(launch.lora.targets)}",
+                reason="train.lora, exported as MLINFRA_LORA_*",
+            )
+        )
     if job:
-        out.append(DeploymentDecision(
-            topic="Slurm time limit",
-            choice=f"{job.time} per job" + (f", a chain of {job.links} jobs of {job.steps_per_link} steps" if job.links > 1 else ""),
-            reason=f"steps × step time (+ checkpoint writes) + {job.time_margin_fraction:.0%} margin (the step-time range's P90, "
-                   f"at least {TIME_MARGIN_FRACTION:.0%}) + {job.launch_overhead_seconds:.0f} s launch "
-                   f"+ restore + warning lead; jobs longer than {slurm_time(job.max_job_seconds)} "
-                   + ("(cluster.slurm.max_time)" if job.max_job_seconds != MAX_JOB_SECONDS else "(default; set cluster.slurm.max_time to the site's limit)")
-                   + " chain as a job array"))
+        out.append(
+            DeploymentDecision(
+                topic="Slurm time limit",
+                choice=f"{job.time} per job"
+                + (f", a chain of {job.links} jobs of {job.steps_per_link} steps" if job.links > 1 else ""),
+                reason=f"steps × step time (+ checkpoint writes) + {job.time_margin_fraction:.0%} margin (the step-time range's P90, "
+                f"at least {TIME_MARGIN_FRACTION:.0%}) + {job.launch_overhead_seconds:.0f} s launch "
+                f"+ restore + warning lead; jobs longer than {slurm_time(job.max_job_seconds)} "
+                + (
+                    "(cluster.slurm.max_time)"
+                    if job.max_job_seconds != MAX_JOB_SECONDS
+                    else "(default; set cluster.slurm.max_time to the site's limit)"
+                )
+                + " chain as a job array",
+            )
+        )
         if not job.exclusive:
-            out.append(DeploymentDecision(topic="Slurm share", choice=f"{job.gpus_per_node} GPU(s), {job.cpus_per_task} CPUs, --mem={job.memory}, not exclusive",
-                                          reason="the job uses fewer GPUs than its node has; host memory "
-                                          f"{HOST_MEMORY_PER_GPU_BYTES // 2**30} GiB per GPU (AWS p4d.24xlarge share) unless cluster.slurm.memory_per_node"))
-        out.append(DeploymentDecision(topic="Slurm signal", choice=f"SIGUSR1 {job.signal_lead_seconds} s before the limit",
-                                      reason=f"one step + {CHECKPOINT_WRITE_SAFETY:g} × the checkpoint write time"))
+            out.append(
+                DeploymentDecision(
+                    topic="Slurm share",
+                    choice=f"{job.gpus_per_node} GPU(s), {job.cpus_per_task} CPUs, --mem={job.memory}, not exclusive",
+                    reason="the job uses fewer GPUs than its node has; host memory "
+                    f"{HOST_MEMORY_PER_GPU_BYTES // 2**30} GiB per GPU (AWS p4d.24xlarge share) unless cluster.slurm.memory_per_node",
+                )
+            )
+        out.append(
+            DeploymentDecision(
+                topic="Slurm signal",
+                choice=f"SIGUSR1 {job.signal_lead_seconds} s before the limit",
+                reason=f"one step + {CHECKPOINT_WRITE_SAFETY:g} × the checkpoint write time",
+            )
+        )
     if k8s:
-        out.append(DeploymentDecision(topic="Kubernetes job", choice=f"{k8s.job_api}, image {k8s.image}, {k8s.max_restarts} restarts",
-                                      reason="restarts: Llama 3 interruption rate (on-demand) or spot reclaims (spot)"))
+        out.append(
+            DeploymentDecision(
+                topic="Kubernetes job",
+                choice=f"{k8s.job_api}, image {k8s.image}, {k8s.max_restarts} restarts",
+                reason="restarts: Llama 3 interruption rate (on-demand) or spot reclaims (spot)",
+            )
+        )
     return out

@@ -27,8 +27,18 @@ def unit_views(plan: ResolvedPlan) -> list[UnitView]:
         return [UnitView("", plan)]
     outputs = [stage.queue for stage in plan.stages[1:]] + [""]
     return [
-        UnitView(stage.name, plan.model_copy(update={
-            "model": stage.model, "hardware": stage.hardware, "serving": stage.serving,
-            "memory_per_gpu_bytes": stage.memory_per_gpu_bytes}), stage.queue, output)
+        UnitView(
+            stage.name,
+            plan.model_copy(
+                update={
+                    "model": stage.model,
+                    "hardware": stage.hardware,
+                    "serving": stage.serving,
+                    "memory_per_gpu_bytes": stage.memory_per_gpu_bytes,
+                }
+            ),
+            stage.queue,
+            output,
+        )
         for stage, output in zip(plan.stages, outputs)
     ]

@@ -12,7 +12,7 @@ from .size_training import size_training
 PASSES = (
     resolve_model,  # everything after needs the architecture and parameter counts
     size_training,  # train/finetune: GPU type and count, parallelism, time, cost (no-op for serving)
-    size_serving,   # serve: GPU type, TP/PP, precision, batch, replicas (no-op for training)
+    size_serving,  # serve: GPU type, TP/PP, precision, batch, replicas (no-op for training)
     attach_ranges,  # the headline predictions' P10-P90 from their family's published residuals
     resolve_deployment,  # launcher, scheduler, pod and engine decisions from the sized numbers
     decide_probe,  # only for `mlinfra-compile probe`: the probe job's shape and layouts (reads the deployment's image)

@@ -41,11 +41,13 @@ def _training(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
     t, method = plan.training, plan.spec.train.method
     arch = plan.model.architecture
     run, step = time_family(plan.workload, arch), step_family(arch)
-    ranges = [_range(ctx, "training.step_seconds", t.step_seconds, step),
-              _range(ctx, "training.wall_seconds", t.wall_seconds, run),
-              _range(ctx, "training.gpu_hours", t.gpu_hours, run),
-              _range(ctx, "training.tokens_per_second", t.tokens_per_second, step, rate=True),
-              _range(ctx, "cost.usd_total", plan.cost.usd_total, run)]
+    ranges = [
+        _range(ctx, "training.step_seconds", t.step_seconds, step),
+        _range(ctx, "training.wall_seconds", t.wall_seconds, run),
+        _range(ctx, "training.gpu_hours", t.gpu_hours, run),
+        _range(ctx, "training.tokens_per_second", t.tokens_per_second, step, rate=True),
+        _range(ctx, "cost.usd_total", plan.cost.usd_total, run),
+    ]
     if plan.memory_per_gpu_bytes.total:
         ranges.append(_range(ctx, "memory_per_gpu_bytes.total", plan.memory_per_gpu_bytes.total, MEMORY_FAMILY[method]))
     return ranges
@@ -57,18 +59,22 @@ def _serving(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
         if not (plan.model.architecture.kind == "cnn" and plan.model.architecture.layer_table):
             return []
         family = VISION_BATCH1 if s.max_concurrency == 1 else VISION
-        ranges = [_range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, family),
-                  _range(ctx, "serving.ttft_seconds", s.ttft_seconds, family, rate=True)]
+        ranges = [
+            _range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, family),
+            _range(ctx, "serving.ttft_seconds", s.ttft_seconds, family, rate=True),
+        ]
         if plan.cost.usd_per_month:  # owned edge devices cost nothing per month: no spread to show
             ranges.append(_range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, family, rate=True))
         return ranges
     moe = plan.model.architecture.is_moe
     throughput, tpot = (MOE_THROUGHPUT, MOE_TPOT) if moe else (THROUGHPUT, TPOT)
     # a replica's throughput; the replicas, so the monthly cost, scale inversely with it
-    return [_range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, throughput),
-            _range(ctx, "serving.ttft_seconds", s.ttft_seconds, TTFT),
-            _range(ctx, "serving.tpot_seconds", s.tpot_seconds, tpot),
-            _range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, throughput, rate=True)]
+    return [
+        _range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, throughput),
+        _range(ctx, "serving.ttft_seconds", s.ttft_seconds, TTFT),
+        _range(ctx, "serving.tpot_seconds", s.tpot_seconds, tpot),
+        _range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, throughput, rate=True),
+    ]
 
 
 def attach_ranges(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:

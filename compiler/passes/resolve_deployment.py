@@ -11,8 +11,8 @@ from ..deployment import credentials, frameworks, monitoring, serving, training
 from ..deployment.model import Deployment, Files, Kubernetes
 from ..deployment.units import unit_views
 from ..resolved import ResolvedPlan
-from .context import PassContext
 from ..sizing.serve_types import HOURS_PER_MONTH
+from .context import PassContext
 
 
 def resolve_deployment(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
@@ -39,22 +39,46 @@ def resolve_deployment(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         fabric_id = plan.hardware.interconnect  # the fabric the sizing assumed (a name check_references verified)
         fabric = ctx.catalog.interconnects[fabric_id].family
         units = [serving.serving_unit(plan, v, spec, on_kubernetes, fabric) for v in views]
-        decisions += serving.decisions(engines, units, {v.stage: v.plan.serving for v in views},
-                                       {v.stage: v.plan.model.quantization for v in views}, spec.serve.min_replicas is not None,
-                                       (fabric_id, fabric))
+        decisions += serving.decisions(
+            engines,
+            units,
+            {v.stage: v.plan.serving for v in views},
+            {v.stage: v.plan.model.quantization for v in views},
+            spec.serve.min_replicas is not None,
+            (fabric_id, fabric),
+        )
         warnings += serving.warnings(units)
     secrets, secrets_decision = credentials.credentials(spec, plan.name)
     if on_kubernetes:
         decisions.append(secrets_decision)
     kubernetes = Kubernetes(
-        namespace=k8s.namespace, secret_name=k8s.secret_name, storage_class=k8s.storage_class, **secrets,
-        tolerations=[dict(t) for t in k8s.tolerations], node_selector=dict(k8s.node_selector), autoscaler=k8s.autoscaler,
-        autoscaling=serving.autoscaling(), model_cache_mount=serving.CACHE_MOUNT, training=k8s_training, serving=units,
+        namespace=k8s.namespace,
+        secret_name=k8s.secret_name,
+        storage_class=k8s.storage_class,
+        **secrets,
+        tolerations=[dict(t) for t in k8s.tolerations],
+        node_selector=dict(k8s.node_selector),
+        autoscaler=k8s.autoscaler,
+        autoscaling=serving.autoscaling(),
+        model_cache_mount=serving.CACHE_MOUNT,
+        training=k8s_training,
+        serving=units,
     )
     assumed = monitoring.assumptions(plan, on_slurm, on_kubernetes, alerts)
     policy = monitoring.alerting()
     decisions += [monitoring.alerting_decision(policy), monitoring.assumption_decision(assumed)]
-    deployment = Deployment(scheduler=scheduler, files=files, launcher=launch, frameworks=framework_files, slurm=job, kubernetes=kubernetes,
-                            engines=engines, hours_per_month=HOURS_PER_MONTH, training_alerts=alerts, alerting=policy,
-                            monitoring_assumptions=assumed, decisions=decisions)
+    deployment = Deployment(
+        scheduler=scheduler,
+        files=files,
+        launcher=launch,
+        frameworks=framework_files,
+        slurm=job,
+        kubernetes=kubernetes,
+        engines=engines,
+        hours_per_month=HOURS_PER_MONTH,
+        training_alerts=alerts,
+        alerting=policy,
+        monitoring_assumptions=assumed,
+        decisions=decisions,
+    )
     return plan.model_copy(update={"deployment": deployment, "warnings": plan.warnings + warnings})

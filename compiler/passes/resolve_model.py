@@ -24,8 +24,13 @@ def assumed_architecture(params: float) -> Architecture:
     hidden = max(ASSUMED_HEAD_DIM, round(layers * ASSUMED_ASPECT_RATIO / ASSUMED_HEAD_DIM) * ASSUMED_HEAD_DIM)
     heads = hidden // ASSUMED_HEAD_DIM
     return Architecture(
-        layers=layers, hidden=hidden, heads=heads, kv_heads=heads, ffn_hidden=round(8 * hidden / 3 / 256) * 256,
-        vocab=ASSUMED_VOCAB, max_position=131072,
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=heads,
+        ffn_hidden=round(8 * hidden / 3 / 256) * 256,
+        vocab=ASSUMED_VOCAB,
+        max_position=131072,
     )
 
 
@@ -44,8 +49,15 @@ def model_info(model: ModelSpec, fallback_name: str, catalog: Catalog) -> tuple[
         why = because("shape-from-count", layers=arch.layers, hidden=arch.hidden, aspect_ratio=ASSUMED_ASPECT_RATIO)
     counts = count_params(arch)
     info = ModelInfo(
-        id=ident, name=name, hf_id=model.hf_id or hf_id or f"local/{fallback_name}", weights_uri=model.weights or "", quantization=model.quantization,
-        architecture=arch, params_total=counts.total, params_active=counts.active, assumed=assumed,
+        id=ident,
+        name=name,
+        hf_id=model.hf_id or hf_id or f"local/{fallback_name}",
+        weights_uri=model.weights or "",
+        quantization=model.quantization,
+        architecture=arch,
+        params_total=counts.total,
+        params_active=counts.active,
+        assumed=assumed,
     )
     return info, why
 
@@ -54,6 +66,8 @@ def resolve_model(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     if plan.spec.model is None:  # a staged service: each stage resolves its own model
         return plan
     info, why = model_info(plan.spec.model, plan.name, ctx.catalog)
-    decision = Decision(topic="model", choice=model_choice(info.name, info.params_total, info.params_active), reason=words(why))
+    decision = Decision(
+        topic="model", choice=model_choice(info.name, info.params_total, info.params_active), reason=words(why)
+    )
     warnings = plan.warnings + ([words(because("shape-assumed", why=why))] if info.assumed else [])
     return plan.model_copy(update={"model": info, "decisions": plan.decisions + [decision], "warnings": warnings})

@@ -7,17 +7,25 @@ the top-level sections then describe the last stage and `stages` lists them all.
 
 from __future__ import annotations
 
-
 from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..diagnostics import InfeasiblePlan
 from ..resolved import (
-    Alternative, Cost, Hardware, MemoryPerGpu, ModelInfo, Parallelism, Rejection, ResolvedPlan, Serving, Stage,
+    Alternative,
+    Cost,
+    Hardware,
+    MemoryPerGpu,
+    ModelInfo,
+    Parallelism,
+    Rejection,
+    ResolvedPlan,
+    Serving,
+    Stage,
 )
+from ..sizing.reasons import because
 from ..sizing.serve_search import search_serving
 from ..sizing.serve_speculative import tokens_per_round
 from ..sizing.serve_stages import PipelineStage, size_pipeline
-from ..sizing.reasons import because
 from ..sizing.serve_types import HOURS_PER_MONTH, MAX_REJECTED, ServeCandidate, ServeRequest
 from ..spec import PlanSpec, SloSpec
 from .context import PassContext
@@ -25,62 +33,120 @@ from .resolve_model import model_info
 from .wording import rejection_rows, serving_decisions, serving_infeasible, stage_ratio_decision, words
 
 
-def _request(spec: PlanSpec, model: ModelInfo, precision: str, engine: str, gpu_ids: list[str], slo: SloSpec,
-             catalog: Catalog, prompt_tokens: int | None = None, output_tokens: int | None = None) -> ServeRequest:
+def _request(
+    spec: PlanSpec,
+    model: ModelInfo,
+    precision: str,
+    engine: str,
+    gpu_ids: list[str],
+    slo: SloSpec,
+    catalog: Catalog,
+    prompt_tokens: int | None = None,
+    output_tokens: int | None = None,
+) -> ServeRequest:
     serve, arch = spec.serve, model.architecture
     return ServeRequest(
-        arch=arch, params=count_params(arch), model_id=model.id,
-        precisions=tuple(serve.precisions or [precision]), kv_cache_dtype=serve.kv_cache_dtype, engine=engine,
-        context_len=serve.context_len, requests_per_second=serve.traffic.requests_per_second or 0.0,
-        prompt_tokens=prompt_tokens or serve.traffic.prompt_tokens, output_tokens=output_tokens or serve.traffic.output_tokens,
-        peak_factor=serve.traffic.peak_factor, ttft_p99_seconds=slo.ttft_p99, tpot_p99_seconds=slo.tpot_p99,
+        arch=arch,
+        params=count_params(arch),
+        model_id=model.id,
+        precisions=tuple(serve.precisions or [precision]),
+        kv_cache_dtype=serve.kv_cache_dtype,
+        engine=engine,
+        context_len=serve.context_len,
+        requests_per_second=serve.traffic.requests_per_second or 0.0,
+        prompt_tokens=prompt_tokens or serve.traffic.prompt_tokens,
+        output_tokens=output_tokens or serve.traffic.output_tokens,
+        peak_factor=serve.traffic.peak_factor,
+        ttft_p99_seconds=slo.ttft_p99,
+        tpot_p99_seconds=slo.tpot_p99,
         latency_p99_seconds=slo.latency_p99,
         gpu_ids=tuple(gpu_ids) or tuple(sorted(g.id for g in catalog.gpus.values() if not g.edge)),
-        gpu_count=spec.cluster.count, tp=spec.parallelism.tp, pp=spec.parallelism.pp,
-        gpus_per_node=spec.cluster.gpus_per_node, interconnect=catalog.interconnects[spec.cluster.interconnect],
+        gpu_count=spec.cluster.count,
+        tp=spec.parallelism.tp,
+        pp=spec.parallelism.pp,
+        gpus_per_node=spec.cluster.gpus_per_node,
+        interconnect=catalog.interconnects[spec.cluster.interconnect],
         pricing=spec.cluster.pricing,
-        optimize="cost" if spec.optimize == "cost" else "latency", budget_usd_per_month=spec.budget.usd_per_month,
-        max_batch=serve.max_num_seqs, concurrency=serve.traffic.concurrency, min_replicas=serve.min_replicas,
+        optimize="cost" if spec.optimize == "cost" else "latency",
+        budget_usd_per_month=spec.budget.usd_per_month,
+        max_batch=serve.max_num_seqs,
+        concurrency=serve.traffic.concurrency,
+        min_replicas=serve.min_replicas,
         attention_dp=serve.attention_dp,
         speculative_tokens=serve.speculative.num_speculative_tokens if serve.speculative else 0,
         acceptance_rate=serve.speculative.acceptance_rate if serve.speculative else None,
-        replica_floor=spec.cluster.scheduler in ("kubernetes", "both"),  # the autoscaler keeps the floor; Slurm runs no replicas of its own
+        replica_floor=spec.cluster.scheduler
+        in ("kubernetes", "both"),  # the autoscaler keeps the floor; Slurm runs no replicas of its own
     )
 
 
-def _sections(spec: PlanSpec, engine: str, slo: SloSpec, c: ServeCandidate, catalog: Catalog) -> tuple[Hardware, Serving, MemoryPerGpu]:
+def _sections(
+    spec: PlanSpec, engine: str, slo: SloSpec, c: ServeCandidate, catalog: Catalog
+) -> tuple[Hardware, Serving, MemoryPerGpu]:
     gpu = catalog.gpus[c.gpu_id]
     storage = catalog.storage[spec.cluster.storage]
     hardware = Hardware(
-        gpu=c.gpu_id, gpus=c.gpus, nodes=c.replicas * c.nodes_per_replica,
-        gpus_per_node=c.gpus_per_replica // c.nodes_per_replica, gpu_memory_bytes=gpu.memory_bytes,
-        interconnect=spec.cluster.interconnect, storage=spec.cluster.storage, pricing=spec.cluster.pricing,
-        usd_per_gpu_hour=gpu.price_usd_per_gpu_hour[spec.cluster.pricing], gpu_spec=gpu,
+        gpu=c.gpu_id,
+        gpus=c.gpus,
+        nodes=c.replicas * c.nodes_per_replica,
+        gpus_per_node=c.gpus_per_replica // c.nodes_per_replica,
+        gpu_memory_bytes=gpu.memory_bytes,
+        interconnect=spec.cluster.interconnect,
+        storage=spec.cluster.storage,
+        pricing=spec.cluster.pricing,
+        usd_per_gpu_hour=gpu.price_usd_per_gpu_hour[spec.cluster.pricing],
+        gpu_spec=gpu,
     )
     serving = Serving(
-        engine=engine, precision=c.precision, kv_cache_dtype=spec.serve.kv_cache_dtype,
-        replicas=c.replicas, min_replicas=c.min_replicas, max_replicas=c.max_replicas,
-        replicas_needed=c.replicas_needed, replica_floor=c.replica_floor, tp=c.tp, pp=c.pp, attention_dp=c.attention_dp,
+        engine=engine,
+        precision=c.precision,
+        kv_cache_dtype=spec.serve.kv_cache_dtype,
+        replicas=c.replicas,
+        min_replicas=c.min_replicas,
+        max_replicas=c.max_replicas,
+        replicas_needed=c.replicas_needed,
+        replica_floor=c.replica_floor,
+        tp=c.tp,
+        pp=c.pp,
+        attention_dp=c.attention_dp,
         **_speculation_fields(c),
-        gpus_per_replica=c.gpus_per_replica, nodes_per_replica=c.nodes_per_replica, context_len=spec.serve.context_len,
-        max_concurrency=c.max_concurrency, max_num_batched_tokens=c.max_num_batched_tokens,
-        kv_cache_tokens=c.kv_cache_tokens, kv_bytes_per_token=c.kv_bytes_per_token,
-        gpu_memory_utilization=c.gpu_memory_utilization, ttft_seconds=c.ttft_seconds, tpot_seconds=c.tpot_seconds,
+        gpus_per_replica=c.gpus_per_replica,
+        nodes_per_replica=c.nodes_per_replica,
+        context_len=spec.serve.context_len,
+        max_concurrency=c.max_concurrency,
+        max_num_batched_tokens=c.max_num_batched_tokens,
+        kv_cache_tokens=c.kv_cache_tokens,
+        kv_bytes_per_token=c.kv_bytes_per_token,
+        gpu_memory_utilization=c.gpu_memory_utilization,
+        ttft_seconds=c.ttft_seconds,
+        tpot_seconds=c.tpot_seconds,
         tokens_per_second_per_replica=c.tokens_per_second_per_replica,
         requests_per_second_per_replica=c.requests_per_second_per_replica,
-        queue_target_per_replica=c.queue_target_per_replica, weights_bytes=c.weights_bytes_total,
+        queue_target_per_replica=c.queue_target_per_replica,
+        weights_bytes=c.weights_bytes_total,
         startup_seconds=c.weights_bytes_total / storage.read_bytes_per_second,
-        ttft_slo_seconds=slo.ttft_p99, tpot_slo_seconds=slo.tpot_p99, latency_slo_seconds=slo.latency_p99,
-        max_queue_delay_seconds=c.max_queue_delay_seconds, preferred_batch_sizes=list(c.preferred_batch_sizes),
-        ttft_p50_seconds=c.ttft_p50_seconds, tpot_p50_seconds=c.tpot_p50_seconds, utilization_at_peak=c.utilization_at_peak,
-        in_flight_at_peak=c.in_flight_at_peak, ttft_batch1_seconds=c.ttft_batch1_seconds, tpot_batch1_seconds=c.tpot_batch1_seconds,
-        ttft_at_capacity_seconds=c.ttft_at_capacity_seconds, tpot_at_capacity_seconds=c.tpot_at_capacity_seconds,
-        concurrency=spec.serve.traffic.concurrency, requests_per_second=c.requests_per_second,
-        requests_per_second_at_peak=c.requests_per_second_at_peak, itl_p50_seconds=c.itl_p50_seconds,
+        ttft_slo_seconds=slo.ttft_p99,
+        tpot_slo_seconds=slo.tpot_p99,
+        latency_slo_seconds=slo.latency_p99,
+        max_queue_delay_seconds=c.max_queue_delay_seconds,
+        preferred_batch_sizes=list(c.preferred_batch_sizes),
+        ttft_p50_seconds=c.ttft_p50_seconds,
+        tpot_p50_seconds=c.tpot_p50_seconds,
+        utilization_at_peak=c.utilization_at_peak,
+        in_flight_at_peak=c.in_flight_at_peak,
+        ttft_batch1_seconds=c.ttft_batch1_seconds,
+        tpot_batch1_seconds=c.tpot_batch1_seconds,
+        ttft_at_capacity_seconds=c.ttft_at_capacity_seconds,
+        tpot_at_capacity_seconds=c.tpot_at_capacity_seconds,
+        concurrency=spec.serve.traffic.concurrency,
+        requests_per_second=c.requests_per_second,
+        requests_per_second_at_peak=c.requests_per_second_at_peak,
+        itl_p50_seconds=c.itl_p50_seconds,
     )
     m = c.memory
-    memory = MemoryPerGpu(weights=m.weights, kv_cache=m.kv_cache, activations=m.activations, other=m.other,
-                          total=m.total, usable=m.usable)
+    memory = MemoryPerGpu(
+        weights=m.weights, kv_cache=m.kv_cache, activations=m.activations, other=m.other, total=m.total, usable=m.usable
+    )
     return hardware, serving, memory
 
 
@@ -88,36 +154,80 @@ def _speculation_fields(c: ServeCandidate) -> dict:
     s = c.speculation
     if s is None:
         return {}
-    return {"speculative_method": "mtp", "speculative_tokens": s.draft_tokens, "acceptance_rate": s.acceptance_rate,
-            "tokens_per_step": tokens_per_round(s.acceptance_rate, s.draft_tokens)}
+    return {
+        "speculative_method": "mtp",
+        "speculative_tokens": s.draft_tokens,
+        "acceptance_rate": s.acceptance_rate,
+        "tokens_per_step": tokens_per_round(s.acceptance_rate, s.draft_tokens),
+    }
 
 
 def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
     spec = plan.spec
-    result = search_serving(_request(spec, plan.model, spec.precision, spec.serve.engine, spec.cluster.gpu_choices, spec.serve.slo, catalog), catalog.gpus)
+    result = search_serving(
+        _request(
+            spec, plan.model, spec.precision, spec.serve.engine, spec.cluster.gpu_choices, spec.serve.slo, catalog
+        ),
+        catalog.gpus,
+    )
     if result.chosen is None:
         raise InfeasiblePlan(serving_infeasible(result, ""))
     c = result.chosen
     hardware, serving, memory = _sections(spec, spec.serve.engine, spec.serve.slo, c, catalog)
-    return plan.model_copy(update={
-        "hardware": hardware, "parallelism": Parallelism(tp=c.tp, pp=c.pp, dp=c.replicas, framework=spec.serve.engine),
-        "memory_per_gpu_bytes": memory, "serving": serving,
-        "cost": Cost(usd_per_hour=c.usd_per_hour, usd_per_month=c.usd_per_month, usd_per_million_tokens=c.usd_per_million_tokens,
-                     budget_usd_per_month=spec.budget.usd_per_month, alert_at=spec.budget.alert_at),
-        "alternatives": [Alternative(description=a.description, usd=a.usd_per_month, seconds=a.latency_seconds, chosen=a == c) for a in result.pareto],
-        "rejected": [Rejection(description=d, reason=r) for d, r in rejection_rows(result.rejected, MAX_REJECTED)],
-        "decisions": plan.decisions + serving_decisions(spec, c, result.evaluated, hardware, vision=plan.model.architecture.kind in VISION_KINDS), "warnings": plan.warnings + [words(w) for w in result.warnings],
-        "search_evaluated": result.evaluated,
-    })
+    return plan.model_copy(
+        update={
+            "hardware": hardware,
+            "parallelism": Parallelism(tp=c.tp, pp=c.pp, dp=c.replicas, framework=spec.serve.engine),
+            "memory_per_gpu_bytes": memory,
+            "serving": serving,
+            "cost": Cost(
+                usd_per_hour=c.usd_per_hour,
+                usd_per_month=c.usd_per_month,
+                usd_per_million_tokens=c.usd_per_million_tokens,
+                budget_usd_per_month=spec.budget.usd_per_month,
+                alert_at=spec.budget.alert_at,
+            ),
+            "alternatives": [
+                Alternative(description=a.description, usd=a.usd_per_month, seconds=a.latency_seconds, chosen=a == c)
+                for a in result.pareto
+            ],
+            "rejected": [Rejection(description=d, reason=r) for d, r in rejection_rows(result.rejected, MAX_REJECTED)],
+            "decisions": plan.decisions
+            + serving_decisions(
+                spec, c, result.evaluated, hardware, vision=plan.model.architecture.kind in VISION_KINDS
+            ),
+            "warnings": plan.warnings + [words(w) for w in result.warnings],
+            "search_evaluated": result.evaluated,
+        }
+    )
 
 
 def _size_stages(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
     spec = plan.spec
     models = [model_info(stage.model, stage.name, catalog)[0] for stage in spec.serve.stages]
-    pipeline = size_pipeline(tuple(
-        PipelineStage(stage.name, _request(spec, model, stage.precision, stage.engine, stage.gpus or spec.cluster.gpu_choices,
-                                           stage.slo, catalog, stage.prompt_tokens, stage.output_tokens), stage.items_per_request)
-        for stage, model in zip(spec.serve.stages, models)), catalog.gpus, spec.serve.traffic.requests_per_second, spec.serve.traffic.peak_factor)
+    pipeline = size_pipeline(
+        tuple(
+            PipelineStage(
+                stage.name,
+                _request(
+                    spec,
+                    model,
+                    stage.precision,
+                    stage.engine,
+                    stage.gpus or spec.cluster.gpu_choices,
+                    stage.slo,
+                    catalog,
+                    stage.prompt_tokens,
+                    stage.output_tokens,
+                ),
+                stage.items_per_request,
+            )
+            for stage, model in zip(spec.serve.stages, models)
+        ),
+        catalog.gpus,
+        spec.serve.traffic.requests_per_second,
+        spec.serve.traffic.peak_factor,
+    )
     if pipeline.infeasible_reason:
         raise InfeasiblePlan(words(pipeline.infeasible_reason))
     stages, decisions, warnings, previous = [], list(plan.decisions), list(plan.warnings), ""
@@ -125,25 +235,48 @@ def _size_stages(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
     for (name, result), stage, model in zip(pipeline.stages, spec.serve.stages, models):
         c = result.chosen
         hardware, serving, memory = _sections(spec, stage.engine, stage.slo, c, catalog)
-        stages.append(Stage(name=name, model=model, hardware=hardware, serving=serving, memory_per_gpu_bytes=memory,
-                            usd_per_month=c.usd_per_month, gpus_per_last_stage_gpu=ratios[name],
-                            queue=f"{plan.name}-{previous}-to-{name}" if previous else ""))
-        decisions += serving_decisions(spec, c, result.evaluated, hardware, prefix=f"{name}: ", vision=model.architecture.kind in VISION_KINDS)
+        stages.append(
+            Stage(
+                name=name,
+                model=model,
+                hardware=hardware,
+                serving=serving,
+                memory_per_gpu_bytes=memory,
+                usd_per_month=c.usd_per_month,
+                gpus_per_last_stage_gpu=ratios[name],
+                queue=f"{plan.name}-{previous}-to-{name}" if previous else "",
+            )
+        )
+        decisions += serving_decisions(
+            spec, c, result.evaluated, hardware, prefix=f"{name}: ", vision=model.architecture.kind in VISION_KINDS
+        )
         warnings += [words(w) for w in result.warnings]
         previous = name
     decisions.append(stage_ratio_decision([(s.name, ratios[s.name]) for s in stages]))
     last = stages[-1]
     total_usd = pipeline.usd_per_month
-    return plan.model_copy(update={
-        "model": last.model, "hardware": last.hardware, "serving": last.serving, "memory_per_gpu_bytes": last.memory_per_gpu_bytes,
-        "parallelism": Parallelism(tp=last.serving.tp, pp=last.serving.pp, dp=last.serving.replicas, framework=last.serving.engine),
-        "stages": stages,
-        "cost": Cost(usd_per_hour=total_usd / HOURS_PER_MONTH, usd_per_month=total_usd, budget_usd_per_month=spec.budget.usd_per_month,
-                     usd_per_million_tokens=_usd_per_million_output_tokens(total_usd / HOURS_PER_MONTH, last.serving, spec),
-                     alert_at=spec.budget.alert_at),
-        "decisions": decisions, "warnings": warnings,
-        "search_evaluated": sum(r.evaluated for _, r in pipeline.stages),
-    })
+    return plan.model_copy(
+        update={
+            "model": last.model,
+            "hardware": last.hardware,
+            "serving": last.serving,
+            "memory_per_gpu_bytes": last.memory_per_gpu_bytes,
+            "parallelism": Parallelism(
+                tp=last.serving.tp, pp=last.serving.pp, dp=last.serving.replicas, framework=last.serving.engine
+            ),
+            "stages": stages,
+            "cost": Cost(
+                usd_per_hour=total_usd / HOURS_PER_MONTH,
+                usd_per_month=total_usd,
+                budget_usd_per_month=spec.budget.usd_per_month,
+                usd_per_million_tokens=_usd_per_million_output_tokens(total_usd / HOURS_PER_MONTH, last.serving, spec),
+                alert_at=spec.budget.alert_at,
+            ),
+            "decisions": decisions,
+            "warnings": warnings,
+            "search_evaluated": sum(r.evaluated for _, r in pipeline.stages),
+        }
+    )
 
 
 LLM_ENGINES = ("vllm", "tgi")
@@ -154,15 +287,22 @@ def _usd_per_million_output_tokens(usd_per_hour: float, last: Serving, spec: Pla
     """The whole service's cost per million tokens the last stage generates at average traffic (0 when it
     generates none: a vision-only service)."""
     stage = spec.serve.stages[-1]
-    tokens_per_hour = spec.serve.traffic.requests_per_second * (stage.output_tokens or spec.serve.traffic.output_tokens) * 3600
+    tokens_per_hour = (
+        spec.serve.traffic.requests_per_second * (stage.output_tokens or spec.serve.traffic.output_tokens) * 3600
+    )
     return usd_per_hour / (tokens_per_hour / 1e6) if last.tpot_seconds and tokens_per_hour else 0.0
 
 
 def _check_engine(engine: str, model: ModelInfo, precisions: list[str], where: str) -> None:
     """Engines that cannot run a model make the plan infeasible, said plainly (not a crash in a target)."""
     if engine in LLM_ENGINES and model.architecture.kind != "decoder":
-        raise InfeasiblePlan(words(because("engine-serves-decoders", where=where, engine=engine, model=model.name,
-                                           kind=model.architecture.kind)))
+        raise InfeasiblePlan(
+            words(
+                because(
+                    "engine-serves-decoders", where=where, engine=engine, model=model.name, kind=model.architecture.kind
+                )
+            )
+        )
     if engine == "tgi" and "fp32" in precisions:
         raise InfeasiblePlan(words(because("tgi-no-fp32", where=where)))
     if "fp32" in precisions:  # sizing.serve_memory / serve_latency have no fp32 weights, KV cache or matmul rate
@@ -175,7 +315,12 @@ def size_serving(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         return plan
     if plan.spec.serve.stages:
         for stage in plan.spec.serve.stages:
-            _check_engine(stage.engine, model_info(stage.model, stage.name, catalog)[0], plan.spec.serve.precisions or [stage.precision], f"stage {stage.name}: ")
+            _check_engine(
+                stage.engine,
+                model_info(stage.model, stage.name, catalog)[0],
+                plan.spec.serve.precisions or [stage.precision],
+                f"stage {stage.name}: ",
+            )
     else:
         _check_engine(plan.spec.serve.engine, plan.model, plan.spec.serve.precisions or [plan.spec.precision], "")
     if plan.spec.serve.stages:

@@ -6,10 +6,20 @@ import math
 from dataclasses import replace
 
 from ..catalog.catalog import Catalog
-from ..catalog.types import Architecture
 from ..catalog.params import count_params
+from ..catalog.types import Architecture
 from ..diagnostics import FieldRefused, InfeasiblePlan
-from ..resolved import Alternative, Cost, Decision, Hardware, MemoryPerGpu, Parallelism, Rejection, ResolvedPlan, Training
+from ..resolved import (
+    Alternative,
+    Cost,
+    Decision,
+    Hardware,
+    MemoryPerGpu,
+    Parallelism,
+    Rejection,
+    ResolvedPlan,
+    Training,
+)
 from ..sizing.reasons import because
 from ..sizing.train_memory import EAGER_LOSS_LAUNCH_KINDS, MemoryOptions, loss_for
 from ..sizing.training import TrainRequest, search_training
@@ -99,31 +109,65 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
     arch = plan.model.architecture
     links = catalog.site_links
     return TrainRequest(
-        site_intra_node=(links.gpu, links.intra_node_fraction) if links and links.intra_node_fraction is not None else None,
-        inter_node_fraction=links.inter_node_fraction if links and links.interconnect == spec.cluster.interconnect else None,
-        arch=arch, params=count_params(arch), precision=spec.precision, optimizer=train.optimizer,
-        method=train.method, lora_rank=train.lora.rank, lora_targets=tuple(train.lora.targets),
-        tokens=train.total_tokens, seq_len=train.seq_len, global_batch_sequences=_global_batch_sequences(plan),
-        framework=train.framework, deadline_seconds=train.deadline, budget_usd=spec.budget.usd,
-        gpu_ids=_gpu_choices(plan, catalog), gpu_count=spec.cluster.count, gpus_per_node=spec.cluster.gpus_per_node,
-        max_gpus=spec.cluster.max_gpus, pricing=spec.cluster.pricing,
-        interconnect=catalog.interconnects[spec.cluster.interconnect], storage=catalog.storage[spec.cluster.storage],
-        pins={"tp": pins.tp, "pp": pins.pp, "dp": pins.dp, "zero_stage": pins.zero_stage,
-              "micro_batch": pins.micro_batch, "recompute": pins.recompute, "offload": pins.offload, "cp": pins.cp,
-              "ep": pins.ep, "vp": pins.vp, "pp_first_stage_layers": pins.pp_first_stage_layers,
-              "pp_last_stage_layers": pins.pp_last_stage_layers,
-              "pp_stage_layers": tuple(pins.pp_stage_layers) if pins.pp_stage_layers else None,
-              "shard_group": pins.shard_group_gpus, "ep_overlap": pins.ep_overlap},
-        optimize="cost" if spec.optimize == "cost" else "time", mtbf_gpu_hours=train.mtbf_gpu_hours,
-        flash_attention=train.flash_attention, bytes_per_token=train.bytes_per_token,
-        gate_factor=gate_factor(catalog, spec.workload, train.gate_quantile, arch), gate_quantile=train.gate_quantile.upper(),
+        site_intra_node=(links.gpu, links.intra_node_fraction)
+        if links and links.intra_node_fraction is not None
+        else None,
+        inter_node_fraction=links.inter_node_fraction
+        if links and links.interconnect == spec.cluster.interconnect
+        else None,
+        arch=arch,
+        params=count_params(arch),
+        precision=spec.precision,
+        optimizer=train.optimizer,
+        method=train.method,
+        lora_rank=train.lora.rank,
+        lora_targets=tuple(train.lora.targets),
+        tokens=train.total_tokens,
+        seq_len=train.seq_len,
+        global_batch_sequences=_global_batch_sequences(plan),
+        framework=train.framework,
+        deadline_seconds=train.deadline,
+        budget_usd=spec.budget.usd,
+        gpu_ids=_gpu_choices(plan, catalog),
+        gpu_count=spec.cluster.count,
+        gpus_per_node=spec.cluster.gpus_per_node,
+        max_gpus=spec.cluster.max_gpus,
+        pricing=spec.cluster.pricing,
+        interconnect=catalog.interconnects[spec.cluster.interconnect],
+        storage=catalog.storage[spec.cluster.storage],
+        pins={
+            "tp": pins.tp,
+            "pp": pins.pp,
+            "dp": pins.dp,
+            "zero_stage": pins.zero_stage,
+            "micro_batch": pins.micro_batch,
+            "recompute": pins.recompute,
+            "offload": pins.offload,
+            "cp": pins.cp,
+            "ep": pins.ep,
+            "vp": pins.vp,
+            "pp_first_stage_layers": pins.pp_first_stage_layers,
+            "pp_last_stage_layers": pins.pp_last_stage_layers,
+            "pp_stage_layers": tuple(pins.pp_stage_layers) if pins.pp_stage_layers else None,
+            "shard_group": pins.shard_group_gpus,
+            "ep_overlap": pins.ep_overlap,
+        },
+        optimize="cost" if spec.optimize == "cost" else "time",
+        mtbf_gpu_hours=train.mtbf_gpu_hours,
+        flash_attention=train.flash_attention,
+        bytes_per_token=train.bytes_per_token,
+        gate_factor=gate_factor(catalog, spec.workload, train.gate_quantile, arch),
+        gate_quantile=train.gate_quantile.upper(),
         memory_factor=memory_factor(catalog, train.method, train.memory_quantile),
-        memory=MemoryOptions(master_weights=train.master_weights, loss=loss_for(train.loss, train.method),
-                             eager_loss=train.entrypoint.kind in EAGER_LOSS_LAUNCH_KINDS,
-                             optimizer_in_backward=train.optimizer_in_backward,
-                             activation_offload=train.activation_offload,
-                             reshard_after_forward=train.reshard_after_forward,
-                             expandable_segments=train.expandable_segments),
+        memory=MemoryOptions(
+            master_weights=train.master_weights,
+            loss=loss_for(train.loss, train.method),
+            eager_loss=train.entrypoint.kind in EAGER_LOSS_LAUNCH_KINDS,
+            optimizer_in_backward=train.optimizer_in_backward,
+            activation_offload=train.activation_offload,
+            reshard_after_forward=train.reshard_after_forward,
+            expandable_segments=train.expandable_segments,
+        ),
     )
 
 
@@ -137,12 +181,15 @@ CP_CHUNKS_PER_RANK = 2
 def refuse_uneven_cp(plan: ResolvedPlan) -> None:
     cp, seq_len = plan.spec.parallelism.cp, plan.spec.train.seq_len
     if cp and cp > 1 and seq_len % (CP_CHUNKS_PER_RANK * cp):
-        raise FieldRefused(("parallelism", "cp"),
-                           f"context parallelism {cp} cuts each sequence into {CP_CHUNKS_PER_RANK}·CP = "
-                           f"{CP_CHUNKS_PER_RANK * cp} equal chunks, and train.seq_len {seq_len} is not a multiple of "
-                           f"{CP_CHUNKS_PER_RANK * cp} (Megatron-LM's validate_args asserts seq-length % (2 × "
-                           "context-parallel-size) == 0); pin a CP whose 2·CP divides the sequence length, or leave cp "
-                           "to the search", "cp-sequence-split")
+        raise FieldRefused(
+            ("parallelism", "cp"),
+            f"context parallelism {cp} cuts each sequence into {CP_CHUNKS_PER_RANK}·CP = "
+            f"{CP_CHUNKS_PER_RANK * cp} equal chunks, and train.seq_len {seq_len} is not a multiple of "
+            f"{CP_CHUNKS_PER_RANK * cp} (Megatron-LM's validate_args asserts seq-length % (2 × "
+            "context-parallel-size) == 0); pin a CP whose 2·CP divides the sequence length, or leave cp "
+            "to the search",
+            "cp-sequence-split",
+        )
 
 
 def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
@@ -150,8 +197,16 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     if plan.workload == "serve":
         return plan
     if plan.spec.train.method != "full" and plan.model.architecture.kind == "cnn":
-        raise InfeasiblePlan(words(because("adapters-need-transformer", method=plan.spec.train.method,
-                                           targets=tuple(plan.spec.train.lora.targets), model=plan.model.name)))
+        raise InfeasiblePlan(
+            words(
+                because(
+                    "adapters-need-transformer",
+                    method=plan.spec.train.method,
+                    targets=tuple(plan.spec.train.lora.targets),
+                    model=plan.model.name,
+                )
+            )
+        )
     refuse_uneven_cp(plan)
     arch = plan.model.architecture
     request = request_for(plan, catalog)
@@ -162,62 +217,145 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     gpu = catalog.gpus[c.gpu_id]
     m = c.memory
     hardware = Hardware(
-        gpu=c.gpu_id, gpus=c.gpus, nodes=c.nodes, gpus_per_node=c.gpus_per_node, gpu_memory_bytes=gpu.memory_bytes,
-        interconnect=spec.cluster.interconnect, storage=spec.cluster.storage, pricing=spec.cluster.pricing,
-        usd_per_gpu_hour=gpu.price_usd_per_gpu_hour[spec.cluster.pricing], gpu_spec=gpu,
+        gpu=c.gpu_id,
+        gpus=c.gpus,
+        nodes=c.nodes,
+        gpus_per_node=c.gpus_per_node,
+        gpu_memory_bytes=gpu.memory_bytes,
+        interconnect=spec.cluster.interconnect,
+        storage=spec.cluster.storage,
+        pricing=spec.cluster.pricing,
+        usd_per_gpu_hour=gpu.price_usd_per_gpu_hour[spec.cluster.pricing],
+        gpu_spec=gpu,
     )
     parallelism = Parallelism(
-        tp=c.tp, pp=c.pp, dp=c.dp, zero_stage=c.zero_stage, micro_batch=c.micro_batch, grad_accum=c.grad_accum,
-        global_batch=c.micro_batch * c.grad_accum * c.dp, recompute=c.recompute, sequence_parallel=c.sequence_parallel,
-        offload_optimizer=c.offload_optimizer, offload_params=c.offload_params, framework=c.framework,
-        cp=c.cp, ep=c.ep, vp=c.vp, pp_stage_layers=list(c.pp_stage_layers), shard_group_gpus=c.shard_group,
+        tp=c.tp,
+        pp=c.pp,
+        dp=c.dp,
+        zero_stage=c.zero_stage,
+        micro_batch=c.micro_batch,
+        grad_accum=c.grad_accum,
+        global_batch=c.micro_batch * c.grad_accum * c.dp,
+        recompute=c.recompute,
+        sequence_parallel=c.sequence_parallel,
+        offload_optimizer=c.offload_optimizer,
+        offload_params=c.offload_params,
+        framework=c.framework,
+        cp=c.cp,
+        ep=c.ep,
+        vp=c.vp,
+        pp_stage_layers=list(c.pp_stage_layers),
+        shard_group_gpus=c.shard_group,
         ep_overlap=c.ep_overlap,
     )
-    memory = MemoryPerGpu(weights=m.weights, gradients=m.gradients, optimizer=m.optimizer, activations=m.activations,
-                          other=m.other, total=m.total, usable=c.usable_memory_bytes, cpu_offload=m.cpu_offload_bytes,
-                          allocated=m.allocated, reserved=m.reserved)
+    memory = MemoryPerGpu(
+        weights=m.weights,
+        gradients=m.gradients,
+        optimizer=m.optimizer,
+        activations=m.activations,
+        other=m.other,
+        total=m.total,
+        usable=c.usable_memory_bytes,
+        cpu_offload=m.cpu_offload_bytes,
+        allocated=m.allocated,
+        reserved=m.reserved,
+    )
     tokens = spec.train.total_tokens
     s = c.step
     training = Training(
-        tokens=tokens, seq_len=spec.train.seq_len, flops_per_token=c.flops_per_token_model, flops_total=c.flops_total,
-        steps=c.steps, step_seconds=s.total, step_compute_seconds=s.compute, step_tp_comm_seconds=s.tp_comm,
-        step_pp_bubble_seconds=s.pp_bubble, step_dp_comm_seconds=s.dp_comm_exposed, step_matmul_seconds=s.matmul,
-        step_attention_seconds=s.attention, step_memory_bound_seconds=s.memory_bound, step_weight_traffic_seconds=s.weights,
-        step_optimizer_seconds=s.optimizer + s.offload, mfu=c.mfu, hfu=c.hfu,
-        tokens_per_second=c.tokens_per_second, wall_seconds=c.wall_seconds, gpu_hours=c.gpu_hours, goodput=c.goodput,
-        deadline_seconds=spec.train.deadline, checkpoint_bytes=c.checkpoint_bytes,
-        checkpoint_write_seconds=c.checkpoint_write_seconds, checkpoint_interval_seconds=c.checkpoint_interval_seconds,
-        checkpoint_keep=spec.train.checkpoint.keep, checkpoint_dir=spec.train.checkpoint.dir,
+        tokens=tokens,
+        seq_len=spec.train.seq_len,
+        flops_per_token=c.flops_per_token_model,
+        flops_total=c.flops_total,
+        steps=c.steps,
+        step_seconds=s.total,
+        step_compute_seconds=s.compute,
+        step_tp_comm_seconds=s.tp_comm,
+        step_pp_bubble_seconds=s.pp_bubble,
+        step_dp_comm_seconds=s.dp_comm_exposed,
+        step_matmul_seconds=s.matmul,
+        step_attention_seconds=s.attention,
+        step_memory_bound_seconds=s.memory_bound,
+        step_weight_traffic_seconds=s.weights,
+        step_optimizer_seconds=s.optimizer + s.offload,
+        mfu=c.mfu,
+        hfu=c.hfu,
+        tokens_per_second=c.tokens_per_second,
+        wall_seconds=c.wall_seconds,
+        gpu_hours=c.gpu_hours,
+        goodput=c.goodput,
+        deadline_seconds=spec.train.deadline,
+        checkpoint_bytes=c.checkpoint_bytes,
+        checkpoint_write_seconds=c.checkpoint_write_seconds,
+        checkpoint_interval_seconds=c.checkpoint_interval_seconds,
+        checkpoint_keep=spec.train.checkpoint.keep,
+        checkpoint_dir=spec.train.checkpoint.dir,
         dataset_read_bytes_per_second=c.dataset_read_bytes_per_second,
-        allreduce_bytes_per_step=c.allreduce_bytes_per_step, network_bytes_per_second_needed=c.network_bytes_per_second_needed,
-        step_cp_comm_seconds=s.cp_comm, step_ep_comm_seconds=s.ep_comm, step_pp_p2p_seconds=s.pp_p2p,
-        whole_run_failures_share=c.whole_run.failures, whole_run_checkpoints_share=c.whole_run.checkpoints,
-        whole_run_stragglers_share=c.whole_run.stragglers, whole_run_evaluation_share=c.whole_run.evaluation,
+        allreduce_bytes_per_step=c.allreduce_bytes_per_step,
+        network_bytes_per_second_needed=c.network_bytes_per_second_needed,
+        step_cp_comm_seconds=s.cp_comm,
+        step_ep_comm_seconds=s.ep_comm,
+        step_pp_p2p_seconds=s.pp_p2p,
+        whole_run_failures_share=c.whole_run.failures,
+        whole_run_checkpoints_share=c.whole_run.checkpoints,
+        whole_run_stragglers_share=c.whole_run.stragglers,
+        whole_run_evaluation_share=c.whole_run.evaluation,
     )
-    cost = Cost(usd_per_hour=c.gpus * hardware.usd_per_gpu_hour, usd_total=c.cost_usd,
-                usd_per_million_tokens=c.cost_usd / tokens * 1e6, budget_usd=spec.budget.usd, alert_at=spec.budget.alert_at)
-    alternatives = [Alternative(description=a.description, usd=a.cost_usd, seconds=a.wall_seconds, chosen=a == c) for a in result.pareto]
+    cost = Cost(
+        usd_per_hour=c.gpus * hardware.usd_per_gpu_hour,
+        usd_total=c.cost_usd,
+        usd_per_million_tokens=c.cost_usd / tokens * 1e6,
+        budget_usd=spec.budget.usd,
+        alert_at=spec.budget.alert_at,
+    )
+    alternatives = [
+        Alternative(description=a.description, usd=a.cost_usd, seconds=a.wall_seconds, chosen=a == c)
+        for a in result.pareto
+    ]
     if not any(a.chosen for a in alternatives):
         alternatives.append(Alternative(description=c.description, usd=c.cost_usd, seconds=c.wall_seconds, chosen=True))
-    decisions = training_decisions(spec, c, result.evaluated, hardware, parallelism,
-                                   spec.train.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS,
-                                   gate=(gate_factor(ctx.catalog, spec.workload, spec.train.gate_quantile, arch),
-                                         ctx.catalog.residuals[time_family(spec.workload, arch)].rows,
-                                         time_family(spec.workload, arch)),
-                                   memory=(memory_factor(ctx.catalog, spec.train.method, spec.train.memory_quantile),
-                                           memory_source(ctx.catalog, spec.train.method, spec.train.memory_quantile)))
-    return plan.model_copy(update={
-        "hardware": hardware, "parallelism": parallelism, "memory_per_gpu_bytes": memory, "training": training,
-        "cost": cost, "alternatives": alternatives,
-        "rejected": [Rejection(description=d, reason=r) for d, r in rejection_rows(result.rejected)],
-        "decisions": plan.decisions + decisions + links_decision(request, c, catalog, ctx), "warnings": plan.warnings + [words(w) for w in result.warnings],
-        "search_evaluated": result.evaluated,
-    })
+    decisions = training_decisions(
+        spec,
+        c,
+        result.evaluated,
+        hardware,
+        parallelism,
+        spec.train.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS,
+        gate=(
+            gate_factor(ctx.catalog, spec.workload, spec.train.gate_quantile, arch),
+            ctx.catalog.residuals[time_family(spec.workload, arch)].rows,
+            time_family(spec.workload, arch),
+        ),
+        memory=(
+            memory_factor(ctx.catalog, spec.train.method, spec.train.memory_quantile),
+            memory_source(ctx.catalog, spec.train.method, spec.train.memory_quantile),
+        ),
+    )
+    return plan.model_copy(
+        update={
+            "hardware": hardware,
+            "parallelism": parallelism,
+            "memory_per_gpu_bytes": memory,
+            "training": training,
+            "cost": cost,
+            "alternatives": alternatives,
+            "rejected": [Rejection(description=d, reason=r) for d, r in rejection_rows(result.rejected)],
+            "decisions": plan.decisions + decisions + links_decision(request, c, catalog, ctx),
+            "warnings": plan.warnings + [words(w) for w in result.warnings],
+            "search_evaluated": result.evaluated,
+        }
+    )
 
 
 # the step's communication terms, as the report names them
-COMM_TERMS = (("dp_comm", "DP all-reduce"), ("dp_comm_exposed", "its exposed part"), ("tp_comm", "TP all-reduces"),
-              ("cp_comm", "CP K/V exchange"), ("ep_comm", "EP all-to-alls"), ("pp_p2p", "PP sends"))
+COMM_TERMS = (
+    ("dp_comm", "DP all-reduce"),
+    ("dp_comm_exposed", "its exposed part"),
+    ("tp_comm", "TP all-reduces"),
+    ("cp_comm", "CP K/V exchange"),
+    ("ep_comm", "EP all-to-alls"),
+    ("pp_p2p", "PP sends"),
+)
 
 
 def links_decision(request: TrainRequest, chosen, catalog: Catalog, ctx: PassContext) -> list[Decision]:
@@ -225,18 +363,30 @@ def links_decision(request: TrainRequest, chosen, catalog: Catalog, ctx: PassCon
     them (the same search without the site's shares) and as the site's do."""
     if request.site_intra_node is None and request.inter_node_fraction is None:
         return []
-    before = search_training(replace(request, site_intra_node=None, inter_node_fraction=None), catalog.gpus, ctx.searches).chosen
+    before = search_training(
+        replace(request, site_intra_node=None, inter_node_fraction=None), catalog.gpus, ctx.searches
+    ).chosen
     if before is None:
         return []
     old, new = before.step, chosen.step
-    terms = [f"{name} {_seconds(getattr(old, key))} → {_seconds(getattr(new, key))}"
-             for key, name in COMM_TERMS if getattr(old, key) or getattr(new, key)]
-    layout = ("" if before.description == chosen.description else
-              f"; the published shares chose {before.description}, the site's {chosen.description}")
-    return [Decision(topic="site interconnect shares in this plan",
-                     choice=f"step {_seconds(old.total)} → {_seconds(new.total)}",
-                     reason="communication predicted with the published link shares → with the site's measured ones "
-                            "(cluster.calibration): " + (", ".join(terms) or "no collective in this layout") + layout)]
+    terms = [
+        f"{name} {_seconds(getattr(old, key))} → {_seconds(getattr(new, key))}"
+        for key, name in COMM_TERMS
+        if getattr(old, key) or getattr(new, key)
+    ]
+    layout = (
+        ""
+        if before.description == chosen.description
+        else f"; the published shares chose {before.description}, the site's {chosen.description}"
+    )
+    return [
+        Decision(
+            topic="site interconnect shares in this plan",
+            choice=f"step {_seconds(old.total)} → {_seconds(new.total)}",
+            reason="communication predicted with the published link shares → with the site's measured ones "
+            "(cluster.calibration): " + (", ".join(terms) or "no collective in this layout") + layout,
+        )
+    ]
 
 
 def _seconds(value: float) -> str:

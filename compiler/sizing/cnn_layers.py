@@ -24,7 +24,7 @@ an activation, a residual add. How many of those run as kernels of their own is 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -61,13 +61,29 @@ class Layer:
 FUSIONS = ("tensorrt", "onnxruntime", "eager")
 
 
-def conv(side_in: int, c_in: int, c_out: int, kernel: int, stride: int = 1, groups: int = 1,
-         residual: bool = False, batch_norm: bool = True, activation: bool = True) -> tuple[Layer, int]:
+def conv(
+    side_in: int,
+    c_in: int,
+    c_out: int,
+    kernel: int,
+    stride: int = 1,
+    groups: int = 1,
+    residual: bool = False,
+    batch_norm: bool = True,
+    activation: bool = True,
+) -> tuple[Layer, int]:
     """A 'same'-padded convolution; returns the layer and its output side."""
     side_out = -(-side_in // stride)
     weights = kernel * kernel * (c_in // groups) * c_out
-    layer = Layer(weights * side_out * side_out, weights, side_in * side_in * c_in,
-                  side_out * side_out * c_out, side_out * side_out * c_out if residual else 0, batch_norm, activation)
+    layer = Layer(
+        weights * side_out * side_out,
+        weights,
+        side_in * side_in * c_in,
+        side_out * side_out * c_out,
+        side_out * side_out * c_out if residual else 0,
+        batch_norm,
+        activation,
+    )
     return layer, side_out
 
 
@@ -81,7 +97,9 @@ def resnet50(image_side: int = 224, classes: int = 1000) -> tuple[Layer, ...]:
     layers: list[Layer] = []
     stem, side = conv(image_side, 3, 64, 7, 2)
     layers.append(stem)
-    layers.append(Layer(9 * (side // 2) ** 2 * 64, 0, side * side * 64, (side // 2) ** 2 * 64, batch_norm=False, activation=False))
+    layers.append(
+        Layer(9 * (side // 2) ** 2 * 64, 0, side * side * 64, (side // 2) ** 2 * 64, batch_norm=False, activation=False)
+    )
     side, c_in = side // 2, 64
     for blocks, mid, out, stride in ((3, 64, 256, 1), (4, 128, 512, 2), (6, 256, 1024, 2), (3, 512, 2048, 2)):
         for block in range(blocks):
@@ -103,7 +121,15 @@ def mobilenet_v2(image_side: int = 224, classes: int = 1000) -> tuple[Layer, ...
     stem, side = conv(image_side, 3, 32, 3, 2)
     layers.append(stem)
     c_in = 32
-    for t, c, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)):
+    for t, c, n, s in (
+        (1, 16, 1, 1),
+        (6, 24, 2, 2),
+        (6, 32, 3, 2),
+        (6, 64, 4, 2),
+        (6, 96, 3, 1),
+        (6, 160, 3, 2),
+        (6, 320, 1, 1),
+    ):
         for j in range(n):
             stride = s if j == 0 else 1
             hidden = c_in * t
@@ -161,24 +187,40 @@ def _c2psa(side: int, c1: int) -> list[Layer]:
     qkv_out = c + 2 * key_dim * heads
     scores = heads * tokens * tokens
     # q·kᵀ and attention·v over side² tokens; the scores are written, soft-maxed and read back
-    attention = Layer(scores * (key_dim + c // heads), 0, tokens * qkv_out, tokens * c + 2 * scores,
-                      batch_norm=False, activation=False)
-    return [conv(side, c1, 2 * c, 1)[0], conv(side, c, qkv_out, 1, activation=False)[0],
-            attention, conv(side, c, c, 3, groups=c, activation=False)[0],
-            conv(side, c, c, 1, residual=True, activation=False)[0],
-            conv(side, c, 2 * c, 1)[0], conv(side, 2 * c, c, 1, residual=True, activation=False)[0],
-            conv(side, 2 * c, c1, 1)[0]]
+    attention = Layer(
+        scores * (key_dim + c // heads),
+        0,
+        tokens * qkv_out,
+        tokens * c + 2 * scores,
+        batch_norm=False,
+        activation=False,
+    )
+    return [
+        conv(side, c1, 2 * c, 1)[0],
+        conv(side, c, qkv_out, 1, activation=False)[0],
+        attention,
+        conv(side, c, c, 3, groups=c, activation=False)[0],
+        conv(side, c, c, 1, residual=True, activation=False)[0],
+        conv(side, c, 2 * c, 1)[0],
+        conv(side, 2 * c, c, 1, residual=True, activation=False)[0],
+        conv(side, 2 * c, c1, 1)[0],
+    ]
 
 
 def _detect(sides: tuple[int, ...], channels: tuple[int, ...], classes: int, reg_max: int = 16) -> list[Layer]:
     box, cls = max(16, channels[0] // 4, 4 * reg_max), max(channels[0], min(classes, 100))
     layers: list[Layer] = []
     for side, x in zip(sides, channels):  # per level: box branch (cv2), class branch (cv3, depthwise-separable)
-        layers += [conv(side, x, box, 3)[0], conv(side, box, box, 3)[0],
-                   conv(side, box, 4 * reg_max, 1, batch_norm=False, activation=False)[0],
-                   conv(side, x, x, 3, groups=x)[0], conv(side, x, cls, 1)[0],
-                   conv(side, cls, cls, 3, groups=cls)[0], conv(side, cls, cls, 1)[0],
-                   conv(side, cls, classes, 1, batch_norm=False, activation=False)[0]]
+        layers += [
+            conv(side, x, box, 3)[0],
+            conv(side, box, box, 3)[0],
+            conv(side, box, 4 * reg_max, 1, batch_norm=False, activation=False)[0],
+            conv(side, x, x, 3, groups=x)[0],
+            conv(side, x, cls, 1)[0],
+            conv(side, cls, cls, 3, groups=cls)[0],
+            conv(side, cls, cls, 1)[0],
+            conv(side, cls, classes, 1, batch_norm=False, activation=False)[0],
+        ]
     return layers
 
 
@@ -187,27 +229,40 @@ def yolo11(width: float, image_side: int = 640, classes: int = 80) -> tuple[Laye
     w = lambda c: _width(c, width)  # noqa: E731
     p1 = image_side // 2
     p2, p3, p4, p5 = p1 // 2, p1 // 4, p1 // 8, p1 // 16
-    layers = [conv(image_side, 3, w(64), 3, 2)[0], conv(p1, w(64), w(128), 3, 2)[0],
-              *_c3k2(p2, w(128), w(256), False, 0.25), conv(p2, w(256), w(256), 3, 2)[0],
-              *_c3k2(p3, w(256), w(512), False, 0.25), conv(p3, w(512), w(512), 3, 2)[0],
-              *_c3k2(p4, w(512), w(512), True), conv(p4, w(512), w(1024), 3, 2)[0],
-              *_c3k2(p5, w(1024), w(1024), True), *_sppf(p5, w(1024), w(1024)), *_c2psa(p5, w(1024)),
-              _memory_op(p5 * p5 * w(1024), p4 * p4 * w(1024)),
-              *_c3k2(p4, w(1024) + w(512), w(512), False),
-              _memory_op(p4 * p4 * w(512), p3 * p3 * w(512)),
-              *_c3k2(p3, w(512) + w(512), w(256), False), conv(p3, w(256), w(256), 3, 2)[0],
-              *_c3k2(p4, w(256) + w(512), w(512), False), conv(p4, w(512), w(512), 3, 2)[0],
-              *_c3k2(p5, w(512) + w(1024), w(1024), True),
-              *_detect((p3, p4, p5), (w(256), w(512), w(1024)), classes)]
+    layers = [
+        conv(image_side, 3, w(64), 3, 2)[0],
+        conv(p1, w(64), w(128), 3, 2)[0],
+        *_c3k2(p2, w(128), w(256), False, 0.25),
+        conv(p2, w(256), w(256), 3, 2)[0],
+        *_c3k2(p3, w(256), w(512), False, 0.25),
+        conv(p3, w(512), w(512), 3, 2)[0],
+        *_c3k2(p4, w(512), w(512), True),
+        conv(p4, w(512), w(1024), 3, 2)[0],
+        *_c3k2(p5, w(1024), w(1024), True),
+        *_sppf(p5, w(1024), w(1024)),
+        *_c2psa(p5, w(1024)),
+        _memory_op(p5 * p5 * w(1024), p4 * p4 * w(1024)),
+        *_c3k2(p4, w(1024) + w(512), w(512), False),
+        _memory_op(p4 * p4 * w(512), p3 * p3 * w(512)),
+        *_c3k2(p3, w(512) + w(512), w(256), False),
+        conv(p3, w(256), w(256), 3, 2)[0],
+        *_c3k2(p4, w(256) + w(512), w(512), False),
+        conv(p4, w(512), w(512), 3, 2)[0],
+        *_c3k2(p5, w(512) + w(1024), w(1024), True),
+        *_detect((p3, p4, p5), (w(256), w(512), w(1024)), classes),
+    ]
     return tuple(layers)
 
 
-TABLES = {"resnet-50": resnet50, "mobilenet-v2": mobilenet_v2,
-          "yolo11n": lambda side, classes: yolo11(0.25, side, classes),
-          "yolo11s": lambda side, classes: yolo11(0.50, side, classes)}
+TABLES = {
+    "resnet-50": resnet50,
+    "mobilenet-v2": mobilenet_v2,
+    "yolo11n": lambda side, classes: yolo11(0.25, side, classes),
+    "yolo11s": lambda side, classes: yolo11(0.50, side, classes),
+}
 
 
-@lru_cache(maxsize=None)
+@cache
 def layer_table(name: str, image_side: int, classes: int) -> tuple[Layer, ...]:
     return TABLES[name](image_side, classes)
 

@@ -94,8 +94,14 @@ def stored_elements_per_item(layers: tuple[Layer, ...]) -> int:
     return total
 
 
-def training_batch_time(layers: tuple[Layer, ...], batch: int, rate_flops_per_second: float,
-                        bandwidth_bytes_per_second: float, element_bytes: float, transpose: bool) -> CnnTrainTime:
+def training_batch_time(
+    layers: tuple[Layer, ...],
+    batch: int,
+    rate_flops_per_second: float,
+    bandwidth_bytes_per_second: float,
+    element_bytes: float,
+    transpose: bool,
+) -> CnnTrainTime:
     """Forward and backward of `batch` images, kernel by kernel."""
     convolution = elementwise = compute = traffic = 0.0
     bound = kernels = 0

@@ -25,8 +25,14 @@ if TYPE_CHECKING:
 ACTIVATION_BYTES = 2  # bf16/fp16 hidden states (serve_memory.ACTIVATION_BYTES)
 
 
-def expert_exchange_seconds(arch: Architecture, dp: int, rank_tokens: float, stage_layers: int,
-                            link_bytes_per_second: float, latency_seconds: float) -> float:
+def expert_exchange_seconds(
+    arch: Architecture,
+    dp: int,
+    rank_tokens: float,
+    stage_layers: int,
+    link_bytes_per_second: float,
+    latency_seconds: float,
+) -> float:
     """Per MoE layer on the GPU's stage, one all-gather of every rank's tokens' hidden states before the experts and
     one reduce-scatter after (vLLM's allgather_reducescatter backend). Each moves S = N·tokens·h·2 bytes in all and
     takes lat + S/B·(N−1)/N (nccl-tests PERFORMANCE.md: all-gather and reduce-scatter bus bandwidth = algbw·(n−1)/n).

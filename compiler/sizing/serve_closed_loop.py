@@ -23,8 +23,9 @@ from __future__ import annotations
 from .serve_latency import LoadPoint, ReplicaModel, decode_step, prefill_latency_seconds, prefill_occupancy_seconds
 
 
-def closed_loop_point(m: ReplicaModel, batch: int, *, prompt_tokens: int, output_tokens: int, chunk_tokens: int,
-                      clients: float) -> LoadPoint:
+def closed_loop_point(
+    m: ReplicaModel, batch: int, *, prompt_tokens: int, output_tokens: int, chunk_tokens: int, clients: float
+) -> LoadPoint:
     """The replica's latencies and request rate under `clients` closed-loop clients (at most `batch` run at once)."""
     running = max(1.0, min(float(batch), clients))
     step = decode_step(m, max(1, round(running)), prompt_tokens + output_tokens / 2)
@@ -36,6 +37,13 @@ def closed_loop_point(m: ReplicaModel, batch: int, *, prompt_tokens: int, output
     wait = max(0.0, clients - running) / rate
     ttft_p50 = wait + step.seconds + prefill
     tpot = step.seconds + others / output_tokens
-    return LoadPoint(arrival_rate=rate, utilization=running / batch, in_flight=running, ttft_p50_seconds=ttft_p50,
-                     ttft_p99_seconds=ttft_p50 + others, tpot_p50_seconds=tpot, tpot_p99_seconds=tpot,
-                     step_seconds=step.seconds)
+    return LoadPoint(
+        arrival_rate=rate,
+        utilization=running / batch,
+        in_flight=running,
+        ttft_p50_seconds=ttft_p50,
+        ttft_p99_seconds=ttft_p50 + others,
+        tpot_p50_seconds=tpot,
+        tpot_p99_seconds=tpot,
+        step_seconds=step.seconds,
+    )

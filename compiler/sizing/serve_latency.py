@@ -37,11 +37,14 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .serve_attention_dp import expert_exchange_seconds
-from .serve_speculative import tokens_per_round
 from .serve_memory import ACTIVATION_BYTES, WEIGHT_ELEMENT_BYTES, layers_per_stage, weight_bytes_per_param
+from .serve_speculative import tokens_per_round
 from .train_memory import activation_bytes_per_layer
 from .train_time import (
-    FORWARD_PASSES, FP8_GEMM_BANDWIDTH_FRACTION, INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION,
+    FORWARD_PASSES,
+    FP8_GEMM_BANDWIDTH_FRACTION,
+    INTER_NODE_ACHIEVABLE_FRACTION,
+    NVLINK_ACHIEVABLE_FRACTION,
     matmul_flops_per_second,
 )
 
@@ -168,7 +171,9 @@ class ReplicaModel:
     # None: the replica sits in one node and its stages talk over the GPU-to-GPU link.
     inter_node: Link | None = None
     dp: int = 1  # attention data-parallel ranks (serve_attention_dp.py): `batch` is the replica's, split over them
-    speculation: Speculation | None = None  # speculative decoding (serve_speculative.py): decode_step is per output token
+    speculation: Speculation | None = (
+        None  # speculative decoding (serve_speculative.py): decode_step is per output token
+    )
 
     @property
     def flops_per_second(self) -> float:
@@ -241,8 +246,10 @@ def expert_flops_per_second(m: ReplicaModel, tokens: float) -> float:
     if m.dtype != "fp8":
         return m.flops_per_second
     rows = tokens * m.arch.experts_per_token / m.arch.experts
-    fraction = next((f for least, f in reversed(FP8_GROUPED_GEMM_MATMUL_FRACTIONS) if rows >= least),
-                    FP8_GROUPED_GEMM_MATMUL_FRACTIONS[0][1])
+    fraction = next(
+        (f for least, f in reversed(FP8_GROUPED_GEMM_MATMUL_FRACTIONS) if rows >= least),
+        FP8_GROUPED_GEMM_MATMUL_FRACTIONS[0][1],
+    )
     return min(m.flops_per_second, m.gpu.peak_flops_per_second("fp8") * fraction)
 
 
@@ -323,15 +330,23 @@ def decode_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
     comm = 2 * m.arch.layers * allreduce_seconds(message, m.tp, m.link_bytes_per_second)
     if m.pp > 1:
         comm += m.pp * m.pp_link.seconds(message)
-    comm += m.pp * expert_exchange_seconds(m.arch, m.dp, micro, layers_per_stage(m.arch, m.pp), m.link_bytes_per_second,
-                                           COLLECTIVE_LATENCY_SECONDS)
+    comm += m.pp * expert_exchange_seconds(
+        m.arch, m.dp, micro, layers_per_stage(m.arch, m.pp), m.link_bytes_per_second, COLLECTIVE_LATENCY_SECONDS
+    )
     gemm = max(weight_s, gemm_flops_s) + max(expert_weight_s, expert_flops_s)
     attention = max(kv_s, attn_flops_s)
     elementwise = elementwise_seconds(m, batch)
     fixed = decode_fixed_seconds(m)
     memory_bound = weight_s + expert_weight_s >= gemm_flops_s + expert_flops_s
-    return StepTime(gemm + attention + comm + elementwise + fixed, gemm, attention, comm,
-                    "memory" if memory_bound else "compute", elementwise, fixed)
+    return StepTime(
+        gemm + attention + comm + elementwise + fixed,
+        gemm,
+        attention,
+        comm,
+        "memory" if memory_bound else "compute",
+        elementwise,
+        fixed,
+    )
 
 
 def decode_fixed_seconds(m: ReplicaModel) -> float:
@@ -346,8 +361,13 @@ def speculative_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
     plain = replace(m, speculation=None)
     verify = decode_step(plain, batch * (s.draft_tokens + 1), context)
     one_pass = decode_step(plain, batch, context)
-    draft_model = replace(plain, arch=s.draft_arch, params=s.draft_params, weights_bytes_per_gpu=s.draft_weights_bytes_per_gpu,
-                          kv_bytes_per_token_per_gpu=s.draft_kv_bytes_per_token_per_gpu)
+    draft_model = replace(
+        plain,
+        arch=s.draft_arch,
+        params=s.draft_params,
+        weights_bytes_per_gpu=s.draft_weights_bytes_per_gpu,
+        kv_bytes_per_token_per_gpu=s.draft_kv_bytes_per_token_per_gpu,
+    )
     draft = decode_step(draft_model, batch, context)
     per_token = 1 / tokens_per_round(s.acceptance_rate, s.draft_tokens)
     attention = one_pass.attention_seconds + s.draft_tokens * draft.attention_seconds
@@ -356,8 +376,15 @@ def speculative_step(m: ReplicaModel, batch: int, context: float) -> StepTime:
     elementwise = verify.elementwise_seconds + s.draft_tokens * draft.elementwise_seconds
     fixed = verify.fixed_seconds + s.draft_tokens * draft.fixed_seconds  # each layer run: the verify's and the drafts'
     total = gemm + attention + comm + elementwise + fixed  # as decode_step sums its kernel classes
-    return StepTime(total * per_token, gemm * per_token, attention * per_token, comm * per_token, verify.gemm_bound,
-                    elementwise * per_token, fixed * per_token)
+    return StepTime(
+        total * per_token,
+        gemm * per_token,
+        attention * per_token,
+        comm * per_token,
+        verify.gemm_bound,
+        elementwise * per_token,
+        fixed * per_token,
+    )
 
 
 def prefill_compute_seconds(m: ReplicaModel, tokens: int) -> float:
@@ -384,7 +411,11 @@ def prefill_comm_seconds(m: ReplicaModel, tokens: int, chunks: float) -> float:
     link = m.link_bytes_per_second
     comm = 0.0
     if m.tp > 1:
-        comm += 2 * m.arch.layers * (chunks * COLLECTIVE_LATENCY_SECONDS + allreduce_transfer_seconds(total_bytes, m.tp, link))
+        comm += (
+            2
+            * m.arch.layers
+            * (chunks * COLLECTIVE_LATENCY_SECONDS + allreduce_transfer_seconds(total_bytes, m.tp, link))
+        )
     if m.pp > 1:
         pp_link = m.pp_link
         comm += (m.pp - 1) * (chunks * pp_link.latency_seconds + total_bytes / pp_link.bytes_per_second)
@@ -442,7 +473,13 @@ class BatchPoint:
 
 
 def evaluate_batch(
-    m: ReplicaModel, batch: int, *, prompt_tokens: int, output_tokens: int, chunk_tokens: int, utilization: float,
+    m: ReplicaModel,
+    batch: int,
+    *,
+    prompt_tokens: int,
+    output_tokens: int,
+    chunk_tokens: int,
+    utilization: float,
 ) -> BatchPoint:
     context = prompt_tokens + output_tokens / 2  # average context a decode step attends to
     step = decode_step(m, batch, context)
@@ -456,9 +493,16 @@ def evaluate_batch(
     arrivals_p99 = arrivals + P99_Z * math.sqrt(arrivals)
     tpot = step.seconds + arrivals_p99 * occupancy / output_tokens
     return BatchPoint(
-        batch=batch, step=step, prefill_latency_seconds=prefill, prefill_occupancy_seconds=occupancy,
-        cycle_seconds=cycle, tokens_per_second=capacity * output_tokens, requests_per_second=capacity,
-        wait_p99_seconds=wait, ttft_p99_seconds=ttft, tpot_p99_seconds=tpot,
+        batch=batch,
+        step=step,
+        prefill_latency_seconds=prefill,
+        prefill_occupancy_seconds=occupancy,
+        cycle_seconds=cycle,
+        tokens_per_second=capacity * output_tokens,
+        requests_per_second=capacity,
+        wait_p99_seconds=wait,
+        ttft_p99_seconds=ttft,
+        tpot_p99_seconds=tpot,
     )
 
 
@@ -491,8 +535,9 @@ def mmc_wait_quantile_seconds(servers: int, utilization: float, service_seconds:
     return service_seconds * math.log(waiting / tail) / (servers * (1 - utilization))
 
 
-def operating_point(m: ReplicaModel, batch: int, *, prompt_tokens: int, output_tokens: int, chunk_tokens: int,
-               arrival_rate: float) -> LoadPoint:
+def operating_point(
+    m: ReplicaModel, batch: int, *, prompt_tokens: int, output_tokens: int, chunk_tokens: int, arrival_rate: float
+) -> LoadPoint:
     """The replica's latencies at λ = arrival_rate (below its capacity at max concurrency `batch`)."""
     context = prompt_tokens + output_tokens / 2
     full = decode_step(m, batch, context)
@@ -509,6 +554,13 @@ def operating_point(m: ReplicaModel, batch: int, *, prompt_tokens: int, output_t
         in_flight = min(float(batch), max(1.0, arrival_rate * (ttft_p50 + output_tokens * tpot_p50)))
     tpot_p99 = step.seconds + (arrivals + P99_Z * math.sqrt(arrivals)) * occupancy / output_tokens
     ttft_p99 = mmc_wait_quantile_seconds(batch, utilization, cycle, P99_TAIL) + step.seconds + prefill
-    return LoadPoint(arrival_rate=arrival_rate, utilization=utilization, in_flight=in_flight, ttft_p50_seconds=ttft_p50,
-                     ttft_p99_seconds=ttft_p99, tpot_p50_seconds=tpot_p50, tpot_p99_seconds=tpot_p99,
-                     step_seconds=step.seconds)
+    return LoadPoint(
+        arrival_rate=arrival_rate,
+        utilization=utilization,
+        in_flight=in_flight,
+        ttft_p50_seconds=ttft_p50,
+        ttft_p99_seconds=ttft_p99,
+        tpot_p50_seconds=tpot_p50,
+        tpot_p99_seconds=tpot_p99,
+        step_seconds=step.seconds,
+    )

@@ -40,8 +40,13 @@ def smallest_fit(req: ServeRequest, gpus: dict[str, GpuSpec]) -> tuple[int, str,
                     continue
                 mem = memory_for(req, gpu, precision, tp, pp, 1, chunk)
                 if mem.kv_cache_tokens >= req.context_len:
-                    fits.append((tp * pp, tp * pp * gpu.price_usd_per_gpu_hour.get(req.pricing, math.inf),
-                                 (tp * pp, gpu.id, tp, pp, precision)))
+                    fits.append(
+                        (
+                            tp * pp,
+                            tp * pp * gpu.price_usd_per_gpu_hour.get(req.pricing, math.inf),
+                            (tp * pp, gpu.id, tp, pp, precision),
+                        )
+                    )
                     break
     return min(fits)[2] if fits else None
 
@@ -61,7 +66,11 @@ def search_llm(req: ServeRequest, gpus: dict[str, GpuSpec]) -> ServeSearchResult
         for precision in req.precisions:
             dtype = compute_dtype(precision, gpu)
             if dtype is None:
-                rejected.append(ServeRejection(f"{gpu.id} {precision}", because("no-tensor-cores", gpu_name=gpu.name, precision=precision)))
+                rejected.append(
+                    ServeRejection(
+                        f"{gpu.id} {precision}", because("no-tensor-cores", gpu_name=gpu.name, precision=precision)
+                    )
+                )
                 continue
             fitted_without_pp = False
             for tp, pp in shapes:
@@ -80,14 +89,19 @@ def search_llm(req: ServeRequest, gpus: dict[str, GpuSpec]) -> ServeSearchResult
         warnings.append(because("int4-weight-only"))
     kept = tuple(rejected)
     if not candidates:
-        return ServeSearchResult(None, (), kept, evaluated, no_fit_reason(req, gpus, rejected, near), nearest_of(req, near),
-                                 tuple(warnings))
+        return ServeSearchResult(
+            None, (), kept, evaluated, no_fit_reason(req, gpus, rejected, near), nearest_of(req, near), tuple(warnings)
+        )
     chosen = min(candidates, key=lambda c: rank_key(req, c))
     pareto = pareto_front(candidates)
     if req.budget_usd_per_month is not None and chosen.usd_per_month > req.budget_usd_per_month:
         cheapest = min(candidates, key=lambda c: (c.usd_per_month, rank_key(req, c)))
-        reason = because("slo-config-over-budget", cheapest=cheapest.description, usd=cheapest.usd_per_month,
-                         budget=req.budget_usd_per_month)
+        reason = because(
+            "slo-config-over-budget",
+            cheapest=cheapest.description,
+            usd=cheapest.usd_per_month,
+            budget=req.budget_usd_per_month,
+        )
         if cheapest.usd_per_month <= req.budget_usd_per_month:
             chosen = cheapest
             warnings.append(because("latency-over-budget", cheapest=cheapest.description))
@@ -100,19 +114,24 @@ def search_llm(req: ServeRequest, gpus: dict[str, GpuSpec]) -> ServeSearchResult
 
 def nearest_of(req: ServeRequest, near: list[ServeCandidate]) -> ServeCandidate | None:
     def ratio(c: ServeCandidate) -> float:
-        return max(c.ttft_seconds / req.ttft_p99_seconds if req.ttft_p99_seconds else 0.0,
-                   c.tpot_seconds / req.tpot_p99_seconds if req.tpot_p99_seconds else 0.0)
+        return max(
+            c.ttft_seconds / req.ttft_p99_seconds if req.ttft_p99_seconds else 0.0,
+            c.tpot_seconds / req.tpot_p99_seconds if req.tpot_p99_seconds else 0.0,
+        )
 
     return min(near, key=lambda c: (round(ratio(c), 9), rank_key(req, c))) if near else None
 
 
-def no_fit_reason(req: ServeRequest, gpus: dict[str, GpuSpec], rejected: list[ServeRejection],
-                  near: list[ServeCandidate]) -> Reason:
+def no_fit_reason(
+    req: ServeRequest, gpus: dict[str, GpuSpec], rejected: list[ServeRejection], near: list[ServeCandidate]
+) -> Reason:
     if near:
         best = nearest_of(req, near)
         return because("no-config-meets-slo", closest=best.description, ttft=best.ttft_seconds, tpot=best.tpot_seconds)
     fit = smallest_fit(req, gpus)
-    if rejected and all(r.reason.code == "no-tensor-cores" for r in rejected):  # a precision, not memory, rules them out
+    if rejected and all(
+        r.reason.code == "no-tensor-cores" for r in rejected
+    ):  # a precision, not memory, rules them out
         return because("no-gpu-for-precision", precisions=req.precisions, rejection=rejected[0], fit=fit)
     if fit:
         return because("fits-outside-allowed", model_id=req.model_id, allowed=req.gpu_ids, fit=fit)

@@ -96,10 +96,18 @@ def routed_expert_params_total(arch: Architecture) -> int:
     """All routed experts' matrices (gate, up and down when gated) over the MoE layers; 0 for dense models."""
     if not arch.is_moe:
         return 0
-    return arch.moe_layer_count * arch.experts * (3 if arch.gated_mlp else 2) * arch.hidden * (arch.moe_ffn_hidden or arch.ffn_hidden)
+    return (
+        arch.moe_layer_count
+        * arch.experts
+        * (3 if arch.gated_mlp else 2)
+        * arch.hidden
+        * (arch.moe_ffn_hidden or arch.ffn_hidden)
+    )
 
 
-def weights_bytes_per_gpu(params: ParamCounts, arch: Architecture, precision: str, tp: int, pp: int, dp: int = 1) -> int:
+def weights_bytes_per_gpu(
+    params: ParamCounts, arch: Architecture, precision: str, tp: int, pp: int, dp: int = 1
+) -> int:
     """Weights on the busiest GPU: ceil(L/pp) layers of the body, split by TP (Megatron/vLLM shard every
     matrix, vocab-parallel embedding included). With PP the input embedding sits on the first stage and the
     LM head on the last, so a stage holds half of an untied pair or all of a tied one. With attention data
@@ -196,9 +204,22 @@ class ReplicaMemory:
 
 
 def replica_memory(
-    params: ParamCounts, arch: Architecture, *, precision: str, kv_cache_dtype: str, tp: int, pp: int,
-    gpu_memory_bytes: int, gpu_memory_utilization: float, max_num_batched_tokens: int, max_num_seqs: int,
-    context_len: int, request_tokens: int, share_of_free_memory: bool = False, dp: int = 1, draft_weights: int = 0,
+    params: ParamCounts,
+    arch: Architecture,
+    *,
+    precision: str,
+    kv_cache_dtype: str,
+    tp: int,
+    pp: int,
+    gpu_memory_bytes: int,
+    gpu_memory_utilization: float,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    context_len: int,
+    request_tokens: int,
+    share_of_free_memory: bool = False,
+    dp: int = 1,
+    draft_weights: int = 0,
     draft_kv_bytes_per_token: int = 0,
 ) -> ReplicaMemory:
     """`gpu_memory_utilization` is vLLM's share of all GPU memory; with `share_of_free_memory` it is
@@ -219,8 +240,14 @@ def replica_memory(
     per_token = kv_bytes_per_token_per_gpu(arch, kv_element_bytes(kv_cache_dtype), tp, pp) + draft_kv_bytes_per_token
     tokens = kv_cache // per_token
     return ReplicaMemory(
-        weights=weights, kv_cache=kv_cache, activations=activations, other=other,
-        total=weights + kv_cache + activations + other, usable=usable, kv_bytes_per_token=per_token,
-        kv_cache_tokens=tokens, max_seqs_at_context=tokens // max(1, context_len),
+        weights=weights,
+        kv_cache=kv_cache,
+        activations=activations,
+        other=other,
+        total=weights + kv_cache + activations + other,
+        usable=usable,
+        kv_bytes_per_token=per_token,
+        kv_cache_tokens=tokens,
+        max_seqs_at_context=tokens // max(1, context_len),
         max_seqs_at_request=tokens // max(1, request_tokens),
     )

@@ -30,7 +30,9 @@ def parallel_shapes(req: ServeRequest, gpu: GpuSpec) -> tuple[list[tuple[int, in
                 continue
             where = f"{gpu.id} TP{tp} PP{pp}" + (f" DP{dp}" if dp > 1 else "")
             if dp > 1 and dp * tp > per_node:
-                rejected.append(ServeRejection(where, because("attention-dp-spans-nodes", dp=dp, tp=tp, per_node=per_node)))
+                rejected.append(
+                    ServeRejection(where, because("attention-dp-spans-nodes", dp=dp, tp=tp, per_node=per_node))
+                )
             elif tp > per_node:
                 rejected.append(ServeRejection(where, because("tp-spans-nodes", tp=tp, per_node=per_node)))
             elif req.arch.heads % tp:

@@ -32,14 +32,16 @@ class PipelineResult:
     infeasible_reason: Reason | None
 
 
-def size_pipeline(stages: tuple[PipelineStage, ...], gpus: dict[str, GpuSpec], requests_per_second: float,
-                  peak_factor: float = 1.0) -> PipelineResult:
+def size_pipeline(
+    stages: tuple[PipelineStage, ...], gpus: dict[str, GpuSpec], requests_per_second: float, peak_factor: float = 1.0
+) -> PipelineResult:
     """Size each stage for the rate it receives (stages are decoupled by queues, so each meets its own
     SLO at its own rate) and report the GPU ratio between stages."""
     results = []
     for stage in stages:
-        req = replace(stage.request, requests_per_second=requests_per_second * stage.items_per_request,
-                      peak_factor=peak_factor)
+        req = replace(
+            stage.request, requests_per_second=requests_per_second * stage.items_per_request, peak_factor=peak_factor
+        )
         results.append((stage.name, search_serving(req, gpus)))
     failed = [(name, r.infeasible_reason) for name, r in results if r.chosen is None]
     counts = tuple((name, r.chosen.gpus if r.chosen else 0) for name, r in results)

@@ -75,7 +75,9 @@ class ServeRequest:
     max_batch: int | None = None  # cap on concurrency; None: the engine's default
     power_budget_watts: float | None = None  # edge deployments
     concurrency: float | None = None  # closed-loop clients at average traffic (× peak_factor at peak); None: open loop
-    min_replicas: int | None = None  # serve.min_replicas as given (the autoscaler's floor, kept even below the average need)
+    min_replicas: int | None = (
+        None  # serve.min_replicas as given (the autoscaler's floor, kept even below the average need)
+    )
     replica_floor: bool = False  # an autoscaler deploys the service: without min_replicas the default floor applies
     attention_dp: int = 1  # attention data-parallel ranks per replica (serve_attention_dp.py); max_batch is per rank
     speculative_tokens: int = 0  # MTP draft tokens per step (serve_speculative.py); 0 = off
@@ -156,8 +158,10 @@ class ServeCandidate:
     @property
     def description(self) -> str:
         dp = f" DP{self.attention_dp}" if self.attention_dp > 1 else ""
-        return (f"{self.replicas} × ({self.gpus_per_replica} × {self.gpu_id}) {self.precision} TP{self.tp} PP{self.pp}{dp} "
-                f"batch {self.max_concurrency}")
+        return (
+            f"{self.replicas} × ({self.gpus_per_replica} × {self.gpu_id}) {self.precision} TP{self.tp} PP{self.pp}{dp} "
+            f"batch {self.max_concurrency}"
+        )
 
 
 @dataclass(frozen=True)

@@ -82,8 +82,9 @@ EP_OVERLAP_SM_SHARE = 20 / 132
 HSDP_GROUP_NODES = (1, 2, 4, 8)
 
 
-def pipeline_split(layers: int, pp: int, first: int | None = None, last: int | None = None,
-                   stages: tuple[int, ...] | None = None) -> tuple[int, ...] | None:
+def pipeline_split(
+    layers: int, pp: int, first: int | None = None, last: int | None = None, stages: tuple[int, ...] | None = None
+) -> tuple[int, ...] | None:
     """Layers on each of the pp stages, or None when there is no such split.
 
     Given: a per-stage list (its sum must be the layer count), or first/last stage counts with the middle stages
@@ -185,8 +186,9 @@ def kv_pair_width(arch: Architecture) -> float:
     return 2 * arch.kv_heads * arch.attention_head_dim
 
 
-def cp_ring_bytes_per_layer(arch: Architecture, seq_len: int, micro_batch: int, tp: int, cp: int,
-                            recompute: str) -> float:
+def cp_ring_bytes_per_layer(
+    arch: Architecture, seq_len: int, micro_batch: int, tp: int, cp: int, recompute: str
+) -> float:
     """Bytes one rank sends around the CP ring per layer and micro-batch (module docstring): 3·(cp−1) chunks of
     K and V of s/cp tokens (4 with full recompute), 16-bit, heads split over TP."""
     if cp <= 1:
@@ -202,8 +204,9 @@ def cp_by_allgather(framework: str) -> bool:
     return framework == "fsdp"
 
 
-def cp_allgather_bytes_per_layer(arch: Architecture, seq_len: int, micro_batch: int, tp: int, cp: int,
-                                 recompute: str) -> float:
+def cp_allgather_bytes_per_layer(
+    arch: Architecture, seq_len: int, micro_batch: int, tp: int, cp: int, recompute: str
+) -> float:
     """Bytes one rank sends per layer and micro-batch for all-gather CP (module docstring, Llama 3 §3.3.2): the
     forward K/V gather, (cp−1) chunks of s/cp tokens; the backward all-reduce of the gathered K/V gradient, 2·(cp−1)
     chunks (ring all-reduce); a recomputed layer gathers again. 16-bit, K/V heads split over TP."""
@@ -220,8 +223,9 @@ def cp_allgather_kv_bytes(arch: Architecture, seq_len: int, micro_batch: int, tp
     return seq_len * micro_batch * kv_pair_width(arch) / tp * ACTIVATION_BYTES
 
 
-def ep_all_to_all_bytes_per_layer(arch: Architecture, tokens: float, ep: int, recompute: str,
-                                  dispatch: str = "bf16") -> float:
+def ep_all_to_all_bytes_per_layer(
+    arch: Architecture, tokens: float, ep: int, recompute: str, dispatch: str = "bf16"
+) -> float:
     """Bytes one GPU sends in one MoE layer's all-to-alls per micro-batch (module docstring): 4 (6 with full
     recompute) × tokens · top-k · h × (ep − 1)/ep values, 2 bytes each; with FP8 dispatch the forward dispatch (also
     when recomputed) and the combine's backward at FP8_DISPATCH_BYTES. `tokens` are this GPU's tokens (s·b/cp)."""

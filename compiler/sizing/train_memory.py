@@ -145,9 +145,12 @@ LOGITS_COPIES = 2  # the logits and their gradient
 # logits + one of 8 chunks upcast with its gradient (torchtune CEWithChunkedOutputLoss, num_output_chunks=8);
 # fused never materialises them.
 CHUNKED_LOSS_CHUNKS = 8
-LOSS_BYTES_PER_LOGIT = {"standard": LOGITS_BYTES * LOGITS_COPIES,
-                        "chunked": 2 + LOGITS_BYTES * LOGITS_COPIES / CHUNKED_LOSS_CHUNKS, "fused": 0.0,
-                        "flash-attn": 2 * ACTIVATION_BYTES}
+LOSS_BYTES_PER_LOGIT = {
+    "standard": LOGITS_BYTES * LOGITS_COPIES,
+    "chunked": 2 + LOGITS_BYTES * LOGITS_COPIES / CHUNKED_LOSS_CHUNKS,
+    "fused": 0.0,
+    "flash-attn": 2 * ACTIVATION_BYTES,
+}
 # PyTorch's eager cross-entropy over fp32-upcast logits, at the backward of its log_softmax: the saved fp32 output,
 # the incoming fp32 gradient and the returned one (module docstring); Megatron's fused loss keeps the 8 above.
 EAGER_CROSS_ENTROPY_LIVE_COPIES = 3
@@ -175,7 +178,9 @@ class MemoryOptions:
 
     master_weights: str = "fp32"  # fp32 | none (pure 16-bit, torchtune's default)
     loss: str = "standard"  # standard | chunked | fused (resolve "auto" with `loss_for`)
-    eager_loss: bool = False  # the script's loss is PyTorch's eager one whatever the framework (EAGER_LOSS_LAUNCH_KINDS)
+    eager_loss: bool = (
+        False  # the script's loss is PyTorch's eager one whatever the framework (EAGER_LOSS_LAUNCH_KINDS)
+    )
     optimizer_in_backward: bool = False
     activation_offload: bool = False
     reshard_after_forward: bool = True
@@ -195,6 +200,8 @@ def loss_for(loss: str, method: str) -> str:
     if loss != "auto":
         return loss
     return "chunked" if method in ("lora", "qlora") else "standard"
+
+
 ROUTER_LOGIT_BYTES = 4  # fp32 router logits (Mixtral/Megatron MoE routers run in fp32)
 
 
@@ -238,8 +245,9 @@ def stage_params(arch: Architecture, params: ParamCounts, tp: int, pp: int) -> t
     return first, last
 
 
-def held_params(arch: Architecture, params: ParamCounts, tp: int, pp: int, layers: int, first: bool, last: bool,
-                ep: int = 1) -> tuple[float, float]:
+def held_params(
+    arch: Architecture, params: ParamCounts, tp: int, pp: int, layers: int, first: bool, last: bool, ep: int = 1
+) -> tuple[float, float]:
     """(parameters, of which routed experts) one GPU of a stage of `layers` layers holds: the layers' matrices over
     TP (routed experts over EP too, train_layout docstring), their norms replicated, the input embedding on the
     first stage, the LM head (or, when tied, Megatron's copy of the word embeddings) and the final norm on the last."""
@@ -266,8 +274,7 @@ def lora_trainable_params(arch: Architecture, rank: int, targets: tuple[str, ...
     d, q, kv = arch.hidden, arch.heads * arch.attention_head_dim, arch.kv_heads * arch.attention_head_dim
     f = arch.moe_ffn_hidden or arch.ffn_hidden
     experts = (arch.experts + arch.shared_experts) if arch.is_moe else 1
-    shapes = {"q": (d, q), "k": (d, kv), "v": (d, kv), "o": (q, d),
-              "gate": (d, f), "up": (d, f), "down": (f, d)}
+    shapes = {"q": (d, q), "k": (d, kv), "v": (d, kv), "o": (q, d), "gate": (d, f), "up": (d, f), "down": (f, d)}
     per_layer = 0
     for target in targets or LORA_TARGETS_DEFAULT:
         if target not in shapes:
@@ -279,7 +286,9 @@ def lora_trainable_params(arch: Architecture, rank: int, targets: tuple[str, ...
     return per_layer * arch.layers
 
 
-def optimizer_bytes_per_param(arch: Architecture, optimizer: str, precision: str, master_weights: str = "fp32") -> float:
+def optimizer_bytes_per_param(
+    arch: Architecture, optimizer: str, precision: str, master_weights: str = "fp32"
+) -> float:
     """K of the ZeRO paper for this optimizer and precision (module docstring); without a master copy (pure 16-bit)
     the states are in the weights' own width."""
     if master_weights == "none" and WEIGHT_BYTES[precision] == 2:
@@ -295,8 +304,9 @@ def optimizer_bytes_per_param(arch: Architecture, optimizer: str, precision: str
     return k - (FP32_MASTER_BYTES if precision in ("fp32", "tf32") else 0)
 
 
-def deepspeed_model_states(params: float, largest_layer: float, ranks: int, stage: int, offload_optimizer: bool,
-                           offload_params: bool) -> tuple[float, float, float, float]:
+def deepspeed_model_states(
+    params: float, largest_layer: float, ranks: int, stage: int, offload_optimizer: bool, offload_params: bool
+) -> tuple[float, float, float, float]:
     """Model states as DeepSpeed 0.19 allocates them for 16-bit Adam (`estimate_zero2_model_states_mem_needs`,
     `estimate_zero3_model_states_mem_needs` in deepspeed/runtime/zero/stage_1_and_2.py and stage3.py):
     stage 2 keeps the 16-bit weights whole (2 B/param) and per rank an fp16 + fp32 gradient partition and the
@@ -330,13 +340,23 @@ def cnn_activation_bytes(arch: Architecture, precision: str, samples: int) -> fl
     return arch.activation_bytes_per_sample * samples * (2 if WEIGHT_BYTES[precision] == 4 else 1)
 
 
-def activation_bytes_per_layer(arch: Architecture, seq_len: int, micro_batch: int, tp: int, sequence_parallel: bool,
-                               recompute: str, flash_attention: bool, cp: int = 1) -> float:
+def activation_bytes_per_layer(
+    arch: Architecture,
+    seq_len: int,
+    micro_batch: int,
+    tp: int,
+    sequence_parallel: bool,
+    recompute: str,
+    flash_attention: bool,
+    cp: int = 1,
+) -> float:
     """Stored activations of one transformer layer for one micro-batch (module docstring, Korthikanti Table 2);
     context parallelism splits every term along the sequence (train_layout docstring)."""
     if cp > 1:
-        return activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, recompute,
-                                          flash_attention) / cp
+        return (
+            activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, recompute, flash_attention)
+            / cp
+        )
     s, b, h, t = seq_len, micro_batch, arch.hidden, tp
     sbh = s * b * h
     sp = t if sequence_parallel else 1
@@ -380,8 +400,14 @@ def block_matmuls(arch: Architecture) -> list[tuple[str, float, bool]]:
     experts = (arch.experts_per_token + arch.shared_experts) if arch.is_moe else 1
     f = (arch.moe_ffn_hidden or arch.ffn_hidden) * experts
     mlp = [("gate", f, False), ("up", f, False)] if arch.gated_mlp else [("up", f, False)]
-    return [("q", q, False), ("k", kv, False), ("v", kv, False), ("o", arch.hidden, True), *mlp,
-            ("down", arch.hidden, True)]
+    return [
+        ("q", q, False),
+        ("k", kv, False),
+        ("v", kv, False),
+        ("o", arch.hidden, True),
+        *mlp,
+        ("down", arch.hidden, True),
+    ]
 
 
 def op_sac_saved(arch: Architecture) -> tuple[list[str], list[str]]:
@@ -399,8 +425,9 @@ def op_sac_recomputed_params_per_layer(arch: Architecture) -> float:
     return sum(inputs.get(name, arch.hidden) * widths[name] for name in recomputed)
 
 
-def op_sac_bytes_per_layer(arch: Architecture, seq_len: int, micro_batch: int, tp: int, sequence_parallel: bool,
-                           cp: int = 1) -> float:
+def op_sac_bytes_per_layer(
+    arch: Architecture, seq_len: int, micro_batch: int, tp: int, sequence_parallel: bool, cp: int = 1
+) -> float:
     """What torchtitan's op-level SAC keeps per block and micro-batch (OP_SAC source above), 16-bit unless stated:
     the block input 2·sbh (the checkpoint's argument; /t with SP), the saved mm outputs 2·s·b·width (colwise /t; a
     rowwise output is the TP-partial sum of full width), the SDPA output 2·s·b·H·Q/t and its fp32 logsumexp
@@ -423,13 +450,35 @@ def _communicators(tp: int, pp: int, dp: int, cp: int = 1, ep: int = 1) -> int:
     return max(1, (tp > 1) + (pp > 1) + (dp > 1) + (cp > 1) + (ep > 1))
 
 
-def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = "bf16", optimizer: str = "adamw",
-                   method: str = "full", lora_rank: int = 0, lora_targets: tuple[str, ...] = (), tp: int = 1, pp: int = 1,
-                   dp: int = 1, zero_stage: int = 0, zero_shard_ranks: int | None = None, offload_optimizer: bool = False,
-                   offload_params: bool = False, seq_len: int = 2048, micro_batch: int = 1, microbatches: int = 1,
-                   recompute: str = "none", sequence_parallel: bool = False, flash_attention: bool = True,
-                   framework: str = "", options: MemoryOptions = MemoryOptions(), cp: int = 1, ep: int = 1, vp: int = 1,
-                   split: tuple[int, ...] | None = None) -> MemoryBreakdown:
+def memory_per_gpu(
+    arch: Architecture,
+    params: ParamCounts,
+    *,
+    precision: str = "bf16",
+    optimizer: str = "adamw",
+    method: str = "full",
+    lora_rank: int = 0,
+    lora_targets: tuple[str, ...] = (),
+    tp: int = 1,
+    pp: int = 1,
+    dp: int = 1,
+    zero_stage: int = 0,
+    zero_shard_ranks: int | None = None,
+    offload_optimizer: bool = False,
+    offload_params: bool = False,
+    seq_len: int = 2048,
+    micro_batch: int = 1,
+    microbatches: int = 1,
+    recompute: str = "none",
+    sequence_parallel: bool = False,
+    flash_attention: bool = True,
+    framework: str = "",
+    options: MemoryOptions = MemoryOptions(),
+    cp: int = 1,
+    ep: int = 1,
+    vp: int = 1,
+    split: tuple[int, ...] | None = None,
+) -> MemoryBreakdown:
     """Peak bytes on one GPU of the worst pipeline stage: model states + activations + runtime.
 
     `split`: layers per stage (train_layout.pipeline_split; default ⌈L/p⌉ on every stage); `cp` divides the
@@ -443,9 +492,13 @@ def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = 
     if recompute == OP_SAC:
         per_layer = op_sac_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, cp)
     else:
-        per_layer = activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, recompute, flash_attention, cp)
+        per_layer = activation_bytes_per_layer(
+            arch, seq_len, micro_batch, tp, sequence_parallel, recompute, flash_attention, cp
+        )
     if recompute in ("full", OP_SAC):  # the backward re-runs one layer and holds its full activations meanwhile
-        full_layer = activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, "none", flash_attention, cp)
+        full_layer = activation_bytes_per_layer(
+            arch, seq_len, micro_batch, tp, sequence_parallel, "none", flash_attention, cp
+        )
         if recompute == OP_SAC:  # what the recompute adds to the outputs the block kept
             full_layer = max(0.0, full_layer - per_layer)
         elif options.activation_offload:  # the checkpointed layer inputs wait in host memory
@@ -461,8 +514,11 @@ def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = 
         else:  # saved for the backward by every layer
             per_layer += beyond_local
     loss = loss_for(options.loss, method)
-    logits = (seq_len * micro_batch * arch.vocab / (tp * cp) * loss_bytes_per_logit(loss, framework, options.eager_loss)
-              if arch.vocab and arch.kind == "decoder" else 0.0)
+    logits = (
+        seq_len * micro_batch * arch.vocab / (tp * cp) * loss_bytes_per_logit(loss, framework, options.eager_loss)
+        if arch.vocab and arch.kind == "decoder"
+        else 0.0
+    )
     # gradients and activations not live together: an un-accumulated step of one replica or of FSDP (docstring)
     apart = microbatches == 1 and pp == 1 and (dp == 1 or framework == "fsdp")
     if not arch.layers:
@@ -480,14 +536,52 @@ def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = 
         else:
             held, experts = float(params.total), 0.0
         weights, gradients, optimizer_bytes, cpu = _model_states(
-            arch, params, held, w, k, method, lora_rank, lora_targets, tp, pp, shard, zero_stage,
-            offload_optimizer, offload_params, framework, precision, optimizer, options, experts, ep)
+            arch,
+            params,
+            held,
+            w,
+            k,
+            method,
+            lora_rank,
+            lora_targets,
+            tp,
+            pp,
+            shard,
+            zero_stage,
+            offload_optimizer,
+            offload_params,
+            framework,
+            precision,
+            optimizer,
+            options,
+            experts,
+            ep,
+        )
         gathered = _gathered(arch, params, w, method, tp, shard, zero_stage, framework, options)
         accumulating = 0.0
         if pipeline_without_sync(framework, pp, zero_stage, shard, arch):
             whole_weights, whole_gradients, _, _ = _model_states(
-                arch, params, held, w, k, method, lora_rank, lora_targets, tp, pp, 1, 0, False, False, framework,
-                precision, optimizer, options, experts, ep)
+                arch,
+                params,
+                held,
+                w,
+                k,
+                method,
+                lora_rank,
+                lora_targets,
+                tp,
+                pp,
+                1,
+                0,
+                False,
+                False,
+                framework,
+                precision,
+                optimizer,
+                options,
+                experts,
+                ep,
+            )
             if options.reshard_after_forward:  # the stage's whole 16-bit weights replace the two-layer buffer
                 weights += max(gathered, whole_weights) - gathered
                 gathered = max(gathered, whole_weights)
@@ -499,12 +593,24 @@ def memory_per_gpu(arch: Architecture, params: ParamCounts, *, precision: str = 
         if last:
             activations += logits
         allocated = weights + optimizer_bytes + (max(gradients, activations) if apart else gradients + activations)
-        reserve = 0.0 if options.expandable_segments else allocated * ALLOCATOR_FRAGMENTATION / (1 - ALLOCATOR_FRAGMENTATION)
+        reserve = (
+            0.0 if options.expandable_segments else allocated * ALLOCATOR_FRAGMENTATION / (1 - ALLOCATOR_FRAGMENTATION)
+        )
         other = CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(tp, pp, dp, cp, ep) + reserve
         total = allocated + other
-        stage = MemoryBreakdown(int(weights), int(gradients), int(optimizer_bytes), int(activations), int(other),
-                                int(total), int(cpu), int(allocated), int(allocated + reserve), int(gathered),
-                                int(accumulating))
+        stage = MemoryBreakdown(
+            int(weights),
+            int(gradients),
+            int(optimizer_bytes),
+            int(activations),
+            int(other),
+            int(total),
+            int(cpu),
+            int(allocated),
+            int(allocated + reserve),
+            int(gathered),
+            int(accumulating),
+        )
         if worst is None or stage.total > worst.total:
             worst = stage
     assert worst is not None
@@ -530,8 +636,17 @@ def largest_tensor_params(arch: Architecture, tp: int) -> float:
     return max(arch.vocab * arch.hidden, arch.hidden * f, arch.hidden * arch.hidden) / tp
 
 
-def _gathered(arch: Architecture, params: ParamCounts, w: float, method: str, tp: int, shard: int, zero_stage: int,
-              framework: str, options: MemoryOptions) -> float:
+def _gathered(
+    arch: Architecture,
+    params: ParamCounts,
+    w: float,
+    method: str,
+    tp: int,
+    shard: int,
+    zero_stage: int,
+    framework: str,
+    options: MemoryOptions,
+) -> float:
     """FSDP (ZeRO-3 outside DeepSpeed) holds the layer it computes with and the one it prefetches (docstring)."""
     if zero_stage < 3 or shard <= 1 or not options.reshard_after_forward or framework == "deepspeed" or not arch.layers:
         return 0.0
@@ -539,11 +654,28 @@ def _gathered(arch: Architecture, params: ParamCounts, w: float, method: str, tp
     return FSDP_GATHERED_LAYERS * layer * (NF4_BITS_PER_PARAM / 8 if method == "qlora" else w)
 
 
-def _model_states(arch: Architecture, params: ParamCounts, held: float, w: float, k: float, method: str, lora_rank: int,
-                  lora_targets: tuple[str, ...], tp: int, pp: int, shard: int, zero_stage: int, offload_optimizer: bool,
-                  offload_params: bool, framework: str, precision: str, optimizer: str,
-                  options: MemoryOptions = MemoryOptions(), experts: float = 0.0,
-                  ep: int = 1) -> tuple[float, float, float, float]:
+def _model_states(
+    arch: Architecture,
+    params: ParamCounts,
+    held: float,
+    w: float,
+    k: float,
+    method: str,
+    lora_rank: int,
+    lora_targets: tuple[str, ...],
+    tp: int,
+    pp: int,
+    shard: int,
+    zero_stage: int,
+    offload_optimizer: bool,
+    offload_params: bool,
+    framework: str,
+    precision: str,
+    optimizer: str,
+    options: MemoryOptions = MemoryOptions(),
+    experts: float = 0.0,
+    ep: int = 1,
+) -> tuple[float, float, float, float]:
     """(weights, gradients, optimizer, cpu) bytes for `held` parameters on one GPU; `experts` of them are routed
     experts, whose states shard over the shard/ep expert-data-parallel ranks (train_layout docstring)."""
     cpu = 0.0
@@ -567,8 +699,13 @@ def _model_states(arch: Architecture, params: ParamCounts, held: float, w: float
     weight_shard = shard if zero_stage >= 3 and options.reshard_after_forward else 1
     gathered = _gathered(arch, params, w, method, tp, shard, zero_stage, framework, options)
     if method == "full":
-        if (framework == "deepspeed" and w == 2 and optimizer == "adamw" and zero_stage >= 2
-                and options.master_weights == "fp32"):
+        if (
+            framework == "deepspeed"
+            and w == 2
+            and optimizer == "adamw"
+            and zero_stage >= 2
+            and options.master_weights == "fp32"
+        ):
             largest = params.largest_layer / tp
             return deepspeed_model_states(held, largest, shard, zero_stage, offload_optimizer, offload_params)
         weights = held * w / weight_shard + gathered
@@ -610,8 +747,9 @@ def model_state_bytes_zero_paper(params: float, zero_stage: int, ranks: int, k: 
     return (4 + k) * params / ranks
 
 
-def checkpoint_bytes(params: ParamCounts, optimizer: str, method: str, lora_trainable: int = 0,
-                     master_weights: str = "fp32") -> int:
+def checkpoint_bytes(
+    params: ParamCounts, optimizer: str, method: str, lora_trainable: int = 0, master_weights: str = "fp32"
+) -> int:
     """A resumable checkpoint: 16-bit weights + the optimizer's fp32 state, 2 + K bytes per trained parameter
     (BLOOM-176B: 176e9 × 14 B = 2.46e12 B against the reported 2.3 TB, bigscience tr11 README); pure 16-bit training
     saves its 16-bit states instead. LoRA and QLoRA save the adapters and their states only; the frozen base is

@@ -74,14 +74,23 @@ from dataclasses import dataclass
 
 from ..catalog.params import ParamCounts
 from ..catalog.types import Architecture, GpuSpec
-from .train_layout import (
-    cp_allgather_bytes_per_layer, cp_ring_bytes_per_layer, ep_all_to_all_bytes_per_layer, ep_exposed_seconds, interleaved_bubble_fraction, moe_layer_share,
-    routed_expert_params,
-)
 from .cnn_layers import table_for
 from .cnn_train import training_batch_time, transposes
+from .train_layout import (
+    cp_allgather_bytes_per_layer,
+    cp_ring_bytes_per_layer,
+    ep_all_to_all_bytes_per_layer,
+    ep_exposed_seconds,
+    interleaved_bubble_fraction,
+    moe_layer_share,
+    routed_expert_params,
+)
 from .train_memory import (
-    OP_SAC, activation_bytes_per_layer, cnn_activation_bytes, cnn_element_bytes, op_sac_bytes_per_layer,
+    OP_SAC,
+    activation_bytes_per_layer,
+    cnn_activation_bytes,
+    cnn_element_bytes,
+    op_sac_bytes_per_layer,
     op_sac_recomputed_params_per_layer,
 )
 
@@ -135,6 +144,8 @@ def pipeline_gathers_per_step(microbatches: int, reshard_after_forward: bool = T
     reshard_after_forward nothing reshards before the step's reduce: one. Counted on gloo ranks (1F1B and interleaved)
     by tests/test_fsdp_pp_memory_real.py."""
     return microbatches + 1 if reshard_after_forward else 1
+
+
 BACKWARD_SHARE_OF_COMPUTE = 2 / 3  # the backward is 4N of the 6N FLOPs per token
 ZERO3_VOLUME_FACTOR = 1.5  # ZeRO paper §7.2.2: stage 3 moves 3Ψ against DP's 2Ψ
 GRADIENT_BYTES = 2  # 16-bit gradients reduced across DP (formulas.md §8)
@@ -235,9 +246,12 @@ def model_flops_per_token(arch: Architecture, params: ParamCounts, seq_len: int)
 def hardware_flops_per_token(arch: Architecture, params: ParamCounts, seq_len: int, recompute: str) -> float:
     """Model FLOPs plus what recompute repeats (HFU numerator)."""
     attention_forward = 4 * arch.layers * attention_width(arch) * seq_len
-    extra = {"none": 0.0, "selective": attention_forward,
-             "full": 2 * _layer_matmul_params(arch, params) + attention_forward,
-             OP_SAC: 2 * arch.layers * op_sac_recomputed_params_per_layer(arch) if arch.layers else 0.0}[recompute]
+    extra = {
+        "none": 0.0,
+        "selective": attention_forward,
+        "full": 2 * _layer_matmul_params(arch, params) + attention_forward,
+        OP_SAC: 2 * arch.layers * op_sac_recomputed_params_per_layer(arch) if arch.layers else 0.0,
+    }[recompute]
     return model_flops_per_token(arch, params, seq_len) + extra
 
 
@@ -254,9 +268,15 @@ def dp_ranks_per_node(tp: int, dp: int, gpus_per_node: int) -> int:
     return max(1, min(dp, gpus_per_node // max(1, tp)))
 
 
-def dp_collective_bandwidth(gpu: GpuSpec, tp: int, dp: int, gpus_per_node: int, nic_bytes_per_second: float,
-                            nvlink_fraction: float = NVLINK_ACHIEVABLE_FRACTION,
-                            nic_fraction: float = INTER_NODE_ACHIEVABLE_FRACTION) -> tuple[float, bool]:
+def dp_collective_bandwidth(
+    gpu: GpuSpec,
+    tp: int,
+    dp: int,
+    gpus_per_node: int,
+    nic_bytes_per_second: float,
+    nvlink_fraction: float = NVLINK_ACHIEVABLE_FRACTION,
+    nic_fraction: float = INTER_NODE_ACHIEVABLE_FRACTION,
+) -> tuple[float, bool]:
     """(bandwidth B of t = S/B · 2(n−1)/n, whether the group spans nodes) for a data-parallel collective.
 
     Ranks are ordered TP innermost, then DP (Megatron's order; FSDP/DeepSpeed have no TP), so a DP group takes
@@ -284,18 +304,45 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precision: str, seq_len: int, micro_batch: int,
-              grad_accum: int, tp: int, pp: int, dp: int, zero_stage: int, recompute: str, flash_attention: bool = True,
-              attention_kernel: str = "flash2", sequence_parallel: bool = False, state_bytes_on_gpu: float = 0.0,
-              offloaded_bytes: float = 0.0,
-              trainable_params_per_gpu: float | None = None, gradient_bytes_per_replica: float | None = None,
-              trainable_params_per_replica: float | None = None,
-              inter_node_bytes_per_second: float = 50e9, inter_node_latency_seconds: float = 5e-6,
-              gpus_per_node: int = 8, cp: int = 1, ep: int = 1, vp: int = 1, split: tuple[int, ...] | None = None,
-              zero_shard_ranks: int | None = None, ep_overlap: bool = False, ep_dispatch: str = "bf16",
-              reduce_bytes_per_gradient: float = GRADIENT_BYTES, nvlink_fraction: float = NVLINK_ACHIEVABLE_FRACTION,
-              nic_fraction: float = INTER_NODE_ACHIEVABLE_FRACTION, cp_allgather: bool = False,
-              reduce_once_per_step: bool = False, reshard_after_forward: bool = True) -> StepTime:
+def step_time(
+    arch: Architecture,
+    params: ParamCounts,
+    gpu: GpuSpec,
+    *,
+    precision: str,
+    seq_len: int,
+    micro_batch: int,
+    grad_accum: int,
+    tp: int,
+    pp: int,
+    dp: int,
+    zero_stage: int,
+    recompute: str,
+    flash_attention: bool = True,
+    attention_kernel: str = "flash2",
+    sequence_parallel: bool = False,
+    state_bytes_on_gpu: float = 0.0,
+    offloaded_bytes: float = 0.0,
+    trainable_params_per_gpu: float | None = None,
+    gradient_bytes_per_replica: float | None = None,
+    trainable_params_per_replica: float | None = None,
+    inter_node_bytes_per_second: float = 50e9,
+    inter_node_latency_seconds: float = 5e-6,
+    gpus_per_node: int = 8,
+    cp: int = 1,
+    ep: int = 1,
+    vp: int = 1,
+    split: tuple[int, ...] | None = None,
+    zero_shard_ranks: int | None = None,
+    ep_overlap: bool = False,
+    ep_dispatch: str = "bf16",
+    reduce_bytes_per_gradient: float = GRADIENT_BYTES,
+    nvlink_fraction: float = NVLINK_ACHIEVABLE_FRACTION,
+    nic_fraction: float = INTER_NODE_ACHIEVABLE_FRACTION,
+    cp_allgather: bool = False,
+    reduce_once_per_step: bool = False,
+    reshard_after_forward: bool = True,
+) -> StepTime:
     """One optimizer step: grad_accum micro-batches of micro_batch sequences through a TP×CP×PP×DP layout (EP
     inside DP; `split` the layers per stage, default ⌈L/p⌉; ZeRO-3 over `zero_shard_ranks` when smaller than DP).
     `nvlink_fraction`, `nic_fraction`: the achieved shares of the intra-node link and the NICs (a site's measured ones);
@@ -317,7 +364,9 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
         attention = 0.0
         table = table_for(arch)
         if table:  # kernel by kernel (cnn_train): convolutions as matmul, batch norm / activation / add as memory
-            cnn = training_batch_time(table, micro_batch, rate, hbm, cnn_element_bytes(precision), transposes(precision, dtype))
+            cnn = training_batch_time(
+                table, micro_batch, rate, hbm, cnn_element_bytes(precision), transposes(precision, dtype)
+            )
             matmul, memory = cnn.convolution_seconds / tp, cnn.elementwise_seconds / tp
         else:  # the catalog's activations per sample, streamed as a transformer layer's (5 passes)
             memory = (FORWARD_PASSES + BACKWARD_PASSES) * cnn_activation_bytes(arch, precision, micro_batch) / tp / hbm
@@ -328,14 +377,20 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
         stages = [(max(split[:-1]), False), (split[-1], True)] if pp > 1 else [(split[0], True)]
     trainable_given = trainable_params_per_replica
     step_gathers = pipeline_gathers_per_step(grad_accum, reshard_after_forward)
-    gathers = ((step_gathers / grad_accum if reduce_once_per_step else ZERO3_GATHERS_PER_MICROBATCH)
-               if zero_stage >= 3 and dp > 1 else 0)
+    gathers = (
+        (step_gathers / grad_accum if reduce_once_per_step else ZERO3_GATHERS_PER_MICROBATCH)
+        if zero_stage >= 3 and dp > 1
+        else 0
+    )
     best: tuple | None = None
     for layers, with_head in stages:
         cp_exposed = ep_comm = 0.0
         if arch.layers:
-            head = (params.lm_head or (arch.vocab * arch.hidden if arch.tied_embeddings and arch.kind == "decoder" else 0)
-                    ) if with_head else 0
+            head = (
+                (params.lm_head or (arch.vocab * arch.hidden if arch.tied_embeddings and arch.kind == "decoder" else 0))
+                if with_head
+                else 0
+            )
             layer_params = _layer_matmul_params(arch, params) / arch.layers
             matmul = tokens * (layers * layer_params * (6 + 2 * repeat) + 6 * head) / tp / rate
             if recompute == OP_SAC:  # the matrices whose outputs it did not save, forward again
@@ -348,33 +403,53 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
             width = attention_width(arch) / tp
             score_flops = 4 * seq_len * width * tokens * layers  # forward QKᵀ and AV: local queries × all keys
             if flash_attention:
-                kernel = score_flops * CAUSAL_SHARE * (1 + FLASH_BACKWARD_TO_FORWARD + (1 if recompute in ("selective", "full") else 0))
+                kernel = (
+                    score_flops
+                    * CAUSAL_SHARE
+                    * (1 + FLASH_BACKWARD_TO_FORWARD + (1 if recompute in ("selective", "full") else 0))
+                )
                 share = attention_kernel_fraction(gpu, attention_kernel)
                 attention = kernel / (gpu.peak_flops_per_second(attention_dtype) * share)
             else:
                 attention = score_flops * (3 + (1 if recompute in ("selective", "full") else 0)) / rate
-            stored = activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, "none", flash_attention, cp)
+            stored = activation_bytes_per_layer(
+                arch, seq_len, micro_batch, tp, sequence_parallel, "none", flash_attention, cp
+            )
             scores = 0.0 if flash_attention else 5 * arch.heads * seq_len * seq_len * micro_batch / (tp * cp)
             recomputed = {"none": 0.0, "selective": scores, "full": stored}.get(recompute, 0.0)
             if recompute == OP_SAC:  # what the block did not keep is written again
-                recomputed = max(0.0, stored - op_sac_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, cp))
+                recomputed = max(
+                    0.0, stored - op_sac_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, cp)
+                )
             passes = (FORWARD_PASSES + BACKWARD_PASSES) * stored + FORWARD_PASSES * recomputed
             logits = tokens * arch.vocab / tp * 4 * LOGIT_PASSES if arch.kind == "decoder" and with_head else 0.0
             memory = (layers * passes + logits) / hbm
             if cp > 1:  # the KV ring, hidden under the attention kernel where it can be; the all-gather is not
                 cp_bandwidth = nvlink if tp * cp <= gpus_per_node else min(nvlink, nic)
                 if cp_allgather:
-                    cp_exposed = layers * cp_allgather_bytes_per_layer(arch, seq_len, micro_batch, tp, cp, recompute) / cp_bandwidth
+                    cp_exposed = (
+                        layers
+                        * cp_allgather_bytes_per_layer(arch, seq_len, micro_batch, tp, cp, recompute)
+                        / cp_bandwidth
+                    )
                 else:
-                    ring = layers * cp_ring_bytes_per_layer(arch, seq_len, micro_batch, tp, cp, recompute) / cp_bandwidth
+                    ring = (
+                        layers * cp_ring_bytes_per_layer(arch, seq_len, micro_batch, tp, cp, recompute) / cp_bandwidth
+                    )
                     cp_exposed = max(0.0, ring - attention)
             if ep > 1 and arch.is_moe:  # EP ranks sit every tp·cp ranks: inside a node while ep·tp·cp fits
                 ep_bandwidth = nvlink if ep * tp * cp <= gpus_per_node else min(nvlink, nic)
-                ep_comm = (layers * moe_layer_share(arch)
-                           * ep_all_to_all_bytes_per_layer(arch, tokens / tp, ep, recompute, ep_dispatch) / ep_bandwidth)
+                ep_comm = (
+                    layers
+                    * moe_layer_share(arch)
+                    * ep_all_to_all_bytes_per_layer(arch, tokens / tp, ep, recompute, ep_dispatch)
+                    / ep_bandwidth
+                )
         trainable = local_params if trainable_given is None else trainable_given
-        weights = (WEIGHT_BYTES_16 * (WEIGHT_READS_PER_MICROBATCH + repeat + gathers) * local_params
-                   + GRADIENT_BYTES * GRADIENT_ACCESSES_PER_MICROBATCH * trainable) / hbm
+        weights = (
+            WEIGHT_BYTES_16 * (WEIGHT_READS_PER_MICROBATCH + repeat + gathers) * local_params
+            + GRADIENT_BYTES * GRADIENT_ACCESSES_PER_MICROBATCH * trainable
+        ) / hbm
         per_microbatch = matmul + attention + memory + weights
         ep_comm = ep_exposed_seconds(ep_comm, per_microbatch, grad_accum, pp, ep_overlap)
         tp_comm = 0.0
@@ -398,15 +473,18 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
     offload = 0.0
     if offloaded_bytes:
         trainable = trainable_params_per_gpu or 0.0
-        offload = (trainable * OFFLOAD_BYTES_PER_PARAM_OVER_PCIE / PCIE_BYTES_PER_SECOND
-                   + 2 * offloaded_bytes / CPU_ADAM_BYTES_PER_SECOND_PER_GPU)
+        offload = (
+            trainable * OFFLOAD_BYTES_PER_PARAM_OVER_PCIE / PCIE_BYTES_PER_SECOND
+            + 2 * offloaded_bytes / CPU_ADAM_BYTES_PER_SECOND_PER_GPU
+        )
 
     replica_bytes = gradient_bytes_per_replica if gradient_bytes_per_replica is not None else 0.0
     ranks = dp * cp  # CP ranks reduce their gradients with DP (train_layout docstring)
     shard = min(ranks, zero_shard_ranks or ranks)
     fractions = {"nvlink_fraction": nvlink_fraction, "nic_fraction": nic_fraction}
-    dp_bandwidth, spans_nodes = dp_collective_bandwidth(gpu, tp, shard if zero_stage >= 3 else ranks, gpus_per_node,
-                                                        inter_node_bytes_per_second, **fractions)
+    dp_bandwidth, spans_nodes = dp_collective_bandwidth(
+        gpu, tp, shard if zero_stage >= 3 else ranks, gpus_per_node, inter_node_bytes_per_second, **fractions
+    )
     latency = inter_node_latency_seconds if spans_nodes else 0.0
     reduce_scale = reduce_bytes_per_gradient / GRADIENT_BYTES  # 2 when FSDP2 reduces in fp32 (docstring)
     if zero_stage >= 3 and reduce_once_per_step:  # m + 1 all-gathers, one reduce-scatter after the last backward
@@ -423,19 +501,36 @@ def step_time(arch: Architecture, params: ParamCounts, gpu: GpuSpec, *, precisio
         dp_comm = ring_allreduce_seconds(replica_bytes, ranks, dp_bandwidth, latency)
         exposed = max(0.0, dp_comm - BACKWARD_SHARE_OF_COMPUTE * per_microbatch)
     if zero_stage >= 3 and shard < ranks:  # HSDP: the replicas all-reduce the gradient shard once per step
-        replica_bandwidth, crosses = dp_collective_bandwidth(gpu, tp * shard, ranks // shard, gpus_per_node,
-                                                             inter_node_bytes_per_second, **fractions)
-        replicas = ring_allreduce_seconds(replica_bytes * reduce_scale / shard, ranks // shard, replica_bandwidth,
-                                          inter_node_latency_seconds if crosses else 0.0)
+        replica_bandwidth, crosses = dp_collective_bandwidth(
+            gpu, tp * shard, ranks // shard, gpus_per_node, inter_node_bytes_per_second, **fractions
+        )
+        replicas = ring_allreduce_seconds(
+            replica_bytes * reduce_scale / shard,
+            ranks // shard,
+            replica_bandwidth,
+            inter_node_latency_seconds if crosses else 0.0,
+        )
         dp_comm += replicas
         exposed += max(0.0, replicas - BACKWARD_SHARE_OF_COMPUTE * per_microbatch)
     compute = grad_accum * per_microbatch + optimizer + offload
     total = compute + grad_accum * (tp_comm + cp_comm + ep_comm) + bubble + p2p + exposed
-    return StepTime(compute=compute, tp_comm=grad_accum * tp_comm, pp_bubble=bubble, dp_comm_exposed=exposed,
-                    total=total, matmul=grad_accum * matmul, attention=grad_accum * attention,
-                    memory_bound=grad_accum * memory, optimizer=optimizer, offload=offload, dp_comm=dp_comm,
-                    weights=grad_accum * weights, cp_comm=grad_accum * cp_comm, ep_comm=grad_accum * ep_comm,
-                    pp_p2p=p2p)
+    return StepTime(
+        compute=compute,
+        tp_comm=grad_accum * tp_comm,
+        pp_bubble=bubble,
+        dp_comm_exposed=exposed,
+        total=total,
+        matmul=grad_accum * matmul,
+        attention=grad_accum * attention,
+        memory_bound=grad_accum * memory,
+        optimizer=optimizer,
+        offload=offload,
+        dp_comm=dp_comm,
+        weights=grad_accum * weights,
+        cp_comm=grad_accum * cp_comm,
+        ep_comm=grad_accum * ep_comm,
+        pp_p2p=p2p,
+    )
 
 
 def job_mtbf_seconds(gpus: int, mtbf_gpu_hours: float | None = None) -> float:
@@ -447,8 +542,9 @@ def checkpoint_interval_seconds(checkpoint_write_seconds: float, job_mtbf: float
     return math.sqrt(2 * max(checkpoint_write_seconds, 1e-3) * job_mtbf)
 
 
-def _failures_and_checkpoints(gpus: int, checkpoint_write_seconds: float,
-                              mtbf_gpu_hours: float | None) -> tuple[float, float, float]:
+def _failures_and_checkpoints(
+    gpus: int, checkpoint_write_seconds: float, mtbf_gpu_hours: float | None
+) -> tuple[float, float, float]:
     """(seconds lost to failures and restarts, to checkpoint writes, per second of steps; the Young–Daly interval)."""
     mtbf = job_mtbf_seconds(gpus, mtbf_gpu_hours)
     delta = max(checkpoint_write_seconds, 1e-3)
@@ -479,8 +575,9 @@ def straggler_slowdown(gpus: int) -> float:
     return STRAGGLER_SIGMA * math.sqrt(2 * math.log(gpus)) if gpus > 1 else 0.0
 
 
-def whole_run(gpus: int, checkpoint_write_seconds: float, framework: str = "",
-              mtbf_gpu_hours: float | None = None) -> WholeRun:
+def whole_run(
+    gpus: int, checkpoint_write_seconds: float, framework: str = "", mtbf_gpu_hours: float | None = None
+) -> WholeRun:
     """The whole-run terms of a job on `gpus` GPUs whose checkpoint takes `checkpoint_write_seconds` to write."""
     failures, checkpoints, interval = _failures_and_checkpoints(gpus, checkpoint_write_seconds, mtbf_gpu_hours)
     stragglers, evaluation = straggler_slowdown(gpus), EVALUATION_SHARE.get(framework, 0.0)

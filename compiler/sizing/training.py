@@ -27,8 +27,9 @@ cost, then fewer GPUs, then the description.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, NamedTuple, Sequence, TypeVar
+from typing import NamedTuple, TypeVar
 
 from ..catalog.fabrics import Interconnect, Storage
 from ..catalog.params import ParamCounts
@@ -36,16 +37,41 @@ from ..catalog.types import Architecture, GpuSpec
 from .reasons import Reason, because
 from .search_cache import SearchCache
 from .train_layout import (
-    VP_CHOICES, cp_by_allgather, cp_choices, ep_choices, ep_overlap_allowed, hsdp_groups, is_even, megatron_split,
-    moe_layer_share, pipeline_split, routed_expert_params,
+    VP_CHOICES,
+    cp_by_allgather,
+    cp_choices,
+    ep_choices,
+    ep_overlap_allowed,
+    hsdp_groups,
+    is_even,
+    megatron_split,
+    moe_layer_share,
+    pipeline_split,
+    routed_expert_params,
 )
 from .train_memory import (
-    FSDP2_REDUCE_BYTES, MemoryBreakdown, MemoryOptions, checkpoint_bytes, lora_trainable_params, memory_per_gpu,
-    recompute_kind, usable_memory_bytes,
+    FSDP2_REDUCE_BYTES,
+    MemoryBreakdown,
+    MemoryOptions,
+    checkpoint_bytes,
+    lora_trainable_params,
+    memory_per_gpu,
+    recompute_kind,
+    usable_memory_bytes,
 )
 from .train_time import (
-    COMPUTE_DTYPE, GRADIENT_BYTES, INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION, ZERO3_VOLUME_FACTOR, StepTime,
-    WholeRun, whole_run, dp_ranks_per_node, hardware_flops_per_token, model_flops_per_token, step_time,
+    COMPUTE_DTYPE,
+    GRADIENT_BYTES,
+    INTER_NODE_ACHIEVABLE_FRACTION,
+    NVLINK_ACHIEVABLE_FRACTION,
+    ZERO3_VOLUME_FACTOR,
+    StepTime,
+    WholeRun,
+    dp_ranks_per_node,
+    hardware_flops_per_token,
+    model_flops_per_token,
+    step_time,
+    whole_run,
 )
 
 TP_CHOICES = (1, 2, 4, 8)
@@ -71,6 +97,8 @@ def stored_bytes_per_token(arch: Architecture, stated: float | None) -> float:
     if stated is not None:
         return stated
     return TOKEN_ID_BYTES_SMALL_VOCAB if 0 < arch.vocab < SMALL_VOCAB else TOKEN_ID_BYTES
+
+
 # Host memory that CPU offload may fill per GPU: DGX H100 has 2 TB of system memory for 8 GPUs (NVIDIA DGX H100
 # datasheet); DGX A100 80GB the same 2 TB.
 HOST_MEMORY_BYTES_PER_GPU = 2e12 / 8
@@ -94,7 +122,9 @@ class TrainPins:
     pp_last_stage_layers: int | None = None
     pp_stage_layers: tuple[int, ...] | None = None
     shard_group: int | None = None  # ZeRO-3 / FSDP shard group (HSDP) when smaller than DP·CP
-    ep_overlap: bool | None = None  # EP all-to-alls under another micro-batch's compute; None: where Megatron-Core allows it
+    ep_overlap: bool | None = (
+        None  # EP all-to-alls under another micro-batch's compute; None: where Megatron-Core allows it
+    )
     ep_dispatch: str | None = None  # "fp8": FP8 dispatch (DeepSeek-V3); no emitted framework states it, so only priced
 
 
@@ -232,10 +262,28 @@ class TrainCandidate:
 
     @property
     def description(self) -> str:
-        return describe(self.gpus, self.gpu_id, self.tp, self.pp, self.dp, self.zero_stage, self.micro_batch,
-                        self.recompute, self.offload_optimizer,
-                        Shape(self.tp, self.cp, self.pp, self.ep, self.vp, self.pp_stage_layers, self.shard_group,
-                              self.ep_overlap, self.ep_dispatch))
+        return describe(
+            self.gpus,
+            self.gpu_id,
+            self.tp,
+            self.pp,
+            self.dp,
+            self.zero_stage,
+            self.micro_batch,
+            self.recompute,
+            self.offload_optimizer,
+            Shape(
+                self.tp,
+                self.cp,
+                self.pp,
+                self.ep,
+                self.vp,
+                self.pp_stage_layers,
+                self.shard_group,
+                self.ep_overlap,
+                self.ep_dispatch,
+            ),
+        )
 
     @property
     def usd_per_day(self) -> float:
@@ -264,8 +312,18 @@ class TrainSearchResult:
     warnings: tuple[Reason, ...]
 
 
-def describe(gpus: int, gpu_id: str, tp: int, pp: int, dp: int, zero: int, mb: int, recompute: str, offload: bool,
-             shape: Shape | None = None) -> str:
+def describe(
+    gpus: int,
+    gpu_id: str,
+    tp: int,
+    pp: int,
+    dp: int,
+    zero: int,
+    mb: int,
+    recompute: str,
+    offload: bool,
+    shape: Shape | None = None,
+) -> str:
     """`8 × h100 TP2 PP2 DP2 ZeRO-1 mb1 none`; CP, EP, VP, an uneven split ([first/middle/last] layers) and an HSDP
     shard group only when used."""
     extra = ""
@@ -276,17 +334,27 @@ def describe(gpus: int, gpu_id: str, tp: int, pp: int, dp: int, zero: int, mb: i
         if shape.uneven:
             first, last = shape.split[0], shape.split[-1]
             middle = sorted(set(shape.split[1:-1]))
-            extra += (f" [{first}/{middle[0]}/{last}]" if len(middle) == 1
-                      else " [" + "/".join(map(str, shape.split)) + "]")
+            extra += (
+                f" [{first}/{middle[0]}/{last}]" if len(middle) == 1 else " [" + "/".join(map(str, shape.split)) + "]"
+            )
         extra += f" HSDP{shape.shard}" if shape.shard else ""
         extra += " A2A-overlap" if shape.ep_overlap else ""
         extra += " FP8-dispatch" if shape.ep_dispatch == "fp8" else ""
-    return (f"{gpus} × {gpu_id} TP{tp} PP{pp} DP{dp} ZeRO-{zero} mb{mb} {recompute}"
-            f"{' offload' if offload else ''}{extra}")
+    return (
+        f"{gpus} × {gpu_id} TP{tp} PP{pp} DP{dp} ZeRO-{zero} mb{mb} {recompute}{' offload' if offload else ''}{extra}"
+    )
 
 
-def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, offload: bool,
-                      shape: Shape | None = None, per_node: int = 8) -> tuple[str, Reason] | None:
+def resolve_framework(
+    framework: str,
+    method: str,
+    tp: int,
+    pp: int,
+    zero: int,
+    offload: bool,
+    shape: Shape | None = None,
+    per_node: int = 8,
+) -> tuple[str, Reason] | None:
     """The framework that runs a layout, with the rule, or None when the requested framework cannot run it
     (`framework_gap` says why).
 
@@ -302,8 +370,9 @@ def resolve_framework(framework: str, method: str, tp: int, pp: int, zero: int, 
     if framework != "auto":
         return framework, because("framework-pinned")
     if fsdp_tp_runs(method, tp, pp, zero, offload, shape):
-        return "fsdp", because("fsdp2-tensor-parallel", tp=tp, pp=pp, vp=shape.vp if shape else 1,
-                               cp=shape.cp if shape else 1)
+        return "fsdp", because(
+            "fsdp2-tensor-parallel", tp=tp, pp=pp, vp=shape.vp if shape else 1, cp=shape.cp if shape else 1
+        )
     if tp > 1 or pp > 1 or beyond:
         return "megatron", because("megatron-for-model-parallel")
     if shape is not None and shape.shard:
@@ -336,8 +405,15 @@ def selective_offered(req: TrainRequest, framework: str, zero: int, offload: boo
 def fsdp2_runs(method: str, zero: int, offload: bool, shape: Shape) -> bool:
     """Whether the FSDP2 script (fsdp/fsdp_tp.py) can run the layout, model-parallel or not: `fsdp_tp_runs` without
     its TP, PP or CP condition."""
-    return (fsdp_cp_runs(method, shape.tp, shape.pp, shape.cp) and (shape.cp == 1 or not shape.shard) and shape.ep == 1
-            and zero == 3 and not offload and method in ("full", "lora") and (not shape.split or min(shape.split) >= shape.vp))
+    return (
+        fsdp_cp_runs(method, shape.tp, shape.pp, shape.cp)
+        and (shape.cp == 1 or not shape.shard)
+        and shape.ep == 1
+        and zero == 3
+        and not offload
+        and method in ("full", "lora")
+        and (not shape.split or min(shape.split) >= shape.vp)
+    )
 
 
 def fsdp_cp_runs(method: str, tp: int, pp: int, cp: int) -> bool:
@@ -365,11 +441,14 @@ def fsdp_tp_runs(method: str, tp: int, pp: int, zero: int, offload: bool, shape:
 FSDP2_REDUCE_DTYPE = "float32"
 
 
-def runs_on_fsdp2(framework: str, tp: int, pp: int, recompute: str, shard: int | None, per_node: int, cp: int = 1) -> bool:
+def runs_on_fsdp2(
+    framework: str, tp: int, pp: int, recompute: str, shard: int | None, per_node: int, cp: int = 1
+) -> bool:
     """Whether a sized FSDP layout runs on the FSDP2 script (fsdp/fsdp_tp.py) rather than Accelerate's FSDP1 config:
     TP, PP or CP, selective recompute (torchtitan's op-level SAC), or an HSDP group other than one node."""
-    return framework == "fsdp" and (tp > 1 or pp > 1 or cp > 1 or recompute == "selective"
-                                    or hsdp_on_fsdp2(shard, per_node))
+    return framework == "fsdp" and (
+        tp > 1 or pp > 1 or cp > 1 or recompute == "selective" or hsdp_on_fsdp2(shard, per_node)
+    )
 
 
 def hsdp_on_fsdp2(shard: int | None, per_node: int) -> bool:
@@ -390,8 +469,14 @@ def fsdp_tp_missing(method: str, zero: int, offload: bool, shape: Shape) -> str:
     lacks ("cp": CP with TP, PP, adapters or an HSDP group, `fsdp_cp_runs`; "ep") before a setting it does not take
     ("adapters", "offload", "zero", "vp-chunks")."""
     cp_missing = not fsdp_cp_runs(method, shape.tp, shape.pp, shape.cp) or (shape.cp > 1 and bool(shape.shard))
-    missing = (("cp", cp_missing), ("ep", shape.ep > 1), ("adapters", method not in ("full", "lora")),
-               ("offload", offload), ("zero", zero != 3), ("vp-chunks", bool(shape.split) and min(shape.split) < shape.vp))
+    missing = (
+        ("cp", cp_missing),
+        ("ep", shape.ep > 1),
+        ("adapters", method not in ("full", "lora")),
+        ("offload", offload),
+        ("zero", zero != 3),
+        ("vp-chunks", bool(shape.split) and min(shape.split) < shape.vp),
+    )
     return next((name for name, lacking in missing if lacking), "")
 
 
@@ -402,8 +487,16 @@ def fsdp_pipeline_microbatches_ok(pp: int, microbatches: int) -> bool:
     return pp == 1 or microbatches >= pp
 
 
-def framework_gap(framework: str, method: str, tp: int, pp: int, zero: int, offload: bool,
-                  shape: Shape | None = None, per_node: int = 8) -> Reason | None:
+def framework_gap(
+    framework: str,
+    method: str,
+    tp: int,
+    pp: int,
+    zero: int,
+    offload: bool,
+    shape: Shape | None = None,
+    per_node: int = 8,
+) -> Reason | None:
     """Why no framework path runs this layout, as a reason naming the constraint and the capability behind it;
     None when one does. The paths are the configs the compiler emits (compiler/deployment/frameworks.py)."""
     shape = shape or Shape(tp, 1, pp, 1, 1, ())
@@ -412,31 +505,56 @@ def framework_gap(framework: str, method: str, tp: int, pp: int, zero: int, offl
     if framework in ("fsdp", "auto") and fsdp_tp_runs(method, tp, pp, zero, offload, shape):
         return None
     if shape.pp > 1 and shape.split and megatron_split(shape.split, shape.vp) is None:
-        return because("no-framework-path", layout="uneven-split", framework=framework,
-                       detail="/".join(map(str, shape.split)), vp=shape.vp)
+        return because(
+            "no-framework-path",
+            layout="uneven-split",
+            framework=framework,
+            detail="/".join(map(str, shape.split)),
+            vp=shape.vp,
+        )
     if framework == "fsdp" and model_parallel:
-        return because("no-framework-path", layout="fsdp-model-parallel", framework=framework,
-                       detail=fsdp_tp_missing(method, zero, offload, shape), vp=shape.vp)
+        return because(
+            "no-framework-path",
+            layout="fsdp-model-parallel",
+            framework=framework,
+            detail=fsdp_tp_missing(method, zero, offload, shape),
+            vp=shape.vp,
+        )
     if framework in ("ddp", "deepspeed") and model_parallel:
         return because("no-framework-path", layout="model-parallel", framework=framework, detail="", vp=shape.vp)
     if framework == "megatron" or (framework == "auto" and model_parallel):
         if method != "full":
-            return because("no-framework-path", layout="adapters-model-parallel", framework=framework, detail=method,
-                           vp=shape.vp)
+            return because(
+                "no-framework-path", layout="adapters-model-parallel", framework=framework, detail=method, vp=shape.vp
+            )
         if shape.shard:
             return because("no-framework-path", layout="hsdp-megatron", framework=framework, detail="", vp=shape.vp)
         if not megatron_can:
-            return because("no-framework-path", layout="megatron-zero", framework=framework,
-                           detail=f"ZeRO-{zero}{' offload' if offload else ''}", vp=shape.vp)
+            return because(
+                "no-framework-path",
+                layout="megatron-zero",
+                framework=framework,
+                detail=f"ZeRO-{zero}{' offload' if offload else ''}",
+                vp=shape.vp,
+            )
         return None
-    if shape.shard and (framework not in ("auto", "fsdp") or zero != 3 or offload
-                        or (hsdp_on_fsdp2(shape.shard, per_node) and not fsdp2_runs(method, zero, offload, shape))):
+    if shape.shard and (
+        framework not in ("auto", "fsdp")
+        or zero != 3
+        or offload
+        or (hsdp_on_fsdp2(shape.shard, per_node) and not fsdp2_runs(method, zero, offload, shape))
+    ):
         return because("no-framework-path", layout="hsdp", framework=framework, detail=str(shape.shard), vp=shape.vp)
     if framework == "ddp" and (zero or offload):
         return because("no-framework-path", layout="ddp-sharding", framework=framework, detail=f"ZeRO-{zero}", vp=1)
     if framework == "fsdp" and (zero == 1 or (offload and zero != 3)):
-        return because("no-framework-path", layout="fsdp-stage", framework=framework,
-                       detail=f"ZeRO-{zero}{' offload' if offload else ''}", vp=1)
+        return because(
+            "no-framework-path",
+            layout="fsdp-stage",
+            framework=framework,
+            detail=f"ZeRO-{zero}{' offload' if offload else ''}",
+            vp=1,
+        )
     if (framework in ("deepspeed", "auto")) and offload and zero < 2:
         return because("no-framework-path", layout="offload-stage", framework=framework, detail=f"ZeRO-{zero}", vp=1)
     return None
@@ -470,8 +588,11 @@ def _pp_choices(arch: Architecture, tp: int, tp_max: int, count: int, pinned: in
     # at every TP degree
     if not arch.layers or (tp < tp_max and not arch.is_moe):
         return [1]
-    return [p for p in range(1, min(arch.layers, MAX_PP, count // tp) + 1)
-            if (count // tp) % p == 0 and pipeline_split(arch.layers, p) is not None]
+    return [
+        p
+        for p in range(1, min(arch.layers, MAX_PP, count // tp) + 1)
+        if (count // tp) % p == 0 and pipeline_split(arch.layers, p) is not None
+    ]
 
 
 def _split(req: TrainRequest, pp: int) -> tuple[int, ...] | None:
@@ -479,8 +600,9 @@ def _split(req: TrainRequest, pp: int) -> tuple[int, ...] | None:
     pins = req.pins
     if not req.arch.layers:
         return ()
-    return pipeline_split(req.arch.layers, pp, pins.pp_first_stage_layers, pins.pp_last_stage_layers,
-                          pins.pp_stage_layers)
+    return pipeline_split(
+        req.arch.layers, pp, pins.pp_first_stage_layers, pins.pp_last_stage_layers, pins.pp_stage_layers
+    )
 
 
 def _vp_choices(req: TrainRequest, split: tuple[int, ...]) -> list[int]:
@@ -512,9 +634,15 @@ class _Context:
 
 def _context(req: TrainRequest) -> _Context:
     lora = lora_trainable_params(req.arch, req.lora_rank, req.lora_targets) if req.method != "full" else 0
-    return _Context(req, req.interconnect, req.storage,
-                    req.global_batch_sequences * req.seq_len, model_flops_per_token(req.arch, req.params, req.seq_len),
-                    lora, checkpoint_bytes(req.params, req.optimizer, req.method, lora, req.memory.master_weights))
+    return _Context(
+        req,
+        req.interconnect,
+        req.storage,
+        req.global_batch_sequences * req.seq_len,
+        model_flops_per_token(req.arch, req.params, req.seq_len),
+        lora,
+        checkpoint_bytes(req.params, req.optimizer, req.method, lora, req.memory.master_weights),
+    )
 
 
 def _hardware_flops(ctx: _Context, recompute: str) -> float:
@@ -568,8 +696,20 @@ class _Fit(NamedTuple):
         return self.gpu.id
 
 
-def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, zero: int, offload: bool,
-         mb: int, recompute: str, framework: tuple[str, Reason], mem: MemoryBreakdown, usable: int) -> _Fit:
+def _fit(
+    ctx: _Context,
+    gpu: GpuSpec,
+    per_node: int,
+    gpus: int,
+    shape: Shape,
+    zero: int,
+    offload: bool,
+    mb: int,
+    recompute: str,
+    framework: tuple[str, Reason],
+    mem: MemoryBreakdown,
+    usable: int,
+) -> _Fit:
     req = ctx.req
     tp, pp = shape.tp, shape.pp
     dp = gpus // (tp * pp * shape.cp)
@@ -577,32 +717,62 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, ze
     # routed experts are split over EP: a GPU reduces the gradients of the experts it holds
     experts = routed_expert_params(req.arch, req.params) * moe_layer_share(req.arch) * req.arch.layers
     full = req.params.total - experts * (1 - 1 / shape.ep)
-    trainable_per_gpu = (full / (tp * pp) if req.method == "full"
-                         else lora_trainable_params(req.arch, req.lora_rank, req.lora_targets, tp) / pp)
+    trainable_per_gpu = (
+        full / (tp * pp)
+        if req.method == "full"
+        else lora_trainable_params(req.arch, req.lora_rank, req.lora_targets, tp) / pp
+    )
     gradient_bytes = trainable_per_gpu * GRADIENT_BYTES
     if req.method != "full" and zero == 3:
         # ZeRO-3 gathers the frozen base twice per micro-batch (forward, backward): one all-reduce's volume,
         # given here net of the 1.5× that step_time applies to stage 3; FSDP2 stages under PP: the base's 16-bit bytes,
         # which step_time gathers m + 1 times a step (and reduces once, an over-count of the adapters' gradients)
         gradient_bytes = (mem.weights - mem.gathered) * dp / (1 if mem.accumulating else ZERO3_VOLUME_FACTOR)
-    step = step_time(req.arch, req.params, gpu, precision=req.precision, seq_len=req.seq_len, micro_batch=mb,
-                     grad_accum=grad_accum, tp=tp, pp=pp, dp=dp, zero_stage=zero,
-                     recompute=recompute_kind(recompute, framework[0]), flash_attention=req.flash_attention,
-                     attention_kernel=req.attention_kernel,
-                     sequence_parallel=sequence_parallel(shape, framework[0], req.seq_len),
-                     state_bytes_on_gpu=(mem.model_states - mem.gathered - mem.accumulating if req.method == "full"
-                                         else mem.gradients + mem.optimizer),
-                     offloaded_bytes=mem.cpu_offload_bytes, trainable_params_per_gpu=trainable_per_gpu / max(1, dp),
-                     trainable_params_per_replica=trainable_per_gpu,
-                     gradient_bytes_per_replica=gradient_bytes, inter_node_bytes_per_second=ctx.fabric.bytes_per_second_per_gpu,
-                     inter_node_latency_seconds=ctx.fabric.latency_seconds, gpus_per_node=per_node, cp=shape.cp,
-                     ep=shape.ep, vp=shape.vp, split=shape.split or None, zero_shard_ranks=shape.shard,
-                     ep_overlap=shape.ep_overlap, ep_dispatch=shape.ep_dispatch,
-                     cp_allgather=cp_by_allgather(framework[0]), reduce_once_per_step=mem.accumulating > 0,
-                     reshard_after_forward=req.memory.reshard_after_forward,
-                     reduce_bytes_per_gradient=(FSDP2_REDUCE_BYTES if req.method == "full" and runs_on_fsdp2(
-                         framework[0], tp, pp, recompute, shape.shard, per_node, shape.cp) else GRADIENT_BYTES),
-                     **link_fractions(req, gpu.id))
+    step = step_time(
+        req.arch,
+        req.params,
+        gpu,
+        precision=req.precision,
+        seq_len=req.seq_len,
+        micro_batch=mb,
+        grad_accum=grad_accum,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        zero_stage=zero,
+        recompute=recompute_kind(recompute, framework[0]),
+        flash_attention=req.flash_attention,
+        attention_kernel=req.attention_kernel,
+        sequence_parallel=sequence_parallel(shape, framework[0], req.seq_len),
+        state_bytes_on_gpu=(
+            mem.model_states - mem.gathered - mem.accumulating
+            if req.method == "full"
+            else mem.gradients + mem.optimizer
+        ),
+        offloaded_bytes=mem.cpu_offload_bytes,
+        trainable_params_per_gpu=trainable_per_gpu / max(1, dp),
+        trainable_params_per_replica=trainable_per_gpu,
+        gradient_bytes_per_replica=gradient_bytes,
+        inter_node_bytes_per_second=ctx.fabric.bytes_per_second_per_gpu,
+        inter_node_latency_seconds=ctx.fabric.latency_seconds,
+        gpus_per_node=per_node,
+        cp=shape.cp,
+        ep=shape.ep,
+        vp=shape.vp,
+        split=shape.split or None,
+        zero_shard_ranks=shape.shard,
+        ep_overlap=shape.ep_overlap,
+        ep_dispatch=shape.ep_dispatch,
+        cp_allgather=cp_by_allgather(framework[0]),
+        reduce_once_per_step=mem.accumulating > 0,
+        reshard_after_forward=req.memory.reshard_after_forward,
+        reduce_bytes_per_gradient=(
+            FSDP2_REDUCE_BYTES
+            if req.method == "full" and runs_on_fsdp2(framework[0], tp, pp, recompute, shape.shard, per_node, shape.cp)
+            else GRADIENT_BYTES
+        ),
+        **link_fractions(req, gpu.id),
+    )
     steps = max(1, math.ceil(req.tokens / ctx.tokens_per_step))
     tokens_per_second = ctx.tokens_per_step / step.total
     nodes = max(1, math.ceil(gpus / per_node))
@@ -611,14 +781,44 @@ def _fit(ctx: _Context, gpu: GpuSpec, per_node: int, gpus: int, shape: Shape, ze
     wall = steps * step.total / terms.goodput
     gpu_hours = wall * gpus / 3600
     price = gpu.price_usd_per_gpu_hour[req.pricing]
-    return _Fit(gpu, per_node, gpus, tp, pp, dp, zero, offload, mb, grad_accum, recompute, framework, mem, usable,
-                gradient_bytes, step, steps, tokens_per_second, nodes, write_seconds, terms, wall, gpu_hours,
-                price, gpu_hours * price, describe(gpus, gpu.id, tp, pp, dp, zero, mb, recompute, offload, shape), shape)
+    return _Fit(
+        gpu,
+        per_node,
+        gpus,
+        tp,
+        pp,
+        dp,
+        zero,
+        offload,
+        mb,
+        grad_accum,
+        recompute,
+        framework,
+        mem,
+        usable,
+        gradient_bytes,
+        step,
+        steps,
+        tokens_per_second,
+        nodes,
+        write_seconds,
+        terms,
+        wall,
+        gpu_hours,
+        price,
+        gpu_hours * price,
+        describe(gpus, gpu.id, tp, pp, dp, zero, mb, recompute, offload, shape),
+        shape,
+    )
 
 
 def link_fractions(req: TrainRequest, gpu_id: str) -> dict[str, float]:
     """step_time's link shares for one GPU type: the site's measured ones where the request carries them."""
-    intra = req.site_intra_node[1] if req.site_intra_node and req.site_intra_node[0] == gpu_id else NVLINK_ACHIEVABLE_FRACTION
+    intra = (
+        req.site_intra_node[1]
+        if req.site_intra_node and req.site_intra_node[0] == gpu_id
+        else NVLINK_ACHIEVABLE_FRACTION
+    )
     nic = INTER_NODE_ACHIEVABLE_FRACTION if req.inter_node_fraction is None else req.inter_node_fraction
     return {"nvlink_fraction": intra, "nic_fraction": nic}
 
@@ -630,29 +830,67 @@ def _candidate(ctx: _Context, f: _Fit) -> TrainCandidate:
     mfu = f.tokens_per_second * ctx.flops_model / (gpus * peak)
     hfu = f.tokens_per_second * hardware / (gpus * peak)
     ranks = dp * f.shape.cp  # CP ranks reduce gradients with DP
-    allreduce = f.gradient_bytes * (ZERO3_VOLUME_FACTOR if zero == 3 else 1.0) * (2 * (ranks - 1) / ranks if ranks > 1 else 0.0)
+    allreduce = (
+        f.gradient_bytes * (ZERO3_VOLUME_FACTOR if zero == 3 else 1.0) * (2 * (ranks - 1) / ranks if ranks > 1 else 0.0)
+    )
     # the NIC rate per GPU that keeps it under the share: the ring moves at NIC × the group's ranks on each node
     # (train_time.dp_collective_bandwidth); 0 where the group stays inside a node
     ranks_per_node = dp_ranks_per_node(f.tp, ranks, f.per_node)
-    needed = (allreduce / (NETWORK_SHARE_OF_STEP * step.total) / (ranks_per_node * link_fractions(req, gpu.id)["nic_fraction"])
-              if allreduce and ranks > ranks_per_node else 0.0)
+    needed = (
+        allreduce
+        / (NETWORK_SHARE_OF_STEP * step.total)
+        / (ranks_per_node * link_fractions(req, gpu.id)["nic_fraction"])
+        if allreduce and ranks > ranks_per_node
+        else 0.0
+    )
     token_bytes = stored_bytes_per_token(req.arch, req.bytes_per_token)
     return TrainCandidate(
-        gpu_id=gpu.id, gpus=gpus, nodes=f.nodes, gpus_per_node=min(f.per_node, gpus), tp=f.tp, pp=f.pp, dp=dp,
-        zero_stage=zero, micro_batch=f.mb, grad_accum=f.grad_accum, recompute=f.recompute, offload_optimizer=f.offload,
+        gpu_id=gpu.id,
+        gpus=gpus,
+        nodes=f.nodes,
+        gpus_per_node=min(f.per_node, gpus),
+        tp=f.tp,
+        pp=f.pp,
+        dp=dp,
+        zero_stage=zero,
+        micro_batch=f.mb,
+        grad_accum=f.grad_accum,
+        recompute=f.recompute,
+        offload_optimizer=f.offload,
         offload_params=f.offload and zero == 3,
         sequence_parallel=sequence_parallel(f.shape, f.framework[0], req.seq_len),
         framework=f.framework[0],
-        framework_reason=f.framework[1], memory=f.mem, usable_memory_bytes=f.usable, step=step,
-        flops_per_token_model=ctx.flops_model, flops_per_token_hardware=hardware, flops_total=ctx.flops_model * req.tokens,
-        mfu=mfu, hfu=hfu, tokens_per_second=f.tokens_per_second, steps=f.steps, wall_seconds=f.wall_seconds,
-        gpu_hours=f.gpu_hours, goodput=f.whole_run.goodput, usd_per_gpu_hour=f.price, cost_usd=f.cost_usd, whole_run=f.whole_run,
-        checkpoint_bytes=ctx.checkpoint, checkpoint_write_seconds=f.write_seconds,
-        checkpoint_interval_seconds=f.whole_run.checkpoint_interval_seconds, dataset_read_bytes_per_second=f.tokens_per_second * token_bytes,
-        allreduce_bytes_per_step=allreduce, network_bytes_per_second_needed=needed,
+        framework_reason=f.framework[1],
+        memory=f.mem,
+        usable_memory_bytes=f.usable,
+        step=step,
+        flops_per_token_model=ctx.flops_model,
+        flops_per_token_hardware=hardware,
+        flops_total=ctx.flops_model * req.tokens,
+        mfu=mfu,
+        hfu=hfu,
+        tokens_per_second=f.tokens_per_second,
+        steps=f.steps,
+        wall_seconds=f.wall_seconds,
+        gpu_hours=f.gpu_hours,
+        goodput=f.whole_run.goodput,
+        usd_per_gpu_hour=f.price,
+        cost_usd=f.cost_usd,
+        whole_run=f.whole_run,
+        checkpoint_bytes=ctx.checkpoint,
+        checkpoint_write_seconds=f.write_seconds,
+        checkpoint_interval_seconds=f.whole_run.checkpoint_interval_seconds,
+        dataset_read_bytes_per_second=f.tokens_per_second * token_bytes,
+        allreduce_bytes_per_step=allreduce,
+        network_bytes_per_second_needed=needed,
         network_bound=step.dp_comm_exposed > NETWORK_SHARE_OF_STEP * step.total,
-        cp=f.shape.cp, ep=f.shape.ep, vp=f.shape.vp, pp_stage_layers=tuple(f.shape.split), shard_group=f.shape.shard,
-        ep_overlap=f.shape.ep_overlap, ep_dispatch=f.shape.ep_dispatch,
+        cp=f.shape.cp,
+        ep=f.shape.ep,
+        vp=f.shape.vp,
+        pp_stage_layers=tuple(f.shape.split),
+        shard_group=f.shape.shard,
+        ep_overlap=f.shape.ep_overlap,
+        ep_dispatch=f.shape.ep_dispatch,
     )
 
 
@@ -686,42 +924,94 @@ class _Collector:
         key = (gpu_id, gpus)
         if key not in self.memory or mem.total < self.memory[key][0]:
             description = describe(gpus, gpu_id, *layout)
-            reason = because("too-big", total=mem.total, usable=usable, weights=mem.weights, gradients=mem.gradients,
-                             optimizer=mem.optimizer, activations=mem.activations, other=mem.other)
+            reason = because(
+                "too-big",
+                total=mem.total,
+                usable=usable,
+                weights=mem.weights,
+                gradients=mem.gradients,
+                optimizer=mem.optimizer,
+                activations=mem.activations,
+                other=mem.other,
+            )
             self.memory[key] = (mem.total, Rejection(description, reason))
 
     def rejections(self, fitting_counts: set[tuple[str, int]], extra: list[Rejection]) -> tuple[Rejection, ...]:
         # memory rejections only where nothing of that GPU and count fit, smallest counts first
-        memory = [r for key, (_, r) in sorted(self.memory.items(), key=lambda kv: (kv[0][0], kv[0][1]))
-                  if key not in fitting_counts]
+        memory = [
+            r
+            for key, (_, r) in sorted(self.memory.items(), key=lambda kv: (kv[0][0], kv[0][1]))
+            if key not in fitting_counts
+        ]
         # layouts without a framework path are listed when nothing was chosen (else every plan would list them)
         gaps = [r for _, (r, _) in sorted(self.gaps.items())] if not self.feasible else []
         return tuple((list(self.other.values()) + gaps + extra + memory)[:MAX_REJECTIONS])
 
 
-def _memory(ctx: _Context, shape: Shape, dp: int, zero: int, offload: bool, mb: int, microbatches: int,
-            recompute: str, framework: str) -> MemoryBreakdown:
+def _memory(
+    ctx: _Context,
+    shape: Shape,
+    dp: int,
+    zero: int,
+    offload: bool,
+    mb: int,
+    microbatches: int,
+    recompute: str,
+    framework: str,
+) -> MemoryBreakdown:
     key = (shape, dp, zero, offload, mb, microbatches, recompute, framework)
     found = ctx.memory.get(key)
     if found is None:
-        found = ctx.memory[key] = _memory_per_gpu(ctx.req, shape, dp, zero, offload, mb, microbatches, recompute, framework)
+        found = ctx.memory[key] = _memory_per_gpu(
+            ctx.req, shape, dp, zero, offload, mb, microbatches, recompute, framework
+        )
     return found
 
 
-def _memory_per_gpu(req: TrainRequest, shape: Shape, dp: int, zero: int, offload: bool, mb: int, microbatches: int,
-                    recompute: str, framework: str) -> MemoryBreakdown:
-    return memory_per_gpu(req.arch, req.params, precision=req.precision, optimizer=req.optimizer, method=req.method,
-                          lora_rank=req.lora_rank, lora_targets=req.lora_targets, tp=shape.tp, pp=shape.pp, dp=dp,
-                          zero_stage=zero, zero_shard_ranks=shape.shard, offload_optimizer=offload,
-                          offload_params=offload and zero == 3, seq_len=req.seq_len, micro_batch=mb,
-                          microbatches=microbatches, recompute=recompute,
-                          sequence_parallel=sequence_parallel(shape, framework, req.seq_len),
-                          flash_attention=req.flash_attention, framework=framework, options=req.memory, cp=shape.cp,
-                          ep=shape.ep, vp=shape.vp, split=shape.split or None)
+def _memory_per_gpu(
+    req: TrainRequest,
+    shape: Shape,
+    dp: int,
+    zero: int,
+    offload: bool,
+    mb: int,
+    microbatches: int,
+    recompute: str,
+    framework: str,
+) -> MemoryBreakdown:
+    return memory_per_gpu(
+        req.arch,
+        req.params,
+        precision=req.precision,
+        optimizer=req.optimizer,
+        method=req.method,
+        lora_rank=req.lora_rank,
+        lora_targets=req.lora_targets,
+        tp=shape.tp,
+        pp=shape.pp,
+        dp=dp,
+        zero_stage=zero,
+        zero_shard_ranks=shape.shard,
+        offload_optimizer=offload,
+        offload_params=offload and zero == 3,
+        seq_len=req.seq_len,
+        micro_batch=mb,
+        microbatches=microbatches,
+        recompute=recompute,
+        sequence_parallel=sequence_parallel(shape, framework, req.seq_len),
+        flash_attention=req.flash_attention,
+        framework=framework,
+        options=req.memory,
+        cp=shape.cp,
+        ep=shape.ep,
+        vp=shape.vp,
+        split=shape.split or None,
+    )
 
 
-def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, count: int, shape: Shape,
-                   usable: int) -> None:
+def _search_layout(
+    ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, count: int, shape: Shape, usable: int
+) -> None:
     req, pins = ctx.req, ctx.req.pins
     tp, pp = shape.tp, shape.pp
     dp = count // (tp * pp * shape.cp)
@@ -732,13 +1022,21 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
     if shape.vp > 1:  # Megatron's interleaved schedule runs micro-batches in groups of PP (schedules.py)
         mbs = [m for m in mbs if (req.global_batch_sequences // (m * dp)) % pp == 0]
         if not mbs:
-            out.gap(f"vp:{gpu.id}:{count}", describe(count, gpu.id, tp, pp, dp, 0, 1, "none", False, shape),
-                    because("vp-needs-microbatches", pp=pp, vp=shape.vp), fits=False)
+            out.gap(
+                f"vp:{gpu.id}:{count}",
+                describe(count, gpu.id, tp, pp, dp, 0, 1, "none", False, shape),
+                because("vp-needs-microbatches", pp=pp, vp=shape.vp),
+                fits=False,
+            )
             return
     if not hsdp_group_divides(shape, dp):
-        out.other.setdefault(f"sg:{gpu.id}:{count}:{dp}", Rejection(  # an HSDP shard group that does not tile DP
-            describe(count, gpu.id, tp, pp, dp, 3, 1, "none", False, shape),
-            because("hsdp-group-divides", shard=shape.shard, ranks=dp * shape.cp)))
+        out.other.setdefault(
+            f"sg:{gpu.id}:{count}:{dp}",
+            Rejection(  # an HSDP shard group that does not tile DP
+                describe(count, gpu.id, tp, pp, dp, 3, 1, "none", False, shape),
+                because("hsdp-group-divides", shard=shape.shard, ranks=dp * shape.cp),
+            ),
+        )
         return
     recomputes = [pins.recompute] if pins.recompute else list(RECOMPUTE_ORDER)
     for offload in offloads:
@@ -750,23 +1048,39 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
             if framework is None:
                 _record_gap(ctx, out, gpu, count, shape, dp, zero, offload, mbs, recomputes, usable, per_node)
                 continue
-            kinds = [r for r in recomputes if r != "selective" or selective_offered(req, framework[0], zero, offload, shape)]
+            kinds = [
+                r for r in recomputes if r != "selective" or selective_offered(req, framework[0], zero, offload, shape)
+            ]
             if not kinds:  # the pinned selective has no path under this framework and layout
-                out.other.setdefault(FSDP_SELECTIVE_GAP + f":{gpu.id}:{count}", Rejection(
-                    describe(count, gpu.id, tp, pp, dp, zero, mbs[0] if mbs else 1, "selective", offload, shape),
-                    because("fsdp-selective-needs-fsdp2", zero=zero, offload=offload, method=req.method)))
+                out.other.setdefault(
+                    FSDP_SELECTIVE_GAP + f":{gpu.id}:{count}",
+                    Rejection(
+                        describe(count, gpu.id, tp, pp, dp, zero, mbs[0] if mbs else 1, "selective", offload, shape),
+                        because("fsdp-selective-needs-fsdp2", zero=zero, offload=offload, method=req.method),
+                    ),
+                )
             for mb in mbs:
                 microbatches = req.global_batch_sequences // (mb * dp)
                 if framework[0] == "fsdp" and not fsdp_pipeline_microbatches_ok(pp, microbatches):
-                    out.gap(FSDP_PP_GAP + f":{gpu.id}:{count}", describe(count, gpu.id, tp, pp, dp, zero, mb, "none", offload, shape),
-                            because("fsdp-pp-needs-microbatches", pp=pp, microbatches=microbatches), fits=False)
+                    out.gap(
+                        FSDP_PP_GAP + f":{gpu.id}:{count}",
+                        describe(count, gpu.id, tp, pp, dp, zero, mb, "none", offload, shape),
+                        because("fsdp-pp-needs-microbatches", pp=pp, microbatches=microbatches),
+                        fits=False,
+                    )
                     continue
                 for recompute in kinds:
                     timed = _ep_options(req, shape, recompute)
                     if timed is None:
-                        out.other.setdefault(f"a2a:{shape.pp}:{shape.vp}:{recompute}", Rejection(
-                            describe(count, gpu.id, tp, pp, dp, zero, mb, recompute, offload, shape),
-                            because("ep-overlap-not-allowed", ep=shape.ep, pp=shape.pp, vp=shape.vp, recompute=recompute)))
+                        out.other.setdefault(
+                            f"a2a:{shape.pp}:{shape.vp}:{recompute}",
+                            Rejection(
+                                describe(count, gpu.id, tp, pp, dp, zero, mb, recompute, offload, shape),
+                                because(
+                                    "ep-overlap-not-allowed", ep=shape.ep, pp=shape.pp, vp=shape.vp, recompute=recompute
+                                ),
+                            ),
+                        )
                         continue
                     out.evaluated += 1
                     mem = _memory(ctx, shape, dp, zero, offload, mb, microbatches, recompute, framework[0])
@@ -775,15 +1089,32 @@ def _search_layout(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, 
                         continue
                     if mem.cpu_offload_bytes > HOST_MEMORY_BYTES_PER_GPU:
                         description = describe(count, gpu.id, tp, pp, dp, zero, mb, recompute, offload, shape)
-                        out.other.setdefault(f"host:{gpu.id}:{count}", Rejection(description, because(
-                            "host-memory", needed=mem.cpu_offload_bytes, host=HOST_MEMORY_BYTES_PER_GPU)))
+                        out.other.setdefault(
+                            f"host:{gpu.id}:{count}",
+                            Rejection(
+                                description,
+                                because("host-memory", needed=mem.cpu_offload_bytes, host=HOST_MEMORY_BYTES_PER_GPU),
+                            ),
+                        )
                         continue
-                    out.feasible.append(_fit(ctx, gpu, per_node, count, timed, zero, offload, mb, recompute,
-                                             framework, mem, usable))
+                    out.feasible.append(
+                        _fit(ctx, gpu, per_node, count, timed, zero, offload, mb, recompute, framework, mem, usable)
+                    )
                     fitted = True
                     if _hsdp_searched(req, framework[0], zero, offload, timed):
-                        _search_hsdp(ctx, out, gpu, per_node, count, timed, dp, mb, microbatches, kinds[kinds.index(recompute):],
-                                     usable)
+                        _search_hsdp(
+                            ctx,
+                            out,
+                            gpu,
+                            per_node,
+                            count,
+                            timed,
+                            dp,
+                            mb,
+                            microbatches,
+                            kinds[kinds.index(recompute) :],
+                            usable,
+                        )
                     break  # less recompute is never slower: keep the first that fits
         if fitted and pins.offload is None:
             return  # offload is only worth its PCIe traffic when nothing fits without it
@@ -799,12 +1130,30 @@ def _hsdp_searched(req: TrainRequest, framework: str, zero: int, offload: bool, 
     """Whether the search tries HSDP groups beside a fitting fully sharded layout: FSDP at ZeRO-3 without offload, full
     weights (ZeRO-3 LoRA's gather volume is priced as a base all-reduce, not its adapters' replica all-reduce), no
     pinned group and no CP (train_layout.hsdp_groups)."""
-    return (framework == "fsdp" and zero == 3 and not offload and req.method == "full" and req.pins.shard_group is None
-            and shape.shard is None and shape.cp == 1)
+    return (
+        framework == "fsdp"
+        and zero == 3
+        and not offload
+        and req.method == "full"
+        and req.pins.shard_group is None
+        and shape.shard is None
+        and shape.cp == 1
+    )
 
 
-def _search_hsdp(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, count: int, shape: Shape, dp: int, mb: int,
-                 microbatches: int, recomputes: list[str], usable: int) -> None:
+def _search_hsdp(
+    ctx: _Context,
+    out: _Collector,
+    gpu: GpuSpec,
+    per_node: int,
+    count: int,
+    shape: Shape,
+    dp: int,
+    mb: int,
+    microbatches: int,
+    recomputes: list[str],
+    usable: int,
+) -> None:
     """The HSDP variants of a layout that fits fully sharded at `recomputes[0]` (a shard group holds more per GPU, so
     none fits where full sharding does not, nor with less recompute): groups smallest first (train_layout.hsdp_groups),
     each at the least recompute that fits; a larger group only while the smaller ones needed more recompute than full
@@ -822,7 +1171,9 @@ def _search_hsdp(ctx: _Context, out: _Collector, gpu: GpuSpec, per_node: int, co
             mem = _memory(ctx, hybrid, dp, 3, False, mb, microbatches, recompute, "fsdp")
             if mem.total > usable:
                 continue
-            out.feasible.append(_fit(ctx, gpu, per_node, count, hybrid, 3, False, mb, recompute, framework, mem, usable))
+            out.feasible.append(
+                _fit(ctx, gpu, per_node, count, hybrid, 3, False, mb, recompute, framework, mem, usable)
+            )
             if recompute == recomputes[0]:
                 return  # as little recompute as full sharding: a larger group would only cross more nodes
             break
@@ -848,8 +1199,20 @@ def _ep_options(req: TrainRequest, shape: Shape, recompute: str) -> Shape | None
     return shape._replace(ep_overlap=overlap, ep_dispatch=pins.ep_dispatch or "bf16")
 
 
-def _record_gap(ctx: _Context, out: _Collector, gpu: GpuSpec, count: int, shape: Shape, dp: int, zero: int,
-                offload: bool, mbs: list[int], recomputes: list[str], usable: int, per_node: int) -> None:
+def _record_gap(
+    ctx: _Context,
+    out: _Collector,
+    gpu: GpuSpec,
+    count: int,
+    shape: Shape,
+    dp: int,
+    zero: int,
+    offload: bool,
+    mbs: list[int],
+    recomputes: list[str],
+    usable: int,
+    per_node: int,
+) -> None:
     """A layout no framework runs: kept (one per reason) with whether it would have fit memory, so that a search
     where only such layouts fit says so instead of "does not fit"."""
     req = ctx.req
@@ -865,7 +1228,9 @@ def _record_gap(ctx: _Context, out: _Collector, gpu: GpuSpec, count: int, shape:
     out.gap(key, describe(count, gpu.id, shape.tp, shape.pp, dp, zero, mb, recompute, offload, shape), reason, fits)
 
 
-def search_training(req: TrainRequest, gpus: Mapping[str, GpuSpec], searches: SearchCache | None = None) -> TrainSearchResult:
+def search_training(
+    req: TrainRequest, gpus: Mapping[str, GpuSpec], searches: SearchCache | None = None
+) -> TrainSearchResult:
     """The search for `req` over the catalog entries `gpus`; with `searches` (one per run, the pipeline's), a question
     asked before in the run gets the earlier result. Without it every call searches (the tests of determinism
     compare two real searches)."""
@@ -892,14 +1257,17 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
             out.other[f"dtype:{gpu_id}"] = Rejection(gpu_id, because("no-tensor-cores-datasheet", dtype=dtype))
             continue
         if gpu.edge or req.pricing not in gpu.price_usd_per_gpu_hour:
-            out.other[f"price:{gpu_id}"] = Rejection(gpu_id, because("no-price", pricing=req.pricing) if not gpu.edge
-                                                     else because("edge-not-for-training"))
+            out.other[f"price:{gpu_id}"] = Rejection(
+                gpu_id, because("no-price", pricing=req.pricing) if not gpu.edge else because("edge-not-for-training")
+            )
             continue
         per_node = req.gpus_per_node or gpu.gpus_per_node
         usable = int(usable_memory_bytes(gpu.memory_bytes) / req.memory_factor)  # the memory margin, as less room
         for count in gpu_counts(req, per_node):
             if count > per_node and count % per_node:  # launchers start the same number of ranks on every node
-                out.other[f"nodes:{gpu_id}:{count}"] = Rejection(f"{count} × {gpu_id}", because("nodes-not-filled", gpus=count, per_node=per_node))
+                out.other[f"nodes:{gpu_id}:{count}"] = Rejection(
+                    f"{count} × {gpu_id}", because("nodes-not-filled", gpus=count, per_node=per_node)
+                )
                 continue
             tps = _tp_choices(req.arch, per_node, count, pins.tp)
             for tp in tps:
@@ -912,16 +1280,28 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
                             continue
                         split = _split(req, pp)
                         if split is None:
-                            out.other.setdefault(f"pp:{pp}", Rejection(f"PP{pp}", because(
-                                "no-pipeline-split", pp=pp, layers=req.arch.layers,
-                                first=pins.pp_first_stage_layers, last=pins.pp_last_stage_layers)))
+                            out.other.setdefault(
+                                f"pp:{pp}",
+                                Rejection(
+                                    f"PP{pp}",
+                                    because(
+                                        "no-pipeline-split",
+                                        pp=pp,
+                                        layers=req.arch.layers,
+                                        first=pins.pp_first_stage_layers,
+                                        last=pins.pp_last_stage_layers,
+                                    ),
+                                ),
+                            )
                             continue
                         for ep in eps:
                             if (dp * cp) % ep:
                                 continue  # EP ranks come from the data-parallel ranks
                             vps = _vp_choices(req, split)
                             if not vps:
-                                out.other.setdefault(f"vp:{pp}", Rejection(f"PP{pp}", because("vp-needs-pp", vp=pins.vp)))
+                                out.other.setdefault(
+                                    f"vp:{pp}", Rejection(f"PP{pp}", because("vp-needs-pp", vp=pins.vp))
+                                )
                             for vp in vps:
                                 shape = Shape(tp, cp, pp, ep, vp, split, _pinned_group(pins, dp * cp))
                                 _search_layout(ctx, out, gpu, per_node, count, shape, usable)
@@ -956,33 +1336,75 @@ def _choose(ctx: _Context, out: _Collector, fitting: set, warnings: list[Reason]
     extra: list[Rejection] = []
     if req.deadline_seconds:
         for c in sorted((c for c in feasible if c.wall_seconds * f > req.deadline_seconds), key=_key_cost)[:3]:
-            extra.append(Rejection(c.description, because("misses-deadline", wall=c.wall_seconds, gated=c.wall_seconds * f,
-                                                          quantile=q, deadline=req.deadline_seconds)))
+            extra.append(
+                Rejection(
+                    c.description,
+                    because(
+                        "misses-deadline",
+                        wall=c.wall_seconds,
+                        gated=c.wall_seconds * f,
+                        quantile=q,
+                        deadline=req.deadline_seconds,
+                    ),
+                )
+            )
     if req.budget_usd:
         for c in sorted((c for c in meets_deadline if c.cost_usd * f > req.budget_usd), key=_key_time)[:3]:
-            extra.append(Rejection(c.description, because("over-budget", cost=c.cost_usd, gated=c.cost_usd * f, quantile=q,
-                                                          budget=req.budget_usd)))
+            extra.append(
+                Rejection(
+                    c.description,
+                    because("over-budget", cost=c.cost_usd, gated=c.cost_usd * f, quantile=q, budget=req.budget_usd),
+                )
+            )
     rejected = out.rejections(fitting, extra)
     if not within:
         if not meets_deadline:
             fastest = _candidate(ctx, min(feasible, key=_key_time))
-            reason = because("deadline-unreachable", wall=fastest.wall_seconds, gated=fastest.wall_seconds * f, quantile=q,
-                             gpus=fastest.gpus, gpu_id=fastest.gpu_id, pricing=req.pricing, cost=fastest.cost_usd,
-                             deadline=req.deadline_seconds)
+            reason = because(
+                "deadline-unreachable",
+                wall=fastest.wall_seconds,
+                gated=fastest.wall_seconds * f,
+                quantile=q,
+                gpus=fastest.gpus,
+                gpu_id=fastest.gpu_id,
+                pricing=req.pricing,
+                cost=fastest.cost_usd,
+                deadline=req.deadline_seconds,
+            )
             return TrainSearchResult(None, pareto, rejected, out.evaluated, reason, fastest, ())
         cheapest = _candidate(ctx, min(meets_deadline, key=_key_cost))
-        reason = because("over-budget-cheapest", cost=cheapest.cost_usd, gated=cheapest.cost_usd * f, quantile=q,
-                         budget=req.budget_usd, deadline=req.deadline_seconds, gpus=cheapest.gpus, gpu_id=cheapest.gpu_id,
-                         pricing=req.pricing)
+        reason = because(
+            "over-budget-cheapest",
+            cost=cheapest.cost_usd,
+            gated=cheapest.cost_usd * f,
+            quantile=q,
+            budget=req.budget_usd,
+            deadline=req.deadline_seconds,
+            gpus=cheapest.gpus,
+            gpu_id=cheapest.gpu_id,
+            pricing=req.pricing,
+        )
         return TrainSearchResult(None, pareto, rejected, out.evaluated, reason, cheapest, ())
     chosen = _candidate(ctx, min(within, key=_key_cost if req.optimize == "cost" else _key_time))
     if chosen.network_bound:
-        warnings.append(because("network-bound", share=chosen.step.dp_comm_exposed / chosen.step.total,
-                                interconnect=req.interconnect.id, limit=NETWORK_SHARE_OF_STEP,
-                                needed=chosen.network_bytes_per_second_needed))
+        warnings.append(
+            because(
+                "network-bound",
+                share=chosen.step.dp_comm_exposed / chosen.step.total,
+                interconnect=req.interconnect.id,
+                limit=NETWORK_SHARE_OF_STEP,
+                needed=chosen.network_bytes_per_second_needed,
+            )
+        )
     if chosen.dataset_read_bytes_per_second > req.storage.read_bytes_per_second * chosen.nodes:
-        warnings.append(because("storage-too-slow", read=chosen.dataset_read_bytes_per_second, storage=req.storage.id,
-                                nodes=chosen.nodes))
+        warnings.append(
+            because(
+                "storage-too-slow",
+                read=chosen.dataset_read_bytes_per_second,
+                storage=req.storage.id,
+                nodes=chosen.nodes,
+            )
+        )
     return TrainSearchResult(chosen, pareto, rejected, out.evaluated, None, None, tuple(warnings))
 
 
@@ -995,8 +1417,16 @@ def pareto_front(candidates: Sequence[C]) -> tuple[C, ...]:
     return tuple(front)
 
 
-def evaluate_layout(req: TrainRequest, gpu: GpuSpec, shape: Shape, zero: int, micro_batch: int, recompute: str,
-                    framework: str, offload: bool = False) -> TrainCandidate:
+def evaluate_layout(
+    req: TrainRequest,
+    gpu: GpuSpec,
+    shape: Shape,
+    zero: int,
+    micro_batch: int,
+    recompute: str,
+    framework: str,
+    offload: bool = False,
+) -> TrainCandidate:
     """One fully stated layout, timed and sized without the search's framework gate or memory check (the caller reads
     `memory.total` against `usable_memory_bytes`): how benchmarks/accuracy.py prices a published layout that a
     framework the compiler does not emit ran (NeMo's LoRA with TP/PP, torchtitan's FSDP × TP × PP)."""
@@ -1006,8 +1436,20 @@ def evaluate_layout(req: TrainRequest, gpu: GpuSpec, shape: Shape, zero: int, mi
     dp = count // (shape.tp * shape.cp * shape.pp)
     microbatches = req.global_batch_sequences // (micro_batch * dp)
     mem = _memory(ctx, shape, dp, zero, offload, micro_batch, microbatches, recompute, framework)
-    fit = _fit(ctx, gpu, per_node, count, shape, zero, offload, micro_batch, recompute,
-               (framework, because("framework-pinned")), mem, usable_memory_bytes(gpu.memory_bytes))
+    fit = _fit(
+        ctx,
+        gpu,
+        per_node,
+        count,
+        shape,
+        zero,
+        offload,
+        micro_batch,
+        recompute,
+        (framework, because("framework-pinned")),
+        mem,
+        usable_memory_bytes(gpu.memory_bytes),
+    )
     return _candidate(ctx, fit)
 
 

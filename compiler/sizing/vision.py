@@ -46,8 +46,16 @@ from .reasons import because
 from .serve_latency import compute_dtype, matmul_flops_per_second, memory_bytes_per_second
 from .serve_memory import WEIGHT_ELEMENT_BYTES
 from .serve_types import (
-    HOURS_PER_MONTH, MAX_PARETO, ServeCandidate, ServeMemory, ServeRejection, ServeRequest,
-    ServeSearchResult, pareto_front, rank_key, replica_plan,
+    HOURS_PER_MONTH,
+    MAX_PARETO,
+    ServeCandidate,
+    ServeMemory,
+    ServeRejection,
+    ServeRequest,
+    ServeSearchResult,
+    pareto_front,
+    rank_key,
+    replica_plan,
 )
 
 if TYPE_CHECKING:
@@ -124,8 +132,9 @@ class BatchTime:
     fixed_seconds: float = 0.0  # layers × TENSORRT_EDGE_LAYER_FIXED_SECONDS (TensorRT on an edge device), in `seconds`
 
 
-def layered_batch_time(layers: tuple[Layer, ...], gpu: GpuSpec, dtype: str, precision: str, batch: int,
-                       fusion: str = "tensorrt") -> BatchTime:
+def layered_batch_time(
+    layers: tuple[Layer, ...], gpu: GpuSpec, dtype: str, precision: str, batch: int, fusion: str = "tensorrt"
+) -> BatchTime:
     rate, bandwidth, width = matmul_flops_per_second(gpu, dtype), memory_bytes_per_second(gpu), element_bytes(precision)
     total = compute = memory = traffic = 0.0
     bound = 0
@@ -144,8 +153,16 @@ def layer_fixed_seconds(gpu: GpuSpec, fusion: str) -> float:
     return TENSORRT_EDGE_LAYER_FIXED_SECONDS if fusion == "tensorrt" and gpu.edge else 0.0
 
 
-def batch_time(arch: Architecture, gpu: GpuSpec, dtype: str, precision: str, flops: float, weight_bytes: int,
-               batch: int, fusion: str = "tensorrt") -> BatchTime:
+def batch_time(
+    arch: Architecture,
+    gpu: GpuSpec,
+    dtype: str,
+    precision: str,
+    flops: float,
+    weight_bytes: int,
+    batch: int,
+    fusion: str = "tensorrt",
+) -> BatchTime:
     layers = table_for(arch)
     if layers:
         return layered_batch_time(layers, gpu, dtype, precision, batch, fusion)
@@ -156,9 +173,16 @@ def batch_time(arch: Architecture, gpu: GpuSpec, dtype: str, precision: str, flo
 def roofline_reason(timing: BatchTime, batch: int, fusion: str):
     if timing.layers == 1:
         return None
-    return because("cnn-roofline", layers=timing.layers, memory_bound_layers=timing.memory_bound_layers,
-                   traffic_bytes_per_item=timing.traffic_bytes / batch, compute_seconds=timing.compute_seconds,
-                   memory_seconds=timing.memory_seconds, fusion=fusion, fixed_seconds=timing.fixed_seconds)
+    return because(
+        "cnn-roofline",
+        layers=timing.layers,
+        memory_bound_layers=timing.memory_bound_layers,
+        traffic_bytes_per_item=timing.traffic_bytes / batch,
+        compute_seconds=timing.compute_seconds,
+        memory_seconds=timing.memory_seconds,
+        fusion=fusion,
+        fixed_seconds=timing.fixed_seconds,
+    )
 
 
 def batch_sizes() -> list[int]:
@@ -176,7 +200,11 @@ def search_vision(req: ServeRequest, gpus: dict[str, GpuSpec]) -> ServeSearchRes
         for precision in req.precisions:
             dtype = compute_dtype(precision, gpu)
             if dtype is None:
-                rejected.append(ServeRejection(f"{gpu.id} {precision}", because("no-tensor-cores", gpu_name=gpu.name, precision=precision)))
+                rejected.append(
+                    ServeRejection(
+                        f"{gpu.id} {precision}", because("no-tensor-cores", gpu_name=gpu.name, precision=precision)
+                    )
+                )
                 continue
             evaluated += 1
             fit, rejection = evaluate_device(req, gpu, precision, dtype, flops)
@@ -193,8 +221,12 @@ def search_vision(req: ServeRequest, gpus: dict[str, GpuSpec]) -> ServeSearchRes
     if req.budget_usd_per_month is not None and chosen.usd_per_month > req.budget_usd_per_month:
         cheapest = min(candidates, key=lambda c: c.usd_per_month)
         if cheapest.usd_per_month > req.budget_usd_per_month:
-            reason = because("config-over-budget", cheapest=cheapest.description, usd=cheapest.usd_per_month,
-                             budget=req.budget_usd_per_month)
+            reason = because(
+                "config-over-budget",
+                cheapest=cheapest.description,
+                usd=cheapest.usd_per_month,
+                budget=req.budget_usd_per_month,
+            )
             return ServeSearchResult(None, pareto, kept, evaluated, reason, cheapest, ())
         chosen = cheapest
     return ServeSearchResult(chosen, pareto, kept, evaluated, None, None, ())
@@ -227,25 +259,54 @@ def evaluate_device(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
     min_replicas, replicas = counts.min_replicas, counts.replicas
     power = replicas * gpu.tdp_watts
     if gpu.edge and req.power_budget_watts is not None and power > req.power_budget_watts:
-        return None, ServeRejection(where, because("over-power-budget", devices=replicas, tdp=gpu.tdp_watts, power=power,
-                                                  budget=req.power_budget_watts))
+        return None, ServeRejection(
+            where,
+            because(
+                "over-power-budget", devices=replicas, tdp=gpu.tdp_watts, power=power, budget=req.power_budget_watts
+            ),
+        )
     delay = max(0.0, slo - 2 * t) if slo is not None else t
     usd_per_hour = replicas * gpu.price_usd_per_gpu_hour[req.pricing]
     items_per_hour = req.requests_per_second * 3600
     activations = activation_bytes(req.arch, b, req.prompt_tokens, precision)
     return ServeCandidate(
-        gpu_id=gpu.id, precision=precision, tp=1, pp=1, gpus_per_replica=1, nodes_per_replica=1, max_concurrency=b,
-        max_num_batched_tokens=0, kv_cache_tokens=0, kv_bytes_per_token=0, kv_bytes_per_token_per_gpu=0,
-        memory=ServeMemory(weights=weights, kv_cache=0, activations=activations, other=0,
-                           total=weights + activations, usable=usable),
-        weights_bytes_total=weights, ttft_seconds=delay + 2 * t, tpot_seconds=0.0, latency_seconds=delay + 2 * t,
+        gpu_id=gpu.id,
+        precision=precision,
+        tp=1,
+        pp=1,
+        gpus_per_replica=1,
+        nodes_per_replica=1,
+        max_concurrency=b,
+        max_num_batched_tokens=0,
+        kv_cache_tokens=0,
+        kv_bytes_per_token=0,
+        kv_bytes_per_token_per_gpu=0,
+        memory=ServeMemory(
+            weights=weights, kv_cache=0, activations=activations, other=0, total=weights + activations, usable=usable
+        ),
+        weights_bytes_total=weights,
+        ttft_seconds=delay + 2 * t,
+        tpot_seconds=0.0,
+        latency_seconds=delay + 2 * t,
         step_bound="compute" if timing.compute_seconds >= timing.memory_seconds else "memory",
-        tokens_per_second_per_replica=capacity, requests_per_second_per_replica=capacity,
-        requests_per_second=req.requests_per_second, queue_target_per_replica=float(b), replicas=replicas, min_replicas=min_replicas, max_replicas=replicas,
-        usd_per_hour=usd_per_hour, usd_per_month=usd_per_hour * HOURS_PER_MONTH,
+        tokens_per_second_per_replica=capacity,
+        requests_per_second_per_replica=capacity,
+        requests_per_second=req.requests_per_second,
+        queue_target_per_replica=float(b),
+        replicas=replicas,
+        min_replicas=min_replicas,
+        max_replicas=replicas,
+        usd_per_hour=usd_per_hour,
+        usd_per_month=usd_per_hour * HOURS_PER_MONTH,
         usd_per_million_tokens=usd_per_hour / items_per_hour * 1e6,
-        gpu_memory_utilization=req.gpu_memory_utilization, target_utilization=req.target_utilization,
-        queueing=because("dynamic-batching", batch=b, batch_seconds=t, delay=delay, roofline=roofline_reason(timing, b, fusion)),
-        max_queue_delay_seconds=delay, preferred_batch_sizes=tuple(x for x in batch_sizes() if x <= b and x >= b // 4),
-        power_watts=power, replicas_needed=counts.needed, replica_floor=counts.floor,
+        gpu_memory_utilization=req.gpu_memory_utilization,
+        target_utilization=req.target_utilization,
+        queueing=because(
+            "dynamic-batching", batch=b, batch_seconds=t, delay=delay, roofline=roofline_reason(timing, b, fusion)
+        ),
+        max_queue_delay_seconds=delay,
+        preferred_batch_sizes=tuple(x for x in batch_sizes() if x <= b and x >= b // 4),
+        power_watts=power,
+        replicas_needed=counts.needed,
+        replica_floor=counts.floor,
     ), None

@@ -7,9 +7,9 @@ output is byte-stable.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape as _html_escape
-from typing import Callable
 
 
 def escape(text: str) -> str:
@@ -22,10 +22,23 @@ PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b
 
 
 def _svg(body: list[str], title: str, height: int = HEIGHT) -> str:
-    head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
-            f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">')
-    return "\n".join([head, f"<title>{escape(title)}</title>", f'<rect width="{WIDTH}" height="{height}" fill="#ffffff"/>',
-                      f'<text x="{WIDTH / 2}" y="20" text-anchor="middle" font-size="14">{escape(title)}</text>', *body, "</svg>"]) + "\n"
+    head = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">'
+    )
+    return (
+        "\n".join(
+            [
+                head,
+                f"<title>{escape(title)}</title>",
+                f'<rect width="{WIDTH}" height="{height}" fill="#ffffff"/>',
+                f'<text x="{WIDTH / 2}" y="20" text-anchor="middle" font-size="14">{escape(title)}</text>',
+                *body,
+                "</svg>",
+            ]
+        )
+        + "\n"
+    )
 
 
 def memory_bar(terms: list[tuple[str, float]], capacity_bytes: float, title: str) -> str:
@@ -44,7 +57,9 @@ def memory_bar(terms: list[tuple[str, float]], capacity_bytes: float, title: str
         body.append(f'<text x="{MARGIN + 18}" y="{legend_y}">{escape(name)}: {value / 2**30:.1f} GiB</text>')
         x += w
     cap_x = MARGIN + plot_w * capacity_bytes / scale_max
-    body.append(f'<line x1="{cap_x:.1f}" y1="60" x2="{cap_x:.1f}" y2="160" stroke="#000000" stroke-width="2" stroke-dasharray="6 3"/>')
+    body.append(
+        f'<line x1="{cap_x:.1f}" y1="60" x2="{cap_x:.1f}" y2="160" stroke="#000000" stroke-width="2" stroke-dasharray="6 3"/>'
+    )
     body.append(f'<text x="{cap_x:.1f}" y="55" text-anchor="middle">usable {capacity_bytes / 2**30:.1f} GiB</text>')
     body.append(f'<text x="{MARGIN}" y="{y + h + 16:.1f}">total {total / 2**30:.1f} GiB per GPU</text>')
     return _svg(body, title)
@@ -132,8 +147,12 @@ def _label_spot(cx: float, cy: float, tag: str, placed: list, plot: tuple) -> tu
     earlier label covers (labels are text, visible in any viewer; tooltips are not)."""
     width = CHAR_WIDTH * len(tag)
     left, top, right, bottom = plot
-    spots = [(cx + 10, cy + 4, "start", cx + 10), (cx - 10, cy + 4, "end", cx - 10 - width),
-             (cx, cy - 12, "middle", cx - width / 2), (cx, cy + 20, "middle", cx - width / 2)]
+    spots = [
+        (cx + 10, cy + 4, "start", cx + 10),
+        (cx - 10, cy + 4, "end", cx - 10 - width),
+        (cx, cy - 12, "middle", cx - width / 2),
+        (cx, cy + 20, "middle", cx - width / 2),
+    ]
     for offset in range(0, 200, 16):  # then the same spots further up
         for tx, ty, anchor, x0 in spots:
             box = (x0, ty - offset - LINE_HEIGHT + 3, x0 + width, ty - offset + 3)
@@ -157,16 +176,24 @@ def pareto(points: list[tuple[str, float, float, bool]], x: Axis, y: Axis, title
     (y0, y1), y_step, y_ticks = _scaled_ticks([p[2] for p in points], y_unit)
     px = lambda v: left + (right - left) * (v - x0) / (x1 - x0)  # noqa: E731
     py = lambda v: bottom - plot_h * (v - y0) / (y1 - y0)  # noqa: E731
-    body = [f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#000000"/>',
-            f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#000000"/>']
+    body = [
+        f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#000000"/>',
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#000000"/>',
+    ]
     for tick in x_ticks:
-        body += [f'<line x1="{px(tick):.1f}" y1="{bottom}" x2="{px(tick):.1f}" y2="{bottom + 5}" stroke="#000000"/>',
-                 f'<text x="{px(tick):.1f}" y="{bottom + 18}" text-anchor="middle">{escape(tick_text(tick, x_unit, x_step))}</text>']
+        body += [
+            f'<line x1="{px(tick):.1f}" y1="{bottom}" x2="{px(tick):.1f}" y2="{bottom + 5}" stroke="#000000"/>',
+            f'<text x="{px(tick):.1f}" y="{bottom + 18}" text-anchor="middle">{escape(tick_text(tick, x_unit, x_step))}</text>',
+        ]
     for tick in y_ticks:
-        body += [f'<line x1="{left - 5}" y1="{py(tick):.1f}" x2="{left}" y2="{py(tick):.1f}" stroke="#000000"/>',
-                 f'<text x="{left - 8}" y="{py(tick) + 4:.1f}" text-anchor="end">{escape(tick_text(tick, y_unit, y_step))}</text>']
-    body += [f'<text x="{(left + right) / 2}" y="{bottom + 38}" text-anchor="middle">{escape(x.label)}</text>',
-             f'<text x="16" y="{(top + bottom) / 2}" transform="rotate(-90 16 {(top + bottom) / 2})" text-anchor="middle">{escape(y.label)}</text>']
+        body += [
+            f'<line x1="{left - 5}" y1="{py(tick):.1f}" x2="{left}" y2="{py(tick):.1f}" stroke="#000000"/>',
+            f'<text x="{left - 8}" y="{py(tick) + 4:.1f}" text-anchor="end">{escape(tick_text(tick, y_unit, y_step))}</text>',
+        ]
+    body += [
+        f'<text x="{(left + right) / 2}" y="{bottom + 38}" text-anchor="middle">{escape(x.label)}</text>',
+        f'<text x="16" y="{(top + bottom) / 2}" transform="rotate(-90 16 {(top + bottom) / 2})" text-anchor="middle">{escape(y.label)}</text>',
+    ]
     placed: list[tuple[float, float, float, float]] = []  # label boxes so far, kept apart
 
     def note(tx: float, ty: float, anchor: str, text: str) -> None:
@@ -178,15 +205,24 @@ def pareto(points: list[tuple[str, float, float, bool]], x: Axis, y: Axis, title
     if x.limit:
         text = f"{x.limit_label} {tick_text(x.limit, x_unit, x_step)}"
         if x0 <= x.limit <= x1:
-            body.append(f'<line x1="{px(x.limit):.1f}" y1="{top}" x2="{px(x.limit):.1f}" y2="{bottom}" stroke="#e15759" stroke-dasharray="6 3"/>')
+            body.append(
+                f'<line x1="{px(x.limit):.1f}" y1="{top}" x2="{px(x.limit):.1f}" y2="{bottom}" stroke="#e15759" stroke-dasharray="6 3"/>'
+            )
             note(px(x.limit) - 4, top + 12, "end", text)
         else:  # off the axis: said above the plot on the side it lies, so the points keep their spread
             note(right, top - 12, "end", f"{text} {'→' if x.limit > x1 else '←'}")
     if y.limit:
         text = f"{y.limit_label} {tick_text(y.limit, y_unit, y_step)}"
         if y0 <= y.limit <= y1:
-            body.append(f'<line x1="{left}" y1="{py(y.limit):.1f}" x2="{right}" y2="{py(y.limit):.1f}" stroke="#e15759" stroke-dasharray="6 3"/>')
-            note(left + 4, py(y.limit) - 4 if py(y.limit) - 4 - LINE_HEIGHT > top - 4 else py(y.limit) + 14, "start", text)
+            body.append(
+                f'<line x1="{left}" y1="{py(y.limit):.1f}" x2="{right}" y2="{py(y.limit):.1f}" stroke="#e15759" stroke-dasharray="6 3"/>'
+            )
+            note(
+                left + 4,
+                py(y.limit) - 4 if py(y.limit) - 4 - LINE_HEIGHT > top - 4 else py(y.limit) + 14,
+                "start",
+                text,
+            )
         else:
             note(left + 4, top - 12 if y.limit > y1 else bottom - 6, "start", f"{text} {'↑' if y.limit > y1 else '↓'}")
     for number, (label, vx, vy, chosen) in enumerate(points, 1):
@@ -194,8 +230,12 @@ def pareto(points: list[tuple[str, float, float, bool]], x: Axis, y: Axis, title
         color, r = ("#e15759", 7) if chosen else ("#4e79a7", 4)
         tag = f"{number}{' (chosen)' if chosen else ''}"
         tx, ty, anchor = _label_spot(cx, cy, tag, placed, (left, top, right, bottom))
-        body += [f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{r}" fill="{color}"><title>{escape(label)}</title></circle>',
-                 f'<text x="{tx:.1f}" y="{ty:.1f}" text-anchor="{anchor}">{tag}</text>']
+        body += [
+            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{r}" fill="{color}"><title>{escape(label)}</title></circle>',
+            f'<text x="{tx:.1f}" y="{ty:.1f}" text-anchor="{anchor}">{tag}</text>',
+        ]
         weight = ' font-weight="bold"' if chosen else ""
-        body.append(f'<text x="{MARGIN // 2}" y="{bottom + 62 + 16 * (number - 1)}"{weight}>{number}. {escape(_clip(label))}</text>')
+        body.append(
+            f'<text x="{MARGIN // 2}" y="{bottom + 62 + 16 * (number - 1)}"{weight}>{number}. {escape(_clip(label))}</text>'
+        )
     return _svg(body, title, height=bottom + 62 + 16 * len(points))

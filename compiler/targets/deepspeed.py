@@ -5,7 +5,7 @@ deepspeed.initialize; without one DeepSpeed takes the whole world, so plain runs
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..resolved import ResolvedPlan
 from .base import OutputFile, Target, dump_json

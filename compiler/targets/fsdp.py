@@ -8,7 +8,7 @@ by launch/torchrun.sh ($MLINFRA_ACCELERATE_CONFIG). Accelerate refuses unknown t
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..resolved import ResolvedPlan
 from .base import OutputFile, Target, dump_yaml_documents
@@ -20,7 +20,11 @@ def applies(plan: ResolvedPlan) -> bool:
 
 
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
-    return [OutputFile(plan.deployment.files.accelerate_config, dump_yaml_documents([plan.deployment.frameworks.accelerate_config]))]
+    return [
+        OutputFile(
+            plan.deployment.files.accelerate_config, dump_yaml_documents([plan.deployment.frameworks.accelerate_config])
+        )
+    ]
 
 
 TARGET = Target("fsdp", applies, render)

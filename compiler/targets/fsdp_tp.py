@@ -7,10 +7,11 @@ With LoRA, fsdp/lora_tp.py beside it: the TP-sharded adapters (compiler/deployme
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..resolved import ResolvedPlan
-from .base import OutputFile, Target, dump_json, render as render_template
+from .base import OutputFile, Target, dump_json
+from .base import render as render_template
 
 
 def applies(plan: ResolvedPlan) -> bool:
@@ -20,8 +21,10 @@ def applies(plan: ResolvedPlan) -> bool:
 
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
     files, settings = plan.deployment.files, plan.deployment.frameworks.fsdp_tp
-    out = [OutputFile(files.fsdp_tp_config, dump_json(settings)),
-           OutputFile(files.fsdp_tp_script, render_template("fsdp/fsdp_tp.py.j2"))]
+    out = [
+        OutputFile(files.fsdp_tp_config, dump_json(settings)),
+        OutputFile(files.fsdp_tp_script, render_template("fsdp/fsdp_tp.py.j2")),
+    ]
     if "lora" in settings:  # fsdp_tp.py loads it from beside itself
         out.append(OutputFile(files.lora_tp_script, render_template("fsdp/lora_tp.py.j2")))
     return out

@@ -19,14 +19,21 @@ GIB = 2**30
 
 def labels(plan: ResolvedPlan, component: str) -> dict[str, str]:
     """The recommended app.kubernetes.io labels (kubernetes.io/docs/concepts/overview/working-with-objects/common-labels)."""
-    return {"app.kubernetes.io/name": plan.name, "app.kubernetes.io/instance": plan.name,
-            "app.kubernetes.io/component": component, "app.kubernetes.io/part-of": plan.name,
-            "app.kubernetes.io/managed-by": MANAGED_BY}
+    return {
+        "app.kubernetes.io/name": plan.name,
+        "app.kubernetes.io/instance": plan.name,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/part-of": plan.name,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+    }
 
 
 def gpu_node_selector(plan: ResolvedPlan) -> dict[str, str]:
     """The plan's extra node labels plus the GPU product label that NVIDIA GPU feature discovery sets."""
-    return {**plan.deployment.kubernetes.node_selector, "nvidia.com/gpu.product": plan.hardware.gpu_spec.k8s_product_label}
+    return {
+        **plan.deployment.kubernetes.node_selector,
+        "nvidia.com/gpu.product": plan.hardware.gpu_spec.k8s_product_label,
+    }
 
 
 def tolerations(plan: ResolvedPlan) -> list[dict]:
@@ -61,9 +68,18 @@ def service_account(plan: ResolvedPlan, component: str) -> list[dict]:
     k8s = plan.deployment.kubernetes
     if not k8s.service_account:
         return []
-    return [{"apiVersion": "v1", "kind": "ServiceAccount",
-             "metadata": {"name": k8s.service_account, "namespace": k8s.namespace, "labels": labels(plan, component),
-                          "annotations": dict(k8s.service_account_annotations)}}]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {
+                "name": k8s.service_account,
+                "namespace": k8s.namespace,
+                "labels": labels(plan, component),
+                "annotations": dict(k8s.service_account_annotations),
+            },
+        }
+    ]
 
 
 def literal(text: str) -> str:
@@ -83,8 +99,12 @@ def pvc(name: str, size_bytes: int, plan: ResolvedPlan, access_mode: str) -> dic
     spec = {"accessModes": [access_mode], "resources": {"requests": {"storage": quantity_bytes(size_bytes)}}}
     if plan.deployment.kubernetes.storage_class:
         spec["storageClassName"] = plan.deployment.kubernetes.storage_class
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": name, "namespace": plan.deployment.kubernetes.namespace}, "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": plan.deployment.kubernetes.namespace},
+        "spec": spec,
+    }
 
 
 def shm_volume(size_bytes: int) -> dict:

@@ -18,12 +18,20 @@ off one host), placed by the GPU product label and the plan's tolerations.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..resolved import ResolvedPlan
 from .base import OutputFile, Target, dump_yaml_documents
 from .k8s_common import (
-    gpu_node_selector, labels, pod_identity, pvc, secret_env, service_account, shm_volume, tolerations, weights_env_from,
+    gpu_node_selector,
+    labels,
+    pod_identity,
+    pvc,
+    secret_env,
+    service_account,
+    shm_volume,
+    tolerations,
+    weights_env_from,
 )
 
 # The training operator's names (kubeflow/training-operator v1.9.0, pkg/apis/kubeflow.org/v1/pytorch_types.go):
@@ -36,7 +44,11 @@ COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completi
 
 
 def applies(plan: ResolvedPlan) -> bool:
-    return plan.deployment is not None and plan.deployment.kubernetes is not None and plan.deployment.kubernetes.training is not None
+    return (
+        plan.deployment is not None
+        and plan.deployment.kubernetes is not None
+        and plan.deployment.kubernetes.training is not None
+    )
 
 
 def carried_files(plan: ResolvedPlan) -> list[str]:
@@ -46,10 +58,16 @@ def carried_files(plan: ResolvedPlan) -> list[str]:
 
 def _config_map(plan: ResolvedPlan, rendered: Mapping[str, OutputFile]) -> dict:
     data = {path.replace("/", "__"): rendered[path].text for path in carried_files(plan)}
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": f"{plan.name}-launch", "namespace": plan.deployment.kubernetes.namespace,
-                         "labels": labels(plan, "launcher")},
-            "data": dict(sorted(data.items()))}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": f"{plan.name}-launch",
+            "namespace": plan.deployment.kubernetes.namespace,
+            "labels": labels(plan, "launcher"),
+        },
+        "data": dict(sorted(data.items())),
+    }
 
 
 def _env(plan: ResolvedPlan, job_api: str) -> list[dict]:
@@ -59,9 +77,14 @@ def _env(plan: ResolvedPlan, job_api: str) -> list[dict]:
     name, job = plan.name, plan.deployment.kubernetes.training
     env = []
     if job_api == "jobset":
-        env += [{"name": "MASTER_ADDR", "value": f"{name}-{job.replicated_job}-0-0.{name}"},  # <jobset>-<rjob>-<job>-<pod>.<subdomain>
-                {"name": "MASTER_PORT", "value": str(job.rdzv_port)},
-                {"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_FIELD}}}]
+        env += [
+            {
+                "name": "MASTER_ADDR",
+                "value": f"{name}-{job.replicated_job}-0-0.{name}",
+            },  # <jobset>-<rjob>-<job>-<pod>.<subdomain>
+            {"name": "MASTER_PORT", "value": str(job.rdzv_port)},
+            {"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_FIELD}}},
+        ]
     env += [
         {"name": "NNODES", "value": str(plan.hardware.nodes)},
         {"name": "NPROC_PER_NODE", "value": str(plan.hardware.gpus_per_node)},
@@ -80,8 +103,10 @@ def _pod_labels(plan: ResolvedPlan) -> dict[str, str]:
 def _pod_spec(plan: ResolvedPlan, config_map: dict, job_api: str) -> dict:
     hw, job = plan.hardware, plan.deployment.kubernetes.training
     pytorchjob = job_api == "pytorchjob"
-    items = [{"key": key, "path": key.replace("__", "/"), "mode": 0o755 if key.endswith(".sh") else 0o644}
-             for key in config_map["data"]]
+    items = [
+        {"key": key, "path": key.replace("__", "/"), "mode": 0o755 if key.endswith(".sh") else 0o644}
+        for key in config_map["data"]
+    ]
     gpus = {"nvidia.com/gpu": hw.gpus_per_node}
     container = {
         "name": PYTORCHJOB_CONTAINER if pytorchjob else "trainer",
@@ -106,9 +131,12 @@ def _pod_spec(plan: ResolvedPlan, config_map: dict, job_api: str) -> dict:
     if job.data_mount:  # train.data: a path on the nodes' shared filesystem, read-only at the same path
         container["volumeMounts"].append({"name": "data", "mountPath": job.data_mount, "readOnly": True})
         volumes.append({"name": "data", "hostPath": {"path": job.data_mount, "type": "Directory"}})
-    one_per_node = {"labelSelector": {"matchLabels": {"app.kubernetes.io/instance": plan.name,
-                                                      "app.kubernetes.io/component": "trainer"}},
-                    "topologyKey": "kubernetes.io/hostname"}
+    one_per_node = {
+        "labelSelector": {
+            "matchLabels": {"app.kubernetes.io/instance": plan.name, "app.kubernetes.io/component": "trainer"}
+        },
+        "topologyKey": "kubernetes.io/hostname",
+    }
     return {
         # JobSet: a failed pod fails its Job (backoffLimit 0) and the JobSet restarts every pod together;
         # PyTorchJob: the operator's own restart policy (set on the replica spec).
@@ -132,14 +160,25 @@ def _jobset(plan: ResolvedPlan, config_map: dict) -> dict:
         # A reclaimed node marks its pods DisruptionTarget (Kubernetes pod disruption conditions); the Job fails with
         # reason PodFailurePolicy and the JobSet restarts without spending a retry: preemption is the price of spot,
         # not a fault (the pattern of JobSet's failure-policy docs). Other failures still count against maxRestarts.
-        job["podFailurePolicy"] = {"rules": [{"action": "FailJob",
-                                              "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
-        failure_policy["rules"] = [{"name": "restart-on-preemption", "action": "RestartJobSetAndIgnoreMaxRestarts",
-                                    "onJobFailureReasons": ["PodFailurePolicy"]}]
+        job["podFailurePolicy"] = {
+            "rules": [{"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
+        }
+        failure_policy["rules"] = [
+            {
+                "name": "restart-on-preemption",
+                "action": "RestartJobSetAndIgnoreMaxRestarts",
+                "onJobFailureReasons": ["PodFailurePolicy"],
+            }
+        ]
     job["template"] = {"metadata": {"labels": _pod_labels(plan)}, "spec": _pod_spec(plan, config_map, "jobset")}
     return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-        "metadata": {"name": name, "namespace": plan.deployment.kubernetes.namespace, "labels": labels(plan, "trainer")},
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": name,
+            "namespace": plan.deployment.kubernetes.namespace,
+            "labels": labels(plan, "trainer"),
+        },
         "spec": {
             "failurePolicy": failure_policy,
             "network": {"enableDNSHostnames": True, "subdomain": name},
@@ -152,24 +191,36 @@ def _pytorchjob(plan: ResolvedPlan, config_map: dict) -> dict:
     def replica(count: int) -> dict:
         # OnFailure: the kubelet restarts a crashed container in place and the operator recreates a lost pod;
         # runPolicy.backoffLimit bounds the retries.
-        return {"replicas": count, "restartPolicy": "OnFailure",
-                "template": {"metadata": {"labels": _pod_labels(plan)},
-                             "spec": _pod_spec(plan, config_map, "pytorchjob")}}
+        return {
+            "replicas": count,
+            "restartPolicy": "OnFailure",
+            "template": {"metadata": {"labels": _pod_labels(plan)}, "spec": _pod_spec(plan, config_map, "pytorchjob")},
+        }
 
     specs = {"Master": replica(1)}
     if plan.hardware.nodes > 1:
         specs["Worker"] = replica(plan.hardware.nodes - 1)
     return {
-        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-        "metadata": {"name": plan.name, "namespace": plan.deployment.kubernetes.namespace, "labels": labels(plan, "trainer")},
-        "spec": {"runPolicy": {"backoffLimit": plan.deployment.kubernetes.training.max_restarts}, "pytorchReplicaSpecs": specs},
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {
+            "name": plan.name,
+            "namespace": plan.deployment.kubernetes.namespace,
+            "labels": labels(plan, "trainer"),
+        },
+        "spec": {
+            "runPolicy": {"backoffLimit": plan.deployment.kubernetes.training.max_restarts},
+            "pytorchReplicaSpecs": specs,
+        },
     }
 
 
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile]) -> list[OutputFile]:
     decided = plan.deployment.kubernetes.training
     config_map = _config_map(plan, rendered)
-    claim = pvc(f"{plan.name}-checkpoints", decided.checkpoint_claim_bytes, plan, "ReadWriteMany")  # every node writes shards
+    claim = pvc(
+        f"{plan.name}-checkpoints", decided.checkpoint_claim_bytes, plan, "ReadWriteMany"
+    )  # every node writes shards
     claim["metadata"]["labels"] = labels(plan, "checkpoints")
     job = _pytorchjob(plan, config_map) if decided.job_api == "pytorchjob" else _jobset(plan, config_map)
     docs = [*service_account(plan, "trainer"), config_map, claim, job]  # the ServiceAccount before the pods that use it

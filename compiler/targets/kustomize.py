@@ -7,7 +7,7 @@ and a Kustomization is not an object the server knows. The list is the rendered 
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..resolved import ResolvedPlan
 from .base import OutputFile, Target, dump_yaml_documents
@@ -24,8 +24,11 @@ def resources(plan: ResolvedPlan, rendered: Mapping[str, OutputFile]) -> list[st
 
 
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
-    kustomization = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-                     "resources": resources(plan, rendered or {})}
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": resources(plan, rendered or {}),
+    }
     return [OutputFile(plan.deployment.files.kustomization, dump_yaml_documents([kustomization]))]
 
 

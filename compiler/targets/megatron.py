@@ -7,10 +7,11 @@ in compiler/deployment/frameworks.py (emitted when TP or PP > 1, or the framewor
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..resolved import ResolvedPlan
-from .base import OutputFile, Target, render as render_template
+from .base import OutputFile, Target
+from .base import render as render_template
 
 
 def applies(plan: ResolvedPlan) -> bool:

@@ -21,7 +21,7 @@ Assumptions (each names where the series comes from):
 from __future__ import annotations
 
 import json
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..resolved import ResolvedPlan
 from .base import OutputFile, Target, comment_text, dump_yaml_documents
@@ -40,8 +40,13 @@ def applies(plan: ResolvedPlan) -> bool:
 
 def rule(alert: str, expr: str, for_: str, severity: str, summary: str, **extra_labels: str) -> dict:
     """One Prometheus alerting rule (`for_` is a Prometheus duration such as "10m" or "600s")."""
-    return {"alert": alert, "expr": expr, "for": for_, "labels": {**extra_labels, "severity": severity},
-            "annotations": {"summary": summary}}
+    return {
+        "alert": alert,
+        "expr": expr,
+        "for": for_,
+        "labels": {**extra_labels, "severity": severity},
+        "annotations": {"summary": summary},
+    }
 
 
 def _q(value: str) -> str:
@@ -83,8 +88,10 @@ def spend_usd_expr(plan: ResolvedPlan) -> str:
         created = f"kube_configmap_created{{namespace={_q(namespace)},configmap={_q(plan.name + '-launch')}}}"
         return f"(time() - max({created})) / {SECONDS_PER_HOUR} * {plan.cost.usd_per_hour:g}"
     step = plan.deployment.alerting.spend_step_seconds
-    gpu_hours = (f"sum_over_time(count({_gpu_series(plan)})[{plan.deployment.training_alerts.spend_window_days}d:{step}s])"
-                 f" * {step} / {SECONDS_PER_HOUR}")
+    gpu_hours = (
+        f"sum_over_time(count({_gpu_series(plan)})[{plan.deployment.training_alerts.spend_window_days}d:{step}s])"
+        f" * {step} / {SECONDS_PER_HOUR}"
+    )
     return f"{gpu_hours} * {plan.hardware.usd_per_gpu_hour:g}"
 
 
@@ -94,11 +101,22 @@ def _budget_rules(plan: ResolvedPlan, scope: dict[str, str]) -> list[dict]:
         return []
     guard = f" and on() {_trainer_running(plan)}" if _on_kubernetes(plan) else ""
     rules = []
-    for share, alert, severity in ((cost.alert_at, "TrainingBudgetAlert", "warning"), (1.0, "TrainingBudgetExceeded", "critical")):
+    for share, alert, severity in (
+        (cost.alert_at, "TrainingBudgetAlert", "warning"),
+        (1.0, "TrainingBudgetExceeded", "critical"),
+    ):
         limit = share * cost.budget_usd
-        rules.append(rule(alert, f"{spend_usd_expr(plan)} > {limit:.0f}{guard}", "0m", severity,
-                          f"{plan.name} has spent {share:.0%} of its ${cost.budget_usd:,.0f} budget (${limit:,.0f}) "
-                          f"at ${cost.usd_per_hour:,.2f}/hour; planned total ${cost.usd_total:,.0f}", **scope))
+        rules.append(
+            rule(
+                alert,
+                f"{spend_usd_expr(plan)} > {limit:.0f}{guard}",
+                "0m",
+                severity,
+                f"{plan.name} has spent {share:.0%} of its ${cost.budget_usd:,.0f} budget (${limit:,.0f}) "
+                f"at ${cost.usd_per_hour:,.2f}/hour; planned total ${cost.usd_total:,.0f}",
+                **scope,
+            )
+        )
     return rules
 
 
@@ -112,17 +130,37 @@ def training_rule_groups(plan: ResolvedPlan) -> list[dict]:
     if _on_kubernetes(plan):
         scope["namespace"] = plan.deployment.kubernetes.namespace
     rules = [
-        rule("TrainingGpuIdle", f"{series} < {alerts.idle_util_percent}", f"{idle}s", "warning",
-             f"{plan.name}: a GPU has been under {alerts.idle_util_percent} % utilisation for {idle} s "
-             "(input pipeline, straggler or a rank that left)", **scope),
-        rule("TrainingStalled", f"max({series}) < 1", f"{stall}s", "critical",
-             f"{plan.name}: no GPU has run a kernel for {stall} s (a {plan.training.checkpoint_write_seconds:.1f} s "
-             f"checkpoint write + {alerts.stall_steps} planned steps of {plan.training.step_seconds:.1f} s)", **scope),
+        rule(
+            "TrainingGpuIdle",
+            f"{series} < {alerts.idle_util_percent}",
+            f"{idle}s",
+            "warning",
+            f"{plan.name}: a GPU has been under {alerts.idle_util_percent} % utilisation for {idle} s "
+            "(input pipeline, straggler or a rank that left)",
+            **scope,
+        ),
+        rule(
+            "TrainingStalled",
+            f"max({series}) < 1",
+            f"{stall}s",
+            "critical",
+            f"{plan.name}: no GPU has run a kernel for {stall} s (a {plan.training.checkpoint_write_seconds:.1f} s "
+            f"checkpoint write + {alerts.stall_steps} planned steps of {plan.training.step_seconds:.1f} s)",
+            **scope,
+        ),
     ]
     if _on_kubernetes(plan):
-        rules.append(rule("TrainingGpuMetricsMissing", f"absent({series}) and on() {_trainer_running(plan)}", f"{stall}s",
-                          "warning", f"{plan.name}: trainer pods run but dcgm-exporter reports no GPU of theirs; the "
-                          "idle and stall alerts are blind (exporter down, or scraped without honorLabels)", **scope))
+        rules.append(
+            rule(
+                "TrainingGpuMetricsMissing",
+                f"absent({series}) and on() {_trainer_running(plan)}",
+                f"{stall}s",
+                "warning",
+                f"{plan.name}: trainer pods run but dcgm-exporter reports no GPU of theirs; the "
+                "idle and stall alerts are blind (exporter down, or scraped without honorLabels)",
+                **scope,
+            )
+        )
     rules += _budget_rules(plan, scope)
     return [{"name": f"{plan.name}.training", "rules": rules}]
 
@@ -135,9 +173,13 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
         document = {"groups": groups}
     else:
         document = {
-            "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
-            "metadata": {"name": f"{plan.name}-alerts", "namespace": plan.deployment.kubernetes.namespace,
-                         "labels": labels(plan, "monitoring")},
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "PrometheusRule",
+            "metadata": {
+                "name": f"{plan.name}-alerts",
+                "namespace": plan.deployment.kubernetes.namespace,
+                "labels": labels(plan, "monitoring"),
+            },
             "spec": {"groups": groups},
         }
     said = "".join(f"# Assumes: {comment_text(line)}\n" for line in plan.deployment.monitoring_assumptions)

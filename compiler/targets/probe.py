@@ -17,8 +17,15 @@ from .k8s_common import gpu_node_selector, labels, tolerations
 def settings(probe: Probe) -> dict:
     """What probe.py reads: the probe section without its reasons and job settings, the shape flattened."""
     arch = probe.architecture
-    shape = {"hidden": arch.hidden, "heads": arch.heads, "kv_heads": arch.kv_heads, "head_dim": arch.attention_head_dim,
-             "ffn_hidden": probe.mlp_hidden, "vocab": arch.vocab, "layers": probe.layers}
+    shape = {
+        "hidden": arch.hidden,
+        "heads": arch.heads,
+        "kv_heads": arch.kv_heads,
+        "head_dim": arch.attention_head_dim,
+        "ffn_hidden": probe.mlp_hidden,
+        "vocab": arch.vocab,
+        "layers": probe.layers,
+    }
     data = probe.model_dump(mode="json", exclude={"decisions", "kubernetes", "slurm_directives", "slurm_time", "name"})
     return {**data, **shape}
 
@@ -27,19 +34,52 @@ def render_probe(plan: ResolvedPlan) -> list[OutputFile]:
     probe = plan.probe
     script, settings_text = render("probe/probe.py.j2"), dump_json(settings(probe))
     checks = environment_checks()
-    sbatch = render("probe/probe.sbatch.j2", probe=probe, inter_node=probe.nodes == 2, directives=[f"--{d.flag}={d.value}" for d in probe.slurm_directives])
+    sbatch = render(
+        "probe/probe.sbatch.j2",
+        probe=probe,
+        inter_node=probe.nodes == 2,
+        directives=[f"--{d.flag}={d.value}" for d in probe.slurm_directives],
+    )
     sizes = ", ".join(format_bytes(b) for b in probe.collective_bytes)
-    collectives = (f"all-reduce, all-gather at {sizes}" + (f"; again across 2 nodes ({probe.interconnect})" if probe.nodes == 2 else "")
-                   if sizes else "none (one process)")
-    report = render("probe/REPORT.md.j2", probe=probe, collectives=collectives, layouts=[
-        {"name": l.name, "tp": l.tp, "micro_batch": l.micro_batch, "recompute": l.recompute, "zero_stage": l.zero_stage,
-         "allocated": format_bytes(l.predicted_allocated_bytes), "reserved": format_bytes(l.predicted_reserved_bytes), "why": l.why}
-        for l in probe.layouts], decisions=[d.model_dump() for d in probe.decisions])
-    files = [OutputFile("probe.py", script, 0o755), OutputFile("probe_environment.py", checks),
-             OutputFile("probe.sbatch", sbatch, 0o755), OutputFile("settings.json", settings_text),
-             OutputFile("plan.json", dump_json(stable(plan.model_dump(mode="json")))), OutputFile("REPORT.md", report)]
+    collectives = (
+        f"all-reduce, all-gather at {sizes}"
+        + (f"; again across 2 nodes ({probe.interconnect})" if probe.nodes == 2 else "")
+        if sizes
+        else "none (one process)"
+    )
+    report = render(
+        "probe/REPORT.md.j2",
+        probe=probe,
+        collectives=collectives,
+        layouts=[
+            {
+                "name": l.name,
+                "tp": l.tp,
+                "micro_batch": l.micro_batch,
+                "recompute": l.recompute,
+                "zero_stage": l.zero_stage,
+                "allocated": format_bytes(l.predicted_allocated_bytes),
+                "reserved": format_bytes(l.predicted_reserved_bytes),
+                "why": l.why,
+            }
+            for l in probe.layouts
+        ],
+        decisions=[d.model_dump() for d in probe.decisions],
+    )
+    files = [
+        OutputFile("probe.py", script, 0o755),
+        OutputFile("probe_environment.py", checks),
+        OutputFile("probe.sbatch", sbatch, 0o755),
+        OutputFile("settings.json", settings_text),
+        OutputFile("plan.json", dump_json(stable(plan.model_dump(mode="json")))),
+        OutputFile("REPORT.md", report),
+    ]
     if probe.kubernetes:
-        files.append(OutputFile("probe-job.yaml", dump_yaml_documents(_kubernetes_job(plan, probe, script, checks, settings_text))))
+        files.append(
+            OutputFile(
+                "probe-job.yaml", dump_yaml_documents(_kubernetes_job(plan, probe, script, checks, settings_text))
+            )
+        )
     return files
 
 
@@ -52,20 +92,45 @@ def _kubernetes_job(plan: ResolvedPlan, probe: Probe, script: str, checks: str, 
     """A ConfigMap with probe.py and settings.json and a one-pod Job on one GPU node of the plan's type: the results
     are printed to the log (`kubectl logs job/<plan>-probe > probe-results.json`)."""
     meta = {"name": probe.name, "namespace": plan.deployment.kubernetes.namespace, "labels": labels(plan, "probe")}
-    command = ("python3 -m torch.distributed.run --standalone --nproc-per-node=\"$PROBE_PROCESSES\" /probe/probe.py "
-               "--settings /probe/settings.json --out /tmp/probe-results.json >&2 && cat /tmp/probe-results.json")
+    command = (
+        'python3 -m torch.distributed.run --standalone --nproc-per-node="$PROBE_PROCESSES" /probe/probe.py '
+        "--settings /probe/settings.json --out /tmp/probe-results.json >&2 && cat /tmp/probe-results.json"
+    )
     container = {
-        "name": "probe", "image": probe.kubernetes.image, "command": ["bash", "-c", command],
+        "name": "probe",
+        "image": probe.kubernetes.image,
+        "command": ["bash", "-c", command],
         "env": [{"name": "PROBE_PROCESSES", "value": str(probe.processes)}],
         "resources": {"limits": {"nvidia.com/gpu": probe.processes}},
-        "volumeMounts": [{"name": "probe", "mountPath": "/probe", "readOnly": True}, {"name": "dshm", "mountPath": "/dev/shm"}],
+        "volumeMounts": [
+            {"name": "probe", "mountPath": "/probe", "readOnly": True},
+            {"name": "dshm", "mountPath": "/dev/shm"},
+        ],
     }
-    pod = {"restartPolicy": "Never", "nodeSelector": gpu_node_selector(plan), "tolerations": tolerations(plan),
-           "containers": [container],
-           "volumes": [{"name": "probe", "configMap": {"name": probe.name}}, {"name": "dshm", "emptyDir": {"medium": "Memory"}}]}
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
-           "spec": {"backoffLimit": 0, "activeDeadlineSeconds": probe.time_limit_seconds,
-                    "template": {"metadata": {"labels": meta["labels"]}, "spec": pod}}}
-    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"probe.py": script, "probe_environment.py": checks,
-                                                                                   "settings.json": settings_text}}
+    pod = {
+        "restartPolicy": "Never",
+        "nodeSelector": gpu_node_selector(plan),
+        "tolerations": tolerations(plan),
+        "containers": [container],
+        "volumes": [
+            {"name": "probe", "configMap": {"name": probe.name}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+        ],
+    }
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta,
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": probe.time_limit_seconds,
+            "template": {"metadata": {"labels": meta["labels"]}, "spec": pod},
+        },
+    }
+    config = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta,
+        "data": {"probe.py": script, "probe_environment.py": checks, "settings.json": settings_text},
+    }
     return [config, job]

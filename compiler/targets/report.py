@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..resolved import ResolvedPlan
 from ..units import format_bytes, format_count, format_seconds, format_usd
 from . import charts
-from .base import OutputFile, Target, render as render_template
+from .base import OutputFile, Target
+from .base import render as render_template
 
 VISION_KINDS = ("cnn", "vision-transformer")
 MEMORY_TERMS = ("weights", "gradients", "optimizer", "activations", "kv_cache", "other")
@@ -15,9 +16,9 @@ NEED_OPEN = "peak traffic ÷ per-replica capacity at the target utilisation"
 NEED_CLOSED = "clients at peak ÷ max concurrency, so each client holds a slot"
 
 
-
 def _counted(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
+
 
 def applies(plan: ResolvedPlan) -> bool:
     return True
@@ -39,70 +40,203 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
     facts = []
     hw, par, cost = plan.hardware, plan.parallelism, plan.cost
     if plan.model:
-        facts.append({"what": "model", "value": f"{plan.model.name}, {format_count(plan.model.params_total)} params ({format_count(plan.model.params_active)} active)", "source": "parameter count from the architecture (catalog/params.py)"})
+        facts.append(
+            {
+                "what": "model",
+                "value": f"{plan.model.name}, {format_count(plan.model.params_total)} params ({format_count(plan.model.params_active)} active)",
+                "source": "parameter count from the architecture (catalog/params.py)",
+            }
+        )
     if hw:
-        layout = (f"{_counted(plan.serving.replicas, 'replica')} × {_counted(plan.serving.gpus_per_replica, 'GPU')}" if plan.serving
-                  else f"{_counted(hw.nodes, 'node')} × {hw.gpus_per_node}")
-        facts.append({"what": "hardware", "value": f"{hw.gpus} × {hw.gpu} ({layout})", "source": f"catalog: {hw.gpu_spec.source} (as of {hw.gpu_spec.as_of})"})
-        facts.append({"what": "price", "value": f"{format_usd(hw.usd_per_gpu_hour)}/GPU-hour {hw.pricing}", "source": "catalog price list"})
+        layout = (
+            f"{_counted(plan.serving.replicas, 'replica')} × {_counted(plan.serving.gpus_per_replica, 'GPU')}"
+            if plan.serving
+            else f"{_counted(hw.nodes, 'node')} × {hw.gpus_per_node}"
+        )
+        facts.append(
+            {
+                "what": "hardware",
+                "value": f"{hw.gpus} × {hw.gpu} ({layout})",
+                "source": f"catalog: {hw.gpu_spec.source} (as of {hw.gpu_spec.as_of})",
+            }
+        )
+        facts.append(
+            {
+                "what": "price",
+                "value": f"{format_usd(hw.usd_per_gpu_hour)}/GPU-hour {hw.pricing}",
+                "source": "catalog price list",
+            }
+        )
     if plan.serving:  # a replica's shape; replicas, batch and engine have their own rows
-        facts.append({"what": "parallelism", "value": f"TP={par.tp} PP={par.pp} per replica, engine {par.framework}", "source": "search over memory fit and the SLO"})
+        facts.append(
+            {
+                "what": "parallelism",
+                "value": f"TP={par.tp} PP={par.pp} per replica, engine {par.framework}",
+                "source": "search over memory fit and the SLO",
+            }
+        )
     else:
         layout = "".join(f" {k}={v}" for k, v in (("CP", par.cp), ("EP", par.ep), ("VP", par.vp)) if v > 1)
         layout += " (EP all-to-alls overlapped)" if par.ep_overlap else ""
         if len(set(par.pp_stage_layers)) > 1:
             layout += " layers/stage=" + "/".join(map(str, par.pp_stage_layers))
         layout += f" shard-group={par.shard_group_gpus}" if par.shard_group_gpus else ""
-        facts.append({"what": "parallelism", "value": f"TP={par.tp} PP={par.pp} DP={par.dp}{layout} ZeRO={par.zero_stage} micro-batch={par.micro_batch} grad-accum={par.grad_accum} recompute={par.recompute} framework={par.framework}", "source": "search over memory fit and step time"})
+        facts.append(
+            {
+                "what": "parallelism",
+                "value": f"TP={par.tp} PP={par.pp} DP={par.dp}{layout} ZeRO={par.zero_stage} micro-batch={par.micro_batch} grad-accum={par.grad_accum} recompute={par.recompute} framework={par.framework}",
+                "source": "search over memory fit and step time",
+            }
+        )
     if plan.training:
         t = plan.training
         facts += [
-            {"what": "step time", "value": f"{format_seconds(t.step_seconds)} = compute {format_seconds(t.step_compute_seconds)} + TP comm {format_seconds(t.step_tp_comm_seconds)}"
-                                            + "".join(f" + {name} {format_seconds(v)}" for name, v in (("CP K/V exchange", t.step_cp_comm_seconds), ("EP all-to-all", t.step_ep_comm_seconds), ("PP p2p", t.step_pp_p2p_seconds)) if v)
-                                            + f" + PP bubble {format_seconds(t.step_pp_bubble_seconds)} + exposed DP comm {format_seconds(t.step_dp_comm_seconds)}",
-             "source": "roofline at the catalog's achievable matmul share; ring all-reduce 2(n−1)/n; bubble (p−1)/(m+p−1), (p−1)/(v·m) of the ideal step interleaved (sizing/train_layout.py)"},
-            {"what": "compute", "value": f"{format_seconds(t.step_compute_seconds)} = GEMMs {format_seconds(t.step_matmul_seconds)} + attention {format_seconds(t.step_attention_seconds)} + memory-bound kernels {format_seconds(t.step_memory_bound_seconds)} + weight and gradient traffic {format_seconds(t.step_weight_traffic_seconds)} + optimizer {format_seconds(t.step_optimizer_seconds)}", "source": "GEMM FLOPs at the achievable matmul share; flash-attention kernel at its measured share of peak (Dao 2023, Shah et al. 2024); activations, weights and optimizer states through HBM at its achievable share (train_time.py)"},
-            {"what": "MFU", "value": f"{100 * t.mfu:.1f}% (HFU {100 * t.hfu:.1f}%)", "source": "PaLM appendix B: (6N + 12·L·H·Q·T) × tokens/s ÷ peak"},
-            {"what": "throughput", "value": f"{format_count(t.tokens_per_second)} tokens/s, {t.steps} steps", "source": "global batch ÷ step time"},
-            {"what": "wall time", "value": f"{format_seconds(t.wall_seconds)} (goodput {100 * t.goodput:.1f}%), {format_count(t.gpu_hours)} GPU-hours", "source": "steady steps ÷ goodput; goodput = 1 / (1 + the whole-run terms below)"},
-            {"what": "whole-run terms", "value": f"per 100 s of steps: failures and restarts {100 * t.whole_run_failures_share:.1f} s, checkpoint writes {100 * t.whole_run_checkpoints_share:.1f} s, stragglers {100 * t.whole_run_stragglers_share:.1f} s, evaluation {100 * t.whole_run_evaluation_share:.1f} s", "source": "failures at the per-GPU MTBF and a 10-minute restart (Llama 3 paper §3.3.4), Young–Daly checkpoint interval; the slowest of the job's GPUs at the GPU-to-GPU spread of Sinha et al. 2022 (SC22); Megatron-LM's default evaluation (100 forward iterations every 1000 steps)"},
-            {"what": "checkpoint", "value": f"{format_bytes(t.checkpoint_bytes)} every {format_seconds(t.checkpoint_interval_seconds)}, write {format_seconds(t.checkpoint_write_seconds)}, keep {t.checkpoint_keep}", "source": "weights + fp32 master + optimizer states; Young–Daly √(2·δ·M)"},
-            {"what": "cost", "value": f"{format_usd(cost.usd_total)} total, {format_usd(cost.usd_per_million_tokens)} per 1M tokens", "source": "GPU-hours × catalog price"},
+            {
+                "what": "step time",
+                "value": f"{format_seconds(t.step_seconds)} = compute {format_seconds(t.step_compute_seconds)} + TP comm {format_seconds(t.step_tp_comm_seconds)}"
+                + "".join(
+                    f" + {name} {format_seconds(v)}"
+                    for name, v in (
+                        ("CP K/V exchange", t.step_cp_comm_seconds),
+                        ("EP all-to-all", t.step_ep_comm_seconds),
+                        ("PP p2p", t.step_pp_p2p_seconds),
+                    )
+                    if v
+                )
+                + f" + PP bubble {format_seconds(t.step_pp_bubble_seconds)} + exposed DP comm {format_seconds(t.step_dp_comm_seconds)}",
+                "source": "roofline at the catalog's achievable matmul share; ring all-reduce 2(n−1)/n; bubble (p−1)/(m+p−1), (p−1)/(v·m) of the ideal step interleaved (sizing/train_layout.py)",
+            },
+            {
+                "what": "compute",
+                "value": f"{format_seconds(t.step_compute_seconds)} = GEMMs {format_seconds(t.step_matmul_seconds)} + attention {format_seconds(t.step_attention_seconds)} + memory-bound kernels {format_seconds(t.step_memory_bound_seconds)} + weight and gradient traffic {format_seconds(t.step_weight_traffic_seconds)} + optimizer {format_seconds(t.step_optimizer_seconds)}",
+                "source": "GEMM FLOPs at the achievable matmul share; flash-attention kernel at its measured share of peak (Dao 2023, Shah et al. 2024); activations, weights and optimizer states through HBM at its achievable share (train_time.py)",
+            },
+            {
+                "what": "MFU",
+                "value": f"{100 * t.mfu:.1f}% (HFU {100 * t.hfu:.1f}%)",
+                "source": "PaLM appendix B: (6N + 12·L·H·Q·T) × tokens/s ÷ peak",
+            },
+            {
+                "what": "throughput",
+                "value": f"{format_count(t.tokens_per_second)} tokens/s, {t.steps} steps",
+                "source": "global batch ÷ step time",
+            },
+            {
+                "what": "wall time",
+                "value": f"{format_seconds(t.wall_seconds)} (goodput {100 * t.goodput:.1f}%), {format_count(t.gpu_hours)} GPU-hours",
+                "source": "steady steps ÷ goodput; goodput = 1 / (1 + the whole-run terms below)",
+            },
+            {
+                "what": "whole-run terms",
+                "value": f"per 100 s of steps: failures and restarts {100 * t.whole_run_failures_share:.1f} s, checkpoint writes {100 * t.whole_run_checkpoints_share:.1f} s, stragglers {100 * t.whole_run_stragglers_share:.1f} s, evaluation {100 * t.whole_run_evaluation_share:.1f} s",
+                "source": "failures at the per-GPU MTBF and a 10-minute restart (Llama 3 paper §3.3.4), Young–Daly checkpoint interval; the slowest of the job's GPUs at the GPU-to-GPU spread of Sinha et al. 2022 (SC22); Megatron-LM's default evaluation (100 forward iterations every 1000 steps)",
+            },
+            {
+                "what": "checkpoint",
+                "value": f"{format_bytes(t.checkpoint_bytes)} every {format_seconds(t.checkpoint_interval_seconds)}, write {format_seconds(t.checkpoint_write_seconds)}, keep {t.checkpoint_keep}",
+                "source": "weights + fp32 master + optimizer states; Young–Daly √(2·δ·M)",
+            },
+            {
+                "what": "cost",
+                "value": f"{format_usd(cost.usd_total)} total, {format_usd(cost.usd_per_million_tokens)} per 1M tokens",
+                "source": "GPU-hours × catalog price",
+            },
         ]
         if cost.budget_usd:
-            facts.append({"what": "budget", "value": f"{format_usd(cost.budget_usd)}: headroom {format_usd(cost.budget_usd - cost.usd_total)}, alert at {100 * cost.alert_at:.0f}%", "source": "plan budget"})
+            facts.append(
+                {
+                    "what": "budget",
+                    "value": f"{format_usd(cost.budget_usd)}: headroom {format_usd(cost.budget_usd - cost.usd_total)}, alert at {100 * cost.alert_at:.0f}%",
+                    "source": "plan budget",
+                }
+            )
     if plan.serving and plan.model and plan.model.architecture.kind in VISION_KINDS:
         s = plan.serving
         facts += [
-            {"what": "latency", "value": f"p99 {format_seconds(s.ttft_seconds)} (SLO {format_seconds(s.latency_slo_seconds) if s.latency_slo_seconds else 'none'}), batch {s.max_concurrency}, queue delay ≤ {format_seconds(s.max_queue_delay_seconds)}", "source": "batch time from the roofline (Why: hardware); dynamic-batching window from the SLO"},
-            {"what": "replicas", "value": f"{s.replicas} (autoscale {s.min_replicas}–{s.max_replicas}) × {s.gpus_per_replica} GPU, {format_count(s.tokens_per_second_per_replica)} images/s each", "source": f"deployed at peak = max({s.replicas_needed} needed: peak traffic ÷ per-replica capacity at the target utilisation, availability floor {s.replica_floor})"},
-            {"what": "cost", "value": f"{format_usd(cost.usd_per_month)}/month", "source": "GPU-hours × catalog price, 730 h/month"},
+            {
+                "what": "latency",
+                "value": f"p99 {format_seconds(s.ttft_seconds)} (SLO {format_seconds(s.latency_slo_seconds) if s.latency_slo_seconds else 'none'}), batch {s.max_concurrency}, queue delay ≤ {format_seconds(s.max_queue_delay_seconds)}",
+                "source": "batch time from the roofline (Why: hardware); dynamic-batching window from the SLO",
+            },
+            {
+                "what": "replicas",
+                "value": f"{s.replicas} (autoscale {s.min_replicas}–{s.max_replicas}) × {s.gpus_per_replica} GPU, {format_count(s.tokens_per_second_per_replica)} images/s each",
+                "source": f"deployed at peak = max({s.replicas_needed} needed: peak traffic ÷ per-replica capacity at the target utilisation, availability floor {s.replica_floor})",
+            },
+            {
+                "what": "cost",
+                "value": f"{format_usd(cost.usd_per_month)}/month",
+                "source": "GPU-hours × catalog price, 730 h/month",
+            },
         ]
     elif plan.serving:
         s = plan.serving
         facts += [
-            {"what": "latency at peak traffic", "value": f"TTFT p50/p99 {format_seconds(s.ttft_p50_seconds)}/{format_seconds(s.ttft_seconds)} (SLO {format_seconds(s.ttft_slo_seconds) if s.ttft_slo_seconds else 'none'}), TPOT p50/p99 {format_seconds(s.tpot_p50_seconds)}/{format_seconds(s.tpot_seconds)} (SLO {format_seconds(s.tpot_slo_seconds) if s.tpot_slo_seconds else 'none'}); utilisation {s.utilization_at_peak:.2f}, {s.in_flight_at_peak:.1f} sequences in flight and {s.requests_per_second_at_peak:.3g} req/s per replica{f' from {s.concurrency} closed-loop clients' if s.concurrency else ''}; inter-token latency p50 {format_seconds(s.itl_p50_seconds)}", "source": "roofline: prefill FLOPs at achievable matmul rate; decode bytes at achievable HBM bandwidth (fp8 GEMMs at the DeepGEMM-measured shares); decode batch = sequences in flight (Little's law); open loop: M/M/c slot wait; closed loop: rate = clients ÷ (TTFT + output × TPOT)"},
-            {"what": "latency, other loads", "value": f"one request alone: TTFT {format_seconds(s.ttft_batch1_seconds)}, TPOT {format_seconds(s.tpot_batch1_seconds)}; at max concurrency {s.max_concurrency} and the autoscaler's target utilisation: TTFT {format_seconds(s.ttft_at_capacity_seconds)}, TPOT {format_seconds(s.tpot_at_capacity_seconds)}", "source": "the same model at λ → 0 and at the capacity limit"},
-            {"what": "concurrency", "value": f"{s.max_concurrency} sequences, KV cache {format_count(s.kv_cache_tokens)} tokens at {s.kv_bytes_per_token} B/token", "source": "MLA: (kv_lora_rank + qk_rope_head_dim) × layers × bytes, the compressed latent" if plan.model and plan.model.architecture.uses_mla else "2 × layers × kv_heads × head_dim × bytes (GQA-aware)"},
-            {"what": "replicas", "value": f"{s.replicas} (autoscale {s.min_replicas}–{s.max_replicas}) × {s.gpus_per_replica} GPU, {format_count(s.tokens_per_second_per_replica)} tokens/s each", "source": f"deployed at peak = max({s.replicas_needed} needed: {NEED_CLOSED if s.concurrency else NEED_OPEN}, availability floor {s.replica_floor})"},
-            {"what": "cost", "value": f"{format_usd(cost.usd_per_month)}/month, {format_usd(cost.usd_per_million_tokens)} per 1M output tokens", "source": "GPU-hours × catalog price, 730 h/month"},
+            {
+                "what": "latency at peak traffic",
+                "value": f"TTFT p50/p99 {format_seconds(s.ttft_p50_seconds)}/{format_seconds(s.ttft_seconds)} (SLO {format_seconds(s.ttft_slo_seconds) if s.ttft_slo_seconds else 'none'}), TPOT p50/p99 {format_seconds(s.tpot_p50_seconds)}/{format_seconds(s.tpot_seconds)} (SLO {format_seconds(s.tpot_slo_seconds) if s.tpot_slo_seconds else 'none'}); utilisation {s.utilization_at_peak:.2f}, {s.in_flight_at_peak:.1f} sequences in flight and {s.requests_per_second_at_peak:.3g} req/s per replica{f' from {s.concurrency} closed-loop clients' if s.concurrency else ''}; inter-token latency p50 {format_seconds(s.itl_p50_seconds)}",
+                "source": "roofline: prefill FLOPs at achievable matmul rate; decode bytes at achievable HBM bandwidth (fp8 GEMMs at the DeepGEMM-measured shares); decode batch = sequences in flight (Little's law); open loop: M/M/c slot wait; closed loop: rate = clients ÷ (TTFT + output × TPOT)",
+            },
+            {
+                "what": "latency, other loads",
+                "value": f"one request alone: TTFT {format_seconds(s.ttft_batch1_seconds)}, TPOT {format_seconds(s.tpot_batch1_seconds)}; at max concurrency {s.max_concurrency} and the autoscaler's target utilisation: TTFT {format_seconds(s.ttft_at_capacity_seconds)}, TPOT {format_seconds(s.tpot_at_capacity_seconds)}",
+                "source": "the same model at λ → 0 and at the capacity limit",
+            },
+            {
+                "what": "concurrency",
+                "value": f"{s.max_concurrency} sequences, KV cache {format_count(s.kv_cache_tokens)} tokens at {s.kv_bytes_per_token} B/token",
+                "source": "MLA: (kv_lora_rank + qk_rope_head_dim) × layers × bytes, the compressed latent"
+                if plan.model and plan.model.architecture.uses_mla
+                else "2 × layers × kv_heads × head_dim × bytes (GQA-aware)",
+            },
+            {
+                "what": "replicas",
+                "value": f"{s.replicas} (autoscale {s.min_replicas}–{s.max_replicas}) × {s.gpus_per_replica} GPU, {format_count(s.tokens_per_second_per_replica)} tokens/s each",
+                "source": f"deployed at peak = max({s.replicas_needed} needed: {NEED_CLOSED if s.concurrency else NEED_OPEN}, availability floor {s.replica_floor})",
+            },
+            {
+                "what": "cost",
+                "value": f"{format_usd(cost.usd_per_month)}/month, {format_usd(cost.usd_per_million_tokens)} per 1M output tokens",
+                "source": "GPU-hours × catalog price, 730 h/month",
+            },
         ]
         if cost.budget_usd_per_month:
-            facts.append({"what": "budget", "value": f"{format_usd(cost.budget_usd_per_month)}/month: headroom {format_usd(cost.budget_usd_per_month - cost.usd_per_month)}", "source": "plan budget"})
+            facts.append(
+                {
+                    "what": "budget",
+                    "value": f"{format_usd(cost.budget_usd_per_month)}/month: headroom {format_usd(cost.budget_usd_per_month - cost.usd_per_month)}",
+                    "source": "plan budget",
+                }
+            )
     return facts
 
 
 def _stages(plan: ResolvedPlan) -> list[dict]:
-    return [{
-        "name": st.name, "model": st.model.name, "gpus": f"{st.hardware.gpus} × {st.hardware.gpu}",
-        "replicas": f"{st.serving.replicas} ({st.serving.min_replicas}–{st.serving.max_replicas})",
-        "ratio": f"{st.gpus_per_last_stage_gpu:.2f}", "usd": format_usd(st.usd_per_month), "queue": st.queue or "—",
-    } for st in plan.stages]
+    return [
+        {
+            "name": st.name,
+            "model": st.model.name,
+            "gpus": f"{st.hardware.gpus} × {st.hardware.gpu}",
+            "replicas": f"{st.serving.replicas} ({st.serving.min_replicas}–{st.serving.max_replicas})",
+            "ratio": f"{st.gpus_per_last_stage_gpu:.2f}",
+            "usd": format_usd(st.usd_per_month),
+            "queue": st.queue or "—",
+        }
+        for st in plan.stages
+    ]
 
 
 def _alternatives(plan: ResolvedPlan) -> list[dict]:
     unit = format_seconds
-    return [{"description": a.description, "usd": format_usd(a.usd), "seconds": unit(a.seconds), "chosen": "✔" if a.chosen else ""} for a in plan.alternatives]
+    return [
+        {
+            "description": a.description,
+            "usd": format_usd(a.usd),
+            "seconds": unit(a.seconds),
+            "chosen": "✔" if a.chosen else "",
+        }
+        for a in plan.alternatives
+    ]
 
 
 def _latency_name(plan: ResolvedPlan) -> str:
@@ -116,33 +250,48 @@ def _pareto_axes(plan: ResolvedPlan) -> tuple[charts.Axis, charts.Axis]:
     cost, name = plan.cost, _latency_name(plan)
     if plan.workload != "serve":
         deadline = plan.training.deadline_seconds if plan.training else None
-        return (charts.Axis("total cost", charts.usd_unit, cost.budget_usd, "budget"),
-                charts.Axis(name, charts.seconds_unit, deadline, "deadline"))
+        return (
+            charts.Axis("total cost", charts.usd_unit, cost.budget_usd, "budget"),
+            charts.Axis(name, charts.seconds_unit, deadline, "deadline"),
+        )
     s = plan.serving
     slo = s and (s.latency_slo_seconds if name == "p99 latency" else None)  # TTFT/TPOT SLOs bound no request latency
-    return (charts.Axis("cost per month", charts.usd_unit, cost.budget_usd_per_month, "budget"),
-            charts.Axis(name, charts.seconds_unit, slo or None, f"{name} SLO"))
+    return (
+        charts.Axis("cost per month", charts.usd_unit, cost.budget_usd_per_month, "budget"),
+        charts.Axis(name, charts.seconds_unit, slo or None, f"{name} SLO"),
+    )
 
 
 RANGE_LABELS = {  # quantity -> (label, formatter)
-    "training.step_seconds": ("step time", format_seconds), "training.wall_seconds": ("wall time", format_seconds),
-    "training.gpu_hours": ("GPU-hours", format_count), "training.tokens_per_second": ("tokens/s", format_count),
-    "cost.usd_total": ("cost", format_usd), "cost.usd_per_month": ("cost per month", format_usd),
+    "training.step_seconds": ("step time", format_seconds),
+    "training.wall_seconds": ("wall time", format_seconds),
+    "training.gpu_hours": ("GPU-hours", format_count),
+    "training.tokens_per_second": ("tokens/s", format_count),
+    "cost.usd_total": ("cost", format_usd),
+    "cost.usd_per_month": ("cost per month", format_usd),
     "memory_per_gpu_bytes.total": ("memory per GPU", format_bytes),
     "serving.tokens_per_second_per_replica": ("tokens/s per replica", format_count),
     "serving.ttft_seconds": ("TTFT p99 at peak", format_seconds),
     "serving.tpot_seconds": ("TPOT p99 at peak", format_seconds),
 }
-VISION_RANGE_LABELS = {"serving.tokens_per_second_per_replica": ("images/s per replica", format_count),
-                       "serving.ttft_seconds": ("request latency p99 at peak", format_seconds)}
+VISION_RANGE_LABELS = {
+    "serving.tokens_per_second_per_replica": ("images/s per replica", format_count),
+    "serving.ttft_seconds": ("request latency p99 at peak", format_seconds),
+}
 
 
 def _ranges(plan: ResolvedPlan) -> list[dict]:
     rows, vision = [], _latency_name(plan) == "p99 latency"
     for r in plan.ranges:
         label, fmt = (vision and VISION_RANGE_LABELS.get(r.quantity)) or RANGE_LABELS[r.quantity]
-        rows.append({"what": label, "predicted": fmt(r.predicted), "spread": f"{fmt(r.p10)} – {fmt(r.p90)}",
-                     "source": f"{r.family}: actual ÷ predicted over {r.rows} published rows (P10–P90)"})
+        rows.append(
+            {
+                "what": label,
+                "predicted": fmt(r.predicted),
+                "spread": f"{fmt(r.p10)} – {fmt(r.p90)}",
+                "source": f"{r.family}: actual ÷ predicted over {r.rows} published rows (P10–P90)",
+            }
+        )
     return rows
 
 
@@ -150,24 +299,46 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
     mem = plan.memory_per_gpu_bytes
     training = plan.workload != "serve"
     files = [
-        OutputFile("charts/memory.svg", charts.memory_bar(
-            [(t, float(getattr(mem, t))) for t in MEMORY_TERMS if getattr(mem, t)], float(mem.usable or mem.total),
-            f"Memory per GPU: {plan.name}")),
-        OutputFile("charts/pareto.svg", charts.pareto(
-            [(a.description, a.usd, a.seconds, a.chosen) for a in plan.alternatives], *_pareto_axes(plan),
-            f"Cost vs {'time' if training else 'latency'}: {plan.name}")),
+        OutputFile(
+            "charts/memory.svg",
+            charts.memory_bar(
+                [(t, float(getattr(mem, t))) for t in MEMORY_TERMS if getattr(mem, t)],
+                float(mem.usable or mem.total),
+                f"Memory per GPU: {plan.name}",
+            ),
+        ),
+        OutputFile(
+            "charts/pareto.svg",
+            charts.pareto(
+                [(a.description, a.usd, a.seconds, a.chosen) for a in plan.alternatives],
+                *_pareto_axes(plan),
+                f"Cost vs {'time' if training else 'latency'}: {plan.name}",
+            ),
+        ),
     ]
     text = render_template(
         "report/REPORT.md.j2",
-        name=plan.name, workload=plan.workload, plan_file=plan.plan_file,
-        facts=_facts(plan), memory_rows=_memory_rows(plan), memory_total=format_bytes(mem.total),
-        memory_usable=format_bytes(mem.usable), decisions=[d.model_dump() for d in plan.decisions],
+        name=plan.name,
+        workload=plan.workload,
+        plan_file=plan.plan_file,
+        facts=_facts(plan),
+        memory_rows=_memory_rows(plan),
+        memory_total=format_bytes(mem.total),
+        memory_usable=format_bytes(mem.usable),
+        decisions=[d.model_dump() for d in plan.decisions],
         deployment=[d.model_dump() for d in plan.deployment.decisions] if plan.deployment else [],
-        alternatives=_alternatives(plan), stages=_stages(plan), rejected=[r.model_dump() for r in plan.rejected],
-        warnings=plan.warnings, evaluated=plan.search_evaluated, ranges=_ranges(plan),
+        alternatives=_alternatives(plan),
+        stages=_stages(plan),
+        rejected=[r.model_dump() for r in plan.rejected],
+        warnings=plan.warnings,
+        evaluated=plan.search_evaluated,
+        ranges=_ranges(plan),
         front_axis=_latency_name(plan),
     )
-    return [OutputFile(plan.deployment.files.report if plan.deployment else "REPORT.md", text.rstrip("\n") + "\n"), *files]
+    return [
+        OutputFile(plan.deployment.files.report if plan.deployment else "REPORT.md", text.rstrip("\n") + "\n"),
+        *files,
+    ]
 
 
 TARGET = Target("report", applies, render)

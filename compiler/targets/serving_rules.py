@@ -12,19 +12,60 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..resolved import ResolvedPlan
-from ..deployment.model import Alerting, ServingUnit as DecidedUnit
+from ..deployment.model import Alerting
+from ..deployment.model import ServingUnit as DecidedUnit
 from ..deployment.units import unit_views
-from ..resolved import Serving
+from ..resolved import ResolvedPlan, Serving
 
 # The alert policy (error budget, burn windows, spend window) is decided in compiler/deployment/monitoring.py.
 
 # vLLM's histogram bucket bounds (vllm/v1/metrics/loggers.py). An SLO between two bounds counts the good requests by
 # linear interpolation inside that bucket, the same assumption histogram_quantile makes.
-VLLM_TTFT_BUCKETS_SECONDS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-                             10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-VLLM_TPOT_BUCKETS_SECONDS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                             20.0, 40.0, 80.0)
+VLLM_TTFT_BUCKETS_SECONDS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+VLLM_TPOT_BUCKETS_SECONDS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
 VLLM_TTFT = "vllm:time_to_first_token_seconds"
 # TPOT: vLLM ≥ 0.10 hides vllm:time_per_output_token_seconds behind --show-hidden-metrics and records the same
 # observations as vllm:inter_token_latency_seconds; match either (both present double numerator and denominator alike).
@@ -55,8 +96,12 @@ class ServingUnit:
 def serving_units(plan: ResolvedPlan) -> list[ServingUnit]:
     k8s = plan.deployment.kubernetes
     decided = {u.stage: u for u in k8s.serving}
-    return [ServingUnit(decided[v.stage].name, k8s.namespace, v.plan.serving, v.plan.hardware.usd_per_gpu_hour, decided[v.stage])
-            for v in unit_views(plan)]
+    return [
+        ServingUnit(
+            decided[v.stage].name, k8s.namespace, v.plan.serving, v.plan.hardware.usd_per_gpu_hour, decided[v.stage]
+        )
+        for v in unit_views(plan)
+    ]
 
 
 def _q(value: str) -> str:
@@ -73,7 +118,11 @@ def _selector(unit: ServingUnit, metric: str = "", regex: bool = False, **extra:
 
 def _pods(unit: ServingUnit, metric: str, **extra: str) -> str:
     namespace = unit.namespace
-    matchers = [f"namespace={_q(namespace)}", f"pod=~{_q(unit.name + '-.+')}", *(f"{k}={_q(v)}" for k, v in extra.items())]
+    matchers = [
+        f"namespace={_q(namespace)}",
+        f"pod=~{_q(unit.name + '-.+')}",
+        *(f"{k}={_q(v)}" for k, v in extra.items()),
+    ]
     return f"{metric}{{{','.join(matchers)}}}"
 
 
@@ -137,40 +186,61 @@ def _slo_rules(unit: ServingUnit, policy: Alerting) -> list[dict]:
     rules = []
     for lat in _latencies(unit):
         name = lat.slo.upper()
-        rules.append({"record": f"mlinfra:serving_{lat.slo}_seconds:p99_5m", "expr": _p99(unit, lat, "5m"),
-                      "labels": _labels(unit)})
+        rules.append(
+            {
+                "record": f"mlinfra:serving_{lat.slo}_seconds:p99_5m",
+                "expr": _p99(unit, lat, "5m"),
+                "labels": _labels(unit),
+            }
+        )
         if not lat.buckets:  # bucket bounds unknown: alert on the p99 over the fast-burn window
             first = policy.burn_windows[0]
             long, severity = first.long, first.severity
-            rules.append({
-                "alert": f"Serving{name}P99AboveSlo", "expr": f"{_p99(unit, lat, long)} > {lat.target_seconds:g}",
-                "labels": _labels(unit, severity=severity, slo=lat.slo),
-                "annotations": {"summary": f"{unit.name}: {name} p99 over {long} above the {lat.target_seconds:g} s SLO"},
-            })
+            rules.append(
+                {
+                    "alert": f"Serving{name}P99AboveSlo",
+                    "expr": f"{_p99(unit, lat, long)} > {lat.target_seconds:g}",
+                    "labels": _labels(unit, severity=severity, slo=lat.slo),
+                    "annotations": {
+                        "summary": f"{unit.name}: {name} p99 over {long} above the {lat.target_seconds:g} s SLO"
+                    },
+                }
+            )
             continue
         what = "requests" if lat.slo == "ttft" else "token intervals"
         for window in policy.burn_windows:
             long, short, burn, severity = window.long, window.short, window.burn_rate, window.severity
             limit = f"{burn * policy.error_budget_fraction:g}"
-            rules.append({
-                "alert": f"Serving{name}ErrorBudgetBurn",
-                "expr": f"{_bad_ratio(unit, lat, long)} > {limit} and {_bad_ratio(unit, lat, short)} > {limit}",
-                "labels": _labels(unit, severity=severity, slo=lat.slo, window=long),
-                "annotations": {
-                    "summary": f"{unit.name}: {name} error budget burning {burn:g}× too fast over {long}",
-                    "description": (f"More than {float(limit):.1%} of {what} slower than the {lat.target_seconds:g} s "
-                                    f"p99 SLO over {long} and {short}; the SLO allows {policy.error_budget_fraction:.0%}."),
-                },
-            })
+            rules.append(
+                {
+                    "alert": f"Serving{name}ErrorBudgetBurn",
+                    "expr": f"{_bad_ratio(unit, lat, long)} > {limit} and {_bad_ratio(unit, lat, short)} > {limit}",
+                    "labels": _labels(unit, severity=severity, slo=lat.slo, window=long),
+                    "annotations": {
+                        "summary": f"{unit.name}: {name} error budget burning {burn:g}× too fast over {long}",
+                        "description": (
+                            f"More than {float(limit):.1%} of {what} slower than the {lat.target_seconds:g} s "
+                            f"p99 SLO over {long} and {short}; the SLO allows {policy.error_budget_fraction:.0%}."
+                        ),
+                    },
+                }
+            )
     if unit.serving.engine == "triton" and unit.serving.latency_slo_seconds:
         # Triton exports cumulative counters only (no histogram by default): the mean over the window. A mean above
         # the p99 target means the p99 is above it too, so this never alerts falsely (it may alert late).
         target, window = unit.serving.latency_slo_seconds, policy.burn_windows[0].short
-        mean = (f"sum(rate({_selector(unit, 'nv_inference_request_duration_us')}[{window}])) / "
-                f"sum(rate({_selector(unit, 'nv_inference_request_success')}[{window}])) / 1e6")
-        rules.append({"alert": "ServingLatencyMeanAboveP99Slo", "expr": f"{mean} > {target:g}",
-                      "labels": _labels(unit, severity="critical", slo="latency"),
-                      "annotations": {"summary": f"{unit.name}: mean request latency above the {target:g} s p99 SLO"}})
+        mean = (
+            f"sum(rate({_selector(unit, 'nv_inference_request_duration_us')}[{window}])) / "
+            f"sum(rate({_selector(unit, 'nv_inference_request_success')}[{window}])) / 1e6"
+        )
+        rules.append(
+            {
+                "alert": "ServingLatencyMeanAboveP99Slo",
+                "expr": f"{mean} > {target:g}",
+                "labels": _labels(unit, severity="critical", slo="latency"),
+                "annotations": {"summary": f"{unit.name}: mean request latency above the {target:g} s p99 SLO"},
+            }
+        )
     return rules
 
 
@@ -181,14 +251,20 @@ def idle_seconds(unit: ServingUnit) -> int:
 
 
 def _idle_rules(unit: ServingUnit) -> list[dict]:
-    return [{
-        "alert": "ServingGpuIdle",
-        "expr": f"{_pods(unit, 'DCGM_FI_DEV_GPU_UTIL')} == 0",
-        "for": f"{idle_seconds(unit)}s",
-        "labels": _labels(unit, severity="warning"),
-        "annotations": {"summary": (f"{unit.name}: a GPU ran no kernel for {idle_seconds(unit)} s while the service held "
-                                    f"at least {unit.decided.min_replicas} replicas; lower min_replicas or check routing")},
-    }]
+    return [
+        {
+            "alert": "ServingGpuIdle",
+            "expr": f"{_pods(unit, 'DCGM_FI_DEV_GPU_UTIL')} == 0",
+            "for": f"{idle_seconds(unit)}s",
+            "labels": _labels(unit, severity="warning"),
+            "annotations": {
+                "summary": (
+                    f"{unit.name}: a GPU ran no kernel for {idle_seconds(unit)} s while the service held "
+                    f"at least {unit.decided.min_replicas} replicas; lower min_replicas or check routing"
+                )
+            },
+        }
+    ]
 
 
 def _spend_expr(plan: ResolvedPlan) -> str:
@@ -206,17 +282,23 @@ def _budget_rules(plan: ResolvedPlan) -> list[dict]:
     rules = [{"record": "mlinfra:serving_usd_per_month", "expr": _spend_expr(plan), "labels": plan_label}]
     if cost.budget_usd_per_month is None:
         return rules
-    spend = f'avg_over_time(mlinfra:serving_usd_per_month{{plan={_q(plan.name)}}}[{plan.deployment.alerting.serving_spend_window}])'
+    spend = f"avg_over_time(mlinfra:serving_usd_per_month{{plan={_q(plan.name)}}}[{plan.deployment.alerting.serving_spend_window}])"
     for share, severity in ((cost.alert_at, "warning"), (1.0, "critical")):
         limit = cost.budget_usd_per_month * share
-        rules.append({
-            "alert": "ServingBudgetExceeded" if share == 1.0 else "ServingBudgetAlert",
-            "expr": f"{spend} > {limit:g}",
-            "labels": {**plan_label, "severity": severity},
-            "annotations": {"summary": (f"{plan.name}: spend rate over {plan.deployment.alerting.serving_spend_window} above {share:.0%} of the "
-                                        f"${cost.budget_usd_per_month:,.0f}/month budget (${limit:,.0f}); "
-                                        f"planned ${cost.usd_per_month:,.0f}/month")},
-        })
+        rules.append(
+            {
+                "alert": "ServingBudgetExceeded" if share == 1.0 else "ServingBudgetAlert",
+                "expr": f"{spend} > {limit:g}",
+                "labels": {**plan_label, "severity": severity},
+                "annotations": {
+                    "summary": (
+                        f"{plan.name}: spend rate over {plan.deployment.alerting.serving_spend_window} above {share:.0%} of the "
+                        f"${cost.budget_usd_per_month:,.0f}/month budget (${limit:,.0f}); "
+                        f"planned ${cost.usd_per_month:,.0f}/month"
+                    )
+                },
+            }
+        )
     return rules
 
 
@@ -226,7 +308,10 @@ def serving_rule_groups(plan: ResolvedPlan) -> list[dict]:
         return []
     units = serving_units(plan)
     groups = [
-        {"name": f"{plan.name}.serving-slo", "rules": [r for u in units for r in _slo_rules(u, plan.deployment.alerting)]},
+        {
+            "name": f"{plan.name}.serving-slo",
+            "rules": [r for u in units for r in _slo_rules(u, plan.deployment.alerting)],
+        },
         {"name": f"{plan.name}.serving-gpus", "rules": [r for u in units for r in _idle_rules(u)]},
         {"name": f"{plan.name}.serving-budget", "rules": _budget_rules(plan)},
     ]

@@ -16,10 +16,11 @@ link back in the queue after a node failure.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..resolved import ResolvedPlan
-from .base import OutputFile, Target, render as render_template
+from .base import OutputFile, Target
+from .base import render as render_template
 
 
 def applies(plan: ResolvedPlan) -> bool:

@@ -7,10 +7,11 @@ span nodes.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..resolved import ResolvedPlan
-from .base import OutputFile, Target, render as render_template
+from .base import OutputFile, Target
+from .base import render as render_template
 from .engine_common import EngineUnit, engine_units, tgi_launcher_words, unit_path
 
 
@@ -25,14 +26,20 @@ def launcher_words(plan: ResolvedPlan) -> list[str]:
 
 def _launcher_sh(unit: EngineUnit) -> str:
     return render_template(
-        "tgi/launcher.sh.j2", tgi_version=unit.engine.version, name=unit.plan.name, gpus=unit.serving.tp,
-        prefix_caching="1" if unit.engine.prefix_caching else "0", words=tgi_launcher_words(unit.engine),
+        "tgi/launcher.sh.j2",
+        tgi_version=unit.engine.version,
+        name=unit.plan.name,
+        gpus=unit.serving.tp,
+        prefix_caching="1" if unit.engine.prefix_caching else "0",
+        words=tgi_launcher_words(unit.engine),
     )
 
 
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
-    return [OutputFile(unit_path("tgi", unit, "launcher.sh"), _launcher_sh(unit), 0o755)
-            for unit in engine_units(plan, "tgi")]
+    return [
+        OutputFile(unit_path("tgi", unit, "launcher.sh"), _launcher_sh(unit), 0o755)
+        for unit in engine_units(plan, "tgi")
+    ]
 
 
 TARGET = Target("tgi", applies, render)

@@ -8,10 +8,11 @@ Every value comes from `plan.deployment.launcher` (compiler/deployment/training.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..resolved import ResolvedPlan
-from .base import OutputFile, Target, render as render_template
+from .base import OutputFile, Target
+from .base import render as render_template
 
 
 def applies(plan: ResolvedPlan) -> bool:
@@ -22,9 +23,11 @@ def _exports(plan: ResolvedPlan) -> list[tuple[str, str]]:
     """What the plan decided beyond the batch, for the training script to read (values shell-quoted by the template)."""
     launch = plan.deployment.launcher
     ck = launch.checkpoint
-    env = [("MLINFRA_CHECKPOINT_INTERVAL_SECONDS", f"{ck.interval_seconds:.0f}"),
-           ("MLINFRA_CHECKPOINT_INTERVAL_STEPS", str(ck.interval_steps)),
-           ("MLINFRA_CHECKPOINT_KEEP", str(ck.keep))]
+    env = [
+        ("MLINFRA_CHECKPOINT_INTERVAL_SECONDS", f"{ck.interval_seconds:.0f}"),
+        ("MLINFRA_CHECKPOINT_INTERVAL_STEPS", str(ck.interval_steps)),
+        ("MLINFRA_CHECKPOINT_KEEP", str(ck.keep)),
+    ]
     if launch.data:
         env.append(("MLINFRA_DATA", launch.data))
     if launch.model_weights:
@@ -32,8 +35,11 @@ def _exports(plan: ResolvedPlan) -> list[tuple[str, str]]:
     if launch.model_id:
         env.append(("MLINFRA_MODEL_ID", launch.model_id))
     if launch.lora:
-        env += [("MLINFRA_LORA_RANK", str(launch.lora.rank)), ("MLINFRA_LORA_ALPHA", f"{launch.lora.alpha:g}"),
-                ("MLINFRA_LORA_TARGETS", ",".join(launch.lora.targets))]
+        env += [
+            ("MLINFRA_LORA_RANK", str(launch.lora.rank)),
+            ("MLINFRA_LORA_ALPHA", f"{launch.lora.alpha:g}"),
+            ("MLINFRA_LORA_TARGETS", ",".join(launch.lora.targets)),
+        ]
     return env
 
 
@@ -85,7 +91,9 @@ def _context(plan: ResolvedPlan) -> dict:
 
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
     launch = plan.deployment.launcher
-    files = [OutputFile(plan.deployment.files.launcher, render_template("torchrun/torchrun.sh.j2", **_context(plan)), 0o755)]
+    files = [
+        OutputFile(plan.deployment.files.launcher, render_template("torchrun/torchrun.sh.j2", **_context(plan)), 0o755)
+    ]
     if launch.checkpoint_helper:
         files.append(OutputFile(launch.checkpoint_helper, render_template("torchrun/mlinfra_signal.py.j2")))
     return files

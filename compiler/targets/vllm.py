@@ -14,12 +14,12 @@ TP × PP workers over the cluster.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..resolved import ResolvedPlan
-from .base import OutputFile, Target, render as render_template
+from .base import OutputFile, Target
+from .base import render as render_template
 from .engine_common import EngineUnit, engine_units, unit_path, vllm_engine_config, vllm_serve_args
-
 
 
 def applies(plan: ResolvedPlan) -> bool:
@@ -37,17 +37,32 @@ def engine_config(plan: ResolvedPlan, *, frontend: bool = True) -> dict[str, obj
 
 def _config_yaml(unit: EngineUnit) -> str:
     rows = [{"key": a.key, "value": a.value, "reason": a.reason} for a in unit.engine.args]
-    return render_template("vllm/config.yaml.j2", vllm_version=unit.engine.version, name=unit.plan.name,
-                           precision=unit.serving.precision, prequantized=unit.plan.model.quantization != "none", checkpoint=unit.plan.model.quantization, rows=rows)
+    return render_template(
+        "vllm/config.yaml.j2",
+        vllm_version=unit.engine.version,
+        name=unit.plan.name,
+        precision=unit.serving.precision,
+        prequantized=unit.plan.model.quantization != "none",
+        checkpoint=unit.plan.model.quantization,
+        rows=rows,
+    )
 
 
 def _serve_sh(unit: EngineUnit) -> str:
     s = unit.serving
     return render_template(
-        "vllm/serve.sh.j2", vllm_version=unit.engine.version, name=unit.plan.name,
-        tp=s.tp, pp=s.pp, gpus=s.gpus_per_replica, nodes=s.nodes_per_replica, multi_node=s.nodes_per_replica > 1,
-        serve_args=vllm_serve_args(unit.engine), ray_port=unit.engine.ray_port,
-        ray_wait_seconds=unit.engine.ray_wait_seconds, ray_poll_seconds=unit.engine.ray_poll_seconds,
+        "vllm/serve.sh.j2",
+        vllm_version=unit.engine.version,
+        name=unit.plan.name,
+        tp=s.tp,
+        pp=s.pp,
+        gpus=s.gpus_per_replica,
+        nodes=s.nodes_per_replica,
+        multi_node=s.nodes_per_replica > 1,
+        serve_args=vllm_serve_args(unit.engine),
+        ray_port=unit.engine.ray_port,
+        ray_wait_seconds=unit.engine.ray_wait_seconds,
+        ray_poll_seconds=unit.engine.ray_poll_seconds,
         ray_wait_polls=unit.engine.ray_wait_polls,
     )
 

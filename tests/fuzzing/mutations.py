@@ -25,10 +25,11 @@ import re
 import shutil
 import traceback
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -41,32 +42,101 @@ DESTRUCTIVE_RATE = 0.25  # share of single mutations that are meant to break the
 PRECISIONS = ["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
 
 
-@lru_cache(maxsize=None)
+@cache
 def catalog_names() -> dict[str, Any]:
     catalog = load_catalog(None)
     by_kind: dict[str, list[str]] = {}
     for ident, preset in sorted(catalog.models.items()):
         by_kind.setdefault(preset.architecture.kind, []).append(ident)
     return {
-        "gpus": sorted(catalog.gpus), "presets": sorted(catalog.models), "presets_by_kind": by_kind,
+        "gpus": sorted(catalog.gpus),
+        "presets": sorted(catalog.models),
+        "presets_by_kind": by_kind,
         "kind_of": {i: p.architecture.kind for i, p in catalog.models.items()},
         "architectures": {i: p.architecture.model_dump() for i, p in sorted(catalog.models.items())},
         "gpu_entries": {i: g.model_dump() for i, g in sorted(catalog.gpus.items())},
-        "interconnects": sorted(catalog.interconnects), "storage": sorted(catalog.storage),
+        "interconnects": sorted(catalog.interconnects),
+        "storage": sorted(catalog.storage),
     }
 
 
 # ---------------------------------------------------------------------------------------------- values
 
 TRICKY_TEXT = [
-    "", " ", "ñame", "名前", "🚀", "e\u0301", "\u202eevil", "\u200b", "a\tb", "a\nb", "$(reboot)", "'; rm -rf /",
-    "`id`", "{{ x }}", "${HOME}", "../../etc/passwd", "/", "~", "on", "yes", "null", "0x10", "١٢٣", "Ⅻ", "½", "∞",
-    "x" * 5000, "-", "--flag", "a b", "\\", "\"", "#", "%s", "\x7f", "\x1b[31m",
+    "",
+    " ",
+    "ñame",
+    "名前",
+    "🚀",
+    "e\u0301",
+    "\u202eevil",
+    "\u200b",
+    "a\tb",
+    "a\nb",
+    "$(reboot)",
+    "'; rm -rf /",
+    "`id`",
+    "{{ x }}",
+    "${HOME}",
+    "../../etc/passwd",
+    "/",
+    "~",
+    "on",
+    "yes",
+    "null",
+    "0x10",
+    "١٢٣",
+    "Ⅻ",
+    "½",
+    "∞",
+    "x" * 5000,
+    "-",
+    "--flag",
+    "a b",
+    "\\",
+    '"',
+    "#",
+    "%s",
+    "\x7f",
+    "\x1b[31m",
 ]
 TRICKY_QUANTITIES = [
-    "-1", "0", "1e999", "-1e999", "1e-999", "nan", "inf", "7 B", "7b", "7Bn", "1.5.3T", "1_000_000", "1,5T", "$",
-    "$$5", "5$", "7B7", "∞", "½T", "1e308T", "9" * 400, "0.0000001ms", "1e-12s", "1e20w", "3e9d", ".5", "5.",
-    "NaNB", "0d", "0s", "-0", "+5", "5 GiB", "5gib", "2TiB", "1PiB",
+    "-1",
+    "0",
+    "1e999",
+    "-1e999",
+    "1e-999",
+    "nan",
+    "inf",
+    "7 B",
+    "7b",
+    "7Bn",
+    "1.5.3T",
+    "1_000_000",
+    "1,5T",
+    "$",
+    "$$5",
+    "5$",
+    "7B7",
+    "∞",
+    "½T",
+    "1e308T",
+    "9" * 400,
+    "0.0000001ms",
+    "1e-12s",
+    "1e20w",
+    "3e9d",
+    ".5",
+    "5.",
+    "NaNB",
+    "0d",
+    "0s",
+    "-0",
+    "+5",
+    "5 GiB",
+    "5gib",
+    "2TiB",
+    "1PiB",
 ]
 
 
@@ -111,9 +181,18 @@ SECOND_UNITS = {"ms": 1e-3, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "
 USD_UNITS = {"": 1, "k": 1e3, "M": 1e6}
 BYTE_UNITS = {"GiB": 2**30, "GB": 1e9, "MiB": 2**20, "TB": 1e12}
 QUANTITY_FIELDS = {  # last key -> unit table
-    "tokens": COUNT_UNITS, "dataset_tokens": COUNT_UNITS, "global_batch_tokens": COUNT_UNITS, "params": COUNT_UNITS,
-    "deadline": SECOND_UNITS, "every": SECOND_UNITS, "ttft_p99": SECOND_UNITS, "tpot_p99": SECOND_UNITS,
-    "latency_p99": SECOND_UNITS, "usd": USD_UNITS, "usd_per_month": USD_UNITS, "memory_per_node": BYTE_UNITS,
+    "tokens": COUNT_UNITS,
+    "dataset_tokens": COUNT_UNITS,
+    "global_batch_tokens": COUNT_UNITS,
+    "params": COUNT_UNITS,
+    "deadline": SECOND_UNITS,
+    "every": SECOND_UNITS,
+    "ttft_p99": SECOND_UNITS,
+    "tpot_p99": SECOND_UNITS,
+    "latency_p99": SECOND_UNITS,
+    "usd": USD_UNITS,
+    "usd_per_month": USD_UNITS,
+    "memory_per_node": BYTE_UNITS,
 }
 
 
@@ -155,6 +234,7 @@ def respell(value: Any, units: dict[str, float], rng: random.Random) -> Any:
 
 
 # ------------------------------------------------------------------------------------------ doc paths
+
 
 def paths(node: Any, prefix: tuple = ()) -> list[tuple]:
     found = [prefix] if prefix else []
@@ -212,6 +292,7 @@ def _stage_paths(doc: dict, rest: tuple) -> list[tuple]:
 
 # ---------------------------------------------------------------------------------- benign mutations
 
+
 @dataclass
 class Mutation:
     doc: Any
@@ -226,7 +307,9 @@ def _choices(rng: random.Random) -> dict[tuple, Callable[[Any], Any]]:
     pick = rng.choice
     training_precisions = ["fp32", "fp16", "bf16", "bf16", "fp8"]
     return {
-        ("precision",): lambda cur: pick(training_precisions if cur in training_precisions and rng.random() < 0.8 else PRECISIONS),
+        ("precision",): lambda cur: pick(
+            training_precisions if cur in training_precisions and rng.random() < 0.8 else PRECISIONS
+        ),
         ("optimize",): lambda cur: pick(["cost", "time", "latency"]),
         ("cluster", "gpu"): lambda cur: pick(names["gpus"]),
         ("cluster", "gpus"): lambda cur: rng.sample(names["gpus"], rng.randint(1, 4)),
@@ -264,7 +347,9 @@ def _choices(rng: random.Random) -> dict[tuple, Callable[[Any], Any]]:
         ("train", "checkpoint", "every"): lambda cur: pick(["auto", "6h", "30m", "1d", 3600]),
         ("train", "checkpoint", "keep"): lambda cur: pick([1, 2, 5]),
         ("train", "lora", "rank"): lambda cur: pick([4, 8, 16, 64, 256]),
-        ("train", "lora", "targets"): lambda cur: rng.sample(["q", "k", "v", "o", "gate", "up", "down"], rng.randint(1, 7)),
+        ("train", "lora", "targets"): lambda cur: rng.sample(
+            ["q", "k", "v", "o", "gate", "up", "down"], rng.randint(1, 7)
+        ),
         ("serve", "engine"): lambda cur: pick(["vllm", "triton", "tgi"]),
         ("serve", "context_len"): lambda cur: pick([2048, 4096, 8192, 32768, 131072]),
         ("serve", "kv_cache_dtype"): lambda cur: pick(["auto", "fp8"]),
@@ -336,7 +421,9 @@ def scale_number(m: Mutation, rng: random.Random) -> None:
 
 
 def respell_unit(m: Mutation, rng: random.Random) -> None:
-    candidates = [p for p in paths(m.doc) if p and p[-1] in QUANTITY_FIELDS and not isinstance(get(m.doc, p), (dict, list))]
+    candidates = [
+        p for p in paths(m.doc) if p and p[-1] in QUANTITY_FIELDS and not isinstance(get(m.doc, p), (dict, list))
+    ]
     if not candidates:
         return scale_number(m, rng)
     path = rng.choice(candidates)
@@ -369,7 +456,9 @@ def swap_preset(m: Mutation, rng: random.Random) -> None:
             arch[key] = scale(arch[key], rng.choice([0.5, 2, 4])) if rng.random() < 0.7 else rng.choice([0, 1, -1, 3])
         new["architecture"] = {k: v for k, v in arch.items() if rng.random() < 0.9 or k == "kind"}
     put(m.doc, path, new)
-    m.notes.append(f"model at {'.'.join(map(str, path))} -> {sorted(new)} {new.get('preset') or new.get('params') or ''}")
+    m.notes.append(
+        f"model at {'.'.join(map(str, path))} -> {sorted(new)} {new.get('preset') or new.get('params') or ''}"
+    )
 
 
 def toggle_gpu_pin(m: Mutation, rng: random.Random) -> None:
@@ -388,19 +477,41 @@ def toggle_gpu_pin(m: Mutation, rng: random.Random) -> None:
 
 
 OPTIONAL = [
-    ("budget",), ("parallelism",), ("cluster", "count"), ("cluster", "gpus_per_node"), ("cluster", "gpu"),
-    ("cluster", "gpus"), ("cluster", "slurm"), ("cluster", "kubernetes"), ("cluster", "max_gpus"),
-    ("train", "deadline"), ("train", "framework"), ("train", "checkpoint"), ("train", "entrypoint"),
-    ("train", "global_batch"), ("train", "global_batch_tokens"), ("train", "lora"), ("train", "data"),
-    ("serve", "slo"), ("serve", "slo", "ttft_p99"), ("serve", "slo", "tpot_p99"), ("serve", "context_len"),
-    ("serve", "engine"), ("model", "hf_id"), ("model", "weights"), ("precision",), ("optimize",),
-    ("budget", "usd"), ("budget", "usd_per_month"),
+    ("budget",),
+    ("parallelism",),
+    ("cluster", "count"),
+    ("cluster", "gpus_per_node"),
+    ("cluster", "gpu"),
+    ("cluster", "gpus"),
+    ("cluster", "slurm"),
+    ("cluster", "kubernetes"),
+    ("cluster", "max_gpus"),
+    ("train", "deadline"),
+    ("train", "framework"),
+    ("train", "checkpoint"),
+    ("train", "entrypoint"),
+    ("train", "global_batch"),
+    ("train", "global_batch_tokens"),
+    ("train", "lora"),
+    ("train", "data"),
+    ("serve", "slo"),
+    ("serve", "slo", "ttft_p99"),
+    ("serve", "slo", "tpot_p99"),
+    ("serve", "context_len"),
+    ("serve", "engine"),
+    ("model", "hf_id"),
+    ("model", "weights"),
+    ("precision",),
+    ("optimize",),
+    ("budget", "usd"),
+    ("budget", "usd_per_month"),
 ]
 
 
 def drop_optional(m: Mutation, rng: random.Random) -> None:
     present = [p for p in OPTIONAL if get(m.doc, p) is not None] + [
-        p for p in _stage_paths(m.doc, ("slo",)) + _stage_paths(m.doc, ("gpus",)) if get(m.doc, p) is not None]
+        p for p in _stage_paths(m.doc, ("slo",)) + _stage_paths(m.doc, ("gpus",)) if get(m.doc, p) is not None
+    ]
     if not present:
         return set_field(m, rng)
     path = rng.choice(present)
@@ -432,24 +543,46 @@ def user_catalog(m: Mutation, rng: random.Random) -> None:
 
 
 EXTREMES = {  # values at the edges of what the spec accepts: valid plans that stress the sizing arithmetic
-    ("train", "tokens"): [1, "1e18", "1k"], ("train", "seq_len"): [1, 3, 10_000_000], ("train", "global_batch"): [1, 3, 10_000_000],
-    ("train", "global_batch_tokens"): [1, "1e15"], ("train", "epochs"): [1e-6, 1e6], ("train", "bytes_per_token"): [1e-9, 1e6],
-    ("train", "mtbf_gpu_hours"): [1e-9, 1e12], ("train", "deadline"): ["1ms", "1s", 1e10], ("train", "checkpoint", "every"): ["1ms", 1e10],
-    ("train", "checkpoint", "keep"): [1000], ("train", "lora", "rank"): [1, 4096], ("train", "lora", "alpha"): [1e-9],
-    ("serve", "context_len"): [1, 2, 10_000_000], ("serve", "traffic", "requests_per_second"): [1e-9, 1e9],
-    ("serve", "traffic", "prompt_tokens"): [1, 10_000_000], ("serve", "traffic", "output_tokens"): [1, 10_000_000],
-    ("serve", "traffic", "peak_factor"): [1000], ("serve", "slo", "ttft_p99"): ["1ms", 1e-9, 1e10],
-    ("serve", "slo", "tpot_p99"): ["1ms", 1e-9], ("serve", "slo", "latency_p99"): [1e-9, 1e10],
-    ("cluster", "count"): [1, 3, 1_000_000], ("cluster", "max_gpus"): [1, 1_000_000], ("cluster", "gpus_per_node"): [1, 3, 64],
-    ("cluster", "slurm", "cpus_per_node"): [1, 100_000], ("cluster", "slurm", "memory_per_node"): [0, 1, "1e18"],
-    ("parallelism", "tp"): [3, 1024], ("parallelism", "pp"): [3, 1024], ("parallelism", "dp"): [3, 1_000_000],
-    ("parallelism", "micro_batch"): [100_000], ("budget", "usd"): [0.01, "1e15"], ("budget", "usd_per_month"): [0.01, "1e15"],
-    ("budget", "alert_at"): [1e-9], ("model", "params"): [1, "1e18", "1T"],
+    ("train", "tokens"): [1, "1e18", "1k"],
+    ("train", "seq_len"): [1, 3, 10_000_000],
+    ("train", "global_batch"): [1, 3, 10_000_000],
+    ("train", "global_batch_tokens"): [1, "1e15"],
+    ("train", "epochs"): [1e-6, 1e6],
+    ("train", "bytes_per_token"): [1e-9, 1e6],
+    ("train", "mtbf_gpu_hours"): [1e-9, 1e12],
+    ("train", "deadline"): ["1ms", "1s", 1e10],
+    ("train", "checkpoint", "every"): ["1ms", 1e10],
+    ("train", "checkpoint", "keep"): [1000],
+    ("train", "lora", "rank"): [1, 4096],
+    ("train", "lora", "alpha"): [1e-9],
+    ("serve", "context_len"): [1, 2, 10_000_000],
+    ("serve", "traffic", "requests_per_second"): [1e-9, 1e9],
+    ("serve", "traffic", "prompt_tokens"): [1, 10_000_000],
+    ("serve", "traffic", "output_tokens"): [1, 10_000_000],
+    ("serve", "traffic", "peak_factor"): [1000],
+    ("serve", "slo", "ttft_p99"): ["1ms", 1e-9, 1e10],
+    ("serve", "slo", "tpot_p99"): ["1ms", 1e-9],
+    ("serve", "slo", "latency_p99"): [1e-9, 1e10],
+    ("cluster", "count"): [1, 3, 1_000_000],
+    ("cluster", "max_gpus"): [1, 1_000_000],
+    ("cluster", "gpus_per_node"): [1, 3, 64],
+    ("cluster", "slurm", "cpus_per_node"): [1, 100_000],
+    ("cluster", "slurm", "memory_per_node"): [0, 1, "1e18"],
+    ("parallelism", "tp"): [3, 1024],
+    ("parallelism", "pp"): [3, 1024],
+    ("parallelism", "dp"): [3, 1_000_000],
+    ("parallelism", "micro_batch"): [100_000],
+    ("budget", "usd"): [0.01, "1e15"],
+    ("budget", "usd_per_month"): [0.01, "1e15"],
+    ("budget", "alert_at"): [1e-9],
+    ("model", "params"): [1, "1e18", "1T"],
 }
 
 
 def extreme_value(m: Mutation, rng: random.Random) -> None:
-    options = [p for p in EXTREMES if _applicable(m.doc, p) or (p[0] == "model" and isinstance(m.doc.get("model"), dict))]
+    options = [
+        p for p in EXTREMES if _applicable(m.doc, p) or (p[0] == "model" and isinstance(m.doc.get("model"), dict))
+    ]
     path = rng.choice(options)
     value = rng.choice(EXTREMES[path])
     if path == ("model", "params"):
@@ -463,10 +596,20 @@ def extreme_value(m: Mutation, rng: random.Random) -> None:
     m.notes.append(f"extreme {'.'.join(map(str, path))} = {value!r}")
 
 
-BENIGN = [(set_field, 10), (scale_number, 5), (respell_unit, 3), (swap_preset, 3), (toggle_gpu_pin, 1), (drop_optional, 2), (user_catalog, 1), (extreme_value, 4)]
+BENIGN = [
+    (set_field, 10),
+    (scale_number, 5),
+    (respell_unit, 3),
+    (swap_preset, 3),
+    (toggle_gpu_pin, 1),
+    (drop_optional, 2),
+    (user_catalog, 1),
+    (extreme_value, 4),
+]
 
 
 # ----------------------------------------------------------------------------- destructive mutations
+
 
 def replace_weird(m: Mutation, rng: random.Random) -> None:
     path = rng.choice(paths(m.doc))
@@ -487,7 +630,7 @@ def retype(m: Mutation, rng: random.Random) -> None:
         except ValueError:
             options.append(len(value))
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        options += [-value, value * 10**rng.randint(6, 40), float(value) + 0.5, bool(value)]
+        options += [-value, value * 10 ** rng.randint(6, 40), float(value) + 0.5, bool(value)]
     new = rng.choice(options)
     put(m.doc, path, new)
     m.notes.append(f"retype {'.'.join(map(str, path))} = {new!r:.80}")
@@ -530,23 +673,34 @@ def bad_catalog(m: Mutation, rng: random.Random) -> None:
     """cluster.catalog naming a missing, binary, hostile or malformed file."""
     if not isinstance(m.doc.get("cluster"), dict):
         m.doc["cluster"] = {}
-    name = rng.choice([CATALOG_NAME, CATALOG_NAME, "missing.yaml", ".", PLAN_NAME, "/dev/null", "sub/../" + CATALOG_NAME])
+    name = rng.choice(
+        [CATALOG_NAME, CATALOG_NAME, "missing.yaml", ".", PLAN_NAME, "/dev/null", "sub/../" + CATALOG_NAME]
+    )
     m.doc["cluster"]["catalog"] = name
     names = catalog_names()
     gpu = dict(names["gpu_entries"][rng.choice(names["gpus"])])
     key = rng.choice(sorted(gpu))
     gpu[key] = weird_value(rng)
     if rng.random() < 0.6:  # a figure the sizing divides by, at an edge, on the GPU the plan then uses
-        key = rng.choice([k for k, v in sorted(gpu.items()) if isinstance(v, (int, float, dict)) and not isinstance(v, bool)])
+        key = rng.choice(
+            [k for k, v in sorted(gpu.items()) if isinstance(v, (int, float, dict)) and not isinstance(v, bool)]
+        )
         edge = rng.choice([0, -1, math.nan, math.inf, 1e-300, 1e300, 2])
         gpu[key] = {k: edge for k in gpu[key]} if isinstance(gpu[key], dict) else edge
         m.doc["cluster"].pop("gpus", None)
         m.doc["cluster"]["gpu"] = gpu["id"]
     contents = [
-        b"\xff\xfe\x00binary", b"", b"entries: 5\n", b"entries: [1, 2]\n", b"[unclosed\n", b"entries:\n  - {id: x}\n",
+        b"\xff\xfe\x00binary",
+        b"",
+        b"entries: 5\n",
+        b"entries: [1, 2]\n",
+        b"[unclosed\n",
+        b"entries:\n  - {id: x}\n",
         b"entries:\n" + b"  - " * 1 + b"[" * 300 + b"]" * 300 + b"\n",
         yaml.safe_dump({"entries": [gpu]}, allow_unicode=True).encode("utf-8", "surrogatepass"),
-        yaml.safe_dump({"entries": [{"id": rng.choice(names["gpus"]), key: weird_value(rng)}]}, allow_unicode=True).encode("utf-8", "surrogatepass"),
+        yaml.safe_dump(
+            {"entries": [{"id": rng.choice(names["gpus"]), key: weird_value(rng)}]}, allow_unicode=True
+        ).encode("utf-8", "surrogatepass"),
     ]
     m.files[CATALOG_NAME] = contents[7] if m.doc["cluster"].get("gpu") == gpu["id"] else rng.choice(contents)
     m.notes.append(f"bad catalog {name!r}: {m.files[CATALOG_NAME][:60]!r}")
@@ -562,11 +716,11 @@ def _edit_text(rng: random.Random) -> Callable[[str], str]:
         if kind == 0 and lines:  # duplicate a line: usually a duplicate key
             return "".join(lines[: i + 1] + lines[i:])
         if kind == 1 and lines:
-            return "".join(lines[:i] + lines[i + 1:])
+            return "".join(lines[:i] + lines[i + 1 :])
         if kind == 2:
             return text[: int(seed * len(text))]
         if kind == 3 and lines:  # a tab where YAML wants spaces
-            return "".join(lines[:i] + ["\t" + lines[i]] + lines[i + 1:])
+            return "".join(lines[:i] + ["\t" + lines[i]] + lines[i + 1 :])
         if kind == 4:
             return text.replace(": ", ": &a ", 1) + "extra: *a\n" + "bad: *nope\n" * (seed < 0.5)
         return text + TEXT_TAILS[int(seed * len(TEXT_TAILS))]
@@ -574,7 +728,16 @@ def _edit_text(rng: random.Random) -> Callable[[str], str]:
     return edit
 
 
-TEXT_TAILS = ["%TAG ! tag:x\n", "---\nname: second\n", "!!python/object:os.system x: 1\n", "? [a]\n: b\n", "\x00", "key: !!binary Zm9v\n", "when: 2024-13-45\n", "'\n"]
+TEXT_TAILS = [
+    "%TAG ! tag:x\n",
+    "---\nname: second\n",
+    "!!python/object:os.system x: 1\n",
+    "? [a]\n: b\n",
+    "\x00",
+    "key: !!binary Zm9v\n",
+    "when: 2024-13-45\n",
+    "'\n",
+]
 
 
 def text_edit(m: Mutation, rng: random.Random) -> None:
@@ -582,7 +745,16 @@ def text_edit(m: Mutation, rng: random.Random) -> None:
     m.notes.append("text edit")
 
 
-DESTRUCTIVE = [(replace_weird, 5), (retype, 4), (delete_any, 3), (extra_key, 3), (nest_deep, 1), (wrong_workload, 1), (bad_catalog, 1), (text_edit, 2)]
+DESTRUCTIVE = [
+    (replace_weird, 5),
+    (retype, 4),
+    (delete_any, 3),
+    (extra_key, 3),
+    (nest_deep, 1),
+    (wrong_workload, 1),
+    (bad_catalog, 1),
+    (text_edit, 2),
+]
 
 
 def _weighted(rng: random.Random, table: list) -> Callable:
@@ -619,12 +791,13 @@ def plan_text(m: Mutation) -> str | None:
     return text
 
 
-@lru_cache(maxsize=None)
+@cache
 def example_doc(path: Path) -> dict:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
 # -------------------------------------------------------------------------------------- classifying
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -652,11 +825,18 @@ def classify(code: int, stderr: str, plan: str, lines: int = 1 << 30) -> Outcome
         # each diagnostic is one line: the plan's path, line and column, the message and its [code]
         heads = list(re.finditer(re.escape(plan) + r"(?::(\d+):(\d+))?: error: ", stderr))
         codes = re.findall(r"  \[([a-z0-9-]+)\]$", stderr, re.M)
-        bad = [h for h in heads if h[1] is None or not 1 <= int(h[1]) <= lines + 1  # no line, or past the end
-               or not re.search(r"  \[[a-z0-9-]+\]$", stderr[h.start():].split("\n", 1)[0])]  # one line each
+        bad = [
+            h
+            for h in heads
+            if h[1] is None
+            or not 1 <= int(h[1]) <= lines + 1  # no line, or past the end
+            or not re.search(r"  \[[a-z0-9-]+\]$", stderr[h.start() :].split("\n", 1)[0])
+        ]  # one line each
         if heads and not bad and len(codes) >= len(heads):
             return Outcome("invalid", 2, ",".join(sorted(set(codes))))
-        reason = stderr[bad[0].start():].splitlines()[0] if bad else (stderr.strip().splitlines() or ["no diagnostic"])[0]
+        reason = (
+            stderr[bad[0].start() :].splitlines()[0] if bad else (stderr.strip().splitlines() or ["no diagnostic"])[0]
+        )
         generic = re.sub(r"'[^']*'|\"[^\"]*\"|\d+", "_", reason.replace(plan, "PLAN"))[:120]
         return Outcome("crash", code, f"unlocated or malformed diagnostic: {generic}", stderr)
     if "Traceback" in stderr:
@@ -702,7 +882,9 @@ def _check_fresh(plan: Path, out_dir: Path, text: str) -> Outcome | None:
     return Outcome("crash", code, f"--check after compile: exit {code}", err.getvalue() + out.getvalue()[:4000])
 
 
-_UNDECIDED = re.compile(r"\b(nan|NaN|inf|Infinity(?! Fabric)|None)\b")  # a number the sizing never decided ('+Inf' buckets are fine)
+_UNDECIDED = re.compile(
+    r"\b(nan|NaN|inf|Infinity(?! Fabric)|None)\b"
+)  # a number the sizing never decided ('+Inf' buckets are fine)
 
 
 def _shipped_code_line(body: str, at: int, code: set[str]) -> bool:
@@ -714,7 +896,7 @@ def _shipped_code_line(body: str, at: int, code: set[str]) -> bool:
         return True
     offset = at - start
     left, right = line.rfind("\\n", 0, offset), line.find("\\n", offset)
-    segment = line[left + 2 if left >= 0 else 0:right if right >= 0 else len(line)]
+    segment = line[left + 2 if left >= 0 else 0 : right if right >= 0 else len(line)]
     return segment.replace('\\"', '"').replace("\\\\", "\\").strip() in code
 
 
@@ -735,7 +917,12 @@ def _check_output(stdout: str, plan_text: str) -> Outcome | None:
                 if _shipped_code_line(body, match.start(), code):
                     continue
                 where = f"{path.relative_to(folder)}:{line}"
-                return Outcome("crash", 0, f"undecided value {match[0]!r} in {re.sub(r'[0-9]+', '_', str(path.relative_to(folder)))}", f"{where}: {body.splitlines()[line - 1]}")
+                return Outcome(
+                    "crash",
+                    0,
+                    f"undecided value {match[0]!r} in {re.sub(r'[0-9]+', '_', str(path.relative_to(folder)))}",
+                    f"{where}: {body.splitlines()[line - 1]}",
+                )
     return None
 
 

@@ -17,7 +17,7 @@ def kubelet_expand(text: str, defined: dict[str, str]) -> str:
             if nxt == "(":
                 end = text.find(")", i + 2)
                 if end != -1:
-                    name = text[i + 2:end]
+                    name = text[i + 2 : end]
                     out.append(defined.get(name, f"$({name})"))
                     i = end + 1
                     continue

@@ -14,11 +14,24 @@ YAML_SETTINGS = {"yaml": {"validate": True, "completion": True, "hover": True, "
 
 class LanguageServer:
     def __init__(self, command: list[str], root: Path):
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
         self.next_id, self.notifications = 0, []
-        self.request("initialize", {"processId": None, "rootUri": root.as_uri(), "capabilities": {
-            "workspace": {"configuration": True},
-            "textDocument": {"completion": {"completionItem": {"snippetSupport": False}}, "publishDiagnostics": {}}}})
+        self.request(
+            "initialize",
+            {
+                "processId": None,
+                "rootUri": root.as_uri(),
+                "capabilities": {
+                    "workspace": {"configuration": True},
+                    "textDocument": {
+                        "completion": {"completionItem": {"snippetSupport": False}},
+                        "publishDiagnostics": {},
+                    },
+                },
+            },
+        )
         self.notify("initialized", {})
         self.notify("workspace/didChangeConfiguration", {"settings": YAML_SETTINGS})
 
@@ -45,8 +58,12 @@ class LanguageServer:
     def _answer_server_request(self, message: dict) -> None:
         """workspace/configuration asks for our settings; anything else gets null."""
         if message["method"] == "workspace/configuration":
-            result = [YAML_SETTINGS.get(item.get("section", ""), YAML_SETTINGS["yaml"]) if item.get("section") != "yaml"
-                      else YAML_SETTINGS["yaml"] for item in message["params"]["items"]]
+            result = [
+                YAML_SETTINGS.get(item.get("section", ""), YAML_SETTINGS["yaml"])
+                if item.get("section") != "yaml"
+                else YAML_SETTINGS["yaml"]
+                for item in message["params"]["items"]
+            ]
         else:
             result = None
         self._send({"jsonrpc": "2.0", "id": message["id"], "result": result})
@@ -71,7 +88,9 @@ class LanguageServer:
         self.next_id += 1
         ident = self.next_id
         self._send({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
-        return self._pump_until(lambda m: (m.get("result", m.get("error")),) if m.get("id") == ident and "method" not in m else None)
+        return self._pump_until(
+            lambda m: (m.get("result", m.get("error")),) if m.get("id") == ident and "method" not in m else None
+        )
 
     def notify(self, method: str, params: dict) -> None:
         self._send({"jsonrpc": "2.0", "method": method, "params": params})
@@ -80,19 +99,32 @@ class LanguageServer:
         """Open a document; its diagnostics as last published once the server has been quiet for settle_seconds
         (the server may publish an empty list before its schema validation has run)."""
         uri = path.as_uri()
-        self.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "yaml", "version": 1, "text": text}})
+        self.notify(
+            "textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "yaml", "version": 1, "text": text}}
+        )
         published: list[list[dict]] = []
         try:
             while True:
-                published.append(self._pump_until(lambda m: (m["params"]["diagnostics"],) if m.get("method") == "textDocument/publishDiagnostics"
-                                                   and m["params"]["uri"] == uri else None, settle_seconds))
+                published.append(
+                    self._pump_until(
+                        lambda m: (
+                            (m["params"]["diagnostics"],)
+                            if m.get("method") == "textDocument/publishDiagnostics" and m["params"]["uri"] == uri
+                            else None
+                        ),
+                        settle_seconds,
+                    )
+                )
         except TimeoutError:
             if not published:
                 raise
         return published[-1]
 
     def complete(self, path: Path, line: int, character: int) -> list[str]:
-        result = self.request("textDocument/completion", {"textDocument": {"uri": path.as_uri()}, "position": {"line": line, "character": character}})
+        result = self.request(
+            "textDocument/completion",
+            {"textDocument": {"uri": path.as_uri()}, "position": {"line": line, "character": character}},
+        )
         items = result.get("items", []) if isinstance(result, dict) else (result or [])
         return [item["label"] for item in items]
 

@@ -65,8 +65,15 @@ def promtool_bin() -> Path:
 def _run(cmd: list, timeout: int, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run under `timeout -k 10 N`: it signals the whole process group (a tritonserver or a torchrun agent stuck
     in its 300 s exit barrier ignores a plain SIGTERM); Python's own timeout is only the backstop."""
-    return subprocess.run(["timeout", "-k", "10", str(timeout), *[str(c) for c in cmd]], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=timeout + 30, env={**os.environ, **(env or {})}, cwd=cwd)
+    return subprocess.run(
+        ["timeout", "-k", "10", str(timeout), *[str(c) for c in cmd]],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout + 30,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+    )
 
 
 def _verdict(result: subprocess.CompletedProcess, tail_chars: int = 3000) -> tuple[bool, str]:
@@ -76,12 +83,15 @@ def _verdict(result: subprocess.CompletedProcess, tail_chars: int = 3000) -> tup
     return result.returncode == 0, text
 
 
-def torchrun(args: list, timeout: int = 120, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def torchrun(
+    args: list, timeout: int = 120, env: dict | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
     """The torch venv's torchrun (CPU, gloo) with OMP_NUM_THREADS=1 under `timeout -k 10 N`."""
     bin_dir = tool_python("torch").parent
     path = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
-    return _run([bin_dir / "torchrun", *args], timeout, env={"OMP_NUM_THREADS": "1", "PATH": path, **(env or {})},
-                cwd=cwd)
+    return _run(
+        [bin_dir / "torchrun", *args], timeout, env={"OMP_NUM_THREADS": "1", "PATH": path, **(env or {})}, cwd=cwd
+    )
 
 
 def pre_commit_bin() -> Path:
@@ -94,7 +104,11 @@ def yaml_language_server() -> list[str]:
     """The command of the pinned yaml-language-server (npm, installed by scripts/install-test-deps.sh)."""
     server = TOOLS / "yamlls" / "node_modules" / "yaml-language-server" / "bin" / "yaml-language-server"
     node = shutil.which("node")
-    require_tool("yaml-language-server", server.exists() and node is not None, f"yaml-language-server (npm) not installed; {INSTALL_HINT}")
+    require_tool(
+        "yaml-language-server",
+        server.exists() and node is not None,
+        f"yaml-language-server (npm) not installed; {INSTALL_HINT}",
+    )
     return [node, str(server), "--stdio"]
 
 
@@ -116,8 +130,11 @@ def kustomize_build(folder: Path) -> subprocess.CompletedProcess:
 
 def validate_ds_config(path: Path, world_size: int) -> tuple[bool, str]:
     """DeepSpeed's own DeepSpeedConfig parser (unknown top-level keys reported too)."""
-    result = _run([tool_python("torch"), VALIDATORS / "ds_check.py", path, "--world-size", world_size], timeout=300,
-                  env={"DS_ACCELERATOR": "cpu"})
+    result = _run(
+        [tool_python("torch"), VALIDATORS / "ds_check.py", path, "--world-size", world_size],
+        timeout=300,
+        env={"DS_ACCELERATOR": "cpu"},
+    )
     return _verdict(result)
 
 
@@ -130,10 +147,15 @@ def validate_megatron_args(args_sh: Path, world_size: int, *extra: str, env: dic
     if not (source / f".ok-{MEGATRON_LM_COMMIT}").exists():
         # Megatron-LM is on no package registry (GitHub only); a machine that reaches only PyPI, Debian and npm cannot
         # have it, so this skips even under CI=true. megatron-core's own checks (validate_megatron_core) run there.
-        pytest.skip(f"Megatron-LM source at {MEGATRON_LM_COMMIT[:10]} not in {source}: GitHub not reachable when "
-                    "scripts/install-test-deps.sh ran")
-    result = _run([tool_python("torch"), VALIDATORS / "megatron_check.py", args_sh, world_size, *extra], timeout=300,
-                  env={"PYTHONPATH": str(source), **(env or {})})
+        pytest.skip(
+            f"Megatron-LM source at {MEGATRON_LM_COMMIT[:10]} not in {source}: GitHub not reachable when "
+            "scripts/install-test-deps.sh ran"
+        )
+    result = _run(
+        [tool_python("torch"), VALIDATORS / "megatron_check.py", args_sh, world_size, *extra],
+        timeout=300,
+        env={"PYTHONPATH": str(source), **(env or {})},
+    )
     found = re.search(r"^MEGATRON_OK .*$", result.stdout, re.M)
     if result.returncode == 0 and found:
         return True, found.group(0)
@@ -145,8 +167,11 @@ TRANSFORMERS_VERSION = "5.23.0"
 
 def transformers_python() -> Path:
     """The torch venv's python with transformers (the Hugging Face Trainer) installed beside torch and DeepSpeed."""
-    require_tool("transformers", (TOOLS / "torch" / f".ok-transformers-{TRANSFORMERS_VERSION}").exists(),
-                 f"transformers {TRANSFORMERS_VERSION} not in the torch venv; {INSTALL_HINT}")
+    require_tool(
+        "transformers",
+        (TOOLS / "torch" / f".ok-transformers-{TRANSFORMERS_VERSION}").exists(),
+        f"transformers {TRANSFORMERS_VERSION} not in the torch venv; {INSTALL_HINT}",
+    )
     return tool_python("torch")
 
 
@@ -163,7 +188,11 @@ def accelerate_launch_plan(argv: list[str]) -> tuple[bool, str]:
 def validate_megatron_core(args_sh: Path, world_size: int) -> tuple[bool, str]:
     """megatron-core's (PyPI) TransformerConfig built from the words of a generated megatron/args.sh: its own checks
     of the parallel layout (pipeline split, virtual stages, CP, EP, attention heads and groups)."""
-    require_tool("megatron-core", (TOOLS / "torch" / ".ok-megatron-core-0.16.1").exists(), f"megatron-core not in the torch venv; {INSTALL_HINT}")
+    require_tool(
+        "megatron-core",
+        (TOOLS / "torch" / ".ok-megatron-core-0.16.1").exists(),
+        f"megatron-core not in the torch venv; {INSTALL_HINT}",
+    )
     result = _run([tool_python("torch"), VALIDATORS / "megatron_core_check.py", args_sh, world_size], timeout=300)
     found = re.search(r"^MEGATRON_CORE_OK .*$", result.stdout, re.M)
     if result.returncode == 0 and found:
@@ -173,8 +202,14 @@ def validate_megatron_core(args_sh: Path, world_size: int) -> tuple[bool, str]:
 
 def megatron_sp_split(seq_len: int, tp: int) -> tuple[bool, str]:
     """megatron-core's own split of a rank's sequence over TP under sequence parallelism (validators/megatron_sp_check.py)."""
-    require_tool("megatron-core", (TOOLS / "torch" / ".ok-megatron-core-0.16.1").exists(), f"megatron-core not in the torch venv; {INSTALL_HINT}")
-    return _verdict(_run([tool_python("torch"), VALIDATORS / "megatron_sp_check.py", seq_len, tp], timeout=300), tail_chars=800)
+    require_tool(
+        "megatron-core",
+        (TOOLS / "torch" / ".ok-megatron-core-0.16.1").exists(),
+        f"megatron-core not in the torch venv; {INSTALL_HINT}",
+    )
+    return _verdict(
+        _run([tool_python("torch"), VALIDATORS / "megatron_sp_check.py", seq_len, tp], timeout=300), tail_chars=800
+    )
 
 
 def validate_vllm(args: list[str], hf_config: dict[str, dict] | None = None) -> tuple[bool, str]:
@@ -186,8 +221,11 @@ def validate_vllm(args: list[str], hf_config: dict[str, dict] | None = None) -> 
             path = Path(tmp) / (model_id.replace("/", "__") + ".json")
             path.write_text(json.dumps(config))
             planted += ["--hf-config", f"{model_id}={path}"]
-        result = _run([python, VALIDATORS / "vllm_check.py", *planted, "--", *args], timeout=600,
-                      env={"HF_HUB_OFFLINE": "1", "HF_HOME": tmp, "VLLM_TARGET_DEVICE": "cpu"})
+        result = _run(
+            [python, VALIDATORS / "vllm_check.py", *planted, "--", *args],
+            timeout=600,
+            env={"HF_HUB_OFFLINE": "1", "HF_HOME": tmp, "VLLM_TARGET_DEVICE": "cpu"},
+        )
     return _verdict(result)
 
 
@@ -200,8 +238,11 @@ def vllm_parallel_config(args: list[str], hf_config: dict[str, dict]) -> dict:
             path = Path(tmp) / (model_id.replace("/", "__") + ".json")
             path.write_text(json.dumps(config))
             planted += ["--hf-config", f"{model_id}={path}"]
-        result = _run([python, VALIDATORS / "vllm_parallel_config.py", *planted, "--", *args], timeout=600,
-                      env={"HF_HUB_OFFLINE": "1", "HF_HOME": tmp, "VLLM_TARGET_DEVICE": "cpu"})
+        result = _run(
+            [python, VALIDATORS / "vllm_parallel_config.py", *planted, "--", *args],
+            timeout=600,
+            env={"HF_HUB_OFFLINE": "1", "HF_HOME": tmp, "VLLM_TARGET_DEVICE": "cpu"},
+        )
     found = re.search(r"^PARALLEL (.*)$", result.stdout, re.M)
     assert result.returncode == 0 and found, _verdict(result)[1]
     return json.loads(found.group(1))
@@ -224,6 +265,7 @@ def vllm_serves(config: Path, overrides: list[str], timeout: int = 400, terminat
     python = tool_python("vllm")
     require_tool("curl", shutil.which("curl") is not None, f"curl not installed; {INSTALL_HINT}")
     import yaml
+
     served = yaml.safe_load(config.read_text()).get("served_model_name", "tiny")
     port = _free_port_block(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -232,19 +274,58 @@ def vllm_serves(config: Path, overrides: list[str], timeout: int = 400, terminat
         if made.returncode:
             return VllmServed(False, "", "", made.stderr[-3000:])
         log_path = Path(tmp) / "server.log"
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": tmp, "VLLM_TARGET_DEVICE": "cpu"}
+        env = {
+            **os.environ,
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "HF_HUB_OFFLINE": "1",
+            "HF_HOME": tmp,
+            "VLLM_TARGET_DEVICE": "cpu",
+        }
         with open(log_path, "w") as log:
-            server = subprocess.Popen([str(python), "-m", "vllm.entrypoints.openai.api_server", "--config", str(config),
-                                       "--model", str(model), "--host", "127.0.0.1", "--port", str(port), *overrides],
-                                      stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            server = subprocess.Popen(
+                [
+                    str(python),
+                    "-m",
+                    "vllm.entrypoints.openai.api_server",
+                    "--config",
+                    str(config),
+                    "--model",
+                    str(model),
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    *overrides,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
         try:
             completion = metrics = ""
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and server.poll() is None:
-                if _run(["curl", "-sf", f"http://127.0.0.1:{port}/health"], timeout=10).returncode == 0 and terminate_during:
-                    body = json.dumps({"model": served, "prompt": "hello", "max_tokens": terminate_during, "ignore_eos": True})
-                    client = subprocess.Popen(["curl", "-s", f"http://127.0.0.1:{port}/v1/completions", "-H",
-                                               "content-type: application/json", "-d", body], stdout=subprocess.PIPE, text=True)
+                if (
+                    _run(["curl", "-sf", f"http://127.0.0.1:{port}/health"], timeout=10).returncode == 0
+                    and terminate_during
+                ):
+                    body = json.dumps(
+                        {"model": served, "prompt": "hello", "max_tokens": terminate_during, "ignore_eos": True}
+                    )
+                    client = subprocess.Popen(
+                        [
+                            "curl",
+                            "-s",
+                            f"http://127.0.0.1:{port}/v1/completions",
+                            "-H",
+                            "content-type: application/json",
+                            "-d",
+                            body,
+                        ],
+                        stdout=subprocess.PIPE,
+                        text=True,
+                    )
                     for _ in range(100):  # SIGTERM once the request runs (before that the server would refuse it)
                         running = _run(["curl", "-sf", f"http://127.0.0.1:{port}/metrics"], timeout=10).stdout
                         if re.search(r"^vllm:num_requests_running\{[^}]*\} [1-9]", running, re.M):
@@ -259,13 +340,26 @@ def vllm_serves(config: Path, overrides: list[str], timeout: int = 400, terminat
                     break
                 if _run(["curl", "-sf", f"http://127.0.0.1:{port}/health"], timeout=10).returncode == 0:
                     body = json.dumps({"model": served, "prompt": "hello world", "max_tokens": 5})
-                    completion = _run(["curl", "-sf", f"http://127.0.0.1:{port}/v1/completions", "-H",
-                                       "content-type: application/json", "-d", body], timeout=120).stdout
+                    completion = _run(
+                        [
+                            "curl",
+                            "-sf",
+                            f"http://127.0.0.1:{port}/v1/completions",
+                            "-H",
+                            "content-type: application/json",
+                            "-d",
+                            body,
+                        ],
+                        timeout=120,
+                    ).stdout
                     metrics = _run(["curl", "-sf", f"http://127.0.0.1:{port}/metrics"], timeout=30).stdout
                     break
                 time.sleep(2)
-            log_text = "".join(line for line in log_path.read_text().splitlines(keepends=True)
-                               if '"GET /metrics' not in line and '"GET /health' not in line)  # our own polling
+            log_text = "".join(
+                line
+                for line in log_path.read_text().splitlines(keepends=True)
+                if '"GET /metrics' not in line and '"GET /health' not in line
+            )  # our own polling
             return VllmServed('"choices"' in completion, completion, metrics, log_text[-6000:])
         finally:
             if server.poll() is None:
@@ -287,10 +381,16 @@ def tritonserver_loads(repo_dir: Path) -> tuple[bool, str]:
     """Start nvidia-pytriton's real tritonserver on CPU over the repository; ok when every model is READY."""
     tool_python("triton")
     require_tool("curl", shutil.which("curl") is not None, f"curl not installed; {INSTALL_HINT}")
-    result = _run(["bash", VALIDATORS / "triton_server_check.sh", repo_dir], timeout=300,
-                  # the python backend's stub must find Debian's python3 with numpy, not a pyenv shim
-                  env={"TRITON_VENV": str(TOOLS / "triton"), "PATH": f"/usr/bin:/bin:{os.environ.get('PATH', '')}",
-                       "TRITON_HTTP_PORT": str(_free_port_block(3))})
+    result = _run(
+        ["bash", VALIDATORS / "triton_server_check.sh", repo_dir],
+        timeout=300,
+        # the python backend's stub must find Debian's python3 with numpy, not a pyenv shim
+        env={
+            "TRITON_VENV": str(TOOLS / "triton"),
+            "PATH": f"/usr/bin:/bin:{os.environ.get('PATH', '')}",
+            "TRITON_HTTP_PORT": str(_free_port_block(3)),
+        },
+    )
     return _verdict(result, tail_chars=4000)
 
 
@@ -298,11 +398,17 @@ def tritonserver_stops(repo_dir: Path, args: list[str]) -> tuple[bool, str]:
     """Start the real tritonserver (CPU, python backend only) over `repo_dir` with the generated `args` (ports and the
     repository replaced), send SIGTERM as the kubelet does once it is live, and return (exited cleanly, its log)."""
     python = tool_python("triton")
-    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     server_dir = Path(site) / "pytriton" / "tritonserver"
     port = _free_port_block(3)
-    kept = [a for a in args if not a.startswith(("--model-repository=", "--http-port=", "--grpc-port=", "--metrics-port="))]
+    kept = [
+        a for a in args if not a.startswith(("--model-repository=", "--http-port=", "--grpc-port=", "--metrics-port="))
+    ]
     with tempfile.TemporaryDirectory() as work:
         backends = Path(work) / "backends"
         backends.mkdir()
@@ -310,13 +416,27 @@ def tritonserver_stops(repo_dir: Path, args: list[str]) -> tuple[bool, str]:
         log_path = Path(work) / "server.log"
         with open(log_path, "w") as log:
             server = subprocess.Popen(
-                [server_dir / "bin" / "tritonserver", f"--model-repository={repo_dir}", f"--backend-directory={backends}",
-                 f"--http-port={port}", f"--grpc-port={port + 1}", f"--metrics-port={port + 2}", *kept],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                env={**os.environ, "PATH": f"/usr/bin:/bin:{os.environ.get('PATH', '')}"})
+                [
+                    server_dir / "bin" / "tritonserver",
+                    f"--model-repository={repo_dir}",
+                    f"--backend-directory={backends}",
+                    f"--http-port={port}",
+                    f"--grpc-port={port + 1}",
+                    f"--metrics-port={port + 2}",
+                    *kept,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, "PATH": f"/usr/bin:/bin:{os.environ.get('PATH', '')}"},
+            )
         try:
             for _ in range(300):
-                if server.poll() is not None or _run(["curl", "-sf", f"http://127.0.0.1:{port}/v2/health/live"], timeout=10).returncode == 0:
+                if (
+                    server.poll() is not None
+                    or _run(["curl", "-sf", f"http://127.0.0.1:{port}/v2/health/live"], timeout=10).returncode == 0
+                ):
                     break
                 time.sleep(0.2)
             if server.poll() is None:
@@ -337,10 +457,24 @@ def render_svg_png(svg: Path, png: Path, width: int = 640, height: int = 360) ->
     require_tool("chromium", chromium is not None, f"chromium not installed; {INSTALL_HINT}")
     png.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory() as profile:
-        result = _run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                       "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                       f"--user-data-dir={profile}", f"--window-size={width},{height}", f"--screenshot={png}",
-                       svg.resolve().as_uri()], timeout=120)
+        result = _run(
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={profile}",
+                f"--window-size={width},{height}",
+                f"--screenshot={png}",
+                svg.resolve().as_uri(),
+            ],
+            timeout=120,
+        )
     if not png.exists():
         raise AssertionError(f"chromium wrote no screenshot: {result.stderr[-2000:]}")
 
@@ -365,9 +499,23 @@ def svg_text_boxes(svg_text: str, workdir: Path) -> dict:
     page = workdir / "boxes.html"
     page.write_text(f"<!DOCTYPE html><html><body>{svg_text}{_BOXES_SCRIPT}</body></html>", encoding="utf-8")
     with tempfile.TemporaryDirectory() as profile:
-        result = _run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
-                       "--disable-background-networking", "--disable-component-update", f"--user-data-dir={profile}",
-                       "--virtual-time-budget=5000", "--dump-dom", page.resolve().as_uri()], timeout=120)
+        result = _run(
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-sync",
+                "--disable-background-networking",
+                "--disable-component-update",
+                f"--user-data-dir={profile}",
+                "--virtual-time-budget=5000",
+                "--dump-dom",
+                page.resolve().as_uri(),
+            ],
+            timeout=120,
+        )
     found = re.search(r'data-boxes="([^"]*)"', result.stdout)
     if not found:
         raise AssertionError(f"chromium laid out no text boxes: {result.stderr[-2000:]}")
@@ -395,11 +543,15 @@ class SlurmCluster:
     env: dict[str, str]
     nodes: int
 
-    def sbatch(self, script: Path, *flags: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    def sbatch(
+        self, script: Path, *flags: str, cwd: Path | None = None, env: dict | None = None
+    ) -> subprocess.CompletedProcess:
         """sbatch FLAGS SCRIPT in the script's folder. Test the file's #SBATCH lines: command-line flags override them."""
         return _run(["sbatch", *flags, script], timeout=60, env={**self.env, **(env or {})}, cwd=cwd or script.parent)
 
-    def run_job(self, script: Path, timeout: int = 180, cwd: Path | None = None, env: dict | None = None) -> tuple[str, str]:
+    def run_job(
+        self, script: Path, timeout: int = 180, cwd: Path | None = None, env: dict | None = None
+    ) -> tuple[str, str]:
         """Submit, poll squeue every 0.2 s until the job leaves the queue; returns (final JobState, output file text).
         A job still queued or running after `timeout` seconds is cancelled and reported as TIMEOUT."""
         submitted = self.sbatch(script, "--parsable", cwd=cwd, env=env)
@@ -420,24 +572,32 @@ class SlurmCluster:
         stdout = next((w.split("=", 1)[1] for w in info.split() if w.startswith("StdOut=")), "")
         if stdout and Path(stdout).is_file():
             return Path(stdout).read_text(errors="replace")
-        return "".join(p.read_text(errors="replace") for p in sorted(folder.glob(f"*-{job}.out")) +
-                       sorted(folder.glob(f"slurm-{job}.out")))
+        return "".join(
+            p.read_text(errors="replace")
+            for p in sorted(folder.glob(f"*-{job}.out")) + sorted(folder.glob(f"slurm-{job}.out"))
+        )
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster():
     """Two fake 8×h100 nodes (96 CPUs, 1,000,000 MB each) in partition `gpu`, for the whole test session."""
-    available = all(shutil.which(b) or Path("/usr/sbin", b).exists() for b in ("munged", "slurmctld", "slurmd", "sbatch"))
+    available = all(
+        shutil.which(b) or Path("/usr/sbin", b).exists() for b in ("munged", "slurmctld", "slurmd", "sbatch")
+    )
     require_tool("slurm", available, f"Debian's munge/slurmctld/slurmd/slurm-client not installed; {INSTALL_HINT}")
     require_tool("slurm", os.geteuid() == 0, "the throw-away Slurm cluster runs munged/slurmctld/slurmd as root")
     # munged insists every directory above its socket is world-executable; pytest's tmp dirs are 0700.
     directory = Path(tempfile.mkdtemp(prefix="mlinfra-slurm-", dir="/tmp"))
     directory.chmod(0o755)
     ports = _free_port_block(4)
-    env = {"SLURM_TEST_DIR": str(directory), "SLURMCTLD_PORT": str(ports), "SLURMD_PORT_BASE": str(ports + 1),
-           "PATH": f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin",
-           # node names n1, n2 resolve to 127.0.0.1 (torchrun rendezvous by node name); the line is removed on teardown
-           "SLURM_TEST_ETC_HOSTS": "1" if os.access("/etc/hosts", os.W_OK) else "0"}
+    env = {
+        "SLURM_TEST_DIR": str(directory),
+        "SLURMCTLD_PORT": str(ports),
+        "SLURMD_PORT_BASE": str(ports + 1),
+        "PATH": f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin",
+        # node names n1, n2 resolve to 127.0.0.1 (torchrun rendezvous by node name); the line is removed on teardown
+        "SLURM_TEST_ETC_HOSTS": "1" if os.access("/etc/hosts", os.W_OK) else "0",
+    }
     up = _run(["bash", REPO / "scripts/slurm/slurm_up.sh", "2"], timeout=180, env=env)
     if up.returncode:
         _run(["bash", REPO / "scripts/slurm/slurm_down.sh", "--purge"], timeout=120, env=env)

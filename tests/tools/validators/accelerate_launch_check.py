@@ -17,18 +17,33 @@ from accelerate.utils.launch import _filter_args, prepare_multi_gpu_env
 
 
 def main() -> None:
-    argv = sys.argv[sys.argv.index("--") + 1:]
+    argv = sys.argv[sys.argv.index("--") + 1 :]
     assert argv[0] == "launch", argv
     args = launch_command_parser().parse_args(argv[1:])
     args, _, _ = _validate_launch_command(args)
     env = prepare_multi_gpu_env(args)
-    agent = _filter_args(args, distrib_run.get_args_parser(),
-                         ["--training_script", args.training_script, "--training_script_args", args.training_script_args])
+    agent = _filter_args(
+        args,
+        distrib_run.get_args_parser(),
+        ["--training_script", args.training_script, "--training_script_args", args.training_script_args],
+    )
     config, _, _ = distrib_run.config_from_args(agent)
-    print("ACCELERATE_LAUNCH " + json.dumps({
-        "rdzv_backend": config.rdzv_backend, "rdzv_endpoint": config.rdzv_endpoint, "min_nodes": config.min_nodes,
-        "max_nodes": config.max_nodes, "nproc_per_node": config.nproc_per_node, "max_restarts": config.max_restarts,
-        "use_fsdp": env.get("ACCELERATE_USE_FSDP"), "sharding_strategy": env.get("FSDP_SHARDING_STRATEGY")}, sort_keys=True))
+    print(
+        "ACCELERATE_LAUNCH "
+        + json.dumps(
+            {
+                "rdzv_backend": config.rdzv_backend,
+                "rdzv_endpoint": config.rdzv_endpoint,
+                "min_nodes": config.min_nodes,
+                "max_nodes": config.max_nodes,
+                "nproc_per_node": config.nproc_per_node,
+                "max_restarts": config.max_restarts,
+                "use_fsdp": env.get("ACCELERATE_USE_FSDP"),
+                "sharding_strategy": env.get("FSDP_SHARDING_STRATEGY"),
+            },
+            sort_keys=True,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ _do_error_check. Two gaps, both closed here:
 Not checked until deepspeed.initialize(): optimizer/scheduler "type" names, "auto"
 values (HF Trainer fills those in first; raw DeepSpeed fails with a TypeError).
 """
+
 import argparse
 import json
 import logging
@@ -35,6 +36,7 @@ deepspeed.utils.logging.logger.setLevel(logging.ERROR)
 
 class _Tracking(dict):
     """dict that records which keys were looked up (copy.copy keeps the class)."""
+
     seen: set = set()
 
     def get(self, k, *a):
@@ -53,8 +55,10 @@ class _Tracking(dict):
 def validate(cfg: dict, world_size: int = 1):
     """Returns (DeepSpeedConfig, [unread top-level keys]); raises on invalid config."""
     _Tracking.seen = set()
-    with mock.patch.object(ds_dist, "get_rank", lambda *a, **k: 0), \
-         mock.patch.object(ds_dist, "get_world_size", lambda *a, **k: world_size):
+    with (
+        mock.patch.object(ds_dist, "get_rank", lambda *a, **k: 0),
+        mock.patch.object(ds_dist, "get_world_size", lambda *a, **k: world_size),
+    ):
         c = DeepSpeedConfig(_Tracking(cfg))
     return c, sorted(set(cfg) - _Tracking.seen)
 
@@ -66,9 +70,11 @@ def check(cfg, world_size, label):
         msg = " | ".join(l.strip() for l in str(e).splitlines() if "errors.pydantic.dev" not in l)
         print(f"ERROR {label}: {type(e).__name__}: {msg}")
         return False
-    summary = (f"zero_stage={c.zero_optimization_stage} train_batch={c.train_batch_size} "
-               f"micro={c.train_micro_batch_size_per_gpu} gas={c.gradient_accumulation_steps} "
-               f"world={c.world_size} bf16={c.bfloat16_config.enabled} fp16={c.float16_config.enabled}")
+    summary = (
+        f"zero_stage={c.zero_optimization_stage} train_batch={c.train_batch_size} "
+        f"micro={c.train_micro_batch_size_per_gpu} gas={c.gradient_accumulation_steps} "
+        f"world={c.world_size} bf16={c.bfloat16_config.enabled} fp16={c.float16_config.enabled}"
+    )
     if unread:
         print(f"ERROR {label}: unknown top-level key(s) {unread} (DeepSpeed ignores them) [{summary}]")
         return False
@@ -76,12 +82,21 @@ def check(cfg, world_size, label):
     return True
 
 
-BASE = {"train_batch_size": 256, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 4,
-        "bf16": {"enabled": True}, "gradient_clipping": 1.0,
-        "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "weight_decay": 0.1}},
-        "zero_optimization": {"stage": 3, "overlap_comm": True, "contiguous_gradients": True,
-                              "stage3_gather_16bit_weights_on_model_save": True,
-                              "offload_optimizer": {"device": "cpu", "pin_memory": True}}}
+BASE = {
+    "train_batch_size": 256,
+    "train_micro_batch_size_per_gpu": 4,
+    "gradient_accumulation_steps": 4,
+    "bf16": {"enabled": True},
+    "gradient_clipping": 1.0,
+    "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "weight_decay": 0.1}},
+    "zero_optimization": {
+        "stage": 3,
+        "overlap_comm": True,
+        "contiguous_gradients": True,
+        "stage3_gather_16bit_weights_on_model_save": True,
+        "offload_optimizer": {"device": "cpu", "pin_memory": True},
+    },
+}
 
 
 def selftest():
@@ -95,8 +110,11 @@ def selftest():
         ("unknown key inside zero_optimization", {**BASE, "zero_optimization": {**z, "offload_params": {}}}, W),
         ("offload device gpu", {**BASE, "zero_optimization": {**z, "offload_param": {"device": "gpu"}}}, W),
         ("reduce_bucket_size as string", {**BASE, "zero_optimization": {**z, "reduce_bucket_size": "5e8"}}, W),
-        ("top-level typo zero_optimisation", {k: v for k, v in BASE.items() if k != "zero_optimization"}
-         | {"zero_optimisation": z}, W),
+        (
+            "top-level typo zero_optimisation",
+            {k: v for k, v in BASE.items() if k != "zero_optimization"} | {"zero_optimisation": z},
+            W,
+        ),
         ("fp16 and bf16 both on", {**BASE, "fp16": {"enabled": True}}, W),
         ("train_batch_size 255", {**BASE, "train_batch_size": 255}, W),
         ('HF-style "auto"', {**BASE, "train_batch_size": "auto"}, W),
@@ -107,26 +125,39 @@ def selftest():
     for label, cfg, w in cases:
         check(cfg, w, label)
 
-    from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
     from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
-    GB = 2 ** 30
+    from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
+
+    GB = 2**30
     print("\nmemory estimators (model states only; activations not included), GiB:")
-    print(f"{'params':>7} {'nodes x gpus':>12} | {'Z2 gpu':>7} {'Z2 gpu+offl':>11} {'Z2 cpu offl':>11} |"
-          f" {'Z3 gpu':>7} {'Z3 gpu offl opt':>15} {'Z3 gpu offl all':>15} {'Z3 cpu offl all':>15}")
+    print(
+        f"{'params':>7} {'nodes x gpus':>12} | {'Z2 gpu':>7} {'Z2 gpu+offl':>11} {'Z2 cpu offl':>11} |"
+        f" {'Z3 gpu':>7} {'Z3 gpu offl opt':>15} {'Z3 gpu offl all':>15} {'Z3 cpu offl all':>15}"
+    )
     # (total params, largest layer params): largest layer ~ embedding/lm_head
-    for total, largest, nodes, gpus in [(125e6, 39e6, 1, 1), (1.3e9, 103e6, 1, 8), (7e9, 131e6, 1, 8),
-                                        (13e9, 164e6, 2, 8), (70e9, 1.05e9, 4, 8)]:
+    for total, largest, nodes, gpus in [
+        (125e6, 39e6, 1, 1),
+        (1.3e9, 103e6, 1, 8),
+        (7e9, 131e6, 1, 8),
+        (13e9, 164e6, 2, 8),
+        (70e9, 1.05e9, 4, 8),
+    ]:
         total, largest = int(total), int(largest)
         z2 = estimate_zero2_model_states_mem_needs(total, gpus, nodes, cpu_offload=False)
         z2o = estimate_zero2_model_states_mem_needs(total, gpus, nodes, cpu_offload=True)
-        z3 = estimate_zero3_model_states_mem_needs(total, largest, gpus, nodes, cpu_offload=False,
-                                                   cpu_offload_params=False)
-        z3o = estimate_zero3_model_states_mem_needs(total, largest, gpus, nodes, cpu_offload=True,
-                                                    cpu_offload_params=False)
-        z3oo = estimate_zero3_model_states_mem_needs(total, largest, gpus, nodes, cpu_offload=True,
-                                                     cpu_offload_params=True)
-        print(f"{total/1e9:6.2f}B {nodes:>5} x {gpus:<4} | {z2[1]/GB:7.1f} {z2o[1]/GB:11.1f} {z2o[0]/GB:11.1f} |"
-              f" {z3[1]/GB:7.1f} {z3o[1]/GB:15.1f} {z3oo[1]/GB:15.1f} {z3oo[0]/GB:15.1f}")
+        z3 = estimate_zero3_model_states_mem_needs(
+            total, largest, gpus, nodes, cpu_offload=False, cpu_offload_params=False
+        )
+        z3o = estimate_zero3_model_states_mem_needs(
+            total, largest, gpus, nodes, cpu_offload=True, cpu_offload_params=False
+        )
+        z3oo = estimate_zero3_model_states_mem_needs(
+            total, largest, gpus, nodes, cpu_offload=True, cpu_offload_params=True
+        )
+        print(
+            f"{total / 1e9:6.2f}B {nodes:>5} x {gpus:<4} | {z2[1] / GB:7.1f} {z2o[1] / GB:11.1f} {z2o[0] / GB:11.1f} |"
+            f" {z3[1] / GB:7.1f} {z3o[1] / GB:15.1f} {z3oo[1] / GB:15.1f} {z3oo[0] / GB:15.1f}"
+        )
 
 
 def main():

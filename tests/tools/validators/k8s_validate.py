@@ -18,6 +18,7 @@ usage: k8s_validate.py [--k8s-version 1.37] [--crd-dir DIR] [--dump-schemas OUT]
 Not covered by any schema: defaulting, admission webhooks, enum values that only live
 in Go code (e.g. Job completionMode "indexed" vs "Indexed"), cross-object references.
 """
+
 import argparse
 import copy
 import glob
@@ -45,8 +46,11 @@ def _convert(s, strict=True):
         return [_convert(x, strict) for x in s]
     if not isinstance(s, dict):
         return s
-    s = {k: _convert(v, strict) if k not in ("enum", "default", "example", "required") else v
-         for k, v in s.items() if k not in ("x-kubernetes-validations", "description")}
+    s = {
+        k: _convert(v, strict) if k not in ("enum", "default", "example", "required") else v
+        for k, v in s.items()
+        if k not in ("x-kubernetes-validations", "description")
+    }
     if s.pop("x-kubernetes-int-or-string", False):
         s.pop("type", None)
         inner = dict(s)
@@ -55,8 +59,14 @@ def _convert(s, strict=True):
     preserve = s.pop("x-kubernetes-preserve-unknown-fields", False)
     if s.pop("nullable", False) and "type" in s:
         s["type"] = [s["type"], "null"]
-    for k in ("x-kubernetes-list-type", "x-kubernetes-list-map-keys", "x-kubernetes-map-type",
-              "x-kubernetes-embedded-resource", "x-kubernetes-patch-strategy", "x-kubernetes-patch-merge-key"):
+    for k in (
+        "x-kubernetes-list-type",
+        "x-kubernetes-list-map-keys",
+        "x-kubernetes-map-type",
+        "x-kubernetes-embedded-resource",
+        "x-kubernetes-patch-strategy",
+        "x-kubernetes-patch-merge-key",
+    ):
         s.pop(k, None)
     if strict and "properties" in s and "additionalProperties" not in s and not preserve:
         s["additionalProperties"] = False
@@ -112,8 +122,9 @@ def main():
     ap.add_argument("--k8s-version", default="1.37")
     ap.add_argument("--crd-dir", default=os.environ.get("CRD_DIR"))
     ap.add_argument("--dump-schemas", help="write the converted CRD JSON schemas here (for check-jsonschema)")
-    ap.add_argument("--expect-invalid", action="store_true",
-                    help="negative test: exit 0 only if EVERY file has at least one error")
+    ap.add_argument(
+        "--expect-invalid", action="store_true", help="negative test: exit 0 only if EVERY file has at least one error"
+    )
     a = ap.parse_args()
     crds = load_crds(a.crd_dir) if a.crd_dir else {}
     if a.dump_schemas:

@@ -50,8 +50,12 @@ class _TritonKernels(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 def main() -> None:
     args_sh, world, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
-    words = subprocess.run(["bash", "-c", 'set -euo pipefail; source "$1"; printf "%s\\0" "${MEGATRON_ARGS[@]}"', "_", args_sh],
-                           capture_output=True, text=True, check=True).stdout.split("\0")[:-1]
+    words = subprocess.run(
+        ["bash", "-c", 'set -euo pipefail; source "$1"; printf "%s\\0" "${MEGATRON_ARGS[@]}"', "_", args_sh],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")[:-1]
     sys.meta_path.insert(0, _TritonKernels())
     if not hasattr(typing, "override"):
         typing.override = lambda f: f
@@ -68,10 +72,27 @@ def main() -> None:
     sys.argv = ["pretrain_gpt.py", *words, *extra]
     parsed = parse_args(ignore_unknown_args=False)
     validate_args(parsed, {})
-    keys = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size", "num_layers",
-            "global_batch_size", "micro_batch_size", "exit_signal_handler", "rotary_base", "norm_epsilon",
-            "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers", "hidden_dropout", "attention_dropout",
-            "save_interval", "save", "vocab_size", "use_rope_scaling", "rope_scaling_factor", "bf16")
+    keys = (
+        "tensor_model_parallel_size",
+        "pipeline_model_parallel_size",
+        "data_parallel_size",
+        "num_layers",
+        "global_batch_size",
+        "micro_batch_size",
+        "exit_signal_handler",
+        "rotary_base",
+        "norm_epsilon",
+        "decoder_first_pipeline_num_layers",
+        "decoder_last_pipeline_num_layers",
+        "hidden_dropout",
+        "attention_dropout",
+        "save_interval",
+        "save",
+        "vocab_size",
+        "use_rope_scaling",
+        "rope_scaling_factor",
+        "bf16",
+    )
     print("MEGATRON_OK " + json.dumps({k: getattr(parsed, k, None) for k in keys}, default=str, sort_keys=True))
 
 

@@ -11,15 +11,19 @@ This is a *schema* check (field names, types, enums, syntax), not Triton's own
 semantic validation (ValidateModelConfig in the server), which only a running
 tritonserver does; a few of those rules are re-checked below and marked 'semantic'.
 """
+
 import os
 import sys
 
-from google.protobuf import text_format, json_format
+from google.protobuf import json_format, text_format
 
 try:
     from tritonclient.grpc import model_config_pb2 as mc
 except (ImportError, RuntimeError):  # tritonclient without the grpc extra: load the file alone
-    import importlib.util, tritonclient  # noqa: E401
+    import importlib.util  # noqa: E401
+
+    import tritonclient
+
     p = os.path.join(os.path.dirname(tritonclient.__file__), "grpc", "model_config_pb2.py")
     spec = importlib.util.spec_from_file_location("model_config_pb2", p)
     mc = importlib.util.module_from_spec(spec)
@@ -63,9 +67,11 @@ def check_file(path):
         return False
     errs = semantic(cfg, d)
     kind = cfg.backend or cfg.platform
-    print(f"{'OK  ' if not errs else 'WARN'} {path}: backend/platform={kind!r} "
-          f"inputs={len(cfg.input)} outputs={len(cfg.output)} max_batch_size={cfg.max_batch_size}"
-          + (f" semantic: {errs}" if errs else ""))
+    print(
+        f"{'OK  ' if not errs else 'WARN'} {path}: backend/platform={kind!r} "
+        f"inputs={len(cfg.input)} outputs={len(cfg.output)} max_batch_size={cfg.max_batch_size}"
+        + (f" semantic: {errs}" if errs else "")
+    )
     return True
 
 

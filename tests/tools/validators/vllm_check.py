@@ -20,6 +20,7 @@ Levels, each real vLLM code:
      throw-away HF cache so the generated args can keep the hub id.
 Exit 0 if valid, 1 if vLLM rejects the arguments.
 """
+
 import json
 import os
 import sys
@@ -48,14 +49,15 @@ def _prepare_env(argv):
     while "--hf-config" in argv:
         i = argv.index("--hf-config")
         pairs.append(argv[i + 1])
-        del argv[i:i + 2]
+        del argv[i : i + 2]
     if pairs:
         plant_hf_configs(pairs)
 
 
 def build_parser():
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
     from vllm.entrypoints.cli.serve import ServeSubcommand
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
     parser = FlexibleArgumentParser(prog="vllm")
     subs = parser.add_subparsers(dest="subparser")
     ServeSubcommand().subparser_init(subs)
@@ -66,8 +68,10 @@ def check(parser, argv, engine=True):
     """Returns (ok, message)."""
     import contextlib
     import io
-    from vllm.entrypoints.launchers.cli_args import validate_parsed_serve_args
+
     from vllm.engine.arg_utils import EngineArgs
+    from vllm.entrypoints.launchers.cli_args import validate_parsed_serve_args
+
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
@@ -86,21 +90,36 @@ def check(parser, argv, engine=True):
         lines = [l.strip() for l in str(e).splitlines() if l.strip() and "errors.pydantic.dev" not in l]
         return False, f"{type(e).__name__}: " + " | ".join(lines)[:400]
     mc, pc = cfg.model_config, cfg.parallel_config
-    return True, (f"VllmConfig ok: max_model_len={mc.max_model_len} dtype={mc.dtype} "
-                  f"tp={pc.tensor_parallel_size} pp={pc.pipeline_parallel_size} world={pc.world_size}")
+    return True, (
+        f"VllmConfig ok: max_model_len={mc.max_model_len} dtype={mc.dtype} "
+        f"tp={pc.tensor_parallel_size} pp={pc.pipeline_parallel_size} world={pc.world_size}"
+    )
 
 
 def selftest():
     d = tempfile.mkdtemp(prefix="vllm-check-")
     tiny = os.path.join(d, "tiny-llama")
     os.makedirs(tiny)
-    json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
-               "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
-               "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 4096,
-               "rms_norm_eps": 1e-5, "torch_dtype": "bfloat16"}, open(os.path.join(tiny, "config.json"), "w"))
+    json.dump(
+        {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "num_hidden_layers": 2,
+            "vocab_size": 1000,
+            "max_position_embeddings": 4096,
+            "rms_norm_eps": 1e-5,
+            "torch_dtype": "bfloat16",
+        },
+        open(os.path.join(tiny, "config.json"), "w"),
+    )
     good_yaml = os.path.join(d, "good.yaml")
-    open(good_yaml, "w").write("tensor_parallel_size: 2\nmax_model_len: 2048\n"
-                               "gpu_memory_utilization: 0.9\nenable_prefix_caching: true\n")
+    open(good_yaml, "w").write(
+        "tensor_parallel_size: 2\nmax_model_len: 2048\ngpu_memory_utilization: 0.9\nenable_prefix_caching: true\n"
+    )
     bad_yaml = os.path.join(d, "bad.yaml")
     open(bad_yaml, "w").write("max-model-len: 2048\nno-such-option: 1\n")
     S = ["serve", tiny]
@@ -126,7 +145,9 @@ def selftest():
         got = "ok" if ok else "fail"
         bad += got != exp
         shown = " ".join(a.replace(d, "$TMP") for a in argv[1:])
-        print(f"{'PASS' if got == exp else 'UNEXPECTED'} exp={exp:4s} {shown[:70]:70s} -> {msg.replace(d, '$TMP')[:230]}")
+        print(
+            f"{'PASS' if got == exp else 'UNEXPECTED'} exp={exp:4s} {shown[:70]:70s} -> {msg.replace(d, '$TMP')[:230]}"
+        )
     return 1 if bad else 0
 
 
@@ -137,11 +158,18 @@ def dump_flags():
     for a in serve._actions:
         if not a.option_strings:
             continue
-        out.append({"flags": a.option_strings, "dest": a.dest,
-                    "type": getattr(a.type, "__name__", str(a.type)) if a.type else None,
-                    "choices": list(a.choices) if a.choices else None,
-                    "nargs": a.nargs, "default": repr(a.default)})
+        out.append(
+            {
+                "flags": a.option_strings,
+                "dest": a.dest,
+                "type": getattr(a.type, "__name__", str(a.type)) if a.type else None,
+                "choices": list(a.choices) if a.choices else None,
+                "nargs": a.nargs,
+                "default": repr(a.default),
+            }
+        )
     import vllm
+
     json.dump({"vllm": vllm.__version__, "serve_flags": out}, sys.stdout, indent=1)
     return 0
 
