@@ -37,7 +37,7 @@ from .catalog.catalog import Catalog, SiteLinks
 from .catalog.params import count_params
 from .catalog.types import Architecture, CatalogId, CatalogText
 from .diagnostics import PlanInputError
-from .resolved import Decision
+from .plan.resolved import Decision
 from .sizing.search_cache import SearchCache
 from .sizing.serve_latency import ReplicaModel, compute_dtype, decode_step, prefill_occupancy_seconds
 from .sizing.serve_memory import kv_bytes_per_token_per_gpu, weights_bytes_per_gpu

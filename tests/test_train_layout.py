@@ -289,7 +289,7 @@ def test_fsdp_with_context_parallelism_names_the_missing_path():
 def test_stage_layers_given_two_ways_are_refused():
     from pydantic import ValidationError
 
-    from compiler.spec import ParallelismSpec
+    from compiler.plan.spec import ParallelismSpec
 
     with pytest.raises(ValidationError, match="not both"):
         ParallelismSpec(pp=4, pp_stage_layers=[7, 9, 9, 7], pp_first_stage_layers=7)

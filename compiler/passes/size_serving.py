@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..diagnostics import InfeasiblePlan
-from ..resolved import (
+from ..plan.resolved import (
     Alternative,
     Cost,
     Hardware,
@@ -22,12 +22,12 @@ from ..resolved import (
     Serving,
     Stage,
 )
+from ..plan.spec import PlanSpec, SloSpec
 from ..sizing.reasons import because
 from ..sizing.serve_search import search_serving
 from ..sizing.serve_speculative import tokens_per_round
 from ..sizing.serve_stages import PipelineStage, size_pipeline
 from ..sizing.serve_types import HOURS_PER_MONTH, MAX_REJECTED, ServeCandidate, ServeRequest
-from ..spec import PlanSpec, SloSpec
 from .context import PassContext
 from .resolve_model import model_info
 from .wording import rejection_rows, serving_decisions, serving_infeasible, stage_ratio_decision, words

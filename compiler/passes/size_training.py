@@ -9,7 +9,7 @@ from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..catalog.types import Architecture
 from ..diagnostics import FieldRefused, InfeasiblePlan
-from ..resolved import (
+from ..plan.resolved import (
     Alternative,
     Cost,
     Decision,
