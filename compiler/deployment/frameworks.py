@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..plan.deployment import Checkpoint, DeploymentDecision, FrameworkArg, Frameworks
 from ..plan.resolved import ResolvedPlan
 from ..plan.spec import PlanSpec
-from ..sizing.train_layout import megatron_split
+from ..sizing.train.parallel import megatron_split
 from .fsdp_tp import describe as describe_fsdp_tp
 from .fsdp_tp import describe_context_parallel, describe_hsdp, describe_sequence_parallel, uses_fsdp_tp
 from .fsdp_tp import settings as fsdp_tp_settings

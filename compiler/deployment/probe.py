@@ -17,8 +17,8 @@ from ..plan.deployment import DeploymentDecision, Directive
 from ..plan.probe import Probe, ProbeKubernetes, ProbeLayout, ServingProbe
 from ..plan.resolved import ResolvedPlan
 from ..probe_environment import POWER_TOLERANCE
-from ..sizing.serve_memory import kv_bytes_per_token, weights_bytes_total
-from ..sizing.train_memory import MemoryOptions, memory_per_gpu, usable_memory_bytes
+from ..sizing.serve.memory import kv_bytes_per_token, weights_bytes_total
+from ..sizing.train.memory import MemoryOptions, memory_per_gpu, usable_memory_bytes
 from ..units import format_bytes
 from .training import DEFAULT_RDZV_PORT, directive_value
 

@@ -11,7 +11,7 @@ from ..deployment import credentials, frameworks, monitoring, serving, training
 from ..deployment.units import unit_views
 from ..plan.deployment import Deployment, Files, Kubernetes
 from ..plan.resolved import ResolvedPlan
-from ..sizing.serve_types import HOURS_PER_MONTH
+from ..sizing.serve.types import HOURS_PER_MONTH
 from .context import PassContext
 
 

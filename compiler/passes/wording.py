@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..plan.resolved import Decision
 from ..sizing.reasons import Reason
-from ..sizing.train_memory import EAGER_LOSS_LAUNCH_KINDS, loss_for
+from ..sizing.train.memory import EAGER_LOSS_LAUNCH_KINDS, loss_for
 from ..units import format_count, format_seconds, format_usd
 
 if TYPE_CHECKING:
     from ..plan.resolved import Hardware, Parallelism
     from ..plan.spec import PlanSpec
-    from ..sizing.serve_types import ServeCandidate, ServeSearchResult
-    from ..sizing.train_time import WholeRun
-    from ..sizing.training import TrainCandidate
+    from ..sizing.serve.types import ServeCandidate, ServeSearchResult
+    from ..sizing.train.search import TrainCandidate
+    from ..sizing.train.time import WholeRun
 
 GIB = 2**30
 
