@@ -38,9 +38,9 @@ from compiler.catalog.loader import load_gpus  # noqa: E402
 from compiler.catalog.params import count_params  # noqa: E402
 from compiler.catalog.types import Architecture  # noqa: E402
 from compiler.passes.wording import words  # noqa: E402
-from compiler.sizing.train_memory import MemoryOptions  # noqa: E402
-from compiler.sizing.train_time import COMPUTE_DTYPE, model_flops_per_token  # noqa: E402
-from compiler.sizing.training import TrainPins, TrainRequest, search_training  # noqa: E402
+from compiler.sizing.train.memory import MemoryOptions  # noqa: E402
+from compiler.sizing.train.search import TrainPins, TrainRequest, search_training  # noqa: E402
+from compiler.sizing.train.time import COMPUTE_DTYPE, model_flops_per_token  # noqa: E402
 
 FABRICS = load_fabrics()
 RUNS = Path(__file__).resolve().parent / "calibration" / "training_runs.csv"
@@ -285,7 +285,7 @@ def sweep_rows() -> list[SweepRow]:
     """llm-foundry's H100 BF16 table, every row (calibration/llm_foundry_h100_bf16.csv): pinned as published (FSDP
     FULL_SHARD, checkpointing, global batch; the Triton kernel its configs name), the micro-batch left to the search,
     and our memory model's total at the published micro-batch."""
-    from compiler.sizing.train_memory import memory_per_gpu
+    from compiler.sizing.train.memory import memory_per_gpu
 
     gpus = load_gpus()
     usable = gpus["h100-sxm-80gb"].memory_bytes
@@ -497,7 +497,7 @@ def layout_row(row: dict) -> dict:
     if row["tokens_per_s_per_gpu"]:
         published = float(row["tokens_per_s_per_gpu"])
     else:  # model TFLOP/s per GPU, converted with PaLM's count (what NeMo reports)
-        from compiler.sizing.train_time import model_flops_per_token
+        from compiler.sizing.train.time import model_flops_per_token
 
         published = float(row["model_tflops_per_gpu"]) * 1e12 / model_flops_per_token(arch, count_params(arch), seq)
         notes.append("TFLOP/s converted with 6N + 12LHQT")
@@ -533,8 +533,8 @@ def layout_row(row: dict) -> dict:
 
 def _price_layout(r: dict, cp: int, vp: int, ep: int, split: tuple[int, ...] | None) -> tuple[object, str]:
     """The compiler's prediction at the stated layout; recompute not stated: the least that fits (as the search)."""
-    from compiler.sizing.train_memory import usable_memory_bytes
-    from compiler.sizing.training import Shape, evaluate_layout
+    from compiler.sizing.train.memory import usable_memory_bytes
+    from compiler.sizing.train.search import Shape, evaluate_layout
 
     shape = Shape(
         r["tp"], cp, r["pp"], ep, vp, split
@@ -572,7 +572,7 @@ def _price_layout(r: dict, cp: int, vp: int, ep: int, split: tuple[int, ...] | N
 def layout_cases() -> list[LayoutCase]:
     """Every row of train_steps_2.csv at its published layout (TP, PP, CP, EP, VP, micro and global batch), and the
     same row with only TP/PP/DP (what could be stated before: CP folded into DP, no VP, no uneven stages)."""
-    from compiler.sizing.train_layout import pipeline_split
+    from compiler.sizing.train.parallel import pipeline_split
 
     cases = []
     with LAYOUTS.open() as handle:
@@ -651,9 +651,9 @@ def moe_run_cases() -> list[MoeRunCase]:
     """DeepSeek-V3's published run at its layout, priced with the EP all-to-alls as Megatron's default dispatcher runs
     them (exposed, BF16), overlapped (DualPipe §3.2.1), and overlapped with FP8 dispatch (§3.3.3) as the report ran."""
     from compiler.catalog.loader import load_models
-    from compiler.sizing.train_layout import pipeline_split
-    from compiler.sizing.train_memory import usable_memory_bytes
-    from compiler.sizing.training import Shape, evaluate_layout
+    from compiler.sizing.train.memory import usable_memory_bytes
+    from compiler.sizing.train.parallel import pipeline_split
+    from compiler.sizing.train.search import Shape, evaluate_layout
 
     arch, lay = load_models()["deepseek-v3"].architecture, DEEPSEEK_V3_LAYOUT
     h800 = load_gpus()["h100-sxm-80gb"].model_copy(
@@ -993,7 +993,7 @@ def _family(method: str) -> str:
 def predict_memory(row: dict) -> tuple[float, object]:
     """Our memory model at the row's configuration: (the figure its metric names, the breakdown)."""
     from compiler.catalog.loader import load_models
-    from compiler.sizing.train_memory import MemoryOptions, memory_per_gpu
+    from compiler.sizing.train.memory import MemoryOptions, memory_per_gpu
 
     model = row["model"]
     arch = load_models()[model].architecture if isinstance(model, str) else model

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script or as python -m benchmarks.…
 
-from compiler.sizing.train_time import GRADIENT_BYTES, step_time  # noqa: E402
+from compiler.sizing.train.time import GRADIENT_BYTES, step_time  # noqa: E402
 
 POINTS = Path(__file__).resolve().parent / "calibration" / "vision_train_points.csv"
 FAMILY = "train-cnn"

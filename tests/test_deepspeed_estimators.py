@@ -15,7 +15,7 @@ import pytest
 
 from compiler.catalog.params import ParamCounts
 from compiler.catalog.types import Architecture
-from compiler.sizing.train_memory import deepspeed_model_states, memory_per_gpu, model_state_bytes_zero_paper
+from compiler.sizing.train.memory import deepspeed_model_states, memory_per_gpu, model_state_bytes_zero_paper
 from tests.tools.realtools import tool_python
 
 GIB = 2**30

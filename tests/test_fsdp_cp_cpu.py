@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from compiler.passes.wording import words
-from compiler.sizing.training import Shape, framework_gap
+from compiler.sizing.train.search import Shape, framework_gap
 from tests.test_target_torchrun import REPO
 from tests.tools import realtools
 

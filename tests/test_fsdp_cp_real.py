@@ -17,10 +17,10 @@ from compiler.catalog.loader import load_gpus, load_models
 from compiler.catalog.params import count_params
 from compiler.deployment.fsdp_tp import cp_rank_chunks
 from compiler.pipeline import resolve
-from compiler.sizing.train_layout import cp_allgather_bytes_per_layer, cp_allgather_kv_bytes
-from compiler.sizing.train_memory import memory_per_gpu
-from compiler.sizing.train_time import NVLINK_ACHIEVABLE_FRACTION, step_time
-from compiler.sizing.training import Shape, fsdp_tp_runs, resolve_framework
+from compiler.sizing.train.memory import memory_per_gpu
+from compiler.sizing.train.parallel import cp_allgather_bytes_per_layer, cp_allgather_kv_bytes
+from compiler.sizing.train.search import Shape, fsdp_tp_runs, resolve_framework
+from compiler.sizing.train.time import NVLINK_ACHIEVABLE_FRACTION, step_time
 from tests.test_target_torchrun import REPO, free_port, torch_env
 from tests.tools import realtools
 

@@ -18,7 +18,7 @@ from compiler.diagnostics import InfeasiblePlan
 from compiler.passes.wording import words
 from compiler.pipeline import compile_plan as compile_in_process
 from compiler.pipeline import render, resolve
-from compiler.sizing.training import Shape, framework_gap, resolve_framework, runs_on_fsdp2
+from compiler.sizing.train.search import Shape, framework_gap, resolve_framework, runs_on_fsdp2
 from tests.test_target_torchrun import REPO, free_port, torch_env
 
 STEP = REPO / "tests" / "fsdp_hsdp_step.py"
@@ -183,7 +183,7 @@ def test_hsdp_time_prices_the_groups_and_the_fp32_reduction_fsdp2_runs():
     replicas all-reduce the r·P/8 shard across nodes, 2·(1/2)·S/B at one GPU's NIC rate (a replica group has one rank
     per node)."""
     from compiler.catalog.params import count_params
-    from compiler.sizing import train_time as tt
+    from compiler.sizing.train import time as tt
     from tests.test_train_time import H100, LLAMA8B, _step
 
     params = count_params(LLAMA8B).total

@@ -13,8 +13,8 @@ import pytest
 
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture
-from compiler.sizing.train_memory import FSDP2_REDUCE_BYTES, WEIGHT_BYTES, MemoryOptions, held_params, memory_per_gpu
-from compiler.sizing.train_time import pipeline_gathers_per_step
+from compiler.sizing.train.memory import FSDP2_REDUCE_BYTES, WEIGHT_BYTES, MemoryOptions, held_params, memory_per_gpu
+from compiler.sizing.train.time import pipeline_gathers_per_step
 from tests.fsdp_real import compiled, step_rows
 from tests.test_fsdp_pp_real import INTERLEAVED, PLAN, UNEVEN
 from tests.test_target_torchrun import REPO, torch_env

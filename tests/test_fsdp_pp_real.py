@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from compiler.deployment.fsdp_tp import stage_modules, virtual_stage_layers
-from compiler.sizing.training import (
+from compiler.sizing.train.search import (
     Shape,
     framework_gap,
     fsdp_pipeline_microbatches_ok,

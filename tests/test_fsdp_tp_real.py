@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.sizing.training import Shape, framework_gap, fsdp_tp_runs, resolve_framework, sequence_parallel
+from compiler.sizing.train.search import Shape, framework_gap, fsdp_tp_runs, resolve_framework, sequence_parallel
 from tests.fsdp_real import assert_consistency_refuses, cluster, compiled, llama8b_train, step_rows
 from tests.test_target_torchrun import REPO, torch_env
 from tests.tools import realtools

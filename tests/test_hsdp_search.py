@@ -10,9 +10,9 @@ import pytest
 
 from compiler.catalog.params import count_params
 from compiler.pipeline import render, resolve
-from compiler.sizing.train_layout import hsdp_groups
-from compiler.sizing.train_time import BACKWARD_SHARE_OF_COMPUTE, INTER_NODE_ACHIEVABLE_FRACTION
-from compiler.sizing.training import Shape, _Collector, _context, _search_hsdp, evaluate_layout, search_training
+from compiler.sizing.train.parallel import hsdp_groups
+from compiler.sizing.train.search import Shape, _Collector, _context, _search_hsdp, evaluate_layout, search_training
+from compiler.sizing.train.time import BACKWARD_SHARE_OF_COMPUTE, INTER_NODE_ACHIEVABLE_FRACTION
 from tests.test_training_search import FABRICS, GPUS, H100, LLAMA8B, LLAMA70B, TrainPins, request
 
 EFA = FABRICS.interconnects["efa-400g"]  # AWS p4d: 6.25 GB/s per GPU, 15 µs

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from compiler.deployment.lora_tp import lora_settings
-from compiler.sizing.train_memory import lora_trainable_params
-from compiler.sizing.training import framework_gap, resolve_framework
-from compiler.spec import LoraSpec
+from compiler.plan.spec import LoraSpec
+from compiler.sizing.train.memory import lora_trainable_params
+from compiler.sizing.train.search import framework_gap, resolve_framework
 from tests.fsdp_real import cluster, compiled, step_rows
 from tests.test_fsdp_tp_real import transformers_available
 from tests.test_target_torchrun import REPO, torch_env

@@ -11,10 +11,10 @@ from compiler.catalog.loader import load_models
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture
 from compiler.pipeline import resolve
-from compiler.sizing import train_layout as tl
-from compiler.sizing import train_time as tt
-from compiler.sizing.train_memory import activation_bytes_per_layer, memory_per_gpu
-from compiler.sizing.training import TrainPins, search_training
+from compiler.sizing.train import parallel as tl
+from compiler.sizing.train import time as tt
+from compiler.sizing.train.memory import activation_bytes_per_layer, memory_per_gpu
+from compiler.sizing.train.search import TrainPins, search_training
 from tests.test_train_time import H100, _step
 from tests.test_training_search import GPUS, request
 
@@ -289,7 +289,7 @@ def test_fsdp_with_context_parallelism_names_the_missing_path():
 def test_stage_layers_given_two_ways_are_refused():
     from pydantic import ValidationError
 
-    from compiler.spec import ParallelismSpec
+    from compiler.plan.spec import ParallelismSpec
 
     with pytest.raises(ValidationError, match="not both"):
         ParallelismSpec(pp=4, pp_stage_layers=[7, 9, 9, 7], pp_first_stage_layers=7)

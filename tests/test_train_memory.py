@@ -6,8 +6,8 @@ import pytest
 
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture
-from compiler.sizing import train_memory as tm
-from compiler.sizing.train_memory import activation_bytes_per_layer, memory_per_gpu, model_state_bytes_zero_paper
+from compiler.sizing.train import memory as tm
+from compiler.sizing.train.memory import activation_bytes_per_layer, memory_per_gpu, model_state_bytes_zero_paper
 
 GB = 1e9
 GIB = 2**30

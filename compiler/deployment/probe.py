@@ -13,13 +13,13 @@ import math
 from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..catalog.types import Architecture
+from ..plan.deployment import DeploymentDecision, Directive
+from ..plan.probe import Probe, ProbeKubernetes, ProbeLayout, ServingProbe
+from ..plan.resolved import ResolvedPlan
 from ..probe_environment import POWER_TOLERANCE
-from ..resolved import ResolvedPlan
-from ..sizing.serve_memory import kv_bytes_per_token, weights_bytes_total
-from ..sizing.train_memory import MemoryOptions, memory_per_gpu, usable_memory_bytes
+from ..sizing.serve.memory import kv_bytes_per_token, weights_bytes_total
+from ..sizing.train.memory import MemoryOptions, memory_per_gpu, usable_memory_bytes
 from ..units import format_bytes
-from .model import DeploymentDecision, Directive
-from .probe_model import Probe, ProbeKubernetes, ProbeLayout, ServingProbe
 from .training import DEFAULT_RDZV_PORT, directive_value
 
 # "a minutes-long measurement job" (issue 18); also the Kubernetes Job's activeDeadlineSeconds.

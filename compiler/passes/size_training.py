@@ -9,7 +9,7 @@ from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..catalog.types import Architecture
 from ..diagnostics import FieldRefused, InfeasiblePlan
-from ..resolved import (
+from ..plan.resolved import (
     Alternative,
     Cost,
     Decision,
@@ -21,8 +21,8 @@ from ..resolved import (
     Training,
 )
 from ..sizing.reasons import because
-from ..sizing.train_memory import EAGER_LOSS_LAUNCH_KINDS, MemoryOptions, loss_for
-from ..sizing.training import TrainRequest, search_training
+from ..sizing.train.memory import EAGER_LOSS_LAUNCH_KINDS, MemoryOptions, loss_for
+from ..sizing.train.search import TrainRequest, search_training
 from ..units import format_seconds
 from .context import PassContext
 from .wording import rejection_rows, training_decisions, words

@@ -11,17 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..resolved import Decision
+from ..plan.resolved import Decision
 from ..sizing.reasons import Reason
-from ..sizing.train_memory import EAGER_LOSS_LAUNCH_KINDS, loss_for
+from ..sizing.train.memory import EAGER_LOSS_LAUNCH_KINDS, loss_for
 from ..units import format_count, format_seconds, format_usd
 
 if TYPE_CHECKING:
-    from ..resolved import Hardware, Parallelism
-    from ..sizing.serve_types import ServeCandidate, ServeSearchResult
-    from ..sizing.train_time import WholeRun
-    from ..sizing.training import TrainCandidate
-    from ..spec import PlanSpec
+    from ..plan.resolved import Hardware, Parallelism
+    from ..plan.spec import PlanSpec
+    from ..sizing.serve.types import ServeCandidate, ServeSearchResult
+    from ..sizing.train.search import TrainCandidate
+    from ..sizing.train.time import WholeRun
 
 GIB = 2**30
 

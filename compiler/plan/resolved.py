@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
-from .catalog.types import Architecture, GpuSpec
-from .deployment.model import Deployment
-from .deployment.probe_model import Probe
+from ..catalog.types import Architecture, GpuSpec
+from .deployment import Deployment
+from .probe import Probe
 from .spec import PlanSpec
 
 SCHEMA_VERSION = 1

@@ -20,7 +20,7 @@ Where the other prefills land splits R_slot between TTFT and TPOT, and bounds bo
 
 from __future__ import annotations
 
-from .serve_latency import LoadPoint, ReplicaModel, decode_step, prefill_latency_seconds, prefill_occupancy_seconds
+from .latency import LoadPoint, ReplicaModel, decode_step, prefill_latency_seconds, prefill_occupancy_seconds
 
 
 def closed_loop_point(

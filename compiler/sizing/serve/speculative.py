@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..catalog.params import ParamCounts
-    from ..catalog.types import Architecture
+    from ...catalog.params import ParamCounts
+    from ...catalog.types import Architecture
 
 PUBLISHED_MTP_ACCEPTANCE = (0.85, 0.90)  # DeepSeek-V3 technical report §5.4.3, second-token acceptance
 

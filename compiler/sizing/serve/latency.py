@@ -36,23 +36,23 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from .serve_attention_dp import expert_exchange_seconds
-from .serve_memory import ACTIVATION_BYTES, WEIGHT_ELEMENT_BYTES, layers_per_stage, weight_bytes_per_param
-from .serve_speculative import tokens_per_round
-from .train_memory import activation_bytes_per_layer
-from .train_time import (
+from ..train.memory import activation_bytes_per_layer
+from ..train.time import (
     FORWARD_PASSES,
     FP8_GEMM_BANDWIDTH_FRACTION,
     INTER_NODE_ACHIEVABLE_FRACTION,
     NVLINK_ACHIEVABLE_FRACTION,
     matmul_flops_per_second,
 )
+from .attention_dp import expert_exchange_seconds
+from .memory import ACTIVATION_BYTES, WEIGHT_ELEMENT_BYTES, layers_per_stage, weight_bytes_per_param
+from .speculative import tokens_per_round
 
 if TYPE_CHECKING:
-    from ..catalog.fabrics import Interconnect
-    from ..catalog.params import ParamCounts
-    from ..catalog.types import Architecture, GpuSpec
-    from .serve_speculative import Speculation
+    from ...catalog.fabrics import Interconnect
+    from ...catalog.params import ParamCounts
+    from ...catalog.types import Architecture, GpuSpec
+    from .speculative import Speculation
 
 # Small-message all-reduce latency: NVIDIA/nccl issue #583, nccl-tests all_reduce_perf on 2× A100 SXM4,
 # 32 B: 10.1 µs; NVIDIA/nccl-tests issue #123 (DGX-A100, Ring LL, 2 GPUs): 10 µs. Used for every

@@ -9,15 +9,15 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from .reasons import Reason, because
-from .serve_engine_limits import engine_limits
-from .serve_latency import compute_dtype
-from .serve_llm_config import evaluate_config, memory_for
-from .serve_shapes import PP_DEGREES, TP_DEGREES, parallel_shapes
-from .serve_types import ServeCandidate, ServeRejection, ServeRequest, ServeSearchResult, pareto_front, rank_key
+from ..reasons import Reason, because
+from .engine_limits import engine_limits
+from .latency import compute_dtype
+from .llm_config import evaluate_config, memory_for
+from .shapes import PP_DEGREES, TP_DEGREES, parallel_shapes
+from .types import ServeCandidate, ServeRejection, ServeRequest, ServeSearchResult, pareto_front, rank_key
 
 if TYPE_CHECKING:
-    from ..catalog.types import GpuSpec
+    from ...catalog.types import GpuSpec
 
 
 def smallest_fit(req: ServeRequest, gpus: dict[str, GpuSpec]) -> tuple[int, str, int, int, str] | None:

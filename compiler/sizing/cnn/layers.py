@@ -28,7 +28,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..catalog.types import Architecture
+    from ...catalog.types import Architecture
 
 
 @dataclass(frozen=True)

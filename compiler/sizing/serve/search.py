@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .serve_llm_search import search_llm
-from .serve_types import VISION_KINDS, ServeRequest, ServeSearchResult
+from .llm_search import search_llm
+from .types import VISION_KINDS, ServeRequest, ServeSearchResult
 from .vision import search_vision
 
 if TYPE_CHECKING:
-    from ..catalog.types import GpuSpec
+    from ...catalog.types import GpuSpec
 
 
 def search_serving(req: ServeRequest, gpus: dict[str, GpuSpec]) -> ServeSearchResult:

@@ -72,11 +72,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..catalog.params import ParamCounts
-from ..catalog.types import Architecture, GpuSpec
-from .cnn_layers import table_for
-from .cnn_train import training_batch_time, transposes
-from .train_layout import (
+from ...catalog.params import ParamCounts
+from ...catalog.types import Architecture, GpuSpec
+from ..cnn.layers import table_for
+from ..cnn.train import training_batch_time, transposes
+from .memory import (
+    OP_SAC,
+    activation_bytes_per_layer,
+    cnn_activation_bytes,
+    cnn_element_bytes,
+    op_sac_bytes_per_layer,
+    op_sac_recomputed_params_per_layer,
+)
+from .parallel import (
     cp_allgather_bytes_per_layer,
     cp_ring_bytes_per_layer,
     ep_all_to_all_bytes_per_layer,
@@ -84,14 +92,6 @@ from .train_layout import (
     interleaved_bubble_fraction,
     moe_layer_share,
     routed_expert_params,
-)
-from .train_memory import (
-    OP_SAC,
-    activation_bytes_per_layer,
-    cnn_activation_bytes,
-    cnn_element_bytes,
-    op_sac_bytes_per_layer,
-    op_sac_recomputed_params_per_layer,
 )
 
 COMPUTE_DTYPE = {"fp32": "tf32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}

@@ -41,11 +41,11 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .cnn_layers import Layer, table_for
-from .reasons import because
-from .serve_latency import compute_dtype, matmul_flops_per_second, memory_bytes_per_second
-from .serve_memory import WEIGHT_ELEMENT_BYTES
-from .serve_types import (
+from ..cnn.layers import Layer, table_for
+from ..reasons import because
+from .latency import compute_dtype, matmul_flops_per_second, memory_bytes_per_second
+from .memory import WEIGHT_ELEMENT_BYTES
+from .types import (
     HOURS_PER_MONTH,
     MAX_PARETO,
     ServeCandidate,
@@ -59,8 +59,8 @@ from .serve_types import (
 )
 
 if TYPE_CHECKING:
-    from ..catalog.params import ParamCounts
-    from ..catalog.types import Architecture, GpuSpec
+    from ...catalog.params import ParamCounts
+    from ...catalog.types import Architecture, GpuSpec
 
 # Largest batch tried. Triton's dynamic batcher has no default cap of its own (it uses the model's
 # max_batch_size); 256 is the largest batch in NVIDIA's published ResNet-50 TensorRT inference tables

@@ -22,13 +22,13 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .reasons import Reason
-from .serve_memory import DEFAULT_GPU_MEMORY_UTILIZATION
+from ..reasons import Reason
+from .memory import DEFAULT_GPU_MEMORY_UTILIZATION
 
 if TYPE_CHECKING:
-    from ..catalog.fabrics import Interconnect
-    from ..catalog.params import ParamCounts
-    from ..catalog.types import Architecture
+    from ...catalog.fabrics import Interconnect
+    from ...catalog.params import ParamCounts
+    from ...catalog.types import Architecture
 
 # Utilisation a replica is sized for: Vertex AI online prediction's autoscaling target defaults to 60%
 # (google.cloud.aiplatform AutoscalingMetricSpec.target: "The default value is 60").

@@ -62,8 +62,8 @@ functions of the shape; train_memory and train_time call them, the search enumer
 
 from __future__ import annotations
 
-from ..catalog.params import ParamCounts
-from ..catalog.types import Architecture
+from ...catalog.params import ParamCounts
+from ...catalog.types import Architecture
 
 # CP only where each rank keeps at least this many tokens of a sequence: NeMo's Llama 3 8B/70B layouts run CP2 at
 # 8192 tokens (4096 per rank; NeMo 24.07 performance summary) and its long-context tables keep 4096-32768 per rank.

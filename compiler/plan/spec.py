@@ -21,8 +21,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from . import units
-from .catalog.types import Architecture
+from .. import units
+from ..catalog.types import Architecture
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 MAX_DIMENSION = 1e15  # any size of an inline architecture (the largest, params_override, is a parameter count)
@@ -126,7 +126,7 @@ def _offers(kind: str):
     """json_schema_extra: the packaged catalog's ids as the field's examples, so an editor completes them."""
 
     def extra(schema: dict) -> None:
-        from .catalog.catalog import packaged_ids
+        from ..catalog.catalog import packaged_ids
 
         ids = packaged_ids(kind)
         for branch in schema.get("anyOf", [schema]):  # optional fields: the non-null branch

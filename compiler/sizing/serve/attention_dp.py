@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..catalog.types import Architecture
+    from ...catalog.types import Architecture
 
 ACTIVATION_BYTES = 2  # bf16/fp16 hidden states (serve_memory.ACTIVATION_BYTES)
 

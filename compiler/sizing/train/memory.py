@@ -98,11 +98,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..catalog.params import ParamCounts
-from ..catalog.types import Architecture
-from .cnn_layers import table_for
-from .cnn_train import stored_elements_per_item
-from .train_layout import cp_allgather_kv_bytes, cp_by_allgather, microbatches_in_flight, routed_expert_params
+from ...catalog.params import ParamCounts
+from ...catalog.types import Architecture
+from ..cnn.layers import table_for
+from ..cnn.train import stored_elements_per_item
+from .parallel import cp_allgather_kv_bytes, cp_by_allgather, microbatches_in_flight, routed_expert_params
 
 GIB = 2**30
 MIB = 2**20

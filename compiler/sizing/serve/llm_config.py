@@ -7,12 +7,12 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..catalog.params import count_params
-from .reasons import because
-from .serve_closed_loop import closed_loop_point
-from .serve_engine_limits import engine_limits
-from .serve_latency import BatchPoint, LoadPoint, ReplicaModel, evaluate_batch, inter_node_link, operating_point
-from .serve_memory import (
+from ...catalog.params import count_params
+from ..reasons import because
+from .closed_loop import closed_loop_point
+from .engine_limits import engine_limits
+from .latency import BatchPoint, LoadPoint, ReplicaModel, evaluate_batch, inter_node_link, operating_point
+from .memory import (
     embedding_weight_bytes,
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
@@ -21,8 +21,8 @@ from .serve_memory import (
     weights_bytes_per_gpu,
     weights_bytes_total,
 )
-from .serve_speculative import PUBLISHED_MTP_ACCEPTANCE, Speculation, draft_architecture
-from .serve_types import (
+from .speculative import PUBLISHED_MTP_ACCEPTANCE, Speculation, draft_architecture
+from .types import (
     HOURS_PER_MONTH,
     ServeCandidate,
     ServeMemory,
@@ -33,7 +33,7 @@ from .serve_types import (
 )
 
 if TYPE_CHECKING:
-    from ..catalog.types import GpuSpec
+    from ...catalog.types import GpuSpec
 
 
 def batch_grid(limit: int) -> list[int]:

@@ -31,12 +31,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar
 
-from ..catalog.fabrics import Interconnect, Storage
-from ..catalog.params import ParamCounts
-from ..catalog.types import Architecture, GpuSpec
-from .reasons import Reason, because
-from .search_cache import SearchCache
-from .train_layout import (
+from ...catalog.fabrics import Interconnect, Storage
+from ...catalog.params import ParamCounts
+from ...catalog.types import Architecture, GpuSpec
+from ..reasons import Reason, because
+from ..search_cache import SearchCache
+from .memory import (
+    FSDP2_REDUCE_BYTES,
+    MemoryBreakdown,
+    MemoryOptions,
+    checkpoint_bytes,
+    lora_trainable_params,
+    memory_per_gpu,
+    recompute_kind,
+    usable_memory_bytes,
+)
+from .parallel import (
     VP_CHOICES,
     cp_by_allgather,
     cp_choices,
@@ -49,17 +59,7 @@ from .train_layout import (
     pipeline_split,
     routed_expert_params,
 )
-from .train_memory import (
-    FSDP2_REDUCE_BYTES,
-    MemoryBreakdown,
-    MemoryOptions,
-    checkpoint_bytes,
-    lora_trainable_params,
-    memory_per_gpu,
-    recompute_kind,
-    usable_memory_bytes,
-)
-from .train_time import (
+from .time import (
     COMPUTE_DTYPE,
     GRADIENT_BYTES,
     INTER_NODE_ACHIEVABLE_FRACTION,

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..catalog.params import ParamCounts
-    from ..catalog.types import Architecture
+    from ...catalog.params import ParamCounts
+    from ...catalog.types import Architecture
 
 GIB = 2**30
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .serve_memory import GIB
-from .serve_types import ServeRequest
+from .memory import GIB
+from .types import ServeRequest
 
 if TYPE_CHECKING:
-    from ..catalog.types import GpuSpec
+    from ...catalog.types import GpuSpec
 
 # vLLM's batch defaults (vllm/engine/arg_utils.py EngineArgs.get_batch_defaults, OPENAI_API_SERVER):
 # GPUs with ≥ 70 GiB that are not A100: max_num_seqs 1024, max_num_batched_tokens 8192; others 256 / 2048.

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .cnn_layers import Layer
+from .layers import Layer
 
 CONVOLUTION_KERNELS = 3  # forward, data gradient, weight gradient
 TRANSPOSE_PASSES = 2  # NCHW → NHWC read + write, once for what goes in and once for what comes out

@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field
 
 from ..catalog.types import Architecture
-from .model import DeploymentDecision, Directive, Section
+from .deployment import DeploymentDecision, Directive, Section
 
 
 class ProbeLayout(Section):

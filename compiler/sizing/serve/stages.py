@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from .reasons import Reason, because
-from .serve_search import search_serving
-from .serve_types import ServeRequest, ServeSearchResult
+from ..reasons import Reason, because
+from .search import search_serving
+from .types import ServeRequest, ServeSearchResult
 
 if TYPE_CHECKING:
-    from ..catalog.types import GpuSpec
+    from ...catalog.types import GpuSpec
 
 
 @dataclass(frozen=True)
