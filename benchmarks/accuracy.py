@@ -333,7 +333,7 @@ def sweep_rows() -> list[SweepRow]:
                     predicted_tokens_per_second_per_gpu=chosen.tokens_per_second / count if chosen else None,
                     published_micro_batch_bytes=memory.total,
                     usable_bytes=usable,
-                    searched_micro_batch=chosen.micro_batch if chosen else None,
+                    searched_micro_batch=chosen.layout.micro_batch if chosen else None,
                 )
             )
     return rows
@@ -533,12 +533,12 @@ def layout_row(row: dict) -> dict:
 
 def _price_layout(r: dict, cp: int, vp: int, ep: int, split: tuple[int, ...] | None) -> tuple[object, str]:
     """The compiler's prediction at the stated layout; recompute not stated: the least that fits (as the search)."""
+    from compiler.sizing.train.layout import Layout
     from compiler.sizing.train.memory import usable_memory_bytes
-    from compiler.sizing.train.search import Shape, evaluate_layout
+    from compiler.sizing.train.search import evaluate_layout
 
-    shape = Shape(
-        r["tp"], cp, r["pp"], ep, vp, split
-    )  # SP as the framework's files run it (training.sequence_parallel)
+    # SP as the framework's files run it (frameworks.sequence_parallel)
+    shape = Layout(tp=r["tp"], pp=r["pp"], cp=cp, ep=ep, vp=vp, stage_layers=split or ())
     dp = r["gpus"] // (r["tp"] * cp * r["pp"])
     request = TrainRequest(
         arch=r["arch"],
@@ -563,7 +563,8 @@ def _price_layout(r: dict, cp: int, vp: int, ep: int, split: tuple[int, ...] | N
     usable = usable_memory_bytes(r["gpu"].memory_bytes)
     kinds = [r["recompute"]] if r["recompute"] else ["none", "selective", "full"]
     for recompute in kinds:
-        c = evaluate_layout(request, r["gpu"], shape, zero, r["mb"], recompute, r["priced_as"])
+        stated = shape.with_changes(zero=zero, micro_batch=r["mb"], recompute=recompute, framework=r["priced_as"])
+        c = evaluate_layout(request, r["gpu"], stated)
         if c.memory.total <= usable:
             break
     return c, recompute
@@ -651,9 +652,10 @@ def moe_run_cases() -> list[MoeRunCase]:
     """DeepSeek-V3's published run at its layout, priced with the EP all-to-alls as Megatron's default dispatcher runs
     them (exposed, BF16), overlapped (DualPipe §3.2.1), and overlapped with FP8 dispatch (§3.3.3) as the report ran."""
     from compiler.catalog.loader import load_models
+    from compiler.sizing.train.layout import Layout
     from compiler.sizing.train.memory import usable_memory_bytes
     from compiler.sizing.train.parallel import pipeline_split
-    from compiler.sizing.train.search import Shape, evaluate_layout
+    from compiler.sizing.train.search import evaluate_layout
 
     arch, lay = load_models()["deepseek-v3"].architecture, DEEPSEEK_V3_LAYOUT
     h800 = load_gpus()["h100-sxm-80gb"].model_copy(
@@ -681,9 +683,12 @@ def moe_run_cases() -> list[MoeRunCase]:
         (True, "bf16", "overlapped"),
         (True, "fp8", "overlapped, FP8 dispatch (as published)"),
     ):
-        shape = Shape(lay["tp"], 1, lay["pp"], lay["ep"], 1, split, None, overlap, dispatch)
+        shape = Layout(
+            tp=lay["tp"], pp=lay["pp"], ep=lay["ep"], stage_layers=split, ep_overlap=overlap, ep_dispatch=dispatch
+        )
         for recompute in ("none", "selective", "full"):
-            c = evaluate_layout(request, h800, shape, lay["zero"], 1, recompute, "megatron")
+            stated = shape.with_changes(zero=lay["zero"], recompute=recompute, framework="megatron")
+            c = evaluate_layout(request, h800, stated)
             if c.memory.total <= usable_memory_bytes(h800.memory_bytes):
                 break
         cases.append(

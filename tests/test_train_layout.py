@@ -185,7 +185,7 @@ def test_free_search_of_an_moe_model_tries_ep():
         ),
         GPUS,
     )
-    assert result.chosen is not None and result.chosen.ep > 1
+    assert result.chosen is not None and result.chosen.layout.ep > 1
 
 
 def test_ep_on_a_dense_model_names_what_is_missing():
@@ -216,7 +216,7 @@ def test_lora_with_tp_pp_runs_on_fsdp2_and_qlora_is_refused_for_the_missing_fram
         )
 
     chosen = search("lora").chosen
-    assert (chosen.framework, chosen.zero_stage, chosen.tp, chosen.pp) == ("fsdp", 3, 2, 4)
+    assert (chosen.framework, chosen.layout.zero, chosen.layout.tp, chosen.layout.pp) == ("fsdp", 3, 2, 4)
     refused = search("qlora")
     assert refused.chosen is None
     said = words(refused.infeasible_reason)
@@ -232,7 +232,7 @@ def test_uneven_split_megatron_cannot_state_is_not_chosen():
     assert "Megatron-LM states only equal middle stages" in words(result.infeasible_reason)
     # FSDP2 × TP × PP takes any stage list (torch.distributed.pipelining stages are module lists) at ZeRO-3
     chosen = search_training(request(gpu_count=64, pins=pins), GPUS).chosen  # DP2: something to shard over
-    assert (chosen.framework, chosen.zero_stage, chosen.pp_stage_layers) == ("fsdp", 3, (4, 10, 12, 6))
+    assert (chosen.framework, chosen.layout.zero, chosen.layout.stage_layers) == ("fsdp", 3, (4, 10, 12, 6))
 
 
 def test_pinned_layouts_reach_the_megatron_arguments(tmp_path):
@@ -267,12 +267,12 @@ def test_hsdp_shard_group_reaches_the_accelerate_config(tmp_path):
 def test_fsdp_with_tensor_parallelism_runs_as_fsdp2_tp_at_zero3():
     result = search_training(request(gpu_count=16, framework="fsdp", pins=TrainPins(tp=2)), GPUS)
     chosen = result.chosen
-    assert (chosen.framework, chosen.tp, chosen.dp, chosen.zero_stage) == ("fsdp", 2, 8, 3)
+    assert (chosen.framework, chosen.layout.tp, chosen.layout.dp, chosen.layout.zero) == ("fsdp", 2, 8, 3)
 
 
 def test_fsdp_with_pipeline_parallelism_runs_as_fsdp2_tp_pp_at_zero3():
     chosen = search_training(request(gpu_count=16, framework="fsdp", pins=TrainPins(tp=2, pp=2)), GPUS).chosen
-    assert (chosen.framework, chosen.tp, chosen.pp, chosen.zero_stage) == ("fsdp", 2, 2, 3)
+    assert (chosen.framework, chosen.layout.tp, chosen.layout.pp, chosen.layout.zero) == ("fsdp", 2, 2, 3)
     assert chosen.grad_accum >= 2  # torch's Schedule1F1B needs a micro-batch per stage
 
 

@@ -21,6 +21,7 @@ from ..plan.resolved import (
     Training,
 )
 from ..sizing.reasons import because
+from ..sizing.train.layout import Layout
 from ..sizing.train.memory import EAGER_LOSS_LAUNCH_KINDS, MemoryOptions, loss_for
 from ..sizing.train.search import TrainRequest, search_training
 from ..units import format_seconds
@@ -192,6 +193,31 @@ def refuse_uneven_cp(plan: ResolvedPlan) -> None:
         )
 
 
+def parallelism_of(layout: Layout, grad_accum: int) -> Parallelism:
+    """plan.json's `parallelism` section: the chosen layout as the search decided it."""
+    lay = layout
+    return Parallelism(
+        tp=lay.tp,
+        pp=lay.pp,
+        dp=lay.dp,
+        zero_stage=lay.zero,
+        micro_batch=lay.micro_batch,
+        grad_accum=grad_accum,
+        global_batch=lay.micro_batch * grad_accum * lay.dp,
+        recompute=lay.recompute,
+        sequence_parallel=lay.sequence_parallel,
+        offload_optimizer=lay.offload,
+        offload_params=lay.offload_params,
+        framework=lay.framework,
+        cp=lay.cp,
+        ep=lay.ep,
+        vp=lay.vp,
+        pp_stage_layers=list(lay.stage_layers),
+        shard_group_gpus=lay.shard_group,
+        ep_overlap=lay.ep_overlap,
+    )
+
+
 def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     catalog = ctx.catalog
     if plan.workload == "serve":
@@ -228,26 +254,7 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         usd_per_gpu_hour=gpu.price_usd_per_gpu_hour[spec.cluster.pricing],
         gpu_spec=gpu,
     )
-    parallelism = Parallelism(
-        tp=c.tp,
-        pp=c.pp,
-        dp=c.dp,
-        zero_stage=c.zero_stage,
-        micro_batch=c.micro_batch,
-        grad_accum=c.grad_accum,
-        global_batch=c.micro_batch * c.grad_accum * c.dp,
-        recompute=c.recompute,
-        sequence_parallel=c.sequence_parallel,
-        offload_optimizer=c.offload_optimizer,
-        offload_params=c.offload_params,
-        framework=c.framework,
-        cp=c.cp,
-        ep=c.ep,
-        vp=c.vp,
-        pp_stage_layers=list(c.pp_stage_layers),
-        shard_group_gpus=c.shard_group,
-        ep_overlap=c.ep_overlap,
-    )
+    parallelism = parallelism_of(c.layout, c.grad_accum)
     memory = MemoryPerGpu(
         weights=m.weights,
         gradients=m.gradients,
