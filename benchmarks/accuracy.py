@@ -38,7 +38,7 @@ from compiler.catalog.loader import load_gpus  # noqa: E402
 from compiler.catalog.params import count_params  # noqa: E402
 from compiler.catalog.types import Architecture  # noqa: E402
 from compiler.passes.wording import words  # noqa: E402
-from compiler.sizing.train.memory import MemoryOptions  # noqa: E402
+from compiler.sizing.train.layout import MemoryOptions  # noqa: E402
 from compiler.sizing.train.search import TrainPins, TrainRequest, search_training  # noqa: E402
 from compiler.sizing.train.time import COMPUTE_DTYPE, model_flops_per_token  # noqa: E402
 
@@ -285,6 +285,7 @@ def sweep_rows() -> list[SweepRow]:
     """llm-foundry's H100 BF16 table, every row (calibration/llm_foundry_h100_bf16.csv): pinned as published (FSDP
     FULL_SHARD, checkpointing, global batch; the Triton kernel its configs name), the micro-batch left to the search,
     and our memory model's total at the published micro-batch."""
+    from compiler.sizing.train.layout import Layout, Workload
     from compiler.sizing.train.memory import memory_per_gpu
 
     gpus = load_gpus()
@@ -315,17 +316,9 @@ def sweep_rows() -> list[SweepRow]:
                 memory=LLM_FOUNDRY_MEMORY,
             )
             chosen = search_training(request, gpus).chosen
-            memory = memory_per_gpu(
-                arch,
-                params,
-                dp=count,
-                zero_stage=3,
-                seq_len=seq,
-                micro_batch=mb,
-                recompute=recompute,
-                framework="fsdp",
-                options=LLM_FOUNDRY_MEMORY,
-            )
+            work = Workload(arch, params, seq, global_batch_sequences=mb * count, memory=LLM_FOUNDRY_MEMORY)
+            stated = Layout(dp=count, zero=3, micro_batch=mb, recompute=recompute, framework="fsdp")
+            memory = memory_per_gpu(work, stated)
             rows.append(
                 SweepRow(
                     name=f"MPT-{row['model'].upper()} s{seq} × {count} mb{mb} {'ckpt' if recompute == 'full' else 'no ckpt'}",
@@ -998,31 +991,35 @@ def _family(method: str) -> str:
 def predict_memory(row: dict) -> tuple[float, object]:
     """Our memory model at the row's configuration: (the figure its metric names, the breakdown)."""
     from compiler.catalog.loader import load_models
-    from compiler.sizing.train.memory import MemoryOptions, memory_per_gpu
+    from compiler.sizing.train.layout import Layout, MemoryOptions, Workload
+    from compiler.sizing.train.memory import memory_per_gpu
 
     model = row["model"]
     arch = load_models()[model].architecture if isinstance(model, str) else model
-    mem = memory_per_gpu(
+    stated = Layout(
+        tp=row.get("tp", 1),
+        pp=row.get("pp", 1),
+        dp=row.get("dp", 1),
+        zero=row.get("zero", 0),
+        offload=row.get("offload", False),
+        offload_params=row.get("offload", False),
+        micro_batch=row["mb"],
+        recompute=row["recompute"],
+        sequence_parallel=row.get("tp", 1) > 1,
+        framework=row.get("framework", ""),
+    )
+    work = Workload(
         arch,
         count_params(arch),
+        row["seq"],
+        global_batch_sequences=row.get("microbatches", 1) * row["mb"] * stated.dp,
         optimizer=row.get("optimizer", "adamw"),
         method=row["method"],
         lora_rank=row.get("rank", 0),
         lora_targets=row.get("targets", ()),
-        tp=row.get("tp", 1),
-        pp=row.get("pp", 1),
-        dp=row.get("dp", 1),
-        zero_stage=row.get("zero", 0),
-        offload_optimizer=row.get("offload", False),
-        offload_params=row.get("offload", False),
-        seq_len=row["seq"],
-        micro_batch=row["mb"],
-        microbatches=row.get("microbatches", 1),
-        recompute=row["recompute"],
-        sequence_parallel=row.get("tp", 1) > 1,
-        framework=row.get("framework", ""),
-        options=MemoryOptions(**row["options"]),
+        memory=MemoryOptions(**row["options"]),
     )
+    mem = memory_per_gpu(work, stated)
     return float({"total": mem.total, "reserved": mem.reserved}.get(row.get("metric", ""), mem.allocated)), mem
 
 

@@ -19,9 +19,9 @@ from compiler.deployment.fsdp_tp import cp_rank_chunks
 from compiler.pipeline import resolve
 from compiler.sizing.train.frameworks import fsdp_tp_runs, resolve_framework
 from compiler.sizing.train.layout import Layout
-from compiler.sizing.train.memory import memory_per_gpu
 from compiler.sizing.train.parallel import cp_allgather_bytes_per_layer, cp_allgather_kv_bytes
 from compiler.sizing.train.time import NVLINK_ACHIEVABLE_FRACTION, step_time
+from tests.fixtures.train_sizing import memory_of
 from tests.test_target_torchrun import REPO, free_port, torch_env
 from tests.tools import realtools
 
@@ -107,8 +107,8 @@ def test_the_sizing_counts_the_gathered_kv_and_the_exposed_allgather():
     common = dict(
         precision="bf16", tp=1, pp=1, dp=1, zero_stage=3, seq_len=262144, micro_batch=1, recompute="full", cp=8
     )
-    fsdp = memory_per_gpu(arch, params, framework="fsdp", **common)
-    ddp = memory_per_gpu(arch, params, framework="ddp", **common)
+    fsdp = memory_of(arch, params, framework="fsdp", **common)
+    ddp = memory_of(arch, params, framework="ddp", **common)
     assert fsdp.activations - ddp.activations == pytest.approx(2**30 * (1 + 7 / 8), abs=2)
     gpu = load_gpus()["h100-sxm-80gb"]
     timing = dict(

@@ -13,8 +13,9 @@ from compiler.catalog.types import Architecture
 from compiler.pipeline import resolve
 from compiler.sizing.train import parallel as tl
 from compiler.sizing.train import time as tt
-from compiler.sizing.train.memory import activation_bytes_per_layer, memory_per_gpu
+from compiler.sizing.train.memory import activation_bytes_per_layer
 from compiler.sizing.train.search import TrainPins, search_training
+from tests.fixtures.train_sizing import memory_of
 from tests.test_train_time import H100, _step
 from tests.test_training_search import GPUS, request
 
@@ -63,10 +64,9 @@ def test_largest_stage_sets_the_step_and_memory():
     # the last stage (7 layers + the 525M-parameter head) outweighs a middle one (8 layers): it sets the stage-time
     assert uneven.matmul == pytest.approx(16 * 4096 * 6 * (7 * layer + head) / rate)
     assert ceil.matmul == pytest.approx(16 * 4096 * 6 * (8 * layer + head) / rate)
-    mem = memory_per_gpu(arch, params, pp=16, microbatches=16, seq_len=4096, split=tl.pipeline_split(126, 16))
+    mem = memory_of(arch, params, pp=16, microbatches=16, seq_len=4096, split=tl.pipeline_split(126, 16))
     assert (
-        mem.activations > 0
-        and mem.total < memory_per_gpu(even, cp(even), pp=16, microbatches=16, seq_len=4096).total * 1.01
+        mem.activations > 0 and mem.total < memory_of(even, cp(even), pp=16, microbatches=16, seq_len=4096).total * 1.01
     )
 
 
@@ -89,8 +89,8 @@ def test_interleaving_holds_more_microbatches_on_the_first_stage():
     assert tl.microbatches_in_flight(4, 1, 0, 8) == 4
     assert tl.microbatches_in_flight(4, 1, 3, 8) == 1
     params = count_params(LLAMA8B)
-    plain = memory_per_gpu(LLAMA8B, params, pp=4, microbatches=8, seq_len=4096)
-    inter = memory_per_gpu(LLAMA8B, params, pp=4, microbatches=8, seq_len=4096, vp=2)
+    plain = memory_of(LLAMA8B, params, pp=4, microbatches=8, seq_len=4096)
+    inter = memory_of(LLAMA8B, params, pp=4, microbatches=8, seq_len=4096, vp=2)
     per_layer = activation_bytes_per_layer(LLAMA8B, 4096, 1, 1, False, "none", True)
     assert inter.activations - plain.activations == pytest.approx(1.5 * 8 * per_layer, rel=1e-6)
 
@@ -132,8 +132,8 @@ def test_ep_divides_the_expert_weights():
     params = count_params(dsv3)
     routed = tl.routed_expert_params(dsv3, params)
     assert routed == pytest.approx(256 * 3 * 7168 * 2048)  # 256 experts of SwiGLU width 2048
-    one = memory_per_gpu(dsv3, params, pp=16, dp=64, zero_stage=1, seq_len=4096, microbatches=64)
-    split = memory_per_gpu(dsv3, params, pp=16, dp=64, zero_stage=1, seq_len=4096, microbatches=64, ep=64)
+    one = memory_of(dsv3, params, pp=16, dp=64, zero_stage=1, seq_len=4096, microbatches=64)
+    split = memory_of(dsv3, params, pp=16, dp=64, zero_stage=1, seq_len=4096, microbatches=64, ep=64)
     assert split.weights < one.weights / 15  # attention, norms and embeddings stay whole
 
 

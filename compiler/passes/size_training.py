@@ -21,8 +21,8 @@ from ..plan.resolved import (
     Training,
 )
 from ..sizing.reasons import because
-from ..sizing.train.layout import Layout
-from ..sizing.train.memory import EAGER_LOSS_LAUNCH_KINDS, MemoryOptions, loss_for
+from ..sizing.train.layout import Layout, MemoryOptions
+from ..sizing.train.memory import EAGER_LOSS_LAUNCH_KINDS, loss_for
 from ..sizing.train.search import TrainRequest, search_training
 from ..units import format_seconds
 from .context import PassContext

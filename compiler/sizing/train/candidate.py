@@ -10,7 +10,7 @@ from ...catalog.fabrics import Interconnect, Storage
 from ...catalog.types import Architecture, GpuSpec
 from ..reasons import Reason
 from .frameworks import runs_on_fsdp2
-from .layout import Layout, Links, Workload, describe
+from .layout import Layout, Links, describe
 from .memory import (
     FSDP2_REDUCE_BYTES,
     MemoryBreakdown,
@@ -150,40 +150,8 @@ def layout_memory(ctx: SearchContext, layout: Layout) -> MemoryBreakdown:
     """The layout's peak memory per GPU (memory.memory_per_gpu), once per layout in a search."""
     found = ctx.memory.get(layout)
     if found is None:
-        found = ctx.memory[layout] = _memory_per_gpu(ctx.req.workload, layout)
+        found = ctx.memory[layout] = memory_per_gpu(ctx.req.workload, layout)
     return found
-
-
-def _memory_per_gpu(work: Workload, layout: Layout) -> MemoryBreakdown:
-    lay = layout
-    return memory_per_gpu(
-        work.arch,
-        work.params,
-        precision=work.precision,
-        optimizer=work.optimizer,
-        method=work.method,
-        lora_rank=work.lora_rank,
-        lora_targets=work.lora_targets,
-        tp=lay.tp,
-        pp=lay.pp,
-        dp=lay.dp,
-        zero_stage=lay.zero,
-        zero_shard_ranks=lay.shard_group,
-        offload_optimizer=lay.offload,
-        offload_params=lay.offload_params,
-        seq_len=work.seq_len,
-        micro_batch=lay.micro_batch,
-        microbatches=lay.microbatches(work),
-        recompute=lay.recompute,
-        sequence_parallel=lay.sequence_parallel,
-        flash_attention=work.flash_attention,
-        framework=lay.framework,
-        options=work.memory,
-        cp=lay.cp,
-        ep=lay.ep,
-        vp=lay.vp,
-        split=lay.stage_layers or None,
-    )
 
 
 def _hardware_flops(ctx: SearchContext, recompute: str) -> float:

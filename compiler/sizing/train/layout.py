@@ -11,8 +11,22 @@ from dataclasses import dataclass, field, replace
 
 from ...catalog.params import ParamCounts
 from ...catalog.types import Architecture
-from .memory import MemoryOptions
 from .parallel import is_even
+
+
+@dataclass(frozen=True)
+class MemoryOptions:
+    """Where frameworks differ (memory.py docstring); each default is Megatron-LM's / DeepSpeed's / FSDP's."""
+
+    master_weights: str = "fp32"  # fp32 | none (pure 16-bit, torchtune's default)
+    loss: str = "standard"  # standard | chunked | fused (resolve "auto" with `loss_for`)
+    eager_loss: bool = (
+        False  # the script's loss is PyTorch's eager one whatever the framework (EAGER_LOSS_LAUNCH_KINDS)
+    )
+    optimizer_in_backward: bool = False
+    activation_offload: bool = False
+    reshard_after_forward: bool = True
+    expandable_segments: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,7 +65,8 @@ class Layout:
     zero: int = 0
     micro_batch: int = 1
     recompute: str = "none"  # none | selective | full (memory.recompute_kind: what "selective" runs as)
-    offload: bool = False  # the optimizer states (and at ZeRO-3 the parameters) on the host
+    offload: bool = False  # the optimizer states and the gradient partition on the host (ZeRO-Offload)
+    offload_params: bool = False  # the parameters on the host too (ZeRO-3; the search offloads both together)
     ep_overlap: bool = False  # EP all-to-alls overlapped with another micro-batch's compute (parallel.py)
     ep_dispatch: str = "bf16"  # the all-to-alls' dispatch dtype (parallel.ep_all_to_all_bytes_per_layer)
     framework: str = ""
@@ -65,10 +80,6 @@ class Layout:
     def data_ranks(self) -> int:
         """The ranks that reduce gradients together: DP and CP (parallel.py docstring)."""
         return self.dp * self.cp
-
-    @property
-    def offload_params(self) -> bool:
-        return self.offload and self.zero == 3
 
     @property
     def uneven(self) -> bool:

@@ -102,6 +102,7 @@ from ...catalog.params import ParamCounts
 from ...catalog.types import Architecture
 from ..cnn.layers import table_for
 from ..cnn.train import stored_elements_per_item
+from .layout import Layout, Workload
 from .parallel import cp_allgather_kv_bytes, cp_by_allgather, microbatches_in_flight, routed_expert_params
 
 GIB = 2**30
@@ -170,21 +171,6 @@ FSDP_GATHERED_LAYERS = 2
 # The FSDP2 script's gradient reduction dtype (MixedPrecisionPolicy reduce_dtype; torchtitan's
 # mixed_precision_reduce default "float32"): the width of FSDP2's accumulated unsharded gradient under PP (below).
 FSDP2_REDUCE_BYTES = 4
-
-
-@dataclass(frozen=True)
-class MemoryOptions:
-    """Where frameworks differ (module docstring); each default is Megatron-LM's / DeepSpeed's / FSDP's."""
-
-    master_weights: str = "fp32"  # fp32 | none (pure 16-bit, torchtune's default)
-    loss: str = "standard"  # standard | chunked | fused (resolve "auto" with `loss_for`)
-    eager_loss: bool = (
-        False  # the script's loss is PyTorch's eager one whatever the framework (EAGER_LOSS_LAUNCH_KINDS)
-    )
-    optimizer_in_backward: bool = False
-    activation_offload: bool = False
-    reshard_after_forward: bool = True
-    expandable_segments: bool = False
 
 
 def loss_bytes_per_logit(loss: str, framework: str, eager: bool = False) -> float:
@@ -446,175 +432,139 @@ def op_sac_bytes_per_layer(
     return total
 
 
-def _communicators(tp: int, pp: int, dp: int, cp: int = 1, ep: int = 1) -> int:
-    return max(1, (tp > 1) + (pp > 1) + (dp > 1) + (cp > 1) + (ep > 1))
+def _communicators(layout: Layout) -> int:
+    lay = layout
+    return max(1, (lay.tp > 1) + (lay.pp > 1) + (lay.dp > 1) + (lay.cp > 1) + (lay.ep > 1))
 
 
-def memory_per_gpu(
-    arch: Architecture,
-    params: ParamCounts,
-    *,
-    precision: str = "bf16",
-    optimizer: str = "adamw",
-    method: str = "full",
-    lora_rank: int = 0,
-    lora_targets: tuple[str, ...] = (),
-    tp: int = 1,
-    pp: int = 1,
-    dp: int = 1,
-    zero_stage: int = 0,
-    zero_shard_ranks: int | None = None,
-    offload_optimizer: bool = False,
-    offload_params: bool = False,
-    seq_len: int = 2048,
-    micro_batch: int = 1,
-    microbatches: int = 1,
-    recompute: str = "none",
-    sequence_parallel: bool = False,
-    flash_attention: bool = True,
-    framework: str = "",
-    options: MemoryOptions = MemoryOptions(),
-    cp: int = 1,
-    ep: int = 1,
-    vp: int = 1,
-    split: tuple[int, ...] | None = None,
-) -> MemoryBreakdown:
-    """Peak bytes on one GPU of the worst pipeline stage: model states + activations + runtime.
+def _shard_ranks(layout: Layout) -> int:
+    """The ranks ZeRO shards over: the HSDP group, else DP·CP (Megatron shards over dp·cp, FSDP over dp_shard × cp)."""
+    return max(1, layout.shard_group or layout.data_ranks)
 
-    `split`: layers per stage (train_layout.pipeline_split; default ⌈L/p⌉ on every stage); `cp` divides the
-    activations and joins the ZeRO shard group (Megatron shards over dp·cp, FSDP over dp_shard × cp; under FSDP the
-    all-gathered K/V on top, train_layout.cp_allgather_kv_bytes); `ep` divides the routed experts and
-    their states; `vp` chunks per rank hold more micro-batches in flight (train_layout.microbatches_in_flight)."""
-    shard = max(1, zero_shard_ranks or dp * cp)
-    w = WEIGHT_BYTES[precision]
-    k = optimizer_bytes_per_param(arch, optimizer, precision, options.master_weights)
-    recompute = recompute_kind(recompute, framework) if arch.layers else recompute
+
+def _recompute(work: Workload, layout: Layout) -> str:
+    return recompute_kind(layout.recompute, layout.framework) if work.arch.layers else layout.recompute
+
+
+def _layer_activations(work: Workload, layout: Layout) -> tuple[float, float]:
+    """(bytes a layer keeps for its backward per micro-batch in flight, bytes of the one layer the backward re-runs
+    under recompute): Korthikanti et al.'s terms for the recompute kind, what selective-op SAC keeps, and under
+    all-gather CP the whole sequence's K/V beyond the local s/CP (parallel.cp_allgather_kv_bytes)."""
+    arch, lay = work.arch, layout
+    shape = (arch, work.seq_len, lay.micro_batch, lay.tp, lay.sequence_parallel)
+    recompute = _recompute(work, lay)
     if recompute == OP_SAC:
-        per_layer = op_sac_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, cp)
+        per_layer = op_sac_bytes_per_layer(*shape, lay.cp)
     else:
-        per_layer = activation_bytes_per_layer(
-            arch, seq_len, micro_batch, tp, sequence_parallel, recompute, flash_attention, cp
-        )
+        per_layer = activation_bytes_per_layer(*shape, recompute, work.flash_attention, lay.cp)
+    full_layer = 0.0
     if recompute in ("full", OP_SAC):  # the backward re-runs one layer and holds its full activations meanwhile
-        full_layer = activation_bytes_per_layer(
-            arch, seq_len, micro_batch, tp, sequence_parallel, "none", flash_attention, cp
-        )
+        full_layer = activation_bytes_per_layer(*shape, "none", work.flash_attention, lay.cp)
         if recompute == OP_SAC:  # what the recompute adds to the outputs the block kept
             full_layer = max(0.0, full_layer - per_layer)
-        elif options.activation_offload:  # the checkpointed layer inputs wait in host memory
+        elif work.memory.activation_offload:  # the checkpointed layer inputs wait in host memory
             per_layer = 0.0
-    else:
-        full_layer = 0.0
-    gathered_kv = 0.0
-    if cp > 1 and arch.layers and cp_by_allgather(framework):  # all-gather CP (train_layout docstring)
-        gathered_kv = cp_allgather_kv_bytes(arch, seq_len, micro_batch, tp)  # one layer's, or its gradient
-        beyond_local = gathered_kv * (cp - 1) / cp  # the whole sequence's K/V where the terms above count s/cp
+    if lay.cp > 1 and arch.layers and cp_by_allgather(lay.framework):
+        beyond_local = _gathered_kv(work, lay) * (lay.cp - 1) / lay.cp  # the whole sequence's K/V beyond s/cp
         if recompute in ("full", OP_SAC):  # re-gathered by the layer being recomputed
             full_layer += beyond_local
         else:  # saved for the backward by every layer
             per_layer += beyond_local
-    loss = loss_for(options.loss, method)
-    logits = (
-        seq_len * micro_batch * arch.vocab / (tp * cp) * loss_bytes_per_logit(loss, framework, options.eager_loss)
-        if arch.vocab and arch.kind == "decoder"
-        else 0.0
-    )
-    # gradients and activations not live together: an un-accumulated step of one replica or of FSDP (docstring)
-    apart = microbatches == 1 and pp == 1 and (dp == 1 or framework == "fsdp")
+    return per_layer, full_layer
+
+
+def _gathered_kv(work: Workload, layout: Layout) -> float:
+    """All-gather CP's K/V of one layer (or its gradient), held on top of the layers' activations."""
+    if layout.cp > 1 and work.arch.layers and cp_by_allgather(layout.framework):
+        return cp_allgather_kv_bytes(work.arch, work.seq_len, layout.micro_batch, layout.tp)
+    return 0.0
+
+
+def _logits(work: Workload, layout: Layout) -> float:
+    """The loss's logits on the last stage, at the loss implementation's bytes per logit."""
+    arch = work.arch
+    if not (arch.vocab and arch.kind == "decoder"):
+        return 0.0
+    loss = loss_for(work.memory.loss, work.method)
+    per_logit = loss_bytes_per_logit(loss, layout.framework, work.memory.eager_loss)
+    return work.seq_len * layout.micro_batch * arch.vocab / (layout.tp * layout.cp) * per_logit
+
+
+def _stages(work: Workload, layout: Layout) -> list[tuple[int, int, bool, bool]]:
+    """(rank, layers, first, last) of the stages that bound the memory: the first, second and last bound every regular
+    split (in-flight falls with the rank); a stated per-stage list is checked stage by stage."""
+    arch, pp = work.arch, layout.pp
     if not arch.layers:
-        stages = [(0, 0, True, True)]
+        return [(0, 0, True, True)]
+    split = layout.stage_layers or (_ceil_div(arch.layers, pp),) * pp
+    ranks = range(pp) if len(set(split[1:-1])) > 1 else sorted({0, min(1, pp - 1), pp - 1})
+    return [(r, split[r], r == 0, r == pp - 1) for r in ranks]
+
+
+def _stage_states(work: Workload, layout: Layout, layers: int, first: bool, last: bool) -> tuple[float, ...]:
+    """(weights, gradients, optimizer, cpu, gathered, accumulating) bytes of one stage's GPU: its model states, the
+    layers FSDP holds gathered, and under FSDP2 pipelining the whole stage's weights and fp32 gradients."""
+    arch, lay = work.arch, layout
+    if arch.layers:
+        held, experts = held_params(arch, work.params, lay.tp, lay.pp, layers, first, last, lay.ep)
     else:
-        split = split or (_ceil_div(arch.layers, pp),) * pp
-        # the first, second and last stages bound every regular split (in-flight falls with the rank); a stated
-        # per-stage list is checked stage by stage
-        ranks = range(pp) if len(set(split[1:-1])) > 1 else sorted({0, min(1, pp - 1), pp - 1})
-        stages = [(r, split[r], r == 0, r == pp - 1) for r in ranks]
-    worst: MemoryBreakdown | None = None
-    for rank, layers_on_stage, first, last in stages:
-        if arch.layers:
-            held, experts = held_params(arch, params, tp, pp, layers_on_stage, first, last, ep)
-        else:
-            held, experts = float(params.total), 0.0
-        weights, gradients, optimizer_bytes, cpu = _model_states(
-            arch,
-            params,
-            held,
-            w,
-            k,
-            method,
-            lora_rank,
-            lora_targets,
-            tp,
-            pp,
-            shard,
-            zero_stage,
-            offload_optimizer,
-            offload_params,
-            framework,
-            precision,
-            optimizer,
-            options,
-            experts,
-            ep,
-        )
-        gathered = _gathered(arch, params, w, method, tp, shard, zero_stage, framework, options)
-        accumulating = 0.0
-        if pipeline_without_sync(framework, pp, zero_stage, shard, arch):
-            whole_weights, whole_gradients, _, _ = _model_states(
-                arch,
-                params,
-                held,
-                w,
-                k,
-                method,
-                lora_rank,
-                lora_targets,
-                tp,
-                pp,
-                1,
-                0,
-                False,
-                False,
-                framework,
-                precision,
-                optimizer,
-                options,
-                experts,
-                ep,
-            )
-            if options.reshard_after_forward:  # the stage's whole 16-bit weights replace the two-layer buffer
-                weights += max(gathered, whole_weights) - gathered
-                gathered = max(gathered, whole_weights)
-            gradients = accumulating = whole_gradients / w * FSDP2_REDUCE_BYTES
-        in_flight = microbatches_in_flight(pp, vp, rank, microbatches)
-        activations = in_flight * layers_on_stage * per_layer + full_layer + gathered_kv
-        if not arch.layers:
-            activations += cnn_activation_bytes(arch, precision, micro_batch) / tp
-        if last:
-            activations += logits
-        allocated = weights + optimizer_bytes + (max(gradients, activations) if apart else gradients + activations)
-        reserve = (
-            0.0 if options.expandable_segments else allocated * ALLOCATOR_FRAGMENTATION / (1 - ALLOCATOR_FRAGMENTATION)
-        )
-        other = CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(tp, pp, dp, cp, ep) + reserve
-        total = allocated + other
-        stage = MemoryBreakdown(
-            int(weights),
-            int(gradients),
-            int(optimizer_bytes),
-            int(activations),
-            int(other),
-            int(total),
-            int(cpu),
-            int(allocated),
-            int(allocated + reserve),
-            int(gathered),
-            int(accumulating),
-        )
-        if worst is None or stage.total > worst.total:
-            worst = stage
-    assert worst is not None
-    return worst
+        held, experts = float(work.params.total), 0.0
+    shard = _shard_ranks(lay)
+    weights, gradients, optimizer, cpu = _model_states(work, lay, held, experts, shard)
+    gathered = _gathered(work, lay, shard)
+    accumulating = 0.0
+    if pipeline_without_sync(lay.framework, lay.pp, lay.zero, shard, arch):
+        unsharded = lay.with_changes(zero=0, offload=False, offload_params=False)
+        whole_weights, whole_gradients, _, _ = _model_states(work, unsharded, held, experts, 1)
+        if work.memory.reshard_after_forward:  # the stage's whole 16-bit weights replace the two-layer buffer
+            weights += max(gathered, whole_weights) - gathered
+            gathered = max(gathered, whole_weights)
+        gradients = accumulating = whole_gradients / WEIGHT_BYTES[work.precision] * FSDP2_REDUCE_BYTES
+    return weights, gradients, optimizer, cpu, gathered, accumulating
+
+
+def _stage_memory(work: Workload, layout: Layout, stage: tuple[int, int, bool, bool]) -> MemoryBreakdown:
+    """One stage's peak: model states + the activations of its micro-batches in flight + runtime and allocator."""
+    arch, lay, options = work.arch, layout, work.memory
+    rank, layers, first, last = stage
+    weights, gradients, optimizer, cpu, gathered, accumulating = _stage_states(work, lay, layers, first, last)
+    per_layer, full_layer = _layer_activations(work, lay)
+    in_flight = microbatches_in_flight(lay.pp, lay.vp, rank, lay.microbatches(work))
+    activations = in_flight * layers * per_layer + full_layer + _gathered_kv(work, lay)
+    if not arch.layers:
+        activations += cnn_activation_bytes(arch, work.precision, lay.micro_batch) / lay.tp
+    if last:
+        activations += _logits(work, lay)
+    # gradients and activations not live together: an un-accumulated step of one replica or of FSDP (docstring)
+    apart = lay.microbatches(work) == 1 and lay.pp == 1 and (lay.dp == 1 or lay.framework == "fsdp")
+    allocated = weights + optimizer + (max(gradients, activations) if apart else gradients + activations)
+    fragmentation = ALLOCATOR_FRAGMENTATION / (1 - ALLOCATOR_FRAGMENTATION)
+    reserve = 0.0 if options.expandable_segments else allocated * fragmentation
+    other = CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(lay) + reserve
+    return MemoryBreakdown(
+        int(weights),
+        int(gradients),
+        int(optimizer),
+        int(activations),
+        int(other),
+        int(allocated + other),
+        int(cpu),
+        int(allocated),
+        int(allocated + reserve),
+        int(gathered),
+        int(accumulating),
+    )
+
+
+def memory_per_gpu(work: Workload, layout: Layout) -> MemoryBreakdown:
+    """Peak bytes on one GPU of the worst pipeline stage: model states + activations + runtime.
+
+    `layout.stage_layers`: layers per stage (parallel.pipeline_split; default ⌈L/p⌉ on every stage); CP divides the
+    activations and joins the ZeRO shard group (Megatron shards over dp·cp, FSDP over dp_shard × cp; under FSDP the
+    all-gathered K/V on top, parallel.cp_allgather_kv_bytes); EP divides the routed experts and their states; VP
+    chunks per rank hold more micro-batches in flight (parallel.microbatches_in_flight)."""
+    stages = [_stage_memory(work, layout, stage) for stage in _stages(work, layout)]
+    return max(stages, key=lambda stage: stage.total)  # the first of equal totals, as the stages are listed
 
 
 def pipeline_without_sync(framework: str, pp: int, zero_stage: int, shard: int, arch: Architecture) -> bool:
@@ -636,104 +586,108 @@ def largest_tensor_params(arch: Architecture, tp: int) -> float:
     return max(arch.vocab * arch.hidden, arch.hidden * f, arch.hidden * arch.hidden) / tp
 
 
-def _gathered(
-    arch: Architecture,
-    params: ParamCounts,
-    w: float,
-    method: str,
-    tp: int,
-    shard: int,
-    zero_stage: int,
-    framework: str,
-    options: MemoryOptions,
-) -> float:
+def _gathered(work: Workload, layout: Layout, shard: int) -> float:
     """FSDP (ZeRO-3 outside DeepSpeed) holds the layer it computes with and the one it prefetches (docstring)."""
-    if zero_stage < 3 or shard <= 1 or not options.reshard_after_forward or framework == "deepspeed" or not arch.layers:
+    arch, lay = work.arch, layout
+    if lay.zero < 3 or shard <= 1 or not work.memory.reshard_after_forward or lay.framework == "deepspeed":
         return 0.0
-    layer = (params.per_layer_attention + params.per_layer_mlp_total) / tp
-    return FSDP_GATHERED_LAYERS * layer * (NF4_BITS_PER_PARAM / 8 if method == "qlora" else w)
+    if not arch.layers:
+        return 0.0
+    layer = (work.params.per_layer_attention + work.params.per_layer_mlp_total) / lay.tp
+    base_bytes = NF4_BITS_PER_PARAM / 8 if work.method == "qlora" else WEIGHT_BYTES[work.precision]
+    return FSDP_GATHERED_LAYERS * layer * base_bytes
+
+
+def _expert_model_states(
+    work: Workload, layout: Layout, held: float, experts: float, shard: int
+) -> tuple[float, float, float, float]:
+    """Full weights with EP: each GPU holds 1/ep of the experts, and ZeRO shards them over shard/ep ranks instead of
+    shard (parallel.py docstring)."""
+    lay = layout
+    w = WEIGHT_BYTES[work.precision]
+    k = optimizer_bytes_per_param(work.arch, work.optimizer, work.precision, work.memory.master_weights)
+    expert_shard = max(1, shard // lay.ep)
+    dense = held - experts
+    weight_shard = shard if lay.zero >= 3 and work.memory.reshard_after_forward else 1
+    expert_weight_shard = expert_shard if weight_shard > 1 else 1
+    weights = dense * w / weight_shard + experts * w / expert_weight_shard + _gathered(work, lay, shard)
+    gradients = (dense * w / shard + experts * w / expert_shard) if lay.zero >= 2 else held * w
+    optimizer = (dense * k / shard + experts * k / expert_shard) if lay.zero >= 1 else held * k
+    if lay.framework == "ddp" and shard > 1:
+        gradients *= DDP_GRADIENT_COPIES
+    cpu = 0.0
+    if lay.offload:
+        cpu += optimizer + gradients
+        optimizer = gradients = 0.0
+    return weights, gradients, optimizer, cpu
+
+
+def _adapter_model_states(work: Workload, layout: Layout, held: float, shard: int) -> tuple[float, float, float]:
+    """LoRA / QLoRA: the frozen base (QLoRA's linear layers in 4 bits) sharded as ZeRO-3 shards weights, the adapters
+    with their gradients and optimizer states."""
+    arch, lay, params = work.arch, layout, work.params
+    w = WEIGHT_BYTES[work.precision]
+    k = optimizer_bytes_per_param(arch, work.optimizer, work.precision, work.memory.master_weights)
+    weight_shard = shard if lay.zero >= 3 and work.memory.reshard_after_forward else 1
+    base_bytes = NF4_BITS_PER_PARAM / 8 if work.method == "qlora" else w
+    layer_matrices = (params.per_layer_attention + params.per_layer_mlp_total) * _ceil_div(arch.layers, lay.pp) / lay.tp
+    quantised = min(held, layer_matrices) if work.method == "qlora" else 0.0  # QLoRA quantises the linear layers only
+    frozen = quantised * base_bytes + (held - quantised) * w
+    trainable = lora_trainable_params(arch, work.lora_rank, work.lora_targets, lay.tp) / lay.pp
+    weights = frozen / weight_shard + _gathered(work, lay, shard) + trainable * w
+    gradients = trainable * w / (shard if lay.zero >= 2 else 1)
+    optimizer = trainable * k / (shard if lay.zero >= 1 else 1)
+    return weights, gradients, optimizer
 
 
 def _model_states(
-    arch: Architecture,
-    params: ParamCounts,
-    held: float,
-    w: float,
-    k: float,
-    method: str,
-    lora_rank: int,
-    lora_targets: tuple[str, ...],
-    tp: int,
-    pp: int,
-    shard: int,
-    zero_stage: int,
-    offload_optimizer: bool,
-    offload_params: bool,
-    framework: str,
-    precision: str,
-    optimizer: str,
-    options: MemoryOptions = MemoryOptions(),
-    experts: float = 0.0,
-    ep: int = 1,
+    work: Workload, layout: Layout, held: float, experts: float, shard: int
 ) -> tuple[float, float, float, float]:
     """(weights, gradients, optimizer, cpu) bytes for `held` parameters on one GPU; `experts` of them are routed
-    experts, whose states shard over the shard/ep expert-data-parallel ranks (train_layout docstring)."""
-    cpu = 0.0
-    if experts and ep > 1 and method == "full":
-        # each GPU holds 1/ep of the experts; ZeRO shards them over shard/ep ranks instead of shard
-        expert_shard = max(1, shard // ep)
-        dense = held - experts
-        weight_shard = shard if zero_stage >= 3 and options.reshard_after_forward else 1
-        expert_weight_shard = expert_shard if weight_shard > 1 else 1
-        gathered = _gathered(arch, params, w, method, tp, shard, zero_stage, framework, options)
-        weights = dense * w / weight_shard + experts * w / expert_weight_shard + gathered
-        gradients = (dense * w / shard + experts * w / expert_shard) if zero_stage >= 2 else held * w
-        optimizer_bytes = (dense * k / shard + experts * k / expert_shard) if zero_stage >= 1 else held * k
-        if framework == "ddp" and shard > 1:
-            gradients *= DDP_GRADIENT_COPIES
-        if offload_optimizer:
-            cpu += optimizer_bytes + gradients
-            optimizer_bytes = gradients = 0.0
-        return weights, gradients, optimizer_bytes, cpu
+    experts, whose states shard over the shard/ep expert-data-parallel ranks (parallel.py docstring)."""
+    lay, options = layout, work.memory
+    w = WEIGHT_BYTES[work.precision]
+    if experts and lay.ep > 1 and work.method == "full":
+        return _expert_model_states(work, lay, held, experts, shard)
     # without resharding after the forward every gathered layer stays until the backward: weights held whole
-    weight_shard = shard if zero_stage >= 3 and options.reshard_after_forward else 1
-    gathered = _gathered(arch, params, w, method, tp, shard, zero_stage, framework, options)
-    if method == "full":
-        if (
-            framework == "deepspeed"
-            and w == 2
-            and optimizer == "adamw"
-            and zero_stage >= 2
-            and options.master_weights == "fp32"
-        ):
-            largest = params.largest_layer / tp
-            return deepspeed_model_states(held, largest, shard, zero_stage, offload_optimizer, offload_params)
+    weight_shard = shard if lay.zero >= 3 and options.reshard_after_forward else 1
+    gathered = _gathered(work, lay, shard)
+    if work.method == "full":
+        deepspeed_allocates = w == 2 and work.optimizer == "adamw" and options.master_weights == "fp32"
+        if lay.framework == "deepspeed" and deepspeed_allocates and lay.zero >= 2:
+            largest = work.params.largest_layer / lay.tp
+            return deepspeed_model_states(held, largest, shard, lay.zero, lay.offload, lay.offload_params)
+        k = optimizer_bytes_per_param(work.arch, work.optimizer, work.precision, options.master_weights)
         weights = held * w / weight_shard + gathered
-        gradients = held * w / (shard if zero_stage >= 2 else 1)
-        optimizer_bytes = held * k / (shard if zero_stage >= 1 else 1)
+        gradients = held * w / (shard if lay.zero >= 2 else 1)
+        optimizer = held * k / (shard if lay.zero >= 1 else 1)
     else:
-        base_bytes = NF4_BITS_PER_PARAM / 8 if method == "qlora" else w
-        layer_matrices = (params.per_layer_attention + params.per_layer_mlp_total) * _ceil_div(arch.layers, pp) / tp
-        quantised = min(held, layer_matrices) if method == "qlora" else 0.0  # QLoRA quantises the linear layers only
-        frozen = quantised * base_bytes + (held - quantised) * w
-        trainable = lora_trainable_params(arch, lora_rank, lora_targets, tp) / pp
-        weights = frozen / weight_shard + gathered + trainable * w
-        gradients = trainable * w / (shard if zero_stage >= 2 else 1)
-        optimizer_bytes = trainable * k / (shard if zero_stage >= 1 else 1)
-    if options.optimizer_in_backward:  # one tensor's gradient at a time
-        gradients = min(gradients, largest_tensor_params(arch, tp) * w)
-    elif framework == "ddp" and shard > 1:  # DDP's all-reduce buckets hold a second copy of the gradients
+        weights, gradients, optimizer = _adapter_model_states(work, lay, held, shard)
+    return _placed(work, lay, (weights, gradients, optimizer), gathered, shard)
+
+
+def _placed(
+    work: Workload, layout: Layout, states: tuple[float, float, float], gathered: float, shard: int
+) -> tuple[float, float, float, float]:
+    """(weights, gradients, optimizer, cpu): the states where the framework keeps them — one gradient tensor at a
+    time (optimizer in backward), DDP's second gradient copy, paged or offloaded optimizer states on the host."""
+    lay = layout
+    weights, gradients, optimizer = states
+    cpu = 0.0
+    if work.memory.optimizer_in_backward:  # one tensor's gradient at a time
+        gradients = min(gradients, largest_tensor_params(work.arch, lay.tp) * WEIGHT_BYTES[work.precision])
+    elif lay.framework == "ddp" and shard > 1:  # DDP's all-reduce buckets hold a second gradient copy
         gradients *= DDP_GRADIENT_COPIES
-    if optimizer in PAGED_OPTIMIZERS:  # unified memory the driver pages to the host under pressure
-        cpu += optimizer_bytes
-        optimizer_bytes = 0.0
-    if offload_optimizer:  # ZeRO-Offload keeps the gradient partition next to the optimizer states on the host
-        cpu += optimizer_bytes + gradients
-        optimizer_bytes = gradients = 0.0
-    if offload_params and zero_stage >= 3:
+    if work.optimizer in PAGED_OPTIMIZERS:  # unified memory the driver pages to the host under pressure
+        cpu += optimizer
+        optimizer = 0.0
+    if lay.offload:  # ZeRO-Offload keeps the gradient partition next to the optimizer states on the host
+        cpu += optimizer + gradients
+        optimizer = gradients = 0.0
+    if lay.offload_params and lay.zero >= 3:
         cpu += weights - gathered
         weights = gathered
-    return weights, gradients, optimizer_bytes, cpu
+    return weights, gradients, optimizer, cpu
 
 
 def model_state_bytes_zero_paper(params: float, zero_stage: int, ranks: int, k: float = 12) -> float:

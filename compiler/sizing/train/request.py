@@ -9,8 +9,7 @@ from functools import cached_property
 from ...catalog.fabrics import Interconnect, Storage
 from ...catalog.params import ParamCounts
 from ...catalog.types import Architecture
-from .layout import Links, Workload
-from .memory import MemoryOptions
+from .layout import Links, MemoryOptions, Workload
 from .time import INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION
 
 

@@ -213,7 +213,7 @@ def _search_layout(ctx: SearchContext, out: Collector, gpu: GpuSpec, layout: Lay
     for offload in offloads:
         fitted = False
         for zero in zeros:
-            staged = layout.with_changes(zero=zero, offload=offload)
+            staged = layout.with_changes(zero=zero, offload=offload, offload_params=offload and zero == 3)
             if zero and layout.data_ranks == 1 and not offload and not _fsdp_tp_unsharded(req, staged):
                 continue  # nothing to shard over
             fitted = _search_stage(ctx, out, gpu, staged, mbs, recomputes, usable) or fitted
@@ -314,7 +314,7 @@ def _search_hsdp(
     per_node = req.gpus_per_node or gpu.gpus_per_node
     pinned = req.pins.recompute == "selective"
     for group in hsdp_groups(layout.dp, layout.tp, layout.cp, per_node):
-        hybrid = layout.with_changes(shard_group=group, zero=3, offload=False)
+        hybrid = layout.with_changes(shard_group=group, zero=3, offload=False, offload_params=False)
         framework = resolve_framework(req.framework, req.method, hybrid, per_node)
         if framework is None or framework[0] != "fsdp":
             continue
