@@ -20,8 +20,8 @@ from compiler.pipeline import resolve
 from compiler.sizing.train.frameworks import fsdp_tp_runs, resolve_framework
 from compiler.sizing.train.layout import Layout
 from compiler.sizing.train.parallel import cp_allgather_bytes_per_layer, cp_allgather_kv_bytes
-from compiler.sizing.train.time import NVLINK_ACHIEVABLE_FRACTION, step_time
-from tests.fixtures.train_sizing import memory_of
+from compiler.sizing.train.time import NVLINK_ACHIEVABLE_FRACTION
+from tests.fixtures.train_sizing import memory_of, step_of
 from tests.test_target_torchrun import REPO, free_port, torch_env
 from tests.tools import realtools
 
@@ -124,10 +124,10 @@ def test_the_sizing_counts_the_gathered_kv_and_the_exposed_allgather():
         cp=8,
         gpus_per_node=8,
     )
-    gathered = step_time(arch, params, gpu, cp_allgather=True, **timing)
+    gathered = step_of(arch, params, gpu, cp_allgather=True, **timing)
     nvlink = gpu.intra_node_bandwidth_bytes_per_second * NVLINK_ACHIEVABLE_FRACTION
     assert gathered.cp_comm == pytest.approx(32 * 3_758_096_384 / nvlink, rel=1e-12)
-    assert gathered.total - step_time(arch, params, gpu, **timing).total >= gathered.cp_comm * 0.999  # ring hid
+    assert gathered.total - step_of(arch, params, gpu, **timing).total >= gathered.cp_comm * 0.999  # ring hid
 
 
 def resolve_model_arch(preset: str):

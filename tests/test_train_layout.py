@@ -15,7 +15,7 @@ from compiler.sizing.train import parallel as tl
 from compiler.sizing.train import time as tt
 from compiler.sizing.train.memory import activation_bytes_per_layer
 from compiler.sizing.train.search import TrainPins, search_training
-from tests.fixtures.train_sizing import memory_of
+from tests.fixtures.train_sizing import memory_of, step_of
 from tests.test_train_time import H100, _step
 from tests.test_training_search import GPUS, request
 
@@ -57,8 +57,8 @@ def test_largest_stage_sets_the_step_and_memory():
     args = dict(
         precision="bf16", seq_len=4096, micro_batch=1, grad_accum=16, tp=1, pp=16, dp=1, zero_stage=0, recompute="none"
     )
-    uneven = tt.step_time(arch, params, H100, split=tl.pipeline_split(126, 16), **args)
-    ceil = tt.step_time(arch, params, H100, **args)  # ⌈126/16⌉ = 8 on every stage, the last with the LM head
+    uneven = step_of(arch, params, H100, split=tl.pipeline_split(126, 16), **args)
+    ceil = step_of(arch, params, H100, **args)  # ⌈126/16⌉ = 8 on every stage, the last with the LM head
     layer, head = tt._layer_matmul_params(arch, params) / 126, params.lm_head
     rate = 989.4e12 * 0.80
     # the last stage (7 layers + the 525M-parameter head) outweighs a middle one (8 layers): it sets the stage-time

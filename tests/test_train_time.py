@@ -9,6 +9,7 @@ import pytest
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture, GpuSpec
 from compiler.sizing.train import time as tt
+from tests.fixtures.train_sizing import step_of
 
 # An H100-SXM-like part built by hand (datasheet dense bf16 989.4 TFLOP/s, 3.35 TB/s, NVLink 450 GB/s one way).
 H100 = GpuSpec(
@@ -101,7 +102,7 @@ def _step(**overrides):
         flash_attention=True,
     )
     args.update(overrides)
-    return tt.step_time(LLAMA8B, count_params(LLAMA8B), H100, **args)
+    return step_of(LLAMA8B, count_params(LLAMA8B), H100, **args)
 
 
 def test_matmul_time_is_flops_at_the_achievable_rate():

@@ -19,13 +19,14 @@ from .memory import (
     memory_per_gpu,
     recompute_kind,
 )
-from .parallel import cp_by_allgather, moe_layer_share, routed_expert_params
+from .parallel import moe_layer_share, routed_expert_params
 from .request import TrainRequest, links_for
 from .time import (
     COMPUTE_DTYPE,
     GRADIENT_BYTES,
     ZERO3_VOLUME_FACTOR,
     StepTime,
+    StepTraffic,
     WholeRun,
     dp_ranks_per_node,
     hardware_flops_per_token,
@@ -193,46 +194,18 @@ def layout_step_time(req: TrainRequest, gpu: GpuSpec, layout: Layout, links: Lin
     lay, full = layout, req.method == "full"
     trainable = trainable_params_per_replica(req, lay)
     fsdp2 = runs_on_fsdp2(lay.framework, lay.tp, lay.pp, lay.recompute, lay.shard_group, links.gpus_per_node, lay.cp)
-    return step_time(
-        req.arch,
-        req.params,
-        gpu,
-        precision=req.precision,
-        seq_len=req.seq_len,
-        micro_batch=lay.micro_batch,
-        grad_accum=lay.microbatches(req.workload),
-        tp=lay.tp,
-        pp=lay.pp,
-        dp=lay.dp,
-        zero_stage=lay.zero,
-        recompute=recompute_kind(lay.recompute, lay.framework),
-        flash_attention=req.flash_attention,
-        attention_kernel=req.attention_kernel,
-        sequence_parallel=lay.sequence_parallel,
-        state_bytes_on_gpu=(
-            mem.model_states - mem.gathered - mem.accumulating if full else mem.gradients + mem.optimizer
-        ),
+    traffic = StepTraffic(
+        state_bytes_on_gpu=mem.model_states - mem.gathered - mem.accumulating
+        if full
+        else mem.gradients + mem.optimizer,
         offloaded_bytes=mem.cpu_offload_bytes,
         trainable_params_per_gpu=trainable / max(1, lay.dp),
         trainable_params_per_replica=trainable,
         gradient_bytes_per_replica=gradient_bytes_per_replica(req, lay, mem),
-        inter_node_bytes_per_second=links.inter_node_bytes_per_second,
-        inter_node_latency_seconds=links.inter_node_latency_seconds,
-        gpus_per_node=links.gpus_per_node,
-        cp=lay.cp,
-        ep=lay.ep,
-        vp=lay.vp,
-        split=lay.stage_layers or None,
-        zero_shard_ranks=lay.shard_group,
-        ep_overlap=lay.ep_overlap,
-        ep_dispatch=lay.ep_dispatch,
-        cp_allgather=cp_by_allgather(lay.framework),
-        reduce_once_per_step=mem.accumulating > 0,
-        reshard_after_forward=req.memory.reshard_after_forward,
         reduce_bytes_per_gradient=FSDP2_REDUCE_BYTES if full and fsdp2 else GRADIENT_BYTES,
-        nvlink_fraction=links.nvlink_fraction,
-        nic_fraction=links.nic_fraction,
+        reduce_once_per_step=mem.accumulating > 0,
     )
+    return step_time(req.workload, lay, gpu, links, traffic)
 
 
 def _network(req: TrainRequest, layout: Layout, links: Links, gradient_bytes: float, step: StepTime):
