@@ -13,7 +13,7 @@ from compiler.catalog.types import Architecture
 from compiler.pipeline import resolve
 from compiler.sizing.train import parallel as tl
 from compiler.sizing.train import time as tt
-from compiler.sizing.train.memory import activation_bytes_per_layer
+from compiler.sizing.train.activations import activation_bytes_per_layer
 from compiler.sizing.train.search import TrainPins, search_training
 from tests.fixtures.train_sizing import memory_of, step_of
 from tests.test_train_time import H100, _step

@@ -6,9 +6,11 @@ import pytest
 
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture
+from compiler.sizing.train import activations as ta
 from compiler.sizing.train import memory as tm
+from compiler.sizing.train.activations import activation_bytes_per_layer
 from compiler.sizing.train.layout import MemoryOptions
-from compiler.sizing.train.memory import activation_bytes_per_layer, model_state_bytes_zero_paper
+from compiler.sizing.train.memory import model_state_bytes_zero_paper
 from tests.fixtures.train_sizing import memory_of
 
 GB = 1e9
@@ -342,12 +344,12 @@ def test_op_sac_keeps_what_torchtitans_policy_saves():
     """torchtitan's op-level SAC on a Llama-3.1-8B block (s 8192, b 2): mm 1, 3, 5, 7 saved = q (4096), v (1024),
     gate (14336), down (4096); SDPA output (4096) + fp32 logsumexp (32 heads); block input (4096):
     2·s·b·(4096·4 + 1024 + 14336) + 4·b·32·s = 1_042_284_544 bytes (0.97 GiB, against Megatron's selective 2.25)."""
-    assert tm.op_sac_saved(LLAMA8B) == (["q", "v", "gate", "down"], ["k", "o", "up"])
+    assert ta.op_sac_saved(LLAMA8B) == (["q", "v", "gate", "down"], ["k", "o", "up"])
     s, b = 8192, 2
     assert tm.op_sac_bytes_per_layer(LLAMA8B, s, b, 1, False) == 2 * s * b * (4096 * 4 + 1024 + 14336) + 4 * b * 32 * s
     assert tm.op_sac_bytes_per_layer(LLAMA8B, s, b, 1, False) == 1_042_284_544
     # the recomputed matrices: k 4096×1024, o 4096×4096, up 4096×14336
-    assert tm.op_sac_recomputed_params_per_layer(LLAMA8B) == 4096 * 1024 + 4096 * 4096 + 4096 * 14336
+    assert ta.op_sac_recomputed_params_per_layer(LLAMA8B) == 4096 * 1024 + 4096 * 4096 + 4096 * 14336
 
 
 def test_selective_is_op_sac_under_fsdp_and_megatrons_elsewhere():

@@ -267,8 +267,8 @@ def test_issue_17_llama_8b_lora_on_one_24_gb_gpu_stays_unsharded():
     """torchtune's recipe (rank 8 on q, v, o and the MLP; micro-batch 2 of 2048 tokens) on one 24 GB GPU: measured
     16.2 GiB. The old model said 25.6 GiB and chose ZeRO-3 with CPU offload; with LoRA's chunked loss (auto) it fits
     as plain PyTorch on the GPU."""
+    from compiler.sizing.train.activations import loss_for
     from compiler.sizing.train.layout import MemoryOptions
-    from compiler.sizing.train.memory import loss_for
 
     l4 = load_gpus()["l4-24gb"]
     req = request(

@@ -21,9 +21,9 @@ from ..plan.resolved import (
     Training,
 )
 from ..sizing.reasons import because
+from ..sizing.train.activations import EAGER_LOSS_LAUNCH_KINDS, loss_for
 from ..sizing.train.candidate import TrainCandidate
 from ..sizing.train.layout import Layout, MemoryOptions
-from ..sizing.train.memory import EAGER_LOSS_LAUNCH_KINDS, loss_for
 from ..sizing.train.search import TrainPins, TrainRequest, search_training
 from ..units import format_seconds
 from .context import PassContext

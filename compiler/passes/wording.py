@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..plan.resolved import Decision
 from ..sizing.reasons import Reason
-from ..sizing.train.memory import EAGER_LOSS_LAUNCH_KINDS, loss_for
+from ..sizing.train.activations import EAGER_LOSS_LAUNCH_KINDS, loss_for
 from ..units import format_count, format_seconds, format_usd
 
 if TYPE_CHECKING:

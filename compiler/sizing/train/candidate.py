@@ -9,16 +9,10 @@ from dataclasses import dataclass, field
 from ...catalog.fabrics import Interconnect, Storage
 from ...catalog.types import Architecture, GpuSpec
 from ..reasons import Reason
+from .activations import recompute_kind
 from .frameworks import runs_on_fsdp2
 from .layout import Layout, Links, describe
-from .memory import (
-    FSDP2_REDUCE_BYTES,
-    MemoryBreakdown,
-    checkpoint_bytes,
-    lora_trainable_params,
-    memory_per_gpu,
-    recompute_kind,
-)
+from .memory import FSDP2_REDUCE_BYTES, MemoryBreakdown, checkpoint_bytes, lora_trainable_params, memory_per_gpu
 from .parallel import moe_layer_share, routed_expert_params
 from .request import TrainRequest, links_for
 from .time import (

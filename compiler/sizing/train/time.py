@@ -77,8 +77,7 @@ from ...catalog.params import ParamCounts
 from ...catalog.types import Architecture, GpuSpec
 from ..cnn.layers import table_for
 from ..cnn.train import training_batch_time, transposes
-from .layout import Layout, Links, Workload
-from .memory import (
+from .activations import (
     OP_SAC,
     activation_bytes_per_layer,
     cnn_activation_bytes,
@@ -87,6 +86,7 @@ from .memory import (
     op_sac_recomputed_params_per_layer,
     recompute_kind,
 )
+from .layout import Layout, Links, Workload
 from .parallel import (
     cp_allgather_bytes_per_layer,
     cp_by_allgather,
