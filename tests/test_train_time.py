@@ -9,6 +9,7 @@ import pytest
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture, GpuSpec
 from compiler.sizing.train import time as tt
+from tests.fixtures.train_sizing import step_of
 
 # An H100-SXM-like part built by hand (datasheet dense bf16 989.4 TFLOP/s, 3.35 TB/s, NVLink 450 GB/s one way).
 H100 = GpuSpec(
@@ -101,7 +102,7 @@ def _step(**overrides):
         flash_attention=True,
     )
     args.update(overrides)
-    return tt.step_time(LLAMA8B, count_params(LLAMA8B), H100, **args)
+    return step_of(LLAMA8B, count_params(LLAMA8B), H100, **args)
 
 
 def test_matmul_time_is_flops_at_the_achievable_rate():
@@ -288,7 +289,7 @@ def test_resnet50_stored_activations_fit_nvidias_published_batches():
     """The layer table's stored activations (41.9 MB an image at 16 bits) fit the recipes' batches: AMP 256 on a
     16 GB V100; fp32 112 there but 256 only on a 32 GB part (DeepLearningExamples configs.yml, DGX1V / DGX2V)."""
     from compiler.catalog.loader import load_models
-    from compiler.sizing.train.memory import cnn_activation_bytes
+    from compiler.sizing.train.activations import cnn_activation_bytes
 
     resnet = load_models()["resnet-50"].architecture
     assert cnn_activation_bytes(resnet, "fp16", 1) == pytest.approx(41.9e6, rel=0.01)
@@ -346,7 +347,7 @@ def test_op_sac_reruns_the_matrices_it_did_not_save_not_the_attention_kernel():
     """torchtitan's op-level SAC (train_memory.OP_SAC): + 2 FLOPs per token per recomputed parameter (k, o, up:
     4096·1024 + 4096·4096 + 4096·14336 = 79.7M per layer); the attention kernel's output was saved, so it is not run
     again (Megatron's selective recomputes exactly that kernel)."""
-    from compiler.sizing.train.memory import OP_SAC
+    from compiler.sizing.train.activations import OP_SAC
 
     params = count_params(LLAMA8B)
     recomputed = 4096 * 1024 + 4096 * 4096 + 4096 * 14336

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from ..train.memory import activation_bytes_per_layer
+from ..train.activations import activation_bytes_per_layer
 from ..train.time import (
     FORWARD_PASSES,
     FP8_GEMM_BANDWIDTH_FRACTION,

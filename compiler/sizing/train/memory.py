@@ -19,30 +19,7 @@ Megatron sharding: transformer layers split over PP stages (⌈L/p⌉ on a stage
   the LM head (or, when tied, a copy of the embedding) and the final norm on the last; memory is that of the
   worse of the two stages.
 
-Activations, bytes per transformer layer and micro-batch, 16-bit (Korthikanti et al. 2022, §4.1, Table 2):
-  s·b·h·(34 + 5·a·s/h) = attention 11·sbh + 5·a·s²·b, MLP 19·sbh, two LayerNorm inputs 4·sbh, where
-    attention 11 = QKV input 2 + Q and K 4 + V 2 + softmax-dropout output read by the V-GEMM 2 + out-proj
-    dropout mask 1; scores: softmax output 2·as²b + dropout mask as²b + dropout output 2·as²b;
-    MLP 19 = input 2 + first GEMM output (GeLU input) 8 + GeLU output 8 + dropout mask 1 (width 4h).
-  Generalised here, each term derived the same way:
-  * GQA (Ainslie et al. 2023): K and V are g = kv_heads/heads as wide as Q: Q 2 + K,V 4·g; attention
-    = 2 + 2 + 4·g + 2 + 1 = 7 + 4·g (MHA: 11);
-  * MLP of width f: input 2·sbh + dropout mask sbh + non-gated: activation input and output 2·(2·sbf), or
-    gated (SwiGLU): gate and up outputs + their product 3·(2·sbf); f = 4h non-gated gives the paper's 19;
-  * MoE: every token visits experts_per_token experts (+ shared experts), so the f term counts that many
-    expert widths; the router's logits s·b·E (fp32, 4 bytes) are kept for its softmax backward;
-  * TP divides every term but the 10·sbh of LayerNorm inputs, block inputs and dropout masks (Table 2:
-    10 + 24/t); sequence parallelism divides those too (34/t);
-  * flash attention (Dao et al. 2022) keeps no s×s scores: the 5·a·s²·b term is gone (it stores O and the
-    softmax statistics, counted in the 11);
-  * selective recompute recomputes the attention core: the scores term is gone (Table 2 "34·sbh/t");
-  * full recompute stores only each layer's input 2·sbh (/t with SP) and re-runs the layer in the backward,
-    which then needs one layer's full activations at a time;
-  * "selective" is the framework's own selective recompute: Megatron-LM's core-attention recompute above, and on
-    the FSDP path torchtitan's op-level selective AC (`op_sac_bytes_per_layer`), which keeps the outputs of chosen
-    ops and recomputes the rest of the block, one block at a time in the backward like full recompute;
-  * 1F1B pipeline: stage i holds p − i micro-batches in flight, so the first holds min(p, m) (§4.2.3), the
-    last one.
+Activations: activations.py (Korthikanti et al. 2022, generalised; the losses' logits).
 
 Choices where frameworks differ (`MemoryOptions`; the plan's `train` fields of the same names), each default the
 one Megatron-LM / DeepSpeed / FSDP mixed precision use, with the recipe that differs named:
@@ -100,14 +77,22 @@ from dataclasses import dataclass
 
 from ...catalog.params import ParamCounts
 from ...catalog.types import Architecture
-from ..cnn.layers import table_for
-from ..cnn.train import stored_elements_per_item
+from .activations import (
+    OP_SAC,
+    WEIGHT_BYTES,
+    activation_bytes_per_layer,
+    cnn_activation_bytes,
+    loss_bytes_per_logit,
+    loss_for,
+    op_sac_bytes_per_layer,
+    recompute_kind,
+)
+from .layout import Layout, Workload
 from .parallel import cp_allgather_kv_bytes, cp_by_allgather, microbatches_in_flight, routed_expert_params
 
 GIB = 2**30
 MIB = 2**20
 
-WEIGHT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
 FP32_MASTER_BYTES = 4
 # Optimizer states per trainable parameter in mixed precision, fp32 master included (see module docstring).
 OPTIMIZER_STATE_BYTES = {"adamw": 12, "adamw-8bit": 6, "adamw-8bit-paged": 6, "sgd": 8, "adafactor": 4}
@@ -137,31 +122,6 @@ ALLOCATOR_FRAGMENTATION = 0.15
 # compiler/catalog/gpus.yaml header; the same share is taken for every part.
 DEVICE_VISIBLE_SHARE = 81559 / 81920
 
-SDPA_LOGSUMEXP_BYTES = 4  # flash / efficient SDPA return fp32 log-sum-exp rows (one per query and head)
-ACTIVATION_BYTES = 2  # 16-bit activations (Korthikanti et al. count 2 bytes per element, 1 per dropout mask)
-LOGITS_BYTES = 4  # fp32 logits, as Megatron's and HF's cross-entropy compute them
-LOGITS_COPIES = 2  # the logits and their gradient
-# Bytes per logit each loss keeps at its peak (module docstring): standard fp32 logits + gradient; chunked 16-bit
-# logits + one of 8 chunks upcast with its gradient (torchtune CEWithChunkedOutputLoss, num_output_chunks=8);
-# fused never materialises them.
-CHUNKED_LOSS_CHUNKS = 8
-LOSS_BYTES_PER_LOGIT = {
-    "standard": LOGITS_BYTES * LOGITS_COPIES,
-    "chunked": 2 + LOGITS_BYTES * LOGITS_COPIES / CHUNKED_LOSS_CHUNKS,
-    "fused": 0.0,
-    "flash-attn": 2 * ACTIVATION_BYTES,
-}
-# PyTorch's eager cross-entropy over fp32-upcast logits, at the backward of its log_softmax: the saved fp32 output,
-# the incoming fp32 gradient and the returned one (module docstring); Megatron's fused loss keeps the 8 above.
-EAGER_CROSS_ENTROPY_LIVE_COPIES = 3
-EAGER_STANDARD_LOSS_BYTES_PER_LOGIT = LOGITS_BYTES * EAGER_CROSS_ENTROPY_LIVE_COPIES
-# Frameworks whose "standard" loss is Megatron's vocab-parallel cross-entropy (Megatron-LM; DeepSpeed's pre-training
-# stacks Megatron-DeepSpeed and GPT-NeoX call it too).
-FUSED_LOSS_FRAMEWORKS = ("megatron", "deepspeed")
-# Launch kinds whose script computes the loss with PyTorch's eager cross-entropy whatever the framework: the Hugging
-# Face Trainer calls the model's own loss (transformers loss_utils.ForCausalLMLoss: `logits.float()` then
-# F.cross_entropy), also under DeepSpeed.
-EAGER_LOSS_LAUNCH_KINDS = ("hf-trainer",)
 # PyTorch DDP copies gradients into its all-reduce buckets unless gradient_as_bucket_view=True (default False);
 # pytorch/pytorch#41954, which added the view: "roberta_base with ~1GB parameters, peak memory dropped ~1GB".
 DDP_GRADIENT_COPIES = 2
@@ -170,39 +130,6 @@ FSDP_GATHERED_LAYERS = 2
 # The FSDP2 script's gradient reduction dtype (MixedPrecisionPolicy reduce_dtype; torchtitan's
 # mixed_precision_reduce default "float32"): the width of FSDP2's accumulated unsharded gradient under PP (below).
 FSDP2_REDUCE_BYTES = 4
-
-
-@dataclass(frozen=True)
-class MemoryOptions:
-    """Where frameworks differ (module docstring); each default is Megatron-LM's / DeepSpeed's / FSDP's."""
-
-    master_weights: str = "fp32"  # fp32 | none (pure 16-bit, torchtune's default)
-    loss: str = "standard"  # standard | chunked | fused (resolve "auto" with `loss_for`)
-    eager_loss: bool = (
-        False  # the script's loss is PyTorch's eager one whatever the framework (EAGER_LOSS_LAUNCH_KINDS)
-    )
-    optimizer_in_backward: bool = False
-    activation_offload: bool = False
-    reshard_after_forward: bool = True
-    expandable_segments: bool = False
-
-
-def loss_bytes_per_logit(loss: str, framework: str, eager: bool = False) -> float:
-    """Bytes per logit the loss keeps at its peak: "standard" is Megatron's fused loss under Megatron-LM and DeepSpeed
-    and PyTorch's eager cross-entropy elsewhere, or wherever the script's own loss is eager (module docstring)."""
-    if loss == "standard" and (eager or framework not in FUSED_LOSS_FRAMEWORKS):
-        return EAGER_STANDARD_LOSS_BYTES_PER_LOGIT
-    return LOSS_BYTES_PER_LOGIT[loss]
-
-
-def loss_for(loss: str, method: str) -> str:
-    """The plan's `loss`, "auto" resolved: chunked for LoRA/QLoRA (torchtune's recipes), standard for full."""
-    if loss != "auto":
-        return loss
-    return "chunked" if method in ("lora", "qlora") else "standard"
-
-
-ROUTER_LOGIT_BYTES = 4  # fp32 router logits (Mixtral/Megatron MoE routers run in fp32)
 
 
 @dataclass(frozen=True)
@@ -326,295 +253,139 @@ def deepspeed_model_states(
     return gather + 2 * shard, 4 * shard, 12 * shard, 0.0
 
 
-def cnn_element_bytes(precision: str) -> int:
-    """A CNN activation's width in training: fp32 under fp32/TF32, 16-bit otherwise (AMP keeps 16-bit tensors)."""
-    return 4 if WEIGHT_BYTES[precision] == 4 else 2
+def _communicators(layout: Layout) -> int:
+    lay = layout
+    return max(1, (lay.tp > 1) + (lay.pp > 1) + (lay.dp > 1) + (lay.cp > 1) + (lay.ep > 1))
 
 
-def cnn_activation_bytes(arch: Architecture, precision: str, samples: int) -> float:
-    """Activations `samples` CNN samples keep for the backward: from the layer table (cnn_train) when the model has
-    one, else the catalog's 16-bit figure, doubled when they are fp32 (TF32 training keeps fp32 activations)."""
-    table = table_for(arch)
-    if table:
-        return stored_elements_per_item(table) * samples * cnn_element_bytes(precision)
-    return arch.activation_bytes_per_sample * samples * (2 if WEIGHT_BYTES[precision] == 4 else 1)
+def _shard_ranks(layout: Layout) -> int:
+    """The ranks ZeRO shards over: the HSDP group, else DP·CP (Megatron shards over dp·cp, FSDP over dp_shard × cp)."""
+    return max(1, layout.shard_group or layout.data_ranks)
 
 
-def activation_bytes_per_layer(
-    arch: Architecture,
-    seq_len: int,
-    micro_batch: int,
-    tp: int,
-    sequence_parallel: bool,
-    recompute: str,
-    flash_attention: bool,
-    cp: int = 1,
-) -> float:
-    """Stored activations of one transformer layer for one micro-batch (module docstring, Korthikanti Table 2);
-    context parallelism splits every term along the sequence (train_layout docstring)."""
-    if cp > 1:
-        return (
-            activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, recompute, flash_attention)
-            / cp
-        )
-    s, b, h, t = seq_len, micro_batch, arch.hidden, tp
-    sbh = s * b * h
-    sp = t if sequence_parallel else 1
-    if recompute == "full":
-        return ACTIVATION_BYTES * sbh / sp
-    g = arch.kv_heads / arch.heads if arch.heads else 1.0
-    experts = (arch.experts_per_token + arch.shared_experts) if arch.is_moe else 1
-    f = (arch.moe_ffn_hidden or arch.ffn_hidden) * experts if arch.is_moe else arch.ffn_hidden
-    attention = (7 + 4 * g) * sbh
-    mlp = 3 * sbh + (3 if arch.gated_mlp else 2) * ACTIVATION_BYTES * s * b * f
-    norms = 4 * sbh
-    replicated = 10 * sbh  # LayerNorm inputs, block inputs, dropout masks: split over TP only with SP
-    total = (attention + mlp + norms - replicated) / t + replicated / sp
-    if arch.is_moe:
-        total += s * b * arch.experts * ROUTER_LOGIT_BYTES / sp
-    if not flash_attention and recompute == "none":
-        total += 5 * arch.heads * s * s * b / t
-    return total
+def _recompute(work: Workload, layout: Layout) -> str:
+    return recompute_kind(layout.recompute, layout.framework) if work.arch.layers else layout.recompute
 
 
-# torchtitan's op-level selective AC (`selective_ac_option = "op"`, the default of its llama3 configs), in
-# torchtitan/parallelisms/parallelize_llama.py `_save_list` / `_apply_ac_to_transformer_block` at 9dec370 (Dec 2024,
-# the H100 benchmark's commit; the same at e7c0cae, June 2025, torchtitan/models/llama3/parallelize_llama.py): per
-# checkpointed block, CheckpointPolicy.MUST_SAVE for the outputs of aten.mm except every second one (a counter per
-# block), flash / efficient SDPA, _c10d_functional.reduce_scatter_tensor and max; PREFER_RECOMPUTE for the rest.
-OP_SAC = "op"  # the sizing's name for it: what "selective" means on the FSDP path (`recompute_kind`)
-
-
-def recompute_kind(recompute: str, framework: str) -> str:
-    """The plan's recompute as the sizing prices it: "selective" is the framework's own selective recompute,
-    torchtitan's op-level SAC on the FSDP path (fsdp/fsdp_tp.py applies it), Megatron-LM's core attention elsewhere."""
-    return OP_SAC if recompute == "selective" and framework == "fsdp" else recompute
-
-
-def block_matmuls(arch: Architecture) -> list[tuple[str, float, bool]]:
-    """The block's aten.mm calls in forward order, as torchtitan's Llama block runs them (q, k, v, o; w1 gate, w3 up,
-    w2 down; a non-gated MLP up, down): (name, output width per token, rowwise: a TP-partial output of full width).
-    MoE layers count their token's expert widths (top-k + shared) as one MLP, as `activation_bytes_per_layer`."""
-    q = arch.heads * arch.attention_head_dim
-    kv = arch.kv_heads * arch.attention_head_dim
-    experts = (arch.experts_per_token + arch.shared_experts) if arch.is_moe else 1
-    f = (arch.moe_ffn_hidden or arch.ffn_hidden) * experts
-    mlp = [("gate", f, False), ("up", f, False)] if arch.gated_mlp else [("up", f, False)]
-    return [
-        ("q", q, False),
-        ("k", kv, False),
-        ("v", kv, False),
-        ("o", arch.hidden, True),
-        *mlp,
-        ("down", arch.hidden, True),
-    ]
-
-
-def op_sac_saved(arch: Architecture) -> tuple[list[str], list[str]]:
-    """(saved, recomputed) matrices under torchtitan's policy: the 1st, 3rd, 5th ... mm of a block are saved."""
-    names = [name for name, _, _ in block_matmuls(arch)]
-    return names[0::2], names[1::2]
-
-
-def op_sac_recomputed_params_per_layer(arch: Architecture) -> float:
-    """GEMM parameters of the matrices torchtitan's op-level SAC re-runs in the backward (`op_sac_saved`): the FLOPs
-    it adds are 2 per parameter per token (train_time)."""
-    _, recomputed = op_sac_saved(arch)
-    widths = {name: width for name, width, _ in block_matmuls(arch)}
-    inputs = {"o": arch.heads * arch.attention_head_dim, "down": widths["up"]}
-    return sum(inputs.get(name, arch.hidden) * widths[name] for name in recomputed)
-
-
-def op_sac_bytes_per_layer(
-    arch: Architecture, seq_len: int, micro_batch: int, tp: int, sequence_parallel: bool, cp: int = 1
-) -> float:
-    """What torchtitan's op-level SAC keeps per block and micro-batch (OP_SAC source above), 16-bit unless stated:
-    the block input 2·sbh (the checkpoint's argument; /t with SP), the saved mm outputs 2·s·b·width (colwise /t; a
-    rowwise output is the TP-partial sum of full width), the SDPA output 2·s·b·H·Q/t and its fp32 logsumexp
-    4·b·heads·s/t, and with SP the reduce-scatter outputs of the two rowwise matrices 2·sbh/t each."""
-    s, b, t = seq_len / cp, micro_batch, tp
-    sp = t if sequence_parallel else 1
-    saved, _ = op_sac_saved(arch)
-    total = ACTIVATION_BYTES * s * b * arch.hidden / sp
-    for name, width, rowwise in block_matmuls(arch):
-        if name in saved:
-            total += ACTIVATION_BYTES * s * b * width / (1 if rowwise else t)
-    total += ACTIVATION_BYTES * s * b * arch.heads * arch.attention_head_dim / t
-    total += SDPA_LOGSUMEXP_BYTES * b * arch.heads * s / t
-    if sequence_parallel and t > 1:
-        total += 2 * ACTIVATION_BYTES * s * b * arch.hidden / t
-    return total
-
-
-def _communicators(tp: int, pp: int, dp: int, cp: int = 1, ep: int = 1) -> int:
-    return max(1, (tp > 1) + (pp > 1) + (dp > 1) + (cp > 1) + (ep > 1))
-
-
-def memory_per_gpu(
-    arch: Architecture,
-    params: ParamCounts,
-    *,
-    precision: str = "bf16",
-    optimizer: str = "adamw",
-    method: str = "full",
-    lora_rank: int = 0,
-    lora_targets: tuple[str, ...] = (),
-    tp: int = 1,
-    pp: int = 1,
-    dp: int = 1,
-    zero_stage: int = 0,
-    zero_shard_ranks: int | None = None,
-    offload_optimizer: bool = False,
-    offload_params: bool = False,
-    seq_len: int = 2048,
-    micro_batch: int = 1,
-    microbatches: int = 1,
-    recompute: str = "none",
-    sequence_parallel: bool = False,
-    flash_attention: bool = True,
-    framework: str = "",
-    options: MemoryOptions = MemoryOptions(),
-    cp: int = 1,
-    ep: int = 1,
-    vp: int = 1,
-    split: tuple[int, ...] | None = None,
-) -> MemoryBreakdown:
-    """Peak bytes on one GPU of the worst pipeline stage: model states + activations + runtime.
-
-    `split`: layers per stage (train_layout.pipeline_split; default ⌈L/p⌉ on every stage); `cp` divides the
-    activations and joins the ZeRO shard group (Megatron shards over dp·cp, FSDP over dp_shard × cp; under FSDP the
-    all-gathered K/V on top, train_layout.cp_allgather_kv_bytes); `ep` divides the routed experts and
-    their states; `vp` chunks per rank hold more micro-batches in flight (train_layout.microbatches_in_flight)."""
-    shard = max(1, zero_shard_ranks or dp * cp)
-    w = WEIGHT_BYTES[precision]
-    k = optimizer_bytes_per_param(arch, optimizer, precision, options.master_weights)
-    recompute = recompute_kind(recompute, framework) if arch.layers else recompute
+def _layer_activations(work: Workload, layout: Layout) -> tuple[float, float]:
+    """(bytes a layer keeps for its backward per micro-batch in flight, bytes of the one layer the backward re-runs
+    under recompute): Korthikanti et al.'s terms for the recompute kind, what selective-op SAC keeps, and under
+    all-gather CP the whole sequence's K/V beyond the local s/CP (parallel.cp_allgather_kv_bytes)."""
+    arch, lay = work.arch, layout
+    shape = (arch, work.seq_len, lay.micro_batch, lay.tp, lay.sequence_parallel)
+    recompute = _recompute(work, lay)
     if recompute == OP_SAC:
-        per_layer = op_sac_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, cp)
+        per_layer = op_sac_bytes_per_layer(*shape, lay.cp)
     else:
-        per_layer = activation_bytes_per_layer(
-            arch, seq_len, micro_batch, tp, sequence_parallel, recompute, flash_attention, cp
-        )
+        per_layer = activation_bytes_per_layer(*shape, recompute, work.flash_attention, lay.cp)
+    full_layer = 0.0
     if recompute in ("full", OP_SAC):  # the backward re-runs one layer and holds its full activations meanwhile
-        full_layer = activation_bytes_per_layer(
-            arch, seq_len, micro_batch, tp, sequence_parallel, "none", flash_attention, cp
-        )
+        full_layer = activation_bytes_per_layer(*shape, "none", work.flash_attention, lay.cp)
         if recompute == OP_SAC:  # what the recompute adds to the outputs the block kept
             full_layer = max(0.0, full_layer - per_layer)
-        elif options.activation_offload:  # the checkpointed layer inputs wait in host memory
+        elif work.memory.activation_offload:  # the checkpointed layer inputs wait in host memory
             per_layer = 0.0
-    else:
-        full_layer = 0.0
-    gathered_kv = 0.0
-    if cp > 1 and arch.layers and cp_by_allgather(framework):  # all-gather CP (train_layout docstring)
-        gathered_kv = cp_allgather_kv_bytes(arch, seq_len, micro_batch, tp)  # one layer's, or its gradient
-        beyond_local = gathered_kv * (cp - 1) / cp  # the whole sequence's K/V where the terms above count s/cp
+    if lay.cp > 1 and arch.layers and cp_by_allgather(lay.framework):
+        beyond_local = _gathered_kv(work, lay) * (lay.cp - 1) / lay.cp  # the whole sequence's K/V beyond s/cp
         if recompute in ("full", OP_SAC):  # re-gathered by the layer being recomputed
             full_layer += beyond_local
         else:  # saved for the backward by every layer
             per_layer += beyond_local
-    loss = loss_for(options.loss, method)
-    logits = (
-        seq_len * micro_batch * arch.vocab / (tp * cp) * loss_bytes_per_logit(loss, framework, options.eager_loss)
-        if arch.vocab and arch.kind == "decoder"
-        else 0.0
-    )
-    # gradients and activations not live together: an un-accumulated step of one replica or of FSDP (docstring)
-    apart = microbatches == 1 and pp == 1 and (dp == 1 or framework == "fsdp")
+    return per_layer, full_layer
+
+
+def _gathered_kv(work: Workload, layout: Layout) -> float:
+    """All-gather CP's K/V of one layer (or its gradient), held on top of the layers' activations."""
+    if layout.cp > 1 and work.arch.layers and cp_by_allgather(layout.framework):
+        return cp_allgather_kv_bytes(work.arch, work.seq_len, layout.micro_batch, layout.tp)
+    return 0.0
+
+
+def _logits(work: Workload, layout: Layout) -> float:
+    """The loss's logits on the last stage, at the loss implementation's bytes per logit."""
+    arch = work.arch
+    if not (arch.vocab and arch.kind == "decoder"):
+        return 0.0
+    loss = loss_for(work.memory.loss, work.method)
+    per_logit = loss_bytes_per_logit(loss, layout.framework, work.memory.eager_loss)
+    return work.seq_len * layout.micro_batch * arch.vocab / (layout.tp * layout.cp) * per_logit
+
+
+def _stages(work: Workload, layout: Layout) -> list[tuple[int, int, bool, bool]]:
+    """(rank, layers, first, last) of the stages that bound the memory: the first, second and last bound every regular
+    split (in-flight falls with the rank); a stated per-stage list is checked stage by stage."""
+    arch, pp = work.arch, layout.pp
     if not arch.layers:
-        stages = [(0, 0, True, True)]
+        return [(0, 0, True, True)]
+    split = layout.stage_layers or (_ceil_div(arch.layers, pp),) * pp
+    ranks = range(pp) if len(set(split[1:-1])) > 1 else sorted({0, min(1, pp - 1), pp - 1})
+    return [(r, split[r], r == 0, r == pp - 1) for r in ranks]
+
+
+def _stage_states(work: Workload, layout: Layout, layers: int, first: bool, last: bool) -> tuple[float, ...]:
+    """(weights, gradients, optimizer, cpu, gathered, accumulating) bytes of one stage's GPU: its model states, the
+    layers FSDP holds gathered, and under FSDP2 pipelining the whole stage's weights and fp32 gradients."""
+    arch, lay = work.arch, layout
+    if arch.layers:
+        held, experts = held_params(arch, work.params, lay.tp, lay.pp, layers, first, last, lay.ep)
     else:
-        split = split or (_ceil_div(arch.layers, pp),) * pp
-        # the first, second and last stages bound every regular split (in-flight falls with the rank); a stated
-        # per-stage list is checked stage by stage
-        ranks = range(pp) if len(set(split[1:-1])) > 1 else sorted({0, min(1, pp - 1), pp - 1})
-        stages = [(r, split[r], r == 0, r == pp - 1) for r in ranks]
-    worst: MemoryBreakdown | None = None
-    for rank, layers_on_stage, first, last in stages:
-        if arch.layers:
-            held, experts = held_params(arch, params, tp, pp, layers_on_stage, first, last, ep)
-        else:
-            held, experts = float(params.total), 0.0
-        weights, gradients, optimizer_bytes, cpu = _model_states(
-            arch,
-            params,
-            held,
-            w,
-            k,
-            method,
-            lora_rank,
-            lora_targets,
-            tp,
-            pp,
-            shard,
-            zero_stage,
-            offload_optimizer,
-            offload_params,
-            framework,
-            precision,
-            optimizer,
-            options,
-            experts,
-            ep,
-        )
-        gathered = _gathered(arch, params, w, method, tp, shard, zero_stage, framework, options)
-        accumulating = 0.0
-        if pipeline_without_sync(framework, pp, zero_stage, shard, arch):
-            whole_weights, whole_gradients, _, _ = _model_states(
-                arch,
-                params,
-                held,
-                w,
-                k,
-                method,
-                lora_rank,
-                lora_targets,
-                tp,
-                pp,
-                1,
-                0,
-                False,
-                False,
-                framework,
-                precision,
-                optimizer,
-                options,
-                experts,
-                ep,
-            )
-            if options.reshard_after_forward:  # the stage's whole 16-bit weights replace the two-layer buffer
-                weights += max(gathered, whole_weights) - gathered
-                gathered = max(gathered, whole_weights)
-            gradients = accumulating = whole_gradients / w * FSDP2_REDUCE_BYTES
-        in_flight = microbatches_in_flight(pp, vp, rank, microbatches)
-        activations = in_flight * layers_on_stage * per_layer + full_layer + gathered_kv
-        if not arch.layers:
-            activations += cnn_activation_bytes(arch, precision, micro_batch) / tp
-        if last:
-            activations += logits
-        allocated = weights + optimizer_bytes + (max(gradients, activations) if apart else gradients + activations)
-        reserve = (
-            0.0 if options.expandable_segments else allocated * ALLOCATOR_FRAGMENTATION / (1 - ALLOCATOR_FRAGMENTATION)
-        )
-        other = CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(tp, pp, dp, cp, ep) + reserve
-        total = allocated + other
-        stage = MemoryBreakdown(
-            int(weights),
-            int(gradients),
-            int(optimizer_bytes),
-            int(activations),
-            int(other),
-            int(total),
-            int(cpu),
-            int(allocated),
-            int(allocated + reserve),
-            int(gathered),
-            int(accumulating),
-        )
-        if worst is None or stage.total > worst.total:
-            worst = stage
-    assert worst is not None
-    return worst
+        held, experts = float(work.params.total), 0.0
+    shard = _shard_ranks(lay)
+    weights, gradients, optimizer, cpu = _model_states(work, lay, held, experts, shard)
+    gathered = _gathered(work, lay, shard)
+    accumulating = 0.0
+    if pipeline_without_sync(lay.framework, lay.pp, lay.zero, shard, arch):
+        unsharded = lay.with_changes(zero=0, offload=False, offload_params=False)
+        whole_weights, whole_gradients, _, _ = _model_states(work, unsharded, held, experts, 1)
+        if work.memory.reshard_after_forward:  # the stage's whole 16-bit weights replace the two-layer buffer
+            weights += max(gathered, whole_weights) - gathered
+            gathered = max(gathered, whole_weights)
+        gradients = accumulating = whole_gradients / WEIGHT_BYTES[work.precision] * FSDP2_REDUCE_BYTES
+    return weights, gradients, optimizer, cpu, gathered, accumulating
+
+
+def _stage_memory(work: Workload, layout: Layout, stage: tuple[int, int, bool, bool]) -> MemoryBreakdown:
+    """One stage's peak: model states + the activations of its micro-batches in flight + runtime and allocator."""
+    arch, lay, options = work.arch, layout, work.memory
+    rank, layers, first, last = stage
+    weights, gradients, optimizer, cpu, gathered, accumulating = _stage_states(work, lay, layers, first, last)
+    per_layer, full_layer = _layer_activations(work, lay)
+    in_flight = microbatches_in_flight(lay.pp, lay.vp, rank, lay.microbatches(work))
+    activations = in_flight * layers * per_layer + full_layer + _gathered_kv(work, lay)
+    if not arch.layers:
+        activations += cnn_activation_bytes(arch, work.precision, lay.micro_batch) / lay.tp
+    if last:
+        activations += _logits(work, lay)
+    # gradients and activations not live together: an un-accumulated step of one replica or of FSDP (docstring)
+    apart = lay.microbatches(work) == 1 and lay.pp == 1 and (lay.dp == 1 or lay.framework == "fsdp")
+    allocated = weights + optimizer + (max(gradients, activations) if apart else gradients + activations)
+    fragmentation = ALLOCATOR_FRAGMENTATION / (1 - ALLOCATOR_FRAGMENTATION)
+    reserve = 0.0 if options.expandable_segments else allocated * fragmentation
+    other = CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(lay) + reserve
+    return MemoryBreakdown(
+        int(weights),
+        int(gradients),
+        int(optimizer),
+        int(activations),
+        int(other),
+        int(allocated + other),
+        int(cpu),
+        int(allocated),
+        int(allocated + reserve),
+        int(gathered),
+        int(accumulating),
+    )
+
+
+def memory_per_gpu(work: Workload, layout: Layout) -> MemoryBreakdown:
+    """Peak bytes on one GPU of the worst pipeline stage: model states + activations + runtime.
+
+    `layout.stage_layers`: layers per stage (parallel.pipeline_split; default ⌈L/p⌉ on every stage); CP divides the
+    activations and joins the ZeRO shard group (Megatron shards over dp·cp, FSDP over dp_shard × cp; under FSDP the
+    all-gathered K/V on top, parallel.cp_allgather_kv_bytes); EP divides the routed experts and their states; VP
+    chunks per rank hold more micro-batches in flight (parallel.microbatches_in_flight)."""
+    stages = [_stage_memory(work, layout, stage) for stage in _stages(work, layout)]
+    return max(stages, key=lambda stage: stage.total)  # the first of equal totals, as the stages are listed
 
 
 def pipeline_without_sync(framework: str, pp: int, zero_stage: int, shard: int, arch: Architecture) -> bool:
@@ -636,104 +407,108 @@ def largest_tensor_params(arch: Architecture, tp: int) -> float:
     return max(arch.vocab * arch.hidden, arch.hidden * f, arch.hidden * arch.hidden) / tp
 
 
-def _gathered(
-    arch: Architecture,
-    params: ParamCounts,
-    w: float,
-    method: str,
-    tp: int,
-    shard: int,
-    zero_stage: int,
-    framework: str,
-    options: MemoryOptions,
-) -> float:
+def _gathered(work: Workload, layout: Layout, shard: int) -> float:
     """FSDP (ZeRO-3 outside DeepSpeed) holds the layer it computes with and the one it prefetches (docstring)."""
-    if zero_stage < 3 or shard <= 1 or not options.reshard_after_forward or framework == "deepspeed" or not arch.layers:
+    arch, lay = work.arch, layout
+    if lay.zero < 3 or shard <= 1 or not work.memory.reshard_after_forward or lay.framework == "deepspeed":
         return 0.0
-    layer = (params.per_layer_attention + params.per_layer_mlp_total) / tp
-    return FSDP_GATHERED_LAYERS * layer * (NF4_BITS_PER_PARAM / 8 if method == "qlora" else w)
+    if not arch.layers:
+        return 0.0
+    layer = (work.params.per_layer_attention + work.params.per_layer_mlp_total) / lay.tp
+    base_bytes = NF4_BITS_PER_PARAM / 8 if work.method == "qlora" else WEIGHT_BYTES[work.precision]
+    return FSDP_GATHERED_LAYERS * layer * base_bytes
+
+
+def _expert_model_states(
+    work: Workload, layout: Layout, held: float, experts: float, shard: int
+) -> tuple[float, float, float, float]:
+    """Full weights with EP: each GPU holds 1/ep of the experts, and ZeRO shards them over shard/ep ranks instead of
+    shard (parallel.py docstring)."""
+    lay = layout
+    w = WEIGHT_BYTES[work.precision]
+    k = optimizer_bytes_per_param(work.arch, work.optimizer, work.precision, work.memory.master_weights)
+    expert_shard = max(1, shard // lay.ep)
+    dense = held - experts
+    weight_shard = shard if lay.zero >= 3 and work.memory.reshard_after_forward else 1
+    expert_weight_shard = expert_shard if weight_shard > 1 else 1
+    weights = dense * w / weight_shard + experts * w / expert_weight_shard + _gathered(work, lay, shard)
+    gradients = (dense * w / shard + experts * w / expert_shard) if lay.zero >= 2 else held * w
+    optimizer = (dense * k / shard + experts * k / expert_shard) if lay.zero >= 1 else held * k
+    if lay.framework == "ddp" and shard > 1:
+        gradients *= DDP_GRADIENT_COPIES
+    cpu = 0.0
+    if lay.offload:
+        cpu += optimizer + gradients
+        optimizer = gradients = 0.0
+    return weights, gradients, optimizer, cpu
+
+
+def _adapter_model_states(work: Workload, layout: Layout, held: float, shard: int) -> tuple[float, float, float]:
+    """LoRA / QLoRA: the frozen base (QLoRA's linear layers in 4 bits) sharded as ZeRO-3 shards weights, the adapters
+    with their gradients and optimizer states."""
+    arch, lay, params = work.arch, layout, work.params
+    w = WEIGHT_BYTES[work.precision]
+    k = optimizer_bytes_per_param(arch, work.optimizer, work.precision, work.memory.master_weights)
+    weight_shard = shard if lay.zero >= 3 and work.memory.reshard_after_forward else 1
+    base_bytes = NF4_BITS_PER_PARAM / 8 if work.method == "qlora" else w
+    layer_matrices = (params.per_layer_attention + params.per_layer_mlp_total) * _ceil_div(arch.layers, lay.pp) / lay.tp
+    quantised = min(held, layer_matrices) if work.method == "qlora" else 0.0  # QLoRA quantises the linear layers only
+    frozen = quantised * base_bytes + (held - quantised) * w
+    trainable = lora_trainable_params(arch, work.lora_rank, work.lora_targets, lay.tp) / lay.pp
+    weights = frozen / weight_shard + _gathered(work, lay, shard) + trainable * w
+    gradients = trainable * w / (shard if lay.zero >= 2 else 1)
+    optimizer = trainable * k / (shard if lay.zero >= 1 else 1)
+    return weights, gradients, optimizer
 
 
 def _model_states(
-    arch: Architecture,
-    params: ParamCounts,
-    held: float,
-    w: float,
-    k: float,
-    method: str,
-    lora_rank: int,
-    lora_targets: tuple[str, ...],
-    tp: int,
-    pp: int,
-    shard: int,
-    zero_stage: int,
-    offload_optimizer: bool,
-    offload_params: bool,
-    framework: str,
-    precision: str,
-    optimizer: str,
-    options: MemoryOptions = MemoryOptions(),
-    experts: float = 0.0,
-    ep: int = 1,
+    work: Workload, layout: Layout, held: float, experts: float, shard: int
 ) -> tuple[float, float, float, float]:
     """(weights, gradients, optimizer, cpu) bytes for `held` parameters on one GPU; `experts` of them are routed
-    experts, whose states shard over the shard/ep expert-data-parallel ranks (train_layout docstring)."""
-    cpu = 0.0
-    if experts and ep > 1 and method == "full":
-        # each GPU holds 1/ep of the experts; ZeRO shards them over shard/ep ranks instead of shard
-        expert_shard = max(1, shard // ep)
-        dense = held - experts
-        weight_shard = shard if zero_stage >= 3 and options.reshard_after_forward else 1
-        expert_weight_shard = expert_shard if weight_shard > 1 else 1
-        gathered = _gathered(arch, params, w, method, tp, shard, zero_stage, framework, options)
-        weights = dense * w / weight_shard + experts * w / expert_weight_shard + gathered
-        gradients = (dense * w / shard + experts * w / expert_shard) if zero_stage >= 2 else held * w
-        optimizer_bytes = (dense * k / shard + experts * k / expert_shard) if zero_stage >= 1 else held * k
-        if framework == "ddp" and shard > 1:
-            gradients *= DDP_GRADIENT_COPIES
-        if offload_optimizer:
-            cpu += optimizer_bytes + gradients
-            optimizer_bytes = gradients = 0.0
-        return weights, gradients, optimizer_bytes, cpu
+    experts, whose states shard over the shard/ep expert-data-parallel ranks (parallel.py docstring)."""
+    lay, options = layout, work.memory
+    w = WEIGHT_BYTES[work.precision]
+    if experts and lay.ep > 1 and work.method == "full":
+        return _expert_model_states(work, lay, held, experts, shard)
     # without resharding after the forward every gathered layer stays until the backward: weights held whole
-    weight_shard = shard if zero_stage >= 3 and options.reshard_after_forward else 1
-    gathered = _gathered(arch, params, w, method, tp, shard, zero_stage, framework, options)
-    if method == "full":
-        if (
-            framework == "deepspeed"
-            and w == 2
-            and optimizer == "adamw"
-            and zero_stage >= 2
-            and options.master_weights == "fp32"
-        ):
-            largest = params.largest_layer / tp
-            return deepspeed_model_states(held, largest, shard, zero_stage, offload_optimizer, offload_params)
+    weight_shard = shard if lay.zero >= 3 and options.reshard_after_forward else 1
+    gathered = _gathered(work, lay, shard)
+    if work.method == "full":
+        deepspeed_allocates = w == 2 and work.optimizer == "adamw" and options.master_weights == "fp32"
+        if lay.framework == "deepspeed" and deepspeed_allocates and lay.zero >= 2:
+            largest = work.params.largest_layer / lay.tp
+            return deepspeed_model_states(held, largest, shard, lay.zero, lay.offload, lay.offload_params)
+        k = optimizer_bytes_per_param(work.arch, work.optimizer, work.precision, options.master_weights)
         weights = held * w / weight_shard + gathered
-        gradients = held * w / (shard if zero_stage >= 2 else 1)
-        optimizer_bytes = held * k / (shard if zero_stage >= 1 else 1)
+        gradients = held * w / (shard if lay.zero >= 2 else 1)
+        optimizer = held * k / (shard if lay.zero >= 1 else 1)
     else:
-        base_bytes = NF4_BITS_PER_PARAM / 8 if method == "qlora" else w
-        layer_matrices = (params.per_layer_attention + params.per_layer_mlp_total) * _ceil_div(arch.layers, pp) / tp
-        quantised = min(held, layer_matrices) if method == "qlora" else 0.0  # QLoRA quantises the linear layers only
-        frozen = quantised * base_bytes + (held - quantised) * w
-        trainable = lora_trainable_params(arch, lora_rank, lora_targets, tp) / pp
-        weights = frozen / weight_shard + gathered + trainable * w
-        gradients = trainable * w / (shard if zero_stage >= 2 else 1)
-        optimizer_bytes = trainable * k / (shard if zero_stage >= 1 else 1)
-    if options.optimizer_in_backward:  # one tensor's gradient at a time
-        gradients = min(gradients, largest_tensor_params(arch, tp) * w)
-    elif framework == "ddp" and shard > 1:  # DDP's all-reduce buckets hold a second copy of the gradients
+        weights, gradients, optimizer = _adapter_model_states(work, lay, held, shard)
+    return _placed(work, lay, (weights, gradients, optimizer), gathered, shard)
+
+
+def _placed(
+    work: Workload, layout: Layout, states: tuple[float, float, float], gathered: float, shard: int
+) -> tuple[float, float, float, float]:
+    """(weights, gradients, optimizer, cpu): the states where the framework keeps them — one gradient tensor at a
+    time (optimizer in backward), DDP's second gradient copy, paged or offloaded optimizer states on the host."""
+    lay = layout
+    weights, gradients, optimizer = states
+    cpu = 0.0
+    if work.memory.optimizer_in_backward:  # one tensor's gradient at a time
+        gradients = min(gradients, largest_tensor_params(work.arch, lay.tp) * WEIGHT_BYTES[work.precision])
+    elif lay.framework == "ddp" and shard > 1:  # DDP's all-reduce buckets hold a second gradient copy
         gradients *= DDP_GRADIENT_COPIES
-    if optimizer in PAGED_OPTIMIZERS:  # unified memory the driver pages to the host under pressure
-        cpu += optimizer_bytes
-        optimizer_bytes = 0.0
-    if offload_optimizer:  # ZeRO-Offload keeps the gradient partition next to the optimizer states on the host
-        cpu += optimizer_bytes + gradients
-        optimizer_bytes = gradients = 0.0
-    if offload_params and zero_stage >= 3:
+    if work.optimizer in PAGED_OPTIMIZERS:  # unified memory the driver pages to the host under pressure
+        cpu += optimizer
+        optimizer = 0.0
+    if lay.offload:  # ZeRO-Offload keeps the gradient partition next to the optimizer states on the host
+        cpu += optimizer + gradients
+        optimizer = gradients = 0.0
+    if lay.offload_params and lay.zero >= 3:
         cpu += weights - gathered
         weights = gathered
-    return weights, gradients, optimizer_bytes, cpu
+    return weights, gradients, optimizer, cpu
 
 
 def model_state_bytes_zero_paper(params: float, zero_stage: int, ranks: int, k: float = 12) -> float:

@@ -71,21 +71,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ...catalog.params import ParamCounts
 from ...catalog.types import Architecture, GpuSpec
 from ..cnn.layers import table_for
 from ..cnn.train import training_batch_time, transposes
-from .memory import (
+from .activations import (
     OP_SAC,
     activation_bytes_per_layer,
     cnn_activation_bytes,
     cnn_element_bytes,
     op_sac_bytes_per_layer,
     op_sac_recomputed_params_per_layer,
+    recompute_kind,
 )
+from .layout import Layout, Links, Workload
 from .parallel import (
     cp_allgather_bytes_per_layer,
+    cp_by_allgather,
     cp_ring_bytes_per_layer,
     ep_all_to_all_bytes_per_layer,
     ep_exposed_seconds,
@@ -304,231 +308,341 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def step_time(
-    arch: Architecture,
-    params: ParamCounts,
-    gpu: GpuSpec,
-    *,
-    precision: str,
-    seq_len: int,
-    micro_batch: int,
-    grad_accum: int,
-    tp: int,
-    pp: int,
-    dp: int,
-    zero_stage: int,
-    recompute: str,
-    flash_attention: bool = True,
-    attention_kernel: str = "flash2",
-    sequence_parallel: bool = False,
-    state_bytes_on_gpu: float = 0.0,
-    offloaded_bytes: float = 0.0,
-    trainable_params_per_gpu: float | None = None,
-    gradient_bytes_per_replica: float | None = None,
-    trainable_params_per_replica: float | None = None,
-    inter_node_bytes_per_second: float = 50e9,
-    inter_node_latency_seconds: float = 5e-6,
-    gpus_per_node: int = 8,
-    cp: int = 1,
-    ep: int = 1,
-    vp: int = 1,
-    split: tuple[int, ...] | None = None,
-    zero_shard_ranks: int | None = None,
-    ep_overlap: bool = False,
-    ep_dispatch: str = "bf16",
-    reduce_bytes_per_gradient: float = GRADIENT_BYTES,
-    nvlink_fraction: float = NVLINK_ACHIEVABLE_FRACTION,
-    nic_fraction: float = INTER_NODE_ACHIEVABLE_FRACTION,
-    cp_allgather: bool = False,
-    reduce_once_per_step: bool = False,
-    reshard_after_forward: bool = True,
-) -> StepTime:
-    """One optimizer step: grad_accum micro-batches of micro_batch sequences through a TP×CP×PP×DP layout (EP
-    inside DP; `split` the layers per stage, default ⌈L/p⌉; ZeRO-3 over `zero_shard_ranks` when smaller than DP).
-    `nvlink_fraction`, `nic_fraction`: the achieved shares of the intra-node link and the NICs (a site's measured ones);
-    `cp_allgather`: CP by all-gathering K/V (the FSDP2 script; train_layout docstring), not overlapped with compute;
-    `reduce_once_per_step`: FSDP2 stages under torch.distributed.pipelining (train_memory.pipeline_without_sync),
-    whose all-gathers depend on `reshard_after_forward` (pipeline_gathers_per_step)."""
-    dtype = compute_dtype(precision, gpu)
-    rate = matmul_flops_per_second(gpu, dtype)
-    attention_dtype = ATTENTION_DTYPE[precision]
-    hbm = gpu.memory_bandwidth_bytes_per_second * gpu.achievable_memory_bandwidth_fraction
-    tokens = seq_len * micro_batch / cp
-    nvlink = gpu.intra_node_bandwidth_bytes_per_second * nvlink_fraction
-    nic = inter_node_bytes_per_second * nic_fraction
-    repeat = 1 if recompute == "full" else 0  # the forward again
-    if arch.kind == "cnn" or not arch.layers:  # no transformer structure: FLOPs at the GEMM rate
-        matmul = model_flops_per_token(arch, params, seq_len) * tokens / tp / rate
-        local_params = params.active / tp
-        repeat = 0
-        attention = 0.0
-        table = table_for(arch)
-        if table:  # kernel by kernel (cnn_train): convolutions as matmul, batch norm / activation / add as memory
-            cnn = training_batch_time(
-                table, micro_batch, rate, hbm, cnn_element_bytes(precision), transposes(precision, dtype)
-            )
-            matmul, memory = cnn.convolution_seconds / tp, cnn.elementwise_seconds / tp
-        else:  # the catalog's activations per sample, streamed as a transformer layer's (5 passes)
-            memory = (FORWARD_PASSES + BACKWARD_PASSES) * cnn_activation_bytes(arch, precision, micro_batch) / tp / hbm
-        stages = [(0, False)]
-    else:
-        split = split or (_ceil_div(arch.layers, pp),) * pp
-        # the busiest stage without the head, and the last stage with it: the slower sets the stage-time
-        stages = [(max(split[:-1]), False), (split[-1], True)] if pp > 1 else [(split[0], True)]
-    trainable_given = trainable_params_per_replica
-    step_gathers = pipeline_gathers_per_step(grad_accum, reshard_after_forward)
-    gathers = (
-        (step_gathers / grad_accum if reduce_once_per_step else ZERO3_GATHERS_PER_MICROBATCH)
-        if zero_stage >= 3 and dp > 1
-        else 0
-    )
-    best: tuple | None = None
-    for layers, with_head in stages:
-        cp_exposed = ep_comm = 0.0
-        if arch.layers:
-            head = (
-                (params.lm_head or (arch.vocab * arch.hidden if arch.tied_embeddings and arch.kind == "decoder" else 0))
-                if with_head
-                else 0
-            )
-            layer_params = _layer_matmul_params(arch, params) / arch.layers
-            matmul = tokens * (layers * layer_params * (6 + 2 * repeat) + 6 * head) / tp / rate
-            if recompute == OP_SAC:  # the matrices whose outputs it did not save, forward again
-                matmul += tokens * layers * 2 * op_sac_recomputed_params_per_layer(arch) / tp / rate
-            local_params = (layers * layer_params + head) / tp
-            if arch.is_moe:  # the GPU reads the experts it holds (E/ep; every one gets tokens), not the top-k
-                routed = routed_expert_params(arch, params)
-                active = routed * (arch.experts_per_token / arch.experts)
-                local_params += layers * moe_layer_share(arch) * (routed / ep - active) / tp
-            width = attention_width(arch) / tp
-            score_flops = 4 * seq_len * width * tokens * layers  # forward QKᵀ and AV: local queries × all keys
-            if flash_attention:
-                kernel = (
-                    score_flops
-                    * CAUSAL_SHARE
-                    * (1 + FLASH_BACKWARD_TO_FORWARD + (1 if recompute in ("selective", "full") else 0))
-                )
-                share = attention_kernel_fraction(gpu, attention_kernel)
-                attention = kernel / (gpu.peak_flops_per_second(attention_dtype) * share)
-            else:
-                attention = score_flops * (3 + (1 if recompute in ("selective", "full") else 0)) / rate
-            stored = activation_bytes_per_layer(
-                arch, seq_len, micro_batch, tp, sequence_parallel, "none", flash_attention, cp
-            )
-            scores = 0.0 if flash_attention else 5 * arch.heads * seq_len * seq_len * micro_batch / (tp * cp)
-            recomputed = {"none": 0.0, "selective": scores, "full": stored}.get(recompute, 0.0)
-            if recompute == OP_SAC:  # what the block did not keep is written again
-                recomputed = max(
-                    0.0, stored - op_sac_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, cp)
-                )
-            passes = (FORWARD_PASSES + BACKWARD_PASSES) * stored + FORWARD_PASSES * recomputed
-            logits = tokens * arch.vocab / tp * 4 * LOGIT_PASSES if arch.kind == "decoder" and with_head else 0.0
-            memory = (layers * passes + logits) / hbm
-            if cp > 1:  # the KV ring, hidden under the attention kernel where it can be; the all-gather is not
-                cp_bandwidth = nvlink if tp * cp <= gpus_per_node else min(nvlink, nic)
-                if cp_allgather:
-                    cp_exposed = (
-                        layers
-                        * cp_allgather_bytes_per_layer(arch, seq_len, micro_batch, tp, cp, recompute)
-                        / cp_bandwidth
-                    )
-                else:
-                    ring = (
-                        layers * cp_ring_bytes_per_layer(arch, seq_len, micro_batch, tp, cp, recompute) / cp_bandwidth
-                    )
-                    cp_exposed = max(0.0, ring - attention)
-            if ep > 1 and arch.is_moe:  # EP ranks sit every tp·cp ranks: inside a node while ep·tp·cp fits
-                ep_bandwidth = nvlink if ep * tp * cp <= gpus_per_node else min(nvlink, nic)
-                ep_comm = (
-                    layers
-                    * moe_layer_share(arch)
-                    * ep_all_to_all_bytes_per_layer(arch, tokens / tp, ep, recompute, ep_dispatch)
-                    / ep_bandwidth
-                )
-        trainable = local_params if trainable_given is None else trainable_given
-        weights = (
-            WEIGHT_BYTES_16 * (WEIGHT_READS_PER_MICROBATCH + repeat + gathers) * local_params
-            + GRADIENT_BYTES * GRADIENT_ACCESSES_PER_MICROBATCH * trainable
-        ) / hbm
-        per_microbatch = matmul + attention + memory + weights
-        ep_comm = ep_exposed_seconds(ep_comm, per_microbatch, grad_accum, pp, ep_overlap)
-        tp_comm = 0.0
-        if tp > 1 and arch.layers:
-            tp_bandwidth = nvlink if tp <= gpus_per_node else inter_node_bytes_per_second
-            collectives = 4 + (2 if recompute in ("full", OP_SAC) else 0)
-            tp_comm = collectives * layers * ring_allreduce_seconds(tokens * arch.hidden * 2, tp, tp_bandwidth)
-        parts = (matmul, attention, memory, weights, per_microbatch, tp_comm, cp_exposed, ep_comm, trainable)
-        if best is None or per_microbatch + sum(parts[5:8]) > best[4] + sum(best[5:8]):
-            best = parts
-    matmul, attention, memory, weights, per_microbatch, tp_comm, cp_comm, ep_comm, trainable = best
-    stage_time = per_microbatch + tp_comm + cp_comm + ep_comm
-    bubble = interleaved_bubble_fraction(pp, vp, grad_accum) * grad_accum * stage_time if pp > 1 else 0.0
-    p2p = 0.0
-    if pp > 1 and arch.layers:  # activations forward, gradients backward, v times per boundary (docstring)
-        p2p_bytes = tokens * arch.hidden * 2 / (tp if sequence_parallel else 1)
-        p2p = grad_accum * 2 * max(1, vp) * p2p_bytes / nic
+@dataclass(frozen=True)
+class StepTraffic:
+    """What a layout's memory breakdown and framework say one step moves and updates, beyond the layout itself
+    (candidate.layout_step_time derives it): the states the optimizer reads on the GPU and on the host, the
+    parameters trained, and the bytes one replica reduces, at what width and how often."""
 
-    held = state_bytes_on_gpu
-    optimizer = 2 * held / hbm
-    offload = 0.0
-    if offloaded_bytes:
-        trainable = trainable_params_per_gpu or 0.0
-        offload = (
-            trainable * OFFLOAD_BYTES_PER_PARAM_OVER_PCIE / PCIE_BYTES_PER_SECOND
-            + 2 * offloaded_bytes / CPU_ADAM_BYTES_PER_SECOND_PER_GPU
+    state_bytes_on_gpu: float = 0.0
+    offloaded_bytes: float = 0.0
+    trainable_params_per_gpu: float | None = None
+    trainable_params_per_replica: float | None = None
+    gradient_bytes_per_replica: float | None = None
+    reduce_bytes_per_gradient: float = GRADIENT_BYTES
+    reduce_once_per_step: bool = False  # FSDP2 stages under pipelining (memory.pipeline_without_sync)
+
+
+class _Rates(NamedTuple):
+    """The achievable rates a step runs at on one GPU and its links (bytes/s, FLOP/s)."""
+
+    matmul: float
+    attention_dtype: str
+    hbm: float
+    nvlink: float
+    nic: float
+
+
+def _rates(work: Workload, gpu: GpuSpec, links: Links) -> _Rates:
+    return _Rates(
+        matmul_flops_per_second(gpu, compute_dtype(work.precision, gpu)),
+        ATTENTION_DTYPE[work.precision],
+        gpu.memory_bandwidth_bytes_per_second * gpu.achievable_memory_bandwidth_fraction,
+        gpu.intra_node_bandwidth_bytes_per_second * links.nvlink_fraction,
+        links.inter_node_bytes_per_second * links.nic_fraction,
+    )
+
+
+class _Stage(NamedTuple):
+    """Seconds of one micro-batch on a pipeline stage, term by term."""
+
+    matmul: float
+    attention: float
+    memory: float
+    weights: float
+    per_microbatch: float
+    tp_comm: float
+    cp_comm: float
+    ep_comm: float
+
+    @property
+    def busy(self) -> float:
+        return self.per_microbatch + sum((self.tp_comm, self.cp_comm, self.ep_comm))
+
+
+def _tokens(work: Workload, layout: Layout) -> float:
+    """Tokens one GPU computes per micro-batch: its sequences' s/CP."""
+    return work.seq_len * layout.micro_batch / layout.cp
+
+
+def _cnn_terms(work: Workload, layout: Layout, gpu: GpuSpec, rates: _Rates) -> tuple[float, float, float]:
+    """(matmul, memory, parameters) of a model without transformer structure: FLOPs at the GEMM rate, or kernel by
+    kernel from its layer table (cnn/train.py: convolutions as matmul, batch norm / activation / add as memory)."""
+    arch, params, lay = work.arch, work.params, layout
+    tokens = _tokens(work, lay)
+    matmul = model_flops_per_token(arch, params, work.seq_len) * tokens / lay.tp / rates.matmul
+    table = table_for(arch)
+    if table:
+        dtype = compute_dtype(work.precision, gpu)
+        element = cnn_element_bytes(work.precision)
+        cnn = training_batch_time(
+            table, lay.micro_batch, rates.matmul, rates.hbm, element, transposes(work.precision, dtype)
         )
+        matmul, memory = cnn.convolution_seconds / lay.tp, cnn.elementwise_seconds / lay.tp
+    else:  # the catalog's activations per sample, streamed as a transformer layer's (5 passes)
+        stored = cnn_activation_bytes(arch, work.precision, lay.micro_batch)
+        memory = (FORWARD_PASSES + BACKWARD_PASSES) * stored / lay.tp / rates.hbm
+    return matmul, memory, params.active / lay.tp
 
-    replica_bytes = gradient_bytes_per_replica if gradient_bytes_per_replica is not None else 0.0
-    ranks = dp * cp  # CP ranks reduce their gradients with DP (train_layout docstring)
-    shard = min(ranks, zero_shard_ranks or ranks)
-    fractions = {"nvlink_fraction": nvlink_fraction, "nic_fraction": nic_fraction}
-    dp_bandwidth, spans_nodes = dp_collective_bandwidth(
-        gpu, tp, shard if zero_stage >= 3 else ranks, gpus_per_node, inter_node_bytes_per_second, **fractions
+
+def _recompute(layout: Layout) -> str:
+    return recompute_kind(layout.recompute, layout.framework)
+
+
+def _stage_params(work: Workload, layout: Layout, layers: int, with_head: bool) -> tuple[float, float, float]:
+    """(matrix parameters per layer, LM head parameters on this stage, parameters one GPU of the stage reads)."""
+    arch, params, lay = work.arch, work.params, layout
+    head = 0
+    if with_head:
+        tied = arch.vocab * arch.hidden if arch.tied_embeddings and arch.kind == "decoder" else 0
+        head = params.lm_head or tied
+    layer_params = _layer_matmul_params(arch, params) / arch.layers
+    local_params = (layers * layer_params + head) / lay.tp
+    if arch.is_moe:  # the GPU reads the experts it holds (E/ep; every one gets tokens), not the top-k
+        routed = routed_expert_params(arch, params)
+        active = routed * (arch.experts_per_token / arch.experts)
+        local_params += layers * moe_layer_share(arch) * (routed / lay.ep - active) / lay.tp
+    return layer_params, head, local_params
+
+
+def _matmul_seconds(work: Workload, layout: Layout, rates: _Rates, layers: int, with_head: bool) -> float:
+    """6 FLOPs per parameter per token (forward 2, backward 4), 2 more per recomputed forward."""
+    lay, tokens = layout, _tokens(work, layout)
+    layer_params, head, _ = _stage_params(work, lay, layers, with_head)
+    repeat = 1 if _recompute(lay) == "full" else 0  # the forward again
+    matmul = tokens * (layers * layer_params * (6 + 2 * repeat) + 6 * head) / lay.tp / rates.matmul
+    if _recompute(lay) == OP_SAC:  # the matrices whose outputs it did not save, forward again
+        matmul += tokens * layers * 2 * op_sac_recomputed_params_per_layer(work.arch) / lay.tp / rates.matmul
+    return matmul
+
+
+def _attention_seconds(work: Workload, layout: Layout, gpu: GpuSpec, rates: _Rates, layers: int) -> float:
+    """Scores and the weighted sum: local queries × all keys; in flash kernels at their share of the peak, the causal
+    half skipped, the backward 2.5 forwards and a recompute one more; else at the GEMM rate."""
+    lay, tokens = layout, _tokens(work, layout)
+    recomputes = _recompute(lay) in ("selective", "full")
+    width = attention_width(work.arch) / lay.tp
+    score_flops = 4 * work.seq_len * width * tokens * layers  # forward QKᵀ and AV: local queries × all keys
+    if work.flash_attention:
+        kernel = score_flops * CAUSAL_SHARE * (1 + FLASH_BACKWARD_TO_FORWARD + (1 if recomputes else 0))
+        share = attention_kernel_fraction(gpu, work.attention_kernel)
+        return kernel / (gpu.peak_flops_per_second(rates.attention_dtype) * share)
+    return score_flops * (3 + (1 if recomputes else 0)) / rates.matmul
+
+
+def _memory_bound_seconds(work: Workload, layout: Layout, rates: _Rates, layers: int, with_head: bool) -> float:
+    """Activations written and read around the kernels (5 passes, and the recomputed ones again), and the fp32 logits."""
+    arch, lay, recompute = work.arch, layout, _recompute(layout)
+    shape = (arch, work.seq_len, lay.micro_batch, lay.tp, lay.sequence_parallel)
+    stored = activation_bytes_per_layer(*shape, "none", work.flash_attention, lay.cp)
+    scores = (
+        0.0
+        if work.flash_attention
+        else 5 * arch.heads * work.seq_len * work.seq_len * lay.micro_batch / (lay.tp * lay.cp)
     )
-    latency = inter_node_latency_seconds if spans_nodes else 0.0
-    reduce_scale = reduce_bytes_per_gradient / GRADIENT_BYTES  # 2 when FSDP2 reduces in fp32 (docstring)
-    if zero_stage >= 3 and reduce_once_per_step:  # m + 1 all-gathers, one reduce-scatter after the last backward
-        gather = ring_allreduce_seconds(replica_bytes / 2, shard, dp_bandwidth, latency)
-        reduce = ring_allreduce_seconds(replica_bytes * reduce_scale / 2, shard, dp_bandwidth, latency)
+    recomputed = {"none": 0.0, "selective": scores, "full": stored}.get(recompute, 0.0)
+    if recompute == OP_SAC:  # what the block did not keep is written again
+        recomputed = max(0.0, stored - op_sac_bytes_per_layer(*shape, lay.cp))
+    passes = (FORWARD_PASSES + BACKWARD_PASSES) * stored + FORWARD_PASSES * recomputed
+    tokens = _tokens(work, lay)
+    logits = tokens * arch.vocab / lay.tp * 4 * LOGIT_PASSES if arch.kind == "decoder" and with_head else 0.0
+    return (layers * passes + logits) / rates.hbm
+
+
+def _cp_exposed_seconds(
+    work: Workload, layout: Layout, links: Links, rates: _Rates, layers: int, attention: float
+) -> float:
+    """CP's K/V exchange: the ring hidden under the attention kernel where it can be; the all-gather (the FSDP2
+    script) whole."""
+    lay, recompute = layout, _recompute(layout)
+    if lay.cp <= 1:
+        return 0.0
+    bandwidth = rates.nvlink if lay.tp * lay.cp <= links.gpus_per_node else min(rates.nvlink, rates.nic)
+    shape = (work.arch, work.seq_len, lay.micro_batch, lay.tp, lay.cp, recompute)
+    if cp_by_allgather(lay.framework):
+        return layers * cp_allgather_bytes_per_layer(*shape) / bandwidth
+    return max(0.0, layers * cp_ring_bytes_per_layer(*shape) / bandwidth - attention)
+
+
+def _ep_seconds(work: Workload, layout: Layout, links: Links, rates: _Rates, layers: int) -> float:
+    """EP all-to-alls (dispatch and combine) of the MoE layers; EP ranks sit every tp·cp ranks: inside a node while
+    ep·tp·cp fits."""
+    arch, lay = work.arch, layout
+    if lay.ep <= 1 or not arch.is_moe:
+        return 0.0
+    bandwidth = rates.nvlink if lay.ep * lay.tp * lay.cp <= links.gpus_per_node else min(rates.nvlink, rates.nic)
+    volume = ep_all_to_all_bytes_per_layer(arch, _tokens(work, lay) / lay.tp, lay.ep, _recompute(lay), lay.ep_dispatch)
+    return layers * moe_layer_share(arch) * volume / bandwidth
+
+
+def _tp_comm_seconds(work: Workload, layout: Layout, links: Links, rates: _Rates, layers: int) -> float:
+    """4 all-reduces of the activations per layer (2 forward, 2 backward), 2 more with a recomputed forward."""
+    lay = layout
+    if lay.tp <= 1 or not work.arch.layers:
+        return 0.0
+    bandwidth = rates.nvlink if lay.tp <= links.gpus_per_node else links.inter_node_bytes_per_second
+    collectives = 4 + (2 if _recompute(lay) in ("full", OP_SAC) else 0)
+    size = _tokens(work, lay) * work.arch.hidden * 2
+    return collectives * layers * ring_allreduce_seconds(size, lay.tp, bandwidth)
+
+
+def _zero3_gathers(work: Workload, layout: Layout, traffic: StepTraffic) -> float:
+    """16-bit weight all-gathers per micro-batch at ZeRO-3 across DP: 2, or m + 1 a step under FSDP2 pipelining."""
+    lay = layout
+    if lay.zero < 3 or lay.dp <= 1:
+        return 0
+    microbatches = lay.microbatches(work)
+    if traffic.reduce_once_per_step:
+        return pipeline_gathers_per_step(microbatches, work.memory.reshard_after_forward) / microbatches
+    return ZERO3_GATHERS_PER_MICROBATCH
+
+
+def _stage_time(
+    work: Workload, lay: Layout, gpu: GpuSpec, links: Links, traffic: StepTraffic, stage: tuple[int, bool]
+) -> _Stage:
+    """One micro-batch on a stage of `layers` layers (`with_head`: the last), term by term."""
+    arch, rates = work.arch, _rates(work, gpu, links)
+    layers, with_head = stage
+    cp = ep = 0.0
+    repeat = 1 if _recompute(lay) == "full" else 0
+    if not arch.layers or arch.kind == "cnn":
+        matmul, memory, local_params = _cnn_terms(work, lay, gpu, rates)
+        attention, repeat = 0.0, 0
+    if arch.layers:
+        matmul = _matmul_seconds(work, lay, rates, layers, with_head)
+        local_params = _stage_params(work, lay, layers, with_head)[2]
+        attention = _attention_seconds(work, lay, gpu, rates, layers)
+        memory = _memory_bound_seconds(work, lay, rates, layers, with_head)
+        cp = _cp_exposed_seconds(work, lay, links, rates, layers, attention)
+        ep = _ep_seconds(work, lay, links, rates, layers)
+    given = traffic.trainable_params_per_replica
+    trainable = local_params if given is None else given
+    reads = WEIGHT_READS_PER_MICROBATCH + repeat + _zero3_gathers(work, lay, traffic)
+    weights = WEIGHT_BYTES_16 * reads * local_params + GRADIENT_BYTES * GRADIENT_ACCESSES_PER_MICROBATCH * trainable
+    weights /= rates.hbm
+    per_microbatch = matmul + attention + memory + weights
+    ep = ep_exposed_seconds(ep, per_microbatch, lay.microbatches(work), lay.pp, lay.ep_overlap)
+    tp = _tp_comm_seconds(work, lay, links, rates, layers)
+    return _Stage(matmul, attention, memory, weights, per_microbatch, tp, cp, ep)
+
+
+def _stages(work: Workload, layout: Layout) -> list[tuple[int, bool]]:
+    """(layers, with the head) of the stages that set the stage time: the busiest without the head and the last."""
+    arch, pp = work.arch, layout.pp
+    if arch.kind == "cnn" or not arch.layers:
+        return [(0, False)]
+    split = layout.stage_layers or (_ceil_div(arch.layers, pp),) * pp
+    return [(max(split[:-1]), False), (split[-1], True)] if pp > 1 else [(split[0], True)]
+
+
+def _pipeline_seconds(work: Workload, layout: Layout, links: Links, stage_seconds: float) -> tuple[float, float]:
+    """(bubble, point-to-point): the interleaved 1F1B bubble, and activations forward and gradients backward, v times
+    per boundary."""
+    lay = layout
+    if lay.pp <= 1:
+        return 0.0, 0.0
+    microbatches = lay.microbatches(work)
+    bubble = interleaved_bubble_fraction(lay.pp, lay.vp, microbatches) * microbatches * stage_seconds
+    if not work.arch.layers:
+        return bubble, 0.0
+    p2p_bytes = _tokens(work, lay) * work.arch.hidden * 2 / (lay.tp if lay.sequence_parallel else 1)
+    nic = links.inter_node_bytes_per_second * links.nic_fraction
+    return bubble, microbatches * 2 * max(1, lay.vp) * p2p_bytes / nic
+
+
+def _optimizer_seconds(traffic: StepTraffic, hbm: float) -> tuple[float, float]:
+    """(optimizer on the GPU: its states read and written once; offload: gradients and updated weights over PCIe and
+    the CPU Adam over the host states)."""
+    optimizer = 2 * traffic.state_bytes_on_gpu / hbm
+    if not traffic.offloaded_bytes:
+        return optimizer, 0.0
+    trainable = traffic.trainable_params_per_gpu or 0.0
+    offload = (
+        trainable * OFFLOAD_BYTES_PER_PARAM_OVER_PCIE / PCIE_BYTES_PER_SECOND
+        + 2 * traffic.offloaded_bytes / CPU_ADAM_BYTES_PER_SECOND_PER_GPU
+    )
+    return optimizer, offload
+
+
+def _dp_seconds(
+    work: Workload, layout: Layout, gpu: GpuSpec, links: Links, traffic: StepTraffic, per_microbatch: float
+) -> tuple[float, float]:
+    """(DP collectives a step, what of them the backward does not hide): ZeRO-3's all-gathers and reduce-scatters
+    per micro-batch (once a step under FSDP2 pipelining), else one all-reduce overlapped with the last backward; HSDP
+    adds the replicas' all-reduce of the gradient shard."""
+    lay, microbatches = layout, layout.microbatches(work)
+    replica_bytes = traffic.gradient_bytes_per_replica if traffic.gradient_bytes_per_replica is not None else 0.0
+    ranks = lay.data_ranks  # CP ranks reduce their gradients with DP (parallel.py docstring)
+    shard = min(ranks, lay.shard_group or ranks)
+    fractions = {"nvlink_fraction": links.nvlink_fraction, "nic_fraction": links.nic_fraction}
+    group = shard if lay.zero >= 3 else ranks
+    nic = links.inter_node_bytes_per_second
+    bandwidth, spans_nodes = dp_collective_bandwidth(gpu, lay.tp, group, links.gpus_per_node, nic, **fractions)
+    latency = links.inter_node_latency_seconds if spans_nodes else 0.0
+    reduce_scale = traffic.reduce_bytes_per_gradient / GRADIENT_BYTES  # 2 when FSDP2 reduces in fp32 (docstring)
+    if lay.zero >= 3 and traffic.reduce_once_per_step:  # m + 1 all-gathers, one reduce-scatter after the last backward
+        step_gathers = pipeline_gathers_per_step(microbatches, work.memory.reshard_after_forward)
+        gather = ring_allreduce_seconds(replica_bytes / 2, shard, bandwidth, latency)
+        reduce = ring_allreduce_seconds(replica_bytes * reduce_scale / 2, shard, bandwidth, latency)
         dp_comm = step_gathers * gather + reduce
         exposed = step_gathers * max(0.0, gather - per_microbatch) + reduce  # nothing left to overlap the reduce
-    elif zero_stage >= 3:  # two 16-bit all-gathers and a reduce-scatter in the reduce dtype, each half an all-reduce
+    elif lay.zero >= 3:  # two 16-bit all-gathers and a reduce-scatter in the reduce dtype, each half an all-reduce
         volume = ZERO3_VOLUME_FACTOR + (reduce_scale - 1) / 2
-        per_mb = ring_allreduce_seconds(replica_bytes * volume, shard, dp_bandwidth, latency)
-        dp_comm = per_mb * grad_accum
-        exposed = grad_accum * max(0.0, per_mb - per_microbatch)
+        per_mb = ring_allreduce_seconds(replica_bytes * volume, shard, bandwidth, latency)
+        dp_comm = per_mb * microbatches
+        exposed = microbatches * max(0.0, per_mb - per_microbatch)
     else:
-        dp_comm = ring_allreduce_seconds(replica_bytes, ranks, dp_bandwidth, latency)
+        dp_comm = ring_allreduce_seconds(replica_bytes, ranks, bandwidth, latency)
         exposed = max(0.0, dp_comm - BACKWARD_SHARE_OF_COMPUTE * per_microbatch)
-    if zero_stage >= 3 and shard < ranks:  # HSDP: the replicas all-reduce the gradient shard once per step
+    if lay.zero >= 3 and shard < ranks:  # HSDP: the replicas all-reduce the gradient shard once per step
         replica_bandwidth, crosses = dp_collective_bandwidth(
-            gpu, tp * shard, ranks // shard, gpus_per_node, inter_node_bytes_per_second, **fractions
+            gpu, lay.tp * shard, ranks // shard, links.gpus_per_node, nic, **fractions
         )
         replicas = ring_allreduce_seconds(
             replica_bytes * reduce_scale / shard,
             ranks // shard,
             replica_bandwidth,
-            inter_node_latency_seconds if crosses else 0.0,
+            links.inter_node_latency_seconds if crosses else 0.0,
         )
         dp_comm += replicas
         exposed += max(0.0, replicas - BACKWARD_SHARE_OF_COMPUTE * per_microbatch)
-    compute = grad_accum * per_microbatch + optimizer + offload
-    total = compute + grad_accum * (tp_comm + cp_comm + ep_comm) + bubble + p2p + exposed
+    return dp_comm, exposed
+
+
+def step_time(work: Workload, layout: Layout, gpu: GpuSpec, links: Links, traffic: StepTraffic) -> StepTime:
+    """One optimizer step on the slowest GPU: the layout's micro-batches (global batch ÷ micro-batch ÷ DP) through
+    its TP×CP×PP×DP split (EP inside DP; the stage split, default ⌈L/p⌉; ZeRO-3 over the HSDP group when smaller than
+    DP); `links`: the achieved shares of the intra-node link and the NICs (a site's measured ones); CP by all-gather
+    under the FSDP2 script (parallel.py docstring), not overlapped with compute; `traffic.reduce_once_per_step`:
+    FSDP2 stages under torch.distributed.pipelining (memory.pipeline_without_sync), whose all-gathers depend on
+    reshard_after_forward (pipeline_gathers_per_step)."""
+    lay, m = layout, layout.microbatches(work)
+    stages = [_stage_time(work, lay, gpu, links, traffic, stage) for stage in _stages(work, lay)]
+    best = stages[0]
+    for stage in stages[1:]:  # the slower sets the stage time (the first of equals)
+        if stage.busy > best.busy:
+            best = stage
+    stage_seconds = best.per_microbatch + best.tp_comm + best.cp_comm + best.ep_comm
+    bubble, p2p = _pipeline_seconds(work, lay, links, stage_seconds)
+    optimizer, offload = _optimizer_seconds(traffic, _rates(work, gpu, links).hbm)
+    dp_comm, exposed = _dp_seconds(work, lay, gpu, links, traffic, best.per_microbatch)
+    compute = m * best.per_microbatch + optimizer + offload
+    total = compute + m * (best.tp_comm + best.cp_comm + best.ep_comm) + bubble + p2p + exposed
     return StepTime(
         compute=compute,
-        tp_comm=grad_accum * tp_comm,
+        tp_comm=m * best.tp_comm,
         pp_bubble=bubble,
         dp_comm_exposed=exposed,
         total=total,
-        matmul=grad_accum * matmul,
-        attention=grad_accum * attention,
-        memory_bound=grad_accum * memory,
+        matmul=m * best.matmul,
+        attention=m * best.attention,
+        memory_bound=m * best.memory,
         optimizer=optimizer,
         offload=offload,
         dp_comm=dp_comm,
-        weights=grad_accum * weights,
-        cp_comm=grad_accum * cp_comm,
-        ep_comm=grad_accum * ep_comm,
+        weights=m * best.weights,
+        cp_comm=m * best.cp_comm,
+        ep_comm=m * best.ep_comm,
         pp_p2p=p2p,
     )
 
