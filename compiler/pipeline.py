@@ -140,7 +140,8 @@ def render(plan: ResolvedPlan) -> RenderedPlan:
     paths = [f.path for f in files]
     if len(paths) != len(set(paths)):
         raise AssertionError(f"two targets emit the same path: {sorted(p for p in paths if paths.count(p) > 1)}")
-    return RenderedPlan(plan.name, tuple(sorted(files, key=lambda f: f.path)))
+    runs = plan.runs_dir if plan.deployment is not None and plan.deployment.slurm is not None else None
+    return RenderedPlan(plan.name, tuple(sorted(files, key=lambda f: f.path)), runs)
 
 
 def compile_plan(plan_path: Path, display_name: str | None = None, searches: SearchCache | None = None) -> RenderedPlan:

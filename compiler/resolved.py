@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_serializer
 
 from .catalog.types import Architecture, GpuSpec
 from .deployment.model import Deployment
 from .deployment.probe_model import Probe
+from .runs import runs_dir
 from .spec import PlanSpec
 
 SCHEMA_VERSION = 1
@@ -317,10 +318,20 @@ class ResolvedPlan(Section):
         None, description="`mlinfra-compile probe` only: the measurement job (deployment/probe.py); left out otherwise"
     )
 
+    @computed_field(
+        description="where the plan's Slurm job works and writes its logs (sbatch --chdir), relative to out/<plan>/: "
+        "out/runs/<plan>/, which no compile replaces (compiler/runs.py)"
+    )
+    @property
+    def runs_dir(self) -> str:
+        return runs_dir(self.name)
+
     @model_serializer(mode="wrap")
     def _without_absent_probe(self, handler):
         """An ordinary compile's plan.json has no probe key (only the probe's own plan.json carries the section)."""
         data = handler(self)
+        if self.deployment is None or self.deployment.slurm is None:
+            data.pop("runs_dir", None)  # only a Slurm job works there
         if data.get("probe") is None:
             data.pop("probe", None)
         return data

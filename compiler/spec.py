@@ -23,6 +23,7 @@ from pydantic_core import PydanticCustomError
 
 from . import units
 from .catalog.types import Architecture
+from .runs import RUNS_FOLDER
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 MAX_DIMENSION = 1e15  # any size of an inline architecture (the largest, params_override, is a parameter count)
@@ -766,9 +767,21 @@ class ParallelismSpec(Spec):
         return self
 
 
+def _not_the_runs_folder(name: str) -> str:
+    """out/runs/ holds what jobs write (compiler/runs.py): a plan folder of that name would be it."""
+    if name == RUNS_FOLDER:
+        raise PydanticCustomError(
+            "reserved-plan-name",
+            "{name} is reserved: out/{name}/ holds what jobs write; rename the plan",
+            {"name": name},
+        )
+    return name
+
+
 class PlanSpec(Spec):
     name: Annotated[
         str,
+        AfterValidator(_not_the_runs_folder),
         Field(
             pattern=DNS1123_LABEL,
             description="DNS-1123 label; names jobs and resources",

@@ -244,12 +244,15 @@ def test_hostile_plan_strings_stay_data(tmp_path):
         "SLURM_JOB_ID": "7",
         "SLURM_SUBMIT_DIR": str(out),
     }
-    subprocess.run(["bash", str(out / "slurm/train.sbatch")], env=env, check=True, timeout=30)
+    runs = out / plan.runs_dir  # the job's working directory (--chdir)
+    runs.mkdir(parents=True)
+    subprocess.run(["bash", str(out / "slurm/train.sbatch")], env=env, check=True, timeout=30, cwd=runs)
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(calls) == 1
     assert f"--container-image=img$(touch {marker})`touch {marker}`'\"" in calls[0]
-    # the plan's mounts, then the checkpoint directory the job writes (at the same path)
-    assert f"--container-mounts={out}:{out},/a:/b$(touch {marker}),/c d:/e,/lustre/ckpt:/lustre/ckpt" in calls[0]
+    # the submit and working directories, the plan's mounts, then the checkpoint directory the job writes
+    mounts = f"{out}:{out},{runs.resolve()}:{runs.resolve()},/a:/b$(touch {marker}),/c d:/e,/lustre/ckpt:/lustre/ckpt"
+    assert f"--container-mounts={mounts}" in calls[0] and f"--container-workdir={runs.resolve()}" in calls[0]
     assert calls[0][-2:] == ["bash", str(out / "launch/torchrun.sh")]
     assert not marker.exists()
 

@@ -15,6 +15,7 @@ from ..catalog.params import count_params
 from ..catalog.types import Architecture
 from ..probe_environment import POWER_TOLERANCE
 from ..resolved import ResolvedPlan
+from ..runs import runs_dir
 from ..sizing.serve_memory import kv_bytes_per_token, weights_bytes_total
 from ..sizing.train_memory import MemoryOptions, memory_per_gpu, usable_memory_bytes
 from ..units import format_bytes
@@ -379,6 +380,7 @@ def _probe(
     return Probe(
         kind=kind,
         name=f"{plan.name}-probe",
+        runs_dir=runs_dir(f"{plan.name}-probe"),
         plan=plan.name,
         gpu_id=plan.hardware.gpu,
         expected_device=gpu.k8s_product_label,

@@ -1,0 +1,87 @@
+"""Hostile plans, catalogs and site files: each refused with exit 2 and one located line, fast, or compiled."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.conftest import run_cli
+
+SIX_LINES = """name: hang
+workload: train
+model: {architecture: {layers: %s, hidden: 4096, heads: 32, kv_heads: 8, ffn_hidden: 14336, vocab: 128256, experts: 8, experts_per_token: 2}}
+train: {tokens: 1B, seq_len: 2048, global_batch: 64}
+cluster: {gpu: h100-sxm-80gb, count: 8}
+optimize: cost
+"""
+
+
+def located(result) -> str:
+    assert result.returncode == 2, result.stdout + result.stderr
+    first = result.stderr.splitlines()[0]
+    assert "Traceback" not in result.stderr and ": error: " in first, result.stderr
+    return first
+
+
+def _resolve_seconds(path) -> tuple[float, Exception | None]:
+    from compiler.diagnostics import PlanInputError
+    from compiler.pipeline import resolve
+
+    start = time.perf_counter()
+    try:
+        resolve(path)
+    except PlanInputError as exc:
+        return time.perf_counter() - start, exc
+    return time.perf_counter() - start, None
+
+
+@pytest.mark.parametrize("layers", ["1000000000000", "20000000"])
+def test_a_huge_moe_layer_count_fails_fast_and_located(tmp_path, layers):
+    (tmp_path / "plan.yaml").write_text(SIX_LINES % layers)
+    seconds, error = _resolve_seconds(tmp_path / "plan.yaml")
+    assert error is not None and seconds < 1.0, seconds
+    line = located(run_cli(tmp_path / "plan.yaml", "-o", tmp_path / "out"))
+    assert "plan.yaml:3:" in line and "model.architecture.layers" in line and "beyond any real model" in line
+
+
+def test_moe_layers_are_counted_as_transformers_counts_them():
+    from compiler.catalog.types import Architecture
+
+    maverick = Architecture(layers=48, experts=128, interleave_moe_layer_step=2, dense_layers=0)
+    deepseek = Architecture(layers=61, experts=256, dense_layers=3)
+    assert maverick.moe_layer_count == len(range(1, 48, 2)) == 24 and deepseek.moe_layer_count == 58
+    odd = Architecture(layers=10_000, experts=8, dense_layers=7, interleave_moe_layer_step=3)
+    assert odd.moe_layer_count == sum(1 for i in range(7, 10_000) if i % 3 == 2)
+
+
+def test_every_catalog_model_is_within_the_bounds():
+    from compiler.catalog.catalog import load_catalog
+    from compiler.catalog.types import ARCHITECTURE_LIMITS
+
+    for model in load_catalog(None).models.values():
+        for field, (top, _) in ARCHITECTURE_LIMITS.items():
+            assert getattr(model.architecture, field) <= top / 4, (model.id, field)  # a wide margin over the largest
+
+
+LLAMA_SHAPE = {"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn_hidden": 14336, "vocab": 128256}
+
+
+@pytest.mark.parametrize(
+    "shape,field,words",
+    [
+        ({**LLAMA_SHAPE, "heads": 0}, "points.0.architecture", "heads"),
+        ({**LLAMA_SHAPE, "layers": 10**9, "experts": 8, "experts_per_token": 2}, "architecture.layers", "real model"),
+    ],
+)
+def test_a_site_file_gets_the_plans_architecture_checks(tmp_path, shape, field, words):
+    from tests.test_site_calibration import POINT, _plan_with_site
+
+    point = {**POINT, "step_seconds": 9.0, "architecture": shape}
+    point.pop("model")
+    site = {"site": "a", "measured_at": "2026-11-20", "source": "x", "points": [point]}
+    plan = _plan_with_site(tmp_path, site)
+    seconds, error = _resolve_seconds(plan)
+    assert error is not None and seconds < 1.0, seconds
+    line = located(run_cli(plan, "-o", tmp_path / "out"))
+    assert "[invalid-calibration]" in line and "site.yaml:" in line and field in line and words in line, line
