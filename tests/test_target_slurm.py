@@ -285,7 +285,14 @@ def cluster_env(cluster) -> dict[str, str]:
     return {**os.environ, **cluster.env}
 
 
+def job_folder(out: Path) -> Path:
+    """Where the job works and logs: its sbatch's --chdir (out/runs/<plan>/), relative to the plan folder."""
+    chdir = re.search(r"^#SBATCH --chdir=(.+)$", (out / "slurm/train.sbatch").read_text(), re.M).group(1)
+    return out / chdir
+
+
 def _sbatch(cluster, out: Path, *flags: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    job_folder(out).mkdir(parents=True, exist_ok=True)  # as the writer makes it
     return subprocess.run(
         ["sbatch", *flags, "slurm/train.sbatch"],
         cwd=out,
@@ -349,8 +356,8 @@ def test_two_node_job_runs_tiny_train(tmp_path, slurm_cluster):
         subprocess.run(["scancel", job_id], env=env)
         pytest.fail("job did not finish in 150 s")
     state = subprocess.run(["scontrol", "show", "job", job_id], env=env, capture_output=True, text=True).stdout
-    output = (out / f"{plan.name}-{job_id}.out").read_text()
-    errors = (out / f"{plan.name}-{job_id}.err").read_text()
+    output = (job_folder(out) / f"{plan.name}-{job_id}.out").read_text()
+    errors = (job_folder(out) / f"{plan.name}-{job_id}.err").read_text()
     assert "JobState=COMPLETED" in state, state + errors[-3000:]
     rows = tiny_lines(output)
     assert sorted(int(r["rank"]) for r in rows) == [0, 1, 2, 3]

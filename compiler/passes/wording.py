@@ -505,6 +505,10 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "heads-do-not-split": lambda heads, tp: f"{heads} attention heads do not split over TP{tp}",
     "pp-exceeds-layers": lambda pp, layers: f"PP{pp} exceeds {layers} layers",
     "no-gpu-link": lambda gpu_name: f"{gpu_name} has no GPU-to-GPU link for TP",
+    "no-gpu-link-training": lambda gpu_name: (
+        f"{gpu_name} has no GPU-to-GPU link in the catalog (intra_node_bandwidth_bytes_per_second 0): a training "
+        "collective over more than one GPU cannot be priced; give the link's rate (its PCIe rate where there is no NVLink)"
+    ),
     "one-stage-per-node": lambda per_node: f"a replica over nodes runs one PP stage of TP{per_node} per node",
     "tgi-no-pp": lambda: "TGI shards a replica with TP on one node (no PP)",
     "triton-one-node": lambda: "Triton's vLLM backend runs a replica on one node",

@@ -60,6 +60,7 @@ from .train_memory import (
     usable_memory_bytes,
 )
 from .train_time import (
+    ATTENTION_DTYPE,
     COMPUTE_DTYPE,
     GRADIENT_BYTES,
     INTER_NODE_ACHIEVABLE_FRACTION,
@@ -1253,8 +1254,9 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
     cps, eps = cp_choices(req.seq_len, pins.cp) if req.arch.layers else [1], ep_choices(req.arch, pins.ep)
     for gpu_id in req.gpu_ids:
         gpu = gpus[gpu_id]
-        if dtype not in gpu.dense_tflops:
-            out.other[f"dtype:{gpu_id}"] = Rejection(gpu_id, because("no-tensor-cores-datasheet", dtype=dtype))
+        missing = next((d for d in (dtype, ATTENTION_DTYPE[req.precision]) if d not in gpu.dense_tflops), None)
+        if missing is not None:  # the GEMMs' dtype, and flash attention's
+            out.other[f"dtype:{gpu_id}"] = Rejection(gpu_id, because("no-tensor-cores-datasheet", dtype=missing))
             continue
         if gpu.edge or req.pricing not in gpu.price_usd_per_gpu_hour:
             out.other[f"price:{gpu_id}"] = Rejection(
@@ -1264,6 +1266,11 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
         per_node = req.gpus_per_node or gpu.gpus_per_node
         usable = int(usable_memory_bytes(gpu.memory_bytes) / req.memory_factor)  # the memory margin, as less room
         for count in gpu_counts(req, per_node):
+            if count > 1 and gpu.intra_node_bandwidth_bytes_per_second <= 0:
+                out.other[f"link:{gpu_id}"] = Rejection(
+                    f"{count} × {gpu_id}", because("no-gpu-link-training", gpu_name=gpu.name)
+                )
+                continue
             if count > per_node and count % per_node:  # launchers start the same number of ranks on every node
                 out.other[f"nodes:{gpu_id}:{count}"] = Rejection(
                     f"{count} × {gpu_id}", because("nodes-not-filled", gpus=count, per_node=per_node)
