@@ -23,6 +23,7 @@ from pydantic_core import PydanticCustomError
 
 from . import units
 from .catalog.types import Architecture
+from .credential_shapes import WHERE_INSTEAD, credential_shape, credential_word
 from .runs import RUNS_FOLDER
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -269,21 +270,39 @@ class CheckpointSpec(Spec):
     dir: SafeText = Field("/checkpoints", description="checkpoint directory on the shared filesystem")
 
 
-# Parts of an environment variable's name that mark a credential (HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY).
-CREDENTIAL_WORDS = {"TOKEN", "KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "PRIVATE"}
-
-
 def _no_credentials(env: dict[str, str]) -> dict[str, str]:
-    """Plain env lands in the launcher and a ConfigMap, readable by anyone who reads out/ or the namespace."""
-    for name in env:
-        if CREDENTIAL_WORDS & set(name.upper().split("_")):
+    """Plain env lands in the launcher, a ConfigMap and plan.json, readable by anyone who reads out/ or the namespace:
+    a name that marks a credential (credential_shapes.py) or a value shaped like one is refused."""
+    for name, value in env.items():
+        word, shape = credential_word(name), credential_shape(value)
+        if word or shape:
+            why = f"its name holds {word}" if word else f"its value looks like {shape}"
             raise PydanticCustomError(
                 "secret-in-plain-env",
-                "{name} looks like a credential; plain env is written into the launcher and a "
-                "ConfigMap. Keep it in a Kubernetes Secret (cluster.kubernetes.secret_name) or the job's own environment",
-                {"name": name},
+                "{name} looks like a credential ({why}); plain env is written into the launcher, a ConfigMap and "
+                "plan.json: {instead}",
+                {"name": name, "why": why, "instead": WHERE_INSTEAD},
             )
     return env
+
+
+def _no_credential_args(args: list[str]) -> list[str]:
+    """Arguments are written into the launcher and plan.json like env: no token-shaped value, and no option named as a
+    credential given a value (--hub-token X, --password=X); a bare flag (--use-auth-token) is kept."""
+    for i, arg in enumerate(args):
+        option, has_value, _ = arg.partition("=")
+        given = has_value or (i + 1 < len(args) and not args[i + 1].startswith("-"))
+        word = credential_word(option) if arg.startswith("-") and given else None
+        shape = credential_shape(arg)
+        if word or shape:
+            why = f"the option {option} holds {word}" if word else f"it looks like {shape}"
+            raise PydanticCustomError(
+                "secret-in-args",
+                "argument {i} looks like a credential ({why}); arguments are written into the launcher and plan.json: "
+                "{instead}, and let the script read it from there",
+                {"i": i, "why": why, "instead": WHERE_INSTEAD},
+            )
+    return args
 
 
 class EntrypointSpec(Spec):
@@ -295,7 +314,10 @@ class EntrypointSpec(Spec):
         "megatron/args.sh); auto picks from the framework",
     )
     script: SafeText = Field("train.py", description="training script run by torchrun")
-    args: list[SafeText] = Field(default_factory=list, description="arguments, passed shell-quoted")
+    args: Annotated[list[SafeText], AfterValidator(_no_credential_args)] = Field(
+        default_factory=list,
+        description="arguments, passed shell-quoted (no credentials: token-shaped values are refused)",
+    )
     env: Annotated[
         dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], SafeText], AfterValidator(_no_credentials)
     ] = Field(

@@ -124,3 +124,62 @@ def test_random_valid_catalogs_never_crash(tmp_path):
     outcomes = [compile_case(0, i, tmp_path) for i in range(300)]
     crashes = [(i, o) for i, o in enumerate(outcomes) if o not in ("compiled", "refused")]
     assert crashes == [] and outcomes.count("compiled") >= 30, crashes[:5]
+
+
+HF_LIKE = "hf_" + "aBcD1234" * 4
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"HFTOKEN": "x"},
+        {"GITHUB_PAT": "x"},
+        {"DB_PASS": "x"},
+        {"MYSQLPWD": "x"},
+        {"OPENAIKEY": "x"},
+        {"DB_CREDS": "x"},
+        {"AUTH": "x"},
+        {"DATABASE_URL": "postgres://app:s3cretpw@db/x"},
+        {"HUB": HF_LIKE},
+        {"GH": "ghp_" + "a" * 36},
+        {"GH2": "github_pat_" + "a" * 40},
+        {"AWS": "AKIAIOSFODNN7EXAMPLE"},
+        {"SLACK": "xoxb-1234567890-abcdef"},
+        {"OPENAI": "sk-" + "a" * 40},
+    ],
+)
+def test_credentials_under_other_names_and_shapes_are_refused(tmp_path, env):
+    from tests.test_security import _plan_with
+
+    line = located(_plan_with(tmp_path, {"train.entrypoint.env": env}))
+    assert "[secret-in-plain-env]" in line and "train.entrypoint.env" in line and "envFrom" in line, line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--hub-token", HF_LIKE], ["--hub-token", "abc"], ["--password=abc"], ["--db", "mysql://u:p4ss@h/db"]],
+)
+def test_credentials_in_args_are_refused(tmp_path, args):
+    from tests.test_security import _plan_with
+
+    line = located(_plan_with(tmp_path, {"train.entrypoint.args": args}))
+    assert "[secret-in-args]" in line and "train.entrypoint.args" in line and "secret_name" in line, line
+
+
+def test_common_harmless_names_and_values_are_kept(tmp_path):
+    from tests.test_security import _plan_with
+
+    env = {
+        "TOKENIZERS_PARALLELISM": "false",
+        "PASSES": "3",
+        "MAX_TOKENS": "4096",
+        "MONKEY_PATCH": "1",
+        "PYTHONPATH": "/code",
+        "AUTHOR": "me",
+        "HF_HUB_ENABLE_HF_TRANSFER": "1",
+        "DATA_URL": "https://example.com/data",
+        "CACHE": "s3://bucket/hf_cache",
+    }
+    args = ["--tokenizer", "gpt2", "--max-new-tokens", "16", "--use-auth-token", "--output", "hf_out"]
+    result = _plan_with(tmp_path, {"train.entrypoint.env": env, "train.entrypoint.args": args})
+    assert result.returncode == 0, result.stderr
