@@ -320,18 +320,16 @@ class ResolvedPlan(Section):
 
     @computed_field(
         description="where the plan's Slurm job works and writes its logs (sbatch --chdir), relative to out/<plan>/: "
-        "out/runs/<plan>/, which no compile replaces (compiler/runs.py)"
+        "out/runs/<plan>/, which no compile replaces (compiler/runs.py); null without a Slurm job"
     )
     @property
-    def runs_dir(self) -> str:
-        return runs_dir(self.name)
+    def runs_dir(self) -> str | None:
+        return runs_dir(self.name) if self.deployment is not None and self.deployment.slurm is not None else None
 
     @model_serializer(mode="wrap")
     def _without_absent_probe(self, handler):
         """An ordinary compile's plan.json has no probe key (only the probe's own plan.json carries the section)."""
         data = handler(self)
-        if self.deployment is None or self.deployment.slurm is None:
-            data.pop("runs_dir", None)  # only a Slurm job works there
         if data.get("probe") is None:
             data.pop("probe", None)
         return data

@@ -24,6 +24,9 @@ MAX_PLAN_BYTES = 1 << 20
 MAX_NODES = 20_000
 # Nesting deeper than any plan needs; refused before Python's recursion limit is reached.
 MAX_DEPTH = 64
+# Text the pure-Python parser may still read after libyaml refused it, for its messages: it composes ~100 KiB/s, so
+# a 1 MiB document it alone reads would take ten seconds.
+MAX_PURE_PARSE_BYTES = 64 << 10
 
 _STANDARD_TAGS = {"tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")}
 
@@ -118,13 +121,15 @@ class _Builder:
 
 
 _NODE_EVENTS = (yaml.ScalarEvent, yaml.AliasEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent)
-# The pre-scan only counts: libyaml's parser where PyYAML has it; its errors are left to the full parse below.
+# The pre-scan counts with libyaml's parser where PyYAML has it. Text it cannot read (a `%YAML 1.3` line, an unknown
+# directive, a BOM after the start) is refused: the full parse below runs only on small text, for its messages.
 _SCAN_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def _scan_size(text: str, file: str) -> None:
+def _scan_size(text: str, file: str) -> PlanInputError | None:
     """Refuse a document with too many nodes or too deep a nesting while streaming its events, before building
-    any node: a 1 MiB list of 500k tiny items is refused in milliseconds instead of after seconds of composing."""
+    any node: a 1 MiB list of 500k tiny items is refused in milliseconds instead of after seconds of composing.
+    Returns the refusal of text the scan cannot read (raised by the caller), or None."""
     nodes = depth = 0
     try:
         for event in yaml.parse(text, Loader=_SCAN_LOADER):
@@ -138,13 +143,20 @@ def _scan_size(text: str, file: str) -> None:
                     else (f"nesting deeper than {MAX_DEPTH} levels", "yaml-too-deep")
                 )
                 raise PlanInputError([Diagnostic(p.line, p.column, "", message, code, file=file)], text)
-    except yaml.YAMLError:
-        return
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        problem = getattr(exc, "problem", None) or str(exc)
+        message = f"invalid YAML: {problem} (libyaml reads plans: no %YAML 1.3 or unknown directive, a BOM only first)"
+        return PlanInputError([Diagnostic(line, column, "", message, "yaml-syntax", file=file)], text)
+    return None
 
 
 def load_yaml_text(text: str, file: str) -> LoadedYaml:
     builder = _Builder(file)
-    _scan_size(text, file)
+    unreadable = _scan_size(text, file)
+    if unreadable is not None and len(text.encode("utf-8", "surrogatepass")) > MAX_PURE_PARSE_BYTES:
+        raise unreadable
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -166,6 +178,8 @@ def load_yaml_text(text: str, file: str) -> LoadedYaml:
         raise PlanInputError(
             [Diagnostic(1, 1, "", f"nesting deeper than {MAX_DEPTH} levels", "yaml-too-deep", file=file)], text
         )
+    if unreadable is not None:  # the pure parser reads what libyaml does not: refused all the same
+        raise unreadable
     if node is None:
         raise PlanInputError([Diagnostic(1, 1, "", "the plan is empty", "empty-plan", file=file)], text)
     try:

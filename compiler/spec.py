@@ -316,7 +316,7 @@ class EntrypointSpec(Spec):
     script: SafeText = Field("train.py", description="training script run by torchrun")
     args: Annotated[list[SafeText], AfterValidator(_no_credential_args)] = Field(
         default_factory=list,
-        description="arguments, passed shell-quoted (no credentials: token-shaped values are refused)",
+        description="arguments, passed shell-quoted",
     )
     env: Annotated[
         dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], SafeText], AfterValidator(_no_credentials)
@@ -803,12 +803,12 @@ def _not_the_runs_folder(name: str) -> str:
 class PlanSpec(Spec):
     name: Annotated[
         str,
-        AfterValidator(_not_the_runs_folder),
         Field(
             pattern=DNS1123_LABEL,
             description="DNS-1123 label; names jobs and resources",
             examples=["llama3-8b-pretrain"],
         ),
+        AfterValidator(_not_the_runs_folder),
     ]
     workload: Literal["train", "finetune", "serve"] = Field(description="decides which sections are required")
     model: ModelSpec | None = Field(

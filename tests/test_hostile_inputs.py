@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 import time
 
 import pytest
 import yaml
 
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 
 SIX_LINES = """name: hang
 workload: train
@@ -183,3 +187,86 @@ def test_common_harmless_names_and_values_are_kept(tmp_path):
     args = ["--tokenizer", "gpt2", "--max-new-tokens", "16", "--use-auth-token", "--output", "hf_out"]
     result = _plan_with(tmp_path, {"train.entrypoint.env": env, "train.entrypoint.args": args})
     assert result.returncode == 0, result.stderr
+
+
+BIG_LIST = "a:\n" + "".join(f" - {i % 10}\n" for i in range(170_000))  # about 1 MiB, 170k nodes
+
+
+@pytest.mark.parametrize(
+    "head,where",
+    [("%YAML 1.3\n---\n", (1, 1)), ("%FOO bar\n---\n", (1, 5)), ("name: x\n\ufeffb: 1\n", (2, 2))],
+)
+@pytest.mark.parametrize("body", [BIG_LIST, "name: x\nworkload: train\n"], ids=["1MiB", "small"])
+def test_yaml_the_pre_scan_cannot_read_is_refused_fast_and_located(head, where, body):
+    from compiler.diagnostics import PlanInputError
+    from compiler.source import load_yaml_text
+
+    start = time.perf_counter()
+    with pytest.raises(PlanInputError) as refused:
+        load_yaml_text(head + body, "plan.yaml")
+    seconds = time.perf_counter() - start
+    first = refused.value.diagnostics[0]
+    assert (first.line, first.column, first.code) == (*where, "yaml-syntax") and seconds < 1.0, (first, seconds)
+
+
+PLAN_TEXT = (REPO / "examples" / "llama3-8b-pretrain.yaml").read_text()
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A folder no one may create files in, root included (the immutable attribute: root ignores modes)."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    yield folder
+    if shutil.which("chattr"):
+        subprocess.run(["chattr", "-i", str(folder)], check=False)
+
+
+def _make_read_only(folder) -> None:
+    if not shutil.which("chattr") or subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode:
+        pytest.skip("chattr +i is not available here (needs root on ext4/xfs)")
+
+
+def _stdin_compile(cwd, out, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "compiler", "-", "-o", str(out)],
+        input=PLAN_TEXT,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_plan_from_stdin_compiles_in_a_read_only_working_folder(tmp_path, read_only_folder):
+    _make_read_only(read_only_folder)
+    result = _stdin_compile(read_only_folder, tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out" / "llama3-8b-pretrain" / "plan.json").is_file()
+
+
+def test_diff_against_a_revision_works_beside_a_read_only_plan(read_only_folder):
+    git = ["git", "-C", str(read_only_folder), "-c", "user.name=t", "-c", "user.email=t@t"]
+    (read_only_folder / "plan.yaml").write_text(PLAN_TEXT)
+    for command in (["init", "-q"], ["add", "plan.yaml"], ["commit", "-qm", "plan"]):
+        subprocess.run(git + command, check=True, capture_output=True)
+    _make_read_only(read_only_folder)
+    result = run_cli("diff", read_only_folder / "plan.yaml", "--against", "HEAD")
+    assert result.returncode == 0 and "no change to the decisions" in result.stdout, result.stderr
+
+
+def test_an_unwritable_temporary_folder_is_exit_2_located(tmp_path, monkeypatch, capsys):
+    import io
+    import tempfile
+
+    from compiler.cli import main
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", "/tmp/.mlinfra-stdin-x.yaml")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(PLAN_TEXT.encode())))
+    assert main(["-", "-o", str(tmp_path / "out")]) == 2
+    line = capsys.readouterr().err.splitlines()[0]
+    assert "[os-error]" in line and "standard input" in line and "Permission denied" in line, line

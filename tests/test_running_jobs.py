@@ -86,3 +86,26 @@ def test_a_job_working_in_the_runs_folder_keeps_its_directory(tmp_path):
     finally:
         os.close(here)
     assert (runs / "job.out").read_text() == "running"
+
+
+def test_a_plan_cannot_be_named_as_the_runs_folder(tmp_path):
+    import yaml
+
+    from tests.conftest import REPO, run_cli
+
+    plan = yaml.safe_load((REPO / "examples" / "llama3-8b-pretrain.yaml").read_text())
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump({**plan, "name": "runs"}))
+    result = run_cli(tmp_path / "plan.yaml", "-o", tmp_path / "out")
+    assert result.returncode == 2 and "plan.yaml:21:7: error: name: runs is reserved" in result.stderr.split("\n")[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_compiled_sbatch_works_in_the_runs_folder_the_writer_made(tmp_path):
+    from tests.conftest import REPO, run_cli
+
+    out = tmp_path / "out"
+    assert run_cli(REPO / "examples" / "llama3-8b-pretrain.yaml", "-o", out).returncode == 0
+    sbatch = (out / "llama3-8b-pretrain" / "slurm" / "train.sbatch").read_text()
+    assert "#SBATCH --chdir=../runs/llama3-8b-pretrain\n" in sbatch
+    assert (out / "llama3-8b-pretrain" / "../runs/llama3-8b-pretrain").resolve() == out / "runs" / "llama3-8b-pretrain"
+    assert (out / "runs" / "llama3-8b-pretrain").is_dir() and not list((out / "runs").glob("*/*"))
