@@ -270,3 +270,31 @@ def test_an_unwritable_temporary_folder_is_exit_2_located(tmp_path, monkeypatch,
     assert main(["-", "-o", str(tmp_path / "out")]) == 2
     line = capsys.readouterr().err.splitlines()[0]
     assert "[os-error]" in line and "standard input" in line and "Permission denied" in line, line
+
+
+def test_report_md_keeps_file_names_and_site_sources_inert(tmp_path):
+    """REPORT.md rendered by a CommonMark renderer with raw HTML on (as GitHub-style viewers allow some): a hostile
+    file name and a site file's source stay text, and nothing after them is hidden."""
+    markdown_it = pytest.importorskip("markdown_it")
+    from tests.test_site_calibration import POINT, _plan_with_site
+
+    source = "probe [click](javascript:alert(1)) <img src=x onerror=alert(1)> <!-- hide the rest"
+    plan = _plan_with_site(
+        tmp_path,
+        {"site": "a", "measured_at": "2026-11-20", "source": source, "points": [POINT | {"step_seconds": 9.0}]},
+    )
+    hostile = tmp_path / "x`<img src=x onerror=alert(2)>`[y](javascript:alert(3)).yaml"
+    plan.rename(hostile)
+    result = run_cli(hostile, "-o", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    report = next((tmp_path / "out").glob("*/REPORT.md")).read_text()
+    html = markdown_it.MarkdownIt("commonmark", {"html": True}).enable("table").render(report)
+    assert html.startswith("<!-- Code generated") and html.index("-->") < html.index("<h1>")  # the header comment
+    body = html[html.index("-->") :]
+    assert (
+        "<img src=x" not in body
+        and '<img src="x"' not in body
+        and 'href="javascript' not in body
+        and "onerror=alert(1)" in body
+    )  # as text
+    assert "<!--" not in body and "<h2>Deployment</h2>" in body  # nothing after the source is hidden
