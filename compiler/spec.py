@@ -286,6 +286,30 @@ def _no_credentials(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
+# Names bash owns (GNU Bash manual, "Bash Variables"): readonly ones (assigning them stops the launcher: "UID: readonly
+# variable"), ones bash resets or ignores when assigned (GROUPS, RANDOM, SECONDS, LINENO, FUNCNAME, DIRSTACK ...), and
+# ones that change how every later line is read or run (IFS, BASH_ENV, ENV, SHELLOPTS, POSIXLY_CORRECT, PS4 ...).
+SHELL_NAMES = frozenset(
+    "UID EUID PPID SHELLOPTS BASHOPTS BASH_VERSINFO BASHPID BASH_ARGC BASH_ARGV BASH_ARGV0 BASH_LINENO BASH_SOURCE "
+    "BASH_COMMAND BASH_SUBSHELL BASH_REMATCH BASH_ENV BASH_XTRACEFD BASH_COMPAT BASH_ALIASES BASH_CMDS ENV GROUPS "
+    "DIRSTACK FUNCNAME HISTCMD LINENO RANDOM SRANDOM SECONDS EPOCHREALTIME EPOCHSECONDS PIPESTATUS IFS OPTIND OPTARG "
+    "PWD OLDPWD POSIXLY_CORRECT PS4 GLOBIGNORE CDPATH".split()
+)
+
+
+def _no_shell_names(env: dict[str, str]) -> dict[str, str]:
+    """The launcher is a bash script that exports each name: a name bash owns cannot be one of the plan's."""
+    for name in env:
+        if name in SHELL_NAMES:
+            raise PydanticCustomError(
+                "shell-variable",
+                "{name} is a variable bash itself owns (readonly, reset or read by the shell); launch/torchrun.sh "
+                "cannot export it. Set it inside the training script, or choose another name",
+                {"name": name},
+            )
+    return env
+
+
 def _no_credential_args(args: list[str]) -> list[str]:
     """Arguments are written into the launcher and plan.json like env: no token-shaped value, and no option named as a
     credential given a value (--hub-token X, --password=X); a bare flag (--use-auth-token) is kept."""
@@ -319,7 +343,9 @@ class EntrypointSpec(Spec):
         description="arguments, passed shell-quoted",
     )
     env: Annotated[
-        dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], SafeText], AfterValidator(_no_credentials)
+        dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], SafeText],
+        AfterValidator(_no_shell_names),
+        AfterValidator(_no_credentials),
     ] = Field(
         default_factory=dict,
         description="extra environment variables (no credentials: names with TOKEN, KEY, SECRET, PASSWORD ... are refused)",
@@ -644,6 +670,38 @@ class ObjectStoreSpec(Spec):
         return self
 
 
+# Kubernetes label keys and values (apimachinery validation IsQualifiedName, IsValidLabelValue): an optional DNS-1123
+# subdomain prefix and '/', then a name of 1-63 alphanumerics, '-', '_', '.', starting and ending alphanumeric.
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+LabelKey = Annotated[str, Field(pattern=rf"^({_SUBDOMAIN}/)?{_LABEL_NAME}$", max_length=253 + 1 + 63)]
+LabelValue = Annotated[str, Field(pattern=rf"^({_LABEL_NAME})?$")]
+
+
+class TolerationSpec(Spec):
+    """A pod toleration, as Kubernetes types it (core/v1 Toleration) and validates it (ValidateTolerations)."""
+
+    key: LabelKey | None = Field(None, description="taint key; empty with operator Exists matches every taint")
+    operator: Literal["Exists", "Equal"] = Field("Equal", description="Exists: any value; Equal: the value below")
+    value: LabelValue | None = Field(None, description="taint value (operator Equal)")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        None, description="taint effect to match; empty matches every effect"
+    )
+    tolerationSeconds: int | None = Field(  # noqa: N815 - the Kubernetes field name
+        None, ge=0, le=2**63 - 1, description="NoExecute only: how long the pod stays bound after the taint appears"
+    )
+
+    @model_validator(mode="after")
+    def consistent(self) -> TolerationSpec:
+        if self.operator == "Exists" and self.value:
+            raise PydanticCustomError("invalid-toleration", "operator Exists takes no value", {})
+        if not self.key and self.operator != "Exists":
+            raise PydanticCustomError("invalid-toleration", "a toleration without a key needs operator Exists", {})
+        if self.tolerationSeconds is not None and self.effect != "NoExecute":
+            raise PydanticCustomError("invalid-toleration", "tolerationSeconds needs effect NoExecute", {})
+        return self
+
+
 class KubernetesSpec(Spec):
     namespace: Annotated[str, Field(pattern=DNS1123_LABEL)] = Field("default", description="Kubernetes namespace")
     job_api: Literal["jobset", "pytorchjob"] = Field("jobset", description="training job kind")
@@ -661,11 +719,11 @@ class KubernetesSpec(Spec):
         description="credentials for model.weights in object storage (default: none, the node's own identity or a public bucket)",
     )
     image: SafeText | None = Field(None, description="container image (default per engine/framework)")
-    tolerations: list[dict[str, str]] = Field(
-        default_factory=lambda: [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    tolerations: list[TolerationSpec] = Field(
+        default_factory=lambda: [TolerationSpec(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
         description="pod tolerations for the GPU nodes",
     )
-    node_selector: dict[str, str] = Field(
+    node_selector: dict[LabelKey, LabelValue] = Field(
         default_factory=dict, description="extra node labels to select on (the GPU product label is added)"
     )
 

@@ -298,3 +298,56 @@ def test_report_md_keeps_file_names_and_site_sources_inert(tmp_path):
         and "onerror=alert(1)" in body
     )  # as text
     assert "<!--" not in body and "<h2>Deployment</h2>" in body  # nothing after the source is hidden
+
+
+K8S_SERVE = REPO / "examples" / "llama3-8b-chat.yaml"
+
+
+def _serve_with(tmp_path, kubernetes: dict):
+    from tests.test_security import _plan_with
+
+    plan = yaml.safe_load(K8S_SERVE.read_text())
+    plan["cluster"] = {**plan["cluster"], "scheduler": "kubernetes"}
+    plan["cluster"]["kubernetes"] = {**plan["cluster"].get("kubernetes", {}), **kubernetes}
+    return _plan_with(tmp_path, {}, plan)
+
+
+@pytest.mark.parametrize(
+    "kubernetes,field",
+    [
+        ({"tolerations": [{"key": "a", "effect": "NoExecute", "tolerationSeconds": "sixty"}]}, "tolerationSeconds"),
+        ({"tolerations": [{"key": "a", "operator": "Exists", "tolerate": "yes"}]}, "tolerate"),
+        ({"tolerations": [{"key": "a", "tolerationSeconds": 60}]}, "tolerations.0"),
+        ({"node_selector": {"": "x"}}, "node_selector"),
+        ({"node_selector": {"a b": "x"}}, "node_selector"),
+        ({"node_selector": {"zone": "eu west"}}, "node_selector"),
+    ],
+)
+def test_tolerations_and_node_labels_are_typed_as_kubernetes_types_them(tmp_path, kubernetes, field):
+    line = located(_serve_with(tmp_path, kubernetes))
+    assert "cluster.kubernetes." in line and field in line, line
+
+
+def test_a_typed_toleration_reaches_the_deployment_as_kubernetes_reads_it(tmp_path):
+    from tests.tools.realtools import validate_k8s
+
+    toleration = {"key": "example.com/spot", "operator": "Equal", "value": "true", "effect": "NoExecute"}
+    kubernetes = {
+        "tolerations": [toleration | {"tolerationSeconds": 60}],
+        "node_selector": {"topology.kubernetes.io/zone": "eu-west-1a"},
+    }
+    assert _serve_with(tmp_path, kubernetes).returncode == 0
+    serving = next((tmp_path / "out").glob("*/k8s/serving.yaml"))
+    docs = [d for d in yaml.safe_load_all(serving.read_text()) if d and d.get("kind") == "Deployment"]
+    pod = docs[0]["spec"]["template"]["spec"]
+    assert toleration | {"tolerationSeconds": 60} in pod["tolerations"]
+    assert pod["nodeSelector"]["topology.kubernetes.io/zone"] == "eu-west-1a"
+    assert validate_k8s([serving]) == []
+
+
+@pytest.mark.parametrize("name", ["UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "BASH_VERSINFO", "GROUPS", "IFS"])
+def test_names_bash_owns_are_refused_in_env(tmp_path, name):
+    from tests.test_security import _plan_with
+
+    line = located(_plan_with(tmp_path, {"train.entrypoint.env": {name: "1"}}))
+    assert "[shell-variable]" in line and "train.entrypoint.env" in line and name in line, line
