@@ -197,7 +197,10 @@ def test_hostile_strings_stay_inert_values():
             "seq_len": 8192,
             "entrypoint": {"script": "t.py", "args": ["--x", HOSTILE], "env": {"X": HOSTILE}},
         },
-        cluster={**ON_DEMAND, "kubernetes": {"namespace": "ml", "image": HOSTILE, "node_selector": {"pool": "a-b_c.9"}}},
+        cluster={
+            **ON_DEMAND,
+            "kubernetes": {"namespace": "ml", "image": HOSTILE, "node_selector": {"pool": "a-b_c.9"}},
+        },
     )
     plan = deployed(
         plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_dir": "/ckpt/" + HOSTILE})})
