@@ -28,6 +28,7 @@ MAX_DEPTH = 64
 # a 1 MiB document it alone reads would take ten seconds.
 MAX_PURE_PARSE_BYTES = 64 << 10
 
+_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
 _STANDARD_TAGS = {"tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")}
 
 Loc = tuple[str | int, ...]
@@ -92,7 +93,11 @@ class _Builder:
         return self._scalar(node, loc)
 
     def _scalar(self, node: yaml.Node, loc: Loc) -> Any:
-        """A scalar's value; one Python cannot hold (a 5,000-digit integer, 2024-02-30) is located at the scalar."""
+        """A scalar's value; one Python cannot hold (a 5,000-digit integer, 2024-02-30) is located at the scalar, and
+        so is a plain 1:30, which YAML 1.1 reads as the base-60 number 90."""
+        if node.style is None and ":" in node.value and node.tag in (_INT, _FLOAT):
+            message = f"{node.value} is a base-60 number in YAML 1.1 ({self.scalars.construct_object(node)!r}); "
+            raise self.fail(node, message + "write the number itself, or quote it", "yaml-sexagesimal", loc)
         try:
             return self.scalars.construct_object(node, deep=True)
         except (ValueError, OverflowError) as exc:
@@ -106,6 +111,9 @@ class _Builder:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise self.fail(key_node, "mapping keys must be plain scalars", "yaml-key", loc)
             key = self._scalar(key_node, loc)
+            if isinstance(key, bool):  # yes/no/on/off/true/false: YAML 1.1 booleans, even as keys
+                message = f"the key {key_node.value!r} reads as the boolean {key} in YAML 1.1; quote it to use the word"
+                raise self.fail(key_node, message, "yaml-bool-key", loc)
             key = key if isinstance(key, str) else str(key)
             if key in result:
                 first = self.keys[loc + (key,)]

@@ -547,7 +547,12 @@ class ServeSpec(Spec):
     @field_validator("stages")
     @classmethod
     def stage_names_unique(cls, stages: list[StageSpec] | None) -> list[StageSpec] | None:
-        """A stage name names its Deployment, Service and queue: two stages of one name would be one object."""
+        """A stage name names its Deployment, Service and queue: two stages of one name would be one object. An empty
+        list is no staged service: refused here rather than read as 'no stages, so a model is missing'."""
+        if stages is not None and not stages:
+            raise PydanticCustomError(
+                "empty-stages", "stages is empty: list the stages in order, or leave stages out and give a model", {}
+            )
         names = [s.name for s in stages or []]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:

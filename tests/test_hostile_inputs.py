@@ -351,3 +351,47 @@ def test_names_bash_owns_are_refused_in_env(tmp_path, name):
 
     line = located(_plan_with(tmp_path, {"train.entrypoint.env": {name: "1"}}))
     assert "[shell-variable]" in line and "train.entrypoint.env" in line and name in line, line
+
+
+@pytest.mark.parametrize(
+    "text,where,code,words",
+    [
+        ("yes: 1\n", (1, 1), "yaml-bool-key", "reads as the boolean True"),
+        ("name: x\nenv: {on: 1}\n", (2, 7), "yaml-bool-key", "'on'"),
+        ("a:\n  requests_per_second: 1:30\n", (2, 24), "yaml-sexagesimal", "(90)"),
+    ],
+)
+def test_yaml_1_1_surprises_are_refused_where_they_are(text, where, code, words):
+    from compiler.diagnostics import PlanInputError
+    from compiler.source import load_yaml_text
+
+    with pytest.raises(PlanInputError) as refused:
+        load_yaml_text(text, "plan.yaml")
+    first = refused.value.diagnostics[0]
+    assert (first.line, first.column, first.code) == (*where, code) and words in first.message, first
+
+
+def test_a_quoted_base_60_looking_string_stays_a_string():
+    from compiler.source import load_yaml_text
+
+    assert load_yaml_text('a: "1:30"\nb: "yes"\n', "plan.yaml").data == {"a": "1:30", "b": "yes"}
+
+
+def test_an_empty_stage_list_says_so(tmp_path):
+    from tests.test_security import _plan_with
+
+    plan = yaml.safe_load((REPO / "examples" / "image-captioning.yaml").read_text())
+    plan["serve"]["stages"] = []
+    line = located(_plan_with(tmp_path, {}, plan))
+    assert "[empty-stages]" in line and "serve.stages" in line and "model' is missing" not in line, line
+
+
+def test_one_uneven_stage_pin_never_writes_none(tmp_path):
+    from tests.test_security import _plan_with
+
+    result = _plan_with(tmp_path, {"parallelism": {"pp_first_stage_layers": 3}, "budget": {}})
+    assert result.returncode == 0, result.stderr
+    folder = tmp_path / "out" / "llama3-8b-pretrain"
+    report, plan_json = (folder / "REPORT.md").read_text(), (folder / "plan.json").read_text()
+    assert "with first stage 3 (the other stages" in report and "with first stage 3 (the other stages" in plan_json
+    assert "stage None" not in report + plan_json

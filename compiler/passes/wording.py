@@ -616,7 +616,9 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "no-pipeline-split": lambda pp, layers, first, last: (
         f"{layers} layers have no split over PP{pp}"
         + (
-            f" with first stage {first} and last stage {last} (the middle stages must share the rest equally)"
+            " with "
+            + " and ".join(f"{end} stage {n}" for end, n in (("first", first), ("last", last)) if n)
+            + " (the other stages must share the rest equally)"
             if first or last
             else ""
         )
