@@ -395,3 +395,12 @@ def test_one_uneven_stage_pin_never_writes_none(tmp_path):
     report, plan_json = (folder / "REPORT.md").read_text(), (folder / "plan.json").read_text()
     assert "with first stage 3 (the other stages" in report and "with first stage 3 (the other stages" in plan_json
     assert "stage None" not in report + plan_json
+
+
+def test_random_site_files_never_crash(tmp_path):
+    """A fixed seed: on the unchecked site-file loader one of these 100 crashed (a zero dimension divided by)."""
+    from tests.fuzzing.site_files import compile_case
+
+    outcomes = [compile_case(0, i, tmp_path) for i in range(100)]
+    crashes = [(i, o) for i, o in enumerate(outcomes) if o not in ("compiled", "refused")]
+    assert crashes == [] and outcomes.count("compiled") >= 20, crashes[:5]
