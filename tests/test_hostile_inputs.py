@@ -404,3 +404,11 @@ def test_random_site_files_never_crash(tmp_path):
     outcomes = [compile_case(0, i, tmp_path) for i in range(100)]
     crashes = [(i, o) for i, o in enumerate(outcomes) if o not in ("compiled", "refused")]
     assert crashes == [] and outcomes.count("compiled") >= 20, crashes[:5]
+
+
+def test_docs_list_every_architecture_bound():
+    from compiler.catalog.types import ARCHITECTURE_LIMITS
+
+    doc = (REPO / "docs" / "safety.md").read_text()
+    for field, (top, reason) in ARCHITECTURE_LIMITS.items():
+        assert f"| `{field}` | {top:,} | {reason} |" in doc, field

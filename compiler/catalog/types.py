@@ -119,7 +119,7 @@ ModelKind = Literal["decoder", "encoder", "vision-transformer", "cnn"]
 # (layers: 1e12) before the sizing spends minutes or memory on a shape no one trains or serves.
 ARCHITECTURE_LIMITS: dict[str, tuple[int, str]] = {
     "layers": (10_000, "DeepNet (Wang et al. 2022) trained 1,000 layers; Llama 3.1 405B has 126"),
-    "hidden": (131_072, "the widest published model is 25,600 (Megatron-Turing NLG 20,480; Llama 3.1 405B 16,384)"),
+    "hidden": (131_072, "Megatron-Turing NLG 530B has 20,480, PaLM 540B 18,432, Llama 3.1 405B 16,384"),
     "heads": (4_096, "published models have at most 128 (Llama 3.1 405B, DeepSeek-V3)"),
     "kv_heads": (4_096, "at most heads"),
     "head_dim": (4_096, "published models use 64 to 256"),
@@ -128,7 +128,7 @@ ARCHITECTURE_LIMITS: dict[str, tuple[int, str]] = {
     "vocab": (4_194_304, "published vocabularies hold at most 262,144 tokens (Gemma 3)"),
     "max_position": (1 << 30, "the longest published context is 10M tokens (Llama 4 Scout)"),
     "experts": (1_048_576, "PEER (He 2024) routes over 1,048,576 experts; DeepSeek-V3 has 256"),
-    "shared_experts": (1_024, "published models have at most 2 (Qwen2-MoE 4 as one)"),
+    "shared_experts": (1_024, "DeepSeekMoE uses 2, Qwen1.5-MoE 4"),
     "dense_layers": (10_000, "at most layers"),
     "mtp_layers": (1_024, "DeepSeek-V3 ships 1"),
     "interleave_moe_layer_step": (10_000, "at most layers"),
