@@ -60,7 +60,9 @@ def predicted(row: dict) -> dict:
 
 def main() -> int:
     rows = [json.loads(line) for line in MEASURED.read_text().splitlines() if line.strip()]
-    print(f"{'layout':44s} {'step s':>7s} {'pred':>7s} {'err':>6s} {'P10-P90':>13s} in  {'GiB':>6s} {'pred':>6s} {'err':>6s}")
+    print(
+        f"{'layout':44s} {'step s':>7s} {'pred':>7s} {'err':>6s} {'P10-P90':>13s} in  {'GiB':>6s} {'pred':>6s} {'err':>6s}"
+    )
     step_errors, memory_errors, inside = [], [], 0
     for row in rows:
         if "error" in row:

@@ -152,12 +152,11 @@ def _plan_at_revision(path: Path, revision: str, searches: SearchCache) -> Resol
     sha = _commit(revision, cwd)
     relative = _git(["ls-files", "--full-name", "--error-unmatch", "--", path.name], cwd).strip()
     text = _git(["show", f"{sha}:{relative}"], cwd)
-    with tempfile.NamedTemporaryFile(
-        "w", dir=path.parent, prefix=".mlinfra-diff-", suffix=".yaml", delete=False
-    ) as handle:
-        handle.write(text)
+    with tempfile.NamedTemporaryFile("w", prefix=".mlinfra-diff-", suffix=".yaml", delete=False) as handle:
+        handle.write(text)  # in the temporary folder: the plan's own may be read-only
     try:
-        return resolve(Path(handle.name), display_name=f"{sha[:12]}:{path.name}", searches=searches)
+        shown = f"{sha[:12]}:{path.name}"
+        return resolve(Path(handle.name), display_name=shown, searches=searches, base_dir=path.parent)
     finally:
         Path(handle.name).unlink()
 
@@ -194,6 +193,9 @@ def run_diff(argv: list[str]) -> int:
         return 4
     except GitError as exc:
         print(f"{printable(str(args.old))}: error: {printable(str(exc))}  [git-revision]", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the environment: a full or read-only temporary folder
+        print(f"{printable(str(args.old))}: error: {printable(str(exc))}  [os-error]", file=sys.stderr)
         return 2
     changes, files = decision_changes(old, new), file_diffs(old, new)
     if args.json:

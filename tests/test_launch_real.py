@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.resolved_plans import deployed
-from tests.test_target_slurm import _sbatch, cluster_env
+from tests.test_target_slurm import _sbatch, cluster_env, job_folder
 from tests.test_target_torchrun import (
     REPO,
     free_port,
@@ -95,7 +95,7 @@ def run_on_slurm(cluster, plan, out: Path, timeout: float = 240, **extra_env: st
     state = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
     logs = "".join(
         p.read_text(errors="replace")
-        for p in (out / f"{plan.name}-{job}.out", out / f"{plan.name}-{job}.err")
+        for p in (job_folder(out) / f"{plan.name}-{job}.out", job_folder(out) / f"{plan.name}-{job}.err")
         if p.exists()
     )
     return state, logs
@@ -250,7 +250,7 @@ def test_hf_trainer_deepspeed_step_on_slurm_matches_plan(tmp_path, slurm_cluster
 
 def wait_for_log(out: Path, name: str, job: str, pattern: str, count: int, env: dict, timeout: float) -> str:
     """The job's log once `pattern` occurs `count` times in it (fails if the job ends or the time runs out first)."""
-    log = out / f"{name}-{job}.out"
+    log = job_folder(out) / f"{name}-{job}.out"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         text = log.read_text(errors="replace") if log.exists() else ""
@@ -260,7 +260,7 @@ def wait_for_log(out: Path, name: str, job: str, pattern: str, count: int, env: 
             pytest.fail(f"job {job} ended before {count} × {pattern!r}: " + text[-4000:])
         time.sleep(0.5)
     subprocess.run(["scancel", job], env=env)
-    errors = out / f"{name}-{job}.err"
+    errors = job_folder(out) / f"{name}-{job}.err"
     pytest.fail(
         f"no {count} × {pattern!r} in {timeout} s: "
         + text[-3000:]
@@ -290,7 +290,7 @@ def signalled_run(
     state = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
     logs = "".join(
         p.read_text(errors="replace")
-        for p in (out / f"{plan.name}-{job}.out", out / f"{plan.name}-{job}.err")
+        for p in (job_folder(out) / f"{plan.name}-{job}.out", job_folder(out) / f"{plan.name}-{job}.err")
         if p.exists()
     )
     return state, logs, steps

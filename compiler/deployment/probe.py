@@ -16,6 +16,7 @@ from ..catalog.types import Architecture
 from ..plan.deployment import DeploymentDecision, Directive
 from ..plan.probe import Probe, ProbeKubernetes, ProbeLayout, ServingProbe
 from ..plan.resolved import ResolvedPlan
+from ..plan.runs import runs_dir
 from ..probe_environment import POWER_TOLERANCE
 from ..sizing.serve.memory import kv_bytes_per_token, weights_bytes_total
 from ..sizing.train.layout import Layout, MemoryOptions, Workload
@@ -371,6 +372,7 @@ def _probe(
     return Probe(
         kind=kind,
         name=f"{plan.name}-probe",
+        runs_dir=runs_dir(f"{plan.name}-probe"),
         plan=plan.name,
         gpu_id=plan.hardware.gpu,
         expected_device=gpu.k8s_product_label,

@@ -21,6 +21,7 @@ from ..plan.deployment import (
     Slurm,
 )
 from ..plan.resolved import ResolvedPlan
+from ..plan.runs import runs_dir
 from ..plan.spec import PlanSpec
 from .frameworks import GRADIENT_CLIP_NORM, uses_megatron
 from .fsdp_tp import uses_fsdp_tp
@@ -765,6 +766,14 @@ def decisions(
                     f"{HOST_MEMORY_PER_GPU_BYTES // 2**30} GiB per GPU (AWS p4d.24xlarge share) unless cluster.slurm.memory_per_node",
                 )
             )
+        out.append(
+            DeploymentDecision(
+                topic="Slurm job folder",
+                choice=f"out/runs/{job.job_name}/ (--chdir={runs_dir(job.job_name)}): the job's working directory and logs",
+                reason="beside the plan's folder, which every compile replaces whole; a compile makes this one and never "
+                "replaces or empties it, so a running job keeps its directory and files",
+            )
+        )
         out.append(
             DeploymentDecision(
                 topic="Slurm signal",

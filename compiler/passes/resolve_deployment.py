@@ -56,7 +56,7 @@ def resolve_deployment(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         secret_name=k8s.secret_name,
         storage_class=k8s.storage_class,
         **secrets,
-        tolerations=[dict(t) for t in k8s.tolerations],
+        tolerations=[t.model_dump(exclude_none=True) for t in k8s.tolerations],
         node_selector=dict(k8s.node_selector),
         autoscaler=k8s.autoscaler,
         autoscaling=serving.autoscaling(),

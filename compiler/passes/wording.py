@@ -506,6 +506,10 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "heads-do-not-split": lambda heads, tp: f"{heads} attention heads do not split over TP{tp}",
     "pp-exceeds-layers": lambda pp, layers: f"PP{pp} exceeds {layers} layers",
     "no-gpu-link": lambda gpu_name: f"{gpu_name} has no GPU-to-GPU link for TP",
+    "no-gpu-link-training": lambda gpu_name: (
+        f"{gpu_name} has no GPU-to-GPU link in the catalog (intra_node_bandwidth_bytes_per_second 0): a training "
+        "collective over more than one GPU cannot be priced; give the link's rate (its PCIe rate where there is no NVLink)"
+    ),
     "one-stage-per-node": lambda per_node: f"a replica over nodes runs one PP stage of TP{per_node} per node",
     "tgi-no-pp": lambda: "TGI shards a replica with TP on one node (no PP)",
     "triton-one-node": lambda: "Triton's vLLM backend runs a replica on one node",
@@ -613,7 +617,9 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "no-pipeline-split": lambda pp, layers, first, last: (
         f"{layers} layers have no split over PP{pp}"
         + (
-            f" with first stage {first} and last stage {last} (the middle stages must share the rest equally)"
+            " with "
+            + " and ".join(f"{end} stage {n}" for end, n in (("first", first), ("last", last)) if n)
+            + " (the other stages must share the rest equally)"
             if first or last
             else ""
         )

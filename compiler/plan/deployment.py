@@ -431,7 +431,7 @@ class Kubernetes(Section):
         default_factory=dict, description="pod labels the workload-identity webhook selects on (Azure)"
     )
     storage_class: str | None
-    tolerations: list[dict[str, str]]
+    tolerations: list[dict[str, str | int]]
     node_selector: dict[str, str] = Field(description="the plan's extra labels; the GPU product label is added per pod")
     autoscaler: Literal["hpa", "keda"]
     autoscaling: Autoscaling

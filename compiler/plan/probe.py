@@ -54,6 +54,10 @@ class ProbeKubernetes(Section):
 class Probe(Section):
     kind: Literal["training", "serving"]
     name: str = Field(description="the probe's folder and job name: <plan>-probe")
+    runs_dir: str = Field(
+        description="where the probe job works and writes its log and probe-results.json, relative to its folder: "
+        "out/runs/<plan>-probe/, which a re-run of probe never replaces (compiler/runs.py)"
+    )
     plan: str
     gpu_id: str
     expected_device: str = Field(description="the GPU product name the probe checks the node against")

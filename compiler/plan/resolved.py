@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_serializer
 
 from ..catalog.types import Architecture, GpuSpec
 from .deployment import Deployment
 from .probe import Probe
+from .runs import runs_dir
 from .spec import PlanSpec
 
 SCHEMA_VERSION = 1
@@ -316,6 +317,14 @@ class ResolvedPlan(Section):
     probe: Probe | None = Field(
         None, description="`mlinfra-compile probe` only: the measurement job (deployment/probe.py); left out otherwise"
     )
+
+    @computed_field(
+        description="where the plan's Slurm job works and writes its logs (sbatch --chdir), relative to out/<plan>/: "
+        "out/runs/<plan>/, which no compile replaces (compiler/runs.py); null without a Slurm job"
+    )
+    @property
+    def runs_dir(self) -> str | None:
+        return runs_dir(self.name) if self.deployment is not None and self.deployment.slurm is not None else None
 
     @model_serializer(mode="wrap")
     def _without_absent_probe(self, handler):

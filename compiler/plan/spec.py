@@ -23,6 +23,8 @@ from pydantic_core import PydanticCustomError
 
 from .. import units
 from ..catalog.types import Architecture
+from .credential_shapes import WHERE_INSTEAD, credential_shape, credential_word
+from .runs import RUNS_FOLDER
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 MAX_DIMENSION = 1e15  # any size of an inline architecture (the largest, params_override, is a parameter count)
@@ -268,21 +270,63 @@ class CheckpointSpec(Spec):
     dir: SafeText = Field("/checkpoints", description="checkpoint directory on the shared filesystem")
 
 
-# Parts of an environment variable's name that mark a credential (HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY).
-CREDENTIAL_WORDS = {"TOKEN", "KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "PRIVATE"}
-
-
 def _no_credentials(env: dict[str, str]) -> dict[str, str]:
-    """Plain env lands in the launcher and a ConfigMap, readable by anyone who reads out/ or the namespace."""
-    for name in env:
-        if CREDENTIAL_WORDS & set(name.upper().split("_")):
+    """Plain env lands in the launcher, a ConfigMap and plan.json, readable by anyone who reads out/ or the namespace:
+    a name that marks a credential (credential_shapes.py) or a value shaped like one is refused."""
+    for name, value in env.items():
+        word, shape = credential_word(name), credential_shape(value)
+        if word or shape:
+            why = f"its name holds {word}" if word else f"its value looks like {shape}"
             raise PydanticCustomError(
                 "secret-in-plain-env",
-                "{name} looks like a credential; plain env is written into the launcher and a "
-                "ConfigMap. Keep it in a Kubernetes Secret (cluster.kubernetes.secret_name) or the job's own environment",
+                "{name} looks like a credential ({why}); plain env is written into the launcher, a ConfigMap and "
+                "plan.json: {instead}",
+                {"name": name, "why": why, "instead": WHERE_INSTEAD},
+            )
+    return env
+
+
+# Names bash owns (GNU Bash manual, "Bash Variables"): readonly ones (assigning them stops the launcher: "UID: readonly
+# variable"), ones bash resets or ignores when assigned (GROUPS, RANDOM, SECONDS, LINENO, FUNCNAME, DIRSTACK ...), and
+# ones that change how every later line is read or run (IFS, BASH_ENV, ENV, SHELLOPTS, POSIXLY_CORRECT, PS4 ...).
+SHELL_NAMES = frozenset(
+    "UID EUID PPID SHELLOPTS BASHOPTS BASH_VERSINFO BASHPID BASH_ARGC BASH_ARGV BASH_ARGV0 BASH_LINENO BASH_SOURCE "
+    "BASH_COMMAND BASH_SUBSHELL BASH_REMATCH BASH_ENV BASH_XTRACEFD BASH_COMPAT BASH_ALIASES BASH_CMDS ENV GROUPS "
+    "DIRSTACK FUNCNAME HISTCMD LINENO RANDOM SRANDOM SECONDS EPOCHREALTIME EPOCHSECONDS PIPESTATUS IFS OPTIND OPTARG "
+    "PWD OLDPWD POSIXLY_CORRECT PS4 GLOBIGNORE CDPATH".split()
+)
+
+
+def _no_shell_names(env: dict[str, str]) -> dict[str, str]:
+    """The launcher is a bash script that exports each name: a name bash owns cannot be one of the plan's."""
+    for name in env:
+        if name in SHELL_NAMES:
+            raise PydanticCustomError(
+                "shell-variable",
+                "{name} is a variable bash itself owns (readonly, reset or read by the shell); launch/torchrun.sh "
+                "cannot export it. Set it inside the training script, or choose another name",
                 {"name": name},
             )
     return env
+
+
+def _no_credential_args(args: list[str]) -> list[str]:
+    """Arguments are written into the launcher and plan.json like env: no token-shaped value, and no option named as a
+    credential given a value (--hub-token X, --password=X); a bare flag (--use-auth-token) is kept."""
+    for i, arg in enumerate(args):
+        option, has_value, _ = arg.partition("=")
+        given = has_value or (i + 1 < len(args) and not args[i + 1].startswith("-"))
+        word = credential_word(option) if arg.startswith("-") and given else None
+        shape = credential_shape(arg)
+        if word or shape:
+            why = f"the option {option} holds {word}" if word else f"it looks like {shape}"
+            raise PydanticCustomError(
+                "secret-in-args",
+                "argument {i} looks like a credential ({why}); arguments are written into the launcher and plan.json: "
+                "{instead}, and let the script read it from there",
+                {"i": i, "why": why, "instead": WHERE_INSTEAD},
+            )
+    return args
 
 
 class EntrypointSpec(Spec):
@@ -294,9 +338,14 @@ class EntrypointSpec(Spec):
         "megatron/args.sh); auto picks from the framework",
     )
     script: SafeText = Field("train.py", description="training script run by torchrun")
-    args: list[SafeText] = Field(default_factory=list, description="arguments, passed shell-quoted")
+    args: Annotated[list[SafeText], AfterValidator(_no_credential_args)] = Field(
+        default_factory=list,
+        description="arguments, passed shell-quoted",
+    )
     env: Annotated[
-        dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], SafeText], AfterValidator(_no_credentials)
+        dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], SafeText],
+        AfterValidator(_no_shell_names),
+        AfterValidator(_no_credentials),
     ] = Field(
         default_factory=dict,
         description="extra environment variables (no credentials: names with TOKEN, KEY, SECRET, PASSWORD ... are refused)",
@@ -498,7 +547,12 @@ class ServeSpec(Spec):
     @field_validator("stages")
     @classmethod
     def stage_names_unique(cls, stages: list[StageSpec] | None) -> list[StageSpec] | None:
-        """A stage name names its Deployment, Service and queue: two stages of one name would be one object."""
+        """A stage name names its Deployment, Service and queue: two stages of one name would be one object. An empty
+        list is no staged service: refused here rather than read as 'no stages, so a model is missing'."""
+        if stages is not None and not stages:
+            raise PydanticCustomError(
+                "empty-stages", "stages is empty: list the stages in order, or leave stages out and give a model", {}
+            )
         names = [s.name for s in stages or []]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
@@ -621,6 +675,38 @@ class ObjectStoreSpec(Spec):
         return self
 
 
+# Kubernetes label keys and values (apimachinery validation IsQualifiedName, IsValidLabelValue): an optional DNS-1123
+# subdomain prefix and '/', then a name of 1-63 alphanumerics, '-', '_', '.', starting and ending alphanumeric.
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+LabelKey = Annotated[str, Field(pattern=rf"^({_SUBDOMAIN}/)?{_LABEL_NAME}$", max_length=253 + 1 + 63)]
+LabelValue = Annotated[str, Field(pattern=rf"^({_LABEL_NAME})?$")]
+
+
+class TolerationSpec(Spec):
+    """A pod toleration, as Kubernetes types it (core/v1 Toleration) and validates it (ValidateTolerations)."""
+
+    key: LabelKey | None = Field(None, description="taint key; empty with operator Exists matches every taint")
+    operator: Literal["Exists", "Equal"] = Field("Equal", description="Exists: any value; Equal: the value below")
+    value: LabelValue | None = Field(None, description="taint value (operator Equal)")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        None, description="taint effect to match; empty matches every effect"
+    )
+    tolerationSeconds: int | None = Field(  # noqa: N815 - the Kubernetes field name
+        None, ge=0, le=2**63 - 1, description="NoExecute only: how long the pod stays bound after the taint appears"
+    )
+
+    @model_validator(mode="after")
+    def consistent(self) -> TolerationSpec:
+        if self.operator == "Exists" and self.value:
+            raise PydanticCustomError("invalid-toleration", "operator Exists takes no value", {})
+        if not self.key and self.operator != "Exists":
+            raise PydanticCustomError("invalid-toleration", "a toleration without a key needs operator Exists", {})
+        if self.tolerationSeconds is not None and self.effect != "NoExecute":
+            raise PydanticCustomError("invalid-toleration", "tolerationSeconds needs effect NoExecute", {})
+        return self
+
+
 class KubernetesSpec(Spec):
     namespace: Annotated[str, Field(pattern=DNS1123_LABEL)] = Field("default", description="Kubernetes namespace")
     job_api: Literal["jobset", "pytorchjob"] = Field("jobset", description="training job kind")
@@ -638,11 +724,11 @@ class KubernetesSpec(Spec):
         description="credentials for model.weights in object storage (default: none, the node's own identity or a public bucket)",
     )
     image: SafeText | None = Field(None, description="container image (default per engine/framework)")
-    tolerations: list[dict[str, str]] = Field(
-        default_factory=lambda: [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    tolerations: list[TolerationSpec] = Field(
+        default_factory=lambda: [TolerationSpec(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
         description="pod tolerations for the GPU nodes",
     )
-    node_selector: dict[str, str] = Field(
+    node_selector: dict[LabelKey, LabelValue] = Field(
         default_factory=dict, description="extra node labels to select on (the GPU product label is added)"
     )
 
@@ -766,6 +852,17 @@ class ParallelismSpec(Spec):
         return self
 
 
+def _not_the_runs_folder(name: str) -> str:
+    """out/runs/ holds what jobs write (compiler/runs.py): a plan folder of that name would be it."""
+    if name == RUNS_FOLDER:
+        raise PydanticCustomError(
+            "reserved-plan-name",
+            "{name} is reserved: out/{name}/ holds what jobs write; rename the plan",
+            {"name": name},
+        )
+    return name
+
+
 class PlanSpec(Spec):
     name: Annotated[
         str,
@@ -774,6 +871,7 @@ class PlanSpec(Spec):
             description="DNS-1123 label; names jobs and resources",
             examples=["llama3-8b-pretrain"],
         ),
+        AfterValidator(_not_the_runs_folder),
     ]
     workload: Literal["train", "finetune", "serve"] = Field(description="decides which sections are required")
     model: ModelSpec | None = Field(

@@ -52,7 +52,7 @@ from .parallel import (
 )
 from .request import TrainPins, TrainRequest
 from .shapes import gpu_counts, shapes
-from .time import COMPUTE_DTYPE
+from .time import ATTENTION_DTYPE, COMPUTE_DTYPE
 
 __all__ = [
     "Rejection",
@@ -275,9 +275,11 @@ def search_training(
 
 def _gpu_refused(req: TrainRequest, gpu: GpuSpec, out: Collector) -> bool:
     """A GPU type the search cannot use (no tensor-core rate for the precision, no price, an edge part), recorded."""
-    dtype = COMPUTE_DTYPE[req.precision]
-    if dtype not in gpu.dense_tflops:
-        out.other[f"dtype:{gpu.id}"] = Rejection(gpu.id, because("no-tensor-cores-datasheet", dtype=dtype))
+    missing = next(
+        (d for d in (COMPUTE_DTYPE[req.precision], ATTENTION_DTYPE[req.precision]) if d not in gpu.dense_tflops), None
+    )
+    if missing is not None:  # the GEMMs' dtype, and flash attention's
+        out.other[f"dtype:{gpu.id}"] = Rejection(gpu.id, because("no-tensor-cores-datasheet", dtype=missing))
         return True
     if gpu.edge or req.pricing not in gpu.price_usd_per_gpu_hour:
         reason = because("no-price", pricing=req.pricing) if not gpu.edge else because("edge-not-for-training")
@@ -303,6 +305,11 @@ def _search(req: TrainRequest, gpus: Mapping[str, GpuSpec]) -> TrainSearchResult
         per_node = req.gpus_per_node or gpu.gpus_per_node
         usable = int(usable_memory_bytes(gpu.memory_bytes) / req.memory_factor)  # the memory margin, as less room
         for count in gpu_counts(req, per_node):
+            if count > 1 and gpu.intra_node_bandwidth_bytes_per_second <= 0:
+                out.other[f"link:{gpu_id}"] = Rejection(
+                    f"{count} × {gpu_id}", because("no-gpu-link-training", gpu_name=gpu.name)
+                )
+                continue
             if count > per_node and count % per_node:  # launchers start the same number of ranks on every node
                 reason = because("nodes-not-filled", gpus=count, per_node=per_node)
                 out.other[f"nodes:{gpu_id}:{count}"] = Rejection(f"{count} × {gpu_id}", reason)
