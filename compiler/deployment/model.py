@@ -205,6 +205,31 @@ class Slurm(Section):
     container_mounts: list[str] = Field(default_factory=list, description="pyxis mounts besides the submit directory")
 
 
+class NodeShare(Section):
+    """The catalog node a pod (or a Slurm job) is sized on, and its share of the node's allocatable CPU and memory
+    (compiler/deployment/nodes.py)."""
+
+    node_type: str = Field(description="catalog node type id (p5.48xlarge, dgx-h100, ...)")
+    provider: str
+    node_vcpus: int
+    node_memory_bytes: int
+    node_gpus: int
+    node_local_nvme_bytes: int
+    efa_interfaces: int = Field(description="EFA devices of the node (AWS)")
+    gpus: int = Field(description="GPUs of the node the pod or job takes")
+    cpu_millicores: int = Field(description="(node vCPU - system reserve - daemonsets) x gpus / node GPUs")
+    memory_bytes: int = Field(description="(node memory - system reserve - eviction - daemonsets) x gpus / node GPUs")
+    floor_bytes: int = Field(
+        description="host memory the pod needs at least (weights through host memory, overhead, shm)"
+    )
+    fits: bool = Field(description="the share holds the floor")
+    priced: bool = Field(description="the node the GPU's price per hour is from (the catalog's first node type)")
+    outgrown_priced_node: bool = Field(
+        description="the node the price is from holds the GPUs but its share is below the floor: a larger node is used"
+    )
+    reason: str = Field(description="the arithmetic")
+
+
 class KubernetesTraining(Section):
     """k8s/training.yaml: a JobSet or a PyTorchJob running launch/torchrun.sh."""
 
@@ -339,11 +364,14 @@ class ServingUnit(Section):
     )
     model_cache_bytes: int
     shared_cache: bool
-    cpu_request: int = Field(
-        description="CPU cores requested per pod (no CPU limit: limits throttle the tokenizer and API server)"
+    cpu_millicores: int = Field(
+        description="CPU requested per pod, millicores: the pod's GPU share of its node (no CPU limit: limits throttle the tokenizer and API server)"
     )
     memory_bytes: int = Field(
-        description="host memory request = limit per pod: the pod's weights (loaded through host memory) + overhead + /dev/shm"
+        description="host memory request = limit per pod: the pod's GPU share of its node, which holds its weights (loaded through host memory) + overhead + /dev/shm"
+    )
+    node: NodeShare | None = Field(
+        None, description="the catalog node the pod is sized on (None: the catalog lists none)"
     )
     qos_class: Literal["Guaranteed", "Burstable"] = Field(
         description="the pod's Kubernetes QoS class with these requests and limits"
