@@ -188,8 +188,13 @@ class Slurm(Section):
     nodes: int
     gpus_per_node: int
     cpus_per_task: int
-    memory: str = Field(description="--mem value: 0 (all of the node) or MiB")
+    memory: str = Field(
+        description="--mem value: 0 (all of the node) or MiB; '' for a job below a node (--mem-per-gpu)"
+    )
     exclusive: bool = Field(True, description="--exclusive: the job uses every GPU of its nodes")
+    cpus_per_gpu: int = Field(0, description="--cpus-per-gpu of a job below a node (0: whole-node job)")
+    memory_per_gpu: str = Field("", description="--mem-per-gpu of a job below a node, MiB ('' : whole-node job)")
+    share_reason: str = Field("", description="where the per-GPU CPUs and memory of a job below a node come from")
     max_job_seconds: float = Field(description="longest single job: cluster.slurm.max_time, or the default")
     time: str = Field(description="--time, D-HH:MM:SS")
     time_limit_seconds: float
@@ -241,6 +246,17 @@ class KubernetesTraining(Section):
     shm_bytes: int
     checkpoint_claim_bytes: int
     rdzv_port: int
+    image_reason: str = Field("", description="why this image: the plan's field, or the default's torch version")
+    node: NodeShare | None = Field(
+        None, description="the catalog node a trainer pod takes (None: the catalog lists none)"
+    )
+    cpu_millicores: int = Field(0, description="CPU request per trainer pod: its GPU share of the node (no limit)")
+    memory_bytes: int = Field(0, description="host memory request = limit per trainer pod: its GPU share of the node")
+    fabric: str = Field("", description="fabric family of a multi-node job (ib, roce, efa, eth), '' on one node")
+    fabric_resource: str = Field(
+        "", description="extended resource of the fabric's NICs (multi-node jobs), '' for none"
+    )
+    fabric_count: int = Field(0, description="count of fabric_resource per pod")
     trainer_pod_regex: str = Field(description="names of the trainer pods (monitoring selects them)")
     data_mount: str | None = Field(None, description="train.data when it is a path: mounted from the node (hostPath)")
 

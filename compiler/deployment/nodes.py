@@ -41,6 +41,33 @@ DAEMONSET_MEMORY_BYTES = 1 * GIB
 FABRIC_PROVIDERS = {"efa": ("aws",), "ib": ("azure", "on-prem"), "roce": ("azure", "on-prem")}
 
 
+# The device a pod must request to reach the fabric's NICs: InfiniBand and RoCE through Mellanox/NVIDIA's
+# k8s-rdma-shared-dev-plugin (deployed by the NVIDIA Network Operator; resourcePrefix "rdma", resourceName
+# "rdma_shared_device_a" in its README's default config; one shared device gives the pod every HCA); AWS EFA through the
+# aws-efa-k8s-device-plugin's vpc.amazonaws.com/efa, one per EFA interface of the node (AWS "EFA on EKS" docs).
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+RDMA_RESOURCES = {
+    "ib": ("rdma/rdma_shared_device_a", 1),
+    "roce": ("rdma/rdma_shared_device_a", 1),
+    "efa": (EFA_RESOURCE, 32),  # p5.48xlarge's count; the node's own where the catalog gives it (fabric_device)
+}
+
+FABRIC_DEVICE_SOURCE = {
+    "ib": "k8s-rdma-shared-dev-plugin (NVIDIA Network Operator) default resource",
+    "roce": "k8s-rdma-shared-dev-plugin (NVIDIA Network Operator) default resource",
+    "efa": "aws-efa-k8s-device-plugin: every EFA interface of the node (32 on p5.48xlarge, 4 on p4d.24xlarge)",
+    "eth": "none: TCP sockets",
+}
+
+
+def fabric_device(fabric: str, node: NodeShare | None) -> tuple[str, int]:
+    """(extended resource, count per pod) of the fabric's NICs; ("", 0) for plain Ethernet (TCP sockets)."""
+    resource, count = RDMA_RESOURCES.get(fabric, ("", 0))
+    if resource == EFA_RESOURCE and node is not None and node.efa_interfaces:
+        count = node.efa_interfaces
+    return resource, count
+
+
 def _tiered(total: float, ranges: tuple) -> float:
     reserved, start = 0.0, 0.0
     for size, rate in ranges:

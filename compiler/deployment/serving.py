@@ -241,22 +241,9 @@ EDGE_SHM_BYTES = 1 * 2**30
 # generation max_model_len allows (context - prompt tokens) at the sized TPOT at capacity.
 PRE_STOP_SECONDS = 15
 VISION_MIN_GRACE_SECONDS = 30  # the Kubernetes default terminationGracePeriodSeconds, for one-shot (vision) requests
-# RDMA for multi-node replicas: the fabric the sizing assumed must be the one NCCL gets. InfiniBand and RoCE NICs
-# reach pods as the extended resource of Mellanox/NVIDIA's k8s-rdma-shared-dev-plugin (deployed by the NVIDIA Network
-# Operator; resourcePrefix "rdma", resourceName "rdma_shared_device_a" in its README's default config); memory
-# registration needs CAP_IPC_LOCK. AWS EFA: the aws-efa-k8s-device-plugin's vpc.amazonaws.com/efa, 32 interfaces on
-# p5.48xlarge (AWS "EFA on EKS" docs). Plain Ethernet (tcp) needs nothing: the sizing assumed sockets.
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
-RDMA_RESOURCES = {
-    "ib": ("rdma/rdma_shared_device_a", 1),
-    "roce": ("rdma/rdma_shared_device_a", 1),
-    "efa": (EFA_RESOURCE, 32),  # the node's own count where the catalog gives it (nodes.choose)
-}
-RDMA_SOURCE = {
-    "ib": "k8s-rdma-shared-dev-plugin (NVIDIA Network Operator) default resource",
-    "roce": "k8s-rdma-shared-dev-plugin (NVIDIA Network Operator) default resource",
-    "efa": "aws-efa-k8s-device-plugin: every EFA interface of the node (32 on p5.48xlarge, 4 on p4d.24xlarge)",
-}
+# RDMA for multi-node replicas: the fabric the sizing assumed must be the one NCCL gets; the device resource per fabric
+# is nodes.RDMA_RESOURCES; memory registration needs CAP_IPC_LOCK. Plain Ethernet (tcp) needs nothing.
+RDMA_SOURCE = nodes.FABRIC_DEVICE_SOURCE
 # NCCL: use the RDMA NICs (NCCL_IB_DISABLE=0 is the default, written so a site override is visible); bootstrap over
 # the pod network's eth0. EFA goes through the aws-ofi-nccl plugin (FI_PROVIDER=efa).
 NCCL_ENV = {
@@ -745,9 +732,7 @@ def serving_unit(
     weights_per_pod = math.ceil(s.weights_bytes / s.nodes_per_replica)
     floor = weights_per_pod + shm + (EDGE_HOST_MEMORY_OVERHEAD_BYTES if edge else HOST_MEMORY_OVERHEAD_BYTES)
     node = nodes.choose(unit.plan.hardware.gpu_spec, pod_gpus, floor, fabric if multi_node else "")
-    rdma_resource, rdma_count = RDMA_RESOURCES.get(fabric, ("", 0)) if multi_node else ("", 0)
-    if rdma_resource == EFA_RESOURCE and node is not None and node.efa_interfaces:
-        rdma_count = node.efa_interfaces
+    rdma_resource, rdma_count = nodes.fabric_device(fabric, node) if multi_node else ("", 0)
     nccl = [EnvVar(name=n, value=v, comment=c) for n, v, c in NCCL_ENV.get(fabric, [])] if multi_node else []
     health, queue, adapter, metrics_port = ENGINE_ENDPOINTS[s.engine]
     source = weights_source(unit.plan)

@@ -11,8 +11,10 @@ import re
 from ..diagnostics import FieldRefused, InfeasiblePlan
 from ..resolved import ResolvedPlan
 from ..spec import PlanSpec
+from . import nodes
 from .frameworks import GRADIENT_CLIP_NORM, uses_megatron
 from .fsdp_tp import uses_fsdp_tp
+from .images import training_image
 from .model import Checkpoint, DeploymentDecision, Directive, EnvVar, Files, KubernetesTraining, Launcher, Lora, Slurm
 
 # torchrun's default rendezvous port (torch.distributed.run: --master-port default 29500).
@@ -93,8 +95,6 @@ _PLAIN_VALUE = re.compile(r"^[A-Za-z0-9_.,:@+%=/&|!*\[\]()-]+$")
 GIB = 2**30
 LAUNCH_MOUNT = "/mlinfra"  # the ConfigMap's files: $MLINFRA_OUT_DIR of the launcher
 REPLICATED_JOB = "trainer"
-# Default image when the plan names none: NVIDIA's PyTorch container (torch, NCCL, DeepSpeed-ready CUDA toolkit).
-DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
 # /dev/shm rule: 1 GiB per GPU process. DataLoader workers hand every batch to their trainer process through shared
 # memory, and NCCL's shared-memory transport uses it between the node's ranks; the container runtime's 64 MiB default
 # breaks both (NVIDIA's PyTorch container notes: raise --shm-size or use --ipc=host for multi-process data loading).
@@ -119,8 +119,13 @@ def is_local_path(location: str) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------- launcher
+def fabric_family(interconnect: str) -> str:
+    """The fabric family of a catalog interconnect id: ib, roce, efa, or eth (TCP)."""
+    return interconnect.split("-", 1)[0].lower()
+
+
 def fabric_env(interconnect: str) -> list[EnvVar]:
-    family = interconnect.split("-", 1)[0].lower()
+    family = fabric_family(interconnect)
     return [EnvVar(name=n, value=v, comment=c) for n, v, c in _FABRIC_ENV.get(family, _SOCKET_ENV)]
 
 
@@ -364,7 +369,10 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
     node_range, restart_reason = restart_policy(plan, kind, elastic)
     minimum, maximum = nnodes_range(plan, node_range)
     cpus = spec.cluster.slurm.cpus_per_node
-    cpus = cpus if cpus is not None else DEFAULT_CPUS_PER_GPU * hw.gpus_per_node
+    if partial_node(plan):
+        cpus = slurm_share(plan, spec)[0] * hw.gpus_per_node
+    elif cpus is None:
+        cpus = DEFAULT_CPUS_PER_GPU * hw.gpus_per_node
     lora = None
     if spec.train.method in ("lora", "qlora"):
         lora = Lora(
@@ -545,6 +553,34 @@ def partial_node(plan: ResolvedPlan) -> bool:
     return plan.hardware.nodes == 1 and plan.hardware.gpus_per_node < plan.hardware.gpu_spec.gpus_per_node
 
 
+def slurm_share(plan: ResolvedPlan, spec: PlanSpec) -> tuple[int, int, str]:
+    """(CPUs, memory bytes, reason) per GPU of a job below a node: the node's own figures divided by its GPUs, from
+    cluster.slurm.cpus_per_node / memory_per_node where given, else the GPU share of the catalog node the price is from
+    (whose system reserve stands for slurmd and the OS: sites keep it out of a node's RealMemory / CPUs)."""
+    given, spec_gpu = spec.cluster.slurm, plan.hardware.gpu_spec
+    node_gpus = spec_gpu.gpus_per_node
+    node = nodes.choose(spec_gpu, node_gpus)
+    if node is not None:
+        share_cpu, share_memory = nodes.share(next(n for n in spec_gpu.node_types if n.id == node.node_type), 1)
+    else:
+        share_cpu, share_memory = DEFAULT_CPUS_PER_GPU * 1000, HOST_MEMORY_PER_GPU_BYTES
+    cpus = given.cpus_per_node // node_gpus if given.cpus_per_node is not None else share_cpu // 1000
+    memory = given.memory_per_node // node_gpus if given.memory_per_node is not None else share_memory
+    reason = (
+        f"cluster.slurm cpus_per_node/memory_per_node over the node's {node_gpus} GPUs"
+        if given.cpus_per_node is not None and given.memory_per_node is not None
+        else f"a {node_gpus}-GPU node's share per GPU: "
+        + (
+            node.reason
+            if node
+            else f"{DEFAULT_CPUS_PER_GPU} CPU, {HOST_MEMORY_PER_GPU_BYTES // GIB} GiB (AWS p4d.24xlarge)"
+        )
+        + (" (whole CPUs)" if given.cpus_per_node is None else "")
+        + ("; cluster.slurm.cpus_per_node / memory_per_node override it" if given.cpus_per_node is None else "")
+    )
+    return max(1, cpus), memory, reason
+
+
 def slurm(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) -> Slurm:
     given = spec.cluster.slurm
     max_job = given.max_time if given.max_time is not None else MAX_JOB_SECONDS
@@ -555,10 +591,11 @@ def slurm(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) -> Slurm:
             if pyxis_mountable(path) and not covered(path, mount_targets(mounts)):
                 mounts.append(f"{fstab_escape(path)}:{fstab_escape(path)}")
     share = partial_node(plan)
-    if given.memory_per_node is not None:
+    cpus_per_gpu, memory_per_gpu_bytes, share_reason = slurm_share(plan, spec) if share else (0, 0, "")
+    if share:
+        memory = ""
+    elif given.memory_per_node is not None:
         memory = f"{given.memory_per_node // BYTES_PER_MIB}M"
-    elif share:
-        memory = f"{HOST_MEMORY_PER_GPU_BYTES * plan.hardware.gpus_per_node // BYTES_PER_MIB}M"
     else:
         memory = "0"
     return Slurm(
@@ -568,6 +605,9 @@ def slurm(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) -> Slurm:
         cpus_per_task=launch.cpus_per_node,
         memory=memory,
         exclusive=not share,
+        cpus_per_gpu=cpus_per_gpu,
+        memory_per_gpu=f"{memory_per_gpu_bytes // BYTES_PER_MIB}M" if share else "",
+        share_reason=share_reason,
         max_job_seconds=max_job,
         time=slurm_time(limit),
         time_limit_seconds=limit,
@@ -602,13 +642,25 @@ def kubernetes_training(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) ->
         pods = f"{plan.name}-(master|worker)-[0-9]+"
     else:
         pods = f"{plan.name}-{REPLICATED_JOB}-[0-9]+-[0-9]+-.+"
+    image, image_reason = training_image(plan, spec)
+    hw, shm = plan.hardware, SHM_BYTES_PER_GPU * plan.hardware.gpus_per_node
+    fabric = fabric_family(hw.interconnect) if hw.nodes > 1 else ""
+    node = nodes.choose(hw.gpu_spec, hw.gpus_per_node, shm, fabric)
+    resource, count = nodes.fabric_device(fabric, node)
     return KubernetesTraining(
         job_api=k8s.job_api,
-        image=k8s.image or spec.cluster.slurm.container_image or DEFAULT_IMAGE,
+        image=image,
+        image_reason=image_reason,
+        node=node,
+        cpu_millicores=node.cpu_millicores if node else DEFAULT_CPUS_PER_GPU * hw.gpus_per_node * 1000,
+        memory_bytes=node.memory_bytes if node else shm + HOST_MEMORY_PER_GPU_BYTES * hw.gpus_per_node,
+        fabric=fabric,
+        fabric_resource=resource,
+        fabric_count=count,
         replicated_job=REPLICATED_JOB,
         launch_mount=LAUNCH_MOUNT,
         max_restarts=MAX_RESTARTS[spec.cluster.pricing],
-        shm_bytes=SHM_BYTES_PER_GPU * plan.hardware.gpus_per_node,
+        shm_bytes=shm,
         checkpoint_claim_bytes=int(
             t.checkpoint_bytes * (t.checkpoint_keep + CHECKPOINTS_IN_FLIGHT) * CHECKPOINT_FS_HEADROOM
         ),
@@ -750,9 +802,10 @@ def decisions(
             out.append(
                 DeploymentDecision(
                     topic="Slurm share",
-                    choice=f"{job.gpus_per_node} GPU(s), {job.cpus_per_task} CPUs, --mem={job.memory}, not exclusive",
-                    reason="the job uses fewer GPUs than its node has; host memory "
-                    f"{HOST_MEMORY_PER_GPU_BYTES // 2**30} GiB per GPU (AWS p4d.24xlarge share) unless cluster.slurm.memory_per_node",
+                    choice=f"--gpus-per-node={job.gpus_per_node} --cpus-per-gpu={job.cpus_per_gpu} "
+                    f"--mem-per-gpu={job.memory_per_gpu}, not exclusive",
+                    reason="the job uses fewer GPUs than its node has, so other jobs share the node; "
+                    + job.share_reason,
                 )
             )
         out.append(
@@ -767,7 +820,33 @@ def decisions(
             DeploymentDecision(
                 topic="Kubernetes job",
                 choice=f"{k8s.job_api}, image {k8s.image}, {k8s.max_restarts} restarts",
-                reason="restarts: Llama 3 interruption rate (on-demand) or spot reclaims (spot)",
+                reason=f"image: {k8s.image_reason}; restarts: Llama 3 interruption rate (on-demand) or spot reclaims (spot)",
+            )
+        )
+        out += k8s_pod_decisions(k8s, launch)
+    return out
+
+
+def k8s_pod_decisions(k8s: KubernetesTraining, launch: Launcher) -> list[DeploymentDecision]:
+    out = [
+        DeploymentDecision(
+            topic="trainer pod resources",
+            choice=f"{k8s.cpu_millicores / 1000:g} CPU requested (no limit), {k8s.memory_bytes / GIB:.1f} GiB memory "
+            f"request = limit, {launch.nproc_per_node} GPU" + (f"; node {k8s.node.node_type}" if k8s.node else ""),
+            reason=f"the pod's GPU share of {k8s.node.reason}"
+            if k8s.node
+            else f"no catalog node holds {launch.nproc_per_node} GPUs: {DEFAULT_CPUS_PER_GPU} CPU and "
+            f"{HOST_MEMORY_PER_GPU_BYTES // GIB} GiB per GPU (AWS p4d.24xlarge's share)",
+        )
+    ]
+    if k8s.fabric_resource:
+        out.append(
+            DeploymentDecision(
+                topic="trainer fabric",
+                choice=f"{k8s.fabric_resource}: {k8s.fabric_count} per pod, IPC_LOCK; "
+                + ", ".join(f"{e.name}={e.value}" for e in launch.fabric_env),
+                reason=f"{launch.nodes} nodes on a {k8s.fabric} fabric: {nodes.FABRIC_DEVICE_SOURCE[k8s.fabric]}; "
+                "NCCL settings exported by launch/torchrun.sh (a value already set in the pod's environment is kept)",
             )
         )
     return out
