@@ -475,6 +475,8 @@ class Kubernetes(Section):
         default_factory=dict, description="pod labels the workload-identity webhook selects on (Azure)"
     )
     storage_class: str | None
+    shared_storage_class: str | None = Field(None, description="StorageClass of the ReadWriteMany claims")
+    shared_claims: list[str] = Field(default_factory=list, description="the claims several pods mount (ReadWriteMany)")
     tolerations: list[dict[str, str]]
     node_selector: dict[str, str] = Field(description="the plan's extra labels; the GPU product label is added per pod")
     autoscaler: Literal["hpa", "keda"]

@@ -229,9 +229,9 @@ def _pytorchjob(plan: ResolvedPlan, config_map: dict) -> dict:
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile]) -> list[OutputFile]:
     decided = plan.deployment.kubernetes.training
     config_map = _config_map(plan, rendered)
-    claim = pvc(
-        f"{plan.name}-checkpoints", decided.checkpoint_claim_bytes, plan, "ReadWriteMany"
-    )  # every node writes shards
+    # every node writes shards: ReadWriteMany for a multi-node job, one pod's volume otherwise
+    access = "ReadWriteMany" if plan.hardware.nodes > 1 else "ReadWriteOnce"
+    claim = pvc(f"{plan.name}-checkpoints", decided.checkpoint_claim_bytes, plan, access)
     claim["metadata"]["labels"] = labels(plan, "checkpoints")
     job = _pytorchjob(plan, config_map) if decided.job_api == "pytorchjob" else _jobset(plan, config_map)
     docs = [*service_account(plan, "trainer"), config_map, claim, job]  # the ServiceAccount before the pods that use it
