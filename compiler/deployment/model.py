@@ -96,6 +96,7 @@ class Launcher(Section):
     kind: LaunchKind = Field(
         "torchrun", description="the launch contract: how the script is started and reads the generated configuration"
     )
+    kind_reason: str = Field("", description="how entrypoint.kind auto chose the kind ('' when the plan gives it)")
     config_flag: str = Field(
         "", description="flag before the framework file's path on the script's command line ('' for none)"
     )

@@ -11,7 +11,7 @@ import re
 from ..diagnostics import FieldRefused, InfeasiblePlan
 from ..resolved import ResolvedPlan
 from ..spec import PlanSpec
-from . import nodes
+from . import hf_trainer, nodes
 from .frameworks import GRADIENT_CLIP_NORM, uses_megatron
 from .fsdp_tp import uses_fsdp_tp
 from .images import training_image
@@ -292,15 +292,39 @@ def framework_env(plan: ResolvedPlan, kind: str) -> list[EnvVar]:
 MEGATRON_ENTRY = re.compile(r"(^|/)pretrain_[A-Za-z0-9_]+\.py$")
 
 
+def auto_kind(plan: ResolvedPlan, spec: PlanSpec) -> tuple[str, str]:
+    """(kind, how it was decided) under entrypoint.kind auto. A Hugging Face Trainer/TRL script on a ddp or deepspeed
+    layout is recognised by its file name (hf_trainer.HF_TRAINER_SCRIPTS) or by TrainingArguments flags among the
+    plan's own arguments, and gets kind hf-trainer (--deepspeed, not --deepspeed_config); a name that hints at one but
+    is not known is refused at train.entrypoint.script as ambiguous (exit 2)."""
+    framework, entry = plan.parallelism.framework, spec.train.entrypoint
+    # FSDP2 × TP × PP: the script applies fsdp/fsdp_tp.py; Accelerate's FSDP1 config has no TP/PP
+    if uses_fsdp_tp(plan):
+        return "torchrun", "the FSDP2 × TP × PP script fsdp/fsdp_tp.py runs under torchrun"
+    default = AUTO_KIND.get(framework, "torchrun")
+    if framework not in LAUNCH_KINDS["hf-trainer"][0]:
+        return default, f"the kind that reads what the {framework} target writes"
+    found = hf_trainer.evidence(entry.script, entry.args)
+    if found:
+        return "hf-trainer", f"a Hugging Face Trainer/TRL script: {found}"
+    if hint := hf_trainer.hint(entry.script):
+        raise FieldRefused(
+            ("train", "entrypoint", "script"),
+            f"{entry.script!r} looks like a Hugging Face Trainer/TRL script ({hint!r} in its name) but is not one "
+            f"auto recognises: set train.entrypoint.kind to hf-trainer (TrainingArguments flags, --deepspeed) or to "
+            f"{default} (the plain {framework} contract)",
+            "ambiguous-entrypoint",
+        )
+    return default, f"the kind that reads what the {framework} target writes"
+
+
 def launch_kind(plan: ResolvedPlan, spec: PlanSpec) -> str:
     """The launch contract; a given kind that cannot start what was sized is refused at train.entrypoint.kind (or at the
     script for megatron), exit 2, with the kinds that can."""
     framework, given = plan.parallelism.framework, spec.train.entrypoint.kind
-    tensor_parallel = uses_fsdp_tp(
-        plan
-    )  # FSDP2 × TP × PP: the script applies fsdp/fsdp_tp.py; Accelerate's FSDP1 config has no TP/PP
+    tensor_parallel = uses_fsdp_tp(plan)
     if given == "auto":
-        return "torchrun" if tensor_parallel else AUTO_KIND.get(framework, "torchrun")
+        return auto_kind(plan, spec)[0]
     allowed = LAUNCH_KINDS[given][0] - ({"fsdp"} if tensor_parallel and given == "accelerate" else set())
     fits = uses_megatron(plan) if given == "megatron" else framework in allowed
     if not fits:
@@ -384,6 +408,7 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
     return Launcher(
         program="accelerate" if kind == "accelerate" else "torchrun",
         kind=kind,
+        kind_reason="" if entry.kind != "auto" else auto_kind(plan, spec)[1],
         config_flag=LAUNCH_KINDS[kind][1].get(framework, ""),
         megatron_args=kind == "megatron",
         framework_args=framework_args(plan, kind, checkpoint(plan, spec)),
@@ -710,9 +735,7 @@ def decisions(
                 if job
                 else ""
             ),
-            reason="train.entrypoint.kind"
-            if kind_given
-            else f"train.entrypoint.kind auto: the kind that reads what the {launch.framework} target writes",
+            reason="train.entrypoint.kind" if kind_given else f"train.entrypoint.kind auto: {launch.kind_reason}",
         ),
         DeploymentDecision(
             topic="checkpoint signal",
