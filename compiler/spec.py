@@ -631,8 +631,9 @@ class KubernetesSpec(Spec):
     shared_storage_class: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")] | None = Field(
         None,
         description="a StorageClass whose volumes are ReadWriteMany (EFS, Filestore, Azure Files, CephFS, a Lustre or "
-        "NFS CSI driver): the claims several pods mount, the shared model cache and a multi-node job's checkpoints; "
-        "required when the plan emits one (the cluster default is usually ReadWriteOnce, where such a claim stays Pending)",
+        "NFS CSI driver): the claims several pods mount, the shared model cache and a multi-node job's checkpoints "
+        "(default: storage_class); one of the two is required when the plan emits such a claim (the cluster default is "
+        "usually ReadWriteOnce, where it stays Pending)",
     )
     secret_name: Annotated[str, Field(pattern=DNS1123_LABEL)] = Field("hf-token", description="Secret holding HF_TOKEN")
     image_pull_secret: SecretName | None = Field(

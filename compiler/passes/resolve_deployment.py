@@ -57,7 +57,7 @@ def resolve_deployment(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         if k8s_training and plan.hardware.nodes > 1
         else []
     ) + [f"{u.name}-model-cache (one copy for every replica)" for u in units if on_kubernetes and u.shared_cache]
-    if shared_claims and not k8s.shared_storage_class:
+    if shared_claims and not (k8s.shared_storage_class or k8s.storage_class):
         raise FieldRefused(
             ("cluster", "kubernetes", "shared_storage_class"),
             f"the claim {' and '.join(shared_claims)} is mounted by several pods and needs a ReadWriteMany "
@@ -69,7 +69,7 @@ def resolve_deployment(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         namespace=k8s.namespace,
         secret_name=k8s.secret_name,
         storage_class=k8s.storage_class,
-        shared_storage_class=k8s.shared_storage_class,
+        shared_storage_class=k8s.shared_storage_class or k8s.storage_class,
         shared_claims=shared_claims,
         **secrets,
         tolerations=[dict(t) for t in k8s.tolerations],
