@@ -14,7 +14,7 @@ from ..spec import PlanSpec
 from . import hf_trainer, nodes
 from .frameworks import GRADIENT_CLIP_NORM, uses_megatron
 from .fsdp_tp import uses_fsdp_tp
-from .images import training_image
+from .images import check_image, training_image
 from .model import Checkpoint, DeploymentDecision, Directive, EnvVar, Files, KubernetesTraining, Launcher, Lora, Slurm
 
 # torchrun's default rendezvous port (torch.distributed.run: --master-port default 29500).
@@ -612,6 +612,7 @@ def slurm(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) -> Slurm:
     links, steps_per_link, limit = job_chain(plan, launch.checkpoint.interval_seconds, max_job)
     mounts = list(given.container_mounts)
     if given.container_image:
+        check_image(plan, given.container_image, ("cluster", "slurm", "container_image"))
         for _, path in job_paths(launch):  # each at the same path inside the container, unless the plan mounts it
             if pyxis_mountable(path) and not covered(path, mount_targets(mounts)):
                 mounts.append(f"{fstab_escape(path)}:{fstab_escape(path)}")
