@@ -580,30 +580,35 @@ def partial_node(plan: ResolvedPlan) -> bool:
 
 def slurm_share(plan: ResolvedPlan, spec: PlanSpec) -> tuple[int, int, str]:
     """(CPUs, memory bytes, reason) per GPU of a job below a node: the node's own figures divided by its GPUs, from
-    cluster.slurm.cpus_per_node / memory_per_node where given, else the GPU share of the catalog node the price is from
-    (whose system reserve stands for slurmd and the OS: sites keep it out of a node's RealMemory / CPUs)."""
-    given, spec_gpu = spec.cluster.slurm, plan.hardware.gpu_spec
-    node_gpus = spec_gpu.gpus_per_node
-    node = nodes.choose(spec_gpu, node_gpus)
-    if node is not None:
-        share_cpu, share_memory = nodes.share(next(n for n in spec_gpu.node_types if n.id == node.node_type), 1)
-    else:
-        share_cpu, share_memory = DEFAULT_CPUS_PER_GPU * 1000, HOST_MEMORY_PER_GPU_BYTES
-    cpus = given.cpus_per_node // node_gpus if given.cpus_per_node is not None else share_cpu // 1000
-    memory = given.memory_per_node // node_gpus if given.memory_per_node is not None else share_memory
-    reason = (
-        f"cluster.slurm cpus_per_node/memory_per_node over the node's {node_gpus} GPUs"
-        if given.cpus_per_node is not None and given.memory_per_node is not None
-        else f"a {node_gpus}-GPU node's share per GPU: "
-        + (
-            node.reason
-            if node
-            else f"{DEFAULT_CPUS_PER_GPU} CPU, {HOST_MEMORY_PER_GPU_BYTES // GIB} GiB (AWS p4d.24xlarge)"
-        )
-        + (" (whole CPUs)" if given.cpus_per_node is None else "")
-        + ("; cluster.slurm.cpus_per_node / memory_per_node override it" if given.cpus_per_node is None else "")
+    cluster.slurm.cpus_per_node / memory_per_node where given, else one GPU's share of the first catalog node that has
+    the catalog's GPUs per node (the priced one where it does; its system reserve stands for slurmd and the OS, which
+    sites keep out of a node's CPUs / RealMemory)."""
+    given, gpu = spec.cluster.slurm, plan.hardware.gpu_spec
+    node_gpus = gpu.gpus_per_node
+    node_type = next((n for n in gpu.node_types if n.gpus >= node_gpus), None)
+    one = nodes.node_share(gpu, node_type, 1, 0) if node_type else None
+    cpus = (
+        given.cpus_per_node // node_gpus
+        if given.cpus_per_node is not None
+        else (one.cpu_millicores // 1000 if one else DEFAULT_CPUS_PER_GPU)
     )
-    return max(1, cpus), memory, reason
+    if given.memory_per_node is not None:
+        memory = given.memory_per_node // node_gpus
+    else:
+        memory = one.memory_bytes if one else HOST_MEMORY_PER_GPU_BYTES
+    sources = [
+        f"CPUs: cluster.slurm.cpus_per_node / {node_gpus} GPUs" if given.cpus_per_node is not None else "",
+        f"memory: cluster.slurm.memory_per_node / {node_gpus} GPUs" if given.memory_per_node is not None else "",
+    ]
+    if given.cpus_per_node is None or given.memory_per_node is None:
+        sources.append(
+            f"one GPU's share of {one.reason} (whole CPUs)"
+            if one
+            else f"no catalog node has {node_gpus} GPUs: {DEFAULT_CPUS_PER_GPU} CPU, "
+            f"{HOST_MEMORY_PER_GPU_BYTES // GIB} GiB per GPU (AWS p4d.24xlarge's share)"
+        )
+        sources.append("cluster.slurm.cpus_per_node / memory_per_node give the site's node instead")
+    return max(1, cpus), memory, "; ".join(x for x in sources if x)
 
 
 def slurm(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) -> Slurm:
