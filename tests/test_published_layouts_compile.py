@@ -82,6 +82,7 @@ def _plan(r: dict, name: str) -> dict:
             "gpus_per_node": 8,
             "interconnect": "ib-400g",
             "storage": "lustre",
+            "kubernetes": {"shared_storage_class": "lustre-csi"},
         },
     }
 

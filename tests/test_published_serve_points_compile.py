@@ -56,7 +56,13 @@ def _plan(s: Statement, name: str) -> dict:
         "model": model,
         "precision": s.precision,
         "serve": serve,
-        "cluster": {"scheduler": "both", "gpu": s.gpu_id, "count": s.gpus, "interconnect": "ib-400g"},
+        "cluster": {
+            "scheduler": "both",
+            "gpu": s.gpu_id,
+            "count": s.gpus,
+            "interconnect": "ib-400g",
+            "kubernetes": {"shared_storage_class": "lustre-csi"},
+        },
         "parallelism": {"tp": s.tp},
         "optimize": "cost",
     }
