@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,6 +13,7 @@ from .catalog.catalog import load_catalog
 from .catalog.loader import CatalogError
 from .consistency import check_consistency
 from .diagnostics import Diagnostic, FieldRefused, PlanInputError
+from .input_hash import inputs_record
 from .passes import PASSES
 from .passes.context import PassContext
 from .references import check_references
@@ -144,7 +146,10 @@ def render(plan: ResolvedPlan) -> RenderedPlan:
 
 
 def compile_plan(plan_path: Path, display_name: str | None = None, searches: SearchCache | None = None) -> RenderedPlan:
-    return render(resolve(plan_path, display_name, searches))
+    """The plan's files, with the record of what decided them (the manifest keeps it for `check`)."""
+    plan = resolve(plan_path, display_name, searches)
+    inputs = inputs_record(plan_path, display_name or str(plan_path), plan.spec)
+    return dataclasses.replace(render(plan), inputs=inputs)
 
 
 @contextmanager
