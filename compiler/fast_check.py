@@ -25,8 +25,9 @@ class Unchanged:
 
 
 def recorded_inputs(out_dir: Path) -> dict[str, tuple[str, dict]]:
-    """plan key -> (plan folder, its manifest), for every plan folder in out/ whose manifest records its inputs."""
+    """plan file name -> (plan folder, its manifest), for every plan folder in out/ whose manifest records its inputs."""
     index: dict[str, tuple[str, dict]] = {}
+    ambiguous: set[str] = set()
     try:
         folders = [p for p in out_dir.iterdir() if p.is_dir() and not p.is_symlink()]
     except OSError:
@@ -38,8 +39,10 @@ def recorded_inputs(out_dir: Path) -> dict[str, tuple[str, dict]]:
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if isinstance(key, str) and manifest.get("plan") == folder.name and is_generated_folder(folder):
+            if key in index:  # two plans of one file name (in two folders): each is checked by compiling it
+                ambiguous.add(key)
             index[key] = (folder.name, manifest)
-    return index
+    return {key: entry for key, entry in index.items() if key not in ambiguous}
 
 
 def _holds_recorded_bytes(out_dir: Path, folder: str, manifest: dict) -> bool:

@@ -4,13 +4,14 @@ The output of a plan is a pure function of: the plan's bytes and the file name i
 plan names (`cluster.catalog`, `cluster.calibration`), and mlinfra-compile itself (its code, templates, schemas
 and packaged catalogs: the generator). The manifest records the plan as it was named on the command line, the
 files it named and the hash of all of these; when a later `check` finds the same hash, the output it would
-compute is the one the manifest lists, and only the files on disk need comparing with it.
+compute is the one the manifest lists, and only the files on disk need comparing with it. Nothing recorded depends
+on how the plan's path is spelled or where the command runs (outputs are byte-identical across both): the plan is
+recorded by its file name, the files it names as the plan names them (relative to the plan's folder).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -37,18 +38,20 @@ def generator_sha256() -> str:
 
 
 def plan_key(shown: str) -> str:
-    """How the manifest names the plan: the path as given, normalised (`./plans//a.yaml` is `plans/a.yaml`)."""
-    return os.path.normpath(shown)
+    """How the manifest names the plan: its file name (what the generated headers carry)."""
+    return Path(shown).name
 
 
 def inputs_sha256(plan_path: Path, shown: str, named_files: list[str]) -> str | None:
-    """The hash of everything that decides the plan's output; None when a file cannot be read."""
+    """The hash of everything that decides the plan's output; None when a file cannot be read. `named_files` are
+    as the plan names them, relative to its folder."""
     digest = hashlib.sha256(generator_sha256().encode())
-    digest.update(b"\0" + Path(shown).name.encode("utf-8", "surrogateescape") + b"\0")
+    digest.update(b"\0" + plan_key(shown).encode("utf-8", "surrogateescape") + b"\0")
     try:
         digest.update(plan_path.read_bytes())
         for name in named_files:
-            digest.update(b"\0" + name.encode("utf-8", "surrogateescape") + b"\0" + Path(name).read_bytes())
+            data = (plan_path.parent / name).read_bytes()
+            digest.update(b"\0" + name.encode("utf-8", "surrogateescape") + b"\0" + data)
     except OSError:
         return None
     return digest.hexdigest()
@@ -56,8 +59,6 @@ def inputs_sha256(plan_path: Path, shown: str, named_files: list[str]) -> str | 
 
 def inputs_record(plan_path: Path, shown: str, spec) -> dict | None:
     """The manifest's `inputs` entry for a plan just compiled from `plan_path` (shown as `shown`)."""
-    named = [
-        os.path.normpath(plan_path.parent / name) for name in (spec.cluster.catalog, spec.cluster.calibration) if name
-    ]
+    named = [name for name in (spec.cluster.catalog, spec.cluster.calibration) if name]
     sha = inputs_sha256(plan_path, shown, named)
     return None if sha is None else {"plan": plan_key(shown), "files": named, "sha256": sha}

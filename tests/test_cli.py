@@ -46,7 +46,7 @@ def test_check_detects_stale_and_fresh(tmp_path):
     assert run_cli(PLAN, "-o", tmp_path, "--check").returncode == 1  # nothing there yet
     assert run_cli(PLAN, "-o", tmp_path).returncode == 0
     fresh = run_cli(PLAN, "-o", tmp_path, "--check")
-    assert fresh.returncode == 0 and fresh.stdout == ""
+    assert fresh.returncode == 0 and fresh.stdout == f"1 plan up to date in {tmp_path}\n"
     report = tmp_path / "llama3-8b-pretrain/REPORT.md"
     report.write_text(report.read_text().replace("Decision", "Decisoin"))
     stale = run_cli(PLAN, "-o", tmp_path, "--check")
