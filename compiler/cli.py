@@ -265,7 +265,7 @@ def _write_or_check(args, rendered, sources, unchanged, whole_folder: bool, repo
             if args.prune and whole_folder:
                 report.summary = prune_orphans(args.out, owned)
     except (UnsafeOutput, PlanLocked) as exc:
-        report.problems.append(Problem(str(args.out), str(exc), exc.code))  # the message names the path
+        report.problems.append(Problem("", str(exc), exc.code))  # the message names the path
         report.fail(EXIT_INVALID)
     except OSError as exc:  # the environment, not the plan: a full disk, a read-only folder, a file in the way
         report.problems.append(Problem(str(exc.filename or args.out), str(exc.strerror or exc), "os-error"))

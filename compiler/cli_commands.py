@@ -128,7 +128,7 @@ def run_probe(argv: list[str]) -> int:
         rendered = probe_files(plan)
         write_plans(args.out, [rendered])
     except (UnsafeOutput, PlanLocked) as exc:
-        report.problems.append(Problem(str(args.out), str(exc), exc.code))
+        report.problems.append(Problem("", str(exc), exc.code))  # the message names the path
         report.fail(EXIT_INVALID)
         return _finish(report, args)
     except OSError as exc:
