@@ -143,7 +143,7 @@ def test_an_engine_that_cannot_run_the_model_is_infeasible_not_a_crash(tmp_path)
     assert "engine vllm serves decoder LLMs only" in result.stderr and "Traceback" not in result.stderr
 
 
-# --- issue 16: the habits of terraform/ruff -----------------------------------------------------------------
+# --- the habits of terraform/ruff -----------------------------------------------------------------
 
 
 def test_a_mistyped_command_says_did_you_mean():

@@ -99,3 +99,21 @@ def test_every_plan_field_has_a_description():
     rows = [line.split(" | ") for line in docs.plan_reference().splitlines() if line.startswith("| `")]
     undocumented = [row[0] for row in rows if not row[2].strip()]
     assert rows and undocumented == []
+
+
+PROCESS_WORDS = re.compile(r"\(issues? #?\d+|\bissues? #?\d+\b(?!\))|\bsession \d+\b", re.IGNORECASE)
+
+
+def test_no_process_words_in_code_templates_or_docs():
+    """Numbered issues mean nothing to a reader of the code or of a generated file ("(issue 18)" once reached
+    REPORT.md); a citation of another project's tracker ("pre-commit issue #3502") names its project first."""
+    roots = ["compiler", "templates", "benchmarks", "scripts", "docs", "tests"]
+    found = []
+    for root in roots:
+        for path in (REPO / root).rglob("*"):
+            if path.suffix not in (".py", ".j2", ".md", ".yaml", ".yml") or "__snapshots__" in path.parts:
+                continue
+            for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+                if PROCESS_WORDS.search(re.sub(r"[\w.-]+ issue #?\d+", "", line)) and path.name != "test_docs.py":
+                    found.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
+    assert found == []

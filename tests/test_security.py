@@ -1,4 +1,4 @@
-"""Issue 12's injection findings: the plan's file name, user-catalog ids and strings, and git revisions reach
+"""Injection findings: the plan's file name, user-catalog ids and strings, and git revisions reach
 generated files and commands only escaped or validated; a hostile one is refused with exit 2 and one line."""
 
 from __future__ import annotations
