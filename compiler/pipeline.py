@@ -51,6 +51,8 @@ def resolve(
     try:
         catalog = load_catalog(extra)
     except CatalogError as exc:
+        if exc.file:  # named by the catalog file it is in (its text is never quoted: it may be any file)
+            raise PlanInputError([Diagnostic(exc.line, exc.column, "", str(exc), "invalid-catalog", file=exc.file)])
         pos = loaded.position(("cluster", "catalog"))
         raise PlanInputError(
             [Diagnostic(pos.line, pos.column, "cluster.catalog", str(exc), "invalid-catalog", file=loaded.file)],
