@@ -11,10 +11,10 @@ import os
 import tempfile
 from pathlib import Path
 
-from .cli import (
+from .cli_base import (
     EXIT_INFEASIBLE,
     EXIT_INVALID,
-    _Parser,
+    Parser,
     add_output_options,
     problems_of,
     terminal_text,
@@ -29,8 +29,8 @@ def _finish(report: RunReport, args) -> int:
     return report.exit_code
 
 
-def schema_parser() -> _Parser:
-    parser = _Parser(
+def schema_parser() -> Parser:
+    parser = Parser(
         prog="mlinfra-compile schema",
         description="Print the plan JSON Schema.",
         epilog="examples:\n  mlinfra-compile schema > schemas/plan.schema.json\n  mlinfra-compile schema --resolved   # the schema of out/<plan>/plan.json",
@@ -49,8 +49,8 @@ def run_schema(argv: list[str]) -> int:
     return _finish(report, args)
 
 
-def explain_parser() -> _Parser:
-    parser = _Parser(
+def explain_parser() -> Parser:
+    parser = Parser(
         prog="mlinfra-compile explain",
         description="Print the sizing and deployment decisions and their reasons.",
         epilog="example:\n  mlinfra-compile explain examples/llama3-8b-pretrain.yaml\n\n"
@@ -99,8 +99,8 @@ def _os_problem(report: RunReport, exc: OSError, fallback: Path) -> None:
     report.fail(EXIT_INVALID)
 
 
-def probe_parser() -> _Parser:
-    parser = _Parser(
+def probe_parser() -> Parser:
+    parser = Parser(
         prog="mlinfra-compile probe",
         description="Write a measurement job for a plan: one node, and a "
         "second for the collectives when the plan spans nodes (out/<plan>-probe/: probe.py, probe_environment.py, "
@@ -146,8 +146,8 @@ def run_probe(argv: list[str]) -> int:
     return _finish(report, args)
 
 
-def calibrate_parser() -> _Parser:
-    parser = _Parser(
+def calibrate_parser() -> Parser:
+    parser = Parser(
         prog="mlinfra-compile calibrate",
         description="Turn probe results into a site calibration file (name it in a plan as cluster.calibration).",
         epilog="example:\n  mlinfra-compile calibrate probe-results.json -o plans/site-calibration.yaml --site cluster-a",
@@ -197,21 +197,3 @@ def _write_own_file(path: Path, text: str, mark: str) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-
-
-def run_diff(argv: list[str]) -> int:
-    from .diffing import run_diff as diff_main
-
-    return diff_main(argv)
-
-
-def run_init(argv: list[str]) -> int:
-    from .init_plan import run_init as init_main
-
-    return init_main(argv)
-
-
-def run_completion(argv: list[str]) -> int:
-    from .completion import run_completion as completion_main
-
-    return completion_main(argv)

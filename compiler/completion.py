@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import argparse
 
-from .cli import SUBCOMMANDS, _Parser, add_output_options
+from .cli_base import SUBCOMMANDS, Parser, add_output_options
 from .cli_report import FORMATS, RunReport, emit
 
 SHELLS = ("bash", "zsh")
 
 
-def completion_parser() -> _Parser:
-    parser = _Parser(
+def completion_parser() -> Parser:
+    parser = Parser(
         prog="mlinfra-compile completion",
         description="Print a shell completion script.",
         epilog='examples:\n  eval "$(mlinfra-compile completion bash)"   # in ~/.bashrc\n'
@@ -24,7 +24,7 @@ def completion_parser() -> _Parser:
 
 def command_parsers() -> dict[str, argparse.ArgumentParser]:
     """Every command's parser; "" is the bare form (compile)."""
-    from .cli import compile_parser
+    from .cli_base import compile_parser
     from .cli_commands import calibrate_parser, explain_parser, probe_parser, schema_parser
     from .diffing import diff_parser
     from .init_plan import init_parser

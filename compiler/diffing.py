@@ -166,9 +166,9 @@ def _plan_at_revision(path: Path, revision: str, searches: SearchCache) -> Resol
 
 
 def diff_parser() -> argparse.ArgumentParser:
-    from .cli import _Parser, add_output_options
+    from .cli_base import Parser, add_output_options
 
-    parser = _Parser(
+    parser = Parser(
         prog="mlinfra-compile diff",
         description="What a plan change does to the decisions and generated files.",
         epilog="examples:\n  mlinfra-compile diff plans/a.yaml plans/a-new.yaml\n"
@@ -188,7 +188,7 @@ def diff_parser() -> argparse.ArgumentParser:
 
 def _both(args, report) -> tuple[ResolvedPlan, ResolvedPlan] | None:
     """(old, new), each resolved under its own file name, so an error is named by the file it is in."""
-    from .cli import EXIT_INFEASIBLE, EXIT_INVALID, problems_of
+    from .cli_base import EXIT_INFEASIBLE, EXIT_INVALID, problems_of
     from .cli_report import Problem
 
     with one_run() as searches:  # a change that leaves the training question alone searches it once

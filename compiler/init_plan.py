@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .cli import EXIT_INVALID, _Parser, add_output_options
+from .cli_base import EXIT_INVALID, Parser, add_output_options
 from .cli_report import Problem, RunReport, emit
 from .resources import data_dir
 
@@ -19,8 +19,8 @@ def example_names() -> list[str]:
     return sorted(p.name[: -len(".yaml")] for p in data_dir("examples").iterdir() if p.name.endswith(".yaml"))
 
 
-def init_parser() -> _Parser:
-    parser = _Parser(
+def init_parser() -> Parser:
+    parser = Parser(
         prog="mlinfra-compile init",
         description="Write an annotated starter plan, or one of the shipped examples.",
         epilog="examples:\n  mlinfra-compile init plans/my-plan.yaml\n"
