@@ -54,13 +54,13 @@ def _plan_files(arguments: list[Path]) -> tuple[list[Path], bool]:
     return files, whole
 
 
-def _read_stdin_plan(cwd: Path) -> Path:
-    """A plan from standard input, written to a private file in the working directory (a catalog it names is
-    found relative to it, as for a plan file there); the caller removes it."""
+def _read_stdin_plan() -> Path:
+    """A plan from standard input, written to a private file in the temporary folder (the working folder may be
+    read-only; a catalog it names is still found relative to the working folder); the caller removes it."""
     from .source import MAX_PLAN_BYTES
 
     data = sys.stdin.buffer.read(MAX_PLAN_BYTES + 1)
-    handle, name = tempfile.mkstemp(prefix=".mlinfra-stdin-", suffix=".yaml", dir=cwd)
+    handle, name = tempfile.mkstemp(prefix=".mlinfra-stdin-", suffix=".yaml")
     with os.fdopen(handle, "wb") as out:
         out.write(data)
     return Path(name)
@@ -113,15 +113,27 @@ def _compile_all(args, plan_files: list[Path], report):
     rendered, sources, same = [], [], []
     with one_run() as searches:
         for path in plan_files:
-            stdin_copy = _read_stdin_plan(Path.cwd()) if str(path) == "-" else None
-            shown = args.stdin_name if stdin_copy else str(path)
+            shown = args.stdin_name if str(path) == "-" else str(path)
+            try:
+                stdin_copy = _read_stdin_plan() if str(path) == "-" else None
+            except OSError as exc:
+                report.problems.append(
+                    Problem(shown, f"cannot keep the plan read from standard input: {exc}", "os-error")
+                )
+                report.fail(EXIT_INVALID)
+                continue
             try:
                 found = None if stdin_copy else unchanged(path, shown, args.out, index)
                 if found is not None:
                     same.append(found)
                     continue
                 rendered.append(
-                    compile_plan(stdin_copy or path, display_name=shown if stdin_copy else None, searches=searches)
+                    compile_plan(
+                        stdin_copy or path,
+                        display_name=shown if stdin_copy else None,
+                        searches=searches,
+                        base_dir=Path(".") if stdin_copy else None,  # relative to the working folder
+                    )
                 )
                 sources.append(shown)
             except PlanInputError as exc:

@@ -14,7 +14,7 @@ from typing import Any
 
 from .diagnostics import InfeasiblePlan, PlanInputError, printable
 from .pipeline import one_run, render, resolve
-from .resolved import ResolvedPlan
+from .plan.resolved import ResolvedPlan
 from .sizing.search_cache import SearchCache
 from .units import format_seconds, format_usd
 
@@ -155,12 +155,11 @@ def _plan_at_revision(path: Path, revision: str, searches: SearchCache) -> Resol
     sha = _commit(revision, cwd)
     relative = _git(["ls-files", "--full-name", "--error-unmatch", "--", path.name], cwd).strip()
     text = _git(["show", f"{sha}:{relative}"], cwd)
-    with tempfile.NamedTemporaryFile(
-        "w", dir=path.parent, prefix=".mlinfra-diff-", suffix=".yaml", delete=False
-    ) as handle:
-        handle.write(text)
+    with tempfile.NamedTemporaryFile("w", prefix=".mlinfra-diff-", suffix=".yaml", delete=False) as handle:
+        handle.write(text)  # in the temporary folder: the plan's own may be read-only
     try:
-        return resolve(Path(handle.name), display_name=f"{sha[:12]}:{path.name}", searches=searches)
+        shown = f"{sha[:12]}:{path.name}"
+        return resolve(Path(handle.name), display_name=shown, searches=searches, base_dir=path.parent)
     finally:
         Path(handle.name).unlink()
 
@@ -208,6 +207,9 @@ def _both(args, report) -> tuple[ResolvedPlan, ResolvedPlan] | None:
                 report.fail(EXIT_INFEASIBLE)
             except GitError as exc:
                 report.problems.append(Problem(str(path), str(exc), "git-revision"))
+                report.fail(EXIT_INVALID)
+            except OSError as exc:  # the environment: a full or read-only temporary folder
+                report.problems.append(Problem(str(path), str(exc), "os-error"))
                 report.fail(EXIT_INVALID)
     return (plans[0], plans[1]) if len(plans) == 2 else None
 

@@ -42,23 +42,24 @@ def plan_key(shown: str) -> str:
     return Path(shown).name
 
 
-def inputs_sha256(plan_path: Path, shown: str, named_files: list[str]) -> str | None:
+def inputs_sha256(plan_path: Path, shown: str, named_files: list[str], base_dir: Path | None = None) -> str | None:
     """The hash of everything that decides the plan's output; None when a file cannot be read. `named_files` are
-    as the plan names them, relative to its folder."""
+    as the plan names them, relative to `base_dir` (the plan's folder unless it came from standard input)."""
     digest = hashlib.sha256(generator_sha256().encode())
     digest.update(b"\0" + plan_key(shown).encode("utf-8", "surrogateescape") + b"\0")
     try:
         digest.update(plan_path.read_bytes())
         for name in named_files:
-            data = (plan_path.parent / name).read_bytes()
+            data = ((base_dir or plan_path.parent) / name).read_bytes()
             digest.update(b"\0" + name.encode("utf-8", "surrogateescape") + b"\0" + data)
     except OSError:
         return None
     return digest.hexdigest()
 
 
-def inputs_record(plan_path: Path, shown: str, spec) -> dict | None:
-    """The manifest's `inputs` entry for a plan just compiled from `plan_path` (shown as `shown`)."""
+def inputs_record(plan_path: Path, shown: str, spec, base_dir: Path) -> dict | None:
+    """The manifest's `inputs` entry for a plan just compiled from `plan_path` (shown as `shown`); the files it
+    names are read from `base_dir`."""
     named = [name for name in (spec.cluster.catalog, spec.cluster.calibration) if name]
-    sha = inputs_sha256(plan_path, shown, named)
+    sha = inputs_sha256(plan_path, shown, named, base_dir)
     return None if sha is None else {"plan": plan_key(shown), "files": named, "sha256": sha}

@@ -48,6 +48,9 @@ class OutputConflict(UnsafeOutput):
 class RenderedPlan:
     name: str
     files: tuple[OutputFile, ...]
+    runs: str | None = (
+        None  # where its jobs write, relative to its folder (`ResolvedPlan.runs_dir`): made, never swapped
+    )
     inputs: dict | None = None  # what decided the files (input_hash.inputs_record), recorded in the manifest
 
 
@@ -163,6 +166,7 @@ class _Layout:
     files: list[OutputFile]
     directories: dict[str, int | None]  # relative path ("" is the folder) -> the old one's mode; None: a new one
     kept: list[str]  # the old folder's entries we did not generate (hard-linked into the new one)
+    ours: frozenset[str]  # paths we generated, before or now: never carried over from the old folder
 
 
 def _layout(out_dir: Path, plan: RenderedPlan) -> _Layout:
@@ -207,7 +211,7 @@ def _layout(out_dir: Path, plan: RenderedPlan) -> _Layout:
     kept_modes[""] = stat.S_IMODE(root.st_mode) if root is not None else None
     directories = dict.fromkeys(needed) | kept_modes
     kept = sorted(p for p, st in old.items() if not stat.S_ISDIR(st.st_mode) and p not in owned and p not in generated)
-    return _Layout(folder, files, directories, kept)
+    return _Layout(folder, files, directories, kept, frozenset(owned | generated.keys()))
 
 
 def _holds(path: Path, status: os.stat_result, text: str) -> bool:
@@ -287,11 +291,31 @@ def write_plans(out_dir: Path, plans: list[RenderedPlan]) -> list[Path]:
         for plan in plans:
             folder_swap.recover(out_dir, plan.name)
         layouts = [_layout(out_dir, plan) for plan in plans]
+        for plan in plans:
+            if plan.runs is not None:
+                _make_runs_folder(out_dir, plan)
         _stage_and_swap(out_dir, plans, layouts)
     finally:
         for lock in reversed(locks):
             lock.release()
     return [layout.folder / f.path for layout in layouts for f in layout.files]
+
+
+def _make_runs_folder(out_dir: Path, plan: RenderedPlan) -> None:
+    """The folder a plan's jobs write into (out/runs/<plan>/): made when missing, never replaced nor emptied."""
+    relative = os.path.normpath(f"{plan.name}/{plan.runs}")
+    if not _plain_relative(relative) or relative.split("/")[0] == plan.name:
+        raise UnsafeOutput(
+            f"the runs folder {plan.runs!r} of {plan.name} must lie in {out_dir}, beside the plan folder"
+        )
+    folder = out_dir
+    for part in relative.split("/"):
+        folder = folder / part
+        if folder.is_symlink():
+            raise UnsafeOutput(f"{folder} is a symlink; refusing to write through it")
+        if os.path.lexists(folder) and not folder.is_dir():
+            raise OutputConflict(f"{folder} is a file; the folder jobs write into goes there")
+        folder.mkdir(exist_ok=True)
 
 
 def _stage_and_swap(out_dir: Path, plans: list[RenderedPlan], layouts: list[_Layout]) -> None:
@@ -310,6 +334,10 @@ def _stage_and_swap(out_dir: Path, plans: list[RenderedPlan], layouts: list[_Lay
             for swap in reversed(done):
                 swap.undo()
             raise
+        for swap, layout in zip(done, layouts):  # what a running job wrote since the old folder was read
+            old = folder_swap.old_folder(swap.stage, swap.how)
+            if old is not None:
+                folder_swap.carry_over(old, layout.folder, layout.ours)
     finally:
         for stage in stages:  # after the swaps, each holds an old folder
             folder_swap.remove(stage, ignore_errors=True)

@@ -197,7 +197,10 @@ def test_hostile_strings_stay_inert_values():
             "seq_len": 8192,
             "entrypoint": {"script": "t.py", "args": ["--x", HOSTILE], "env": {"X": HOSTILE}},
         },
-        cluster={**ON_DEMAND, "kubernetes": {"namespace": "ml", "image": HOSTILE, "node_selector": {"pool": HOSTILE}}},
+        cluster={
+            **ON_DEMAND,
+            "kubernetes": {"namespace": "ml", "image": HOSTILE, "node_selector": {"pool": "a-b_c.9"}},
+        },
     )
     plan = deployed(
         plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_dir": "/ckpt/" + HOSTILE})})
@@ -205,7 +208,7 @@ def test_hostile_strings_stay_inert_values():
     pod = pod_of(docs(plan)["JobSet"])
     container = pod["containers"][0]
     assert container["image"] == HOSTILE  # parsed back: still one plain string
-    assert pod["nodeSelector"]["pool"] == HOSTILE
+    assert pod["nodeSelector"]["pool"] == "a-b_c.9"  # a hostile label value is refused by the plan's schema
     assert {m["name"]: m["mountPath"] for m in container["volumeMounts"]}["checkpoints"] == "/ckpt/" + HOSTILE
     # the plan's env and args reach the process only through the launcher (shell-quoted by the torchrun target),
     # never through the kubelet's $(VAR) expansion of env values / command / args

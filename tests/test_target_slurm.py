@@ -80,7 +80,7 @@ def test_a_chain_completes_a_run_as_slow_as_the_step_range_p90():
     """Published steps run up to 1.35 × ours at P90: the links are sized at that step, so a run that slow still
     gets every step (at the point estimate's 10 % margin, 30 links would stop about a fifth short)."""
     from compiler.deployment.training import job_chain
-    from compiler.resolved import Range
+    from compiler.plan.resolved import Range
 
     plan = training_plan()
     spread = Range(
@@ -244,12 +244,15 @@ def test_hostile_plan_strings_stay_data(tmp_path):
         "SLURM_JOB_ID": "7",
         "SLURM_SUBMIT_DIR": str(out),
     }
-    subprocess.run(["bash", str(out / "slurm/train.sbatch")], env=env, check=True, timeout=30)
+    runs = out / plan.runs_dir  # the job's working directory (--chdir)
+    runs.mkdir(parents=True)
+    subprocess.run(["bash", str(out / "slurm/train.sbatch")], env=env, check=True, timeout=30, cwd=runs)
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(calls) == 1
     assert f"--container-image=img$(touch {marker})`touch {marker}`'\"" in calls[0]
-    # the plan's mounts, then the checkpoint directory the job writes (at the same path)
-    assert f"--container-mounts={out}:{out},/a:/b$(touch {marker}),/c d:/e,/lustre/ckpt:/lustre/ckpt" in calls[0]
+    # the submit and working directories, the plan's mounts, then the checkpoint directory the job writes
+    mounts = f"{out}:{out},{runs.resolve()}:{runs.resolve()},/a:/b$(touch {marker}),/c d:/e,/lustre/ckpt:/lustre/ckpt"
+    assert f"--container-mounts={mounts}" in calls[0] and f"--container-workdir={runs.resolve()}" in calls[0]
     assert calls[0][-2:] == ["bash", str(out / "launch/torchrun.sh")]
     assert not marker.exists()
 
@@ -282,7 +285,14 @@ def cluster_env(cluster) -> dict[str, str]:
     return {**os.environ, **cluster.env}
 
 
+def job_folder(out: Path) -> Path:
+    """Where the job works and logs: its sbatch's --chdir (out/runs/<plan>/), relative to the plan folder."""
+    chdir = re.search(r"^#SBATCH --chdir=(.+)$", (out / "slurm/train.sbatch").read_text(), re.M).group(1)
+    return out / chdir
+
+
 def _sbatch(cluster, out: Path, *flags: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    job_folder(out).mkdir(parents=True, exist_ok=True)  # as the writer makes it
     return subprocess.run(
         ["sbatch", *flags, "slurm/train.sbatch"],
         cwd=out,
@@ -346,8 +356,8 @@ def test_two_node_job_runs_tiny_train(tmp_path, slurm_cluster):
         subprocess.run(["scancel", job_id], env=env)
         pytest.fail("job did not finish in 150 s")
     state = subprocess.run(["scontrol", "show", "job", job_id], env=env, capture_output=True, text=True).stdout
-    output = (out / f"{plan.name}-{job_id}.out").read_text()
-    errors = (out / f"{plan.name}-{job_id}.err").read_text()
+    output = (job_folder(out) / f"{plan.name}-{job_id}.out").read_text()
+    errors = (job_folder(out) / f"{plan.name}-{job_id}.err").read_text()
     assert "JobState=COMPLETED" in state, state + errors[-3000:]
     rows = tiny_lines(output)
     assert sorted(int(r["rank"]) for r in rows) == [0, 1, 2, 3]

@@ -9,11 +9,22 @@ import math
 import re
 
 from ..diagnostics import FieldRefused, InfeasiblePlan
-from ..resolved import ResolvedPlan
-from ..spec import PlanSpec
+from ..plan.deployment import (
+    Checkpoint,
+    DeploymentDecision,
+    Directive,
+    EnvVar,
+    Files,
+    KubernetesTraining,
+    Launcher,
+    Lora,
+    Slurm,
+)
+from ..plan.resolved import ResolvedPlan
+from ..plan.runs import runs_dir
+from ..plan.spec import PlanSpec
 from .frameworks import GRADIENT_CLIP_NORM, uses_megatron
 from .fsdp_tp import uses_fsdp_tp
-from .model import Checkpoint, DeploymentDecision, Directive, EnvVar, Files, KubernetesTraining, Launcher, Lora, Slurm
 
 # torchrun's default rendezvous port (torch.distributed.run: --master-port default 29500).
 DEFAULT_RDZV_PORT = 29500
@@ -755,6 +766,14 @@ def decisions(
                     f"{HOST_MEMORY_PER_GPU_BYTES // 2**30} GiB per GPU (AWS p4d.24xlarge share) unless cluster.slurm.memory_per_node",
                 )
             )
+        out.append(
+            DeploymentDecision(
+                topic="Slurm job folder",
+                choice=f"out/runs/{job.job_name}/ (--chdir={runs_dir(job.job_name)}): the job's working directory and logs",
+                reason="beside the plan's folder, which every compile replaces whole; a compile makes this one and never "
+                "replaces or empties it, so a running job keeps its directory and files",
+            )
+        )
         out.append(
             DeploymentDecision(
                 topic="Slurm signal",

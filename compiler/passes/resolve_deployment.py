@@ -8,10 +8,10 @@ targets take a deployment number or string from. Each decision carries its reaso
 from __future__ import annotations
 
 from ..deployment import credentials, frameworks, monitoring, serving, training
-from ..deployment.model import Deployment, Files, Kubernetes
 from ..deployment.units import unit_views
-from ..resolved import ResolvedPlan
-from ..sizing.serve_types import HOURS_PER_MONTH
+from ..plan.deployment import Deployment, Files, Kubernetes
+from ..plan.resolved import ResolvedPlan
+from ..sizing.serve.types import HOURS_PER_MONTH
 from .context import PassContext
 
 
@@ -56,7 +56,7 @@ def resolve_deployment(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         secret_name=k8s.secret_name,
         storage_class=k8s.storage_class,
         **secrets,
-        tolerations=[dict(t) for t in k8s.tolerations],
+        tolerations=[t.model_dump(exclude_none=True) for t in k8s.tolerations],
         node_selector=dict(k8s.node_selector),
         autoscaler=k8s.autoscaler,
         autoscaling=serving.autoscaling(),
