@@ -1,4 +1,4 @@
-"""Issue 13: the launch contract per framework (train.entrypoint.kind), what reaches the script, the Slurm site walltime,
+"""The launch contract per framework (train.entrypoint.kind), what reaches the script, the Slurm site walltime,
 owned directives, partial-node jobs, container mounts and the checkpoint signal.
 
 The launcher runs here with a recording stand-in for torchrun / accelerate (MLINFRA_TORCHRUN / MLINFRA_ACCELERATE), so

@@ -1,5 +1,5 @@
 """Every serving row benchmarks/accuracy_serve_points.py states (serve_points_2.csv at its published load point),
-written as a plan and compiled end to end through compile_plan (issue #15, "Done when"): the engine's files, the
+written as a plan and compiled end to end through compile_plan: the engine's files, the
 Kubernetes objects and plan.json must accept what search_serving accepts, with the stated TP and batch."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The `deployment` section of the ResolvedPlan: every number and string a target emits that sizing does not decide.
 
 Each value is decided once, in `compiler/deployment/training.py` or `serving.py`; `Deployment.decisions` says why
-(the report and `explain` list them). Issues that add launch, serving or security decisions add a field here.
+(the report and `explain` list them). A new launch, serving or security decision adds a field here.
 """
 
 from __future__ import annotations
