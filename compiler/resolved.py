@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer
 from .catalog.types import Architecture, GpuSpec
 from .deployment.model import Deployment
 from .deployment.probe_model import Probe
+from .recipe.model import Recipe
 from .spec import PlanSpec
 
 SCHEMA_VERSION = 1
@@ -298,6 +299,9 @@ class ResolvedPlan(Section):
     parallelism: Parallelism = Field(default_factory=Parallelism)
     memory_per_gpu_bytes: MemoryPerGpu = Field(default_factory=MemoryPerGpu)
     training: Training | None = None
+    recipe: Recipe | None = Field(
+        None, description="train/finetune: the optimizer recipe, each value with its source (compiler/recipe/)"
+    )
     serving: Serving | None = None
     stages: list[Stage] = Field(
         default_factory=list, description="multi-stage services: every stage; the top-level sections describe the last"
