@@ -138,10 +138,10 @@ def test_deepspeed_rejects_the_wrong_world_size(tmp_path):
 
 def test_a_real_engine_from_the_emitted_config_follows_the_recipe(tmp_path):
     """deepspeed.initialize with no client optimizer or scheduler builds both from ds_config.json's blocks (FusedAdam,
-    WarmupCosineLR). DeepSpeed's scheduler starts at iteration −1 and steps after each update, so after k updates it
-    stands at iteration k − 1 and the update k + 1 uses that rate: the decided recipe's at k − 1 (linear from 0 through
-    the warmup, the peak at its end within 1e-3: WarmupCosineLR starts its decay one step early, lr_min at the end), a
-    step behind Megatron-LM's scheduler. Before, the config had no optimizer or scheduler block."""
+    WarmupCosineLR), and its learning rate follows the decided recipe: DeepSpeed's scheduler starts at iteration −1 and
+    steps after each update, so after k updates it stands at iteration i = k − 1; in the warmup it gives the recipe's
+    rate at i (linear from 0), in the cosine the rate at i + 1 (WarmupCosineLR counts the first decay step at the
+    warmup's last), ending at lr_min. Before, the config had no optimizer or scheduler block."""
     plan = small_training_plan(nodes=1, gpus_per_node=1, framework="deepspeed", zero_stage=1, steps=200)
     recipe = plan.recipe
     assert (recipe.schedule, recipe.warmup_steps, recipe.decay_steps) == ("cosine", 20, 200)  # a tenth of 200 steps
@@ -151,9 +151,13 @@ def test_a_real_engine_from_the_emitted_config_follows_the_recipe(tmp_path):
     row = realtools().deepspeed_lr_schedule(path, steps, free_port())
     assert (row["optimizer"], row["scheduler"]) == ("FusedAdam", "WarmupCosineLR")
     assert row["lr"]["0"] == 0.0 and row["scheduler_iteration"] == recipe.decay_steps
+
+    def deepspeed_rate(iteration: int) -> float:
+        return recipe.lr_at(iteration if iteration < recipe.warmup_steps else iteration + 1)
+
     for step in steps:
-        assert row["lr"][str(step)] == pytest.approx(recipe.lr_at(step - 1), rel=1e-3), step
-        assert row["applied_lr"][str(step)] == pytest.approx(recipe.lr_at(step - 2), rel=1e-3), step
+        assert row["lr"][str(step)] == pytest.approx(deepspeed_rate(step - 1), rel=1e-9), step
+        assert row["applied_lr"][str(step)] == pytest.approx(deepspeed_rate(step - 2), rel=1e-9), step  # set before
     assert row["lr"][str(recipe.warmup_steps + 1)] == pytest.approx(recipe.lr_peak, rel=1e-3)
     assert row["lr"][str(recipe.decay_steps + 1)] == pytest.approx(recipe.lr_min, rel=1e-9)
     assert (row["betas"], row["eps"], row["weight_decay"]) == ([0.9, 0.95], recipe.eps, recipe.weight_decay)
