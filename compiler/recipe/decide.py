@@ -53,17 +53,16 @@ def _schedule(plan: ResolvedPlan, family: Family) -> tuple[str, str]:
 def _warmup(plan: ResolvedPlan, family: Family, steps: int) -> tuple[int, str]:
     recipe = plan.spec.train.recipe
     if recipe.warmup_steps is not None:
-        if recipe.warmup_steps >= max(steps, 1) and steps > 0:
+        if steps > 0 and recipe.warmup_steps >= steps:
             raise FieldRefused(
                 _loc("warmup_steps"),
                 f"warmup of {recipe.warmup_steps} steps is not shorter than the run's {steps} steps",
                 "invalid-recipe",
             )
         return recipe.warmup_steps, PLAN.format("warmup_steps")
-    if recipe.warmup_fraction is not None:
-        return round(
-            recipe.warmup_fraction * steps
-        ), f"train.recipe.warmup_fraction {recipe.warmup_fraction:g} × {steps} steps"
+    if recipe.warmup_fraction is not None:  # shorter than the run, as Megatron-LM requires
+        warmup = min(round(recipe.warmup_fraction * steps), max(0, steps - 1))
+        return warmup, f"train.recipe.warmup_fraction {recipe.warmup_fraction:g} × {steps} steps"
     kind, amount = family.warmup.value
     tokens_per_step = plan.parallelism.global_batch * plan.training.seq_len
     if kind == "steps":
