@@ -199,3 +199,13 @@ def test_hf_trainer_flags_of_the_recipe():
     kwargs = json.loads(flag["--lr_scheduler_kwargs"])
     assert kwargs == {"decay_type": "cosine", "min_lr_ratio": 0.01, "num_decay_steps": plan.recipe.wsd_decay_steps}
     assert (flag["--adam_beta2"], flag["--adam_epsilon"], flag["--max_grad_norm"]) == ("0.95", "1e-05", "1.0")
+
+
+def test_the_report_states_the_recipe_with_sources():
+    from compiler.targets import report
+
+    text = report.render(plan_for("deepseek-v3", 671e9))[0].text
+    section = text[text.index("## Optimizer recipe") :]
+    assert "| peak learning rate | 0.00022 | DeepSeek-V3 report (arXiv:2412.19437) §4.2" in section
+    assert "| schedule | wsd |" in section and "| final decay steps |" in section
+    assert "| init std | 0.006 |" in section
