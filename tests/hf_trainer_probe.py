@@ -34,6 +34,14 @@ PARSED = (
     "max_grad_norm",
     "gradient_checkpointing",
     "seed",
+    "learning_rate",
+    "lr_scheduler_type",
+    "lr_scheduler_kwargs",
+    "warmup_steps",
+    "weight_decay",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
 )
 SEQ_LEN, VOCAB = 16, 128
 
@@ -100,13 +108,40 @@ def cpu_stands_in_for_the_gpu() -> None:
     PartialState._prepare_backend = gloo_when_no_device
 
 
+def scheduled_lr(args) -> dict:
+    """The learning rate the Trainer's own scheduler gives after each step of MLINFRA_PROBE_LR_STEPS (comma-separated),
+    built as Trainer.create_scheduler builds it from the parsed arguments, over an AdamW as create_optimizer makes it."""
+    from transformers.optimization import get_scheduler
+
+    wanted = sorted(int(s) for s in os.environ.get("MLINFRA_PROBE_LR_STEPS", "").split(",") if s)
+    parameter = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.AdamW(
+        [parameter], lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon
+    )
+    scheduler = get_scheduler(
+        args.lr_scheduler_type,
+        optimizer=optimizer,
+        num_warmup_steps=args.get_warmup_steps(args.max_steps),
+        num_training_steps=args.max_steps,
+        scheduler_specific_kwargs=args.lr_scheduler_kwargs,
+    )
+    seen, done = {}, 0
+    for step in wanted:
+        while done < step:
+            optimizer.step()
+            scheduler.step()
+            done += 1
+        seen[step] = scheduler.get_last_lr()[0]
+    return seen
+
+
 def main() -> None:
     if os.environ.get("DS_ACCELERATOR") == "cpu":
         cpu_stands_in_for_the_gpu()
     (args,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses()
     parsed = {name: getattr(args, name) for name in PARSED}
     if os.environ.get("MLINFRA_PROBE_MODE") == "parse":
-        report({"parsed": parsed})
+        report({"parsed": parsed, "lr": scheduled_lr(args)})
         return
     config = LlamaConfig(
         vocab_size=VOCAB,

@@ -88,10 +88,27 @@ def test_hf_trainer_gets_deepspeed_flag(tmp_path):
         str(par.micro_batch),
         "--gradient_accumulation_steps",
         str(par.grad_accum),
-        "--max_grad_norm",
-        "1",
         "--max_steps",
         str(plan.training.steps),
+        # the recipe (Llama 3 8B: Table 3's peak, 1% minimum, warmup capped at a tenth of the 100 steps)
+        "--learning_rate",
+        "0.0003",
+        "--lr_scheduler_type",
+        "cosine_with_min_lr",
+        "--warmup_steps",
+        "10",
+        "--weight_decay",
+        "0.1",
+        "--adam_beta1",
+        "0.9",
+        "--adam_beta2",
+        "0.95",
+        "--adam_epsilon",
+        "1e-05",
+        "--max_grad_norm",
+        "1.0",
+        "--lr_scheduler_kwargs",
+        '{"min_lr": 3e-06}',
         "--bf16",
         "--gradient_checkpointing",
         "--bf16",
@@ -281,7 +298,7 @@ def test_llama_megatron_settings():
     assert words["--rotary-base"] == "500000"
     assert "--use-rope-scaling" in words and words["--rope-scaling-factor"] == "8"
     assert words["--norm-epsilon"] == "1e-05"
-    assert words["--attention-dropout"] == words["--hidden-dropout"] == "0"
+    assert words["--attention-dropout"] == words["--hidden-dropout"] == "0.0"
     assert "--exit-signal-handler" in words
     assert words["--tokenizer-type"] == "NullTokenizer" and words["--vocab-size"] == "128256"
 
@@ -541,7 +558,8 @@ def test_learned_positions_are_not_rope():
     )
     plan = deployed(plan.model_copy(update={"model": plan.model.model_copy(update={"architecture": arch})}))
     words = {a.flag: a.value for a in plan.deployment.frameworks.megatron_args}
-    assert words["--position-embedding-type"] == "learned_absolute" and "--attention-dropout" not in words
+    assert words["--position-embedding-type"] == "learned_absolute"
+    assert words["--attention-dropout"] == "0.0" and plan.recipe.dropout == 0.0  # the recipe's, not Megatron's 0.1
 
 
 @pytest.mark.parametrize(

@@ -188,8 +188,29 @@ def hf_expected(plan, out: Path) -> dict:
         "save_steps": ck["interval_steps"],
         "save_total_limit": ck["keep"],
         "max_steps": data["training"]["steps"],
-        "max_grad_norm": 1.0,
         "gradient_checkpointing": par["recompute"] != "none",
+        **hf_recipe(data["recipe"]),
+    }
+
+
+def hf_recipe(recipe: dict) -> dict:
+    """TrainingArguments' optimizer and schedule fields as plan.json's recipe decides them (transformers' cosine and
+    linear end at 0; a minimum above 0 needs cosine_with_min_lr)."""
+    schedule, kwargs = {"constant": "constant_with_warmup", "wsd": "warmup_stable_decay"}.get(recipe["schedule"]), None
+    if schedule is None and recipe["lr_min"] == 0:
+        schedule = recipe["schedule"]
+    elif schedule is None:
+        schedule, kwargs = {"cosine": "cosine_with_min_lr"}[recipe["schedule"]], {"min_lr": recipe["lr_min"]}
+    return {
+        "learning_rate": recipe["lr_peak"],
+        "lr_scheduler_type": schedule,
+        "lr_scheduler_kwargs": kwargs,
+        "warmup_steps": recipe["warmup_steps"],
+        "weight_decay": recipe["weight_decay"],
+        "adam_beta1": recipe["betas"][0],
+        "adam_beta2": recipe["betas"][1],
+        "adam_epsilon": recipe["eps"],
+        "max_grad_norm": recipe["grad_clip_norm"],
     }
 
 
@@ -213,7 +234,11 @@ def test_hf_trainer_parser_takes_the_generated_arguments(tmp_path, framework, pr
     )
     argv = launched(tmp_path, plan)
     words = argv[argv.index(str(HF_PROBE)) + 1 :]
+    recipe = plan.recipe
+    lr_steps = [0, recipe.warmup_steps // 2, recipe.warmup_steps, (recipe.warmup_steps + recipe.decay_steps) // 2]
+    lr_steps.append(recipe.decay_steps)
     env = {**torch_env(), "MLINFRA_PROBE_MODE": "parse", "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"}
+    env["MLINFRA_PROBE_LR_STEPS"] = ",".join(map(str, lr_steps))
     result = subprocess.run(
         [str(realtools().transformers_python()), str(HF_PROBE), *words],
         env=env,
@@ -225,6 +250,8 @@ def test_hf_trainer_parser_takes_the_generated_arguments(tmp_path, framework, pr
     (row,) = hf_rows(result.stdout)
     want = hf_expected(plan, tmp_path / "out")
     assert {k: row["parsed"][k] for k in want} == want
+    # the Trainer's own scheduler from those arguments follows the decided recipe step by step
+    assert {int(k): v for k, v in row["lr"].items()} == pytest.approx({s: recipe.lr_at(s) for s in lr_steps}, rel=1e-9)
 
 
 def test_hf_trainer_deepspeed_step_on_slurm_matches_plan(tmp_path, slurm_cluster):

@@ -11,7 +11,7 @@ from compiler import training_consistency
 from compiler.deployment.frameworks import bucket_sizes
 from compiler.targets import deepspeed
 from tests.fixtures.resolved_plans import deployed, training_plan
-from tests.test_target_torchrun import realtools, render_training, small_training_plan
+from tests.test_target_torchrun import free_port, realtools, render_training, small_training_plan
 
 
 def config_of(plan) -> dict:
@@ -134,3 +134,31 @@ def test_deepspeed_rejects_the_wrong_world_size(tmp_path):
     path.write_text(deepspeed.render(plan)[0].text)
     ok, _ = realtools().validate_ds_config(path, plan.parallelism.dp * 2)
     assert not ok
+
+
+def test_a_real_engine_from_the_emitted_config_follows_the_recipe(tmp_path):
+    """deepspeed.initialize with no client optimizer or scheduler builds both from ds_config.json's blocks (FusedAdam,
+    WarmupCosineLR), and its learning rate follows the decided recipe: DeepSpeed's scheduler starts at iteration −1 and
+    steps after each update, so after k updates it stands at iteration i = k − 1; in the warmup it gives the recipe's
+    rate at i (linear from 0), in the cosine the rate at i + 1 (WarmupCosineLR counts the first decay step at the
+    warmup's last), ending at lr_min. Before, the config had no optimizer or scheduler block."""
+    plan = small_training_plan(nodes=1, gpus_per_node=1, framework="deepspeed", zero_stage=1, steps=200)
+    recipe = plan.recipe
+    assert (recipe.schedule, recipe.warmup_steps, recipe.decay_steps) == ("cosine", 20, 200)  # a tenth of 200 steps
+    path = tmp_path / "ds_config.json"
+    path.write_text(deepspeed.render(plan)[0].text)
+    steps = [2, 11, recipe.warmup_steps + 1, 111, recipe.decay_steps + 1]
+    row = realtools().deepspeed_lr_schedule(path, steps, free_port())
+    assert (row["optimizer"], row["scheduler"]) == ("FusedAdam", "WarmupCosineLR")
+    assert row["lr"]["0"] == 0.0 and row["scheduler_iteration"] == recipe.decay_steps
+
+    def deepspeed_rate(iteration: int) -> float:
+        return recipe.lr_at(iteration if iteration < recipe.warmup_steps else iteration + 1)
+
+    for step in steps:
+        assert row["lr"][str(step)] == pytest.approx(deepspeed_rate(step - 1), rel=1e-9), step
+        assert row["applied_lr"][str(step)] == pytest.approx(deepspeed_rate(step - 2), rel=1e-9), step  # set before
+    assert row["lr"][str(recipe.warmup_steps + 1)] == pytest.approx(recipe.lr_peak, rel=1e-3)
+    assert row["lr"][str(recipe.decay_steps + 1)] == pytest.approx(recipe.lr_min, rel=1e-9)
+    assert (row["betas"], row["eps"], row["weight_decay"]) == ([0.9, 0.95], recipe.eps, recipe.weight_decay)
+    assert row["gradient_clipping"] == recipe.grad_clip_norm and row["skipped_steps"][str(steps[-1])] == 0

@@ -100,3 +100,27 @@ def test_bash_syntax_and_shellcheck(tmp_path):
     subprocess.run(["bash", "-n", str(path)], check=True)
     result = subprocess.run([str(realtools().shellcheck_bin()), str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize("model_id, params", [("llama-3.1-405b", 406e9), ("deepseek-v3", 671e9)])
+def test_megatron_scheduler_from_the_emitted_args_follows_the_recipe(tmp_path, model_id, params):
+    """megatron-core's OptimizerParamScheduler, built from megatron/args.sh as Megatron-LM's training loop builds it
+    (samples = iterations × --global-batch-size), gives the decided learning rate at the start (0), half-way through
+    the warmup, at its end (the peak), in the decay (Llama 3: cosine; DeepSeek-V3: constant until the final 29%, then
+    a cosine) and at the end (lr_min), with the decided weight decay. Before, args.sh had no --lr: the scheduler failed
+    on float(None), and schedule, warmup, minimum and decay were Megatron's defaults."""
+    from tests.test_recipe import plan_for
+
+    plan = plan_for(model_id, params)
+    recipe = plan.recipe
+    path = tmp_path / "args.sh"
+    path.write_text(with_header(megatron.render(plan)[0], plan.plan_file, plan.name).text)
+    stable_end = recipe.decay_steps - recipe.wsd_decay_steps if recipe.wsd_decay_steps else recipe.decay_steps // 2
+    iterations = [0, recipe.warmup_steps // 2, recipe.warmup_steps, stable_end, recipe.decay_steps - 1000]
+    iterations.append(recipe.decay_steps)
+    row = realtools().megatron_lr_schedule(path, iterations)
+    lr = {int(k): v for k, v in row["lr"].items()}
+    assert lr == pytest.approx({i: recipe.lr_at(i) for i in iterations}, rel=1e-9, abs=1e-15)
+    assert (lr[0], lr[recipe.warmup_steps], lr[recipe.decay_steps]) == (0.0, recipe.lr_peak, recipe.lr_min)
+    assert row["wd"] == recipe.weight_decay
+    assert row["args"]["--lr-decay-style"] == ("WSD" if model_id == "deepseek-v3" else "cosine")

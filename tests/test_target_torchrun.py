@@ -256,7 +256,8 @@ def _run_launcher(out: Path, env: dict, *args: str, timeout_s: int = 120) -> sub
 
 
 def test_one_node_two_processes(tmp_path):
-    out = write_tree(render_training(small_training_plan(nodes=1, gpus_per_node=2)), tmp_path)
+    plan = small_training_plan(nodes=1, gpus_per_node=2)
+    out = write_tree(render_training(plan), tmp_path)
     env = {**torch_env(), "MASTER_PORT": str(free_port())}
     proc = _run_launcher(out, env)
     output, _ = proc.communicate()
@@ -265,7 +266,8 @@ def test_one_node_two_processes(tmp_path):
     assert sorted(int(r["rank"]) for r in rows) == [0, 1]
     assert {r["world"] for r in rows} == {"2"}
     assert sorted(r["local_rank"] for r in rows) == ["0", "1"]
-    assert {r["omp"] for r in rows} == {"12"}  # 12 cores per GPU by default
+    # a job below a node gets its GPUs' share of the node's CPUs, one OpenMP thread per CPU (not torchrun's 1)
+    assert {r["omp"] for r in rows} == {str(plan.deployment.launcher.omp_threads)} != {"1"}
     assert all(r["args"] == ["--steps", "2"] for r in rows)
 
 

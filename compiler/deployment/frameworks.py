@@ -20,10 +20,8 @@ from .fsdp_tp import describe as describe_fsdp_tp
 from .fsdp_tp import describe_context_parallel, describe_hsdp, describe_sequence_parallel, uses_fsdp_tp
 from .fsdp_tp import settings as fsdp_tp_settings
 from .lora_tp import describe as describe_lora_tp
+from .recipe_flags import deepspeed_optimizer, deepspeed_scheduler, megatron_recipe_args
 
-# Clip the global gradient norm at 1.0: GPT-3 (Brown et al. 2020, appendix B) and Llama 3
-# (Dubey et al. 2024, section 3.4) both train with this value.
-GRADIENT_CLIP_NORM = 1.0
 # DeepSpeed's own bucket default (elements), used when the model has no hidden size (CNNs):
 # deepspeed/runtime/zero/config.py ZERO_REDUCE_BUCKET_SIZE / allgather_bucket_size default 5e8.
 DEEPSPEED_DEFAULT_BUCKET_ELEMENTS = 500_000_000
@@ -99,7 +97,10 @@ def ds_config(plan: ResolvedPlan) -> dict:
         "train_batch_size": par.micro_batch * par.grad_accum * par.dp,
         "train_micro_batch_size_per_gpu": par.micro_batch,
         "gradient_accumulation_steps": par.grad_accum,
-        "gradient_clipping": GRADIENT_CLIP_NORM,
+        "gradient_clipping": plan.recipe.grad_clip_norm,
+        **deepspeed_optimizer(plan.recipe),
+        # the hf-trainer kind schedules with the Trainer's own scheduler (its flags), beside DeepSpeed's optimizer
+        **(deepspeed_scheduler(plan.recipe) if plan.spec.train.entrypoint.kind != "hf-trainer" else {}),
         "zero_optimization": _zero(plan),
         "wall_clock_breakdown": False,
         **_precision(plan.spec.precision),
@@ -243,9 +244,6 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
         args += [("--use-rope-scaling", None), ("--rope-scaling-factor", f"{arch.rope_scaling_factor:g}")]
     if arch.norm_eps:
         args.append(("--norm-epsilon", f"{arch.norm_eps:g}"))
-    if arch.norm == "rmsnorm":
-        # Llama-family models train without dropout (config.json attention_dropout 0.0; Megatron's default is 0.1)
-        args += [("--attention-dropout", "0"), ("--hidden-dropout", "0")]
     split = None if par.pp_stage_layers else pipeline_split(arch.layers, par.pp)  # a sized split: layout_args says it
     if split:
         args += [
@@ -271,6 +269,7 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
         args += [("--tokenizer-type", "NullTokenizer"), ("--vocab-size", str(arch.vocab))]
     if spec.train.data:
         args.append(("--data-path", spec.train.data))
+    args += megatron_recipe_args(plan.recipe)  # optimizer, LR schedule, weight decay, Adam, clip, init std, dropout
     args += [
         ("--train-iters", str(t.steps)),
         ("--save-interval", str(checkpoint.interval_steps)),

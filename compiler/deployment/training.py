@@ -24,9 +24,10 @@ from ..plan.resolved import ResolvedPlan
 from ..plan.runs import runs_dir
 from ..plan.spec import PlanSpec
 from . import hf_trainer, nodes
-from .frameworks import GRADIENT_CLIP_NORM, uses_megatron
+from .frameworks import uses_megatron
 from .fsdp_tp import uses_fsdp_tp
 from .images import check_image, training_image
+from .recipe_flags import hf_trainer_args
 
 # torchrun's default rendezvous port (torch.distributed.run: --master-port default 29500).
 DEFAULT_RDZV_PORT = 29500
@@ -257,7 +258,8 @@ def framework_args(plan: ResolvedPlan, kind: str, ck: Checkpoint) -> list[str]:
     directory, interval and retention, and the batch, clipping and precision that its DeepSpeed integration checks
     against ds_config.json (HfTrainerDeepSpeedConfig.trainer_config_process refuses a mismatch: TrainingArguments'
     defaults, batch 8 and no bf16, would stop the job); max_steps = the sized steps; gradient_checkpointing when the
-    layout recomputes activations (the Trainer has only per-layer full recompute)."""
+    layout recomputes activations (the Trainer has only per-layer full recompute); the optimizer recipe (learning rate,
+    schedule, warmup, weight decay, Adam betas and eps, gradient clip: deployment/recipe_flags.py)."""
     if kind != "hf-trainer":
         return []
     par = plan.parallelism
@@ -272,10 +274,9 @@ def framework_args(plan: ResolvedPlan, kind: str, ck: Checkpoint) -> list[str]:
         str(par.micro_batch),
         "--gradient_accumulation_steps",
         str(par.grad_accum),
-        "--max_grad_norm",
-        f"{GRADIENT_CLIP_NORM:g}",
         "--max_steps",
         str(plan.training.steps),
+        *hf_trainer_args(plan.recipe),
     ]
     if plan.spec.precision in HF_PRECISION_FLAG:
         args.append(HF_PRECISION_FLAG[plan.spec.precision])

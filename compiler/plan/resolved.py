@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field, model_seriali
 from ..catalog.types import Architecture, GpuSpec
 from .deployment import Deployment
 from .probe import Probe
+from .recipe import Recipe
 from .runs import runs_dir
 from .spec import PlanSpec
 
@@ -299,6 +300,9 @@ class ResolvedPlan(Section):
     parallelism: Parallelism = Field(default_factory=Parallelism)
     memory_per_gpu_bytes: MemoryPerGpu = Field(default_factory=MemoryPerGpu)
     training: Training | None = None
+    recipe: Recipe | None = Field(
+        None, description="train/finetune: the optimizer recipe, each value with its source (compiler/recipe/)"
+    )
     serving: Serving | None = None
     stages: list[Stage] = Field(
         default_factory=list, description="multi-stage services: every stage; the top-level sections describe the last"

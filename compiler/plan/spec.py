@@ -352,6 +352,55 @@ class EntrypointSpec(Spec):
     )
 
 
+Schedule = Literal["cosine", "wsd", "linear", "constant"]
+
+
+class RecipeSpec(Spec):
+    """The optimizer recipe; every field left out is decided per model family with its source (docs/recipe.md)."""
+
+    lr_peak: float | None = Field(None, gt=0, le=10, description="peak learning rate, reached at the end of warmup")
+    lr_min: float | None = Field(None, ge=0, le=10, description="learning rate at the end of the decay")
+    schedule: Schedule | None = Field(
+        None,
+        description="after the linear warmup: cosine or linear decay to lr_min over the run, constant at lr_peak, or wsd (warmup-stable-decay: constant, then a cosine decay over the last decay_fraction of the run)",
+    )
+    warmup_steps: int | None = Field(
+        None, ge=0, le=1_000_000_000, description="linear warmup from 0, in optimizer steps"
+    )
+    warmup_fraction: float | None = Field(None, ge=0, lt=1, description="linear warmup as a share of the run's steps")
+    decay_fraction: float | None = Field(
+        None, gt=0, le=1, description="wsd: share of the run's steps in the final decay to lr_min"
+    )
+    weight_decay: float | None = Field(None, ge=0, le=10, description="decoupled (AdamW) weight decay")
+    betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] | None = Field(
+        None, description="Adam β1, β2"
+    )
+    eps: float | None = Field(None, gt=0, le=1, description="Adam ε")
+    grad_clip_norm: float | None = Field(
+        None, ge=0, le=1e6, description="clip the global gradient norm to this (0: no clipping)"
+    )
+    init_std: float | None = Field(
+        None, gt=0, le=10, description="standard deviation of the random weight initialisation (pre-training)"
+    )
+    dropout: float | None = Field(None, ge=0, lt=1, description="attention and hidden dropout probability")
+
+    @model_validator(mode="after")
+    def consistent(self) -> RecipeSpec:
+        if self.warmup_steps is not None and self.warmup_fraction is not None:
+            raise PydanticCustomError("conflicting-fields", "give warmup_steps or warmup_fraction, not both", {})
+        if self.lr_peak is not None and self.lr_min is not None and self.lr_min > self.lr_peak:
+            raise PydanticCustomError(
+                "invalid-recipe",
+                "lr_min ({low:g}) is above lr_peak ({high:g})",
+                {"low": self.lr_min, "high": self.lr_peak},
+            )
+        if self.decay_fraction is not None and self.schedule not in ("wsd", None):
+            raise PydanticCustomError(
+                "invalid-recipe", "decay_fraction is the wsd schedule's; schedule is {s}", {"s": self.schedule}
+            )
+        return self
+
+
 class TrainSpec(Spec):
     tokens: Count | None = Field(None, description="tokens to train on", examples=["1T"])
     dataset_tokens: Count | None = Field(None, description="dataset size in tokens (with epochs)")
@@ -362,6 +411,10 @@ class TrainSpec(Spec):
     optimizer: Literal["adamw", "adamw-8bit", "adamw-8bit-paged", "sgd", "adafactor"] = Field(
         "adamw",
         description="optimizer; decides the bytes of optimizer state per parameter (adamw-8bit-paged: bitsandbytes' paged states in unified memory, counted on the host)",
+    )
+    recipe: RecipeSpec = Field(
+        default_factory=RecipeSpec,
+        description="learning rate, schedule, warmup, weight decay, betas, eps, gradient clip, init std and dropout; each left out is the model family's published value",
     )
     master_weights: Literal["fp32", "none"] = Field(
         "fp32",

@@ -295,6 +295,41 @@ def _ranges(plan: ResolvedPlan) -> list[dict]:
     return rows
 
 
+RECIPE_ROWS = (
+    ("optimizer", "optimizer"),
+    ("lr_peak", "peak learning rate"),
+    ("lr_min", "minimum learning rate"),
+    ("schedule", "schedule"),
+    ("warmup_steps", "warmup steps (linear from 0)"),
+    ("decay_steps", "decay ends at step"),
+    ("wsd_decay_steps", "final decay steps"),
+    ("weight_decay", "weight decay"),
+    ("betas", "Adam β1, β2"),
+    ("eps", "Adam ε"),
+    ("grad_clip_norm", "gradient clip (global norm)"),
+    ("init_std", "init std"),
+    ("dropout", "dropout (attention, hidden)"),
+)
+
+
+def _recipe_rows(plan: ResolvedPlan) -> list[dict]:
+    """The decided recipe, one row per value with its source (compiler/recipe/)."""
+    recipe = plan.recipe
+    if recipe is None:
+        return []
+    rows = []
+    for name, label in RECIPE_ROWS:
+        value = getattr(recipe, name)
+        if name == "wsd_decay_steps" and recipe.schedule != "wsd":
+            continue
+        if name == "betas":
+            text = ", ".join(f"{v:g}" for v in value)
+        else:
+            text = value if isinstance(value, str | int) else f"{value:g}"
+        rows.append({"label": label, "value": text, "source": recipe.reasons.get(name, "train.optimizer")})
+    return rows
+
+
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
     mem = plan.memory_per_gpu_bytes
     training = plan.workload != "serve"
@@ -326,6 +361,8 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
         memory_total=format_bytes(mem.total),
         memory_usable=format_bytes(mem.usable),
         decisions=[d.model_dump() for d in plan.decisions],
+        recipe_rows=_recipe_rows(plan),
+        recipe_family=plan.recipe.family if plan.recipe else "",
         deployment=[d.model_dump() for d in plan.deployment.decisions] if plan.deployment else [],
         alternatives=_alternatives(plan),
         stages=_stages(plan),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..deployment.recipe_flags import recipe_env
 from ..plan.resolved import ResolvedPlan
 from .base import OutputFile, Target
 from .base import render as render_template
@@ -40,7 +41,7 @@ def _exports(plan: ResolvedPlan) -> list[tuple[str, str]]:
             ("MLINFRA_LORA_ALPHA", f"{launch.lora.alpha:g}"),
             ("MLINFRA_LORA_TARGETS", ",".join(launch.lora.targets)),
         ]
-    return env
+    return env + (recipe_env(plan.recipe) if plan.recipe else [])
 
 
 def _context(plan: ResolvedPlan) -> dict:

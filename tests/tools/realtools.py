@@ -604,3 +604,30 @@ def slurm_cluster():
         pytest.fail(f"slurm_up.sh failed: {up.stdout[-2000:]}{up.stderr[-2000:]}")
     yield SlurmCluster(directory, {"SLURM_CONF": str(directory / "etc" / "slurm.conf")}, 2)
     _run(["bash", REPO / "scripts/slurm/slurm_down.sh", "--purge"], timeout=120, env=env)
+
+
+def _schedule_row(result: subprocess.CompletedProcess, marker: str) -> dict:
+    found = re.search(rf"^{marker} (\{{.*\}})$", result.stdout, re.M)
+    assert result.returncode == 0 and found, _verdict(result, tail_chars=3000)[1]
+    return json.loads(found.group(1))
+
+
+def megatron_lr_schedule(args_sh: Path, iterations: list[int]) -> dict:
+    """megatron-core's OptimizerParamScheduler built from a generated megatron/args.sh as Megatron-LM's training loop
+    builds it (validators/megatron_lr_check.py): the learning rate at each iteration, the weight decay, the words."""
+    require_tool(
+        "megatron-core",
+        (TOOLS / "torch" / ".ok-megatron-core-0.16.1").exists(),
+        f"megatron-core not in the torch venv; {INSTALL_HINT}",
+    )
+    result = _run([tool_python("torch"), VALIDATORS / "megatron_lr_check.py", args_sh, *iterations], timeout=600)
+    return _schedule_row(result, "MEGATRON_LR")
+
+
+def deepspeed_lr_schedule(config: Path, steps: list[int], port: int) -> dict:
+    """A real DeepSpeed engine from a generated ds_config.json (validators/ds_lr_check.py): the learning rate after each
+    number of optimizer steps, and the optimizer and scheduler DeepSpeed built from the config. The first run on a
+    machine JIT-compiles DeepSpeed's FusedAdam for the CPU (minutes)."""
+    env = {"DS_ACCELERATOR": "cpu", "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
+    result = _run([tool_python("torch"), VALIDATORS / "ds_lr_check.py", config, *steps], timeout=3000, env=env)
+    return _schedule_row(result, "DS_LR")

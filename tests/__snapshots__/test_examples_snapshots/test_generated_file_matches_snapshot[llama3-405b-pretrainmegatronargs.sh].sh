@@ -32,11 +32,23 @@ MEGATRON_ARGS=(
   --use-rope-scaling
   --rope-scaling-factor 8
   --norm-epsilon 1e-05
-  --attention-dropout 0
-  --hidden-dropout 0
   --bf16
   --tokenizer-type NullTokenizer
   --vocab-size 128256
+  --optimizer adam
+  --lr 8e-05
+  --min-lr 8e-07
+  --lr-decay-style cosine
+  --lr-warmup-iters 8000
+  --lr-decay-iters 119210
+  --weight-decay 0.1
+  --adam-beta1 0.9
+  --adam-beta2 0.95
+  --adam-eps 1e-05
+  --clip-grad 1.0
+  --init-method-std 0.02
+  --attention-dropout 0.0
+  --hidden-dropout 0.0
   --train-iters 119210
   --save-interval 26
   --save /lustre/ckpt/llama3-405b

@@ -8,7 +8,8 @@ $MLINFRA_FSDP_TP_CONFIG): torchtitan's composition with torch-native APIs only.
     fsdp_tp = importlib.util.module_from_spec(spec); spec.loader.exec_module(fsdp_tp)
     settings = fsdp_tp.load_settings()
     mesh = fsdp_tp.build_mesh(settings)          # after dist.init_process_group, under torchrun
-    model = fsdp_tp.parallelize(model, mesh, settings)   # then build the optimizer over model.parameters()
+    model = fsdp_tp.parallelize(model, mesh, settings)   # then the optimizer over model.parameters(), as the
+                                                         # plan's recipe says: MLINFRA_LR, MLINFRA_ADAM_BETA1/2, ...
     with fsdp_tp.loss_parallel(settings):        # the loss and its backward (with TP: logits sharded over the vocabulary)
         loss = loss_fn(model(input_ids), labels); loss.backward()
 
@@ -32,7 +33,7 @@ vocabulary, as with TP alone: cross_entropy under loss_parallel(settings) takes 
 With PP (settings["pp"]): build_mesh gives [pp, dp_shard, tp]; instead of parallelize, call
 
     pipe = fsdp_tp.pipeline(model, mesh, settings, loss_fn)   # loss_fn(logits, labels) -> mean loss of a micro-batch
-    optimizer = torch.optim.AdamW(pipe.parameters())
+    optimizer = torch.optim.AdamW(pipe.parameters(), lr=float(os.environ["MLINFRA_LR"]))  # and the recipe's betas, ...
     loss = pipe.step(input_ids, labels)   # the rank's micro_batch x grad_accum sequences; the loss on the last stage
 
 which keeps this rank's stages (settings["stage_modules"], stage s on PP rank s mod pp), parallelises each as above
