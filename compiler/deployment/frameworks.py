@@ -15,6 +15,7 @@ from __future__ import annotations
 from ..resolved import ResolvedPlan
 from ..sizing.train_layout import megatron_split
 from ..spec import PlanSpec
+from . import megatron_arch, megatron_launch, megatron_version
 from .fsdp_tp import describe as describe_fsdp_tp
 from .fsdp_tp import describe_context_parallel, describe_hsdp, describe_sequence_parallel, uses_fsdp_tp
 from .fsdp_tp import settings as fsdp_tp_settings
@@ -225,10 +226,9 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
         args += [("--group-query-attention", None), ("--num-query-groups", str(arch.kv_heads))]
     if arch.head_dim and arch.head_dim != arch.hidden // arch.heads:
         args.append(("--kv-channels", str(arch.head_dim)))
-    if arch.is_moe:
-        args += [("--num-experts", str(arch.experts)), ("--moe-router-topk", str(arch.experts_per_token))]
+    args += megatron_arch.moe_args(arch) + megatron_arch.mla_args(arch) + megatron_arch.mtp_args(arch)
     args += [
-        ("--position-embedding-type", "learned_absolute" if arch.learned_positions else "rope"),
+        ("--position-embedding-type", megatron_arch.position_type(arch)),
         ("--normalization", NORMALIZATION[arch.norm]),
     ]
     if arch.gated_mlp:
@@ -333,18 +333,32 @@ def uses_megatron(plan: ResolvedPlan) -> bool:
 
 def frameworks(plan: ResolvedPlan, checkpoint: Checkpoint, spec: PlanSpec) -> Frameworks:
     framework, tensor_parallel = plan.parallelism.framework, uses_fsdp_tp(plan)
+    args, target = megatron_versioned(plan, checkpoint, spec) if uses_megatron(plan) else (None, None)
     return Frameworks(
         deepspeed_config=ds_config(plan) if framework == "deepspeed" else None,
         accelerate_config=accelerate_config(plan) if framework == "fsdp" and not tensor_parallel else None,
         fsdp_tp=fsdp_tp_settings(plan, spec) if tensor_parallel else None,
-        megatron_args=[FrameworkArg(flag=f, value=v) for f, v in megatron_args(plan, checkpoint)]
-        if uses_megatron(plan)
-        else None,
+        megatron_args=args,
+        megatron=target,
     )
 
 
+def megatron_versioned(plan: ResolvedPlan, checkpoint: Checkpoint, spec: PlanSpec):
+    """megatron/args.sh as the image's release spells it, with retention, and what was decided about it."""
+    megatron_arch.refuse_unexpressible(plan.model.architecture)
+    rel = megatron_version.release(spec)
+    kept, _, how = megatron_launch.retention(rel, checkpoint, plan.training.steps)
+    args, older = megatron_launch.gate(megatron_args(plan, checkpoint) + kept, rel)
+    megatron_launch.check_user_args(spec, rel)
+    target = megatron_launch.target(plan, spec, older, how)
+    return [FrameworkArg(flag=f, value=v) for f, v in args], target
+
+
 def decisions(files: Frameworks) -> list[DeploymentDecision]:
-    """The FSDP2 × TP mesh, when the layout runs on it (the other frameworks' files speak for themselves)."""
+    """The FSDP2 × TP mesh, when the layout runs on it, and the Megatron-LM release (the other frameworks' files speak
+    for themselves)."""
+    if files.megatron is not None:
+        return megatron_launch.decisions(files.megatron)
     if files.fsdp_tp is None:
         return []
     return (
