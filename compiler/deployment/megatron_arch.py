@@ -32,6 +32,8 @@ PURPOSE = {
     "--mtp-num-layers": "multi-token prediction (architecture.mtp_layers)",
     "--use-rope-scaling": "Llama 3.1 RoPE scaling (architecture.rope_scaling_factor)",
     "--rope-scaling-factor": "Llama 3.1 RoPE scaling (architecture.rope_scaling_factor)",
+    "--overlap-moe-expert-parallel-comm": "the MoE all-to-all overlap the sizing priced (parallelism.ep_overlap: "
+    "false prices the layout without it)",
 }
 
 

@@ -33,6 +33,7 @@ class MegatronRelease:
     path: str  # Megatron-LM's folder inside the image ('' when unknown)
     reason: str  # why this release, with its source
     loc: tuple = field(default=())  # the plan field that chose it (refusals point here)
+    label: str = ""  # the release's origin in a few words ("the image nvcr.io/nvidia/nemo:24.07")
 
 
 def version_key(version: str) -> tuple[int, ...]:
@@ -74,9 +75,10 @@ def release(spec: PlanSpec) -> MegatronRelease:
     path = given.path or (row["path"] if row else "")
     if given.core_version:
         _known_version(given.core_version)
+        where = ("train", "megatron", "core_version")
         return MegatronRelease(
-            given.core_version, image[0] if image else "", path, "train.megatron.core_version",
-            ("train", "megatron", "core_version"),
+            given.core_version, image[0] if image else "", path, "train.megatron.core_version", where,
+            "train.megatron.core_version",
         )  # fmt: skip
     if image and row is None:
         raise FieldRefused(
@@ -87,7 +89,10 @@ def release(spec: PlanSpec) -> MegatronRelease:
             "megatron-version-unknown",
         )
     reason = f"{'the image' if image else 'the default Megatron image'} {row['image']}: {row['source']}"
-    return MegatronRelease(row["core_version"], image[0] if image else default, path, reason, image[1] if image else ())
+    label = f"the image {image[0]}" if image else f"the default Megatron image {default}"
+    return MegatronRelease(
+        row["core_version"], image[0] if image else default, path, reason, image[1] if image else (), label
+    )
 
 
 def _known_version(version: str) -> None:
@@ -130,7 +135,7 @@ def refusal(rel: MegatronRelease, flag: str, value: str | None, what: str) -> Fi
     newer = f"first in megatron-core {first}{_images_from(first)}" if first else "in no megatron-core release"
     return FieldRefused(
         rel.loc or ("train", "megatron", "core_version"),
-        f"megatron-core {rel.core_version} ({rel.reason.split(':')[0]}) has no {spelled}, which {what} needs: "
+        f"megatron-core {rel.core_version} ({rel.label}) has no {spelled}, which {what} needs: "
         f"{newer}; use a newer image or set train.megatron.core_version",
         "megatron-flag-missing",
     )
@@ -142,3 +147,12 @@ def image_for(rel: MegatronRelease) -> str:
         return rel.image
     row = next((r for r in images()["entries"] if r["core_version"] == rel.core_version), None)
     return row["image"] if row else images()["default_image"]
+
+
+def megatron_ep_overlap(spec: PlanSpec) -> bool | None:
+    """The sizing's default for the MoE all-to-all overlap under train.framework megatron: off where the release has
+    no --overlap-moe-expert-parallel-comm (megatron-core < 0.14), so the layout priced is the one launched; None (the
+    sizing decides) otherwise."""
+    if spec.train.framework != "megatron" or spec.workload not in ("train", "finetune") or spec.model is None:
+        return None
+    return None if has_flag(release(spec).core_version, "--overlap-moe-expert-parallel-comm") else False

@@ -8,6 +8,7 @@ from dataclasses import replace
 from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..catalog.types import Architecture
+from ..deployment.megatron_version import megatron_ep_overlap
 from ..diagnostics import FieldRefused, InfeasiblePlan
 from ..resolved import (
     Alternative,
@@ -150,7 +151,7 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
             "pp_last_stage_layers": pins.pp_last_stage_layers,
             "pp_stage_layers": tuple(pins.pp_stage_layers) if pins.pp_stage_layers else None,
             "shard_group": pins.shard_group_gpus,
-            "ep_overlap": pins.ep_overlap,
+            "ep_overlap": pins.ep_overlap if pins.ep_overlap is not None else megatron_ep_overlap(spec),
         },
         optimize="cost" if spec.optimize == "cost" else "time",
         mtbf_gpu_hours=train.mtbf_gpu_hours,
