@@ -54,16 +54,20 @@ def gate(args: list[Arg], rel: MegatronRelease) -> tuple[list[Arg], list[str]]:
     present = dict(args)
     out: list[Arg] = []
     notes: list[str] = []
+    missing: list[tuple[str, str | None, str]] = []
     for flag, value in args:
         if has_flag(rel.core_version, flag, value):
             out.append((flag, value))
             continue
         older = _older_spelling(flag, value, present, rel.core_version)
         if older is None:
-            raise refusal(rel, flag, value, megatron_arch.PURPOSE.get(flag, "the sized layout"))
+            missing.append((flag, value, megatron_arch.PURPOSE.get(flag, "the sized layout")))
+            continue
         edits, note = older
         out = [(f, edits.get(f, v)) for f, v in out]
         notes.append(note)
+    if missing:
+        raise refusal(rel, missing)
     return out, notes
 
 
@@ -86,7 +90,7 @@ def check_user_args(spec: PlanSpec, rel: MegatronRelease) -> None:
     for index, word in enumerate(spec.train.entrypoint.args):
         flag = word.split("=", 1)[0]
         if flag.startswith("--") and not has_flag(rel.core_version, flag):
-            message = str(refusal(rel, flag, None, "train.entrypoint.args").message)
+            message = refusal(rel, [(flag, None, "train.entrypoint.args")]).message
             raise FieldRefused(("train", "entrypoint", "args", index), message, "megatron-flag-missing")
 
 

@@ -129,14 +129,19 @@ def _images_from(version: str) -> str:
     return f" ({rows[0]} and later)" if rows else " (no image in the table yet: set train.megatron.core_version)"
 
 
-def refusal(rel: MegatronRelease, flag: str, value: str | None, what: str) -> FieldRefused:
-    spelled = f"{flag} {value}" if value is not None else flag
-    first = first_release(flag, value)
-    newer = f"first in megatron-core {first}{_images_from(first)}" if first else "in no megatron-core release"
+def refusal(rel: MegatronRelease, missing: list[tuple[str, str | None, str]]) -> FieldRefused:
+    """One located error naming every (flag, value, what needs it) the release lacks, with the first release and image
+    that has each."""
+    named = []
+    for flag, value, what in missing:
+        shown = f"{flag} {value}" if value is not None and first_release(flag, value) != first_release(flag) else flag
+        first = first_release(flag, value)
+        newer = f"first in megatron-core {first}{_images_from(first)}" if first else "in no megatron-core release"
+        named.append(f"{shown} ({what}; {newer})")
     return FieldRefused(
         rel.loc or ("train", "megatron", "core_version"),
-        f"megatron-core {rel.core_version} ({rel.label}) has no {spelled}, which {what} needs: "
-        f"{newer}; use a newer image or set train.megatron.core_version",
+        f"megatron-core {rel.core_version} ({rel.label}) has no {', '.join(named)}; use a newer image or set "
+        "train.megatron.core_version",
         "megatron-flag-missing",
     )
 

@@ -31,7 +31,6 @@ import json
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -99,33 +98,6 @@ def whole_model(words: list[str]) -> list[str]:
     ]
 
 
-def load_training(source: Path) -> None:
-    """megatron.training as a bare package over the source's folder: its modules import, its __init__ does not run."""
-    sys.path.insert(0, str(source))  # megatron/ (a namespace package beside PyPI's megatron/core) and gpt_builders.py
-    import megatron
-
-    package = types.ModuleType("megatron.training")
-    package.__path__ = [str(source / "megatron" / "training")]
-    sys.modules["megatron.training"] = package
-    megatron.training = package
-    if not (source / "megatron" / "legacy").is_dir():
-        legacy = types.ModuleType("megatron.legacy.model.module")
-        legacy.param_is_not_shared = lambda param: not getattr(param, "shared", False)
-        for name in ("megatron.legacy", "megatron.legacy.model"):
-            sys.modules[name] = types.ModuleType(name)
-        sys.modules["megatron.legacy.model.module"] = legacy
-        sys.modules["megatron.legacy"].model = sys.modules["megatron.legacy.model"]
-    import megatron.training.global_vars as global_vars
-
-    for name in dir(global_vars):
-        if name.startswith("get_"):
-            setattr(package, name, getattr(global_vars, name))
-    import megatron.training.utils as utils
-
-    for name in ("print_rank_0", "is_last_rank", "print_rank_last"):
-        setattr(package, name, getattr(utils, name))
-
-
 def local_core_attention_takes_mla_widths() -> None:
     """MLA's layer spec hands its core attention k_channels and v_channels (the q/k and v head widths), which
     Transformer Engine's DotProductAttention takes and megatron-core's local one (0.16.1) does not: the local one is
@@ -149,7 +121,6 @@ def main() -> None:
     args_sh = sys.argv[1]
     source = Path(os.environ["MEGATRON_LM_SOURCE"])
     words = whole_model(words_of(args_sh))
-    megatron_check.TRITON_MODULE_NAMES.add("megatron.core.transformer.custom_layers.batch_invariant_kernels")
     sys.meta_path.insert(0, megatron_check._TritonKernels())
     os.environ.update(WORLD_SIZE="1", RANK="0", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 20000))
@@ -157,10 +128,7 @@ def main() -> None:
 
     torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
     torch.cuda.current_device = lambda: "cpu"
-    if (source / "megatron" / "core").is_dir():
-        sys.path.insert(0, str(source))
-    else:
-        load_training(source)
+    megatron_check.use_source(source)
     from megatron.training import arguments
 
     for module in list(sys.modules.values()):
