@@ -331,9 +331,10 @@ def uses_megatron(plan: ResolvedPlan) -> bool:
     return transformer and ((par.tp > 1 or par.pp > 1) and par.framework != "fsdp" or par.framework == "megatron")
 
 
-def frameworks(plan: ResolvedPlan, checkpoint: Checkpoint, spec: PlanSpec) -> Frameworks:
+def frameworks(plan: ResolvedPlan, checkpoint: Checkpoint, spec: PlanSpec, kind: str = "") -> Frameworks:
+    """kind: the launch kind (megatron: torchrun starts Megatron-LM's own script with args.sh)."""
     framework, tensor_parallel = plan.parallelism.framework, uses_fsdp_tp(plan)
-    args, target = megatron_versioned(plan, checkpoint, spec) if uses_megatron(plan) else (None, None)
+    args, target = megatron_versioned(plan, checkpoint, spec, kind) if uses_megatron(plan) else (None, None)
     return Frameworks(
         deepspeed_config=ds_config(plan) if framework == "deepspeed" else None,
         accelerate_config=accelerate_config(plan) if framework == "fsdp" and not tensor_parallel else None,
@@ -343,14 +344,17 @@ def frameworks(plan: ResolvedPlan, checkpoint: Checkpoint, spec: PlanSpec) -> Fr
     )
 
 
-def megatron_versioned(plan: ResolvedPlan, checkpoint: Checkpoint, spec: PlanSpec):
+def megatron_versioned(plan: ResolvedPlan, checkpoint: Checkpoint, spec: PlanSpec, kind: str):
     """megatron/args.sh as the image's release spells it, with retention, and what was decided about it."""
-    megatron_arch.refuse_unexpressible(plan.model.architecture)
-    rel = megatron_version.release(spec)
+    runs_megatron = kind == "megatron"
+    if runs_megatron or plan.parallelism.framework == "megatron":
+        megatron_arch.refuse_unexpressible(plan.model.architecture)
+    rel = megatron_version.release(spec, strict=runs_megatron)
     kept, _, how = megatron_launch.retention(rel, checkpoint, plan.training.steps)
     args, older = megatron_launch.gate(megatron_args(plan, checkpoint) + kept, rel)
-    megatron_launch.check_user_args(spec, rel)
-    target = megatron_launch.target(plan, spec, older, how)
+    if runs_megatron:
+        megatron_launch.check_user_args(spec, rel)
+    target = megatron_launch.target(plan, spec, rel, older, how, runs_megatron)
     return [FrameworkArg(flag=f, value=v) for f, v in args], target
 
 

@@ -15,16 +15,18 @@ held by the launcher on node 0 (launch/torchrun.sh), which deletes the oldest co
 from __future__ import annotations
 
 import posixpath
+import re
 
 from ..catalog.params import count_params
 from ..diagnostics import FieldRefused
 from ..resolved import ResolvedPlan
 from ..spec import PlanSpec
 from . import megatron_arch
-from .megatron_version import DEFAULT_SCRIPT, Arg, MegatronRelease, has_flag, refusal, release
+from .megatron_version import DEFAULT_SCRIPT, Arg, MegatronRelease, has_flag, refusal
 from .model import Checkpoint, DeploymentDecision, MegatronTarget
 
 RETAIN_FLAG = "--save-retain-interval"
+MEGATRON_ENTRY = re.compile(r"(^|/)pretrain_[A-Za-z0-9_]+\.py$")  # Megatron-LM's entry points parse its arguments
 RETENTION_REASON = (
     "train.checkpoint.keep; Megatron-LM has no keep-last-K option: --save-retain-interval (megatron-core >= 0.14) "
     "deletes the previous checkpoint after a save unless its iteration is a multiple of N"
@@ -87,6 +89,8 @@ def _older_spelling(flag: str, value: str | None, present: dict, version: str) -
 
 def check_user_args(spec: PlanSpec, rel: MegatronRelease) -> None:
     """The plan's own arguments (train.entrypoint.args) reach the same parser: a flag the release lacks is refused."""
+    if not MEGATRON_ENTRY.search(spec.train.entrypoint.script):  # the plan's own script reads its own arguments
+        return
     for index, word in enumerate(spec.train.entrypoint.args):
         flag = word.split("=", 1)[0]
         if flag.startswith("--") and not has_flag(rel.core_version, flag):
@@ -121,9 +125,11 @@ def retention(rel: MegatronRelease, checkpoint: Checkpoint, train_steps: int) ->
     )
 
 
-def target(plan: ResolvedPlan, spec: PlanSpec, older: list[str], retention_how: str) -> MegatronTarget:
-    rel = release(spec)
-    script, why = entry_script(spec, rel)
+def target(
+    plan: ResolvedPlan, spec: PlanSpec, rel: MegatronRelease, older: list[str], retention_how: str, runs: bool
+) -> MegatronTarget:
+    """runs: Megatron-LM's pretrain_gpt.py is what torchrun starts (else a plain script reads args.sh)."""
+    script, why = entry_script(spec, rel) if runs else (spec.train.entrypoint.script, "train.entrypoint.script")
     arch = plan.model.architecture
     sized = count_params(arch).total
     mtp = megatron_arch.mtp_params(arch)

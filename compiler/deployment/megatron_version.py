@@ -68,8 +68,18 @@ def _given_image(spec: PlanSpec) -> tuple[str, tuple] | None:
     return None
 
 
-def release(spec: PlanSpec) -> MegatronRelease:
+def release(spec: PlanSpec, strict: bool = True) -> MegatronRelease:
+    """strict: Megatron-LM itself runs in the image (train.framework megatron), so an image not in the table is refused;
+    otherwise (a plain script that reads args.sh) the arguments follow the default Megatron image's release."""
     given, image = spec.train.megatron, _given_image(spec)
+    if image and not strict and not given.core_version and image_row(image[0]) is None:
+        default = images()["default_image"]
+        row = image_row(default)
+        reason = (
+            f"{image[0]} is not a Megatron image in the table and the launch is not Megatron-LM's: the arguments follow "
+            f"the default Megatron image {default} ({row['source']}); train.megatron.core_version chooses another"
+        )
+        return MegatronRelease(row["core_version"], "", given.path or "", reason, ("train", "megatron"), reason)
     default = images()["default_image"]
     row = image_row(image[0] if image else default)
     path = given.path or (row["path"] if row else "")
