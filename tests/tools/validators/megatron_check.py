@@ -116,6 +116,18 @@ def main() -> None:
     sys.argv = ["pretrain_gpt.py", *words, *extra]
     parsed = parse_args(ignore_unknown_args=False)
     validate_args(parsed, {})
+    # What initialize_megatron does next with the batch (megatron/training/global_vars.py set_global_variables): newer
+    # releases check the same divisibility inside validate_args, core_v0.16.1 only here.
+    from megatron.core.num_microbatches_calculator import init_num_microbatches_calculator
+
+    init_num_microbatches_calculator(
+        0,
+        parsed.rampup_batch_size,
+        parsed.global_batch_size,
+        parsed.micro_batch_size,
+        parsed.data_parallel_size,
+        getattr(parsed, "decrease_batch_size_if_needed", False),
+    )
     keys = (
         "tensor_model_parallel_size",
         "pipeline_model_parallel_size",
