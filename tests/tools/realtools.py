@@ -157,7 +157,10 @@ def megatron_lm_source() -> tuple[Path, str]:
         (TOOLS / "torch" / f".ok-megatron-core-{MEGATRON_CORE_VERSION}").exists(),
         f"megatron-core not in the torch venv; {INSTALL_HINT}",
     )
-    return VENDORED_MEGATRON_LM, f"Megatron-LM core_v{MEGATRON_CORE_VERSION} (vendored) + megatron-core {MEGATRON_CORE_VERSION}"
+    return (
+        VENDORED_MEGATRON_LM,
+        f"Megatron-LM core_v{MEGATRON_CORE_VERSION} (vendored) + megatron-core {MEGATRON_CORE_VERSION}",
+    )
 
 
 def validate_megatron_args(args_sh: Path, world_size: int, *extra: str, env: dict | None = None) -> tuple[bool, str]:
