@@ -127,6 +127,12 @@ if [ -f "$TOOLS/torch/.ok-megatron-core-$MEGATRON_CORE" ]; then echo "   megatro
   quiet "$TOOLS/torch/bin/pip" install -q --no-deps "megatron-core==$MEGATRON_CORE"  # its TransformerConfig checks
   touch "$TOOLS/torch/.ok-megatron-core-$MEGATRON_CORE"
 fi
+# Megatron-LM's tokenizer module (imported by its argument parser: vendor/megatron-lm) needs six.
+SIX=1.17.0
+if [ -f "$TOOLS/torch/.ok-six-$SIX" ]; then echo "   six: present"; else
+  quiet "$TOOLS/torch/bin/pip" install -q --no-deps "six==$SIX"
+  touch "$TOOLS/torch/.ok-six-$SIX"
+fi
 # Megatron-LM (megatron/training/arguments.py) is on no package registry: fetched from GitHub when the machine can
 # reach it; where it cannot (registries only), the parse_args tests skip with that reason and megatron-core's checks run.
 MEGATRON_LM_COMMIT=d98e8a64ddf34856e74b24714e3bedb2f5a39553  # main of 2026-08-22

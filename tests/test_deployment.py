@@ -119,9 +119,17 @@ def test_fp8_outside_megatron_warns_that_the_script_must_convert_its_model():
     assert fp8.deployment.launcher.framework == "deepspeed"
     assert any("precision fp8" in w and "convert_to_float8_training" in w for w in fp8.warnings)
     assert not any("precision fp8" in w for w in training_plan(train={**BASE_TRAIN, "framework": "deepspeed"}).warnings)
+    from compiler.spec import MegatronSpec
+
+    given = MegatronSpec(core_version="0.13", path="/opt/megatron-lm")  # the fixture's image is NGC PyTorch's
+    spec = fp8.spec.model_copy(update={"train": fp8.spec.train.model_copy(update={"megatron": given})})
     megatron = deployed(
         fp8.model_copy(
-            update={"parallelism": fp8.parallelism.model_copy(update={"framework": "megatron"}), "warnings": []}
+            update={
+                "spec": spec,
+                "parallelism": fp8.parallelism.model_copy(update={"framework": "megatron"}),
+                "warnings": [],
+            }
         )
     )
     assert megatron.deployment.launcher.framework == "megatron"

@@ -591,13 +591,18 @@ def test_megatron_accepts_the_generated_arguments(tmp_path, name):
 
 def test_megatron_takes_uneven_pipeline_stages_and_rejects_them_missing(tmp_path):
     """126 layers on 4 pipeline stages: Megatron accepts the first/last-stage counts and refuses the split without them."""
+    from compiler.spec import MegatronSpec
+
     from tests.fixtures.resolved_plans import training_plan
 
     plan = training_plan()
     arch = plan.model.architecture.model_copy(update={"layers": 126})
+    megatron = MegatronSpec(core_version="0.16", path="/opt/megatron-lm")  # the image is NGC PyTorch's, no Megatron-LM
+    spec = plan.spec.model_copy(update={"train": plan.spec.train.model_copy(update={"megatron": megatron})})
     plan = deployed(
         plan.model_copy(
             update={
+                "spec": spec,
                 "model": plan.model.model_copy(update={"architecture": arch}),
                 "parallelism": plan.parallelism.model_copy(
                     update={"tp": 2, "pp": 4, "dp": 8, "grad_accum": 32, "framework": "megatron"}

@@ -7,11 +7,11 @@ import json
 import math
 
 import pytest
-from compiler.plan.spec import PlanSpec, TrainSpec
 from pydantic import ValidationError
 
 from compiler.deployment.recipe_flags import hf_scheduler, megatron_recipe_args, recipe_env
 from compiler.diagnostics import FieldRefused
+from compiler.plan.spec import PlanSpec, TrainSpec
 from compiler.recipe.families import GPT3, LLAMA3, peak_lr
 from tests.fixtures.resolved_plans import deployed, training_plan
 
@@ -29,6 +29,8 @@ def plan_for(model_id: str = "llama-3.1-8b", params: float = 8.03e9, framework: 
     """The fixture plan (1T tokens, 512 × 8192-token batch: 238,419 steps, or `steps`) as `model_id` of `params`
     parameters under `framework`, with `train` merged into its train section; recipe and deployment decided again."""
     workload, steps = train.pop("workload", "train"), train.pop("steps", 238_419)
+    if framework == "megatron":  # the fixture's NGC PyTorch image ships no Megatron-LM: name the release
+        train.setdefault("megatron", {"core_version": "0.13", "path": "/opt/megatron-lm"})
     plan = training_plan(workload=workload, train={**FIXTURE_TRAIN, **train})
     return deployed(
         plan.model_copy(

@@ -3,7 +3,10 @@ bash syntax, shellcheck, and that sourcing it yields exactly the intended words.
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +127,60 @@ def test_megatron_scheduler_from_the_emitted_args_follows_the_recipe(tmp_path, m
     assert (lr[0], lr[recipe.warmup_steps], lr[recipe.decay_steps]) == (0.0, recipe.lr_peak, recipe.lr_min)
     assert row["wd"] == recipe.weight_decay
     assert row["args"]["--lr-decay-style"] == ("WSD" if model_id == "deepseek-v3" else "cosine")
+
+
+# ----------------------------------------------------------------------------------------------- the model it builds
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MEGATRON_PLANS = REPO_ROOT / "tests" / "data" / "megatron"
+
+
+def megatron_examples() -> list[Path]:
+    """The examples whose compiled files include megatron/args.sh."""
+    from compiler.pipeline import resolve
+
+    found = []
+    for path in sorted((REPO_ROOT / "examples").glob("*.yaml")):
+        plan = resolve(path)
+        frameworks = plan.deployment.frameworks if plan.deployment else None
+        if frameworks is not None and frameworks.megatron_args is not None:
+            found.append(path)
+    return found
+
+
+MODEL_PLANS = megatron_examples() + [
+    MEGATRON_PLANS / f"{name}.yaml" for name in ("deepseek-v3", "mixtral-8x7b", "bloom-learned")
+]
+
+
+@pytest.mark.realtool
+@pytest.mark.parametrize("plan_path", MODEL_PLANS, ids=lambda p: p.stem)
+def test_megatron_builds_the_sized_model(tmp_path, plan_path):
+    """megatron-core builds the GPT model from the emitted args.sh through Megatron-LM's own parser, config and
+    gpt_builder (meta device, whole model on one rank): its parameters equal plan.json's within 1% — the sized count
+    plus the MTP module the launch trains beside it, which plan.json states apart."""
+    done = subprocess.run(
+        [sys.executable, "-m", "compiler", str(plan_path), "-o", str(tmp_path)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = next(p for p in tmp_path.iterdir() if (p / "megatron" / "args.sh").exists())
+    target = json.loads((out / "plan.json").read_text())["deployment"]["frameworks"]["megatron"]
+    model = realtools().megatron_model(out / "megatron" / "args.sh")
+    assert model["params"] == pytest.approx(target["launched_params"], rel=0.01)
+    assert model["mtp_params"] == pytest.approx(target["mtp_params"], rel=0.01)
+    assert model["params"] - model["mtp_params"] == pytest.approx(target["sized_params"], rel=0.01)
+    if plan_path.stem == "deepseek-v3":  # the architecture, not only its size
+        assert (model["config"], model["num_moe_experts"], model["moe_ffn_hidden_size"]) == (
+            "MLATransformerConfig",
+            256,
+            2048,
+        )
+        assert model["moe_layer_freq"] == 58 and model["mtp_num_layers"] == 1  # 3 dense layers of 61
+        assert (model["moe_router_score_function"], model["moe_router_enable_expert_bias"]) == ("sigmoid", True)
+    if plan_path.stem == "bloom-learned":
+        assert (model["position_embedding_type"], model["normalization"]) == ("learned_absolute", "LayerNorm")
+        assert model["add_bias_linear"] and not model["gated_linear_unit"]
+        assert not model["untie_embeddings_and_output_weights"]

@@ -202,6 +202,24 @@ class Architecture(Frozen):
     learned_positions: bool = Field(
         False, description="learned absolute position embeddings (GPT-3, BERT) rather than RoPE"
     )
+    alibi: bool = Field(
+        False, description="ALiBi attention biases instead of position embeddings (BLOOM, MPT; Press et al. 2022)"
+    )
+    # MoE routers (config.json of the DeepSeek-V3 family); defaults are Mixtral's softmax top-k router.
+    router_score: Literal["softmax", "sigmoid"] = Field(
+        "softmax", description="MoE router scoring function (config.json scoring_func)"
+    )
+    router_expert_bias: bool = Field(
+        False,
+        description="auxiliary-loss-free balancing: a per-expert bias added to the scores for the top-k choice (DeepSeek-V3 topk_method noaux_tc, e_score_correction_bias)",
+    )
+    router_topk_scale: float = Field(
+        0.0, description="factor on the routed experts' weights (config.json routed_scaling_factor); 0 = none"
+    )
+    router_groups: int = Field(
+        0, description="group-limited routing: expert groups (config.json n_group); 0 = no grouping"
+    )
+    router_group_topk: int = Field(0, description="groups each token may route to (config.json topk_group)")
     tied_embeddings: bool = Field(False, description="LM head shares the embedding matrix")
     norm: Literal["rmsnorm", "layernorm"] = Field("rmsnorm", description="normalisation layer kind")
     attention_bias: bool = Field(False, description="biases on q/k/v/o projections")

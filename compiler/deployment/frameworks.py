@@ -16,6 +16,7 @@ from ..plan.deployment import Checkpoint, DeploymentDecision, FrameworkArg, Fram
 from ..plan.resolved import ResolvedPlan
 from ..plan.spec import PlanSpec
 from ..sizing.train.parallel import megatron_split
+from . import megatron_arch, megatron_launch, megatron_version
 from .fsdp_tp import describe as describe_fsdp_tp
 from .fsdp_tp import describe_context_parallel, describe_hsdp, describe_sequence_parallel, uses_fsdp_tp
 from .fsdp_tp import settings as fsdp_tp_settings
@@ -226,10 +227,9 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
         args += [("--group-query-attention", None), ("--num-query-groups", str(arch.kv_heads))]
     if arch.head_dim and arch.head_dim != arch.hidden // arch.heads:
         args.append(("--kv-channels", str(arch.head_dim)))
-    if arch.is_moe:
-        args += [("--num-experts", str(arch.experts)), ("--moe-router-topk", str(arch.experts_per_token))]
+    args += megatron_arch.moe_args(arch) + megatron_arch.mla_args(arch) + megatron_arch.mtp_args(arch)
     args += [
-        ("--position-embedding-type", "learned_absolute" if arch.learned_positions else "rope"),
+        ("--position-embedding-type", megatron_arch.position_type(arch)),
         ("--normalization", NORMALIZATION[arch.norm]),
     ]
     if arch.gated_mlp:
@@ -272,6 +272,10 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
     args += megatron_recipe_args(plan.recipe)  # optimizer, LR schedule, weight decay, Adam, clip, init std, dropout
     args += [
         ("--train-iters", str(t.steps)),
+        # the plan names no validation set: no evaluation iterations. Megatron-LM has no default --eval-interval
+        # (training_config.py @d98e8a6: None) and divides by it while building the datasets, so it is stated
+        ("--eval-interval", str(checkpoint.interval_steps)),
+        ("--eval-iters", "0"),
         ("--save-interval", str(checkpoint.interval_steps)),
         ("--save", checkpoint.dir),
         ("--load", checkpoint.dir),
@@ -330,20 +334,38 @@ def uses_megatron(plan: ResolvedPlan) -> bool:
     return transformer and ((par.tp > 1 or par.pp > 1) and par.framework != "fsdp" or par.framework == "megatron")
 
 
-def frameworks(plan: ResolvedPlan, checkpoint: Checkpoint, spec: PlanSpec) -> Frameworks:
+def frameworks(plan: ResolvedPlan, checkpoint: Checkpoint, spec: PlanSpec, kind: str = "") -> Frameworks:
+    """kind: the launch kind (megatron: torchrun starts Megatron-LM's own script with args.sh)."""
     framework, tensor_parallel = plan.parallelism.framework, uses_fsdp_tp(plan)
+    args, target = megatron_versioned(plan, checkpoint, spec, kind) if uses_megatron(plan) else (None, None)
     return Frameworks(
         deepspeed_config=ds_config(plan) if framework == "deepspeed" else None,
         accelerate_config=accelerate_config(plan) if framework == "fsdp" and not tensor_parallel else None,
         fsdp_tp=fsdp_tp_settings(plan, spec) if tensor_parallel else None,
-        megatron_args=[FrameworkArg(flag=f, value=v) for f, v in megatron_args(plan, checkpoint)]
-        if uses_megatron(plan)
-        else None,
+        megatron_args=args,
+        megatron=target,
     )
 
 
+def megatron_versioned(plan: ResolvedPlan, checkpoint: Checkpoint, spec: PlanSpec, kind: str):
+    """megatron/args.sh as the image's release spells it, with retention, and what was decided about it."""
+    runs_megatron = kind == "megatron"
+    if runs_megatron or plan.parallelism.framework == "megatron":
+        megatron_arch.refuse_unexpressible(plan.model.architecture)
+    rel = megatron_version.release(spec, strict=runs_megatron)
+    kept, _, how = megatron_launch.retention(rel, checkpoint, plan.training.steps)
+    args, older = megatron_launch.gate(megatron_args(plan, checkpoint) + kept, rel)
+    if runs_megatron:
+        megatron_launch.check_user_args(spec, rel)
+    target = megatron_launch.target(plan, spec, rel, older, how, runs_megatron)
+    return [FrameworkArg(flag=f, value=v) for f, v in args], target
+
+
 def decisions(files: Frameworks) -> list[DeploymentDecision]:
-    """The FSDP2 × TP mesh, when the layout runs on it (the other frameworks' files speak for themselves)."""
+    """The FSDP2 × TP mesh, when the layout runs on it, and the Megatron-LM release (the other frameworks' files speak
+    for themselves)."""
+    if files.megatron is not None:
+        return megatron_launch.decisions(files.megatron)
     if files.fsdp_tp is None:
         return []
     return (

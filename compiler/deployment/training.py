@@ -6,6 +6,7 @@ Moved here from the targets (torchrun.py, slurm.py, k8s_training.py), which now 
 from __future__ import annotations
 
 import math
+import posixpath
 import re
 
 from ..diagnostics import FieldRefused, InfeasiblePlan
@@ -23,7 +24,7 @@ from ..plan.deployment import (
 from ..plan.resolved import ResolvedPlan
 from ..plan.runs import runs_dir
 from ..plan.spec import PlanSpec
-from . import hf_trainer, nodes
+from . import hf_trainer, megatron_launch, megatron_version, nodes
 from .frameworks import uses_megatron
 from .fsdp_tp import uses_fsdp_tp
 from .images import check_image, training_image
@@ -417,6 +418,12 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
             targets=list(spec.train.lora.targets),
             method=spec.train.method,
         )
+    script, prune_keep = entry.script, 0
+    if kind == "megatron":  # pretrain_gpt.py in the image's Megatron-LM; the launcher holds the retention
+        rel = megatron_version.release(spec)
+        script = megatron_launch.entry_script(spec, rel)[0]
+        prune_keep = megatron_launch.retention(rel, checkpoint(plan, spec), plan.training.steps)[1]
+    data = spec.train.data
     return Launcher(
         program="accelerate" if kind == "accelerate" else "torchrun",
         kind=kind,
@@ -438,8 +445,8 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
         checkpoint_signal="TERM" if kind == "megatron" else "USR1",
         checkpoint_helper=helper,
         checkpoint_usage=CHECKPOINT_USAGE.get(kind, PLAIN_USAGE),
-        script=entry.script,
-        python_script=entry.script.endswith(".py"),
+        script=script,
+        python_script=script.endswith(".py"),
         args=list(entry.args),
         nodes=hw.nodes,
         nnodes=f"{minimum}:{maximum}" if node_range else str(maximum),
@@ -464,7 +471,16 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
         lora=lora,
         model_weights=spec.model.weights if spec.model else None,
         model_id=spec.model.hf_id if spec.model else None,
+        checkpoint_prune_keep=prune_keep,
+        create_dirs=[d for d in (plan.training.checkpoint_dir,) if is_local_path(d)],
+        data_mount=data_folder(data, kind) if data and is_local_path(data) else None,
     )
+
+
+def data_folder(data: str, kind: str) -> str:
+    """What containers mount for train.data: Megatron-LM's --data-path is a prefix PREFIX naming PREFIX.bin and
+    PREFIX.idx (megatron/core/datasets/indexed_dataset.py), so its folder; any other script's path as given."""
+    return posixpath.dirname(data.rstrip("/")) or "/" if kind == "megatron" else data
 
 
 # ----------------------------------------------------------------------------------------------- Slurm
@@ -568,7 +584,7 @@ def job_chain(
 def job_paths(launch: Launcher) -> list[tuple[str, str]]:
     """(field, path) of every local path the job reads or writes besides the submit directory."""
     paths = [
-        ("train.data", launch.data),
+        ("train.data", launch.data_mount),
         ("train.checkpoint.dir", launch.checkpoint.dir),
         ("model.weights", launch.model_weights),
     ]
@@ -686,6 +702,12 @@ def kubernetes_training(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) ->
     else:
         pods = f"{plan.name}-{REPLICATED_JOB}-[0-9]+-[0-9]+-.+"
     image, image_reason = training_image(plan, spec)
+    if launch.kind == "megatron" and not (k8s.image or spec.cluster.slurm.container_image):
+        release = megatron_version.release(spec)
+        image = megatron_version.image_for(release)
+        image_reason = (
+            f"the NeMo image that ships Megatron-LM at megatron-core {release.core_version} (megatron_images.yaml)"
+        )
     hw, shm = plan.hardware, SHM_BYTES_PER_GPU * plan.hardware.gpus_per_node
     fabric = fabric_family(hw.interconnect) if hw.nodes > 1 else ""
     node = nodes.choose(hw.gpu_spec, hw.gpus_per_node, shm, fabric)
@@ -709,7 +731,7 @@ def kubernetes_training(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) ->
         ),
         rdzv_port=DEFAULT_RDZV_PORT,
         trainer_pod_regex=pods,
-        data_mount=launch.data if launch.data and is_local_path(launch.data) else None,
+        data_mount=launch.data_mount,
     )
 
 
@@ -800,7 +822,12 @@ def decisions(
                 reason="train.data, exported as MLINFRA_DATA"
                 + (
                     " and mounted at the same path in containers"
-                    if is_local_path(launch.data) and pyxis_mountable(launch.data)
+                    + (
+                        f" by its folder {launch.data_mount} (a Megatron-LM data prefix: PREFIX.bin and PREFIX.idx)"
+                        if launch.data_mount != launch.data
+                        else ""
+                    )
+                    if launch.data_mount and pyxis_mountable(launch.data_mount)
                     else ""
                 ),
             )

@@ -26,7 +26,7 @@ def resolve_deployment(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     engines, units, decisions, warnings = [], [], [], []
     if plan.workload in ("train", "finetune") and plan.hardware is not None and plan.training is not None:
         launch = training.launcher(plan, spec, files)
-        framework_files = frameworks.frameworks(plan, launch.checkpoint, spec)
+        framework_files = frameworks.frameworks(plan, launch.checkpoint, spec, launch.kind)
         job = training.slurm(plan, spec, launch) if on_slurm else None
         k8s_training = training.kubernetes_training(plan, spec, launch) if on_kubernetes else None
         decisions += training.decisions(launch, job, k8s_training, spec.train.entrypoint.kind != "auto")

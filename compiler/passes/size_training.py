@@ -8,6 +8,7 @@ from dataclasses import replace
 from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..catalog.types import Architecture
+from ..deployment.megatron_version import megatron_ep_overlap
 from ..diagnostics import FieldRefused, InfeasiblePlan
 from ..plan.resolved import (
     Alternative,
@@ -137,7 +138,7 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
         pricing=spec.cluster.pricing,
         interconnect=catalog.interconnects[spec.cluster.interconnect],
         storage=catalog.storage[spec.cluster.storage],
-        pins=_pins(pins),
+        pins=_pins(pins, spec),
         optimize="cost" if spec.optimize == "cost" else "time",
         mtbf_gpu_hours=train.mtbf_gpu_hours,
         flash_attention=train.flash_attention,
@@ -149,8 +150,9 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
     )
 
 
-def _pins(pins) -> TrainPins:
-    """The plan's `parallelism` section as the search's pins (None: searched)."""
+def _pins(pins, spec) -> TrainPins:
+    """The plan's `parallelism` section as the search's pins (None: searched); MoE all-to-all overlap defaults to
+    what the plan's Megatron-LM release can launch."""
     return TrainPins(
         **{
             k: v
@@ -169,7 +171,7 @@ def _pins(pins) -> TrainPins:
                 "pp_last_stage_layers": pins.pp_last_stage_layers,
                 "pp_stage_layers": tuple(pins.pp_stage_layers) if pins.pp_stage_layers else None,
                 "shard_group": pins.shard_group_gpus,
-                "ep_overlap": pins.ep_overlap,
+                "ep_overlap": pins.ep_overlap if pins.ep_overlap is not None else megatron_ep_overlap(spec),
             }.items()
             if v is not None
         }

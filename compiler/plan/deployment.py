@@ -156,6 +156,36 @@ class Launcher(Section):
         None, description="model.hf_id as given: the model id (tokenizer, config) (MLINFRA_MODEL_ID)"
     )
     lora: Lora | None = None
+    checkpoint_prune_keep: int = Field(
+        0,
+        description="Megatron-LM: node 0's launcher deletes all but the newest N complete iter_* checkpoints after saves (never the one latest_checkpointed_iteration.txt names, nor a newer one still being written); 0 = no pruning",
+    )
+    create_dirs: list[str] = Field(
+        default_factory=list,
+        description="folders made before the job starts (the checkpoint directory on the shared filesystem: pyxis mounts only existing folders, Megatron-LM saves into it)",
+    )
+    data_mount: str | None = Field(
+        None,
+        description="the folder containers mount for train.data (a Megatron data prefix PREFIX names PREFIX.bin/.idx: its folder)",
+    )
+
+
+class MegatronTarget(Section):
+    """Megatron-LM as a versioned target (compiler/deployment/megatron_launch.py)."""
+
+    core_version: str = Field(description="megatron-core release (major.minor) whose arguments megatron/args.sh uses")
+    version_reason: str
+    image: str = Field(description="the container image the release was read from ('' when the plan gives the version)")
+    path: str = Field(description="Megatron-LM's folder inside the image ('' when unknown)")
+    script: str = Field(description="the entry point torchrun starts")
+    script_reason: str
+    older_spellings: list[str] = Field(
+        default_factory=list, description="flags written in an older release's spelling, with why"
+    )
+    retention: str = Field(description="how train.checkpoint.keep is held")
+    sized_params: int = Field(description="parameters the sizing counted")
+    mtp_params: int = Field(0, description="multi-token-prediction parameters trained beside them (not sized)")
+    launched_params: int = Field(description="parameters of the model args.sh builds: sized + MTP")
 
 
 class FrameworkArg(Section):
@@ -171,6 +201,7 @@ class Frameworks(Section):
     megatron_args: list[FrameworkArg] | None = Field(
         None, description="megatron/args.sh, in Megatron-LM's argument-group order"
     )
+    megatron: MegatronTarget | None = Field(None, description="the Megatron-LM release, entry point and retention")
     fsdp_tp: dict[str, Any] | None = Field(
         None,
         description="fsdp/fsdp_tp.json as written: the FSDP2 × TP × PP mesh, TP plan, sharding options and, with PP, the schedule and stage split (compiler/deployment/fsdp_tp.py)",

@@ -199,6 +199,10 @@ class ArchitectureSpec(Architecture):
                 "heads ({h}) must be a multiple of kv_heads ({kv})",
                 {"h": self.heads, "kv": self.kv_heads},
             )
+        if self.alibi and self.learned_positions:
+            raise PydanticCustomError("invalid-architecture", "give alibi or learned_positions, not both", {})
+        if self.router_group_topk > self.router_groups:
+            raise PydanticCustomError("invalid-architecture", "router_group_topk ≤ router_groups", {})
         if self.experts_per_token > self.experts or self.dense_layers > self.layers:
             raise PydanticCustomError(
                 "invalid-architecture", "experts_per_token ≤ experts and dense_layers ≤ layers", {}
@@ -401,6 +405,19 @@ class RecipeSpec(Spec):
         return self
 
 
+class MegatronSpec(Spec):
+    core_version: Annotated[str, Field(pattern=r"^0\.[0-9]{1,3}$")] | None = Field(
+        None,
+        description="megatron-core release (major.minor) of the Megatron-LM the job runs; decides which arguments exist. Default: the container image's (compiler/catalog/megatron_images.yaml)",
+        examples=["0.13"],
+    )
+    path: SafeText | None = Field(
+        None,
+        description="absolute folder of Megatron-LM inside the image (where pretrain_gpt.py is); a relative train.entrypoint.script is resolved against it. Default: the image's (/opt/megatron-lm in NeMo images)",
+        examples=["/opt/megatron-lm"],
+    )
+
+
 class TrainSpec(Spec):
     tokens: Count | None = Field(None, description="tokens to train on", examples=["1T"])
     dataset_tokens: Count | None = Field(None, description="dataset size in tokens (with epochs)")
@@ -449,6 +466,9 @@ class TrainSpec(Spec):
         default_factory=CheckpointSpec, description="checkpoint interval, retention and location"
     )
     entrypoint: EntrypointSpec = Field(default_factory=EntrypointSpec, description="what torchrun runs on every node")
+    megatron: MegatronSpec = Field(
+        default_factory=MegatronSpec, description="Megatron-LM launches: the megatron-core release and its folder"
+    )
     data: SafeText | None = Field(None, description="dataset location (path or URI)")
     bytes_per_token: float | None = Field(
         None,

@@ -62,6 +62,7 @@ def _context(plan: ResolvedPlan) -> dict:
         "has_container_mounts": bool(job.container_mounts),
         "rdzv_port": launch.rdzv_port,
         "launcher": plan.deployment.files.launcher,
+        "create_dirs": list(launch.create_dirs),
     }
 
 

@@ -86,6 +86,8 @@ def _context(plan: ResolvedPlan) -> dict:
         "grad_accum": plan.parallelism.grad_accum,
         "precision": launch.precision,
         "checkpoint_dir": launch.checkpoint.dir,
+        "prune_keep": launch.checkpoint_prune_keep,
+        "prune_every_seconds": max(1, round(launch.checkpoint.interval_seconds)),
         "exports": _exports(plan),
     }
 

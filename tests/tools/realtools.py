@@ -141,25 +141,54 @@ def validate_ds_config(path: Path, world_size: int) -> tuple[bool, str]:
 MEGATRON_LM_COMMIT = "d98e8a64ddf34856e74b24714e3bedb2f5a39553"
 
 
+VENDORED_MEGATRON_LM = REPO / "vendor" / "megatron-lm"  # core_v0.16.1's parser and GPT builder (its README)
+MEGATRON_CORE_VERSION = "0.16.1"
+
+
+def megatron_lm_source() -> tuple[Path, str]:
+    """Megatron-LM's source for its own parser: the pinned tree where GitHub was reachable when
+    scripts/install-test-deps.sh ran, else the vendored core_v0.16.1 subset beside PyPI's megatron-core 0.16.1 (the same
+    release), so the checks run on a machine that reaches only package registries."""
+    pinned = TOOLS / "megatron-lm"
+    if (pinned / f".ok-{MEGATRON_LM_COMMIT}").exists():
+        return pinned, f"Megatron-LM {MEGATRON_LM_COMMIT[:10]}"
+    require_tool(
+        "megatron-core",
+        (TOOLS / "torch" / f".ok-megatron-core-{MEGATRON_CORE_VERSION}").exists(),
+        f"megatron-core not in the torch venv; {INSTALL_HINT}",
+    )
+    return (
+        VENDORED_MEGATRON_LM,
+        f"Megatron-LM core_v{MEGATRON_CORE_VERSION} (vendored) + megatron-core {MEGATRON_CORE_VERSION}",
+    )
+
+
 def validate_megatron_args(args_sh: Path, world_size: int, *extra: str, env: dict | None = None) -> tuple[bool, str]:
-    """Megatron-LM's own parse_args + validate_args on the words of a generated megatron/args.sh (pinned source tree)."""
-    source = TOOLS / "megatron-lm"
-    if not (source / f".ok-{MEGATRON_LM_COMMIT}").exists():
-        # Megatron-LM is on no package registry (GitHub only); a machine that reaches only PyPI, Debian and npm cannot
-        # have it, so this skips even under CI=true. megatron-core's own checks (validate_megatron_core) run there.
-        pytest.skip(
-            f"Megatron-LM source at {MEGATRON_LM_COMMIT[:10]} not in {source}: GitHub not reachable when "
-            "scripts/install-test-deps.sh ran"
-        )
+    """Megatron-LM's own parse_args + validate_args on the words of a generated megatron/args.sh."""
+    source, _ = megatron_lm_source()
     result = _run(
         [tool_python("torch"), VALIDATORS / "megatron_check.py", args_sh, world_size, *extra],
         timeout=300,
-        env={"PYTHONPATH": str(source), **(env or {})},
+        env={"MEGATRON_LM_SOURCE": str(source), **(env or {})},
     )
     found = re.search(r"^MEGATRON_OK .*$", result.stdout, re.M)
     if result.returncode == 0 and found:
         return True, found.group(0)
     return False, _verdict(result, tail_chars=1500)[1]
+
+
+def megatron_model(args_sh: Path) -> dict:
+    """The GPT model Megatron-LM builds from a generated megatron/args.sh (its parser, config and gpt_builder, on the
+    meta device), counted (validators/megatron_model_check.py)."""
+    source, _ = megatron_lm_source()
+    result = _run(
+        [tool_python("torch"), VALIDATORS / "megatron_model_check.py", args_sh],
+        timeout=600,
+        env={"MEGATRON_LM_SOURCE": str(source)},
+    )
+    found = re.search(r"^MEGATRON_MODEL_OK (.*)$", result.stdout, re.M)
+    assert result.returncode == 0 and found, _verdict(result, tail_chars=3000)[1]
+    return json.loads(found.group(1))
 
 
 TRANSFORMERS_VERSION = "5.23.0"

@@ -65,6 +65,21 @@ source "$OUT_DIR/megatron/args.sh"
 # agent, which stops its workers with it.
 # The script: --exit-signal-handler (megatron/args.sh): Megatron-LM saves and exits on SIGTERM
 export MLINFRA_CHECKPOINT_SIGNAL=TERM
+
+# Keep the newest 2 complete checkpoints (train.checkpoint.keep; Megatron-LM has no keep-last-N option).
+# Megatron-LM saves into iter_NNNNNNN folders and names the last complete one in latest_checkpointed_iteration.txt
+# only once it is written (after an async save finishes): folders past it are still being written and stay, and so
+# does the one it names. Symbolic links are never followed or removed. Node 0 runs it once per checkpoint interval.
+prune_checkpoints() {
+  local dir="$MLINFRA_CHECKPOINT_DIR" latest iter kept=0
+  latest="$(cat "$dir/latest_checkpointed_iteration.txt" 2>/dev/null)" || return 0
+  [[ "$latest" =~ ^[0-9]+$ ]] || return 0
+  while IFS= read -r iter; do
+    (( 10#${iter#iter_} > 10#$latest )) && continue
+    kept=$((kept + 1))
+    if (( kept > 2 )); then rm -rf -- "${dir:?}/$iter"; fi
+  done < <(find "$dir" -mindepth 1 -maxdepth 1 -type d -name 'iter_[0-9]*' -printf '%f\n' | sort -t_ -k2,2nr)
+}
 trap '' USR1
 "${MLINFRA_TORCHRUN:-torchrun}" \
   --nnodes=512 \
@@ -73,8 +88,13 @@ trap '' USR1
   --rdzv-backend=c10d \
   --rdzv-endpoint="$RDZV_ENDPOINT" \
   --rdzv-id="$RDZV_ID" \
-  pretrain_gpt.py "${MEGATRON_ARGS[@]}" --use-mcore-models &
+  /opt/megatron-lm/pretrain_gpt.py "${MEGATRON_ARGS[@]}" --use-mcore-models &
 agent=$!
+node_rank="${MLINFRA_NODE_RANK:-${SLURM_NODEID:-${NODE_RANK:-0}}}"
+if [ "$node_rank" = 0 ]; then
+  ( trap '' USR1; while kill -0 "$agent" 2>/dev/null; do sleep 503; prune_checkpoints; done ) &
+  pruner=$!
+fi
 trap 'pkill -TERM -P "$agent" || true' USR1
 trap 'kill -TERM "$agent" 2>/dev/null || true' TERM INT
 status=0
@@ -82,4 +102,8 @@ while :; do
   wait "$agent" && status=0 || status=$?
   kill -0 "$agent" 2>/dev/null || break  # a trap interrupted the wait; the agent is still running
 done
+if [ "$node_rank" = 0 ]; then
+  kill "$pruner" 2>/dev/null || true
+  prune_checkpoints
+fi
 exit "$status"

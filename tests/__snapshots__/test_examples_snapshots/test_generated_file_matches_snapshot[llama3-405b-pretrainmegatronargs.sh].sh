@@ -50,6 +50,8 @@ MEGATRON_ARGS=(
   --attention-dropout 0.0
   --hidden-dropout 0.0
   --train-iters 119210
+  --eval-interval 26
+  --eval-iters 0
   --save-interval 26
   --save /lustre/ckpt/llama3-405b
   --load /lustre/ckpt/llama3-405b

@@ -10,6 +10,9 @@ What this machine lacks is stood in for, and nothing else (each found by a failu
   Hopper, the H100/H200 of the examples).
 Prints `MEGATRON_OK {json}` with what Megatron derived, or Megatron's own exception and exits non-zero.
 
+Source: $MEGATRON_LM_SOURCE, a whole Megatron-LM tree or the vendored core_v0.16.1 subset (vendor/megatron-lm) beside
+PyPI's megatron-core 0.16.1 (`use_source`).
+
 usage: megatron_check.py ARGS_SH WORLD_SIZE [EXTRA ARG...]
 """
 
@@ -21,9 +24,13 @@ import subprocess
 import sys
 import types
 import typing
+from pathlib import Path
 
 TRITON_MODULES = ("megatron.core.transformer.moe.ops.", "megatron.core.ssm.ops.")
-TRITON_MODULE_NAMES = {"megatron.core.transformer.moe.ops.paged_stash"}
+TRITON_MODULE_NAMES = {
+    "megatron.core.transformer.moe.ops.paged_stash",
+    "megatron.core.transformer.custom_layers.batch_invariant_kernels",  # megatron-core 0.16.1 (PyPI)
+}
 
 
 class _Empty(types.ModuleType):
@@ -48,6 +55,42 @@ class _TritonKernels(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
+def use_source(source: Path) -> None:
+    """Import Megatron-LM from `source`: a whole tree (megatron/core too) as it is, or the vendored core_v0.16.1 subset
+    (vendor/megatron-lm) beside PyPI's megatron-core through `_bare_training`."""
+    if (source / "megatron" / "core").is_dir():
+        sys.path.insert(0, str(source))
+    else:
+        _bare_training(source)
+
+
+def _bare_training(source: Path) -> None:
+    """megatron.training as a bare package over the source's folder: its modules import, its __init__ does not run."""
+    sys.path.insert(0, str(source))  # megatron/ (a namespace package beside PyPI's megatron/core) and gpt_builders.py
+    import megatron
+
+    package = types.ModuleType("megatron.training")
+    package.__path__ = [str(source / "megatron" / "training")]
+    sys.modules["megatron.training"] = package
+    megatron.training = package
+    if not (source / "megatron" / "legacy").is_dir():
+        legacy = types.ModuleType("megatron.legacy.model.module")
+        legacy.param_is_not_shared = lambda param: not getattr(param, "shared", False)
+        for name in ("megatron.legacy", "megatron.legacy.model"):
+            sys.modules[name] = types.ModuleType(name)
+        sys.modules["megatron.legacy.model.module"] = legacy
+        sys.modules["megatron.legacy"].model = sys.modules["megatron.legacy.model"]
+    import megatron.training.global_vars as global_vars
+
+    for name in dir(global_vars):
+        if name.startswith("get_"):
+            setattr(package, name, getattr(global_vars, name))
+    import megatron.training.utils as utils
+
+    for name in ("print_rank_0", "is_last_rank", "print_rank_last"):
+        setattr(package, name, getattr(utils, name))
+
+
 def main() -> None:
     args_sh, world, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
     words = subprocess.run(
@@ -64,6 +107,7 @@ def main() -> None:
 
     arch = int(os.environ.get("MLINFRA_GPU_ARCH", "9"))
     torch.cuda.get_device_capability = lambda *a, **k: (arch, 0)
+    use_source(Path(os.environ["MEGATRON_LM_SOURCE"]))
     from megatron.training.arguments import parse_args, validate_args
 
     for module in list(sys.modules.values()):
@@ -72,6 +116,18 @@ def main() -> None:
     sys.argv = ["pretrain_gpt.py", *words, *extra]
     parsed = parse_args(ignore_unknown_args=False)
     validate_args(parsed, {})
+    # What initialize_megatron does next with the batch (megatron/training/global_vars.py set_global_variables): newer
+    # releases check the same divisibility inside validate_args, core_v0.16.1 only here.
+    from megatron.core.num_microbatches_calculator import init_num_microbatches_calculator
+
+    init_num_microbatches_calculator(
+        0,
+        parsed.rampup_batch_size,
+        parsed.global_batch_size,
+        parsed.micro_batch_size,
+        parsed.data_parallel_size,
+        getattr(parsed, "decrease_batch_size_if_needed", False),
+    )
     keys = (
         "tensor_model_parallel_size",
         "pipeline_model_parallel_size",
