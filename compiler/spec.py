@@ -27,6 +27,7 @@ from .credential_shapes import WHERE_INSTEAD, credential_shape, credential_word
 from .runs import RUNS_FOLDER
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+MAX_PARAMS = 1e14  # model.params: the shape assumed from it stays within catalog.types.ARCHITECTURE_LIMITS
 MAX_DIMENSION = 1e15  # any size of an inline architecture (the largest, params_override, is a parameter count)
 # Kubernetes object names, Slurm job names and directory names are all safe in this alphabet.
 
@@ -238,6 +239,19 @@ class ModelSpec(Spec):
         "none",
         description="how the checkpoint the engine loads (hf_id / weights) is already quantized: none = 16-bit weights (the presets' repos); fp8, nvfp4 (NVIDIA ModelOpt NVFP4, e.g. nvidia/DeepSeek-R1-FP4), awq, gptq or compressed-tensors = a pre-quantized checkpoint whose method the engine reads from its config.json (serve plans)",
     )
+
+    @field_validator("params")
+    @classmethod
+    def params_of_a_real_model(cls, params: float | None) -> float | None:
+        """The shape assumed from a count (resolve_model.assumed_architecture) must lie within the architecture
+        bounds: 1e14 assumes 798 layers of width 102,144; the largest published models hold about 2e12."""
+        if params is not None and params > MAX_PARAMS:
+            raise PydanticCustomError(
+                "out-of-range",
+                "more than {top} parameters, beyond any real model (the largest published hold about 2e12)",
+                {"top": f"{MAX_PARAMS:g}"},
+            )
+        return params
 
     @model_validator(mode="after")
     def exactly_one_source(self) -> ModelSpec:

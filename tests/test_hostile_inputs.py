@@ -412,3 +412,16 @@ def test_docs_list_every_architecture_bound():
     doc = (REPO / "docs" / "safety.md").read_text()
     for field, (top, reason) in ARCHITECTURE_LIMITS.items():
         assert f"| `{field}` | {top:,} | {reason} |" in doc, field
+
+
+def test_a_parameter_count_beyond_any_real_model_is_refused_where_it_is(tmp_path):
+    """The shape assumed from model.params must stay within the architecture bounds (found by the plan fuzzer)."""
+    from compiler.passes.resolve_model import assumed_architecture
+    from compiler.spec import MAX_PARAMS
+    from tests.test_security import _plan_with
+
+    assumed_architecture(MAX_PARAMS)  # the largest count allowed still gives a shape within the bounds
+    plan = yaml.safe_load((REPO / "examples" / "mistral-7b-tgi.yaml").read_text())
+    plan["model"] = {"params": 1e18, "hf_id": "mistralai/Mistral-7B-Instruct-v0.3"}
+    line = located(_plan_with(tmp_path, {}, plan))
+    assert "model.params" in line and "beyond any real model" in line, line
