@@ -122,12 +122,12 @@ def test_a_gpu_with_only_fp8_peaks_refuses_the_16_bit_attention_it_lacks(tmp_pat
 
 
 def test_random_valid_catalogs_never_crash(tmp_path):
-    """A fixed seed: on the unfixed sizing 8 of these 300 crashed (a zero link rate, a missing 16-bit peak)."""
+    """A fixed seed: on the unfixed sizing 7 of these 200 crashed (a zero link rate, a missing 16-bit peak)."""
     from tests.fuzzing.catalogs import compile_case
 
-    outcomes = [compile_case(0, i, tmp_path) for i in range(300)]
+    outcomes = [compile_case(0, i, tmp_path) for i in range(200)]
     crashes = [(i, o) for i, o in enumerate(outcomes) if o not in ("compiled", "refused")]
-    assert crashes == [] and outcomes.count("compiled") >= 30, crashes[:5]
+    assert crashes == [] and outcomes.count("compiled") >= 20, crashes[:5]
 
 
 HF_LIKE = "hf_" + "aBcD1234" * 4
