@@ -14,7 +14,7 @@ from typing import Any
 
 from .diagnostics import InfeasiblePlan, PlanInputError, printable
 from .pipeline import one_run, render, resolve
-from .resolved import ResolvedPlan
+from .plan.resolved import ResolvedPlan
 from .sizing.search_cache import SearchCache
 from .units import format_seconds, format_usd
 

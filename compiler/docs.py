@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from .spec import PlanSpec
+from .plan.spec import PlanSpec
 from .validate import _unwrap
 
 BEGIN, END = "<!-- plan-reference:begin -->", "<!-- plan-reference:end -->"

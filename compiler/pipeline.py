@@ -14,8 +14,8 @@ from .consistency import check_consistency
 from .diagnostics import Diagnostic, FieldRefused, PlanInputError
 from .passes import PASSES
 from .passes.context import PassContext
+from .plan.resolved import ResolvedPlan
 from .references import check_references
-from .resolved import ResolvedPlan
 from .serve_checks import check_serving
 from .site_calibration import CalibrationError, calibrate, load_site_calibration
 from .sizing.search_cache import SearchCache

@@ -13,8 +13,8 @@ from pathlib import Path
 import yaml
 
 from .deployment.probe import ProbeError
+from .plan.resolved import ResolvedPlan
 from .probe_environment import environment_warnings
-from .resolved import ResolvedPlan
 from .targets.base import with_header
 from .targets.probe import render_probe
 from .writer import RenderedPlan

@@ -37,14 +37,14 @@ from .catalog.catalog import Catalog, SiteLinks
 from .catalog.params import count_params
 from .catalog.types import Architecture, CatalogId, CatalogText
 from .diagnostics import PlanInputError
-from .resolved import Decision
+from .plan.resolved import Decision
+from .plan.spec import ArchitectureSpec
 from .sizing.search_cache import SearchCache
-from .sizing.serve_latency import ReplicaModel, compute_dtype, decode_step, prefill_occupancy_seconds
-from .sizing.serve_memory import kv_bytes_per_token_per_gpu, weights_bytes_per_gpu
-from .sizing.train_time import INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION
-from .sizing.training import TrainRequest, search_training
+from .sizing.serve.latency import ReplicaModel, compute_dtype, decode_step, prefill_occupancy_seconds
+from .sizing.serve.memory import kv_bytes_per_token_per_gpu, weights_bytes_per_gpu
+from .sizing.train.search import TrainRequest, search_training
+from .sizing.train.time import INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION
 from .source import load_yaml_file
-from .spec import ArchitectureSpec
 from .units import format_bytes, format_seconds
 
 BISECTION_STEPS = 30

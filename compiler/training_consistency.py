@@ -12,7 +12,7 @@ import shlex
 
 from .deployment.frameworks import MIXED_PRECISION
 from .deployment.fsdp_tp import ACTIVATION_CHECKPOINT
-from .resolved import ResolvedPlan
+from .plan.resolved import ResolvedPlan
 from .targets.base import OutputFile, load_generated_yaml
 
 

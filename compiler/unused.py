@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from .diagnostics import Diagnostic, PlanInputError
+from .plan.spec import PlanSpec, weights_locations
 from .source import LoadedYaml
-from .spec import PlanSpec, weights_locations
 
 CODE = "unused-field"
 SLURM_ONLY = (

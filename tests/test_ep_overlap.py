@@ -11,7 +11,7 @@ import pytest
 from benchmarks.accuracy import moe_run_cases
 from compiler.catalog.loader import load_models
 from compiler.pipeline import render, resolve
-from compiler.sizing import train_layout as tl
+from compiler.sizing.train import parallel as tl
 from tests.test_target_torchrun import write_tree
 from tests.tools import realtools
 

@@ -482,7 +482,7 @@ def test_every_job_path_is_mounted_or_warned():
 def test_checkpoint_write_is_bounded_by_the_filesystem():
     """Before: per-node bandwidth × nodes, so 2,048 nodes wrote at 10 TB/s (a 405B checkpoint every ~2 minutes)."""
     from compiler.catalog.fabrics import load_fabrics
-    from compiler.sizing.training import checkpoint_write_bandwidth
+    from compiler.sizing.train.candidate import checkpoint_write_bandwidth
 
     lustre = load_fabrics().storage["lustre"]
     assert lustre.aggregate_write_bytes_per_second == 2e12 and "Llama 3" in lustre.aggregate_source

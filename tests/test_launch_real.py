@@ -637,9 +637,10 @@ def test_megatron_sequence_parallelism_only_where_megatron_core_splits_the_seque
     """megatron-core's own scatter_to_sequence_parallel_region refuses a rank's sequence (seq_len / CP) that TP does not
     divide; validate_args does not check it, so it would fail at the first forward. Before: --sequence-parallel for
     every Megatron layout with TP > 1."""
-    from compiler.sizing.training import Shape, sequence_parallel
+    from compiler.sizing.train.frameworks import sequence_parallel
+    from compiler.sizing.train.layout import Layout
 
-    assert sequence_parallel(Shape(tp, cp, 1, 1, 1, ()), "megatron", seq_len) is on
+    assert sequence_parallel(Layout(tp=tp, cp=cp), "megatron", seq_len) is on
     ok, message = realtools().megatron_sp_split(seq_len // cp, tp)
     assert ok is on, message
     if not on:

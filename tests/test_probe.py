@@ -11,7 +11,7 @@ from compiler.catalog.residuals import load_residuals
 from compiler.deployment.probe import MAX_LAYOUTS, MEMORY_FAMILY, _memory, _reduced
 from compiler.pipeline import resolve
 from compiler.probe import probe_files
-from compiler.sizing.train_memory import usable_memory_bytes
+from compiler.sizing.train.memory import usable_memory_bytes
 from tests.conftest import REPO, run_cli
 
 TINY = """name: tiny-probe

@@ -12,7 +12,7 @@ import yaml
 from compiler.catalog.catalog import load_catalog
 from compiler.pipeline import resolve
 from compiler.probe_environment import MINIMUM_DRIVER_MAJOR, POWER_TOLERANCE, environment_warnings, parse_nvidia_smi
-from compiler.sizing import train_time as tt
+from compiler.sizing.train import time as tt
 from tests.conftest import run_cli
 
 TWO_NODES = """name: tiny-two
@@ -220,7 +220,7 @@ def test_link_shares_apply_only_to_the_measured_gpu_and_fabric(tmp_path):
     plan = resolve(tmp_path / "plan.yaml")  # an ib-400g plan, the fabric measured is roce-400g
     request = request_for(plan, catalog)
     assert request.site_intra_node == ("h100-sxm-80gb", 0.8) and request.inter_node_fraction is None
-    from compiler.sizing.training import link_fractions
+    from compiler.sizing.train.request import link_fractions
 
     assert link_fractions(request, "h100-sxm-80gb") == {
         "nvlink_fraction": 0.8,

@@ -18,7 +18,7 @@ from benchmarks.accuracy import LAYOUTS, layout_row
 from compiler.catalog.loader import load_gpus
 from compiler.diagnostics import InfeasiblePlan
 from compiler.pipeline import compile_plan
-from compiler.sizing.train_layout import pipeline_split
+from compiler.sizing.train.parallel import pipeline_split
 
 ROWS = list(csv.DictReader(LAYOUTS.open()))
 # Rows the compiler cannot express yet, each with the refusal compile_plan gives (exit 4) and what is missing. The last

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from compiler.deployment.serving import object_name
-from compiler.resolved import MemoryPerGpu, ModelInfo, Stage
+from compiler.plan.resolved import MemoryPerGpu, ModelInfo, Stage
 from compiler.targets import k8s_serving
 from compiler.targets.serving_rules import serving_rule_groups
 from tests.fixtures.resolved_plans import LLAMA_8B, deployed, serving_plan, training_plan

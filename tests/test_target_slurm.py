@@ -80,7 +80,7 @@ def test_a_chain_completes_a_run_as_slow_as_the_step_range_p90():
     """Published steps run up to 1.35 × ours at P90: the links are sized at that step, so a run that slow still
     gets every step (at the point estimate's 10 % margin, 30 links would stop about a fifth short)."""
     from compiler.deployment.training import job_chain
-    from compiler.resolved import Range
+    from compiler.plan.resolved import Range
 
     plan = training_plan()
     spread = Range(

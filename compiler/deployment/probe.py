@@ -13,14 +13,15 @@ import math
 from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..catalog.types import Architecture
+from ..plan.deployment import DeploymentDecision, Directive
+from ..plan.probe import Probe, ProbeKubernetes, ProbeLayout, ServingProbe
+from ..plan.resolved import ResolvedPlan
+from ..plan.runs import runs_dir
 from ..probe_environment import POWER_TOLERANCE
-from ..resolved import ResolvedPlan
-from ..runs import runs_dir
-from ..sizing.serve_memory import kv_bytes_per_token, weights_bytes_total
-from ..sizing.train_memory import MemoryOptions, memory_per_gpu, usable_memory_bytes
+from ..sizing.serve.memory import kv_bytes_per_token, weights_bytes_total
+from ..sizing.train.layout import Layout, MemoryOptions, Workload
+from ..sizing.train.memory import memory_per_gpu, usable_memory_bytes
 from ..units import format_bytes
-from .model import DeploymentDecision, Directive
-from .probe_model import Probe, ProbeKubernetes, ProbeLayout, ServingProbe
 from .training import DEFAULT_RDZV_PORT, directive_value
 
 # "a minutes-long measurement job" (issue 18); also the Kubernetes Job's activeDeadlineSeconds.
@@ -52,20 +53,11 @@ def _reduced(arch: Architecture, layers: int) -> Architecture:
 def _memory(
     arch: Architecture, precision: str, processes: int, seq_len: int, mb: int, recompute: str, zero: int, tp: int = 1
 ):
-    return memory_per_gpu(
-        arch,
-        count_params(arch),
-        precision=precision,
-        optimizer="adamw",
-        tp=tp,
-        dp=processes // tp,
-        zero_stage=zero,
-        seq_len=seq_len,
-        micro_batch=mb,
-        recompute=recompute,
-        framework="ddp",
-        options=PURE_16_BIT,
+    dp = processes // tp
+    work = Workload(
+        arch, count_params(arch), seq_len, global_batch_sequences=mb * dp, precision=precision, memory=PURE_16_BIT
     )
+    return memory_per_gpu(work, Layout(tp=tp, dp=dp, zero=zero, micro_batch=mb, recompute=recompute, framework="ddp"))
 
 
 def probe_tp(arch: Architecture, plan_tp: int, processes: int) -> int:

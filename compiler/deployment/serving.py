@@ -9,10 +9,19 @@ import hashlib
 import json
 import math
 
-from ..resolved import ResolvedPlan, Serving
-from ..spec import PlanSpec
+from ..plan.deployment import (
+    Autoscaling,
+    DeploymentDecision,
+    Engine,
+    EngineArg,
+    EnvVar,
+    ServingUnit,
+    Tensor,
+    TritonModel,
+)
+from ..plan.resolved import ResolvedPlan, Serving
+from ..plan.spec import PlanSpec
 from ..units import format_bytes
-from .model import Autoscaling, DeploymentDecision, Engine, EngineArg, EnvVar, ServingUnit, Tensor, TritonModel
 from .training import DEFAULT_CPUS_PER_GPU
 from .units import UnitView
 

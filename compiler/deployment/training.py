@@ -9,12 +9,22 @@ import math
 import re
 
 from ..diagnostics import FieldRefused, InfeasiblePlan
-from ..resolved import ResolvedPlan
-from ..runs import runs_dir
-from ..spec import PlanSpec
+from ..plan.deployment import (
+    Checkpoint,
+    DeploymentDecision,
+    Directive,
+    EnvVar,
+    Files,
+    KubernetesTraining,
+    Launcher,
+    Lora,
+    Slurm,
+)
+from ..plan.resolved import ResolvedPlan
+from ..plan.runs import runs_dir
+from ..plan.spec import PlanSpec
 from .frameworks import GRADIENT_CLIP_NORM, uses_megatron
 from .fsdp_tp import uses_fsdp_tp
-from .model import Checkpoint, DeploymentDecision, Directive, EnvVar, Files, KubernetesTraining, Launcher, Lora, Slurm
 
 # torchrun's default rendezvous port (torch.distributed.run: --master-port default 29500).
 DEFAULT_RDZV_PORT = 29500

@@ -8,10 +8,10 @@ targets take a deployment number or string from. Each decision carries its reaso
 from __future__ import annotations
 
 from ..deployment import credentials, frameworks, monitoring, serving, training
-from ..deployment.model import Deployment, Files, Kubernetes
 from ..deployment.units import unit_views
-from ..resolved import ResolvedPlan
-from ..sizing.serve_types import HOURS_PER_MONTH
+from ..plan.deployment import Deployment, Files, Kubernetes
+from ..plan.resolved import ResolvedPlan
+from ..sizing.serve.types import HOURS_PER_MONTH
 from .context import PassContext
 
 

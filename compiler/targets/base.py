@@ -18,7 +18,7 @@ from .. import __version__
 from ..resources import data_dir
 
 if TYPE_CHECKING:
-    from ..resolved import ResolvedPlan
+    from ..plan.resolved import ResolvedPlan
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from ..resolved import ResolvedPlan
+from ..plan.resolved import ResolvedPlan
 
 MANAGED_BY = "mlinfra-compile"
 # The key the Secret named by `cluster.kubernetes.secret_name` holds the Hugging Face token under.

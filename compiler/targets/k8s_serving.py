@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..deployment import model as decided_types
 from ..deployment.serving import MODEL_CACHE_HEADROOM_FRACTION, STARTUP_BUDGET_FACTOR
 from ..deployment.units import unit_views
-from ..resolved import ResolvedPlan, Serving
+from ..plan import deployment as decided_types
+from ..plan.resolved import ResolvedPlan, Serving
 from .base import OutputFile, Target, dump_yaml_documents, shell_words
 from .engine_common import EngineUnit, tgi_launcher_words, unit_path, vllm_serve_args
 from .k8s_common import (
