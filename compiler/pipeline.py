@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,6 +13,7 @@ from .catalog.catalog import load_catalog
 from .catalog.loader import CatalogError
 from .consistency import check_consistency
 from .diagnostics import Diagnostic, FieldRefused, PlanInputError
+from .input_hash import inputs_record
 from .passes import PASSES
 from .passes.context import PassContext
 from .plan.resolved import ResolvedPlan
@@ -55,6 +57,8 @@ def resolve(
     try:
         catalog = load_catalog(extra)
     except CatalogError as exc:
+        if exc.file:  # named by the catalog file it is in (its text is never quoted: it may be any file)
+            raise PlanInputError([Diagnostic(exc.line, exc.column, "", str(exc), "invalid-catalog", file=exc.file)])
         pos = loaded.position(("cluster", "catalog"))
         raise PlanInputError(
             [Diagnostic(pos.line, pos.column, "cluster.catalog", str(exc), "invalid-catalog", file=loaded.file)],
@@ -152,7 +156,10 @@ def render(plan: ResolvedPlan) -> RenderedPlan:
 def compile_plan(
     plan_path: Path, display_name: str | None = None, searches: SearchCache | None = None, base_dir: Path | None = None
 ) -> RenderedPlan:
-    return render(resolve(plan_path, display_name, searches, base_dir=base_dir))
+    """The plan's files, with the record of what decided them (the manifest keeps it for `check`)."""
+    plan = resolve(plan_path, display_name, searches, base_dir=base_dir)
+    inputs = inputs_record(plan_path, display_name or str(plan_path), plan.spec, base_dir or plan_path.parent)
+    return dataclasses.replace(render(plan), inputs=inputs)
 
 
 @contextmanager

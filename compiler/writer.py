@@ -51,6 +51,7 @@ class RenderedPlan:
     runs: str | None = (
         None  # where its jobs write, relative to its folder (`ResolvedPlan.runs_dir`): made, never swapped
     )
+    inputs: dict | None = None  # what decided the files (input_hash.inputs_record), recorded in the manifest
 
 
 def sha256(text: str) -> str:
@@ -62,10 +63,22 @@ def manifest_text(plan: RenderedPlan) -> str:
         {"path": f.path, "sha256": sha256(f.text), "mode": oct(f.mode)}
         for f in sorted(plan.files, key=lambda f: f.path)
     ]
-    return (
-        json.dumps({"generator": "mlinfra-compile", "plan": plan.name, "files": entries}, sort_keys=True, indent=2)
-        + "\n"
-    )
+    record = {"generator": "mlinfra-compile", "plan": plan.name, "files": entries}
+    if plan.inputs is not None:
+        record["inputs"] = plan.inputs
+    return json.dumps(record, sort_keys=True, indent=2) + "\n"
+
+
+def manifest_without_inputs(data: bytes | None) -> object:
+    """A manifest's content less its `inputs` record: what `check` compares (a new mlinfra-compile whose output is
+    the same changes only the recorded hash, which is no reason to call out/ stale)."""
+    try:
+        record = json.loads(data or b"")
+    except ValueError:
+        return None
+    if isinstance(record, dict):
+        record.pop("inputs", None)
+    return record
 
 
 class Destinations:
@@ -338,6 +351,11 @@ def manifest_hashes(plan_dir: Path) -> dict[str, str]:
         return {e["path"]: str(e.get("sha256", "")) for e in entries if isinstance(e, dict) and e.get("path") in paths}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
+
+
+def generated_paths(folder: Path) -> set[str] | None:
+    """The paths a plan folder's manifest says we generated (not the manifest itself); None without one of ours."""
+    return _manifest_paths(folder)
 
 
 def is_generated_folder(folder: Path) -> bool:

@@ -1,4 +1,4 @@
-"""EP all-to-all overlap and FP8 dispatch (issue 15): the formulas with hand-checked numbers, the search's choice
+"""EP all-to-all overlap and FP8 dispatch: the formulas with hand-checked numbers, the search's choice
 (on where Megatron-Core allows it), the Megatron arguments it reaches (checked by megatron-core's TransformerConfig),
 and DeepSeek-V3's published run (2.664M H800 GPU-hours) before and after."""
 

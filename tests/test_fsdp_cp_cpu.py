@@ -1,5 +1,5 @@
 """Context parallelism under framework fsdp: what the FSDP2 path refuses, naming what is missing and who has it
-(issue 15), and why fsdp/fsdp_tp.py builds its own CP rather than torch's.
+and why fsdp/fsdp_tp.py builds its own CP rather than torch's.
 
 torch's context_parallel (torchtitan's CP) shards the sequence and routes SDPA to ring attention only through the
 CUDA flash, memory-efficient and cuDNN kernels (torch 2.13, _context_parallel/_attention.py `_sdpa_handler`); on

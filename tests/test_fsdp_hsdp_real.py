@@ -1,4 +1,4 @@
-"""HSDP on the FSDP2 path (issue 15, "FSDP/HSDP with TP and PP"): a plan with parallelism.shard_group_gpus compiles to
+"""HSDP on the FSDP2 path: a plan with parallelism.shard_group_gpus compiles to
 fsdp/fsdp_tp.{json,py} with the mesh [dp_replicate, dp_shard, tp] decided in compiler/deployment/fsdp_tp.py, and
 launch/torchrun.sh runs one real optimizer step on CPU gloo ranks (tests/fsdp_hsdp_step.py): replicate 2 × shard 2 ×
 TP 2 on 8 ranks, 1-D replicate 2 × shard 2 on 4 (a group of 2 on 4-GPU nodes, which Accelerate's FSDP1 cannot shard)

@@ -389,7 +389,9 @@ def test_an_empty_stage_list_says_so(tmp_path):
 def test_one_uneven_stage_pin_never_writes_none(tmp_path):
     from tests.test_security import _plan_with
 
-    result = _plan_with(tmp_path, {"parallelism": {"pp_first_stage_layers": 3}, "budget": {}})
+    # a pipeline pin runs on fsdp/fsdp_tp.py, whose torch the example's 24.05 image lacks
+    image = {"cluster.slurm.container_image": "nvcr.io/nvidia/pytorch:25.02-py3"}
+    result = _plan_with(tmp_path, {"parallelism": {"pp_first_stage_layers": 3}, "budget": {}, **image})
     assert result.returncode == 0, result.stderr
     folder = tmp_path / "out" / "llama3-8b-pretrain"
     report, plan_json = (folder / "REPORT.md").read_text(), (folder / "plan.json").read_text()

@@ -1,4 +1,4 @@
-"""The training search tries HSDP (issue 15): ZeRO-3 FSDP layouts whose DP spans nodes also run with shard groups of one
+"""The training search tries HSDP: ZeRO-3 FSDP layouts whose DP spans nodes also run with shard groups of one
 node's data-parallel ranks, and of 2, 4 or 8 nodes where memory needs them (train_layout.hsdp_groups,
 training._search_hsdp); the group reaches plan.json and the FSDP files."""
 

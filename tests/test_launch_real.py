@@ -1,4 +1,4 @@
-"""Issue 13, proof with the real frameworks on CPU: compile a tiny plan, run the generated slurm/train.sbatch on the
+"""Proof with the real frameworks on CPU: compile a tiny plan, run the generated slurm/train.sbatch on the
 fake 2-node Slurm cluster (srun → launch/torchrun.sh → torchrun or accelerate launch → a probe script: launch_probe.py
 for plain DDP and DeepSpeed, hf_trainer_probe.py for the Hugging Face Trainer, fsdp_probe.py for FSDP), through one REAL
 training step of the framework; the probe reports what the framework used and the test compares it with plan.json.

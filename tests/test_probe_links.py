@@ -1,4 +1,4 @@
-"""Issue 18, the links and the node: collectives measured by the probe (inside a node, across two) → the site's link
+"""The links and the node: collectives measured by the probe (inside a node, across two) → the site's link
 shares → the training sizing's collectives; the environment checks (GPU name, power limit, driver)."""
 
 from __future__ import annotations

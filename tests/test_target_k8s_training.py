@@ -14,9 +14,16 @@ from tests.tools.kubelet import kubelet_expand
 from tests.tools.realtools import validate_k8s
 
 HOSTILE = 'x\'; $(touch /tmp/pwned) `id` "q" $(MASTER_ADDR) {a: b} - &anchor *alias # c: d\\n'
-ON_DEMAND = {"scheduler": "kubernetes", "gpus": ["h100-sxm-80gb"], "kubernetes": {"namespace": "ml"}}
+ON_DEMAND = {
+    "scheduler": "kubernetes",
+    "gpus": ["h100-sxm-80gb"],
+    "kubernetes": {"namespace": "ml", "shared_storage_class": "lustre-csi"},
+}
 SPOT = {**ON_DEMAND, "pricing": "spot"}
-PYTORCHJOB = {**ON_DEMAND, "kubernetes": {"namespace": "ml", "job_api": "pytorchjob"}}
+PYTORCHJOB = {
+    **ON_DEMAND,
+    "kubernetes": {"namespace": "ml", "shared_storage_class": "lustre-csi", "job_api": "pytorchjob"},
+}
 
 
 def documents(plan) -> list[dict]:
@@ -90,7 +97,12 @@ def test_jobset_env_tells_the_launcher_where_to_meet():
 
 
 def test_secret_is_referenced_never_inlined():
-    plan = training_plan(cluster={**ON_DEMAND, "kubernetes": {"namespace": "ml", "secret_name": "my-hf"}})
+    plan = training_plan(
+        cluster={
+            **ON_DEMAND,
+            "kubernetes": {"namespace": "ml", "shared_storage_class": "lustre-csi", "secret_name": "my-hf"},
+        }
+    )
     token = env_of(pod_of(docs(plan)["JobSet"]))["HF_TOKEN"]
     assert token == {
         "name": "HF_TOKEN",
@@ -112,7 +124,12 @@ def test_checkpoint_pvc_holds_the_retained_checkpoints():
 
 
 def test_storage_class_from_the_plan():
-    plan = training_plan(cluster={**ON_DEMAND, "kubernetes": {"namespace": "ml", "storage_class": "lustre-rwx"}})
+    plan = training_plan(
+        cluster={
+            **ON_DEMAND,
+            "kubernetes": {"namespace": "ml", "storage_class": "lustre-rwx"},
+        }
+    )
     assert docs(plan)["PersistentVolumeClaim"]["spec"]["storageClassName"] == "lustre-rwx"
 
 
@@ -199,7 +216,12 @@ def test_hostile_strings_stay_inert_values():
         },
         cluster={
             **ON_DEMAND,
-            "kubernetes": {"namespace": "ml", "image": HOSTILE, "node_selector": {"pool": "a-b_c.9"}},
+            "kubernetes": {
+                "namespace": "ml",
+                "shared_storage_class": "lustre-csi",
+                "image": HOSTILE,
+                "node_selector": {"pool": "a-b_c.9"},
+            },
         },
     )
     plan = deployed(

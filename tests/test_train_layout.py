@@ -197,7 +197,7 @@ def test_ep_on_a_dense_model_names_what_is_missing():
 
 
 def test_lora_with_tp_pp_runs_on_fsdp2_and_qlora_is_refused_for_the_missing_framework_path_not_memory():
-    """Issue 15: LoRA pinned to TP2 PP4 used to read "no configuration fits in GPU memory"; LoRA now runs as
+    """LoRA pinned to TP2 PP4 used to read "no configuration fits in GPU memory"; LoRA now runs as
     FSDP2 × TP × PP with TP-sharded adapters (fsdp/lora_tp.py), QLoRA's 4-bit base has no such path."""
     from compiler.passes.wording import words
 
@@ -298,7 +298,7 @@ def test_stage_layers_given_two_ways_are_refused():
 
 
 def test_issue_15_405b_on_16k_h100_is_no_longer_infeasible(tmp_path):
-    """Issue 15: free on 16,384 H100 it was infeasible (PP had to divide 126 layers and the GPU count); pinned to
+    """Free on 16,384 H100 it was infeasible (PP had to divide 126 layers and the GPU count); pinned to
     TP8 PP16 the bubble was 5.9 s of a 12.3 s step. Now the Llama 3 split and interleaving are searched."""
     plan_file = tmp_path / "l405.yaml"
     plan_file.write_text(

@@ -308,7 +308,7 @@ def test_allocator_reserve_without_and_with_expandable_segments():
 
 
 def test_llama_3_1_8b_lora_on_a_24_gb_gpu_fits_without_sharding():
-    """Issue 17: torchtune's recipe (bs 2, packed 2048, AC) measured 16.2 GiB on one RTX 4090; the plan's defaults
+    """torchtune's recipe (bs 2, packed 2048, AC) measured 16.2 GiB on one RTX 4090; the plan's defaults
     for LoRA (chunked loss, fp32 master of the adapters) keep it on one GPU, not ZeRO-3 with CPU offload."""
     params = count_params(LLAMA8B)
     mem = memory_of(

@@ -54,6 +54,30 @@ FIGURE_RANGES: dict[str, tuple[float, float]] = {
 ZERO_MEANS_NONE = {"intra_node_bandwidth_bytes_per_second", "tdp_watts", "price_usd_per_gpu_hour"}
 
 
+Provider = Literal["aws", "gcp", "azure", "on-prem", "edge"]
+
+
+class NodeType(Frozen):
+    """A server the GPU is sold or built in: what a pod or a Slurm job shares when it takes some of its GPUs."""
+
+    id: CatalogId = Field(description="instance type or system name, lowercase (p4d.24xlarge, a3-highgpu-8g, dgx-h100)")
+    name: CatalogText
+    provider: Provider = Field(description="who sells it: decides the Kubernetes system reserve formula")
+    vcpus: int = Field(ge=1, le=4096, description="logical CPUs the kubelet or slurmd counts (hardware threads)")
+    memory_bytes: int = Field(ge=2**20, le=2**50, description="host memory")
+    gpus: int = Field(ge=1, le=64)
+    local_nvme_bytes: int = Field(0, ge=0, le=2**60, description="local NVMe instance storage (0: none)")
+    efa_interfaces: int = Field(0, ge=0, le=64, description="AWS EFA devices a pod can request (vpc.amazonaws.com/efa)")
+    max_pods: int = Field(
+        110,
+        ge=1,
+        le=10_000,
+        description="kubelet maxPods: amazon-eks-ami eni-max-pods.txt on AWS (EKS reserves memory by it), else the "
+        "Kubernetes default 110",
+    )
+    source: CatalogText
+
+
 class GpuSpec(Frozen):
     """One accelerator. Throughput figures are dense (not sparse) peaks from the datasheet."""
 
@@ -80,6 +104,10 @@ class GpuSpec(Frozen):
     )
     slurm_gres_type: Annotated[str, Field(pattern=GRES_TYPE)] = Field(description="GRES type name, e.g. h100")
     edge: bool = False
+    node_types: list[NodeType] = Field(
+        default_factory=list,
+        description="servers this GPU comes in; the first is the one the price is from (pods are sized to fit a share of one)",
+    )
     source: CatalogText
     as_of: Annotated[str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]
 

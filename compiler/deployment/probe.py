@@ -24,7 +24,7 @@ from ..sizing.train.memory import memory_per_gpu, usable_memory_bytes
 from ..units import format_bytes
 from .training import DEFAULT_RDZV_PORT, directive_value
 
-# "a minutes-long measurement job" (issue 18); also the Kubernetes Job's activeDeadlineSeconds.
+# "a minutes-long measurement job"; also the Kubernetes Job's activeDeadlineSeconds.
 TIME_LIMIT_SECONDS = 15 * 60
 # Three warm-up steps absorb the allocator's and the kernels' first-call costs; the median of ten is reported.
 WARMUP_STEPS, MEASURED_STEPS = 3, 10
@@ -267,7 +267,7 @@ def training_probe(plan: ResolvedPlan, catalog: Catalog) -> Probe:
         DeploymentDecision(
             topic="probe time limit",
             choice=f"{TIME_LIMIT_SECONDS // 60} minutes",
-            reason=f"a minutes-long job (issue 18): {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured steps per layout, "
+            reason=f"a minutes-long job: {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured steps per layout, "
             f"then the GEMM, HBM and collective tests; SIGALRM and the scheduler stop it at the limit",
         ),
     ]
@@ -464,7 +464,7 @@ def serving_probe(plan: ResolvedPlan) -> Probe:
         DeploymentDecision(
             topic="probe time limit",
             choice=f"{TIME_LIMIT_SECONDS // 60} minutes",
-            reason=f"a minutes-long job (issue 18): {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured prefills per batch, "
+            reason=f"a minutes-long job: {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured prefills per batch, "
             f"then the GEMM and HBM tests; SIGALRM and the scheduler stop it at the limit",
         ),
     ]

@@ -1,7 +1,7 @@
 """The `deployment` section of the ResolvedPlan: every number and string a target emits that sizing does not decide.
 
 Each value is decided once, in `compiler/deployment/training.py` or `serving.py`; `Deployment.decisions` says why
-(the report and `explain` list them). Issues that add launch, serving or security decisions add a field here.
+(the report and `explain` list them). A new launch, serving or security decision adds a field here.
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ class Launcher(Section):
     kind: LaunchKind = Field(
         "torchrun", description="the launch contract: how the script is started and reads the generated configuration"
     )
+    kind_reason: str = Field("", description="how entrypoint.kind auto chose the kind ('' when the plan gives it)")
     config_flag: str = Field(
         "", description="flag before the framework file's path on the script's command line ('' for none)"
     )
@@ -188,8 +189,13 @@ class Slurm(Section):
     nodes: int
     gpus_per_node: int
     cpus_per_task: int
-    memory: str = Field(description="--mem value: 0 (all of the node) or MiB")
+    memory: str = Field(
+        description="--mem value: 0 (all of the node) or MiB; '' for a job below a node (--mem-per-gpu)"
+    )
     exclusive: bool = Field(True, description="--exclusive: the job uses every GPU of its nodes")
+    cpus_per_gpu: int = Field(0, description="--cpus-per-gpu of a job below a node (0: whole-node job)")
+    memory_per_gpu: str = Field("", description="--mem-per-gpu of a job below a node, MiB ('' : whole-node job)")
+    share_reason: str = Field("", description="where the per-GPU CPUs and memory of a job below a node come from")
     max_job_seconds: float = Field(description="longest single job: cluster.slurm.max_time, or the default")
     time: str = Field(description="--time, D-HH:MM:SS")
     time_limit_seconds: float
@@ -205,6 +211,31 @@ class Slurm(Section):
     container_mounts: list[str] = Field(default_factory=list, description="pyxis mounts besides the submit directory")
 
 
+class NodeShare(Section):
+    """The catalog node a pod (or a Slurm job) is sized on, and its share of the node's allocatable CPU and memory
+    (compiler/deployment/nodes.py)."""
+
+    node_type: str = Field(description="catalog node type id (p5.48xlarge, dgx-h100, ...)")
+    provider: str
+    node_vcpus: int
+    node_memory_bytes: int
+    node_gpus: int
+    node_local_nvme_bytes: int
+    efa_interfaces: int = Field(description="EFA devices of the node (AWS)")
+    gpus: int = Field(description="GPUs of the node the pod or job takes")
+    cpu_millicores: int = Field(description="(node vCPU - system reserve - daemonsets) x gpus / node GPUs")
+    memory_bytes: int = Field(description="(node memory - system reserve - eviction - daemonsets) x gpus / node GPUs")
+    floor_bytes: int = Field(
+        description="host memory the pod needs at least (weights through host memory, overhead, shm)"
+    )
+    fits: bool = Field(description="the share holds the floor")
+    priced: bool = Field(description="the node the GPU's price per hour is from (the catalog's first node type)")
+    outgrown_priced_node: bool = Field(
+        description="the node the price is from holds the GPUs but its share is below the floor: a larger node is used"
+    )
+    reason: str = Field(description="the arithmetic")
+
+
 class KubernetesTraining(Section):
     """k8s/training.yaml: a JobSet or a PyTorchJob running launch/torchrun.sh."""
 
@@ -216,6 +247,17 @@ class KubernetesTraining(Section):
     shm_bytes: int
     checkpoint_claim_bytes: int
     rdzv_port: int
+    image_reason: str = Field("", description="why this image: the plan's field, or the default's torch version")
+    node: NodeShare | None = Field(
+        None, description="the catalog node a trainer pod takes (None: the catalog lists none)"
+    )
+    cpu_millicores: int = Field(0, description="CPU request per trainer pod: its GPU share of the node (no limit)")
+    memory_bytes: int = Field(0, description="host memory request = limit per trainer pod: its GPU share of the node")
+    fabric: str = Field("", description="fabric family of a multi-node job (ib, roce, efa, eth), '' on one node")
+    fabric_resource: str = Field(
+        "", description="extended resource of the fabric's NICs (multi-node jobs), '' for none"
+    )
+    fabric_count: int = Field(0, description="count of fabric_resource per pod")
     trainer_pod_regex: str = Field(description="names of the trainer pods (monitoring selects them)")
     data_mount: str | None = Field(None, description="train.data when it is a path: mounted from the node (hostPath)")
 
@@ -339,11 +381,14 @@ class ServingUnit(Section):
     )
     model_cache_bytes: int
     shared_cache: bool
-    cpu_request: int = Field(
-        description="CPU cores requested per pod (no CPU limit: limits throttle the tokenizer and API server)"
+    cpu_millicores: int = Field(
+        description="CPU requested per pod, millicores: the pod's GPU share of its node (no CPU limit: limits throttle the tokenizer and API server)"
     )
     memory_bytes: int = Field(
-        description="host memory request = limit per pod: the pod's weights (loaded through host memory) + overhead + /dev/shm"
+        description="host memory request = limit per pod: the pod's GPU share of its node, which holds its weights (loaded through host memory) + overhead + /dev/shm"
+    )
+    node: NodeShare | None = Field(
+        None, description="the catalog node the pod is sized on (None: the catalog lists none)"
     )
     qos_class: Literal["Guaranteed", "Burstable"] = Field(
         description="the pod's Kubernetes QoS class with these requests and limits"
@@ -431,6 +476,8 @@ class Kubernetes(Section):
         default_factory=dict, description="pod labels the workload-identity webhook selects on (Azure)"
     )
     storage_class: str | None
+    shared_storage_class: str | None = Field(None, description="StorageClass of the ReadWriteMany claims")
+    shared_claims: list[str] = Field(default_factory=list, description="the claims several pods mount (ReadWriteMany)")
     tolerations: list[dict[str, str | int]]
     node_selector: dict[str, str] = Field(description="the plan's extra labels; the GPU product label is added per pod")
     autoscaler: Literal["hpa", "keda"]

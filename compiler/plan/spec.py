@@ -667,7 +667,14 @@ class KubernetesSpec(Spec):
     job_api: Literal["jobset", "pytorchjob"] = Field("jobset", description="training job kind")
     autoscaler: Literal["hpa", "keda"] = Field("hpa", description="serving autoscaler")
     storage_class: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")] | None = Field(
-        None, description="StorageClass of the PVCs (default: the cluster default)"
+        None, description="StorageClass of the claims one pod mounts (default: the cluster default)"
+    )
+    shared_storage_class: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")] | None = Field(
+        None,
+        description="a StorageClass whose volumes are ReadWriteMany (EFS, Filestore, Azure Files, CephFS, a Lustre or "
+        "NFS CSI driver): the claims several pods mount, the shared model cache and a multi-node job's checkpoints "
+        "(default: storage_class); one of the two is required when the plan emits such a claim (the cluster default is "
+        "usually ReadWriteOnce, where it stays Pending)",
     )
     secret_name: Annotated[str, Field(pattern=DNS1123_LABEL)] = Field("hf-token", description="Secret holding HF_TOKEN")
     image_pull_secret: SecretName | None = Field(

@@ -38,6 +38,8 @@ def _context(plan: ResolvedPlan) -> dict:
         "cpus_per_task": job.cpus_per_task,
         "memory": job.memory,
         "exclusive": job.exclusive,
+        "cpus_per_gpu": job.cpus_per_gpu,
+        "memory_per_gpu": job.memory_per_gpu,
         "time": job.time,
         "time_seconds": round(job.time_limit_seconds),
         "steps": plan.training.steps,
