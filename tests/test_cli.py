@@ -33,6 +33,8 @@ def test_compiles_every_example(tmp_path):
     assert len(plan_dirs) == len(EXAMPLES)
     for plan_dir in plan_dirs:
         assert (plan_dir / "plan.json").is_file() and (plan_dir / "REPORT.md").is_file()
+    slurm = sorted(p.name for p in plan_dirs if (p / "slurm" / "train.sbatch").is_file())
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == slurm and slurm
 
 
 def test_every_generated_file_has_the_header_or_is_listed_in_the_manifest(tmp_path):

@@ -56,7 +56,7 @@ class Probe(Section):
     name: str = Field(description="the probe's folder and job name: <plan>-probe")
     runs_dir: str = Field(
         description="where the probe job works and writes its log and probe-results.json, relative to its folder: "
-        "out/runs/<plan>-probe/, which a re-run of probe never replaces (compiler/runs.py)"
+        "out/runs/<plan>-probe/, which a re-run of probe never replaces (compiler/plan/runs.py)"
     )
     plan: str
     gpu_id: str

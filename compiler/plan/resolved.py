@@ -324,7 +324,7 @@ class ResolvedPlan(Section):
 
     @computed_field(
         description="where the plan's Slurm job works and writes its logs (sbatch --chdir), relative to out/<plan>/: "
-        "out/runs/<plan>/, which no compile replaces (compiler/runs.py); null without a Slurm job"
+        "out/runs/<plan>/, which no compile replaces (compiler/plan/runs.py); null without a Slurm job"
     )
     @property
     def runs_dir(self) -> str | None:

@@ -23,10 +23,11 @@ from pydantic_core import PydanticCustomError
 
 from .. import units
 from ..catalog.types import Architecture
-from .credential_shapes import WHERE_INSTEAD, credential_shape, credential_word
+from .plain_env import no_credential_args, no_credentials, no_shell_names
 from .runs import RUNS_FOLDER
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+MAX_PARAMS = 1e14  # model.params: the shape assumed from it stays within catalog.types.ARCHITECTURE_LIMITS
 MAX_DIMENSION = 1e15  # any size of an inline architecture (the largest, params_override, is a parameter count)
 # Kubernetes object names, Slurm job names and directory names are all safe in this alphabet.
 
@@ -243,6 +244,19 @@ class ModelSpec(Spec):
         description="how the checkpoint the engine loads (hf_id / weights) is already quantized: none = 16-bit weights (the presets' repos); fp8, nvfp4 (NVIDIA ModelOpt NVFP4, e.g. nvidia/DeepSeek-R1-FP4), awq, gptq or compressed-tensors = a pre-quantized checkpoint whose method the engine reads from its config.json (serve plans)",
     )
 
+    @field_validator("params")
+    @classmethod
+    def params_of_a_real_model(cls, params: float | None) -> float | None:
+        """The shape assumed from a count (resolve_model.assumed_architecture) must lie within the architecture
+        bounds: 1e14 assumes 798 layers of width 102,144; the largest published models hold about 2e12."""
+        if params is not None and params > MAX_PARAMS:
+            raise PydanticCustomError(
+                "out-of-range",
+                "more than {top} parameters, beyond any real model (the largest published hold about 2e12)",
+                {"top": f"{MAX_PARAMS:g}"},
+            )
+        return params
+
     @model_validator(mode="after")
     def exactly_one_source(self) -> ModelSpec:
         given = [k for k in ("preset", "params", "architecture") if getattr(self, k) is not None]
@@ -274,65 +288,6 @@ class CheckpointSpec(Spec):
     dir: SafeText = Field("/checkpoints", description="checkpoint directory on the shared filesystem")
 
 
-def _no_credentials(env: dict[str, str]) -> dict[str, str]:
-    """Plain env lands in the launcher, a ConfigMap and plan.json, readable by anyone who reads out/ or the namespace:
-    a name that marks a credential (credential_shapes.py) or a value shaped like one is refused."""
-    for name, value in env.items():
-        word, shape = credential_word(name), credential_shape(value)
-        if word or shape:
-            why = f"its name holds {word}" if word else f"its value looks like {shape}"
-            raise PydanticCustomError(
-                "secret-in-plain-env",
-                "{name} looks like a credential ({why}); plain env is written into the launcher, a ConfigMap and "
-                "plan.json: {instead}",
-                {"name": name, "why": why, "instead": WHERE_INSTEAD},
-            )
-    return env
-
-
-# Names bash owns (GNU Bash manual, "Bash Variables"): readonly ones (assigning them stops the launcher: "UID: readonly
-# variable"), ones bash resets or ignores when assigned (GROUPS, RANDOM, SECONDS, LINENO, FUNCNAME, DIRSTACK ...), and
-# ones that change how every later line is read or run (IFS, BASH_ENV, ENV, SHELLOPTS, POSIXLY_CORRECT, PS4 ...).
-SHELL_NAMES = frozenset(
-    "UID EUID PPID SHELLOPTS BASHOPTS BASH_VERSINFO BASHPID BASH_ARGC BASH_ARGV BASH_ARGV0 BASH_LINENO BASH_SOURCE "
-    "BASH_COMMAND BASH_SUBSHELL BASH_REMATCH BASH_ENV BASH_XTRACEFD BASH_COMPAT BASH_ALIASES BASH_CMDS ENV GROUPS "
-    "DIRSTACK FUNCNAME HISTCMD LINENO RANDOM SRANDOM SECONDS EPOCHREALTIME EPOCHSECONDS PIPESTATUS IFS OPTIND OPTARG "
-    "PWD OLDPWD POSIXLY_CORRECT PS4 GLOBIGNORE CDPATH".split()
-)
-
-
-def _no_shell_names(env: dict[str, str]) -> dict[str, str]:
-    """The launcher is a bash script that exports each name: a name bash owns cannot be one of the plan's."""
-    for name in env:
-        if name in SHELL_NAMES:
-            raise PydanticCustomError(
-                "shell-variable",
-                "{name} is a variable bash itself owns (readonly, reset or read by the shell); launch/torchrun.sh "
-                "cannot export it. Set it inside the training script, or choose another name",
-                {"name": name},
-            )
-    return env
-
-
-def _no_credential_args(args: list[str]) -> list[str]:
-    """Arguments are written into the launcher and plan.json like env: no token-shaped value, and no option named as a
-    credential given a value (--hub-token X, --password=X); a bare flag (--use-auth-token) is kept."""
-    for i, arg in enumerate(args):
-        option, has_value, _ = arg.partition("=")
-        given = has_value or (i + 1 < len(args) and not args[i + 1].startswith("-"))
-        word = credential_word(option) if arg.startswith("-") and given else None
-        shape = credential_shape(arg)
-        if word or shape:
-            why = f"the option {option} holds {word}" if word else f"it looks like {shape}"
-            raise PydanticCustomError(
-                "secret-in-args",
-                "argument {i} looks like a credential ({why}); arguments are written into the launcher and plan.json: "
-                "{instead}, and let the script read it from there",
-                {"i": i, "why": why, "instead": WHERE_INSTEAD},
-            )
-    return args
-
-
 class EntrypointSpec(Spec):
     kind: Literal["auto", "torchrun", "deepspeed", "hf-trainer", "accelerate", "megatron"] = Field(
         "auto",
@@ -342,14 +297,14 @@ class EntrypointSpec(Spec):
         "megatron/args.sh); auto picks from the framework",
     )
     script: SafeText = Field("train.py", description="training script run by torchrun")
-    args: Annotated[list[SafeText], AfterValidator(_no_credential_args)] = Field(
+    args: Annotated[list[SafeText], AfterValidator(no_credential_args)] = Field(
         default_factory=list,
         description="arguments, passed shell-quoted",
     )
     env: Annotated[
         dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], SafeText],
-        AfterValidator(_no_shell_names),
-        AfterValidator(_no_credentials),
+        AfterValidator(no_shell_names),
+        AfterValidator(no_credentials),
     ] = Field(
         default_factory=dict,
         description="extra environment variables (no credentials: names with TOKEN, KEY, SECRET, PASSWORD ... are refused)",
@@ -933,7 +888,7 @@ class ParallelismSpec(Spec):
 
 
 def _not_the_runs_folder(name: str) -> str:
-    """out/runs/ holds what jobs write (compiler/runs.py): a plan folder of that name would be it."""
+    """out/runs/ holds what jobs write (compiler/plan/runs.py): a plan folder of that name would be it."""
     if name == RUNS_FOLDER:
         raise PydanticCustomError(
             "reserved-plan-name",

@@ -737,7 +737,41 @@ TEXT_TAILS = [
     "key: !!binary Zm9v\n",
     "when: 2024-13-45\n",
     "'\n",
+    "yes: 1\n",
+    "retry: 1:30\n",
+    "\ufeffb: 1\n",
 ]
+
+HOSTILE_FIELDS = [  # refused, located: credentials, names bash owns, Kubernetes shapes, a huge MoE
+    (("train", "entrypoint", "env"), {"HFTOKEN": "x"}),
+    (("train", "entrypoint", "env"), {"DATABASE_URL": "postgres://app:s3cret@db/x"}),
+    (("train", "entrypoint", "env"), {"UID": "1"}),
+    (("train", "entrypoint", "args"), ["--hub-token", "hf_" + "a1" * 17]),
+    (("cluster", "kubernetes", "tolerations"), [{"key": "a", "effect": "NoExecute", "tolerationSeconds": "sixty"}]),
+    (("cluster", "kubernetes", "node_selector"), {"a b": "x"}),
+    (("serve", "stages"), []),
+    (
+        ("model",),
+        {
+            "architecture": {
+                "layers": 10**12,
+                "hidden": 64,
+                "heads": 1,
+                "kv_heads": 1,
+                "ffn_hidden": 64,
+                "vocab": 8,
+                "experts": 8,
+                "experts_per_token": 2,
+            }
+        },
+    ),
+]
+
+
+def hostile_field(m: Mutation, rng: random.Random) -> None:
+    path, value = HOSTILE_FIELDS[rng.randrange(len(HOSTILE_FIELDS))]
+    put(m.doc, path, value)
+    m.notes.append(f"hostile {'.'.join(path)} = {value!r}")
 
 
 def text_edit(m: Mutation, rng: random.Random) -> None:
@@ -754,6 +788,7 @@ DESTRUCTIVE = [
     (wrong_workload, 1),
     (bad_catalog, 1),
     (text_edit, 2),
+    (hostile_field, 1),
 ]
 
 
