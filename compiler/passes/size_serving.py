@@ -188,7 +188,14 @@ def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
                 alert_at=spec.budget.alert_at,
             ),
             "alternatives": [
-                Alternative(description=a.description, usd=a.usd_per_month, seconds=a.latency_seconds, chosen=a == c)
+                Alternative(
+                    description=a.description,
+                    usd=a.usd_per_month,
+                    seconds=a.latency_seconds,
+                    chosen=a == c,
+                    ttft_seconds=a.ttft_seconds if a.tpot_seconds else 0.0,
+                    tpot_seconds=a.tpot_seconds,
+                )
                 for a in result.pareto
             ],
             "rejected": [Rejection(description=d, reason=r) for d, r in rejection_rows(result.rejected, MAX_REJECTED)],

@@ -26,13 +26,20 @@ def applies(plan: ResolvedPlan) -> bool:
 
 def _memory_rows(plan: ResolvedPlan) -> list[dict]:
     mem = plan.memory_per_gpu_bytes
+    terms_total = sum(getattr(mem, term) for term in MEMORY_TERMS)
     rows = []
     for term in MEMORY_TERMS:
         value = getattr(mem, term)
         if value:
-            share = f"{100 * value / mem.total:.1f}%" if mem.total else ""
+            share = f"{100 * value / terms_total:.1f}%" if terms_total else ""
             rows.append({"term": term, "size": format_bytes(value), "share": share})
     return rows
+
+
+def _median_note(plan: ResolvedPlan, quantity: str, fmt) -> str:
+    """How a headline was made the median: ' at P50 (roofline X)', or nothing where no family covers it."""
+    found = next((r for r in plan.ranges if r.quantity == quantity), None)
+    return f" at P50 (roofline {fmt(found.roofline)})" if found else ""
 
 
 def _facts(plan: ResolvedPlan) -> list[dict]:
@@ -93,7 +100,7 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
         facts += [
             {
                 "what": "step time",
-                "value": f"{format_seconds(t.step_seconds)} = compute {format_seconds(t.step_compute_seconds)} + TP comm {format_seconds(t.step_tp_comm_seconds)}"
+                "value": f"{format_seconds(t.step_seconds)}{_median_note(plan, 'training.step_seconds', format_seconds)}; roofline = compute {format_seconds(t.step_compute_seconds)} + TP comm {format_seconds(t.step_tp_comm_seconds)}"
                 + "".join(
                     f" + {name} {format_seconds(v)}"
                     for name, v in (
@@ -113,18 +120,18 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
             },
             {
                 "what": "MFU",
-                "value": f"{100 * t.mfu:.1f}% (HFU {100 * t.hfu:.1f}%)",
+                "value": f"{100 * t.mfu:.1f}% (HFU {100 * t.hfu:.1f}%) at the roofline step",
                 "source": "PaLM appendix B: (6N + 12·L·H·Q·T) × tokens/s ÷ peak",
             },
             {
                 "what": "throughput",
-                "value": f"{format_count(t.tokens_per_second)} tokens/s, {t.steps} steps",
+                "value": f"{format_count(t.tokens_per_second)} tokens/s{_median_note(plan, 'training.tokens_per_second', format_count)}, {t.steps} steps",
                 "source": "global batch ÷ step time",
             },
             {
                 "what": "wall time",
-                "value": f"{format_seconds(t.wall_seconds)} (goodput {100 * t.goodput:.1f}%), {format_count(t.gpu_hours)} GPU-hours",
-                "source": "steady steps ÷ goodput; goodput = 1 / (1 + the whole-run terms below)",
+                "value": f"{format_seconds(t.wall_seconds)}{_median_note(plan, 'training.wall_seconds', format_seconds)}, {format_count(t.gpu_hours)} GPU-hours{_median_note(plan, 'training.gpu_hours', format_count)}; goodput {100 * t.goodput:.1f}%",
+                "source": "roofline: steady steps ÷ goodput; goodput = 1 / (1 + the whole-run terms below); P50: × the median actual ÷ predicted (Ranges)",
             },
             {
                 "what": "whole-run terms",
@@ -138,7 +145,7 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
             },
             {
                 "what": "cost",
-                "value": f"{format_usd(cost.usd_total)} total, {format_usd(cost.usd_per_million_tokens)} per 1M tokens",
+                "value": f"{format_usd(cost.usd_total)} total{_median_note(plan, 'cost.usd_total', format_usd)}, {format_usd(cost.usd_per_million_tokens)} per 1M tokens",
                 "source": "GPU-hours × catalog price",
             },
         ]
@@ -165,7 +172,7 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
             },
             {
                 "what": "cost",
-                "value": f"{format_usd(cost.usd_per_month)}/month",
+                "value": f"{format_usd(cost.usd_per_month)}/month{_median_note(plan, 'cost.usd_per_month', format_usd)}",
                 "source": "GPU-hours × catalog price, 730 h/month",
             },
         ]
@@ -196,7 +203,7 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
             },
             {
                 "what": "cost",
-                "value": f"{format_usd(cost.usd_per_month)}/month, {format_usd(cost.usd_per_million_tokens)} per 1M output tokens",
+                "value": f"{format_usd(cost.usd_per_month)}/month{_median_note(plan, 'cost.usd_per_month', format_usd)}, {format_usd(cost.usd_per_million_tokens)} per 1M output tokens",
                 "source": "GPU-hours × catalog price, 730 h/month",
             },
         ]
@@ -287,9 +294,10 @@ def _ranges(plan: ResolvedPlan) -> list[dict]:
         rows.append(
             {
                 "what": label,
-                "predicted": fmt(r.predicted),
+                "median": fmt(r.p50),
                 "spread": f"{fmt(r.p10)} – {fmt(r.p90)}",
-                "source": f"{r.family}: actual ÷ predicted over {r.rows} published rows (P10–P90)",
+                "roofline": fmt(r.roofline),
+                "source": f"{r.family}: actual ÷ predicted over {r.rows} published rows",
             }
         )
     return rows
@@ -323,7 +331,7 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
         plan_file=plan.plan_file,
         facts=_facts(plan),
         memory_rows=_memory_rows(plan),
-        memory_total=format_bytes(mem.total),
+        memory_total=format_bytes(mem.total) + _median_note(plan, "memory_per_gpu_bytes.total", format_bytes),
         memory_usable=format_bytes(mem.usable),
         decisions=[d.model_dump() for d in plan.decisions],
         deployment=[d.model_dump() for d in plan.deployment.decisions] if plan.deployment else [],

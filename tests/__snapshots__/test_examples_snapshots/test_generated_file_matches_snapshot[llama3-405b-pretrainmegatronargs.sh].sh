@@ -38,7 +38,7 @@ MEGATRON_ARGS=(
   --tokenizer-type NullTokenizer
   --vocab-size 128256
   --train-iters 119210
-  --save-interval 26
+  --save-interval 22
   --save /lustre/ckpt/llama3-405b
   --load /lustre/ckpt/llama3-405b
   --exit-signal-handler
