@@ -33,11 +33,11 @@ export MLINFRA_OUT_DIR="$OUT_DIR"  # the generated files (configs the script may
 export MLINFRA_WORLD_SIZE=4096
 export MLINFRA_GLOBAL_BATCH=2048
 export MLINFRA_MICRO_BATCH=1
-export MLINFRA_GRAD_ACCUM=64
+export MLINFRA_GRAD_ACCUM=128
 export MLINFRA_PRECISION=bf16
 export MLINFRA_CHECKPOINT_DIR=/lustre/ckpt/llama3-405b
 export MLINFRA_CHECKPOINT_INTERVAL_SECONDS=503
-export MLINFRA_CHECKPOINT_INTERVAL_STEPS=22
+export MLINFRA_CHECKPOINT_INTERVAL_STEPS=21
 export MLINFRA_CHECKPOINT_KEEP=2
 export CUDA_DEVICE_MAX_CONNECTIONS=1  # Megatron-LM asserts it with tensor parallelism (before Blackwell)
 # Megatron-LM's arguments for this plan (MEGATRON_ARGS), placed before the plan's own so those can add to them.

@@ -6,11 +6,11 @@
 # shellcheck disable=SC2034  # used by the script that sources this file
 MEGATRON_ARGS=(
   --tensor-model-parallel-size 8
-  --pipeline-model-parallel-size 8
+  --pipeline-model-parallel-size 16
   --context-parallel-size 2
   --account-for-embedding-in-pipeline-split
   --account-for-loss-in-pipeline-split
-  --num-layers-per-virtual-pipeline-stage 4
+  --num-layers-per-virtual-pipeline-stage 2
   --sequence-parallel
   --use-distributed-optimizer
   --micro-batch-size 1
@@ -38,7 +38,7 @@ MEGATRON_ARGS=(
   --tokenizer-type NullTokenizer
   --vocab-size 128256
   --train-iters 119210
-  --save-interval 22
+  --save-interval 21
   --save /lustre/ckpt/llama3-405b
   --load /lustre/ckpt/llama3-405b
   --exit-signal-handler
