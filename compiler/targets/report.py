@@ -252,21 +252,82 @@ def _latency_name(plan: ResolvedPlan) -> str:
     return "wall time" if plan.workload != "serve" else "p99 latency" if vision else "request latency p99"
 
 
-def _pareto_axes(plan: ResolvedPlan) -> tuple[charts.Axis, charts.Axis]:
-    """Cost and time axes in the tables' units, with the plan's budget and deadline (or SLO) as lines."""
-    cost, name = plan.cost, _latency_name(plan)
+def _checked_at(plan: ResolvedPlan) -> str:
+    """The quantile deadline and budget (train) or SLOs and budget (serve) are checked at, in words."""
+    if plan.workload != "serve":
+        return f"checked at {plan.spec.train.gate_quantile.upper()}"
+    return "checked on the roofline"
+
+
+def _capacity_label(plan: ResolvedPlan) -> str:
+    """The memory chart's limit line: what the roofline must fit, and the quantile behind it."""
+    quantile = plan.spec.train.memory_quantile if plan.training else "none"
+    return "usable" if quantile == "none" else f"usable, the roofline's limit at {quantile.upper()}:"
+
+
+def _quantile_note(plan: ResolvedPlan) -> str:
+    """What the charts and the table show, and the quantile the limits are checked at."""
+    if not plan.ranges:
+        return "Each option at its roofline prediction (no published family covers this model)."
+    if plan.workload != "serve":
+        return (
+            f"Each option at P50, with P10–P90 in the charts; deadline and budget are {_checked_at(plan)} "
+            "(the far end of each whisker)."
+        )
+    return (
+        f"Each option at P50, with P10–P90 in the charts; SLOs and budget are {_checked_at(plan)} prediction "
+        "(a warning says where the P50 misses an SLO)."
+    )
+
+
+def _chart_points(plan: ResolvedPlan, field: str) -> list[charts.Point]:
+    """The alternatives at P50 on cost and `field` (seconds, ttft_seconds, tpot_seconds) with their P10-P90."""
+    return [
+        charts.Point(a.description, a.usd, getattr(a, field), a.chosen, a.spread.get("usd"), a.spread.get(field))
+        for a in plan.alternatives
+    ]
+
+
+def _pareto_charts(plan: ResolvedPlan) -> list[tuple[str, str, list[charts.Point], charts.Axis, charts.Axis]]:
+    """(file, title, points, cost axis, time axis) per chart worth drawing: training on wall time against the
+    deadline; an LLM service on the SLO's own quantities, TTFT and TPOT; a vision service on its p99 latency."""
+    cost, checked = plan.cost, _checked_at(plan)
     if plan.workload != "serve":
         deadline = plan.training.deadline_seconds if plan.training else None
-        return (
-            charts.Axis("total cost", charts.usd_unit, cost.budget_usd, "budget"),
-            charts.Axis(name, charts.seconds_unit, deadline, "deadline"),
-        )
-    s = plan.serving
-    slo = s and (s.latency_slo_seconds if name == "p99 latency" else None)  # TTFT/TPOT SLOs bound no request latency
-    return (
-        charts.Axis("cost per month", charts.usd_unit, cost.budget_usd_per_month, "budget"),
-        charts.Axis(name, charts.seconds_unit, slo or None, f"{name} SLO"),
-    )
+        charts_ = [
+            (
+                "charts/pareto.svg",
+                "Cost vs wall time",
+                _chart_points(plan, "seconds"),
+                charts.Axis("total cost", charts.usd_unit, cost.budget_usd, "budget", checked),
+                charts.Axis("wall time", charts.seconds_unit, deadline, "deadline", checked),
+            )
+        ]
+    else:
+        s = plan.serving
+        budget = charts.Axis("cost per month", charts.usd_unit, cost.budget_usd_per_month, "budget", checked)
+        if s.tpot_seconds:
+            charts_ = [
+                (
+                    "charts/pareto.svg",
+                    "Cost vs TTFT",
+                    _chart_points(plan, "ttft_seconds"),
+                    budget,
+                    charts.Axis("TTFT p99 at peak", charts.seconds_unit, s.ttft_slo_seconds, "TTFT SLO", checked),
+                ),
+                (
+                    "charts/pareto-tpot.svg",
+                    "Cost vs TPOT",
+                    _chart_points(plan, "tpot_seconds"),
+                    budget,
+                    charts.Axis("TPOT p99 at peak", charts.seconds_unit, s.tpot_slo_seconds, "TPOT SLO", checked),
+                ),
+            ]
+        else:
+            slo = s.latency_slo_seconds
+            latency = charts.Axis("p99 latency", charts.seconds_unit, slo, "latency SLO", checked)
+            charts_ = [("charts/pareto.svg", "Cost vs latency", _chart_points(plan, "seconds"), budget, latency)]
+    return [c for c in charts_ if charts.worth_drawing(c[2])]
 
 
 RANGE_LABELS = {  # quantity -> (label, formatter)
@@ -305,7 +366,7 @@ def _ranges(plan: ResolvedPlan) -> list[dict]:
 
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
     mem = plan.memory_per_gpu_bytes
-    training = plan.workload != "serve"
+    spread = next((r for r in plan.ranges if r.quantity == "memory_per_gpu_bytes.total"), None)
     files = [
         OutputFile(
             "charts/memory.svg",
@@ -313,16 +374,14 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
                 [(t, float(getattr(mem, t))) for t in MEMORY_TERMS if getattr(mem, t)],
                 float(mem.usable or mem.total),
                 f"Memory per GPU: {plan.name}",
+                (spread.p10, spread.p50, spread.p90) if spread else None,
+                _capacity_label(plan),
             ),
         ),
-        OutputFile(
-            "charts/pareto.svg",
-            charts.pareto(
-                [(a.description, a.usd, a.seconds, a.chosen) for a in plan.alternatives],
-                *_pareto_axes(plan),
-                f"Cost vs {'time' if training else 'latency'}: {plan.name}",
-            ),
-        ),
+    ]
+    pareto = _pareto_charts(plan)
+    files += [
+        OutputFile(path, charts.pareto(points, x, y, f"{title}: {plan.name}")) for path, title, points, x, y in pareto
     ]
     text = render_template(
         "report/REPORT.md.j2",
@@ -342,6 +401,8 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
         evaluated=plan.search_evaluated,
         ranges=_ranges(plan),
         front_axis=_latency_name(plan),
+        pareto_charts=[path for path, *_ in pareto],
+        quantile_note=_quantile_note(plan),
     )
     return [
         OutputFile(plan.deployment.files.report if plan.deployment else "REPORT.md", text.rstrip("\n") + "\n"),
