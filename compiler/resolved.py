@@ -209,6 +209,10 @@ class Serving(Section):
     utilization_at_peak: float = Field(
         0.0, description="a replica's utilisation at peak traffic over replicas_needed (the capacity-sized count)"
     )
+    target_utilization: float = Field(
+        0.0, description="the load point replicas are sized for at peak: serve.target_utilization, or the default"
+    )
+    load_point_pinned: bool = Field(False, description="the plan gave serve.target_utilization")
     in_flight_at_peak: float = Field(0.0, description="sequences a replica runs at peak traffic (Little's law)")
     ttft_batch1_seconds: float = Field(0.0, description="one request alone: one prefill and one decode step")
     tpot_batch1_seconds: float = 0.0

@@ -26,7 +26,13 @@ from ..sizing.reasons import because
 from ..sizing.serve_search import search_serving
 from ..sizing.serve_speculative import tokens_per_round
 from ..sizing.serve_stages import PipelineStage, size_pipeline
-from ..sizing.serve_types import HOURS_PER_MONTH, MAX_REJECTED, ServeCandidate, ServeRequest
+from ..sizing.serve_types import (
+    DEFAULT_TARGET_UTILIZATION,
+    HOURS_PER_MONTH,
+    MAX_REJECTED,
+    ServeCandidate,
+    ServeRequest,
+)
 from ..spec import PlanSpec, SloSpec
 from .context import PassContext
 from .resolve_model import model_info
@@ -72,6 +78,7 @@ def _request(
         max_batch=serve.max_num_seqs,
         concurrency=serve.traffic.concurrency,
         min_replicas=serve.min_replicas,
+        target_utilization=serve.target_utilization or DEFAULT_TARGET_UTILIZATION,
         attention_dp=serve.attention_dp,
         speculative_tokens=serve.speculative.num_speculative_tokens if serve.speculative else 0,
         acceptance_rate=serve.speculative.acceptance_rate if serve.speculative else None,
@@ -133,6 +140,8 @@ def _sections(
         ttft_p50_seconds=c.ttft_p50_seconds,
         tpot_p50_seconds=c.tpot_p50_seconds,
         utilization_at_peak=c.utilization_at_peak,
+        target_utilization=c.target_utilization,
+        load_point_pinned=spec.serve.target_utilization is not None,
         in_flight_at_peak=c.in_flight_at_peak,
         ttft_batch1_seconds=c.ttft_batch1_seconds,
         tpot_batch1_seconds=c.tpot_batch1_seconds,

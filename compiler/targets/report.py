@@ -173,7 +173,7 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
             {
                 "what": "replicas",
                 "value": f"{s.replicas} (autoscale {s.min_replicas}–{s.max_replicas}) × {s.gpus_per_replica} GPU, {format_count(s.tokens_per_second_per_replica)} images/s each",
-                "source": f"deployed at peak = max({s.replicas_needed} needed: peak traffic ÷ per-replica capacity at the target utilisation, availability floor {s.replica_floor})",
+                "source": f"deployed at peak = max({s.replicas_needed} needed: peak traffic ÷ per-replica capacity at the target utilisation, availability floor {s.replica_floor}); {_load_point(s)}",
             },
             {
                 "what": "cost",
@@ -204,7 +204,7 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
             {
                 "what": "replicas",
                 "value": f"{s.replicas} (autoscale {s.min_replicas}–{s.max_replicas}) × {s.gpus_per_replica} GPU, {format_count(s.tokens_per_second_per_replica)} tokens/s each",
-                "source": f"deployed at peak = max({s.replicas_needed} needed: {NEED_CLOSED if s.concurrency else NEED_OPEN}, availability floor {s.replica_floor})",
+                "source": f"deployed at peak = max({s.replicas_needed} needed: {NEED_CLOSED if s.concurrency else NEED_OPEN}, availability floor {s.replica_floor}); {_load_point(s)}",
             },
             {
                 "what": "cost",
@@ -262,6 +262,13 @@ def _checked_at(plan: ResolvedPlan) -> str:
     if plan.workload != "serve":
         return f"checked at {plan.spec.train.gate_quantile.upper()}"
     return "checked on the roofline"
+
+
+def _load_point(s) -> str:
+    """The target utilisation replicas are sized for, and whether the plan pinned it."""
+    if s.load_point_pinned:
+        return f"target utilisation {s.target_utilization:g} (serve.target_utilization)"
+    return f"target utilisation {s.target_utilization:g} (default: Vertex AI's autoscaling target; serve.target_utilization pins another)"
 
 
 def _capacity_label(plan: ResolvedPlan) -> str:
