@@ -287,6 +287,10 @@ class Range(Section):
     p90: float
     family: str
     rows: int
+    outside: str = Field(
+        "",
+        description="why the plan lies outside the family's rows (a GPU none of them ran on); empty: inside or unknown",
+    )
 
 
 class Decision(Section):

@@ -273,3 +273,19 @@ def test_a_thin_family_gets_a_wider_interval_than_a_dense_one_with_the_same_spre
     low30, mid30, high30 = interval(few * 10)
     assert mid3 == pytest.approx(mid30) and low3 < low30 < mid30 < high30 < high3
     assert low3 < 0.9 and high3 > 1.1  # wider than the rows themselves
+
+
+def test_a_plan_on_a_gpu_no_row_ran_on_says_its_range_is_borrowed(tmp_path):
+    """The published step rows ran on A100s and H100s: a pre-training plan on MI300X takes their range but says it is
+    outside them (plan.json, REPORT.md's Ranges table, a warning); on H100 it says nothing."""
+    plan = yaml.safe_load(PRETRAIN.read_text())
+    plan["cluster"]["gpus"] = ["mi300x-192gb"]
+    path = tmp_path / "mi300x.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    resolved = resolve(path)
+    step = next(r for r in resolved.ranges if r.quantity == "training.step_seconds")
+    assert step.outside.startswith("no published train-step-time row ran on mi300x-192gb")
+    report = next(f.text for f in compile_plan(path).files if f.path == "REPORT.md")
+    assert "outside them: no published train-step-time row ran on mi300x-192gb" in report
+    assert any("borrowed from other GPUs" in w for w in resolved.warnings)
+    assert not any(r.outside for r in resolve(PRETRAIN).ranges)

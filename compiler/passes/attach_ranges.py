@@ -52,28 +52,36 @@ FOLLOWERS = {
 }
 
 
-def _range(ctx: PassContext, quantity: str, roofline: float, family: str, rate: bool = False) -> Range:
+def _range(ctx: PassContext, quantity: str, roofline: float, family: str, rate: bool = False, gpu: str = "") -> Range:
     r = ctx.catalog.residuals[family]
     if rate:
         low, mid, high = roofline / r.p90, roofline / r.p50, roofline / r.p10
     else:
         low, mid, high = roofline * r.p10, roofline * r.p50, roofline * r.p90
-    return Range(quantity=quantity, roofline=roofline, p10=low, p50=mid, p90=high, family=family, rows=r.rows)
+    outside = (
+        f"no published {family} row ran on {gpu} (its rows: {', '.join(r.gpus)})"
+        if gpu and r.gpus and gpu not in r.gpus
+        else ""
+    )
+    return Range(
+        quantity=quantity, roofline=roofline, p10=low, p50=mid, p90=high, family=family, rows=r.rows, outside=outside
+    )
 
 
 def _training(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
     t, method = plan.training, plan.spec.train.method
     arch = plan.model.architecture
-    run, step = time_family(plan.workload, arch), step_family(arch)
+    run, step, gpu = time_family(plan.workload, arch), step_family(arch), plan.hardware.gpu
     ranges = [
-        _range(ctx, "training.step_seconds", t.step_seconds, step),
-        _range(ctx, "training.wall_seconds", t.wall_seconds, run),
-        _range(ctx, "training.gpu_hours", t.gpu_hours, run),
-        _range(ctx, "training.tokens_per_second", t.tokens_per_second, step, rate=True),
-        _range(ctx, "cost.usd_total", plan.cost.usd_total, run),
+        _range(ctx, "training.step_seconds", t.step_seconds, step, gpu=gpu),
+        _range(ctx, "training.wall_seconds", t.wall_seconds, run, gpu=gpu),
+        _range(ctx, "training.gpu_hours", t.gpu_hours, run, gpu=gpu),
+        _range(ctx, "training.tokens_per_second", t.tokens_per_second, step, rate=True, gpu=gpu),
+        _range(ctx, "cost.usd_total", plan.cost.usd_total, run, gpu=gpu),
     ]
     if plan.memory_per_gpu_bytes.total:
-        ranges.append(_range(ctx, "memory_per_gpu_bytes.total", plan.memory_per_gpu_bytes.total, MEMORY_FAMILY[method]))
+        total = plan.memory_per_gpu_bytes.total
+        ranges.append(_range(ctx, "memory_per_gpu_bytes.total", total, MEMORY_FAMILY[method], gpu=gpu))
     return ranges
 
 
@@ -98,12 +106,13 @@ def _serving(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
             ranges.append(_range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, family, rate=True))
         return ranges
     throughput, tpot = _llm_families(plan)
+    gpu = plan.hardware.gpu
     # a replica's throughput; the replicas, so the monthly cost, scale inversely with it
     return [
-        _range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, throughput),
-        _range(ctx, "serving.ttft_seconds", s.ttft_seconds, TTFT),
-        _range(ctx, "serving.tpot_seconds", s.tpot_seconds, tpot),
-        _range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, throughput, rate=True),
+        _range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, throughput, gpu=gpu),
+        _range(ctx, "serving.ttft_seconds", s.ttft_seconds, TTFT, gpu=gpu),
+        _range(ctx, "serving.tpot_seconds", s.tpot_seconds, tpot, gpu=gpu),
+        _range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, throughput, rate=True, gpu=gpu),
     ]
 
 
@@ -184,6 +193,12 @@ def _slo_warnings(plan: ResolvedPlan) -> list[str]:
     return found
 
 
+def _outside_warnings(ranges: list[Range]) -> list[str]:
+    """One warning per family the plan lies outside of: its range is borrowed, not measured."""
+    said = dict.fromkeys(r.outside for r in ranges if r.outside)
+    return [f"{reason}: the range is borrowed from other GPUs, not measured on this one" for reason in said]
+
+
 def _calibration(plan: ResolvedPlan, ranges: list[Range]) -> Decision:
     """Which median each headline took, and the quantile each gate used."""
     factors: dict[str, list[str]] = {}
@@ -220,6 +235,6 @@ def attach_ranges(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
             "ranges": ranges,
             "alternatives": alternatives,
             "decisions": calibrated.decisions + ([_calibration(plan, ranges)] if ranges else []),
-            "warnings": calibrated.warnings + _slo_warnings(calibrated),
+            "warnings": calibrated.warnings + _slo_warnings(calibrated) + _outside_warnings(ranges),
         }
     )

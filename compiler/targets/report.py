@@ -370,7 +370,8 @@ def _ranges(plan: ResolvedPlan) -> list[dict]:
                 "median": fmt(r.p50),
                 "spread": f"{fmt(r.p10)} – {fmt(r.p90)}",
                 "roofline": fmt(r.roofline),
-                "source": f"{r.family}: actual ÷ predicted over {r.rows} published rows",
+                "source": f"{r.family}: actual ÷ predicted over {r.rows} published rows"
+                + (f"; outside them: {r.outside}" if r.outside else ""),
             }
         )
     return rows
