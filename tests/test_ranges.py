@@ -22,13 +22,9 @@ TRAINING_QUANTITIES = {
     "cost.usd_total",
     "memory_per_gpu_bytes.total",
 }
-LLM_SERVING_QUANTITIES = {
-    "serving.tokens_per_second_per_replica",
-    "serving.ttft_seconds",
-    "serving.tpot_seconds",
-    "cost.usd_per_month",
-}
-CNN_SERVING_QUANTITIES = {"serving.tokens_per_second_per_replica", "serving.ttft_seconds", "cost.usd_per_month"}
+# a service's cost per month is the price of the replicas it deploys, a decision: no range
+LLM_SERVING_QUANTITIES = {"serving.tokens_per_second_per_replica", "serving.ttft_seconds", "serving.tpot_seconds"}
+CNN_SERVING_QUANTITIES = {"serving.tokens_per_second_per_replica", "serving.ttft_seconds"}
 
 
 def test_the_committed_residuals_are_what_the_benchmarks_give_today():
@@ -44,8 +40,7 @@ def test_every_headline_prediction_carries_a_range(example):
     elif plan.serving.tpot_seconds:
         assert quantities == LLM_SERVING_QUANTITIES
     elif plan.model.architecture.layer_table:  # a CNN sized layer by layer: the serve-vision rows
-        owned = not plan.cost.usd_per_month  # an edge device: no monthly cost to spread
-        assert quantities == CNN_SERVING_QUANTITIES - ({"cost.usd_per_month"} if owned else set())
+        assert quantities == CNN_SERVING_QUANTITIES
         assert {r.family for r in plan.ranges} == {"serve-vision"}
     else:
         assert quantities == set()  # ViTs, encoders: no published rows yet, and the report says nothing it cannot back
@@ -234,7 +229,6 @@ def test_an_moe_serving_plan_takes_the_moe_families_and_a_dense_one_does_not(tmp
     residuals = load_residuals()
     assert {q: r.family for q, r in by.items()} == {
         "serving.tokens_per_second_per_replica": "serve-moe-throughput",
-        "cost.usd_per_month": "serve-moe-throughput",
         "serving.tpot_seconds": "serve-moe-tpot",
         "serving.ttft_seconds": "serve-ttft",
     }

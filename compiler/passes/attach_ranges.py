@@ -9,11 +9,13 @@ published whole pre-training runs (failures, restarts, stragglers and all that a
 which no published whole run resembles, the steady-step family; a CNN sized layer by layer all of them the published
 CNN training rows (train-cnn). TTFT and TPOT take the published latencies at stated load points (serve-ttft,
 serve-tpot). A mixture-of-experts model serves in a regime of its own (every published MoE row lands optimistic,
-benchmarks/residuals.py): its throughput, cost and TPOT take the MoE rows (serve-moe-throughput, serve-moe-tpot); no
+benchmarks/residuals.py): its throughput and TPOT take the MoE rows (serve-moe-throughput, serve-moe-tpot); no
 MoE TTFT is published, so its TTFT takes serve-ttft. A CNN with a layer table takes the serve-vision family
 (images/s), or serve-vision-batch1 when it serves batch 1; other vision models (ViT, CNNs without a table) have no
 rows: no range, and their headline stays the roofline. Nor has a serving replica's memory: no published row states
-it, and the engines fill their KV cache up to the configured share.
+it, and the engines fill their KV cache up to the configured share. A service's cost per month is the price of the
+replicas it deploys (the autoscaler's maximum): a decision, not a prediction, so it takes no range; throughput below
+the roofline shows as a higher utilisation and latency at that cost.
 
 Gates keep their stated quantile of the same families (train.gate_quantile, train.memory_quantile); a serving SLO is
 checked on the roofline, and a warning says when the median misses it.
@@ -37,7 +39,6 @@ MEMORY_FAMILY = {"full": "memory-full", "lora": "memory-lora", "qlora": "memory-
 # fields that move with a headline by the same factor: the same quantity at other loads, or a rate derived from it
 FOLLOWERS = {
     "cost.usd_total": ("cost.usd_per_million_tokens",),
-    "cost.usd_per_month": ("cost.usd_per_million_tokens",),
     "serving.ttft_seconds": (
         "serving.ttft_p50_seconds",
         "serving.ttft_batch1_seconds",
@@ -102,8 +103,6 @@ def _serving(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
             _range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, family),
             _range(ctx, "serving.ttft_seconds", s.ttft_seconds, family, rate=True),
         ]
-        if plan.cost.usd_per_month:  # owned edge devices cost nothing per month: no spread to show
-            ranges.append(_range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, family, rate=True))
         return ranges
     throughput, tpot = _llm_families(plan)
     gpu = plan.hardware.gpu
@@ -112,7 +111,6 @@ def _serving(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
         _range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, throughput, gpu=gpu),
         _range(ctx, "serving.ttft_seconds", s.ttft_seconds, TTFT, gpu=gpu),
         _range(ctx, "serving.tpot_seconds", s.tpot_seconds, tpot, gpu=gpu),
-        _range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, throughput, rate=True, gpu=gpu),
     ]
 
 
@@ -156,22 +154,17 @@ def _alternative(a: Alternative, plan: ResolvedPlan, ctx: PassContext) -> Altern
         family = _vision_family(plan)
         if family is None:
             return a
-        usd, usd_spread = _spread(ctx, a.usd, family, rate=True)
         seconds, seconds_spread = _spread(ctx, a.seconds, family, rate=True)
-        spread = {"usd": usd_spread, "seconds": seconds_spread} if a.usd else {"seconds": seconds_spread}
-        return a.model_copy(update={"usd": usd, "seconds": seconds, "spread": spread})
-    throughput, tpot_family = _llm_families(plan)
-    usd, usd_spread = _spread(ctx, a.usd, throughput, rate=True)
+        return a.model_copy(update={"seconds": seconds, "spread": {"seconds": seconds_spread}})
+    _, tpot_family = _llm_families(plan)
     ttft, ttft_spread = _spread(ctx, a.ttft_seconds, TTFT)
     tpot, tpot_spread = _spread(ctx, a.tpot_seconds, tpot_family)
     # request latency = TTFT + output tokens × TPOT: each part at the same quantile of its own family
     decode_steps = (a.seconds - a.ttft_seconds) / a.tpot_seconds
     latency = ttft + decode_steps * tpot
     latency_spread = (ttft_spread[0] + decode_steps * tpot_spread[0], ttft_spread[1] + decode_steps * tpot_spread[1])
-    spread = {"usd": usd_spread, "seconds": latency_spread, "ttft_seconds": ttft_spread, "tpot_seconds": tpot_spread}
-    return a.model_copy(
-        update={"usd": usd, "seconds": latency, "ttft_seconds": ttft, "tpot_seconds": tpot, "spread": spread}
-    )
+    spread = {"seconds": latency_spread, "ttft_seconds": ttft_spread, "tpot_seconds": tpot_spread}
+    return a.model_copy(update={"seconds": latency, "ttft_seconds": ttft, "tpot_seconds": tpot, "spread": spread})
 
 
 def _slo_warnings(plan: ResolvedPlan) -> list[str]:
