@@ -86,7 +86,6 @@ from .train_layout import (
     routed_expert_params,
 )
 from .train_memory import (
-    NF4_BITS_PER_PARAM,
     OP_SAC,
     activation_bytes_per_layer,
     cnn_activation_bytes,
@@ -151,12 +150,6 @@ BACKWARD_SHARE_OF_COMPUTE = 2 / 3  # the backward is 4N of the 6N FLOPs per toke
 ZERO3_VOLUME_FACTOR = 1.5  # ZeRO paper §7.2.2: stage 3 moves 3Ψ against DP's 2Ψ
 GRADIENT_BYTES = 2  # 16-bit gradients reduced across DP (formulas.md §8)
 WEIGHT_BYTES_16 = 2  # the 16-bit working copy the GEMMs read (fp8 recipes cast it per GEMM)
-# A QLoRA base is dequantised before every GEMM that reads it: bitsandbytes' MatMul4Bit runs
-# `F.dequantize_4bit(B, quant_state).to(A.dtype)` in its forward and again for grad_A in its backward
-# (bitsandbytes/autograd/_functions.py), so each weight read also costs a kernel that reads the NF4 codes with their
-# absmax and writes the 16-bit copy the GEMM then reads (Dettmers et al. 2023, QLoRA §3, "dequantize the storage
-# data type to the computation data type to perform the forward and backward pass").
-DEQUANT_BYTES_PER_PARAM = NF4_BITS_PER_PARAM / 8 + WEIGHT_BYTES_16
 # CPU offload (ZeRO-Offload, Ren et al. 2021 §4): fp32 gradients go down and 16-bit weights come back over
 # PCIe each step, and the CPU runs Adam over the offloaded states. PCIe 4.0 x16 is 32 GB/s per direction,
 # ~25 GB/s achieved (NVIDIA bandwidthTest, pinned memory); one CPU socket streams ~100 GB/s of DDR
@@ -366,7 +359,6 @@ def step_time(
     reduce_once_per_step: bool = False,
     reshard_after_forward: bool = True,
     frozen_base: bool = False,
-    dequantized_base: bool = False,
 ) -> StepTime:
     """One optimizer step: grad_accum micro-batches of micro_batch sequences through a TP×CP×PP×DP layout (EP
     inside DP; `split` the layers per stage, default ⌈L/p⌉; ZeRO-3 over `zero_shard_ranks` when smaller than DP).
@@ -474,9 +466,8 @@ def step_time(
                     / ep_bandwidth
                 )
         trainable = local_params if trainable_given is None else trainable_given
-        dequant = DEQUANT_BYTES_PER_PARAM * (WEIGHT_READS_PER_MICROBATCH + repeat) if dequantized_base else 0.0
         weights = (
-            (WEIGHT_BYTES_16 * (WEIGHT_READS_PER_MICROBATCH + repeat + gathers) + dequant) * local_params
+            WEIGHT_BYTES_16 * (WEIGHT_READS_PER_MICROBATCH + repeat + gathers) * local_params
             + GRADIENT_BYTES * GRADIENT_ACCESSES_PER_MICROBATCH * trainable
         ) / hbm
         per_microbatch = matmul + attention + memory + weights

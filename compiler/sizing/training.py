@@ -774,7 +774,6 @@ def _fit(
         reduce_once_per_step=mem.accumulating > 0,
         reshard_after_forward=req.memory.reshard_after_forward,
         frozen_base=req.method != "full",
-        dequantized_base=req.method == "qlora",
         reduce_bytes_per_gradient=(
             FSDP2_REDUCE_BYTES
             if req.method == "full" and runs_on_fsdp2(framework[0], tp, pp, recompute, shape.shard, per_node, shape.cp)
