@@ -243,13 +243,6 @@ def model_flops_per_token(arch: Architecture, params: ParamCounts, seq_len: int)
     return 6 * matmul_params(arch, params) + 12 * arch.layers * attention_width(arch) * seq_len
 
 
-def frozen_base_flops_saved_per_token(arch: Architecture, params: ParamCounts, adapter_params: float) -> float:
-    """What a frozen base (LoRA, QLoRA) takes off 6·N: the base's weight gradients, less the adapters' own 6 FLOPs
-    per parameter (FROZEN_FLOPS_PER_PARAM below)."""
-    frozen = (FULL_FLOPS_PER_PARAM - FROZEN_FLOPS_PER_PARAM) * matmul_params(arch, params)
-    return frozen - FULL_FLOPS_PER_PARAM * adapter_params
-
-
 def hardware_flops_per_token(arch: Architecture, params: ParamCounts, seq_len: int, recompute: str) -> float:
     """Model FLOPs plus what recompute repeats (HFU numerator)."""
     attention_forward = 4 * arch.layers * attention_width(arch) * seq_len
@@ -311,15 +304,6 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-# GEMM FLOPs per parameter per token: forward 2, backward 2 for the input gradient and 2 for the weight gradient
-# (Kaplan et al. 2020 §2.1; Narayanan et al. 2021 §3.5). A frozen base (LoRA, QLoRA) skips the weight gradients: 4
-# (Hu et al. 2021, LoRA §4.2: "we do not need to calculate the gradients for the vast majority of the parameters",
-# a 25% faster step on GPT-3 175B; torchtune and PEFT set requires_grad=False on the base weights, so autograd
-# computes no dW for them) — while the adapters pay the full 6 on their own parameters.
-FULL_FLOPS_PER_PARAM = 6
-FROZEN_FLOPS_PER_PARAM = 4
-
-
 def step_time(
     arch: Architecture,
     params: ParamCounts,
@@ -358,7 +342,6 @@ def step_time(
     cp_allgather: bool = False,
     reduce_once_per_step: bool = False,
     reshard_after_forward: bool = True,
-    frozen_base: bool = False,
 ) -> StepTime:
     """One optimizer step: grad_accum micro-batches of micro_batch sequences through a TP×CP×PP×DP layout (EP
     inside DP; `split` the layers per stage, default ⌈L/p⌉; ZeRO-3 over `zero_shard_ranks` when smaller than DP).
@@ -393,7 +376,6 @@ def step_time(
         # the busiest stage without the head, and the last stage with it: the slower sets the stage-time
         stages = [(max(split[:-1]), False), (split[-1], True)] if pp > 1 else [(split[0], True)]
     trainable_given = trainable_params_per_replica
-    base = FROZEN_FLOPS_PER_PARAM if frozen_base else FULL_FLOPS_PER_PARAM
     step_gathers = pipeline_gathers_per_step(grad_accum, reshard_after_forward)
     gathers = (
         (step_gathers / grad_accum if reduce_once_per_step else ZERO3_GATHERS_PER_MICROBATCH)
@@ -410,9 +392,7 @@ def step_time(
                 else 0
             )
             layer_params = _layer_matmul_params(arch, params) / arch.layers
-            matmul = tokens * (layers * layer_params * (base + 2 * repeat) + base * head) / tp / rate
-            if frozen_base and trainable_given:  # the adapters' own GEMMs: forward and both backward products
-                matmul += tokens * FULL_FLOPS_PER_PARAM * trainable_given / rate
+            matmul = tokens * (layers * layer_params * (6 + 2 * repeat) + 6 * head) / tp / rate
             if recompute == OP_SAC:  # the matrices whose outputs it did not save, forward again
                 matmul += tokens * layers * 2 * op_sac_recomputed_params_per_layer(arch) / tp / rate
             local_params = (layers * layer_params + head) / tp

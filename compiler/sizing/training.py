@@ -68,7 +68,6 @@ from .train_time import (
     StepTime,
     WholeRun,
     dp_ranks_per_node,
-    frozen_base_flops_saved_per_token,
     hardware_flops_per_token,
     model_flops_per_token,
     step_time,
@@ -640,22 +639,16 @@ def _context(req: TrainRequest) -> _Context:
         req.interconnect,
         req.storage,
         req.global_batch_sequences * req.seq_len,
-        model_flops_per_token(req.arch, req.params, req.seq_len) - _frozen_saving(req, lora),
+        model_flops_per_token(req.arch, req.params, req.seq_len),
         lora,
         checkpoint_bytes(req.params, req.optimizer, req.method, lora, req.memory.master_weights),
     )
 
 
-def _frozen_saving(req: TrainRequest, adapters: float) -> float:
-    """LoRA and QLoRA compute no weight gradients for the base: 4·N, not 6·N, plus 6 per adapter parameter."""
-    return frozen_base_flops_saved_per_token(req.arch, req.params, adapters) if req.method != "full" else 0.0
-
-
 def _hardware_flops(ctx: _Context, recompute: str) -> float:
     if recompute not in ctx.hardware_flops:
         req = ctx.req
-        hardware = hardware_flops_per_token(req.arch, req.params, req.seq_len, recompute)
-        ctx.hardware_flops[recompute] = hardware - _frozen_saving(req, ctx.lora_trainable)
+        ctx.hardware_flops[recompute] = hardware_flops_per_token(req.arch, req.params, req.seq_len, recompute)
     return ctx.hardware_flops[recompute]
 
 
@@ -773,7 +766,6 @@ def _fit(
         cp_allgather=cp_by_allgather(framework[0]),
         reduce_once_per_step=mem.accumulating > 0,
         reshard_after_forward=req.memory.reshard_after_forward,
-        frozen_base=req.method != "full",
         reduce_bytes_per_gradient=(
             FSDP2_REDUCE_BYTES
             if req.method == "full" and runs_on_fsdp2(framework[0], tp, pp, recompute, shape.shard, per_node, shape.cp)

@@ -121,12 +121,7 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
             {
                 "what": "MFU",
                 "value": f"{100 * t.mfu:.1f}% (HFU {100 * t.hfu:.1f}%) at the roofline step",
-                "source": "PaLM appendix B: (6N + 12·L·H·Q·T) × tokens/s ÷ peak"
-                + (
-                    "; a frozen base takes 4N (no weight gradients) + 6 per adapter parameter (Hu et al. 2021 §4.2)"
-                    if plan.spec.train.method != "full"
-                    else ""
-                ),
+                "source": "PaLM appendix B: (6N + 12·L·H·Q·T) × tokens/s ÷ peak",
             },
             {
                 "what": "throughput",
