@@ -1,7 +1,9 @@
 """How far our predictions land from published figures, per family: the ranges every headline number carries.
 
-For each family, the ratio actual ÷ predicted over the benchmark's rows, and its P10, P50 and P90 (empirical,
-statistics.quantiles 'inclusive'). A prediction x then reads "x × P10 … x × P90" (or ÷ for a rate). Families:
+For each family, the ratio actual ÷ predicted over the benchmark's rows published up to CUTOFF_YEAR (or undated), and
+the P10, P50 and P90 of the next row's ratio (`interval`: a prediction interval on log ratios, wider where a family is
+thin). A roofline prediction x then reads "x × P10 … x × P50 … x × P90" (or ÷ for a rate), and the headline is the
+P50. Rows published after CUTOFF_YEAR never fit; benchmarks/coverage.py measures the ranges on them. Families:
 * train-step-time: step time of the 30+ published training runs of benchmarks/accuracy.py (published tokens/s
   against ours, at the layouts the sources state);
 * train-whole-run: GPU-hours of the published whole pre-training runs (benchmarks/whole_runs.py): wall time,
@@ -24,8 +26,11 @@ Usage: python benchmarks/residuals.py [--write]   (--write: compiler/catalog/res
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,11 +43,16 @@ from benchmarks.accuracy_cnn_train import ratios as cnn_train_ratios  # noqa: E4
 from benchmarks.accuracy_serve_points import moe_model_ids, point_cases  # noqa: E402
 from benchmarks.accuracy_serving import serving_cases  # noqa: E402
 from benchmarks.accuracy_vision import vision_cases  # noqa: E402
+from benchmarks.published_dates import year_by_prefix, years_by, years_by_index  # noqa: E402
 from benchmarks.whole_runs import FAMILY as WHOLE_RUN_FAMILY  # noqa: E402
-from benchmarks.whole_runs import ratios as whole_run_ratios  # noqa: E402
 from benchmarks.whole_runs import whole_run_cases  # noqa: E402
 
 RESIDUALS = REPO / "compiler" / "catalog" / "residuals.yaml"
+# The time split: rows published after this year never fit a family; the benchmark reports them on their own. A
+# family left with fewer than MIN_FIT_ROWS to fit keeps all its rows (no held-out rows; the benchmark says so).
+CUTOFF_YEAR = 2023
+MIN_FIT_ROWS = 3
+PEER_MFU = 0.5  # the naive peer: llm-analysis (cli-analysis/llm-analysis) at a fixed flops_efficiency of 0.5
 # The family an MoE model's row goes to instead of the dense one (compiler/passes/attach_ranges.py reads them the same way).
 MOE_FAMILY = {"serve-throughput": "serve-moe-throughput", "serve-tpot": "serve-moe-tpot"}
 SOURCES = {
@@ -62,45 +72,120 @@ SOURCES = {
 }
 
 
-def ratios() -> dict[str, list[float]]:
-    """actual ÷ predicted per row, by family."""
-    found: dict[str, list[float]] = {name: [] for name in SOURCES}
+@dataclass(frozen=True)
+class Row:
+    family: str
+    name: str
+    ratio: float  # actual ÷ predicted
+    year: int | None  # published (benchmarks/published_dates.py); None: the source names no year
+    peer_ratio: float | None = None  # actual ÷ a naive peer's prediction (benchmarks/coverage.py), where it has one
+    gpu: str | None = None  # the catalog GPU the row ran on, where the benchmark names one
+
+
+@lru_cache(maxsize=1)
+def labelled_rows() -> tuple[Row, ...]:
+    """Every row's actual ÷ predicted, with its family, name and year of publication."""
+    found: list[Row] = []
     for case in training_cases():
         if case.predicted_tokens_per_second_per_gpu and case.published_tokens_per_second_per_gpu:
-            found["train-step-time"].append(
-                case.predicted_tokens_per_second_per_gpu / case.published_tokens_per_second_per_gpu
-            )
-    found[WHOLE_RUN_FAMILY] = whole_run_ratios(whole_run_cases())
-    found[CNN_TRAIN_FAMILY] = cnn_train_ratios(cnn_train_cases())
+            ratio = case.predicted_tokens_per_second_per_gpu / case.published_tokens_per_second_per_gpu
+            year = year_by_prefix(case.name, "training_runs.csv", "model")
+            # llm-analysis's model at flops_efficiency 0.5: our FLOPs per token at 50% of the same dense peak
+            peer = ratio * PEER_MFU / case.predicted_mfu if case.predicted_mfu else None
+            found.append(Row("train-step-time", case.name, ratio, year, peer, case.gpu))
+    for case in whole_run_cases():
+        if case.predicted_gpu_hours:
+            year = year_by_prefix(case.name, "whole_runs.csv", "model")
+            found.append(Row(WHOLE_RUN_FAMILY, case.name, case.published_gpu_hours / case.predicted_gpu_hours, year))
+    found += [
+        Row(CNN_TRAIN_FAMILY, f"ResNet-50 row {i}", r, None) for i, r in enumerate(cnn_train_ratios(cnn_train_cases()))
+    ]
     for case in memory_cases():
-        found[f"memory-{case.family}"].append(case.measured_bytes / case.predicted_bytes)
+        year = years_by("memory_peaks_2.csv", "case").get(case.name) or years_by(
+            "memory_peaks_torchtitan.csv", "case"
+        ).get(case.name)
+        found.append(Row(f"memory-{case.family}", case.name, case.measured_bytes / case.predicted_bytes, year))
     moe = moe_model_ids()
     for case in serving_cases():
-        found[_serve_family("serve-throughput", case.model_id in moe)].append(
-            case.published_tokens_per_second / case.predicted_tokens_per_second
-        )
+        family = _serve_family("serve-throughput", case.model_id in moe)
+        ratio = case.published_tokens_per_second / case.predicted_tokens_per_second
+        found.append(Row(family, case.name, ratio, None, gpu=case.gpu_id))
+    dated = years_by_index("serve_points_2.csv")
     for case in point_cases()[0]:
         for c in case.comparisons:
-            found[_serve_family(f"serve-{c.family}", case.statement.model in moe)].append(c.published / c.predicted)
+            family = _serve_family(f"serve-{c.family}", case.statement.model in moe)
+            ratio, gpu = c.published / c.predicted, case.statement.gpu_id
+            found.append(Row(family, f"{case.name} {c.family}", ratio, dated[case.row], gpu=gpu))
     for case in vision_cases():
         family = "serve-vision-batch1" if case.regime == "batch1" else "serve-vision"
-        found[family].append(case.published_items_per_second / case.predicted_items_per_second)
+        found.append(Row(family, case.name, case.published_items_per_second / case.predicted_items_per_second, None))
+    return tuple(found)
+
+
+def ratios(rows: tuple[Row, ...] | None = None) -> dict[str, list[float]]:
+    """actual ÷ predicted per row the fit may see (published up to CUTOFF_YEAR, or undated), by family."""
+    found: dict[str, list[float]] = {name: [] for name in SOURCES}
+    for row in labelled_rows() if rows is None else rows:
+        if not held_out(row):
+            found[row.family].append(row.ratio)
     return found
+
+
+def held_out(row: Row) -> bool:
+    """Published after the cut-off, in a family that keeps MIN_FIT_ROWS earlier or undated rows to fit."""
+    return row.year is not None and row.year > CUTOFF_YEAR and row.family not in _too_thin_to_split()
+
+
+@lru_cache(maxsize=1)
+def _too_thin_to_split() -> frozenset[str]:
+    counts: dict[str, int] = {}
+    for row in labelled_rows():
+        counts[row.family] = counts.get(row.family, 0) + (row.year is None or row.year <= CUTOFF_YEAR)
+    return frozenset(f for f, n in counts.items() if n < MIN_FIT_ROWS)
 
 
 def _serve_family(family: str, is_moe: bool) -> str:
     return MOE_FAMILY.get(family, family) if is_moe else family
 
 
-def families() -> dict[str, dict]:
-    out = {}
-    for name, values in ratios().items():
-        cuts = statistics.quantiles(values, n=10, method="inclusive")
+# Student's t 0.90 quantile by degrees of freedom 1..30 (any t table; scipy.stats.t.ppf(0.9, df) to 3 places), then
+# the normal 1.2816 beyond: a P10-P90 prediction interval for one new row of a family.
+T90 = (3.078, 1.886, 1.638, 1.533, 1.476, 1.440, 1.415, 1.397, 1.383, 1.372, 1.363, 1.356, 1.350, 1.345, 1.341)
+T90 += (1.337, 1.333, 1.330, 1.328, 1.325, 1.323, 1.321, 1.319, 1.318, 1.316, 1.315, 1.314, 1.313, 1.311, 1.310)
+Z90 = 1.2816
+
+
+def interval(values: list[float]) -> tuple[float, float, float]:
+    """(P10, P50, P90) of the next row's actual ÷ predicted: the normal prediction interval on log ratios,
+    exp(m ± t(0.90, n−1) · s · √(1 + 1/n)) about their mean m (Geisser 1993, Predictive Inference, ch. 2). It widens
+    where a family is thin (t and √(1 + 1/n) grow as n falls) and narrows where it is dense; the P50 is exp(m)."""
+    logs = [math.log(v) for v in values]
+    n, mean = len(logs), statistics.fmean(logs)
+    spread = statistics.stdev(logs) if n > 1 else 0.0
+    t = T90[n - 2] if n - 1 <= len(T90) else Z90
+    half = t * spread * math.sqrt(1 + 1 / n)
+    return math.exp(mean - half), math.exp(mean), math.exp(mean + half)
+
+
+def gpus(rows: tuple[Row, ...] | None = None) -> dict[str, list[str]]:
+    """The GPUs each family's fitted rows ran on, where every row names one (else no claim: an empty list)."""
+    found: dict[str, list[Row]] = {name: [] for name in SOURCES}
+    for row in labelled_rows() if rows is None else rows:
+        if not held_out(row):
+            found[row.family].append(row)
+    return {f: sorted({r.gpu for r in rs}) if rs and all(r.gpu for r in rs) else [] for f, rs in found.items()}
+
+
+def families(rows: tuple[Row, ...] | None = None) -> dict[str, dict]:
+    out, support = {}, gpus(rows)
+    for name, values in ratios(rows).items():
+        p10, p50, p90 = interval(values)
         out[name] = {
             "rows": len(values),
-            "p10": round(cuts[0], 4),
-            "p50": round(statistics.median(values), 4),
-            "p90": round(cuts[-1], 4),
+            "p10": round(p10, 4),
+            "p50": round(p50, 4),
+            "p90": round(p90, 4),
+            "gpus": support[name],
             "source": SOURCES[name],
         }
     return out
@@ -109,12 +194,14 @@ def families() -> dict[str, dict]:
 def residuals_text() -> str:
     lines = [
         "# Generated by `python benchmarks/residuals.py --write`; do not edit (tests/test_ranges.py checks it).",
-        "# actual ÷ predicted over each family's benchmark rows: P10, P50, P90.",
+        "# actual ÷ predicted over each family's benchmark rows: P10, P50, P90; gpus: what its rows ran on (empty: not",
+        "# known for every row).",
         "families:",
     ]
     for name, f in families().items():
         lines.append(
-            f'  {name}: {{rows: {f["rows"]}, p10: {f["p10"]}, p50: {f["p50"]}, p90: {f["p90"]}, source: "{f["source"]}"}}'
+            f"  {name}: {{rows: {f['rows']}, p10: {f['p10']}, p50: {f['p50']}, p90: {f['p90']}, "
+            f'gpus: [{", ".join(f["gpus"])}], source: "{f["source"]}"}}'
         )
     return "\n".join(lines) + "\n"
 

@@ -30,7 +30,7 @@ def test_memory_chart_places_each_term_and_the_capacity_line():
 
 def test_hostile_labels_are_escaped_in_svg():
     axis = charts.Axis("x", charts.usd_unit)
-    svg = charts.pareto([("<script>alert(1)</script> & co", 1.0, 2.0, True)], axis, axis, "t")
+    svg = charts.pareto([charts.Point("<script>alert(1)</script> & co", 1.0, 2.0, True)], axis, axis, "t")
     ET.fromstring(svg)  # still well-formed
     assert "<script>" not in svg
 
@@ -93,3 +93,63 @@ def test_ticks_are_round_numbers_in_the_display_unit():
     assert charts.tick_text(16.5 * 86400, charts.seconds_unit(30 * 86400), 0.5 * 86400) == "16.5 d"
     assert charts.axis_range([173_000, 175_400])[0] > 170_000  # zero-free when the spread is small
     assert charts.axis_range([1.0, 30.0])[0] == 0.0
+
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _texts(svg: str) -> list[str]:
+    return [t.text or "" for t in ET.fromstring(svg).iter(f"{SVG}text")]
+
+
+def _compiled(example: str) -> dict[str, str]:
+    from compiler.pipeline import compile_plan
+    from tests.conftest import REPO
+
+    return {f.path: f.text for f in compile_plan(REPO / "examples" / f"{example}.yaml").files}
+
+
+def test_every_point_has_its_whiskers_and_the_gate_names_its_quantile():
+    """llama3-8b-pretrain: the options at P50 with P10-P90 whiskers on cost and time, and the deadline and budget
+    lines say they are checked at P90 (so a point left of the budget line at P50 can still be rejected visibly)."""
+    svg = _compiled("llama3-8b-pretrain")["charts/pareto.svg"]
+    root = ET.fromstring(svg)
+    points = len(list(root.iter(f"{SVG}circle")))
+    whiskers = [line for line in root.iter(f"{SVG}line") if line.get("stroke-width") == "1.5"]
+    assert points >= 3 and len(whiskers) == 2 * points
+    texts = _texts(svg)
+    assert any(t.startswith("deadline 30 d (checked at P90)") for t in texts), texts
+    assert any(t.startswith("budget $450k (checked at P90)") for t in texts), texts
+    assert any("whiskers P10–P90" in t for t in texts)
+
+
+def test_a_serving_plan_is_charted_on_the_slo_quantities():
+    """An LLM service's SLO names TTFT and TPOT: one chart on each, each with its SLO line, not request latency."""
+    files = _compiled("llama3-70b-fp8-slo")
+    ttft, tpot = _texts(files["charts/pareto.svg"]), _texts(files["charts/pareto-tpot.svg"])
+    assert "TTFT p99 at peak" in ttft and any(t.startswith("TTFT SLO 2") for t in ttft), ttft
+    assert "TPOT p99 at peak" in tpot and any(t.startswith("TPOT SLO 50 ms") for t in tpot), tpot
+    report = files["REPORT.md"]
+    assert "![charts/pareto.svg](charts/pareto.svg)" in report and "(charts/pareto-tpot.svg)" in report
+
+
+def test_a_single_option_gets_no_scatter_and_the_report_no_broken_image():
+    """mistral-7b-sft has one option: a scatter of one point says nothing, so none is written or linked."""
+    files = _compiled("mistral-7b-fsdp-finetune")
+    assert "charts/pareto.svg" not in files and "pareto.svg" not in files["REPORT.md"]
+    assert "charts/memory.svg" in files
+
+
+def test_an_axis_that_does_not_start_at_zero_carries_a_break_mark_and_one_spanning_decades_is_log():
+    axis = charts.Axis("cost", charts.usd_unit)
+    time = charts.Axis("time", charts.seconds_unit)
+    close = [charts.Point("a", 173_000, 10.0), charts.Point("b", 175_400, 20.0)]
+    marks = [
+        line
+        for line in ET.fromstring(charts.pareto(close, axis, time, "t")).iter(f"{SVG}line")
+        if line.get("x1") != line.get("x2") and line.get("y1") != line.get("y2")
+    ]
+    assert len(marks) == 2  # the cost axis starts near $172k: two slashes; the time axis starts at zero
+    spread = [charts.Point("a", 1.0, 3 * 86400), charts.Point("b", 2.0, 1079 * 86400)]
+    texts = _texts(charts.pareto(spread, axis, time, "t"))
+    assert "time (log scale)" in texts and {"10 d", "100 d", "1000 d"} <= set(texts)

@@ -125,7 +125,7 @@ name: hsdp-search
 workload: train
 model: {{preset: llama-3.1-8b}}
 precision: bf16
-train: {{tokens: 100B, seq_len: 8192, global_batch: 512, framework: fsdp, entrypoint: {{script: train.py}}}}
+train: {{tokens: 100B, seq_len: 8192, global_batch: 512, framework: fsdp, memory_quantile: none, entrypoint: {{script: train.py}}}}
 cluster: {{scheduler: slurm, gpus: [h100-sxm-80gb], count: 128, gpus_per_node: 8, interconnect: efa-400g, storage: lustre}}
 {parallelism}
 """
@@ -133,7 +133,7 @@ cluster: {{scheduler: slurm, gpus: [h100-sxm-80gb], count: 128, gpus_per_node: 8
 
 @pytest.mark.parametrize(("parallelism", "group", "mesh"), [("", 8, None), ("parallelism: {tp: 2}", 4, [16, 4, 2])])
 def test_the_searched_group_reaches_the_fsdp_files(tmp_path, parallelism, group, mesh):
-    """Unpinned, on slow NICs: a node's group of 8 runs as Accelerate's FSDP1 HYBRID_SHARD; with TP2 a node holds 4
+    """Unpinned, on slow NICs, memory gated on the roofline (the P50 margin leaves a node's group no room): a node's group of 8 runs as Accelerate's FSDP1 HYBRID_SHARD; with TP2 a node holds 4
     data-parallel ranks, and FSDP2's mesh [dp_replicate, dp_shard, tp] is 16 replicas × 4 × 2."""
     plan_file = tmp_path / "plan.yaml"
     plan_file.write_text(PLAN.format(parallelism=parallelism))

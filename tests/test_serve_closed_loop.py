@@ -73,12 +73,17 @@ def _plan(tmp_path, traffic: dict, name: str = "plan", **serve):
 
 
 def test_a_closed_loop_plan_is_sized_and_reported_at_its_clients(tmp_path):
-    s = resolve(_plan(tmp_path, {"concurrency": 40, "peak_factor": 2}, max_num_seqs=32)).serving
+    plan = resolve(_plan(tmp_path, {"concurrency": 40, "peak_factor": 2}, max_num_seqs=32))
+    s = plan.serving
     assert s.concurrency == 40 and s.max_concurrency == 32
     assert (s.min_replicas, s.max_replicas) == (math.ceil(40 / 32), math.ceil(80 / 32))  # each client holds a slot
     clients = 80 / s.max_replicas
     assert s.in_flight_at_peak == pytest.approx(clients)
-    assert s.requests_per_second_at_peak * (s.ttft_p50_seconds + 250 * s.tpot_p50_seconds) == pytest.approx(clients)
+    # Little's law holds on the roofline the load point was sized with (the headlines are its P50s)
+    median = {r.quantity: r.p50 / r.roofline for r in plan.ranges}
+    ttft = s.ttft_p50_seconds / median["serving.ttft_seconds"]
+    tpot = s.tpot_p50_seconds / median["serving.tpot_seconds"]
+    assert s.requests_per_second_at_peak * (ttft + 250 * tpot) == pytest.approx(clients)
     assert s.ttft_seconds > s.ttft_p50_seconds and s.itl_p50_seconds < s.tpot_p50_seconds
     assert (
         0 < s.requests_per_second < s.requests_per_second_at_peak * s.max_replicas

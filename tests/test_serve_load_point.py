@@ -65,3 +65,17 @@ def test_serving_alternatives_are_a_front_on_the_axes_shown(tmp_path):
     points = [(a.usd, a.seconds) for a in plan.alternatives]
     dominated = [p for p in points if any(q != p and q[0] <= p[0] and q[1] <= p[1] for q in points)]
     assert len(points) > 1 and dominated == []
+
+
+def test_a_pinned_load_point_sizes_the_replicas_and_the_report_says_so(tmp_path):
+    """serve.target_utilization 0.9 (an MLPerf-Server-like load) against the default 0.6: fewer replicas, each busier,
+    so a slower TTFT; the plan records the load point and whether it was pinned, and REPORT.md names it."""
+    default = resolve(_serve(tmp_path, 40.0))
+    path = _serve(tmp_path, 40.0, target_utilization=0.9)
+    pinned = resolve(path)
+    assert (default.serving.target_utilization, pinned.serving.target_utilization) == (0.6, 0.9)
+    assert not default.serving.load_point_pinned and pinned.serving.load_point_pinned
+    assert pinned.serving.replicas_needed < default.serving.replicas_needed
+    assert pinned.serving.ttft_seconds > default.serving.ttft_seconds
+    report = next(f.text for f in compile_plan(path).files if f.path == "REPORT.md")
+    assert "target utilisation 0.9 (serve.target_utilization)" in report

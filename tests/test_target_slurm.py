@@ -78,14 +78,20 @@ def test_long_run_becomes_a_chain():
 
 
 def test_a_chain_completes_a_run_as_slow_as_the_step_range_p90():
-    """Published steps run up to 1.35 × ours at P90: the links are sized at that step, so a run that slow still
-    gets every step (at the point estimate's 10 % margin, 30 links would stop about a fifth short)."""
+    """Published steps run up to 1.35 × the headline at P90: the links are sized at that step, so a run that slow
+    still gets every step (at the headline's 10 % margin, 30 links would stop about a fifth short)."""
     from compiler.deployment.training import job_chain
     from compiler.plan.resolved import Range
 
     plan = training_plan()
     spread = Range(
-        quantity="training.step_seconds", predicted=9.5, p10=9.5, p90=9.5 * 1.35, family="train-step-time", rows=30
+        quantity="training.step_seconds",
+        roofline=9.5,
+        p10=9.5,
+        p50=9.5,
+        p90=9.5 * 1.35,
+        family="train-step-time",
+        rows=30,
     )
     links, per_link, limit = job_chain(plan.model_copy(update={"ranges": [spread]}), 3600, 86_400)
     slow_step = 9.5 * 1.35 * (1 + 40 / 3600)

@@ -255,7 +255,7 @@ def test_hsdp_shard_group_reaches_the_accelerate_config(tmp_path):
     plan_file.write_text(
         "name: hsdp\nworkload: train\nmodel: {preset: llama-3.1-8b}\n"
         "train: {tokens: 100B, seq_len: 4096, global_batch: 256, framework: fsdp}\n"
-        "cluster: {gpu: h100-sxm-80gb, count: 32}\nparallelism: {zero_stage: 3, shard_group_gpus: 8}\n"
+        "cluster: {gpu: h100-sxm-80gb, count: 32}\nparallelism: {tp: 1, zero_stage: 3, shard_group_gpus: 8}\n"
     )
     plan = resolve(plan_file)
     assert plan.parallelism.shard_group_gpus == 8 and plan.parallelism.framework == "fsdp"

@@ -1,5 +1,5 @@
 """Residuals of the sizing against published figures, per family (residuals.yaml, written by
-benchmarks/residuals.py): the ratio actual ÷ predicted at P10, P50 and P90 over the family's rows."""
+benchmarks/residuals.py): the ratio actual ÷ predicted at P10, P50 and P90 over the family's rows, and the GPUs they ran on."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ class Residual(BaseModel):
     p10: float = Field(gt=0)
     p50: float = Field(gt=0)
     p90: float = Field(gt=0)
+    gpus: tuple[str, ...] = ()  # the GPUs its rows ran on; empty where not every row names one
     source: str
 
 

@@ -76,15 +76,15 @@ _FABRIC_ENV = {"ib": _IB_ENV, "roce": _ROCE_ENV, "efa": _EFA_ENV}
 # the common caps (NERSC Perlmutter regular QOS 48 h, many university partitions 24-72 h). Longer runs chain.
 MAX_JOB_SECONDS = 24 * 3600
 # Share added to the estimated training time of a job: step-time variance between the sizing model
-# and the real run. The step-time range's P90 (published steps ÷ ours, attach_ranges) when it says more: a
-# chain sized at the point estimate would end before the run does on a site as slow as 1 in 10 published runs.
+# and the real run. The step-time range's P90 over its P50 headline (published steps ÷ ours, attach_ranges) when it
+# says more: a chain sized at the median would end before the run does on a site as slow as 1 in 10 published runs.
 TIME_MARGIN_FRACTION = 0.10
 STEP_RANGE = "training.step_seconds"
 
 
 def time_margin_fraction(plan: ResolvedPlan) -> float:
     spread = next((r for r in plan.ranges if r.quantity == STEP_RANGE), None)
-    return max(TIME_MARGIN_FRACTION, spread.p90 / spread.predicted - 1 if spread and spread.predicted else 0.0)
+    return max(TIME_MARGIN_FRACTION, spread.p90 / spread.p50 - 1 if spread and spread.p50 else 0.0)
 
 
 # Fixed start-up cost of every job: container start, rendezvous, NCCL communicator set-up, data-loader

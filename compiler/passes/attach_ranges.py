@@ -1,23 +1,30 @@
-"""attach_ranges: every headline prediction with the spread its family of published figures shows.
+"""attach_ranges: every headline is the median of its calibrated distribution, with P10 and P90 beside it.
 
 A family's residuals (compiler/catalog/residuals.yaml, written by benchmarks/residuals.py) are the ratio
-actual ÷ predicted at P10 and P90 over its rows. Step time and throughput take the steady-step family; a pre-training
-plan's wall time, GPU-hours and cost the published whole pre-training runs (failures, restarts, stragglers and all that
-a step leaves out); a fine-tune's, which no published whole run resembles, the steady-step family; a CNN sized layer by
-layer all of them the published CNN training rows (train-cnn). A duration, a size
-or a cost that grows with it reads predicted × ratio; a rate reads predicted ÷ ratio (so its P10 comes from the P90
-ratio). TTFT and TPOT take the published latencies at stated load points (serve-ttft, serve-tpot). A mixture-of-experts
-model serves in a regime of its own (every published MoE row lands optimistic, benchmarks/residuals.py): its
-throughput, cost and TPOT take the MoE rows (serve-moe-throughput, serve-moe-tpot); no MoE TTFT is published, so its
-TTFT takes serve-ttft. A CNN with a
-layer table takes the serve-vision family (images/s), or serve-vision-batch1 when it serves batch 1; other vision
-models (ViT, CNNs without a table) have no rows: no range. Nor has a serving replica's memory: no published row states
-it, and the engines fill their KV cache up to the configured share, so its split shows in serve-throughput (README).
+actual ÷ predicted at P10, P50 and P90 over its rows. The sizing passes predict a roofline; this pass keeps that number
+as the range's `roofline` and writes roofline × P50 into the headline's own field (÷ for a rate, whose P10 comes from
+the P90 ratio), so every headline a reader, a chart or a generated file takes is the median, inside its own range.
+Step time and throughput take the steady-step family; a pre-training plan's wall time, GPU-hours and cost the
+published whole pre-training runs (failures, restarts, stragglers and all that a step leaves out); a fine-tune's,
+which no published whole run resembles, the steady-step family; a CNN sized layer by layer all of them the published
+CNN training rows (train-cnn). TTFT and TPOT take the published latencies at stated load points (serve-ttft,
+serve-tpot). A mixture-of-experts model serves in a regime of its own (every published MoE row lands optimistic,
+benchmarks/residuals.py): its throughput and TPOT take the MoE rows (serve-moe-throughput, serve-moe-tpot); no
+MoE TTFT is published, so its TTFT takes serve-ttft. A CNN with a layer table takes the serve-vision family
+(images/s), or serve-vision-batch1 when it serves batch 1; other vision models (ViT, CNNs without a table) have no
+rows: no range, and their headline stays the roofline. Nor has a serving replica's memory: no published row states
+it, and the engines fill their KV cache up to the configured share. A service's cost per month is the price of the
+replicas it deploys (the autoscaler's maximum): a decision, not a prediction, so it takes no range; throughput below
+the roofline shows as a higher utilisation and latency at that cost.
+
+Gates keep their stated quantile of the same families (train.gate_quantile, train.memory_quantile); a serving SLO is
+checked on the roofline, and a warning says when the median misses it.
 """
 
 from __future__ import annotations
 
-from ..plan.resolved import Range, ResolvedPlan
+from ..plan.resolved import Alternative, Decision, Range, ResolvedPlan
+from ..units import format_seconds
 from .context import PassContext
 from .size_training import step_family, time_family
 
@@ -29,57 +36,198 @@ MOE_TPOT = "serve-moe-tpot"
 VISION = "serve-vision"
 VISION_BATCH1 = "serve-vision-batch1"  # batch-1 rows: launch and framework overhead the roofline leaves out
 MEMORY_FAMILY = {"full": "memory-full", "lora": "memory-lora", "qlora": "memory-qlora"}
+# fields that move with a headline by the same factor: the same quantity at other loads, or a rate derived from it
+FOLLOWERS = {
+    "cost.usd_total": ("cost.usd_per_million_tokens",),
+    "serving.ttft_seconds": (
+        "serving.ttft_p50_seconds",
+        "serving.ttft_batch1_seconds",
+        "serving.ttft_at_capacity_seconds",
+    ),
+    "serving.tpot_seconds": (
+        "serving.tpot_p50_seconds",
+        "serving.tpot_batch1_seconds",
+        "serving.tpot_at_capacity_seconds",
+        "serving.itl_p50_seconds",
+    ),
+}
 
 
-def _range(ctx: PassContext, quantity: str, predicted: float, family: str, rate: bool = False) -> Range:
+def _range(ctx: PassContext, quantity: str, roofline: float, family: str, rate: bool = False, gpu: str = "") -> Range:
     r = ctx.catalog.residuals[family]
-    low, high = (predicted / r.p90, predicted / r.p10) if rate else (predicted * r.p10, predicted * r.p90)
-    return Range(quantity=quantity, predicted=predicted, p10=low, p90=high, family=family, rows=r.rows)
+    if rate:
+        low, mid, high = roofline / r.p90, roofline / r.p50, roofline / r.p10
+    else:
+        low, mid, high = roofline * r.p10, roofline * r.p50, roofline * r.p90
+    outside = (
+        f"no published {family} row ran on {gpu} (its rows: {', '.join(r.gpus)})"
+        if gpu and r.gpus and gpu not in r.gpus
+        else ""
+    )
+    return Range(
+        quantity=quantity, roofline=roofline, p10=low, p50=mid, p90=high, family=family, rows=r.rows, outside=outside
+    )
 
 
 def _training(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
     t, method = plan.training, plan.spec.train.method
     arch = plan.model.architecture
-    run, step = time_family(plan.workload, arch), step_family(arch)
+    run, step, gpu = time_family(plan.workload, arch), step_family(arch), plan.hardware.gpu
     ranges = [
-        _range(ctx, "training.step_seconds", t.step_seconds, step),
-        _range(ctx, "training.wall_seconds", t.wall_seconds, run),
-        _range(ctx, "training.gpu_hours", t.gpu_hours, run),
-        _range(ctx, "training.tokens_per_second", t.tokens_per_second, step, rate=True),
-        _range(ctx, "cost.usd_total", plan.cost.usd_total, run),
+        _range(ctx, "training.step_seconds", t.step_seconds, step, gpu=gpu),
+        _range(ctx, "training.wall_seconds", t.wall_seconds, run, gpu=gpu),
+        _range(ctx, "training.gpu_hours", t.gpu_hours, run, gpu=gpu),
+        _range(ctx, "training.tokens_per_second", t.tokens_per_second, step, rate=True, gpu=gpu),
+        _range(ctx, "cost.usd_total", plan.cost.usd_total, run, gpu=gpu),
     ]
     if plan.memory_per_gpu_bytes.total:
-        ranges.append(_range(ctx, "memory_per_gpu_bytes.total", plan.memory_per_gpu_bytes.total, MEMORY_FAMILY[method]))
+        total = plan.memory_per_gpu_bytes.total
+        ranges.append(_range(ctx, "memory_per_gpu_bytes.total", total, MEMORY_FAMILY[method], gpu=gpu))
     return ranges
+
+
+def _vision_family(plan: ResolvedPlan) -> str | None:
+    """CNNs sized layer by layer have published rows; ViTs and encoders not yet."""
+    if not (plan.model.architecture.kind == "cnn" and plan.model.architecture.layer_table):
+        return None
+    return VISION_BATCH1 if plan.serving.max_concurrency == 1 else VISION
 
 
 def _serving(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
     s = plan.serving
-    if not s.tpot_seconds:  # vision: CNNs sized layer by layer have published rows; ViTs and encoders not yet
-        if not (plan.model.architecture.kind == "cnn" and plan.model.architecture.layer_table):
+    if not s.tpot_seconds:
+        family = _vision_family(plan)
+        if family is None:
             return []
-        family = VISION_BATCH1 if s.max_concurrency == 1 else VISION
         ranges = [
             _range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, family),
             _range(ctx, "serving.ttft_seconds", s.ttft_seconds, family, rate=True),
         ]
-        if plan.cost.usd_per_month:  # owned edge devices cost nothing per month: no spread to show
-            ranges.append(_range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, family, rate=True))
         return ranges
-    moe = plan.model.architecture.is_moe
-    throughput, tpot = (MOE_THROUGHPUT, MOE_TPOT) if moe else (THROUGHPUT, TPOT)
+    throughput, tpot = _llm_families(plan)
+    gpu = plan.hardware.gpu
     # a replica's throughput; the replicas, so the monthly cost, scale inversely with it
     return [
-        _range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, throughput),
-        _range(ctx, "serving.ttft_seconds", s.ttft_seconds, TTFT),
-        _range(ctx, "serving.tpot_seconds", s.tpot_seconds, tpot),
-        _range(ctx, "cost.usd_per_month", plan.cost.usd_per_month, throughput, rate=True),
+        _range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, throughput, gpu=gpu),
+        _range(ctx, "serving.ttft_seconds", s.ttft_seconds, TTFT, gpu=gpu),
+        _range(ctx, "serving.tpot_seconds", s.tpot_seconds, tpot, gpu=gpu),
     ]
+
+
+def _llm_families(plan: ResolvedPlan) -> tuple[str, str]:
+    return (MOE_THROUGHPUT, MOE_TPOT) if plan.model.architecture.is_moe else (THROUGHPUT, TPOT)
+
+
+def _set(plan: ResolvedPlan, dotted: str, value: float) -> ResolvedPlan:
+    section_name, field = dotted.split(".")
+    section = getattr(plan, section_name)
+    if isinstance(getattr(section, field), int):
+        value = round(value)
+    return plan.model_copy(update={section_name: section.model_copy(update={field: value})})
+
+
+def _headlines_at_median(plan: ResolvedPlan, ranges: list[Range]) -> ResolvedPlan:
+    for r in ranges:
+        plan = _set(plan, r.quantity, r.p50)
+        factor = r.p50 / r.roofline if r.roofline else 1.0
+        for follower in FOLLOWERS.get(r.quantity, ()):
+            section, field = follower.split(".")
+            plan = _set(plan, follower, getattr(getattr(plan, section), field) * factor)
+    return plan
+
+
+def _spread(ctx: PassContext, roofline: float, family: str, rate: bool = False) -> tuple[float, tuple[float, float]]:
+    r = _range(ctx, "", roofline, family, rate)
+    return r.p50, (r.p10, r.p90)
+
+
+def _alternative(a: Alternative, plan: ResolvedPlan, ctx: PassContext) -> Alternative:
+    """An alternative's cost and time at P50 of the same families as the headline, with P10-P90."""
+    if plan.training is not None:
+        run = time_family(plan.workload, plan.model.architecture)
+        usd, usd_spread = _spread(ctx, a.usd, run)
+        seconds, seconds_spread = _spread(ctx, a.seconds, run)
+        return a.model_copy(
+            update={"usd": usd, "seconds": seconds, "spread": {"usd": usd_spread, "seconds": seconds_spread}}
+        )
+    if not a.tpot_seconds:
+        family = _vision_family(plan)
+        if family is None:
+            return a
+        seconds, seconds_spread = _spread(ctx, a.seconds, family, rate=True)
+        return a.model_copy(update={"seconds": seconds, "spread": {"seconds": seconds_spread}})
+    _, tpot_family = _llm_families(plan)
+    ttft, ttft_spread = _spread(ctx, a.ttft_seconds, TTFT)
+    tpot, tpot_spread = _spread(ctx, a.tpot_seconds, tpot_family)
+    # request latency = TTFT + output tokens × TPOT: each part at the same quantile of its own family
+    decode_steps = (a.seconds - a.ttft_seconds) / a.tpot_seconds
+    latency = ttft + decode_steps * tpot
+    latency_spread = (ttft_spread[0] + decode_steps * tpot_spread[0], ttft_spread[1] + decode_steps * tpot_spread[1])
+    spread = {"seconds": latency_spread, "ttft_seconds": ttft_spread, "tpot_seconds": tpot_spread}
+    return a.model_copy(update={"seconds": latency, "ttft_seconds": ttft, "tpot_seconds": tpot, "spread": spread})
+
+
+def _slo_warnings(plan: ResolvedPlan) -> list[str]:
+    """The search meets a serving SLO with the roofline; say where the median misses it."""
+    s = plan.serving
+    if s is None:
+        return []
+    found = []
+    for name, value, slo in (
+        ("TTFT", s.ttft_seconds, s.ttft_slo_seconds),
+        ("TPOT", s.tpot_seconds, s.tpot_slo_seconds),
+    ):
+        if slo and value > slo:
+            found.append(
+                f"{name} p99 at peak is {format_seconds(value)} at P50 of the published ÷ predicted ratios, above "
+                f"the {format_seconds(slo)} SLO the roofline prediction meets: budget for more replicas or a "
+                "lower load point"
+            )
+    return found
+
+
+def _outside_warnings(ranges: list[Range]) -> list[str]:
+    """One warning per family the plan lies outside of: its range is borrowed, not measured."""
+    said = dict.fromkeys(r.outside for r in ranges if r.outside)
+    return [f"{reason}: the range is borrowed from other GPUs, not measured on this one" for reason in said]
+
+
+def _calibration(plan: ResolvedPlan, ranges: list[Range]) -> Decision:
+    """Which median each headline took, and the quantile each gate used."""
+    factors: dict[str, list[str]] = {}
+    for r in ranges:
+        factor = r.p50 / r.roofline if r.roofline else 1.0
+        factors.setdefault(f"× {factor:.2f} ({r.family}, {r.rows} published rows)", []).append(r.quantity)
+    medians = "; ".join(f"{', '.join(q)} {f}" for f, q in factors.items())
+    if plan.training is not None:
+        train = plan.spec.train
+        gates = (
+            f"deadline and budget checked at {train.gate_quantile.upper()} (train.gate_quantile), memory fit at "
+            f"{train.memory_quantile.upper()} (train.memory_quantile)"
+        )
+    else:
+        gates = "the latency SLOs checked on the roofline prediction (a warning says where the P50 misses one)"
+    return Decision(
+        topic="calibration",
+        choice="headlines at P50 of published actual ÷ predicted",
+        reason=f"{medians}; {gates}",
+    )
 
 
 def attach_ranges(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     if plan.training is not None:
-        return plan.model_copy(update={"ranges": _training(plan, ctx)})
-    if plan.serving is not None:
-        return plan.model_copy(update={"ranges": _serving(plan, ctx)})
-    return plan
+        ranges = _training(plan, ctx)
+    elif plan.serving is not None:
+        ranges = _serving(plan, ctx)
+    else:
+        return plan
+    alternatives = [_alternative(a, plan, ctx) for a in plan.alternatives] if ranges else plan.alternatives
+    calibrated = _headlines_at_median(plan, ranges)
+    return calibrated.model_copy(
+        update={
+            "ranges": ranges,
+            "alternatives": alternatives,
+            "decisions": calibrated.decisions + ([_calibration(plan, ranges)] if ranges else []),
+            "warnings": calibrated.warnings + _slo_warnings(calibrated) + _outside_warnings(ranges),
+        }
+    )

@@ -27,7 +27,13 @@ from ..sizing.reasons import because
 from ..sizing.serve.search import search_serving
 from ..sizing.serve.speculative import tokens_per_round
 from ..sizing.serve.stages import PipelineStage, size_pipeline
-from ..sizing.serve.types import HOURS_PER_MONTH, MAX_REJECTED, ServeCandidate, ServeRequest
+from ..sizing.serve.types import (
+    DEFAULT_TARGET_UTILIZATION,
+    HOURS_PER_MONTH,
+    MAX_REJECTED,
+    ServeCandidate,
+    ServeRequest,
+)
 from .context import PassContext
 from .resolve_model import model_info
 from .wording import rejection_rows, serving_decisions, serving_infeasible, stage_ratio_decision, words
@@ -72,6 +78,7 @@ def _request(
         max_batch=serve.max_num_seqs,
         concurrency=serve.traffic.concurrency,
         min_replicas=serve.min_replicas,
+        target_utilization=serve.target_utilization or DEFAULT_TARGET_UTILIZATION,
         attention_dp=serve.attention_dp,
         speculative_tokens=serve.speculative.num_speculative_tokens if serve.speculative else 0,
         acceptance_rate=serve.speculative.acceptance_rate if serve.speculative else None,
@@ -133,6 +140,8 @@ def _sections(
         ttft_p50_seconds=c.ttft_p50_seconds,
         tpot_p50_seconds=c.tpot_p50_seconds,
         utilization_at_peak=c.utilization_at_peak,
+        target_utilization=c.target_utilization,
+        load_point_pinned=spec.serve.target_utilization is not None,
         in_flight_at_peak=c.in_flight_at_peak,
         ttft_batch1_seconds=c.ttft_batch1_seconds,
         tpot_batch1_seconds=c.tpot_batch1_seconds,
@@ -188,7 +197,14 @@ def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
                 alert_at=spec.budget.alert_at,
             ),
             "alternatives": [
-                Alternative(description=a.description, usd=a.usd_per_month, seconds=a.latency_seconds, chosen=a == c)
+                Alternative(
+                    description=a.description,
+                    usd=a.usd_per_month,
+                    seconds=a.latency_seconds,
+                    chosen=a == c,
+                    ttft_seconds=a.ttft_seconds if a.tpot_seconds else 0.0,
+                    tpot_seconds=a.tpot_seconds,
+                )
                 for a in result.pareto
             ],
             "rejected": [Rejection(description=d, reason=r) for d, r in rejection_rows(result.rejected, MAX_REJECTED)],

@@ -177,8 +177,8 @@ _GAPS = {
 
 
 def _gated(value: str, gated: str, quantile: str) -> str:
-    """A predicted figure and the one the deadline or budget was checked with, when they differ."""
-    return value if gated == value else f"{value} ({gated} at {quantile})"
+    """A roofline figure and the one the deadline or budget was checked with, when they differ."""
+    return f"roofline {value}" if gated == value else f"roofline {value} ({gated} at {quantile})"
 
 
 def _over_budget_cheapest(
@@ -306,7 +306,7 @@ def training_decisions(
             f"({m.allocated / 2**30:.1f} GiB allocated, {m.reserved / 2**30:.1f} GiB reserved by the caching "
             f"allocator, the rest CUDA context and NCCL)"
             + _pipeline_unsharded_words(m)
-            + f"; step {format_seconds(s.total)}",
+            + f"; roofline step {format_seconds(s.total)}",
         ),
         Decision(topic="framework", choice=c.framework, reason=words(c.framework_reason)),
         Decision(
@@ -324,13 +324,13 @@ def training_decisions(
         ),
         Decision(
             topic="time",
-            choice=f"{format_seconds(c.wall_seconds)}, {format_count(c.gpu_hours)} GPU-hours, MFU {100 * c.mfu:.1f}%",
+            choice=f"roofline {format_seconds(c.wall_seconds)}, {format_count(c.gpu_hours)} GPU-hours, MFU {100 * c.mfu:.1f}%",
             reason=f"{format_count(tokens)} tokens at {format_count(c.tokens_per_second)} tokens/s, goodput {100 * c.goodput:.1f}% "
             f"({_whole_run_words(c.whole_run)})",
         ),
         Decision(
             topic="cost",
-            choice=format_usd(c.cost_usd),
+            choice=f"roofline {format_usd(c.cost_usd)}",
             reason=f"{format_count(c.gpu_hours)} GPU-hours × {format_usd(hardware.usd_per_gpu_hour)} ({spec.cluster.pricing})",
         ),
     ]

@@ -211,6 +211,10 @@ class Serving(Section):
     utilization_at_peak: float = Field(
         0.0, description="a replica's utilisation at peak traffic over replicas_needed (the capacity-sized count)"
     )
+    target_utilization: float = Field(
+        0.0, description="the load point replicas are sized for at peak: serve.target_utilization, or the default"
+    )
+    load_point_pinned: bool = Field(False, description="the plan gave serve.target_utilization")
     in_flight_at_peak: float = Field(0.0, description="sequences a replica runs at peak traffic (Little's law)")
     ttft_batch1_seconds: float = Field(0.0, description="one request alone: one prefill and one decode step")
     tpot_batch1_seconds: float = 0.0
@@ -258,9 +262,14 @@ class Cost(Section):
 
 class Alternative(Section):
     description: str
-    usd: float = Field(description="total (train) or per month (serve)")
-    seconds: float = Field(description="wall time (train) or TPOT (serve)")
+    usd: float = Field(description="total (train) or per month (serve), at P50 when the plan carries ranges")
+    seconds: float = Field(description="wall time (train) or request latency (serve), at P50 when ranged")
     chosen: bool = False
+    ttft_seconds: float = Field(0.0, description="serving LLMs: time to first token p99 at peak (P50 when ranged)")
+    tpot_seconds: float = Field(0.0, description="serving LLMs: time per output token p99 at peak (P50 when ranged)")
+    spread: dict[str, tuple[float, float]] = Field(
+        default_factory=dict, description="field name -> (P10, P90) where a published family covers it"
+    )
 
 
 class Rejection(Section):
@@ -269,15 +278,21 @@ class Rejection(Section):
 
 
 class Range(Section):
-    """A prediction with the spread its family of published figures shows: predicted × (actual ÷ predicted) at P10
-    and P90 (÷ for rates) over the family's rows (compiler/catalog/residuals.yaml, benchmarks/residuals.py)."""
+    """A headline with the spread its family of published figures shows: the roofline prediction × (actual ÷
+    predicted) at P10, P50 and P90 (÷ for rates) over the family's rows (compiler/catalog/residuals.yaml,
+    benchmarks/residuals.py). The headline at `quantity` is the P50."""
 
-    quantity: str = Field(description="dotted plan.json path of the prediction, e.g. training.wall_seconds")
-    predicted: float
+    quantity: str = Field(description="dotted plan.json path of the headline (its P50), e.g. training.wall_seconds")
+    roofline: float = Field(description="the uncalibrated prediction the family's ratios multiply")
     p10: float
+    p50: float
     p90: float
     family: str
     rows: int
+    outside: str = Field(
+        "",
+        description="why the plan lies outside the family's rows (a GPU none of them ran on); empty: inside or unknown",
+    )
 
 
 class Decision(Section):

@@ -571,6 +571,12 @@ class ServeSpec(Spec):
         le=100_000,
         description="availability floor: replicas kept however low the load (HPA/KEDA minReplicas); default: 2 (1 on edge devices), or the sizing's minimum when higher. Counted in cost and GPUs: a service deploys max(peak need, floor)",
     )
+    target_utilization: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="the load point: each replica runs at this share of its capacity at peak traffic, so replicas = peak ÷ (capacity × this), and TTFT/TPOT are sized and checked there; default 0.6 (Vertex AI's autoscaling target). Pin it to the load a benchmark or a site runs at",
+    )
 
     @field_validator("stages")
     @classmethod

@@ -41,10 +41,17 @@ def _svg(body: list[str], title: str, height: int = HEIGHT) -> str:
     )
 
 
-def memory_bar(terms: list[tuple[str, float]], capacity_bytes: float, title: str) -> str:
-    """One stacked horizontal bar of memory terms (GiB) against the usable capacity line."""
+def memory_bar(
+    terms: list[tuple[str, float]],
+    capacity_bytes: float,
+    title: str,
+    spread: tuple[float, float, float] | None = None,
+    capacity_label: str = "usable",
+) -> str:
+    """One stacked horizontal bar of memory terms (GiB, summing to the roofline) against the usable capacity line;
+    with `spread` (P10, P50, P90 of the measured ÷ predicted peaks) a whisker under it and a tick at the P50."""
     total = sum(v for _, v in terms)
-    scale_max = max(total, capacity_bytes, 1.0) * 1.1
+    scale_max = max(total, capacity_bytes, spread[2] if spread else 0.0, 1.0) * 1.1
     plot_w = WIDTH - 2 * MARGIN
     x, y, h = float(MARGIN), 80.0, 60.0
     body = []
@@ -52,7 +59,7 @@ def memory_bar(terms: list[tuple[str, float]], capacity_bytes: float, title: str
         w = plot_w * value / scale_max
         color = PALETTE[i % len(PALETTE)]
         body.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" fill="{color}"/>')
-        legend_y = 180 + 18 * i
+        legend_y = 212 + 18 * i
         body.append(f'<rect x="{MARGIN}" y="{legend_y - 10}" width="12" height="12" fill="{color}"/>')
         body.append(f'<text x="{MARGIN + 18}" y="{legend_y}">{escape(name)}: {value / 2**30:.1f} GiB</text>')
         x += w
@@ -60,8 +67,22 @@ def memory_bar(terms: list[tuple[str, float]], capacity_bytes: float, title: str
     body.append(
         f'<line x1="{cap_x:.1f}" y1="60" x2="{cap_x:.1f}" y2="160" stroke="#000000" stroke-width="2" stroke-dasharray="6 3"/>'
     )
-    body.append(f'<text x="{cap_x:.1f}" y="55" text-anchor="middle">usable {capacity_bytes / 2**30:.1f} GiB</text>')
-    body.append(f'<text x="{MARGIN}" y="{y + h + 16:.1f}">total {total / 2**30:.1f} GiB per GPU</text>')
+    cap_text = f"{capacity_label} {capacity_bytes / 2**30:.1f} GiB"
+    half = CHAR_WIDTH * len(cap_text) / 2
+    text_x = min(max(cap_x, half + 8), WIDTH - 8 - half)  # centred on the line, kept inside the canvas
+    body.append(f'<text x="{text_x:.1f}" y="55" text-anchor="middle">{escape(cap_text)}</text>')
+    body.append(f'<text x="{MARGIN}" y="{y + h + 16:.1f}">roofline {total / 2**30:.1f} GiB per GPU</text>')
+    if spread:
+        low, mid, high = (MARGIN + plot_w * v / scale_max for v in spread)
+        wy = y + h + 28
+        body += [
+            f'<line x1="{low:.1f}" y1="{wy:.1f}" x2="{high:.1f}" y2="{wy:.1f}" stroke="#e15759" stroke-width="2"/>',
+            f'<line x1="{mid:.1f}" y1="{wy - 6:.1f}" x2="{mid:.1f}" y2="{wy + 6:.1f}" stroke="#e15759" stroke-width="2"/>',
+        ]
+        body.append(
+            f'<text x="{WIDTH - MARGIN}" y="{wy + 18:.1f}" text-anchor="end" fill="#e15759">P50 '
+            f"{spread[1] / 2**30:.1f} GiB, P10–P90 {spread[0] / 2**30:.1f}–{spread[2] / 2**30:.1f} GiB</text>"
+        )
     return _svg(body, title)
 
 
@@ -95,6 +116,33 @@ class Axis:
     unit: Callable[[float], Unit]
     limit: float | None = None  # a deadline, budget or SLO, drawn as a dashed line
     limit_label: str = ""
+    checked: str = ""  # the quantile the limit is checked at, said on its line: "checked at P90"
+
+    def limit_text(self, value: str) -> str:
+        return f"{self.limit_label} {value}" + (f" ({self.checked})" if self.checked else "")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One option: its P50 on each axis and the P10-P90 whiskers around it (equal to the P50 where unranged)."""
+
+    label: str
+    x: float
+    y: float
+    chosen: bool = False
+    x_spread: tuple[float, float] | None = None
+    y_spread: tuple[float, float] | None = None
+
+    def xs(self) -> list[float]:
+        return [self.x, *(self.x_spread or ())]
+
+    def ys(self) -> list[float]:
+        return [self.y, *(self.y_spread or ())]
+
+
+def worth_drawing(points: list[Point]) -> bool:
+    """A scatter says something with two options or more at different places; one point, or all on one spot, not."""
+    return len({(round(p.x, 9), round(p.y, 9)) for p in points}) >= 2
 
 
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
@@ -116,6 +164,35 @@ def axis_range(values: list[float]) -> tuple[float, float]:
         return 0.0, high * 1.1 or 1.0
     pad = (high - low) * 0.15 or abs(high) * 0.05 or 1.0
     return low - pad, high + pad
+
+
+LOG_SPAN = 30.0  # an axis whose values span more than this factor is drawn on a log scale
+
+
+def _log_ticks(values: list[float], unit: Unit) -> tuple[tuple[float, float], float, list[float]]:
+    """Decades (× 1, 2, 5 when they give fewer than three) covering the values, in the display unit; returned in
+    base units."""
+    low, high = min(values) / unit.scale, max(values) / unit.scale
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    ticks: list[float] = []
+    for steps in ((1,), (1, 2, 5)):  # decades, or 1-2-5 within them when decades give fewer than three ticks
+        ticks = [m * 10.0**k for k in range(first, last + 1) for m in steps if low / 1.5 <= m * 10.0**k <= high * 1.5]
+        if len(ticks) >= 3:
+            break
+    lo, hi = min(low / 1.2, ticks[0]), max(high * 1.2, ticks[-1])
+    step = min(ticks) if ticks else 1.0
+    return (lo * unit.scale, hi * unit.scale), step * unit.scale, [t * unit.scale for t in ticks]
+
+
+def _scale(values: list[float], unit: Unit, start: float, length: float):
+    """(range, tick step, ticks, position of a value, log?) of one axis: linear, or log where values span decades."""
+    positive = [v for v in values if v > 0]
+    if positive and len(positive) == len(values) and max(values) / min(values) > LOG_SPAN:
+        (lo, hi), step, ticks = _log_ticks(values, unit)
+        span = math.log10(hi) - math.log10(lo)
+        return (lo, hi), step, ticks, lambda v: start + length * (math.log10(max(v, lo)) - math.log10(lo)) / span, True
+    (lo, hi), step, ticks = _scaled_ticks(values, unit)
+    return (lo, hi), step, ticks, lambda v: start + length * (v - lo) / (hi - lo), False
 
 
 def _scaled_ticks(values: list[float], unit: Unit) -> tuple[tuple[float, float], float, list[float]]:
@@ -164,21 +241,54 @@ def _label_spot(cx: float, cy: float, tag: str, placed: list, plot: tuple) -> tu
     return cx + 10, cy + 4, "start"
 
 
-def pareto(points: list[tuple[str, float, float, bool]], x: Axis, y: Axis, title: str) -> str:
-    """Scatter of (label, x, y, chosen): ticks in the tables' units, the limits as dashed lines, every point
-    numbered on the plot and described in a legend below it (visible without hovering)."""
+def _break_marks(left: float, bottom: float, x_broken: bool, y_broken: bool) -> list[str]:
+    """Two short slashes across an axis that does not start at zero (a broken axis), next to the origin."""
+    marks = []
+    if x_broken:
+        marks += [
+            f'<line x1="{left + 8 + dx}" y1="{bottom + 5}" x2="{left + 14 + dx}" y2="{bottom - 5}" stroke="#000000"/>'
+            for dx in (0, 5)
+        ]
+    if y_broken:
+        marks += [
+            f'<line x1="{left - 5}" y1="{bottom - 8 - dy}" x2="{left + 5}" y2="{bottom - 14 - dy}" stroke="#000000"/>'
+            for dy in (0, 5)
+        ]
+    return marks
+
+
+def _whiskers(p: Point, px, py, color: str) -> list[str]:
+    lines = []
+    if p.x_spread:
+        lo, hi = p.x_spread
+        lines.append(
+            f'<line x1="{px(lo):.1f}" y1="{py(p.y):.1f}" x2="{px(hi):.1f}" y2="{py(p.y):.1f}" stroke="{color}" stroke-width="1.5"/>'
+        )
+    if p.y_spread:
+        lo, hi = p.y_spread
+        lines.append(
+            f'<line x1="{px(p.x):.1f}" y1="{py(lo):.1f}" x2="{px(p.x):.1f}" y2="{py(hi):.1f}" stroke="{color}" stroke-width="1.5"/>'
+        )
+    return lines
+
+
+def pareto(points: list[Point], x: Axis, y: Axis, title: str) -> str:
+    """Scatter of options at their P50 with P10-P90 whiskers: ticks in the tables' units, the limits as dashed
+    lines named with the quantile they are checked at, a broken-axis mark where an axis does not start at zero,
+    every point numbered on the plot and described in a legend below it (visible without hovering)."""
     if not points:
         return _svg([f'<text x="{MARGIN}" y="80">no alternatives</text>'], title)
-    left, right, top, plot_h = 100, WIDTH - 40, 50, 220
+    left, right, top, plot_h = 100, WIDTH - 40, 60, 220
     bottom = top + plot_h
-    x_unit, y_unit = x.unit(max(p[1] for p in points)), y.unit(max(p[2] for p in points))
-    (x0, x1), x_step, x_ticks = _scaled_ticks([p[1] for p in points], x_unit)
-    (y0, y1), y_step, y_ticks = _scaled_ticks([p[2] for p in points], y_unit)
-    px = lambda v: left + (right - left) * (v - x0) / (x1 - x0)  # noqa: E731
-    py = lambda v: bottom - plot_h * (v - y0) / (y1 - y0)  # noqa: E731
+    x_values = [v for p in points for v in p.xs()]
+    y_values = [v for p in points for v in p.ys()]
+    x_unit, y_unit = x.unit(max(x_values)), y.unit(max(y_values))
+    (x0, x1), x_step, x_ticks, px, x_log = _scale(x_values, x_unit, left, right - left)
+    (y0, y1), y_step, y_ticks, py, y_log = _scale(y_values, y_unit, bottom, -plot_h)
     body = [
         f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#000000"/>',
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#000000"/>',
+        *_break_marks(left, bottom, x0 > 0 and not x_log, y0 > 0 and not y_log),
     ]
     for tick in x_ticks:
         body += [
@@ -191,8 +301,8 @@ def pareto(points: list[tuple[str, float, float, bool]], x: Axis, y: Axis, title
             f'<text x="{left - 8}" y="{py(tick) + 4:.1f}" text-anchor="end">{escape(tick_text(tick, y_unit, y_step))}</text>',
         ]
     body += [
-        f'<text x="{(left + right) / 2}" y="{bottom + 38}" text-anchor="middle">{escape(x.label)}</text>',
-        f'<text x="16" y="{(top + bottom) / 2}" transform="rotate(-90 16 {(top + bottom) / 2})" text-anchor="middle">{escape(y.label)}</text>',
+        f'<text x="{(left + right) / 2}" y="{bottom + 38}" text-anchor="middle">{escape(x.label + (" (log scale)" if x_log else ""))}</text>',
+        f'<text x="16" y="{(top + bottom) / 2}" transform="rotate(-90 16 {(top + bottom) / 2})" text-anchor="middle">{escape(y.label + (" (log scale)" if y_log else ""))}</text>',
     ]
     placed: list[tuple[float, float, float, float]] = []  # label boxes so far, kept apart
 
@@ -203,7 +313,7 @@ def pareto(points: list[tuple[str, float, float, bool]], x: Axis, y: Axis, title
         body.append(f'<text x="{tx:.1f}" y="{ty:.1f}" text-anchor="{anchor}" fill="#e15759">{escape(text)}</text>')
 
     if x.limit:
-        text = f"{x.limit_label} {tick_text(x.limit, x_unit, x_step)}"
+        text = x.limit_text(tick_text(x.limit, x_unit, x_step))
         if x0 <= x.limit <= x1:
             body.append(
                 f'<line x1="{px(x.limit):.1f}" y1="{top}" x2="{px(x.limit):.1f}" y2="{bottom}" stroke="#e15759" stroke-dasharray="6 3"/>'
@@ -212,7 +322,7 @@ def pareto(points: list[tuple[str, float, float, bool]], x: Axis, y: Axis, title
         else:  # off the axis: said above the plot on the side it lies, so the points keep their spread
             note(right, top - 12, "end", f"{text} {'→' if x.limit > x1 else '←'}")
     if y.limit:
-        text = f"{y.limit_label} {tick_text(y.limit, y_unit, y_step)}"
+        text = y.limit_text(tick_text(y.limit, y_unit, y_step))
         if y0 <= y.limit <= y1:
             body.append(
                 f'<line x1="{left}" y1="{py(y.limit):.1f}" x2="{right}" y2="{py(y.limit):.1f}" stroke="#e15759" stroke-dasharray="6 3"/>'
@@ -225,17 +335,25 @@ def pareto(points: list[tuple[str, float, float, bool]], x: Axis, y: Axis, title
             )
         else:
             note(left + 4, top - 12 if y.limit > y1 else bottom - 6, "start", f"{text} {'↑' if y.limit > y1 else '↓'}")
-    for number, (label, vx, vy, chosen) in enumerate(points, 1):
-        cx, cy = px(vx), py(vy)
-        color, r = ("#e15759", 7) if chosen else ("#4e79a7", 4)
-        tag = f"{number}{' (chosen)' if chosen else ''}"
+    for p in points:
+        body += _whiskers(p, px, py, "#e15759" if p.chosen else "#9db7d5")
+    legend_top = bottom + 78
+    for number, p in enumerate(points, 1):
+        cx, cy = px(p.x), py(p.y)
+        color, r = ("#e15759", 7) if p.chosen else ("#4e79a7", 4)
+        tag = f"{number}{' (chosen)' if p.chosen else ''}"
         tx, ty, anchor = _label_spot(cx, cy, tag, placed, (left, top, right, bottom))
         body += [
-            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{r}" fill="{color}"><title>{escape(label)}</title></circle>',
+            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{r}" fill="{color}"><title>{escape(p.label)}</title></circle>',
             f'<text x="{tx:.1f}" y="{ty:.1f}" text-anchor="{anchor}">{tag}</text>',
         ]
-        weight = ' font-weight="bold"' if chosen else ""
+        weight = ' font-weight="bold"' if p.chosen else ""
         body.append(
-            f'<text x="{MARGIN // 2}" y="{bottom + 62 + 16 * (number - 1)}"{weight}>{number}. {escape(_clip(label))}</text>'
+            f'<text x="{MARGIN // 2}" y="{legend_top + 16 * (number - 1)}"{weight}>{number}. {escape(_clip(p.label))}</text>'
         )
-    return _svg(body, title, height=bottom + 62 + 16 * len(points))
+    if any(p.x_spread or p.y_spread for p in points):
+        body.append(
+            f'<text x="{MARGIN // 2}" y="{bottom + 56}" fill="#555555">points at P50, whiskers P10–P90 of the '
+            "published actual ÷ predicted</text>"
+        )
+    return _svg(body, title, height=legend_top + 16 * len(points))

@@ -26,13 +26,20 @@ def applies(plan: ResolvedPlan) -> bool:
 
 def _memory_rows(plan: ResolvedPlan) -> list[dict]:
     mem = plan.memory_per_gpu_bytes
+    terms_total = sum(getattr(mem, term) for term in MEMORY_TERMS)
     rows = []
     for term in MEMORY_TERMS:
         value = getattr(mem, term)
         if value:
-            share = f"{100 * value / mem.total:.1f}%" if mem.total else ""
+            share = f"{100 * value / terms_total:.1f}%" if terms_total else ""
             rows.append({"term": term, "size": format_bytes(value), "share": share})
     return rows
+
+
+def _median_note(plan: ResolvedPlan, quantity: str, fmt) -> str:
+    """How a headline was made the median: ' at P50 (roofline X)', or nothing where no family covers it."""
+    found = next((r for r in plan.ranges if r.quantity == quantity), None)
+    return f" at P50 (roofline {fmt(found.roofline)})" if found else ""
 
 
 def _facts(plan: ResolvedPlan) -> list[dict]:
@@ -93,7 +100,7 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
         facts += [
             {
                 "what": "step time",
-                "value": f"{format_seconds(t.step_seconds)} = compute {format_seconds(t.step_compute_seconds)} + TP comm {format_seconds(t.step_tp_comm_seconds)}"
+                "value": f"{format_seconds(t.step_seconds)}{_median_note(plan, 'training.step_seconds', format_seconds)}; roofline = compute {format_seconds(t.step_compute_seconds)} + TP comm {format_seconds(t.step_tp_comm_seconds)}"
                 + "".join(
                     f" + {name} {format_seconds(v)}"
                     for name, v in (
@@ -113,18 +120,18 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
             },
             {
                 "what": "MFU",
-                "value": f"{100 * t.mfu:.1f}% (HFU {100 * t.hfu:.1f}%)",
+                "value": f"{100 * t.mfu:.1f}% (HFU {100 * t.hfu:.1f}%) at the roofline step",
                 "source": "PaLM appendix B: (6N + 12·L·H·Q·T) × tokens/s ÷ peak",
             },
             {
                 "what": "throughput",
-                "value": f"{format_count(t.tokens_per_second)} tokens/s, {t.steps} steps",
+                "value": f"{format_count(t.tokens_per_second)} tokens/s{_median_note(plan, 'training.tokens_per_second', format_count)}, {t.steps} steps",
                 "source": "global batch ÷ step time",
             },
             {
                 "what": "wall time",
-                "value": f"{format_seconds(t.wall_seconds)} (goodput {100 * t.goodput:.1f}%), {format_count(t.gpu_hours)} GPU-hours",
-                "source": "steady steps ÷ goodput; goodput = 1 / (1 + the whole-run terms below)",
+                "value": f"{format_seconds(t.wall_seconds)}{_median_note(plan, 'training.wall_seconds', format_seconds)}, {format_count(t.gpu_hours)} GPU-hours{_median_note(plan, 'training.gpu_hours', format_count)}; goodput {100 * t.goodput:.1f}%",
+                "source": "roofline: steady steps ÷ goodput; goodput = 1 / (1 + the whole-run terms below); P50: × the median actual ÷ predicted (Ranges)",
             },
             {
                 "what": "whole-run terms",
@@ -138,7 +145,7 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
             },
             {
                 "what": "cost",
-                "value": f"{format_usd(cost.usd_total)} total, {format_usd(cost.usd_per_million_tokens)} per 1M tokens",
+                "value": f"{format_usd(cost.usd_total)} total{_median_note(plan, 'cost.usd_total', format_usd)}, {format_usd(cost.usd_per_million_tokens)} per 1M tokens",
                 "source": "GPU-hours × catalog price",
             },
         ]
@@ -161,11 +168,11 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
             {
                 "what": "replicas",
                 "value": f"{s.replicas} (autoscale {s.min_replicas}–{s.max_replicas}) × {s.gpus_per_replica} GPU, {format_count(s.tokens_per_second_per_replica)} images/s each",
-                "source": f"deployed at peak = max({s.replicas_needed} needed: peak traffic ÷ per-replica capacity at the target utilisation, availability floor {s.replica_floor})",
+                "source": f"deployed at peak = max({s.replicas_needed} needed: peak traffic ÷ per-replica capacity at the target utilisation, availability floor {s.replica_floor}); {_load_point(s)}",
             },
             {
                 "what": "cost",
-                "value": f"{format_usd(cost.usd_per_month)}/month",
+                "value": f"{format_usd(cost.usd_per_month)}/month{_median_note(plan, 'cost.usd_per_month', format_usd)}",
                 "source": "GPU-hours × catalog price, 730 h/month",
             },
         ]
@@ -192,11 +199,11 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
             {
                 "what": "replicas",
                 "value": f"{s.replicas} (autoscale {s.min_replicas}–{s.max_replicas}) × {s.gpus_per_replica} GPU, {format_count(s.tokens_per_second_per_replica)} tokens/s each",
-                "source": f"deployed at peak = max({s.replicas_needed} needed: {NEED_CLOSED if s.concurrency else NEED_OPEN}, availability floor {s.replica_floor})",
+                "source": f"deployed at peak = max({s.replicas_needed} needed: {NEED_CLOSED if s.concurrency else NEED_OPEN}, availability floor {s.replica_floor}); {_load_point(s)}",
             },
             {
                 "what": "cost",
-                "value": f"{format_usd(cost.usd_per_month)}/month, {format_usd(cost.usd_per_million_tokens)} per 1M output tokens",
+                "value": f"{format_usd(cost.usd_per_month)}/month{_median_note(plan, 'cost.usd_per_month', format_usd)}, {format_usd(cost.usd_per_million_tokens)} per 1M output tokens",
                 "source": "GPU-hours × catalog price, 730 h/month",
             },
         ]
@@ -245,21 +252,89 @@ def _latency_name(plan: ResolvedPlan) -> str:
     return "wall time" if plan.workload != "serve" else "p99 latency" if vision else "request latency p99"
 
 
-def _pareto_axes(plan: ResolvedPlan) -> tuple[charts.Axis, charts.Axis]:
-    """Cost and time axes in the tables' units, with the plan's budget and deadline (or SLO) as lines."""
-    cost, name = plan.cost, _latency_name(plan)
+def _checked_at(plan: ResolvedPlan) -> str:
+    """The quantile deadline and budget (train) or SLOs and budget (serve) are checked at, in words."""
+    if plan.workload != "serve":
+        return f"checked at {plan.spec.train.gate_quantile.upper()}"
+    return "checked on the roofline"
+
+
+def _load_point(s) -> str:
+    """The target utilisation replicas are sized for, and whether the plan pinned it."""
+    if s.load_point_pinned:
+        return f"target utilisation {s.target_utilization:g} (serve.target_utilization)"
+    return f"target utilisation {s.target_utilization:g} (default: Vertex AI's autoscaling target; serve.target_utilization pins another)"
+
+
+def _capacity_label(plan: ResolvedPlan) -> str:
+    """The memory chart's limit line: what the roofline must fit, and the quantile behind it."""
+    quantile = plan.spec.train.memory_quantile if plan.training else "none"
+    return "usable" if quantile == "none" else f"usable, the roofline's limit at {quantile.upper()}:"
+
+
+def _quantile_note(plan: ResolvedPlan) -> str:
+    """What the charts and the table show, and the quantile the limits are checked at."""
+    if not plan.ranges:
+        return "Each option at its roofline prediction (no published family covers this model)."
+    if plan.workload != "serve":
+        return (
+            f"Each option at P50, with P10–P90 in the charts; deadline and budget are {_checked_at(plan)} "
+            "(the far end of each whisker)."
+        )
+    return (
+        f"Each option at P50, with P10–P90 in the charts; SLOs and budget are {_checked_at(plan)} prediction "
+        "(a warning says where the P50 misses an SLO)."
+    )
+
+
+def _chart_points(plan: ResolvedPlan, field: str) -> list[charts.Point]:
+    """The alternatives at P50 on cost and `field` (seconds, ttft_seconds, tpot_seconds) with their P10-P90."""
+    return [
+        charts.Point(a.description, a.usd, getattr(a, field), a.chosen, a.spread.get("usd"), a.spread.get(field))
+        for a in plan.alternatives
+    ]
+
+
+def _pareto_charts(plan: ResolvedPlan) -> list[tuple[str, str, list[charts.Point], charts.Axis, charts.Axis]]:
+    """(file, title, points, cost axis, time axis) per chart worth drawing: training on wall time against the
+    deadline; an LLM service on the SLO's own quantities, TTFT and TPOT; a vision service on its p99 latency."""
+    cost, checked = plan.cost, _checked_at(plan)
     if plan.workload != "serve":
         deadline = plan.training.deadline_seconds if plan.training else None
-        return (
-            charts.Axis("total cost", charts.usd_unit, cost.budget_usd, "budget"),
-            charts.Axis(name, charts.seconds_unit, deadline, "deadline"),
-        )
-    s = plan.serving
-    slo = s and (s.latency_slo_seconds if name == "p99 latency" else None)  # TTFT/TPOT SLOs bound no request latency
-    return (
-        charts.Axis("cost per month", charts.usd_unit, cost.budget_usd_per_month, "budget"),
-        charts.Axis(name, charts.seconds_unit, slo or None, f"{name} SLO"),
-    )
+        charts_ = [
+            (
+                "charts/pareto.svg",
+                "Cost vs wall time",
+                _chart_points(plan, "seconds"),
+                charts.Axis("total cost", charts.usd_unit, cost.budget_usd, "budget", checked),
+                charts.Axis("wall time", charts.seconds_unit, deadline, "deadline", checked),
+            )
+        ]
+    else:
+        s = plan.serving
+        budget = charts.Axis("cost per month", charts.usd_unit, cost.budget_usd_per_month, "budget", checked)
+        if s.tpot_seconds:
+            charts_ = [
+                (
+                    "charts/pareto.svg",
+                    "Cost vs TTFT",
+                    _chart_points(plan, "ttft_seconds"),
+                    budget,
+                    charts.Axis("TTFT p99 at peak", charts.seconds_unit, s.ttft_slo_seconds, "TTFT SLO", checked),
+                ),
+                (
+                    "charts/pareto-tpot.svg",
+                    "Cost vs TPOT",
+                    _chart_points(plan, "tpot_seconds"),
+                    budget,
+                    charts.Axis("TPOT p99 at peak", charts.seconds_unit, s.tpot_slo_seconds, "TPOT SLO", checked),
+                ),
+            ]
+        else:
+            slo = s.latency_slo_seconds
+            latency = charts.Axis("p99 latency", charts.seconds_unit, slo, "latency SLO", checked)
+            charts_ = [("charts/pareto.svg", "Cost vs latency", _chart_points(plan, "seconds"), budget, latency)]
+    return [c for c in charts_ if charts.worth_drawing(c[2])]
 
 
 RANGE_LABELS = {  # quantity -> (label, formatter)
@@ -287,9 +362,11 @@ def _ranges(plan: ResolvedPlan) -> list[dict]:
         rows.append(
             {
                 "what": label,
-                "predicted": fmt(r.predicted),
+                "median": fmt(r.p50),
                 "spread": f"{fmt(r.p10)} – {fmt(r.p90)}",
-                "source": f"{r.family}: actual ÷ predicted over {r.rows} published rows (P10–P90)",
+                "roofline": fmt(r.roofline),
+                "source": f"{r.family}: actual ÷ predicted over {r.rows} published rows"
+                + (f"; outside them: {r.outside}" if r.outside else ""),
             }
         )
     return rows
@@ -332,7 +409,7 @@ def _recipe_rows(plan: ResolvedPlan) -> list[dict]:
 
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
     mem = plan.memory_per_gpu_bytes
-    training = plan.workload != "serve"
+    spread = next((r for r in plan.ranges if r.quantity == "memory_per_gpu_bytes.total"), None)
     files = [
         OutputFile(
             "charts/memory.svg",
@@ -340,16 +417,14 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
                 [(t, float(getattr(mem, t))) for t in MEMORY_TERMS if getattr(mem, t)],
                 float(mem.usable or mem.total),
                 f"Memory per GPU: {plan.name}",
+                (spread.p10, spread.p50, spread.p90) if spread else None,
+                _capacity_label(plan),
             ),
         ),
-        OutputFile(
-            "charts/pareto.svg",
-            charts.pareto(
-                [(a.description, a.usd, a.seconds, a.chosen) for a in plan.alternatives],
-                *_pareto_axes(plan),
-                f"Cost vs {'time' if training else 'latency'}: {plan.name}",
-            ),
-        ),
+    ]
+    pareto = _pareto_charts(plan)
+    files += [
+        OutputFile(path, charts.pareto(points, x, y, f"{title}: {plan.name}")) for path, title, points, x, y in pareto
     ]
     text = render_template(
         "report/REPORT.md.j2",
@@ -358,7 +433,7 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
         plan_file=plan.plan_file,
         facts=_facts(plan),
         memory_rows=_memory_rows(plan),
-        memory_total=format_bytes(mem.total),
+        memory_total=format_bytes(mem.total) + _median_note(plan, "memory_per_gpu_bytes.total", format_bytes),
         memory_usable=format_bytes(mem.usable),
         decisions=[d.model_dump() for d in plan.decisions],
         recipe_rows=_recipe_rows(plan),
@@ -371,6 +446,8 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
         evaluated=plan.search_evaluated,
         ranges=_ranges(plan),
         front_axis=_latency_name(plan),
+        pareto_charts=[path for path, *_ in pareto],
+        quantile_note=_quantile_note(plan),
     )
     return [
         OutputFile(plan.deployment.files.report if plan.deployment else "REPORT.md", text.rstrip("\n") + "\n"),

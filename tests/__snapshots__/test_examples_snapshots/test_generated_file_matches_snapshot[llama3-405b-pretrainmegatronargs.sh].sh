@@ -6,11 +6,11 @@
 # shellcheck disable=SC2034  # used by the script that sources this file
 MEGATRON_ARGS=(
   --tensor-model-parallel-size 8
-  --pipeline-model-parallel-size 8
+  --pipeline-model-parallel-size 16
   --context-parallel-size 2
   --account-for-embedding-in-pipeline-split
   --account-for-loss-in-pipeline-split
-  --num-layers-per-virtual-pipeline-stage 4
+  --num-layers-per-virtual-pipeline-stage 2
   --sequence-parallel
   --use-distributed-optimizer
   --micro-batch-size 1
@@ -50,9 +50,9 @@ MEGATRON_ARGS=(
   --attention-dropout 0.0
   --hidden-dropout 0.0
   --train-iters 119210
-  --eval-interval 26
+  --eval-interval 21
   --eval-iters 0
-  --save-interval 26
+  --save-interval 21
   --save /lustre/ckpt/llama3-405b
   --load /lustre/ckpt/llama3-405b
   --exit-signal-handler
