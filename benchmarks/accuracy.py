@@ -38,9 +38,9 @@ from compiler.catalog.loader import load_gpus  # noqa: E402
 from compiler.catalog.params import count_params  # noqa: E402
 from compiler.catalog.types import Architecture  # noqa: E402
 from compiler.passes.wording import words  # noqa: E402
-from compiler.sizing.train_memory import MemoryOptions  # noqa: E402
-from compiler.sizing.train_time import COMPUTE_DTYPE, model_flops_per_token  # noqa: E402
-from compiler.sizing.training import TrainPins, TrainRequest, search_training  # noqa: E402
+from compiler.sizing.train.layout import MemoryOptions  # noqa: E402
+from compiler.sizing.train.search import TrainPins, TrainRequest, search_training  # noqa: E402
+from compiler.sizing.train.time import COMPUTE_DTYPE, model_flops_per_token  # noqa: E402
 
 FABRICS = load_fabrics()
 RUNS = Path(__file__).resolve().parent / "calibration" / "training_runs.csv"
@@ -285,7 +285,8 @@ def sweep_rows() -> list[SweepRow]:
     """llm-foundry's H100 BF16 table, every row (calibration/llm_foundry_h100_bf16.csv): pinned as published (FSDP
     FULL_SHARD, checkpointing, global batch; the Triton kernel its configs name), the micro-batch left to the search,
     and our memory model's total at the published micro-batch."""
-    from compiler.sizing.train_memory import memory_per_gpu
+    from compiler.sizing.train.layout import Layout, Workload
+    from compiler.sizing.train.memory import memory_per_gpu
 
     gpus = load_gpus()
     usable = gpus["h100-sxm-80gb"].memory_bytes
@@ -315,17 +316,9 @@ def sweep_rows() -> list[SweepRow]:
                 memory=LLM_FOUNDRY_MEMORY,
             )
             chosen = search_training(request, gpus).chosen
-            memory = memory_per_gpu(
-                arch,
-                params,
-                dp=count,
-                zero_stage=3,
-                seq_len=seq,
-                micro_batch=mb,
-                recompute=recompute,
-                framework="fsdp",
-                options=LLM_FOUNDRY_MEMORY,
-            )
+            work = Workload(arch, params, seq, global_batch_sequences=mb * count, memory=LLM_FOUNDRY_MEMORY)
+            stated = Layout(dp=count, zero=3, micro_batch=mb, recompute=recompute, framework="fsdp")
+            memory = memory_per_gpu(work, stated)
             rows.append(
                 SweepRow(
                     name=f"MPT-{row['model'].upper()} s{seq} × {count} mb{mb} {'ckpt' if recompute == 'full' else 'no ckpt'}",
@@ -333,7 +326,7 @@ def sweep_rows() -> list[SweepRow]:
                     predicted_tokens_per_second_per_gpu=chosen.tokens_per_second / count if chosen else None,
                     published_micro_batch_bytes=memory.total,
                     usable_bytes=usable,
-                    searched_micro_batch=chosen.micro_batch if chosen else None,
+                    searched_micro_batch=chosen.layout.micro_batch if chosen else None,
                 )
             )
     return rows
@@ -497,7 +490,7 @@ def layout_row(row: dict) -> dict:
     if row["tokens_per_s_per_gpu"]:
         published = float(row["tokens_per_s_per_gpu"])
     else:  # model TFLOP/s per GPU, converted with PaLM's count (what NeMo reports)
-        from compiler.sizing.train_time import model_flops_per_token
+        from compiler.sizing.train.time import model_flops_per_token
 
         published = float(row["model_tflops_per_gpu"]) * 1e12 / model_flops_per_token(arch, count_params(arch), seq)
         notes.append("TFLOP/s converted with 6N + 12LHQT")
@@ -533,12 +526,12 @@ def layout_row(row: dict) -> dict:
 
 def _price_layout(r: dict, cp: int, vp: int, ep: int, split: tuple[int, ...] | None) -> tuple[object, str]:
     """The compiler's prediction at the stated layout; recompute not stated: the least that fits (as the search)."""
-    from compiler.sizing.train_memory import usable_memory_bytes
-    from compiler.sizing.training import Shape, evaluate_layout
+    from compiler.sizing.train.layout import Layout
+    from compiler.sizing.train.memory import usable_memory_bytes
+    from compiler.sizing.train.search import evaluate_layout
 
-    shape = Shape(
-        r["tp"], cp, r["pp"], ep, vp, split
-    )  # SP as the framework's files run it (training.sequence_parallel)
+    # SP as the framework's files run it (frameworks.sequence_parallel)
+    shape = Layout(tp=r["tp"], pp=r["pp"], cp=cp, ep=ep, vp=vp, stage_layers=split or ())
     dp = r["gpus"] // (r["tp"] * cp * r["pp"])
     request = TrainRequest(
         arch=r["arch"],
@@ -563,7 +556,8 @@ def _price_layout(r: dict, cp: int, vp: int, ep: int, split: tuple[int, ...] | N
     usable = usable_memory_bytes(r["gpu"].memory_bytes)
     kinds = [r["recompute"]] if r["recompute"] else ["none", "selective", "full"]
     for recompute in kinds:
-        c = evaluate_layout(request, r["gpu"], shape, zero, r["mb"], recompute, r["priced_as"])
+        stated = shape.with_changes(zero=zero, micro_batch=r["mb"], recompute=recompute, framework=r["priced_as"])
+        c = evaluate_layout(request, r["gpu"], stated)
         if c.memory.total <= usable:
             break
     return c, recompute
@@ -572,7 +566,7 @@ def _price_layout(r: dict, cp: int, vp: int, ep: int, split: tuple[int, ...] | N
 def layout_cases() -> list[LayoutCase]:
     """Every row of train_steps_2.csv at its published layout (TP, PP, CP, EP, VP, micro and global batch), and the
     same row with only TP/PP/DP (what could be stated before: CP folded into DP, no VP, no uneven stages)."""
-    from compiler.sizing.train_layout import pipeline_split
+    from compiler.sizing.train.parallel import pipeline_split
 
     cases = []
     with LAYOUTS.open() as handle:
@@ -651,9 +645,10 @@ def moe_run_cases() -> list[MoeRunCase]:
     """DeepSeek-V3's published run at its layout, priced with the EP all-to-alls as Megatron's default dispatcher runs
     them (exposed, BF16), overlapped (DualPipe §3.2.1), and overlapped with FP8 dispatch (§3.3.3) as the report ran."""
     from compiler.catalog.loader import load_models
-    from compiler.sizing.train_layout import pipeline_split
-    from compiler.sizing.train_memory import usable_memory_bytes
-    from compiler.sizing.training import Shape, evaluate_layout
+    from compiler.sizing.train.layout import Layout
+    from compiler.sizing.train.memory import usable_memory_bytes
+    from compiler.sizing.train.parallel import pipeline_split
+    from compiler.sizing.train.search import evaluate_layout
 
     arch, lay = load_models()["deepseek-v3"].architecture, DEEPSEEK_V3_LAYOUT
     h800 = load_gpus()["h100-sxm-80gb"].model_copy(
@@ -681,9 +676,12 @@ def moe_run_cases() -> list[MoeRunCase]:
         (True, "bf16", "overlapped"),
         (True, "fp8", "overlapped, FP8 dispatch (as published)"),
     ):
-        shape = Shape(lay["tp"], 1, lay["pp"], lay["ep"], 1, split, None, overlap, dispatch)
+        shape = Layout(
+            tp=lay["tp"], pp=lay["pp"], ep=lay["ep"], stage_layers=split, ep_overlap=overlap, ep_dispatch=dispatch
+        )
         for recompute in ("none", "selective", "full"):
-            c = evaluate_layout(request, h800, shape, lay["zero"], 1, recompute, "megatron")
+            stated = shape.with_changes(zero=lay["zero"], recompute=recompute, framework="megatron")
+            c = evaluate_layout(request, h800, stated)
             if c.memory.total <= usable_memory_bytes(h800.memory_bytes):
                 break
         cases.append(
@@ -993,31 +991,35 @@ def _family(method: str) -> str:
 def predict_memory(row: dict) -> tuple[float, object]:
     """Our memory model at the row's configuration: (the figure its metric names, the breakdown)."""
     from compiler.catalog.loader import load_models
-    from compiler.sizing.train_memory import MemoryOptions, memory_per_gpu
+    from compiler.sizing.train.layout import Layout, MemoryOptions, Workload
+    from compiler.sizing.train.memory import memory_per_gpu
 
     model = row["model"]
     arch = load_models()[model].architecture if isinstance(model, str) else model
-    mem = memory_per_gpu(
+    stated = Layout(
+        tp=row.get("tp", 1),
+        pp=row.get("pp", 1),
+        dp=row.get("dp", 1),
+        zero=row.get("zero", 0),
+        offload=row.get("offload", False),
+        offload_params=row.get("offload", False),
+        micro_batch=row["mb"],
+        recompute=row["recompute"],
+        sequence_parallel=row.get("tp", 1) > 1,
+        framework=row.get("framework", ""),
+    )
+    work = Workload(
         arch,
         count_params(arch),
+        row["seq"],
+        global_batch_sequences=row.get("microbatches", 1) * row["mb"] * stated.dp,
         optimizer=row.get("optimizer", "adamw"),
         method=row["method"],
         lora_rank=row.get("rank", 0),
         lora_targets=row.get("targets", ()),
-        tp=row.get("tp", 1),
-        pp=row.get("pp", 1),
-        dp=row.get("dp", 1),
-        zero_stage=row.get("zero", 0),
-        offload_optimizer=row.get("offload", False),
-        offload_params=row.get("offload", False),
-        seq_len=row["seq"],
-        micro_batch=row["mb"],
-        microbatches=row.get("microbatches", 1),
-        recompute=row["recompute"],
-        sequence_parallel=row.get("tp", 1) > 1,
-        framework=row.get("framework", ""),
-        options=MemoryOptions(**row["options"]),
+        memory=MemoryOptions(**row["options"]),
     )
+    mem = memory_per_gpu(work, stated)
     return float({"total": mem.total, "reserved": mem.reserved}.get(row.get("metric", ""), mem.allocated)), mem
 
 

@@ -2,7 +2,7 @@
 
 Family "CNN training" (residual family train-cnn). For each row of benchmarks/calibration/vision_train_points.csv
 marked used=yes this times one optimizer step of the row's model at the row's per-GPU batch, GPU count (data
-parallel), GPU and precision with the training model (compiler/sizing/train_time.step_time, which sizes a CNN with a
+parallel), GPU and precision with the training model (compiler/sizing/train/time.step_time, which sizes a CNN with a
 layer table kernel by kernel: compiler/sizing/cnn_train.py) and compares images/s. The optimizer is the recipes' SGD
 with momentum (fp32 weights and momentum, 8 bytes a parameter), the gradients all-reduced in 16 bits as the plans
 assume. Rows marked otherwise are listed with the reason they are left out.
@@ -18,7 +18,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script or as python -m benchmarks.…
 
-from compiler.sizing.train_time import GRADIENT_BYTES, step_time  # noqa: E402
+from compiler.sizing.train.layout import Layout, Links, Workload  # noqa: E402
+from compiler.sizing.train.time import (  # noqa: E402
+    GRADIENT_BYTES,
+    INTER_NODE_ACHIEVABLE_FRACTION,
+    NVLINK_ACHIEVABLE_FRACTION,
+    StepTraffic,
+    step_time,
+)
 
 POINTS = Path(__file__).resolve().parent / "calibration" / "vision_train_points.csv"
 FAMILY = "train-cnn"
@@ -28,6 +35,8 @@ FAMILY = "train-cnn"
 TOLERANCE = 0.35
 HOST_LIMITED_TOLERANCE = 0.40
 SGD_STATE_BYTES_PER_PARAM = 8  # fp32 weights + fp32 momentum (torch.optim.SGD; native AMP keeps fp32 parameters)
+# the links: a node of 8 GPUs on 50 GB/s NICs at 5 µs (one GPU type per row; DP inside a node)
+LINKS = Links(8, 50e9, 5e-6, NVLINK_ACHIEVABLE_FRACTION, INTER_NODE_ACHIEVABLE_FRACTION)
 
 
 @dataclass(frozen=True)
@@ -59,23 +68,12 @@ def cnn_train_cases() -> list[CnnTrainCase]:
             continue
         arch, gpu = models[row["model"]].architecture, gpus[row["catalog_gpu"]]
         params, n, batch = count_params(arch), int(row["gpus"]), int(row["batch_per_gpu"])
-        step = step_time(
-            arch,
-            params,
-            gpu,
-            precision=row["precision"],
-            seq_len=1,
-            micro_batch=batch,
-            grad_accum=1,
-            tp=1,
-            pp=1,
-            dp=n,
-            zero_stage=0,
-            recompute="none",
+        work = Workload(arch, params, seq_len=1, global_batch_sequences=batch * n, precision=row["precision"])
+        traffic = StepTraffic(
             state_bytes_on_gpu=SGD_STATE_BYTES_PER_PARAM * params.total,
             gradient_bytes_per_replica=GRADIENT_BYTES * params.total,
-            gpus_per_node=8,
         )
+        step = step_time(work, Layout(dp=n, micro_batch=batch), gpu, LINKS, traffic)
         name = f"{row['model']} {row['precision']} {row['gpu_type']} ×{n} b{batch} {row['memory_format']}"
         cases.append(
             CnnTrainCase(

@@ -31,10 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 from compiler.catalog.fabrics import load_fabrics  # noqa: E402
 from compiler.catalog.types import Architecture  # noqa: E402
 from compiler.passes.wording import words  # noqa: E402
-from compiler.sizing.serve_memory import DEFAULT_GPU_MEMORY_UTILIZATION  # noqa: E402
-from compiler.sizing.serve_search import search_serving  # noqa: E402
-from compiler.sizing.serve_speculative import acceptance_for  # noqa: E402
-from compiler.sizing.serve_types import ServeRequest  # noqa: E402
+from compiler.sizing.serve.memory import DEFAULT_GPU_MEMORY_UTILIZATION  # noqa: E402
+from compiler.sizing.serve.search import search_serving  # noqa: E402
+from compiler.sizing.serve.speculative import acceptance_for  # noqa: E402
+from compiler.sizing.serve.types import ServeRequest  # noqa: E402
 
 SERVE_POINTS = Path(__file__).resolve().parent / "calibration" / "serve_points_2.csv"
 FABRICS = load_fabrics()

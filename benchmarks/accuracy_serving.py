@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 from benchmarks.accuracy_serve_points import main as serve_points_main  # noqa: E402
 from compiler.catalog.fabrics import load_fabrics  # noqa: E402
 from compiler.passes.wording import words  # noqa: E402
-from compiler.sizing.serve_search import search_serving  # noqa: E402
-from compiler.sizing.serve_types import ServeRequest  # noqa: E402
+from compiler.sizing.serve.search import search_serving  # noqa: E402
+from compiler.sizing.serve.types import ServeRequest  # noqa: E402
 
 FABRICS = load_fabrics()  # one node per case: the fabric carries nothing
 INFERENCE_POINTS = Path(__file__).resolve().parent / "calibration" / "inference_points.csv"

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script or as python -m benchmarks.…
 
-from compiler.sizing.serve_latency import compute_dtype  # noqa: E402
-from compiler.sizing.vision import batch_time, flops_per_item, weights_bytes  # noqa: E402
+from compiler.sizing.serve.latency import compute_dtype  # noqa: E402
+from compiler.sizing.serve.vision import batch_time, flops_per_item, weights_bytes  # noqa: E402
 
 VISION_POINTS = Path(__file__).resolve().parent / "calibration" / "vision_points.csv"
 # tests/test_accuracy_vision.py fails beyond these |error|s (README, "Accuracy", says why): batched rows 45 %;

@@ -1,6 +1,6 @@
 """Speed figures: one plan end to end (process start included), and --check over 100 plans.
 
-Targets (issue): ≤ 0.3 s per plan, ≤ 3 s for 100 plans under --check. Prints figures; asserts nothing.
+Targets: ≤ 0.3 s per plan, ≤ 3 s for 100 plans under --check. Prints figures; asserts nothing.
 Usage: python benchmarks/bench_compile.py [--repeat N] [--plans N]
 
 The 100 plans cycle through examples/ (every other one is llama3-8b-pretrain), so many ask the same training

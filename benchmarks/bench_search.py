@@ -1,6 +1,6 @@
 """Search speed: candidates evaluated and seconds for the training and serving searches of each example.
 
-Target (issues): a typical plan's search under 1 s on the 2-core dev machine. Prints; asserts nothing.
+Target: a typical plan's search under 1 s on the 2-core dev machine. Prints; asserts nothing.
 Usage: python benchmarks/bench_search.py [--repeat N]
 """
 

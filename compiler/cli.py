@@ -1,15 +1,14 @@
 """The command line: the only place that prints or exits.
 
-Exit codes: 0 compiled (or up to date under --check); 1 stale under --check; 2 invalid input, or an environment
-error such as an out/ that cannot be written (one located line); 3 an internal error (a bug: the only case that
-shows a traceback); 4 a valid plan that is infeasible (does not fit, misses its deadline or budget).
+Exit codes: 0 done (up to date under `check`, no change under `diff --exit-code`); 1 stale under `check`, changed
+under `diff --exit-code`; 2 invalid input, or an environment error such as an out/ that cannot be written (one
+located line); 3 an internal error (a bug: the only case that shows a traceback); 4 a valid plan that is infeasible
+(does not fit, misses its deadline or budget).
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
-import json
 import os
 import shlex
 import sys
@@ -17,69 +16,21 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from . import __version__
-from .cli_report import FORMATS
-
-EXIT_OK, EXIT_STALE, EXIT_INVALID, EXIT_INTERNAL, EXIT_INFEASIBLE = 0, 1, 2, 3, 4
-SUBCOMMANDS = ("schema", "explain", "diff", "probe", "calibrate")
-EXIT_CODES_HELP = """exit codes:
-  0  compiled, or up to date under --check
-  1  stale under --check (the diff and the command that fixes it are printed)
-  2  invalid input or environment (every error located: file:line:col: error: field: message  [code])
-  3  internal error (a bug in mlinfra-compile; the only case with a traceback)
-  4  a valid plan that is infeasible (does not fit, misses its deadline or budget)"""
-COMPILE_EXAMPLES = """examples:
-  mlinfra-compile examples/llama3-8b-pretrain.yaml -o out/
-  mlinfra-compile plans/ -o out/ --check              # a whole folder: also reports orphan out/ folders
-  cat plan.yaml | mlinfra-compile - --stdin-name plan.yaml -o out/
-  mlinfra-compile plans/*.yaml -o out/ --check --format github   # CI annotations
-
-other commands: schema, explain, diff, probe, calibrate (mlinfra-compile COMMAND --help)"""
-
-
-class _Parser(argparse.ArgumentParser):
-    """No abbreviations (`--ch` is not `--check`), and examples kept as written in --help."""
-
-    def __init__(self, **kwargs):
-        super().__init__(allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
-
-
-def _compile_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="mlinfra-compile",
-        description="Compile ML infrastructure plans into Slurm, torchrun, DeepSpeed, vLLM, Triton and Kubernetes configs.",
-        epilog=f"{COMPILE_EXAMPLES}\n\n{EXIT_CODES_HELP}",
-    )
-    parser.add_argument("plans", nargs="+", type=Path, help="plan YAML files, folders of them, or - for standard input")
-    parser.add_argument("-o", "--out", type=Path, default=Path("out"), help="output directory (default: out/)")
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 with a diff when out/ is stale")
-    parser.add_argument(
-        "--format",
-        choices=FORMATS,
-        default="text",
-        help="text (default), json (schemas/cli-output.schema.json) or github (workflow annotations)",
-    )
-    parser.add_argument("-q", "--quiet", action="store_true", help="print only problems")
-    parser.add_argument(
-        "--stdin-name",
-        default="stdin.yaml",
-        metavar="NAME",
-        help="the file name a plan read from - stands for (headers, messages)",
-    )
-    parser.add_argument("--version", action="version", version=f"mlinfra-compile {__version__}")
-    return parser
+from .cli_base import (
+    EXIT_INFEASIBLE,
+    EXIT_INTERNAL,
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_STALE,
+    SUBCOMMANDS,
+    compile_parser,
+    problems_of,
+    terminal_text,
+)
 
 
 def _print_error(message: str) -> None:
     print(message, file=sys.stderr)
-
-
-def terminal_text(text: str) -> str:
-    """Text for a terminal: line by line, anything that could restyle it (escape sequences, bidi overrides) shown
-    escaped. Plans and catalogs refuse such characters already; this keeps the promise if one gets through."""
-    from .diagnostics import printable
-
-    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 def _utf8_streams() -> None:
@@ -103,77 +54,107 @@ def _plan_files(arguments: list[Path]) -> tuple[list[Path], bool]:
     return files, whole
 
 
-def _read_stdin_plan(cwd: Path) -> Path:
-    """A plan from standard input, written to a private file in the working directory (a catalog it names is
-    found relative to it, as for a plan file there); the caller removes it."""
+def _read_stdin_plan() -> Path:
+    """A plan from standard input, written to a private file in the temporary folder (the working folder may be
+    read-only; a catalog it names is still found relative to the working folder); the caller removes it."""
     from .source import MAX_PLAN_BYTES
 
     data = sys.stdin.buffer.read(MAX_PLAN_BYTES + 1)
-    handle, name = tempfile.mkstemp(prefix=".mlinfra-stdin-", suffix=".yaml", dir=cwd)
+    handle, name = tempfile.mkstemp(prefix=".mlinfra-stdin-", suffix=".yaml")
     with os.fdopen(handle, "wb") as out:
         out.write(data)
     return Path(name)
 
 
-def _problems_of(exc, path: str):
-    from .cli_report import Problem
-
-    return [
-        Problem(d.file or path, d.message, d.code, d.line, d.column, d.path, text=d.render(exc.source_lines))
-        for d in exc.diagnostics
-    ]
-
-
-def run_compile(argv: list[str]) -> int:
-    args = _compile_parser().parse_args(argv)  # before the imports: --help, --version and usage errors need none
+def _frozen_imports() -> None:
+    """Import what a run needs with the collector off, then freeze it: what the imports build (modules, pydantic's
+    validators) lives as long as the process, so no collection needs to look at it again."""
     collecting = gc.isenabled()
-    gc.disable()  # what the imports build (modules, pydantic's validators) lives as long as the process ...
+    gc.disable()
     try:
-        from . import check, writer  # noqa: F401  (imported with the collector off, used below)
-        from .cli_report import Problem, RunReport, emit
-        from .diagnostics import InfeasiblePlan, PlanInputError
-        from .pipeline import compile_plan, one_run
+        from . import check, pipeline, writer  # noqa: F401
     finally:
-        gc.freeze()  # ... so no collection, during the run or at exit, needs to look at it again
+        gc.freeze()
         if collecting:
             gc.enable()
 
+
+def run_compile(argv: list[str], verb: str = "") -> int:
+    args = compile_parser(verb).parse_args(argv)  # before the imports: --help, --version and usage errors need none
+    _frozen_imports()
+    from .cli_report import Problem, RunReport, emit
     from .targets.base import environment
     from .template_cache import attach_template_cache, user_cache_dir
 
     attach_template_cache(environment(), user_cache_dir())
-
     report = RunReport("check" if args.check else "compile")
     plan_files, whole_folder = _plan_files(args.plans)
     for folder in (
         a for a in args.plans if str(a) != "-" and a.is_dir() and not any(p.parent == a for p in plan_files)
     ):
         report.problems.append(Problem(str(folder), "no plan files (*.yaml, *.yml) in this folder", "no-plans"))
-        report.exit_code = EXIT_INVALID
-    rendered, sources = [], []
+        report.fail(EXIT_INVALID)
+    rendered, sources, unchanged = _compile_all(args, plan_files, report)
+    _refuse_duplicate_names([*zip(sources, (r.name for r in rendered)), *((u.file, u.name) for u in unchanged)], report)
+    if not report.exit_code:  # nothing is written when any plan fails
+        _write_or_check(args, rendered, sources, unchanged, whole_folder, report)
+    emit(report, args.format, args.quiet)
+    return report.exit_code
+
+
+def _compile_all(args, plan_files: list[Path], report):
+    """Each plan compiled (rendered, as shown), or under `check`, when its inputs are unchanged, checked by hash."""
+    from .cli_report import Problem
+    from .diagnostics import InfeasiblePlan, PlanInputError
+    from .fast_check import recorded_inputs, unchanged
+    from .pipeline import compile_plan, one_run
+
+    index = recorded_inputs(args.out) if args.check else {}
+    rendered, sources, same = [], [], []
     with one_run() as searches:
         for path in plan_files:
-            stdin_copy = _read_stdin_plan(Path.cwd()) if str(path) == "-" else None
-            shown = args.stdin_name if stdin_copy else str(path)
+            shown = args.stdin_name if str(path) == "-" else str(path)
             try:
+                stdin_copy = _read_stdin_plan() if str(path) == "-" else None
+            except OSError as exc:
+                report.problems.append(
+                    Problem(shown, f"cannot keep the plan read from standard input: {exc}", "os-error")
+                )
+                report.fail(EXIT_INVALID)
+                continue
+            try:
+                found = None if stdin_copy else unchanged(path, shown, args.out, index)
+                if found is not None:
+                    same.append(found)
+                    continue
                 rendered.append(
-                    compile_plan(stdin_copy or path, display_name=shown if stdin_copy else None, searches=searches)
+                    compile_plan(
+                        stdin_copy or path,
+                        display_name=shown if stdin_copy else None,
+                        searches=searches,
+                        base_dir=Path(".") if stdin_copy else None,  # relative to the working folder
+                    )
                 )
                 sources.append(shown)
             except PlanInputError as exc:
-                report.problems += _problems_of(exc, shown)
-                report.exit_code = max(report.exit_code, EXIT_INVALID)
+                report.problems += problems_of(exc, shown)
+                report.fail(EXIT_INVALID)
             except InfeasiblePlan as exc:
                 report.problems.append(Problem(shown, f"infeasible: {exc}", "infeasible"))
-                report.exit_code = (
-                    max(report.exit_code, EXIT_INFEASIBLE) if report.exit_code != EXIT_INVALID else EXIT_INVALID
-                )
+                report.fail(EXIT_INFEASIBLE)
             finally:
                 if stdin_copy:
                     stdin_copy.unlink(missing_ok=True)
-    names = [r.name for r in rendered]
+    return rendered, sources, same
+
+
+def _refuse_duplicate_names(named: list[tuple[str, str]], report) -> None:
+    """(plan file, plan name) pairs: two plans of one run may not share a name (they would share a folder)."""
+    from .cli_report import Problem
+
+    names = [name for _, name in named]
     for name in sorted({n for n in names if names.count(n) > 1}):
-        files = [src for src, r in zip(sources, rendered) if r.name == name]
+        files = [src for src, n in named if n == name]
         report.problems.append(
             Problem(
                 files[-1],
@@ -182,193 +163,59 @@ def run_compile(argv: list[str]) -> int:
                 field="name",
             )
         )
-        report.exit_code = EXIT_INVALID
-    if not report.exit_code:  # nothing is written when any plan fails
-        _write_or_check(args, rendered, sources, whole_folder, report)
-    emit(report, args.format, args.quiet)
-    return report.exit_code
+        report.fail(EXIT_INVALID)
 
 
-def _write_or_check(args, rendered, sources, whole_folder: bool, report) -> None:
-    from .check import describe, orphan_folders, stale_files
+def fix_command(args, whole_folder: bool, orphans: bool) -> str:
+    """The one command that brings out/ up to date (removing orphan folders when there are any)."""
+    plan_args = " ".join(shlex.quote(str(a)) for a in args.plans)
+    prune = " --prune" if orphans and whole_folder else ""
+    return f"mlinfra-compile {plan_args} -o {shlex.quote(str(args.out))}{prune}"
+
+
+def _write_or_check(args, rendered, sources, unchanged, whole_folder: bool, report) -> None:
+    from .check import describe, orphan_folders, prune_orphans, stale_files
     from .cli_report import Problem
     from .plan_lock import PlanLocked
     from .writer import UnsafeOutput, write_plans
 
-    plan_args = [shlex.quote(str(a)) for a in args.plans]
+    owned = [r.name for r in rendered] + [u.name for u in unchanged]
     try:
         if args.check:
-            stale = stale_files(args.out, rendered) + (orphan_folders(args.out, rendered) if whole_folder else [])
+            orphans = orphan_folders(args.out, owned) if whole_folder else []
+            stale = stale_files(args.out, rendered) + orphans
+            fix = fix_command(args, whole_folder, bool(orphans))
             for item in stale:
                 report.problems.append(
                     Problem(
-                        str(args.out / item.path),
-                        describe(item, args.out, plan_args),
-                        f"stale-{item.reason}",
-                        diff=item.diff,
+                        str(args.out / item.path), describe(item, args.out, fix), f"stale-{item.reason}", diff=item.diff
                     )
                 )
             if stale:
                 report.exit_code = EXIT_STALE
-                report.summary = f"{len(stale)} generated file(s) are stale; run: mlinfra-compile {' '.join(plan_args)} -o {shlex.quote(str(args.out))}"
+                report.summary = f"{len(stale)} generated file(s) are stale; run: {fix}"
         else:
             write_plans(args.out, rendered)
+            if args.prune and whole_folder:
+                report.summary = prune_orphans(args.out, owned)
     except (UnsafeOutput, PlanLocked) as exc:
         report.problems.append(Problem("", str(exc), exc.code))  # the message names the path
-        report.exit_code = EXIT_INVALID
+        report.fail(EXIT_INVALID)
     except OSError as exc:  # the environment, not the plan: a full disk, a read-only folder, a file in the way
         report.problems.append(Problem(str(exc.filename or args.out), str(exc.strerror or exc), "os-error"))
-        report.exit_code = EXIT_INVALID
+        report.fail(EXIT_INVALID)
     if not report.exit_code:
         status = "checked" if args.check else "written"
         report.plans = [
             {"file": src, "name": r.name, "status": status, "files": len(r.files), "out": str(args.out / r.name)}
             for src, r in zip(sources, rendered)
+        ] + [
+            {"file": u.file, "name": u.name, "status": "checked", "files": u.files, "out": str(args.out / u.name)}
+            for u in unchanged
         ]
-
-
-def run_schema(argv: list[str]) -> int:
-    from .schema import plan_schema, resolved_schema
-
-    parser = _Parser(
-        prog="mlinfra-compile schema",
-        description="Print the plan JSON Schema.",
-        epilog="examples:\n  mlinfra-compile schema > schemas/plan.schema.json\n  mlinfra-compile schema --resolved   # the schema of out/<plan>/plan.json",
-    )
-    parser.add_argument("--resolved", action="store_true", help="print the schema of out/<plan>/plan.json instead")
-    args = parser.parse_args(argv)
-    schema = resolved_schema() if args.resolved else plan_schema()
-    sys.stdout.write(json.dumps(schema, indent=2, sort_keys=True) + "\n")
-    return EXIT_OK
-
-
-def run_explain(argv: list[str]) -> int:
-    from .explain import explain
-
-    parser = _Parser(
-        prog="mlinfra-compile explain",
-        description="Print the sizing and deployment decisions and their reasons.",
-        epilog=f"example:\n  mlinfra-compile explain examples/llama3-8b-pretrain.yaml\n\n{EXIT_CODES_HELP}",
-    )
-    parser.add_argument("plan", type=Path)
-    args = parser.parse_args(argv)
-    plan, status = _resolved(args.plan)
-    if plan is not None:
-        sys.stdout.write(terminal_text(explain(plan)))
-    return status
-
-
-def _resolved(path: Path, probe: bool = False):
-    """(the resolved plan, EXIT_OK), or (None, the exit code) after printing why; `probe` decides the probe section."""
-    from .deployment.probe import ProbeError
-    from .diagnostics import InfeasiblePlan, PlanInputError
-    from .pipeline import resolve
-
-    try:
-        return resolve(path, probe=probe), EXIT_OK
-    except ProbeError as exc:
-        _print_error(terminal_text(f"{path}: error: {exc}  [no-probe]"))
-        return None, EXIT_INVALID
-    except PlanInputError as exc:
-        _print_error(exc.render())
-        return None, EXIT_INVALID
-    except InfeasiblePlan as exc:
-        _print_error(terminal_text(f"{path}: error: infeasible: {exc}  [infeasible]"))
-        return None, EXIT_INFEASIBLE
-
-
-def _os_error(exc: OSError, fallback: Path) -> int:
-    """An environment error: one line naming the path, exit 2."""
-    _print_error(terminal_text(f"{exc.filename or fallback}: error: {exc.strerror or exc}  [os-error]"))
-    return EXIT_INVALID
-
-
-def run_probe(argv: list[str]) -> int:
-    from .plan_lock import PlanLocked
-    from .probe import probe_files
-    from .writer import UnsafeOutput, write_plans
-
-    parser = _Parser(
-        prog="mlinfra-compile probe",
-        description="Write a measurement job for a plan: one node, and a "
-        "second for the collectives when the plan spans nodes (out/<plan>-probe/: probe.py, probe_environment.py, "
-        "probe.sbatch, settings.json).",
-        epilog="example:\n  mlinfra-compile probe plans/llama3-8b-pretrain.yaml -o out/\n"
-        "  cd out/llama3-8b-pretrain-probe && sbatch probe.sbatch\n"
-        "  mlinfra-compile calibrate probe-results.json -o plans/site-calibration.yaml",
-    )
-    parser.add_argument("plan", type=Path)
-    parser.add_argument("-o", "--out", type=Path, default=Path("out"))
-    args = parser.parse_args(argv)
-    plan, status = _resolved(args.plan, probe=True)
-    if plan is None:
-        return status
-    try:
-        rendered = probe_files(plan)
-        write_plans(args.out, [rendered])
-    except (UnsafeOutput, PlanLocked) as exc:
-        _print_error(terminal_text(f"error: {exc}  [{exc.code}]"))
-        return EXIT_INVALID
-    except OSError as exc:
-        return _os_error(exc, args.out)
-    print(f"{rendered.name}: {len(rendered.files)} files in {args.out / rendered.name}")
-    return EXIT_OK
-
-
-CALIBRATION_MARK = "# Written by mlinfra-compile calibrate"
-
-
-def run_calibrate(argv: list[str]) -> int:
-    from .probe import ProbeError, load_results, results_warnings, site_calibration_text
-
-    parser = _Parser(
-        prog="mlinfra-compile calibrate",
-        description="Turn probe results into a site calibration file (name it in a plan as cluster.calibration).",
-        epilog="example:\n  mlinfra-compile calibrate probe-results.json -o plans/site-calibration.yaml --site cluster-a",
-    )
-    parser.add_argument("results", type=Path)
-    parser.add_argument("-o", "--out", type=Path, required=True)
-    parser.add_argument("--site", default="site", help="the site's name (letters, digits, . _ -)")
-    args = parser.parse_args(argv)
-    try:
-        results = load_results(args.results)
-        text = site_calibration_text(results, args.site)
-        _write_own_file(args.out, text)
-    except ProbeError as exc:
-        _print_error(terminal_text(f"{args.results}: error: {exc}  [invalid-results]"))
-        return EXIT_INVALID
-    except OSError as exc:
-        return _os_error(exc, args.out)
-    for warning in results_warnings(results):
-        _print_error(terminal_text(f"{args.results}: warning: {warning}  [probe-environment]"))
-    print(f"wrote {args.out}")
-    return EXIT_OK
-
-
-def _write_own_file(path: Path, text: str) -> None:
-    """Atomically (a private temporary beside it, then rename); a file there that we did not write is refused."""
-    if path.exists():
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            if not handle.readline().startswith(CALIBRATION_MARK):
-                raise OSError(
-                    0,
-                    "exists and was not written by mlinfra-compile calibrate; remove it or choose another -o",
-                    str(path),
-                )
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or Path("."))
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def run_diff(argv: list[str]) -> int:
-    from .diffing import run_diff as diff_main
-
-    return diff_main(argv)
+        if args.check:
+            count = len(report.plans)
+            report.summary = f"{count} plan{'s' if count != 1 else ''} up to date in {args.out}"
 
 
 def _looks_like_a_command(word: str) -> bool:
@@ -381,16 +228,25 @@ def _looks_like_a_command(word: str) -> bool:
     return bool(difflib.get_close_matches(word, SUBCOMMANDS, n=1, cutoff=0.6))
 
 
+def _handlers() -> dict:
+    from . import cli_commands, completion, diffing, init_plan
+
+    return {
+        "init": init_plan.run_init,
+        "compile": lambda argv: run_compile(argv, "compile"),
+        "check": lambda argv: run_compile(argv, "check"),
+        "explain": cli_commands.run_explain,
+        "diff": diffing.run_diff,
+        "schema": cli_commands.run_schema,
+        "probe": cli_commands.run_probe,
+        "calibrate": cli_commands.run_calibrate,
+        "completion": completion.run_completion,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     argv_given = argv is not None
     argv = list(sys.argv[1:] if argv is None else argv)
-    handlers = {
-        "schema": run_schema,
-        "explain": run_explain,
-        "diff": run_diff,
-        "probe": run_probe,
-        "calibrate": run_calibrate,
-    }
     # A run allocates many objects and frees nearly all of them by reference counting, so the cycle collector's
     # default pace (a collection every 700 net allocations) is mostly wasted work; with the imports frozen (above)
     # it took 45-50 ms of a one-plan run and 0.25 s of --check over 100 plans, now under 1 ms in both, for about 5 MB
@@ -399,14 +255,14 @@ def main(argv: list[str] | None = None) -> int:
     gc.set_threshold(200_000, 30, 30)
     _utf8_streams()
     try:
-        if argv and argv[0] in handlers:
-            return handlers[argv[0]](argv[1:])
+        if argv and argv[0] in SUBCOMMANDS:
+            return _handlers()[argv[0]](argv[1:])
         if argv and _looks_like_a_command(argv[0]):
             from .diagnostics import did_you_mean
 
             _print_error(
-                f"mlinfra-compile: error: unknown command '{terminal_text(argv[0])}'{did_you_mean(argv[0], handlers)}; "
-                f"commands: {', '.join(handlers)}, or plan files to compile  [unknown-command]"
+                f"mlinfra-compile: error: unknown command '{terminal_text(argv[0])}'{did_you_mean(argv[0], SUBCOMMANDS)}; "
+                f"commands: {', '.join(SUBCOMMANDS)}, or plan files to compile  [unknown-command]"
             )
             return EXIT_INVALID
         return run_compile(argv)

@@ -30,11 +30,21 @@ class Problem:
 
 @dataclass
 class RunReport:
-    command: str  # compile | check
+    """What one command found. `result` is what a command reports beyond plans and problems (explain's decisions,
+    diff's changes, the file init wrote), `text` how the text format prints it."""
+
+    command: str  # compile | check | explain | diff | schema | probe | calibrate | init | completion
     plans: list[dict] = field(default_factory=list)  # {file, name, status, files, out}
     problems: list[Problem] = field(default_factory=list)
     exit_code: int = 0
     summary: str = ""
+    result: dict | None = None
+    text: str = ""
+
+    def fail(self, code: int) -> None:
+        """Raise the exit code to `code`; invalid input (2) outranks infeasible (4)."""
+        if self.exit_code != 2:
+            self.exit_code = code if code == 2 else max(self.exit_code, code)
 
 
 def _github_data(text: str) -> str:
@@ -78,14 +88,20 @@ def emit(report: RunReport, fmt: str, quiet: bool) -> None:
             "plans": report.plans,
             "problems": [{k: v for k, v in asdict(p).items() if k != "text"} for p in report.problems],
         }
+        if report.result is not None:
+            data["result"] = report.result
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         return
     if fmt == "github":
+        if report.text:
+            sys.stdout.write(report.text)
         for problem in report.problems:
             sys.stdout.write(_github(problem) + "\n")
         if report.summary and not quiet:
             sys.stdout.write(f"::notice::{_github_data(report.summary)}\n")
         return
+    if report.text:  # the document a command exists to print (explain, diff, schema): -q hides status lines only
+        sys.stdout.write(report.text)
     for problem in report.problems:
         if problem.diff:
             sys.stdout.write(printable_diff(problem.diff))
@@ -93,7 +109,7 @@ def emit(report: RunReport, fmt: str, quiet: bool) -> None:
         print(_text(problem), file=sys.stderr)
     if report.summary and (report.exit_code or not quiet):
         print(report.summary, file=sys.stderr if report.exit_code else sys.stdout)
-    if not quiet and not report.exit_code and report.command == "compile":  # a clean --check says nothing, as ruff's
+    if not quiet and not report.exit_code and report.command in ("compile", "probe"):
         for plan in report.plans:
             print(f"{plan['name']}: {plan['files']} files in {plan['out']}")
 

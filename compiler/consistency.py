@@ -7,7 +7,7 @@ Run on every compile after rendering, before anything is written; a disagreement
 from __future__ import annotations
 
 from . import training_consistency
-from .resolved import ResolvedPlan
+from .plan.resolved import ResolvedPlan
 from .targets.base import OutputFile, load_generated_yaml, load_generated_yaml_documents
 
 

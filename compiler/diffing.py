@@ -1,5 +1,6 @@
 """`mlinfra-compile diff OLD NEW` (or `diff PLAN --against REV`): what a plan change does to the decisions,
-then the changed generated files as a unified diff. Always exits 0 unless the input is invalid."""
+then the changed generated files as a unified diff. Exits 0 unless the input is invalid; with --exit-code, 1 when
+a decision or a file changes (git diff's convention)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,13 @@ import argparse
 import difflib
 import json
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from .diagnostics import InfeasiblePlan, PlanInputError, printable
 from .pipeline import one_run, render, resolve
-from .resolved import ResolvedPlan
+from .plan.resolved import ResolvedPlan
 from .sizing.search_cache import SearchCache
 from .units import format_seconds, format_usd
 
@@ -101,6 +101,9 @@ def deployment_changes(old: ResolvedPlan, new: ResolvedPlan) -> list[dict]:
 
 
 def file_diffs(old: ResolvedPlan, new: ResolvedPlan) -> str:
+    """The generated files' unified diff. The old plan is rendered under the new one's file name, so headers that
+    differ only by the file name (OLD vs NEW, or the revision's copy) are no change."""
+    old = old.model_copy(update={"plan_file": new.plan_file})
     a = {f.path: f.text for f in render(old).files}
     b = {f.path: f.text for f in render(new).files}
     chunks = []
@@ -152,55 +155,86 @@ def _plan_at_revision(path: Path, revision: str, searches: SearchCache) -> Resol
     sha = _commit(revision, cwd)
     relative = _git(["ls-files", "--full-name", "--error-unmatch", "--", path.name], cwd).strip()
     text = _git(["show", f"{sha}:{relative}"], cwd)
-    with tempfile.NamedTemporaryFile(
-        "w", dir=path.parent, prefix=".mlinfra-diff-", suffix=".yaml", delete=False
-    ) as handle:
-        handle.write(text)
+    with tempfile.NamedTemporaryFile("w", prefix=".mlinfra-diff-", suffix=".yaml", delete=False) as handle:
+        handle.write(text)  # in the temporary folder: the plan's own may be read-only
     try:
-        return resolve(Path(handle.name), display_name=f"{sha[:12]}:{path.name}", searches=searches)
+        shown = f"{sha[:12]}:{path.name}"
+        return resolve(Path(handle.name), display_name=shown, searches=searches, base_dir=path.parent)
     finally:
         Path(handle.name).unlink()
 
 
-def run_diff(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+def diff_parser() -> argparse.ArgumentParser:
+    from .cli_base import Parser, add_output_options
+
+    parser = Parser(
         prog="mlinfra-compile diff",
         description="What a plan change does to the decisions and generated files.",
-        allow_abbrev=False,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n  mlinfra-compile diff plans/a.yaml plans/a-new.yaml\n  mlinfra-compile diff plans/a.yaml --against HEAD~1 --json",
+        epilog="examples:\n  mlinfra-compile diff plans/a.yaml plans/a-new.yaml\n"
+        "  mlinfra-compile diff plans/a.yaml --against HEAD~1 --exit-code\n\n"
+        "exit codes: 0 compared (with --exit-code: no change), 1 with --exit-code: a decision or a file changed,\n"
+        "  2 invalid input, 3 internal error, 4 infeasible",
     )
     parser.add_argument("old", type=Path)
     parser.add_argument("new", type=Path, nargs="?")
     parser.add_argument("--against", metavar="REV", help="compare PLAN with its version at a git revision")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--exit-code", action="store_true", help="exit 1 when a decision or a file changes (git diff --exit-code)"
+    )
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # the older spelling of --format json
+    return add_output_options(parser)
+
+
+def _both(args, report) -> tuple[ResolvedPlan, ResolvedPlan] | None:
+    """(old, new), each resolved under its own file name, so an error is named by the file it is in."""
+    from .cli_base import EXIT_INFEASIBLE, EXIT_INVALID, problems_of
+    from .cli_report import Problem
+
+    with one_run() as searches:  # a change that leaves the training question alone searches it once
+        plans = []
+        for which in ("old", "new"):
+            path = args.old if which == "new" and args.against is not None else getattr(args, which)
+            try:
+                if which == "old" and args.against is not None:
+                    plans.append(_plan_at_revision(args.old, args.against, searches))
+                else:
+                    plans.append(resolve(path, searches=searches))
+            except PlanInputError as exc:
+                report.problems += problems_of(exc, str(path))
+                report.fail(EXIT_INVALID)
+            except InfeasiblePlan as exc:
+                report.problems.append(Problem(str(path), f"infeasible: {exc}", "infeasible"))
+                report.fail(EXIT_INFEASIBLE)
+            except GitError as exc:
+                report.problems.append(Problem(str(path), str(exc), "git-revision"))
+                report.fail(EXIT_INVALID)
+            except OSError as exc:  # the environment: a full or read-only temporary folder
+                report.problems.append(Problem(str(path), str(exc), "os-error"))
+                report.fail(EXIT_INVALID)
+    return (plans[0], plans[1]) if len(plans) == 2 else None
+
+
+def run_diff(argv: list[str]) -> int:
+    from .cli_report import RunReport, emit
+
+    parser = diff_parser()
     args = parser.parse_args(argv)
     if (args.new is None) == (args.against is None):
         parser.error("give OLD NEW, or PLAN --against REV")
-    try:
-        with one_run() as searches:  # a change that leaves the training question alone searches it once
-            if args.against is not None:
-                old, new = _plan_at_revision(args.old, args.against, searches), resolve(args.old, searches=searches)
-            else:
-                old, new = (
-                    resolve(args.old, searches=searches),
-                    resolve(args.new, display_name=str(args.old), searches=searches),
-                )
-    except PlanInputError as exc:
-        print(exc.render(), file=sys.stderr)
-        return 2
-    except InfeasiblePlan as exc:
-        print(printable(f"{args.old}: error: infeasible: {exc}  [infeasible]"), file=sys.stderr)
-        return 4
-    except GitError as exc:
-        print(f"{printable(str(args.old))}: error: {printable(str(exc))}  [git-revision]", file=sys.stderr)
-        return 2
-    changes, files = decision_changes(old, new), file_diffs(old, new)
     if args.json:
-        print(json.dumps({"decisions": changes, "files_diff": files}, indent=2, sort_keys=True, default=str))
-        return 0
-    print("\n".join(f"  {printable(c['text'])}" for c in changes) if changes else "  no change to the decisions")
-    if files:
-        print()
-        sys.stdout.write("\n".join(printable(line) for line in files.split("\n")))
-    return 0
+        args.format = "json"
+    report = RunReport("diff")
+    pair = _both(args, report)
+    if pair is not None:
+        changes, files = decision_changes(*pair), file_diffs(*pair)
+        report.result = {"decisions": changes, "files_diff": files}
+        lines = [f"  {printable(c['text'])}" for c in changes] or ["  no change to the decisions"]
+        report.text = "\n".join(lines) + "\n"
+        if files:
+            report.text += "\n" + "\n".join(printable(line) for line in files.split("\n"))
+        if args.exit_code and (changes or files):
+            report.exit_code = 1
+    if report.result is not None:  # json: keep the values JSON can hold (numbers, strings), as before
+        report.result = json.loads(json.dumps(report.result, default=str))
+    emit(report, args.format, args.quiet)
+    return report.exit_code

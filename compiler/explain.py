@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .resolved import ResolvedPlan
+from .plan.resolved import ResolvedPlan
 from .targets import report
 
 

@@ -7,6 +7,9 @@ one then lies in `<stage>/tree` until the stage is removed). Where the exchange 
 network filesystems) two renames are used: `out/<plan>` -> `<stage>/old`, then `<stage>/tree` -> `out/<plan>`; a
 kill between them leaves no `out/<plan>`, and `recover`, which the next compile of that plan runs first, renames
 `<stage>/old` back.
+
+Entries that appear in the old folder after the writer read it (a job still writing there) are moved into the new
+folder after the swap (`carry_over`), before the old folder is removed.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import sys
 from pathlib import Path
 
@@ -108,3 +112,47 @@ class Swap:
             os.rename(self.folder, tree)
             if self.how == "renamed":
                 os.rename(old, self.folder)
+
+
+def old_folder(stage: Path, how: str) -> Path | None:
+    """Where a done swap left the old folder: `<stage>/tree` after an exchange, `<stage>/old` after two renames."""
+    return {"exchanged": stage / "tree", "renamed": stage / "old"}.get(how)
+
+
+def carry_over(old: Path, new: Path, ours: set[str], passes: int = 3) -> int:
+    """Moves into `new` what the old folder holds and the new one lacks or holds as another file (an entry created or
+    replaced after the writer read the old folder); `ours` (generated paths, old and new) stay behind. Repeats until a
+    pass moves nothing, at most `passes` times; returns how many entries moved."""
+    moved_total = 0
+    for _ in range(passes):
+        moved = _carry_directory(old, new, "", ours)
+        moved_total += moved
+        if not moved:
+            break
+    return moved_total
+
+
+def _carry_directory(old: Path, new: Path, relative: str, ours: set[str]) -> int:
+    moved = 0
+    try:
+        entries = list(os.scandir(old / relative if relative else old))
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    for entry in entries:
+        path = f"{relative}/{entry.name}" if relative else entry.name
+        if path in ours:
+            continue
+        try:
+            there = os.lstat(new / path)
+        except FileNotFoundError:
+            there = None
+        if entry.is_dir(follow_symlinks=False):
+            if there is None:
+                os.rename(entry.path, new / path)
+                moved += 1
+            elif stat.S_ISDIR(there.st_mode):
+                moved += _carry_directory(old, new, path, ours)
+        elif there is None or (not stat.S_ISDIR(there.st_mode) and there.st_ino != entry.inode()):
+            os.replace(entry.path, new / path)  # created, or replaced by the user, after the old folder was read
+            moved += 1
+    return moved

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,10 +13,11 @@ from .catalog.catalog import load_catalog
 from .catalog.loader import CatalogError
 from .consistency import check_consistency
 from .diagnostics import Diagnostic, FieldRefused, PlanInputError
+from .input_hash import inputs_record
 from .passes import PASSES
 from .passes.context import PassContext
+from .plan.resolved import ResolvedPlan
 from .references import check_references
-from .resolved import ResolvedPlan
 from .serve_checks import check_serving
 from .site_calibration import CalibrationError, calibrate, load_site_calibration
 from .sizing.search_cache import SearchCache
@@ -36,19 +38,27 @@ def _check_file_name(name: str) -> None:
 
 
 def resolve(
-    plan_path: Path, display_name: str | None = None, searches: SearchCache | None = None, probe: bool = False
+    plan_path: Path,
+    display_name: str | None = None,
+    searches: SearchCache | None = None,
+    probe: bool = False,
+    base_dir: Path | None = None,
 ) -> ResolvedPlan:
     """Load, validate and size one plan. `display_name` stands in for the path in messages and headers; `searches`
     is the run's shared search results (one_run), a fresh cache when the plan is compiled alone; `probe` also decides
-    the probe section (`mlinfra-compile probe`)."""
+    the probe section (`mlinfra-compile probe`); `base_dir` is where the plan's catalog and calibration paths start
+    (default: the plan's folder; a plan read from standard input or git is kept in a temporary file elsewhere)."""
     _check_file_name(display_name or str(plan_path))
     loaded = load_yaml_file(plan_path, display_name=display_name or str(plan_path))
     spec = validate_plan(loaded)
     check_unused(spec, loaded)
-    extra = (plan_path.parent / spec.cluster.catalog) if spec.cluster.catalog else None
+    base_dir = plan_path.parent if base_dir is None else base_dir
+    extra = (base_dir / spec.cluster.catalog) if spec.cluster.catalog else None
     try:
         catalog = load_catalog(extra)
     except CatalogError as exc:
+        if exc.file:  # named by the catalog file it is in (its text is never quoted: it may be any file)
+            raise PlanInputError([Diagnostic(exc.line, exc.column, "", str(exc), "invalid-catalog", file=exc.file)])
         pos = loaded.position(("cluster", "catalog"))
         raise PlanInputError(
             [Diagnostic(pos.line, pos.column, "cluster.catalog", str(exc), "invalid-catalog", file=loaded.file)],
@@ -56,7 +66,7 @@ def resolve(
         )
     check_references(spec, catalog, loaded)
     check_serving(spec, catalog, loaded)
-    catalog, site_decisions = _site_calibrated(catalog, plan_path, spec, loaded)
+    catalog, site_decisions = _site_calibrated(catalog, base_dir, spec, loaded)
     plan = ResolvedPlan(
         generator=f"mlinfra-compile {__version__}",
         name=spec.name,
@@ -75,12 +85,12 @@ def resolve(
     return plan
 
 
-def _site_calibrated(catalog, plan_path: Path, spec, loaded):
+def _site_calibrated(catalog, base_dir: Path, spec, loaded):
     """The catalog fitted to the plan's site calibration file, with the decisions that say so (none without one)."""
     if not spec.cluster.calibration:
         return catalog, []
     try:
-        return calibrate(catalog, load_site_calibration(plan_path.parent / spec.cluster.calibration))
+        return calibrate(catalog, load_site_calibration(base_dir / spec.cluster.calibration))
     except CalibrationError as exc:
         pos = loaded.position(("cluster", "calibration"))
         raise PlanInputError(
@@ -140,11 +150,16 @@ def render(plan: ResolvedPlan) -> RenderedPlan:
     paths = [f.path for f in files]
     if len(paths) != len(set(paths)):
         raise AssertionError(f"two targets emit the same path: {sorted(p for p in paths if paths.count(p) > 1)}")
-    return RenderedPlan(plan.name, tuple(sorted(files, key=lambda f: f.path)))
+    return RenderedPlan(plan.name, tuple(sorted(files, key=lambda f: f.path)), plan.runs_dir)
 
 
-def compile_plan(plan_path: Path, display_name: str | None = None, searches: SearchCache | None = None) -> RenderedPlan:
-    return render(resolve(plan_path, display_name, searches))
+def compile_plan(
+    plan_path: Path, display_name: str | None = None, searches: SearchCache | None = None, base_dir: Path | None = None
+) -> RenderedPlan:
+    """The plan's files, with the record of what decided them (the manifest keeps it for `check`)."""
+    plan = resolve(plan_path, display_name, searches, base_dir=base_dir)
+    inputs = inputs_record(plan_path, display_name or str(plan_path), plan.spec, base_dir or plan_path.parent)
+    return dataclasses.replace(render(plan), inputs=inputs)
 
 
 @contextmanager

@@ -13,8 +13,8 @@ from pathlib import Path
 import yaml
 
 from .deployment.probe import ProbeError
+from .plan.resolved import ResolvedPlan
 from .probe_environment import environment_warnings
-from .resolved import ResolvedPlan
 from .targets.base import with_header
 from .targets.probe import render_probe
 from .writer import RenderedPlan
@@ -22,7 +22,8 @@ from .writer import RenderedPlan
 
 def probe_files(plan: ResolvedPlan) -> RenderedPlan:
     """out/<plan>-probe/: the files of a plan resolved with its probe section (pipeline.resolve(probe=True))."""
-    return RenderedPlan(plan.probe.name, tuple(with_header(f, plan.plan_file, plan.name) for f in render_probe(plan)))
+    files = tuple(with_header(f, plan.plan_file, plan.name) for f in render_probe(plan))
+    return RenderedPlan(plan.probe.name, files, plan.probe.runs_dir)
 
 
 CALIBRATION_HEADER = (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from .catalog.catalog import Catalog
 from .diagnostics import did_you_mean
+from .plan.spec import PlanSpec
 from .source import LoadedYaml, refuse_at
-from .spec import PlanSpec
 
 
 def check_references(spec: PlanSpec, catalog: Catalog, loaded: LoadedYaml) -> None:

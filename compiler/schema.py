@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .resolved import ResolvedPlan
-from .spec import PlanSpec
+from .plan.resolved import ResolvedPlan
+from .plan.spec import PlanSpec
 
 SCHEMA_ID = "https://mlinfra-compile.dev/schemas/"
 

@@ -36,8 +36,8 @@ import re
 
 from .catalog.catalog import Catalog
 from .catalog.types import Architecture
+from .plan.spec import AZURE_CLIENT_ID, GCP_SERVICE_ACCOUNT, IAM_ROLE_ARN, ModelSpec, PlanSpec, weights_locations
 from .source import LoadedYaml, refuse_at
-from .spec import AZURE_CLIENT_ID, GCP_SERVICE_ACCOUNT, IAM_ROLE_ARN, ModelSpec, PlanSpec, weights_locations
 
 # Plan precisions each checkpoint quantization can be served in. none: a 16-bit checkpoint, served as is or quantized
 # by the engine at load time. fp8: FP8 (W8A8) checkpoints. awq: 4-bit weights (AutoAWQ). gptq: 4- or 8-bit weights.
@@ -246,7 +246,7 @@ def speculative_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, 
     return []
 
 
-# Which workload-identity form each object store takes (spec.py: IAM_ROLE_ARN, GCP_SERVICE_ACCOUNT, AZURE_CLIENT_ID), and
+# Which workload-identity form each object store takes (plan/spec.py: IAM_ROLE_ARN, GCP_SERVICE_ACCOUNT, AZURE_CLIENT_ID), and
 # which stores a Secret's environment can reach: the AWS SDK reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY from the
 # environment; gs:// and az:// clients want a key file or a federated identity, so they take workload_identity only.
 IDENTITY_FORMS = {

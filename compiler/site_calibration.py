@@ -37,12 +37,13 @@ from .catalog.catalog import Catalog, SiteLinks
 from .catalog.params import count_params
 from .catalog.types import Architecture, CatalogId, CatalogText
 from .diagnostics import PlanInputError
-from .resolved import Decision
+from .plan.resolved import Decision
+from .plan.spec import ArchitectureSpec
 from .sizing.search_cache import SearchCache
-from .sizing.serve_latency import ReplicaModel, compute_dtype, decode_step, prefill_occupancy_seconds
-from .sizing.serve_memory import kv_bytes_per_token_per_gpu, weights_bytes_per_gpu
-from .sizing.train_time import INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION
-from .sizing.training import TrainRequest, search_training
+from .sizing.serve.latency import ReplicaModel, compute_dtype, decode_step, prefill_occupancy_seconds
+from .sizing.serve.memory import kv_bytes_per_token_per_gpu, weights_bytes_per_gpu
+from .sizing.train.search import TrainRequest, search_training
+from .sizing.train.time import INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION
 from .source import load_yaml_file
 from .units import format_bytes, format_seconds
 
@@ -64,7 +65,9 @@ class _Strict(BaseModel):
 class SitePoint(_Strict):
     gpu: CatalogId
     model: CatalogId | None = Field(None, description="a catalog preset id (or give the architecture)")
-    architecture: Architecture | None = Field(None, description="the measured shape, e.g. a probe's reduced layers")
+    architecture: ArchitectureSpec | None = Field(
+        None, description="the measured shape, e.g. a probe's reduced layers (checked as a plan's inline architecture)"
+    )
     gpus: int = Field(ge=1, le=1_000_000)
     tp: int = Field(1, ge=1, le=1024)
     pp: int = Field(1, ge=1, le=1024)
@@ -92,7 +95,9 @@ class ServingPoint(_Strict):
 
     gpu: CatalogId
     model: CatalogId | None = Field(None, description="a catalog preset id (or give the architecture)")
-    architecture: Architecture | None = Field(None, description="the measured shape, e.g. a probe's reduced layers")
+    architecture: ArchitectureSpec | None = Field(
+        None, description="the measured shape, e.g. a probe's reduced layers (checked as a plan's inline architecture)"
+    )
     precision: Literal["bf16", "fp16"] = "bf16"
     phase: Literal["prefill", "decode"]
     batch: int = Field(ge=1, le=100_000)
@@ -189,9 +194,10 @@ class SiteCalibration(_Strict):
 
 
 def load_site_calibration(path: Path) -> SiteCalibration:
+    loaded = None
     try:
-        data = load_yaml_file(path).data
-        return SiteCalibration.model_validate(data)
+        loaded = load_yaml_file(path)
+        return SiteCalibration.model_validate(loaded.data)
     except PlanInputError as exc:
         first = exc.diagnostics[0]
         raise CalibrationError(
@@ -199,7 +205,9 @@ def load_site_calibration(path: Path) -> SiteCalibration:
         ) from None
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise CalibrationError(f"{path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        where = loaded.position(tuple(first["loc"]))
+        field = ".".join(map(str, first["loc"]))
+        raise CalibrationError(f"{path}:{where.line}:{where.column}: {field}: {first['msg']}") from None
 
 
 def _predicted_step(point: SitePoint, catalog: Catalog, share: float, searches: SearchCache) -> float | None:

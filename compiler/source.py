@@ -24,7 +24,11 @@ MAX_PLAN_BYTES = 1 << 20
 MAX_NODES = 20_000
 # Nesting deeper than any plan needs; refused before Python's recursion limit is reached.
 MAX_DEPTH = 64
+# Text the pure-Python parser may still read after libyaml refused it, for its messages: it composes ~100 KiB/s, so
+# a 1 MiB document it alone reads would take ten seconds.
+MAX_PURE_PARSE_BYTES = 64 << 10
 
+_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
 _STANDARD_TAGS = {"tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")}
 
 Loc = tuple[str | int, ...]
@@ -89,7 +93,11 @@ class _Builder:
         return self._scalar(node, loc)
 
     def _scalar(self, node: yaml.Node, loc: Loc) -> Any:
-        """A scalar's value; one Python cannot hold (a 5,000-digit integer, 2024-02-30) is located at the scalar."""
+        """A scalar's value; one Python cannot hold (a 5,000-digit integer, 2024-02-30) is located at the scalar, and
+        so is a plain 1:30, which YAML 1.1 reads as the base-60 number 90."""
+        if node.style is None and ":" in node.value and node.tag in (_INT, _FLOAT):
+            message = f"{node.value} is a base-60 number in YAML 1.1 ({self.scalars.construct_object(node)!r}); "
+            raise self.fail(node, message + "write the number itself, or quote it", "yaml-sexagesimal", loc)
         try:
             return self.scalars.construct_object(node, deep=True)
         except (ValueError, OverflowError) as exc:
@@ -103,6 +111,9 @@ class _Builder:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise self.fail(key_node, "mapping keys must be plain scalars", "yaml-key", loc)
             key = self._scalar(key_node, loc)
+            if isinstance(key, bool):  # yes/no/on/off/true/false: YAML 1.1 booleans, even as keys
+                message = f"the key {key_node.value!r} reads as the boolean {key} in YAML 1.1; quote it to use the word"
+                raise self.fail(key_node, message, "yaml-bool-key", loc)
             key = key if isinstance(key, str) else str(key)
             if key in result:
                 first = self.keys[loc + (key,)]
@@ -118,13 +129,15 @@ class _Builder:
 
 
 _NODE_EVENTS = (yaml.ScalarEvent, yaml.AliasEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent)
-# The pre-scan only counts: libyaml's parser where PyYAML has it; its errors are left to the full parse below.
+# The pre-scan counts with libyaml's parser where PyYAML has it. Text it cannot read (a `%YAML 1.3` line, an unknown
+# directive, a BOM after the start) is refused: the full parse below runs only on small text, for its messages.
 _SCAN_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def _scan_size(text: str, file: str) -> None:
+def _scan_size(text: str, file: str) -> PlanInputError | None:
     """Refuse a document with too many nodes or too deep a nesting while streaming its events, before building
-    any node: a 1 MiB list of 500k tiny items is refused in milliseconds instead of after seconds of composing."""
+    any node: a 1 MiB list of 500k tiny items is refused in milliseconds instead of after seconds of composing.
+    Returns the refusal of text the scan cannot read (raised by the caller), or None."""
     nodes = depth = 0
     try:
         for event in yaml.parse(text, Loader=_SCAN_LOADER):
@@ -138,13 +151,20 @@ def _scan_size(text: str, file: str) -> None:
                     else (f"nesting deeper than {MAX_DEPTH} levels", "yaml-too-deep")
                 )
                 raise PlanInputError([Diagnostic(p.line, p.column, "", message, code, file=file)], text)
-    except yaml.YAMLError:
-        return
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        problem = getattr(exc, "problem", None) or str(exc)
+        message = f"invalid YAML: {problem} (libyaml reads plans: no %YAML 1.3 or unknown directive, a BOM only first)"
+        return PlanInputError([Diagnostic(line, column, "", message, "yaml-syntax", file=file)], text)
+    return None
 
 
 def load_yaml_text(text: str, file: str) -> LoadedYaml:
     builder = _Builder(file)
-    _scan_size(text, file)
+    unreadable = _scan_size(text, file)
+    if unreadable is not None and len(text.encode("utf-8", "surrogatepass")) > MAX_PURE_PARSE_BYTES:
+        raise unreadable
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -166,6 +186,8 @@ def load_yaml_text(text: str, file: str) -> LoadedYaml:
         raise PlanInputError(
             [Diagnostic(1, 1, "", f"nesting deeper than {MAX_DEPTH} levels", "yaml-too-deep", file=file)], text
         )
+    if unreadable is not None:  # the pure parser reads what libyaml does not: refused all the same
+        raise unreadable
     if node is None:
         raise PlanInputError([Diagnostic(1, 1, "", "the plan is empty", "empty-plan", file=file)], text)
     try:

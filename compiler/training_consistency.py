@@ -12,7 +12,7 @@ import shlex
 
 from .deployment.frameworks import MIXED_PRECISION
 from .deployment.fsdp_tp import ACTIVATION_CHECKPOINT
-from .resolved import ResolvedPlan
+from .plan.resolved import ResolvedPlan
 from .targets.base import OutputFile, load_generated_yaml
 
 
@@ -40,10 +40,13 @@ def _check_sbatch(text: str, plan: ResolvedPlan) -> None:
     _expect(_option(text, r"^#SBATCH --ntasks-per-node=(\d+)$", "sbatch --ntasks-per-node") == "1", "one task per node")
     srun_nodes = _option(text, r"^srun_args=\(--nodes=(\d+) ", "srun --nodes")
     _expect(int(srun_nodes) == hw.nodes, "srun --nodes != sbatch --nodes")
-    cpus = _option(text, r"^#SBATCH --cpus-per-task=(\d+)$", "sbatch --cpus-per-task")
+    if re.search(r"^#SBATCH --cpus-per-gpu=", text, re.M):  # a job below a node: its CPUs are per GPU
+        cpus = str(int(_option(text, r"^#SBATCH --cpus-per-gpu=(\d+)$", "sbatch --cpus-per-gpu")) * hw.gpus_per_node)
+    else:
+        cpus = _option(text, r"^#SBATCH --cpus-per-task=(\d+)$", "sbatch --cpus-per-task")
     _expect(
         _option(text, r" --cpus-per-task=(\d+) --kill-on-bad-exit", "srun --cpus-per-task") == cpus,
-        "srun --cpus-per-task != sbatch --cpus-per-task",
+        "srun --cpus-per-task != the job's CPUs",
     )
     body = text.split("\nset -euo pipefail\n", 1)
     _expect(len(body) == 2 and "#SBATCH" not in body[1], "an #SBATCH line after the first command is ignored by sbatch")

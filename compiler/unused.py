@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from .diagnostics import Diagnostic, PlanInputError
+from .plan.spec import PlanSpec, weights_locations
 from .source import LoadedYaml
-from .spec import PlanSpec, weights_locations
 
 CODE = "unused-field"
 SLURM_ONLY = (
@@ -28,6 +28,7 @@ KUBERNETES_TRAINING = (
     "namespace",
     "job_api",
     "storage_class",
+    "shared_storage_class",
     "secret_name",
     "image",
     "tolerations",
@@ -39,6 +40,7 @@ KUBERNETES_SERVING = (
     "namespace",
     "autoscaler",
     "storage_class",
+    "shared_storage_class",
     "secret_name",
     "image",
     "tolerations",

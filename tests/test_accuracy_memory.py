@@ -63,7 +63,7 @@ def test_issue_17_named_cases():
 
 
 def test_torchtitan_8b_op_sac_rows_within_5_percent():
-    """Issue #15/#17: the eager BF16 1-D FSDP rows (selective op AC, mb2 s8192), max reserved, within 5% — before the
+    """The eager BF16 1-D FSDP rows (selective op AC, mb2 s8192), max reserved, within 5% — before the
     op-SAC mode they were sized with Megatron's selective recompute (activations 87.7 GiB) and did not fit 96 GB."""
     for gpus, measured in ((8, 82.4), (128, 67.0)):
         c = CASES[f"torchtitan Llama 3.1 8B FSDP on {gpus}x H100"]

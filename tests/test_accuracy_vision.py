@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.accuracy_vision import TOLERANCE, family_stats, left_out, vision_cases
-from compiler.sizing.cnn_layers import layer_table
+from compiler.sizing.cnn.layers import layer_table
 
 
 @pytest.mark.parametrize("regime, least_rows, median_bound", [("batched", 6, 0.30), ("batch1", 4, 1.75)])
@@ -48,7 +48,7 @@ def test_resnet50_on_a_t4_is_bandwidth_bound_and_fusion_pays():
     fusions; ONNX Runtime's separate activation and add kernels move more, PyTorch eager's batch norm more again."""
     from compiler.catalog.loader import load_gpus, load_models
     from compiler.catalog.params import count_params
-    from compiler.sizing.vision import batch_time, flops_per_item, weights_bytes
+    from compiler.sizing.serve.vision import batch_time, flops_per_item, weights_bytes
 
     arch, t4 = load_models()["resnet-50"].architecture, load_gpus()["t4-16gb"]
     params = count_params(arch)
@@ -67,7 +67,12 @@ def test_a_jetson_detector_at_batch_one_is_bandwidth_bound_layer_by_layer():
     of a TensorRT layer on a Jetson (0.55 ms in all)."""
     from compiler.catalog.loader import load_gpus, load_models
     from compiler.catalog.params import count_params
-    from compiler.sizing.vision import TENSORRT_EDGE_LAYER_FIXED_SECONDS, batch_time, flops_per_item, weights_bytes
+    from compiler.sizing.serve.vision import (
+        TENSORRT_EDGE_LAYER_FIXED_SECONDS,
+        batch_time,
+        flops_per_item,
+        weights_bytes,
+    )
 
     arch, orin = load_models()["yolo11n"].architecture, load_gpus()["jetson-orin-nx-16gb"]
     params = count_params(arch)
@@ -84,7 +89,7 @@ def test_the_fixed_layer_time_is_what_mlperf_singlestream_on_jetson_leaves():
     (none of them scored here); the Orin NX rows leave more per layer than the AGX Orin's faster-clocked GPU, and the
     L4, a data-centre GPU held out, far less: the term is applied on edge devices only."""
     from benchmarks.tensorrt_layer_fixed_time import derived_seconds, per_layer_seconds, rows
-    from compiler.sizing.vision import TENSORRT_EDGE_LAYER_FIXED_SECONDS
+    from compiler.sizing.serve.vision import TENSORRT_EDGE_LAYER_FIXED_SECONDS
 
     assert TENSORRT_EDGE_LAYER_FIXED_SECONDS == pytest.approx(derived_seconds(), abs=0.01e-6)
     used = [r for r in rows() if r.used]
@@ -110,7 +115,12 @@ def test_the_fixed_layer_time_is_what_mlperf_singlestream_on_jetson_leaves():
 def test_the_fixed_layer_time_applies_to_tensorrt_on_edge_devices_only(gpu_id, fusion, fixed):
     from compiler.catalog.loader import load_gpus, load_models
     from compiler.catalog.params import count_params
-    from compiler.sizing.vision import TENSORRT_EDGE_LAYER_FIXED_SECONDS, batch_time, flops_per_item, weights_bytes
+    from compiler.sizing.serve.vision import (
+        TENSORRT_EDGE_LAYER_FIXED_SECONDS,
+        batch_time,
+        flops_per_item,
+        weights_bytes,
+    )
 
     arch, gpu = load_models()["resnet-50"].architecture, load_gpus()[gpu_id]
     params = count_params(arch)

@@ -74,12 +74,12 @@ def test_needs_come_first():
 def test_the_checker_catches_what_it_should(tmp_path):
     """The AST rules themselves: a spec read, a relative target import and a sizing import are each found."""
     tree = ast.parse(
-        "from . import torchrun\nfrom ..sizing.serving import X\nimport compiler.sizing.training\nplan.spec.cluster\n"
+        "from . import torchrun\nfrom ..sizing.serving import X\nimport compiler.sizing.train.search\nplan.spec.cluster\n"
     )
     names = [name for _, name in _imports(tree)]
     assert (
         "compiler.targets.torchrun" in names
         and "compiler.sizing.serving" in names
-        and "compiler.sizing.training" in names
+        and "compiler.sizing.train.search" in names
     )
     assert any(isinstance(n, ast.Attribute) and n.attr == "spec" for n in ast.walk(tree))

@@ -12,8 +12,8 @@ import yaml
 from compiler.catalog.loader import load_models
 from compiler.catalog.params import count_params
 from compiler.diagnostics import PlanInputError
-from compiler.sizing.serve_attention_dp import expert_exchange_seconds
-from compiler.sizing.serve_memory import routed_expert_params_total, weights_bytes_per_gpu
+from compiler.sizing.serve.attention_dp import expert_exchange_seconds
+from compiler.sizing.serve.memory import routed_expert_params_total, weights_bytes_per_gpu
 from tests.fixtures.compiled import compiled_files
 from tests.test_target_vllm import hf_config
 from tests.tools import realtools

@@ -46,7 +46,7 @@ def test_check_detects_stale_and_fresh(tmp_path):
     assert run_cli(PLAN, "-o", tmp_path, "--check").returncode == 1  # nothing there yet
     assert run_cli(PLAN, "-o", tmp_path).returncode == 0
     fresh = run_cli(PLAN, "-o", tmp_path, "--check")
-    assert fresh.returncode == 0 and fresh.stdout == ""
+    assert fresh.returncode == 0 and fresh.stdout == f"1 plan up to date in {tmp_path}\n"
     report = tmp_path / "llama3-8b-pretrain/REPORT.md"
     report.write_text(report.read_text().replace("Decision", "Decisoin"))
     stale = run_cli(PLAN, "-o", tmp_path, "--check")
@@ -143,7 +143,7 @@ def test_an_engine_that_cannot_run_the_model_is_infeasible_not_a_crash(tmp_path)
     assert "engine vllm serves decoder LLMs only" in result.stderr and "Traceback" not in result.stderr
 
 
-# --- issue 16: the habits of terraform/ruff -----------------------------------------------------------------
+# --- the habits of terraform/ruff -----------------------------------------------------------------
 
 
 def test_a_mistyped_command_says_did_you_mean():

@@ -15,7 +15,8 @@ import pytest
 
 from compiler.catalog.params import ParamCounts
 from compiler.catalog.types import Architecture
-from compiler.sizing.train_memory import deepspeed_model_states, memory_per_gpu, model_state_bytes_zero_paper
+from compiler.sizing.train.memory import deepspeed_model_states, model_state_bytes_zero_paper
+from tests.fixtures.train_sizing import memory_of
 from tests.tools.realtools import tool_python
 
 GIB = 2**30
@@ -70,7 +71,7 @@ def deepspeed_figures(params):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_gpu_model_states_match_live_deepspeed(case, params, deepspeed_figures):
     stage, offload, offload_params = CASES[case]
-    mem = memory_per_gpu(
+    mem = memory_of(
         ARCH,
         params,
         dp=8,
@@ -123,7 +124,7 @@ def test_zero2_docs_formula_is_older_than_the_code():
 def test_other_frameworks_use_the_zero_paper_accounting(params):
     """FSDP/Megatron keep no fp32 gradient copy: ZeRO paper's (2 + 2 + 12)Ψ/N at stage 3 (Fig. 1)."""
     for stage in (0, 1, 2, 3):
-        mem = memory_per_gpu(ARCH, params, dp=8, zero_stage=stage, seq_len=4096, framework="fsdp")
+        mem = memory_of(ARCH, params, dp=8, zero_stage=stage, seq_len=4096, framework="fsdp")
         # + FSDP's gathered layer and the prefetched one at stage 3 (train_memory docstring)
         gathered = 2 * (params.per_layer_attention + params.per_layer_mlp_total) * 2 if stage == 3 else 0
         assert mem.model_states == pytest.approx(

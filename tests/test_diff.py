@@ -21,8 +21,8 @@ def test_diff_reports_what_a_change_does_to_the_decisions(tmp_path):
 def test_diff_json_is_machine_readable(tmp_path):
     new = tmp_path / "new.yaml"
     new.write_text(PLAN.read_text().replace("deadline: 30d", "deadline: 10d"))
-    data = json.loads(run_cli("diff", PLAN, new, "--json").stdout)
-    changed = {c["what"]: c for c in data["decisions"]}
+    data = json.loads(run_cli("diff", PLAN, new, "--format", "json").stdout)
+    changed = {c["what"]: c for c in data["result"]["decisions"]}
     assert changed["GPU count"]["new"] > changed["GPU count"]["old"]  # a tighter deadline needs more GPUs
 
 

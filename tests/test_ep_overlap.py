@@ -1,4 +1,4 @@
-"""EP all-to-all overlap and FP8 dispatch (issue 15): the formulas with hand-checked numbers, the search's choice
+"""EP all-to-all overlap and FP8 dispatch: the formulas with hand-checked numbers, the search's choice
 (on where Megatron-Core allows it), the Megatron arguments it reaches (checked by megatron-core's TransformerConfig),
 and DeepSeek-V3's published run (2.664M H800 GPU-hours) before and after."""
 
@@ -11,7 +11,7 @@ import pytest
 from benchmarks.accuracy import moe_run_cases
 from compiler.catalog.loader import load_models
 from compiler.pipeline import render, resolve
-from compiler.sizing import train_layout as tl
+from compiler.sizing.train import parallel as tl
 from tests.test_target_torchrun import write_tree
 from tests.tools import realtools
 

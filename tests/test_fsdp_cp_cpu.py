@@ -1,5 +1,5 @@
 """Context parallelism under framework fsdp: what the FSDP2 path refuses, naming what is missing and who has it
-(issue 15), and why fsdp/fsdp_tp.py builds its own CP rather than torch's.
+and why fsdp/fsdp_tp.py builds its own CP rather than torch's.
 
 torch's context_parallel (torchtitan's CP) shards the sequence and routes SDPA to ring attention only through the
 CUDA flash, memory-efficient and cuDNN kernels (torch 2.13, _context_parallel/_attention.py `_sdpa_handler`); on
@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 from compiler.passes.wording import words
-from compiler.sizing.training import Shape, framework_gap
+from compiler.sizing.train.frameworks import framework_gap
+from compiler.sizing.train.layout import Layout
 from tests.test_target_torchrun import REPO
 from tests.tools import realtools
 
@@ -23,27 +24,27 @@ PROBE = REPO / "tests" / "fsdp_cp_cpu_probe.py"
 @pytest.mark.parametrize(
     ("method", "zero", "offload", "shape", "missing", "said"),
     [
-        ("full", 0, False, Shape(1, 8, 1, 1, 1, ()), "zero", "runs TP/PP/CP only at ZeRO-3"),
+        ("full", 0, False, Layout(cp=8), "zero", "runs TP/PP/CP only at ZeRO-3"),
         (
             "full",
             3,
             False,
-            Shape(2, 2, 2, 1, 1, (16, 16)),
+            Layout(tp=2, cp=2, pp=2, stage_layers=(16, 16)),
             "cp",
             "Megatron-LM has CP with TP and PP (--context-parallel-size",
         ),
-        ("full", 3, False, Shape(2, 2, 1, 1, 1, ()), "cp", "CP × TP, CP × PP and CP × HSDP are not built"),
-        ("lora", 3, False, Shape(1, 2, 1, 1, 1, ()), "cp", "without TP, PP, adapters or an HSDP group"),
-        ("full", 3, False, Shape(1, 2, 1, 1, 1, (), 4), "cp", "without TP, PP, adapters or an HSDP group"),
-        ("full", 3, False, Shape(2, 1, 1, 4, 1, ()), "ep", "Megatron-LM has EP (--expert-model-parallel-size"),
-        ("qlora", 3, False, Shape(2, 1, 1, 1, 1, ()), "adapters", "a 4-bit base has no DTensor TP path"),
-        ("full", 3, True, Shape(2, 1, 1, 1, 1, ()), "offload", "does not offload"),
-        ("full", 1, False, Shape(2, 1, 2, 1, 1, (16, 16)), "zero", "only at ZeRO-3"),
-        ("full", 3, False, Shape(1, 1, 4, 1, 4, (3, 4, 4, 3)), "vp-chunks", "VP4 under framework fsdp"),
+        ("full", 3, False, Layout(tp=2, cp=2), "cp", "CP × TP, CP × PP and CP × HSDP are not built"),
+        ("lora", 3, False, Layout(cp=2), "cp", "without TP, PP, adapters or an HSDP group"),
+        ("full", 3, False, Layout(cp=2, shard_group=4), "cp", "without TP, PP, adapters or an HSDP group"),
+        ("full", 3, False, Layout(tp=2, ep=4), "ep", "Megatron-LM has EP (--expert-model-parallel-size"),
+        ("qlora", 3, False, Layout(tp=2), "adapters", "a 4-bit base has no DTensor TP path"),
+        ("full", 3, True, Layout(tp=2), "offload", "does not offload"),
+        ("full", 1, False, Layout(tp=2, pp=2, stage_layers=(16, 16)), "zero", "only at ZeRO-3"),
+        ("full", 3, False, Layout(pp=4, vp=4, stage_layers=(3, 4, 4, 3)), "vp-chunks", "VP4 under framework fsdp"),
     ],
 )
 def test_fsdp_model_parallel_refusal_names_the_first_missing_piece(method, zero, offload, shape, missing, said):
-    gap = framework_gap("fsdp", method, shape.tp, shape.pp, zero, offload, shape)
+    gap = framework_gap("fsdp", method, shape.with_changes(zero=zero, offload=offload))
     assert (gap["layout"], gap["detail"]) == ("fsdp-model-parallel", missing)
     assert said in words(gap)
 
@@ -51,10 +52,10 @@ def test_fsdp_model_parallel_refusal_names_the_first_missing_piece(method, zero,
 def test_context_parallelism_alone_runs_at_zero3_only():
     """torchtitan's 8B CP8 row (FSDP 1, CP 8) is ZeRO-3 over the 8 CP ranks: that runs; at ZeRO-0 the stage is what
     is missing, and Megatron-LM runs it there."""
-    assert framework_gap("fsdp", "full", 1, 1, 3, False, Shape(1, 8, 1, 1, 1, ())) is None
-    gap = framework_gap("fsdp", "full", 1, 1, 0, False, Shape(1, 8, 1, 1, 1, ()))
+    assert framework_gap("fsdp", "full", Layout(cp=8, zero=3)) is None
+    gap = framework_gap("fsdp", "full", Layout(cp=8))
     assert gap["detail"] == "zero" and "ZeRO-3" in words(gap)
-    assert framework_gap("megatron", "full", 1, 1, 0, False, Shape(1, 8, 1, 1, 1, ())) is None
+    assert framework_gap("megatron", "full", Layout(cp=8)) is None
 
 
 @pytest.mark.parametrize("rotate", ["allgather", "alltoall"])

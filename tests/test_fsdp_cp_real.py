@@ -17,10 +17,11 @@ from compiler.catalog.loader import load_gpus, load_models
 from compiler.catalog.params import count_params
 from compiler.deployment.fsdp_tp import cp_rank_chunks
 from compiler.pipeline import resolve
-from compiler.sizing.train_layout import cp_allgather_bytes_per_layer, cp_allgather_kv_bytes
-from compiler.sizing.train_memory import memory_per_gpu
-from compiler.sizing.train_time import NVLINK_ACHIEVABLE_FRACTION, step_time
-from compiler.sizing.training import Shape, fsdp_tp_runs, resolve_framework
+from compiler.sizing.train.frameworks import fsdp_tp_runs, resolve_framework
+from compiler.sizing.train.layout import Layout
+from compiler.sizing.train.parallel import cp_allgather_bytes_per_layer, cp_allgather_kv_bytes
+from compiler.sizing.train.time import NVLINK_ACHIEVABLE_FRACTION
+from tests.fixtures.train_sizing import memory_of, step_of
 from tests.test_target_torchrun import REPO, free_port, torch_env
 from tests.tools import realtools
 
@@ -74,12 +75,12 @@ def test_chunks_are_llama3_load_balanced():
 
 
 def test_fsdp_runs_cp_alone_at_zero3():
-    assert fsdp_tp_runs("full", 1, 1, 3, False, Shape(1, 2, 1, 1, 1, ()))
-    assert not fsdp_tp_runs("full", 1, 1, 1, False, Shape(1, 2, 1, 1, 1, ()))  # ZeRO-1: Megatron's
-    assert not fsdp_tp_runs("full", 2, 1, 3, False, Shape(2, 2, 1, 1, 1, ()))  # CP × TP: not built
-    assert not fsdp_tp_runs("full", 1, 2, 3, False, Shape(1, 2, 2, 1, 1, (16, 16)))  # CP × PP: not built
-    assert not fsdp_tp_runs("lora", 1, 1, 3, False, Shape(1, 2, 1, 1, 1, ()))
-    assert resolve_framework("auto", "full", 1, 1, 3, False, Shape(1, 2, 1, 1, 1, ()))[0] == "fsdp"
+    assert fsdp_tp_runs("full", Layout(cp=2, zero=3))
+    assert not fsdp_tp_runs("full", Layout(cp=2, zero=1))  # ZeRO-1: Megatron's
+    assert not fsdp_tp_runs("full", Layout(tp=2, cp=2, zero=3))  # CP × TP: not built
+    assert not fsdp_tp_runs("full", Layout(cp=2, pp=2, stage_layers=(16, 16), zero=3))  # CP × PP: not built
+    assert not fsdp_tp_runs("lora", Layout(cp=2, zero=3))
+    assert resolve_framework("auto", "full", Layout(cp=2, zero=3))[0] == "fsdp"
 
 
 def test_allgather_volume_and_gathered_kv_by_hand():
@@ -106,8 +107,8 @@ def test_the_sizing_counts_the_gathered_kv_and_the_exposed_allgather():
     common = dict(
         precision="bf16", tp=1, pp=1, dp=1, zero_stage=3, seq_len=262144, micro_batch=1, recompute="full", cp=8
     )
-    fsdp = memory_per_gpu(arch, params, framework="fsdp", **common)
-    ddp = memory_per_gpu(arch, params, framework="ddp", **common)
+    fsdp = memory_of(arch, params, framework="fsdp", **common)
+    ddp = memory_of(arch, params, framework="ddp", **common)
     assert fsdp.activations - ddp.activations == pytest.approx(2**30 * (1 + 7 / 8), abs=2)
     gpu = load_gpus()["h100-sxm-80gb"]
     timing = dict(
@@ -123,10 +124,10 @@ def test_the_sizing_counts_the_gathered_kv_and_the_exposed_allgather():
         cp=8,
         gpus_per_node=8,
     )
-    gathered = step_time(arch, params, gpu, cp_allgather=True, **timing)
+    gathered = step_of(arch, params, gpu, cp_allgather=True, **timing)
     nvlink = gpu.intra_node_bandwidth_bytes_per_second * NVLINK_ACHIEVABLE_FRACTION
     assert gathered.cp_comm == pytest.approx(32 * 3_758_096_384 / nvlink, rel=1e-12)
-    assert gathered.total - step_time(arch, params, gpu, **timing).total >= gathered.cp_comm * 0.999  # ring hid
+    assert gathered.total - step_of(arch, params, gpu, **timing).total >= gathered.cp_comm * 0.999  # ring hid
 
 
 def resolve_model_arch(preset: str):

@@ -1,4 +1,4 @@
-"""HSDP on the FSDP2 path (issue 15, "FSDP/HSDP with TP and PP"): a plan with parallelism.shard_group_gpus compiles to
+"""HSDP on the FSDP2 path: a plan with parallelism.shard_group_gpus compiles to
 fsdp/fsdp_tp.{json,py} with the mesh [dp_replicate, dp_shard, tp] decided in compiler/deployment/fsdp_tp.py, and
 launch/torchrun.sh runs one real optimizer step on CPU gloo ranks (tests/fsdp_hsdp_step.py): replicate 2 × shard 2 ×
 TP 2 on 8 ranks, 1-D replicate 2 × shard 2 on 4 (a group of 2 on 4-GPU nodes, which Accelerate's FSDP1 cannot shard)
@@ -18,7 +18,8 @@ from compiler.diagnostics import InfeasiblePlan
 from compiler.passes.wording import words
 from compiler.pipeline import compile_plan as compile_in_process
 from compiler.pipeline import render, resolve
-from compiler.sizing.training import Shape, framework_gap, resolve_framework, runs_on_fsdp2
+from compiler.sizing.train.frameworks import framework_gap, resolve_framework, runs_on_fsdp2
+from compiler.sizing.train.layout import Layout
 from tests.test_target_torchrun import REPO, free_port, torch_env
 
 STEP = REPO / "tests" / "fsdp_hsdp_step.py"
@@ -109,19 +110,21 @@ def test_the_consistency_check_catches_a_mesh_without_the_replicas(tmp_path):
 
 
 def test_hsdp_framework_rule():
-    hsdp_tp = Shape(2, 1, 1, 1, 1, (), 2)
-    assert framework_gap("fsdp", "full", 2, 1, 3, False, hsdp_tp) is None
-    assert resolve_framework("auto", "full", 2, 1, 3, False, hsdp_tp)[0] == "fsdp"  # FSDP2 × TP, not Megatron
-    assert framework_gap("fsdp", "full", 1, 1, 3, False, Shape(1, 1, 1, 1, 1, (), 16), per_node=8) is None  # FSDP2 1-D
+    hsdp_tp = Layout(tp=2, shard_group=2)
+    assert framework_gap("fsdp", "full", hsdp_tp.with_changes(zero=3, offload=False)) is None
+    assert (
+        resolve_framework("auto", "full", hsdp_tp.with_changes(zero=3, offload=False))[0] == "fsdp"
+    )  # FSDP2 × TP, not Megatron
+    assert framework_gap("fsdp", "full", Layout(shard_group=16, zero=3), per_node=8) is None  # FSDP2 1-D
     # the one rule the sizing prices (fp32 reduction) and the deployment emits (fsdp_tp.json) by
     assert not runs_on_fsdp2("fsdp", 1, 1, "none", 8, 8)  # a node's group: Accelerate's FSDP1 HYBRID_SHARD
     assert runs_on_fsdp2("fsdp", 1, 1, "none", 16, 8) and runs_on_fsdp2("fsdp", 1, 1, "none", 4, 8)
     assert runs_on_fsdp2("fsdp", 2, 1, "none", None, 8) and not runs_on_fsdp2("megatron", 2, 1, "none", None, 8)
     # still missing, named precisely: Megatron has no shard group, QLoRA beyond a node has no FSDP2 path, nor offload
-    assert "Megatron-LM has none" in words(framework_gap("auto", "full", 2, 1, 1, False, hsdp_tp))
-    qlora = framework_gap("fsdp", "qlora", 1, 1, 3, False, Shape(1, 1, 1, 1, 1, (), 16), per_node=8)
+    assert "Megatron-LM has none" in words(framework_gap("auto", "full", hsdp_tp.with_changes(zero=1, offload=False)))
+    qlora = framework_gap("fsdp", "qlora", Layout(shard_group=16, zero=3), per_node=8)
     assert qlora["layout"] == "hsdp" and "for any group of full or LoRA weights" in words(qlora)
-    offload = framework_gap("fsdp", "full", 2, 1, 3, True, hsdp_tp)
+    offload = framework_gap("fsdp", "full", hsdp_tp.with_changes(zero=3, offload=True))
     assert offload["detail"] == "offload" and "does not offload with TP/PP" in words(offload)
 
 
@@ -183,7 +186,7 @@ def test_hsdp_time_prices_the_groups_and_the_fp32_reduction_fsdp2_runs():
     replicas all-reduce the r·P/8 shard across nodes, 2·(1/2)·S/B at one GPU's NIC rate (a replica group has one rank
     per node)."""
     from compiler.catalog.params import count_params
-    from compiler.sizing import train_time as tt
+    from compiler.sizing.train import time as tt
     from tests.test_train_time import H100, LLAMA8B, _step
 
     params = count_params(LLAMA8B).total

@@ -13,8 +13,11 @@ import pytest
 
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture
-from compiler.sizing.train_memory import FSDP2_REDUCE_BYTES, WEIGHT_BYTES, MemoryOptions, held_params, memory_per_gpu
-from compiler.sizing.train_time import pipeline_gathers_per_step
+from compiler.sizing.train.activations import WEIGHT_BYTES
+from compiler.sizing.train.layout import MemoryOptions
+from compiler.sizing.train.memory import FSDP2_REDUCE_BYTES, held_params
+from compiler.sizing.train.time import pipeline_gathers_per_step
+from tests.fixtures.train_sizing import memory_of
 from tests.fsdp_real import compiled, step_rows
 from tests.test_fsdp_pp_real import INTERLEAVED, PLAN, UNEVEN
 from tests.test_target_torchrun import REPO, torch_env
@@ -63,7 +66,7 @@ def test_a_pipelined_fsdp2_step_holds_what_the_sizing_counts(tmp_path, case, res
         # m + 1 all-gathers per group (train_time.pipeline_gathers_per_step), 1F1B and interleaved alike, against 2m
         assert r["all_gathers"] == pipeline_gathers_per_step(m, reshard) * r["param_groups"], r
     # the sizing's worst stage counts the largest of them
-    mem = memory_per_gpu(
+    mem = memory_of(
         arch,
         count_params(arch),
         precision="bf16",

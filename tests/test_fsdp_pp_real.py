@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from compiler.deployment.fsdp_tp import stage_modules, virtual_stage_layers
-from compiler.sizing.training import (
-    Shape,
+from compiler.sizing.train.frameworks import (
     framework_gap,
     fsdp_pipeline_microbatches_ok,
     fsdp_tp_runs,
     resolve_framework,
 )
+from compiler.sizing.train.layout import Layout
 from tests.fsdp_real import assert_consistency_refuses, cluster, compiled, llama8b_train, run_compile, step_rows
 from tests.test_fsdp_tp_real import GRAD_TOLERANCE, transformers_available
 from tests.test_target_torchrun import REPO, torch_env
@@ -57,13 +57,13 @@ def test_stages_of_each_rank_cut_into_chunks():
 
 
 def test_fsdp_runs_pp_at_zero3_and_refuses_cp_and_ep():
-    assert fsdp_tp_runs("full", 1, 2, 3, False)
-    assert fsdp_tp_runs("full", 2, 4, 3, False, Shape(2, 1, 4, 1, 2, (7, 8, 8, 7)))
-    assert not fsdp_tp_runs("full", 1, 2, 1, False)  # PP at ZeRO-1 is Megatron's
-    assert not fsdp_tp_runs("full", 1, 2, 3, False, Shape(1, 1, 2, 1, 4, (3, 4)))  # a 3-layer stage in 4 chunks
-    assert resolve_framework("auto", "full", 1, 2, 3, False)[0] == "fsdp"
-    assert resolve_framework("auto", "full", 1, 2, 1, False)[0] == "megatron"
-    gap = framework_gap("fsdp", "full", 2, 2, 3, False, Shape(2, 2, 2, 1, 1, (16, 16)))
+    assert fsdp_tp_runs("full", Layout(pp=2, zero=3))
+    assert fsdp_tp_runs("full", Layout(tp=2, pp=4, vp=2, stage_layers=(7, 8, 8, 7), zero=3))
+    assert not fsdp_tp_runs("full", Layout(pp=2, zero=1))  # PP at ZeRO-1 is Megatron's
+    assert not fsdp_tp_runs("full", Layout(pp=2, vp=4, stage_layers=(3, 4), zero=3))  # a 3-layer stage in 4 chunks
+    assert resolve_framework("auto", "full", Layout(pp=2, zero=3))[0] == "fsdp"
+    assert resolve_framework("auto", "full", Layout(pp=2, zero=1))[0] == "megatron"
+    gap = framework_gap("fsdp", "full", Layout(tp=2, cp=2, pp=2, stage_layers=(16, 16), zero=3))
     assert dict(gap.facts)["layout"] == "fsdp-model-parallel"  # CP
     assert not fsdp_pipeline_microbatches_ok(4, 3) and fsdp_pipeline_microbatches_ok(4, 4)
 

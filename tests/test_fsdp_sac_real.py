@@ -1,4 +1,4 @@
-"""torchtitan's op-level selective AC on the FSDP2 script (issue #15): a 1-D FSDP plan pinned to `recompute: selective`
+"""torchtitan's op-level selective AC on the FSDP2 script: a 1-D FSDP plan pinned to `recompute: selective`
 compiles to fsdp/fsdp_tp.{json,py} (the mesh [dp_shard 4, tp 1], no TP plan, the policy's save list) launched by
 torchrun instead of Accelerate, whose FSDP1 plugin only checkpoints whole blocks; and one real step on 4 CPU gloo ranks
 (tests/fsdp_sac_step.py) gives the loss and gradients of the step without checkpointing, while its backward re-runs

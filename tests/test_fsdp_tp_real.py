@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.sizing.training import Shape, framework_gap, fsdp_tp_runs, resolve_framework, sequence_parallel
+from compiler.sizing.train.frameworks import framework_gap, fsdp_tp_runs, resolve_framework, sequence_parallel
+from compiler.sizing.train.layout import Layout
 from tests.fsdp_real import assert_consistency_refuses, cluster, compiled, llama8b_train, step_rows
 from tests.test_target_torchrun import REPO, torch_env
 from tests.tools import realtools
@@ -36,14 +37,16 @@ def compile_plan(tmp_path: Path, framework: str = "fsdp", extra: str = "", seq_l
 
 
 def test_fsdp_runs_tp_only_at_zero3_without_other_model_parallelism():
-    assert fsdp_tp_runs("full", 2, 1, 3, False)
-    assert not fsdp_tp_runs("full", 2, 1, 1, False)  # ZeRO-1 with TP is Megatron's distributed optimizer
-    assert fsdp_tp_runs("full", 2, 2, 3, False)  # PP: fsdp_tp.pipeline (tests/test_fsdp_pp_real.py)
-    assert fsdp_tp_runs("lora", 2, 1, 3, False) and not fsdp_tp_runs("qlora", 2, 1, 3, False)  # fsdp/lora_tp.py
-    assert not fsdp_tp_runs("full", 2, 1, 3, True)
-    assert dict(framework_gap("fsdp", "full", 2, 2, 1, False).facts)["layout"] == "fsdp-model-parallel"
-    assert resolve_framework("auto", "full", 2, 1, 3, False)[0] == "fsdp"
-    assert resolve_framework("auto", "full", 2, 1, 1, False)[0] == "megatron"
+    assert fsdp_tp_runs("full", Layout(tp=2, zero=3))
+    assert not fsdp_tp_runs("full", Layout(tp=2, zero=1))  # ZeRO-1 with TP is Megatron's distributed optimizer
+    assert fsdp_tp_runs("full", Layout(tp=2, pp=2, zero=3))  # PP: fsdp_tp.pipeline (tests/test_fsdp_pp_real.py)
+    assert fsdp_tp_runs("lora", Layout(tp=2, zero=3)) and not fsdp_tp_runs(
+        "qlora", Layout(tp=2, zero=3)
+    )  # fsdp/lora_tp.py
+    assert not fsdp_tp_runs("full", Layout(tp=2, zero=3, offload=True))
+    assert dict(framework_gap("fsdp", "full", Layout(tp=2, pp=2, zero=1)).facts)["layout"] == "fsdp-model-parallel"
+    assert resolve_framework("auto", "full", Layout(tp=2, zero=3))[0] == "fsdp"
+    assert resolve_framework("auto", "full", Layout(tp=2, zero=1))[0] == "megatron"
 
 
 @pytest.mark.parametrize("framework", ["fsdp", "auto"])
@@ -67,10 +70,10 @@ def test_tp_at_zero3_compiles_to_the_fsdp_tp_files(tmp_path, framework):
 
 
 def test_sequence_parallel_is_one_rule_for_the_sizing_and_the_files():
-    tp2 = Shape(2, 1, 1, 1, 1, ())
+    tp2 = Layout(tp=2)
     assert sequence_parallel(tp2, "fsdp", 4096) and sequence_parallel(tp2, "megatron", 4096)
     assert not sequence_parallel(tp2, "fsdp", 4095)  # a pipeline stage could not rebuild the sequence from its shard
-    assert not sequence_parallel(Shape(1, 1, 2, 1, 1, (16, 16)), "fsdp", 4096)  # PP alone: no TP
+    assert not sequence_parallel(Layout(pp=2, stage_layers=(16, 16)), "fsdp", 4096)  # PP alone: no TP
 
 
 @pytest.mark.parametrize("seq_len", [4096, 4095])

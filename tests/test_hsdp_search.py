@@ -1,4 +1,4 @@
-"""The training search tries HSDP (issue 15): ZeRO-3 FSDP layouts whose DP spans nodes also run with shard groups of one
+"""The training search tries HSDP: ZeRO-3 FSDP layouts whose DP spans nodes also run with shard groups of one
 node's data-parallel ranks, and of 2, 4 or 8 nodes where memory needs them (train_layout.hsdp_groups,
 training._search_hsdp); the group reaches plan.json and the FSDP files."""
 
@@ -10,13 +10,16 @@ import pytest
 
 from compiler.catalog.params import count_params
 from compiler.pipeline import render, resolve
-from compiler.sizing.train_layout import hsdp_groups
-from compiler.sizing.train_time import BACKWARD_SHARE_OF_COMPUTE, INTER_NODE_ACHIEVABLE_FRACTION
-from compiler.sizing.training import Shape, _Collector, _context, _search_hsdp, evaluate_layout, search_training
+from compiler.sizing.train.candidate import search_context
+from compiler.sizing.train.choice import Collector
+from compiler.sizing.train.layout import Layout
+from compiler.sizing.train.parallel import hsdp_groups
+from compiler.sizing.train.search import _search_hsdp, evaluate_layout, search_training
+from compiler.sizing.train.time import BACKWARD_SHARE_OF_COMPUTE, INTER_NODE_ACHIEVABLE_FRACTION
 from tests.test_training_search import FABRICS, GPUS, H100, LLAMA8B, LLAMA70B, TrainPins, request
 
 EFA = FABRICS.interconnects["efa-400g"]  # AWS p4d: 6.25 GB/s per GPU, 15 µs
-FULL_SHARD = Shape(1, 1, 1, 1, 1, (32,))
+FULL_SHARD = Layout(stage_layers=(32,), zero=3, framework="fsdp")
 
 
 def test_groups_are_a_nodes_data_parallel_ranks_then_a_few_multiples_that_tile_dp():
@@ -37,7 +40,7 @@ def test_hsdp_wins_on_slow_nics_where_a_nodes_group_holds_the_states():
     (one per node) at one NIC, exposed beyond the last backward (2/3 of a micro-batch)."""
     req = request(gpu_count=128, interconnect=EFA, framework="fsdp")
     chosen = search_training(req, GPUS).chosen
-    assert (chosen.framework, chosen.zero_stage, chosen.dp, chosen.shard_group, chosen.grad_accum) == (
+    assert (chosen.framework, chosen.layout.zero, chosen.layout.dp, chosen.layout.shard_group, chosen.grad_accum) == (
         "fsdp",
         3,
         128,
@@ -45,7 +48,9 @@ def test_hsdp_wins_on_slow_nics_where_a_nodes_group_holds_the_states():
         4,
     )
     assert chosen.description.endswith(" HSDP8")
-    full = evaluate_layout(req, H100, FULL_SHARD, 3, chosen.micro_batch, chosen.recompute, "fsdp")
+    full = evaluate_layout(
+        req, H100, FULL_SHARD.with_changes(micro_batch=chosen.layout.micro_batch, recompute=chosen.layout.recompute)
+    )
     per_microbatch = (full.step.compute - full.step.optimizer) / 4
     gradient_bytes = 2 * count_params(LLAMA8B).total
     nic, latency = 6.25e9 * INTER_NODE_ACHIEVABLE_FRACTION, 15e-6
@@ -67,7 +72,7 @@ def test_hsdp_wins_on_slow_nics_where_a_nodes_group_holds_the_states():
     )
     assert chosen.step.total < 0.75 * full.step.total
     # on 400 Gb/s per GPU the fully sharded collectives hide under compute: no group
-    assert search_training(request(gpu_count=128, framework="fsdp"), GPUS).chosen.shard_group is None
+    assert search_training(request(gpu_count=128, framework="fsdp"), GPUS).chosen.layout.shard_group is None
 
 
 def test_a_group_pinned_to_all_data_parallel_ranks_is_full_sharding_and_stops_the_group_search():
@@ -75,12 +80,12 @@ def test_a_group_pinned_to_all_data_parallel_ranks_is_full_sharding_and_stops_th
         gpu_count=128, interconnect=EFA, framework="fsdp", pins=TrainPins(zero_stage=3, micro_batch=1, shard_group=128)
     )
     chosen = search_training(req, GPUS).chosen
-    assert (chosen.dp, chosen.shard_group) == (128, None) and "HSDP" not in chosen.description
+    assert (chosen.layout.dp, chosen.layout.shard_group) == (128, None) and "HSDP" not in chosen.description
     assert chosen.step.dp_comm_exposed == pytest.approx(1.46, abs=0.01)  # the fully sharded figure above
     pinned = search_training(
         request(gpu_count=128, interconnect=EFA, framework="fsdp", pins=TrainPins(shard_group=16)), GPUS
     )
-    assert pinned.chosen.shard_group == 16  # any other pinned group is kept as pinned
+    assert pinned.chosen.layout.shard_group == 16  # any other pinned group is kept as pinned
 
 
 def test_hsdp_is_not_chosen_where_no_group_holds_the_states():
@@ -90,10 +95,11 @@ def test_hsdp_is_not_chosen_where_no_group_holds_the_states():
     req = request(arch=LLAMA70B, params=count_params(LLAMA70B), gpu_count=32, interconnect=EFA, framework="fsdp")
     result = search_training(req, GPUS)
     chosen = result.chosen
-    assert (chosen.dp, chosen.zero_stage, chosen.shard_group) == (32, 3, None)
+    assert (chosen.layout.dp, chosen.layout.zero, chosen.layout.shard_group) == (32, 3, None)
     assert not any(" HSDP" in c.description for c in result.pareto)
     for group in (8, 16):
-        hybrid = evaluate_layout(req, H100, Shape(1, 1, 1, 1, 1, (80,), group), 3, 1, "full", "fsdp")
+        stated = Layout(stage_layers=(80,), shard_group=group, zero=3, recompute="full", framework="fsdp")
+        hybrid = evaluate_layout(req, H100, stated)
         assert hybrid.memory.total > chosen.usable_memory_bytes
 
 
@@ -101,12 +107,13 @@ def test_a_larger_group_is_tried_only_where_a_nodes_group_needs_more_recompute()
     """At mb1 the fully sharded 8B layout fits without recompute (59 GiB); a node's group needs 76 GiB. With room for it,
     HSDP8 without recompute is the only variant; with 72 GiB usable it needs full recompute, so 2 nodes' worth is tried
     and fits without (67 GiB), and no larger group after it."""
-    ctx = _context(request(gpu_count=128, interconnect=EFA, framework="fsdp"))
+    ctx = search_context(request(gpu_count=128, interconnect=EFA, framework="fsdp"))
 
     def variants(usable_gib: float) -> list[str]:
-        out = _Collector()
-        _search_hsdp(ctx, out, H100, 8, 128, FULL_SHARD, 128, 1, 4, ["none", "full"], int(usable_gib * 2**30))
-        return [f"{f.recompute} HSDP{f.shape.shard}" for f in out.feasible]
+        out = Collector()
+        fully_sharded = FULL_SHARD.with_changes(dp=128)  # mb1: 4 micro-batches of the 512 sequences
+        _search_hsdp(ctx, out, H100, fully_sharded, ["none", "full"], int(usable_gib * 2**30))
+        return [f"{f.layout.recompute} HSDP{f.layout.shard_group}" for f in out.feasible]
 
     assert variants(79.6) == ["none HSDP8"]
     assert variants(72.4) == ["full HSDP8", "none HSDP16"]

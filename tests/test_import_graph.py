@@ -73,7 +73,20 @@ def test_the_import_graph_of_compiler_has_no_cycle():
 
 def test_the_graph_sees_relative_and_lazy_imports():
     graph = import_graph()
-    assert "compiler.sizing.serve_types" in graph["compiler.sizing.vision"]  # from .serve_types import …
+    assert "compiler.sizing.serve.types" in graph["compiler.sizing.serve.vision"]  # from .serve_types import …
     assert "compiler.passes.size_serving" in graph["compiler.passes"]  # from .size_serving import …
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_typed_artifacts_reach_back_into_no_decision_package():
+    """compiler/plan/ holds types only: its modules import each other, the catalog's types and units, nothing that
+    decides (passes, sizing, deployment, targets); the catalog is read for its ids."""
+    graph = import_graph()
+    allowed = {"compiler", "compiler.units", "compiler.catalog", "compiler.catalog.types", "compiler.catalog.catalog"}
+    plan_modules = {name for name in graph if name.startswith("compiler.plan")}
+    assert {"compiler.plan.spec", "compiler.plan.resolved", "compiler.plan.deployment", "compiler.plan.probe"} <= (
+        plan_modules
+    )
+    reached = {name: graph[name] - plan_modules - allowed for name in sorted(plan_modules)}
+    assert reached == {name: set() for name in sorted(plan_modules)}

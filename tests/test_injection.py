@@ -45,7 +45,7 @@ TRAIN_PLAN = {
             "container_mounts": [HOSTILE],
             "extra_directives": [f"--comment={HOSTILE}"],
         },
-        "kubernetes": {"namespace": "ml", "image": HOSTILE},
+        "kubernetes": {"namespace": "ml", "shared_storage_class": "lustre-csi", "image": HOSTILE},
     },
 }
 SERVE_PLAN = {
@@ -53,7 +53,11 @@ SERVE_PLAN = {
     "workload": "serve",
     "model": {"preset": "llama-3.1-8b", "weights": f"s3://b/{HOSTILE}", "hf_id": f"org/{HOSTILE}"},
     "serve": {"engine": "vllm", "context_len": 4096, "traffic": {"requests_per_second": 2}},
-    "cluster": {"scheduler": "both", "gpus": ["h100-sxm-80gb"], "kubernetes": {"namespace": "ml", "image": HOSTILE}},
+    "cluster": {
+        "scheduler": "both",
+        "gpus": ["h100-sxm-80gb"],
+        "kubernetes": {"namespace": "ml", "shared_storage_class": "lustre-csi", "image": HOSTILE},
+    },
 }
 
 

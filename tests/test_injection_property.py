@@ -79,7 +79,7 @@ def _shape(value):
 
 def _mount_or_warning_removed(path: str, text: str) -> str:
     """A job path the container cannot mount (',' or ':' in it) is a warning instead of a pyxis mount by design
-    (issue 13: mounted, or the compile warns naming the path): the mount list and the warnings are left out."""
+    (mounted, or the compile warns naming the path): the mount list and the warnings are left out."""
     if path == "plan.json":
         data = json.loads(text)
         assert all(w.startswith(("train.", "model.")) for w in data["warnings"] if "pyxis mount" in w)

@@ -1,4 +1,4 @@
-"""Issue 13: the launch contract per framework (train.entrypoint.kind), what reaches the script, the Slurm site walltime,
+"""The launch contract per framework (train.entrypoint.kind), what reaches the script, the Slurm site walltime,
 owned directives, partial-node jobs, container mounts and the checkpoint signal.
 
 The launcher runs here with a recording stand-in for torchrun / accelerate (MLINFRA_TORCHRUN / MLINFRA_ACCELERATE), so
@@ -378,9 +378,11 @@ def test_partial_node_job_requests_its_share():
     """Before: a 1-GPU fine-tune was emitted with --exclusive --mem=0 and took a whole 8-GPU node."""
     plan = small_training_plan(nodes=1, gpus_per_node=1)
     job = plan.deployment.slurm
-    assert (job.exclusive, job.gpus_per_node, job.cpus_per_task, job.memory) == (False, 1, 12, f"{144 * 1024}M")
+    # one GPU of p5.48xlarge's allocatable: 190,950 m / 8 -> 23 whole CPUs; 2,094,673 MiB / 8 -> 261,834 MiB
+    assert (job.exclusive, job.gpus_per_node, job.cpus_per_gpu, job.memory_per_gpu) == (False, 1, 23, "261834M")
     text = render_training(plan)["slurm/train.sbatch"].text
-    assert "--exclusive" not in text and "#SBATCH --mem=147456M\n" in text and "#SBATCH --gpus-per-node=1\n" in text
+    assert "--exclusive" not in text and "#SBATCH --mem" + "=" not in text and "#SBATCH --gpus-per-node=1\n" in text
+    assert "#SBATCH --cpus-per-gpu=23\n" in text and "#SBATCH --mem-per-gpu=261834M\n" in text
     whole = small_training_plan(nodes=1, gpus_per_node=8).deployment.slurm
     assert (whole.exclusive, whole.memory) == (True, "0")
 
@@ -499,7 +501,7 @@ def test_every_job_path_is_mounted_or_warned():
 def test_checkpoint_write_is_bounded_by_the_filesystem():
     """Before: per-node bandwidth × nodes, so 2,048 nodes wrote at 10 TB/s (a 405B checkpoint every ~2 minutes)."""
     from compiler.catalog.fabrics import load_fabrics
-    from compiler.sizing.training import checkpoint_write_bandwidth
+    from compiler.sizing.train.candidate import checkpoint_write_bandwidth
 
     lustre = load_fabrics().storage["lustre"]
     assert lustre.aggregate_write_bytes_per_second == 2e12 and "Llama 3" in lustre.aggregate_source
@@ -528,7 +530,7 @@ def test_kubernetes_configmap_carries_what_the_launcher_reads(framework, carried
     plan = small_training_plan(
         framework=framework,
         zero_stage=3 if framework == "fsdp" else 1,
-        cluster={"scheduler": "kubernetes", "gpus_per_node": 2},
+        cluster={"scheduler": "kubernetes", "gpus_per_node": 2, "kubernetes": {"shared_storage_class": "lustre-csi"}},
     )
     text = {f.path: f.text for f in render_files(plan)}["k8s/training.yaml"]
     config_map = next(d for d in yaml.safe_load_all(text) if d["kind"] == "ConfigMap")

@@ -1,4 +1,4 @@
-"""Issue 13, proof with the real frameworks on CPU: compile a tiny plan, run the generated slurm/train.sbatch on the
+"""Proof with the real frameworks on CPU: compile a tiny plan, run the generated slurm/train.sbatch on the
 fake 2-node Slurm cluster (srun → launch/torchrun.sh → torchrun or accelerate launch → a probe script: launch_probe.py
 for plain DDP and DeepSpeed, hf_trainer_probe.py for the Hugging Face Trainer, fsdp_probe.py for FSDP), through one REAL
 training step of the framework; the probe reports what the framework used and the test compares it with plan.json.
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.resolved_plans import deployed
-from tests.test_target_slurm import _sbatch, cluster_env
+from tests.test_target_slurm import _sbatch, cluster_env, job_folder
 from tests.test_target_torchrun import (
     REPO,
     free_port,
@@ -95,7 +95,7 @@ def run_on_slurm(cluster, plan, out: Path, timeout: float = 240, **extra_env: st
     state = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
     logs = "".join(
         p.read_text(errors="replace")
-        for p in (out / f"{plan.name}-{job}.out", out / f"{plan.name}-{job}.err")
+        for p in (job_folder(out) / f"{plan.name}-{job}.out", job_folder(out) / f"{plan.name}-{job}.err")
         if p.exists()
     )
     return state, logs
@@ -277,7 +277,7 @@ def test_hf_trainer_deepspeed_step_on_slurm_matches_plan(tmp_path, slurm_cluster
 
 def wait_for_log(out: Path, name: str, job: str, pattern: str, count: int, env: dict, timeout: float) -> str:
     """The job's log once `pattern` occurs `count` times in it (fails if the job ends or the time runs out first)."""
-    log = out / f"{name}-{job}.out"
+    log = job_folder(out) / f"{name}-{job}.out"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         text = log.read_text(errors="replace") if log.exists() else ""
@@ -287,7 +287,7 @@ def wait_for_log(out: Path, name: str, job: str, pattern: str, count: int, env: 
             pytest.fail(f"job {job} ended before {count} × {pattern!r}: " + text[-4000:])
         time.sleep(0.5)
     subprocess.run(["scancel", job], env=env)
-    errors = out / f"{name}-{job}.err"
+    errors = job_folder(out) / f"{name}-{job}.err"
     pytest.fail(
         f"no {count} × {pattern!r} in {timeout} s: "
         + text[-3000:]
@@ -317,7 +317,7 @@ def signalled_run(
     state = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
     logs = "".join(
         p.read_text(errors="replace")
-        for p in (out / f"{plan.name}-{job}.out", out / f"{plan.name}-{job}.err")
+        for p in (job_folder(out) / f"{plan.name}-{job}.out", job_folder(out) / f"{plan.name}-{job}.err")
         if p.exists()
     )
     return state, logs, steps
@@ -664,9 +664,10 @@ def test_megatron_sequence_parallelism_only_where_megatron_core_splits_the_seque
     """megatron-core's own scatter_to_sequence_parallel_region refuses a rank's sequence (seq_len / CP) that TP does not
     divide; validate_args does not check it, so it would fail at the first forward. Before: --sequence-parallel for
     every Megatron layout with TP > 1."""
-    from compiler.sizing.training import Shape, sequence_parallel
+    from compiler.sizing.train.frameworks import sequence_parallel
+    from compiler.sizing.train.layout import Layout
 
-    assert sequence_parallel(Shape(tp, cp, 1, 1, 1, ()), "megatron", seq_len) is on
+    assert sequence_parallel(Layout(tp=tp, cp=cp), "megatron", seq_len) is on
     ok, message = realtools().megatron_sp_split(seq_len // cp, tp)
     assert ok is on, message
     if not on:

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from compiler.deployment.lora_tp import lora_settings
-from compiler.sizing.train_memory import lora_trainable_params
-from compiler.sizing.training import framework_gap, resolve_framework
-from compiler.spec import LoraSpec
+from compiler.plan.spec import LoraSpec
+from compiler.sizing.train.frameworks import framework_gap, resolve_framework
+from compiler.sizing.train.layout import Layout
+from compiler.sizing.train.memory import lora_trainable_params
 from tests.fsdp_real import cluster, compiled, step_rows
 from tests.test_fsdp_tp_real import transformers_available
 from tests.test_target_torchrun import REPO, torch_env
@@ -58,9 +59,9 @@ def compile_plan(tmp_path: Path, extra: str, seq_len: int = 4096) -> Path:
 
 
 def test_lora_runs_on_fsdp_tp_and_qlora_does_not():
-    assert resolve_framework("auto", "lora", 2, 4, 3, False)[0] == "fsdp"
-    assert resolve_framework("auto", "lora", 2, 4, 0, False) is None  # Megatron-LM's arguments: full weights only
-    assert dict(framework_gap("auto", "qlora", 2, 1, 3, False).facts)["layout"] == "adapters-model-parallel"
+    assert resolve_framework("auto", "lora", Layout(tp=2, pp=4, zero=3))[0] == "fsdp"
+    assert resolve_framework("auto", "lora", Layout(tp=2, pp=4)) is None  # Megatron-LM's arguments: full weights only
+    assert dict(framework_gap("auto", "qlora", Layout(tp=2, zero=3)).facts)["layout"] == "adapters-model-parallel"
 
 
 def test_adapters_per_tp_rank_follow_their_base_layers_split():

@@ -1,6 +1,7 @@
 """The pre-commit hook, run for real with `pre-commit try-repo` against a temporary git repo."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -118,3 +119,72 @@ def test_deleting_a_plan_reports_its_orphan_folder(tmp_path):
         and "stale-orphan" in result.stdout + result.stderr
         and "rm -r" in result.stdout + result.stderr
     )
+
+
+def _readme_hook_config() -> str:
+    """The `.pre-commit-config.yaml` README shows, word for word."""
+    section = (REPO / "README.md").read_text().split("## In pre-commit and CI", 1)[1]
+    return section.split("```yaml\n", 1)[1].split("```", 1)[0]
+
+
+def _shim_path(tmp_path) -> str:
+    """A PATH whose mlinfra-compile is this checkout's (the README's hook has `language: system`)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "mlinfra-compile"
+    shim.write_text(f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m compiler "$@"\n')
+    shim.chmod(0o755)
+    return f"{bin_dir}:{os.environ['PATH']}"
+
+
+def _run_readme_hook(infra, tmp_path, path_env):
+    pre_commit = shutil.which("pre-commit")
+    require_tool(
+        "pre-commit", pre_commit is not None, "pre-commit is not installed (scripts/install-test-deps.sh installs it)"
+    )
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pc-home"), "PATH": path_env}
+    return subprocess.run([pre_commit, "run"], cwd=infra, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _two_plans_committed(tmp_path):
+    infra, plan = _infra_with_a_compiled_plan(tmp_path)
+    (infra / "plans/chat.yaml").write_text((REPO / "examples/llama3-8b-chat.yaml").read_text())
+    (infra / ".pre-commit-config.yaml").write_text(_readme_hook_config())
+    subprocess.run([sys.executable, "-m", "compiler", "plans", "-o", "out"], cwd=infra, check=True, capture_output=True)
+    git("add", ".", cwd=infra)
+    git("commit", "-qm", "two plans", cwd=infra)
+    return infra, plan
+
+
+def test_readme_hook_fails_a_commit_that_only_deletes_a_plan_and_its_fix_removes_the_orphan(tmp_path):
+    infra, plan = _two_plans_committed(tmp_path)
+    path_env = _shim_path(tmp_path)
+    git("rm", "-q", str(plan.relative_to(infra)), cwd=infra)  # staged: one deletion, nothing else
+    failed = _run_readme_hook(infra, tmp_path, path_env)
+    output = failed.stdout + failed.stderr
+    assert failed.returncode == 1 and "stale-orphan" in output, output
+    fix = re.search(r"run: (mlinfra-compile plans -o out --prune)$", output, re.M)
+    assert fix, output
+    subprocess.run(fix.group(1), shell=True, cwd=infra, check=True, env={**os.environ, "PATH": path_env})
+    assert not (infra / "out/llama3-8b-pretrain").exists() and (infra / "out/llama3-8b-chat").is_dir()
+    git("add", "-A", cwd=infra)
+    passed = _run_readme_hook(infra, tmp_path, path_env)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+
+
+def test_readme_hook_reports_a_renamed_plan_in_a_few_lines(tmp_path):
+    infra, plan = _two_plans_committed(tmp_path)
+    plan.write_text(plan.read_text().replace("name: llama3-8b-pretrain", "name: llama3-8b-renamed"))
+    git("add", "-A", cwd=infra)
+    result = _run_readme_hook(infra, tmp_path, _shim_path(tmp_path))
+    output = result.stdout + result.stderr
+    assert result.returncode == 1 and "stale-orphan" in output and "stale-missing" in output, output
+    assert len(output.splitlines()) <= 12, output  # was over a thousand lines: every new file's whole text
+
+
+def test_exported_hook_runs_when_only_a_deletion_is_staged(tmp_path):
+    infra, plan = _two_plans_committed(tmp_path)
+    (infra / ".pre-commit-config.yaml").unlink()
+    git("rm", "-q", str(plan.relative_to(infra)), cwd=infra)
+    result = _hook(infra, tmp_path)  # try-repo with no file selection: the staged files, here only a deletion
+    assert result.returncode == 1 and "stale-orphan" in result.stdout + result.stderr, result.stdout + result.stderr

@@ -1,4 +1,4 @@
-"""probe → results → calibrate → recompile (issue 18): the loop on CPU, through the fake Slurm cluster."""
+"""probe → results → calibrate → recompile: the loop on CPU, through the fake Slurm cluster."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from compiler.catalog.residuals import load_residuals
 from compiler.deployment.probe import MAX_LAYOUTS, MEMORY_FAMILY, _memory, _reduced
 from compiler.pipeline import resolve
 from compiler.probe import probe_files
-from compiler.sizing.train_memory import usable_memory_bytes
+from compiler.sizing.train.memory import usable_memory_bytes
 from tests.conftest import REPO, run_cli
 
 TINY = """name: tiny-probe
@@ -103,7 +103,7 @@ def test_a_serving_probe_measures_batches_from_one_to_the_plans_concurrency():
     held = probe.serving.weights_bytes + top * tokens * probe.serving.kv_bytes_per_token
     assert held <= sv.gpu_memory_utilization * plan.hardware.gpu_memory_bytes  # the plan's own memory share
     sbatch = next(f.text for f in probe_files(plan).files if f.path == "probe.sbatch")
-    assert "--nproc-per-node=1 probe.py" in sbatch
+    assert '--nproc-per-node=1 "$here/probe.py"' in sbatch and "#SBATCH --chdir=../runs/llama3-8b-chat-probe" in sbatch
 
 
 @pytest.mark.realtool
@@ -115,16 +115,21 @@ def test_probe_calibrate_recompile_on_the_fake_slurm_cluster(tmp_path, slurm_clu
     assert run_cli("probe", tmp_path / "plan.yaml", "-o", tmp_path / "out").returncode == 0
     folder = tmp_path / "out" / "tiny-probe-probe"
     env = {**os.environ, **slurm_cluster.env, "PATH": torch_env()["PATH"] + ":/usr/sbin:/sbin"}
-    state, output = _run(folder, env)
-    assert state == "COMPLETED", output[-3000:]
-    results = json.loads((folder / "probe-results.json").read_text())
+    reruns = []  # probe re-run while the job runs: its working directory and results survive
+    state, output = _run(
+        folder, env, lambda: reruns.append(run_cli("probe", tmp_path / "plan.yaml", "-o", tmp_path / "out"))
+    )
+    assert [r.returncode for r in reruns] == [0] and state == "COMPLETED", output[-3000:]
+    results = json.loads((_runs(folder) / "probe-results.json").read_text())
     assert results["world_size"] == 2 and results["step_seconds"] > 0 and results["environment"]["torch"]
     settings = json.loads((folder / "settings.json").read_text())
     assert [l["name"] for l in results["layouts"]] == [l["name"] for l in settings["layouts"]] and len(
         results["layouts"]
     ) >= 3
     assert all(l["step_seconds"] > 0 and l["global_batch"] == 2 * l["micro_batch"] for l in results["layouts"])
-    calibrated = run_cli("calibrate", folder / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci")
+    calibrated = run_cli(
+        "calibrate", _runs(folder) / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci"
+    )
     assert calibrated.returncode == 0, calibrated.stderr
     (tmp_path / "plan.yaml").write_text(TINY % ", calibration: site.yaml")
     explained = run_cli("explain", tmp_path / "plan.yaml")
@@ -149,8 +154,14 @@ def test_probe_calibrate_recompile_on_the_fake_slurm_cluster(tmp_path, slurm_clu
         assert "cluster.calibration" in next(d.reason for d in plan.decisions if d.topic == "parallelism")
 
 
-def _run(folder, env):
-    """sbatch probe.sbatch --allow-other-device (the fake nodes are CPUs) from the probe's folder; wait for it."""
+def _runs(folder):
+    """Where the probe job works and writes: out/runs/<probe>/ (compiler/runs.py)."""
+    return folder.parent / "runs" / folder.name
+
+
+def _run(folder, env, while_running=None):
+    """sbatch probe.sbatch --allow-other-device (the fake nodes are CPUs) from the probe's folder; wait for it.
+    `while_running` is called once when the job has started."""
     import subprocess
     import time
 
@@ -166,14 +177,19 @@ def _run(folder, env):
         return "SUBMIT-FAILED", submitted.stderr
     job = submitted.stdout.strip().split(";")[0]
     deadline = time.monotonic() + 240
-    while subprocess.run(["squeue", "-h", "-j", job], env=env, capture_output=True, text=True).stdout.strip():
+    while state := subprocess.run(
+        ["squeue", "-h", "-o", "%T", "-j", job], env=env, capture_output=True, text=True
+    ).stdout.strip():
+        if while_running is not None and state == "RUNNING":
+            while_running()
+            while_running = None
         if time.monotonic() > deadline:
             subprocess.run(["scancel", job], env=env)
             return "TIMEOUT", ""
         time.sleep(0.3)
     info = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
     state = next((w.split("=", 1)[1] for w in info.split() if w.startswith("JobState=")), "UNKNOWN")
-    output = "".join(p.read_text(errors="replace") for p in folder.glob(f"*-{job}.out"))
+    output = "".join(p.read_text(errors="replace") for p in _runs(folder).glob(f"*-{job}.out"))
     return state, output + info
 
 
@@ -226,7 +242,7 @@ def test_serving_probe_calibrate_recompile_on_the_fake_slurm_cluster(tmp_path, s
     env = {**os.environ, **slurm_cluster.env, "PATH": torch_env()["PATH"] + ":/usr/sbin:/sbin"}
     state, output = _run(folder, env)
     assert state == "COMPLETED", output[-3000:]
-    results = json.loads((folder / "probe-results.json").read_text())
+    results = json.loads((_runs(folder) / "probe-results.json").read_text())
     settings = json.loads((folder / "settings.json").read_text())
     assert results["kind"] == "serving" and results["environment"]["torch"]
     assert [(p["phase"], p["batch"]) for p in results["points"]] == [
@@ -234,7 +250,9 @@ def test_serving_probe_calibrate_recompile_on_the_fake_slurm_cluster(tmp_path, s
     ]
     assert all(p["step_seconds"] > 0 for p in results["points"])
     assert (
-        run_cli("calibrate", folder / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci").returncode
+        run_cli(
+            "calibrate", _runs(folder) / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci"
+        ).returncode
         == 0
     )
     (tmp_path / "plan.yaml").write_text(SERVE % ", calibration: site.yaml")
@@ -339,7 +357,7 @@ def test_a_tp_probe_measures_tensor_parallel_steps_and_calibrate_cites_them(tmp_
     env = {**os.environ, **slurm_cluster.env, "PATH": torch_env()["PATH"] + ":/usr/sbin:/sbin"}
     state, output = _run(folder, env)
     assert state == "COMPLETED", output[-3000:]
-    results = json.loads((folder / "probe-results.json").read_text())
+    results = json.loads((_runs(folder) / "probe-results.json").read_text())
     tp_rows = [l for l in results["layouts"] if l["tp"] == 2]
     assert results["layouts"][0]["name"] == "chosen" and results["layouts"][0]["tp"] == 2 and len(tp_rows) >= 2
     assert any(l["tp"] == 1 and l["dp"] == 2 and l["global_batch"] == 2 * l["micro_batch"] for l in results["layouts"])
@@ -349,7 +367,9 @@ def test_a_tp_probe_measures_tensor_parallel_steps_and_calibrate_cites_them(tmp_
     # the first TP layout's peak is its own, not DTensor's first-call allocations (~60 MB, paid by a warm-up)
     assert results["layouts"][0]["peak_reserved_bytes"] < 20 * results["layouts"][0]["predicted_reserved_bytes"]
     assert (
-        run_cli("calibrate", folder / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci").returncode
+        run_cli(
+            "calibrate", _runs(folder) / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci"
+        ).returncode
         == 0
     )
     points = yaml.safe_load((tmp_path / "site.yaml").read_text())["points"]

@@ -1,4 +1,4 @@
-"""Issue 18, the links and the node: collectives measured by the probe (inside a node, across two) → the site's link
+"""The links and the node: collectives measured by the probe (inside a node, across two) → the site's link
 shares → the training sizing's collectives; the environment checks (GPU name, power limit, driver)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import yaml
 from compiler.catalog.catalog import load_catalog
 from compiler.pipeline import resolve
 from compiler.probe_environment import MINIMUM_DRIVER_MAJOR, POWER_TOLERANCE, environment_warnings, parse_nvidia_smi
-from compiler.sizing import train_time as tt
+from compiler.sizing.train import time as tt
 from tests.conftest import run_cli
 
 TWO_NODES = """name: tiny-two
@@ -220,7 +220,7 @@ def test_link_shares_apply_only_to_the_measured_gpu_and_fabric(tmp_path):
     plan = resolve(tmp_path / "plan.yaml")  # an ib-400g plan, the fabric measured is roce-400g
     request = request_for(plan, catalog)
     assert request.site_intra_node == ("h100-sxm-80gb", 0.8) and request.inter_node_fraction is None
-    from compiler.sizing.training import link_fractions
+    from compiler.sizing.train.request import link_fractions
 
     assert link_fractions(request, "h100-sxm-80gb") == {
         "nvlink_fraction": 0.8,
@@ -236,7 +236,7 @@ def test_link_shares_apply_only_to_the_measured_gpu_and_fabric(tmp_path):
 def test_two_node_probe_measures_the_fabric_and_calibrate_prices_it(tmp_path, slurm_cluster):
     """probe.sbatch on the fake cluster's two nodes: the layouts and the collectives on one (2 gloo ranks), the
     collectives again on both (4 ranks); calibrate → link shares; the recompiled plan's comm terms before → after."""
-    from tests.test_probe import _run
+    from tests.test_probe import _run, _runs
     from tests.test_target_torchrun import torch_env
 
     (tmp_path / "plan.yaml").write_text(TWO_NODES % "")
@@ -247,7 +247,7 @@ def test_two_node_probe_measures_the_fabric_and_calibrate_prices_it(tmp_path, sl
     env = {**os.environ, **slurm_cluster.env, "PATH": torch_env()["PATH"] + ":/usr/sbin:/sbin"}
     state, output = _run(folder, env)
     assert state == "COMPLETED", output[-3000:]
-    results = json.loads((folder / "probe-results.json").read_text())
+    results = json.loads((_runs(folder) / "probe-results.json").read_text())
     assert results["warnings"] == [] and results["expected"]["power_watts"] == 700
     sizes = [b // 64 for b in settings["collective_bytes"]]  # CPU: the sizes ÷ 64
     for key, ranks in (("collectives_intra_node", 2), ("collectives_inter_node", 4)):
@@ -260,7 +260,9 @@ def test_two_node_probe_measures_the_fabric_and_calibrate_prices_it(tmp_path, sl
             assert p["ranks"] == ranks and p["seconds"] > 0
             assert p["bus_bytes_per_second"] == pytest.approx(p["bytes"] / p["seconds"] * factor)
     assert (
-        run_cli("calibrate", folder / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci").returncode
+        run_cli(
+            "calibrate", _runs(folder) / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci"
+        ).returncode
         == 0
     )
     fabric = yaml.safe_load((tmp_path / "site.yaml").read_text())["interconnect"]

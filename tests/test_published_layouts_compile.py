@@ -1,4 +1,4 @@
-"""Every published layout of train_steps_2.csv, written as a plan and compiled end to end (issue #15, "Done when").
+"""Every published layout of train_steps_2.csv, written as a plan and compiled end to end.
 
 benchmarks/accuracy.py prices each row by calling the sizing directly; here the same row (read by its `layout_row`)
 becomes a plan.yaml with the published layout pinned under `parallelism:` and goes through compile_plan: the
@@ -18,7 +18,7 @@ from benchmarks.accuracy import LAYOUTS, layout_row
 from compiler.catalog.loader import load_gpus
 from compiler.diagnostics import InfeasiblePlan
 from compiler.pipeline import compile_plan
-from compiler.sizing.train_layout import pipeline_split
+from compiler.sizing.train.parallel import pipeline_split
 
 ROWS = list(csv.DictReader(LAYOUTS.open()))
 # Rows the compiler cannot express yet, each with the refusal compile_plan gives (exit 4) and what is missing. The last
@@ -82,6 +82,7 @@ def _plan(r: dict, name: str) -> dict:
             "gpus_per_node": 8,
             "interconnect": "ib-400g",
             "storage": "lustre",
+            "kubernetes": {"shared_storage_class": "lustre-csi"},
         },
     }
 

@@ -1,5 +1,5 @@
 """Every serving row benchmarks/accuracy_serve_points.py states (serve_points_2.csv at its published load point),
-written as a plan and compiled end to end through compile_plan (issue #15, "Done when"): the engine's files, the
+written as a plan and compiled end to end through compile_plan: the engine's files, the
 Kubernetes objects and plan.json must accept what search_serving accepts, with the stated TP and batch."""
 
 from __future__ import annotations
@@ -56,7 +56,13 @@ def _plan(s: Statement, name: str) -> dict:
         "model": model,
         "precision": s.precision,
         "serve": serve,
-        "cluster": {"scheduler": "both", "gpu": s.gpu_id, "count": s.gpus, "interconnect": "ib-400g"},
+        "cluster": {
+            "scheduler": "both",
+            "gpu": s.gpu_id,
+            "count": s.gpus,
+            "interconnect": "ib-400g",
+            "kubernetes": {"shared_storage_class": "lustre-csi"},
+        },
         "parallelism": {"tp": s.tp},
         "optimize": "cost",
     }

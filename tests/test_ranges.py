@@ -1,4 +1,4 @@
-"""Honest ranges (issue 17): every headline prediction carries its family's P10-P90 of published actual ÷
+"""Honest ranges: every headline prediction carries its family's P10-P90 of published actual ÷
 predicted; deadline and budget are checked at a stated quantile."""
 
 from __future__ import annotations

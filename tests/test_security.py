@@ -1,4 +1,4 @@
-"""Issue 12's injection findings: the plan's file name, user-catalog ids and strings, and git revisions reach
+"""Injection findings: the plan's file name, user-catalog ids and strings, and git revisions reach
 generated files and commands only escaped or validated; a hostile one is refused with exit 2 and one line."""
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def test_a_file_name_with_spaces_regenerates_as_one_shell_word(tmp_path):
 )
 def test_a_user_catalog_string_that_could_break_a_line_is_refused(tmp_path, field, value):
     error = _located_error(_compile_with_catalog(tmp_path, _user_gpu(**{field: value})))
-    assert "cluster.catalog" in error and "[invalid-catalog]" in error
+    assert error.startswith(f"{tmp_path / 'gpus.yaml'}:") and "[invalid-catalog]" in error  # named by its file
     assert not (tmp_path / "out").exists()
 
 

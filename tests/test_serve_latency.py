@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.decode_fixed_time import CROSS_CHECK, ROWS, derived_seconds, per_layer_seconds, roofline_seconds
 from compiler.catalog.types import Architecture
-from compiler.sizing.serve_latency import (
+from compiler.sizing.serve.latency import (
     DECODE_LAYER_FIXED_SECONDS,
     ReplicaModel,
     allreduce_seconds,
@@ -27,7 +27,7 @@ from compiler.sizing.serve_latency import (
     routed_active_params,
     weight_read_bytes_per_gpu,
 )
-from compiler.sizing.serve_memory import weights_bytes_per_gpu
+from compiler.sizing.serve.memory import weights_bytes_per_gpu
 from tests.test_serve_memory import A100, DEEPSEEK_V3, H100, LLAMA_31_8B, LLAMA_31_8B_COUNTS, T4
 
 BANDWIDTH = 3.35e12 * 0.8

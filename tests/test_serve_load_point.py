@@ -1,4 +1,4 @@
-"""Serving latency at the load the plan states (issue 15): the operating point at peak traffic, one request
+"""Serving latency at the load the plan states: the operating point at peak traffic, one request
 alone, and the capacity limit; a pinned max_num_seqs; the Pareto front as shown."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pytest
 
 from compiler.catalog.types import Architecture, GpuSpec
-from compiler.sizing.serve_memory import (
+from compiler.sizing.serve.memory import (
     activation_workspace_bytes,
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,

@@ -11,9 +11,9 @@ import yaml
 from compiler.catalog.fabrics import load_fabrics
 from compiler.catalog.types import Architecture
 from compiler.passes.wording import words
-from compiler.sizing.serve_search import search_serving
-from compiler.sizing.serve_stages import PipelineStage, size_pipeline
-from compiler.sizing.serve_types import DEFAULT_TARGET_UTILIZATION, HOURS_PER_MONTH, ServeRequest
+from compiler.sizing.serve.search import search_serving
+from compiler.sizing.serve.stages import PipelineStage, size_pipeline
+from compiler.sizing.serve.types import DEFAULT_TARGET_UTILIZATION, HOURS_PER_MONTH, ServeRequest
 from tests.test_serve_memory import (
     GPUS,
     LLAMA_2_70B,
@@ -238,7 +238,7 @@ def test_resnet_50_images_per_second_and_queue_delay_from_slo():
 
 
 def test_vit_flops_from_patches():
-    from compiler.sizing.vision import flops_per_item
+    from compiler.sizing.serve.vision import flops_per_item
 
     # 197 tokens: 2 × 304e6 × 197 + 24 × 2·197²·16·128
     assert flops_per_item(VIT_L16, VIT_COUNTS, 0) == 2 * 304_000_000 * 197 + 24 * 2 * 197**2 * 16 * 2 * 64
@@ -342,7 +342,7 @@ def test_a_given_min_replicas_below_the_average_need_is_kept_as_the_autoscaler_m
 
 
 def test_edge_devices_get_a_floor_of_one():
-    from compiler.sizing.serve_types import replica_floor
+    from compiler.sizing.serve.types import replica_floor
 
     req = replace(llama_8b_request(), replica_floor=True)
     assert (replica_floor(req, edge=True), replica_floor(req, edge=False)) == (1, 2)

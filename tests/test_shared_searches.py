@@ -11,7 +11,7 @@ from compiler.catalog.loader import load_gpus, load_models
 from compiler.catalog.params import count_params
 from compiler.pipeline import compile_plan, one_run
 from compiler.sizing.search_cache import SearchCache
-from compiler.sizing.training import TrainRequest, search_training
+from compiler.sizing.train.search import TrainRequest, search_training
 
 FABRICS = load_fabrics()
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples/llama3-8b-pretrain.yaml"

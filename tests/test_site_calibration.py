@@ -9,7 +9,7 @@ from compiler.catalog.catalog import load_catalog
 from compiler.pipeline import resolve
 from compiler.site_calibration import SiteCalibration, SitePoint, _predicted_step, calibrate
 from compiler.sizing.search_cache import SearchCache
-from compiler.sizing.train_memory import usable_memory_bytes
+from compiler.sizing.train.memory import usable_memory_bytes
 from tests.conftest import REPO, run_cli
 
 POINT = dict(

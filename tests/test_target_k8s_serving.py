@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from compiler.deployment.serving import object_name
-from compiler.resolved import MemoryPerGpu, ModelInfo, Stage
+from compiler.plan.resolved import MemoryPerGpu, ModelInfo, Stage
 from compiler.targets import k8s_serving
 from compiler.targets.serving_rules import serving_rule_groups
 from tests.fixtures.resolved_plans import LLAMA_8B, deployed, serving_plan, training_plan
@@ -590,10 +590,12 @@ def test_pods_request_cpu_and_host_memory_for_loading_the_weights():
     plan = _plan()
     (pod,) = _pods(_docs(plan))
     resources = pod["containers"][0]["resources"]
-    assert resources["requests"]["cpu"] == "12" and "cpu" not in resources["limits"]  # 12 per GPU, unthrottled
-    # 16,060,522,496 B of weights + 16 GiB overhead + 15 GiB /dev/shm = 46.0 GiB -> 46Gi (rounded up)
-    assert resources["requests"]["memory"] == resources["limits"]["memory"] == "46Gi"
-    assert _quantity_bytes(resources["requests"]["memory"]) >= 16_060_522_496 + 31 * GIB
+    # one GPU of p5.48xlarge (the H100's priced node): CPU (192,000 m - 550 m reserve - 500 m daemonsets) / 8 =
+    # 23,868 m, unthrottled; memory (2,097,152 MiB - (11 x 100 + 255) - 100 - 1,024 MiB) / 8 = 261,834 MiB
+    assert resources["requests"]["cpu"] == "23868m" and "cpu" not in resources["limits"]
+    assert resources["requests"]["memory"] == resources["limits"]["memory"] == "261834Mi"
+    # it holds the floor: 16,060,522,496 B of weights + 16 GiB overhead + 1 GiB /dev/shm (one GPU: no NCCL peers)
+    assert _quantity_bytes(resources["requests"]["memory"]) >= 16_060_522_496 + 17 * GIB
     assert resources["limits"]["nvidia.com/gpu"] == 1
     assert any(d.topic == "pod resources" and "QoS Burstable" in d.choice for d in plan.deployment.decisions)
 
@@ -602,8 +604,9 @@ def test_lws_pods_request_memory_for_their_own_stage():
     pods = _pods(_docs(_multi_node()))
     for pod in pods:
         memory = _quantity_bytes(pod["containers"][0]["resources"]["requests"]["memory"])
-        assert 16_060_522_496 // 2 + 31 * GIB <= memory < 16_060_522_496 + 31 * GIB
-        assert pod["containers"][0]["resources"]["requests"]["cpu"] == "96"  # 8 GPUs × 12
+        assert memory == 2_094_673 * 2**20  # all 8 GPUs of p5.48xlarge: its whole allocatable memory
+        assert memory >= 16_060_522_496 // 2 + 31 * GIB  # the stage's weights + 16 GiB overhead + 15 GiB /dev/shm
+        assert pod["containers"][0]["resources"]["requests"]["cpu"] == "190950m"  # 192 vCPU - 550 m - 500 m
 
 
 def test_termination_waits_for_the_longest_generation_after_leaving_the_service():

@@ -14,9 +14,16 @@ from tests.tools.kubelet import kubelet_expand
 from tests.tools.realtools import validate_k8s
 
 HOSTILE = 'x\'; $(touch /tmp/pwned) `id` "q" $(MASTER_ADDR) {a: b} - &anchor *alias # c: d\\n'
-ON_DEMAND = {"scheduler": "kubernetes", "gpus": ["h100-sxm-80gb"], "kubernetes": {"namespace": "ml"}}
+ON_DEMAND = {
+    "scheduler": "kubernetes",
+    "gpus": ["h100-sxm-80gb"],
+    "kubernetes": {"namespace": "ml", "shared_storage_class": "lustre-csi"},
+}
 SPOT = {**ON_DEMAND, "pricing": "spot"}
-PYTORCHJOB = {**ON_DEMAND, "kubernetes": {"namespace": "ml", "job_api": "pytorchjob"}}
+PYTORCHJOB = {
+    **ON_DEMAND,
+    "kubernetes": {"namespace": "ml", "shared_storage_class": "lustre-csi", "job_api": "pytorchjob"},
+}
 
 
 def documents(plan) -> list[dict]:
@@ -90,7 +97,12 @@ def test_jobset_env_tells_the_launcher_where_to_meet():
 
 
 def test_secret_is_referenced_never_inlined():
-    plan = training_plan(cluster={**ON_DEMAND, "kubernetes": {"namespace": "ml", "secret_name": "my-hf"}})
+    plan = training_plan(
+        cluster={
+            **ON_DEMAND,
+            "kubernetes": {"namespace": "ml", "shared_storage_class": "lustre-csi", "secret_name": "my-hf"},
+        }
+    )
     token = env_of(pod_of(docs(plan)["JobSet"]))["HF_TOKEN"]
     assert token == {
         "name": "HF_TOKEN",
@@ -112,7 +124,12 @@ def test_checkpoint_pvc_holds_the_retained_checkpoints():
 
 
 def test_storage_class_from_the_plan():
-    plan = training_plan(cluster={**ON_DEMAND, "kubernetes": {"namespace": "ml", "storage_class": "lustre-rwx"}})
+    plan = training_plan(
+        cluster={
+            **ON_DEMAND,
+            "kubernetes": {"namespace": "ml", "storage_class": "lustre-rwx"},
+        }
+    )
     assert docs(plan)["PersistentVolumeClaim"]["spec"]["storageClassName"] == "lustre-rwx"
 
 
@@ -197,7 +214,15 @@ def test_hostile_strings_stay_inert_values():
             "seq_len": 8192,
             "entrypoint": {"script": "t.py", "args": ["--x", HOSTILE], "env": {"X": HOSTILE}},
         },
-        cluster={**ON_DEMAND, "kubernetes": {"namespace": "ml", "image": HOSTILE, "node_selector": {"pool": HOSTILE}}},
+        cluster={
+            **ON_DEMAND,
+            "kubernetes": {
+                "namespace": "ml",
+                "shared_storage_class": "lustre-csi",
+                "image": HOSTILE,
+                "node_selector": {"pool": "a-b_c.9"},
+            },
+        },
     )
     plan = deployed(
         plan.model_copy(update={"training": plan.training.model_copy(update={"checkpoint_dir": "/ckpt/" + HOSTILE})})
@@ -205,7 +230,7 @@ def test_hostile_strings_stay_inert_values():
     pod = pod_of(docs(plan)["JobSet"])
     container = pod["containers"][0]
     assert container["image"] == HOSTILE  # parsed back: still one plain string
-    assert pod["nodeSelector"]["pool"] == HOSTILE
+    assert pod["nodeSelector"]["pool"] == "a-b_c.9"  # a hostile label value is refused by the plan's schema
     assert {m["name"]: m["mountPath"] for m in container["volumeMounts"]}["checkpoints"] == "/ckpt/" + HOSTILE
     # the plan's env and args reach the process only through the launcher (shell-quoted by the torchrun target),
     # never through the kubelet's $(VAR) expansion of env values / command / args

@@ -17,7 +17,7 @@ SLURM = {"scheduler": "slurm", "gpus": ["h100-sxm-80gb"]}
 PYTORCHJOB = {
     "scheduler": "kubernetes",
     "gpus": ["h100-sxm-80gb"],
-    "kubernetes": {"namespace": "ml", "job_api": "pytorchjob"},
+    "kubernetes": {"namespace": "ml", "shared_storage_class": "lustre-csi", "job_api": "pytorchjob"},
 }
 
 

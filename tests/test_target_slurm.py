@@ -18,6 +18,7 @@ from compiler.targets import slurm
 from tests.fixtures.resolved_plans import training_plan
 from tests.test_target_torchrun import (
     HOSTILE,
+    TINY_TRAIN,
     realtools,
     render_training,
     small_training_plan,
@@ -80,7 +81,7 @@ def test_a_chain_completes_a_run_as_slow_as_the_step_range_p90():
     """Published steps run up to 1.35 × ours at P90: the links are sized at that step, so a run that slow still
     gets every step (at the point estimate's 10 % margin, 30 links would stop about a fifth short)."""
     from compiler.deployment.training import job_chain
-    from compiler.resolved import Range
+    from compiler.plan.resolved import Range
 
     plan = training_plan()
     spread = Range(
@@ -244,12 +245,15 @@ def test_hostile_plan_strings_stay_data(tmp_path):
         "SLURM_JOB_ID": "7",
         "SLURM_SUBMIT_DIR": str(out),
     }
-    subprocess.run(["bash", str(out / "slurm/train.sbatch")], env=env, check=True, timeout=30)
+    runs = out / plan.runs_dir  # the job's working directory (--chdir)
+    runs.mkdir(parents=True)
+    subprocess.run(["bash", str(out / "slurm/train.sbatch")], env=env, check=True, timeout=30, cwd=runs)
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(calls) == 1
     assert f"--container-image=img$(touch {marker})`touch {marker}`'\"" in calls[0]
-    # the plan's mounts, then the checkpoint directory the job writes (at the same path)
-    assert f"--container-mounts={out}:{out},/a:/b$(touch {marker}),/c d:/e,/lustre/ckpt:/lustre/ckpt" in calls[0]
+    # the submit and working directories, the plan's mounts, then the checkpoint directory the job writes
+    mounts = f"{out}:{out},{runs.resolve()}:{runs.resolve()},/a:/b$(touch {marker}),/c d:/e,/lustre/ckpt:/lustre/ckpt"
+    assert f"--container-mounts={mounts}" in calls[0] and f"--container-workdir={runs.resolve()}" in calls[0]
     assert calls[0][-2:] == ["bash", str(out / "launch/torchrun.sh")]
     assert not marker.exists()
 
@@ -282,7 +286,14 @@ def cluster_env(cluster) -> dict[str, str]:
     return {**os.environ, **cluster.env}
 
 
+def job_folder(out: Path) -> Path:
+    """Where the job works and logs: its sbatch's --chdir (out/runs/<plan>/), relative to the plan folder."""
+    chdir = re.search(r"^#SBATCH --chdir=(.+)$", (out / "slurm/train.sbatch").read_text(), re.M).group(1)
+    return out / chdir
+
+
 def _sbatch(cluster, out: Path, *flags: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    job_folder(out).mkdir(parents=True, exist_ok=True)  # as the writer makes it
     return subprocess.run(
         ["sbatch", *flags, "slurm/train.sbatch"],
         cwd=out,
@@ -346,10 +357,90 @@ def test_two_node_job_runs_tiny_train(tmp_path, slurm_cluster):
         subprocess.run(["scancel", job_id], env=env)
         pytest.fail("job did not finish in 150 s")
     state = subprocess.run(["scontrol", "show", "job", job_id], env=env, capture_output=True, text=True).stdout
-    output = (out / f"{plan.name}-{job_id}.out").read_text()
-    errors = (out / f"{plan.name}-{job_id}.err").read_text()
+    output = (job_folder(out) / f"{plan.name}-{job_id}.out").read_text()
+    errors = (job_folder(out) / f"{plan.name}-{job_id}.err").read_text()
     assert "JobState=COMPLETED" in state, state + errors[-3000:]
     rows = tiny_lines(output)
     assert sorted(int(r["rank"]) for r in rows) == [0, 1, 2, 3]
     assert {r["world"] for r in rows} == {"4"}
     assert sorted(r["local_rank"] for r in rows) == ["0", "0", "1", "1"]
+
+
+# --- jobs below a node share it ------------------------------------------------------------------------
+
+
+def one_gpu_plan(script: str = str(TINY_TRAIN), **slurm_fields):
+    return small_training_plan(
+        nodes=1,
+        gpus_per_node=1,
+        train={"tokens": "1M", "seq_len": 128, "entrypoint": {"script": script}},
+        cluster={"scheduler": "slurm", "gpus_per_node": 1, "slurm": {"partition": "gpu", **slurm_fields}},
+    )
+
+
+def test_one_gpu_job_takes_its_share_of_the_node_not_the_node():
+    """A 1-GPU job on an 8-GPU H100 node (p5.48xlarge: 192 vCPU, 2048 GiB, EKS maxPods 100): allocatable CPU =
+    192,000 m - reserve (60 + 10 + 10 + 0.25% x 188,000 = 550 m) - 500 m daemonsets = 190,950 m, / 8 = 23,868 m
+    -> 23 whole CPUs per GPU; memory = 2048 GiB - (11 MiB x 100 + 255 MiB) - 100 MiB - 1 GiB, / 8, in MiB."""
+    plan = one_gpu_plan()
+    d = directives(sbatch_text(plan))
+    assert "--exclusive" not in d and not any(x.startswith(("--mem=", "--cpus-per-task")) for x in d)
+    memory_mib = (2048 * 1024 - (11 * 100 + 255) - 100 - 1024) // 8
+    assert {"--gpus-per-node=1", "--cpus-per-gpu=23", f"--mem-per-gpu={memory_mib}M"} <= set(d)
+    assert plan.deployment.launcher.cpus_per_node == 23  # OMP threads and srun's CPUs follow the share
+
+
+def test_one_gpu_job_share_from_the_site_node():
+    """cluster.slurm.cpus_per_node / memory_per_node describe the site's node: the job gets 1/8 of each."""
+    d = directives(sbatch_text(one_gpu_plan(cpus_per_node=96, memory_per_node="1024GiB")))
+    assert {"--cpus-per-gpu=12", "--mem-per-gpu=131072M"} <= set(d)
+
+
+def test_two_one_gpu_jobs_run_at_once_on_one_node(tmp_path, slurm_cluster):
+    """Real Slurm (fake 8-GPU nodes, 96 CPUs, 1,000,000 MB): two 1-GPU jobs pinned to node n1 both run at the same
+    time. A whole-node job (--exclusive) would keep the second pending until the first ends."""
+    release = tmp_path / "release"
+    hold = tmp_path / "hold.py"
+    hold.write_text(
+        "import os, pathlib, time\n"
+        f"deadline = time.time() + 90\n"
+        f"while not pathlib.Path({str(release)!r}).exists() and time.time() < deadline:\n"
+        "    time.sleep(0.2)\n"
+        "print('HELD', os.environ.get('SLURM_JOB_ID'), flush=True)\n"
+    )
+    plan = one_gpu_plan(str(hold), cpus_per_node=96, memory_per_node="400GB")
+    env = {**cluster_env(slurm_cluster), "PATH": torch_env()["PATH"]}
+    jobs = []
+    for i, port in ((0, "29741"), (1, "29743")):
+        out = write_tree(render_training(plan), tmp_path / f"job{i}")
+        (out / plan.runs_dir).mkdir(parents=True, exist_ok=True)  # the job's --chdir, which the writer makes
+        submitted = _sbatch(slurm_cluster, out, "--parsable", "--nodelist=n1", env={**env, "MASTER_PORT": port})
+        assert submitted.returncode == 0, submitted.stderr
+        jobs.append(submitted.stdout.strip().split(";")[0])
+    try:
+        both_running = False
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not both_running:
+            rows = subprocess.run(
+                ["squeue", "-h", "-j", ",".join(jobs), "-o", "%i %T %N"], env=env, capture_output=True, text=True
+            ).stdout.split("\n")
+            states = {r.split()[0]: r.split()[1:] for r in rows if r.strip()}
+            both_running = all(states.get(j, [None])[0] == "RUNNING" for j in jobs)
+            time.sleep(0.3)
+        assert both_running, f"not both running on n1: {states}"
+        assert all(states[j][1] == "n1" for j in jobs)
+    finally:
+        release.touch()
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if not subprocess.run(
+            ["squeue", "-h", "-j", ",".join(jobs)], env=env, capture_output=True, text=True
+        ).stdout.strip():
+            break
+        time.sleep(0.3)
+    for i, job in enumerate(jobs):
+        state = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
+        runs = tmp_path / f"job{i}" / plan.runs_dir
+        errors = (runs / f"{plan.name}-{job}.err").read_text()
+        assert "JobState=COMPLETED" in state, state + errors[-3000:]
+        assert f"HELD {job}" in (runs / f"{plan.name}-{job}.out").read_text()

@@ -257,7 +257,7 @@ def test_non_llm_is_refused():
 
 def test_stages_get_their_own_folder():
     plan = llm_plan()
-    from compiler.resolved import Stage
+    from compiler.plan.resolved import Stage
 
     stage = Stage(
         name="caption",

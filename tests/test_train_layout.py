@@ -11,10 +11,11 @@ from compiler.catalog.loader import load_models
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture
 from compiler.pipeline import resolve
-from compiler.sizing import train_layout as tl
-from compiler.sizing import train_time as tt
-from compiler.sizing.train_memory import activation_bytes_per_layer, memory_per_gpu
-from compiler.sizing.training import TrainPins, search_training
+from compiler.sizing.train import parallel as tl
+from compiler.sizing.train import time as tt
+from compiler.sizing.train.activations import activation_bytes_per_layer
+from compiler.sizing.train.search import TrainPins, search_training
+from tests.fixtures.train_sizing import memory_of, step_of
 from tests.test_train_time import H100, _step
 from tests.test_training_search import GPUS, request
 
@@ -56,17 +57,16 @@ def test_largest_stage_sets_the_step_and_memory():
     args = dict(
         precision="bf16", seq_len=4096, micro_batch=1, grad_accum=16, tp=1, pp=16, dp=1, zero_stage=0, recompute="none"
     )
-    uneven = tt.step_time(arch, params, H100, split=tl.pipeline_split(126, 16), **args)
-    ceil = tt.step_time(arch, params, H100, **args)  # ⌈126/16⌉ = 8 on every stage, the last with the LM head
+    uneven = step_of(arch, params, H100, split=tl.pipeline_split(126, 16), **args)
+    ceil = step_of(arch, params, H100, **args)  # ⌈126/16⌉ = 8 on every stage, the last with the LM head
     layer, head = tt._layer_matmul_params(arch, params) / 126, params.lm_head
     rate = 989.4e12 * 0.80
     # the last stage (7 layers + the 525M-parameter head) outweighs a middle one (8 layers): it sets the stage-time
     assert uneven.matmul == pytest.approx(16 * 4096 * 6 * (7 * layer + head) / rate)
     assert ceil.matmul == pytest.approx(16 * 4096 * 6 * (8 * layer + head) / rate)
-    mem = memory_per_gpu(arch, params, pp=16, microbatches=16, seq_len=4096, split=tl.pipeline_split(126, 16))
+    mem = memory_of(arch, params, pp=16, microbatches=16, seq_len=4096, split=tl.pipeline_split(126, 16))
     assert (
-        mem.activations > 0
-        and mem.total < memory_per_gpu(even, cp(even), pp=16, microbatches=16, seq_len=4096).total * 1.01
+        mem.activations > 0 and mem.total < memory_of(even, cp(even), pp=16, microbatches=16, seq_len=4096).total * 1.01
     )
 
 
@@ -89,8 +89,8 @@ def test_interleaving_holds_more_microbatches_on_the_first_stage():
     assert tl.microbatches_in_flight(4, 1, 0, 8) == 4
     assert tl.microbatches_in_flight(4, 1, 3, 8) == 1
     params = count_params(LLAMA8B)
-    plain = memory_per_gpu(LLAMA8B, params, pp=4, microbatches=8, seq_len=4096)
-    inter = memory_per_gpu(LLAMA8B, params, pp=4, microbatches=8, seq_len=4096, vp=2)
+    plain = memory_of(LLAMA8B, params, pp=4, microbatches=8, seq_len=4096)
+    inter = memory_of(LLAMA8B, params, pp=4, microbatches=8, seq_len=4096, vp=2)
     per_layer = activation_bytes_per_layer(LLAMA8B, 4096, 1, 1, False, "none", True)
     assert inter.activations - plain.activations == pytest.approx(1.5 * 8 * per_layer, rel=1e-6)
 
@@ -132,8 +132,8 @@ def test_ep_divides_the_expert_weights():
     params = count_params(dsv3)
     routed = tl.routed_expert_params(dsv3, params)
     assert routed == pytest.approx(256 * 3 * 7168 * 2048)  # 256 experts of SwiGLU width 2048
-    one = memory_per_gpu(dsv3, params, pp=16, dp=64, zero_stage=1, seq_len=4096, microbatches=64)
-    split = memory_per_gpu(dsv3, params, pp=16, dp=64, zero_stage=1, seq_len=4096, microbatches=64, ep=64)
+    one = memory_of(dsv3, params, pp=16, dp=64, zero_stage=1, seq_len=4096, microbatches=64)
+    split = memory_of(dsv3, params, pp=16, dp=64, zero_stage=1, seq_len=4096, microbatches=64, ep=64)
     assert split.weights < one.weights / 15  # attention, norms and embeddings stay whole
 
 
@@ -185,7 +185,7 @@ def test_free_search_of_an_moe_model_tries_ep():
         ),
         GPUS,
     )
-    assert result.chosen is not None and result.chosen.ep > 1
+    assert result.chosen is not None and result.chosen.layout.ep > 1
 
 
 def test_ep_on_a_dense_model_names_what_is_missing():
@@ -197,7 +197,7 @@ def test_ep_on_a_dense_model_names_what_is_missing():
 
 
 def test_lora_with_tp_pp_runs_on_fsdp2_and_qlora_is_refused_for_the_missing_framework_path_not_memory():
-    """Issue 15: LoRA pinned to TP2 PP4 used to read "no configuration fits in GPU memory"; LoRA now runs as
+    """LoRA pinned to TP2 PP4 used to read "no configuration fits in GPU memory"; LoRA now runs as
     FSDP2 × TP × PP with TP-sharded adapters (fsdp/lora_tp.py), QLoRA's 4-bit base has no such path."""
     from compiler.passes.wording import words
 
@@ -216,7 +216,7 @@ def test_lora_with_tp_pp_runs_on_fsdp2_and_qlora_is_refused_for_the_missing_fram
         )
 
     chosen = search("lora").chosen
-    assert (chosen.framework, chosen.zero_stage, chosen.tp, chosen.pp) == ("fsdp", 3, 2, 4)
+    assert (chosen.framework, chosen.layout.zero, chosen.layout.tp, chosen.layout.pp) == ("fsdp", 3, 2, 4)
     refused = search("qlora")
     assert refused.chosen is None
     said = words(refused.infeasible_reason)
@@ -232,7 +232,7 @@ def test_uneven_split_megatron_cannot_state_is_not_chosen():
     assert "Megatron-LM states only equal middle stages" in words(result.infeasible_reason)
     # FSDP2 × TP × PP takes any stage list (torch.distributed.pipelining stages are module lists) at ZeRO-3
     chosen = search_training(request(gpu_count=64, pins=pins), GPUS).chosen  # DP2: something to shard over
-    assert (chosen.framework, chosen.zero_stage, chosen.pp_stage_layers) == ("fsdp", 3, (4, 10, 12, 6))
+    assert (chosen.framework, chosen.layout.zero, chosen.layout.stage_layers) == ("fsdp", 3, (4, 10, 12, 6))
 
 
 def test_pinned_layouts_reach_the_megatron_arguments(tmp_path):
@@ -267,12 +267,12 @@ def test_hsdp_shard_group_reaches_the_accelerate_config(tmp_path):
 def test_fsdp_with_tensor_parallelism_runs_as_fsdp2_tp_at_zero3():
     result = search_training(request(gpu_count=16, framework="fsdp", pins=TrainPins(tp=2)), GPUS)
     chosen = result.chosen
-    assert (chosen.framework, chosen.tp, chosen.dp, chosen.zero_stage) == ("fsdp", 2, 8, 3)
+    assert (chosen.framework, chosen.layout.tp, chosen.layout.dp, chosen.layout.zero) == ("fsdp", 2, 8, 3)
 
 
 def test_fsdp_with_pipeline_parallelism_runs_as_fsdp2_tp_pp_at_zero3():
     chosen = search_training(request(gpu_count=16, framework="fsdp", pins=TrainPins(tp=2, pp=2)), GPUS).chosen
-    assert (chosen.framework, chosen.tp, chosen.pp, chosen.zero_stage) == ("fsdp", 2, 2, 3)
+    assert (chosen.framework, chosen.layout.tp, chosen.layout.pp, chosen.layout.zero) == ("fsdp", 2, 2, 3)
     assert chosen.grad_accum >= 2  # torch's Schedule1F1B needs a micro-batch per stage
 
 
@@ -289,7 +289,7 @@ def test_fsdp_with_context_parallelism_names_the_missing_path():
 def test_stage_layers_given_two_ways_are_refused():
     from pydantic import ValidationError
 
-    from compiler.spec import ParallelismSpec
+    from compiler.plan.spec import ParallelismSpec
 
     with pytest.raises(ValidationError, match="not both"):
         ParallelismSpec(pp=4, pp_stage_layers=[7, 9, 9, 7], pp_first_stage_layers=7)
@@ -298,7 +298,7 @@ def test_stage_layers_given_two_ways_are_refused():
 
 
 def test_issue_15_405b_on_16k_h100_is_no_longer_infeasible(tmp_path):
-    """Issue 15: free on 16,384 H100 it was infeasible (PP had to divide 126 layers and the GPU count); pinned to
+    """Free on 16,384 H100 it was infeasible (PP had to divide 126 layers and the GPU count); pinned to
     TP8 PP16 the bubble was 5.9 s of a 12.3 s step. Now the Llama 3 split and interleaving are searched."""
     plan_file = tmp_path / "l405.yaml"
     plan_file.write_text(

@@ -6,8 +6,12 @@ import pytest
 
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture
-from compiler.sizing import train_memory as tm
-from compiler.sizing.train_memory import activation_bytes_per_layer, memory_per_gpu, model_state_bytes_zero_paper
+from compiler.sizing.train import activations as ta
+from compiler.sizing.train import memory as tm
+from compiler.sizing.train.activations import activation_bytes_per_layer
+from compiler.sizing.train.layout import MemoryOptions
+from compiler.sizing.train.memory import model_state_bytes_zero_paper
+from tests.fixtures.train_sizing import memory_of
 
 GB = 1e9
 GIB = 2**30
@@ -42,7 +46,7 @@ def test_zero_paper_fig1_7_5b_on_64_ranks(stage, expected_gb):
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
 def test_memory_per_gpu_model_states_follow_the_zero_paper(stage):
     params = count_params(LLAMA8B)
-    mem = memory_per_gpu(LLAMA8B, params, dp=64, zero_stage=stage, seq_len=8192)
+    mem = memory_of(LLAMA8B, params, dp=64, zero_stage=stage, seq_len=8192)
     # + at ZeRO-3 the layer FSDP computes with and the one it prefetches, gathered in 16-bit (not in the paper)
     gathered = (
         tm.FSDP_GATHERED_LAYERS * (params.per_layer_attention + params.per_layer_mlp_total) * 2 if stage == 3 else 0
@@ -78,7 +82,7 @@ def test_llama_3_1_8b_seq_8192_gqa_gated():
     """GQA g = 8/32: attention 7 + 4g = 8; SwiGLU: 3 + 3·2·14336/4096 = 24; norms 4 → 36·s·b·h = 1.125 GiB/layer."""
     per_layer = activation_bytes_per_layer(LLAMA8B, 8192, 1, 1, False, "none", True)
     assert per_layer == 36 * 8192 * 4096 == 1_207_959_552
-    mem = memory_per_gpu(LLAMA8B, count_params(LLAMA8B), dp=8, zero_stage=3, seq_len=8192, framework="megatron")
+    mem = memory_of(LLAMA8B, count_params(LLAMA8B), dp=8, zero_stage=3, seq_len=8192, framework="megatron")
     logits = 8192 * 128256 * 4 * 2  # Megatron's fused loss: fp32 logits and their gradient
     assert mem.activations == 32 * per_layer + logits
 
@@ -96,8 +100,8 @@ def test_moe_activations_count_the_routed_experts():
 def test_pipeline_first_stage_holds_min_pp_microbatches():
     params = count_params(LLAMA8B)
     per_layer = activation_bytes_per_layer(LLAMA8B, 4096, 1, 1, False, "none", True)
-    first = memory_per_gpu(LLAMA8B, params, pp=4, microbatches=16, seq_len=4096, framework="megatron")
-    few = memory_per_gpu(LLAMA8B, params, pp=4, microbatches=2, seq_len=4096, framework="megatron")
+    first = memory_of(LLAMA8B, params, pp=4, microbatches=16, seq_len=4096, framework="megatron")
+    few = memory_of(LLAMA8B, params, pp=4, microbatches=2, seq_len=4096, framework="megatron")
     # first stage: 4 micro-batches × 8 layers; the last stage holds one plus the logits (smaller here)
     assert first.activations == 4 * 8 * per_layer
     assert few.activations == 2 * 8 * per_layer
@@ -112,7 +116,7 @@ def test_stage_params_put_embedding_first_and_head_last():
 
 
 def test_runtime_overheads_are_reported_as_other():
-    mem = memory_per_gpu(LLAMA8B, count_params(LLAMA8B), tp=2, dp=4, zero_stage=1, seq_len=4096)
+    mem = memory_of(LLAMA8B, count_params(LLAMA8B), tp=2, dp=4, zero_stage=1, seq_len=4096)
     allocated = mem.weights + mem.gradients + mem.optimizer + mem.activations
     expected = tm.CUDA_CONTEXT_BYTES + 2 * tm.NCCL_BYTES_PER_COMMUNICATOR + allocated * 0.15 / 0.85
     assert mem.other == pytest.approx(expected, abs=2)
@@ -129,13 +133,11 @@ def test_optimizers_bytes_per_param():
 
 def test_cpu_offload_moves_optimizer_and_gradient_partition():
     params = count_params(LLAMA8B)
-    base = memory_per_gpu(LLAMA8B, params, dp=8, zero_stage=2, seq_len=4096)
-    off = memory_per_gpu(LLAMA8B, params, dp=8, zero_stage=2, offload_optimizer=True, seq_len=4096)
+    base = memory_of(LLAMA8B, params, dp=8, zero_stage=2, seq_len=4096)
+    off = memory_of(LLAMA8B, params, dp=8, zero_stage=2, offload_optimizer=True, seq_len=4096)
     assert off.optimizer == off.gradients == 0
     assert off.cpu_offload_bytes == pytest.approx(base.optimizer + base.gradients, abs=2)
-    both = memory_per_gpu(
-        LLAMA8B, params, dp=8, zero_stage=3, offload_optimizer=True, offload_params=True, seq_len=4096
-    )
+    both = memory_of(LLAMA8B, params, dp=8, zero_stage=3, offload_optimizer=True, offload_params=True, seq_len=4096)
     # only the gathered layer and the prefetched one stay on the GPU (FSDP CPUOffload computes on the GPU)
     assert both.model_states == tm.FSDP_GATHERED_LAYERS * (params.per_layer_attention + params.per_layer_mlp_total) * 2
     assert both.cpu_offload_bytes == pytest.approx(16 * params.total / 8, rel=1e-9)
@@ -154,7 +156,7 @@ def test_qlora_nf4_with_double_quantisation_is_4_127_bits():
 
 def test_qlora_base_weights_are_nf4_except_embeddings():
     params = count_params(LLAMA8B)
-    mem = memory_per_gpu(
+    mem = memory_of(
         LLAMA8B, params, method="qlora", lora_rank=16, lora_targets=("q", "v"), seq_len=2048, recompute="full"
     )
     linear = 32 * (params.per_layer_attention + params.per_layer_mlp_total)
@@ -162,7 +164,7 @@ def test_qlora_base_weights_are_nf4_except_embeddings():
     expected = linear * tm.NF4_BITS_PER_PARAM / 8 + (params.total - linear) * 2 + adapters * 2
     assert mem.weights == pytest.approx(expected, abs=2)
     assert mem.optimizer == pytest.approx(adapters * 12, abs=2)  # fp32 master + m + v of the adapters only
-    lora = memory_per_gpu(LLAMA8B, params, method="lora", lora_rank=16, lora_targets=("q", "v"), seq_len=2048)
+    lora = memory_of(LLAMA8B, params, method="lora", lora_rank=16, lora_targets=("q", "v"), seq_len=2048)
     assert lora.weights > 2.5 * mem.weights  # 16-bit base against 4.127-bit
 
 
@@ -188,13 +190,13 @@ def test_usable_memory_is_what_nvidia_smi_shows():
 
 
 # Choices where frameworks differ (train_memory docstring): each moves the term it names, by the bytes it names.
-TORCHTUNE = tm.MemoryOptions(master_weights="none", loss="chunked")
+TORCHTUNE = MemoryOptions(master_weights="none", loss="chunked")
 
 
 def test_pure_bf16_drops_the_master_copy_and_keeps_16_bit_adam_states():
     """torchtune's default (no master copy, torch.optim states zeros_like(param)): 2 + 2 + 4 bytes per parameter."""
     params = count_params(LLAMA8B)
-    mem = memory_per_gpu(LLAMA8B, params, seq_len=2048, options=tm.MemoryOptions(master_weights="none"))
+    mem = memory_of(LLAMA8B, params, seq_len=2048, options=MemoryOptions(master_weights="none"))
     assert mem.optimizer == pytest.approx(4 * params.total, abs=2)
     assert tm.optimizer_bytes_per_param(LLAMA8B, "adamw", "bf16", "fp32") == 12
     assert tm.optimizer_bytes_per_param(LLAMA8B, "adamw-8bit", "bf16", "none") == 2
@@ -221,16 +223,16 @@ def test_loss_keeps_its_logits(loss, framework, eager, bytes_per_logit):
     chunked: 16-bit logits + one of 8 chunks upcast (torchtune); fused: none. `eager`: the script's own loss is
     eager (the Hugging Face Trainer's, also under DeepSpeed)."""
     params = count_params(LLAMA8B)
-    mem = memory_per_gpu(
+    mem = memory_of(
         LLAMA8B,
         params,
         seq_len=2048,
         micro_batch=2,
         framework=framework,
-        options=tm.MemoryOptions(loss=loss, eager_loss=eager),
+        options=MemoryOptions(loss=loss, eager_loss=eager),
     )
-    none = memory_per_gpu(
-        LLAMA8B, params, seq_len=2048, micro_batch=2, framework=framework, options=tm.MemoryOptions(loss="fused")
+    none = memory_of(
+        LLAMA8B, params, seq_len=2048, micro_batch=2, framework=framework, options=MemoryOptions(loss="fused")
     )
     assert mem.activations - none.activations == pytest.approx(2048 * 2 * 128256 * bytes_per_logit, abs=2)
 
@@ -243,9 +245,9 @@ def test_auto_loss_is_chunked_for_adapters_standard_for_full():
 def test_gradients_and_activations_apart_in_an_unaccumulated_single_replica_step():
     """zero_grad(set_to_none=True): no gradients during the forward, so the peak is the larger of the two."""
     params = count_params(LLAMA8B)
-    one = memory_per_gpu(LLAMA8B, params, seq_len=2048, recompute="full", options=TORCHTUNE)
+    one = memory_of(LLAMA8B, params, seq_len=2048, recompute="full", options=TORCHTUNE)
     assert one.allocated == pytest.approx(one.weights + one.optimizer + max(one.gradients, one.activations), abs=4)
-    accumulated = memory_per_gpu(LLAMA8B, params, seq_len=2048, recompute="full", microbatches=4, options=TORCHTUNE)
+    accumulated = memory_of(LLAMA8B, params, seq_len=2048, recompute="full", microbatches=4, options=TORCHTUNE)
     assert accumulated.allocated == pytest.approx(
         accumulated.weights + accumulated.optimizer + accumulated.gradients + accumulated.activations, abs=4
     )
@@ -253,20 +255,20 @@ def test_gradients_and_activations_apart_in_an_unaccumulated_single_replica_step
 
 def test_optimizer_in_backward_keeps_one_tensors_gradient():
     params = count_params(LLAMA8B)
-    mem = memory_per_gpu(LLAMA8B, params, seq_len=2048, options=tm.MemoryOptions(optimizer_in_backward=True))
+    mem = memory_of(LLAMA8B, params, seq_len=2048, options=MemoryOptions(optimizer_in_backward=True))
     assert mem.gradients == 128256 * 4096 * 2  # the embedding (or LM head), the largest tensor
 
 
 def test_paged_8bit_states_are_host_backed():
     params = count_params(LLAMA8B)
-    mem = memory_per_gpu(LLAMA8B, params, optimizer="adamw-8bit-paged", seq_len=2048, options=TORCHTUNE)
+    mem = memory_of(LLAMA8B, params, optimizer="adamw-8bit-paged", seq_len=2048, options=TORCHTUNE)
     assert mem.optimizer == 0 and mem.cpu_offload_bytes == pytest.approx(2 * params.total, abs=2)
 
 
 def test_activation_offload_keeps_only_the_recomputed_layer():
     params = count_params(LLAMA8B)
-    on = memory_per_gpu(
-        LLAMA8B, params, seq_len=2048, recompute="full", options=tm.MemoryOptions(loss="fused", activation_offload=True)
+    on = memory_of(
+        LLAMA8B, params, seq_len=2048, recompute="full", options=MemoryOptions(loss="fused", activation_offload=True)
     )
     layer = activation_bytes_per_layer(LLAMA8B, 2048, 1, 1, False, "none", True)
     assert on.activations == pytest.approx(layer, abs=2)
@@ -274,14 +276,14 @@ def test_activation_offload_keeps_only_the_recomputed_layer():
 
 def test_fsdp_without_resharding_holds_the_weights_whole():
     params = count_params(LLAMA8B)
-    kept = memory_per_gpu(
+    kept = memory_of(
         LLAMA8B,
         params,
         dp=8,
         zero_stage=3,
         seq_len=2048,
         framework="fsdp",
-        options=tm.MemoryOptions(reshard_after_forward=False),
+        options=MemoryOptions(reshard_after_forward=False),
     )
     assert kept.weights == pytest.approx(2 * params.total, abs=2)
 
@@ -290,26 +292,26 @@ def test_lora_base_is_sharded_under_fsdp_and_replicated_under_zero_1():
     """FSDP (ZeRO-3) shards the frozen base as torchtune wraps it; ZeRO-1/2 shard only trainable states."""
     params = count_params(LLAMA8B)
     args = dict(method="lora", lora_rank=16, lora_targets=("q", "v"), dp=8, seq_len=2048, framework="fsdp")
-    sharded = memory_per_gpu(LLAMA8B, params, zero_stage=3, **args)
-    replicated = memory_per_gpu(LLAMA8B, params, zero_stage=1, **args)
+    sharded = memory_of(LLAMA8B, params, zero_stage=3, **args)
+    replicated = memory_of(LLAMA8B, params, zero_stage=1, **args)
     assert replicated.weights > 3 * sharded.weights
 
 
 def test_allocator_reserve_without_and_with_expandable_segments():
     """GMLake's 15% average fragmentation without expandable segments; reserved = allocated with them."""
     params = count_params(LLAMA8B)
-    default = memory_per_gpu(LLAMA8B, params, seq_len=2048)
+    default = memory_of(LLAMA8B, params, seq_len=2048)
     assert default.reserved == pytest.approx(default.allocated / 0.85, abs=2)
-    expandable = memory_per_gpu(LLAMA8B, params, seq_len=2048, options=tm.MemoryOptions(expandable_segments=True))
+    expandable = memory_of(LLAMA8B, params, seq_len=2048, options=MemoryOptions(expandable_segments=True))
     assert expandable.reserved == expandable.allocated
     assert default.total - default.reserved == expandable.total - expandable.reserved  # CUDA context + NCCL
 
 
 def test_llama_3_1_8b_lora_on_a_24_gb_gpu_fits_without_sharding():
-    """Issue 17: torchtune's recipe (bs 2, packed 2048, AC) measured 16.2 GiB on one RTX 4090; the plan's defaults
+    """torchtune's recipe (bs 2, packed 2048, AC) measured 16.2 GiB on one RTX 4090; the plan's defaults
     for LoRA (chunked loss, fp32 master of the adapters) keep it on one GPU, not ZeRO-3 with CPU offload."""
     params = count_params(LLAMA8B)
-    mem = memory_per_gpu(
+    mem = memory_of(
         LLAMA8B,
         params,
         method="lora",
@@ -318,7 +320,7 @@ def test_llama_3_1_8b_lora_on_a_24_gb_gpu_fits_without_sharding():
         seq_len=2048,
         micro_batch=2,
         recompute="full",
-        options=tm.MemoryOptions(loss=tm.loss_for("auto", "lora")),
+        options=MemoryOptions(loss=tm.loss_for("auto", "lora")),
     )
     assert mem.total <= tm.usable_memory_bytes(24 * GIB)
     assert mem.allocated / GIB == pytest.approx(16.2, rel=0.15)
@@ -327,8 +329,8 @@ def test_llama_3_1_8b_lora_on_a_24_gb_gpu_fits_without_sharding():
 def test_ddp_buckets_copy_the_gradients():
     """DDP with gradient_as_bucket_view=False (the default) holds its all-reduce buckets beside the gradients."""
     params = count_params(LLAMA8B)
-    one = memory_per_gpu(LLAMA8B, params, seq_len=2048, framework="ddp")
-    four = memory_per_gpu(LLAMA8B, params, dp=4, seq_len=2048, framework="ddp")
+    one = memory_of(LLAMA8B, params, seq_len=2048, framework="ddp")
+    four = memory_of(LLAMA8B, params, dp=4, seq_len=2048, framework="ddp")
     assert four.gradients == 2 * one.gradients
 
 
@@ -342,19 +344,19 @@ def test_op_sac_keeps_what_torchtitans_policy_saves():
     """torchtitan's op-level SAC on a Llama-3.1-8B block (s 8192, b 2): mm 1, 3, 5, 7 saved = q (4096), v (1024),
     gate (14336), down (4096); SDPA output (4096) + fp32 logsumexp (32 heads); block input (4096):
     2·s·b·(4096·4 + 1024 + 14336) + 4·b·32·s = 1_042_284_544 bytes (0.97 GiB, against Megatron's selective 2.25)."""
-    assert tm.op_sac_saved(LLAMA8B) == (["q", "v", "gate", "down"], ["k", "o", "up"])
+    assert ta.op_sac_saved(LLAMA8B) == (["q", "v", "gate", "down"], ["k", "o", "up"])
     s, b = 8192, 2
     assert tm.op_sac_bytes_per_layer(LLAMA8B, s, b, 1, False) == 2 * s * b * (4096 * 4 + 1024 + 14336) + 4 * b * 32 * s
     assert tm.op_sac_bytes_per_layer(LLAMA8B, s, b, 1, False) == 1_042_284_544
     # the recomputed matrices: k 4096×1024, o 4096×4096, up 4096×14336
-    assert tm.op_sac_recomputed_params_per_layer(LLAMA8B) == 4096 * 1024 + 4096 * 4096 + 4096 * 14336
+    assert ta.op_sac_recomputed_params_per_layer(LLAMA8B) == 4096 * 1024 + 4096 * 4096 + 4096 * 14336
 
 
 def test_selective_is_op_sac_under_fsdp_and_megatrons_elsewhere():
     params = count_params(LLAMA8B)
     kw = dict(dp=8, zero_stage=3, seq_len=8192, micro_batch=2, recompute="selective")
-    fsdp = memory_per_gpu(LLAMA8B, params, framework="fsdp", **kw)
-    megatron = memory_per_gpu(LLAMA8B, params, framework="megatron", **kw)
+    fsdp = memory_of(LLAMA8B, params, framework="fsdp", **kw)
+    megatron = memory_of(LLAMA8B, params, framework="megatron", **kw)
     saved = tm.op_sac_bytes_per_layer(LLAMA8B, 8192, 2, 1, False)
     full_layer = activation_bytes_per_layer(LLAMA8B, 8192, 2, 1, False, "none", True)
     logits = 8192 * 2 * 128256 * 12
@@ -384,8 +386,8 @@ def test_fsdp2_pipeline_stages_hold_their_weights_whole_and_fp32_gradients_betwe
     params = count_params(LLAMA8B)
     args = dict(tp=1, pp=4, dp=8, zero_stage=3, microbatches=8, seq_len=4096)
     fsdp, megatron = (
-        memory_per_gpu(LLAMA8B, params, framework="fsdp", **args),
-        memory_per_gpu(LLAMA8B, params, framework="megatron", **args),
+        memory_of(LLAMA8B, params, framework="fsdp", **args),
+        memory_of(LLAMA8B, params, framework="megatron", **args),
     )
     held = tm.held_params(LLAMA8B, params, 1, 4, 8, first=True, last=False)[0]  # most micro-batches in flight
     assert fsdp.gathered == pytest.approx(2 * held, rel=1e-9)

@@ -8,7 +8,8 @@ import pytest
 
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture, GpuSpec
-from compiler.sizing import train_time as tt
+from compiler.sizing.train import time as tt
+from tests.fixtures.train_sizing import step_of
 
 # An H100-SXM-like part built by hand (datasheet dense bf16 989.4 TFLOP/s, 3.35 TB/s, NVLink 450 GB/s one way).
 H100 = GpuSpec(
@@ -101,7 +102,7 @@ def _step(**overrides):
         flash_attention=True,
     )
     args.update(overrides)
-    return tt.step_time(LLAMA8B, count_params(LLAMA8B), H100, **args)
+    return step_of(LLAMA8B, count_params(LLAMA8B), H100, **args)
 
 
 def test_matmul_time_is_flops_at_the_achievable_rate():
@@ -263,8 +264,8 @@ def test_resnet50_training_step_is_mostly_traffic_and_channels_last_pays():
     / activation / add kernels take more than the convolutions; an NCHW recipe on tensor cores pays transposes around each
     convolution, which a channels-last one does not; fp32 on a V100 (no TF32) runs NCHW without them."""
     from compiler.catalog.loader import load_gpus, load_models
-    from compiler.sizing.cnn_layers import layer_table
-    from compiler.sizing.cnn_train import training_batch_time, transposes
+    from compiler.sizing.cnn.layers import layer_table
+    from compiler.sizing.cnn.train import training_batch_time, transposes
 
     layers = layer_table("resnet-50", 224, 1000)
     a100 = load_gpus()["a100-sxm-80gb"]
@@ -288,7 +289,7 @@ def test_resnet50_stored_activations_fit_nvidias_published_batches():
     """The layer table's stored activations (41.9 MB an image at 16 bits) fit the recipes' batches: AMP 256 on a
     16 GB V100; fp32 112 there but 256 only on a 32 GB part (DeepLearningExamples configs.yml, DGX1V / DGX2V)."""
     from compiler.catalog.loader import load_models
-    from compiler.sizing.train_memory import cnn_activation_bytes
+    from compiler.sizing.train.activations import cnn_activation_bytes
 
     resnet = load_models()["resnet-50"].architecture
     assert cnn_activation_bytes(resnet, "fp16", 1) == pytest.approx(41.9e6, rel=0.01)
@@ -346,7 +347,7 @@ def test_op_sac_reruns_the_matrices_it_did_not_save_not_the_attention_kernel():
     """torchtitan's op-level SAC (train_memory.OP_SAC): + 2 FLOPs per token per recomputed parameter (k, o, up:
     4096·1024 + 4096·4096 + 4096·14336 = 79.7M per layer); the attention kernel's output was saved, so it is not run
     again (Megatron's selective recomputes exactly that kernel)."""
-    from compiler.sizing.train_memory import OP_SAC
+    from compiler.sizing.train.activations import OP_SAC
 
     params = count_params(LLAMA8B)
     recomputed = 4096 * 1024 + 4096 * 4096 + 4096 * 14336

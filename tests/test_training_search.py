@@ -14,14 +14,9 @@ from compiler.catalog.types import Architecture, GpuSpec
 from compiler.passes.size_training import request_for
 from compiler.passes.wording import words
 from compiler.pipeline import resolve
-from compiler.sizing.training import (
-    TrainPins,
-    TrainRequest,
-    gpu_counts,
-    pareto_front,
-    resolve_framework,
-    search_training,
-)
+from compiler.sizing.train.frameworks import resolve_framework
+from compiler.sizing.train.layout import Layout
+from compiler.sizing.train.search import TrainPins, TrainRequest, gpu_counts, pareto_front, search_training
 
 H100 = GpuSpec(
     id="test-h100",
@@ -71,8 +66,8 @@ def test_chosen_fits_memory_and_batch_is_exact():
     c = result.chosen
     assert c is not None and result.infeasible_reason is None
     assert c.memory.total <= c.usable_memory_bytes
-    assert c.micro_batch * c.grad_accum * c.dp == 512
-    assert c.tp * c.pp * c.dp == c.gpus and c.wall_seconds <= 30 * DAY
+    assert c.layout.micro_batch * c.grad_accum * c.layout.dp == 512
+    assert c.layout.tp * c.layout.pp * c.layout.dp == c.gpus and c.wall_seconds <= 30 * DAY
     assert c.cost_usd == pytest.approx(c.gpu_hours * 6.88)
     assert c.gpu_hours == pytest.approx(c.wall_seconds * c.gpus / 3600)
     assert 0.2 < c.mfu < 0.8 and c.hfu >= c.mfu
@@ -101,10 +96,17 @@ def test_pareto_front_trades_cost_for_time():
 def test_pins_are_respected():
     pins = TrainPins(tp=2, pp=2, micro_batch=2, recompute="full")
     c = search_training(request(gpu_count=64, pins=pins), GPUS).chosen
-    assert (c.gpus, c.tp, c.pp, c.micro_batch, c.recompute, c.dp) == (64, 2, 2, 2, "full", 16)
+    assert (c.gpus, c.layout.tp, c.layout.pp, c.layout.micro_batch, c.layout.recompute, c.layout.dp) == (
+        64,
+        2,
+        2,
+        2,
+        "full",
+        16,
+    )
     # TP and PP at ZeRO-3 run on FSDP2 × TP × PP, at ZeRO-1 on Megatron-LM; both with sequence parallelism, FSDP's
     # 25.0 d beats Megatron's 25.7 d (its default evaluation passes; before FSDP ran SP: 26.0 d)
-    assert (c.framework, c.zero_stage, c.sequence_parallel) == ("fsdp", 3, True)
+    assert (c.framework, c.layout.zero, c.layout.sequence_parallel) == ("fsdp", 3, True)
 
 
 def test_budget_infeasible_names_the_cheapest_meeting_the_deadline():
@@ -181,15 +183,17 @@ def test_rejections_are_bounded_and_deterministic():
 
 
 def test_framework_rule():
-    assert resolve_framework("auto", "full", 8, 1, 1, False)[0] == "megatron"
-    assert resolve_framework("auto", "full", 1, 1, 0, False)[0] == "ddp"
-    assert resolve_framework("auto", "full", 1, 1, 3, False)[0] == "fsdp"
-    assert resolve_framework("auto", "full", 1, 1, 2, True)[0] == "deepspeed"
-    assert resolve_framework("auto", "full", 2, 1, 3, False)[0] == "fsdp"  # FSDP2 × TP
-    assert resolve_framework("auto", "full", 2, 2, 3, False)[0] == "fsdp"  # PP at ZeRO-3: FSDP2 × TP × PP
-    assert resolve_framework("auto", "full", 2, 2, 2, False) is None  # ZeRO-2 with PP: neither Megatron nor FSDP2
-    assert resolve_framework("ddp", "full", 1, 1, 1, False) is None
-    assert resolve_framework("fsdp", "full", 1, 1, 2, False)[0] == "fsdp"
+    assert resolve_framework("auto", "full", Layout(tp=8, zero=1))[0] == "megatron"
+    assert resolve_framework("auto", "full", Layout())[0] == "ddp"
+    assert resolve_framework("auto", "full", Layout(zero=3))[0] == "fsdp"
+    assert resolve_framework("auto", "full", Layout(zero=2, offload=True))[0] == "deepspeed"
+    assert resolve_framework("auto", "full", Layout(tp=2, zero=3))[0] == "fsdp"  # FSDP2 × TP
+    assert resolve_framework("auto", "full", Layout(tp=2, pp=2, zero=3))[0] == "fsdp"  # PP at ZeRO-3: FSDP2 × TP × PP
+    assert (
+        resolve_framework("auto", "full", Layout(tp=2, pp=2, zero=2)) is None
+    )  # ZeRO-2 with PP: neither Megatron nor FSDP2
+    assert resolve_framework("ddp", "full", Layout(zero=1)) is None
+    assert resolve_framework("fsdp", "full", Layout(zero=2))[0] == "fsdp"
 
 
 def test_gpu_counts_are_sub_node_then_power_of_two_nodes():
@@ -251,7 +255,7 @@ def test_cnn_activations_count_in_memory_and_their_absence_is_a_warning():
     resnet, mobilenet = models["resnet-50"].architecture, models["mobilenet-v2"].architecture
     cnn = dict(tokens=1.28e9, seq_len=1, global_batch_sequences=1024)
     chosen = search_training(request(arch=resnet, params=count_params(resnet), **cnn), GPUS).chosen
-    assert chosen.memory.activations >= chosen.micro_batch * 41_000_000  # 16-bit, per image (layer table)
+    assert chosen.memory.activations >= chosen.layout.micro_batch * 41_000_000  # 16-bit, per image (layer table)
     assert not search_training(request(arch=resnet, params=count_params(resnet), **cnn), GPUS).warnings
     assert not search_training(request(arch=mobilenet, params=count_params(mobilenet), **cnn), GPUS).warnings
     tableless = mobilenet.model_copy(update={"layer_table": ""})
@@ -263,7 +267,8 @@ def test_issue_17_llama_8b_lora_on_one_24_gb_gpu_stays_unsharded():
     """torchtune's recipe (rank 8 on q, v, o and the MLP; micro-batch 2 of 2048 tokens) on one 24 GB GPU: measured
     16.2 GiB. The old model said 25.6 GiB and chose ZeRO-3 with CPU offload; with LoRA's chunked loss (auto) it fits
     as plain PyTorch on the GPU."""
-    from compiler.sizing.train_memory import MemoryOptions, loss_for
+    from compiler.sizing.train.activations import loss_for
+    from compiler.sizing.train.layout import MemoryOptions
 
     l4 = load_gpus()["l4-24gb"]
     req = request(
@@ -280,5 +285,5 @@ def test_issue_17_llama_8b_lora_on_one_24_gb_gpu_stays_unsharded():
     )
     c = search_training(req, {"l4-24gb": l4}).chosen
     assert c is not None
-    assert (c.zero_stage, c.offload_optimizer, c.framework) == (0, False, "ddp")
+    assert (c.layout.zero, c.layout.offload, c.framework) == (0, False, "ddp")
     assert c.memory.allocated / 2**30 == pytest.approx(16.2, rel=0.15)

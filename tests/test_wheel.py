@@ -38,6 +38,16 @@ def test_wheel_installs_and_compiles_outside_the_tree(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert (work / "out/llama3-8b-pretrain/REPORT.md").is_file()
+    cli = str(env_dir / "bin" / "mlinfra-compile")
+    for args in (["init", "plans/starter.yaml"], ["init", "plans/chat.yaml", "--example", "llama3-8b-chat"]):
+        done = subprocess.run([cli, *args], cwd=work, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr  # the starter and the examples ship in the wheel
+    compiled = subprocess.run([cli, "compile", "plans", "-o", "plans-out"], cwd=work, capture_output=True, text=True)
+    assert compiled.returncode == 0 and (work / "plans-out/chat/vllm/serve.sh").is_file(), compiled.stderr
+    checked = subprocess.run([cli, "check", "plans", "-o", "plans-out"], cwd=work, capture_output=True, text=True)
+    assert checked.returncode == 0 and checked.stdout == "2 plans up to date in plans-out\n", (
+        checked.stdout + checked.stderr
+    )
     schema = subprocess.run(
         [str(env_dir / "bin" / "mlinfra-compile"), "schema"], cwd=work, capture_output=True, text=True
     )

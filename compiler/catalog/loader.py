@@ -25,7 +25,11 @@ PACKAGED_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class CatalogError(ValueError):
-    """A user catalog that cannot be read or does not validate."""
+    """A user catalog that cannot be read or does not validate; `file`, `line` and `column` say where, when known."""
+
+    def __init__(self, message: str, file: str = "", line: int = 0, column: int = 0):
+        super().__init__(message)
+        self.file, self.line, self.column = file, line, column
 
 
 def packaged_text(name: str) -> str:
@@ -45,24 +49,28 @@ def _merge(base: dict, update: dict) -> dict:
     return merged
 
 
-def _user_entries(path: Path) -> list[dict]:
+def _user_entries(path: Path):
     """A user catalog goes through the plan's own loader (a regular file, size, node and depth caps, standard tags
-    only); its errors name the position, never quote the file's text (it may be any file, e.g. a .env)."""
+    only); its errors name the file and the position, never quote the file's text (it may be any file, e.g. a .env).
+    Returns the entries and the loaded document (for positions)."""
     path = Path(path)
     try:
-        data = load_yaml_file(path).data
+        loaded = load_yaml_file(path)
     except PlanInputError as exc:
         first = exc.diagnostics[0]
-        where = f"{path}:{first.line}:{first.column}" if first.line else str(path)
-        raise CatalogError(f"catalog {where}: {first.message}") from None
+        raise CatalogError(f"catalog: {first.message}", str(path), first.line, first.column) from None
+    data = loaded.data
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
-        raise CatalogError(f"catalog {path} must be a mapping with an 'entries' list")
-    if not all(isinstance(e, dict) and isinstance(e.get("id"), str) for e in data["entries"]):
-        raise CatalogError(f"catalog {path}: every entry needs a string 'id'")
-    return data["entries"]
+        raise CatalogError("a catalog must be a mapping with an 'entries' list", str(path), 1, 1)
+    for index, entry in enumerate(data["entries"]):
+        if not (isinstance(entry, dict) and isinstance(entry.get("id"), str)):
+            where = loaded.position(("entries", index))
+            raise CatalogError("every catalog entry needs a string 'id'", str(path), where.line, where.column)
+    return data["entries"], loaded
 
 
-def _build(kind: type, raw: dict[str, dict], origin: str) -> dict[str, Any]:
+def _build(kind: type, raw: dict[str, dict], origin: str, user=None) -> dict[str, Any]:
+    """Validated entries; `user` (the user catalog's entries and loaded document) locates an error in that file."""
     built = {}
     for ident, entry in sorted(raw.items()):
         try:
@@ -70,7 +78,11 @@ def _build(kind: type, raw: dict[str, dict], origin: str) -> dict[str, Any]:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = "".join(f"{part}: " for part in [".".join(map(str, first["loc"]))] if part)
-            raise CatalogError(f"{origin}: entry '{ident}': {where}{first['msg']}") from None
+            if user is None or not any(e["id"] == ident for e in user[0]):
+                raise CatalogError(f"{origin}: entry '{ident}': {where}{first['msg']}") from None
+            index = next(i for i, e in enumerate(user[0]) if e["id"] == ident)
+            at = user[1].position(("entries", index, *first["loc"]))
+            raise CatalogError(f"entry '{ident}': {where}{first['msg']}", origin, at.line, at.column) from None
     return built
 
 
@@ -88,9 +100,10 @@ def _with_user(packaged: dict[str, Any], kind: type, extra: Path | None) -> dict
     if extra is None:
         return dict(packaged)
     raw = {ident: entry.model_dump() for ident, entry in packaged.items()}
-    for entry in _user_entries(extra):
+    user = _user_entries(extra)
+    for entry in user[0]:
         raw[entry["id"]] = _merge(raw.get(entry["id"], {}), entry)
-    return _build(kind, raw, str(extra))
+    return _build(kind, raw, str(extra), user)
 
 
 def load_gpus(extra: Path | None = None) -> dict[str, GpuSpec]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 
@@ -54,6 +54,30 @@ FIGURE_RANGES: dict[str, tuple[float, float]] = {
 ZERO_MEANS_NONE = {"intra_node_bandwidth_bytes_per_second", "tdp_watts", "price_usd_per_gpu_hour"}
 
 
+Provider = Literal["aws", "gcp", "azure", "on-prem", "edge"]
+
+
+class NodeType(Frozen):
+    """A server the GPU is sold or built in: what a pod or a Slurm job shares when it takes some of its GPUs."""
+
+    id: CatalogId = Field(description="instance type or system name, lowercase (p4d.24xlarge, a3-highgpu-8g, dgx-h100)")
+    name: CatalogText
+    provider: Provider = Field(description="who sells it: decides the Kubernetes system reserve formula")
+    vcpus: int = Field(ge=1, le=4096, description="logical CPUs the kubelet or slurmd counts (hardware threads)")
+    memory_bytes: int = Field(ge=2**20, le=2**50, description="host memory")
+    gpus: int = Field(ge=1, le=64)
+    local_nvme_bytes: int = Field(0, ge=0, le=2**60, description="local NVMe instance storage (0: none)")
+    efa_interfaces: int = Field(0, ge=0, le=64, description="AWS EFA devices a pod can request (vpc.amazonaws.com/efa)")
+    max_pods: int = Field(
+        110,
+        ge=1,
+        le=10_000,
+        description="kubelet maxPods: amazon-eks-ami eni-max-pods.txt on AWS (EKS reserves memory by it), else the "
+        "Kubernetes default 110",
+    )
+    source: CatalogText
+
+
 class GpuSpec(Frozen):
     """One accelerator. Throughput figures are dense (not sparse) peaks from the datasheet."""
 
@@ -80,6 +104,10 @@ class GpuSpec(Frozen):
     )
     slurm_gres_type: Annotated[str, Field(pattern=GRES_TYPE)] = Field(description="GRES type name, e.g. h100")
     edge: bool = False
+    node_types: list[NodeType] = Field(
+        default_factory=list,
+        description="servers this GPU comes in; the first is the one the price is from (pods are sized to fit a share of one)",
+    )
     source: CatalogText
     as_of: Annotated[str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]
 
@@ -114,6 +142,34 @@ class GpuSpec(Frozen):
 
 
 ModelKind = Literal["decoder", "encoder", "vision-transformer", "cnn"]
+
+# The most any published model has of each dimension, with a wide margin (docs/safety.md): a bound refuses a typo
+# (layers: 1e12) before the sizing spends minutes or memory on a shape no one trains or serves.
+ARCHITECTURE_LIMITS: dict[str, tuple[int, str]] = {
+    "layers": (10_000, "DeepNet (Wang et al. 2022) trained 1,000 layers; Llama 3.1 405B has 126"),
+    "hidden": (131_072, "Megatron-Turing NLG 530B has 20,480, PaLM 540B 18,432, Llama 3.1 405B 16,384"),
+    "heads": (4_096, "published models have at most 128 (Llama 3.1 405B, DeepSeek-V3)"),
+    "kv_heads": (4_096, "at most heads"),
+    "head_dim": (4_096, "published models use 64 to 256"),
+    "ffn_hidden": (1_048_576, "the widest published MLP is 73,728 (PaLM 540B)"),
+    "moe_ffn_hidden": (1_048_576, "as ffn_hidden"),
+    "vocab": (4_194_304, "published vocabularies hold at most 262,144 tokens (Gemma 3)"),
+    "max_position": (1 << 30, "the longest published context is 10M tokens (Llama 4 Scout)"),
+    "experts": (1_048_576, "PEER (He 2024) routes over 1,048,576 experts; DeepSeek-V3 has 256"),
+    "shared_experts": (1_024, "DeepSeekMoE uses 2, Qwen1.5-MoE 4"),
+    "dense_layers": (10_000, "at most layers"),
+    "mtp_layers": (1_024, "DeepSeek-V3 ships 1"),
+    "interleave_moe_layer_step": (10_000, "at most layers"),
+    "q_lora_rank": (131_072, "DeepSeek-V3: 1,536"),
+    "kv_lora_rank": (131_072, "DeepSeek-V3: 512"),
+    "qk_rope_head_dim": (4_096, "DeepSeek-V3: 64"),
+    "qk_nope_head_dim": (4_096, "DeepSeek-V3: 128"),
+    "v_head_dim": (4_096, "DeepSeek-V3: 128"),
+    "image_size": (16_384, "vision models read at most a few thousand pixels a side"),
+    "patch_size": (16_384, "at most image_size"),
+    "detection_queries": (100_000, "DETR-style detectors use 100 to 900"),
+    "position_tokens": (16_777_216, "YOLOS stores 4,251"),
+}
 
 
 class Architecture(Frozen):
@@ -187,6 +243,18 @@ class Architecture(Frozen):
         description="CNNs: the per-layer shape table (compiler/sizing/cnn_layers.py) serving and training size layer by layer; '' = whole-model roofline",
     )
 
+    @field_validator(*ARCHITECTURE_LIMITS)
+    @classmethod
+    def within_real_models(cls, value: int, info: ValidationInfo) -> int:
+        top, reason = ARCHITECTURE_LIMITS[info.field_name]
+        if value > top:
+            raise PydanticCustomError(
+                "out-of-range",
+                "more than {top}, beyond any real model ({reason})",
+                {"top": f"{top:,}", "reason": reason},
+            )
+        return value
+
     @property
     def is_ultralytics_detector(self) -> bool:
         """An Ultralytics detector (the YOLO11 layer tables: boxes and classes per anchor in one output0 tensor), which
@@ -208,7 +276,9 @@ class Architecture(Frozen):
         if not self.is_moe:
             return 0
         step = max(1, self.interleave_moe_layer_step)
-        return sum(1 for i in range(self.dense_layers, self.layers) if i % step == step - 1)
+        return max(
+            0, self.layers // step - self.dense_layers // step
+        )  # indices below n with i mod step = step − 1: n // step
 
     @property
     def uses_mla(self) -> bool:

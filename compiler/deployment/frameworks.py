@@ -12,14 +12,14 @@ stage3_param_persistence_threshold = 10·h. Accelerate keys are those `accelerat
 
 from __future__ import annotations
 
-from ..resolved import ResolvedPlan
-from ..sizing.train_layout import megatron_split
-from ..spec import PlanSpec
+from ..plan.deployment import Checkpoint, DeploymentDecision, FrameworkArg, Frameworks
+from ..plan.resolved import ResolvedPlan
+from ..plan.spec import PlanSpec
+from ..sizing.train.parallel import megatron_split
 from .fsdp_tp import describe as describe_fsdp_tp
 from .fsdp_tp import describe_context_parallel, describe_hsdp, describe_sequence_parallel, uses_fsdp_tp
 from .fsdp_tp import settings as fsdp_tp_settings
 from .lora_tp import describe as describe_lora_tp
-from .model import Checkpoint, DeploymentDecision, FrameworkArg, Frameworks
 from .recipe_flags import deepspeed_optimizer, deepspeed_scheduler, megatron_recipe_args
 
 # DeepSpeed's own bucket default (elements), used when the model has no hidden size (CNNs):

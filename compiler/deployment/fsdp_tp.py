@@ -45,9 +45,9 @@ dp × cp is the gradient of the mean over every token.
 
 from __future__ import annotations
 
-from ..resolved import ResolvedPlan
-from ..sizing.training import FSDP2_REDUCE_DTYPE, runs_on_fsdp2
-from ..spec import PlanSpec
+from ..plan.resolved import ResolvedPlan
+from ..plan.spec import PlanSpec
+from ..sizing.train.frameworks import FSDP2_REDUCE_DTYPE, runs_on_fsdp2
 from .lora_tp import lora_settings
 
 CONTEXT_FSDP_MESH_DIM = "dp_shard_cp"  # dp_shard × cp flattened: fully_shard over both (torchtitan's dp_shard_cp)

@@ -8,7 +8,7 @@ TP style of its base layer, and the TP plan's key for it becomes "<module>.base_
 
 from __future__ import annotations
 
-from ..spec import PlanSpec
+from ..plan.spec import PlanSpec
 
 # train.lora.targets → Hugging Face Llama module names (transformers' LlamaDecoderLayer), the TP plan's keys
 LORA_MODULES = {

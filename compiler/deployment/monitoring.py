@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from ..resolved import ResolvedPlan
-from .model import Alerting, BurnWindow, DeploymentDecision, TrainingAlerts
+from ..plan.deployment import Alerting, BurnWindow, DeploymentDecision, TrainingAlerts
+from ..plan.resolved import ResolvedPlan
 
 # Policy thresholds (ours, stated in the alerts): a GPU under 10 % for 15 minutes is idle. No GPU of the job busy
 # for a checkpoint write plus 5 planned steps, and at least 10 minutes, is a stall: a synchronous checkpoint write,

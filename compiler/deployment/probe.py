@@ -13,16 +13,18 @@ import math
 from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..catalog.types import Architecture
+from ..plan.deployment import DeploymentDecision, Directive
+from ..plan.probe import Probe, ProbeKubernetes, ProbeLayout, ServingProbe
+from ..plan.resolved import ResolvedPlan
+from ..plan.runs import runs_dir
 from ..probe_environment import POWER_TOLERANCE
-from ..resolved import ResolvedPlan
-from ..sizing.serve_memory import kv_bytes_per_token, weights_bytes_total
-from ..sizing.train_memory import MemoryOptions, memory_per_gpu, usable_memory_bytes
+from ..sizing.serve.memory import kv_bytes_per_token, weights_bytes_total
+from ..sizing.train.layout import Layout, MemoryOptions, Workload
+from ..sizing.train.memory import memory_per_gpu, usable_memory_bytes
 from ..units import format_bytes
-from .model import DeploymentDecision, Directive
-from .probe_model import Probe, ProbeKubernetes, ProbeLayout, ServingProbe
 from .training import DEFAULT_RDZV_PORT, directive_value
 
-# "a minutes-long measurement job" (issue 18); also the Kubernetes Job's activeDeadlineSeconds.
+# "a minutes-long measurement job"; also the Kubernetes Job's activeDeadlineSeconds.
 TIME_LIMIT_SECONDS = 15 * 60
 # Three warm-up steps absorb the allocator's and the kernels' first-call costs; the median of ten is reported.
 WARMUP_STEPS, MEASURED_STEPS = 3, 10
@@ -51,20 +53,11 @@ def _reduced(arch: Architecture, layers: int) -> Architecture:
 def _memory(
     arch: Architecture, precision: str, processes: int, seq_len: int, mb: int, recompute: str, zero: int, tp: int = 1
 ):
-    return memory_per_gpu(
-        arch,
-        count_params(arch),
-        precision=precision,
-        optimizer="adamw",
-        tp=tp,
-        dp=processes // tp,
-        zero_stage=zero,
-        seq_len=seq_len,
-        micro_batch=mb,
-        recompute=recompute,
-        framework="ddp",
-        options=PURE_16_BIT,
+    dp = processes // tp
+    work = Workload(
+        arch, count_params(arch), seq_len, global_batch_sequences=mb * dp, precision=precision, memory=PURE_16_BIT
     )
+    return memory_per_gpu(work, Layout(tp=tp, dp=dp, zero=zero, micro_batch=mb, recompute=recompute, framework="ddp"))
 
 
 def probe_tp(arch: Architecture, plan_tp: int, processes: int) -> int:
@@ -274,7 +267,7 @@ def training_probe(plan: ResolvedPlan, catalog: Catalog) -> Probe:
         DeploymentDecision(
             topic="probe time limit",
             choice=f"{TIME_LIMIT_SECONDS // 60} minutes",
-            reason=f"a minutes-long job (issue 18): {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured steps per layout, "
+            reason=f"a minutes-long job: {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured steps per layout, "
             f"then the GEMM, HBM and collective tests; SIGALRM and the scheduler stop it at the limit",
         ),
     ]
@@ -379,6 +372,7 @@ def _probe(
     return Probe(
         kind=kind,
         name=f"{plan.name}-probe",
+        runs_dir=runs_dir(f"{plan.name}-probe"),
         plan=plan.name,
         gpu_id=plan.hardware.gpu,
         expected_device=gpu.k8s_product_label,
@@ -470,7 +464,7 @@ def serving_probe(plan: ResolvedPlan) -> Probe:
         DeploymentDecision(
             topic="probe time limit",
             choice=f"{TIME_LIMIT_SECONDS // 60} minutes",
-            reason=f"a minutes-long job (issue 18): {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured prefills per batch, "
+            reason=f"a minutes-long job: {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured prefills per batch, "
             f"then the GEMM and HBM tests; SIGALRM and the scheduler stop it at the limit",
         ),
     ]

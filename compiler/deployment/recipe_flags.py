@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from ..diagnostics import FieldRefused
-from ..recipe.model import Recipe, significant
+from ..plan.recipe import Recipe, significant
 
 MEGATRON_OPTIMIZER = {"adamw": "adam", "sgd": "sgd"}
 MEGATRON_DECAY_STYLE = {"cosine": "cosine", "linear": "linear", "constant": "constant", "wsd": "WSD"}
@@ -132,7 +132,7 @@ def hf_trainer_args(recipe: Recipe) -> list[str]:
 
 def recipe_env(recipe: Recipe) -> list[tuple[str, str]]:
     """The plain-script contract: what a torchrun, DeepSpeed or Accelerate script reads to build its optimizer and
-    schedule (the schedule's shape is in MLINFRA_LR_SCHEDULE; Recipe.lr_at in compiler/recipe/model.py is the formula)."""
+    schedule (the schedule's shape is in MLINFRA_LR_SCHEDULE; Recipe.lr_at in compiler/plan/recipe.py is the formula)."""
     return [
         ("MLINFRA_OPTIMIZER", recipe.optimizer),
         ("MLINFRA_LR", number(recipe.lr_peak)),

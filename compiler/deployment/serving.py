@@ -9,10 +9,21 @@ import hashlib
 import json
 import math
 
-from ..resolved import ResolvedPlan, Serving
-from ..spec import PlanSpec
+from ..plan.deployment import (
+    Autoscaling,
+    DeploymentDecision,
+    Engine,
+    EngineArg,
+    EnvVar,
+    NodeShare,
+    ServingUnit,
+    Tensor,
+    TritonModel,
+)
+from ..plan.resolved import ResolvedPlan, Serving
+from ..plan.spec import PlanSpec
 from ..units import format_bytes
-from .model import Autoscaling, DeploymentDecision, Engine, EngineArg, EnvVar, ServingUnit, Tensor, TritonModel
+from . import nodes
 from .training import DEFAULT_CPUS_PER_GPU
 from .units import UnitView
 
@@ -207,13 +218,16 @@ SCALE_PERIOD_SECONDS = 15  # also the HPA sync period (kube-controller-manager -
 # Prometheus that KEDA queries: the Service prometheus-operator creates for every Prometheus ("prometheus-operated")
 # in the namespace kube-prometheus-stack is usually installed in. An assumption: edit it for another install.
 PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
-# Pod resources. CPU: the training default per GPU (DEFAULT_CPUS_PER_GPU, the smallest common 8-GPU server's share)
-# as a request, no limit: CFS quotas throttle the tokenizer / detokenizer and the API server's event loop, which sit
-# on the TTFT path (Kubernetes requests without limits give the Burstable QoS class). Host memory: safetensors are
-# read through host memory on their way to the GPU, so the request (= limit: no overcommit of what loading needs)
-# holds the pod's weights + an overhead (Python, CUDA context and NCCL host buffers, tokenizer, API server; a policy)
-# + the RAM-backed /dev/shm, whose pages count against the pod's memory.
+# Pod resources: the pod's GPU share of the catalog node it is priced on (compiler/deployment/nodes.py), CPU as a
+# request without a limit (CFS quotas throttle the tokenizer / detokenizer and the API server's event loop, which sit
+# on the TTFT path; requests without limits give the Burstable QoS class), host memory request = limit. The share must
+# hold the pod's floor: safetensors are read through host memory on their way to the GPU, so the pod's weights + an
+# overhead (Python, CUDA context and NCCL host buffers, tokenizer, API server; a policy) + the RAM-backed /dev/shm,
+# whose pages count against the pod's memory; a node whose share is smaller is passed over for a larger one.
 HOST_MEMORY_OVERHEAD_BYTES = 16 * 2**30
+# /dev/shm of a 1-GPU pod: no NCCL peers and no tensor-parallel workers for vLLM's shared-memory broadcast queue, so
+# the training rule of 1 GiB per GPU process (DataLoader-style IPC, Triton's Python backend regions) rather than 15 GiB.
+SINGLE_GPU_SHM_BYTES = 1 * 2**30
 # Edge devices (Jetson: 6-12 CPU cores, 8-64 GB shared by CPU and GPU): a small request that fits the device.
 EDGE_CPUS = 2
 EDGE_HOST_MEMORY_OVERHEAD_BYTES = 1 * 2**30
@@ -227,21 +241,9 @@ EDGE_SHM_BYTES = 1 * 2**30
 # generation max_model_len allows (context - prompt tokens) at the sized TPOT at capacity.
 PRE_STOP_SECONDS = 15
 VISION_MIN_GRACE_SECONDS = 30  # the Kubernetes default terminationGracePeriodSeconds, for one-shot (vision) requests
-# RDMA for multi-node replicas: the fabric the sizing assumed must be the one NCCL gets. InfiniBand and RoCE NICs
-# reach pods as the extended resource of Mellanox/NVIDIA's k8s-rdma-shared-dev-plugin (deployed by the NVIDIA Network
-# Operator; resourcePrefix "rdma", resourceName "rdma_shared_device_a" in its README's default config); memory
-# registration needs CAP_IPC_LOCK. AWS EFA: the aws-efa-k8s-device-plugin's vpc.amazonaws.com/efa, 32 interfaces on
-# p5.48xlarge (AWS "EFA on EKS" docs). Plain Ethernet (tcp) needs nothing: the sizing assumed sockets.
-RDMA_RESOURCES = {
-    "ib": ("rdma/rdma_shared_device_a", 1),
-    "roce": ("rdma/rdma_shared_device_a", 1),
-    "efa": ("vpc.amazonaws.com/efa", 32),
-}
-RDMA_SOURCE = {
-    "ib": "k8s-rdma-shared-dev-plugin (NVIDIA Network Operator) default resource",
-    "roce": "k8s-rdma-shared-dev-plugin (NVIDIA Network Operator) default resource",
-    "efa": "aws-efa-k8s-device-plugin, 32 EFA interfaces per p5.48xlarge",
-}
+# RDMA for multi-node replicas: the fabric the sizing assumed must be the one NCCL gets; the device resource per fabric
+# is nodes.RDMA_RESOURCES; memory registration needs CAP_IPC_LOCK. Plain Ethernet (tcp) needs nothing.
+RDMA_SOURCE = nodes.FABRIC_DEVICE_SOURCE
 # NCCL: use the RDMA NICs (NCCL_IB_DISABLE=0 is the default, written so a site override is visible); bootstrap over
 # the pod network's eth0. EFA goes through the aws-ofi-nccl plugin (FI_PROVIDER=efa).
 NCCL_ENV = {
@@ -694,6 +696,27 @@ def longest_request_seconds(plan: ResolvedPlan, prompt_tokens: int) -> int:
     return math.ceil(ttft + max(1, s.context_len - prompt_tokens) * tpot)
 
 
+def pod_cpu_millicores(node: NodeShare | None, edge: bool, pod_gpus: int) -> int:
+    """The node share's CPU; an edge device's small policy request; without a catalog node, DEFAULT_CPUS_PER_GPU."""
+    if edge:
+        return EDGE_CPUS * 1000
+    return node.cpu_millicores if node is not None else DEFAULT_CPUS_PER_GPU * pod_gpus * 1000
+
+
+def pod_resources_reason(u: ServingUnit) -> str:
+    overhead = u.memory_bytes - u.weights_bytes_per_pod - u.shm_bytes
+    need = (
+        f"the pod's {format_bytes(u.weights_bytes_per_pod)} of weights pass through host memory while loading, + "
+        f"{format_bytes(u.node.floor_bytes - u.weights_bytes_per_pod - u.shm_bytes if u.node else overhead)} overhead "
+        f"(a policy) + {format_bytes(u.shm_bytes)} /dev/shm"
+    )
+    if u.node_arch and u.node is not None:  # edge: a small request on a device whose memory the GPU shares
+        return f"an edge device, CPU unthrottled; memory: {need}, within {u.node.reason}"
+    if u.node is None:
+        return f"no catalog node holds {u.gpus_per_pod} GPU(s): {DEFAULT_CPUS_PER_GPU} CPU per GPU; memory: {need}"
+    return f"the pod's GPU share of {u.node.reason}; CPU unthrottled for the tokenizer and API server; the share holds {need}"
+
+
 def serving_unit(
     plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernetes: bool, fabric: str = "tcp"
 ) -> ServingUnit:
@@ -703,11 +726,14 @@ def serving_unit(
     drain = min(longest, TGI_DRAIN_SECONDS) if s.engine == "tgi" else longest
     builds = s.engine == "triton" and triton_model(unit.plan).backend == "tensorrt"
     multi_node = s.nodes_per_replica > 1
-    rdma_resource, rdma_count = RDMA_RESOURCES.get(fabric, ("", 0)) if multi_node else ("", 0)
-    nccl = [EnvVar(name=n, value=v, comment=c) for n, v, c in NCCL_ENV.get(fabric, [])] if multi_node else []
-    shm = EDGE_SHM_BYTES if edge else SHM_BYTES
     # the shape check raises for a replica a LeaderWorkerSet cannot place; only Kubernetes places pods
     pod_gpus = gpus_per_pod(s) if on_kubernetes else (s.tp if s.nodes_per_replica > 1 else s.gpus_per_replica)
+    shm = EDGE_SHM_BYTES if edge else (SHM_BYTES if pod_gpus > 1 else SINGLE_GPU_SHM_BYTES)
+    weights_per_pod = math.ceil(s.weights_bytes / s.nodes_per_replica)
+    floor = weights_per_pod + shm + (EDGE_HOST_MEMORY_OVERHEAD_BYTES if edge else HOST_MEMORY_OVERHEAD_BYTES)
+    node = nodes.choose(unit.plan.hardware.gpu_spec, pod_gpus, floor, fabric if multi_node else "")
+    rdma_resource, rdma_count = nodes.fabric_device(fabric, node) if multi_node else ("", 0)
+    nccl = [EnvVar(name=n, value=v, comment=c) for n, v, c in NCCL_ENV.get(fabric, [])] if multi_node else []
     health, queue, adapter, metrics_port = ENGINE_ENDPOINTS[s.engine]
     source = weights_source(unit.plan)
     fetch = source == "hub" and (s.engine != "triton" or unit.plan.model.architecture.kind == "decoder")
@@ -751,7 +777,7 @@ def serving_unit(
         fetch_weights=fetch,
         fetch_patterns=list(FETCH_PATTERNS) if fetch else [],
         checkpoint_bytes=checkpoint,
-        weights_bytes_per_pod=math.ceil(s.weights_bytes / s.nodes_per_replica),
+        weights_bytes_per_pod=weights_per_pod,
         download_bytes_per_second=rate,
         download_seconds=download,
         load_seconds=load,
@@ -759,10 +785,9 @@ def serving_unit(
         progress_deadline_seconds=download + threshold * PROBE_PERIOD_SECONDS + PROGRESS_DEADLINE_DEFAULT_SECONDS,
         model_cache_bytes=model_cache_bytes(checkpoint),
         shared_cache=unit.plan.hardware.storage in SHARED_FILESYSTEMS,
-        cpu_request=EDGE_CPUS if edge else DEFAULT_CPUS_PER_GPU * pod_gpus,
-        memory_bytes=math.ceil(s.weights_bytes / s.nodes_per_replica)
-        + shm
-        + (EDGE_HOST_MEMORY_OVERHEAD_BYTES if edge else HOST_MEMORY_OVERHEAD_BYTES),
+        cpu_millicores=pod_cpu_millicores(node, edge, pod_gpus),
+        memory_bytes=floor if edge or node is None else node.memory_bytes,
+        node=node,
         qos_class="Burstable",
         pre_stop_seconds=PRE_STOP_SECONDS,
         longest_request_seconds=longest,
@@ -890,15 +915,10 @@ def decisions(
             DeploymentDecision(
                 topic=f"pod resources{where}",
                 choice=(
-                    f"{u.cpu_request} CPU requested (no limit), {format_bytes(u.memory_bytes)} memory request = limit, "
-                    f"{u.gpus_per_pod} GPU; QoS {u.qos_class}"
+                    f"{u.cpu_millicores / 1000:g} CPU requested (no limit), {format_bytes(u.memory_bytes)} memory request = limit, "
+                    f"{u.gpus_per_pod} GPU; QoS {u.qos_class}" + (f"; node {u.node.node_type}" if u.node else "")
                 ),
-                reason=(
-                    f"CPU: {'an edge device' if u.cpu_request == EDGE_CPUS and u.shm_bytes == EDGE_SHM_BYTES else f'{DEFAULT_CPUS_PER_GPU} per GPU (the training default)'}, "
-                    f"unthrottled for the tokenizer and API server; memory: the pod's {format_bytes(u.weights_bytes_per_pod)} of weights pass "
-                    f"through host memory while loading, + {format_bytes(u.memory_bytes - u.weights_bytes_per_pod - u.shm_bytes)} overhead "
-                    f"(a policy) + {format_bytes(u.shm_bytes)} /dev/shm"
-                ),
+                reason=pod_resources_reason(u),
             )
         )
         if u.repository_init_image:
@@ -995,7 +1015,21 @@ def warnings(units: list[ServingUnit]) -> list[str]:
         f"whose --shutdown-timeout is set from it)"
         for u in units
         if u.drain_seconds < u.longest_request_seconds
-    ]
+    ] + [node_warning(u) for u in units if u.node is not None and (u.node.outgrown_priced_node or not u.node.fits)]
+
+
+def node_warning(u: ServingUnit) -> str:
+    """A pod sized on another node than the one the GPU's price is from (or on none that holds it)."""
+    if not u.node.fits:
+        return (
+            f"{u.name}: no catalog node's share of {u.gpus_per_pod} GPU(s) holds the pod's {format_bytes(u.node.floor_bytes)} "
+            f"of host memory; it requests the largest, {u.node.node_type} ({format_bytes(u.memory_bytes)}), and may be "
+            "killed for memory while loading the weights"
+        )
+    return (
+        f"{u.name}: the pod needs {format_bytes(u.node.floor_bytes)} of host memory and is sized on {u.node.node_type}; the "
+        "cost uses the GPU's price per hour from a smaller node of the same GPU (cluster.catalog can price the larger one)"
+    )
 
 
 def weights_choice(u: ServingUnit) -> str:

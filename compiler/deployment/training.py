@@ -9,11 +9,24 @@ import math
 import re
 
 from ..diagnostics import FieldRefused, InfeasiblePlan
-from ..resolved import ResolvedPlan
-from ..spec import PlanSpec
+from ..plan.deployment import (
+    Checkpoint,
+    DeploymentDecision,
+    Directive,
+    EnvVar,
+    Files,
+    KubernetesTraining,
+    Launcher,
+    Lora,
+    Slurm,
+)
+from ..plan.resolved import ResolvedPlan
+from ..plan.runs import runs_dir
+from ..plan.spec import PlanSpec
+from . import hf_trainer, nodes
 from .frameworks import uses_megatron
 from .fsdp_tp import uses_fsdp_tp
-from .model import Checkpoint, DeploymentDecision, Directive, EnvVar, Files, KubernetesTraining, Launcher, Lora, Slurm
+from .images import check_image, training_image
 from .recipe_flags import hf_trainer_args
 
 # torchrun's default rendezvous port (torch.distributed.run: --master-port default 29500).
@@ -94,8 +107,6 @@ _PLAIN_VALUE = re.compile(r"^[A-Za-z0-9_.,:@+%=/&|!*\[\]()-]+$")
 GIB = 2**30
 LAUNCH_MOUNT = "/mlinfra"  # the ConfigMap's files: $MLINFRA_OUT_DIR of the launcher
 REPLICATED_JOB = "trainer"
-# Default image when the plan names none: NVIDIA's PyTorch container (torch, NCCL, DeepSpeed-ready CUDA toolkit).
-DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
 # /dev/shm rule: 1 GiB per GPU process. DataLoader workers hand every batch to their trainer process through shared
 # memory, and NCCL's shared-memory transport uses it between the node's ranks; the container runtime's 64 MiB default
 # breaks both (NVIDIA's PyTorch container notes: raise --shm-size or use --ipc=host for multi-process data loading).
@@ -120,8 +131,13 @@ def is_local_path(location: str) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------- launcher
+def fabric_family(interconnect: str) -> str:
+    """The fabric family of a catalog interconnect id: ib, roce, efa, or eth (TCP)."""
+    return interconnect.split("-", 1)[0].lower()
+
+
 def fabric_env(interconnect: str) -> list[EnvVar]:
-    family = interconnect.split("-", 1)[0].lower()
+    family = fabric_family(interconnect)
     return [EnvVar(name=n, value=v, comment=c) for n, v, c in _FABRIC_ENV.get(family, _SOCKET_ENV)]
 
 
@@ -288,15 +304,39 @@ def framework_env(plan: ResolvedPlan, kind: str) -> list[EnvVar]:
 MEGATRON_ENTRY = re.compile(r"(^|/)pretrain_[A-Za-z0-9_]+\.py$")
 
 
+def auto_kind(plan: ResolvedPlan, spec: PlanSpec) -> tuple[str, str]:
+    """(kind, how it was decided) under entrypoint.kind auto. A Hugging Face Trainer/TRL script on a ddp or deepspeed
+    layout is recognised by its file name (hf_trainer.HF_TRAINER_SCRIPTS) or by TrainingArguments flags among the
+    plan's own arguments, and gets kind hf-trainer (--deepspeed, not --deepspeed_config); a name that hints at one but
+    is not known is refused at train.entrypoint.script as ambiguous (exit 2)."""
+    framework, entry = plan.parallelism.framework, spec.train.entrypoint
+    # FSDP2 × TP × PP: the script applies fsdp/fsdp_tp.py; Accelerate's FSDP1 config has no TP/PP
+    if uses_fsdp_tp(plan):
+        return "torchrun", "the FSDP2 × TP × PP script fsdp/fsdp_tp.py runs under torchrun"
+    default = AUTO_KIND.get(framework, "torchrun")
+    if framework not in LAUNCH_KINDS["hf-trainer"][0]:
+        return default, f"the kind that reads what the {framework} target writes"
+    found = hf_trainer.evidence(entry.script, entry.args)
+    if found:
+        return "hf-trainer", f"a Hugging Face Trainer/TRL script: {found}"
+    if hint := hf_trainer.hint(entry.script):
+        raise FieldRefused(
+            ("train", "entrypoint", "script"),
+            f"{entry.script!r} looks like a Hugging Face Trainer/TRL script ({hint!r} in its name) but is not one "
+            f"auto recognises: set train.entrypoint.kind to hf-trainer (TrainingArguments flags, --deepspeed) or to "
+            f"{default} (the plain {framework} contract)",
+            "ambiguous-entrypoint",
+        )
+    return default, f"the kind that reads what the {framework} target writes"
+
+
 def launch_kind(plan: ResolvedPlan, spec: PlanSpec) -> str:
     """The launch contract; a given kind that cannot start what was sized is refused at train.entrypoint.kind (or at the
     script for megatron), exit 2, with the kinds that can."""
     framework, given = plan.parallelism.framework, spec.train.entrypoint.kind
-    tensor_parallel = uses_fsdp_tp(
-        plan
-    )  # FSDP2 × TP × PP: the script applies fsdp/fsdp_tp.py; Accelerate's FSDP1 config has no TP/PP
+    tensor_parallel = uses_fsdp_tp(plan)
     if given == "auto":
-        return "torchrun" if tensor_parallel else AUTO_KIND.get(framework, "torchrun")
+        return auto_kind(plan, spec)[0]
     allowed = LAUNCH_KINDS[given][0] - ({"fsdp"} if tensor_parallel and given == "accelerate" else set())
     fits = uses_megatron(plan) if given == "megatron" else framework in allowed
     if not fits:
@@ -365,7 +405,10 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
     node_range, restart_reason = restart_policy(plan, kind, elastic)
     minimum, maximum = nnodes_range(plan, node_range)
     cpus = spec.cluster.slurm.cpus_per_node
-    cpus = cpus if cpus is not None else DEFAULT_CPUS_PER_GPU * hw.gpus_per_node
+    if partial_node(plan):
+        cpus = slurm_share(plan, spec)[0] * hw.gpus_per_node
+    elif cpus is None:
+        cpus = DEFAULT_CPUS_PER_GPU * hw.gpus_per_node
     lora = None
     if spec.train.method in ("lora", "qlora"):
         lora = Lora(
@@ -377,6 +420,7 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
     return Launcher(
         program="accelerate" if kind == "accelerate" else "torchrun",
         kind=kind,
+        kind_reason="" if entry.kind != "auto" else auto_kind(plan, spec)[1],
         config_flag=LAUNCH_KINDS[kind][1].get(framework, ""),
         megatron_args=kind == "megatron",
         framework_args=framework_args(plan, kind, checkpoint(plan, spec)),
@@ -546,20 +590,55 @@ def partial_node(plan: ResolvedPlan) -> bool:
     return plan.hardware.nodes == 1 and plan.hardware.gpus_per_node < plan.hardware.gpu_spec.gpus_per_node
 
 
+def slurm_share(plan: ResolvedPlan, spec: PlanSpec) -> tuple[int, int, str]:
+    """(CPUs, memory bytes, reason) per GPU of a job below a node: the node's own figures divided by its GPUs, from
+    cluster.slurm.cpus_per_node / memory_per_node where given, else one GPU's share of the first catalog node that has
+    the catalog's GPUs per node (the priced one where it does; its system reserve stands for slurmd and the OS, which
+    sites keep out of a node's CPUs / RealMemory)."""
+    given, gpu = spec.cluster.slurm, plan.hardware.gpu_spec
+    node_gpus = gpu.gpus_per_node
+    node_type = next((n for n in gpu.node_types if n.gpus >= node_gpus), None)
+    one = nodes.node_share(gpu, node_type, 1, 0) if node_type else None
+    cpus = (
+        given.cpus_per_node // node_gpus
+        if given.cpus_per_node is not None
+        else (one.cpu_millicores // 1000 if one else DEFAULT_CPUS_PER_GPU)
+    )
+    if given.memory_per_node is not None:
+        memory = given.memory_per_node // node_gpus
+    else:
+        memory = one.memory_bytes if one else HOST_MEMORY_PER_GPU_BYTES
+    sources = [
+        f"CPUs: cluster.slurm.cpus_per_node / {node_gpus} GPUs" if given.cpus_per_node is not None else "",
+        f"memory: cluster.slurm.memory_per_node / {node_gpus} GPUs" if given.memory_per_node is not None else "",
+    ]
+    if given.cpus_per_node is None or given.memory_per_node is None:
+        sources.append(
+            f"one GPU's share of {one.reason} (whole CPUs)"
+            if one
+            else f"no catalog node has {node_gpus} GPUs: {DEFAULT_CPUS_PER_GPU} CPU, "
+            f"{HOST_MEMORY_PER_GPU_BYTES // GIB} GiB per GPU (AWS p4d.24xlarge's share)"
+        )
+        sources.append("cluster.slurm.cpus_per_node / memory_per_node give the site's node instead")
+    return max(1, cpus), memory, "; ".join(x for x in sources if x)
+
+
 def slurm(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) -> Slurm:
     given = spec.cluster.slurm
     max_job = given.max_time if given.max_time is not None else MAX_JOB_SECONDS
     links, steps_per_link, limit = job_chain(plan, launch.checkpoint.interval_seconds, max_job)
     mounts = list(given.container_mounts)
     if given.container_image:
+        check_image(plan, given.container_image, ("cluster", "slurm", "container_image"))
         for _, path in job_paths(launch):  # each at the same path inside the container, unless the plan mounts it
             if pyxis_mountable(path) and not covered(path, mount_targets(mounts)):
                 mounts.append(f"{fstab_escape(path)}:{fstab_escape(path)}")
     share = partial_node(plan)
-    if given.memory_per_node is not None:
+    cpus_per_gpu, memory_per_gpu_bytes, share_reason = slurm_share(plan, spec) if share else (0, 0, "")
+    if share:
+        memory = ""
+    elif given.memory_per_node is not None:
         memory = f"{given.memory_per_node // BYTES_PER_MIB}M"
-    elif share:
-        memory = f"{HOST_MEMORY_PER_GPU_BYTES * plan.hardware.gpus_per_node // BYTES_PER_MIB}M"
     else:
         memory = "0"
     return Slurm(
@@ -569,6 +648,9 @@ def slurm(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) -> Slurm:
         cpus_per_task=launch.cpus_per_node,
         memory=memory,
         exclusive=not share,
+        cpus_per_gpu=cpus_per_gpu,
+        memory_per_gpu=f"{memory_per_gpu_bytes // BYTES_PER_MIB}M" if share else "",
+        share_reason=share_reason,
         max_job_seconds=max_job,
         time=slurm_time(limit),
         time_limit_seconds=limit,
@@ -603,13 +685,25 @@ def kubernetes_training(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) ->
         pods = f"{plan.name}-(master|worker)-[0-9]+"
     else:
         pods = f"{plan.name}-{REPLICATED_JOB}-[0-9]+-[0-9]+-.+"
+    image, image_reason = training_image(plan, spec)
+    hw, shm = plan.hardware, SHM_BYTES_PER_GPU * plan.hardware.gpus_per_node
+    fabric = fabric_family(hw.interconnect) if hw.nodes > 1 else ""
+    node = nodes.choose(hw.gpu_spec, hw.gpus_per_node, shm, fabric)
+    resource, count = nodes.fabric_device(fabric, node)
     return KubernetesTraining(
         job_api=k8s.job_api,
-        image=k8s.image or spec.cluster.slurm.container_image or DEFAULT_IMAGE,
+        image=image,
+        image_reason=image_reason,
+        node=node,
+        cpu_millicores=node.cpu_millicores if node else DEFAULT_CPUS_PER_GPU * hw.gpus_per_node * 1000,
+        memory_bytes=node.memory_bytes if node else shm + HOST_MEMORY_PER_GPU_BYTES * hw.gpus_per_node,
+        fabric=fabric,
+        fabric_resource=resource,
+        fabric_count=count,
         replicated_job=REPLICATED_JOB,
         launch_mount=LAUNCH_MOUNT,
         max_restarts=MAX_RESTARTS[spec.cluster.pricing],
-        shm_bytes=SHM_BYTES_PER_GPU * plan.hardware.gpus_per_node,
+        shm_bytes=shm,
         checkpoint_claim_bytes=int(
             t.checkpoint_bytes * (t.checkpoint_keep + CHECKPOINTS_IN_FLIGHT) * CHECKPOINT_FS_HEADROOM
         ),
@@ -659,9 +753,7 @@ def decisions(
                 if job
                 else ""
             ),
-            reason="train.entrypoint.kind"
-            if kind_given
-            else f"train.entrypoint.kind auto: the kind that reads what the {launch.framework} target writes",
+            reason="train.entrypoint.kind" if kind_given else f"train.entrypoint.kind auto: {launch.kind_reason}",
         ),
         DeploymentDecision(
             topic="checkpoint signal",
@@ -751,11 +843,20 @@ def decisions(
             out.append(
                 DeploymentDecision(
                     topic="Slurm share",
-                    choice=f"{job.gpus_per_node} GPU(s), {job.cpus_per_task} CPUs, --mem={job.memory}, not exclusive",
-                    reason="the job uses fewer GPUs than its node has; host memory "
-                    f"{HOST_MEMORY_PER_GPU_BYTES // 2**30} GiB per GPU (AWS p4d.24xlarge share) unless cluster.slurm.memory_per_node",
+                    choice=f"--gpus-per-node={job.gpus_per_node} --cpus-per-gpu={job.cpus_per_gpu} "
+                    f"--mem-per-gpu={job.memory_per_gpu}, not exclusive",
+                    reason="the job uses fewer GPUs than its node has, so other jobs share the node; "
+                    + job.share_reason,
                 )
             )
+        out.append(
+            DeploymentDecision(
+                topic="Slurm job folder",
+                choice=f"out/runs/{job.job_name}/ (--chdir={runs_dir(job.job_name)}): the job's working directory and logs",
+                reason="beside the plan's folder, which every compile replaces whole; a compile makes this one and never "
+                "replaces or empties it, so a running job keeps its directory and files",
+            )
+        )
         out.append(
             DeploymentDecision(
                 topic="Slurm signal",
@@ -768,7 +869,33 @@ def decisions(
             DeploymentDecision(
                 topic="Kubernetes job",
                 choice=f"{k8s.job_api}, image {k8s.image}, {k8s.max_restarts} restarts",
-                reason="restarts: Llama 3 interruption rate (on-demand) or spot reclaims (spot)",
+                reason=f"image: {k8s.image_reason}; restarts: Llama 3 interruption rate (on-demand) or spot reclaims (spot)",
+            )
+        )
+        out += k8s_pod_decisions(k8s, launch)
+    return out
+
+
+def k8s_pod_decisions(k8s: KubernetesTraining, launch: Launcher) -> list[DeploymentDecision]:
+    out = [
+        DeploymentDecision(
+            topic="trainer pod resources",
+            choice=f"{k8s.cpu_millicores / 1000:g} CPU requested (no limit), {k8s.memory_bytes / GIB:.1f} GiB memory "
+            f"request = limit, {launch.nproc_per_node} GPU" + (f"; node {k8s.node.node_type}" if k8s.node else ""),
+            reason=f"the pod's GPU share of {k8s.node.reason}"
+            if k8s.node
+            else f"no catalog node holds {launch.nproc_per_node} GPUs: {DEFAULT_CPUS_PER_GPU} CPU and "
+            f"{HOST_MEMORY_PER_GPU_BYTES // GIB} GiB per GPU (AWS p4d.24xlarge's share)",
+        )
+    ]
+    if k8s.fabric_resource:
+        out.append(
+            DeploymentDecision(
+                topic="trainer fabric",
+                choice=f"{k8s.fabric_resource}: {k8s.fabric_count} per pod, IPC_LOCK; "
+                + ", ".join(f"{e.name}={e.value}" for e in launch.fabric_env),
+                reason=f"{launch.nodes} nodes on a {k8s.fabric} fabric: {nodes.FABRIC_DEVICE_SOURCE[k8s.fabric]}; "
+                "NCCL settings exported by launch/torchrun.sh (a value already set in the pod's environment is kept)",
             )
         )
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..resolved import ResolvedPlan
+from ..plan.resolved import ResolvedPlan
 
 
 @dataclass(frozen=True)

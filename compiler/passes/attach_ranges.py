@@ -17,7 +17,7 @@ it, and the engines fill their KV cache up to the configured share, so its split
 
 from __future__ import annotations
 
-from ..resolved import Range, ResolvedPlan
+from ..plan.resolved import Range, ResolvedPlan
 from .context import PassContext
 from .size_training import step_family, time_family
 

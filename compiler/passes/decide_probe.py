@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..deployment.probe import decide_probe as decide
-from ..resolved import ResolvedPlan
+from ..plan.resolved import ResolvedPlan
 from .context import PassContext
 
 

@@ -5,8 +5,8 @@ Runs after the sizing (it needs the run's steps and global batch) and before the
 
 from __future__ import annotations
 
+from ..plan.resolved import ResolvedPlan
 from ..recipe.decide import decide_recipe as decide
-from ..resolved import ResolvedPlan
 from .context import PassContext
 
 

@@ -8,10 +8,11 @@ targets take a deployment number or string from. Each decision carries its reaso
 from __future__ import annotations
 
 from ..deployment import credentials, frameworks, monitoring, serving, training
-from ..deployment.model import Deployment, Files, Kubernetes
 from ..deployment.units import unit_views
-from ..resolved import ResolvedPlan
-from ..sizing.serve_types import HOURS_PER_MONTH
+from ..diagnostics import FieldRefused
+from ..plan.deployment import Deployment, Files, Kubernetes
+from ..plan.resolved import ResolvedPlan
+from ..sizing.serve.types import HOURS_PER_MONTH
 from .context import PassContext
 
 
@@ -51,12 +52,27 @@ def resolve_deployment(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     secrets, secrets_decision = credentials.credentials(spec, plan.name)
     if on_kubernetes:
         decisions.append(secrets_decision)
+    shared_claims = (
+        [f"{plan.name}-checkpoints (every node of the {plan.hardware.nodes}-node job writes its shards)"]
+        if k8s_training and plan.hardware.nodes > 1
+        else []
+    ) + [f"{u.name}-model-cache (one copy for every replica)" for u in units if on_kubernetes and u.shared_cache]
+    if shared_claims and not (k8s.shared_storage_class or k8s.storage_class):
+        raise FieldRefused(
+            ("cluster", "kubernetes", "shared_storage_class"),
+            f"the claim {' and '.join(shared_claims)} is mounted by several pods and needs a ReadWriteMany "
+            "StorageClass; the cluster default is usually ReadWriteOnce, where it stays Pending: name one (EFS, "
+            "Filestore, Azure Files, CephFS, a Lustre or NFS CSI driver)",
+            "storage-class-missing",
+        )
     kubernetes = Kubernetes(
         namespace=k8s.namespace,
         secret_name=k8s.secret_name,
         storage_class=k8s.storage_class,
+        shared_storage_class=k8s.shared_storage_class or k8s.storage_class,
+        shared_claims=shared_claims,
         **secrets,
-        tolerations=[dict(t) for t in k8s.tolerations],
+        tolerations=[t.model_dump(exclude_none=True) for t in k8s.tolerations],
         node_selector=dict(k8s.node_selector),
         autoscaler=k8s.autoscaler,
         autoscaling=serving.autoscaling(),

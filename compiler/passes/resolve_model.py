@@ -5,9 +5,9 @@ from __future__ import annotations
 from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..catalog.types import Architecture
-from ..resolved import Decision, ModelInfo, ResolvedPlan
+from ..plan.resolved import Decision, ModelInfo, ResolvedPlan
+from ..plan.spec import ModelSpec
 from ..sizing.reasons import Reason, because
-from ..spec import ModelSpec
 from .context import PassContext
 from .wording import model_choice, words
 

@@ -1,7 +1,7 @@
 """Pass: size a serve plan — GPU type, TP/PP, precision, batch, replicas (compiler/sizing/serve_search.py: LLMs in
 serve_llm_search.py, non-generative models in vision.py).
 
-A staged service (serve.stages) sizes every stage for the rate it receives (sizing.serve_stages.size_pipeline);
+A staged service (serve.stages) sizes every stage for the rate it receives (sizing/serve/stages.size_pipeline);
 the top-level sections then describe the last stage and `stages` lists them all.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..diagnostics import InfeasiblePlan
-from ..resolved import (
+from ..plan.resolved import (
     Alternative,
     Cost,
     Hardware,
@@ -22,12 +22,12 @@ from ..resolved import (
     Serving,
     Stage,
 )
+from ..plan.spec import PlanSpec, SloSpec
 from ..sizing.reasons import because
-from ..sizing.serve_search import search_serving
-from ..sizing.serve_speculative import tokens_per_round
-from ..sizing.serve_stages import PipelineStage, size_pipeline
-from ..sizing.serve_types import HOURS_PER_MONTH, MAX_REJECTED, ServeCandidate, ServeRequest
-from ..spec import PlanSpec, SloSpec
+from ..sizing.serve.search import search_serving
+from ..sizing.serve.speculative import tokens_per_round
+from ..sizing.serve.stages import PipelineStage, size_pipeline
+from ..sizing.serve.types import HOURS_PER_MONTH, MAX_REJECTED, ServeCandidate, ServeRequest
 from .context import PassContext
 from .resolve_model import model_info
 from .wording import rejection_rows, serving_decisions, serving_infeasible, stage_ratio_decision, words
@@ -305,7 +305,7 @@ def _check_engine(engine: str, model: ModelInfo, precisions: list[str], where: s
         )
     if engine == "tgi" and "fp32" in precisions:
         raise InfeasiblePlan(words(because("tgi-no-fp32", where=where)))
-    if "fp32" in precisions:  # sizing.serve_memory / serve_latency have no fp32 weights, KV cache or matmul rate
+    if "fp32" in precisions:  # sizing/serve/memory and latency have no fp32 weights, KV cache or matmul rate
         raise InfeasiblePlan(words(because("fp32-serving-not-modelled", where=where)))
 
 

@@ -9,7 +9,7 @@ from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..catalog.types import Architecture
 from ..diagnostics import FieldRefused, InfeasiblePlan
-from ..resolved import (
+from ..plan.resolved import (
     Alternative,
     Cost,
     Decision,
@@ -21,8 +21,10 @@ from ..resolved import (
     Training,
 )
 from ..sizing.reasons import because
-from ..sizing.train_memory import EAGER_LOSS_LAUNCH_KINDS, MemoryOptions, loss_for
-from ..sizing.training import TrainRequest, search_training
+from ..sizing.train.activations import EAGER_LOSS_LAUNCH_KINDS, loss_for
+from ..sizing.train.candidate import TrainCandidate
+from ..sizing.train.layout import Layout, MemoryOptions
+from ..sizing.train.search import TrainPins, TrainRequest, search_training
 from ..units import format_seconds
 from .context import PassContext
 from .wording import rejection_rows, training_decisions, words
@@ -135,23 +137,7 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
         pricing=spec.cluster.pricing,
         interconnect=catalog.interconnects[spec.cluster.interconnect],
         storage=catalog.storage[spec.cluster.storage],
-        pins={
-            "tp": pins.tp,
-            "pp": pins.pp,
-            "dp": pins.dp,
-            "zero_stage": pins.zero_stage,
-            "micro_batch": pins.micro_batch,
-            "recompute": pins.recompute,
-            "offload": pins.offload,
-            "cp": pins.cp,
-            "ep": pins.ep,
-            "vp": pins.vp,
-            "pp_first_stage_layers": pins.pp_first_stage_layers,
-            "pp_last_stage_layers": pins.pp_last_stage_layers,
-            "pp_stage_layers": tuple(pins.pp_stage_layers) if pins.pp_stage_layers else None,
-            "shard_group": pins.shard_group_gpus,
-            "ep_overlap": pins.ep_overlap,
-        },
+        pins=_pins(pins),
         optimize="cost" if spec.optimize == "cost" else "time",
         mtbf_gpu_hours=train.mtbf_gpu_hours,
         flash_attention=train.flash_attention,
@@ -159,15 +145,47 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
         gate_factor=gate_factor(catalog, spec.workload, train.gate_quantile, arch),
         gate_quantile=train.gate_quantile.upper(),
         memory_factor=memory_factor(catalog, train.method, train.memory_quantile),
-        memory=MemoryOptions(
-            master_weights=train.master_weights,
-            loss=loss_for(train.loss, train.method),
-            eager_loss=train.entrypoint.kind in EAGER_LOSS_LAUNCH_KINDS,
-            optimizer_in_backward=train.optimizer_in_backward,
-            activation_offload=train.activation_offload,
-            reshard_after_forward=train.reshard_after_forward,
-            expandable_segments=train.expandable_segments,
-        ),
+        memory=_memory_options(train),
+    )
+
+
+def _pins(pins) -> TrainPins:
+    """The plan's `parallelism` section as the search's pins (None: searched)."""
+    return TrainPins(
+        **{
+            k: v
+            for k, v in {
+                "tp": pins.tp,
+                "pp": pins.pp,
+                "dp": pins.dp,
+                "zero_stage": pins.zero_stage,
+                "micro_batch": pins.micro_batch,
+                "recompute": pins.recompute,
+                "offload": pins.offload,
+                "cp": pins.cp,
+                "ep": pins.ep,
+                "vp": pins.vp,
+                "pp_first_stage_layers": pins.pp_first_stage_layers,
+                "pp_last_stage_layers": pins.pp_last_stage_layers,
+                "pp_stage_layers": tuple(pins.pp_stage_layers) if pins.pp_stage_layers else None,
+                "shard_group": pins.shard_group_gpus,
+                "ep_overlap": pins.ep_overlap,
+            }.items()
+            if v is not None
+        }
+    )
+
+
+def _memory_options(train) -> MemoryOptions:
+    """Where frameworks differ in memory (layout.MemoryOptions), from the plan's `train` fields of the same names."""
+    return MemoryOptions(
+        master_weights=train.master_weights,
+        loss=loss_for(train.loss, train.method),
+        eager_loss=train.entrypoint.kind in EAGER_LOSS_LAUNCH_KINDS,
+        optimizer_in_backward=train.optimizer_in_backward,
+        activation_offload=train.activation_offload,
+        reshard_after_forward=train.reshard_after_forward,
+        expandable_segments=train.expandable_segments,
     )
 
 
@@ -192,31 +210,43 @@ def refuse_uneven_cp(plan: ResolvedPlan) -> None:
         )
 
 
-def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
-    catalog = ctx.catalog
-    if plan.workload == "serve":
-        return plan
-    if plan.spec.train.method != "full" and plan.model.architecture.kind == "cnn":
-        raise InfeasiblePlan(
-            words(
-                because(
-                    "adapters-need-transformer",
-                    method=plan.spec.train.method,
-                    targets=tuple(plan.spec.train.lora.targets),
-                    model=plan.model.name,
-                )
-            )
+def parallelism_of(layout: Layout, grad_accum: int) -> Parallelism:
+    """plan.json's `parallelism` section: the chosen layout as the search decided it."""
+    lay = layout
+    return Parallelism(
+        tp=lay.tp,
+        pp=lay.pp,
+        dp=lay.dp,
+        zero_stage=lay.zero,
+        micro_batch=lay.micro_batch,
+        grad_accum=grad_accum,
+        global_batch=lay.micro_batch * grad_accum * lay.dp,
+        recompute=lay.recompute,
+        sequence_parallel=lay.sequence_parallel,
+        offload_optimizer=lay.offload,
+        offload_params=lay.offload_params,
+        framework=lay.framework,
+        cp=lay.cp,
+        ep=lay.ep,
+        vp=lay.vp,
+        pp_stage_layers=list(lay.stage_layers),
+        shard_group_gpus=lay.shard_group,
+        ep_overlap=lay.ep_overlap,
+    )
+
+
+def refuse_adapters_without_layers(plan: ResolvedPlan) -> None:
+    """LoRA and QLoRA adapt a transformer's linear layers; a CNN has none to adapt."""
+    train = plan.spec.train
+    if train.method != "full" and plan.model.architecture.kind == "cnn":
+        reason = because(
+            "adapters-need-transformer", method=train.method, targets=tuple(train.lora.targets), model=plan.model.name
         )
-    refuse_uneven_cp(plan)
-    arch = plan.model.architecture
-    request = request_for(plan, catalog)
-    result = search_training(request, catalog.gpus, ctx.searches)
-    if result.chosen is None:
-        raise InfeasiblePlan(words(result.infeasible_reason) if result.infeasible_reason else "no configuration fits")
-    c, spec = result.chosen, plan.spec
-    gpu = catalog.gpus[c.gpu_id]
-    m = c.memory
-    hardware = Hardware(
+        raise InfeasiblePlan(words(reason))
+
+
+def _hardware(c: TrainCandidate, spec, gpu) -> Hardware:
+    return Hardware(
         gpu=c.gpu_id,
         gpus=c.gpus,
         nodes=c.nodes,
@@ -228,27 +258,11 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         usd_per_gpu_hour=gpu.price_usd_per_gpu_hour[spec.cluster.pricing],
         gpu_spec=gpu,
     )
-    parallelism = Parallelism(
-        tp=c.tp,
-        pp=c.pp,
-        dp=c.dp,
-        zero_stage=c.zero_stage,
-        micro_batch=c.micro_batch,
-        grad_accum=c.grad_accum,
-        global_batch=c.micro_batch * c.grad_accum * c.dp,
-        recompute=c.recompute,
-        sequence_parallel=c.sequence_parallel,
-        offload_optimizer=c.offload_optimizer,
-        offload_params=c.offload_params,
-        framework=c.framework,
-        cp=c.cp,
-        ep=c.ep,
-        vp=c.vp,
-        pp_stage_layers=list(c.pp_stage_layers),
-        shard_group_gpus=c.shard_group,
-        ep_overlap=c.ep_overlap,
-    )
-    memory = MemoryPerGpu(
+
+
+def _memory_section(c: TrainCandidate) -> MemoryPerGpu:
+    m = c.memory
+    return MemoryPerGpu(
         weights=m.weights,
         gradients=m.gradients,
         optimizer=m.optimizer,
@@ -260,9 +274,12 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         allocated=m.allocated,
         reserved=m.reserved,
     )
+
+
+def _training_section(c: TrainCandidate, spec) -> Training:
     tokens = spec.train.total_tokens
     s = c.step
-    training = Training(
+    return Training(
         tokens=tokens,
         seq_len=spec.train.seq_len,
         flops_per_token=c.flops_per_token_model,
@@ -301,19 +318,43 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         whole_run_stragglers_share=c.whole_run.stragglers,
         whole_run_evaluation_share=c.whole_run.evaluation,
     )
-    cost = Cost(
-        usd_per_hour=c.gpus * hardware.usd_per_gpu_hour,
-        usd_total=c.cost_usd,
-        usd_per_million_tokens=c.cost_usd / tokens * 1e6,
-        budget_usd=spec.budget.usd,
-        alert_at=spec.budget.alert_at,
-    )
+
+
+def _alternatives(c: TrainCandidate, pareto) -> list[Alternative]:
+    """The cost/time Pareto front, the chosen layout marked (added where the front does not hold it)."""
     alternatives = [
-        Alternative(description=a.description, usd=a.cost_usd, seconds=a.wall_seconds, chosen=a == c)
-        for a in result.pareto
+        Alternative(description=a.description, usd=a.cost_usd, seconds=a.wall_seconds, chosen=a == c) for a in pareto
     ]
     if not any(a.chosen for a in alternatives):
         alternatives.append(Alternative(description=c.description, usd=c.cost_usd, seconds=c.wall_seconds, chosen=True))
+    return alternatives
+
+
+def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
+    catalog = ctx.catalog
+    if plan.workload == "serve":
+        return plan
+    refuse_adapters_without_layers(plan)
+    refuse_uneven_cp(plan)
+    arch = plan.model.architecture
+    request = request_for(plan, catalog)
+    result = search_training(request, catalog.gpus, ctx.searches)
+    if result.chosen is None:
+        raise InfeasiblePlan(words(result.infeasible_reason) if result.infeasible_reason else "no configuration fits")
+    c, spec = result.chosen, plan.spec
+    gpu = catalog.gpus[c.gpu_id]
+    hardware = _hardware(c, spec, gpu)
+    parallelism = parallelism_of(c.layout, c.grad_accum)
+    memory = _memory_section(c)
+    training = _training_section(c, spec)
+    cost = Cost(
+        usd_per_hour=c.gpus * hardware.usd_per_gpu_hour,
+        usd_total=c.cost_usd,
+        usd_per_million_tokens=c.cost_usd / spec.train.total_tokens * 1e6,
+        budget_usd=spec.budget.usd,
+        alert_at=spec.budget.alert_at,
+    )
+    alternatives = _alternatives(c, result.pareto)
     decisions = training_decisions(
         spec,
         c,

@@ -11,17 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..resolved import Decision
+from ..plan.resolved import Decision
 from ..sizing.reasons import Reason
-from ..sizing.train_memory import EAGER_LOSS_LAUNCH_KINDS, loss_for
+from ..sizing.train.activations import EAGER_LOSS_LAUNCH_KINDS, loss_for
 from ..units import format_count, format_seconds, format_usd
 
 if TYPE_CHECKING:
-    from ..resolved import Hardware, Parallelism
-    from ..sizing.serve_types import ServeCandidate, ServeSearchResult
-    from ..sizing.train_time import WholeRun
-    from ..sizing.training import TrainCandidate
-    from ..spec import PlanSpec
+    from ..plan.resolved import Hardware, Parallelism
+    from ..plan.spec import PlanSpec
+    from ..sizing.serve.types import ServeCandidate, ServeSearchResult
+    from ..sizing.train.candidate import TrainCandidate
+    from ..sizing.train.time import WholeRun
 
 GIB = 2**30
 
@@ -244,19 +244,20 @@ def _pipeline_unsharded_words(m) -> str:
 
 def _layout_words(c: TrainCandidate) -> str:
     """CP, EP, VP, an uneven split and an HSDP shard group, only where the layout uses them."""
-    parts = [f"CP={c.cp}"] if c.cp > 1 else []
-    parts += [f"EP={c.ep}"] if c.ep > 1 else []
+    lay = c.layout
+    parts = [f"CP={lay.cp}"] if lay.cp > 1 else []
+    parts += [f"EP={lay.ep}"] if lay.ep > 1 else []
     parts += (
         [
             "(all-to-alls overlapped with another micro-batch's compute: DeepSeek-V3 DualPipe §3.2.1, "
             "Megatron-Core --overlap-moe-expert-parallel-comm)"
         ]
-        if c.ep_overlap
+        if lay.ep_overlap
         else []
     )
-    parts += ["FP8 dispatch (DeepSeek-V3 §3.3.3)"] if c.ep_dispatch == "fp8" else []
-    parts += [f"VP={c.vp} (interleaved 1F1B)"] if c.vp > 1 else []
-    split = c.pp_stage_layers
+    parts += ["FP8 dispatch (DeepSeek-V3 §3.3.3)"] if lay.ep_dispatch == "fp8" else []
+    parts += [f"VP={lay.vp} (interleaved 1F1B)"] if lay.vp > 1 else []
+    split = lay.stage_layers
     if len(split) > 1 and len(set(split)) > 1:
         middle = sorted(set(split[1:-1]))
         parts.append(
@@ -264,7 +265,7 @@ def _layout_words(c: TrainCandidate) -> str:
             if len(middle) == 1
             else "layers per stage " + "/".join(map(str, split))
         )
-    parts += [f"FSDP shard group {c.shard_group} GPUs"] if c.shard_group else []
+    parts += [f"FSDP shard group {lay.shard_group} GPUs"] if lay.shard_group else []
     return "".join(" " + p for p in parts)
 
 
@@ -298,7 +299,7 @@ def training_decisions(
         ),
         Decision(
             topic="parallelism",
-            choice=f"TP={c.tp} PP={c.pp} DP={c.dp}{_layout_words(c)} ZeRO-{c.zero_stage}, micro-batch {c.micro_batch} × {c.grad_accum} accumulation, recompute {c.recompute}",
+            choice=f"TP={c.layout.tp} PP={c.layout.pp} DP={c.layout.dp}{_layout_words(c)} ZeRO-{c.layout.zero}, micro-batch {c.layout.micro_batch} × {c.grad_accum} accumulation, recompute {c.layout.recompute}",
             reason=f"{m.total / 2**30:.1f} GiB per GPU of {c.usable_memory_bytes / 2**30:.1f} GiB usable"
             + (f" (the device's ÷ {memory[0]:.2f}: {memory[1]})" if memory[0] > 1 else "")
             + " "
@@ -505,6 +506,10 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "heads-do-not-split": lambda heads, tp: f"{heads} attention heads do not split over TP{tp}",
     "pp-exceeds-layers": lambda pp, layers: f"PP{pp} exceeds {layers} layers",
     "no-gpu-link": lambda gpu_name: f"{gpu_name} has no GPU-to-GPU link for TP",
+    "no-gpu-link-training": lambda gpu_name: (
+        f"{gpu_name} has no GPU-to-GPU link in the catalog (intra_node_bandwidth_bytes_per_second 0): a training "
+        "collective over more than one GPU cannot be priced; give the link's rate (its PCIe rate where there is no NVLink)"
+    ),
     "one-stage-per-node": lambda per_node: f"a replica over nodes runs one PP stage of TP{per_node} per node",
     "tgi-no-pp": lambda: "TGI shards a replica with TP on one node (no PP)",
     "triton-one-node": lambda: "Triton's vLLM backend runs a replica on one node",
@@ -612,7 +617,9 @@ SENTENCES: dict[str, Callable[..., str]] = {
     "no-pipeline-split": lambda pp, layers, first, last: (
         f"{layers} layers have no split over PP{pp}"
         + (
-            f" with first stage {first} and last stage {last} (the middle stages must share the rest equally)"
+            " with "
+            + " and ".join(f"{end} stage {n}" for end, n in (("first", first), ("last", last)) if n)
+            + " (the other stages must share the rest equally)"
             if first or last
             else ""
         )

@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 
 from ..diagnostics import FieldRefused
-from ..resolved import ResolvedPlan
+from ..plan.recipe import Recipe, significant
+from ..plan.resolved import ResolvedPlan
 from ..units import format_count
 from .families import Family, Published, family_for, peak_lr
-from .model import Recipe, significant
 
 # A default warmup takes at most this share of the run, so the schedule proper keeps ≥ 90% of the steps (Megatron-LM
 # also requires warmup < decay steps). Policy; the published warmups sit below it on their own runs (Llama 3 405B:

@@ -18,7 +18,7 @@ from .. import __version__
 from ..resources import data_dir
 
 if TYPE_CHECKING:
-    from ..resolved import ResolvedPlan
+    from ..plan.resolved import ResolvedPlan
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,29 @@ def shell_quote(value: Any) -> str:
 
 def shell_words(values: list[Any]) -> str:
     return " ".join(shlex.quote(str(v)) for v in values)
+
+
+# Characters that open Markdown or HTML syntax inside a line of REPORT.md: raw HTML, comments and autolinks (`<`),
+# code spans (backtick), links and images (`[`), table cells (`|`). Without an opener the rest is inert: `]`, `>`,
+# `-->`, an entity (it displays a character, never makes a tag), a `javascript:` URL, an `onerror=` attribute.
+# CommonMark 0.31: 2.4 backslash escapes, 6.1 code spans, 6.3 links, 6.5 autolinks, 6.6 raw HTML.
+_MARKDOWN_ESCAPES = {"<": "&lt;", "`": "\\`", "[": "\\[", "|": "\\|"}
+_MARKDOWN_SPECIAL = re.compile("[<`\\[|]")
+
+
+def markdown_text(value: Any) -> str:
+    """Any value as inert Markdown text on one line (a line break would end a list item or a table row)."""
+    text = " ".join(str(value).splitlines())
+    return _MARKDOWN_SPECIAL.sub(lambda m: _MARKDOWN_ESCAPES[m.group()], text)
+
+
+def markdown_code(value: Any) -> str:
+    """A code span holding any text: fenced by one backtick more than its longest run, padded where it begins or
+    ends with one (CommonMark 6.1); inside a code span nothing is Markdown or HTML."""
+    text = " ".join(str(value).splitlines())
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def yaml_scalar(value: Any) -> str:
@@ -137,6 +160,8 @@ def environment() -> jinja2.Environment:
     env.filters["sh_words"] = shell_words
     env.filters["yaml"] = yaml_scalar
     env.filters["pbtxt"] = pbtxt_string
+    env.filters["md"] = markdown_text
+    env.filters["md_code"] = markdown_code
     return env
 
 

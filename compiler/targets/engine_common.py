@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..deployment.model import Engine, EngineArg
 from ..deployment.units import UnitView, unit_views
-from ..resolved import ResolvedPlan, Serving
+from ..plan.deployment import Engine, EngineArg
+from ..plan.resolved import ResolvedPlan, Serving
 
 
 @dataclass(frozen=True)

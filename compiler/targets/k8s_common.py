@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from ..resolved import ResolvedPlan
+from ..plan.resolved import ResolvedPlan
 
 MANAGED_BY = "mlinfra-compile"
 # The key the Secret named by `cluster.kubernetes.secret_name` holds the Hugging Face token under.
@@ -95,10 +95,13 @@ def quantity_bytes(n: int) -> str:
 
 
 def pvc(name: str, size_bytes: int, plan: ResolvedPlan, access_mode: str) -> dict:
-    """A PersistentVolumeClaim in the plan's namespace and StorageClass (the cluster default when unset)."""
+    """A PersistentVolumeClaim in the plan's namespace: ReadWriteMany claims in the shared StorageClass, the others in
+    the plan's StorageClass (the cluster default when unset)."""
     spec = {"accessModes": [access_mode], "resources": {"requests": {"storage": quantity_bytes(size_bytes)}}}
-    if plan.deployment.kubernetes.storage_class:
-        spec["storageClassName"] = plan.deployment.kubernetes.storage_class
+    k8s = plan.deployment.kubernetes
+    storage_class = k8s.shared_storage_class if access_mode == "ReadWriteMany" else k8s.storage_class
+    if storage_class:
+        spec["storageClassName"] = storage_class
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",

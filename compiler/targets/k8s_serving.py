@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..deployment import model as decided_types
+from ..deployment.nodes import cpu_quantity, memory_quantity
 from ..deployment.serving import MODEL_CACHE_HEADROOM_FRACTION, STARTUP_BUDGET_FACTOR
 from ..deployment.units import unit_views
-from ..resolved import ResolvedPlan, Serving
+from ..plan import deployment as decided_types
+from ..plan.resolved import ResolvedPlan, Serving
 from .base import OutputFile, Target, dump_yaml_documents, shell_words
 from .engine_common import EngineUnit, tgi_launcher_words, unit_path, vllm_serve_args
 from .k8s_common import (
@@ -261,9 +262,11 @@ def _resources(unit: ServingUnit) -> dict:
     """CPU request without a limit, host memory request = limit, the GPUs, and the RDMA devices of multi-node pods."""
     d = unit.decided
     extra = {d.rdma_resource: d.rdma_count} if d.rdma_resource else {}
-    memory = quantity_bytes(d.memory_bytes)
+    memory = (
+        memory_quantity(d.memory_bytes) if d.node is not None and not d.node_arch else quantity_bytes(d.memory_bytes)
+    )
     return {
-        "requests": {"cpu": str(d.cpu_request), "memory": memory},
+        "requests": {"cpu": cpu_quantity(d.cpu_millicores), "memory": memory},
         "limits": {"memory": memory, "nvidia.com/gpu": d.gpus_per_pod, **extra},
     }
 

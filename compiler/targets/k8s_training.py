@@ -13,14 +13,17 @@ and the training operator one headless Service per replica (`<job>-master-0` on 
 `pytorchjob-port`), whose name it also puts into MASTER_ADDR/MASTER_PORT.
 
 One pod per node (the pod takes all `gpus_per_node` GPUs, and a required pod anti-affinity keeps two trainer pods
-off one host), placed by the GPU product label and the plan's tolerations.
+off one host), placed by the GPU product label and the plan's tolerations. It requests its GPU share of the catalog
+node's allocatable CPU and memory (plan.deployment.kubernetes.training.node) and, on a multi-node InfiniBand, RoCE or
+EFA fabric, the fabric's device resource with IPC_LOCK; launch/torchrun.sh sets the fabric's NCCL environment.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..resolved import ResolvedPlan
+from ..deployment.nodes import cpu_quantity, memory_quantity
+from ..plan.resolved import ResolvedPlan
 from .base import OutputFile, Target, dump_yaml_documents
 from .k8s_common import (
     gpu_node_selector,
@@ -108,19 +111,27 @@ def _pod_spec(plan: ResolvedPlan, config_map: dict, job_api: str) -> dict:
         for key in config_map["data"]
     ]
     gpus = {"nvidia.com/gpu": hw.gpus_per_node}
+    if job.fabric_resource:  # the fabric's NICs (multi-node): RDMA shared device or EFA interfaces
+        gpus[job.fabric_resource] = job.fabric_count
+    memory = memory_quantity(job.memory_bytes)
     container = {
         "name": PYTORCHJOB_CONTAINER if pytorchjob else "trainer",
         "image": job.image,
         "command": ["bash", f"{job.launch_mount}/{plan.deployment.files.launcher}"],
         "env": _env(plan, job_api),
         "ports": [{"name": PYTORCHJOB_PORT_NAME if pytorchjob else "rdzv", "containerPort": job.rdzv_port}],
-        "resources": {"limits": dict(gpus), "requests": dict(gpus)},
+        "resources": {
+            "limits": {"memory": memory, **gpus},
+            "requests": {"cpu": cpu_quantity(job.cpu_millicores), "memory": memory, **gpus},
+        },
         "volumeMounts": [
             {"name": "launch", "mountPath": job.launch_mount, "readOnly": True},
             {"name": "dshm", "mountPath": "/dev/shm"},
             {"name": "checkpoints", "mountPath": plan.deployment.launcher.checkpoint.dir},
         ],
     }
+    if job.fabric_resource:
+        container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}  # RDMA memory registration
     if env_from := weights_env_from(plan):  # set only for object-storage weights (unused.py refuses it otherwise)
         container["envFrom"] = env_from  # the job reads MLINFRA_WEIGHTS from object storage
     volumes = [
@@ -218,9 +229,9 @@ def _pytorchjob(plan: ResolvedPlan, config_map: dict) -> dict:
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile]) -> list[OutputFile]:
     decided = plan.deployment.kubernetes.training
     config_map = _config_map(plan, rendered)
-    claim = pvc(
-        f"{plan.name}-checkpoints", decided.checkpoint_claim_bytes, plan, "ReadWriteMany"
-    )  # every node writes shards
+    # every node writes shards: ReadWriteMany for a multi-node job, one pod's volume otherwise
+    access = "ReadWriteMany" if plan.hardware.nodes > 1 else "ReadWriteOnce"
+    claim = pvc(f"{plan.name}-checkpoints", decided.checkpoint_claim_bytes, plan, access)
     claim["metadata"]["labels"] = labels(plan, "checkpoints")
     job = _pytorchjob(plan, config_map) if decided.job_api == "pytorchjob" else _jobset(plan, config_map)
     docs = [*service_account(plan, "trainer"), config_map, claim, job]  # the ServiceAccount before the pods that use it

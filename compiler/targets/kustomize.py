@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..resolved import ResolvedPlan
+from ..plan.resolved import ResolvedPlan
 from .base import OutputFile, Target, dump_yaml_documents
 
 

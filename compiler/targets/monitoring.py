@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from ..resolved import ResolvedPlan
+from ..plan.resolved import ResolvedPlan
 from .base import OutputFile, Target, comment_text, dump_yaml_documents
 from .k8s_common import labels
 from .serving_rules import serving_rule_groups

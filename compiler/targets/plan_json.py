@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..resolved import ResolvedPlan
+from ..plan.resolved import ResolvedPlan
 from .base import OutputFile, Target, dump_json, stable
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from importlib import resources
 
-from ..deployment.probe_model import Probe
-from ..resolved import ResolvedPlan
+from ..plan.probe import Probe
+from ..plan.resolved import ResolvedPlan
 from ..units import format_bytes
 from .base import OutputFile, dump_json, dump_yaml_documents, render, stable
 from .k8s_common import gpu_node_selector, labels, tolerations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..resolved import ResolvedPlan
+from ..plan.resolved import ResolvedPlan
 from ..units import format_bytes, format_count, format_seconds, format_usd
 from . import charts
 from .base import OutputFile, Target

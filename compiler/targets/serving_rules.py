@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..deployment.model import Alerting
-from ..deployment.model import ServingUnit as DecidedUnit
 from ..deployment.units import unit_views
-from ..resolved import ResolvedPlan, Serving
+from ..plan.deployment import Alerting
+from ..plan.deployment import ServingUnit as DecidedUnit
+from ..plan.resolved import ResolvedPlan, Serving
 
 # The alert policy (error budget, burn windows, spend window) is decided in compiler/deployment/monitoring.py.
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..resolved import ResolvedPlan
+from ..plan.resolved import ResolvedPlan
 from .base import OutputFile, Target
 from .base import render as render_template
 
@@ -38,6 +38,8 @@ def _context(plan: ResolvedPlan) -> dict:
         "cpus_per_task": job.cpus_per_task,
         "memory": job.memory,
         "exclusive": job.exclusive,
+        "cpus_per_gpu": job.cpus_per_gpu,
+        "memory_per_gpu": job.memory_per_gpu,
         "time": job.time,
         "time_seconds": round(job.time_limit_seconds),
         "steps": plan.training.steps,
@@ -49,6 +51,7 @@ def _context(plan: ResolvedPlan) -> dict:
         "steps_per_link": job.steps_per_link,
         "signal_lead": job.signal_lead_seconds,
         "checkpoint_write_seconds": plan.training.checkpoint_write_seconds,
+        "runs_dir": plan.runs_dir,
         "output": f"{job.log_pattern}.out",
         "error": f"{job.log_pattern}.err",
         "optional": [(d.flag, d.value) for d in job.directives],

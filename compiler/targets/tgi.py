@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..resolved import ResolvedPlan
+from ..plan.resolved import ResolvedPlan
 from .base import OutputFile, Target
 from .base import render as render_template
 from .engine_common import EngineUnit, engine_units, tgi_launcher_words, unit_path

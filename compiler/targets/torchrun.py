@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..deployment.recipe_flags import recipe_env
-from ..resolved import ResolvedPlan
+from ..plan.resolved import ResolvedPlan
 from .base import OutputFile, Target
 from .base import render as render_template
 

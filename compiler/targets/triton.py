@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..deployment.model import Tensor, TritonModel
 from ..deployment.serving import VLLM_VERSION
-from ..resolved import ResolvedPlan
+from ..plan.deployment import Tensor, TritonModel
+from ..plan.resolved import ResolvedPlan
 from .base import OutputFile, Target, dump_json
 from .base import render as render_template
 from .engine_common import EngineUnit, engine_units, unit_path, vllm_engine_config

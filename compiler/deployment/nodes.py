@@ -1,0 +1,173 @@
+"""Node shapes: the catalog server a pod or a Slurm job lands on, and the share of its CPUs and memory it may request.
+
+A pod that takes g of a node's G GPUs requests g/G of the node's allocatable CPU and memory, so G/g such pods fit one
+node and the price per GPU-hour (the node's list price / G) pays for exactly what the pod asks for.
+
+Allocatable = capacity - system reserve - eviction threshold - daemonset allowance (kubernetes.io "Reserve Compute
+Resources for System Daemons"):
+- CPU reserve, every provider: 6% of the first core, 1% of the second, 0.5% of the next two, 0.25% of every core above
+  four (GKE "Plan node sizes", Memory and CPU reservations; amazon-eks-ami nodeadm getCPUMillicoresToReserve uses the
+  same ranges, 600/100/50/25 per 10,000).
+- Memory reserve on AWS: 11 MiB x maxPods + 255 MiB (amazon-eks-ami nodeadm getMemoryMebibytesToReserve; maxPods from
+  its eni-max-pods.txt, in the catalog's node entry). Elsewhere GKE's table: 25% of the first 4 GiB, 20% of the next 4,
+  10% of the next 8, 6% of the next 112, 2% above 128 GiB (GKE "Plan node sizes"); AKS and on-premises kubelets are
+  held to the same table (an assumption: their defaults reserve less or nothing).
+- Eviction: the kubelet's default hard threshold memory.available<100Mi.
+- Daemonsets on a GPU node (device plugin, DCGM exporter, CNI, kube-proxy, CSI node driver, node exporter): a policy of
+  DAEMONSET_CPU_MILLICORES and DAEMONSET_MEMORY_BYTES (kube-proxy asks 100m, kube-prometheus-stack's node exporter
+  102m / 180Mi, the AWS VPC CNI 25m; the NVIDIA device plugin and DCGM exporter ask nothing by default).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..catalog.types import GpuSpec, NodeType
+from ..plan.deployment import NodeShare
+
+MIB = 2**20
+GIB = 2**30
+# (millicores in the range, reserved per 10,000), the last range open-ended.
+CPU_RESERVE_RANGES = ((1000, 600), (1000, 100), (2000, 50), (None, 25))
+# (bytes in the range, reserved fraction), the last range open-ended.
+GKE_MEMORY_RANGES = ((4 * GIB, 0.25), (4 * GIB, 0.20), (8 * GIB, 0.10), (112 * GIB, 0.06), (None, 0.02))
+EKS_MEMORY_PER_POD_BYTES = 11 * MIB
+EKS_MEMORY_BASE_BYTES = 255 * MIB
+EVICTION_HARD_BYTES = 100 * MIB
+DAEMONSET_CPU_MILLICORES = 500
+DAEMONSET_MEMORY_BYTES = 1 * GIB
+# Fabrics whose NICs the pod must be given as a device, and the providers whose nodes carry them: EFA only on AWS;
+# InfiniBand/RoCE through the RDMA shared device plugin on Azure ND and on-premises clusters.
+FABRIC_PROVIDERS = {"efa": ("aws",), "ib": ("azure", "on-prem"), "roce": ("azure", "on-prem")}
+
+
+# The device a pod must request to reach the fabric's NICs: InfiniBand and RoCE through Mellanox/NVIDIA's
+# k8s-rdma-shared-dev-plugin (deployed by the NVIDIA Network Operator; resourcePrefix "rdma", resourceName
+# "rdma_shared_device_a" in its README's default config; one shared device gives the pod every HCA); AWS EFA through the
+# aws-efa-k8s-device-plugin's vpc.amazonaws.com/efa, one per EFA interface of the node (AWS "EFA on EKS" docs).
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+RDMA_RESOURCES = {
+    "ib": ("rdma/rdma_shared_device_a", 1),
+    "roce": ("rdma/rdma_shared_device_a", 1),
+    "efa": (EFA_RESOURCE, 32),  # p5.48xlarge's count; the node's own where the catalog gives it (fabric_device)
+}
+
+FABRIC_DEVICE_SOURCE = {
+    "ib": "k8s-rdma-shared-dev-plugin (NVIDIA Network Operator) default resource",
+    "roce": "k8s-rdma-shared-dev-plugin (NVIDIA Network Operator) default resource",
+    "efa": "aws-efa-k8s-device-plugin: every EFA interface of the node (32 on p5.48xlarge, 4 on p4d.24xlarge)",
+    "eth": "none: TCP sockets",
+}
+
+
+def fabric_device(fabric: str, node: NodeShare | None) -> tuple[str, int]:
+    """(extended resource, count per pod) of the fabric's NICs; ("", 0) for plain Ethernet (TCP sockets)."""
+    resource, count = RDMA_RESOURCES.get(fabric, ("", 0))
+    if resource == EFA_RESOURCE and node is not None and node.efa_interfaces:
+        count = node.efa_interfaces
+    return resource, count
+
+
+def _tiered(total: float, ranges: tuple) -> float:
+    reserved, start = 0.0, 0.0
+    for size, rate in ranges:
+        end = total if size is None else min(total, start + size)
+        if end > start:
+            reserved += (end - start) * rate
+        start += size or 0
+    return reserved
+
+
+def cpu_reserve_millicores(node: NodeType) -> int:
+    return math.ceil(_tiered(node.vcpus * 1000, tuple((s, r / 10_000) for s, r in CPU_RESERVE_RANGES)))
+
+
+def memory_reserve(node: NodeType) -> tuple[int, str]:
+    """(bytes, formula) of the kubelet's memory reserve on this node."""
+    if node.provider == "aws":
+        reserved = EKS_MEMORY_PER_POD_BYTES * node.max_pods + EKS_MEMORY_BASE_BYTES
+        return reserved, f"EKS 11 MiB x {node.max_pods} pods + 255 MiB"
+    return math.ceil(_tiered(node.memory_bytes, GKE_MEMORY_RANGES)), "GKE table"
+
+
+def allocatable(node: NodeType) -> tuple[int, int]:
+    """(CPU millicores, memory bytes) a node offers pods."""
+    cpu = node.vcpus * 1000 - cpu_reserve_millicores(node) - DAEMONSET_CPU_MILLICORES
+    memory = node.memory_bytes - memory_reserve(node)[0] - EVICTION_HARD_BYTES - DAEMONSET_MEMORY_BYTES
+    return cpu, memory
+
+
+def share(node: NodeType, gpus: int) -> tuple[int, int]:
+    """(CPU millicores, memory bytes rounded down to MiB) of `gpus` of the node's GPUs."""
+    cpu, memory = allocatable(node)
+    return cpu * gpus // node.gpus, memory * gpus // node.gpus // MIB * MIB
+
+
+def _candidates(spec: GpuSpec, gpus: int, fabric: str) -> tuple[list[NodeType], str]:
+    holding = [n for n in spec.node_types if n.gpus >= gpus]
+    providers = FABRIC_PROVIDERS.get(fabric)
+    if providers:
+        on_fabric = [n for n in holding if n.provider in providers and (fabric != "efa" or n.efa_interfaces)]
+        if on_fabric:
+            return on_fabric, f"; a {fabric} fabric: {'/'.join(providers)} nodes"
+    return holding, ""
+
+
+def choose(spec: GpuSpec, gpus: int, floor_bytes: int = 0, fabric: str = "") -> NodeShare | None:
+    """The first catalog node (the priced one first) that holds `gpus` GPUs and whose share of them holds `floor_bytes`
+    of host memory; None when the catalog lists no node that holds them."""
+    nodes, why = _candidates(spec, gpus, fabric)
+    if not nodes:
+        return None
+    fitting = [n for n in nodes if share(n, gpus)[1] >= floor_bytes]
+    node = (fitting or [max(nodes, key=lambda n: share(n, gpus)[1])])[0]
+    return node_share(spec, node, gpus, floor_bytes, why)
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:.1f} GiB"
+
+
+def node_share(spec: GpuSpec, node: NodeType, gpus: int, floor_bytes: int, why: str = "") -> NodeShare:
+    cpu, memory = share(node, gpus)
+    cpu_reserve, (mem_reserve, formula) = cpu_reserve_millicores(node), memory_reserve(node)
+    alloc_cpu, alloc_memory = allocatable(node)
+    first = spec.node_types[0]
+    priced = first.id == node.id
+    outgrown = not priced and first.gpus >= gpus and share(first, gpus)[1] < floor_bytes
+    reason = (
+        f"{node.id} ({node.vcpus} vCPU, {_gib(node.memory_bytes)}, {node.gpus} GPU): allocatable "
+        f"{node.vcpus} - {cpu_reserve / 1000:g} reserved - {DAEMONSET_CPU_MILLICORES / 1000:g} daemonsets = "
+        f"{alloc_cpu / 1000:g} CPU and {_gib(node.memory_bytes)} - {_gib(mem_reserve)} ({formula}) - 100 MiB eviction "
+        f"- {_gib(DAEMONSET_MEMORY_BYTES)} daemonsets = {_gib(alloc_memory)}; x {gpus}/{node.gpus} GPU = "
+        f"{cpu / 1000:g} CPU, {_gib(memory)}"
+        + ("" if priced else f"; not {first.id}, the node the price is from")
+        + (f": its share is below the pod's {_gib(floor_bytes)} of host memory" if outgrown else why)
+    )
+    return NodeShare(
+        node_type=node.id,
+        provider=node.provider,
+        node_vcpus=node.vcpus,
+        node_memory_bytes=node.memory_bytes,
+        node_gpus=node.gpus,
+        node_local_nvme_bytes=node.local_nvme_bytes,
+        efa_interfaces=node.efa_interfaces,
+        gpus=gpus,
+        cpu_millicores=cpu,
+        memory_bytes=memory,
+        floor_bytes=floor_bytes,
+        fits=memory >= floor_bytes,
+        priced=priced,
+        outgrown_priced_node=outgrown,
+        reason=reason,
+    )
+
+
+def cpu_quantity(millicores: int) -> str:
+    """A Kubernetes CPU quantity: whole cores where exact, else millicores."""
+    return str(millicores // 1000) if millicores % 1000 == 0 else f"{millicores}m"
+
+
+def memory_quantity(n: int) -> str:
+    """A Kubernetes memory quantity in MiB (shares are whole MiB)."""
+    return f"{n // MIB}Mi"

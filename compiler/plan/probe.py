@@ -1,0 +1,95 @@
+"""The `probe` section of the ResolvedPlan: what `mlinfra-compile probe` measures and how its job runs.
+
+Decided by the decide_probe pass (compiler/deployment/probe.py) only when the probe is requested; absent from an
+ordinary compile's plan.json. The probe files (compiler/targets/probe.py) render from this section alone.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ..catalog.types import Architecture
+from .deployment import DeploymentDecision, Directive, Section
+
+
+class ProbeLayout(Section):
+    """One training layout the probe measures on one node (data- and tensor-parallel over its GPUs, plain PyTorch)."""
+
+    name: str = Field(description="'chosen' or what differs from it, e.g. 'micro-batch 2'")
+    micro_batch: int
+    recompute: Literal["none", "full"] = Field(description="full: torch.utils.checkpoint around every block")
+    zero_stage: Literal[0, 1] = Field(description="1: torch ZeroRedundancyOptimizer shards the AdamW states")
+    tp: int = Field(
+        1,
+        description="tensor-parallel ranks (DTensor parallelize_module on a [dp, tp] mesh); 1: DistributedDataParallel",
+    )
+    predicted_allocated_bytes: int = Field(
+        description="our memory model for this probe shape (train_memory.memory_per_gpu)"
+    )
+    predicted_reserved_bytes: int
+    why: str
+
+
+class ServingProbe(Section):
+    """Prefill and decode step times at a few batch sizes (one GPU, plain PyTorch, a KV cache per layer)."""
+
+    batches: list[int]
+    prompt_tokens: int
+    decode_steps: int = Field(description="decode steps timed per batch, each attending to the prompt's KV cache")
+    prefill_group: int = Field(
+        description="prompts prefilled per forward: max_num_batched_tokens ÷ prompt tokens, as the engine chunks"
+    )
+    kv_bytes_per_token: int = Field(description="16-bit K and V of the probe's layers, per token")
+    weights_bytes: int
+
+
+class ProbeKubernetes(Section):
+    """probe-job.yaml: a ConfigMap with the script and settings and a one-pod Job on one GPU node of the plan's type."""
+
+    image: str = Field(description="the plan's own training (or engine) image: it carries Python and PyTorch")
+
+
+class Probe(Section):
+    kind: Literal["training", "serving"]
+    name: str = Field(description="the probe's folder and job name: <plan>-probe")
+    runs_dir: str = Field(
+        description="where the probe job works and writes its log and probe-results.json, relative to its folder: "
+        "out/runs/<plan>-probe/, which a re-run of probe never replaces (compiler/runs.py)"
+    )
+    plan: str
+    gpu_id: str
+    expected_device: str = Field(description="the GPU product name the probe checks the node against")
+    expected_power_watts: float = Field(
+        description="the catalog's TDP of the plan's GPU: the power limit the probe expects"
+    )
+    architecture: Architecture = Field(description="the plan's shape with its layers reduced to `layers`")
+    layers: int
+    model_layers: int
+    mlp_hidden: int = Field(
+        description="the MLP width the probe builds: ffn_hidden, or an MoE's expert width as one dense MLP"
+    )
+    processes: int = Field(description="torchrun processes on the one node (one per GPU)")
+    time_limit_seconds: int
+    precision: str
+    seq_len: int = Field(description="training: tokens per sequence; serving: the prompt length")
+    warmup_steps: int
+    steps: int = Field(description="measured steps per layout (the median is reported)")
+    gemm_size: int = Field(description="side of the square matrices of the GEMM-rate test")
+    copy_bytes: int = Field(description="bytes of the device-to-device copy of the HBM-rate test")
+    collective_bytes: list[int] = Field(
+        default_factory=list,
+        description="message sizes of the all-reduce and all-gather bus-bandwidth tests (none: one process)",
+    )
+    nodes: int = Field(1, description="2: the collectives are also measured across two nodes (the plan spans nodes)")
+    interconnect: str = Field(description="the plan's inter-node fabric (catalog id), which the two-node test measures")
+    rdzv_port: int = Field(description="the two-node torchrun rendezvous port on the first node")
+    layouts: list[ProbeLayout] = Field(default_factory=list)
+    serving: ServingProbe | None = None
+    slurm_time: str = Field(description="#SBATCH --time")
+    slurm_directives: list[Directive] = Field(
+        default_factory=list, description="partition, account, qos, reservation, constraint as given"
+    )
+    kubernetes: ProbeKubernetes | None = None
+    decisions: list[DeploymentDecision] = Field(default_factory=list)

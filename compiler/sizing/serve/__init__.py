@@ -1,0 +1,1 @@
+"""Serving sizing: replica memory, latency and the serving searches (LLM and vision)."""

@@ -1,0 +1,308 @@
+"""One LLM replica configuration (GPU, precision, TP, PP): its memory, the batch that meets the SLO at the most
+requests per second, and the candidate (or rejection) it gives the search (serve_llm_search.py)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ...catalog.params import count_params
+from ..reasons import because
+from .closed_loop import closed_loop_point
+from .engine_limits import engine_limits
+from .latency import BatchPoint, LoadPoint, ReplicaModel, evaluate_batch, inter_node_link, operating_point
+from .memory import (
+    embedding_weight_bytes,
+    kv_bytes_per_token,
+    kv_bytes_per_token_per_gpu,
+    kv_element_bytes,
+    replica_memory,
+    weights_bytes_per_gpu,
+    weights_bytes_total,
+)
+from .speculative import PUBLISHED_MTP_ACCEPTANCE, Speculation, draft_architecture
+from .types import (
+    HOURS_PER_MONTH,
+    ServeCandidate,
+    ServeMemory,
+    ServeRejection,
+    ServeRequest,
+    floored_replicas,
+    replica_counts,
+)
+
+if TYPE_CHECKING:
+    from ...catalog.types import GpuSpec
+
+
+def batch_grid(limit: int) -> list[int]:
+    """Powers of two below the limit, and the limit itself."""
+    grid = [b for b in (2**i for i in range(13)) if b < limit]
+    return grid + [limit]
+
+
+def meets_slo(req: ServeRequest, p: BatchPoint | LoadPoint) -> bool:
+    return (req.ttft_p99_seconds is None or p.ttft_p99_seconds <= req.ttft_p99_seconds) and (
+        req.tpot_p99_seconds is None or p.tpot_p99_seconds <= req.tpot_p99_seconds
+    )
+
+
+def slo_ratio(req: ServeRequest, p: BatchPoint | LoadPoint) -> float:
+    """How far a point is from the SLO: the worst of latency / target (≤ 1 meets it)."""
+    ratios = [
+        p.ttft_p99_seconds / req.ttft_p99_seconds if req.ttft_p99_seconds else 0.0,
+        p.tpot_p99_seconds / req.tpot_p99_seconds if req.tpot_p99_seconds else 0.0,
+    ]
+    return max(ratios)
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What the plan's load does to one batch choice: replicas at average and peak, the operating point at peak, and
+    the service's average request rate."""
+
+    min_replicas: int
+    replicas: int
+    at_peak: LoadPoint
+    requests_per_second: float
+
+
+def traffic_at(req: ServeRequest, model: ReplicaModel, point: BatchPoint, chunk: int) -> Traffic:
+    """Open loop: λ = peak rate ÷ the replicas sized for it (M/M/c, Little's-law fixed point). Closed loop: the
+    clients at peak spread over ceil(clients ÷ max concurrency) replicas (serve_closed_loop.py)."""
+    lengths = {"prompt_tokens": req.prompt_tokens, "output_tokens": req.output_tokens, "chunk_tokens": chunk}
+    if req.concurrency is None:
+        low, high = replica_counts(
+            req.requests_per_second, req.peak_factor, point.requests_per_second, req.target_utilization
+        )
+        at_peak = operating_point(
+            model, point.batch, **lengths, arrival_rate=req.requests_per_second * req.peak_factor / high
+        )
+        return Traffic(low, high, at_peak, req.requests_per_second)
+    low, high = (
+        max(1, math.ceil(clients / point.batch - 1e-9))
+        for clients in (req.concurrency, req.concurrency * req.peak_factor)
+    )
+    at_peak = closed_loop_point(model, point.batch, **lengths, clients=req.concurrency * req.peak_factor / high)
+    average = closed_loop_point(model, point.batch, **lengths, clients=req.concurrency / low)
+    return Traffic(low, high, at_peak, average.arrival_rate * low)
+
+
+def build_candidate(
+    req: ServeRequest,
+    gpu: GpuSpec,
+    precision: str,
+    tp: int,
+    pp: int,
+    mem,
+    point: BatchPoint,
+    chunk: int,
+    traffic: Traffic,
+    idle: LoadPoint,
+) -> ServeCandidate:
+    """`point` is the replica at its capacity limit (max concurrency, the autoscaler's target utilisation); `traffic`
+    the operating point at peak traffic over the replicas sized for it (the headline latencies); `idle` one request
+    alone (batch 1)."""
+    at_peak = traffic.at_peak
+    counts = floored_replicas(req, traffic.min_replicas, traffic.replicas, gpu.edge)
+    replicas = counts.replicas
+    per_node = req.gpus_per_node or gpu.gpus_per_node
+    dp = req.attention_dp
+    usd_per_hour = replicas * dp * tp * pp * gpu.price_usd_per_gpu_hour[req.pricing]
+    million_tokens_per_hour = traffic.requests_per_second * req.output_tokens * 3600 / 1e6
+    if req.ttft_p99_seconds:
+        slack = max(0.0, req.ttft_p99_seconds - point.step.seconds - point.prefill_latency_seconds)
+        queue_target = max(1.0, math.floor(slack * point.requests_per_second))
+    else:
+        queue_target = float(point.batch)
+    return ServeCandidate(
+        gpu_id=gpu.id,
+        precision=precision,
+        tp=tp,
+        pp=pp,
+        gpus_per_replica=dp * tp * pp,
+        attention_dp=dp,
+        speculation=speculation_for(req, precision, tp, pp),
+        nodes_per_replica=math.ceil(dp * tp * pp / per_node),
+        max_concurrency=point.batch,
+        max_num_batched_tokens=chunk,
+        kv_cache_tokens=mem.kv_cache_tokens * dp,
+        kv_bytes_per_token=kv_bytes_per_token(req.arch, kv_element_bytes(req.kv_cache_dtype)),
+        kv_bytes_per_token_per_gpu=mem.kv_bytes_per_token,
+        memory=ServeMemory(
+            weights=mem.weights,
+            kv_cache=mem.kv_cache,
+            activations=mem.activations,
+            other=mem.other,
+            total=mem.total,
+            usable=mem.usable,
+        ),
+        weights_bytes_total=weights_bytes_total(req.params, req.arch, precision),
+        ttft_seconds=at_peak.ttft_p99_seconds,
+        tpot_seconds=at_peak.tpot_p99_seconds,
+        latency_seconds=at_peak.ttft_p99_seconds + req.output_tokens * at_peak.tpot_p99_seconds,
+        ttft_p50_seconds=at_peak.ttft_p50_seconds,
+        tpot_p50_seconds=at_peak.tpot_p50_seconds,
+        utilization_at_peak=at_peak.utilization,
+        in_flight_at_peak=at_peak.in_flight,
+        ttft_batch1_seconds=idle.ttft_p99_seconds,
+        tpot_batch1_seconds=idle.tpot_p99_seconds,
+        ttft_at_capacity_seconds=point.ttft_p99_seconds,
+        tpot_at_capacity_seconds=point.tpot_p99_seconds,
+        requests_per_second_at_peak=at_peak.arrival_rate,
+        itl_p50_seconds=at_peak.step_seconds,
+        requests_per_second=traffic.requests_per_second,
+        step_bound=point.step.bound,
+        tokens_per_second_per_replica=point.tokens_per_second,
+        requests_per_second_per_replica=point.requests_per_second,
+        queue_target_per_replica=queue_target,
+        replicas=replicas,
+        min_replicas=counts.min_replicas,
+        max_replicas=replicas,
+        usd_per_hour=usd_per_hour,
+        replicas_needed=counts.needed,
+        replica_floor=counts.floor,
+        usd_per_month=usd_per_hour * HOURS_PER_MONTH,
+        usd_per_million_tokens=usd_per_hour / million_tokens_per_hour,
+        gpu_memory_utilization=req.gpu_memory_utilization,
+        target_utilization=req.target_utilization,
+        queueing=because(
+            "mmc-queue",
+            batch=point.batch,
+            utilization=req.target_utilization,
+            wait=point.wait_p99_seconds,
+            step=point.step.seconds,
+            bound=point.step.bound,
+            gemm=point.step.gemm_seconds,
+            attention=point.step.attention_seconds,
+            elementwise=point.step.elementwise_seconds,
+            comm=point.step.comm_seconds,
+            fixed=point.step.fixed_seconds,
+        ),
+    )
+
+
+def speculation_for(req: ServeRequest, precision: str, tp: int, pp: int) -> Speculation | None:
+    """The MTP draft on one GPU of this shape (serve_speculative.py); None without speculative decoding."""
+    if not req.speculative_tokens:
+        return None
+    arch = draft_architecture(req.arch)
+    params = count_params(arch)
+    acceptance = (req.acceptance_rate, req.acceptance_rate) if req.acceptance_rate else PUBLISHED_MTP_ACCEPTANCE
+    return Speculation(
+        draft_tokens=req.speculative_tokens,
+        acceptance_rate=acceptance[0],
+        acceptance_range=acceptance,
+        draft_arch=arch,
+        draft_params=params,
+        draft_weights_bytes_per_gpu=weights_bytes_per_gpu(params, arch, precision, tp, 1, req.attention_dp),
+        draft_kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu(arch, kv_element_bytes(req.kv_cache_dtype), tp, 1),
+    )
+
+
+def memory_for(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp: int, max_num_seqs: int, chunk: int):
+    """Per-GPU memory; Triton (TensorRT-LLM) reads the utilisation as a share of free memory. A draft adds its layers
+    (its embedding and LM head are the target's) and their KV."""
+    draft = speculation_for(req, precision, tp, pp)
+    draft_weights = (
+        draft.draft_weights_bytes_per_gpu - int(embedding_weight_bytes(draft.draft_params, precision) / tp)
+        if draft
+        else 0
+    )
+    return replica_memory(
+        req.params,
+        req.arch,
+        precision=precision,
+        kv_cache_dtype=req.kv_cache_dtype,
+        tp=tp,
+        pp=pp,
+        gpu_memory_bytes=gpu.memory_bytes,
+        gpu_memory_utilization=req.gpu_memory_utilization,
+        max_num_batched_tokens=chunk,
+        max_num_seqs=max_num_seqs,
+        context_len=req.context_len,
+        request_tokens=req.prompt_tokens + req.output_tokens,
+        share_of_free_memory=req.engine == "triton",
+        dp=req.attention_dp,
+        draft_weights=draft_weights,
+        draft_kv_bytes_per_token=draft.draft_kv_bytes_per_token_per_gpu if draft else 0,
+    )
+
+
+def evaluate_config(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str, tp: int, pp: int):
+    """→ (candidate meeting the SLO or None, rejection or None, closest-to-SLO candidate or None)."""
+    where = f"{gpu.id} {precision} TP{tp} PP{pp}"
+    cap, chunk = engine_limits(req, gpu)
+    mem = memory_for(req, gpu, precision, tp, pp, cap, chunk)
+    if mem.max_seqs_at_request < cap:  # the sampler's logits are sized by the concurrency that fits
+        mem = memory_for(req, gpu, precision, tp, pp, max(1, mem.max_seqs_at_request), chunk)
+        cap = min(cap, max(1, mem.max_seqs_at_request))
+    if mem.kv_cache_tokens < req.context_len:
+        return (
+            None,
+            ServeRejection(
+                where,
+                because(
+                    "kv-below-context",
+                    weights=mem.weights,
+                    workspace=mem.activations + mem.other,
+                    usable=mem.usable,
+                    kv_tokens=mem.kv_cache_tokens,
+                    context=req.context_len,
+                ),
+            ),
+            None,
+        )
+    limit = max(1, min(cap, mem.max_seqs_at_request))  # KV reserved for whole requests (no preemption)
+    spans_nodes = tp * pp > (req.gpus_per_node or gpu.gpus_per_node)
+    model = ReplicaModel(
+        gpu=gpu,
+        arch=req.arch,
+        params=req.params,
+        precision=precision,
+        dtype=dtype,
+        tp=tp,
+        pp=pp,
+        weights_bytes_per_gpu=mem.weights,
+        kv_bytes_per_token_per_gpu=mem.kv_bytes_per_token,
+        inter_node=inter_node_link(req.interconnect) if spans_nodes else None,
+        dp=req.attention_dp,
+        speculation=speculation_for(req, precision, tp, pp),
+    )
+    # a pinned max_num_seqs is the only batch tried; with attention DP, batches are per rank × the ranks
+    grid = [req.attention_dp * b for b in ([limit] if req.max_batch else batch_grid(limit))]
+    points = [
+        evaluate_batch(
+            model,
+            b,
+            prompt_tokens=req.prompt_tokens,
+            output_tokens=req.output_tokens,
+            chunk_tokens=chunk,
+            utilization=req.target_utilization,
+        )
+        for b in grid
+    ]
+    at_peak = {p.batch: traffic_at(req, model, p, chunk) for p in points}
+    idle = operating_point(
+        model, 1, prompt_tokens=req.prompt_tokens, output_tokens=req.output_tokens, chunk_tokens=chunk, arrival_rate=0.0
+    )
+    meeting = [p for p in points if meets_slo(req, at_peak[p.batch].at_peak)]  # the SLO holds where the traffic puts it
+    if meeting:
+        best = max(meeting, key=lambda p: (round(p.requests_per_second, 9), -p.batch))
+        return build_candidate(req, gpu, precision, tp, pp, mem, best, chunk, at_peak[best.batch], idle), None, None
+    closest = min(points, key=lambda p: (slo_ratio(req, at_peak[p.batch].at_peak), p.batch))
+    peak = at_peak[closest.batch].at_peak
+    reason = because(
+        "no-batch-meets-slo",
+        batch=closest.batch,
+        ttft=peak.ttft_p99_seconds,
+        ttft_slo=req.ttft_p99_seconds,
+        tpot=peak.tpot_p99_seconds,
+        tpot_slo=req.tpot_p99_seconds,
+    )
+    return (
+        None,
+        ServeRejection(where, reason),
+        build_candidate(req, gpu, precision, tp, pp, mem, closest, chunk, at_peak[closest.batch], idle),
+    )
