@@ -121,6 +121,12 @@ install_docs() { "$1" install -q 'mkdocs==1.6.1' 'mkdocs-material==9.8.2'; }
 venv docs v1 install_docs
 done_step
 
+step "DeepSpeed's FusedAdam built for the CPU (ds_config's AdamW; JIT-built on first use, minutes, else inside a job's time limit)"
+DS_ACCELERATOR=cpu "$TOOLS/torch/bin/python" -c \
+  'from deepspeed.ops.op_builder.cpu import FusedAdamBuilder; FusedAdamBuilder().load()' >/dev/null 2>&1 ||
+  echo "   FusedAdam: build failed (the DeepSpeed optimizer tests will build it on first use)"
+done_step
+
 step "Megatron: megatron-core (PyPI) in the torch venv; Megatron-LM's source (GitHub) where reachable"
 MEGATRON_CORE=0.16.1
 if [ -f "$TOOLS/torch/.ok-megatron-core-$MEGATRON_CORE" ]; then echo "   megatron-core: present"; else

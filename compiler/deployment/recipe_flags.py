@@ -132,7 +132,7 @@ def hf_trainer_args(recipe: Recipe) -> list[str]:
 
 def recipe_env(recipe: Recipe) -> list[tuple[str, str]]:
     """The plain-script contract: what a torchrun, DeepSpeed or Accelerate script reads to build its optimizer and
-    schedule (the schedule's shape is in MLINFRA_LR_SCHEDULE; Recipe.lr_at in compiler/recipe/model.py is the formula)."""
+    schedule (the schedule's shape is in MLINFRA_LR_SCHEDULE; Recipe.lr_at in compiler/plan/recipe.py is the formula)."""
     return [
         ("MLINFRA_OPTIMIZER", recipe.optimizer),
         ("MLINFRA_LR", number(recipe.lr_peak)),

@@ -1,4 +1,5 @@
-"""`plan.recipe`: the decided optimizer recipe, every value with the reason that names its source."""
+"""`plan.recipe`: the decided optimizer recipe, every value with the reason that names its source (decided by
+compiler/recipe/decide.py)."""
 
 from __future__ import annotations
 
