@@ -258,14 +258,14 @@ def run_explain(argv: list[str]) -> int:
     return status
 
 
-def _resolved(path: Path, probe: bool = False):
+def _resolved(path: Path, probe: bool = False, probe_gpus: int | None = None):
     """(the resolved plan, EXIT_OK), or (None, the exit code) after printing why; `probe` decides the probe section."""
     from .deployment.probe import ProbeError
     from .diagnostics import InfeasiblePlan, PlanInputError
     from .pipeline import resolve
 
     try:
-        return resolve(path, probe=probe), EXIT_OK
+        return resolve(path, probe=probe, probe_gpus=probe_gpus), EXIT_OK
     except ProbeError as exc:
         _print_error(terminal_text(f"{path}: error: {exc}  [no-probe]"))
         return None, EXIT_INVALID
@@ -299,8 +299,15 @@ def run_probe(argv: list[str]) -> int:
     )
     parser.add_argument("plan", type=Path)
     parser.add_argument("-o", "--out", type=Path, default=Path("out"))
+    parser.add_argument(
+        "--gpus",
+        type=int,
+        choices=range(1, 65),
+        metavar="N",
+        help="GPUs of the one node to probe on (default: a node's)",
+    )
     args = parser.parse_args(argv)
-    plan, status = _resolved(args.plan, probe=True)
+    plan, status = _resolved(args.plan, probe=True, probe_gpus=args.gpus)
     if plan is None:
         return status
     try:

@@ -36,7 +36,11 @@ def _check_file_name(name: str) -> None:
 
 
 def resolve(
-    plan_path: Path, display_name: str | None = None, searches: SearchCache | None = None, probe: bool = False
+    plan_path: Path,
+    display_name: str | None = None,
+    searches: SearchCache | None = None,
+    probe: bool = False,
+    probe_gpus: int | None = None,
 ) -> ResolvedPlan:
     """Load, validate and size one plan. `display_name` stands in for the path in messages and headers; `searches`
     is the run's shared search results (one_run), a fresh cache when the plan is compiled alone; `probe` also decides
@@ -65,7 +69,9 @@ def resolve(
         spec=spec,
         decisions=site_decisions,
     )
-    ctx = PassContext(catalog=catalog, searches=SearchCache() if searches is None else searches, probe=probe)
+    ctx = PassContext(
+        catalog=catalog, searches=SearchCache() if searches is None else searches, probe=probe, probe_gpus=probe_gpus
+    )
     try:
         for size in PASSES:
             plan = size(plan, ctx)

@@ -16,13 +16,15 @@ from .deployment.probe import ProbeError
 from .probe_environment import environment_warnings
 from .resolved import ResolvedPlan
 from .targets.base import with_header
-from .targets.probe import render_probe
+from .targets.probe import job_files, render_probe
 from .writer import RenderedPlan
 
 
 def probe_files(plan: ResolvedPlan) -> RenderedPlan:
-    """out/<plan>-probe/: the files of a plan resolved with its probe section (pipeline.resolve(probe=True))."""
-    return RenderedPlan(plan.probe.name, tuple(with_header(f, plan.plan_file, plan.name) for f in render_probe(plan)))
+    """out/<plan>-probe/: the files of a plan resolved with its probe section (pipeline.resolve(probe=True)); the
+    reduced jobs' files carry their own headers."""
+    own = [with_header(f, plan.plan_file, plan.name) for f in render_probe(plan)]
+    return RenderedPlan(plan.probe.name, tuple(sorted(own + job_files(plan.probe), key=lambda f: f.path)))
 
 
 CALIBRATION_HEADER = (

@@ -1,4 +1,4 @@
-"""probe → results → calibrate → recompile (issue 18): the loop on CPU, through the fake Slurm cluster."""
+"""probe → results → calibrate → recompile: the loop on CPU, through the fake Slurm cluster."""
 
 from __future__ import annotations
 

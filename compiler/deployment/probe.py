@@ -16,13 +16,13 @@ from ..catalog.types import Architecture
 from ..probe_environment import POWER_TOLERANCE
 from ..resolved import ResolvedPlan
 from ..sizing.serve_memory import kv_bytes_per_token, weights_bytes_total
-from ..sizing.train_memory import MemoryOptions, memory_per_gpu, usable_memory_bytes
+from ..sizing.train_memory import usable_memory_bytes
 from ..units import format_bytes
 from .model import DeploymentDecision, Directive
 from .probe_model import Probe, ProbeKubernetes, ProbeLayout, ServingProbe
 from .training import DEFAULT_RDZV_PORT, directive_value
 
-# "a minutes-long measurement job" (issue 18); also the Kubernetes Job's activeDeadlineSeconds.
+# a minutes-long measurement job; also the Kubernetes Job's activeDeadlineSeconds.
 TIME_LIMIT_SECONDS = 15 * 60
 # Three warm-up steps absorb the allocator's and the kernels' first-call costs; the median of ten is reported.
 WARMUP_STEPS, MEASURED_STEPS = 3, 10
@@ -33,8 +33,6 @@ GEMM_SIZE, COPY_BYTES = 4096, 1 << 30
 # sizes ... it makes more sense to look at the bandwidth"; bus bandwidth plateaus above ~100 MB on NVLink).
 COLLECTIVE_BYTES = (1 << 20, 16 << 20, 256 << 20)
 MEMORY_FAMILY = "memory-full"  # residuals.yaml: measured ÷ predicted peak of published full-training runs
-MAX_LAYOUTS = 4  # the chosen layout and three neighbours: 4 × 13 steps stay well inside the time limit
-PURE_16_BIT = MemoryOptions(master_weights="none")
 # plain PyTorch has no fp8 training and no quantized serving kernels: those plans are probed in bf16, and say so
 PROBE_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "bf16", "fp32": "fp32", "int8": "bf16", "int4": "bf16"}
 DECODE_STEPS = 8  # decode steps timed after each prefill (the median is reported), each one token per sequence
@@ -46,142 +44,6 @@ class ProbeError(ValueError):
 
 def _reduced(arch: Architecture, layers: int) -> Architecture:
     return arch.model_copy(update={"layers": layers, "dense_layers": min(arch.dense_layers, layers)})
-
-
-def _memory(
-    arch: Architecture, precision: str, processes: int, seq_len: int, mb: int, recompute: str, zero: int, tp: int = 1
-):
-    return memory_per_gpu(
-        arch,
-        count_params(arch),
-        precision=precision,
-        optimizer="adamw",
-        tp=tp,
-        dp=processes // tp,
-        zero_stage=zero,
-        seq_len=seq_len,
-        micro_batch=mb,
-        recompute=recompute,
-        framework="ddp",
-        options=PURE_16_BIT,
-    )
-
-
-def probe_tp(arch: Architecture, plan_tp: int, processes: int) -> int:
-    """The plan's TP capped to one node: the largest TP ≤ it that divides the node's processes and the heads, KV heads
-    and MLP width the probe splits (Megatron's requirement: whole heads per rank)."""
-    widths = (processes, arch.heads, arch.kv_heads, arch.ffn_hidden or arch.moe_ffn_hidden)
-    return max(t for t in range(1, min(plan_tp, processes) + 1) if all(w % t == 0 for w in widths))
-
-
-def _fits(mem, usable: int, margin: float) -> bool:
-    return mem.reserved * margin <= usable
-
-
-def _fits_margin(layout: ProbeLayout, usable: int, margin: float) -> bool:
-    return layout.predicted_reserved_bytes * margin <= usable
-
-
-def _probe_layers(
-    arch: Architecture,
-    precision: str,
-    processes: int,
-    seq_len: int,
-    mb: int,
-    recompute: str,
-    zero: int,
-    usable: int,
-    margin: float,
-    tp: int,
-) -> int:
-    """The most layers (≤ the model's) whose predicted memory × the margin fits one GPU; at least one."""
-    low, high = 1, arch.layers
-    while low < high:
-        mid = (low + high + 1) // 2
-        if _fits(_memory(_reduced(arch, mid), precision, processes, seq_len, mb, recompute, zero, tp), usable, margin):
-            low = mid
-        else:
-            high = mid - 1
-    return low
-
-
-def _layouts(
-    arch: Architecture,
-    precision: str,
-    processes: int,
-    seq_len: int,
-    mb: int,
-    recompute: str,
-    zero: int,
-    usable: int,
-    margin: float,
-    tp: int,
-) -> tuple[list[ProbeLayout], list[str]]:
-    """The chosen layout, then its runner-ups: half the TP, twice and half the micro-batch, the other recompute, the
-    other ZeRO (a TP layout keeps ZeRO-0: ZeroRedundancyOptimizer does not take DTensor parameters)."""
-    z = zero if tp == 1 else 0
-    half = tp // 2
-    candidates = [
-        (
-            "chosen",
-            mb,
-            recompute,
-            z,
-            tp,
-            "the plan's layout, as plain PyTorch runs it"
-            + (f": DTensor tensor parallelism over a [dp {processes // tp}, tp {tp}] mesh" if tp > 1 else ""),
-        )
-    ]
-    if tp > 1:
-        candidates.append(
-            (
-                f"TP {half}",
-                mb,
-                recompute,
-                zero if half == 1 else 0,
-                half,
-                "half the TP: what the tensor-parallel collectives cost against more data parallelism",
-            )
-        )
-    candidates += [
-        (f"micro-batch {mb * 2}", mb * 2, recompute, z, tp, "twice the micro-batch: how the step scales with it"),
-        (f"micro-batch {mb // 2}", mb // 2, recompute, z, tp, "half the micro-batch"),
-        (
-            f"recompute {'none' if recompute == 'full' else 'full'}",
-            mb,
-            "none" if recompute == "full" else "full",
-            z,
-            tp,
-            "the other recompute setting: the cost of re-running the forward",
-        ),
-        (f"ZeRO-{1 - z}", mb, recompute, 1 - z, tp, "AdamW states sharded (ZeroRedundancyOptimizer) or not"),
-    ]
-    layouts, left_out = [], []
-    for name, b, r, z, t, why in candidates:
-        if (
-            b < 1
-            or (z == 1 and processes // t == 1)
-            or (z == 1 and t > 1)
-            or any((l.micro_batch, l.recompute, l.zero_stage, l.tp) == (b, r, z, t) for l in layouts)
-        ):
-            continue
-        mem = _memory(arch, precision, processes, seq_len, b, r, z, t)
-        if name != "chosen" and (len(layouts) >= MAX_LAYOUTS or not _fits(mem, usable, margin)):
-            left_out.append(name)
-            continue
-        layouts.append(
-            ProbeLayout(
-                name=name,
-                micro_batch=b,
-                recompute=r,
-                zero_stage=z,
-                tp=t,
-                predicted_allocated_bytes=mem.allocated,
-                predicted_reserved_bytes=mem.reserved,
-                why=why,
-            )
-        )
-    return layouts, left_out
 
 
 def _slurm_directives(plan: ResolvedPlan) -> list[Directive]:
@@ -199,94 +61,89 @@ def _slurm_directives(plan: ResolvedPlan) -> list[Directive]:
     ]
 
 
-def training_probe(plan: ResolvedPlan, catalog: Catalog) -> Probe:
+def _layout(job, why: str) -> ProbeLayout:
+    p = job.prediction()
+    return ProbeLayout(
+        name=job.name,
+        folder=job.folder,
+        framework=p["framework"],
+        launch_kind=p["launch_kind"],
+        micro_batch=p["micro_batch"],
+        grad_accum=p["grad_accum"],
+        global_batch=p["global_batch"],
+        recompute=p["recompute"],
+        zero_stage=p["zero_stage"],
+        offload=p["offload"],
+        tp=p["tp"],
+        pp=p["pp"],
+        dp=p["dp"],
+        predicted_step_seconds=p["step_seconds"],
+        predicted_allocated_bytes=p["allocated_bytes"],
+        predicted_reserved_bytes=p["reserved_bytes"],
+        plan_text=job.plan_text,
+        why=why,
+    )
+
+
+def training_probe(plan: ResolvedPlan, catalog: Catalog, gpus: int | None = None) -> Probe:
+    """The plan's emitted job on one node, shortened (probe_job.py): the most layers whose compiled job's predicted
+    peak × the P90 memory margin fits a GPU, at the chosen layout and the neighbours the compiler also sizes."""
+    from ..probe_job import probe_jobs
+
     arch, hw, par = plan.model.architecture, plan.hardware, plan.parallelism
-    precision = PROBE_DTYPE[plan.spec.precision]
-    processes, seq_len = hw.gpus_per_node, plan.training.seq_len
-    recompute = "none" if par.recompute == "none" else "full"
-    zero = min(1, par.zero_stage)
+    processes = min(hw.gpus, hw.gpus_per_node, gpus or hw.gpus_per_node)
     usable = usable_memory_bytes(hw.gpu_memory_bytes)
     margin = max(1.0, catalog.residuals[MEMORY_FAMILY].p90)
-    tp = probe_tp(arch, par.tp, processes)
-    layers = _probe_layers(
-        arch, precision, processes, seq_len, par.micro_batch, recompute, zero if tp == 1 else 0, usable, margin, tp
-    )
-    reduced = _reduced(arch, layers)
-    layouts, left_out = _layouts(
-        reduced, precision, processes, seq_len, par.micro_batch, recompute, zero, usable, margin, tp
-    )
-    chosen = layouts[0]
+    jobs = probe_jobs(plan, processes, usable / margin)
+    if not jobs:
+        raise ProbeError(
+            f"not one layer of the model fits {processes} × {hw.gpu} at the plan's layout with the memory margin: "
+            "the probe has no job to run"
+        )
+    chosen = jobs[0].prediction()
+    layers = jobs[0].resolved.model.architecture.layers
+    why = {"chosen": "the plan's layout as one node runs it"}
+    layouts = [_layout(j, why.get(j.name, "a neighbour the compiler also sizes: how the step scales")) for j in jobs]
     decisions = [
         DeploymentDecision(
             topic="probe shape",
             choice=f"{layers} of the model's {arch.layers} layers",
-            reason=(
-                f"the most layers whose predicted memory ({format_bytes(chosen.predicted_reserved_bytes)} reserved "
-                f"per GPU at the chosen layout) × {margin:.2f} (P90 of published measured ÷ predicted peaks, "
-                f"residuals {MEMORY_FAMILY}) fits the {format_bytes(usable)} a process can use on {hw.gpu}"
-                if _fits_margin(chosen, usable, margin)
-                else f"one layer, the least the probe builds: even its predicted memory ({format_bytes(chosen.predicted_reserved_bytes)} "
-                f"reserved per GPU, mostly the embedding, LM head and logits) × {margin:.2f} (P90 of published measured ÷ "
-                f"predicted peaks, residuals {MEMORY_FAMILY}) exceeds the {format_bytes(usable)} a process can use on "
-                f"{hw.gpu}; the probe may run out of memory, which is itself a measurement"
-            )
-            + "; random weights, every other dimension the plan's",
+            reason=f"the most layers whose compiled job's predicted peak ({format_bytes(chosen['reserved_bytes'])} "
+            f"reserved per GPU) × {margin:.2f} (P90 of published measured ÷ predicted peaks, residuals "
+            f"{MEMORY_FAMILY}) fits the {format_bytes(usable)} a process can use on {hw.gpu}; random weights, "
+            "random tokens, every other dimension the plan's",
         ),
         DeploymentDecision(
-            topic="probe processes",
-            choice=f"{processes} on one node",
-            reason=f"one per GPU of a node ({hw.gpu}, {hw.gpus_per_node} per node): data-parallel (tensor-parallel too at TP > 1), gloo on CPU, NCCL on GPUs",
-        ),
-        DeploymentDecision(
-            topic="probe precision",
-            choice=f"pure {precision}",
-            reason=f"weights, gradients and AdamW states in {precision} (no fp32 master: torchtune's default), so the "
-            f"memory model (master_weights none) predicts what runs"
-            + ("; the plan's fp8 has no plain-PyTorch training path" if plan.spec.precision == "fp8" else ""),
+            topic="probe job",
+            choice=f"the plan's {chosen['framework']} job ({chosen['launch_kind']} launch) on {processes} GPU(s)",
+            reason=f"each layout is the plan reduced to one node ({processes} of {hw.gpu}) and compiled as any plan: "
+            f"its own launcher and framework configuration run probe_train.py (a transformers Llama of the reduced "
+            f"shape) for {WARMUP_STEPS} + {MEASURED_STEPS} optimizer steps, nothing saved; the plan's "
+            f"TP{par.tp} PP{par.pp} ZeRO-{par.zero_stage} become TP{chosen['tp']} PP{chosen['pp']} "
+            f"ZeRO-{chosen['zero_stage']} on one node",
         ),
         DeploymentDecision(
             topic="probe layouts",
-            choice=", ".join(l.name for l in layouts),
-            reason=f"the plan's TP{par.tp} PP{par.pp} ZeRO-{par.zero_stage} mb{par.micro_batch} recompute {par.recompute} "
-            f"as one node runs it in plain PyTorch (TP as DTensor tensor parallelism, below; no PP; ZeRO ≥ 1 as "
-            f"ZeroRedundancyOptimizer, ZeRO-0 under TP; selective recompute as full), and its neighbours that fit"
-            + (f"; left out: {', '.join(left_out)} (do not fit or over {MAX_LAYOUTS} layouts)" if left_out else ""),
-        ),
-        DeploymentDecision(
-            topic="probe tensor parallelism",
-            choice=f"TP {tp} × DP {processes // tp}" if tp > 1 else "none",
-            reason=(
-                f"the plan's TP {par.tp}"
-                + (
-                    f" capped to {tp}, the largest that divides the node's {processes} "
-                    f"GPUs, the {arch.heads} heads, {arch.kv_heads} KV heads and MLP width"
-                    if tp != par.tp
-                    else ""
-                )
-                + ": torch.distributed.tensor.parallel.parallelize_module over the mesh's tp dimension (q, k, v, "
-                "gate, up ColwiseParallel; out, down RowwiseParallel; the embedding and LM head split over the "
-                "vocabulary, the loss under loss_parallel, as Megatron's vocab-parallel layers), gradients "
-                "all-reduced over its dp dimension"
-            )
-            if tp > 1
-            else f"the plan's TP {par.tp}: plain data parallelism (DistributedDataParallel)",
+            choice=", ".join(f"{j.name} ({j.folder}/)" for j in jobs),
+            reason="the chosen layout and its micro-batch neighbours that the compiler sizes at the same depth; "
+            "each records the compiler's step and memory for exactly that job, which calibrate prices the same way",
         ),
         DeploymentDecision(
             topic="probe time limit",
             choice=f"{TIME_LIMIT_SECONDS // 60} minutes",
-            reason=f"a minutes-long job (issue 18): {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured steps per layout, "
-            f"then the GEMM, HBM and collective tests; SIGALRM and the scheduler stop it at the limit",
+            reason=f"a minutes-long job: {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured steps per layout, then "
+            "the GEMM, HBM and collective tests; the scheduler stops it at the limit",
         ),
     ]
     sizes, nodes, collective_decisions = _collectives(plan, processes)
     return _probe(
         plan,
         "training",
-        reduced,
+        _reduced(arch, layers),
         layers,
         processes,
-        precision,
-        seq_len,
+        plan.spec.precision,
+        plan.training.seq_len,
         layouts,
         None,
         decisions + collective_decisions,
@@ -470,20 +327,20 @@ def serving_probe(plan: ResolvedPlan) -> Probe:
         DeploymentDecision(
             topic="probe time limit",
             choice=f"{TIME_LIMIT_SECONDS // 60} minutes",
-            reason=f"a minutes-long job (issue 18): {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured prefills per batch, "
+            reason=f"a minutes-long job: {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured prefills per batch, "
             f"then the GEMM and HBM tests; SIGALRM and the scheduler stop it at the limit",
         ),
     ]
     return _probe(plan, "serving", reduced, layers, 1, precision, prompt, [], serving, decisions)
 
 
-def decide_probe(plan: ResolvedPlan, catalog: Catalog) -> Probe:
+def decide_probe(plan: ResolvedPlan, catalog: Catalog, gpus: int | None = None) -> Probe:
     if plan.model is None or plan.stages or plan.model.architecture.kind != "decoder":
         raise ProbeError(
             "the probe measures decoder models (training, or serving with one stage); vision and multi-stage probes are not built"
         )
     if plan.training is not None:
-        return training_probe(plan, catalog)
+        return training_probe(plan, catalog, gpus)
     if plan.model.architecture.uses_mla:
         raise ProbeError("the serving probe builds grouped-query attention; an MLA model's KV cache is not built")
     return serving_probe(plan)

@@ -21,3 +21,4 @@ class PassContext:
     catalog: Catalog
     searches: SearchCache = field(default_factory=SearchCache)
     probe: bool = False
+    probe_gpus: int | None = None  # the probe's GPUs on its one node (None: the node's, up to the plan's)

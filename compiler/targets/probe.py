@@ -26,8 +26,30 @@ def settings(probe: Probe) -> dict:
         "vocab": arch.vocab,
         "layers": probe.layers,
     }
-    data = probe.model_dump(mode="json", exclude={"decisions", "kubernetes", "slurm_directives", "slurm_time", "name"})
+    data = probe.model_dump(
+        mode="json",
+        exclude={
+            **dict.fromkeys(("decisions", "kubernetes", "slurm_directives", "slurm_time", "name"), True),
+            "layouts": {"__all__": {"plan_text"}},
+        },
+    )
     return {**data, **shape}
+
+
+def job_files(probe: Probe) -> list[OutputFile]:
+    """Each layout's reduced plan and its compile (launcher, framework configuration, plan.json) under its folder:
+    the plan's own emitted job, which probe.sbatch runs with probe_train.py."""
+    from ..pipeline import render as render_plan
+    from ..probe_job import resolve_text
+
+    files = []
+    if probe.layouts:
+        files.append(OutputFile("probe_train.py", render("probe/probe_train.py.j2"), 0o755))
+    for layout in probe.layouts:
+        job = render_plan(resolve_text(layout.plan_text))
+        files.append(OutputFile(f"{layout.folder}/probe-plan.yaml", layout.plan_text))
+        files.extend(OutputFile(f"{layout.folder}/{f.path}", f.text, f.mode) for f in job.files)
+    return files
 
 
 def render_probe(plan: ResolvedPlan) -> list[OutputFile]:
@@ -54,10 +76,13 @@ def render_probe(plan: ResolvedPlan) -> list[OutputFile]:
         layouts=[
             {
                 "name": l.name,
+                "folder": l.folder,
+                "job": f"{l.framework} ({l.launch_kind})",
                 "tp": l.tp,
                 "micro_batch": l.micro_batch,
                 "recompute": l.recompute,
                 "zero_stage": l.zero_stage,
+                "step": f"{l.predicted_step_seconds:.4g} s",
                 "allocated": format_bytes(l.predicted_allocated_bytes),
                 "reserved": format_bytes(l.predicted_reserved_bytes),
                 "why": l.why,
@@ -85,7 +110,8 @@ def render_probe(plan: ResolvedPlan) -> list[OutputFile]:
 
 def environment_checks() -> str:
     """compiler/probe_environment.py as it is: the same checks run on the node (probe.py imports it) and in calibrate."""
-    return resources.files("compiler").joinpath("probe_environment.py").read_text(encoding="utf-8")
+    package = __package__.rpartition(".")[0]  # compiler in a checkout, mlinfra_compile installed
+    return resources.files(package).joinpath("probe_environment.py").read_text(encoding="utf-8")
 
 
 def _kubernetes_job(plan: ResolvedPlan, probe: Probe, script: str, checks: str, settings_text: str) -> list[dict]:

@@ -1,0 +1,157 @@
+"""The training probe's jobs: the plan's own emitted job, shortened. Each probed layout is a reduced plan (the plan's
+architecture with fewer layers, one node, the plan's framework, launch kind and layout pinned, the probe's training
+script as the entrypoint) compiled by the same pipeline as any plan, so its launcher, framework configuration and
+predicted step time and memory are what the compiler decides for exactly that reduced job. A layout the compiler
+cannot size is left out: every probed layout is one the search prices, and calibrate prices it the same way.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from .diagnostics import InfeasiblePlan, PlanInputError
+from .resolved import ResolvedPlan
+
+PROBE_TOKENS = 1_000_000  # the reduced plan's training amount: any; the probe runs a step budget, not the plan
+JOB_SCRIPT = "probe_train.py"
+# the neighbours of the chosen layout, tried in this order (each compiled; one the compiler refuses is left out)
+NEIGHBOURS = (("micro-batch ×2", {"micro_batch": 2.0}), ("micro-batch ÷2", {"micro_batch": 0.5}))
+
+
+@dataclass(frozen=True)
+class ProbeJob:
+    """One probed layout: its name, the reduced plan (YAML text) and that plan resolved."""
+
+    name: str
+    folder: str
+    plan_text: str
+    resolved: ResolvedPlan
+
+    def prediction(self) -> dict:
+        """What the compiler predicts for this reduced job: the step, its parts and the peak memory per GPU."""
+        training, memory, par = self.resolved.training, self.resolved.memory_per_gpu_bytes, self.resolved.parallelism
+        return {
+            "step_seconds": training.step_seconds,
+            "allocated_bytes": memory.allocated,
+            "reserved_bytes": memory.reserved,
+            "framework": par.framework,
+            "launch_kind": self.resolved.deployment.launcher.kind,
+            "tp": par.tp,
+            "pp": par.pp,
+            "dp": par.dp,
+            "zero_stage": par.zero_stage,
+            "micro_batch": par.micro_batch,
+            "grad_accum": par.grad_accum,
+            "global_batch": par.global_batch,
+            "recompute": par.recompute,
+            "offload": par.offload_optimizer,
+        }
+
+
+def _architecture(plan: ResolvedPlan, layers: int) -> dict:
+    arch = plan.model.architecture
+    reduced = arch.model_copy(update={"layers": layers, "dense_layers": min(arch.dense_layers, layers)})
+    return reduced.model_dump(mode="json", exclude_defaults=True)
+
+
+def job_spec(plan: ResolvedPlan, gpus: int, layers: int, micro_batch: int) -> dict:
+    """The reduced plan: the plan's spec with the model's layers reduced, one node of `gpus` GPUs of the chosen type,
+    its decided framework, launch kind and layout pinned (PP 1: one node), the probe script as the entrypoint."""
+    spec, par = plan.spec, plan.parallelism
+    data = spec.model_dump(mode="json", exclude_unset=True)
+    train = data["train"]
+    for key in ("tokens", "dataset_tokens", "epochs", "global_batch_tokens", "deadline", "data", "mtbf_gpu_hours"):
+        train.pop(key, None)
+    tp = min(par.tp, gpus)
+    dp = gpus // tp
+    zero = par.zero_stage if dp > 1 else 0  # one data-parallel rank has nothing to shard
+    train.update(
+        tokens=PROBE_TOKENS,
+        global_batch=dp * micro_batch,
+        framework=par.framework,
+        entrypoint={**train["entrypoint"], "kind": plan.deployment.launcher.kind, "script": JOB_SCRIPT, "args": []},
+    )
+    cluster = {
+        key: data["cluster"][key]
+        for key in ("scheduler", "interconnect", "storage", "pricing")
+        if key in data["cluster"]
+    }
+    cluster.update(gpu=plan.hardware.gpu, count=gpus, gpus_per_node=gpus)
+    pins = {
+        "tp": tp,
+        "pp": 1,
+        "zero_stage": zero,
+        "micro_batch": micro_batch,
+        "recompute": par.recompute,
+        "offload": par.offload_optimizer and zero > 0,
+    }
+    model = {"architecture": _architecture(plan, layers)}
+    if spec.model.hf_id:
+        model["hf_id"] = spec.model.hf_id
+    return {
+        "name": f"{plan.name[:50]}-probe",
+        "workload": spec.workload,
+        "model": model,
+        "precision": spec.precision,
+        "train": train,
+        "cluster": cluster,
+        "parallelism": pins,
+        "optimize": spec.optimize if spec.optimize != "latency" else "cost",
+    }
+
+
+def resolve_text(text: str) -> ResolvedPlan:
+    """A reduced plan through the ordinary pipeline (from a private file: the pipeline reads plans from files)."""
+    from .pipeline import resolve
+
+    with tempfile.TemporaryDirectory(prefix="mlinfra-probe-") as folder:
+        path = Path(folder) / "probe-plan.yaml"
+        path.write_text(text, encoding="utf-8")
+        return resolve(path, display_name="probe-plan.yaml")
+
+
+def _try(
+    plan: ResolvedPlan, gpus: int, layers: int, micro_batch: int, budget_bytes: float
+) -> tuple[str, ResolvedPlan] | None:
+    """The reduced plan's text and resolution, or None when the compiler refuses it or its predicted peak exceeds
+    the budget."""
+    text = yaml.safe_dump(job_spec(plan, gpus, layers, micro_batch), sort_keys=False, width=1 << 30)
+    try:
+        resolved = resolve_text(text)
+    except (InfeasiblePlan, PlanInputError):
+        return None
+    return (text, resolved) if resolved.memory_per_gpu_bytes.reserved <= budget_bytes else None
+
+
+def _most_layers(plan: ResolvedPlan, gpus: int, micro_batch: int, budget_bytes: float) -> int:
+    """The most layers (≤ the model's) at which the compiler sizes the reduced job on one node within the budget: a
+    bisection over compiles; 0 when not even one layer fits."""
+    low, high = 0, plan.model.architecture.layers
+    while low < high:
+        mid = (low + high + 1) // 2
+        fits = _try(plan, gpus, mid, micro_batch, budget_bytes)
+        low, high = (mid, high) if fits else (low, mid - 1)
+    return low
+
+
+def probe_jobs(plan: ResolvedPlan, gpus: int, budget_bytes: float, layers: int | None = None) -> list[ProbeJob]:
+    """The chosen layout and the neighbours the compiler sizes at the same reduced depth, each predicted to peak
+    under `budget_bytes` per GPU."""
+    mb = plan.parallelism.micro_batch
+    layers = layers or _most_layers(plan, gpus, mb, budget_bytes)
+    if layers < 1:
+        return []
+    jobs = []
+    for name, change in (("chosen", {}), *NEIGHBOURS):
+        b = max(1, round(mb * change.get("micro_batch", 1.0)))
+        if name != "chosen" and b == mb:
+            continue
+        found = _try(plan, gpus, layers, b, budget_bytes)
+        if found is not None:
+            folder = "job" if name == "chosen" else f"job-mb{b}"
+            jobs.append(ProbeJob(name, folder, *found))
+    return jobs
