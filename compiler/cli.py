@@ -286,7 +286,7 @@ def _os_error(exc: OSError, fallback: Path) -> int:
 def run_probe(argv: list[str]) -> int:
     from .plan_lock import PlanLocked
     from .probe import probe_files
-    from .writer import UnsafeOutput, write_plans
+    from .writer import UnsafeOutput, manifest_hashes, write_plans
 
     parser = _Parser(
         prog="mlinfra-compile probe",
@@ -310,6 +310,15 @@ def run_probe(argv: list[str]) -> int:
     plan, status = _resolved(args.plan, probe=True, probe_gpus=args.gpus)
     if plan is None:
         return status
+    folder = args.out / plan.probe.name
+    if folder.exists() and "probe.py" not in manifest_hashes(folder):
+        _print_error(
+            terminal_text(
+                f"{folder}: error: exists and is not a probe folder (another plan's output, or not written by "
+                "mlinfra-compile); remove it or choose another -o  [output-conflict]"
+            )
+        )
+        return EXIT_INVALID
     try:
         rendered = probe_files(plan)
         write_plans(args.out, [rendered])
@@ -326,7 +335,7 @@ CALIBRATION_MARK = "# Written by mlinfra-compile calibrate"
 
 
 def run_calibrate(argv: list[str]) -> int:
-    from .probe import ProbeError, load_results, results_warnings, site_calibration_text
+    from .probe import ROUND_TRIP_TOLERANCE, ProbeError, load_results, results_warnings
 
     parser = _Parser(
         prog="mlinfra-compile calibrate",
@@ -339,17 +348,55 @@ def run_calibrate(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         results = load_results(args.results)
-        text = site_calibration_text(results, args.site)
+        text, checked = _checked_site_file(results, args.site, args.results)
         _write_own_file(args.out, text)
     except ProbeError as exc:
-        _print_error(terminal_text(f"{args.results}: error: {exc}  [invalid-results]"))
+        _print_error(one_line(f"{args.results}: error: {exc}  [invalid-results]"))
         return EXIT_INVALID
     except OSError as exc:
         return _os_error(exc, args.out)
     for warning in results_warnings(results):
-        _print_error(terminal_text(f"{args.results}: warning: {warning}  [probe-environment]"))
+        _print_error(one_line(f"{args.results}: warning: {warning}  [probe-environment]"))
+    for name, predicted, measured in checked:
+        off = predicted / measured - 1
+        line = f"layout {name}: measured {measured:.4g} s, calibrated prediction {predicted:.4g} s ({off:+.1%})"
+        print(one_line(line))
+        if abs(off) > ROUND_TRIP_TOLERANCE:
+            _print_error(
+                one_line(
+                    f"{args.results}: warning: layout {name}: the calibrated prediction is {off:+.1%} off its "
+                    f"measurement (one share fits all layouts; more than {ROUND_TRIP_TOLERANCE:.0%} means the step "
+                    "model does not scale as this site does)  [calibration-residual]"
+                )
+            )
     print(f"wrote {args.out}")
     return EXIT_OK
+
+
+def one_line(text: str) -> str:
+    """Text from probe results on one terminal line: line breaks and control characters escaped, so no line of it
+    can start a CI workflow command (`::set-output`, `::add-mask::`)."""
+    from .diagnostics import printable
+
+    return printable(text)  # every control character, line breaks included, shown escaped
+
+
+def _checked_site_file(results, site: str, shown_as: Path):
+    """The site file's text, validated as compile reads it and compiled against with each probed layout's plan."""
+    from pydantic import ValidationError
+
+    from .probe import ProbeError, round_trip, site_calibration_data, site_calibration_text
+    from .site_calibration import SiteCalibration
+
+    data = site_calibration_data(results, site, str(shown_as))
+    try:
+        SiteCalibration.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise ProbeError(f"the site file would not validate: {where}: {first['msg']}") from None
+    text = site_calibration_text(data)
+    return text, round_trip(results, text)
 
 
 def _write_own_file(path: Path, text: str) -> None:

@@ -104,14 +104,19 @@ def job_spec(plan: ResolvedPlan, gpus: int, layers: int, micro_batch: int) -> di
     }
 
 
-def resolve_text(text: str) -> ResolvedPlan:
-    """A reduced plan through the ordinary pipeline (from a private file: the pipeline reads plans from files)."""
+def resolve_in(folder: Path, text: str) -> ResolvedPlan:
+    """A reduced plan written into `folder` (its relative files, a site calibration, beside it) and resolved."""
     from .pipeline import resolve
 
+    path = folder / "probe-plan.yaml"
+    path.write_text(text, encoding="utf-8")
+    return resolve(path, display_name="probe-plan.yaml")
+
+
+def resolve_text(text: str) -> ResolvedPlan:
+    """A reduced plan through the ordinary pipeline (from a private file: the pipeline reads plans from files)."""
     with tempfile.TemporaryDirectory(prefix="mlinfra-probe-") as folder:
-        path = Path(folder) / "probe-plan.yaml"
-        path.write_text(text, encoding="utf-8")
-        return resolve(path, display_name="probe-plan.yaml")
+        return resolve_in(Path(folder), text)
 
 
 def _try(

@@ -26,6 +26,7 @@ ones; the environment warnings a probe raised (another GPU, a capped power limit
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -47,7 +48,8 @@ from .source import load_yaml_file
 from .units import format_bytes, format_seconds
 
 BISECTION_STEPS = 30
-SHARE_BOUNDS = (0.01, 1.0)  # an achievable share of the datasheet peak
+# an achievable share of the datasheet peak; the floor lets a CPU run of the probe (a test of the loop) be fitted too
+SHARE_BOUNDS = (1e-7, 1.0)
 # a link share: a CPU's gloo over loopback reaches ~1e-3 of NVLink; below 1e-5 nothing was measured
 LINK_SHARE_BOUNDS = (1e-5, 1.0)
 TOKENS = 1e9  # any count: the step time does not depend on it
@@ -74,6 +76,10 @@ class SitePoint(_Strict):
     seq_len: int = Field(ge=1, le=10_000_000)
     recompute: Literal["none", "selective", "full"] = "none"
     precision: Literal["bf16", "fp16", "fp8"] = "bf16"
+    framework: Literal["auto", "deepspeed", "fsdp", "megatron", "ddp"] = Field(
+        "auto", description="the framework that ran the step (a probe's job: the plan's); auto: the search's choice"
+    )
+    offload: bool = Field(False, description="optimizer states offloaded to the host (DeepSpeed ZeRO-Offload)")
     step_seconds: float = Field(gt=1e-6, le=1e6, description="the measured time of one optimizer step")
 
     @model_validator(mode="after")
@@ -229,8 +235,9 @@ def _predicted_step(point: SitePoint, catalog: Catalog, share: float, searches: 
             "zero_stage": point.zero_stage,
             "micro_batch": point.micro_batch,
             "recompute": point.recompute,
-            "offload": False,
+            "offload": point.offload,
         },
+        framework=point.framework,
     )
     chosen = search_training(req, {**catalog.gpus, point.gpu: gpu}, searches).chosen
     return chosen.step.total if chosen is not None else None
@@ -298,9 +305,9 @@ def _bisect(ratio) -> float:
     """The share in SHARE_BOUNDS where predicted ÷ measured (falling as the share grows) crosses 1."""
     low, high = SHARE_BOUNDS
     for _ in range(BISECTION_STEPS):
-        mid = (low + high) / 2
+        mid = math.sqrt(low * high)  # geometric: the same relative precision at any share
         low, high = (mid, high) if ratio(mid) > 1 else (low, mid)
-    return round((low + high) / 2, 4)
+    return float(f"{math.sqrt(low * high):.4g}")
 
 
 def _decision(

@@ -35,6 +35,13 @@ COLLECTIVE_BYTES = (1 << 20, 16 << 20, 256 << 20)
 MEMORY_FAMILY = "memory-full"  # residuals.yaml: measured ÷ predicted peak of published full-training runs
 # plain PyTorch has no fp8 training and no quantized serving kernels: those plans are probed in bf16, and say so
 PROBE_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "bf16", "fp32": "fp32", "int8": "bf16", "int4": "bf16"}
+# The Job's log holds the launchers' and frameworks' own lines too: the results are the one JSON line between these
+# marker lines (probe.py --print-results), which the documented command extracts.
+RESULTS_BEGIN = "----- mlinfra-compile probe results begin -----"
+RESULTS_END = "----- mlinfra-compile probe results end -----"
+EXTRACT_COMMAND = (
+    f"kubectl logs job/{{name}} | sed -n '/^{RESULTS_BEGIN}$/,/^{RESULTS_END}$/{{{{//!p}}}}' > probe-results.json"
+)
 DECODE_STEPS = 8  # decode steps timed after each prefill (the median is reported), each one token per sequence
 
 
@@ -217,6 +224,8 @@ def _probe(
                 choice=f"probe-job.yaml with {image}" if image else "no probe-job.yaml",
                 reason="a one-pod Job on one node of the plan's GPU, in the plan's own "
                 + ("training image" if k8s.training else "vLLM image (it ships PyTorch)")
+                + "; the log holds the results as one JSON line between marker lines: "
+                + EXTRACT_COMMAND.format(name=f"{plan.name}-probe")
                 if image
                 else f"the {engine.engine + ' engine' if engine else 'plan'}'s image has no PyTorch to run probe.py; submit probe.sbatch or run "
                 "probe.py under torchrun in a PyTorch image",

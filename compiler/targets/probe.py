@@ -93,6 +93,7 @@ def render_probe(plan: ResolvedPlan) -> list[OutputFile]:
     )
     files = [
         OutputFile("probe.py", script, 0o755),
+        OutputFile("probe_microbench.py", render("probe/probe_microbench.py.j2")),
         OutputFile("probe_environment.py", checks),
         OutputFile("probe.sbatch", sbatch, 0o755),
         OutputFile("settings.json", settings_text),
@@ -100,12 +101,19 @@ def render_probe(plan: ResolvedPlan) -> list[OutputFile]:
         OutputFile("REPORT.md", report),
     ]
     if probe.kubernetes:
-        files.append(
-            OutputFile(
-                "probe-job.yaml", dump_yaml_documents(_kubernetes_job(plan, probe, script, checks, settings_text))
-            )
-        )
+        carried = {f.path: f.text for f in files if f.path.endswith(".py") or f.path == "settings.json"}
+        carried.update((f.path, f.text) for f in job_files(probe) if _job_needs(f.path))
+        files.append(OutputFile("probe-job.yaml", dump_yaml_documents(_kubernetes_job(plan, probe, carried))))
     return files
+
+
+# what a reduced job needs to run (its launcher, framework configuration, plan.json): the ConfigMap carries only these
+JOB_RUN_FOLDERS = ("launch/", "deepspeed/", "fsdp/", "megatron/", "torchrun/")
+
+
+def _job_needs(path: str) -> bool:
+    top, _, rest = path.partition("/")
+    return not rest or rest in ("plan.json", "probe-plan.yaml") or rest.startswith(JOB_RUN_FOLDERS)
 
 
 def environment_checks() -> str:
@@ -114,13 +122,25 @@ def environment_checks() -> str:
     return resources.files(package).joinpath("probe_environment.py").read_text(encoding="utf-8")
 
 
-def _kubernetes_job(plan: ResolvedPlan, probe: Probe, script: str, checks: str, settings_text: str) -> list[dict]:
-    """A ConfigMap with probe.py and settings.json and a one-pod Job on one GPU node of the plan's type: the results
-    are printed to the log (`kubectl logs job/<plan>-probe > probe-results.json`)."""
+def _config_key(path: str) -> str:
+    """A ConfigMap key for a file path (keys are flat: [-._a-zA-Z0-9]+); the volume's items put it back at its path."""
+    return path.replace("/", ".-.")
+
+
+def _kubernetes_job(plan: ResolvedPlan, probe: Probe, carried: dict[str, str]) -> list[dict]:
+    """A ConfigMap with the probe's files and its reduced jobs' and a one-pod Job on one GPU node of the plan's type:
+    each job runs under its own launcher, then probe.py prints the results between marker lines in the log."""
     meta = {"name": probe.name, "namespace": plan.deployment.kubernetes.namespace, "labels": labels(plan, "probe")}
+    runs = "".join(
+        f'MLINFRA_PROBE_RESULTS="$PWD/probe-results.d/{l.folder}.json" bash {l.folder}/launch/torchrun.sh >&2 || '
+        f'echo "probe: layout {l.name} did not finish" >&2; '
+        for l in probe.layouts
+    )
     command = (
-        'python3 -m torch.distributed.run --standalone --nproc-per-node="$PROBE_PROCESSES" /probe/probe.py '
-        "--settings /probe/settings.json --out /tmp/probe-results.json >&2 && cat /tmp/probe-results.json"
+        "cp -rL /probe/. /tmp/probe && cd /tmp/probe && mkdir -p probe-results.d && "
+        f"export MLINFRA_PROBE_WARMUP_STEPS={probe.warmup_steps} MLINFRA_PROBE_STEPS={probe.steps}; {runs}"
+        'python3 -m torch.distributed.run --standalone --nproc-per-node="$PROBE_PROCESSES" probe.py '
+        "--settings settings.json --out /tmp/probe/probe-results.json --print-results"
     )
     container = {
         "name": "probe",
@@ -139,7 +159,13 @@ def _kubernetes_job(plan: ResolvedPlan, probe: Probe, script: str, checks: str, 
         "tolerations": tolerations(plan),
         "containers": [container],
         "volumes": [
-            {"name": "probe", "configMap": {"name": probe.name}},
+            {
+                "name": "probe",
+                "configMap": {
+                    "name": probe.name,
+                    "items": [{"key": _config_key(path), "path": path} for path in sorted(carried)],
+                },
+            },
             {"name": "dshm", "emptyDir": {"medium": "Memory"}},
         ],
     }
@@ -157,6 +183,6 @@ def _kubernetes_job(plan: ResolvedPlan, probe: Probe, script: str, checks: str, 
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": meta,
-        "data": {"probe.py": script, "probe_environment.py": checks, "settings.json": settings_text},
+        "data": {_config_key(path): text for path, text in sorted(carried.items())},
     }
     return [config, job]
