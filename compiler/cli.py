@@ -258,14 +258,14 @@ def run_explain(argv: list[str]) -> int:
     return status
 
 
-def _resolved(path: Path, probe: bool = False, probe_gpus: int | None = None):
+def _resolved(path: Path, probe: bool = False, probe_gpus: int | None = None, neighbours: bool = True):
     """(the resolved plan, EXIT_OK), or (None, the exit code) after printing why; `probe` decides the probe section."""
     from .deployment.probe import ProbeError
     from .diagnostics import InfeasiblePlan, PlanInputError
     from .pipeline import resolve
 
     try:
-        return resolve(path, probe=probe, probe_gpus=probe_gpus), EXIT_OK
+        return resolve(path, probe=probe, probe_gpus=probe_gpus, probe_neighbours=neighbours), EXIT_OK
     except ProbeError as exc:
         _print_error(terminal_text(f"{path}: error: {exc}  [no-probe]"))
         return None, EXIT_INVALID
@@ -306,8 +306,11 @@ def run_probe(argv: list[str]) -> int:
         metavar="N",
         help="GPUs of the one node to probe on (default: a node's)",
     )
+    parser.add_argument(
+        "--chosen-only", action="store_true", help="measure the plan's layout only, not its neighbours (one point)"
+    )
     args = parser.parse_args(argv)
-    plan, status = _resolved(args.plan, probe=True, probe_gpus=args.gpus)
+    plan, status = _resolved(args.plan, probe=True, probe_gpus=args.gpus, neighbours=not args.chosen_only)
     if plan is None:
         return status
     folder = args.out / plan.probe.name
@@ -348,7 +351,7 @@ def run_calibrate(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         results = load_results(args.results)
-        text, checked = _checked_site_file(results, args.site, args.results)
+        text, checked = _checked_site_file(results, args.site)
         _write_own_file(args.out, text)
     except ProbeError as exc:
         _print_error(one_line(f"{args.results}: error: {exc}  [invalid-results]"))
@@ -381,14 +384,14 @@ def one_line(text: str) -> str:
     return printable(text)  # every control character, line breaks included, shown escaped
 
 
-def _checked_site_file(results, site: str, shown_as: Path):
+def _checked_site_file(results, site: str):
     """The site file's text, validated as compile reads it and compiled against with each probed layout's plan."""
     from pydantic import ValidationError
 
     from .probe import ProbeError, round_trip, site_calibration_data, site_calibration_text
     from .site_calibration import SiteCalibration
 
-    data = site_calibration_data(results, site, str(shown_as))
+    data = site_calibration_data(results, site)
     try:
         SiteCalibration.model_validate(data)
     except ValidationError as exc:

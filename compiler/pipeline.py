@@ -41,6 +41,7 @@ def resolve(
     searches: SearchCache | None = None,
     probe: bool = False,
     probe_gpus: int | None = None,
+    probe_neighbours: bool = True,
 ) -> ResolvedPlan:
     """Load, validate and size one plan. `display_name` stands in for the path in messages and headers; `searches`
     is the run's shared search results (one_run), a fresh cache when the plan is compiled alone; `probe` also decides
@@ -70,7 +71,11 @@ def resolve(
         decisions=site_decisions,
     )
     ctx = PassContext(
-        catalog=catalog, searches=SearchCache() if searches is None else searches, probe=probe, probe_gpus=probe_gpus
+        catalog=catalog,
+        searches=SearchCache() if searches is None else searches,
+        probe=probe,
+        probe_gpus=probe_gpus,
+        probe_neighbours=probe_neighbours,
     )
     try:
         for size in PASSES:

@@ -46,11 +46,11 @@ def _architecture(layout: LayoutResult, where: str) -> dict:
         raise ProbeError(f"{where}.plan_text: not the reduced plan the probe wrote ({type(exc).__name__})") from None
 
 
-def _points(results: TrainingResults, shown_as: str) -> list[dict]:
+def _points(results: TrainingResults) -> list[dict]:
     return [
         {
             "gpu": results.gpu_id,
-            "architecture": _architecture(l, f"{shown_as}: layouts.{i}"),
+            "architecture": _architecture(l, f"layouts.{i}"),
             "gpus": l.tp * l.pp * l.dp,
             "tp": l.tp,
             "pp": l.pp,
@@ -106,7 +106,7 @@ def _interconnect(results: TrainingResults) -> dict | None:
     return fabric
 
 
-def site_calibration_data(results: TrainingResults, site: str, shown_as: str = "results") -> dict:
+def site_calibration_data(results: TrainingResults, site: str) -> dict:
     """The site calibration file's content for one probe's results: every layout it measured as a point (priced as
     its job was: framework, layout, reduced shape), the memory factor, the collectives, the warnings."""
     env = results.environment
@@ -119,7 +119,7 @@ def site_calibration_data(results: TrainingResults, site: str, shown_as: str = "
         "site": site,
         "measured_at": results.measured_at,
         "source": source[:1000],
-        "points": _points(results, shown_as),
+        "points": _points(results),
     }
     memory = _memory(results)
     if memory:

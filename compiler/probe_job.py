@@ -18,8 +18,37 @@ from .resolved import ResolvedPlan
 
 PROBE_TOKENS = 1_000_000  # the reduced plan's training amount: any; the probe runs a step budget, not the plan
 JOB_SCRIPT = "probe_train.py"
-# the neighbours of the chosen layout, tried in this order (each compiled; one the compiler refuses is left out)
-NEIGHBOURS = (("micro-batch ×2", {"micro_batch": 2.0}), ("micro-batch ÷2", {"micro_batch": 0.5}))
+WARMUP_STEPS, MEASURED_STEPS = 3, 10  # deployment/probe.py's, repeated here for Megatron's iteration count
+# Megatron-LM shortened through its own flags, placed after the plan's (argparse: the last one wins): mock data, the
+# step budget, every iteration logged (its "elapsed time per iteration (ms)" and memory report), no evaluation; the
+# plan's checkpoint is neither loaded nor written: --load/--save point at a scratch folder beside the probe (Megatron
+# has no flag to skip its final save: it writes the reduced model's weights there once, after the measured steps)
+MEGATRON_SCRATCH = "megatron-scratch"
+MEGATRON_PROBE_ARGS = (
+    "--mock-data",
+    "--train-iters",
+    str(WARMUP_STEPS + MEASURED_STEPS),
+    "--log-interval",
+    "1",
+    "--eval-iters",
+    "0",
+    "--save-interval",
+    "1000000",
+    "--save",
+    MEGATRON_SCRATCH,
+    "--load",
+    MEGATRON_SCRATCH,
+    "--no-save-optim",
+    "--no-save-rng",
+)
+# the neighbours of the chosen layout, tried in this order (each compiled; one the compiler refuses is left out):
+# what the step costs at half the TP (more data parallelism), twice and half the micro-batch
+NEIGHBOURS = (
+    ("TP ÷2", {"tp": 0.5}),
+    ("micro-batch ×2", {"micro_batch": 2.0}),
+    ("micro-batch ÷2", {"micro_batch": 0.5}),
+)
+MAX_LAYOUTS = 3  # the chosen layout and two neighbours: 3 × 13 steps stay well inside the time limit
 
 
 @dataclass(frozen=True)
@@ -58,7 +87,17 @@ def _architecture(plan: ResolvedPlan, layers: int) -> dict:
     return reduced.model_dump(mode="json", exclude_defaults=True)
 
 
-def job_spec(plan: ResolvedPlan, gpus: int, layers: int, micro_batch: int) -> dict:
+def _entrypoint(plan: ResolvedPlan, given: dict) -> dict:
+    """The probe's training script under the plan's launch kind; Megatron-LM: the plan's own pretrain script (it
+    must be reachable from the probe's folder, e.g. an absolute path in the image), shortened by its flags."""
+    kind = plan.deployment.launcher.kind
+    if kind == "megatron":
+        script = given.get("script", "pretrain_gpt.py")
+        return {**given, "kind": kind, "script": script, "args": [*given.get("args", []), *MEGATRON_PROBE_ARGS]}
+    return {**given, "kind": kind, "script": JOB_SCRIPT, "args": []}
+
+
+def job_spec(plan: ResolvedPlan, gpus: int, layers: int, micro_batch: int, tp: int | None = None) -> dict:
     """The reduced plan: the plan's spec with the model's layers reduced, one node of `gpus` GPUs of the chosen type,
     its decided framework, launch kind and layout pinned (PP 1: one node), the probe script as the entrypoint."""
     spec, par = plan.spec, plan.parallelism
@@ -66,14 +105,14 @@ def job_spec(plan: ResolvedPlan, gpus: int, layers: int, micro_batch: int) -> di
     train = data["train"]
     for key in ("tokens", "dataset_tokens", "epochs", "global_batch_tokens", "deadline", "data", "mtbf_gpu_hours"):
         train.pop(key, None)
-    tp = min(par.tp, gpus)
+    tp = min(tp or par.tp, gpus)
     dp = gpus // tp
     zero = par.zero_stage if dp > 1 else 0  # one data-parallel rank has nothing to shard
     train.update(
         tokens=PROBE_TOKENS,
         global_batch=dp * micro_batch,
         framework=par.framework,
-        entrypoint={**train["entrypoint"], "kind": plan.deployment.launcher.kind, "script": JOB_SCRIPT, "args": []},
+        entrypoint=_entrypoint(plan, train.get("entrypoint", {})),
     )
     cluster = {
         key: data["cluster"][key]
@@ -120,11 +159,11 @@ def resolve_text(text: str) -> ResolvedPlan:
 
 
 def _try(
-    plan: ResolvedPlan, gpus: int, layers: int, micro_batch: int, budget_bytes: float
+    plan: ResolvedPlan, gpus: int, layers: int, micro_batch: int, budget_bytes: float, tp: int | None = None
 ) -> tuple[str, ResolvedPlan] | None:
     """The reduced plan's text and resolution, or None when the compiler refuses it or its predicted peak exceeds
     the budget."""
-    text = yaml.safe_dump(job_spec(plan, gpus, layers, micro_batch), sort_keys=False, width=1 << 30)
+    text = yaml.safe_dump(job_spec(plan, gpus, layers, micro_batch, tp), sort_keys=False, width=1 << 30)
     try:
         resolved = resolve_text(text)
     except (InfeasiblePlan, PlanInputError):
@@ -143,20 +182,28 @@ def _most_layers(plan: ResolvedPlan, gpus: int, micro_batch: int, budget_bytes: 
     return low
 
 
-def probe_jobs(plan: ResolvedPlan, gpus: int, budget_bytes: float, layers: int | None = None) -> list[ProbeJob]:
+def probe_jobs(
+    plan: ResolvedPlan, gpus: int, budget_bytes: float, layers: int | None = None, neighbours: bool = True
+) -> list[ProbeJob]:
     """The chosen layout and the neighbours the compiler sizes at the same reduced depth, each predicted to peak
     under `budget_bytes` per GPU."""
     mb = plan.parallelism.micro_batch
-    layers = layers or _most_layers(plan, gpus, mb, budget_bytes)
+    # deep enough to measure, shallow enough that the twice-the-micro-batch neighbour fits too
+    layers = (
+        layers
+        or (neighbours and _most_layers(plan, gpus, 2 * mb, budget_bytes))
+        or _most_layers(plan, gpus, mb, budget_bytes)
+    )
     if layers < 1:
         return []
-    jobs = []
-    for name, change in (("chosen", {}), *NEIGHBOURS):
+    jobs, tp = [], min(plan.parallelism.tp, gpus)
+    for name, change in (("chosen", {}), *(NEIGHBOURS if neighbours else ())):
         b = max(1, round(mb * change.get("micro_batch", 1.0)))
-        if name != "chosen" and b == mb:
+        t = max(1, int(tp * change.get("tp", 1.0)))
+        if name != "chosen" and (b, t) == (mb, tp) or len(jobs) == MAX_LAYOUTS:
             continue
-        found = _try(plan, gpus, layers, b, budget_bytes)
+        found = _try(plan, gpus, layers, b, budget_bytes, t)
         if found is not None:
-            folder = "job" if name == "chosen" else f"job-mb{b}"
+            folder = "job" if name == "chosen" else (f"job-tp{t}" if t != tp else f"job-mb{b}")
             jobs.append(ProbeJob(name, folder, *found))
     return jobs

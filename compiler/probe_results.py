@@ -122,26 +122,26 @@ def _where(loc: tuple) -> str:
     return ".".join(str(part) for part in loc) or "(top level)"
 
 
-def parse_results(data: object, shown_as: str) -> TrainingResults:
-    """The results validated, or a ProbeError naming the file and the first wrong field."""
+def parse_results(data: object) -> TrainingResults:
+    """The results validated, or a ProbeError naming the first wrong field (the caller names the file)."""
     if not isinstance(data, dict):
-        raise ProbeError(f"{shown_as}: not probe results (a JSON object is expected)")
+        raise ProbeError("not probe results (a JSON object is expected)")
     version = data.get("version")
     if version != RESULTS_VERSION:
         raise ProbeError(
-            f"{shown_as}: version: results of version {RESULTS_VERSION} are expected, this file says "
+            f"version: results of version {RESULTS_VERSION} are expected, this file says "
             f"{json.dumps(version)[:40]}; run the probe that `mlinfra-compile probe` writes now"
         )
     if data.get("kind") == "serving":
         raise ProbeError(
-            f"{shown_as}: kind: serving results time an eager PyTorch stand-in of the model, not the plan's engine "
+            "kind: serving results time an eager PyTorch stand-in of the model, not the plan's engine "
             "(which runs decode under CUDA graphs); calibrate does not fit the engine's shares to them"
         )
     try:
         return TrainingResults.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise ProbeError(f"{shown_as}: {_where(first['loc'])}: {first['msg']}") from None
+        raise ProbeError(f"{_where(first['loc'])}: {first['msg']}") from None
 
 
 def load_results(path: Path) -> TrainingResults:
@@ -151,14 +151,14 @@ def load_results(path: Path) -> TrainingResults:
     try:
         raw = read_regular_file(path, str(path))
     except PlanInputError as exc:
-        raise ProbeError(exc.diagnostics[0].render()) from None
+        raise ProbeError(exc.diagnostics[0].message) from None
     if len(raw) > MAX_RESULTS_BYTES:
-        raise ProbeError(f"{path}: larger than {MAX_RESULTS_BYTES >> 20} MiB: not probe results")
+        raise ProbeError(f"larger than {MAX_RESULTS_BYTES >> 20} MiB: not probe results")
     try:
         data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise ProbeError(f"{path}: not JSON: {str(exc)[:200]}") from None
-    return parse_results(data, str(path))
+        raise ProbeError(f"not JSON: {str(exc)[:200]}") from None
+    return parse_results(data)
 
 
 def _no_constant(name: str):

@@ -47,9 +47,9 @@ from .sizing.training import TrainRequest, search_training
 from .source import load_yaml_file
 from .units import format_bytes, format_seconds
 
-BISECTION_STEPS = 30
+BISECTION_STEPS = 40
 # an achievable share of the datasheet peak; the floor lets a CPU run of the probe (a test of the loop) be fitted too
-SHARE_BOUNDS = (1e-7, 1.0)
+SHARE_BOUNDS = (1e-9, 1.0)
 # a link share: a CPU's gloo over loopback reaches ~1e-3 of NVLink; below 1e-5 nothing was measured
 LINK_SHARE_BOUNDS = (1e-5, 1.0)
 TOKENS = 1e9  # any count: the step time does not depend on it

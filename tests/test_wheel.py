@@ -50,6 +50,32 @@ def test_wheel_installs_and_compiles_outside_the_tree(tmp_path):
         [str(python), "-m", "mlinfra_compile", "--version"], cwd=work, capture_output=True, text=True
     )
     assert module.returncode == 0 and module.stdout.startswith("mlinfra-compile ")
+    _every_subcommand(env_dir / "bin" / "mlinfra-compile", work)
+
+
+def _every_subcommand(cli, work):
+    """Each subcommand from the installed package: compile, --check, schema, explain, diff, probe, calibrate (init
+    where the CLI has it); each exits 0 (calibrate: exit 2 with a located error on a file that is not results)."""
+
+    def run(*args):
+        return subprocess.run([str(cli), *args], cwd=work, capture_output=True, text=True, timeout=300)
+
+    (work / "new.yaml").write_text((work / "plan.yaml").read_text().replace("seq_len: 8192", "seq_len: 4096"))
+    (work / "bad.json").write_text('{"version": 3, "kind": "training"}')
+    commands = [
+        ("plan.yaml", "-o", "out", "--check"),
+        ("explain", "plan.yaml"),
+        ("diff", "plan.yaml", "new.yaml"),
+        ("probe", "plan.yaml", "-o", "out", "--gpus", "1"),
+    ]
+    if "init" in run("--help").stdout:
+        commands.append(("init", "--help"))
+    for command in commands:
+        result = run(*command)
+        assert result.returncode in (0, 1) if command[0] == "diff" else result.returncode == 0, (command, result.stderr)
+    assert (work / "out/llama3-8b-pretrain-probe/job/launch/torchrun.sh").is_file()
+    calibrate = run("calibrate", "bad.json", "-o", "site.yaml")
+    assert calibrate.returncode == 2 and "bad.json: layouts" in calibrate.stderr, calibrate.stderr
 
 
 @pytest.mark.slow

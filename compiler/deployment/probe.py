@@ -92,7 +92,7 @@ def _layout(job, why: str) -> ProbeLayout:
     )
 
 
-def training_probe(plan: ResolvedPlan, catalog: Catalog, gpus: int | None = None) -> Probe:
+def training_probe(plan: ResolvedPlan, catalog: Catalog, gpus: int | None = None, neighbours: bool = True) -> Probe:
     """The plan's emitted job on one node, shortened (probe_job.py): the most layers whose compiled job's predicted
     peak × the P90 memory margin fits a GPU, at the chosen layout and the neighbours the compiler also sizes."""
     from ..probe_job import probe_jobs
@@ -101,7 +101,7 @@ def training_probe(plan: ResolvedPlan, catalog: Catalog, gpus: int | None = None
     processes = min(hw.gpus, hw.gpus_per_node, gpus or hw.gpus_per_node)
     usable = usable_memory_bytes(hw.gpu_memory_bytes)
     margin = max(1.0, catalog.residuals[MEMORY_FAMILY].p90)
-    jobs = probe_jobs(plan, processes, usable / margin)
+    jobs = probe_jobs(plan, processes, usable / margin, neighbours=neighbours)
     if not jobs:
         raise ProbeError(
             f"not one layer of the model fits {processes} × {hw.gpu} at the plan's layout with the memory margin: "
@@ -132,8 +132,13 @@ def training_probe(plan: ResolvedPlan, catalog: Catalog, gpus: int | None = None
         DeploymentDecision(
             topic="probe layouts",
             choice=", ".join(f"{j.name} ({j.folder}/)" for j in jobs),
-            reason="the chosen layout and its micro-batch neighbours that the compiler sizes at the same depth; "
-            "each records the compiler's step and memory for exactly that job, which calibrate prices the same way",
+            reason=(
+                "the chosen layout and the neighbours (half the TP, twice and half the micro-batch) that the "
+                "compiler sizes at the same depth; "
+                if neighbours
+                else "the chosen layout only (--chosen-only): one point, which calibrate fits exactly; "
+            )
+            + "each records the compiler's step and memory for exactly that job, which calibrate prices the same way",
         ),
         DeploymentDecision(
             topic="probe time limit",
@@ -343,13 +348,13 @@ def serving_probe(plan: ResolvedPlan) -> Probe:
     return _probe(plan, "serving", reduced, layers, 1, precision, prompt, [], serving, decisions)
 
 
-def decide_probe(plan: ResolvedPlan, catalog: Catalog, gpus: int | None = None) -> Probe:
+def decide_probe(plan: ResolvedPlan, catalog: Catalog, gpus: int | None = None, neighbours: bool = True) -> Probe:
     if plan.model is None or plan.stages or plan.model.architecture.kind != "decoder":
         raise ProbeError(
             "the probe measures decoder models (training, or serving with one stage); vision and multi-stage probes are not built"
         )
     if plan.training is not None:
-        return training_probe(plan, catalog, gpus)
+        return training_probe(plan, catalog, gpus, neighbours)
     if plan.model.architecture.uses_mla:
         raise ProbeError("the serving probe builds grouped-query attention; an MLA model's KV cache is not built")
     return serving_probe(plan)

@@ -22,3 +22,4 @@ class PassContext:
     searches: SearchCache = field(default_factory=SearchCache)
     probe: bool = False
     probe_gpus: int | None = None  # the probe's GPUs on its one node (None: the node's, up to the plan's)
+    probe_neighbours: bool = True  # False: the probe measures the chosen layout only

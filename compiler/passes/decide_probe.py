@@ -10,4 +10,4 @@ from .context import PassContext
 def decide_probe(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     if not ctx.probe:
         return plan
-    return plan.model_copy(update={"probe": decide(plan, ctx.catalog, ctx.probe_gpus)})
+    return plan.model_copy(update={"probe": decide(plan, ctx.catalog, ctx.probe_gpus, ctx.probe_neighbours)})

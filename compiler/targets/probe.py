@@ -127,15 +127,25 @@ def _config_key(path: str) -> str:
     return path.replace("/", ".-.")
 
 
+def _layout_run(layout) -> str:
+    """One layout's job in the pod's shell: its launcher, its log kept, Megatron-LM's log read into results."""
+    results, log = f"$PWD/probe-results.d/{layout.folder}.json", f"probe-results.d/{layout.folder}.log"
+    parse = (
+        f' && MLINFRA_PROBE_RESULTS="{results}" python3 probe_train.py --megatron-log {log}'
+        if layout.launch_kind == "megatron"
+        else ""
+    )
+    return (
+        f'(MLINFRA_PROBE_RESULTS="{results}" bash {layout.folder}/launch/torchrun.sh 2>&1 | tee {log} >&2){parse} || '
+        f'echo "probe: layout {layout.name} did not finish" >&2; '
+    )
+
+
 def _kubernetes_job(plan: ResolvedPlan, probe: Probe, carried: dict[str, str]) -> list[dict]:
     """A ConfigMap with the probe's files and its reduced jobs' and a one-pod Job on one GPU node of the plan's type:
     each job runs under its own launcher, then probe.py prints the results between marker lines in the log."""
     meta = {"name": probe.name, "namespace": plan.deployment.kubernetes.namespace, "labels": labels(plan, "probe")}
-    runs = "".join(
-        f'MLINFRA_PROBE_RESULTS="$PWD/probe-results.d/{l.folder}.json" bash {l.folder}/launch/torchrun.sh >&2 || '
-        f'echo "probe: layout {l.name} did not finish" >&2; '
-        for l in probe.layouts
-    )
+    runs = "".join(_layout_run(l) for l in probe.layouts)
     command = (
         "cp -rL /probe/. /tmp/probe && cd /tmp/probe && mkdir -p probe-results.d && "
         f"export MLINFRA_PROBE_WARMUP_STEPS={probe.warmup_steps} MLINFRA_PROBE_STEPS={probe.steps}; {runs}"

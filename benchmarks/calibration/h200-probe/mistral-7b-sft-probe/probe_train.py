@@ -12,6 +12,7 @@ memory the framework's allocator reports (torch.cuda.max_memory_allocated/reserv
 
 import json
 import os
+import re
 import resource
 import statistics
 import sys
@@ -22,7 +23,7 @@ import torch.distributed as dist
 
 WARMUP = int(os.environ.get("MLINFRA_PROBE_WARMUP_STEPS", "3"))
 STEPS = int(os.environ.get("MLINFRA_PROBE_STEPS", "10"))
-OUT_DIR = os.environ["MLINFRA_OUT_DIR"]
+OUT_DIR = os.environ.get("MLINFRA_OUT_DIR", ".")
 DEVICE = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if torch.cuda.is_available() else torch.device("cpu")
 
 
@@ -96,9 +97,17 @@ def run_deepspeed(plan, device, argv):
     import deepspeed
 
     config = argv[argv.index("--deepspeed_config") + 1]
+    with open(config, encoding="utf-8") as handle:
+        zero = json.load(handle).get("zero_optimization", {})
     deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo")
     model = llama(plan)
-    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
+    if zero.get("offload_optimizer", {}).get("device") == "cpu":  # ZeRO-Offload steps AdamW on the host
+        from deepspeed.ops.adam import DeepSpeedCPUAdam as optimizer_class
+    else:
+        optimizer_class = torch.optim.AdamW
+    engine, _, _, _ = deepspeed.initialize(
+        model=model, optimizer=lambda params: optimizer_class(params, lr=1e-5), config=config
+    )
     accum, clock = engine.gradient_accumulation_steps(), Clock(device)
     batch = tokens(plan, engine.train_micro_batch_size_per_gpu(), engine.device)
 
@@ -184,8 +193,8 @@ def run_trainer(plan, device, argv):
     import transformers
     from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments
 
-    if device.type == "cpu" and os.environ.get("DS_ACCELERATOR") == "cpu":
-        transformers.training_args.is_torch_bf16_gpu_available = lambda: True
+    if device.type == "cpu" and os.environ.get("MLINFRA_PROBE_CPU_LOOP") == "1":
+        cpu_stands_in_for_the_gpu(transformers)
     (args,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses(argv)
     args.max_steps, args.save_strategy, args.report_to = WARMUP + STEPS, "no", []
     clock = Clock(device)
@@ -204,7 +213,51 @@ def run_trainer(plan, device, argv):
                    "zero_stage": engine.zero_optimization_stage() if engine else 0}
 
 
+MEGATRON_STEP = re.compile(r" iteration +(\d+)/ *\d+ \|.* elapsed time per iteration \(ms\): ([0-9.]+) \|")
+MEGATRON_MEMORY = re.compile(r"\| max allocated: ([0-9.]+) \| reserved: [0-9.]+ \| max reserved: ([0-9.]+)")
+
+
+def megatron_row(log_path):
+    """Megatron-LM's own reporting, read from its log: each iteration's "elapsed time per iteration (ms)"
+    (training_log) and the largest "max allocated"/"max reserved" of its memory reports (report_memory, MiB)."""
+    with open(log_path, encoding="utf-8", errors="replace") as handle:
+        text = handle.read()
+    steps = {int(i): float(ms) / 1000 for i, ms in MEGATRON_STEP.findall(text)}
+    measured = [seconds for i, seconds in sorted(steps.items()) if i > WARMUP]
+    memory = [(float(a), float(r)) for a, r in MEGATRON_MEMORY.findall(text)]
+    if not measured or not memory:
+        sys.exit(f"probe: {log_path}: no Megatron-LM iteration or memory report after {WARMUP} warm-up steps")
+    allocated, reserved = (max(m[i] for m in memory) * 2**20 for i in (0, 1))
+    return {"launch_kind": "megatron", "framework": "megatron", "device": "cuda", "steps_seconds": measured,
+            "step_seconds": statistics.median(measured), "peak_allocated_bytes": int(allocated),
+            "peak_reserved_bytes": int(reserved), "framework_reported": {"iterations": len(steps)}}
+
+
+def cpu_stands_in_for_the_gpu(transformers):
+    """A CPU run of the loop (CI, MLINFRA_PROBE_CPU_LOOP=1): TrainingArguments refuses bf16 without a bf16 GPU, and
+    Accelerate's PartialState under torchrun on a CPU would run each rank alone; with these two answers the parsing,
+    DeepSpeed's checks and the step stay transformers' and DeepSpeed's own, on gloo."""
+    from accelerate.state import PartialState
+    from accelerate.utils import DistributedType
+
+    transformers.training_args.is_torch_bf16_gpu_available = lambda: True
+    prepare = PartialState._prepare_backend
+
+    def gloo_when_no_device(self, cpu=False, sagemaker_dp=False, backend=None):
+        chosen, kind = prepare(self, cpu, sagemaker_dp, backend)
+        if kind == DistributedType.NO and int(os.environ.get("LOCAL_RANK", -1)) != -1:
+            return "gloo", DistributedType.MULTI_CPU
+        return chosen, kind
+
+    PartialState._prepare_backend = gloo_when_no_device
+
+
 def main():
+    if sys.argv[1:2] == ["--megatron-log"]:  # after a Megatron-LM job: its log to results
+        row = megatron_row(sys.argv[2])
+        with open(os.environ["MLINFRA_PROBE_RESULTS"], "w", encoding="utf-8") as handle:
+            json.dump(row, handle, indent=2, sort_keys=True)
+        return
     plan = job_plan()
     launcher, argv = plan["deployment"]["launcher"], sys.argv[1:]
     cuda, device = torch.cuda.is_available(), DEVICE
