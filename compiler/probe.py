@@ -69,8 +69,10 @@ def _points(results: TrainingResults) -> list[dict]:
 
 
 def _memory(results: TrainingResults) -> dict | None:
-    """The site's memory factor: the largest measured ÷ predicted peak reserved memory over the layouts (none when
-    nothing was measured)."""
+    """The site's memory factor: the largest measured ÷ predicted peak reserved memory over the layouts; none when
+    nothing was measured, or measured on a CPU (a resident set, not a caching allocator's peak: no GPU margin)."""
+    if results.environment.device != "cuda":
+        return None
     points = [
         {
             "layout": l.name,

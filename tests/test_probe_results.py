@@ -18,10 +18,10 @@ from tests.test_probe import tiny
 HOSTILE = "x\n::set-output name=leak::1\n::add-mask::y\r\u202etxt"
 
 
-def synthetic_results(tmp_path, chosen_only: bool = False) -> dict:
-    """Results as probe.py writes them for the tiny DDP plan's probe, with measured values made up (1.25 × the
-    predicted step, 1.1 × the predicted peak): a well-formed file to break."""
-    (tmp_path / "plan.yaml").write_text(tiny("ddp"))
+def synthetic_results(tmp_path, chosen_only: bool = False, plan_text: str | None = None) -> dict:
+    """Results as probe.py writes them for a plan's probe (the tiny DDP plan's unless given), with measured values
+    made up (1.25 × the predicted step, 1.1 × the predicted peak): a well-formed file to break."""
+    (tmp_path / "plan.yaml").write_text(plan_text or tiny("ddp"))
     plan = resolve(tmp_path / "plan.yaml", probe=True, probe_neighbours=not chosen_only)
     files = {f.path: f.text for f in probe_files(plan).files}
     settings = json.loads(files["settings.json"])
@@ -39,10 +39,10 @@ def synthetic_results(tmp_path, chosen_only: bool = False) -> dict:
     return {
         "version": 3,
         "kind": "training",
-        "plan": "tiny-probe",
-        "gpu_id": "h100-sxm-80gb",
-        "world_size": 2,
-        "seq_len": 64,
+        "plan": plan.name,
+        "gpu_id": plan.hardware.gpu,
+        "world_size": plan.probe.processes,
+        "seq_len": plan.training.seq_len,
         "precision": "bf16",
         "layouts": layouts,
         "layouts_failed": [],
