@@ -338,7 +338,7 @@ CALIBRATION_MARK = "# Written by mlinfra-compile calibrate"
 
 
 def run_calibrate(argv: list[str]) -> int:
-    from .probe import ROUND_TRIP_TOLERANCE, ProbeError, load_results, results_warnings
+    from .probe import ROUND_TRIP_TOLERANCE, ProbeError, checked_site_file, load_results, results_warnings
 
     parser = _Parser(
         prog="mlinfra-compile calibrate",
@@ -351,7 +351,7 @@ def run_calibrate(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         results = load_results(args.results)
-        text, checked = _checked_site_file(results, args.site)
+        text, (checked, notes) = checked_site_file(results, args.site)
         _write_own_file(args.out, text)
     except ProbeError as exc:
         _print_error(one_line(f"{args.results}: error: {exc}  [invalid-results]"))
@@ -360,15 +360,17 @@ def run_calibrate(argv: list[str]) -> int:
         return _os_error(exc, args.out)
     for warning in results_warnings(results):
         _print_error(one_line(f"{args.results}: warning: {warning}  [probe-environment]"))
+    for note in notes:
+        _print_error(one_line(f"{args.results}: warning: {note}  [calibration-infeasible]"))
     for name, predicted, measured in checked:
         off = predicted / measured - 1
-        line = f"layout {name}: measured {measured:.4g} s, calibrated prediction {predicted:.4g} s ({off:+.1%})"
+        line = f"{name}: measured {measured:.4g} s, calibrated prediction {predicted:.4g} s ({off:+.1%})"
         print(one_line(line))
         if abs(off) > ROUND_TRIP_TOLERANCE:
             _print_error(
                 one_line(
-                    f"{args.results}: warning: layout {name}: the calibrated prediction is {off:+.1%} off its "
-                    f"measurement (one share fits all layouts; more than {ROUND_TRIP_TOLERANCE:.0%} means the step "
+                    f"{args.results}: warning: {name}: the calibrated prediction is {off:+.1%} off its "
+                    f"measurement (one share fits every point; more than {ROUND_TRIP_TOLERANCE:.0%} means the step "
                     "model does not scale as this site does)  [calibration-residual]"
                 )
             )
@@ -382,24 +384,6 @@ def one_line(text: str) -> str:
     from .diagnostics import printable
 
     return printable(text)  # every control character, line breaks included, shown escaped
-
-
-def _checked_site_file(results, site: str):
-    """The site file's text, validated as compile reads it and compiled against with each probed layout's plan."""
-    from pydantic import ValidationError
-
-    from .probe import ProbeError, round_trip, site_calibration_data, site_calibration_text
-    from .site_calibration import SiteCalibration
-
-    data = site_calibration_data(results, site)
-    try:
-        SiteCalibration.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(map(str, first["loc"]))
-        raise ProbeError(f"the site file would not validate: {where}: {first['msg']}") from None
-    text = site_calibration_text(data)
-    return text, round_trip(results, text)
 
 
 def _write_own_file(path: Path, text: str) -> None:

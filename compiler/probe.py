@@ -14,7 +14,12 @@ import yaml
 
 from .deployment.probe import ProbeError
 from .probe_environment import environment_warnings
-from .probe_results import LayoutResult, TrainingResults, load_results  # noqa: F401  (load_results: the CLI's)
+from .probe_results import (  # noqa: F401  (load_results: the CLI's)
+    LayoutResult,
+    ServingResults,
+    TrainingResults,
+    load_results,
+)
 from .resolved import ResolvedPlan
 from .targets.base import with_header
 from .targets.probe import job_files, render_probe
@@ -24,7 +29,10 @@ from .writer import RenderedPlan
 def probe_files(plan: ResolvedPlan) -> RenderedPlan:
     """out/<plan>-probe/: the files of a plan resolved with its probe section (pipeline.resolve(probe=True)); the
     reduced jobs' files carry their own headers."""
-    own = [with_header(f, plan.plan_file, plan.name) for f in render_probe(plan)]
+    own = [
+        f if f.path.startswith("engine/") else with_header(f, plan.plan_file, plan.name)  # the engine's: headed
+        for f in render_probe(plan)
+    ]
     return RenderedPlan(plan.probe.name, tuple(sorted(own + job_files(plan.probe), key=lambda f: f.path)))
 
 
@@ -108,9 +116,59 @@ def _interconnect(results: TrainingResults) -> dict | None:
     return fabric
 
 
-def site_calibration_data(results: TrainingResults, site: str) -> dict:
+def _serving_points(results: ServingResults) -> list[dict]:
+    """The engine's medians as serving steps: time to first token at concurrency 1 is one prefill of a prompt; time
+    per output token at concurrency C is one decode step of C sequences at the mean context (prompt + half the
+    output)."""
+    common = {
+        "gpu": results.gpu_id,
+        "architecture": results.architecture.model_dump(mode="json", exclude_defaults=True),
+        "precision": results.precision,
+        "tp": results.tp,
+    }
+    points = [
+        {
+            **common,
+            "phase": "prefill",
+            "batch": 1,
+            "tokens": results.prompt_tokens,
+            "step_seconds": p.median_ttft_ms / 1e3,
+        }
+        for p in results.points
+        if p.concurrency == 1
+    ]
+    context = results.prompt_tokens + results.output_tokens / 2
+    points += [
+        {**common, "phase": "decode", "batch": p.concurrency, "tokens": context, "step_seconds": p.median_tpot_ms / 1e3}
+        for p in results.points
+    ]
+    return points
+
+
+def _serving_data(results: ServingResults, site: str) -> dict:
+    env = results.environment
+    source = (
+        f"mlinfra-compile serving probe of plan {results.plan} on {env.host} ({results.device_name}): vLLM's "
+        f"`vllm bench serve` at concurrency {', '.join(str(p.concurrency) for p in results.points)}"
+    )
+    data = {
+        "site": site,
+        "measured_at": results.measured_at,
+        "source": source[:1000],
+        "serving_points": _serving_points(results),
+    }
+    warnings = results_warnings(results)
+    if warnings:
+        data["warnings"] = warnings
+    return data
+
+
+def site_calibration_data(results: TrainingResults | ServingResults, site: str) -> dict:
     """The site calibration file's content for one probe's results: every layout it measured as a point (priced as
-    its job was: framework, layout, reduced shape), the memory factor, the collectives, the warnings."""
+    its job was: framework, layout, reduced shape), the memory factor, the collectives, the warnings; serving results:
+    the engine's measured steps."""
+    if isinstance(results, ServingResults):
+        return _serving_data(results, site)
     env = results.environment
     source = (
         f"mlinfra-compile probe of plan {results.plan} on {env.host} ({results.device_name}, torch {env.torch}); "
@@ -139,7 +197,7 @@ def site_calibration_text(data: dict) -> str:
     return CALIBRATION_HEADER + yaml.safe_dump(data, sort_keys=False, width=1 << 30)
 
 
-def results_warnings(results: TrainingResults) -> list[str]:
+def results_warnings(results: TrainingResults | ServingResults) -> list[str]:
     """The environment checks (probe_environment.py) on the results' recorded environment against what the plan's GPU
     catalog entry led the probe to expect: the same checks the probe ran on the node (none without `expected`)."""
     if results.expected is None:
@@ -147,12 +205,59 @@ def results_warnings(results: TrainingResults) -> list[str]:
     return environment_warnings(results.environment.model_dump(), results.expected.model_dump())
 
 
-def round_trip(results: TrainingResults, text: str) -> list[tuple[str, float, float]]:
+def _serving_round_trip(results: ServingResults, text: str) -> tuple[list[tuple[str, float, float]], list[str]]:
+    """The plan compiled with the site file (a plan that no longer meets its targets is a note, not an error: the
+    site is what it is), and each measured step's prediction with the fitted shares."""
+    from .catalog.catalog import load_catalog
+    from .diagnostics import InfeasiblePlan, PlanInputError
+    from .probe_job import resolve_in
+    from .site_calibration import CalibrationError, SiteCalibration, _predicted_serving_step, calibrate
+
+    site = SiteCalibration.model_validate(yaml.safe_load(text))
+    try:
+        catalog, _ = calibrate(load_catalog(), site)
+    except CalibrationError as exc:
+        raise ProbeError(f"the site file does not calibrate: {exc}") from None
+    gpu = catalog.gpus[results.gpu_id]
+    checked = [
+        (
+            f"{p.phase} step at batch {p.batch}",
+            _predicted_serving_step(
+                p, catalog, gpu.achievable_matmul_fraction, gpu.achievable_memory_bandwidth_fraction
+            ),
+            p.step_seconds,
+        )
+        for p in site.serving_points
+    ]
+    notes = []
+    with tempfile.TemporaryDirectory(prefix="mlinfra-calibrate-") as folder:
+        Path(folder, "site-calibration.yaml").write_text(text, encoding="utf-8")
+        plan = yaml.safe_load(results.plan_text)
+        if not isinstance(plan, dict) or "catalog" in (plan.get("cluster") or {}):
+            raise ProbeError("plan_text: not the plan the probe wrote")
+        plan.setdefault("cluster", {})["calibration"] = "site-calibration.yaml"
+        try:
+            resolve_in(Path(folder), yaml.safe_dump(plan, sort_keys=False))
+        except PlanInputError as exc:
+            raise ProbeError(
+                f"plan_text: the site file does not compile the plan: {exc.diagnostics[0].message}"
+            ) from None
+        except InfeasiblePlan as exc:
+            notes.append(f"with this site's measured steps the plan does not meet its targets: {exc}")
+    return checked, notes
+
+
+def round_trip(
+    results: TrainingResults | ServingResults, text: str
+) -> tuple[list[tuple[str, float, float]], list[str]]:
     """The site file checked as a plan uses it: each probed layout's reduced plan compiled with the file as its
-    cluster.calibration (a failure is a ProbeError naming the layout); (layout, calibrated prediction, measured)."""
+    cluster.calibration (a failure is a ProbeError naming the layout); (layout, calibrated prediction, measured)
+    and notes."""
     from .diagnostics import InfeasiblePlan, PlanInputError
     from .probe_job import resolve_in
 
+    if isinstance(results, ServingResults):
+        return _serving_round_trip(results, text)
     checked = []
     with tempfile.TemporaryDirectory(prefix="mlinfra-calibrate-") as folder:
         Path(folder, "site-calibration.yaml").write_text(text, encoding="utf-8")
@@ -166,5 +271,22 @@ def round_trip(results: TrainingResults, text: str) -> list[tuple[str, float, fl
                 raise ProbeError(f"layouts.{i} ({layout.name}): the site file does not compile it: {message}") from None
             except InfeasiblePlan as exc:
                 raise ProbeError(f"layouts.{i} ({layout.name}): with the site file it does not fit: {exc}") from None
-            checked.append((layout.name, resolved.training.step_seconds, layout.step_seconds))
-    return checked
+            checked.append((f"layout {layout.name}", resolved.training.step_seconds, layout.step_seconds))
+    return checked, []
+
+
+def checked_site_file(results: TrainingResults | ServingResults, site: str):
+    """The site file's text, validated as compile reads it and compiled against with each probed layout's plan."""
+    from pydantic import ValidationError
+
+    from .site_calibration import SiteCalibration
+
+    data = site_calibration_data(results, site)
+    try:
+        SiteCalibration.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise ProbeError(f"the site file would not validate: {where}: {first['msg']}") from None
+    text = site_calibration_text(data)
+    return text, round_trip(results, text)

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from .catalog.types import CatalogId, CatalogText
+from .catalog.types import Architecture, CatalogId, CatalogText
 from .deployment.probe import ProbeError
 
 RESULTS_VERSION = 3
@@ -118,11 +118,40 @@ class TrainingResults(_Read):
     expected: Expected | None = None
 
 
+class BenchPoint(_Read):
+    """One `vllm bench serve` run at a concurrency: the engine's own medians."""
+
+    concurrency: int = Field(ge=1, le=100_000)
+    completed: int = Field(ge=1, le=10_000_000)
+    median_ttft_ms: Annotated[float, Field(gt=0, le=1e9), AfterValidator(_finite)]
+    median_tpot_ms: Annotated[float, Field(gt=0, le=1e9), AfterValidator(_finite)]
+    output_throughput: Rate = 0.0
+
+
+class ServingResults(_Read):
+    version: Literal[3]
+    kind: Literal["serving"]
+    engine: Literal["vllm"]
+    plan: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+    gpu_id: CatalogId
+    architecture: Architecture
+    precision: Literal["bf16", "fp16"]
+    tp: int = Field(ge=1, le=1024)
+    prompt_tokens: int = Field(ge=1, le=10_000_000)
+    output_tokens: int = Field(ge=2, le=10_000_000)
+    points: list[BenchPoint] = Field(min_length=1, max_length=32)
+    plan_text: str = Field(max_length=200_000, description="the plan the engine was launched from")
+    measured_at: Annotated[str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]
+    device_name: NodeText
+    environment: Environment = Field(default_factory=Environment)
+    expected: Expected | None = None
+
+
 def _where(loc: tuple) -> str:
     return ".".join(str(part) for part in loc) or "(top level)"
 
 
-def parse_results(data: object) -> TrainingResults:
+def parse_results(data: object) -> TrainingResults | ServingResults:
     """The results validated, or a ProbeError naming the first wrong field (the caller names the file)."""
     if not isinstance(data, dict):
         raise ProbeError("not probe results (a JSON object is expected)")
@@ -132,19 +161,20 @@ def parse_results(data: object) -> TrainingResults:
             f"version: results of version {RESULTS_VERSION} are expected, this file says "
             f"{json.dumps(version)[:40]}; run the probe that `mlinfra-compile probe` writes now"
         )
-    if data.get("kind") == "serving":
+    if data.get("kind") == "serving" and data.get("engine") != "vllm":
         raise ProbeError(
-            "kind: serving results time an eager PyTorch stand-in of the model, not the plan's engine "
-            "(which runs decode under CUDA graphs); calibrate does not fit the engine's shares to them"
+            "engine: serving results of an eager PyTorch stand-in of the model are not the plan's engine "
+            "(which runs decode under CUDA graphs); calibrate fits serving shares to the engine's own benchmark only"
         )
+    model = ServingResults if data.get("kind") == "serving" else TrainingResults
     try:
-        return TrainingResults.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise ProbeError(f"{_where(first['loc'])}: {first['msg']}") from None
 
 
-def load_results(path: Path) -> TrainingResults:
+def load_results(path: Path) -> TrainingResults | ServingResults:
     from .diagnostics import PlanInputError
     from .source import read_regular_file
 

@@ -93,8 +93,8 @@ class SitePoint(_Strict):
 
 
 class ServingPoint(_Strict):
-    """One serving step measured on one GPU (no TP): a prefill of `batch` prompts of `tokens` tokens, `prefill_group`
-    prompts per forward, or one decode step of `batch` sequences at `tokens` tokens of context."""
+    """One serving step measured on one replica (TP `tp`): a prefill of `batch` prompts of `tokens` tokens,
+    `prefill_group` prompts per forward, or one decode step of `batch` sequences at `tokens` tokens of context."""
 
     gpu: CatalogId
     model: CatalogId | None = Field(None, description="a catalog preset id (or give the architecture)")
@@ -104,6 +104,7 @@ class ServingPoint(_Strict):
     batch: int = Field(ge=1, le=100_000)
     tokens: float = Field(ge=1, le=10_000_000, description="prefill: prompt tokens; decode: context tokens")
     prefill_group: int = Field(1, ge=1, le=100_000)
+    tp: int = Field(1, ge=1, le=1024, description="the replica's tensor parallelism (the engine's own, measured)")
     step_seconds: float = Field(gt=1e-9, le=1e6)
 
     @model_validator(mode="after")
@@ -252,10 +253,10 @@ def _serving_model(point: ServingPoint, catalog: Catalog, gpu) -> ReplicaModel:
         params=params,
         precision=point.precision,
         dtype=compute_dtype(point.precision, gpu),
-        tp=1,
+        tp=point.tp,
         pp=1,
-        weights_bytes_per_gpu=weights_bytes_per_gpu(params, arch, point.precision, 1, 1),
-        kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu(arch, 2, 1, 1),
+        weights_bytes_per_gpu=weights_bytes_per_gpu(params, arch, point.precision, point.tp, 1),
+        kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu(arch, 2, point.tp, 1),
     )
 
 
@@ -330,10 +331,15 @@ def _decision(
     )
     return Decision(
         topic=f"site calibration ({gpu_id}{'' if what == 'matmul' else ', HBM'})",
-        choice=f"achievable {'matmul' if what == 'matmul' else 'HBM bandwidth'} share {before_share:.3f} → {share:.3f}",
+        choice=f"achievable {'matmul' if what == 'matmul' else 'HBM bandwidth'} share {_share_text(before_share)} → {_share_text(share)}",
         reason=f"{len(points)} {_what_points(points)} measured at {site.site} on {site.measured_at} ({site.source}): {measured}; "
         f"predicted ÷ measured {before:.3g} with the catalog's share, {after:.3g} with the site's{bound}",
     )
+
+
+def _share_text(share: float) -> str:
+    """Three decimals, as the catalog writes shares; a CPU run's tiny share in three significant figures."""
+    return f"{share:.3f}" if share >= 0.001 else f"{share:.3g}"
 
 
 def _what_points(points: list) -> str:

@@ -102,7 +102,8 @@ def test_one_layout_round_trips_within_five_percent(tmp_path, capsys):
     ("change", "message"),
     [
         (lambda r: r.update(version=2), "version: results of version 3 are expected"),
-        (lambda r: r.update(kind="serving"), "kind: serving results time an eager PyTorch stand-in"),
+        (lambda r: r.update(kind="serving"), "engine: serving results of an eager PyTorch stand-in"),
+        (lambda r: r.update(kind="serving", engine="vllm"), "architecture: Field required"),
         (lambda r: r["layouts"][0].update(step_seconds=-1), "layouts.0.step_seconds: Input should be greater"),
         (lambda r: r["layouts"][1].pop("plan_text"), "layouts.1.plan_text: Field required"),
         (lambda r: r["environment"].update(host=HOSTILE), "environment.host: Value error, character '\\n'"),

@@ -11,11 +11,9 @@ from __future__ import annotations
 import math
 
 from ..catalog.catalog import Catalog
-from ..catalog.params import count_params
 from ..catalog.types import Architecture
 from ..probe_environment import POWER_TOLERANCE
 from ..resolved import ResolvedPlan
-from ..sizing.serve_memory import kv_bytes_per_token, weights_bytes_total
 from ..sizing.train_memory import usable_memory_bytes
 from ..units import format_bytes
 from .model import DeploymentDecision, Directive
@@ -33,8 +31,6 @@ GEMM_SIZE, COPY_BYTES = 4096, 1 << 30
 # sizes ... it makes more sense to look at the bandwidth"; bus bandwidth plateaus above ~100 MB on NVLink).
 COLLECTIVE_BYTES = (1 << 20, 16 << 20, 256 << 20)
 MEMORY_FAMILY = "memory-full"  # residuals.yaml: measured ÷ predicted peak of published full-training runs
-# plain PyTorch has no fp8 training and no quantized serving kernels: those plans are probed in bf16, and say so
-PROBE_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "bf16", "fp32": "fp32", "int8": "bf16", "int4": "bf16"}
 # The Job's log holds the launchers' and frameworks' own lines too: the results are the one JSON line between these
 # marker lines (probe.py --print-results), which the documented command extracts.
 RESULTS_BEGIN = "----- mlinfra-compile probe results begin -----"
@@ -42,7 +38,7 @@ RESULTS_END = "----- mlinfra-compile probe results end -----"
 EXTRACT_COMMAND = (
     f"kubectl logs job/{{name}} | sed -n '/^{RESULTS_BEGIN}$/,/^{RESULTS_END}$/{{{{//!p}}}}' > probe-results.json"
 )
-DECODE_STEPS = 8  # decode steps timed after each prefill (the median is reported), each one token per sequence
+PROMPTS_PER_CONCURRENCY = 2  # requests per benchmark: twice the concurrency, so every slot is refilled once
 
 
 class ProbeError(ValueError):
@@ -279,73 +275,63 @@ def _probe(
     )
 
 
-def _serving_fit(arch: Architecture, layers: int, batch: int, tokens: int, budget: float) -> bool:
-    reduced = _reduced(arch, layers)
-    weights = weights_bytes_total(count_params(reduced), reduced, "bf16")
-    return weights + batch * tokens * kv_bytes_per_token(reduced, 2) <= budget
-
-
 def serving_probe(plan: ResolvedPlan) -> Probe:
-    """One GPU (no TP: plain PyTorch), prefill and decode at batches 1, the plan's concurrency and their geometric middle."""
-    arch, sv = plan.model.architecture, plan.serving
-    precision = PROBE_DTYPE[sv.precision]
-    prompt = plan.spec.serve.traffic.prompt_tokens
-    tokens = prompt + DECODE_STEPS
-    budget = sv.gpu_memory_utilization * plan.hardware.gpu_memory_bytes
+    """The plan's own engine on one replica: its emitted launch (vllm/serve.sh with config.yaml's settings) started,
+    then vLLM's own serving benchmark (`vllm bench serve`, random prompts of the plan's prompt and output lengths) at
+    concurrency 1, the plan's max concurrency and their geometric middle."""
+    sv, traffic = plan.serving, plan.spec.serve.traffic
+    if sv.engine != "vllm":
+        raise ProbeError(
+            f"the serving probe runs vLLM's own benchmark against the emitted engine; the {sv.engine} engine's "
+            "benchmark is not wired in, so this plan has no serving probe"
+        )
     top = max(1, sv.max_concurrency)
-    while top > 1 and not _serving_fit(arch, 1, top, tokens, budget):
-        top //= 2
-    low, high = 1, arch.layers
-    while low < high:
-        mid = (low + high + 1) // 2
-        low, high = (mid, high) if _serving_fit(arch, mid, top, tokens, budget) else (low, mid - 1)
-    layers, reduced = low, _reduced(arch, low)
-    batches = sorted({1, max(1, round(math.sqrt(top))), top})
-    weights = weights_bytes_total(count_params(reduced), reduced, "bf16")
-    group = max(1, sv.max_num_batched_tokens // prompt)
+    concurrencies = sorted({1, max(1, round(math.sqrt(top))), top})
     serving = ServingProbe(
-        batches=batches,
-        prompt_tokens=prompt,
-        decode_steps=DECODE_STEPS,
-        prefill_group=group,
-        kv_bytes_per_token=kv_bytes_per_token(reduced, 2),
-        weights_bytes=weights,
+        engine="vllm",
+        concurrencies=concurrencies,
+        prompt_tokens=traffic.prompt_tokens,
+        output_tokens=traffic.output_tokens,
+        prompts_per_concurrency=PROMPTS_PER_CONCURRENCY,
+        tp=sv.tp,
+        gpus=sv.gpus_per_replica,
     )
     decisions = [
         DeploymentDecision(
-            topic="probe shape",
-            choice=f"{layers} of the model's {arch.layers} layers",
-            reason=f"the most layers whose 16-bit weights ({format_bytes(weights)}) and KV cache for {top} sequences of "
-            f"{tokens} tokens fit the plan's gpu_memory_utilization {sv.gpu_memory_utilization:.2f} of one "
-            f"{plan.hardware.gpu}; random weights, every other dimension the plan's",
+            topic="probe engine",
+            choice="vLLM from vllm/serve.sh, measured by vLLM's own `vllm bench serve`",
+            reason=f"the plan's own engine and settings on one replica ({sv.gpus_per_replica} GPU(s), TP {sv.tp}), "
+            "CUDA graphs and all, so the measured time to first token and time per output token are the engine's; "
+            "an eager PyTorch stand-in is dispatch-bound where the engine is not",
         ),
         DeploymentDecision(
-            topic="probe processes",
-            choice="1 (one GPU)",
-            reason=f"plain PyTorch without tensor parallelism; the plan serves on {sv.gpus_per_replica} GPU(s) per replica",
-        ),
-        DeploymentDecision(
-            topic="probe batches",
-            choice=", ".join(map(str, batches)),
-            reason=f"1 (the latency floor), the plan's max concurrency {sv.max_concurrency}"
-            + (f" (halved to {top} to fit)" if top < sv.max_concurrency else "")
-            + f" and their geometric middle; prefill of {prompt}-token prompts (traffic.prompt_tokens), then "
-            f"{DECODE_STEPS} decode steps",
-        ),
-        DeploymentDecision(
-            topic="probe precision",
-            choice=precision,
-            reason=f"the plan serves {sv.precision}"
-            + ("" if precision == sv.precision else "; plain PyTorch has no such kernels, so 16-bit is measured"),
+            topic="probe concurrency",
+            choice=", ".join(map(str, concurrencies)),
+            reason=f"1 (the latency floor), the plan's max concurrency {sv.max_concurrency} and their geometric "
+            f"middle; random prompts of {traffic.prompt_tokens} tokens, {traffic.output_tokens} output tokens "
+            f"(traffic), {PROMPTS_PER_CONCURRENCY} × the concurrency requests each (at least "
+            f"{PROMPTS_PER_CONCURRENCY * 2})",
         ),
         DeploymentDecision(
             topic="probe time limit",
             choice=f"{TIME_LIMIT_SECONDS // 60} minutes",
-            reason=f"a minutes-long job: {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured prefills per batch, "
-            f"then the GEMM and HBM tests; SIGALRM and the scheduler stop it at the limit",
+            reason="a minutes-long job: the engine's start, then one benchmark per concurrency; the scheduler stops "
+            "it at the limit",
         ),
     ]
-    return _probe(plan, "serving", reduced, layers, 1, precision, prompt, [], serving, decisions)
+    arch = plan.model.architecture
+    return _probe(
+        plan,
+        "serving",
+        arch,
+        arch.layers,
+        sv.gpus_per_replica,
+        sv.precision,
+        traffic.prompt_tokens,
+        [],
+        serving,
+        decisions,
+    )
 
 
 def decide_probe(plan: ResolvedPlan, catalog: Catalog, gpus: int | None = None, neighbours: bool = True) -> Probe:
@@ -355,6 +341,4 @@ def decide_probe(plan: ResolvedPlan, catalog: Catalog, gpus: int | None = None, 
         )
     if plan.training is not None:
         return training_probe(plan, catalog, gpus, neighbours)
-    if plan.model.architecture.uses_mla:
-        raise ProbeError("the serving probe builds grouped-query attention; an MLA model's KV cache is not built")
     return serving_probe(plan)

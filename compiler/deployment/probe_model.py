@@ -39,16 +39,15 @@ class ProbeLayout(Section):
 
 
 class ServingProbe(Section):
-    """Prefill and decode step times at a few batch sizes (one GPU, plain PyTorch, a KV cache per layer)."""
+    """The plan's engine on one replica, started from its emitted launch, measured by the engine's own benchmark."""
 
-    batches: list[int]
-    prompt_tokens: int
-    decode_steps: int = Field(description="decode steps timed per batch, each attending to the prompt's KV cache")
-    prefill_group: int = Field(
-        description="prompts prefilled per forward: max_num_batched_tokens ÷ prompt tokens, as the engine chunks"
-    )
-    kv_bytes_per_token: int = Field(description="16-bit K and V of the probe's layers, per token")
-    weights_bytes: int
+    engine: Literal["vllm"]
+    concurrencies: list[int] = Field(description="`vllm bench serve --max-concurrency` points")
+    prompt_tokens: int = Field(description="--random-input-len: the plan's traffic.prompt_tokens")
+    output_tokens: int = Field(description="--random-output-len: the plan's traffic.output_tokens")
+    prompts_per_concurrency: int = Field(description="--num-prompts ÷ the concurrency")
+    tp: int
+    gpus: int = Field(description="the replica's GPUs")
 
 
 class ProbeKubernetes(Section):

@@ -54,8 +54,12 @@ def job_files(probe: Probe) -> list[OutputFile]:
 
 def render_probe(plan: ResolvedPlan) -> list[OutputFile]:
     probe = plan.probe
-    script, settings_text = render("probe/probe.py.j2"), dump_json(settings(probe))
     checks = environment_checks()
+    if probe.kind == "serving":
+        from .probe_serving import render_serving_probe
+
+        return render_serving_probe(plan, checks)
+    script, settings_text = render("probe/probe.py.j2"), dump_json(settings(probe))
     sbatch = render(
         "probe/probe.sbatch.j2",
         probe=probe,
