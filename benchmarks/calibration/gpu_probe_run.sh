@@ -14,6 +14,8 @@
 # Everything goes to $OUT (default ./gpu-probe-out): environment.txt, microbench.json, probe-results.json,
 # probe-results.d/*.json and *.log, run.log.
 # Usage (from anywhere): OUT=/some/dir bash benchmarks/calibration/gpu_probe_run.sh
+# A dry run on a CPU (checked so): PROBE=<a probe folder> MICROBENCH_ARGS="--gemm-sizes 256 --copy-bytes 1048576"
+#   PROBE_ARGS=--allow-other-device, with the torch tools' python3 first on PATH.
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 OUT="${OUT:-$PWD/gpu-probe-out}"
@@ -45,7 +47,7 @@ PY
 tee -a "$OUT/run.log" < "$OUT/environment.txt"
 
 # 1. micro-benchmarks (one process: GEMM and HBM copy; no collective on one GPU)
-timeout 60 python3 "$PROBE/probe_microbench.py" --out "$OUT/microbench.json" > "$OUT/microbench.log" 2>&1 \
+timeout 60 python3 "$PROBE/probe_microbench.py" --out "$OUT/microbench.json" ${MICROBENCH_ARGS:-} > "$OUT/microbench.log" 2>&1 \
   && log "microbench: ok $(tail -1 "$OUT/microbench.log")" || log "microbench: failed ($?), see microbench.log"
 
 # 2. the shortened emitted job, layout by layout, as probe.sbatch runs them
@@ -68,7 +70,7 @@ done
 # 3. probe.py: the node's rates and the layouts' results in one file (a layout that failed is listed as such)
 budget=$(left); budget=$((budget < 25 ? 25 : budget))
 (cd "$PROBE" && timeout "$budget" python3 -m torch.distributed.run --standalone --nproc-per-node=1 probe.py \
-  --out "$OUT/probe-results.json") > "$OUT/probe.log" 2>&1 && log "probe.py: ok" || log "probe.py: failed ($?), see probe.log"
+  --out "$OUT/probe-results.json" ${PROBE_ARGS:-}) > "$OUT/probe.log" 2>&1 && log "probe.py: ok" || log "probe.py: failed ($?), see probe.log"
 tail -2 "$OUT/probe.log" | tee -a "$OUT/run.log"
 cp "$PROBE/settings.json" "$OUT/settings.json" 2>/dev/null
 log "gpu_probe_run: done in $(($(date +%s) - started)) s"

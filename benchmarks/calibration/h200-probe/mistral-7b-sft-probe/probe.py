@@ -9,8 +9,7 @@ all-gather bus bandwidth inside the node (probe_microbench.py: CUDA events, CUDA
 one JSON file: the layouts (measured, and what the compiler predicted for exactly that job), the rates, the
 environment recorded and checked (probe_environment.py). `--phase inter-node` (probe.sbatch's second step, on two
 nodes) measures the collectives again across both and adds them to the results.
-Serving: prefill and decode steps of an eager PyTorch stand-in of the model (not the engine: calibrate does not use
-them). SIGALRM stops it at its time limit. It refuses to run on another device than the plan's (exit 3) unless
+(A serving plan's probe is probe_serve.py: the engine's own benchmark.) SIGALRM stops it at its time limit. It refuses to run on another device than the plan's (exit 3) unless
 --allow-other-device (CI on CPU).
 """
 
@@ -20,139 +19,17 @@ import json
 import os
 import platform
 import signal
-import statistics
 import subprocess
 import sys
 import time
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
-from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from probe_environment import environment_warnings  # noqa: E402  (beside this file: the same checks calibrate runs)
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-
-
-def attention(q, k, v, causal):
-    """Grouped-query attention without copying K and V to every query head (enable_gqa, torch >= 2.5), so memory
-    and traffic are those of the KV heads, as the memory and latency models count them."""
-    if q.shape[1] != k.shape[1]:
-        try:
-            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
-        except TypeError:  # an older torch
-            k, v = (t.repeat_interleave(q.shape[1] // k.shape[1], dim=1) for t in (k, v))
-    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-
-class Block(nn.Module):
-    def __init__(self, s):
-        super().__init__()
-        h, heads, kv, d = s["hidden"], s["heads"], s["kv_heads"], s["head_dim"]
-        self.d = d
-        self.norm1, self.norm2 = nn.RMSNorm(h), nn.RMSNorm(h)
-        # separate projections, so tensor parallelism splits whole heads and whole MLP columns (TP_PLAN)
-        self.q, self.k, self.v = (nn.Linear(h, n * d, bias=False) for n in (heads, kv, kv))
-        self.out = nn.Linear(heads * d, h, bias=False)
-        self.gate, self.up = (nn.Linear(h, s["ffn_hidden"], bias=False) for _ in range(2))
-        self.down = nn.Linear(s["ffn_hidden"], h, bias=False)
-
-    def forward(self, x, cache=None):
-        """`cache` (serving): {} in a prefill, which leaves this layer's K and V in it; in a decode, preallocated K and V
-        buffers with `n` tokens filled, written in place (as engines' paged caches are, with no copy of the cache)."""
-        b, t, _ = x.shape
-        normed = self.norm1(x)  # heads from the projections' width: a TP rank holds heads ÷ tp of them
-        q, k, v = (proj(normed).view(b, t, -1, self.d).transpose(1, 2) for proj in (self.q, self.k, self.v))
-        if cache is not None and "n" in cache:
-            n = cache["n"]
-            cache["k"][:, :, n:n + t], cache["v"][:, :, n:n + t] = k, v
-            cache["n"] = n + t
-            k, v = cache["k"][:, :, :n + t], cache["v"][:, :, :n + t]
-        elif cache is not None:
-            cache["k"], cache["v"] = k, v
-        attended = attention(q, k, v, causal=t > 1)
-        x = x + self.out(attended.transpose(1, 2).reshape(b, t, -1))
-        normed = self.norm2(x)
-        return x + self.down(F.silu(self.gate(normed)) * self.up(normed))
-
-
-class Model(nn.Module):
-    def __init__(self, s, recompute=False):
-        super().__init__()
-        self.recompute = recompute
-        self.embed = nn.Embedding(s["vocab"], s["hidden"])
-        self.blocks = nn.ModuleList(Block(s) for _ in range(s["layers"]))
-        self.norm = nn.RMSNorm(s["hidden"])
-        self.head = nn.Linear(s["hidden"], s["vocab"], bias=False)
-
-    def forward(self, tokens, caches=None):
-        x = self.embed(tokens)
-        for i, block in enumerate(self.blocks):
-            if caches is not None:
-                x = block(x, caches[i])
-            else:
-                x = checkpoint(block, x, use_reentrant=False) if self.recompute else block(x)
-        if caches is not None:  # serving: logits of the last position only, as engines sample
-            x = x[:, -1:]
-        return self.head(self.norm(x))
-
-
-def measure_serving(s, device, dtype):
-    """Prefill (prompts in groups of prefill_group, each group one forward) and decode step times at each batch."""
-    sv, prompt = s["serving"], s["serving"]["prompt_tokens"]
-    torch.manual_seed(0)
-    model = Model(s).to(device=device, dtype=dtype).eval()
-    points = []
-    with torch.no_grad():
-        for batch in sv["batches"]:
-            tokens = torch.randint(0, s["vocab"], (batch, prompt), device=device)
-            state = {}
-
-            def prefill():
-                groups = [tokens[i:i + sv["prefill_group"]] for i in range(0, batch, sv["prefill_group"])]
-                caches = [[{} for _ in model.blocks] for _ in groups]
-                for group, cache in zip(groups, caches):
-                    model(group, cache)
-                state["caches"] = caches
-
-            for _ in range(s["warmup_steps"]):
-                prefill()
-            prefill_seconds = timed(prefill, device, s["steps"])
-            caches, room = state.pop("caches"), prompt + sv["decode_steps"] + 1
-            cache = []
-            for i in range(len(model.blocks)):
-                layer = {"n": prompt}
-                for name in ("k", "v"):
-                    filled = torch.cat([c[i][name] for c in caches], dim=0)
-                    layer[name] = filled.new_empty(filled.shape[0], filled.shape[1], room, filled.shape[3])
-                    layer[name][:, :, :prompt] = filled
-                cache.append(layer)
-            del caches, filled
-            step = torch.randint(0, s["vocab"], (batch, 1), device=device)
-            model(step, cache)  # a warm-up decode step
-            decode_seconds = timed(lambda: model(step, cache), device, sv["decode_steps"])
-            points.append({"phase": "prefill", "batch": batch, "tokens": prompt, "prefill_group": min(sv["prefill_group"], batch),
-                           "step_seconds": prefill_seconds})
-            points.append({"phase": "decode", "batch": batch, "context": prompt + 1 + sv["decode_steps"] / 2, "step_seconds": decode_seconds})
-            del tokens, cache, state
-            gc.collect()
-    return points
-
-
-def timed(fn, device, repeat):
-    times = []
-    for _ in range(repeat):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def environment(device):
@@ -224,7 +101,7 @@ def main():
     if expected not in name.replace("-", " ").lower() and not args.allow_other_device:
         print(f"probe: this node has {name!r}, the plan assumed {s['expected_device']!r}", file=sys.stderr)
         sys.exit(3)
-    dtype = DTYPES[s["precision"]]
+    dtype = DTYPES.get(s["precision"], torch.bfloat16)  # fp8: the GEMM test in bf16
     scale = 1 if cuda else 64  # CPU: smaller buffers, the same measurements (CI runs the probe on CPU)
     if args.phase == "inter-node":
         inter_node(s, args, device, rank, world, scale)
@@ -234,24 +111,6 @@ def main():
     warnings = environment_warnings(env, expected) if rank == 0 else []
     for warning in warnings:
         print(f"probe: warning: {warning}", file=sys.stderr, flush=True)
-    if s["kind"] == "serving":
-        points = measure_serving(s, device, dtype)
-        n = s["gemm_size"] // (1 if cuda else 8)
-        a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
-        gemm_tflops = 2 * n ** 3 / timed(lambda: a @ b, device, 10) / 1e12
-        if rank == 0:
-            results = {"version": 3, "kind": "serving", "engine": "pytorch-eager", "plan": s["plan"], "gpu_id": s["gpu_id"], "architecture": s["architecture"],
-                       "precision": s["precision"], "prompt_tokens": s["serving"]["prompt_tokens"], "points": points,
-                       "gemm_tflops": gemm_tflops, "measured_at": time.strftime("%Y-%m-%d", time.gmtime()), "device_name": name,
-                       "environment": env, "expected": expected, "warnings": warnings}
-            with open(args.out, "w", encoding="utf-8") as handle:
-                json.dump(results, handle, indent=2, sort_keys=True)
-            print(f"probe: {len(points)} serving steps; {gemm_tflops:.2f} TFLOP/s GEMM -> {args.out}", flush=True)
-        del a, b
-        gc.collect()
-        dist.barrier()
-        dist.destroy_process_group()
-        return
     import probe_microbench as bench  # beside this file
 
     layouts, failed = measured_layouts(s, os.path.dirname(os.path.abspath(args.out)))
