@@ -290,9 +290,10 @@ def run_probe(argv: list[str]) -> int:
 
     parser = _Parser(
         prog="mlinfra-compile probe",
-        description="Write a measurement job for a plan: one node, and a "
-        "second for the collectives when the plan spans nodes (out/<plan>-probe/: probe.py, probe_environment.py, "
-        "probe.sbatch, settings.json).",
+        description="Write a measurement job for a plan (out/<plan>-probe/, docs/probe.md): training, the plan's own "
+        "job reduced to one node (job*/: its launcher and framework configuration running probe_train.py), then the "
+        "node's GEMM, HBM and collective rates (probe.py; a second node for the collectives when the plan spans "
+        "nodes); vLLM serving, the plan's own engine measured by `vllm bench serve` (probe_serve.py).",
         epilog="example:\n  mlinfra-compile probe plans/llama3-8b-pretrain.yaml -o out/\n"
         "  cd out/llama3-8b-pretrain-probe && sbatch probe.sbatch\n"
         "  mlinfra-compile calibrate probe-results.json -o plans/site-calibration.yaml",
