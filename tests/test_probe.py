@@ -143,10 +143,10 @@ def test_an_ordinary_compile_has_no_probe_section():
     assert plan.probe is None and "probe" not in plan.model_dump(mode="json")
 
 
-def test_a_triton_plan_gets_no_probe_job_and_says_why():
-    plan = resolve(REPO / "examples" / "llama3-8b-triton.yaml", probe=True)
-    assert plan.probe.kubernetes is None and "probe-job.yaml" not in {f.path for f in probe_files(plan).files}
-    assert "no PyTorch" in next(d.reason for d in plan.probe.decisions if d.topic == "probe on Kubernetes")
+def test_a_triton_plan_gets_no_probe_and_says_why(tmp_path):
+    result = run_cli("probe", REPO / "examples" / "llama3-8b-triton.yaml", "-o", tmp_path)
+    assert result.returncode == 2 and "[no-probe]" in result.stderr
+    assert "the triton engine's benchmark is not wired in" in result.stderr, result.stderr
 
 
 def test_a_vision_or_multi_stage_plan_has_no_probe(tmp_path):
