@@ -334,11 +334,30 @@ def serving_probe(plan: ResolvedPlan) -> Probe:
     )
 
 
+def _unprobed_training(plan: ResolvedPlan) -> str | None:
+    """What probe_train.py does not run that the plan's job does (its measurements would be of another job)."""
+    train, launch = plan.spec.train, plan.deployment.launcher.kind
+    if launch == "megatron":
+        return None  # Megatron-LM's own script runs the plan's settings
+    if train.method != "full":
+        return f"full training of every weight, not {train.method} adapters on a frozen model"
+    if train.optimizer != "adamw":
+        return f"AdamW (torch's, DeepSpeed's CPU Adam under ZeRO-Offload), not {train.optimizer}"
+    if plan.spec.precision == "fp8":
+        return "bf16 autocast outside Megatron-LM, not fp8"
+    if train.optimizer_in_backward or train.activation_offload:
+        return "the optimizer after the backward and activations on the device"
+    return None
+
+
 def decide_probe(plan: ResolvedPlan, catalog: Catalog, gpus: int | None = None, neighbours: bool = True) -> Probe:
     if plan.model is None or plan.stages or plan.model.architecture.kind != "decoder":
         raise ProbeError(
             "the probe measures decoder models (training, or serving with one stage); vision and multi-stage probes are not built"
         )
     if plan.training is not None:
+        unprobed = _unprobed_training(plan)
+        if unprobed:
+            raise ProbeError(f"the training probe runs {unprobed}; this plan's job is not probed yet")
         return training_probe(plan, catalog, gpus, neighbours)
     return serving_probe(plan)
