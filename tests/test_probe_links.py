@@ -221,7 +221,9 @@ def test_two_node_probe_measures_the_fabric_and_calibrate_prices_it(tmp_path, sl
     collectives again on both (4 ranks); calibrate → link shares; the recompiled plan's comm terms before → after."""
     from tests.test_probe import _run, cpu_loop_env
 
-    (tmp_path / "plan.yaml").write_text(TWO_NODES % "")
+    # DDP: the layouts run on the fake nodes' CPUs (Accelerate's FSDP plugin, the search's choice here, needs a GPU)
+    ddp = TWO_NODES.replace("global_batch: 8}", "global_batch: 8, framework: ddp}")
+    (tmp_path / "plan.yaml").write_text(ddp % "")
     assert run_cli("probe", tmp_path / "plan.yaml", "-o", tmp_path / "out").returncode == 0
     folder = tmp_path / "out" / "tiny-two-probe"
     settings = json.loads((folder / "settings.json").read_text())
@@ -246,7 +248,7 @@ def test_two_node_probe_measures_the_fabric_and_calibrate_prices_it(tmp_path, sl
     )
     fabric = yaml.safe_load((tmp_path / "site.yaml").read_text())["interconnect"]
     assert fabric["device"] == "cpu" and fabric["ranks_per_node"] == 2 and fabric["interconnect"] == "ib-400g"
-    (tmp_path / "plan.yaml").write_text(TWO_NODES % ", calibration: site.yaml")
+    (tmp_path / "plan.yaml").write_text(ddp % ", calibration: site.yaml")
     plan = resolve(tmp_path / "plan.yaml")
     links = next(d for d in plan.decisions if d.topic == "site calibration (interconnect)")
     largest = max((p for p in results["collectives_inter_node"] if p["op"] == "all_reduce"), key=lambda p: p["bytes"])

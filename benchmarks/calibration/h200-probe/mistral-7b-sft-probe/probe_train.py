@@ -125,9 +125,8 @@ def run_accelerate(plan, device):
     from accelerate import Accelerator
 
     accelerator = Accelerator(gradient_accumulation_steps=int(os.environ.get("MLINFRA_GRAD_ACCUM", "1")))
-    model = llama(plan)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
-    model, optimizer = accelerator.prepare(model, optimizer)
+    model = accelerator.prepare(llama(plan))  # FSDP: the model wrapped first, the optimizer over its parameters
+    optimizer = accelerator.prepare(torch.optim.AdamW(model.parameters(), lr=1e-5))
     clock, batch = Clock(accelerator.device), tokens(plan, int(os.environ["MLINFRA_MICRO_BATCH"]), accelerator.device)
 
     def step():
