@@ -199,3 +199,63 @@ def test_fuzzed_results_never_crash_calibrate_nor_yield_a_file_a_plan_refuses(tm
             except PlanInputError as exc:
                 pytest.fail(f"case {case}: the site file written was refused: {exc.render()}")
     assert outcomes[2] > 60 and outcomes[0] > 0, outcomes  # both kinds of case were exercised
+
+
+SERVE_PLAN = """name: tiny-serve
+workload: serve
+model:
+  architecture: {layers: 2, hidden: 256, heads: 4, kv_heads: 2, ffn_hidden: 512, vocab: 60, max_position: 512}
+  weights: /models/tiny
+serve: {context_len: 256, max_num_seqs: 8, traffic: {requests_per_second: 2, prompt_tokens: 32, output_tokens: 8}}
+cluster: {gpu: h100-sxm-80gb, scheduler: slurm%s}
+"""
+
+
+def synthetic_serving_results(tmp_path) -> dict:
+    """Results as probe_serve.py writes them for a tiny vLLM plan, with the engine's medians made up."""
+    (tmp_path / "serve.yaml").write_text(SERVE_PLAN % "")
+    files = {f.path: f.text for f in probe_files(resolve(tmp_path / "serve.yaml", probe=True)).files}
+    s = json.loads(files["settings.json"])
+    points = [
+        {"concurrency": c, "completed": max(4, 2 * c), "median_ttft_ms": 20.0 * c, "median_tpot_ms": 2.0 + 0.1 * c}
+        for c in s["serving"]["concurrencies"]
+    ]
+    return {
+        "version": 3,
+        "kind": "serving",
+        "engine": "vllm",
+        "plan": s["plan"],
+        "gpu_id": s["gpu_id"],
+        "architecture": s["architecture"],
+        "precision": s["precision"],
+        "tp": s["serving"]["tp"],
+        "prompt_tokens": 32,
+        "output_tokens": 8,
+        "points": points,
+        "plan_text": s["plan_text"],
+        "measured_at": "2026-11-28",
+        "device_name": "NVIDIA H100 80GB HBM3",
+        "environment": {"device": "cuda", "gpu_name": "NVIDIA H100 80GB HBM3", "host": "gpu017"},
+    }
+
+
+@pytest.mark.slow
+def test_fuzzed_serving_results_never_crash_calibrate_nor_yield_a_file_a_plan_refuses(tmp_path, capsys):
+    results = synthetic_serving_results(tmp_path)
+    code, out, err = calibrate(tmp_path, results, capsys)
+    assert code == 0 and "prefill step at batch 1:" in out, err
+    rng = random.Random(2424)
+    outcomes = {0: 0, 2: 0}
+    for case in range(60):
+        raw = mutate(results, rng)
+        code, out, err = calibrate(tmp_path, results, capsys, raw=raw)
+        assert code in (0, 2), (case, raw[:300], err)
+        outcomes[code] += 1
+        assert all(not line.startswith("::") for line in (out + err).splitlines()), (case, err)
+        if code == 0:
+            (tmp_path / "serve.yaml").write_text(SERVE_PLAN % ", calibration: site.yaml")
+            try:
+                resolve(tmp_path / "serve.yaml")
+            except PlanInputError as exc:
+                pytest.fail(f"case {case}: the site file written was refused: {exc.render()}")
+    assert outcomes[2] > 30 and outcomes[0] > 0, outcomes
