@@ -1,9 +1,9 @@
 """Probe decisions (`mlinfra-compile probe`): the reduced shape, the layouts, the job's limits, each with its reason.
 
-Training: the plan's model shape with random weights, data-parallel over one node's GPUs, pure 16-bit (weights,
-gradients and AdamW states in the plan's 16-bit dtype: torchtune's default, train_memory master_weights "none"), so
-the memory model predicts exactly what runs. Layers are reduced to the most that fit one GPU with the published
-memory margin; the layouts are the chosen one mapped to plain PyTorch and its neighbours that also fit.
+Training: the plan's own emitted job, shortened (compiler/probe_job.py): for each layout the plan reduced to one node
+and fewer layers is compiled like any plan, and its launcher and framework configuration run probe_train.py; the
+layers are the most at which the compiler predicts the layouts peak under the GPU's usable memory ÷ the published
+memory margin. Serving (vLLM): the plan's own engine launch, measured by vLLM's own `vllm bench serve`.
 """
 
 from __future__ import annotations

@@ -48,7 +48,11 @@ def job_files(probe: Probe) -> list[OutputFile]:
     for layout in probe.layouts:
         job = render_plan(resolve_text(layout.plan_text))
         files.append(OutputFile(f"{layout.folder}/probe-plan.yaml", layout.plan_text))
-        files.extend(OutputFile(f"{layout.folder}/{f.path}", f.text, f.mode) for f in job.files)
+        files.extend(
+            OutputFile(f"{layout.folder}/{f.path}", f.text, f.mode)
+            for f in job.files
+            if _job_needs(f"{layout.folder}/{f.path}") or f.path == "REPORT.md"  # no charts, alerts, sbatch
+        )
     return files
 
 
