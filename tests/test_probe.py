@@ -410,3 +410,49 @@ def test_the_serving_probe_runs_vllms_benchmark_against_the_emitted_engine_and_r
     (tmp_path / "plan.yaml").write_text(SERVE % (vocab, tmp_path / "tiny-llama", ", calibration: site.yaml"))
     explained = run_cli("explain", "plan.yaml", cwd=tmp_path)
     assert explained.returncode == 0 and "site calibration (h100-sxm-80gb, HBM)" in explained.stdout
+
+
+@pytest.mark.parametrize(
+    "example", ["llama3-8b-pretrain", "gpt-20b-64xa100", "mistral-7b-fsdp-finetune", "llama3-405b-pretrain"]
+)
+def test_calibrate_prices_each_probed_layout_as_the_compile_did(example):
+    """The point calibrate builds from a layout (probe.py's _points), priced at the catalog's share, is the step the
+    compiler predicted for that reduced job: the fit starts from the compile's own number."""
+    from compiler.catalog.catalog import load_catalog
+    from compiler.probe import _points
+    from compiler.probe_results import TrainingResults
+    from compiler.site_calibration import SitePoint, _predicted_step
+    from compiler.sizing.search_cache import SearchCache
+
+    plan = resolve(REPO / "examples" / f"{example}.yaml", probe=True)
+    files = {f.path: f.text for f in probe_files(plan).files}
+    results = TrainingResults.model_validate(
+        {
+            "version": 3,
+            "kind": "training",
+            "plan": plan.name,
+            "gpu_id": plan.hardware.gpu,
+            "world_size": plan.probe.processes,
+            "seq_len": plan.training.seq_len,
+            "precision": plan.spec.precision,
+            "layouts": [
+                {
+                    **l.model_dump(mode="json"),
+                    "plan_text": files[f"{l.folder}/probe-plan.yaml"],
+                    "step_seconds": 1.0,
+                    "peak_allocated_bytes": 1,
+                    "peak_reserved_bytes": 1,
+                }
+                for l in plan.probe.layouts
+            ],
+            "interconnect": plan.hardware.interconnect,
+            "processes_per_node": plan.probe.processes,
+            "measured_at": "2026-11-28",
+            "device_name": "x",
+        }
+    )
+    catalog, searches = load_catalog(), SearchCache()
+    share = catalog.gpus[plan.hardware.gpu].achievable_matmul_fraction
+    for point, layout in zip(_points(results), plan.probe.layouts, strict=True):
+        priced = _predicted_step(SitePoint.model_validate(point), catalog, share, searches)
+        assert priced == pytest.approx(layout.predicted_step_seconds, rel=1e-9), layout.name
