@@ -240,7 +240,7 @@ def _run(folder, env):
     if submitted.returncode:
         return "SUBMIT-FAILED", submitted.stderr
     job = submitted.stdout.strip().split(";")[0]
-    deadline = time.monotonic() + 420
+    deadline = time.monotonic() + 900  # a loaded CI machine: DeepSpeed and the Trainer take minutes to start
     while subprocess.run(["squeue", "-h", "-j", job], env=env, capture_output=True, text=True).stdout.strip():
         if time.monotonic() > deadline:
             subprocess.run(["scancel", job], env=env)
