@@ -72,15 +72,23 @@ def run_explain(argv: list[str]) -> int:
     return _finish(report, args)
 
 
-def resolved(path: Path, report: RunReport, probe: bool = False, shown: str | None = None):
-    """The resolved plan, or None after adding why to the report; `probe` decides the probe section too."""
+def resolved(
+    path: Path,
+    report: RunReport,
+    probe: bool = False,
+    shown: str | None = None,
+    probe_gpus: int | None = None,
+    neighbours: bool = True,
+):
+    """The resolved plan, or None after adding why to the report; `probe` decides the probe section too (on
+    `probe_gpus` of one node; the chosen layout only without `neighbours`)."""
     from .deployment.probe import ProbeError
     from .diagnostics import InfeasiblePlan, PlanInputError
     from .pipeline import resolve
 
     name = shown or str(path)
     try:
-        return resolve(path, probe=probe)
+        return resolve(path, probe=probe, probe_gpus=probe_gpus, probe_neighbours=neighbours)
     except ProbeError as exc:
         report.problems.append(Problem(name, str(exc), "no-probe"))
         report.fail(EXIT_INVALID)
@@ -102,27 +110,45 @@ def _os_problem(report: RunReport, exc: OSError, fallback: Path) -> None:
 def probe_parser() -> Parser:
     parser = Parser(
         prog="mlinfra-compile probe",
-        description="Write a measurement job for a plan: one node, and a "
-        "second for the collectives when the plan spans nodes (out/<plan>-probe/: probe.py, probe_environment.py, "
-        "probe.sbatch, settings.json).",
+        description="Write a measurement job for a plan (out/<plan>-probe/, docs/probe.md): training, the plan's own "
+        "job reduced to one node (job*/: its launcher and framework configuration running probe_train.py), then the "
+        "node's GEMM, HBM and collective rates (probe.py; a second node for the collectives when the plan spans "
+        "nodes); vLLM serving, the plan's own engine measured by `vllm bench serve` (probe_serve.py). The Slurm job "
+        "writes its log and probe-results.json to out/runs/<plan>-probe/.",
         epilog="example:\n  mlinfra-compile probe plans/llama3-8b-pretrain.yaml -o out/\n"
-        "  cd out/llama3-8b-pretrain-probe && sbatch probe.sbatch\n"
-        "  mlinfra-compile calibrate probe-results.json -o plans/site-calibration.yaml",
+        "  (cd out/llama3-8b-pretrain-probe && sbatch probe.sbatch)\n"
+        "  mlinfra-compile calibrate out/runs/llama3-8b-pretrain-probe/probe-results.json -o plans/site-calibration.yaml",
     )
     parser.add_argument("plan", type=Path)
     parser.add_argument("-o", "--out", type=Path, default=Path("out"))
+    parser.add_argument(
+        "--gpus",
+        type=int,
+        choices=range(1, 65),
+        metavar="N",
+        help="GPUs of the one node to probe on (default: a node's)",
+    )
+    parser.add_argument(
+        "--chosen-only", action="store_true", help="measure the plan's layout only, not its neighbours (one point)"
+    )
     return add_output_options(parser)
 
 
 def run_probe(argv: list[str]) -> int:
     from .plan_lock import PlanLocked
     from .probe import probe_files
-    from .writer import UnsafeOutput, write_plans
+    from .writer import UnsafeOutput, manifest_hashes, write_plans
 
     args = probe_parser().parse_args(argv)
     report = RunReport("probe")
-    plan = resolved(args.plan, report, probe=True)
+    plan = resolved(args.plan, report, probe=True, probe_gpus=args.gpus, neighbours=not args.chosen_only)
     if plan is None:
+        return _finish(report, args)
+    folder = args.out / plan.probe.name
+    if folder.exists() and "probe.py" not in manifest_hashes(folder):
+        why = "exists and is not a probe folder (another plan's output, or not written by mlinfra-compile); remove it or choose another -o"
+        report.problems.append(Problem(str(folder), why, "output-conflict"))
+        report.fail(EXIT_INVALID)
         return _finish(report, args)
     try:
         rendered = probe_files(plan)
@@ -159,13 +185,14 @@ def calibrate_parser() -> Parser:
 
 
 def run_calibrate(argv: list[str]) -> int:
-    from .probe import ProbeError, load_results, results_warnings, site_calibration_text
+    from .probe import ProbeError, checked_site_file, load_results, results_warnings
 
     args = calibrate_parser().parse_args(argv)
     report = RunReport("calibrate")
     try:
         results = load_results(args.results)
-        _write_own_file(args.out, site_calibration_text(results, args.site), CALIBRATION_MARK)
+        text, (checked, notes) = checked_site_file(results, args.site)
+        _write_own_file(args.out, text, CALIBRATION_MARK)
     except ProbeError as exc:
         report.problems.append(Problem(str(args.results), str(exc), "invalid-results"))
         report.fail(EXIT_INVALID)
@@ -175,9 +202,34 @@ def run_calibrate(argv: list[str]) -> int:
         return _finish(report, args)
     for warning in results_warnings(results):
         report.problems.append(Problem(str(args.results), warning, "probe-environment", severity="warning"))
-    report.result = {"wrote": str(args.out)}
+    for note in notes:
+        report.problems.append(Problem(str(args.results), note, "calibration-infeasible", severity="warning"))
+    report.result = {"wrote": str(args.out), "checked": _round_trip(report, str(args.results), checked)}
     report.summary = f"wrote {args.out}"
     return _finish(report, args)
+
+
+def _round_trip(report: RunReport, results: str, checked: list[tuple[str, float, float]]) -> list[dict]:
+    """Each probed point's calibrated prediction against its measurement: a line each in the text (names from the
+    results on one printable line), a warning past the tolerance; the rows for --format json."""
+    from .diagnostics import printable
+    from .probe import ROUND_TRIP_TOLERANCE
+
+    lines, rows = [], []
+    for name, predicted, measured in checked:
+        off = predicted / measured - 1
+        lines.append(
+            printable(f"{name}: measured {measured:.4g} s, calibrated prediction {predicted:.4g} s ({off:+.1%})")
+        )
+        rows.append({"name": name, "measured_seconds": measured, "predicted_seconds": predicted, "off": off})
+        if abs(off) > ROUND_TRIP_TOLERANCE:
+            why = (
+                f"{name}: the calibrated prediction is {off:+.1%} off its measurement (one share fits every point; "
+                f"more than {ROUND_TRIP_TOLERANCE:.0%} means the step model does not scale as this site does)"
+            )
+            report.problems.append(Problem(results, why, "calibration-residual", severity="warning"))
+    report.text = "".join(line + "\n" for line in lines)
+    return rows
 
 
 def _write_own_file(path: Path, text: str, mark: str) -> None:

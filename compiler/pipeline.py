@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,6 +44,8 @@ def resolve(
     searches: SearchCache | None = None,
     probe: bool = False,
     base_dir: Path | None = None,
+    probe_gpus: int | None = None,
+    probe_neighbours: bool = True,
 ) -> ResolvedPlan:
     """Load, validate and size one plan. `display_name` stands in for the path in messages and headers; `searches`
     is the run's shared search results (one_run), a fresh cache when the plan is compiled alone; `probe` also decides
@@ -75,7 +78,14 @@ def resolve(
         spec=spec,
         decisions=site_decisions,
     )
-    ctx = PassContext(catalog=catalog, searches=SearchCache() if searches is None else searches, probe=probe)
+    ctx = PassContext(
+        catalog=catalog,
+        searches=SearchCache() if searches is None else searches,
+        probe=probe,
+        probe_gpus=probe_gpus,
+        probe_neighbours=probe_neighbours,
+        resolve_text=resolve_text,
+    )
     try:
         for size in PASSES:
             plan = size(plan, ctx)
@@ -83,6 +93,20 @@ def resolve(
         refuse_at([(exc.loc, exc.message, exc.code)], loaded)
     _check_finite(plan, loaded)
     return plan
+
+
+def resolve_in(folder: Path, text: str) -> ResolvedPlan:
+    """A plan's YAML text (a probe's reduced plan) written into `folder` as probe-plan.yaml (its relative files, a
+    site calibration, beside it) and resolved."""
+    path = folder / "probe-plan.yaml"
+    path.write_text(text, encoding="utf-8")
+    return resolve(path, display_name="probe-plan.yaml")
+
+
+def resolve_text(text: str) -> ResolvedPlan:
+    """A plan's YAML text through the ordinary pipeline (from a private file: the pipeline reads plans from files)."""
+    with tempfile.TemporaryDirectory(prefix="mlinfra-probe-") as folder:
+        return resolve_in(Path(folder), text)
 
 
 def _site_calibrated(catalog, base_dir: Path, spec, loaded):

@@ -7,7 +7,7 @@ shape, the layouts, the limits, each with its reason) and rendered from `plan.pr
 
 from __future__ import annotations
 
-import json
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -15,210 +15,285 @@ import yaml
 from .deployment.probe import ProbeError
 from .plan.resolved import ResolvedPlan
 from .probe_environment import environment_warnings
+from .probe_results import (  # noqa: F401  (load_results: the CLI's)
+    LayoutResult,
+    ServingResults,
+    TrainingResults,
+    load_results,
+)
 from .targets.base import with_header
-from .targets.probe import render_probe
+from .targets.probe import job_files, render_probe
 from .writer import RenderedPlan
 
 
 def probe_files(plan: ResolvedPlan) -> RenderedPlan:
-    """out/<plan>-probe/: the files of a plan resolved with its probe section (pipeline.resolve(probe=True))."""
-    files = tuple(with_header(f, plan.plan_file, plan.name) for f in render_probe(plan))
+    """out/<plan>-probe/: the files of a plan resolved with its probe section (pipeline.resolve(probe=True)); the
+    reduced jobs' files carry their own headers."""
+    own = [
+        f if f.path.startswith("engine/") else with_header(f, plan.plan_file, plan.name)  # the engine's: headed
+        for f in render_probe(plan)
+    ]
+    files = tuple(sorted(own + job_files(plan.probe), key=lambda f: f.path))
     return RenderedPlan(plan.probe.name, files, plan.probe.runs_dir)
 
 
 CALIBRATION_HEADER = (
     "# Written by mlinfra-compile calibrate from probe results; name it in a plan as cluster.calibration.\n"
 )
+ROUND_TRIP_TOLERANCE = 0.05  # a probed layout's calibrated prediction within 5% of its measurement
 
 
-def _layouts(results: dict) -> list[dict]:
-    """Every layout the probe measured, each with its TP (before TP layouts: 1), and global batch (dp × micro-batch);
-    version 1 results: the one at the top level."""
-    return results.get("layouts") or [
-        {
-            "name": "chosen",
-            "micro_batch": results["micro_batch"],
-            "recompute": "none",
-            "zero_stage": 0,
-            "global_batch": results["global_batch"],
-            "step_seconds": results["step_seconds"],
-        }
-    ]
+def _architecture(layout: LayoutResult, where: str) -> dict:
+    """The reduced plan's inline architecture (the shape the job trained)."""
+    try:
+        plan = yaml.safe_load(layout.plan_text)
+        arch = plan["model"]["architecture"]
+        if not isinstance(arch, dict) or "cluster" in plan and "catalog" in (plan["cluster"] or {}):
+            raise TypeError("an inline architecture and no catalog file are expected")
+        return arch
+    except (yaml.YAMLError, TypeError, KeyError) as exc:
+        raise ProbeError(f"{where}.plan_text: not the reduced plan the probe wrote ({type(exc).__name__})") from None
 
 
-def _serving_points(results: dict) -> list[dict]:
+def _points(results: TrainingResults) -> list[dict]:
     return [
         {
-            "gpu": results["gpu_id"],
-            "architecture": dict(results["architecture"]),
-            "precision": results["precision"],
-            "phase": p["phase"],
-            "batch": p["batch"],
-            "tokens": p["tokens"] if p["phase"] == "prefill" else p["context"],
-            "prefill_group": p.get("prefill_group", 1),
-            "step_seconds": p["step_seconds"],
+            "gpu": results.gpu_id,
+            "architecture": _architecture(l, f"layouts.{i}"),
+            "gpus": l.tp * l.pp * l.dp,
+            "tp": l.tp,
+            "pp": l.pp,
+            "zero_stage": l.zero_stage,
+            "micro_batch": l.micro_batch,
+            "global_batch": l.global_batch,
+            "seq_len": results.seq_len,
+            "recompute": l.recompute,
+            "precision": results.precision,
+            "framework": l.framework,
+            "offload": l.offload,
+            "step_seconds": l.step_seconds,
         }
-        for p in results["points"]
+        for i, l in enumerate(results.layouts)
     ]
 
 
-def _memory(results: dict) -> dict | None:
-    """The site's memory factor: the largest measured ÷ predicted peak reserved memory over the layouts (none when the
-    results carry no predictions, version 1, or measured nothing)."""
-    layouts = [l for l in _layouts(results) if l.get("predicted_reserved_bytes") and "peak_reserved_bytes" in l]
+def _memory(results: TrainingResults) -> dict | None:
+    """The site's memory factor: the largest measured ÷ predicted peak reserved memory over the layouts; none when
+    nothing was measured, or measured on a CPU (a resident set, not a caching allocator's peak: no GPU margin)."""
+    if results.environment.device != "cuda":
+        return None
     points = [
         {
-            "layout": l["name"],
-            "measured_allocated_bytes": int(l["peak_allocated_bytes"]),
-            "measured_reserved_bytes": int(l["peak_reserved_bytes"]),
-            "predicted_allocated_bytes": int(l["predicted_allocated_bytes"]),
-            "predicted_reserved_bytes": int(l["predicted_reserved_bytes"]),
+            "layout": l.name,
+            "measured_allocated_bytes": l.peak_allocated_bytes,
+            "measured_reserved_bytes": l.peak_reserved_bytes,
+            "predicted_allocated_bytes": l.predicted_allocated_bytes,
+            "predicted_reserved_bytes": l.predicted_reserved_bytes,
         }
-        for l in layouts
+        for l in results.layouts
+        if l.peak_reserved_bytes > 0
     ]
     factor = max((p["measured_reserved_bytes"] / p["predicted_reserved_bytes"] for p in points), default=0.0)
     if factor <= 0:
         return None
-    device = results.get("environment", {}).get("device", "cuda")
-    return {"gpu": results["gpu_id"], "device": device, "factor": round(factor, 4), "points": points}
+    return {"gpu": results.gpu_id, "device": results.environment.device, "factor": round(factor, 4), "points": points}
 
 
-def site_calibration_text(results: dict, site: str) -> str:
-    """The site calibration file for one probe's results: every layout or serving step it measured as a point, with
-    the provenance."""
-    env = results.get("environment", {})
-    if results.get("kind") == "serving":
-        source = (
-            f"mlinfra-compile serving probe of plan {results['plan']} on {env.get('host', '?')} ({results.get('device_name', '?')}, "
-            f"torch {env.get('torch', '?')}); GEMM {results.get('gemm_tflops', 0):.3g} TFLOP/s"
-        )
-        data = {
-            "site": site,
-            "measured_at": results["measured_at"],
-            "source": source,
-            "serving_points": _serving_points(results),
-        }
-        return _with_warnings(data, results)
+def _interconnect(results: TrainingResults) -> dict | None:
+    """The collectives the probe measured inside a node and, on two nodes, across them (bus bandwidth, nccl-tests'
+    definition): calibrate fits the site's intra- and inter-node shares to the largest all-reduce of each."""
+    intra, inter = results.collectives_intra_node, results.collectives_inter_node
+    if not intra and not inter:
+        return None
+    fabric = {
+        "gpu": results.gpu_id,
+        "interconnect": results.interconnect,
+        "device": results.environment.device,
+        "ranks_per_node": results.processes_per_node,
+    }
+    for key, points in (("intra_node", intra), ("inter_node", inter)):
+        if points:
+            fabric[key] = [p.model_dump(mode="json") for p in points]
+    return fabric
+
+
+def _serving_points(results: ServingResults) -> list[dict]:
+    """The engine's medians as serving steps: time to first token at concurrency 1 is one prefill of a prompt; time
+    per output token at concurrency C is one decode step of C sequences at the mean context (prompt + half the
+    output)."""
+    common = {
+        "gpu": results.gpu_id,
+        "architecture": results.architecture.model_dump(mode="json", exclude_defaults=True),
+        "precision": results.precision,
+        "tp": results.tp,
+    }
     points = [
         {
-            "gpu": results["gpu_id"],
-            "architecture": dict(results["architecture"]),
-            "gpus": results["world_size"],
-            "tp": int(l.get("tp", 1)),
-            "pp": 1,
-            "zero_stage": l["zero_stage"],
-            "micro_batch": l["micro_batch"],
-            "global_batch": l["global_batch"],
-            "seq_len": results["seq_len"],
-            "recompute": l["recompute"],
-            "precision": results["precision"],
-            "step_seconds": l["step_seconds"],
+            **common,
+            "phase": "prefill",
+            "batch": 1,
+            "tokens": results.prompt_tokens,
+            "step_seconds": p.median_ttft_ms / 1e3,
         }
-        for l in _layouts(results)
+        for p in results.points
+        if p.concurrency == 1
     ]
+    context = results.prompt_tokens + results.output_tokens / 2
+    points += [
+        {**common, "phase": "decode", "batch": p.concurrency, "tokens": context, "step_seconds": p.median_tpot_ms / 1e3}
+        for p in results.points
+    ]
+    return points
+
+
+def _serving_data(results: ServingResults, site: str) -> dict:
+    env = results.environment
     source = (
-        f"mlinfra-compile probe of plan {results['plan']} on {env.get('host', '?')} ({results.get('device_name', '?')}, "
-        f"torch {env.get('torch', '?')}); layouts {', '.join(l.get('name', '?') for l in _layouts(results))}; "
-        f"GEMM {results.get('gemm_tflops', 0):.3g} TFLOP/s, copy {results.get('copy_bytes_per_second', 0):.3g} B/s"
+        f"mlinfra-compile serving probe of plan {results.plan} on {env.host} ({results.device_name}): vLLM's "
+        f"`vllm bench serve` at concurrency {', '.join(str(p.concurrency) for p in results.points)}"
     )
-    data = {"site": site, "measured_at": results["measured_at"], "source": source, "points": points}
+    data = {
+        "site": site,
+        "measured_at": results.measured_at,
+        "source": source[:1000],
+        "serving_points": _serving_points(results),
+    }
+    warnings = results_warnings(results)
+    if warnings:
+        data["warnings"] = warnings
+    return data
+
+
+def site_calibration_data(results: TrainingResults | ServingResults, site: str) -> dict:
+    """The site calibration file's content for one probe's results: every layout it measured as a point (priced as
+    its job was: framework, layout, reduced shape), the memory factor, the collectives, the warnings; serving results:
+    the engine's measured steps."""
+    if isinstance(results, ServingResults):
+        return _serving_data(results, site)
+    env = results.environment
+    source = (
+        f"mlinfra-compile probe of plan {results.plan} on {env.host} ({results.device_name}, torch {env.torch}); "
+        f"layouts {', '.join(l.name for l in results.layouts)}; GEMM {results.gemm_tflops:.3g} TFLOP/s, "
+        f"copy {results.copy_bytes_per_second:.3g} B/s"
+    )
+    data = {
+        "site": site,
+        "measured_at": results.measured_at,
+        "source": source[:1000],
+        "points": _points(results),
+    }
     memory = _memory(results)
     if memory:
         data["memory"] = memory
     fabric = _interconnect(results)
     if fabric:
         data["interconnect"] = fabric
-    return _with_warnings(data, results)
-
-
-def _with_warnings(data: dict, results: dict) -> str:
     warnings = results_warnings(results)
     if warnings:
         data["warnings"] = warnings
+    return data
+
+
+def site_calibration_text(data: dict) -> str:
     return CALIBRATION_HEADER + yaml.safe_dump(data, sort_keys=False, width=1 << 30)
 
 
-def results_warnings(results: dict) -> list[str]:
+def results_warnings(results: TrainingResults | ServingResults) -> list[str]:
     """The environment checks (probe_environment.py) on the results' recorded environment against what the plan's GPU
     catalog entry led the probe to expect: the same checks the probe ran on the node (none without `expected`)."""
-    expected, env = results.get("expected"), results.get("environment")
-    if not (
-        isinstance(expected, dict)
-        and isinstance(expected.get("device"), str)
-        and isinstance(expected.get("gpu_id"), str)
-        and isinstance(expected.get("power_watts"), (int, float))
-        and isinstance(env, dict)
-    ):
+    if results.expected is None:
         return []
-    return environment_warnings(env, expected)
+    return environment_warnings(results.environment.model_dump(), results.expected.model_dump())
 
 
-def _collective_points(points: list) -> list[dict]:
-    return [
-        {
-            "op": p["op"],
-            "bytes": int(p["bytes"]),
-            "ranks": int(p["ranks"]),
-            "bus_bytes_per_second": float(p["bus_bytes_per_second"]),
-        }
-        for p in points
-    ]
+def _serving_round_trip(results: ServingResults, text: str) -> tuple[list[tuple[str, float, float]], list[str]]:
+    """The plan compiled with the site file (a plan that no longer meets its targets is a note, not an error: the
+    site is what it is), and each measured step's prediction with the fitted shares."""
+    from .catalog.catalog import load_catalog
+    from .diagnostics import InfeasiblePlan, PlanInputError
+    from .pipeline import resolve_in
+    from .site_calibration import CalibrationError, SiteCalibration, _predicted_serving_step, calibrate
 
-
-def _interconnect(results: dict) -> dict | None:
-    """The collectives the probe measured inside a node and, on two nodes, across them (bus bandwidth, nccl-tests'
-    definition): calibrate fits the site's intra- and inter-node shares to the largest all-reduce of each."""
-    intra, inter = results.get("collectives_intra_node") or [], results.get("collectives_inter_node") or []
-    if not intra and not inter:
-        return None
-    env = results.get("environment", {})
+    site = SiteCalibration.model_validate(yaml.safe_load(text))
     try:
-        fabric = {
-            "gpu": results["gpu_id"],
-            "interconnect": results["interconnect"],
-            "device": env.get("device", "cuda"),
-            "ranks_per_node": int(results["processes_per_node"]),
-        }
-        if intra:
-            fabric["intra_node"] = _collective_points(intra)
-        if inter:
-            fabric["inter_node"] = _collective_points(inter)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ProbeError(
-            f"not probe results: its collectives cannot be read ({type(exc).__name__}: {str(exc)[:100]})"
-        ) from None
-    return fabric
-
-
-def load_results(path: Path) -> dict:
-    from .diagnostics import PlanInputError
-    from .source import read_regular_file
-
-    try:
-        data = json.loads(read_regular_file(path, str(path)).decode("utf-8"))
-    except PlanInputError as exc:
-        raise ProbeError(exc.diagnostics[0].render()) from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ProbeError(f"{path}: not probe results: {str(exc)[:200]}") from None
-    if not isinstance(data, dict):
-        raise ProbeError(f"{path}: not probe results (a JSON object is expected)")
-    needed = (
-        ("gpu_id", "architecture", "precision", "points", "measured_at", "plan")
-        if data.get("kind") == "serving"
-        else (
-            "gpu_id",
-            "architecture",
-            "world_size",
-            "micro_batch",
-            "global_batch",
-            "seq_len",
-            "precision",
-            "step_seconds",
-            "measured_at",
-            "plan",
+        catalog, _ = calibrate(load_catalog(), site)
+    except CalibrationError as exc:
+        raise ProbeError(f"the site file does not calibrate: {exc}") from None
+    gpu = catalog.gpus[results.gpu_id]
+    checked = [
+        (
+            f"{p.phase} step at batch {p.batch}",
+            _predicted_serving_step(
+                p, catalog, gpu.achievable_matmul_fraction, gpu.achievable_memory_bandwidth_fraction
+            ),
+            p.step_seconds,
         )
-    )
-    missing = [k for k in needed if k not in data]
-    if missing:
-        raise ProbeError(f"{path}: not probe results (missing {', '.join(missing)})")
-    return data
+        for p in site.serving_points
+    ]
+    notes = []
+    with tempfile.TemporaryDirectory(prefix="mlinfra-calibrate-") as folder:
+        Path(folder, "site-calibration.yaml").write_text(text, encoding="utf-8")
+        plan = yaml.safe_load(results.plan_text)
+        if not isinstance(plan, dict) or "catalog" in (plan.get("cluster") or {}):
+            raise ProbeError("plan_text: not the plan the probe wrote")
+        plan.setdefault("cluster", {})["calibration"] = "site-calibration.yaml"
+        try:
+            resolve_in(Path(folder), yaml.safe_dump(plan, sort_keys=False))
+        except PlanInputError as exc:
+            raise ProbeError(
+                f"plan_text: the site file does not compile the plan: {exc.diagnostics[0].message}"
+            ) from None
+        except InfeasiblePlan as exc:
+            notes.append(f"with this site's measured steps the plan does not meet its targets: {exc}")
+    return checked, notes
+
+
+def round_trip(
+    results: TrainingResults | ServingResults, text: str
+) -> tuple[list[tuple[str, float, float]], list[str]]:
+    """The site file checked as a plan uses it: each probed layout's reduced plan compiled with the file as its
+    cluster.calibration (a failure is a ProbeError naming the layout); (layout, calibrated prediction, measured)
+    and notes."""
+    from .diagnostics import InfeasiblePlan, PlanInputError
+    from .pipeline import resolve_in
+
+    if isinstance(results, ServingResults):
+        return _serving_round_trip(results, text)
+    checked = []
+    with tempfile.TemporaryDirectory(prefix="mlinfra-calibrate-") as folder:
+        Path(folder, "site-calibration.yaml").write_text(text, encoding="utf-8")
+        for i, layout in enumerate(results.layouts):
+            plan = yaml.safe_load(layout.plan_text)
+            plan.setdefault("cluster", {})["calibration"] = "site-calibration.yaml"
+            try:
+                resolved = resolve_in(Path(folder), yaml.safe_dump(plan, sort_keys=False))
+            except PlanInputError as exc:
+                message = exc.diagnostics[0].message
+                raise ProbeError(f"layouts.{i} ({layout.name}): the site file does not compile it: {message}") from None
+            except InfeasiblePlan as exc:
+                raise ProbeError(f"layouts.{i} ({layout.name}): with the site file it does not fit: {exc}") from None
+            checked.append((f"layout {layout.name}", _step_roofline(resolved), layout.step_seconds))
+    return checked, []
+
+
+def _step_roofline(plan) -> float:
+    """The step the site file's fitted shares predict: the roofline (the headline also carries the published rows'
+    P50 factor, which a site's own measurement should replace; until it does, the round trip checks the roofline)."""
+    return next((r.roofline for r in plan.ranges if r.quantity == "training.step_seconds"), plan.training.step_seconds)
+
+
+def checked_site_file(results: TrainingResults | ServingResults, site: str):
+    """The site file's text, validated as compile reads it and compiled against with each probed layout's plan."""
+    from pydantic import ValidationError
+
+    from .site_calibration import SiteCalibration
+
+    data = site_calibration_data(results, site)
+    try:
+        SiteCalibration.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise ProbeError(f"the site file would not validate: {where}: {first['msg']}") from None
+    text = site_calibration_text(data)
+    return text, round_trip(results, text)

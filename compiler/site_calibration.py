@@ -26,6 +26,7 @@ ones; the environment warnings a probe raised (another GPU, a capped power limit
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -47,8 +48,9 @@ from .sizing.train.time import INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE
 from .source import load_yaml_file
 from .units import format_bytes, format_seconds
 
-BISECTION_STEPS = 30
-SHARE_BOUNDS = (0.01, 1.0)  # an achievable share of the datasheet peak
+BISECTION_STEPS = 40
+# an achievable share of the datasheet peak; the floor lets a CPU run of the probe (a test of the loop) be fitted too
+SHARE_BOUNDS = (1e-9, 1.0)
 # a link share: a CPU's gloo over loopback reaches ~1e-3 of NVLink; below 1e-5 nothing was measured
 LINK_SHARE_BOUNDS = (1e-5, 1.0)
 TOKENS = 1e9  # any count: the step time does not depend on it
@@ -77,6 +79,10 @@ class SitePoint(_Strict):
     seq_len: int = Field(ge=1, le=10_000_000)
     recompute: Literal["none", "selective", "full"] = "none"
     precision: Literal["bf16", "fp16", "fp8"] = "bf16"
+    framework: Literal["auto", "deepspeed", "fsdp", "megatron", "ddp"] = Field(
+        "auto", description="the framework that ran the step (a probe's job: the plan's); auto: the search's choice"
+    )
+    offload: bool = Field(False, description="optimizer states offloaded to the host (DeepSpeed ZeRO-Offload)")
     step_seconds: float = Field(gt=1e-6, le=1e6, description="the measured time of one optimizer step")
 
     @model_validator(mode="after")
@@ -90,8 +96,8 @@ class SitePoint(_Strict):
 
 
 class ServingPoint(_Strict):
-    """One serving step measured on one GPU (no TP): a prefill of `batch` prompts of `tokens` tokens, `prefill_group`
-    prompts per forward, or one decode step of `batch` sequences at `tokens` tokens of context."""
+    """One serving step measured on one replica (TP `tp`): a prefill of `batch` prompts of `tokens` tokens,
+    `prefill_group` prompts per forward, or one decode step of `batch` sequences at `tokens` tokens of context."""
 
     gpu: CatalogId
     model: CatalogId | None = Field(None, description="a catalog preset id (or give the architecture)")
@@ -103,6 +109,7 @@ class ServingPoint(_Strict):
     batch: int = Field(ge=1, le=100_000)
     tokens: float = Field(ge=1, le=10_000_000, description="prefill: prompt tokens; decode: context tokens")
     prefill_group: int = Field(1, ge=1, le=100_000)
+    tp: int = Field(1, ge=1, le=1024, description="the replica's tensor parallelism (the engine's own, measured)")
     step_seconds: float = Field(gt=1e-9, le=1e6)
 
     @model_validator(mode="after")
@@ -237,8 +244,9 @@ def _predicted_step(point: SitePoint, catalog: Catalog, share: float, searches: 
             "zero_stage": point.zero_stage,
             "micro_batch": point.micro_batch,
             "recompute": point.recompute,
-            "offload": False,
+            "offload": point.offload,
         },
+        framework=point.framework,
     )
     chosen = search_training(req, {**catalog.gpus, point.gpu: gpu}, searches).chosen
     return chosen.step.total if chosen is not None else None
@@ -253,10 +261,10 @@ def _serving_model(point: ServingPoint, catalog: Catalog, gpu) -> ReplicaModel:
         params=params,
         precision=point.precision,
         dtype=compute_dtype(point.precision, gpu),
-        tp=1,
+        tp=point.tp,
         pp=1,
-        weights_bytes_per_gpu=weights_bytes_per_gpu(params, arch, point.precision, 1, 1),
-        kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu(arch, 2, 1, 1),
+        weights_bytes_per_gpu=weights_bytes_per_gpu(params, arch, point.precision, point.tp, 1),
+        kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu(arch, 2, point.tp, 1),
     )
 
 
@@ -306,9 +314,9 @@ def _bisect(ratio) -> float:
     """The share in SHARE_BOUNDS where predicted ÷ measured (falling as the share grows) crosses 1."""
     low, high = SHARE_BOUNDS
     for _ in range(BISECTION_STEPS):
-        mid = (low + high) / 2
+        mid = math.sqrt(low * high)  # geometric: the same relative precision at any share
         low, high = (mid, high) if ratio(mid) > 1 else (low, mid)
-    return round((low + high) / 2, 4)
+    return float(f"{math.sqrt(low * high):.4g}")
 
 
 def _decision(
@@ -331,10 +339,15 @@ def _decision(
     )
     return Decision(
         topic=f"site calibration ({gpu_id}{'' if what == 'matmul' else ', HBM'})",
-        choice=f"achievable {'matmul' if what == 'matmul' else 'HBM bandwidth'} share {before_share:.3f} → {share:.3f}",
+        choice=f"achievable {'matmul' if what == 'matmul' else 'HBM bandwidth'} share {_share_text(before_share)} → {_share_text(share)}",
         reason=f"{len(points)} {_what_points(points)} measured at {site.site} on {site.measured_at} ({site.source}): {measured}; "
         f"predicted ÷ measured {before:.3g} with the catalog's share, {after:.3g} with the site's{bound}",
     )
+
+
+def _share_text(share: float) -> str:
+    """Three decimals, as the catalog writes shares; a CPU run's tiny share in three significant figures."""
+    return f"{share:.3f}" if share >= 0.001 else f"{share:.3g}"
 
 
 def _what_points(points: list) -> str:

@@ -1,9 +1,9 @@
 """Probe decisions (`mlinfra-compile probe`): the reduced shape, the layouts, the job's limits, each with its reason.
 
-Training: the plan's model shape with random weights, data-parallel over one node's GPUs, pure 16-bit (weights,
-gradients and AdamW states in the plan's 16-bit dtype: torchtune's default, train_memory master_weights "none"), so
-the memory model predicts exactly what runs. Layers are reduced to the most that fit one GPU with the published
-memory margin; the layouts are the chosen one mapped to plain PyTorch and its neighbours that also fit.
+Training: the plan's own emitted job, shortened (compiler/probe_job.py): for each layout the plan reduced to one node
+and fewer layers is compiled like any plan, and its launcher and framework configuration run probe_train.py; the
+layers are the most at which the compiler predicts the layouts peak under the GPU's usable memory ÷ the published
+memory margin. Serving (vLLM): the plan's own engine launch, measured by vLLM's own `vllm bench serve`.
 """
 
 from __future__ import annotations
@@ -11,20 +11,17 @@ from __future__ import annotations
 import math
 
 from ..catalog.catalog import Catalog
-from ..catalog.params import count_params
 from ..catalog.types import Architecture
 from ..plan.deployment import DeploymentDecision, Directive
 from ..plan.probe import Probe, ProbeKubernetes, ProbeLayout, ServingProbe
 from ..plan.resolved import ResolvedPlan
 from ..plan.runs import runs_dir
 from ..probe_environment import POWER_TOLERANCE
-from ..sizing.serve.memory import kv_bytes_per_token, weights_bytes_total
-from ..sizing.train.layout import Layout, MemoryOptions, Workload
-from ..sizing.train.memory import memory_per_gpu, usable_memory_bytes
+from ..sizing.train.memory import usable_memory_bytes
 from ..units import format_bytes
 from .training import DEFAULT_RDZV_PORT, directive_value
 
-# "a minutes-long measurement job"; also the Kubernetes Job's activeDeadlineSeconds.
+# a minutes-long measurement job; also the Kubernetes Job's activeDeadlineSeconds.
 TIME_LIMIT_SECONDS = 15 * 60
 # Three warm-up steps absorb the allocator's and the kernels' first-call costs; the median of ten is reported.
 WARMUP_STEPS, MEASURED_STEPS = 3, 10
@@ -35,11 +32,14 @@ GEMM_SIZE, COPY_BYTES = 4096, 1 << 30
 # sizes ... it makes more sense to look at the bandwidth"; bus bandwidth plateaus above ~100 MB on NVLink).
 COLLECTIVE_BYTES = (1 << 20, 16 << 20, 256 << 20)
 MEMORY_FAMILY = "memory-full"  # residuals.yaml: measured ÷ predicted peak of published full-training runs
-MAX_LAYOUTS = 4  # the chosen layout and three neighbours: 4 × 13 steps stay well inside the time limit
-PURE_16_BIT = MemoryOptions(master_weights="none")
-# plain PyTorch has no fp8 training and no quantized serving kernels: those plans are probed in bf16, and say so
-PROBE_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "bf16", "fp32": "fp32", "int8": "bf16", "int4": "bf16"}
-DECODE_STEPS = 8  # decode steps timed after each prefill (the median is reported), each one token per sequence
+# The Job's log holds the launchers' and frameworks' own lines too: the results are the one JSON line between these
+# marker lines (probe.py --print-results), which the documented command extracts.
+RESULTS_BEGIN = "----- mlinfra-compile probe results begin -----"
+RESULTS_END = "----- mlinfra-compile probe results end -----"
+EXTRACT_COMMAND = (
+    f"kubectl logs job/{{name}} | sed -n '/^{RESULTS_BEGIN}$/,/^{RESULTS_END}$/{{{{//!p}}}}' > probe-results.json"
+)
+PROMPTS_PER_CONCURRENCY = 2  # requests per benchmark: twice the concurrency, so every slot is refilled once
 
 
 class ProbeError(ValueError):
@@ -48,133 +48,6 @@ class ProbeError(ValueError):
 
 def _reduced(arch: Architecture, layers: int) -> Architecture:
     return arch.model_copy(update={"layers": layers, "dense_layers": min(arch.dense_layers, layers)})
-
-
-def _memory(
-    arch: Architecture, precision: str, processes: int, seq_len: int, mb: int, recompute: str, zero: int, tp: int = 1
-):
-    dp = processes // tp
-    work = Workload(
-        arch, count_params(arch), seq_len, global_batch_sequences=mb * dp, precision=precision, memory=PURE_16_BIT
-    )
-    return memory_per_gpu(work, Layout(tp=tp, dp=dp, zero=zero, micro_batch=mb, recompute=recompute, framework="ddp"))
-
-
-def probe_tp(arch: Architecture, plan_tp: int, processes: int) -> int:
-    """The plan's TP capped to one node: the largest TP ≤ it that divides the node's processes and the heads, KV heads
-    and MLP width the probe splits (Megatron's requirement: whole heads per rank)."""
-    widths = (processes, arch.heads, arch.kv_heads, arch.ffn_hidden or arch.moe_ffn_hidden)
-    return max(t for t in range(1, min(plan_tp, processes) + 1) if all(w % t == 0 for w in widths))
-
-
-def _fits(mem, usable: int, margin: float) -> bool:
-    return mem.reserved * margin <= usable
-
-
-def _fits_margin(layout: ProbeLayout, usable: int, margin: float) -> bool:
-    return layout.predicted_reserved_bytes * margin <= usable
-
-
-def _probe_layers(
-    arch: Architecture,
-    precision: str,
-    processes: int,
-    seq_len: int,
-    mb: int,
-    recompute: str,
-    zero: int,
-    usable: int,
-    margin: float,
-    tp: int,
-) -> int:
-    """The most layers (≤ the model's) whose predicted memory × the margin fits one GPU; at least one."""
-    low, high = 1, arch.layers
-    while low < high:
-        mid = (low + high + 1) // 2
-        if _fits(_memory(_reduced(arch, mid), precision, processes, seq_len, mb, recompute, zero, tp), usable, margin):
-            low = mid
-        else:
-            high = mid - 1
-    return low
-
-
-def _layouts(
-    arch: Architecture,
-    precision: str,
-    processes: int,
-    seq_len: int,
-    mb: int,
-    recompute: str,
-    zero: int,
-    usable: int,
-    margin: float,
-    tp: int,
-) -> tuple[list[ProbeLayout], list[str]]:
-    """The chosen layout, then its runner-ups: half the TP, twice and half the micro-batch, the other recompute, the
-    other ZeRO (a TP layout keeps ZeRO-0: ZeroRedundancyOptimizer does not take DTensor parameters)."""
-    z = zero if tp == 1 else 0
-    half = tp // 2
-    candidates = [
-        (
-            "chosen",
-            mb,
-            recompute,
-            z,
-            tp,
-            "the plan's layout, as plain PyTorch runs it"
-            + (f": DTensor tensor parallelism over a [dp {processes // tp}, tp {tp}] mesh" if tp > 1 else ""),
-        )
-    ]
-    if tp > 1:
-        candidates.append(
-            (
-                f"TP {half}",
-                mb,
-                recompute,
-                zero if half == 1 else 0,
-                half,
-                "half the TP: what the tensor-parallel collectives cost against more data parallelism",
-            )
-        )
-    candidates += [
-        (f"micro-batch {mb * 2}", mb * 2, recompute, z, tp, "twice the micro-batch: how the step scales with it"),
-        (f"micro-batch {mb // 2}", mb // 2, recompute, z, tp, "half the micro-batch"),
-        (
-            f"recompute {'none' if recompute == 'full' else 'full'}",
-            mb,
-            "none" if recompute == "full" else "full",
-            z,
-            tp,
-            "the other recompute setting: the cost of re-running the forward",
-        ),
-        (f"ZeRO-{1 - z}", mb, recompute, 1 - z, tp, "AdamW states sharded (ZeroRedundancyOptimizer) or not"),
-    ]
-    layouts, left_out = [], []
-    for name, b, r, z, t, why in candidates:
-        if (
-            b < 1
-            or (z == 1 and processes // t == 1)
-            or (z == 1 and t > 1)
-            or any((l.micro_batch, l.recompute, l.zero_stage, l.tp) == (b, r, z, t) for l in layouts)
-        ):
-            continue
-        mem = _memory(arch, precision, processes, seq_len, b, r, z, t)
-        if name != "chosen" and (len(layouts) >= MAX_LAYOUTS or not _fits(mem, usable, margin)):
-            left_out.append(name)
-            continue
-        layouts.append(
-            ProbeLayout(
-                name=name,
-                micro_batch=b,
-                recompute=r,
-                zero_stage=z,
-                tp=t,
-                predicted_allocated_bytes=mem.allocated,
-                predicted_reserved_bytes=mem.reserved,
-                why=why,
-            )
-        )
-    return layouts, left_out
 
 
 def _slurm_directives(plan: ResolvedPlan) -> list[Directive]:
@@ -192,94 +65,97 @@ def _slurm_directives(plan: ResolvedPlan) -> list[Directive]:
     ]
 
 
-def training_probe(plan: ResolvedPlan, catalog: Catalog) -> Probe:
+def _layout(job, why: str) -> ProbeLayout:
+    p = job.prediction()
+    return ProbeLayout(
+        name=job.name,
+        folder=job.folder,
+        framework=p["framework"],
+        launch_kind=p["launch_kind"],
+        micro_batch=p["micro_batch"],
+        grad_accum=p["grad_accum"],
+        global_batch=p["global_batch"],
+        recompute=p["recompute"],
+        zero_stage=p["zero_stage"],
+        offload=p["offload"],
+        tp=p["tp"],
+        pp=p["pp"],
+        dp=p["dp"],
+        predicted_step_seconds=p["step_seconds"],
+        predicted_allocated_bytes=p["allocated_bytes"],
+        predicted_reserved_bytes=p["reserved_bytes"],
+        plan_text=job.plan_text,
+        why=why,
+    )
+
+
+def training_probe(
+    plan: ResolvedPlan, catalog: Catalog, resolve_text, gpus: int | None = None, neighbours: bool = True
+) -> Probe:
+    """The plan's emitted job on one node, shortened (probe_job.py): the most layers whose compiled job's predicted
+    peak × the P90 memory margin fits a GPU, at the chosen layout and the neighbours the compiler also sizes (each
+    compiled by `resolve_text`, the pipeline's)."""
+    from ..probe_job import probe_jobs
+
     arch, hw, par = plan.model.architecture, plan.hardware, plan.parallelism
-    precision = PROBE_DTYPE[plan.spec.precision]
-    processes, seq_len = hw.gpus_per_node, plan.training.seq_len
-    recompute = "none" if par.recompute == "none" else "full"
-    zero = min(1, par.zero_stage)
+    processes = min(hw.gpus, hw.gpus_per_node, gpus or hw.gpus_per_node)
     usable = usable_memory_bytes(hw.gpu_memory_bytes)
     margin = max(1.0, catalog.residuals[MEMORY_FAMILY].p90)
-    tp = probe_tp(arch, par.tp, processes)
-    layers = _probe_layers(
-        arch, precision, processes, seq_len, par.micro_batch, recompute, zero if tp == 1 else 0, usable, margin, tp
-    )
-    reduced = _reduced(arch, layers)
-    layouts, left_out = _layouts(
-        reduced, precision, processes, seq_len, par.micro_batch, recompute, zero, usable, margin, tp
-    )
-    chosen = layouts[0]
+    jobs = probe_jobs(resolve_text, plan, processes, usable / margin, neighbours=neighbours)
+    if not jobs:
+        raise ProbeError(
+            f"not one layer of the model fits {processes} × {hw.gpu} at the plan's layout with the memory margin: "
+            "the probe has no job to run"
+        )
+    chosen = jobs[0].prediction()
+    layers = jobs[0].resolved.model.architecture.layers
+    why = {"chosen": "the plan's layout as one node runs it"}
+    layouts = [_layout(j, why.get(j.name, "a neighbour the compiler also sizes: how the step scales")) for j in jobs]
     decisions = [
         DeploymentDecision(
             topic="probe shape",
             choice=f"{layers} of the model's {arch.layers} layers",
-            reason=(
-                f"the most layers whose predicted memory ({format_bytes(chosen.predicted_reserved_bytes)} reserved "
-                f"per GPU at the chosen layout) × {margin:.2f} (P90 of published measured ÷ predicted peaks, "
-                f"residuals {MEMORY_FAMILY}) fits the {format_bytes(usable)} a process can use on {hw.gpu}"
-                if _fits_margin(chosen, usable, margin)
-                else f"one layer, the least the probe builds: even its predicted memory ({format_bytes(chosen.predicted_reserved_bytes)} "
-                f"reserved per GPU, mostly the embedding, LM head and logits) × {margin:.2f} (P90 of published measured ÷ "
-                f"predicted peaks, residuals {MEMORY_FAMILY}) exceeds the {format_bytes(usable)} a process can use on "
-                f"{hw.gpu}; the probe may run out of memory, which is itself a measurement"
-            )
-            + "; random weights, every other dimension the plan's",
+            reason=f"the most layers whose compiled job's predicted peak ({format_bytes(chosen['reserved_bytes'])} "
+            f"reserved per GPU) × {margin:.2f} (P90 of published measured ÷ predicted peaks, residuals "
+            f"{MEMORY_FAMILY}) fits the {format_bytes(usable)} a process can use on {hw.gpu}; random weights, "
+            "random tokens, every other dimension the plan's",
         ),
         DeploymentDecision(
-            topic="probe processes",
-            choice=f"{processes} on one node",
-            reason=f"one per GPU of a node ({hw.gpu}, {hw.gpus_per_node} per node): data-parallel (tensor-parallel too at TP > 1), gloo on CPU, NCCL on GPUs",
-        ),
-        DeploymentDecision(
-            topic="probe precision",
-            choice=f"pure {precision}",
-            reason=f"weights, gradients and AdamW states in {precision} (no fp32 master: torchtune's default), so the "
-            f"memory model (master_weights none) predicts what runs"
-            + ("; the plan's fp8 has no plain-PyTorch training path" if plan.spec.precision == "fp8" else ""),
+            topic="probe job",
+            choice=f"the plan's {chosen['framework']} job ({chosen['launch_kind']} launch) on {processes} GPU(s)",
+            reason=f"each layout is the plan reduced to one node ({processes} of {hw.gpu}) and compiled as any plan: "
+            f"its own launcher and framework configuration run probe_train.py (a transformers Llama of the reduced "
+            f"shape) for {WARMUP_STEPS} + {MEASURED_STEPS} optimizer steps, nothing saved; the plan's "
+            f"TP{par.tp} PP{par.pp} ZeRO-{par.zero_stage} become TP{chosen['tp']} PP{chosen['pp']} "
+            f"ZeRO-{chosen['zero_stage']} on one node",
         ),
         DeploymentDecision(
             topic="probe layouts",
-            choice=", ".join(l.name for l in layouts),
-            reason=f"the plan's TP{par.tp} PP{par.pp} ZeRO-{par.zero_stage} mb{par.micro_batch} recompute {par.recompute} "
-            f"as one node runs it in plain PyTorch (TP as DTensor tensor parallelism, below; no PP; ZeRO ≥ 1 as "
-            f"ZeroRedundancyOptimizer, ZeRO-0 under TP; selective recompute as full), and its neighbours that fit"
-            + (f"; left out: {', '.join(left_out)} (do not fit or over {MAX_LAYOUTS} layouts)" if left_out else ""),
-        ),
-        DeploymentDecision(
-            topic="probe tensor parallelism",
-            choice=f"TP {tp} × DP {processes // tp}" if tp > 1 else "none",
+            choice=", ".join(f"{j.name} ({j.folder}/)" for j in jobs),
             reason=(
-                f"the plan's TP {par.tp}"
-                + (
-                    f" capped to {tp}, the largest that divides the node's {processes} "
-                    f"GPUs, the {arch.heads} heads, {arch.kv_heads} KV heads and MLP width"
-                    if tp != par.tp
-                    else ""
-                )
-                + ": torch.distributed.tensor.parallel.parallelize_module over the mesh's tp dimension (q, k, v, "
-                "gate, up ColwiseParallel; out, down RowwiseParallel; the embedding and LM head split over the "
-                "vocabulary, the loss under loss_parallel, as Megatron's vocab-parallel layers), gradients "
-                "all-reduced over its dp dimension"
+                "the chosen layout and the neighbours (half the TP, twice and half the micro-batch) that the "
+                "compiler sizes at the same depth; "
+                if neighbours
+                else "the chosen layout only (--chosen-only): one point, which calibrate fits exactly; "
             )
-            if tp > 1
-            else f"the plan's TP {par.tp}: plain data parallelism (DistributedDataParallel)",
+            + "each records the compiler's step and memory for exactly that job, which calibrate prices the same way",
         ),
         DeploymentDecision(
             topic="probe time limit",
             choice=f"{TIME_LIMIT_SECONDS // 60} minutes",
-            reason=f"a minutes-long job: {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured steps per layout, "
-            f"then the GEMM, HBM and collective tests; SIGALRM and the scheduler stop it at the limit",
+            reason=f"a minutes-long job: {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured steps per layout, then "
+            "the GEMM, HBM and collective tests; the scheduler stops it at the limit",
         ),
     ]
     sizes, nodes, collective_decisions = _collectives(plan, processes)
     return _probe(
         plan,
         "training",
-        reduced,
+        _reduced(arch, layers),
         layers,
         processes,
-        precision,
-        seq_len,
+        plan.spec.precision,
+        plan.training.seq_len,
         layouts,
         None,
         decisions + collective_decisions,
@@ -353,6 +229,8 @@ def _probe(
                 choice=f"probe-job.yaml with {image}" if image else "no probe-job.yaml",
                 reason="a one-pod Job on one node of the plan's GPU, in the plan's own "
                 + ("training image" if k8s.training else "vLLM image (it ships PyTorch)")
+                + "; the log holds the results as one JSON line between marker lines: "
+                + EXTRACT_COMMAND.format(name=f"{plan.name}-probe")
                 if image
                 else f"the {engine.engine + ' engine' if engine else 'plan'}'s image has no PyTorch to run probe.py; submit probe.sbatch or run "
                 "probe.py under torchrun in a PyTorch image",
@@ -402,82 +280,91 @@ def _probe(
     )
 
 
-def _serving_fit(arch: Architecture, layers: int, batch: int, tokens: int, budget: float) -> bool:
-    reduced = _reduced(arch, layers)
-    weights = weights_bytes_total(count_params(reduced), reduced, "bf16")
-    return weights + batch * tokens * kv_bytes_per_token(reduced, 2) <= budget
-
-
 def serving_probe(plan: ResolvedPlan) -> Probe:
-    """One GPU (no TP: plain PyTorch), prefill and decode at batches 1, the plan's concurrency and their geometric middle."""
-    arch, sv = plan.model.architecture, plan.serving
-    precision = PROBE_DTYPE[sv.precision]
-    prompt = plan.spec.serve.traffic.prompt_tokens
-    tokens = prompt + DECODE_STEPS
-    budget = sv.gpu_memory_utilization * plan.hardware.gpu_memory_bytes
+    """The plan's own engine on one replica: its emitted launch (vllm/serve.sh with config.yaml's settings) started,
+    then vLLM's own serving benchmark (`vllm bench serve`, random prompts of the plan's prompt and output lengths) at
+    concurrency 1, the plan's max concurrency and their geometric middle."""
+    sv, traffic = plan.serving, plan.spec.serve.traffic
+    if sv.engine != "vllm":
+        raise ProbeError(
+            f"the serving probe runs vLLM's own benchmark against the emitted engine; the {sv.engine} engine's "
+            "benchmark is not wired in, so this plan has no serving probe"
+        )
     top = max(1, sv.max_concurrency)
-    while top > 1 and not _serving_fit(arch, 1, top, tokens, budget):
-        top //= 2
-    low, high = 1, arch.layers
-    while low < high:
-        mid = (low + high + 1) // 2
-        low, high = (mid, high) if _serving_fit(arch, mid, top, tokens, budget) else (low, mid - 1)
-    layers, reduced = low, _reduced(arch, low)
-    batches = sorted({1, max(1, round(math.sqrt(top))), top})
-    weights = weights_bytes_total(count_params(reduced), reduced, "bf16")
-    group = max(1, sv.max_num_batched_tokens // prompt)
+    concurrencies = sorted({1, max(1, round(math.sqrt(top))), top})
     serving = ServingProbe(
-        batches=batches,
-        prompt_tokens=prompt,
-        decode_steps=DECODE_STEPS,
-        prefill_group=group,
-        kv_bytes_per_token=kv_bytes_per_token(reduced, 2),
-        weights_bytes=weights,
+        engine="vllm",
+        concurrencies=concurrencies,
+        prompt_tokens=traffic.prompt_tokens,
+        output_tokens=traffic.output_tokens,
+        prompts_per_concurrency=PROMPTS_PER_CONCURRENCY,
+        tp=sv.tp,
+        gpus=sv.gpus_per_replica,
     )
     decisions = [
         DeploymentDecision(
-            topic="probe shape",
-            choice=f"{layers} of the model's {arch.layers} layers",
-            reason=f"the most layers whose 16-bit weights ({format_bytes(weights)}) and KV cache for {top} sequences of "
-            f"{tokens} tokens fit the plan's gpu_memory_utilization {sv.gpu_memory_utilization:.2f} of one "
-            f"{plan.hardware.gpu}; random weights, every other dimension the plan's",
+            topic="probe engine",
+            choice="vLLM from vllm/serve.sh, measured by vLLM's own `vllm bench serve`",
+            reason=f"the plan's own engine and settings on one replica ({sv.gpus_per_replica} GPU(s), TP {sv.tp}), "
+            "CUDA graphs and all, so the measured time to first token and time per output token are the engine's; "
+            "an eager PyTorch stand-in is dispatch-bound where the engine is not",
         ),
         DeploymentDecision(
-            topic="probe processes",
-            choice="1 (one GPU)",
-            reason=f"plain PyTorch without tensor parallelism; the plan serves on {sv.gpus_per_replica} GPU(s) per replica",
-        ),
-        DeploymentDecision(
-            topic="probe batches",
-            choice=", ".join(map(str, batches)),
-            reason=f"1 (the latency floor), the plan's max concurrency {sv.max_concurrency}"
-            + (f" (halved to {top} to fit)" if top < sv.max_concurrency else "")
-            + f" and their geometric middle; prefill of {prompt}-token prompts (traffic.prompt_tokens), then "
-            f"{DECODE_STEPS} decode steps",
-        ),
-        DeploymentDecision(
-            topic="probe precision",
-            choice=precision,
-            reason=f"the plan serves {sv.precision}"
-            + ("" if precision == sv.precision else "; plain PyTorch has no such kernels, so 16-bit is measured"),
+            topic="probe concurrency",
+            choice=", ".join(map(str, concurrencies)),
+            reason=f"1 (the latency floor), the plan's max concurrency {sv.max_concurrency} and their geometric "
+            f"middle; random prompts of {traffic.prompt_tokens} tokens, {traffic.output_tokens} output tokens "
+            f"(traffic), {PROMPTS_PER_CONCURRENCY} × the concurrency requests each (at least "
+            f"{PROMPTS_PER_CONCURRENCY * 2})",
         ),
         DeploymentDecision(
             topic="probe time limit",
             choice=f"{TIME_LIMIT_SECONDS // 60} minutes",
-            reason=f"a minutes-long job: {WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured prefills per batch, "
-            f"then the GEMM and HBM tests; SIGALRM and the scheduler stop it at the limit",
+            reason="a minutes-long job: the engine's start, then one benchmark per concurrency; the scheduler stops "
+            "it at the limit",
         ),
     ]
-    return _probe(plan, "serving", reduced, layers, 1, precision, prompt, [], serving, decisions)
+    arch = plan.model.architecture
+    return _probe(
+        plan,
+        "serving",
+        arch,
+        arch.layers,
+        sv.gpus_per_replica,
+        sv.precision,
+        traffic.prompt_tokens,
+        [],
+        serving,
+        decisions,
+    )
 
 
-def decide_probe(plan: ResolvedPlan, catalog: Catalog) -> Probe:
+def _unprobed_training(plan: ResolvedPlan) -> str | None:
+    """What probe_train.py does not run that the plan's job does (its measurements would be of another job)."""
+    train, launch = plan.spec.train, plan.deployment.launcher.kind
+    if launch == "megatron":
+        return None  # Megatron-LM's own script runs the plan's settings
+    if train.method != "full":
+        return f"full training of every weight, not {train.method} adapters on a frozen model"
+    if train.optimizer != "adamw":
+        return f"AdamW (torch's, DeepSpeed's CPU Adam under ZeRO-Offload), not {train.optimizer}"
+    if plan.spec.precision == "fp8":
+        return "bf16 autocast outside Megatron-LM, not fp8"
+    if train.optimizer_in_backward or train.activation_offload:
+        return "the optimizer after the backward and activations on the device"
+    return None
+
+
+def decide_probe(
+    plan: ResolvedPlan, catalog: Catalog, resolve_text, gpus: int | None = None, neighbours: bool = True
+) -> Probe:
     if plan.model is None or plan.stages or plan.model.architecture.kind != "decoder":
         raise ProbeError(
             "the probe measures decoder models (training, or serving with one stage); vision and multi-stage probes are not built"
         )
     if plan.training is not None:
-        return training_probe(plan, catalog)
-    if plan.model.architecture.uses_mla:
-        raise ProbeError("the serving probe builds grouped-query attention; an MLA model's KV cache is not built")
+        unprobed = _unprobed_training(plan)
+        if unprobed:
+            raise ProbeError(f"the training probe runs {unprobed}; this plan's job is not probed yet")
+        return training_probe(plan, catalog, resolve_text, gpus, neighbours)
     return serving_probe(plan)

@@ -10,6 +10,7 @@ Passes read nothing else: no module-global state, no files.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..catalog.catalog import Catalog
@@ -21,3 +22,7 @@ class PassContext:
     catalog: Catalog
     searches: SearchCache = field(default_factory=SearchCache)
     probe: bool = False
+    probe_gpus: int | None = None  # the probe's GPUs on its one node (None: the node's, up to the plan's)
+    probe_neighbours: bool = True  # False: the probe measures the chosen layout only
+    # a plan's YAML text resolved by the pipeline (pipeline.resolve_text): the probe compiles its reduced jobs with it
+    resolve_text: Callable | None = None

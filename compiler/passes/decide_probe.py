@@ -10,4 +10,5 @@ from .context import PassContext
 def decide_probe(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     if not ctx.probe:
         return plan
-    return plan.model_copy(update={"probe": decide(plan, ctx.catalog)})
+    probe = decide(plan, ctx.catalog, ctx.resolve_text, ctx.probe_gpus, ctx.probe_neighbours)
+    return plan.model_copy(update={"probe": probe})

@@ -15,34 +15,39 @@ from .deployment import DeploymentDecision, Directive, Section
 
 
 class ProbeLayout(Section):
-    """One training layout the probe measures on one node (data- and tensor-parallel over its GPUs, plain PyTorch)."""
+    """One training layout the probe measures on one node: a reduced plan (probe_job.py) compiled into `folder`, its
+    emitted launcher and framework configuration run with the probe's training script."""
 
-    name: str = Field(description="'chosen' or what differs from it, e.g. 'micro-batch 2'")
+    name: str = Field(description="'chosen' or what differs from it, e.g. 'micro-batch ×2'")
+    folder: str = Field(description="the reduced job's files, beside probe.py")
+    framework: str
+    launch_kind: str
     micro_batch: int
-    recompute: Literal["none", "full"] = Field(description="full: torch.utils.checkpoint around every block")
-    zero_stage: Literal[0, 1] = Field(description="1: torch ZeroRedundancyOptimizer shards the AdamW states")
-    tp: int = Field(
-        1,
-        description="tensor-parallel ranks (DTensor parallelize_module on a [dp, tp] mesh); 1: DistributedDataParallel",
-    )
-    predicted_allocated_bytes: int = Field(
-        description="our memory model for this probe shape (train_memory.memory_per_gpu)"
-    )
+    grad_accum: int = 1
+    global_batch: int
+    recompute: Literal["none", "selective", "full"]
+    zero_stage: Literal[0, 1, 2, 3]
+    offload: bool = False
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    predicted_step_seconds: float = Field(description="the compiler's step time for exactly this reduced job")
+    predicted_allocated_bytes: int = Field(description="the compiler's peak allocated memory per GPU for this job")
     predicted_reserved_bytes: int
+    plan_text: str = Field(description="the reduced plan (YAML): calibrate compiles it against the site file")
     why: str
 
 
 class ServingProbe(Section):
-    """Prefill and decode step times at a few batch sizes (one GPU, plain PyTorch, a KV cache per layer)."""
+    """The plan's engine on one replica, started from its emitted launch, measured by the engine's own benchmark."""
 
-    batches: list[int]
-    prompt_tokens: int
-    decode_steps: int = Field(description="decode steps timed per batch, each attending to the prompt's KV cache")
-    prefill_group: int = Field(
-        description="prompts prefilled per forward: max_num_batched_tokens ÷ prompt tokens, as the engine chunks"
-    )
-    kv_bytes_per_token: int = Field(description="16-bit K and V of the probe's layers, per token")
-    weights_bytes: int
+    engine: Literal["vllm"]
+    concurrencies: list[int] = Field(description="`vllm bench serve --max-concurrency` points")
+    prompt_tokens: int = Field(description="--random-input-len: the plan's traffic.prompt_tokens")
+    output_tokens: int = Field(description="--random-output-len: the plan's traffic.output_tokens")
+    prompts_per_concurrency: int = Field(description="--num-prompts ÷ the concurrency")
+    tp: int
+    gpus: int = Field(description="the replica's GPUs")
 
 
 class ProbeKubernetes(Section):

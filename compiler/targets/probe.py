@@ -12,6 +12,7 @@ from ..plan.resolved import ResolvedPlan
 from ..units import format_bytes
 from .base import OutputFile, dump_json, dump_yaml_documents, render, stable
 from .k8s_common import gpu_node_selector, labels, tolerations
+from .probe_serving import config_key, render_serving_probe
 
 
 def settings(probe: Probe) -> dict:
@@ -26,14 +27,42 @@ def settings(probe: Probe) -> dict:
         "vocab": arch.vocab,
         "layers": probe.layers,
     }
-    data = probe.model_dump(mode="json", exclude={"decisions", "kubernetes", "slurm_directives", "slurm_time", "name"})
+    data = probe.model_dump(
+        mode="json",
+        exclude={
+            **dict.fromkeys(("decisions", "kubernetes", "slurm_directives", "slurm_time", "name"), True),
+            "layouts": {"__all__": {"plan_text"}},
+        },
+    )
     return {**data, **shape}
+
+
+def job_files(probe: Probe) -> list[OutputFile]:
+    """Each layout's reduced plan and its compile (launcher, framework configuration, plan.json) under its folder:
+    the plan's own emitted job, which probe.sbatch runs with probe_train.py."""
+    from ..pipeline import render as render_plan
+    from ..pipeline import resolve_text
+
+    files = []
+    if probe.layouts:
+        files.append(OutputFile("probe_train.py", render("probe/probe_train.py.j2"), 0o755))
+    for layout in probe.layouts:
+        job = render_plan(resolve_text(layout.plan_text))
+        files.append(OutputFile(f"{layout.folder}/probe-plan.yaml", layout.plan_text))
+        files.extend(
+            OutputFile(f"{layout.folder}/{f.path}", f.text, f.mode)
+            for f in job.files
+            if _job_needs(f"{layout.folder}/{f.path}") or f.path == "REPORT.md"  # no charts, alerts, sbatch
+        )
+    return files
 
 
 def render_probe(plan: ResolvedPlan) -> list[OutputFile]:
     probe = plan.probe
-    script, settings_text = render("probe/probe.py.j2"), dump_json(settings(probe))
     checks = environment_checks()
+    if probe.kind == "serving":
+        return render_serving_probe(plan, checks)
+    script, settings_text = render("probe/probe.py.j2"), dump_json(settings(probe))
     sbatch = render(
         "probe/probe.sbatch.j2",
         probe=probe,
@@ -54,10 +83,13 @@ def render_probe(plan: ResolvedPlan) -> list[OutputFile]:
         layouts=[
             {
                 "name": l.name,
+                "folder": l.folder,
+                "job": f"{l.framework} ({l.launch_kind})",
                 "tp": l.tp,
                 "micro_batch": l.micro_batch,
                 "recompute": l.recompute,
                 "zero_stage": l.zero_stage,
+                "step": f"{l.predicted_step_seconds:.4g} s",
                 "allocated": format_bytes(l.predicted_allocated_bytes),
                 "reserved": format_bytes(l.predicted_reserved_bytes),
                 "why": l.why,
@@ -68,6 +100,7 @@ def render_probe(plan: ResolvedPlan) -> list[OutputFile]:
     )
     files = [
         OutputFile("probe.py", script, 0o755),
+        OutputFile("probe_microbench.py", render("probe/probe_microbench.py.j2")),
         OutputFile("probe_environment.py", checks),
         OutputFile("probe.sbatch", sbatch, 0o755),
         OutputFile("settings.json", settings_text),
@@ -75,26 +108,51 @@ def render_probe(plan: ResolvedPlan) -> list[OutputFile]:
         OutputFile("REPORT.md", report),
     ]
     if probe.kubernetes:
-        files.append(
-            OutputFile(
-                "probe-job.yaml", dump_yaml_documents(_kubernetes_job(plan, probe, script, checks, settings_text))
-            )
-        )
+        carried = {f.path: f.text for f in files if f.path.endswith(".py") or f.path == "settings.json"}
+        carried.update((f.path, f.text) for f in job_files(probe) if _job_needs(f.path))
+        files.append(OutputFile("probe-job.yaml", dump_yaml_documents(_kubernetes_job(plan, probe, carried))))
     return files
+
+
+# what a reduced job needs to run (its launcher, framework configuration, plan.json): the ConfigMap carries only these
+JOB_RUN_FOLDERS = ("launch/", "deepspeed/", "fsdp/", "megatron/", "torchrun/")
+
+
+def _job_needs(path: str) -> bool:
+    top, _, rest = path.partition("/")
+    return not rest or rest in ("plan.json", "probe-plan.yaml") or rest.startswith(JOB_RUN_FOLDERS)
 
 
 def environment_checks() -> str:
     """compiler/probe_environment.py as it is: the same checks run on the node (probe.py imports it) and in calibrate."""
-    return resources.files("compiler").joinpath("probe_environment.py").read_text(encoding="utf-8")
+    package = __package__.rpartition(".")[0]  # compiler in a checkout, mlinfra_compile installed
+    return resources.files(package).joinpath("probe_environment.py").read_text(encoding="utf-8")
 
 
-def _kubernetes_job(plan: ResolvedPlan, probe: Probe, script: str, checks: str, settings_text: str) -> list[dict]:
-    """A ConfigMap with probe.py and settings.json and a one-pod Job on one GPU node of the plan's type: the results
-    are printed to the log (`kubectl logs job/<plan>-probe > probe-results.json`)."""
+def _layout_run(layout) -> str:
+    """One layout's job in the pod's shell: its launcher, its log kept, Megatron-LM's log read into results."""
+    results, log = f"$PWD/probe-results.d/{layout.folder}.json", f"probe-results.d/{layout.folder}.log"
+    parse = (
+        f' && MLINFRA_PROBE_RESULTS="{results}" python3 probe_train.py --megatron-log {log}'
+        if layout.launch_kind == "megatron"
+        else ""
+    )
+    return (
+        f'(MLINFRA_PROBE_RESULTS="{results}" bash {layout.folder}/launch/torchrun.sh 2>&1 | tee {log} >&2){parse} || '
+        f'echo "probe: layout {layout.name} did not finish" >&2; '
+    )
+
+
+def _kubernetes_job(plan: ResolvedPlan, probe: Probe, carried: dict[str, str]) -> list[dict]:
+    """A ConfigMap with the probe's files and its reduced jobs' and a one-pod Job on one GPU node of the plan's type:
+    each job runs under its own launcher, then probe.py prints the results between marker lines in the log."""
     meta = {"name": probe.name, "namespace": plan.deployment.kubernetes.namespace, "labels": labels(plan, "probe")}
+    runs = "".join(_layout_run(l) for l in probe.layouts)
     command = (
-        'python3 -m torch.distributed.run --standalone --nproc-per-node="$PROBE_PROCESSES" /probe/probe.py '
-        "--settings /probe/settings.json --out /tmp/probe-results.json >&2 && cat /tmp/probe-results.json"
+        "cp -rL /probe/. /tmp/probe && cd /tmp/probe && mkdir -p probe-results.d && "
+        f"export MLINFRA_PROBE_WARMUP_STEPS={probe.warmup_steps} MLINFRA_PROBE_STEPS={probe.steps}; {runs}"
+        'python3 -m torch.distributed.run --standalone --nproc-per-node="$PROBE_PROCESSES" probe.py '
+        "--settings settings.json --out /tmp/probe/probe-results.json --print-results"
     )
     container = {
         "name": "probe",
@@ -113,7 +171,13 @@ def _kubernetes_job(plan: ResolvedPlan, probe: Probe, script: str, checks: str, 
         "tolerations": tolerations(plan),
         "containers": [container],
         "volumes": [
-            {"name": "probe", "configMap": {"name": probe.name}},
+            {
+                "name": "probe",
+                "configMap": {
+                    "name": probe.name,
+                    "items": [{"key": config_key(path), "path": path} for path in sorted(carried)],
+                },
+            },
             {"name": "dshm", "emptyDir": {"medium": "Memory"}},
         ],
     }
@@ -131,6 +195,6 @@ def _kubernetes_job(plan: ResolvedPlan, probe: Probe, script: str, checks: str, 
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": meta,
-        "data": {"probe.py": script, "probe_environment.py": checks, "settings.json": settings_text},
+        "data": {config_key(path): text for path, text in sorted(carried.items())},
     }
     return [config, job]

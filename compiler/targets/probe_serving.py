@@ -1,0 +1,117 @@
+"""The serving probe's files (`mlinfra-compile probe` of a vLLM plan): the plan's own engine launch (engine/vllm/:
+serve.sh and config.yaml, as compiled), probe_serve.py (which starts it and runs vLLM's own `vllm bench serve`),
+the environment checks, settings.json, probe.sbatch, probe-job.yaml (Kubernetes plans), plan.json and REPORT.md."""
+
+from __future__ import annotations
+
+import yaml
+
+from ..plan.resolved import ResolvedPlan
+from .base import OutputFile, dump_json, dump_yaml_documents, render, stable
+from .k8s_common import gpu_node_selector, labels, tolerations
+
+
+def config_key(path: str) -> str:
+    """A ConfigMap key for a file path (keys are flat: [-._a-zA-Z0-9]+); the volume's items put it back at its path."""
+    return path.replace("/", ".-.")
+
+
+def plan_text(plan: ResolvedPlan) -> str:
+    """The plan as given (without a site calibration: calibrate names its own file when it compiles it)."""
+    data = plan.spec.model_dump(mode="json", exclude_unset=True)
+    data.get("cluster", {}).pop("calibration", None)
+    return yaml.safe_dump(data, sort_keys=False, width=1 << 30)
+
+
+def serving_settings(plan: ResolvedPlan, engine: dict[str, str]) -> dict:
+    probe = plan.probe
+    config = yaml.safe_load(engine["vllm/config.yaml"])
+    return {
+        "kind": "serving",
+        "plan": probe.plan,
+        "gpu_id": probe.gpu_id,
+        "expected_device": probe.expected_device,
+        "expected_power_watts": probe.expected_power_watts,
+        "architecture": probe.architecture.model_dump(mode="json"),
+        "precision": probe.precision,
+        "time_limit_seconds": probe.time_limit_seconds,
+        "model": config["model"],
+        "served_model_name": config.get("served_model_name", config["model"]),
+        "serving": probe.serving.model_dump(mode="json"),
+        "plan_text": plan_text(plan),
+    }
+
+
+def render_serving_probe(plan: ResolvedPlan, checks: str) -> list[OutputFile]:
+    from ..pipeline import render_files
+
+    probe = plan.probe
+    engine = {f.path: f.text for f in render_files(plan, only=("vllm",))}
+    settings_text = dump_json(serving_settings(plan, engine))
+    script = render("probe/probe_serve.py.j2")
+    sbatch = render(
+        "probe/probe_serve.sbatch.j2", probe=probe, directives=[f"--{d.flag}={d.value}" for d in probe.slurm_directives]
+    )
+    report = render("probe/REPORT.md.j2", probe=probe, collectives="none", layouts=[], decisions=probe.decisions)
+    files = [
+        OutputFile("probe_serve.py", script, 0o755),
+        OutputFile("probe_environment.py", checks),
+        OutputFile("probe.sbatch", sbatch, 0o755),
+        OutputFile("settings.json", settings_text),
+        OutputFile("plan.json", dump_json(stable(plan.model_dump(mode="json")))),
+        OutputFile("REPORT.md", report),
+        *(
+            OutputFile(f"engine/{path}", text, 0o755 if path.endswith(".sh") else 0o644)
+            for path, text in engine.items()
+        ),
+    ]
+    if probe.kubernetes:
+        carried = {f.path: f.text for f in files if f.path.endswith((".py", ".sh", ".yaml", "settings.json"))}
+        files.append(OutputFile("probe-job.yaml", dump_yaml_documents(_serving_job(plan, carried))))
+    return files
+
+
+def _serving_job(plan: ResolvedPlan, carried: dict[str, str]) -> list[dict]:
+    """A ConfigMap with the probe's files and a one-pod Job in the plan's vLLM image on the replica's GPUs."""
+
+    probe = plan.probe
+    meta = {"name": probe.name, "namespace": plan.deployment.kubernetes.namespace, "labels": labels(plan, "probe")}
+    command = "cp -rL /probe/. /tmp/probe && cd /tmp/probe && python3 probe_serve.py --out /tmp/probe/probe-results.json --print-results"
+    container = {
+        "name": "probe",
+        "image": probe.kubernetes.image,
+        "command": ["bash", "-c", command],
+        "resources": {"limits": {"nvidia.com/gpu": probe.processes}},
+        "volumeMounts": [
+            {"name": "probe", "mountPath": "/probe", "readOnly": True},
+            {"name": "dshm", "mountPath": "/dev/shm"},
+        ],
+    }
+    items = [{"key": config_key(path), "path": path} for path in sorted(carried)]
+    pod = {
+        "restartPolicy": "Never",
+        "nodeSelector": gpu_node_selector(plan),
+        "tolerations": tolerations(plan),
+        "containers": [container],
+        "volumes": [
+            {"name": "probe", "configMap": {"name": probe.name, "items": items}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+        ],
+    }
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta,
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": probe.time_limit_seconds,
+            "template": {"metadata": {"labels": meta["labels"]}, "spec": pod},
+        },
+    }
+    config = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta,
+        "data": {config_key(path): text for path, text in sorted(carried.items())},
+    }
+    return [config, job]
