@@ -15,6 +15,7 @@ import yaml
 from .deployment.probe import ProbeError
 from .plan.resolved import ResolvedPlan
 from .probe_environment import environment_warnings
+from .probe_job import step_roofline
 from .probe_results import (  # noqa: F401  (load_results: the CLI's)
     LayoutResult,
     ServingResults,
@@ -272,14 +273,8 @@ def round_trip(
                 raise ProbeError(f"layouts.{i} ({layout.name}): the site file does not compile it: {message}") from None
             except InfeasiblePlan as exc:
                 raise ProbeError(f"layouts.{i} ({layout.name}): with the site file it does not fit: {exc}") from None
-            checked.append((f"layout {layout.name}", _step_roofline(resolved), layout.step_seconds))
+            checked.append((f"layout {layout.name}", step_roofline(resolved), layout.step_seconds))
     return checked, []
-
-
-def _step_roofline(plan) -> float:
-    """The step the site file's fitted shares predict: the roofline (the headline also carries the published rows'
-    P50 factor, which a site's own measurement should replace; until it does, the round trip checks the roofline)."""
-    return next((r.roofline for r in plan.ranges if r.quantity == "training.step_seconds"), plan.training.step_seconds)
 
 
 def checked_site_file(results: TrainingResults | ServingResults, site: str):

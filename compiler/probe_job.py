@@ -61,9 +61,9 @@ class ProbeJob:
 
     def prediction(self) -> dict:
         """What the compiler predicts for this reduced job: the step, its parts and the peak memory per GPU."""
-        training, memory, par = self.resolved.training, self.resolved.memory_per_gpu_bytes, self.resolved.parallelism
+        memory, par = self.resolved.memory_per_gpu_bytes, self.resolved.parallelism
         return {
-            "step_seconds": training.step_seconds,
+            "step_seconds": step_roofline(self.resolved),
             "allocated_bytes": memory.allocated,
             "reserved_bytes": memory.reserved,
             "framework": par.framework,
@@ -210,3 +210,9 @@ def probe_jobs(
             folder = "job" if name == "chosen" else (f"job-tp{t}" if t != tp else f"job-mb{b}")
             jobs.append(ProbeJob(name, folder, *found))
     return jobs
+
+
+def step_roofline(plan: ResolvedPlan) -> float:
+    """The step the GPU shares predict: the roofline. The headline also carries the published rows' P50 factor,
+    which a site's own measurement should replace; probe and calibrate compare measured steps with the roofline."""
+    return next((r.roofline for r in plan.ranges if r.quantity == "training.step_seconds"), plan.training.step_seconds)

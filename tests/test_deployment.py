@@ -119,7 +119,7 @@ def test_fp8_outside_megatron_warns_that_the_script_must_convert_its_model():
     assert fp8.deployment.launcher.framework == "deepspeed"
     assert any("precision fp8" in w and "convert_to_float8_training" in w for w in fp8.warnings)
     assert not any("precision fp8" in w for w in training_plan(train={**BASE_TRAIN, "framework": "deepspeed"}).warnings)
-    from compiler.spec import MegatronSpec
+    from compiler.plan.spec import MegatronSpec
 
     given = MegatronSpec(core_version="0.13", path="/opt/megatron-lm")  # the fixture's image is NGC PyTorch's
     spec = fp8.spec.model_copy(update={"train": fp8.spec.train.model_copy(update={"megatron": given})})
@@ -219,12 +219,13 @@ def test_model_weights_and_id_reach_the_training_job():
 
 def test_report_and_explain_show_the_deployment_decisions():
     from compiler.explain import explain
+    from compiler.targets.base import markdown_text
 
     plan = resolve(REPO / "examples/llama3-8b-pretrain.yaml")
     text = explain(plan)
     assert "## Deployment" in text
-    for decision in plan.deployment.decisions:
-        assert f"**{decision.topic}**: {decision.choice}" in text
+    for decision in plan.deployment.decisions:  # as Markdown shows them: escaped, so `<plan>` stays text
+        assert f"**{markdown_text(decision.topic)}**: {markdown_text(decision.choice)}" in text
 
 
 @pytest.mark.parametrize(

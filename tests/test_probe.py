@@ -14,7 +14,7 @@ from compiler.catalog.residuals import load_residuals
 from compiler.deployment.probe import EXTRACT_COMMAND, MEMORY_FAMILY, RESULTS_BEGIN, RESULTS_END
 from compiler.pipeline import resolve, resolve_text
 from compiler.probe import probe_files
-from compiler.probe_job import MAX_LAYOUTS, job_spec
+from compiler.probe_job import MAX_LAYOUTS, job_spec, step_roofline
 from compiler.sizing.train.memory import usable_memory_bytes
 from tests.conftest import REPO, run_cli
 
@@ -61,12 +61,16 @@ def test_the_probe_is_the_plans_own_job_reduced_to_fit_and_says_so():
     )
     assert 1 <= probe.layers < probe.model_layers == 32 and probe.processes == 8
     files = {f.path: f.text for f in probe_files(plan).files}
-    assert {"job/launch/torchrun.sh", "job/deepspeed/ds_config.json", "job/probe-plan.yaml", "probe_train.py"} <= set(
-        files
-    )
-    assert "probe_train.py --deepspeed_config" in files["job/launch/torchrun.sh"]
+    # the example's own framework (FSDP under Accelerate): its launcher and configuration run probe_train.py
+    assert {
+        "job/launch/torchrun.sh",
+        "job/fsdp/accelerate_config.yaml",
+        "job/probe-plan.yaml",
+        "probe_train.py",
+    } <= set(files)
+    assert "accelerate" in files["job/launch/torchrun.sh"] and "probe_train.py" in files["job/launch/torchrun.sh"]
     reduced = resolve_text(files["job/probe-plan.yaml"])
-    assert reduced.training.step_seconds == chosen.predicted_step_seconds
+    assert step_roofline(reduced) == chosen.predicted_step_seconds
     assert reduced.memory_per_gpu_bytes.reserved == chosen.predicted_reserved_bytes
     assert reduced.model.architecture.layers == probe.layers
     margin = load_residuals()[MEMORY_FAMILY].p90
@@ -77,7 +81,7 @@ def test_the_probe_is_the_plans_own_job_reduced_to_fit_and_says_so():
     sbatch = files["probe.sbatch"]
     assert 'bash "$here/job/launch/torchrun.sh"' in sbatch and '"$here/probe.py" --out probe-results.json' in sbatch
     assert "#SBATCH --chdir=../runs/llama3-8b-pretrain-probe" in sbatch
-    assert "- **probe job**: the plan's deepspeed job (deepspeed launch)" in files["REPORT.md"]
+    assert "- **probe job**: the plan's fsdp job (accelerate launch)" in files["REPORT.md"]
 
 
 def test_the_neighbours_are_layouts_the_compiler_sizes():
@@ -88,7 +92,7 @@ def test_the_neighbours_are_layouts_the_compiler_sizes():
     files = {f.path: f.text for f in probe_files(plan).files}
     for layout in layouts:  # each one compiles, and to the prediction the probe recorded
         reduced = resolve_text(files[f"{layout.folder}/probe-plan.yaml"])
-        assert reduced.training.step_seconds == layout.predicted_step_seconds
+        assert step_roofline(reduced) == layout.predicted_step_seconds
         assert reduced.parallelism.micro_batch == layout.micro_batch
     settings = json.loads(files["settings.json"])
     assert [l["folder"] for l in settings["layouts"]] == [l.folder for l in layouts]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+import yaml
+
 from ..catalog.catalog import Catalog
 from ..catalog.types import Architecture
 from ..plan.deployment import DeploymentDecision, Directive
@@ -300,6 +302,7 @@ def serving_probe(plan: ResolvedPlan) -> Probe:
         prompts_per_concurrency=PROMPTS_PER_CONCURRENCY,
         tp=sv.tp,
         gpus=sv.gpus_per_replica,
+        plan_text=_plan_text(plan),
     )
     decisions = [
         DeploymentDecision(
@@ -368,3 +371,10 @@ def decide_probe(
             raise ProbeError(f"the training probe runs {unprobed}; this plan's job is not probed yet")
         return training_probe(plan, catalog, resolve_text, gpus, neighbours)
     return serving_probe(plan)
+
+
+def _plan_text(plan: ResolvedPlan) -> str:
+    """The plan as given, without a site calibration (calibrate names its own file when it compiles it)."""
+    data = plan.spec.model_dump(mode="json", exclude_unset=True)
+    data.get("cluster", {}).pop("calibration", None)
+    return yaml.safe_dump(data, sort_keys=False, width=1 << 30)

@@ -284,6 +284,8 @@ def _training_section(c: TrainCandidate, spec) -> Training:
     return Training(
         tokens=tokens,
         seq_len=spec.train.seq_len,
+        gate_quantile=spec.train.gate_quantile,
+        memory_quantile=spec.train.memory_quantile,
         flops_per_token=c.flops_per_token_model,
         flops_total=c.flops_total,
         steps=c.steps,

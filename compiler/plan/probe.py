@@ -48,6 +48,10 @@ class ServingProbe(Section):
     prompts_per_concurrency: int = Field(description="--num-prompts ÷ the concurrency")
     tp: int
     gpus: int = Field(description="the replica's GPUs")
+    plan_text: str = Field(
+        description="the plan as given (YAML, without its site calibration: calibrate names its own file when it "
+        "compiles it against the measured points)"
+    )
 
 
 class ProbeKubernetes(Section):

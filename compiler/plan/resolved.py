@@ -126,6 +126,10 @@ class Training(Section):
     step_cp_comm_seconds: float = Field(
         0.0, description="context-parallel KV ring transfers not hidden under attention, per step"
     )
+    gate_quantile: Literal["p50", "p90"] = Field("p90", description="the quantile deadline and budget are checked at")
+    memory_quantile: Literal["none", "p50", "p90"] = Field(
+        "none", description="the quantile of the published memory residuals a layout must fit at (none: the roofline)"
+    )
     step_ep_comm_seconds: float = Field(0.0, description="expert-parallel all-to-alls (dispatch and combine), per step")
     step_pp_p2p_seconds: float = Field(
         0.0, description="pipeline point-to-point sends, per step (v per stage boundary when interleaved)"

@@ -16,13 +16,6 @@ def config_key(path: str) -> str:
     return path.replace("/", ".-.")
 
 
-def plan_text(plan: ResolvedPlan) -> str:
-    """The plan as given (without a site calibration: calibrate names its own file when it compiles it)."""
-    data = plan.spec.model_dump(mode="json", exclude_unset=True)
-    data.get("cluster", {}).pop("calibration", None)
-    return yaml.safe_dump(data, sort_keys=False, width=1 << 30)
-
-
 def serving_settings(plan: ResolvedPlan, engine: dict[str, str]) -> dict:
     probe = plan.probe
     config = yaml.safe_load(engine["vllm/config.yaml"])
@@ -38,7 +31,7 @@ def serving_settings(plan: ResolvedPlan, engine: dict[str, str]) -> dict:
         "model": config["model"],
         "served_model_name": config.get("served_model_name", config["model"]),
         "serving": probe.serving.model_dump(mode="json"),
-        "plan_text": plan_text(plan),
+        "plan_text": probe.serving.plan_text,
     }
 
 

@@ -255,7 +255,7 @@ def _latency_name(plan: ResolvedPlan) -> str:
 def _checked_at(plan: ResolvedPlan) -> str:
     """The quantile deadline and budget (train) or SLOs and budget (serve) are checked at, in words."""
     if plan.workload != "serve":
-        return f"checked at {plan.spec.train.gate_quantile.upper()}"
+        return f"checked at {plan.training.gate_quantile.upper()}"
     return "checked on the roofline"
 
 
@@ -268,7 +268,7 @@ def _load_point(s) -> str:
 
 def _capacity_label(plan: ResolvedPlan) -> str:
     """The memory chart's limit line: what the roofline must fit, and the quantile behind it."""
-    quantile = plan.spec.train.memory_quantile if plan.training else "none"
+    quantile = plan.training.memory_quantile if plan.training else "none"
     return "usable" if quantile == "none" else f"usable, the roofline's limit at {quantile.upper()}:"
 
 
