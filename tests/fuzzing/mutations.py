@@ -857,14 +857,16 @@ def classify(code: int, stderr: str, plan: str, lines: int = 1 << 30) -> Outcome
     if code == 4 and "infeasible:" in stderr and "Traceback" not in stderr:
         return Outcome("infeasible", 4)
     if code == 2 and "Traceback" not in stderr:
-        # each diagnostic is one line: the plan's path, line and column, the message and its [code]
-        heads = list(re.finditer(re.escape(plan) + r"(?::(\d+):(\d+))?: error: ", stderr))
+        # each diagnostic is one line: the file's path (the plan's, or a file it names beside it: a catalog, a site
+        # file), line and column, the message and its [code]; a file that is not text has no line to point at
+        folder = plan.rsplit("/", 1)[0] + "/" if "/" in plan else ""
+        heads = list(re.finditer(re.escape(folder) + r"([^:\s]+)(?::(\d+):(\d+))?: error: ", stderr))
         codes = re.findall(r"  \[([a-z0-9-]+)\]$", stderr, re.M)
         bad = [
             h
             for h in heads
-            if h[1] is None
-            or not 1 <= int(h[1]) <= lines + 1  # no line, or past the end
+            if (h[2] is None and folder + h[1] == plan)
+            or (h[2] is not None and folder + h[1] == plan and not 1 <= int(h[2]) <= lines + 1)  # past the end
             or not re.search(r"  \[[a-z0-9-]+\]$", stderr[h.start() :].split("\n", 1)[0])
         ]  # one line each
         if heads and not bad and len(codes) >= len(heads):
@@ -912,7 +914,7 @@ def _check_fresh(plan: Path, out_dir: Path, text: str) -> Outcome | None:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = cli_main([str(plan), "-o", str(out_dir), "--check"])
-    if code == 0 and not out.getvalue():
+    if code == 0 and "up to date" in out.getvalue() and len(out.getvalue().splitlines()) == 1:  # its one line
         return None
     return Outcome("crash", code, f"--check after compile: exit {code}", err.getvalue() + out.getvalue()[:4000])
 
