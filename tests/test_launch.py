@@ -181,7 +181,9 @@ def test_megatron_arguments_reach_pretrain_gpt(tmp_path):
         },
     )
     assert plan.deployment.launcher.kind == "megatron"
-    words = after_script(launched(tmp_path, plan), "pretrain_gpt.py")
+    script = plan.deployment.launcher.script  # resolved against Megatron-LM's folder in the image
+    assert script.endswith("/pretrain_gpt.py") and script.startswith("/")
+    words = after_script(launched(tmp_path, plan), script)
     generated = [
         w
         for a in plan.deployment.frameworks.megatron_args
@@ -454,11 +456,14 @@ def test_hostile_job_paths_reach_the_container_intact(tmp_path):
         "SLURM_JOB_ID": "7",
         "SLURM_SUBMIT_DIR": str(out),
     }
-    subprocess.run(["bash", str(out / "slurm/train.sbatch")], env=env, check=True, timeout=30)
+    runs = (out / plan.runs_dir).resolve()  # the job's working directory (sbatch --chdir), mounted too
+    runs.mkdir(parents=True)
+    env.pop("PWD", None)
+    subprocess.run(["bash", str(out / "slurm/train.sbatch")], env=env, check=True, timeout=30, cwd=runs)
     (argv,) = [json.loads(line) for line in log.read_text().splitlines()]
     mounts = next(a for a in argv if a.startswith("--container-mounts=")).split("=", 1)[1]
     read = [enroot_reads(line) for line in pyxis_fstab_lines(mounts)]
-    assert read == [(str(out), str(out)), (data, data), (ckpt, ckpt)]
+    assert read == [(str(out), str(out)), (str(runs), str(runs)), (data, data), (ckpt, ckpt)]
 
 
 def with_checkpoint_dir(plan, directory: str):
