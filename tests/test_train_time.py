@@ -112,6 +112,29 @@ def test_matmul_time_is_flops_at_the_achievable_rate():
     assert step.matmul == pytest.approx(tokens * 6 * tt.matmul_params(LLAMA8B, params) / (989.4e12 * 0.80))
 
 
+def test_a_frozen_base_skips_its_weight_gradients():
+    """LoRA: the base weights take no gradient, so their GEMMs cost 4 FLOPs per parameter per token (forward and the
+    input gradient), not 6; the adapters' own parameters pay the full 6 (Hu et al. 2021 §4.2)."""
+    params = count_params(LLAMA8B)
+    adapters = 3.4e6  # rank 8 on q and v of the 8B's 32 layers
+    full, lora = _step(), _step(method="lora", trainable_params_per_replica=adapters)
+    tokens, rate = 4096 * 8, 989.4e12 * 0.80
+    assert lora.matmul == pytest.approx(tokens * (4 * tt.matmul_params(LLAMA8B, params) + 6 * adapters) / rate)
+    assert lora.matmul / full.matmul == pytest.approx(4 / 6, rel=0.01)
+
+
+def test_a_qlora_base_pays_a_dequantisation_per_weight_read():
+    """bitsandbytes dequantises the NF4 base before the forward GEMM and again before the backward's input-gradient
+    GEMM: each reads ~0.52 B and writes 2 B per parameter, on top of the GEMM's own 2 B read."""
+    params = count_params(LLAMA8B)
+    lora = _step(method="lora", trainable_params_per_replica=0.0)
+    qlora = _step(method="qlora", trainable_params_per_replica=0.0)
+    extra = 2 * (tt.NF4_BITS_PER_PARAM / 8 + 2) * tt.matmul_params(LLAMA8B, params)
+    hbm = H100.memory_bandwidth_bytes_per_second * H100.achievable_memory_bandwidth_fraction
+    assert qlora.weights - lora.weights == pytest.approx(8 * extra / hbm, rel=0.02)  # 8 micro-batches a step
+    assert qlora.matmul == lora.matmul
+
+
 def test_flash_attention_time_uses_the_kernel_share_of_peak():
     """Causal half of 4·s·H·Q per token per layer forward, ×(1 + 2.5) for the backward, at 35 % of H100 peak."""
     step = _step()

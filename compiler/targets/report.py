@@ -121,7 +121,7 @@ def _facts(plan: ResolvedPlan) -> list[dict]:
             {
                 "what": "MFU",
                 "value": f"{100 * t.mfu:.1f}% (HFU {100 * t.hfu:.1f}%) at the roofline step",
-                "source": "PaLM appendix B: (6N + 12·L·H·Q·T) × tokens/s ÷ peak",
+                "source": "PaLM appendix B: (6N + 12·L·H·Q·T) × tokens/s ÷ peak; a frozen base (LoRA, QLoRA) counts 4N, plus 6 per adapter parameter (Hu et al. 2021 §4.2)",
             },
             {
                 "what": "throughput",

@@ -23,6 +23,7 @@ from .time import (
     StepTraffic,
     WholeRun,
     dp_ranks_per_node,
+    frozen_base_flops_saved_per_token,
     hardware_flops_per_token,
     model_flops_per_token,
     step_time,
@@ -136,7 +137,7 @@ def search_context(req: TrainRequest) -> SearchContext:
         req.interconnect,
         req.storage,
         req.global_batch_sequences * req.seq_len,
-        model_flops_per_token(req.arch, req.params, req.seq_len),
+        model_flops_per_token(req.arch, req.params, req.seq_len) - _frozen_saving(req, lora),
         checkpoint_bytes(req.params, req.optimizer, req.method, lora, req.memory.master_weights),
     )
 
@@ -149,10 +150,17 @@ def layout_memory(ctx: SearchContext, layout: Layout) -> MemoryBreakdown:
     return found
 
 
+def _frozen_saving(req: TrainRequest, adapters: float) -> float:
+    """LoRA and QLoRA compute no weight gradients for the base: 4·N, not 6·N, plus 6 per adapter parameter."""
+    return frozen_base_flops_saved_per_token(req.arch, req.params, adapters) if req.method != "full" else 0.0
+
+
 def _hardware_flops(ctx: SearchContext, recompute: str) -> float:
     if recompute not in ctx.hardware_flops:
         req = ctx.req
-        ctx.hardware_flops[recompute] = hardware_flops_per_token(req.arch, req.params, req.seq_len, recompute)
+        hardware = hardware_flops_per_token(req.arch, req.params, req.seq_len, recompute)
+        adapters = lora_trainable_params(req.arch, req.lora_rank, req.lora_targets) if req.method != "full" else 0
+        ctx.hardware_flops[recompute] = hardware - _frozen_saving(req, adapters)
     return ctx.hardware_flops[recompute]
 
 

@@ -87,6 +87,7 @@ from .activations import (
     recompute_kind,
 )
 from .layout import Layout, Links, Workload
+from .memory import NF4_BITS_PER_PARAM
 from .parallel import (
     cp_allgather_bytes_per_layer,
     cp_by_allgather,
@@ -137,6 +138,16 @@ FP8_GEMM_MATMUL_FRACTION = 1041.5e12 / 1979e12  # 0.526
 # again); each trainable weight's 16-bit gradient is written, then read and written into the accumulation buffer.
 WEIGHT_READS_PER_MICROBATCH = 2
 GRADIENT_ACCESSES_PER_MICROBATCH = 3
+# GEMM FLOPs per parameter per token: forward 2, backward 2 for the input gradient and 2 for the weight gradient
+# (Kaplan et al. 2020 §2.1; Narayanan et al. 2021 §3.5). A frozen base (LoRA, QLoRA) skips the weight gradients: 4
+# (Hu et al. 2021, LoRA §4.2: "we do not need to calculate the gradients for the vast majority of the parameters";
+# PEFT and torchtune set requires_grad=False on the base, so autograd computes no dW), while the adapters pay 6.
+FULL_FLOPS_PER_PARAM = 6
+FROZEN_FLOPS_PER_PARAM = 4
+# A QLoRA base is dequantised before every GEMM that reads it: bitsandbytes' MatMul4Bit runs dequantize_4bit in its
+# forward and again for the input gradient in its backward (bitsandbytes/autograd/_functions.py), reading the NF4
+# codes with their absmax and writing the 16-bit copy the GEMM then reads (Dettmers et al. 2023, QLoRA §3).
+DEQUANT_BYTES_PER_PARAM = NF4_BITS_PER_PARAM / 8 + 2
 ZERO3_GATHERS_PER_MICROBATCH = 2  # ZeRO paper §5.3 / FSDP: parameters gathered for the forward, again for the backward
 
 
@@ -245,6 +256,13 @@ def model_flops_per_token(arch: Architecture, params: ParamCounts, seq_len: int)
     if arch.kind == "cnn" or not arch.layers:
         return 3 * arch.gflops_per_sample * 1e9 if arch.gflops_per_sample else 6.0 * params.active
     return 6 * matmul_params(arch, params) + 12 * arch.layers * attention_width(arch) * seq_len
+
+
+def frozen_base_flops_saved_per_token(arch: Architecture, params: ParamCounts, adapter_params: float) -> float:
+    """What a frozen base (LoRA, QLoRA) takes off 6·N: the base's weight gradients, less the adapters' own 6 FLOPs
+    per parameter."""
+    frozen = (FULL_FLOPS_PER_PARAM - FROZEN_FLOPS_PER_PARAM) * matmul_params(arch, params)
+    return frozen - FULL_FLOPS_PER_PARAM * adapter_params
 
 
 def hardware_flops_per_token(arch: Architecture, params: ParamCounts, seq_len: int, recompute: str) -> float:
@@ -405,12 +423,19 @@ def _stage_params(work: Workload, layout: Layout, layers: int, with_head: bool) 
     return layer_params, head, local_params
 
 
-def _matmul_seconds(work: Workload, layout: Layout, rates: _Rates, layers: int, with_head: bool) -> float:
-    """6 FLOPs per parameter per token (forward 2, backward 4), 2 more per recomputed forward."""
-    lay, tokens = layout, _tokens(work, layout)
+def _matmul_seconds(
+    work: Workload, layout: Layout, rates: _Rates, stage: tuple[int, bool], adapters: float | None
+) -> float:
+    """6 FLOPs per parameter per token (forward 2, backward 4; a frozen base 4, its `adapters` per GPU 6), 2 more per
+    recomputed forward."""
+    lay, tokens, (layers, with_head) = layout, _tokens(work, layout), stage
     layer_params, head, _ = _stage_params(work, lay, layers, with_head)
     repeat = 1 if _recompute(lay) == "full" else 0  # the forward again
-    matmul = tokens * (layers * layer_params * (6 + 2 * repeat) + 6 * head) / lay.tp / rates.matmul
+    frozen = work.method != "full"
+    base = FROZEN_FLOPS_PER_PARAM if frozen else FULL_FLOPS_PER_PARAM
+    matmul = tokens * (layers * layer_params * (base + 2 * repeat) + base * head) / lay.tp / rates.matmul
+    if frozen and adapters:  # the adapters' own GEMMs: forward and both backward products
+        matmul += tokens * FULL_FLOPS_PER_PARAM * adapters / rates.matmul
     if _recompute(lay) == OP_SAC:  # the matrices whose outputs it did not save, forward again
         matmul += tokens * layers * 2 * op_sac_recomputed_params_per_layer(work.arch) / lay.tp / rates.matmul
     return matmul
@@ -509,7 +534,7 @@ def _stage_time(
         matmul, memory, local_params = _cnn_terms(work, lay, gpu, rates)
         attention, repeat = 0.0, 0
     if arch.layers:
-        matmul = _matmul_seconds(work, lay, rates, layers, with_head)
+        matmul = _matmul_seconds(work, lay, rates, stage, traffic.trainable_params_per_replica)
         local_params = _stage_params(work, lay, layers, with_head)[2]
         attention = _attention_seconds(work, lay, gpu, rates, layers)
         memory = _memory_bound_seconds(work, lay, rates, layers, with_head)
@@ -518,7 +543,9 @@ def _stage_time(
     given = traffic.trainable_params_per_replica
     trainable = local_params if given is None else given
     reads = WEIGHT_READS_PER_MICROBATCH + repeat + _zero3_gathers(work, lay, traffic)
-    weights = WEIGHT_BYTES_16 * reads * local_params + GRADIENT_BYTES * GRADIENT_ACCESSES_PER_MICROBATCH * trainable
+    dequant = DEQUANT_BYTES_PER_PARAM * (WEIGHT_READS_PER_MICROBATCH + repeat) if work.method == "qlora" else 0.0
+    weights = (WEIGHT_BYTES_16 * reads + dequant) * local_params
+    weights += GRADIENT_BYTES * GRADIENT_ACCESSES_PER_MICROBATCH * trainable
     weights /= rates.hbm
     per_microbatch = matmul + attention + memory + weights
     ep = ep_exposed_seconds(ep, per_microbatch, lay.microbatches(work), lay.pp, lay.ep_overlap)
