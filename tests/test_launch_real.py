@@ -82,7 +82,13 @@ def expected(plan) -> dict:
 
 
 def run_on_slurm(cluster, plan, out: Path, timeout: float = 240, **extra_env: str) -> tuple[str, str]:
-    env = {**cluster_env(cluster), "PATH": torch_env()["PATH"], "MASTER_PORT": str(free_port()), **extra_env}
+    env = {
+        **cluster_env(cluster),
+        "PATH": torch_env()["PATH"],
+        "OMP_NUM_THREADS": "1",  # the site's value (torch_env): ranks share the test machine's cores
+        "MASTER_PORT": str(free_port()),
+        **extra_env,
+    }
     submitted = _sbatch(cluster, out, "--parsable", env=env)
     assert submitted.returncode == 0, submitted.stderr
     job = submitted.stdout.strip().split(";")[0]
@@ -301,7 +307,13 @@ def signalled_run(
     """Submit, wait until every rank printed `marker` (its first step done), then send SIGUSR1 to the job's steps as
     Slurm's --signal=USR1@lead does before the time limit (`scancel --signal` without --batch: the srun tasks, not the
     batch shell); return the job state, the logs and the marker rows."""
-    env = {**cluster_env(cluster), "PATH": torch_env()["PATH"], "MASTER_PORT": str(free_port()), **extra_env}
+    env = {
+        **cluster_env(cluster),
+        "PATH": torch_env()["PATH"],
+        "OMP_NUM_THREADS": "1",  # the site's value (torch_env): ranks share the test machine's cores
+        "MASTER_PORT": str(free_port()),
+        **extra_env,
+    }
     submitted = _sbatch(cluster, out, "--parsable", env=env)
     assert submitted.returncode == 0, submitted.stderr
     job = submitted.stdout.strip().split(";")[0]

@@ -99,9 +99,14 @@ def write_tree(files: dict[str, OutputFile], out: Path) -> Path:
     return out
 
 
-def torch_env() -> dict[str, str]:
+def torch_env(omp_threads: str | None = "1") -> dict[str, str]:
+    """The torch venv first on PATH, and the site's OMP_NUM_THREADS (the launcher keeps a value the site exported): one
+    thread per CPU rank, as a test runs up to 8 ranks on a 2-core machine where the plan's 12 per GPU would oversubscribe
+    it many times over; None leaves the plan's own default to reach the ranks."""
     bin_dir = Path(realtools().tool_python("torch")).parent
-    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("OMP_NUM_THREADS", None)
+    return env if omp_threads is None else {**env, "OMP_NUM_THREADS": omp_threads}
 
 
 def tiny_lines(output: str) -> list[dict]:
@@ -258,7 +263,7 @@ def _run_launcher(out: Path, env: dict, *args: str, timeout_s: int = 120) -> sub
 def test_one_node_two_processes(tmp_path):
     plan = small_training_plan(nodes=1, gpus_per_node=2)
     out = write_tree(render_training(plan), tmp_path)
-    env = {**torch_env(), "MASTER_PORT": str(free_port())}
+    env = {**torch_env(omp_threads=None), "MASTER_PORT": str(free_port())}
     proc = _run_launcher(out, env)
     output, _ = proc.communicate()
     assert proc.returncode == 0, output

@@ -11,23 +11,35 @@ from compiler.passes.wording import SENTENCES, words
 from compiler.sizing.reasons import because
 from tests.conftest import REPO
 
-SIZING = sorted((REPO / "compiler/sizing").glob("*.py"))
-CALLERS = SIZING + sorted((REPO / "compiler/passes").glob("*.py"))  # who may give a reason
+SIZING = sorted((REPO / "compiler/sizing").rglob("*.py"))  # with its train/, serve/ and cnn/ packages
+CALLERS = SIZING + sorted((REPO / "compiler/passes").rglob("*.py"))  # who may give a reason
 # Words an f-string in sizing may hold outside its fields: the compact labels of a configuration
 # ("8 × h100 TP8 PP1 DP1 ZeRO-1 mb1 none offload", "2 × (8 × h100) bf16 TP8 PP1 batch 64") and the keys of
 # the search's own tables.
-LABEL_WORDS = {"batch", "host", "dtype", "price", "nodes", "offload"}
+LABEL_WORDS = {"batch", "host", "dtype", "price", "nodes", "offload", "link"}
+
+
+def _rule_reason(node: ast.Call) -> tuple[str, frozenset[str]]:
+    """A row of frameworks.AUTO_RULES: AutoRule(framework, reason code, applies, facts), `facts` a lambda returning the
+    dict of the facts its `because(rule.reason, **rule.facts(layout))` passes."""
+    code, facts = node.args[1], node.args[3]
+    assert isinstance(code, ast.Constant) and isinstance(facts, ast.Lambda) and isinstance(facts.body, ast.Dict)
+    return code.value, frozenset(k.value for k in facts.body.keys)
 
 
 def _because_calls() -> list[tuple[str, str, frozenset[str]]]:
     calls = []
     for path in CALLERS:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "because":
-                assert isinstance(node.args[0], ast.Constant), f"{path.name}:{node.lineno}: a reason code is a literal"
-                calls.append(
-                    (f"{path.name}:{node.lineno}", node.args[0].value, frozenset(k.arg for k in node.keywords))
-                )
+            name = getattr(node.func, "id", None) if isinstance(node, ast.Call) else None
+            if name == "AutoRule":
+                calls.append((f"{path.name}:{node.lineno}", *_rule_reason(node)))
+            elif name == "because":
+                code = node.args[0]
+                if isinstance(code, ast.Attribute) and ast.unparse(code) == "rule.reason":  # an AutoRule row's
+                    continue
+                assert isinstance(code, ast.Constant), f"{path.name}:{node.lineno}: a reason code is a literal"
+                calls.append((f"{path.name}:{node.lineno}", code.value, frozenset(k.arg for k in node.keywords)))
     return calls
 
 
