@@ -1,19 +1,21 @@
 """Training outputs agree with each other and with the plan: nodes, GPUs per node, world size, batch sizes
-and precision, as written in the sbatch, torchrun.sh, ds_config.json, the accelerate config, the
-Megatron arguments and the FSDP × TP mesh. `check` raises AssertionError on the first disagreement (a target bug, never a user error).
+and precision, as written in the sbatch, torchrun.sh and the Megatron arguments (shell text, parsed back), and as
+decided in the typed framework configs the targets dump (plan.deployment.frameworks: ds_config.json, the accelerate
+config and the FSDP × TP mesh). `check` raises AssertionError on the first disagreement (a target bug, never a user
+error).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import shlex
 
 from .deployment.frameworks import MIXED_PRECISION
 from .deployment.fsdp_tp import ACTIVATION_CHECKPOINT
+from .plan.framework_configs import AccelerateConfig, DeepSpeedConfig, FsdpTpSettings
 from .plan.resolved import ResolvedPlan
-from .targets.base import OutputFile, load_generated_yaml
+from .targets.base import OutputFile
 
 
 def _expect(ok: bool, message: str) -> None:
@@ -93,18 +95,18 @@ def _check_launcher(text: str, plan: ResolvedPlan) -> None:
     )
 
 
-def _check_ds_config(text: str, plan: ResolvedPlan) -> None:
-    par, ds = plan.parallelism, json.loads(text)
+def _check_ds_config(ds: DeepSpeedConfig, plan: ResolvedPlan) -> None:
+    par = plan.parallelism
     _expect(
-        ds["train_batch_size"] == ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] * par.dp,
+        ds.train_batch_size == ds.train_micro_batch_size_per_gpu * ds.gradient_accumulation_steps * par.dp,
         "ds_config train_batch_size != micro × grad-accum × DP",
     )
-    _expect(ds["train_batch_size"] == par.global_batch, "ds_config train_batch_size != plan global batch")
-    _expect(ds["train_micro_batch_size_per_gpu"] == par.micro_batch, "ds_config micro batch != plan")
-    _expect(ds["gradient_accumulation_steps"] == par.grad_accum, "ds_config grad accumulation != plan")
-    _expect(ds["zero_optimization"]["stage"] == par.zero_stage, "ds_config ZeRO stage != plan")
-    bf16 = bool(ds.get("bf16", {}).get("enabled"))
-    fp16 = bool(ds.get("fp16", {}).get("enabled"))
+    _expect(ds.train_batch_size == par.global_batch, "ds_config train_batch_size != plan global batch")
+    _expect(ds.train_micro_batch_size_per_gpu == par.micro_batch, "ds_config micro batch != plan")
+    _expect(ds.gradient_accumulation_steps == par.grad_accum, "ds_config grad accumulation != plan")
+    _expect(ds.zero_optimization.stage == par.zero_stage, "ds_config ZeRO stage != plan")
+    bf16 = ds.bf16 is not None and ds.bf16.enabled
+    fp16 = ds.fp16 is not None and ds.fp16.enabled
     _expect(
         bf16 == (plan.deployment.launcher.precision in ("bf16", "fp8"))
         and fp16 == (plan.deployment.launcher.precision == "fp16"),
@@ -112,12 +114,12 @@ def _check_ds_config(text: str, plan: ResolvedPlan) -> None:
     )
 
 
-def _check_accelerate(text: str, plan: ResolvedPlan) -> None:
-    cfg, hw = load_generated_yaml(text), plan.hardware
-    _expect(cfg["num_machines"] == hw.nodes, "accelerate num_machines != plan nodes")
-    _expect(cfg["num_processes"] == hw.nodes * hw.gpus_per_node, "accelerate num_processes != world size")
+def _check_accelerate(cfg: AccelerateConfig, plan: ResolvedPlan) -> None:
+    hw = plan.hardware
+    _expect(cfg.num_machines == hw.nodes, "accelerate num_machines != plan nodes")
+    _expect(cfg.num_processes == hw.nodes * hw.gpus_per_node, "accelerate num_processes != world size")
     _expect(
-        cfg["mixed_precision"] == MIXED_PRECISION[plan.deployment.launcher.precision],
+        cfg.mixed_precision == MIXED_PRECISION[plan.deployment.launcher.precision],
         "accelerate mixed_precision != plan precision",
     )
 
@@ -138,46 +140,55 @@ def _check_megatron(text: str, plan: ResolvedPlan) -> None:
     _expect(("--fp16" in words) == (plan.deployment.launcher.precision == "fp16"), "Megatron --fp16 != plan precision")
 
 
-def _check_fsdp_tp(text: str, plan: ResolvedPlan) -> None:
-    cfg, par, hw = json.loads(text), plan.parallelism, plan.hardware
+def _check_fsdp_tp(cfg: FsdpTpSettings, plan: ResolvedPlan) -> None:
+    par, hw = plan.parallelism, plan.hardware
     shard = par.shard_group_gpus or par.dp  # HSDP: DP = replicas × shard group
     mesh = [par.pp] * (par.pp > 1) + [par.dp // shard] * (shard < par.dp) + [shard] + [par.cp] * (par.cp > 1) + [par.tp]
-    _expect(cfg["mesh_shape"] == mesh, "fsdp_tp.json mesh != plan [PP, DP replicas, DP shard group, CP, TP]")
-    sizes = dict(zip(cfg["mesh_dim_names"], cfg["mesh_shape"]))
-    for name, dims in cfg["flatten_mesh_dims"].items():  # dp_shard × cp under CP
+    _expect(cfg.mesh_shape == mesh, "fsdp_tp.json mesh != plan [PP, DP replicas, DP shard group, CP, TP]")
+    sizes = dict(zip(cfg.mesh_dim_names, cfg.mesh_shape))
+    for name, dims in cfg.flatten_mesh_dims.items():  # dp_shard × cp under CP
         sizes[name] = math.prod(sizes[dim] for dim in dims)
     _expect(
-        [sizes[name] for name in cfg["fsdp_mesh_dims"]] == [par.dp // shard] * (shard < par.dp) + [shard * par.cp],
+        [sizes[name] for name in cfg.fsdp_mesh_dims] == [par.dp // shard] * (shard < par.dp) + [shard * par.cp],
         "fsdp_tp.json fully_shard mesh != plan [DP replicas, DP shard group × CP]",
     )
     if par.pp > 1:
+        stages = cfg.stage_layers or []
         _expect(
-            len(cfg["stage_layers"]) == par.pp * par.vp and sum(cfg["stage_layers"]) == sum(par.pp_stage_layers),
+            len(stages) == par.pp * par.vp and sum(stages) == sum(par.pp_stage_layers),
             "fsdp_tp.json pipeline stages != plan PP × VP over its layers",
         )
         _expect(
-            cfg["pipeline_microbatches"] == par.grad_accum,
+            cfg.pipeline_microbatches == par.grad_accum,
             "fsdp_tp.json pipeline micro-batches != plan grad accumulation",
         )
-    _expect(cfg["world_size"] == hw.nodes * hw.gpus_per_node, "fsdp_tp.json world size != nodes × GPUs per node")
-    _expect((cfg["micro_batch"], cfg["grad_accum"]) == (par.micro_batch, par.grad_accum), "fsdp_tp.json batch != plan")
+    _expect(cfg.world_size == hw.nodes * hw.gpus_per_node, "fsdp_tp.json world size != nodes × GPUs per node")
+    _expect((cfg.micro_batch, cfg.grad_accum) == (par.micro_batch, par.grad_accum), "fsdp_tp.json batch != plan")
+    _expect(cfg.sequence_parallel == par.sequence_parallel, "fsdp_tp.json sequence parallelism != plan (sized with it)")
     _expect(
-        cfg["sequence_parallel"] == par.sequence_parallel, "fsdp_tp.json sequence parallelism != plan (sized with it)"
-    )
-    _expect(
-        cfg["activation_checkpoint"] == ACTIVATION_CHECKPOINT[par.recompute],
+        cfg.activation_checkpoint == ACTIVATION_CHECKPOINT[par.recompute],
         "fsdp_tp.json activation checkpointing != plan recompute (selective: torchtitan's op-level SAC)",
     )
 
 
-_CHECKS = {  # the file (a field of deployment.files) -> its check
+_TEXT_CHECKS = {  # the shell file (a field of deployment.files) -> its check of the text
     "sbatch": _check_sbatch,
     "launcher": _check_launcher,
-    "ds_config": _check_ds_config,
-    "accelerate_config": _check_accelerate,
     "megatron_args": _check_megatron,
-    "fsdp_tp_config": _check_fsdp_tp,
 }
+
+
+def _check_frameworks(plan: ResolvedPlan) -> None:
+    """The framework configs as decided (plan.deployment.frameworks), which the targets write as they are."""
+    frameworks = plan.deployment.frameworks
+    if frameworks is None:
+        return
+    if frameworks.deepspeed_config is not None:
+        _check_ds_config(frameworks.deepspeed_config, plan)
+    if frameworks.accelerate_config is not None:
+        _check_accelerate(frameworks.accelerate_config, plan)
+    if frameworks.fsdp_tp is not None:
+        _check_fsdp_tp(frameworks.fsdp_tp, plan)
 
 
 def check(files: list[OutputFile] | dict[str, str], plan: ResolvedPlan) -> None:
@@ -192,7 +203,8 @@ def check(files: list[OutputFile] | dict[str, str], plan: ResolvedPlan) -> None:
     _expect(
         par.tp * par.cp * par.pp * par.dp == hw.nodes * hw.gpus_per_node, "TP × CP × PP × DP != nodes × GPUs per node"
     )
-    for field, check_file in _CHECKS.items():
+    for field, check_file in _TEXT_CHECKS.items():
         path = getattr(plan.deployment.files, field)
         if path in texts:
             check_file(texts[path], plan)
+    _check_frameworks(plan)

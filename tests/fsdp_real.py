@@ -1,6 +1,6 @@
 """What the FSDP2 real-step tests share (test_fsdp_tp_real, test_fsdp_pp_real, test_fsdp_sac_real, test_lora_tp_real):
 the plans' cluster section, compiling a plan text, running its launcher on gloo ranks and reading their step lines, and
-the consistency check refusing a tampered fsdp/fsdp_tp.json."""
+the consistency check refusing tampered FSDP2 settings (fsdp/fsdp_tp.json as decided)."""
 
 from __future__ import annotations
 
@@ -73,16 +73,16 @@ def step_rows(out: Path, env: dict, tag: str, timeout: int = 300) -> list[dict]:
 
 
 def assert_consistency_refuses(tmp_path: Path, text: str, change: dict, match: str) -> None:
-    """The plan's files pass the consistency check, and fail it with fsdp/fsdp_tp.json updated by `change`."""
+    """The plan's files pass the consistency check, and fail it with the FSDP2 settings (fsdp/fsdp_tp.json as decided)
+    updated by `change`."""
     from compiler import training_consistency
     from compiler.pipeline import render, resolve
+    from tests.fixtures.resolved_plans import with_framework_config
 
     plan_file = tmp_path / "plan.yaml"
     plan_file.write_text(text)
     plan = resolve(plan_file)
     texts = {f.path: f.text for f in render(plan).files}
     training_consistency.check(texts, plan)
-    settings = json.loads(texts["fsdp/fsdp_tp.json"])
-    texts["fsdp/fsdp_tp.json"] = json.dumps({**settings, **change})
     with pytest.raises(AssertionError, match=match):
-        training_consistency.check(texts, plan)
+        training_consistency.check(texts, with_framework_config(plan, "fsdp_tp", **change))

@@ -1,13 +1,11 @@
 """The compiler's final cross-file check passes on real output and catches a file that disagrees."""
 
-import json
-
 import pytest
 
 from compiler.consistency import InconsistentOutput, check_consistency
 from compiler.pipeline import render
 from compiler.targets.base import OutputFile
-from tests.fixtures.resolved_plans import serving_plan, training_plan
+from tests.fixtures.resolved_plans import serving_plan, training_plan, with_framework_config
 
 
 def tampered(files, path, edit):
@@ -19,16 +17,22 @@ def test_real_output_is_consistent():
         check_consistency(plan, list(render(plan).files))
 
 
-def test_a_wrong_batch_in_ds_config_is_caught():
+def test_a_wrong_batch_in_the_deepspeed_config_is_caught():
+    plan = training_plan()
+    ds = plan.deployment.frameworks.deepspeed_config
+    wrong = with_framework_config(plan, "deepspeed_config", train_batch_size=ds.train_batch_size + 1)
+    with pytest.raises(AssertionError, match="train_batch_size"):
+        check_consistency(wrong, list(render(plan).files))
+
+
+def test_a_wrong_node_count_in_the_sbatch_is_caught():
     plan = training_plan()
 
-    def wrong_batch(text):
-        data = json.loads(text)
-        data["train_batch_size"] += 1
-        return json.dumps(data)
+    def fewer_nodes(text):
+        return text.replace("#SBATCH --nodes=8\n", "#SBATCH --nodes=4\n")
 
-    with pytest.raises(AssertionError):
-        check_consistency(plan, tampered(list(render(plan).files), "deepspeed/ds_config.json", wrong_batch))
+    with pytest.raises(AssertionError, match="--nodes"):
+        check_consistency(plan, tampered(list(render(plan).files), "slurm/train.sbatch", fewer_nodes))
 
 
 def test_replicas_outside_the_autoscaler_bounds_are_caught():

@@ -179,16 +179,15 @@ def test_a_pinned_cp_whose_sequence_does_not_cut_into_2cp_chunks_is_refused(tmp_
 def test_the_consistency_check_catches_a_cp_mesh_that_is_not_the_plans(tmp_path):
     from compiler import training_consistency
     from compiler.pipeline import render
+    from tests.fixtures.resolved_plans import with_framework_config
 
     plan_file = tmp_path / "plan.yaml"
     plan_file.write_text(PLAN.format(precision="bf16", script="train.py", gpus=4, cp=2, dp=2, recompute="full"))
     plan = resolve(plan_file)
     texts = {f.path: f.text for f in render(plan).files}
     training_consistency.check(texts, plan)
-    settings = json.loads(texts["fsdp/fsdp_tp.json"])
-    texts["fsdp/fsdp_tp.json"] = json.dumps({**settings, "mesh_shape": [4, 1, 1]})
     with pytest.raises(AssertionError, match="mesh != plan"):
-        training_consistency.check(texts, plan)
+        training_consistency.check(texts, with_framework_config(plan, "fsdp_tp", mesh_shape=[4, 1, 1]))
 
 
 HAND_CHECK = """

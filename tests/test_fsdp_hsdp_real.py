@@ -20,6 +20,7 @@ from compiler.pipeline import compile_plan as compile_in_process
 from compiler.pipeline import render, resolve
 from compiler.sizing.train.frameworks import framework_gap, resolve_framework, runs_on_fsdp2
 from compiler.sizing.train.layout import Layout
+from tests.fixtures.resolved_plans import with_framework_config
 from tests.test_target_torchrun import REPO, free_port, torch_env
 
 STEP = REPO / "tests" / "fsdp_hsdp_step.py"
@@ -104,10 +105,8 @@ def test_the_consistency_check_catches_a_mesh_without_the_replicas(tmp_path):
     plan = resolve(write_plan(tmp_path, "tp2"))
     texts = {f.path: f.text for f in render(plan).files}
     training_consistency.check(texts, plan)
-    settings = json.loads(texts["fsdp/fsdp_tp.json"])
-    texts["fsdp/fsdp_tp.json"] = json.dumps({**settings, "fsdp_mesh_dims": ["dp_shard"]})
     with pytest.raises(AssertionError, match="fully_shard mesh != plan"):
-        training_consistency.check(texts, plan)
+        training_consistency.check(texts, with_framework_config(plan, "fsdp_tp", fsdp_mesh_dims=["dp_shard"]))
 
 
 def test_hsdp_framework_rule():

@@ -91,12 +91,12 @@ def test_the_lora_section_moves_the_tp_plan_keys_to_the_base_layers():
         "self_attn.o_proj": "rowwise",
         "mlp.down_proj.base_layer": "rowwise",
     }
-    assert section["modules"] == {"self_attn.q_proj": "colwise", "mlp.down_proj": "rowwise"}
-    assert section["placements"] == {
-        "self_attn.q_proj": ["Replicate", "Shard(0)"],
-        "mlp.down_proj": ["Shard(1)", "Replicate"],
+    assert section.modules == {"self_attn.q_proj": "colwise", "mlp.down_proj": "rowwise"}
+    assert section.placements == {
+        "self_attn.q_proj": ("Replicate", "Shard(0)"),
+        "mlp.down_proj": ("Shard(1)", "Replicate"),
     }
-    assert (section["scaling"], section["dropout"]) == (2.0, 0.0)
+    assert (section.scaling, section.dropout) == (2.0, 0.0)
 
 
 @pytest.mark.parametrize(

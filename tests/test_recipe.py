@@ -84,7 +84,7 @@ def test_a_given_wsd_is_refused_under_deepspeed_and_runs_under_the_trainer():
     assert "WarmupCosineLR" in refused.value.message
     plan = plan_for(framework="deepspeed", recipe={"schedule": "wsd"}, entrypoint={"kind": "hf-trainer"})
     assert plan.recipe.schedule == "wsd"
-    assert "scheduler" not in plan.deployment.frameworks.deepspeed_config  # the Trainer's warmup_stable_decay runs
+    assert plan.deployment.frameworks.deepspeed_config.scheduler is None  # the Trainer's warmup_stable_decay runs
 
 
 def test_gpt3_fallback_by_nearest_size_and_warmup_in_tokens():
@@ -164,7 +164,7 @@ def test_lr_at_follows_each_schedule():
 
 def test_every_framework_file_carries_the_recipe():
     plan = plan_for(framework="deepspeed")
-    ds = plan.deployment.frameworks.deepspeed_config
+    ds = plan.deployment.frameworks.deepspeed_config.as_written()  # deepspeed/ds_config.json's mapping
     assert ds["optimizer"] == {
         "type": "AdamW",
         "params": {"lr": 3e-4, "betas": [0.9, 0.95], "eps": 1e-5, "weight_decay": 0.1},

@@ -10,7 +10,7 @@ import pytest
 from compiler import training_consistency
 from compiler.deployment.frameworks import bucket_sizes
 from compiler.targets import deepspeed
-from tests.fixtures.resolved_plans import deployed, training_plan
+from tests.fixtures.resolved_plans import deployed, training_plan, with_framework_config
 from tests.test_target_torchrun import free_port, realtools, render_training, small_training_plan
 
 
@@ -89,11 +89,19 @@ def test_sorted_keys():
 def test_consistency_check_catches_a_wrong_batch():
     plan = training_plan()
     files = {p: f.text for p, f in render_training(plan).items()}
-    ds = json.loads(files["deepspeed/ds_config.json"])
-    ds["train_batch_size"] = 510
-    files["deepspeed/ds_config.json"] = json.dumps(ds)
+    training_consistency.check(files, plan)
     with pytest.raises(AssertionError, match="train_batch_size"):
-        training_consistency.check(files, plan)
+        training_consistency.check(files, with_framework_config(plan, "deepspeed_config", train_batch_size=510))
+
+
+def test_consistency_check_catches_a_wrong_zero_stage_and_precision():
+    plan = training_plan()  # ZeRO-1, bf16
+    ds = plan.deployment.frameworks.deepspeed_config
+    zero3 = ds.zero_optimization.model_copy(update={"stage": 3})
+    with pytest.raises(AssertionError, match="ZeRO stage"):
+        training_consistency.check({}, with_framework_config(plan, "deepspeed_config", zero_optimization=zero3))
+    with pytest.raises(AssertionError, match="precision"):
+        training_consistency.check({}, with_framework_config(plan, "deepspeed_config", bf16=None))
 
 
 # --- DeepSpeed's own parser ---------------------------------------------------------------------------

@@ -259,7 +259,7 @@ def test_hsdp_shard_group_reaches_the_accelerate_config(tmp_path):
     )
     plan = resolve(plan_file)
     assert plan.parallelism.shard_group_gpus == 8 and plan.parallelism.framework == "fsdp"
-    assert plan.deployment.frameworks.accelerate_config["fsdp_config"]["fsdp_reshard_after_forward"] == "HYBRID_SHARD"
+    assert plan.deployment.frameworks.accelerate_config.fsdp_config.fsdp_reshard_after_forward == "HYBRID_SHARD"
     params = count_params(LLAMA8B)
     assert plan.memory_per_gpu_bytes.weights > 2 * params.total / 8 * 0.99
 

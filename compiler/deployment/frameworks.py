@@ -13,6 +13,17 @@ stage3_param_persistence_threshold = 10·h. Accelerate keys are those `accelerat
 from __future__ import annotations
 
 from ..plan.deployment import Checkpoint, DeploymentDecision, FrameworkArg, Frameworks
+from ..plan.framework_configs import (
+    AccelerateConfig,
+    AccelerateFsdpConfig,
+    ActivationCheckpointing,
+    Bf16,
+    DeepSpeedConfig,
+    Fp16,
+    FsdpTpSettings,
+    Offload,
+    ZeroOptimization,
+)
 from ..plan.resolved import ResolvedPlan
 from ..plan.spec import PlanSpec
 from ..sizing.train.parallel import megatron_split
@@ -55,68 +66,69 @@ def bucket_sizes(hidden: int) -> dict[str, int]:
     }
 
 
-def _precision(precision: str) -> dict:
+def _precision(precision: str) -> dict[str, Bf16 | Fp16]:
+    """The bf16 or fp16 block (ds_config key → block); none for fp32."""
     if precision in ("bf16", "fp8"):  # fp8 matmuls run inside Transformer Engine on top of bf16 weights
-        return {"bf16": {"enabled": True}}
+        return {"bf16": Bf16(enabled=True)}
     if precision == "fp16":
-        return {
-            "fp16": {
-                "enabled": True,
-                "loss_scale": 0,
-                "initial_scale_power": FP16_INITIAL_SCALE_POWER,
-                "loss_scale_window": FP16_LOSS_SCALE_WINDOW,
-                "hysteresis": FP16_HYSTERESIS,
-                "min_loss_scale": FP16_MIN_LOSS_SCALE,
-            }
-        }
+        fp16 = Fp16(
+            enabled=True,
+            loss_scale=0,
+            initial_scale_power=FP16_INITIAL_SCALE_POWER,
+            loss_scale_window=FP16_LOSS_SCALE_WINDOW,
+            hysteresis=FP16_HYSTERESIS,
+            min_loss_scale=FP16_MIN_LOSS_SCALE,
+        )
+        return {"fp16": fp16}
     return {}
 
 
-def _zero(plan: ResolvedPlan) -> dict:
+def _zero(plan: ResolvedPlan) -> ZeroOptimization:
     par = plan.parallelism
     stage = par.zero_stage
-    zero: dict = {"stage": stage}
     if stage == 0:
-        return zero
+        return ZeroOptimization(stage=0)
     buckets = bucket_sizes(plan.model.architecture.hidden if plan.model else 0)
-    zero.update({"overlap_comm": True, "contiguous_gradients": True, "reduce_bucket_size": buckets["reduce"]})
-    if stage < 3:
-        zero["allgather_bucket_size"] = buckets["allgather"]
-    else:
-        zero["stage3_prefetch_bucket_size"] = buckets["prefetch"]
-        zero["stage3_param_persistence_threshold"] = buckets["persistence"]
-    if par.offload_optimizer:
-        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
-    if par.offload_params and stage == 3:
-        zero["offload_param"] = {"device": "cpu", "pin_memory": True}
-    return zero
+    offload = Offload(device="cpu", pin_memory=True)
+    return ZeroOptimization(
+        stage=stage,
+        overlap_comm=True,
+        contiguous_gradients=True,
+        reduce_bucket_size=buckets["reduce"],
+        allgather_bucket_size=buckets["allgather"] if stage < 3 else None,
+        stage3_prefetch_bucket_size=buckets["prefetch"] if stage == 3 else None,
+        stage3_param_persistence_threshold=buckets["persistence"] if stage == 3 else None,
+        offload_optimizer=offload if par.offload_optimizer else None,
+        offload_param=offload if par.offload_params and stage == 3 else None,
+    )
 
 
-def ds_config(plan: ResolvedPlan) -> dict:
+def ds_config(plan: ResolvedPlan) -> DeepSpeedConfig:
     par = plan.parallelism
-    config: dict = {
-        "train_batch_size": par.micro_batch * par.grad_accum * par.dp,
-        "train_micro_batch_size_per_gpu": par.micro_batch,
-        "gradient_accumulation_steps": par.grad_accum,
-        "gradient_clipping": plan.recipe.grad_clip_norm,
-        **deepspeed_optimizer(plan.recipe),
-        # the hf-trainer kind schedules with the Trainer's own scheduler (its flags), beside DeepSpeed's optimizer
-        **(deepspeed_scheduler(plan.recipe) if plan.spec.train.entrypoint.kind != "hf-trainer" else {}),
-        "zero_optimization": _zero(plan),
-        "wall_clock_breakdown": False,
-        **_precision(plan.spec.precision),
-    }
+    checkpointing = None
     if par.recompute != "none":
         # Used by models that checkpoint through deepspeed.checkpointing (Megatron-DeepSpeed); splitting
         # the saved activations only helps when tensor parallelism replicates them.
-        config["activation_checkpointing"] = {
-            "partition_activations": par.tp > 1,
-            "contiguous_memory_optimization": False,
-            "cpu_checkpointing": False,
-            "synchronize_checkpoint_boundary": False,
-            "profile": False,
-        }
-    return config
+        checkpointing = ActivationCheckpointing(
+            partition_activations=par.tp > 1,
+            contiguous_memory_optimization=False,
+            cpu_checkpointing=False,
+            synchronize_checkpoint_boundary=False,
+            profile=False,
+        )
+    return DeepSpeedConfig(
+        train_batch_size=par.micro_batch * par.grad_accum * par.dp,
+        train_micro_batch_size_per_gpu=par.micro_batch,
+        gradient_accumulation_steps=par.grad_accum,
+        gradient_clipping=plan.recipe.grad_clip_norm,
+        optimizer=deepspeed_optimizer(plan.recipe),
+        # the hf-trainer kind schedules with the Trainer's own scheduler (its flags), beside DeepSpeed's optimizer
+        scheduler=deepspeed_scheduler(plan.recipe) if plan.spec.train.entrypoint.kind != "hf-trainer" else None,
+        zero_optimization=_zero(plan),
+        wall_clock_breakdown=False,
+        activation_checkpointing=checkpointing,
+        **_precision(plan.spec.precision),
+    )
 
 
 # ZeRO stage → FSDP sharding strategy (PyTorch FSDP docs, ShardingStrategy): FSDP has no
@@ -142,41 +154,42 @@ def fsdp1_strategy(zero_stage: int, hybrid: bool, reshard_after_forward: bool) -
     return "SHARD_GRAD_OP" if keep_gathered else sharding_strategy(zero_stage)
 
 
-def accelerate_config(plan: ResolvedPlan) -> dict:
+def accelerate_config(plan: ResolvedPlan) -> AccelerateConfig:
     par = plan.parallelism
     strategy = fsdp1_strategy(par.zero_stage, bool(par.shard_group_gpus), plan.spec.train.reshard_after_forward)
-    return {
-        "compute_environment": "LOCAL_MACHINE",
-        "distributed_type": "FSDP",
-        "debug": False,
-        "fsdp_config": {
-            "fsdp_version": 1,
-            # HSDP: shard inside a node, replicate across nodes (FSDP ShardingStrategy.HYBRID_SHARD). Both keys: accelerate
-            # 1.15 launch always exports FSDP_SHARDING_STRATEGY (its --fsdp_sharding_strategy defaults to FULL_SHARD) and
-            # its FSDP1 plugin prefers it to FSDP_RESHARD_AFTER_FORWARD, so the strategy in the second key alone is ignored
-            # (found by the real FSDP step in tests/test_launch_real.py); the second is what `accelerate config` writes.
-            "fsdp_sharding_strategy": strategy,
-            "fsdp_reshard_after_forward": strategy,
-            # wrap each transformer block (the model's _no_split_modules): one all-gather per block
-            "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
-            "fsdp_backward_prefetch": "BACKWARD_PRE",
-            "fsdp_forward_prefetch": False,
-            "fsdp_offload_params": par.offload_params or par.offload_optimizer,
-            "fsdp_activation_checkpointing": par.recompute != "none",
-            "fsdp_state_dict_type": "SHARDED_STATE_DICT",
-            "fsdp_cpu_ram_efficient_loading": True,
-            "fsdp_sync_module_states": True,
-            "fsdp_use_orig_params": True,
-        },
-        "mixed_precision": MIXED_PRECISION[plan.spec.precision],
-        "num_machines": plan.hardware.nodes,
-        "num_processes": plan.hardware.nodes * plan.hardware.gpus_per_node,
-        "machine_rank": 0,
-        "rdzv_backend": "c10d",
-        "same_network": True,
-        "main_training_function": "main",
-        "use_cpu": False,
-    }
+    fsdp = AccelerateFsdpConfig(
+        fsdp_version=1,
+        # HSDP: shard inside a node, replicate across nodes (FSDP ShardingStrategy.HYBRID_SHARD). Both keys: accelerate
+        # 1.15 launch always exports FSDP_SHARDING_STRATEGY (its --fsdp_sharding_strategy defaults to FULL_SHARD) and
+        # its FSDP1 plugin prefers it to FSDP_RESHARD_AFTER_FORWARD, so the strategy in the second key alone is ignored
+        # (found by the real FSDP step in tests/test_launch_real.py); the second is what `accelerate config` writes.
+        fsdp_sharding_strategy=strategy,
+        fsdp_reshard_after_forward=strategy,
+        # wrap each transformer block (the model's _no_split_modules): one all-gather per block
+        fsdp_auto_wrap_policy="TRANSFORMER_BASED_WRAP",
+        fsdp_backward_prefetch="BACKWARD_PRE",
+        fsdp_forward_prefetch=False,
+        fsdp_offload_params=par.offload_params or par.offload_optimizer,
+        fsdp_activation_checkpointing=par.recompute != "none",
+        fsdp_state_dict_type="SHARDED_STATE_DICT",
+        fsdp_cpu_ram_efficient_loading=True,
+        fsdp_sync_module_states=True,
+        fsdp_use_orig_params=True,
+    )
+    return AccelerateConfig(
+        compute_environment="LOCAL_MACHINE",
+        distributed_type="FSDP",
+        debug=False,
+        fsdp_config=fsdp,
+        mixed_precision=MIXED_PRECISION[plan.spec.precision],
+        num_machines=plan.hardware.nodes,
+        num_processes=plan.hardware.nodes * plan.hardware.gpus_per_node,
+        machine_rank=0,
+        rdzv_backend="c10d",
+        same_network=True,
+        main_training_function="main",
+        use_cpu=False,
+    )
 
 
 NORMALIZATION = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
@@ -383,19 +396,19 @@ def decisions(files: Frameworks) -> list[DeploymentDecision]:
     )
 
 
-def _mesh_reason(settings: dict) -> str:
+def _mesh_reason(settings: FsdpTpSettings) -> str:
     """Why the layout runs on the FSDP2 script (compiler/deployment/fsdp_tp.py uses_fsdp_tp)."""
-    if "pp" in settings:
+    if settings.pp is not None:
         return (
             "TP/PP at ZeRO-3: torchtitan's FSDP2 × TP × PP composition, PP outermost, TP innermost so its ranks share "
             "a node; the pipeline schedule runs the decided stages with the plan's gradient accumulation as "
             "micro-batches, its bubble (p−1)/(v·m) as sized"
         )
-    if settings["mesh_shape"][-1] > 1:
+    if settings.mesh_shape[-1] > 1:
         return "TP at ZeRO-3: torchtitan's FSDP2 × TP composition, TP innermost so its ranks share a node"
-    if "cp" in settings:
+    if settings.cp is not None:
         return "CP at ZeRO-3: FSDP2 over dp_shard × cp, the attention's K/V all-gathered over the CP ranks"
-    if settings["activation_checkpoint"] == "selective-op":
+    if settings.activation_checkpoint == "selective-op":
         return (
             "selective recompute under FSDP: torchtitan's op-level selective AC, which Accelerate's FSDP1 plugin "
             "cannot apply, on FSDP2's fully_shard over a 1-D mesh as torchtitan runs it"
@@ -406,32 +419,32 @@ def _mesh_reason(settings: dict) -> str:
     )
 
 
-def _hsdp_decision(settings: dict) -> list[DeploymentDecision]:
+def _hsdp_decision(settings: FsdpTpSettings) -> list[DeploymentDecision]:
     described = describe_hsdp(settings)
     return [DeploymentDecision(topic="FSDP HSDP groups", choice=described[0], reason=described[1])] if described else []
 
 
-def _context_parallel(settings: dict) -> list[DeploymentDecision]:
-    if "cp" not in settings:
+def _context_parallel(settings: FsdpTpSettings) -> list[DeploymentDecision]:
+    if settings.cp is None:
         return []
     choice, reason = describe_context_parallel(settings)
     return [DeploymentDecision(topic="FSDP × CP attention", choice=choice, reason=reason)]
 
 
-def _sequence_parallel(settings: dict) -> list[DeploymentDecision]:
-    if settings["mesh_shape"][-1] == 1:  # PP alone: no TP to run it with
+def _sequence_parallel(settings: FsdpTpSettings) -> list[DeploymentDecision]:
+    if settings.mesh_shape[-1] == 1:  # PP alone: no TP to run it with
         return []
     choice, reason = describe_sequence_parallel(settings)
     return [DeploymentDecision(topic="FSDP × TP sequence parallelism", choice=choice, reason=reason)]
 
 
 def _lora_tp_decision(files: Frameworks) -> list[DeploymentDecision]:
-    if "lora" not in files.fsdp_tp:
+    if files.fsdp_tp.lora is None:
         return []
     return [
         DeploymentDecision(
             topic="LoRA × TP adapters",
-            choice=describe_lora_tp(files.fsdp_tp["lora"]),
+            choice=describe_lora_tp(files.fsdp_tp.lora),
             reason="train.lora; sharded as PEFT's LoraParallelLinear shards Megatron's layers (column-"
             "parallel base: A whole, B split on its output; row-parallel: A split on its input, "
             "B whole, the rank-wide product summed over TP); dropout PEFT's default 0.0; "

@@ -45,7 +45,8 @@ dp × cp is the gradient of the mean over every token.
 
 from __future__ import annotations
 
-from ..plan.resolved import ResolvedPlan
+from ..plan.framework_configs import FsdpTpSettings
+from ..plan.resolved import Parallelism, ResolvedPlan
 from ..plan.spec import PlanSpec
 from ..sizing.train.frameworks import FSDP2_REDUCE_DTYPE, runs_on_fsdp2
 from .lora_tp import lora_settings
@@ -168,56 +169,58 @@ def stage_modules(stage_layers: list[int]) -> list[list[str]]:
     return names
 
 
-def settings(plan: ResolvedPlan, spec: PlanSpec) -> dict:
+def settings(plan: ResolvedPlan, spec: PlanSpec) -> FsdpTpSettings:
     """fsdp/fsdp_tp.json: the mesh, the TP plan and the sharding options, as fsdp_tp.py applies them."""
     par = plan.parallelism
     sp = par.sequence_parallel
     dims = mesh_dims(plan)
-    config = {
-        "mesh_dim_names": [name for name, _ in dims],
-        "mesh_shape": [size for _, size in dims],
+    block_tp_plan = (BLOCK_TP_PLAN | (SEQUENCE_PARALLEL_BLOCK_PLAN if sp else {})) if par.tp > 1 else {}
+    lora = None
+    if spec.train.method == "lora":  # adapters sharded as their base layers (compiler/deployment/lora_tp.py)
+        lora, block_tp_plan = lora_settings(spec, block_tp_plan)
+    return FsdpTpSettings(
+        mesh_dim_names=[name for name, _ in dims],
+        mesh_shape=[size for _, size in dims],
         **fsdp_mesh_dims(dims),
-        "world_size": par.dp * par.cp * par.tp * par.pp,
-        "block_tp_plan": (BLOCK_TP_PLAN | (SEQUENCE_PARALLEL_BLOCK_PLAN if sp else {})) if par.tp > 1 else {},
-        "model_tp_plan": (
+        world_size=par.dp * par.cp * par.tp * par.pp,
+        block_tp_plan=block_tp_plan,
+        model_tp_plan=(
             MODEL_TP_PLAN | LOSS_PARALLEL_MODEL_PLAN | (SEQUENCE_PARALLEL_MODEL_PLAN if sp else {})
             if par.tp > 1
             else {}
         ),
-        "sequence_parallel": sp,
-        "loss_parallel": par.tp > 1,
-        "reshard_after_forward": spec.train.reshard_after_forward,
-        "param_dtype": PARAM_DTYPE[spec.precision],
-        "reduce_dtype": REDUCE_DTYPE,
+        sequence_parallel=sp,
+        loss_parallel=par.tp > 1,
+        reshard_after_forward=spec.train.reshard_after_forward,
+        param_dtype=PARAM_DTYPE[spec.precision],
+        reduce_dtype=REDUCE_DTYPE,
         **activation_checkpoint(par.recompute),
-        "micro_batch": par.micro_batch,
-        "grad_accum": par.grad_accum,
-        "seq_len": plan.training.seq_len,
+        micro_batch=par.micro_batch,
+        grad_accum=par.grad_accum,
+        seq_len=plan.training.seq_len,
+        **(pipeline_settings(par) if par.pp > 1 else {}),
+        **(context_parallel_settings(par.cp) if par.cp > 1 else {}),  # fsdp_cp_runs: TP1 PP1, full weights, no HSDP
+        lora=lora,
+    )
+
+
+def pipeline_settings(par: Parallelism) -> dict:
+    """The schedule and the stage split (PP > 1): keys of fsdp_tp.json."""
+    stages = virtual_stage_layers(par.pp_stage_layers, par.vp)
+    return {
+        "pp": par.pp,
+        "vp": par.vp,
+        "pipeline_schedule": SCHEDULE_INTERLEAVED if par.vp > 1 else SCHEDULE_1F1B,
+        "pipeline_microbatches": par.grad_accum,
+        "pp_stage_layers": list(par.pp_stage_layers),
+        "stage_layers": stages,
+        "stage_modules": stage_modules(stages),
     }
-    if par.pp > 1:
-        stages = virtual_stage_layers(par.pp_stage_layers, par.vp)
-        config.update(
-            {
-                "pp": par.pp,
-                "vp": par.vp,
-                "pipeline_schedule": SCHEDULE_INTERLEAVED if par.vp > 1 else SCHEDULE_1F1B,
-                "pipeline_microbatches": par.grad_accum,
-                "pp_stage_layers": list(par.pp_stage_layers),
-                "stage_layers": stages,
-                "stage_modules": stage_modules(stages),
-            }
-        )
-    if par.cp > 1:  # fsdp_cp_runs: TP1 PP1, full weights, no HSDP
-        config.update(
-            {
-                "cp": par.cp,
-                "context_parallel": CONTEXT_PARALLEL,
-                "cp_rank_chunks": cp_rank_chunks(par.cp),
-            }
-        )
-    if spec.train.method == "lora":  # adapters sharded as their base layers (compiler/deployment/lora_tp.py)
-        config["lora"], config["block_tp_plan"] = lora_settings(spec, config["block_tp_plan"])
-    return config
+
+
+def context_parallel_settings(cp: int) -> dict:
+    """The CP attention (CP > 1): keys of fsdp_tp.json."""
+    return {"cp": cp, "context_parallel": CONTEXT_PARALLEL, "cp_rank_chunks": cp_rank_chunks(cp)}
 
 
 def cp_rank_chunks(cp: int) -> list[list[int]]:
@@ -227,12 +230,12 @@ def cp_rank_chunks(cp: int) -> list[list[int]]:
     return [[rank, 2 * cp - 1 - rank] for rank in range(cp)]
 
 
-def describe_context_parallel(config: dict) -> tuple[str, str]:
+def describe_context_parallel(config: FsdpTpSettings) -> tuple[str, str]:
     """The CP decision as (choice, reason) for the report."""
-    cp, seq_len = config["cp"], config["seq_len"]
-    chunks = ", ".join(f"rank {rank}: {'+'.join(map(str, pair))}" for rank, pair in enumerate(config["cp_rank_chunks"]))
+    cp, seq_len = config.cp, config.seq_len
+    chunks = ", ".join(f"rank {rank}: {'+'.join(map(str, pair))}" for rank, pair in enumerate(config.cp_rank_chunks))
     return (
-        f"CP{cp}, K/V all-gathered per layer ({config['context_parallel']}); {seq_len} tokens in {2 * cp} chunks of "
+        f"CP{cp}, K/V all-gathered per layer ({config.context_parallel}); {seq_len} tokens in {2 * cp} chunks of "
         f"{seq_len // (2 * cp)} ({chunks}); fully_shard over dp_shard × cp",
         "the Llama 3 paper's context parallelism (§3.3.2): local queries attend to the gathered keys at or before "
         "their global positions, chunks i and 2·cp−1−i balance the causal work; the all-gather is not overlapped "
@@ -241,10 +244,10 @@ def describe_context_parallel(config: dict) -> tuple[str, str]:
     )
 
 
-def describe_sequence_parallel(config: dict) -> tuple[str, str]:
+def describe_sequence_parallel(config: FsdpTpSettings) -> tuple[str, str]:
     """The sequence-parallelism decision as (choice, reason) for the report."""
-    tp, seq_len = config["mesh_shape"][-1], config["seq_len"]
-    if config["sequence_parallel"]:
+    tp, seq_len = config.mesh_shape[-1], config.seq_len
+    if config.sequence_parallel:
         return (
             "on: embedding, norms and block outputs sharded over the sequence, logits over the vocabulary "
             "(loss_parallel)",
@@ -271,8 +274,8 @@ def activation_checkpoint(recompute: str) -> dict:
     }
 
 
-def describe(config: dict) -> str:
-    sizes = dict(zip(config["mesh_dim_names"], config["mesh_shape"]))
+def describe(config: FsdpTpSettings) -> str:
+    sizes = dict(zip(config.mesh_dim_names, config.mesh_shape))
     dims = ", ".join(f"{name} {size}" for name, size in sizes.items())
     tp, shards = sizes["tp"], sizes["dp_shard"] * sizes.get("cp", 1)
     tensor_parallel = f"parallelize_module (TP{tp}, transformers' Llama TP plan) then " if tp > 1 else "no TP plan; "
@@ -280,21 +283,21 @@ def describe(config: dict) -> str:
     text = (
         f"DeviceMesh [{dims}]: {tensor_parallel}fully_shard "
         f"(ZeRO-3 over {shards}{' = dp_shard × cp' if 'cp' in sizes else ''}{replicas}) per block; "
-        f"params {config['param_dtype']}, reduce {config['reduce_dtype']}, "
-        f"activation checkpoint {config['activation_checkpoint']}"
+        f"params {config.param_dtype}, reduce {config.reduce_dtype}, "
+        f"activation checkpoint {config.activation_checkpoint}"
     )
-    if "pp" in config:
+    if config.pp is not None:
         text += (
-            f"; {len(config['stage_layers'])} pipeline stages of {'/'.join(map(str, config['stage_layers']))} "
-            f"layers under torch.distributed.pipelining Schedule{config['pipeline_schedule']}, "
-            f"{config['pipeline_microbatches']} micro-batches per step"
+            f"; {len(config.stage_layers)} pipeline stages of {'/'.join(map(str, config.stage_layers))} "
+            f"layers under torch.distributed.pipelining Schedule{config.pipeline_schedule}, "
+            f"{config.pipeline_microbatches} micro-batches per step"
         )
     return text
 
 
-def describe_hsdp(config: dict) -> tuple[str, str] | None:
+def describe_hsdp(config: FsdpTpSettings) -> tuple[str, str] | None:
     """The HSDP groups as (choice, reason) for the report, or None without replicas."""
-    sizes = dict(zip(config["mesh_dim_names"], config["mesh_shape"]))
+    sizes = dict(zip(config.mesh_dim_names, config.mesh_shape))
     if "dp_replicate" not in sizes:
         return None
     replicas, shard, tp = sizes["dp_replicate"], sizes["dp_shard"], sizes["tp"]

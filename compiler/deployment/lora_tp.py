@@ -8,6 +8,7 @@ TP style of its base layer, and the TP plan's key for it becomes "<module>.base_
 
 from __future__ import annotations
 
+from ..plan.framework_configs import LoraTp
 from ..plan.spec import PlanSpec
 
 # train.lora.targets → Hugging Face Llama module names (transformers' LlamaDecoderLayer), the TP plan's keys
@@ -30,27 +31,25 @@ ADAPTER_PLACEMENTS = {
 }  # SP: its output reduce-scattered over the sequence
 
 
-def lora_settings(spec: PlanSpec, block_tp_plan: dict[str, str]) -> tuple[dict, dict[str, str]]:
+def lora_settings(spec: PlanSpec, block_tp_plan: dict[str, str]) -> tuple[LoraTp, dict[str, str]]:
     """(the "lora" section, the block TP plan with each targeted module's key moved to its base layer)."""
     lora = spec.train.lora
     modules = {LORA_MODULES[t]: block_tp_plan[LORA_MODULES[t]] for t in lora.targets}
-    section = {
-        "rank": lora.rank,
-        "alpha": lora.alpha,
-        "scaling": lora.alpha / lora.rank,
-        "dropout": LORA_DROPOUT,
-        "modules": modules,
-        "placements": {name: list(ADAPTER_PLACEMENTS[style]) for name, style in modules.items()},
-    }
+    section = LoraTp(
+        rank=lora.rank,
+        alpha=lora.alpha,
+        scaling=lora.alpha / lora.rank,
+        dropout=LORA_DROPOUT,
+        modules=modules,
+        placements={name: ADAPTER_PLACEMENTS[style] for name, style in modules.items()},
+    )
     plan = {(f"{name}.{BASE_LAYER}" if name in modules else name): style for name, style in block_tp_plan.items()}
     return section, plan
 
 
-def describe(lora: dict) -> str:
-    modules = ", ".join(
-        f"{name} ({lora['modules'][name]}: A {a}, B {b})" for name, (a, b) in lora["placements"].items()
-    )
+def describe(lora: LoraTp) -> str:
+    modules = ", ".join(f"{name} ({lora.modules[name]}: A {a}, B {b})" for name, (a, b) in lora.placements.items())
     return (
-        f"rank {lora['rank']}, alpha {lora['alpha']:g} (scaling {lora['scaling']:g}), dropout {lora['dropout']:g} "
+        f"rank {lora.rank}, alpha {lora.alpha:g} (scaling {lora.scaling:g}), dropout {lora.dropout:g} "
         f"on {modules}; base weights frozen, adapters fully_shard over dp_shard"
     )

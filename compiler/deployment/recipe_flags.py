@@ -13,6 +13,16 @@ from __future__ import annotations
 import json
 
 from ..diagnostics import FieldRefused
+from ..plan.framework_configs import (
+    AdamWParams,
+    DeepSpeedOptimizer,
+    WarmupCosineLR,
+    WarmupCosineLRParams,
+    WarmupDecayLR,
+    WarmupDecayLRParams,
+    WarmupLR,
+    WarmupLRParams,
+)
 from ..plan.recipe import Recipe, significant
 
 MEGATRON_OPTIMIZER = {"adamw": "adam", "sgd": "sgd"}
@@ -59,33 +69,34 @@ def megatron_recipe_args(recipe: Recipe) -> list[tuple[str, str | None]]:
     ]
 
 
-def deepspeed_optimizer(recipe: Recipe) -> dict:
-    """ds_config's optimizer block; {} where DeepSpeed has no such optimizer (the script builds it, from MLINFRA_*)."""
+def deepspeed_optimizer(recipe: Recipe) -> DeepSpeedOptimizer | None:
+    """ds_config's optimizer block; None where DeepSpeed has no such optimizer (the script builds it, from MLINFRA_*)."""
     if recipe.optimizer != "adamw":
-        return {}
-    params = {"lr": recipe.lr_peak, "betas": list(recipe.betas), "eps": recipe.eps, "weight_decay": recipe.weight_decay}
-    return {"optimizer": {"type": "AdamW", "params": params}}
+        return None
+    params = AdamWParams(lr=recipe.lr_peak, betas=recipe.betas, eps=recipe.eps, weight_decay=recipe.weight_decay)
+    return DeepSpeedOptimizer(type="AdamW", params=params)
 
 
-def deepspeed_scheduler(recipe: Recipe) -> dict:
+def deepspeed_scheduler(recipe: Recipe) -> WarmupLR | WarmupDecayLR | WarmupCosineLR | None:
     """ds_config's scheduler block, warmup linear from 0 as decided (DeepSpeed's default warmup_type is log; its
     schedulers need warmup_num_steps ≥ 1). linear: WarmupDecayLR uses warmup_min_lr as the floor of both the warmup
     and the decay, so it is written only with lr_min 0 (cosine's WarmupCosineLR has separate ratios). WSD has no
     DeepSpeed scheduler: the recipe pass refuses or replaces it before this point; under the hf-trainer kind the
     Trainer schedules instead (no block)."""
-    warmup = max(1, recipe.warmup_steps)
-    common = {"warmup_num_steps": warmup, "warmup_type": "linear"}
+    warmup = {"warmup_num_steps": max(1, recipe.warmup_steps), "warmup_type": "linear"}
     if recipe.schedule == "cosine":
         ratio = significant(recipe.lr_min / recipe.lr_peak)
-        params = {"total_num_steps": recipe.decay_steps, "warmup_min_ratio": 0.0, "cos_min_ratio": ratio, **common}
-        return {"scheduler": {"type": "WarmupCosineLR", "params": params}}
+        cosine = WarmupCosineLRParams(
+            total_num_steps=recipe.decay_steps, warmup_min_ratio=0.0, cos_min_ratio=ratio, **warmup
+        )
+        return WarmupCosineLR(type="WarmupCosineLR", params=cosine)
+    lrs = {"warmup_min_lr": 0.0, "warmup_max_lr": recipe.lr_peak, **warmup}
     if recipe.schedule == "linear" and recipe.lr_min == 0:
-        params = {"total_num_steps": recipe.decay_steps, "warmup_min_lr": 0.0, "warmup_max_lr": recipe.lr_peak}
-        return {"scheduler": {"type": "WarmupDecayLR", "params": {**params, **common}}}
+        linear = WarmupDecayLRParams(total_num_steps=recipe.decay_steps, **lrs)
+        return WarmupDecayLR(type="WarmupDecayLR", params=linear)
     if recipe.schedule == "constant":
-        params = {"warmup_min_lr": 0.0, "warmup_max_lr": recipe.lr_peak, **common}
-        return {"scheduler": {"type": "WarmupLR", "params": params}}
-    return {}
+        return WarmupLR(type="WarmupLR", params=WarmupLRParams(**lrs))
+    return None
 
 
 def hf_scheduler(recipe: Recipe) -> tuple[str, dict]:

@@ -6,9 +6,11 @@ Each value is decided once, in `compiler/deployment/training.py` or `serving.py`
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from .framework_configs import AccelerateConfig, DeepSpeedConfig, FsdpTpSettings
 
 
 class Section(BaseModel):
@@ -196,13 +198,13 @@ class FrameworkArg(Section):
 class Frameworks(Section):
     """What the training framework reads besides the launch environment."""
 
-    deepspeed_config: dict[str, Any] | None = Field(None, description="deepspeed/ds_config.json as written")
-    accelerate_config: dict[str, Any] | None = Field(None, description="fsdp/accelerate_config.yaml as written")
+    deepspeed_config: DeepSpeedConfig | None = Field(None, description="deepspeed/ds_config.json as written")
+    accelerate_config: AccelerateConfig | None = Field(None, description="fsdp/accelerate_config.yaml as written")
     megatron_args: list[FrameworkArg] | None = Field(
         None, description="megatron/args.sh, in Megatron-LM's argument-group order"
     )
     megatron: MegatronTarget | None = Field(None, description="the Megatron-LM release, entry point and retention")
-    fsdp_tp: dict[str, Any] | None = Field(
+    fsdp_tp: FsdpTpSettings | None = Field(
         None,
         description="fsdp/fsdp_tp.json as written: the FSDP2 × TP × PP mesh, TP plan, sharding options and, with PP, the schedule and stage split (compiler/deployment/fsdp_tp.py)",
     )

@@ -17,7 +17,8 @@ def applies(plan: ResolvedPlan) -> bool:
 
 
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
-    return [OutputFile(plan.deployment.files.ds_config, dump_json(plan.deployment.frameworks.deepspeed_config))]
+    config = plan.deployment.frameworks.deepspeed_config
+    return [OutputFile(plan.deployment.files.ds_config, dump_json(config.as_written()))]
 
 
 TARGET = Target("deepspeed", applies, render)

@@ -20,11 +20,8 @@ def applies(plan: ResolvedPlan) -> bool:
 
 
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
-    return [
-        OutputFile(
-            plan.deployment.files.accelerate_config, dump_yaml_documents([plan.deployment.frameworks.accelerate_config])
-        )
-    ]
+    config = plan.deployment.frameworks.accelerate_config
+    return [OutputFile(plan.deployment.files.accelerate_config, dump_yaml_documents([config.as_written()]))]
 
 
 TARGET = Target("fsdp", applies, render)

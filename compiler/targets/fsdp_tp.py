@@ -22,10 +22,10 @@ def applies(plan: ResolvedPlan) -> bool:
 def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None) -> list[OutputFile]:
     files, settings = plan.deployment.files, plan.deployment.frameworks.fsdp_tp
     out = [
-        OutputFile(files.fsdp_tp_config, dump_json(settings)),
+        OutputFile(files.fsdp_tp_config, dump_json(settings.as_written())),
         OutputFile(files.fsdp_tp_script, render_template("fsdp/fsdp_tp.py.j2")),
     ]
-    if "lora" in settings:  # fsdp_tp.py loads it from beside itself
+    if settings.lora is not None:  # fsdp_tp.py loads it from beside itself
         out.append(OutputFile(files.lora_tp_script, render_template("fsdp/lora_tp.py.j2")))
     return out
 
