@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,25 @@ def test_lora_runs_on_fsdp_tp_and_qlora_does_not():
     assert resolve_framework("auto", "lora", Layout(tp=2, pp=4, zero=3))[0] == "fsdp"
     assert resolve_framework("auto", "lora", Layout(tp=2, pp=4)) is None  # Megatron-LM's arguments: full weights only
     assert dict(framework_gap("auto", "qlora", Layout(tp=2, zero=3)).facts)["layout"] == "adapters-model-parallel"
+
+
+def test_lora_under_pp_without_tp_is_refused_by_name_not_a_crash(tmp_path):
+    """fsdp/lora_tp.py shards each adapter as the TP plan shards its base layer: PP without TP has no TP plan, so the
+    FSDP2 path cannot take LoRA there (it was a KeyError, exit 3); 1-D FSDP keeps LoRA."""
+    assert framework_gap("fsdp", "lora", Layout(pp=2, zero=3)) is not None
+    assert resolve_framework("fsdp", "lora", Layout(tp=2, pp=2, zero=3))[0] == "fsdp"
+    assert resolve_framework("fsdp", "lora", Layout(dp=4, zero=3))[0] == "fsdp"
+    text = PLAN.format(script='"train.py"', extra="tp: 1, pp: 2, vp: 1, dp: 2", model=SHORT_LLAMA, batch=8)
+    plan = tmp_path / "lora-pp.yaml"
+    plan.write_text(text)
+    done = subprocess.run(
+        [sys.executable, "-m", "compiler", str(plan), "-o", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert done.returncode == 4, done.stderr
+    assert "trains LoRA under model parallelism only with TP" in done.stderr
 
 
 def test_adapters_per_tp_rank_follow_their_base_layers_split():

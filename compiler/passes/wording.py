@@ -123,6 +123,11 @@ _FSDP_TP_MISSING = {
         f"framework fsdp trains QLoRA only without TP/PP: {_FSDP_TP} trains full weights or LoRA (fsdp/lora_tp.py), "
         f"and a 4-bit base has no DTensor TP path"
     ),
+    "lora-without-tp": lambda vp: (
+        f"framework fsdp trains LoRA under model parallelism only with TP: {_FSDP_TP} shards the adapters as the TP plan "
+        f"shards their base layers (fsdp/lora_tp.py), and a layout without TP has none; without PP, LoRA runs "
+        f"under FSDP or DeepSpeed (ZeRO)"
+    ),
     "offload": lambda vp: (
         f"framework fsdp does not offload with TP/PP/CP: {_FSDP_TP} runs fully_shard on the GPU; DeepSpeed offloads, "
         f"without TP/PP/CP"

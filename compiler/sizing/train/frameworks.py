@@ -74,7 +74,7 @@ def fsdp2_runs(method: str, layout: Layout) -> bool:
         and lay.ep == 1
         and lay.zero == 3
         and not lay.offload
-        and method in ("full", "lora")
+        and (method == "full" or (method == "lora" and lay.tp > 1))  # fsdp/lora_tp.py shards adapters as TP does
         and (not lay.stage_layers or min(lay.stage_layers) >= lay.vp)
     )
 
@@ -178,13 +178,14 @@ def resolve_framework(framework: str, method: str, layout: Layout, per_node: int
 def fsdp_tp_missing(method: str, layout: Layout) -> str:
     """The first thing a model-parallel layout asks of the FSDP2 path that `fsdp_tp_runs` refuses: a capability it
     lacks ("cp": CP with TP, PP, adapters or an HSDP group, `fsdp_cp_runs`; "ep") before a setting it does not take
-    ("adapters", "offload", "zero", "vp-chunks")."""
+    ("adapters", "lora-without-tp", "offload", "zero", "vp-chunks")."""
     lay = layout
     cp_missing = not fsdp_cp_runs(method, lay) or (lay.cp > 1 and bool(lay.shard_group))
     missing = (
         ("cp", cp_missing),
         ("ep", lay.ep > 1),
         ("adapters", method not in ("full", "lora")),
+        ("lora-without-tp", method == "lora" and lay.tp == 1),
         ("offload", lay.offload),
         ("zero", lay.zero != 3),
         ("vp-chunks", bool(lay.stage_layers) and min(lay.stage_layers) < lay.vp),
