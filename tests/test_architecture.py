@@ -15,7 +15,8 @@ import pytest
 from compiler.targets import TARGETS
 from compiler.targets.base import Target
 
-TARGETS_DIR = Path(__file__).resolve().parent.parent / "compiler" / "targets"
+REPO = Path(__file__).resolve().parent.parent
+TARGETS_DIR = REPO / "compiler" / "targets"
 MODULES = sorted(p for p in TARGETS_DIR.glob("*.py") if p.name != "__init__.py")
 TARGET_MODULES = {t.name for t in TARGETS}
 
@@ -83,3 +84,27 @@ def test_the_checker_catches_what_it_should(tmp_path):
         and "compiler.sizing.train.search" in names
     )
     assert any(isinstance(n, ast.Attribute) and n.attr == "spec" for n in ast.walk(tree))
+
+
+def test_runtime_scripts_ship_as_python_that_a_target_writes():
+    """compiler/runtime/ holds the Python the generated folders run, as real modules (parsed, linted by ruff), no
+    templating: each is written by a target through runtime_script, and nothing in the compiler imports one (they
+    import torch)."""
+    runtime = REPO / "compiler" / "runtime"
+    scripts = sorted(p.name for p in runtime.glob("*.py") if p.name != "__init__.py")
+    assert len(scripts) >= 7
+    targets = "".join(p.read_text(encoding="utf-8") for p in (REPO / "compiler" / "targets").glob("*.py"))
+    for name in scripts:
+        ast.parse((runtime / name).read_text(encoding="utf-8"))
+        assert f'runtime_script("{name}")' in targets, f"{name} is written by no target"
+    imports = [
+        (p.name, node.module)
+        for p in (REPO / "compiler").rglob("*.py")
+        if "runtime" not in p.parts
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom)
+        and node.module
+        and "runtime." in f"{node.module}."
+        and node.module.rsplit(".", 1)[-1] != "runtime"
+    ]
+    assert not imports, imports

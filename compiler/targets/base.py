@@ -8,13 +8,14 @@ import re
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import jinja2
 import yaml
 
-from .. import __version__
+from .. import __version__, runtime
 from ..resources import data_dir
 
 if TYPE_CHECKING:
@@ -167,6 +168,12 @@ def environment() -> jinja2.Environment:
 
 def render(template: str, **context: Any) -> str:
     return environment().get_template(template).render(**context)
+
+
+@cache
+def runtime_script(name: str) -> str:
+    """A script of compiler/runtime/ as the generated folder carries it: shipped text, settings passed as data."""
+    return resources.files(runtime).joinpath(name).read_text(encoding="utf-8")
 
 
 COMMENT_SYNTAX = {

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..plan.resolved import ResolvedPlan
-from .base import OutputFile, Target, dump_json
-from .base import render as render_template
+from .base import OutputFile, Target, dump_json, runtime_script
 
 
 def applies(plan: ResolvedPlan) -> bool:
@@ -23,10 +22,10 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
     files, settings = plan.deployment.files, plan.deployment.frameworks.fsdp_tp
     out = [
         OutputFile(files.fsdp_tp_config, dump_json(settings.as_written())),
-        OutputFile(files.fsdp_tp_script, render_template("fsdp/fsdp_tp.py.j2")),
+        OutputFile(files.fsdp_tp_script, runtime_script("fsdp_tp.py")),
     ]
     if settings.lora is not None:  # fsdp_tp.py loads it from beside itself
-        out.append(OutputFile(files.lora_tp_script, render_template("fsdp/lora_tp.py.j2")))
+        out.append(OutputFile(files.lora_tp_script, runtime_script("lora_tp.py")))
     return out
 
 

@@ -10,7 +10,7 @@ from importlib import resources
 from ..plan.probe import Probe
 from ..plan.resolved import ResolvedPlan
 from ..units import format_bytes
-from .base import OutputFile, dump_json, dump_yaml_documents, render, stable
+from .base import OutputFile, dump_json, dump_yaml_documents, render, runtime_script, stable
 from .k8s_common import gpu_node_selector, labels, tolerations
 from .probe_serving import config_key, render_serving_probe
 
@@ -45,7 +45,7 @@ def job_files(probe: Probe) -> list[OutputFile]:
 
     files = []
     if probe.layouts:
-        files.append(OutputFile("probe_train.py", render("probe/probe_train.py.j2"), 0o755))
+        files.append(OutputFile("probe_train.py", runtime_script("probe_train.py"), 0o755))
     for layout in probe.layouts:
         job = render_plan(resolve_text(layout.plan_text))
         files.append(OutputFile(f"{layout.folder}/probe-plan.yaml", layout.plan_text))
@@ -62,7 +62,7 @@ def render_probe(plan: ResolvedPlan) -> list[OutputFile]:
     checks = environment_checks()
     if probe.kind == "serving":
         return render_serving_probe(plan, checks)
-    script, settings_text = render("probe/probe.py.j2"), dump_json(settings(probe))
+    script, settings_text = runtime_script("probe.py"), dump_json(settings(probe))
     sbatch = render(
         "probe/probe.sbatch.j2",
         probe=probe,
@@ -100,7 +100,7 @@ def render_probe(plan: ResolvedPlan) -> list[OutputFile]:
     )
     files = [
         OutputFile("probe.py", script, 0o755),
-        OutputFile("probe_microbench.py", render("probe/probe_microbench.py.j2")),
+        OutputFile("probe_microbench.py", runtime_script("probe_microbench.py")),
         OutputFile("probe_environment.py", checks),
         OutputFile("probe.sbatch", sbatch, 0o755),
         OutputFile("settings.json", settings_text),

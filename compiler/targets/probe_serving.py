@@ -7,7 +7,7 @@ from __future__ import annotations
 import yaml
 
 from ..plan.resolved import ResolvedPlan
-from .base import OutputFile, dump_json, dump_yaml_documents, render, stable
+from .base import OutputFile, dump_json, dump_yaml_documents, render, runtime_script, stable
 from .k8s_common import gpu_node_selector, labels, tolerations
 
 
@@ -41,7 +41,7 @@ def render_serving_probe(plan: ResolvedPlan, checks: str) -> list[OutputFile]:
     probe = plan.probe
     engine = {f.path: f.text for f in render_files(plan, only=("vllm",))}
     settings_text = dump_json(serving_settings(plan, engine))
-    script = render("probe/probe_serve.py.j2")
+    script = runtime_script("probe_serve.py")
     sbatch = render(
         "probe/probe_serve.sbatch.j2", probe=probe, directives=[f"--{d.flag}={d.value}" for d in probe.slurm_directives]
     )

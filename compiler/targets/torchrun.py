@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from ..deployment.recipe_flags import recipe_env
 from ..plan.resolved import ResolvedPlan
-from .base import OutputFile, Target
+from .base import OutputFile, Target, runtime_script
 from .base import render as render_template
 
 
@@ -98,7 +98,7 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
         OutputFile(plan.deployment.files.launcher, render_template("torchrun/torchrun.sh.j2", **_context(plan)), 0o755)
     ]
     if launch.checkpoint_helper:
-        files.append(OutputFile(launch.checkpoint_helper, render_template("torchrun/mlinfra_signal.py.j2")))
+        files.append(OutputFile(launch.checkpoint_helper, runtime_script("mlinfra_signal.py")))
     return files
 
 

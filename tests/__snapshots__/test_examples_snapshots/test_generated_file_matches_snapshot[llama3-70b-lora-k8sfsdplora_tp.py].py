@@ -39,8 +39,11 @@ from torch import nn
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
 
 # (lora_A, lora_B) placements over the TP mesh by the base layer's style (module docstring)
-PLACEMENTS = {"colwise": (Replicate(), Shard(0)), "rowwise": (Shard(1), Replicate()),
-              "rowwise_to_sequence_shards": (Shard(1), Replicate())}  # sequence parallelism: output sequence-sharded
+PLACEMENTS = {
+    "colwise": (Replicate(), Shard(0)),
+    "rowwise": (Shard(1), Replicate()),
+    "rowwise_to_sequence_shards": (Shard(1), Replicate()),
+}  # sequence parallelism: output sequence-sharded
 
 
 class _SumGradientOverTP(torch.autograd.Function):
@@ -106,7 +109,9 @@ class LoraLinear(nn.Module):
             h = _SumOverTP.apply(h, self.group)
         else:  # the partial sums reduce-scattered over the sequence (dim 1), as the base's output
             h = DTensor.from_local(h, self.tp_mesh, [Partial()]).redistribute(self.tp_mesh, [Shard(1)]).to_local()
-            b = self.lora_B.weight.to_local(grad_placements=[Partial()])  # each sequence shard gives part of its gradient
+            b = self.lora_B.weight.to_local(
+                grad_placements=[Partial()]
+            )  # each sequence shard gives part of its gradient
             return out + self.scaling * DTensor.from_local(F.linear(h, b), self.tp_mesh, [Shard(1)])
         return out + self.scaling * F.linear(h, b)
 
@@ -115,9 +120,11 @@ def add_adapters(model, tp_mesh, lora):
     """Freeze model's parameters and wrap each module named by lora["modules"] (suffixes such as self_attn.q_proj,
     mapped to the base's TP style) in a LoraLinear; returns the wrapped module names."""
     wrapped = []
-    targets = [(name, module) for name, module in model.named_modules()
-               if not _is_lora(module) and any(
-                   name == suffix or name.endswith("." + suffix) for suffix in lora["modules"])]
+    targets = [
+        (name, module)
+        for name, module in model.named_modules()
+        if not _is_lora(module) and any(name == suffix or name.endswith("." + suffix) for suffix in lora["modules"])
+    ]
     freeze_base(model)
     for name, module in targets:
         parent_name, _, child = name.rpartition(".")

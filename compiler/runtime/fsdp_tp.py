@@ -1,4 +1,4 @@
-{% raw %}"""FSDP2 x TP x PP for a Llama-shaped model, as mlinfra-compile decided it in fsdp_tp.json (beside this file, or
+"""FSDP2 x TP x PP for a Llama-shaped model, as mlinfra-compile decided it in fsdp_tp.json (beside this file, or
 $MLINFRA_FSDP_TP_CONFIG): torchtitan's composition with torch-native APIs only.
 
     import importlib.util, os
@@ -66,8 +66,14 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining.schedules import PipelineScheduleSingle, get_schedule_class
 from torch.distributed.tensor import DTensor, Replicate, Shard
-from torch.distributed.tensor.parallel import ColwiseParallel, PrepareModuleInput, RowwiseParallel, SequenceParallel
-from torch.distributed.tensor.parallel import loss_parallel as torch_loss_parallel, parallelize_module
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    PrepareModuleInput,
+    RowwiseParallel,
+    SequenceParallel,
+    parallelize_module,
+)
+from torch.distributed.tensor.parallel import loss_parallel as torch_loss_parallel
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
 STYLES = {
@@ -79,15 +85,18 @@ STYLES = {
 # Activations between the blocks' TP regions stay DTensors sharded over the sequence (dim 1) with their global shape,
 # so LlamaModel builds its positions and causal mask from the full length.
 SEQUENCE_PARALLEL_STYLES = {
-    "embedding_to_sequence_shards": lambda: RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1),
-                                                            use_local_output=False),
+    "embedding_to_sequence_shards": lambda: RowwiseParallel(
+        input_layouts=Replicate(), output_layouts=Shard(1), use_local_output=False
+    ),
     "sequence_parallel": lambda: SequenceParallel(),
     "gather_sequence_hidden_states": lambda: PrepareModuleInput(  # HF decoder layers pass hidden_states by keyword
-        input_kwarg_layouts={"hidden_states": Shard(1)}, desired_input_kwarg_layouts={"hidden_states": Replicate()}),
+        input_kwarg_layouts={"hidden_states": Shard(1)}, desired_input_kwarg_layouts={"hidden_states": Replicate()}
+    ),
     "gather_sequence": lambda: PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
     "rowwise_to_sequence_shards": lambda: RowwiseParallel(output_layouts=Shard(1), use_local_output=False),
-    "colwise_sequence_to_vocab_shards": lambda: ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1),
-                                                                use_local_output=False),  # logits for loss_parallel
+    "colwise_sequence_to_vocab_shards": lambda: ColwiseParallel(
+        input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False
+    ),  # logits for loss_parallel
     "colwise_to_vocab_shards": lambda: ColwiseParallel(output_layouts=Shard(-1), use_local_output=False),  # TP alone
 }
 STYLES.update(SEQUENCE_PARALLEL_STYLES)
@@ -102,10 +111,13 @@ def load_settings(path=None):
 def build_mesh(settings, device_type=None):
     world = torch.distributed.get_world_size()
     if world != settings["world_size"]:
-        raise SystemExit(f"fsdp_tp: the mesh {settings['mesh_shape']} needs {settings['world_size']} ranks, "
-                         f"the job has {world}")
+        raise SystemExit(
+            f"fsdp_tp: the mesh {settings['mesh_shape']} needs {settings['world_size']} ranks, the job has {world}"
+        )
     device_type = device_type or ("cuda" if torch.cuda.is_available() else "cpu")
-    mesh = init_device_mesh(device_type, tuple(settings["mesh_shape"]), mesh_dim_names=tuple(settings["mesh_dim_names"]))
+    mesh = init_device_mesh(
+        device_type, tuple(settings["mesh_shape"]), mesh_dim_names=tuple(settings["mesh_dim_names"])
+    )
     for name, dims in settings["flatten_mesh_dims"].items():  # one dimension over several (torchtitan's dp_shard_cp)
         mesh[tuple(dims)]._flatten(name)
     return mesh
@@ -121,7 +133,9 @@ def _block_plan(block, settings):
     sequences would add them to sequence shards)."""
     missing = sorted(set(settings["block_tp_plan"]) - {name for name, _ in block.named_modules()})
     if settings["sequence_parallel"] and missing:
-        raise SystemExit(f"fsdp_tp: sequence parallelism needs the block modules {missing} (Hugging Face Llama's names)")
+        raise SystemExit(
+            f"fsdp_tp: sequence parallelism needs the block modules {missing} (Hugging Face Llama's names)"
+        )
     return _plan(block, settings["block_tp_plan"])
 
 
@@ -179,8 +193,9 @@ def parallelize(model, mesh, settings):
     tp_mesh, dp_mesh = mesh["tp"], fsdp_mesh(mesh, settings)
     if settings.get("cp", 1) > 1:
         _context_parallel_attention(model, mesh["cp"], settings)
-    mp = MixedPrecisionPolicy(param_dtype=getattr(torch, settings["param_dtype"]),
-                              reduce_dtype=getattr(torch, settings["reduce_dtype"]))
+    mp = MixedPrecisionPolicy(
+        param_dtype=getattr(torch, settings["param_dtype"]), reduce_dtype=getattr(torch, settings["reduce_dtype"])
+    )
     shard = {"mesh": dp_mesh, "mp_policy": mp, "reshard_after_forward": settings["reshard_after_forward"]}
     if settings.get("lora"):
         _lora_tp().add_adapters(model, tp_mesh, settings["lora"])
@@ -247,11 +262,13 @@ def context_shard(settings, mesh, *sequences):
     chunks = settings["cp_rank_chunks"][mesh["cp"].get_local_rank()]
     length = sequences[0].shape[1]
     if length % (2 * settings["cp"]):
-        raise ValueError(f"fsdp_tp: context parallelism cuts each sequence into {2 * settings['cp']} equal chunks: "
-                         f"a length of {length} does not divide")
+        raise ValueError(
+            f"fsdp_tp: context parallelism cuts each sequence into {2 * settings['cp']} equal chunks: "
+            f"a length of {length} does not divide"
+        )
     size = length // (2 * settings["cp"])
     positions = torch.cat([torch.arange(c * size, (c + 1) * size) for c in chunks]).unsqueeze(0)
-    local = [torch.cat([t[:, c * size:(c + 1) * size] for c in chunks], dim=1) for t in sequences]
+    local = [torch.cat([t[:, c * size : (c + 1) * size] for c in chunks], dim=1) for t in sequences]
     return (*local, positions.to(sequences[0].device))
 
 
@@ -259,7 +276,9 @@ def context_visibility(rank_chunks, rank, chunk_len, device=None):
     """Which keys (global order) each of the rank's local queries attends to, as the CP attention masks them: a
     [local, seq] bool matrix (for checking; the attention uses the per-chunk masks of _chunk_masks)."""
     total = 2 * len(rank_chunks) * chunk_len
-    return torch.cat([F.pad(mask, (0, total - keys)) for _, keys, mask in _chunk_masks(rank_chunks[rank], chunk_len, device)])
+    return torch.cat(
+        [F.pad(mask, (0, total - keys)) for _, keys, mask in _chunk_masks(rank_chunks[rank], chunk_len, device)]
+    )
 
 
 def _chunk_masks(chunks, chunk_len, device=None):
@@ -295,8 +314,10 @@ def _context_parallel_attention(model, cp_mesh, settings):
     the CP ranks and put in global chunk order, each local chunk's queries attending to the keys up to their own."""
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "_attn_implementation"):
-        raise SystemExit("fsdp_tp: context parallelism replaces a transformers model's attention "
-                         "(config._attn_implementation); this model has no such config")
+        raise SystemExit(
+            "fsdp_tp: context parallelism replaces a transformers model's attention "
+            "(config._attn_implementation); this model has no such config"
+        )
     from transformers import AttentionInterface
 
     rank_chunks = settings["cp_rank_chunks"]
@@ -311,9 +332,12 @@ def _context_parallel_attention(model, cp_mesh, settings):
         outputs = []
         masks = _chunk_masks(rank_chunks[cp_mesh.get_local_rank()], chunk_len, query.device)
         for index, (_, length, mask) in enumerate(masks):
-            q = query[:, :, index * chunk_len:(index + 1) * chunk_len]
-            outputs.append(F.scaled_dot_product_attention(q, keys[:, :, :length], values[:, :, :length], attn_mask=mask,
-                                                          dropout_p=dropout, scale=scaling))
+            q = query[:, :, index * chunk_len : (index + 1) * chunk_len]
+            outputs.append(
+                F.scaled_dot_product_attention(
+                    q, keys[:, :, :length], values[:, :, :length], attn_mask=mask, dropout_p=dropout, scale=scaling
+                )
+            )
         return torch.cat(outputs, dim=2).transpose(1, 2).contiguous(), None
 
     AttentionInterface.register("mlinfra_cp_allgather", attention)
@@ -328,8 +352,13 @@ class Stage(nn.Module):
         super().__init__()
         inner = getattr(model, "model", model)
         self.embed_tokens = inner.embed_tokens if "embed_tokens" in modules else None
-        self.layers = nn.ModuleDict({name.split(".")[1]: inner.layers[int(name.split(".")[1])]
-                                     for name in modules if name.startswith("layers.")})
+        self.layers = nn.ModuleDict(
+            {
+                name.split(".")[1]: inner.layers[int(name.split(".")[1])]
+                for name in modules
+                if name.startswith("layers.")
+            }
+        )
         self.norm = inner.norm if "norm" in modules else None
         self.lm_head = model.lm_head if "lm_head" in modules else None
         self.rotary_emb = getattr(inner, "rotary_emb", None)
@@ -358,8 +387,10 @@ class Stage(nn.Module):
         tp = self.sequence_mesh.size()
         if self.embed_tokens is not None:
             if x.shape[1] % tp:
-                raise ValueError(f"fsdp_tp: sequence parallelism splits each sequence over {tp} TP ranks: "
-                                 f"a length of {x.shape[1]} does not divide")
+                raise ValueError(
+                    f"fsdp_tp: sequence parallelism splits each sequence over {tp} TP ranks: "
+                    f"a length of {x.shape[1]} does not divide"
+                )
             return x
         return DTensor.from_local(x, self.sequence_mesh, [Shard(1)])
 
@@ -397,17 +428,28 @@ def pipeline(model, mesh, settings, loss_fn, device=None):
     single = issubclass(schedule_class, PipelineScheduleSingle)
     if settings["loss_parallel"]:
         loss_fn = _vocab_sharded_loss(loss_fn, mesh["tp"])
-    schedule = schedule_class(stages[0] if single else stages, n_microbatches=settings["pipeline_microbatches"],
-                              loss_fn=loss_fn, scale_grads=True)
-    return Pipeline(schedule, parts, any(s.is_first for s in stages), any(s.is_last for s in stages),
-                    lambda: loss_parallel(settings))
+    schedule = schedule_class(
+        stages[0] if single else stages,
+        n_microbatches=settings["pipeline_microbatches"],
+        loss_fn=loss_fn,
+        scale_grads=True,
+    )
+    return Pipeline(
+        schedule,
+        parts,
+        any(s.is_first for s in stages),
+        any(s.is_last for s in stages),
+        lambda: loss_parallel(settings),
+    )
 
 
 def _vocab_sharded_loss(loss_fn, tp_mesh):
     """The last stage hands on its vocabulary shard of the logits; loss_fn sees them as one DTensor (loss_parallel)."""
+
     def loss(logits, labels):
         value = loss_fn(DTensor.from_local(logits, tp_mesh, [Shard(logits.ndim - 1)]), labels)
         return value.to_local() if isinstance(value, DTensor) else value  # replicated over TP: the whole loss
+
     return loss
 
 
@@ -424,4 +466,3 @@ def _lora_tp():
         spec.loader.exec_module(module)
         sys.modules["mlinfra_lora_tp"] = module
     return sys.modules["mlinfra_lora_tp"]
-{% endraw %}

@@ -1,4 +1,4 @@
-{% raw %}"""mlinfra-compile probe (serving): the plan's own engine, measured by the engine's own benchmark.
+"""mlinfra-compile probe (serving): the plan's own engine, measured by the engine's own benchmark.
 
 Starts the engine from the plan's emitted launch (engine/vllm/serve.sh: `vllm serve` with the plan's settings, here
 on 127.0.0.1 and a free port; $MLINFRA_PROBE_ENGINE_ARGS appends flags, e.g. a CPU run's), waits for /health, then
@@ -23,7 +23,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from probe_environment import environment_warnings  # noqa: E402  (beside this file: the same checks calibrate runs)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MARK_BEGIN, MARK_END = "----- mlinfra-compile probe results begin -----", "----- mlinfra-compile probe results end -----"
+MARK_BEGIN, MARK_END = (
+    "----- mlinfra-compile probe results begin -----",
+    "----- mlinfra-compile probe results end -----",
+)
 
 
 def free_port():
@@ -61,15 +64,41 @@ def bench(s, port, concurrency, folder):
     parser = FlexibleArgumentParser()
     serve.add_cli_args(parser)
     sv = s["serving"]
-    args = parser.parse_args([
-        "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}", "--model", s["served_model_name"],
-        "--tokenizer", s["model"], "--dataset-name", "random", "--random-input-len", str(sv["prompt_tokens"]),
-        "--random-output-len", str(sv["output_tokens"]), "--num-prompts",
-        str(max(2 * sv["prompts_per_concurrency"], sv["prompts_per_concurrency"] * concurrency)),
-        "--max-concurrency", str(concurrency), "--request-rate", "inf", "--ignore-eos", "--disable-tqdm",
-        "--percentile-metrics", "ttft,tpot,itl", "--metric-percentiles", "50,99", "--save-result",
-        "--result-dir", folder, "--result-filename", f"concurrency-{concurrency}.json",
-    ])
+    args = parser.parse_args(
+        [
+            "--backend",
+            "vllm",
+            "--base-url",
+            f"http://127.0.0.1:{port}",
+            "--model",
+            s["served_model_name"],
+            "--tokenizer",
+            s["model"],
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            str(sv["prompt_tokens"]),
+            "--random-output-len",
+            str(sv["output_tokens"]),
+            "--num-prompts",
+            str(max(2 * sv["prompts_per_concurrency"], sv["prompts_per_concurrency"] * concurrency)),
+            "--max-concurrency",
+            str(concurrency),
+            "--request-rate",
+            "inf",
+            "--ignore-eos",
+            "--disable-tqdm",
+            "--percentile-metrics",
+            "ttft,tpot,itl",
+            "--metric-percentiles",
+            "50,99",
+            "--save-result",
+            "--result-dir",
+            folder,
+            "--result-filename",
+            f"concurrency-{concurrency}.json",
+        ]
+    )
     return serve.main(args)
 
 
@@ -82,16 +111,32 @@ def environment():
         if torch.cuda.is_available():
             env.update(device="cuda", gpu_name=torch.cuda.get_device_name(0), cuda=torch.version.cuda or "")
             query = "name,driver_version,power.limit"
-            out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=30).stdout
+            out = subprocess.run(
+                ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout
             env["nvidia_smi"] = out.strip().splitlines()[0] if out.strip() else ""
     except (ImportError, OSError, subprocess.TimeoutExpired):
         pass
     return env
 
 
-KEPT = ("completed", "num_prompts", "duration", "output_throughput", "request_throughput", "median_ttft_ms",
-        "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms", "median_itl_ms", "mean_ttft_ms", "mean_tpot_ms")
+KEPT = (
+    "completed",
+    "num_prompts",
+    "duration",
+    "output_throughput",
+    "request_throughput",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "median_itl_ms",
+    "mean_ttft_ms",
+    "mean_tpot_ms",
+)
 
 
 def main():
@@ -106,7 +151,10 @@ def main():
     env = environment()
     expected = {"device": s["expected_device"], "power_watts": s["expected_power_watts"], "gpu_id": s["gpu_id"]}
     name = env.get("gpu_name", "cpu")
-    if s["expected_device"].replace("-", " ").lower() not in name.replace("-", " ").lower() and not args.allow_other_device:
+    if (
+        s["expected_device"].replace("-", " ").lower() not in name.replace("-", " ").lower()
+        and not args.allow_other_device
+    ):
         sys.exit(f"probe: this node has {name!r}, the plan assumed {s['expected_device']!r}")
     folder = os.path.join(os.path.dirname(os.path.abspath(args.out)), "probe-results.d")
     os.makedirs(folder, exist_ok=True)
@@ -122,20 +170,34 @@ def main():
     finally:
         os.killpg(engine.pid, signal.SIGTERM)
         engine.wait(timeout=120)
-    results = {"version": 3, "kind": "serving", "engine": "vllm", "plan": s["plan"], "gpu_id": s["gpu_id"],
-               "architecture": s["architecture"], "precision": s["precision"], "tp": s["serving"]["tp"],
-               "prompt_tokens": s["serving"]["prompt_tokens"], "output_tokens": s["serving"]["output_tokens"],
-               "points": points, "plan_text": s["plan_text"], "measured_at": time.strftime("%Y-%m-%d", time.gmtime()),
-               "device_name": name, "environment": env, "expected": expected,
-               "warnings": environment_warnings(env, expected)}
+    results = {
+        "version": 3,
+        "kind": "serving",
+        "engine": "vllm",
+        "plan": s["plan"],
+        "gpu_id": s["gpu_id"],
+        "architecture": s["architecture"],
+        "precision": s["precision"],
+        "tp": s["serving"]["tp"],
+        "prompt_tokens": s["serving"]["prompt_tokens"],
+        "output_tokens": s["serving"]["output_tokens"],
+        "points": points,
+        "plan_text": s["plan_text"],
+        "measured_at": time.strftime("%Y-%m-%d", time.gmtime()),
+        "device_name": name,
+        "environment": env,
+        "expected": expected,
+        "warnings": environment_warnings(env, expected),
+    }
     with open(args.out, "w", encoding="utf-8") as handle:
         json.dump(results, handle, indent=2, sort_keys=True)
     if args.print_results:
         print(MARK_BEGIN + "\n" + json.dumps(results, sort_keys=True) + "\n" + MARK_END, flush=True)
-    summary = ", ".join(f"c{p['concurrency']} TTFT {p['median_ttft_ms']:.1f} ms TPOT {p['median_tpot_ms']:.2f} ms" for p in points)
+    summary = ", ".join(
+        f"c{p['concurrency']} TTFT {p['median_ttft_ms']:.1f} ms TPOT {p['median_tpot_ms']:.2f} ms" for p in points
+    )
     print(f"probe: {summary} -> {args.out}", flush=True)
 
 
 if __name__ == "__main__":
     main()
-{% endraw %}

@@ -1,4 +1,4 @@
-{% raw %}"""The final checkpoint at the time limit for Hugging Face Trainer and accelerate scripts.
+"""The final checkpoint at the time limit for Hugging Face Trainer and accelerate scripts.
 
 Slurm warns the job before its time limit; launch/torchrun.sh forwards the warning to every worker as the signal
 named in $MLINFRA_CHECKPOINT_SIGNAL and puts this folder on PYTHONPATH. The handler only sets a flag (the signal may
@@ -65,8 +65,10 @@ class CheckpointOnSignal(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.signal.agreed(args.device):
-            sys.stderr.write(f"mlinfra_signal: checkpoint signal: saving checkpoint-{state.global_step} into "
-                             f"{args.output_dir} and stopping\n")
+            sys.stderr.write(
+                f"mlinfra_signal: checkpoint signal: saving checkpoint-{state.global_step} into "
+                f"{args.output_dir} and stopping\n"
+            )
             control.should_save = True
             control.should_training_stop = True
         return control
@@ -78,4 +80,3 @@ def last_checkpoint(output_dir: str):
     from transformers.trainer_utils import get_last_checkpoint
 
     return get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else False
-{% endraw %}
