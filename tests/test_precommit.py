@@ -14,6 +14,19 @@ from tests.tools.realtools import require_tool
 pytestmark = [pytest.mark.realtool, pytest.mark.slow]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def pre_commit_home(tmp_path_factory):
+    """One PRE_COMMIT_HOME for the module: `try-repo` of a clean checkout builds the hook's environment once (a pip
+    install of this repository, ~20 s) and the other tests reuse it, as a developer's own cache does."""
+    home, before = tmp_path_factory.mktemp("pc-home"), os.environ.get("PRE_COMMIT_HOME")
+    os.environ["PRE_COMMIT_HOME"] = str(home)
+    yield home
+    if before is None:
+        os.environ.pop("PRE_COMMIT_HOME")
+    else:
+        os.environ["PRE_COMMIT_HOME"] = before
+
+
 def git(*args, cwd):
     subprocess.run(
         ["git", *args],
@@ -45,7 +58,7 @@ def test_hook_passes_on_fresh_out_and_fails_on_stale(tmp_path):
     git("init", "-q", cwd=infra)
     git("add", ".", cwd=infra)
     git("commit", "-qm", "plans", cwd=infra)
-    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pc-home")}
+    env = dict(os.environ)
     cmd = [pre_commit, "try-repo", str(REPO), "mlinfra-compile", "--files", "plans/llama3-8b-pretrain.yaml"]
     fresh = subprocess.run(cmd, cwd=infra, env=env, capture_output=True, text=True, timeout=600)
     assert fresh.returncode == 0, fresh.stdout + fresh.stderr
@@ -76,7 +89,7 @@ def _hook(infra, tmp_path, *selection):
     require_tool(
         "pre-commit", pre_commit is not None, "pre-commit is not installed (scripts/install-test-deps.sh installs it)"
     )
-    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pc-home")}
+    env = dict(os.environ)
     return subprocess.run(
         [pre_commit, "try-repo", str(REPO), "mlinfra-compile", *selection],
         cwd=infra,
@@ -142,7 +155,7 @@ def _run_readme_hook(infra, tmp_path, path_env):
     require_tool(
         "pre-commit", pre_commit is not None, "pre-commit is not installed (scripts/install-test-deps.sh installs it)"
     )
-    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pc-home"), "PATH": path_env}
+    env = {**os.environ, "PATH": path_env}
     return subprocess.run([pre_commit, "run"], cwd=infra, env=env, capture_output=True, text=True, timeout=600)
 
 
