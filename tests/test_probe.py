@@ -277,6 +277,7 @@ def cpu_loop_env(slurm_cluster) -> dict:
         **os.environ,
         **slurm_cluster.env,
         "PATH": torch_env()["PATH"] + ":/usr/sbin:/sbin",
+        "OMP_NUM_THREADS": "1",  # the site's value (torch_env): CPU ranks share the test machine's cores
         "MLINFRA_PROBE_WARMUP_STEPS": "1",
         "MLINFRA_PROBE_STEPS": "3",
         "MLINFRA_PROBE_CPU_LOOP": "1",
