@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -53,3 +54,35 @@ def cli():
 
 
 from tests.tools.realtools import slurm_cluster  # noqa: E402,F401  (session fixture for sbatch tests)
+
+# Tests that share one machine-wide resource run on one pytest-xdist worker (scripts/test.sh runs two, --dist
+# loadgroup): the session's Slurm cluster (one per worker would both edit /etc/hosts), and the engines' servers (a
+# vLLM CPU server takes several GiB; two at once beside the torch ranks crowd a 24 GiB machine). Inert without xdist.
+ENGINE_WORDS = (
+    "vllm_serves",
+    "tritonserver",
+    "probe_serve",
+    "vllm_check",
+    "vllm_serve_smoke",
+    "validate_vllm",
+    "vllm_parallel",
+)
+
+
+def _shared_resource(item: pytest.Item) -> str | None:
+    if "slurm_cluster" in getattr(item, "fixturenames", ()):
+        return "slurm"
+    function = getattr(item, "function", None)
+    try:
+        source = inspect.getsource(function) if function else ""
+    except (OSError, TypeError):
+        source = ""
+    return "engines" if any(word in source for word in ENGINE_WORDS) else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        group = _shared_resource(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
