@@ -82,6 +82,25 @@ def test_the_report_names_the_site_numbers(tmp_path):
     assert "cluster-a" in decision.reason and "probe job 4711" in decision.reason and "9.00 s" in decision.reason
 
 
+def test_on_a_site_fit_the_step_median_is_the_fit_and_the_published_rows_give_only_the_spread(tmp_path):
+    """Fitted shares already give the site's measured step: the steady-step family's P50 is not applied again (a
+    calibrated plan's headline step would otherwise sit ×P50 above what the site measured); its spread stays, and a
+    whole run keeps what its median adds beyond a steady step."""
+    site = {"site": "cluster-a", "measured_at": "2026-11-20", "source": "t", "points": [{**POINT, "step_seconds": 9.0}]}
+    plan = resolve(_plan_with_site(tmp_path, site))
+    published = load_catalog().residuals
+    step, run = published["train-step-time"], published["train-whole-run"]
+    ranges = {r.quantity: r for r in plan.ranges}
+    seconds = ranges["training.step_seconds"]
+    assert seconds.p50 == pytest.approx(seconds.roofline) == pytest.approx(plan.training.step_seconds)
+    assert seconds.p90 / seconds.p50 == pytest.approx(step.p90 / step.p50)
+    hours = ranges["training.gpu_hours"]
+    assert hours.p50 / hours.roofline == pytest.approx(run.p50 / step.p50)
+    assert (
+        "re-centred on the site calibration's fit" in next(d for d in plan.decisions if d.topic == "calibration").choice
+    )
+
+
 @pytest.mark.parametrize(
     "change,message", [({"gpu": "no-such-gpu"}, "catalog lacks"), ({"step_seconds": -1}, "step_seconds")]
 )

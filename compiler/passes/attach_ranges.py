@@ -23,10 +23,20 @@ checked on the roofline, and a warning says when the median misses it.
 
 from __future__ import annotations
 
+from ..catalog.catalog import Catalog
+from ..catalog.residuals import Residual
+from ..catalog.types import Architecture
 from ..plan.resolved import Alternative, Decision, Range, ResolvedPlan
 from ..units import format_seconds
 from .context import PassContext
-from .size_training import step_family, time_family
+from .size_training import (
+    CNN_TRAIN_FAMILY,
+    STEP_FAMILY,
+    WHOLE_RUN_FAMILY,
+    step_family,
+    time_family,
+    time_residual,
+)
 
 THROUGHPUT = "serve-throughput"
 TTFT = "serve-ttft"
@@ -53,8 +63,34 @@ FOLLOWERS = {
 }
 
 
-def _range(ctx: PassContext, quantity: str, roofline: float, family: str, rate: bool = False, gpu: str = "") -> Range:
-    r = ctx.catalog.residuals[family]
+SERVING_FAMILIES = (THROUGHPUT, TTFT, TPOT, MOE_THROUGHPUT, MOE_TPOT)
+TRAINING_TIME_FAMILIES = (STEP_FAMILY, WHOLE_RUN_FAMILY, CNN_TRAIN_FAMILY)
+
+
+def _residual(ctx: PassContext, family: str, arch: Architecture | None) -> Residual:
+    """The family's published actual ÷ predicted, or where a site calibration fitted the steps (cluster.calibration)
+    re-centred on that fit: training time as size_training.time_residual, serving latency and throughput on 1 (the
+    fitted shares already give the measured steps; the published rows keep only the spread around their median)."""
+    catalog = ctx.catalog
+    if family in TRAINING_TIME_FAMILIES:
+        return time_residual(catalog, family, arch)
+    published = catalog.residuals[family]
+    if family in SERVING_FAMILIES and catalog.site_fitted_serving:
+        middle = published.p50
+        return published.model_copy(update={"p10": published.p10 / middle, "p50": 1.0, "p90": published.p90 / middle})
+    return published
+
+
+def _range(
+    ctx: PassContext,
+    quantity: str,
+    roofline: float,
+    family: str,
+    rate: bool = False,
+    gpu: str = "",
+    arch: Architecture | None = None,
+) -> Range:
+    r = _residual(ctx, family, arch)
     if rate:
         low, mid, high = roofline / r.p90, roofline / r.p50, roofline / r.p10
     else:
@@ -74,11 +110,11 @@ def _training(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
     arch = plan.model.architecture
     run, step, gpu = time_family(plan.workload, arch), step_family(arch), plan.hardware.gpu
     ranges = [
-        _range(ctx, "training.step_seconds", t.step_seconds, step, gpu=gpu),
-        _range(ctx, "training.wall_seconds", t.wall_seconds, run, gpu=gpu),
-        _range(ctx, "training.gpu_hours", t.gpu_hours, run, gpu=gpu),
-        _range(ctx, "training.tokens_per_second", t.tokens_per_second, step, rate=True, gpu=gpu),
-        _range(ctx, "cost.usd_total", plan.cost.usd_total, run, gpu=gpu),
+        _range(ctx, "training.step_seconds", t.step_seconds, step, gpu=gpu, arch=arch),
+        _range(ctx, "training.wall_seconds", t.wall_seconds, run, gpu=gpu, arch=arch),
+        _range(ctx, "training.gpu_hours", t.gpu_hours, run, gpu=gpu, arch=arch),
+        _range(ctx, "training.tokens_per_second", t.tokens_per_second, step, rate=True, gpu=gpu, arch=arch),
+        _range(ctx, "cost.usd_total", plan.cost.usd_total, run, gpu=gpu, arch=arch),
     ]
     if plan.memory_per_gpu_bytes.total:
         total = plan.memory_per_gpu_bytes.total
@@ -136,8 +172,10 @@ def _headlines_at_median(plan: ResolvedPlan, ranges: list[Range]) -> ResolvedPla
     return plan
 
 
-def _spread(ctx: PassContext, roofline: float, family: str, rate: bool = False) -> tuple[float, tuple[float, float]]:
-    r = _range(ctx, "", roofline, family, rate)
+def _spread(
+    ctx: PassContext, roofline: float, family: str, rate: bool = False, arch: Architecture | None = None
+) -> tuple[float, tuple[float, float]]:
+    r = _range(ctx, "", roofline, family, rate, arch=arch)
     return r.p50, (r.p10, r.p90)
 
 
@@ -145,8 +183,9 @@ def _alternative(a: Alternative, plan: ResolvedPlan, ctx: PassContext) -> Altern
     """An alternative's cost and time at P50 of the same families as the headline, with P10-P90."""
     if plan.training is not None:
         run = time_family(plan.workload, plan.model.architecture)
-        usd, usd_spread = _spread(ctx, a.usd, run)
-        seconds, seconds_spread = _spread(ctx, a.seconds, run)
+        arch = plan.model.architecture
+        usd, usd_spread = _spread(ctx, a.usd, run, arch=arch)
+        seconds, seconds_spread = _spread(ctx, a.seconds, run, arch=arch)
         return a.model_copy(
             update={"usd": usd, "seconds": seconds, "spread": {"usd": usd_spread, "seconds": seconds_spread}}
         )
@@ -192,7 +231,7 @@ def _outside_warnings(ranges: list[Range]) -> list[str]:
     return [f"{reason}: the range is borrowed from other GPUs, not measured on this one" for reason in said]
 
 
-def _calibration(plan: ResolvedPlan, ranges: list[Range]) -> Decision:
+def _calibration(plan: ResolvedPlan, ranges: list[Range], catalog: Catalog) -> Decision:
     """Which median each headline took, and the quantile each gate used."""
     factors: dict[str, list[str]] = {}
     for r in ranges:
@@ -207,11 +246,25 @@ def _calibration(plan: ResolvedPlan, ranges: list[Range]) -> Decision:
         )
     else:
         gates = "the latency SLOs checked on the roofline prediction (a warning says where the P50 misses one)"
+    fitted = _site_fitted(plan, catalog)
     return Decision(
         topic="calibration",
-        choice="headlines at P50 of published actual ÷ predicted",
-        reason=f"{medians}; {gates}",
+        choice="headlines at P50 of published actual ÷ predicted"
+        + (", re-centred on the site calibration's fit (cluster.calibration)" if fitted else ""),
+        reason=f"{medians}; {gates}"
+        + (
+            "; the site's measured steps fitted the shares, so the published rows keep only their spread around "
+            "their median (a whole run keeps what it adds beyond a steady step)"
+            if fitted
+            else ""
+        ),
     )
+
+
+def _site_fitted(plan: ResolvedPlan, catalog: Catalog) -> bool:
+    if plan.training is not None:
+        return bool(catalog.site_fitted_training)
+    return plan.serving is not None and bool(catalog.site_fitted_serving)
 
 
 def attach_ranges(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
@@ -227,7 +280,7 @@ def attach_ranges(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         update={
             "ranges": ranges,
             "alternatives": alternatives,
-            "decisions": calibrated.decisions + ([_calibration(plan, ranges)] if ranges else []),
+            "decisions": calibrated.decisions + ([_calibration(plan, ranges, ctx.catalog)] if ranges else []),
             "warnings": calibrated.warnings + _slo_warnings(calibrated) + _outside_warnings(ranges),
         }
     )

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
+from ..catalog.residuals import Residual
 from ..catalog.types import Architecture
 from ..deployment.megatron_version import megatron_ep_overlap
 from ..diagnostics import FieldRefused, InfeasiblePlan
@@ -79,11 +80,25 @@ def time_family(workload: str, arch: Architecture | None = None) -> str:
     return WHOLE_RUN_FAMILY if workload == "train" else STEP_FAMILY
 
 
+def time_residual(catalog: Catalog, family: str, arch: Architecture | None = None) -> Residual:
+    """A training-time family's actual ÷ predicted. Where a site calibration fitted the GPUs' shares to measured
+    training steps (cluster.calibration), the fit already holds what the published steps' median corrects: every
+    training-time family is divided by the steady-step family's P50, so the step's median is the fit itself and a
+    whole run keeps only what its median adds beyond a steady step (failures, restarts, stragglers)."""
+    published = catalog.residuals[family]
+    if not catalog.site_fitted_training:
+        return published
+    step = catalog.residuals[step_family(arch)].p50
+    return published.model_copy(
+        update={"p10": published.p10 / step, "p50": published.p50 / step, "p90": published.p90 / step}
+    )
+
+
 def gate_factor(catalog: Catalog, workload: str, quantile: str, arch: Architecture | None = None) -> float:
     """What deadline and budget check time and cost with: the plan's family's actual ÷ predicted at the plan's
-    quantile, never below 1 (a pessimistic prediction is not relaxed). The same family gives the report's range, so
-    a plan never passes its gate with a P90 beyond its deadline."""
-    return max(1.0, getattr(catalog.residuals[time_family(workload, arch)], quantile))
+    quantile (time_residual), never below 1 (a pessimistic prediction is not relaxed). The same family gives the
+    report's range, so a plan never passes its gate with a P90 beyond its deadline."""
+    return max(1.0, getattr(time_residual(catalog, time_family(workload, arch), arch), quantile))
 
 
 MEMORY_FAMILY = {"full": "memory-full", "lora": "memory-lora", "qlora": "memory-qlora"}
