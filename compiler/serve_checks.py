@@ -5,8 +5,8 @@
   greater than the derived max_model_len"), TGI likewise for --max-total-tokens.
 - the plan's precision against the checkpoint's own quantization (`model.quantization`): a pre-quantized checkpoint
   serves only in the precision it was quantized to, and vLLM 0.32 cannot quantize a 16-bit checkpoint to int8/int4
-  at load time (compiler/deployment/serving.py, QUANTIZATION), so an int4 plan on a 16-bit repository would start
-  nothing on vLLM.
+  at load time (compiler/deployment/serving/engine_args.py, QUANTIZATION), so an int4 plan on a 16-bit repository
+  would start nothing on vLLM.
 - `serve.traffic.concurrency` (a closed loop of clients) where the sizing has no closed-loop model: a staged service
   (each stage receives a rate from the one before) and non-generative models (their dynamic batcher is sized for a
   request rate).
@@ -23,7 +23,7 @@
 
 - an Ultralytics detector (YOLO11, `Architecture.is_ultralytics_detector`) on any engine: the generated Triton repository
   serves vision models as optimum exports them (classifiers: pixel_values → logits; DETR-style detectors: logits and
-  pred_boxes; deployment/serving.py); a YOLO11 ONNX file
+  pred_boxes; deployment/serving/triton_model.py); a YOLO11 ONNX file
   comes from Ultralytics' own exporter with other tensors (images → output0, 4 box coordinates + the classes per
   anchor), which the repository does not describe yet. Sizing it is benchmarks/accuracy_vision.py's business.
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from compiler.deployment.serving import object_name
+from compiler.deployment.serving.pods import object_name
 from compiler.plan.resolved import MemoryPerGpu, ModelInfo, Stage
 from compiler.targets import k8s_serving
 from compiler.targets.serving_rules import serving_rule_groups

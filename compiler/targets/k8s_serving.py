@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..deployment.nodes import cpu_quantity, memory_quantity
-from ..deployment.serving import MODEL_CACHE_HEADROOM_FRACTION, STARTUP_BUDGET_FACTOR
+from ..deployment.serving.pods import MODEL_CACHE_HEADROOM_FRACTION, STARTUP_BUDGET_FACTOR
 from ..deployment.units import unit_views
 from ..plan import deployment as decided_types
 from ..plan.resolved import ResolvedPlan, Serving
