@@ -36,7 +36,9 @@ import re
 
 from .catalog.catalog import Catalog
 from .catalog.types import Architecture
-from .plan.spec import AZURE_CLIENT_ID, GCP_SERVICE_ACCOUNT, IAM_ROLE_ARN, ModelSpec, PlanSpec, weights_locations
+from .plan.spec import PlanSpec, weights_locations
+from .plan.spec_cluster import AZURE_CLIENT_ID, GCP_SERVICE_ACCOUNT, IAM_ROLE_ARN
+from .plan.spec_model import ModelSpec
 from .source import LoadedYaml, refuse_at
 
 # Plan precisions each checkpoint quantization can be served in. none: a 16-bit checkpoint, served as is or quantized
@@ -246,9 +248,10 @@ def speculative_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, 
     return []
 
 
-# Which workload-identity form each object store takes (plan/spec.py: IAM_ROLE_ARN, GCP_SERVICE_ACCOUNT, AZURE_CLIENT_ID), and
-# which stores a Secret's environment can reach: the AWS SDK reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY from the
-# environment; gs:// and az:// clients want a key file or a federated identity, so they take workload_identity only.
+# Which workload-identity form each object store takes (plan/spec_cluster.py: IAM_ROLE_ARN, GCP_SERVICE_ACCOUNT,
+# AZURE_CLIENT_ID), and which stores a Secret's environment can reach: the AWS SDK reads AWS_ACCESS_KEY_ID /
+# AWS_SECRET_ACCESS_KEY from the environment; gs:// and az:// clients want a key file or a federated identity, so they
+# take workload_identity only.
 IDENTITY_FORMS = {
     "s3://": (IAM_ROLE_ARN, "an IAM role ARN (EKS IAM roles for service accounts)"),
     "gs://": (GCP_SERVICE_ACCOUNT, "a Google service-account email (GKE Workload Identity)"),

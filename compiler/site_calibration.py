@@ -39,7 +39,7 @@ from .catalog.params import count_params
 from .catalog.types import Architecture, CatalogId, CatalogText
 from .diagnostics import PlanInputError
 from .plan.resolved import Decision
-from .plan.spec import ArchitectureSpec
+from .plan.spec_model import ArchitectureSpec
 from .sizing.search_cache import SearchCache
 from .sizing.serve.latency import ReplicaModel, compute_dtype, decode_step, prefill_occupancy_seconds
 from .sizing.serve.memory import kv_bytes_per_token_per_gpu, weights_bytes_per_gpu

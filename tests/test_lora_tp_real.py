@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from compiler.deployment.lora_tp import lora_settings
-from compiler.plan.spec import LoraSpec
+from compiler.plan.spec_train import LoraSpec
 from compiler.sizing.train.frameworks import framework_gap, resolve_framework
 from compiler.sizing.train.layout import Layout
 from compiler.sizing.train.memory import lora_trainable_params

@@ -22,7 +22,8 @@ from ..plan.resolved import (
     Serving,
     Stage,
 )
-from ..plan.spec import PlanSpec, SloSpec
+from ..plan.spec import PlanSpec
+from ..plan.spec_serve import SloSpec
 from ..sizing.reasons import because
 from ..sizing.serve.search import search_serving
 from ..sizing.serve.speculative import tokens_per_round
