@@ -7,10 +7,14 @@ targets take a deployment number or string from. Each decision carries its reaso
 
 from __future__ import annotations
 
-from ..deployment import credentials, frameworks, monitoring, training
+from ..deployment import credentials, frameworks, monitoring
 from ..deployment.serving import decisions as serving_decisions
 from ..deployment.serving.engines import engine
 from ..deployment.serving.pods import CACHE_MOUNT, autoscaling, serving_unit
+from ..deployment.training import decisions as training_decisions
+from ..deployment.training.kubernetes import kubernetes_training
+from ..deployment.training.launcher import launcher
+from ..deployment.training.slurm import slurm
 from ..deployment.units import unit_views
 from ..diagnostics import FieldRefused
 from ..plan.deployment import Deployment, Files, Kubernetes
@@ -28,13 +32,13 @@ def resolve_deployment(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     launch = job = k8s_training = framework_files = alerts = None
     engines, units, decisions, warnings = [], [], [], []
     if plan.workload in ("train", "finetune") and plan.hardware is not None and plan.training is not None:
-        launch = training.launcher(plan, spec, files)
+        launch = launcher(plan, spec, files)
         framework_files = frameworks.frameworks(plan, launch.checkpoint, spec, launch.kind)
-        job = training.slurm(plan, spec, launch) if on_slurm else None
-        k8s_training = training.kubernetes_training(plan, spec, launch) if on_kubernetes else None
-        decisions += training.decisions(launch, job, k8s_training, spec.train.entrypoint.kind != "auto")
+        job = slurm(plan, spec, launch) if on_slurm else None
+        k8s_training = kubernetes_training(plan, spec, launch) if on_kubernetes else None
+        decisions += training_decisions.decisions(launch, job, k8s_training, spec.train.entrypoint.kind != "auto")
         decisions += frameworks.decisions(framework_files)
-        warnings += training.warnings(launch, job, spec)
+        warnings += training_decisions.warnings(launch, job, spec)
         alerts = monitoring.training_alerts(plan)
         decisions += monitoring.decisions(alerts)
     views = unit_views(plan)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...plan.deployment import DeploymentDecision, Engine, ServingUnit
 from ...plan.resolved import Serving
 from ...units import format_bytes
-from ..training import DEFAULT_CPUS_PER_GPU
+from ..training.node_share import DEFAULT_CPUS_PER_GPU
 from .engine_args import TGI_DRAIN_SECONDS
 from .pods import (
     DEFAULT_SCALE_DOWN_WINDOW_SECONDS,

@@ -10,7 +10,7 @@ from ...plan.deployment import Autoscaling, EnvVar, NodeShare, ServingUnit
 from ...plan.resolved import ResolvedPlan, Serving
 from ...plan.spec import PlanSpec
 from .. import nodes
-from ..training import DEFAULT_CPUS_PER_GPU
+from ..training.node_share import DEFAULT_CPUS_PER_GPU
 from ..units import UnitView
 from .engine_args import HTTP_PORT, STREAMED_SCHEMES, TGI_DRAIN_SECONDS, TGI_VERSION, VLLM_VERSION, model_source
 from .engines import longest_request_seconds, stage_prompt_tokens
