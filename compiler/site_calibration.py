@@ -43,8 +43,8 @@ from .plan.spec_model import ArchitectureSpec
 from .sizing.search_cache import SearchCache
 from .sizing.serve.latency import ReplicaModel, compute_dtype, decode_step, prefill_occupancy_seconds
 from .sizing.serve.memory import kv_bytes_per_token_per_gpu, weights_bytes_per_gpu
+from .sizing.train.communication import INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION
 from .sizing.train.search import TrainRequest, search_training
-from .sizing.train.time import INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION
 from .source import load_yaml_file
 from .units import format_bytes, format_seconds
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..plan.spec import PlanSpec
     from ..sizing.serve.types import ServeCandidate, ServeSearchResult
     from ..sizing.train.candidate import TrainCandidate
-    from ..sizing.train.time import WholeRun
+    from ..sizing.train.goodput import WholeRun
 
 GIB = 2**30
 

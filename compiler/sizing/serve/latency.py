@@ -37,13 +37,9 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ..train.activations import activation_bytes_per_layer
-from ..train.time import (
-    FORWARD_PASSES,
-    FP8_GEMM_BANDWIDTH_FRACTION,
-    INTER_NODE_ACHIEVABLE_FRACTION,
-    NVLINK_ACHIEVABLE_FRACTION,
-    matmul_flops_per_second,
-)
+from ..train.communication import INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION
+from ..train.flops import FP8_GEMM_BANDWIDTH_FRACTION, matmul_flops_per_second
+from ..train.time import FORWARD_PASSES
 from .attention_dp import expert_exchange_seconds
 from .memory import ACTIVATION_BYTES, WEIGHT_ELEMENT_BYTES, layers_per_stage, weight_bytes_per_param
 from .speculative import tokens_per_round

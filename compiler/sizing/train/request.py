@@ -9,8 +9,8 @@ from functools import cached_property
 from ...catalog.fabrics import Interconnect, Storage
 from ...catalog.params import ParamCounts
 from ...catalog.types import Architecture
+from .communication import INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION
 from .layout import Links, MemoryOptions, Workload
-from .time import INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION
 
 
 @dataclass(frozen=True)
