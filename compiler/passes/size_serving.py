@@ -37,7 +37,8 @@ from ..sizing.serve.types import (
 )
 from .context import PassContext
 from .resolve_model import model_info
-from .wording import rejection_rows, serving_decisions, serving_infeasible, stage_ratio_decision, words
+from .wording import rejection_rows, words
+from .wording_serving import serving_decisions, serving_infeasible, stage_ratio_decision
 
 
 def _request(

@@ -28,7 +28,8 @@ from ..sizing.train.layout import Layout, MemoryOptions
 from ..sizing.train.search import TrainPins, TrainRequest, search_training
 from ..units import format_seconds
 from .context import PassContext
-from .wording import rejection_rows, training_decisions, words
+from .wording import rejection_rows, words
+from .wording_training import training_decisions
 
 # Without a stated batch: about 1M tokens per step, inside GPT-3's range of 0.5M-3.2M tokens
 # (Brown et al. 2020, Table 2.1).
