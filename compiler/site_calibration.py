@@ -41,8 +41,10 @@ from .diagnostics import PlanInputError
 from .plan.resolved import Decision
 from .plan.spec_model import ArchitectureSpec
 from .sizing.search_cache import SearchCache
-from .sizing.serve.latency import ReplicaModel, compute_dtype, decode_step, prefill_occupancy_seconds
+from .sizing.serve.decode import decode_step
 from .sizing.serve.memory import kv_bytes_per_token_per_gpu, weights_bytes_per_gpu
+from .sizing.serve.prefill import prefill_occupancy_seconds
+from .sizing.serve.replica import ReplicaModel, compute_dtype
 from .sizing.train.communication import INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION
 from .sizing.train.search import TrainRequest, search_training
 from .source import load_yaml_file
@@ -269,8 +271,9 @@ def _serving_model(point: ServingPoint, catalog: Catalog, gpu) -> ReplicaModel:
 
 
 def _predicted_serving_step(point: ServingPoint, catalog: Catalog, matmul: float, hbm: float) -> float:
-    """The serving latency model's time for the measured step (sizing/serve_latency.py): a prefill of `batch` prompts
-    packed `prefill_group` per forward is batch × one prompt's occupancy; a decode step is decode_step at that batch."""
+    """The serving latency model's time for the measured step (sizing/serve/decode.py, prefill.py): a prefill of
+    `batch` prompts packed `prefill_group` per forward is batch × one prompt's occupancy; a decode step is decode_step
+    at that batch."""
     gpu = catalog.gpus[point.gpu].model_copy(
         update={"achievable_matmul_fraction": matmul, "achievable_memory_bandwidth_fraction": hbm}
     )

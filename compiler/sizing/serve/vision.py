@@ -43,8 +43,9 @@ from typing import TYPE_CHECKING
 
 from ..cnn.layers import Layer, table_for
 from ..reasons import because
-from .latency import compute_dtype, matmul_flops_per_second, memory_bytes_per_second
+from ..train.flops import matmul_flops_per_second
 from .memory import WEIGHT_ELEMENT_BYTES
+from .replica import compute_dtype, memory_bytes_per_second
 from .types import (
     HOURS_PER_MONTH,
     MAX_PARETO,
