@@ -198,7 +198,8 @@ def _seconds(text: str) -> float:
 
 def test_link_shares_apply_only_to_the_measured_gpu_and_fabric(tmp_path):
     from compiler.passes.size_training import request_for
-    from compiler.site_calibration import calibrate, load_site_calibration
+    from compiler.site_calibration import calibrate
+    from compiler.site_calibration_file import load_site_calibration
 
     _site_with_links(tmp_path, intra_bus=360e9, inter_bus=30e9, interconnect="roce-400g")
     catalog, _ = calibrate(load_catalog(), load_site_calibration(tmp_path / "site.yaml"))
