@@ -10,7 +10,7 @@ import pytest
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture, GpuSpec
 from compiler.sizing.train import communication, flops, goodput
-from compiler.sizing.train.memory import NF4_BITS_PER_PARAM
+from compiler.sizing.train.model_states import NF4_BITS_PER_PARAM
 from tests.fixtures.train_sizing import step_of
 
 # An H100-SXM-like part built by hand (datasheet dense bf16 989.4 TFLOP/s, 3.35 TB/s, NVLink 450 GB/s one way).

@@ -15,7 +15,8 @@ from .flops import COMPUTE_DTYPE, frozen_base_flops_saved_per_token, hardware_fl
 from .frameworks import runs_on_fsdp2
 from .goodput import WholeRun, whole_run
 from .layout import Layout, Links, describe
-from .memory import FSDP2_REDUCE_BYTES, MemoryBreakdown, checkpoint_bytes, lora_trainable_params, memory_per_gpu
+from .memory import MemoryBreakdown, memory_per_gpu
+from .model_states import FSDP2_REDUCE_BYTES, checkpoint_bytes, lora_trainable_params
 from .parallel import moe_layer_share, routed_expert_params
 from .request import TrainRequest, links_for
 from .step_rates import GRADIENT_BYTES, StepTraffic

@@ -82,7 +82,7 @@ from .flops import (
     model_flops_per_token,
 )
 from .layout import Layout, Links, Workload
-from .memory import NF4_BITS_PER_PARAM
+from .model_states import NF4_BITS_PER_PARAM
 from .parallel import (
     ep_exposed_seconds,
     moe_layer_share,
