@@ -172,7 +172,7 @@ def test_a_pinned_cp_whose_sequence_does_not_cut_into_2cp_chunks_is_refused(tmp_
         text=True,
         timeout=120,
     )
-    assert done.returncode == 2, done.stderr  # refused where it was pinned (size_training.refuse_uneven_cp)
+    assert done.returncode == 2, done.stderr  # refused where it was pinned (training_request.refuse_uneven_cp)
     assert "train.seq_len 16382 is not a multiple of 4" in done.stderr and "[cp-sequence-split]" in done.stderr
 
 

@@ -197,7 +197,7 @@ def _seconds(text: str) -> float:
 
 
 def test_link_shares_apply_only_to_the_measured_gpu_and_fabric(tmp_path):
-    from compiler.passes.size_training import request_for
+    from compiler.passes.training_request import request_for
     from compiler.site_calibration import calibrate
     from compiler.site_calibration_file import load_site_calibration
 

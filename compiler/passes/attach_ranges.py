@@ -26,7 +26,7 @@ from __future__ import annotations
 from ..plan.resolved import Alternative, Decision, Range, ResolvedPlan
 from ..units import format_seconds
 from .context import PassContext
-from .size_training import step_family, time_family
+from .training_families import step_family, time_family
 
 THROUGHPUT = "serve-throughput"
 TTFT = "serve-ttft"

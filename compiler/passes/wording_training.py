@@ -93,7 +93,7 @@ def training_decisions(
 ) -> list[Decision]:
     """`batch_tokens`: the tokens per step the plan gave or the default, when it gave no batch in sequences;
     `gate`: the factor time and cost were checked with against deadline and budget, and the rows behind it; `memory`:
-    the memory margin and where it comes from (size_training.memory_source)."""
+    the memory margin and where it comes from (training_families.memory_source)."""
     m, s, tokens = c.memory, c.step, spec.train.total_tokens
     deadline = f"deadline {format_seconds(spec.train.deadline)}" if spec.train.deadline else "no deadline"
     return [

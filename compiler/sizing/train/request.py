@@ -1,4 +1,5 @@
-"""What the training search is asked: the plan's pins and the request built from the plan (passes/size_training.py)."""
+"""What the training search is asked: the plan's pins and the request built from the plan
+(passes/training_request.py)."""
 
 from __future__ import annotations
 
