@@ -38,9 +38,9 @@ from compiler.catalog.loader import load_gpus  # noqa: E402
 from compiler.catalog.params import count_params  # noqa: E402
 from compiler.catalog.types import Architecture  # noqa: E402
 from compiler.passes.wording import words  # noqa: E402
+from compiler.sizing.train.flops import COMPUTE_DTYPE, model_flops_per_token  # noqa: E402
 from compiler.sizing.train.layout import MemoryOptions  # noqa: E402
 from compiler.sizing.train.search import TrainPins, TrainRequest, search_training  # noqa: E402
-from compiler.sizing.train.time import COMPUTE_DTYPE, model_flops_per_token  # noqa: E402
 
 FABRICS = load_fabrics()
 RUNS = Path(__file__).resolve().parent / "calibration" / "training_runs.csv"
@@ -490,7 +490,7 @@ def layout_row(row: dict) -> dict:
     if row["tokens_per_s_per_gpu"]:
         published = float(row["tokens_per_s_per_gpu"])
     else:  # model TFLOP/s per GPU, converted with PaLM's count (what NeMo reports)
-        from compiler.sizing.train.time import model_flops_per_token
+        from compiler.sizing.train.flops import model_flops_per_token
 
         published = float(row["model_tflops_per_gpu"]) * 1e12 / model_flops_per_token(arch, count_params(arch), seq)
         notes.append("TFLOP/s converted with 6N + 12LHQT")

@@ -18,14 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script or as python -m benchmarks.…
 
+from compiler.sizing.train.communication import INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION  # noqa: E402
 from compiler.sizing.train.layout import Layout, Links, Workload  # noqa: E402
-from compiler.sizing.train.time import (  # noqa: E402
-    GRADIENT_BYTES,
-    INTER_NODE_ACHIEVABLE_FRACTION,
-    NVLINK_ACHIEVABLE_FRACTION,
-    StepTraffic,
-    step_time,
-)
+from compiler.sizing.train.step_rates import GRADIENT_BYTES, StepTraffic  # noqa: E402
+from compiler.sizing.train.time import step_time  # noqa: E402
 
 POINTS = Path(__file__).resolve().parent / "calibration" / "vision_train_points.csv"
 FAMILY = "train-cnn"

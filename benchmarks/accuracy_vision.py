@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script or as python -m benchmarks.…
 
-from compiler.sizing.serve.latency import compute_dtype  # noqa: E402
+from compiler.sizing.serve.replica import compute_dtype  # noqa: E402
 from compiler.sizing.serve.vision import batch_time, flops_per_item, weights_bytes  # noqa: E402
 
 VISION_POINTS = Path(__file__).resolve().parent / "calibration" / "vision_points.csv"

@@ -21,8 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compiler.catalog.loader import load_gpus, load_models  # noqa: E402
 from compiler.catalog.params import count_params  # noqa: E402
-from compiler.sizing.serve.latency import ReplicaModel, compute_dtype, decode_step  # noqa: E402
+from compiler.sizing.serve.decode import decode_step  # noqa: E402
 from compiler.sizing.serve.memory import kv_bytes_per_token_per_gpu, weights_bytes_per_gpu  # noqa: E402
+from compiler.sizing.serve.replica import ReplicaModel, compute_dtype  # noqa: E402
 
 GPT_FAST_CONTEXT_TOKENS = 5 + 200 // 2
 

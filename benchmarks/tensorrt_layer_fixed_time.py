@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compiler.catalog.loader import load_gpus, load_models  # noqa: E402
 from compiler.catalog.params import count_params  # noqa: E402
-from compiler.sizing.serve.latency import compute_dtype  # noqa: E402
+from compiler.sizing.serve.replica import compute_dtype  # noqa: E402
 from compiler.sizing.serve.vision import batch_time, flops_per_item, weights_bytes  # noqa: E402
 
 SINGLESTREAM = Path(__file__).resolve().parent / "calibration" / "mlperf_singlestream.csv"

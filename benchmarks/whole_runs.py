@@ -27,8 +27,8 @@ from compiler.catalog.loader import load_gpus, load_models  # noqa: E402
 from compiler.catalog.params import count_params  # noqa: E402
 from compiler.catalog.types import Architecture  # noqa: E402
 from compiler.passes.wording import words  # noqa: E402
+from compiler.sizing.train.goodput import goodput  # noqa: E402
 from compiler.sizing.train.search import TrainPins, TrainRequest, search_training  # noqa: E402
-from compiler.sizing.train.time import goodput  # noqa: E402
 
 WHOLE_RUNS = Path(__file__).resolve().parent / "calibration" / "whole_runs.csv"
 FAMILY = "train-whole-run"  # residuals.yaml: published ÷ predicted whole-run GPU-hours

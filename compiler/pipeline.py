@@ -20,7 +20,8 @@ from .passes.context import PassContext
 from .plan.resolved import ResolvedPlan
 from .references import check_references
 from .serve_checks import check_serving
-from .site_calibration import CalibrationError, calibrate, load_site_calibration
+from .site_calibration import calibrate
+from .site_calibration_file import CalibrationError, load_site_calibration
 from .sizing.search_cache import SearchCache
 from .source import load_yaml_file, refuse_at
 from .targets import TARGETS

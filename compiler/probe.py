@@ -213,7 +213,9 @@ def _serving_round_trip(results: ServingResults, text: str) -> tuple[list[tuple[
     from .catalog.catalog import load_catalog
     from .diagnostics import InfeasiblePlan, PlanInputError
     from .pipeline import resolve_in
-    from .site_calibration import CalibrationError, SiteCalibration, _predicted_serving_step, calibrate
+    from .site_calibration import calibrate
+    from .site_calibration_file import CalibrationError, SiteCalibration
+    from .site_calibration_fit import predicted_serving_step
 
     site = SiteCalibration.model_validate(yaml.safe_load(text))
     try:
@@ -224,7 +226,7 @@ def _serving_round_trip(results: ServingResults, text: str) -> tuple[list[tuple[
     checked = [
         (
             f"{p.phase} step at batch {p.batch}",
-            _predicted_serving_step(
+            predicted_serving_step(
                 p, catalog, gpu.achievable_matmul_fraction, gpu.achievable_memory_bandwidth_fraction
             ),
             p.step_seconds,
@@ -281,7 +283,7 @@ def checked_site_file(results: TrainingResults | ServingResults, site: str):
     """The site file's text, validated as compile reads it and compiled against with each probed layout's plan."""
     from pydantic import ValidationError
 
-    from .site_calibration import SiteCalibration
+    from .site_calibration_file import SiteCalibration
 
     data = site_calibration_data(results, site)
     try:

@@ -5,8 +5,8 @@
   greater than the derived max_model_len"), TGI likewise for --max-total-tokens.
 - the plan's precision against the checkpoint's own quantization (`model.quantization`): a pre-quantized checkpoint
   serves only in the precision it was quantized to, and vLLM 0.32 cannot quantize a 16-bit checkpoint to int8/int4
-  at load time (compiler/deployment/serving.py, QUANTIZATION), so an int4 plan on a 16-bit repository would start
-  nothing on vLLM.
+  at load time (compiler/deployment/serving/engine_args.py, QUANTIZATION), so an int4 plan on a 16-bit repository
+  would start nothing on vLLM.
 - `serve.traffic.concurrency` (a closed loop of clients) where the sizing has no closed-loop model: a staged service
   (each stage receives a rate from the one before) and non-generative models (their dynamic batcher is sized for a
   request rate).
@@ -23,7 +23,7 @@
 
 - an Ultralytics detector (YOLO11, `Architecture.is_ultralytics_detector`) on any engine: the generated Triton repository
   serves vision models as optimum exports them (classifiers: pixel_values → logits; DETR-style detectors: logits and
-  pred_boxes; deployment/serving.py); a YOLO11 ONNX file
+  pred_boxes; deployment/serving/triton_model.py); a YOLO11 ONNX file
   comes from Ultralytics' own exporter with other tensors (images → output0, 4 box coordinates + the classes per
   anchor), which the repository does not describe yet. Sizing it is benchmarks/accuracy_vision.py's business.
 
@@ -36,7 +36,9 @@ import re
 
 from .catalog.catalog import Catalog
 from .catalog.types import Architecture
-from .plan.spec import AZURE_CLIENT_ID, GCP_SERVICE_ACCOUNT, IAM_ROLE_ARN, ModelSpec, PlanSpec, weights_locations
+from .plan.spec import PlanSpec, weights_locations
+from .plan.spec_cluster import AZURE_CLIENT_ID, GCP_SERVICE_ACCOUNT, IAM_ROLE_ARN
+from .plan.spec_model import ModelSpec
 from .source import LoadedYaml, refuse_at
 
 # Plan precisions each checkpoint quantization can be served in. none: a 16-bit checkpoint, served as is or quantized
@@ -246,9 +248,10 @@ def speculative_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, 
     return []
 
 
-# Which workload-identity form each object store takes (plan/spec.py: IAM_ROLE_ARN, GCP_SERVICE_ACCOUNT, AZURE_CLIENT_ID), and
-# which stores a Secret's environment can reach: the AWS SDK reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY from the
-# environment; gs:// and az:// clients want a key file or a federated identity, so they take workload_identity only.
+# Which workload-identity form each object store takes (plan/spec_cluster.py: IAM_ROLE_ARN, GCP_SERVICE_ACCOUNT,
+# AZURE_CLIENT_ID), and which stores a Secret's environment can reach: the AWS SDK reads AWS_ACCESS_KEY_ID /
+# AWS_SECRET_ACCESS_KEY from the environment; gs:// and az:// clients want a key file or a federated identity, so they
+# take workload_identity only.
 IDENTITY_FORMS = {
     "s3://": (IAM_ROLE_ARN, "an IAM role ARN (EKS IAM roles for service accounts)"),
     "gs://": (GCP_SERVICE_ACCOUNT, "a Google service-account email (GKE Workload Identity)"),

@@ -10,7 +10,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .diagnostics import Diagnostic, PlanInputError, did_you_mean
-from .plan.spec import DNS1123_LABEL, PlanSpec
+from .plan.spec import PlanSpec
+from .plan.spec_fields import DNS1123_LABEL
 from .source import LoadedYaml, Loc
 
 # pydantic error types -> our stable diagnostic codes

@@ -15,7 +15,7 @@ import pytest
 
 from compiler.catalog.params import ParamCounts
 from compiler.catalog.types import Architecture
-from compiler.sizing.train.memory import deepspeed_model_states, model_state_bytes_zero_paper
+from compiler.sizing.train.model_states import deepspeed_model_states, model_state_bytes_zero_paper
 from tests.fixtures.train_sizing import memory_of
 from tests.tools.realtools import tool_python
 

@@ -119,7 +119,7 @@ def test_fp8_outside_megatron_warns_that_the_script_must_convert_its_model():
     assert fp8.deployment.launcher.framework == "deepspeed"
     assert any("precision fp8" in w and "convert_to_float8_training" in w for w in fp8.warnings)
     assert not any("precision fp8" in w for w in training_plan(train={**BASE_TRAIN, "framework": "deepspeed"}).warnings)
-    from compiler.plan.spec import MegatronSpec
+    from compiler.plan.spec_train import MegatronSpec
 
     given = MegatronSpec(core_version="0.13", path="/opt/megatron-lm")  # the fixture's image is NGC PyTorch's
     spec = fp8.spec.model_copy(update={"train": fp8.spec.train.model_copy(update={"megatron": given})})

@@ -11,8 +11,8 @@ import yaml
 from compiler.catalog.loader import load_gpus, load_models
 from compiler.catalog.params import count_params
 from compiler.diagnostics import PlanInputError
-from compiler.sizing.serve.latency import compute_dtype
 from compiler.sizing.serve.memory import weight_bytes_per_param, weights_bytes_total
+from compiler.sizing.serve.replica import compute_dtype
 from tests.fixtures.compiled import compiled_files
 from tests.test_target_vllm import hf_config
 from tests.tools import realtools

@@ -17,10 +17,10 @@ from compiler.catalog.loader import load_gpus, load_models
 from compiler.catalog.params import count_params
 from compiler.deployment.fsdp_tp import cp_rank_chunks
 from compiler.pipeline import resolve
+from compiler.sizing.train.communication import NVLINK_ACHIEVABLE_FRACTION
 from compiler.sizing.train.frameworks import fsdp_tp_runs, resolve_framework
 from compiler.sizing.train.layout import Layout
 from compiler.sizing.train.parallel import cp_allgather_bytes_per_layer, cp_allgather_kv_bytes
-from compiler.sizing.train.time import NVLINK_ACHIEVABLE_FRACTION
 from tests.fixtures.train_sizing import memory_of, step_of
 from tests.test_target_torchrun import REPO, free_port, torch_env
 from tests.tools import realtools
@@ -172,7 +172,7 @@ def test_a_pinned_cp_whose_sequence_does_not_cut_into_2cp_chunks_is_refused(tmp_
         text=True,
         timeout=120,
     )
-    assert done.returncode == 2, done.stderr  # refused where it was pinned (size_training.refuse_uneven_cp)
+    assert done.returncode == 2, done.stderr  # refused where it was pinned (training_request.refuse_uneven_cp)
     assert "train.seq_len 16382 is not a multiple of 4" in done.stderr and "[cp-sequence-split]" in done.stderr
 
 

@@ -186,12 +186,12 @@ def test_hsdp_time_prices_the_groups_and_the_fp32_reduction_fsdp2_runs():
     replicas all-reduce the r·P/8 shard across nodes, 2·(1/2)·S/B at one GPU's NIC rate (a replica group has one rank
     per node)."""
     from compiler.catalog.params import count_params
-    from compiler.sizing.train import time as tt
+    from compiler.sizing.train import communication
     from tests.test_train_time import H100, LLAMA8B, _step
 
     params = count_params(LLAMA8B).total
-    nvlink = H100.intra_node_bandwidth_bytes_per_second * tt.NVLINK_ACHIEVABLE_FRACTION
-    nic = 50e9 * tt.INTER_NODE_ACHIEVABLE_FRACTION
+    nvlink = H100.intra_node_bandwidth_bytes_per_second * communication.NVLINK_ACHIEVABLE_FRACTION
+    nic = 50e9 * communication.INTER_NODE_ACHIEVABLE_FRACTION
     for reduce_bytes in (2, 4):
         step = _step(
             dp=16,

@@ -14,9 +14,9 @@ import pytest
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture
 from compiler.sizing.train.activations import WEIGHT_BYTES
+from compiler.sizing.train.communication import pipeline_gathers_per_step
 from compiler.sizing.train.layout import MemoryOptions
-from compiler.sizing.train.memory import FSDP2_REDUCE_BYTES, held_params
-from compiler.sizing.train.time import pipeline_gathers_per_step
+from compiler.sizing.train.model_states import FSDP2_REDUCE_BYTES, held_params
 from tests.fixtures.train_sizing import memory_of
 from tests.fsdp_real import compiled, step_rows
 from tests.test_fsdp_pp_real import INTERLEAVED, PLAN, UNEVEN

@@ -419,7 +419,7 @@ def test_docs_list_every_architecture_bound():
 def test_a_parameter_count_beyond_any_real_model_is_refused_where_it_is(tmp_path):
     """The shape assumed from model.params must stay within the architecture bounds (found by the plan fuzzer)."""
     from compiler.passes.resolve_model import assumed_architecture
-    from compiler.plan.spec import MAX_PARAMS
+    from compiler.plan.spec_fields import MAX_PARAMS
     from tests.test_security import _plan_with
 
     assumed_architecture(MAX_PARAMS)  # the largest count allowed still gives a shape within the bounds

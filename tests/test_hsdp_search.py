@@ -12,10 +12,10 @@ from compiler.catalog.params import count_params
 from compiler.pipeline import render, resolve
 from compiler.sizing.train.candidate import search_context
 from compiler.sizing.train.choice import Collector
+from compiler.sizing.train.communication import BACKWARD_SHARE_OF_COMPUTE, INTER_NODE_ACHIEVABLE_FRACTION
 from compiler.sizing.train.layout import Layout
 from compiler.sizing.train.parallel import hsdp_groups
 from compiler.sizing.train.search import _search_hsdp, evaluate_layout, search_training
-from compiler.sizing.train.time import BACKWARD_SHARE_OF_COMPUTE, INTER_NODE_ACHIEVABLE_FRACTION
 from tests.test_training_search import FABRICS, GPUS, H100, LLAMA8B, LLAMA70B, TrainPins, request
 
 EFA = FABRICS.interconnects["efa-400g"]  # AWS p4d: 6.25 GB/s per GPU, 15 µs

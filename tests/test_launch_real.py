@@ -603,7 +603,7 @@ def test_megatron_accepts_the_generated_arguments(tmp_path, name):
 
 def test_megatron_takes_uneven_pipeline_stages_and_rejects_them_missing(tmp_path):
     """126 layers on 4 pipeline stages: Megatron accepts the first/last-stage counts and refuses the split without them."""
-    from compiler.plan.spec import MegatronSpec
+    from compiler.plan.spec_train import MegatronSpec
     from tests.fixtures.resolved_plans import training_plan
 
     plan = training_plan()

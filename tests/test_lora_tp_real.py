@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from compiler.deployment.lora_tp import lora_settings
-from compiler.plan.spec import LoraSpec
+from compiler.plan.spec_train import LoraSpec
 from compiler.sizing.train.frameworks import framework_gap, resolve_framework
 from compiler.sizing.train.layout import Layout
-from compiler.sizing.train.memory import lora_trainable_params
+from compiler.sizing.train.model_states import lora_trainable_params
 from tests.fsdp_real import cluster, compiled, step_rows
 from tests.test_fsdp_tp_real import transformers_available
 from tests.test_target_torchrun import REPO, torch_env

@@ -447,7 +447,8 @@ def test_calibrate_prices_each_probed_layout_as_the_compile_did(example):
     from compiler.catalog.catalog import load_catalog
     from compiler.probe import _points
     from compiler.probe_results import TrainingResults
-    from compiler.site_calibration import SitePoint, _predicted_step
+    from compiler.site_calibration_file import SitePoint
+    from compiler.site_calibration_fit import predicted_step
     from compiler.sizing.search_cache import SearchCache
 
     plan = resolve(REPO / "examples" / f"{example}.yaml", probe=True)
@@ -480,5 +481,5 @@ def test_calibrate_prices_each_probed_layout_as_the_compile_did(example):
     catalog, searches = load_catalog(), SearchCache()
     share = catalog.gpus[plan.hardware.gpu].achievable_matmul_fraction
     for point, layout in zip(_points(results), plan.probe.layouts, strict=True):
-        priced = _predicted_step(SitePoint.model_validate(point), catalog, share, searches)
+        priced = predicted_step(SitePoint.model_validate(point), catalog, share, searches)
         assert priced == pytest.approx(layout.predicted_step_seconds, rel=1e-9), layout.name

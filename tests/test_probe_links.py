@@ -11,7 +11,7 @@ import yaml
 from compiler.catalog.catalog import load_catalog
 from compiler.pipeline import resolve
 from compiler.probe_environment import MINIMUM_DRIVER_MAJOR, POWER_TOLERANCE, environment_warnings, parse_nvidia_smi
-from compiler.sizing.train import time as tt
+from compiler.sizing.train import communication
 from tests.conftest import run_cli
 
 TWO_NODES = """name: tiny-two
@@ -132,11 +132,11 @@ def test_results_with_unreadable_collectives_are_refused_with_exit_2(tmp_path):
 def test_the_site_link_shares_replace_the_published_ones_in_the_collectives():
     h100 = load_catalog().gpus["h100-sxm-80gb"]
     # DP of 16 over two nodes of 8: the ring crosses nodes at NIC × 8 ranks × the inter-node share, capped by NVLink
-    published, crosses = tt.dp_collective_bandwidth(h100, 1, 16, 8, 50e9)
+    published, crosses = communication.dp_collective_bandwidth(h100, 1, 16, 8, 50e9)
     assert crosses and published == pytest.approx(min(450e9 * 749 / 900, 50e9 * 8 * 0.86))
-    site, _ = tt.dp_collective_bandwidth(h100, 1, 16, 8, 50e9, nvlink_fraction=0.8, nic_fraction=0.6)
+    site, _ = communication.dp_collective_bandwidth(h100, 1, 16, 8, 50e9, nvlink_fraction=0.8, nic_fraction=0.6)
     assert site == pytest.approx(50e9 * 8 * 0.6)
-    inside, crosses = tt.dp_collective_bandwidth(h100, 1, 8, 8, 50e9, nvlink_fraction=0.5)
+    inside, crosses = communication.dp_collective_bandwidth(h100, 1, 8, 8, 50e9, nvlink_fraction=0.5)
     assert not crosses and inside == pytest.approx(450e9 * 0.5)
 
 
@@ -197,8 +197,9 @@ def _seconds(text: str) -> float:
 
 
 def test_link_shares_apply_only_to_the_measured_gpu_and_fabric(tmp_path):
-    from compiler.passes.size_training import request_for
-    from compiler.site_calibration import calibrate, load_site_calibration
+    from compiler.passes.training_request import request_for
+    from compiler.site_calibration import calibrate
+    from compiler.site_calibration_file import load_site_calibration
 
     _site_with_links(tmp_path, intra_bus=360e9, inter_bus=30e9, interconnect="roce-400g")
     catalog, _ = calibrate(load_catalog(), load_site_calibration(tmp_path / "site.yaml"))
@@ -209,10 +210,10 @@ def test_link_shares_apply_only_to_the_measured_gpu_and_fabric(tmp_path):
 
     assert link_fractions(request, "h100-sxm-80gb") == {
         "nvlink_fraction": 0.8,
-        "nic_fraction": tt.INTER_NODE_ACHIEVABLE_FRACTION,
+        "nic_fraction": communication.INTER_NODE_ACHIEVABLE_FRACTION,
     }
     assert (
-        link_fractions(request, "a100-sxm-80gb")["nvlink_fraction"] == tt.NVLINK_ACHIEVABLE_FRACTION
+        link_fractions(request, "a100-sxm-80gb")["nvlink_fraction"] == communication.NVLINK_ACHIEVABLE_FRACTION
     )  # another GPU's links
 
 

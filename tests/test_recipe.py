@@ -11,7 +11,8 @@ from pydantic import ValidationError
 
 from compiler.deployment.recipe_flags import hf_scheduler, megatron_recipe_args, recipe_env
 from compiler.diagnostics import FieldRefused
-from compiler.plan.spec import PlanSpec, TrainSpec
+from compiler.plan.spec import PlanSpec
+from compiler.plan.spec_train import TrainSpec
 from compiler.recipe.families import GPT3, LLAMA3, peak_lr
 from tests.fixtures.resolved_plans import deployed, training_plan
 

@@ -12,7 +12,8 @@ import yaml
 from compiler.diagnostics import PlanInputError
 from compiler.pipeline import resolve
 from compiler.sizing.serve.closed_loop import closed_loop_point
-from compiler.sizing.serve.latency import decode_step, prefill_latency_seconds, prefill_occupancy_seconds
+from compiler.sizing.serve.decode import decode_step
+from compiler.sizing.serve.prefill import prefill_latency_seconds, prefill_occupancy_seconds
 from tests.conftest import REPO
 from tests.test_serve_latency import llama_8b_on_h100
 

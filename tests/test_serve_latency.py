@@ -9,25 +9,25 @@ import pytest
 
 from benchmarks.decode_fixed_time import CROSS_CHECK, ROWS, derived_seconds, per_layer_seconds, roofline_seconds
 from compiler.catalog.types import Architecture
-from compiler.sizing.serve.latency import (
+from compiler.sizing.serve.decode import (
     DECODE_LAYER_FIXED_SECONDS,
+    decode_fixed_seconds,
+    decode_step,
+    expert_flops_per_second,
+    routed_active_params,
+)
+from compiler.sizing.serve.latency import erlang_c, evaluate_batch, mmc_wait_p99_seconds
+from compiler.sizing.serve.memory import weights_bytes_per_gpu
+from compiler.sizing.serve.prefill import prefill_flops
+from compiler.sizing.serve.replica import (
     ReplicaModel,
     allreduce_seconds,
     compute_dtype,
-    decode_fixed_seconds,
-    decode_step,
     elementwise_seconds,
-    erlang_c,
-    evaluate_batch,
-    expert_flops_per_second,
     experts_touched_fraction,
     matmul_params,
-    mmc_wait_p99_seconds,
-    prefill_flops,
-    routed_active_params,
     weight_read_bytes_per_gpu,
 )
-from compiler.sizing.serve.memory import weights_bytes_per_gpu
 from tests.test_serve_memory import A100, DEEPSEEK_V3, H100, LLAMA_31_8B, LLAMA_31_8B_COUNTS, T4
 
 BANDWIDTH = 3.35e12 * 0.8

@@ -7,7 +7,9 @@ import yaml
 
 from compiler.catalog.catalog import load_catalog
 from compiler.pipeline import resolve
-from compiler.site_calibration import SiteCalibration, SitePoint, _predicted_step, calibrate
+from compiler.site_calibration import calibrate
+from compiler.site_calibration_file import SiteCalibration, SitePoint
+from compiler.site_calibration_fit import predicted_step
 from compiler.sizing.search_cache import SearchCache
 from compiler.sizing.train.memory import usable_memory_bytes
 from tests.conftest import REPO, run_cli
@@ -38,7 +40,7 @@ def _site(step_seconds: float) -> SiteCalibration:
 def test_a_step_measured_as_predicted_keeps_the_catalog_share():
     catalog = load_catalog()
     share = catalog.gpus["h100-sxm-80gb"].achievable_matmul_fraction
-    predicted = _predicted_step(SitePoint(**POINT, step_seconds=1.0), catalog, share, SearchCache())
+    predicted = predicted_step(SitePoint(**POINT, step_seconds=1.0), catalog, share, SearchCache())
     fitted, decisions = calibrate(catalog, _site(predicted))
     assert fitted.gpus["h100-sxm-80gb"].achievable_matmul_fraction == pytest.approx(share, rel=0.01)
     assert "predicted ÷ measured 1 with the catalog's share" in decisions[0].reason
@@ -47,10 +49,10 @@ def test_a_step_measured_as_predicted_keeps_the_catalog_share():
 def test_a_slower_site_gets_a_lower_share_and_slower_plans(tmp_path):
     catalog = load_catalog()
     share = catalog.gpus["h100-sxm-80gb"].achievable_matmul_fraction
-    predicted = _predicted_step(SitePoint(**POINT, step_seconds=1.0), catalog, share, SearchCache())
+    predicted = predicted_step(SitePoint(**POINT, step_seconds=1.0), catalog, share, SearchCache())
     fitted, decisions = calibrate(catalog, _site(predicted * 1.25))
     assert fitted.gpus["h100-sxm-80gb"].achievable_matmul_fraction < share
-    assert _predicted_step(
+    assert predicted_step(
         SitePoint(**POINT, step_seconds=1.0),
         fitted,
         fitted.gpus["h100-sxm-80gb"].achievable_matmul_fraction,
@@ -188,8 +190,8 @@ def test_a_tp_step_is_refitted_with_the_sites_measured_links():
     gpu = catalog.gpus["h100-sxm-80gb"]
     point = SitePoint(**{**POINT, "tp": 2, "zero_stage": 1, "global_batch": 32}, step_seconds=1.0)
     slow = replace(catalog, site_links=SiteLinks(gpu.id, "ib-400g", 0.1, None))
-    measured = _predicted_step(point, slow, 0.5, SearchCache())
-    assert measured > _predicted_step(point, catalog, 0.5, SearchCache())  # the slow links cost time at TP2
+    measured = predicted_step(point, slow, 0.5, SearchCache())
+    assert measured > predicted_step(point, catalog, 0.5, SearchCache())  # the slow links cost time at TP2
     links = {
         "gpu": gpu.id,
         "interconnect": "ib-400g",

@@ -14,8 +14,9 @@ from benchmarks.accuracy_serve_points import FABRICS
 from compiler.catalog.loader import load_gpus, load_models
 from compiler.catalog.params import count_params
 from compiler.diagnostics import PlanInputError
-from compiler.sizing.serve.latency import ReplicaModel, decode_step
+from compiler.sizing.serve.decode import decode_step
 from compiler.sizing.serve.llm_config import speculation_for
+from compiler.sizing.serve.replica import ReplicaModel
 from compiler.sizing.serve.speculative import acceptance_for, tokens_per_round
 from compiler.sizing.serve.types import ServeRequest
 from tests.fixtures.compiled import compiled_files

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from compiler.deployment.serving import object_name
+from compiler.deployment.serving.pods import object_name
 from compiler.plan.resolved import MemoryPerGpu, ModelInfo, Stage
 from compiler.targets import k8s_serving
+from compiler.targets.k8s_serving_scaling import queue_query
+from compiler.targets.k8s_serving_unit import serving_units
 from compiler.targets.serving_rules import serving_rule_groups
 from tests.fixtures.resolved_plans import LLAMA_8B, deployed, serving_plan, training_plan
 from tests.tools.kubelet import kubelet_expand
@@ -483,7 +485,7 @@ def test_every_rule_expression_parses_as_promql():
         for g in serving_rule_groups(plan)
         for r in g["rules"]
     ]
-    exprs += [k8s_serving.queue_query(u) for u in k8s_serving.serving_units(_staged_plan())]
+    exprs += [queue_query(u) for u in serving_units(_staged_plan())]
     assert len(exprs) > 20
     for expr in exprs:
         parse(expr)
@@ -495,7 +497,6 @@ def test_stages_name_the_queue_between_them():
     from pathlib import Path
 
     from compiler.pipeline import resolve
-    from compiler.targets.k8s_serving import serving_units
 
     units = serving_units(resolve(Path(__file__).parent.parent / "examples/image-captioning.yaml"))
     assert [u.component for u in units] == ["vision", "caption"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from compiler import training_consistency
-from compiler.deployment.training import directive_value, slurm_time
+from compiler.deployment.training.slurm import directive_value, slurm_time
 from compiler.targets import slurm
 from tests.fixtures.resolved_plans import training_plan
 from tests.test_target_torchrun import (
@@ -80,7 +80,7 @@ def test_long_run_becomes_a_chain():
 def test_a_chain_completes_a_run_as_slow_as_the_step_range_p90():
     """Published steps run up to 1.35 × the headline at P90: the links are sized at that step, so a run that slow
     still gets every step (at the headline's 10 % margin, 30 links would stop about a fifth short)."""
-    from compiler.deployment.training import job_chain
+    from compiler.deployment.training.slurm import job_chain
     from compiler.plan.resolved import Range
 
     plan = training_plan()

@@ -11,8 +11,8 @@ from compiler.catalog.loader import load_models
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture
 from compiler.pipeline import resolve
+from compiler.sizing.train import flops
 from compiler.sizing.train import parallel as tl
-from compiler.sizing.train import time as tt
 from compiler.sizing.train.activations import activation_bytes_per_layer
 from compiler.sizing.train.search import TrainPins, search_training
 from tests.fixtures.train_sizing import memory_of, step_of
@@ -59,7 +59,7 @@ def test_largest_stage_sets_the_step_and_memory():
     )
     uneven = step_of(arch, params, H100, split=tl.pipeline_split(126, 16), **args)
     ceil = step_of(arch, params, H100, **args)  # ⌈126/16⌉ = 8 on every stage, the last with the LM head
-    layer, head = tt._layer_matmul_params(arch, params) / 126, params.lm_head
+    layer, head = flops.layer_matmul_params(arch, params) / 126, params.lm_head
     rate = 989.4e12 * 0.80
     # the last stage (7 layers + the 525M-parameter head) outweighs a middle one (8 layers): it sets the stage-time
     assert uneven.matmul == pytest.approx(16 * 4096 * 6 * (7 * layer + head) / rate)

@@ -8,9 +8,10 @@ from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture
 from compiler.sizing.train import activations as ta
 from compiler.sizing.train import memory as tm
+from compiler.sizing.train import model_states as ms
 from compiler.sizing.train.activations import activation_bytes_per_layer
 from compiler.sizing.train.layout import MemoryOptions
-from compiler.sizing.train.memory import model_state_bytes_zero_paper
+from compiler.sizing.train.model_states import model_state_bytes_zero_paper
 from tests.fixtures.train_sizing import memory_of
 
 GB = 1e9
@@ -49,7 +50,7 @@ def test_memory_per_gpu_model_states_follow_the_zero_paper(stage):
     mem = memory_of(LLAMA8B, params, dp=64, zero_stage=stage, seq_len=8192)
     # + at ZeRO-3 the layer FSDP computes with and the one it prefetches, gathered in 16-bit (not in the paper)
     gathered = (
-        tm.FSDP_GATHERED_LAYERS * (params.per_layer_attention + params.per_layer_mlp_total) * 2 if stage == 3 else 0
+        ms.FSDP_GATHERED_LAYERS * (params.per_layer_attention + params.per_layer_mlp_total) * 2 if stage == 3 else 0
     )
     assert mem.model_states == pytest.approx(model_state_bytes_zero_paper(params.total, stage, 64) + gathered, rel=1e-9)
 
@@ -109,7 +110,7 @@ def test_pipeline_first_stage_holds_min_pp_microbatches():
 
 def test_stage_params_put_embedding_first_and_head_last():
     params = count_params(LLAMA8B)
-    first, last = tm.stage_params(LLAMA8B, params, tp=2, pp=4)
+    first, last = ms.stage_params(LLAMA8B, params, tp=2, pp=4)
     per_layer = (params.per_layer_attention + params.per_layer_mlp_total) / 2 + params.per_layer_norm
     assert first == pytest.approx(8 * per_layer + 128256 * 4096 / 2)
     assert last == pytest.approx(8 * per_layer + 128256 * 4096 / 2 + 4096)
@@ -124,11 +125,11 @@ def test_runtime_overheads_are_reported_as_other():
 
 
 def test_optimizers_bytes_per_param():
-    assert tm.optimizer_bytes_per_param(LLAMA8B, "adamw", "bf16") == 12
-    assert tm.optimizer_bytes_per_param(LLAMA8B, "adamw-8bit", "bf16") == 6
-    assert tm.optimizer_bytes_per_param(LLAMA8B, "sgd", "bf16") == 8
-    assert tm.optimizer_bytes_per_param(LLAMA8B, "adamw", "fp32") == 8  # fp32 weights are the master
-    assert tm.optimizer_bytes_per_param(LLAMA8B, "adafactor", "bf16") == pytest.approx(4 + 4 * (1 / 4096 + 1 / 14336))
+    assert ms.optimizer_bytes_per_param(LLAMA8B, "adamw", "bf16") == 12
+    assert ms.optimizer_bytes_per_param(LLAMA8B, "adamw-8bit", "bf16") == 6
+    assert ms.optimizer_bytes_per_param(LLAMA8B, "sgd", "bf16") == 8
+    assert ms.optimizer_bytes_per_param(LLAMA8B, "adamw", "fp32") == 8  # fp32 weights are the master
+    assert ms.optimizer_bytes_per_param(LLAMA8B, "adafactor", "bf16") == pytest.approx(4 + 4 * (1 / 4096 + 1 / 14336))
 
 
 def test_cpu_offload_moves_optimizer_and_gradient_partition():
@@ -139,19 +140,19 @@ def test_cpu_offload_moves_optimizer_and_gradient_partition():
     assert off.cpu_offload_bytes == pytest.approx(base.optimizer + base.gradients, abs=2)
     both = memory_of(LLAMA8B, params, dp=8, zero_stage=3, offload_optimizer=True, offload_params=True, seq_len=4096)
     # only the gathered layer and the prefetched one stay on the GPU (FSDP CPUOffload computes on the GPU)
-    assert both.model_states == tm.FSDP_GATHERED_LAYERS * (params.per_layer_attention + params.per_layer_mlp_total) * 2
+    assert both.model_states == ms.FSDP_GATHERED_LAYERS * (params.per_layer_attention + params.per_layer_mlp_total) * 2
     assert both.cpu_offload_bytes == pytest.approx(16 * params.total / 8, rel=1e-9)
 
 
 def test_lora_parameter_count_llama_7b_rank_8_q_v():
     """PEFT's printout for Llama-7B, r = 8 on q_proj and v_proj: 4,194,304 trainable parameters."""
     llama7b = Architecture(layers=32, hidden=4096, heads=32, kv_heads=32, ffn_hidden=11008, vocab=32000)
-    assert tm.lora_trainable_params(llama7b, 8, ("q", "v")) == 4_194_304
+    assert ms.lora_trainable_params(llama7b, 8, ("q", "v")) == 4_194_304
 
 
 def test_qlora_nf4_with_double_quantisation_is_4_127_bits():
     """Dettmers et al. 2023 §3: 8/64 + 32/(64·256) = 0.127 bits of constants per parameter."""
-    assert tm.NF4_BITS_PER_PARAM == pytest.approx(4.127, abs=5e-4)
+    assert ms.NF4_BITS_PER_PARAM == pytest.approx(4.127, abs=5e-4)
 
 
 def test_qlora_base_weights_are_nf4_except_embeddings():
@@ -160,8 +161,8 @@ def test_qlora_base_weights_are_nf4_except_embeddings():
         LLAMA8B, params, method="qlora", lora_rank=16, lora_targets=("q", "v"), seq_len=2048, recompute="full"
     )
     linear = 32 * (params.per_layer_attention + params.per_layer_mlp_total)
-    adapters = tm.lora_trainable_params(LLAMA8B, 16, ("q", "v"))
-    expected = linear * tm.NF4_BITS_PER_PARAM / 8 + (params.total - linear) * 2 + adapters * 2
+    adapters = ms.lora_trainable_params(LLAMA8B, 16, ("q", "v"))
+    expected = linear * ms.NF4_BITS_PER_PARAM / 8 + (params.total - linear) * 2 + adapters * 2
     assert mem.weights == pytest.approx(expected, abs=2)
     assert mem.optimizer == pytest.approx(adapters * 12, abs=2)  # fp32 master + m + v of the adapters only
     lora = memory_of(LLAMA8B, params, method="lora", lora_rank=16, lora_targets=("q", "v"), seq_len=2048)
@@ -182,7 +183,7 @@ def test_checkpoint_bytes_bloom_176b():
         per_layer_norm=0,
         largest_layer=0,
     )
-    assert tm.checkpoint_bytes(bloom, "adamw", "full") == 176e9 * 14
+    assert ms.checkpoint_bytes(bloom, "adamw", "full") == 176e9 * 14
 
 
 def test_usable_memory_is_what_nvidia_smi_shows():
@@ -198,8 +199,8 @@ def test_pure_bf16_drops_the_master_copy_and_keeps_16_bit_adam_states():
     params = count_params(LLAMA8B)
     mem = memory_of(LLAMA8B, params, seq_len=2048, options=MemoryOptions(master_weights="none"))
     assert mem.optimizer == pytest.approx(4 * params.total, abs=2)
-    assert tm.optimizer_bytes_per_param(LLAMA8B, "adamw", "bf16", "fp32") == 12
-    assert tm.optimizer_bytes_per_param(LLAMA8B, "adamw-8bit", "bf16", "none") == 2
+    assert ms.optimizer_bytes_per_param(LLAMA8B, "adamw", "bf16", "fp32") == 12
+    assert ms.optimizer_bytes_per_param(LLAMA8B, "adamw-8bit", "bf16", "none") == 2
 
 
 @pytest.mark.parametrize(
@@ -336,8 +337,8 @@ def test_ddp_buckets_copy_the_gradients():
 
 def test_pure_bf16_checkpoint_saves_16_bit_states():
     params = count_params(LLAMA8B)
-    assert tm.checkpoint_bytes(params, "adamw", "full", master_weights="none") == params.total * (2 + 4)
-    assert tm.checkpoint_bytes(params, "adamw", "full") == params.total * 14
+    assert ms.checkpoint_bytes(params, "adamw", "full", master_weights="none") == params.total * (2 + 4)
+    assert ms.checkpoint_bytes(params, "adamw", "full") == params.total * 14
 
 
 def test_op_sac_keeps_what_torchtitans_policy_saves():
@@ -389,7 +390,7 @@ def test_fsdp2_pipeline_stages_hold_their_weights_whole_and_fp32_gradients_betwe
         memory_of(LLAMA8B, params, framework="fsdp", **args),
         memory_of(LLAMA8B, params, framework="megatron", **args),
     )
-    held = tm.held_params(LLAMA8B, params, 1, 4, 8, first=True, last=False)[0]  # most micro-batches in flight
+    held = ms.held_params(LLAMA8B, params, 1, 4, 8, first=True, last=False)[0]  # most micro-batches in flight
     assert fsdp.gathered == pytest.approx(2 * held, rel=1e-9)
     assert fsdp.accumulating == fsdp.gradients == pytest.approx(4 * held, rel=1e-9)
     assert megatron.gradients == pytest.approx(2 * held / 8, rel=1e-9) and not megatron.accumulating

@@ -1,4 +1,5 @@
-"""Training step time, FLOPs and goodput (compiler/sizing/train_time.py): hand-checked figures."""
+"""Training step time, FLOPs and goodput (compiler/sizing/train/time.py, flops.py, communication.py, goodput.py):
+hand-checked figures."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture, GpuSpec
-from compiler.sizing.train import time as tt
+from compiler.sizing.train import communication, flops, goodput
+from compiler.sizing.train.model_states import NF4_BITS_PER_PARAM
 from tests.fixtures.train_sizing import step_of
 
 # An H100-SXM-like part built by hand (datasheet dense bf16 989.4 TFLOP/s, 3.35 TB/s, NVLink 450 GB/s one way).
@@ -62,13 +64,13 @@ GPT = Architecture(
 def test_palm_flops_per_token_llama_3_1_8b_seq_8192():
     """6·N + 12·L·H·Q·T with N = 8,030,261,248 − 525,336,576 input embedding = 7,504,924,672."""
     params = count_params(LLAMA8B)
-    assert tt.matmul_params(LLAMA8B, params) == 7_504_924_672
-    assert tt.model_flops_per_token(LLAMA8B, params, 8192) == 6 * 7_504_924_672 + 12 * 32 * 4096 * 8192
+    assert flops.matmul_params(LLAMA8B, params) == 7_504_924_672
+    assert flops.model_flops_per_token(LLAMA8B, params, 8192) == 6 * 7_504_924_672 + 12 * 32 * 4096 * 8192
 
 
 def test_tied_lm_head_still_counts_as_a_gemm():
     params = count_params(GPT)
-    assert tt.matmul_params(GPT, params) == params.total - 51200 * 2304 - 2048 * 2304 + 51200 * 2304
+    assert flops.matmul_params(GPT, params) == params.total - 51200 * 2304 - 2048 * 2304 + 51200 * 2304
 
 
 def test_full_recompute_matches_narayanan_equation_3():
@@ -76,16 +78,16 @@ def test_full_recompute_matches_narayanan_equation_3():
     params = count_params(GPT)
     l, h, s, v = 24, 2304, 2048, 51200
     eq3 = 96 * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
-    assert tt.hardware_flops_per_token(GPT, params, s, "full") == pytest.approx(eq3, rel=2e-3)
-    model = tt.model_flops_per_token(GPT, params, s)
-    assert tt.hardware_flops_per_token(GPT, params, s, "none") == model
-    assert tt.hardware_flops_per_token(GPT, params, s, "selective") == model + 4 * l * h * s
+    assert flops.hardware_flops_per_token(GPT, params, s, "full") == pytest.approx(eq3, rel=2e-3)
+    model = flops.model_flops_per_token(GPT, params, s)
+    assert flops.hardware_flops_per_token(GPT, params, s, "none") == model
+    assert flops.hardware_flops_per_token(GPT, params, s, "selective") == model + 4 * l * h * s
 
 
 def test_ring_allreduce_cost():
     """nccl-tests: t = S/B · 2(n−1)/n; 1 GB over 8 ranks at 100 GB/s = 17.5 ms."""
-    assert tt.ring_allreduce_seconds(1e9, 8, 100e9) == pytest.approx(0.0175)
-    assert tt.ring_allreduce_seconds(1e9, 1, 100e9) == 0.0
+    assert communication.ring_allreduce_seconds(1e9, 8, 100e9) == pytest.approx(0.0175)
+    assert communication.ring_allreduce_seconds(1e9, 1, 100e9) == 0.0
 
 
 def _step(**overrides):
@@ -109,7 +111,7 @@ def test_matmul_time_is_flops_at_the_achievable_rate():
     params = count_params(LLAMA8B)
     step = _step()
     tokens = 4096 * 8
-    assert step.matmul == pytest.approx(tokens * 6 * tt.matmul_params(LLAMA8B, params) / (989.4e12 * 0.80))
+    assert step.matmul == pytest.approx(tokens * 6 * flops.matmul_params(LLAMA8B, params) / (989.4e12 * 0.80))
 
 
 def test_a_frozen_base_skips_its_weight_gradients():
@@ -119,7 +121,7 @@ def test_a_frozen_base_skips_its_weight_gradients():
     adapters = 3.4e6  # rank 8 on q and v of the 8B's 32 layers
     full, lora = _step(), _step(method="lora", trainable_params_per_replica=adapters)
     tokens, rate = 4096 * 8, 989.4e12 * 0.80
-    assert lora.matmul == pytest.approx(tokens * (4 * tt.matmul_params(LLAMA8B, params) + 6 * adapters) / rate)
+    assert lora.matmul == pytest.approx(tokens * (4 * flops.matmul_params(LLAMA8B, params) + 6 * adapters) / rate)
     assert lora.matmul / full.matmul == pytest.approx(4 / 6, rel=0.01)
 
 
@@ -129,7 +131,7 @@ def test_a_qlora_base_pays_a_dequantisation_per_weight_read():
     params = count_params(LLAMA8B)
     lora = _step(method="lora", trainable_params_per_replica=0.0)
     qlora = _step(method="qlora", trainable_params_per_replica=0.0)
-    extra = 2 * (tt.NF4_BITS_PER_PARAM / 8 + 2) * tt.matmul_params(LLAMA8B, params)
+    extra = 2 * (NF4_BITS_PER_PARAM / 8 + 2) * flops.matmul_params(LLAMA8B, params)
     hbm = H100.memory_bandwidth_bytes_per_second * H100.achievable_memory_bandwidth_fraction
     assert qlora.weights - lora.weights == pytest.approx(8 * extra / hbm, rel=0.02)  # 8 micro-batches a step
     assert qlora.matmul == lora.matmul
@@ -140,7 +142,7 @@ def test_flash_attention_time_uses_the_kernel_share_of_peak():
     step = _step()
     kernel = 4 * 4096 * 4096 * 4096 * 8 * 32 * 0.5 * 3.5
     assert step.attention == pytest.approx(kernel / (989.4e12 * 0.35))
-    assert tt.attention_kernel_fraction(A100) == 0.50
+    assert flops.attention_kernel_fraction(A100) == 0.50
 
 
 def test_triton_flash_kernel_is_slower_by_the_middle_of_dao_2023_range():
@@ -148,7 +150,7 @@ def test_triton_flash_kernel_is_slower_by_the_middle_of_dao_2023_range():
     flash2 = _step(seq_len=16384).attention
     triton = _step(seq_len=16384, attention_kernel="triton-flash").attention
     assert triton / flash2 == pytest.approx(1.8028, rel=1e-4)
-    assert tt.attention_kernel_fraction(H100, "triton-flash") == pytest.approx(0.35 / 1.8028, rel=1e-4)
+    assert flops.attention_kernel_fraction(H100, "triton-flash") == pytest.approx(0.35 / 1.8028, rel=1e-4)
 
 
 def test_memory_bound_time_is_five_passes_over_stored_activations():
@@ -167,7 +169,7 @@ def test_pipeline_bubble_is_p_minus_1_over_m_plus_p_minus_1():
 def test_tensor_parallel_all_reduces_per_layer():
     """4 all-reduces of s·b·h 16-bit per layer per micro-batch over NVLink at 749/900 of spec."""
     step = _step(tp=8)
-    per = tt.ring_allreduce_seconds(4096 * 4096 * 2, 8, 450e9 * 749 / 900)
+    per = communication.ring_allreduce_seconds(4096 * 4096 * 2, 8, 450e9 * 749 / 900)
     assert step.tp_comm == pytest.approx(8 * 32 * 4 * per)
     assert _step(tp=8, recompute="full").tp_comm == pytest.approx(8 * 32 * 6 * per)
 
@@ -177,7 +179,7 @@ def test_weights_are_read_and_gradients_accumulated_every_microbatch():
     16-bit gradients per micro-batch, 10 B per GEMM parameter; full recompute reads the weights once more; a
     LoRA run accumulates only its adapters' gradients."""
     params = count_params(LLAMA8B)
-    gemm_params = tt.matmul_params(LLAMA8B, params)
+    gemm_params = flops.matmul_params(LLAMA8B, params)
     hbm = 3.35e12 * 0.90
     assert _step().weights == pytest.approx(8 * 10 * gemm_params / hbm)  # 8 micro-batches
     assert _step(recompute="full").weights == pytest.approx(8 * 12 * gemm_params / hbm)
@@ -191,8 +193,8 @@ def test_data_parallel_all_reduce_hides_under_the_last_backward():
     grads = 2 * params.total
     fast = _step(dp=64, gradient_bytes_per_replica=grads, inter_node_bytes_per_second=50e9)
     slow = _step(dp=64, gradient_bytes_per_replica=grads, inter_node_bytes_per_second=0.39e9)
-    ring = 8 * 50e9 * tt.INTER_NODE_ACHIEVABLE_FRACTION  # 8 DP ranks per node share its 8 NICs
-    assert fast.dp_comm == pytest.approx(tt.ring_allreduce_seconds(grads, 64, ring, 5e-6))
+    ring = 8 * 50e9 * communication.INTER_NODE_ACHIEVABLE_FRACTION  # 8 DP ranks per node share its 8 NICs
+    assert fast.dp_comm == pytest.approx(communication.ring_allreduce_seconds(grads, 64, ring, 5e-6))
     per_microbatch = (fast.matmul + fast.attention + fast.memory_bound + fast.weights) / 8
     assert fast.dp_comm_exposed == pytest.approx(max(0.0, fast.dp_comm - 2 / 3 * per_microbatch))
     assert slow.dp_comm_exposed == pytest.approx(slow.dp_comm - 2 / 3 * per_microbatch)
@@ -202,8 +204,8 @@ def test_zero3_moves_one_and_a_half_times_per_microbatch():
     params = count_params(LLAMA8B)
     grads = 2 * params.total
     step = _step(dp=64, zero_stage=3, gradient_bytes_per_replica=grads, inter_node_bytes_per_second=50e9)
-    ring = 8 * 50e9 * tt.INTER_NODE_ACHIEVABLE_FRACTION
-    assert step.dp_comm == pytest.approx(8 * tt.ring_allreduce_seconds(1.5 * grads, 64, ring, 5e-6))
+    ring = 8 * 50e9 * communication.INTER_NODE_ACHIEVABLE_FRACTION
+    assert step.dp_comm == pytest.approx(8 * communication.ring_allreduce_seconds(1.5 * grads, 64, ring, 5e-6))
 
 
 @pytest.mark.parametrize(
@@ -218,8 +220,8 @@ def test_zero3_moves_one_and_a_half_times_per_microbatch():
 def test_dp_collective_bandwidth_follows_the_groups_ranks_per_node(tp, dp, bandwidth, spans):
     """nccl-tests #100/#119, NVIDIA/nccl#1048: across nodes a ring moves at the node's NICs (85-91 of 100 GB/s for
     4 × HDR), not at one NIC per GPU; capped by NVLink."""
-    nvlink = H100.intra_node_bandwidth_bytes_per_second * tt.NVLINK_ACHIEVABLE_FRACTION
-    got, crosses = tt.dp_collective_bandwidth(H100, tp, dp, 8, 50e9)
+    nvlink = H100.intra_node_bandwidth_bytes_per_second * communication.NVLINK_ACHIEVABLE_FRACTION
+    got, crosses = communication.dp_collective_bandwidth(H100, tp, dp, 8, 50e9)
     assert crosses is spans
     assert got == pytest.approx(nvlink if bandwidth == "nvlink" else min(nvlink, bandwidth))
 
@@ -228,22 +230,22 @@ def test_fp8_runs_gemms_at_deepgemms_share_of_the_fp8_peak_and_attention_in_bf16
     """bf16 GEMMs at the fixture's 0.80 of 989.4 TFLOP/s; fp8 ones at 1041.5 of 1979 TFLOP/s (DeepGEMM's median
     at M = 4096 on H800): 1.32x the bf16 rate here, not 2x."""
     bf16, fp8 = _step(), _step(precision="fp8")
-    assert tt.FP8_GEMM_MATMUL_FRACTION == pytest.approx(0.5263, abs=1e-4)
+    assert flops.FP8_GEMM_MATMUL_FRACTION == pytest.approx(0.5263, abs=1e-4)
     assert fp8.matmul == pytest.approx(bf16.matmul * (989.4 * 0.80) / (1978.9 * 1041.5 / 1979))
     assert fp8.attention == pytest.approx(bf16.attention)
 
 
 def test_mtbf_from_llama_3():
     """419 interruptions in 54 days on 16,384 GPUs: 50,677 GPU-hours; a 16k-GPU job fails every 3.09 h."""
-    assert tt.MTBF_GPU_HOURS == pytest.approx(50_677, abs=1)
-    assert tt.job_mtbf_seconds(16384) == pytest.approx(54 * 86400 / 419)
+    assert goodput.MTBF_GPU_HOURS == pytest.approx(50_677, abs=1)
+    assert goodput.job_mtbf_seconds(16384) == pytest.approx(54 * 86400 / 419)
 
 
 def test_young_daly_interval_and_goodput():
-    mtbf = tt.job_mtbf_seconds(16384)
-    share, interval = tt.goodput(16384, 60.0)
+    mtbf = goodput.job_mtbf_seconds(16384)
+    share, interval = goodput.goodput(16384, 60.0)
     assert interval == pytest.approx(math.sqrt(2 * 60 * mtbf))
-    lost = 60 / interval + (interval / 2 + tt.RESTART_SECONDS) / mtbf
+    lost = 60 / interval + (interval / 2 + goodput.RESTART_SECONDS) / mtbf
     assert share == pytest.approx(1 / (1 + lost))
     assert 0.8 < share < 0.9
 
@@ -251,23 +253,23 @@ def test_young_daly_interval_and_goodput():
 def test_stragglers_grow_with_the_log_of_the_gpu_count():
     """Sinha et al. 2022: 8% spread over Summit's 27,648 GPUs gives σ = 0.08 / (2·√(2 ln 27648)) = 0.88%; the slowest of
     n GPUs runs σ·√(2 ln n) behind the median: 1.8% at 8 GPUs, 3.5% at 2048, 3.9% at 16,384, none alone."""
-    assert tt.STRAGGLER_SIGMA == pytest.approx(0.00884, abs=1e-5)
-    assert tt.straggler_slowdown(1) == 0.0
-    assert tt.straggler_slowdown(8) == pytest.approx(0.0180, abs=1e-4)
-    assert tt.straggler_slowdown(2048) == pytest.approx(0.0345, abs=1e-4)
-    assert tt.straggler_slowdown(16384) == pytest.approx(0.0390, abs=1e-4)
+    assert goodput.STRAGGLER_SIGMA == pytest.approx(0.00884, abs=1e-5)
+    assert goodput.straggler_slowdown(1) == 0.0
+    assert goodput.straggler_slowdown(8) == pytest.approx(0.0180, abs=1e-4)
+    assert goodput.straggler_slowdown(2048) == pytest.approx(0.0345, abs=1e-4)
+    assert goodput.straggler_slowdown(16384) == pytest.approx(0.0390, abs=1e-4)
 
 
 def test_whole_run_adds_each_term_per_second_of_steps():
     """goodput = 1 / (1 + failures + checkpoints + stragglers + evaluation); the first two are the Young–Daly terms of
     `goodput`, evaluation is Megatron-LM's default 100 forward passes every 1000 steps (a third of a step each)."""
-    w = tt.whole_run(16384, 60.0, "megatron")
-    share, interval = tt.goodput(16384, 60.0)
+    w = goodput.whole_run(16384, 60.0, "megatron")
+    share, interval = goodput.goodput(16384, 60.0)
     assert w.checkpoint_interval_seconds == pytest.approx(interval)
     assert w.failures + w.checkpoints == pytest.approx(1 / share - 1)
     assert w.evaluation == pytest.approx(100 / 1000 / 3)
     assert w.goodput == pytest.approx(1 / (1 + w.failures + w.checkpoints + w.stragglers + w.evaluation))
-    assert tt.whole_run(16384, 60.0, "fsdp").evaluation == 0.0  # other frameworks evaluate as their script says
+    assert goodput.whole_run(16384, 60.0, "fsdp").evaluation == 0.0  # other frameworks evaluate as their script says
 
 
 def test_resnet50_training_against_the_published_rows_without_a_fitted_constant():
@@ -293,7 +295,7 @@ def test_resnet50_training_step_is_mostly_traffic_and_channels_last_pays():
     layers = layer_table("resnet-50", 224, 1000)
     a100 = load_gpus()["a100-sxm-80gb"]
     rate, hbm = (
-        tt.matmul_flops_per_second(a100, "fp16"),
+        flops.matmul_flops_per_second(a100, "fp16"),
         a100.memory_bandwidth_bytes_per_second * a100.achievable_memory_bandwidth_fraction,
     )
     nhwc = training_batch_time(layers, 256, rate, hbm, 2, transposes("fp16", "fp16"))
@@ -303,7 +305,10 @@ def test_resnet50_training_step_is_mostly_traffic_and_channels_last_pays():
     assert nhwc.seconds > 2.5 * nhwc.compute_seconds  # FLOPs alone: 2.5x+ too fast
     assert 0.3 < nhwc.elementwise_seconds / nhwc.seconds < 0.8
     assert nchw.seconds > 1.3 * nhwc.seconds
-    assert tt.compute_dtype("fp32", load_gpus()["v100-sxm-32gb"]) == "fp32" and tt.compute_dtype("fp32", a100) == "tf32"
+    assert (
+        flops.compute_dtype("fp32", load_gpus()["v100-sxm-32gb"]) == "fp32"
+        and flops.compute_dtype("fp32", a100) == "tf32"
+    )
     resnet = load_models()["resnet-50"].architecture
     assert not resnet.activation_bytes_per_sample  # the fitted 112 MB is gone: the table decides
 
@@ -360,7 +365,7 @@ def test_zero3_writes_the_gathered_weights_into_hbm_twice_per_microbatch():
     zero2 = _step(dp=8, zero_stage=2, gradient_bytes_per_replica=grads)
     zero3 = _step(dp=8, zero_stage=3, gradient_bytes_per_replica=grads)
     hbm = H100.memory_bandwidth_bytes_per_second * H100.achievable_memory_bandwidth_fraction
-    gemm_params = tt._layer_matmul_params(LLAMA8B, params) + params.lm_head
+    gemm_params = flops.layer_matmul_params(LLAMA8B, params) + params.lm_head
     grad_accum = 8  # _step's
     assert zero3.weights - zero2.weights == pytest.approx(grad_accum * 2 * 2 * gemm_params / hbm, rel=1e-6)
     assert _step(dp=1, zero_stage=3).weights == pytest.approx(_step(dp=1, zero_stage=2).weights)
@@ -374,8 +379,8 @@ def test_op_sac_reruns_the_matrices_it_did_not_save_not_the_attention_kernel():
 
     params = count_params(LLAMA8B)
     recomputed = 4096 * 1024 + 4096 * 4096 + 4096 * 14336
-    assert tt.hardware_flops_per_token(LLAMA8B, params, 8192, OP_SAC) == (
-        tt.model_flops_per_token(LLAMA8B, params, 8192) + 2 * 32 * recomputed
+    assert flops.hardware_flops_per_token(LLAMA8B, params, 8192, OP_SAC) == (
+        flops.model_flops_per_token(LLAMA8B, params, 8192) + 2 * 32 * recomputed
     )
     none, op, full = (_step(recompute=r) for r in ("none", OP_SAC, "full"))
     tokens = 4096 * 8
@@ -390,7 +395,12 @@ def test_fsdp2_pipeline_stages_gather_m_plus_one_times_and_reduce_once_per_step(
     measured on gloo ranks by tests/test_fsdp_pp_memory_real.py. One node, so no latency: volumes in half all-reduces."""
     args = dict(pp=2, dp=8, zero_stage=3, grad_accum=8, gradient_bytes_per_replica=1e9, reduce_bytes_per_gradient=4)
     per_micro_batch, once = _step(**args), _step(**args, reduce_once_per_step=True)
-    assert tt.pipeline_gathers_per_step(8) == 9 and tt.pipeline_gathers_per_step(8, reshard_after_forward=False) == 1
+    assert (
+        communication.pipeline_gathers_per_step(8) == 9
+        and communication.pipeline_gathers_per_step(8, reshard_after_forward=False) == 1
+    )
     assert once.dp_comm / per_micro_batch.dp_comm == pytest.approx((9 * 1 + 2) / (8 * (2 + 2)))
-    half = tt.ring_allreduce_seconds(1e9 / 2, 8, tt.dp_collective_bandwidth(H100, 1, 8, 8, 50e9)[0])
+    half = communication.ring_allreduce_seconds(
+        1e9 / 2, 8, communication.dp_collective_bandwidth(H100, 1, 8, 8, 50e9)[0]
+    )
     assert once.dp_comm_exposed >= 2 * half  # the reduce-scatter after the last backward overlaps nothing

@@ -11,7 +11,7 @@ from compiler.catalog.fabrics import load_fabrics
 from compiler.catalog.loader import load_gpus, load_models
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture, GpuSpec
-from compiler.passes.size_training import request_for
+from compiler.passes.training_request import request_for
 from compiler.passes.wording import words
 from compiler.pipeline import resolve
 from compiler.sizing.train.frameworks import resolve_framework

@@ -1,14 +1,15 @@
 """Credentials a deployment references — never their values: the Hugging Face token (HF_TOKEN from a Secret), an image
 pull secret, and how pods reach weights in object storage (a Secret's environment, or a workload-identity
-ServiceAccount). Names are the plan's, validated as Kubernetes names (plan/spec.py); the identity's form is checked against
-the weights' scheme before the passes (serve_checks.py)."""
+ServiceAccount). Names are the plan's, validated as Kubernetes names (plan/spec_cluster.py); the identity's form is
+checked against the weights' scheme before the passes (serve_checks.py)."""
 
 from __future__ import annotations
 
 import re
 
 from ..plan.deployment import DeploymentDecision
-from ..plan.spec import AZURE_CLIENT_ID, GCP_SERVICE_ACCOUNT, IAM_ROLE_ARN, PlanSpec, weights_locations
+from ..plan.spec import PlanSpec, weights_locations
+from ..plan.spec_cluster import AZURE_CLIENT_ID, GCP_SERVICE_ACCOUNT, IAM_ROLE_ARN
 
 # ServiceAccount annotation (and pod label) that binds pods to a cloud identity, per identity form:
 # EKS IRSA: eks.amazonaws.com/role-arn (AWS EKS docs, "Assign IAM roles to Kubernetes service accounts");
@@ -33,7 +34,8 @@ def identity_binding(identity: str) -> tuple[dict[str, str], dict[str, str], str
     for pattern, service_annotations, pod_labels, what in IDENTITY_BINDINGS:
         if re.fullmatch(pattern, identity):
             return {k: v.format(id=identity) for k, v in service_annotations.items()}, dict(pod_labels), what
-    raise ValueError(f"not a workload identity: {identity!r}")  # plan/spec.py's pattern admits only the three forms
+    # plan/spec_cluster.py's pattern admits only the three forms
+    raise ValueError(f"not a workload identity: {identity!r}")
 
 
 def credentials(spec: PlanSpec, name: str) -> tuple[dict, DeploymentDecision]:

@@ -21,7 +21,8 @@ from ..plan.runs import runs_dir
 from ..probe_environment import POWER_TOLERANCE
 from ..sizing.train.memory import usable_memory_bytes
 from ..units import format_bytes
-from .training import DEFAULT_RDZV_PORT, directive_value
+from .training.launcher import DEFAULT_RDZV_PORT
+from .training.slurm import directive_value
 
 # a minutes-long measurement job; also the Kubernetes Job's activeDeadlineSeconds.
 TIME_LIMIT_SECONDS = 15 * 60

@@ -29,7 +29,7 @@ from ..catalog.types import Architecture
 from ..plan.resolved import Alternative, Decision, Range, ResolvedPlan
 from ..units import format_seconds
 from .context import PassContext
-from .size_training import (
+from .training_families import (
     CNN_TRAIN_FAMILY,
     STEP_FAMILY,
     WHOLE_RUN_FAMILY,
@@ -69,7 +69,7 @@ TRAINING_TIME_FAMILIES = (STEP_FAMILY, WHOLE_RUN_FAMILY, CNN_TRAIN_FAMILY)
 
 def _residual(ctx: PassContext, family: str, arch: Architecture | None) -> Residual:
     """The family's published actual ÷ predicted, or where a site calibration fitted the steps (cluster.calibration)
-    re-centred on that fit: training time as size_training.time_residual, serving latency and throughput on 1 (the
+    re-centred on that fit: training time as training_families.time_residual, serving latency and throughput on 1 (the
     fitted shares already give the measured steps; the published rows keep only the spread around their median)."""
     catalog = ctx.catalog
     if family in TRAINING_TIME_FAMILIES:

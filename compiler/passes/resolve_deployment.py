@@ -7,7 +7,14 @@ targets take a deployment number or string from. Each decision carries its reaso
 
 from __future__ import annotations
 
-from ..deployment import credentials, frameworks, monitoring, serving, training
+from ..deployment import credentials, frameworks, monitoring
+from ..deployment.serving import decisions as serving_decisions
+from ..deployment.serving.engines import engine
+from ..deployment.serving.pods import CACHE_MOUNT, autoscaling, serving_unit
+from ..deployment.training import decisions as training_decisions
+from ..deployment.training.kubernetes import kubernetes_training
+from ..deployment.training.launcher import launcher
+from ..deployment.training.slurm import slurm
 from ..deployment.units import unit_views
 from ..diagnostics import FieldRefused
 from ..plan.deployment import Deployment, Files, Kubernetes
@@ -25,22 +32,22 @@ def resolve_deployment(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     launch = job = k8s_training = framework_files = alerts = None
     engines, units, decisions, warnings = [], [], [], []
     if plan.workload in ("train", "finetune") and plan.hardware is not None and plan.training is not None:
-        launch = training.launcher(plan, spec, files)
+        launch = launcher(plan, spec, files)
         framework_files = frameworks.frameworks(plan, launch.checkpoint, spec, launch.kind)
-        job = training.slurm(plan, spec, launch) if on_slurm else None
-        k8s_training = training.kubernetes_training(plan, spec, launch) if on_kubernetes else None
-        decisions += training.decisions(launch, job, k8s_training, spec.train.entrypoint.kind != "auto")
+        job = slurm(plan, spec, launch) if on_slurm else None
+        k8s_training = kubernetes_training(plan, spec, launch) if on_kubernetes else None
+        decisions += training_decisions.decisions(launch, job, k8s_training, spec.train.entrypoint.kind != "auto")
         decisions += frameworks.decisions(framework_files)
-        warnings += training.warnings(launch, job, spec)
+        warnings += training_decisions.warnings(launch, job, spec)
         alerts = monitoring.training_alerts(plan)
         decisions += monitoring.decisions(alerts)
     views = unit_views(plan)
     if views:
-        engines = [serving.engine(v, spec) for v in views]
+        engines = [engine(v, spec) for v in views]
         fabric_id = plan.hardware.interconnect  # the fabric the sizing assumed (a name check_references verified)
         fabric = ctx.catalog.interconnects[fabric_id].family
-        units = [serving.serving_unit(plan, v, spec, on_kubernetes, fabric) for v in views]
-        decisions += serving.decisions(
+        units = [serving_unit(plan, v, spec, on_kubernetes, fabric) for v in views]
+        decisions += serving_decisions.decisions(
             engines,
             units,
             {v.stage: v.plan.serving for v in views},
@@ -48,7 +55,7 @@ def resolve_deployment(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
             spec.serve.min_replicas is not None,
             (fabric_id, fabric),
         )
-        warnings += serving.warnings(units)
+        warnings += serving_decisions.warnings(units)
     secrets, secrets_decision = credentials.credentials(spec, plan.name)
     if on_kubernetes:
         decisions.append(secrets_decision)
@@ -75,8 +82,8 @@ def resolve_deployment(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         tolerations=[t.model_dump(exclude_none=True) for t in k8s.tolerations],
         node_selector=dict(k8s.node_selector),
         autoscaler=k8s.autoscaler,
-        autoscaling=serving.autoscaling(),
-        model_cache_mount=serving.CACHE_MOUNT,
+        autoscaling=autoscaling(),
+        model_cache_mount=CACHE_MOUNT,
         training=k8s_training,
         serving=units,
     )

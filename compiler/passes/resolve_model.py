@@ -6,7 +6,7 @@ from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..catalog.types import Architecture
 from ..plan.resolved import Decision, ModelInfo, ResolvedPlan
-from ..plan.spec import ModelSpec
+from ..plan.spec_model import ModelSpec
 from ..sizing.reasons import Reason, because
 from .context import PassContext
 from .wording import model_choice, words

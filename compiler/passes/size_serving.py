@@ -22,7 +22,8 @@ from ..plan.resolved import (
     Serving,
     Stage,
 )
-from ..plan.spec import PlanSpec, SloSpec
+from ..plan.spec import PlanSpec
+from ..plan.spec_serve import SloSpec
 from ..sizing.reasons import because
 from ..sizing.serve.search import search_serving
 from ..sizing.serve.speculative import tokens_per_round
@@ -36,7 +37,8 @@ from ..sizing.serve.types import (
 )
 from .context import PassContext
 from .resolve_model import model_info
-from .wording import rejection_rows, serving_decisions, serving_infeasible, stage_ratio_decision, words
+from .wording import rejection_rows, words
+from .wording_serving import serving_decisions, serving_infeasible, stage_ratio_decision
 
 
 def _request(

@@ -1,6 +1,6 @@
 """Serving pieces shared by the engine targets (vllm, triton, tgi) and k8s_serving; not a target itself.
 
-The engine arguments are decided in compiler/deployment/serving.py (`plan.deployment.engines`); here they are only
+The engine arguments are decided in compiler/deployment/serving/ (`plan.deployment.engines`); here they are only
 turned into words: a `vllm serve` command line, a TGI launcher line, a config dict.
 """
 

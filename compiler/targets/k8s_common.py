@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from ..plan.probe import Probe
 from ..plan.resolved import ResolvedPlan
 
 MANAGED_BY = "mlinfra-compile"
@@ -113,3 +114,56 @@ def pvc(name: str, size_bytes: int, plan: ResolvedPlan, access_mode: str) -> dic
 def shm_volume(size_bytes: int) -> dict:
     """/dev/shm as a RAM-backed emptyDir (volume `dshm`); its pages count against the pod's memory."""
     return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": quantity_bytes(size_bytes)}}
+
+
+def config_key(path: str) -> str:
+    """A ConfigMap key for a file path (keys are flat: [-._a-zA-Z0-9]+); the volume's items put it back at its path."""
+    return path.replace("/", ".-.")
+
+
+def probe_job(
+    plan: ResolvedPlan, probe: Probe, command: str, carried: dict[str, str], env: list[dict] | None = None
+) -> list[dict]:
+    """A ConfigMap with the probe's files (`carried`, by path) and a one-pod Job that runs `command` in the probe's
+    image on `probe.processes` GPUs of one node of the plan's type, the files mounted at /probe; the training and
+    serving probes differ only in their command and environment."""
+    meta = {"name": probe.name, "namespace": plan.deployment.kubernetes.namespace, "labels": labels(plan, "probe")}
+    container = {
+        "name": "probe",
+        "image": probe.kubernetes.image,
+        "command": ["bash", "-c", command],
+        **({"env": env} if env else {}),
+        "resources": {"limits": {"nvidia.com/gpu": probe.processes}},
+        "volumeMounts": [
+            {"name": "probe", "mountPath": "/probe", "readOnly": True},
+            {"name": "dshm", "mountPath": "/dev/shm"},
+        ],
+    }
+    items = [{"key": config_key(path), "path": path} for path in sorted(carried)]
+    pod = {
+        "restartPolicy": "Never",
+        "nodeSelector": gpu_node_selector(plan),
+        "tolerations": tolerations(plan),
+        "containers": [container],
+        "volumes": [
+            {"name": "probe", "configMap": {"name": probe.name, "items": items}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+        ],
+    }
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta,
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": probe.time_limit_seconds,
+            "template": {"metadata": {"labels": meta["labels"]}, "spec": pod},
+        },
+    }
+    config = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta,
+        "data": {config_key(path): text for path, text in sorted(carried.items())},
+    }
+    return [config, job]

@@ -11,8 +11,8 @@ from ..plan.probe import Probe
 from ..plan.resolved import ResolvedPlan
 from ..units import format_bytes
 from .base import OutputFile, dump_json, dump_yaml_documents, render, runtime_script, stable
-from .k8s_common import gpu_node_selector, labels, tolerations
-from .probe_serving import config_key, render_serving_probe
+from .k8s_common import probe_job
+from .probe_serving import render_serving_probe
 
 
 def settings(probe: Probe) -> dict:
@@ -146,7 +146,6 @@ def _layout_run(layout) -> str:
 def _kubernetes_job(plan: ResolvedPlan, probe: Probe, carried: dict[str, str]) -> list[dict]:
     """A ConfigMap with the probe's files and its reduced jobs' and a one-pod Job on one GPU node of the plan's type:
     each job runs under its own launcher, then probe.py prints the results between marker lines in the log."""
-    meta = {"name": probe.name, "namespace": plan.deployment.kubernetes.namespace, "labels": labels(plan, "probe")}
     runs = "".join(_layout_run(l) for l in probe.layouts)
     command = (
         "cp -rL /probe/. /tmp/probe && cd /tmp/probe && mkdir -p probe-results.d && "
@@ -154,47 +153,4 @@ def _kubernetes_job(plan: ResolvedPlan, probe: Probe, carried: dict[str, str]) -
         'python3 -m torch.distributed.run --standalone --nproc-per-node="$PROBE_PROCESSES" probe.py '
         "--settings settings.json --out /tmp/probe/probe-results.json --print-results"
     )
-    container = {
-        "name": "probe",
-        "image": probe.kubernetes.image,
-        "command": ["bash", "-c", command],
-        "env": [{"name": "PROBE_PROCESSES", "value": str(probe.processes)}],
-        "resources": {"limits": {"nvidia.com/gpu": probe.processes}},
-        "volumeMounts": [
-            {"name": "probe", "mountPath": "/probe", "readOnly": True},
-            {"name": "dshm", "mountPath": "/dev/shm"},
-        ],
-    }
-    pod = {
-        "restartPolicy": "Never",
-        "nodeSelector": gpu_node_selector(plan),
-        "tolerations": tolerations(plan),
-        "containers": [container],
-        "volumes": [
-            {
-                "name": "probe",
-                "configMap": {
-                    "name": probe.name,
-                    "items": [{"key": config_key(path), "path": path} for path in sorted(carried)],
-                },
-            },
-            {"name": "dshm", "emptyDir": {"medium": "Memory"}},
-        ],
-    }
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": meta,
-        "spec": {
-            "backoffLimit": 0,
-            "activeDeadlineSeconds": probe.time_limit_seconds,
-            "template": {"metadata": {"labels": meta["labels"]}, "spec": pod},
-        },
-    }
-    config = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": meta,
-        "data": {config_key(path): text for path, text in sorted(carried.items())},
-    }
-    return [config, job]
+    return probe_job(plan, probe, command, carried, env=[{"name": "PROBE_PROCESSES", "value": str(probe.processes)}])

@@ -8,12 +8,7 @@ import yaml
 
 from ..plan.resolved import ResolvedPlan
 from .base import OutputFile, dump_json, dump_yaml_documents, render, runtime_script, stable
-from .k8s_common import gpu_node_selector, labels, tolerations
-
-
-def config_key(path: str) -> str:
-    """A ConfigMap key for a file path (keys are flat: [-._a-zA-Z0-9]+); the volume's items put it back at its path."""
-    return path.replace("/", ".-.")
+from .k8s_common import probe_job
 
 
 def serving_settings(plan: ResolvedPlan, engine: dict[str, str]) -> dict:
@@ -66,45 +61,5 @@ def render_serving_probe(plan: ResolvedPlan, checks: str) -> list[OutputFile]:
 
 def _serving_job(plan: ResolvedPlan, carried: dict[str, str]) -> list[dict]:
     """A ConfigMap with the probe's files and a one-pod Job in the plan's vLLM image on the replica's GPUs."""
-
-    probe = plan.probe
-    meta = {"name": probe.name, "namespace": plan.deployment.kubernetes.namespace, "labels": labels(plan, "probe")}
     command = "cp -rL /probe/. /tmp/probe && cd /tmp/probe && python3 probe_serve.py --out /tmp/probe/probe-results.json --print-results"
-    container = {
-        "name": "probe",
-        "image": probe.kubernetes.image,
-        "command": ["bash", "-c", command],
-        "resources": {"limits": {"nvidia.com/gpu": probe.processes}},
-        "volumeMounts": [
-            {"name": "probe", "mountPath": "/probe", "readOnly": True},
-            {"name": "dshm", "mountPath": "/dev/shm"},
-        ],
-    }
-    items = [{"key": config_key(path), "path": path} for path in sorted(carried)]
-    pod = {
-        "restartPolicy": "Never",
-        "nodeSelector": gpu_node_selector(plan),
-        "tolerations": tolerations(plan),
-        "containers": [container],
-        "volumes": [
-            {"name": "probe", "configMap": {"name": probe.name, "items": items}},
-            {"name": "dshm", "emptyDir": {"medium": "Memory"}},
-        ],
-    }
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": meta,
-        "spec": {
-            "backoffLimit": 0,
-            "activeDeadlineSeconds": probe.time_limit_seconds,
-            "template": {"metadata": {"labels": meta["labels"]}, "spec": pod},
-        },
-    }
-    config = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": meta,
-        "data": {config_key(path): text for path, text in sorted(carried.items())},
-    }
-    return [config, job]
+    return probe_job(plan, plan.probe, command, carried)

@@ -8,8 +8,8 @@ GRES type name equals ours, and sites differ (gres.conf AutoDetect=nvml names an
 "nvidia_h100_80gb_hbm3", hand-written files say "h100"); a wrong type is rejected at submit time. The GPU
 model is pinned by the partition / constraint the plan names instead.
 
-Run length, chain and signal lead are decided in compiler/deployment/training.py (`plan.deployment.slurm`): a run
-longer than one job becomes a job array throttled to one task at a time (`--array=0-K%1`), each link resuming from
+Run length, chain and signal lead are decided in compiler/deployment/training/slurm.py (`plan.deployment.slurm`): a
+run longer than one job becomes a job array throttled to one task at a time (`--array=0-K%1`), each link resuming from
 the last checkpoint; `--signal=USR1@lead` warns the training processes before the time limit; `--requeue` puts a
 link back in the queue after a node failure.
 """

@@ -3,7 +3,7 @@ and for the hf-trainer and accelerate kinds launch/mlinfra_signal.py, the module
 
 One torchrun agent per node; c10d rendezvous at $MASTER_ADDR:$MASTER_PORT (or the first argument HOST:PORT),
 so the same file works under srun, a PyTorchJob (which sets MASTER_ADDR/MASTER_PORT) and a JobSet.
-Every value comes from `plan.deployment.launcher` (compiler/deployment/training.py decides them).
+Every value comes from `plan.deployment.launcher` (compiler/deployment/training/launcher.py decides them).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 plain `vllm serve` command line, for Slurm or bare metal). A multi-stage service gets one pair per vLLM stage under
 `vllm/<stage>/`.
 
-The engine arguments are one ordered list of (key, value, reason), decided in compiler/deployment/serving.py
+The engine arguments are one ordered list of (key, value, reason), decided in compiler/deployment/serving/
 (`plan.deployment.engines`); the YAML, the command line and the Triton vLLM backend's `model.json` (see triton.py)
 are three renderings of that list.
 

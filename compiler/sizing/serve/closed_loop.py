@@ -20,7 +20,10 @@ Where the other prefills land splits R_slot between TTFT and TPOT, and bounds bo
 
 from __future__ import annotations
 
-from .latency import LoadPoint, ReplicaModel, decode_step, prefill_latency_seconds, prefill_occupancy_seconds
+from .decode import decode_step
+from .latency import LoadPoint
+from .prefill import prefill_latency_seconds, prefill_occupancy_seconds
+from .replica import ReplicaModel
 
 
 def closed_loop_point(

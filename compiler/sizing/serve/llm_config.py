@@ -11,7 +11,7 @@ from ...catalog.params import count_params
 from ..reasons import because
 from .closed_loop import closed_loop_point
 from .engine_limits import engine_limits
-from .latency import BatchPoint, LoadPoint, ReplicaModel, evaluate_batch, inter_node_link, operating_point
+from .latency import BatchPoint, LoadPoint, evaluate_batch, operating_point
 from .memory import (
     embedding_weight_bytes,
     kv_bytes_per_token,
@@ -21,6 +21,7 @@ from .memory import (
     weights_bytes_per_gpu,
     weights_bytes_total,
 )
+from .replica import ReplicaModel, inter_node_link
 from .speculative import PUBLISHED_MTP_ACCEPTANCE, Speculation, draft_architecture
 from .types import (
     HOURS_PER_MONTH,

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from ..reasons import Reason, because
 from .engine_limits import engine_limits
-from .latency import compute_dtype
 from .llm_config import evaluate_config, memory_for
+from .replica import compute_dtype
 from .shapes import PP_DEGREES, TP_DEGREES, parallel_shapes
 from .types import ServeCandidate, ServeRejection, ServeRequest, ServeSearchResult, pareto_front, rank_key
 

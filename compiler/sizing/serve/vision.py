@@ -18,8 +18,8 @@ graph, a lower bound without one), from published batch-1 latencies:
 
 activations_l = input + output (+ the shortcut a residual add reads) per image, plus what the runtime's own
 batch-norm, activation and add kernels move (cnn_layers: `fusion` tensorrt, onnxruntime or eager). Engine
-'triton' serves a CNN on its onnxruntime backend (deployment/serving.py), so plans size "onnxruntime": batch norm
-folded into the convolution, activation and add as kernels of their own. Small layers are bandwidth-bound
+'triton' serves a CNN on its onnxruntime backend (deployment/serving/triton_model.py), so plans size "onnxruntime":
+batch norm folded into the convolution, activation and add as kernels of their own. Small layers are bandwidth-bound
 where the whole-model FLOPs/rate ratio hides it (T4: 65 TFLOPS against 320 GB/s).
 
 FLOPs per item: `Architecture.gflops_per_sample` when the catalog gives it (CNNs: read as FLOPs, 2 per
@@ -43,8 +43,9 @@ from typing import TYPE_CHECKING
 
 from ..cnn.layers import Layer, table_for
 from ..reasons import because
-from .latency import compute_dtype, matmul_flops_per_second, memory_bytes_per_second
+from ..train.flops import matmul_flops_per_second
 from .memory import WEIGHT_ELEMENT_BYTES
+from .replica import compute_dtype, memory_bytes_per_second
 from .types import (
     HOURS_PER_MONTH,
     MAX_PARETO,
@@ -69,8 +70,8 @@ MAX_VISION_BATCH = 256
 FLOPS_PER_GFLOP = 1e9
 ACTIVATION_BYTES = 2
 # The runtime each engine serves a CNN with: Triton's onnxruntime backend (CUDA execution provider, no TensorRT
-# accelerator), except on an edge device, where deployment/serving.py builds a TensorRT plan on the device (a CNN's
-# inputs are fixed-size, so a TensorRT profile fits them).
+# accelerator), except on an edge device, where deployment/serving/triton_model.py builds a TensorRT plan on the device
+# (a CNN's inputs are fixed-size, so a TensorRT profile fits them).
 CNN_FUSION = {"triton": "onnxruntime"}
 # Fixed time per layer of a TensorRT engine on a Jetson: MLPerf Inference SingleStream ResNet-50 (NVIDIA, INT8, batch 1,
 # one CUDA graph per query, C++ LoadGen; AGX Orin and Orin NX, v2.1-v3.1, benchmarks/calibration/mlperf_singlestream.csv)

@@ -10,25 +10,17 @@ from ...catalog.fabrics import Interconnect, Storage
 from ...catalog.types import Architecture, GpuSpec
 from ..reasons import Reason
 from .activations import recompute_kind
+from .communication import ZERO3_VOLUME_FACTOR, dp_ranks_per_node
+from .flops import COMPUTE_DTYPE, frozen_base_flops_saved_per_token, hardware_flops_per_token, model_flops_per_token
 from .frameworks import runs_on_fsdp2
+from .goodput import WholeRun, whole_run
 from .layout import Layout, Links, describe
-from .memory import FSDP2_REDUCE_BYTES, MemoryBreakdown, checkpoint_bytes, lora_trainable_params, memory_per_gpu
+from .memory import MemoryBreakdown, memory_per_gpu
+from .model_states import FSDP2_REDUCE_BYTES, checkpoint_bytes, lora_trainable_params
 from .parallel import moe_layer_share, routed_expert_params
 from .request import TrainRequest, links_for
-from .time import (
-    COMPUTE_DTYPE,
-    GRADIENT_BYTES,
-    ZERO3_VOLUME_FACTOR,
-    StepTime,
-    StepTraffic,
-    WholeRun,
-    dp_ranks_per_node,
-    frozen_base_flops_saved_per_token,
-    hardware_flops_per_token,
-    model_flops_per_token,
-    step_time,
-    whole_run,
-)
+from .step_rates import GRADIENT_BYTES, StepTraffic
+from .time import StepTime, step_time
 
 # DP communication beyond this share of the step marks the plan network-bound; the bandwidth "needed" is what
 # keeps the gradient all-reduce under this share (a planning threshold, stated in the report).

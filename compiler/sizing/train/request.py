@@ -1,4 +1,5 @@
-"""What the training search is asked: the plan's pins and the request built from the plan (passes/size_training.py)."""
+"""What the training search is asked: the plan's pins and the request built from the plan
+(passes/training_request.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from functools import cached_property
 from ...catalog.fabrics import Interconnect, Storage
 from ...catalog.params import ParamCounts
 from ...catalog.types import Architecture
+from .communication import INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION
 from .layout import Links, MemoryOptions, Workload
-from .time import INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION
 
 
 @dataclass(frozen=True)

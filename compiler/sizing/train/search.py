@@ -33,6 +33,7 @@ from ..reasons import Reason, because
 from ..search_cache import SearchCache
 from .candidate import SearchContext, TrainCandidate, layout_memory, price_layout, search_context
 from .choice import FSDP_PP_GAP, FSDP_SELECTIVE_GAP, Collector, Rejection, TrainSearchResult, choose, pareto_front
+from .flops import ATTENTION_DTYPE, COMPUTE_DTYPE
 from .frameworks import (
     framework_gap,
     fsdp_pipeline_microbatches_ok,
@@ -52,7 +53,6 @@ from .parallel import (
 )
 from .request import TrainPins, TrainRequest
 from .shapes import gpu_counts, shapes
-from .time import ATTENTION_DTYPE, COMPUTE_DTYPE
 
 __all__ = [
     "Rejection",

@@ -1,0 +1,126 @@
+"""Fitting a site's measured steps: the sizing's prediction of each measured training, prefill and decode step at a
+given achievable share, and the share (found by bisection) whose predictions match the measurements."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from .catalog.catalog import Catalog
+from .catalog.params import count_params
+from .site_calibration_file import CalibrationError, ServingPoint, SitePoint
+from .sizing.search_cache import SearchCache
+from .sizing.serve.decode import decode_step
+from .sizing.serve.memory import kv_bytes_per_token_per_gpu, weights_bytes_per_gpu
+from .sizing.serve.prefill import prefill_occupancy_seconds
+from .sizing.serve.replica import ReplicaModel, compute_dtype
+from .sizing.train.search import TrainRequest, search_training
+
+BISECTION_STEPS = 40
+# an achievable share of the datasheet peak; the floor lets a CPU run of the probe (a test of the loop) be fitted too
+SHARE_BOUNDS = (1e-9, 1.0)
+
+TOKENS = 1e9  # any count: the step time does not depend on it
+
+
+def predicted_step(point: SitePoint, catalog: Catalog, share: float, searches: SearchCache) -> float | None:
+    """The step model's time for the measured layout (its TP, PP, ZeRO pinned); its collectives (TP's all-reduces, DP's
+    gradients) at the site's measured intra-node share when the file has one, as the recompiled plan prices them."""
+    gpu = catalog.gpus[point.gpu].model_copy(update={"achievable_matmul_fraction": share})
+    arch = point.shape(catalog)
+    links = catalog.site_links
+    req = TrainRequest(
+        site_intra_node=(links.gpu, links.intra_node_fraction)
+        if links and links.intra_node_fraction is not None
+        else None,
+        arch=arch,
+        params=count_params(arch),
+        tokens=TOKENS,
+        seq_len=point.seq_len,
+        global_batch_sequences=point.global_batch,
+        gpu_ids=(point.gpu,),
+        gpu_count=point.gpus,
+        interconnect=catalog.interconnects["ib-400g"],
+        storage=catalog.storage["lustre"],
+        precision=point.precision,
+        max_gpus=point.gpus,
+        pins={
+            "tp": point.tp,
+            "pp": point.pp,
+            "zero_stage": point.zero_stage,
+            "micro_batch": point.micro_batch,
+            "recompute": point.recompute,
+            "offload": point.offload,
+        },
+        framework=point.framework,
+    )
+    chosen = search_training(req, {**catalog.gpus, point.gpu: gpu}, searches).chosen
+    return chosen.step.total if chosen is not None else None
+
+
+def _serving_model(point: ServingPoint, catalog: Catalog, gpu) -> ReplicaModel:
+    arch = point.shape(catalog)
+    params = count_params(arch)
+    return ReplicaModel(
+        gpu=gpu,
+        arch=arch,
+        params=params,
+        precision=point.precision,
+        dtype=compute_dtype(point.precision, gpu),
+        tp=point.tp,
+        pp=1,
+        weights_bytes_per_gpu=weights_bytes_per_gpu(params, arch, point.precision, point.tp, 1),
+        kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu(arch, 2, point.tp, 1),
+    )
+
+
+def predicted_serving_step(point: ServingPoint, catalog: Catalog, matmul: float, hbm: float) -> float:
+    """The serving latency model's time for the measured step (sizing/serve/decode.py, prefill.py): a prefill of
+    `batch` prompts packed `prefill_group` per forward is batch × one prompt's occupancy; a decode step is decode_step
+    at that batch."""
+    gpu = catalog.gpus[point.gpu].model_copy(
+        update={"achievable_matmul_fraction": matmul, "achievable_memory_bandwidth_fraction": hbm}
+    )
+    m = _serving_model(point, catalog, gpu)
+    tokens = round(point.tokens)
+    if point.phase == "prefill":
+        return point.batch * prefill_occupancy_seconds(m, tokens, point.prefill_group * tokens)
+    return decode_step(m, point.batch, point.tokens).seconds
+
+
+def predictions(
+    points: list, catalog: Catalog, share: float, searches: SearchCache, hbm: float | None = None
+) -> list[float]:
+    """Each point's predicted step: training steps and prefills at matmul share `share`, decodes also at HBM share
+    `hbm` (None: the catalog's)."""
+    predicted = []
+    for p in points:
+        if isinstance(p, ServingPoint):
+            gpu = catalog.gpus[p.gpu]
+            seconds = predicted_serving_step(
+                p, catalog, share, gpu.achievable_memory_bandwidth_fraction if hbm is None else hbm
+            )
+        else:
+            seconds = predicted_step(p, catalog, share, searches)
+        if seconds is None:
+            raise CalibrationError(
+                f"point {p.model or 'inline architecture'} on {p.gpus} × {p.gpu} (TP{p.tp} PP{p.pp} ZeRO-{p.zero_stage} "
+                f"mb{p.micro_batch}) does not fit: the layout cannot be sized"
+            )
+        predicted.append(seconds)
+    return predicted
+
+
+def mean_ratio(points: list, catalog: Catalog, share: float, searches: SearchCache, hbm: float | None = None) -> float:
+    """Geometric mean of predicted ÷ measured over the GPU's points."""
+    predicted = predictions(points, catalog, share, searches, hbm)
+    return statistics.geometric_mean([x / p.step_seconds for x, p in zip(predicted, points)])
+
+
+def bisect_share(ratio) -> float:
+    """The share in SHARE_BOUNDS where predicted ÷ measured (falling as the share grows) crosses 1."""
+    low, high = SHARE_BOUNDS
+    for _ in range(BISECTION_STEPS):
+        mid = math.sqrt(low * high)  # geometric: the same relative precision at any share
+        low, high = (mid, high) if ratio(mid) > 1 else (low, mid)
+    return float(f"{math.sqrt(low * high):.4g}")
