@@ -86,3 +86,7 @@ def pytest_collection_modifyitems(config, items):
         group = _shared_resource(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+        # what starts a real tool's job or server is slow: `-m "not realtool and not slow"` is the minutes-long set
+        if group or item.path.name.endswith("_real.py") and "tmp_path" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.realtool)
+            item.add_marker(pytest.mark.slow)
