@@ -125,6 +125,10 @@ step "DeepSpeed's FusedAdam built for the CPU (ds_config's AdamW; JIT-built on f
 DS_ACCELERATOR=cpu "$TOOLS/torch/bin/python" -c \
   'from deepspeed.ops.op_builder.cpu import FusedAdamBuilder; FusedAdamBuilder().load()' >/dev/null 2>&1 ||
   echo "   FusedAdam: build failed (the DeepSpeed optimizer tests will build it on first use)"
+# and its shared-memory collectives for CPU ranks (deepspeed.comm on the CPU accelerator loads it at init)
+DS_ACCELERATOR=cpu "$TOOLS/torch/bin/python" -c \
+  'from deepspeed.ops.op_builder.cpu import ShareMemCommBuilder; ShareMemCommBuilder().load()' >/dev/null 2>&1 ||
+  echo "   shm_comm: build failed (the first DeepSpeed job will build it)"
 done_step
 
 step "Megatron: megatron-core (PyPI) in the torch venv; Megatron-LM's source (GitHub) where reachable"

@@ -81,7 +81,7 @@ def expected(plan) -> dict:
     }
 
 
-def run_on_slurm(cluster, plan, out: Path, timeout: float = 240, **extra_env: str) -> tuple[str, str]:
+def run_on_slurm(cluster, plan, out: Path, timeout: float = 600, **extra_env: str) -> tuple[str, str]:
     env = {
         **cluster_env(cluster),
         "PATH": torch_env()["PATH"],
@@ -128,7 +128,7 @@ def test_deepspeed_on_slurm_matches_plan(tmp_path, slurm_cluster):
     ZeRO-2, bf16."""
     plan = probe_plan(tmp_path, "deepspeed", "deepspeed", nodes=1, gpus_per_node=2, zero_stage=2)
     out = write_tree(render_training(plan), tmp_path / "out")
-    state, logs = run_on_slurm(slurm_cluster, plan, out, timeout=300)
+    state, logs = run_on_slurm(slurm_cluster, plan, out)
     assert "JobState=COMPLETED" in state, state + logs[-4000:]
     rows = probe_rows(logs)
     assert sorted(r["rank"] for r in rows) == [0, 1], logs[-4000:]
@@ -268,7 +268,7 @@ def test_hf_trainer_deepspeed_step_on_slurm_matches_plan(tmp_path, slurm_cluster
     realtools().transformers_python()
     plan = hf_plan(tmp_path, "deepspeed", zero_stage=2)
     out = write_tree(render_training(plan), tmp_path / "out")
-    state, logs = run_on_slurm(slurm_cluster, plan, out, timeout=300)
+    state, logs = run_on_slurm(slurm_cluster, plan, out)
     assert "JobState=COMPLETED" in state, state + logs[-4000:]
     rows = hf_rows(logs)
     assert sorted(r["rank"] for r in rows) == [0, 1], logs[-4000:]
