@@ -19,6 +19,10 @@ the roofline shows as a higher utilisation and latency at that cost.
 
 Gates keep their stated quantile of the same families (train.gate_quantile, train.memory_quantile); a serving SLO is
 checked on the roofline, and a warning says when the median misses it.
+
+A site calibration (cluster.calibration) that fitted the shares to measured steps already corrects what the
+published median corrects: there the families are re-centred on the fit (training_families.time_residual; serving
+families on 1), so a calibrated headline is the site's own measurement, and the published rows give only the spread.
 """
 
 from __future__ import annotations
