@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.deployment.frameworks import pipeline_split
+from compiler.deployment.megatron_args import pipeline_split
 from compiler.diagnostics import FieldRefused, PlanInputError
 from compiler.pipeline import resolve
 from tests.fixtures.resolved_plans import deployed, training_plan

@@ -2,7 +2,7 @@
 
 A bash file that defines the array MEGATRON_ARGS; source it and append "${MEGATRON_ARGS[@]}" to
 pretrain_gpt.py's command line (the training entrypoint launched by launch/torchrun.sh). The arguments are decided
-in compiler/deployment/frameworks.py (emitted when TP or PP > 1, or the framework is megatron).
+in compiler/deployment/megatron_args.py (emitted when TP or PP > 1, or the framework is megatron).
 """
 
 from __future__ import annotations

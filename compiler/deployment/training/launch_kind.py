@@ -9,8 +9,8 @@ from ...diagnostics import FieldRefused
 from ...plan.resolved import ResolvedPlan
 from ...plan.spec import PlanSpec
 from .. import hf_trainer
-from ..frameworks import uses_megatron
 from ..fsdp_tp import uses_fsdp_tp
+from ..megatron_args import uses_megatron
 
 # The launch contract of each kind: (frameworks it can launch, flag before the framework file on the script's
 # command line per framework). deepspeed: deepspeed.add_config_arguments adds --deepspeed_config (the
