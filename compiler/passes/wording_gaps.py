@@ -38,7 +38,7 @@ _FSDP_TP_MISSING = {
     ),
     "": lambda vp: (
         f"framework fsdp runs model parallelism only as {_FSDP_TP}: TP and PP/VP, or CP alone, at ZeRO-3, no "
-        f"offload, full weights or LoRA, no EP; Megatron-LM has EP"
+        f"offload, full weights or LoRA with TP, no EP; Megatron-LM has EP"
     ),
 }
 

@@ -85,7 +85,7 @@ def fsdp_tp_runs(method: str, layout: Layout) -> bool:
     torch.distributed.pipelining's 1F1B or interleaved 1F1B, `parallelize_module` over tp, `fully_shard` over dp_shard
     (× cp)): TP, PP or CP > 1 (any stage split; VP as interleaved 1F1B; CP as `fsdp_cp_runs`, without an HSDP group),
     no EP, ZeRO-3 (fully_shard) without offload, an HSDP shard group or not (fully_shard over [dp_replicate, dp_shard];
-    the search checks `hsdp_group_divides`), full weights or LoRA (fsdp/lora_tp.py: 16-bit frozen base, adapters
+    the search checks `hsdp_group_divides`), full weights or LoRA with TP (fsdp/lora_tp.py: 16-bit frozen base, adapters
     sharded as their base layers; QLoRA's 4-bit base has no DTensor TP path)."""
     return (layout.tp > 1 or layout.pp > 1 or layout.cp > 1) and fsdp2_runs(method, layout)
 
