@@ -13,7 +13,6 @@ memory the framework's allocator reports (torch.cuda.max_memory_allocated/reserv
 import json
 import os
 import re
-import resource
 import statistics
 import sys
 import time
@@ -84,8 +83,15 @@ class Clock:
 def peak_bytes(device, rss_start):
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device), torch.cuda.max_memory_reserved(device)
-    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss_start
+    grown = own_peak_rss_bytes() - rss_start
     return grown, grown
+
+
+def own_peak_rss_bytes():
+    """VmHWM: this process's peak RSS (ru_maxrss keeps the launcher's across exec)."""
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    return int(line.split()[1]) * 1024
 
 
 def tokens(plan, micro_batch, device):
@@ -293,7 +299,7 @@ def main():
     if cuda:
         torch.cuda.set_device(device)
         torch.cuda.reset_peak_memory_stats(device)
-    rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss_start = own_peak_rss_bytes()
     kind, framework = launcher["kind"], plan["parallelism"]["framework"]
     if kind == "hf-trainer":
         clock, seen = run_trainer(plan, device, argv)

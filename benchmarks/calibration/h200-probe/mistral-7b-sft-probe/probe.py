@@ -33,12 +33,26 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
 def environment(device):
-    env = {"torch": torch.__version__, "python": platform.python_version(), "host": platform.node(), "device": device.type}
+    env = {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "device": device.type,
+    }
     if device.type == "cuda":
-        env.update(gpu_name=torch.cuda.get_device_name(0), cuda=torch.version.cuda, nccl=".".join(map(str, torch.cuda.nccl.version())))
+        env.update(
+            gpu_name=torch.cuda.get_device_name(0),
+            cuda=torch.version.cuda,
+            nccl=".".join(map(str, torch.cuda.nccl.version())),
+        )
         try:  # one line of the first GPU: probe_environment.parse_nvidia_smi reads it
             query = "name,driver_version,power.limit"
-            out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True, text=True, timeout=30).stdout
+            out = subprocess.run(
+                ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout
             env["nvidia_smi"] = out.strip().splitlines()[0] if out.strip() else ""
         except (OSError, subprocess.TimeoutExpired):
             env["nvidia_smi"] = ""
@@ -53,20 +67,33 @@ def measured_layouts(s, results_folder):
     layouts, failed, here = [], [], os.path.dirname(os.path.abspath(__file__))
     for layout in s["layouts"]:
         try:
-            with open(os.path.join(results_folder, "probe-results.d", layout["folder"] + ".json"), encoding="utf-8") as handle:
+            with open(
+                os.path.join(results_folder, "probe-results.d", layout["folder"] + ".json"), encoding="utf-8"
+            ) as handle:
                 run = json.load(handle)
             with open(os.path.join(here, layout["folder"], "probe-plan.yaml"), encoding="utf-8") as handle:
                 plan_text = handle.read()
         except (OSError, ValueError):
             failed.append(layout["name"])
             continue
-        layouts.append({**layout, "plan_text": plan_text, "step_seconds": run["step_seconds"],
-                        "steps_seconds": run["steps_seconds"], "peak_allocated_bytes": run["peak_allocated_bytes"],
-                        "peak_reserved_bytes": run["peak_reserved_bytes"], "framework_reported": run["framework_reported"]})
+        layouts.append(
+            {
+                **layout,
+                "plan_text": plan_text,
+                "step_seconds": run["step_seconds"],
+                "steps_seconds": run["steps_seconds"],
+                "peak_allocated_bytes": run["peak_allocated_bytes"],
+                "peak_reserved_bytes": run["peak_reserved_bytes"],
+                "framework_reported": run["framework_reported"],
+            }
+        )
     return layouts, failed
 
 
-MARK_BEGIN, MARK_END = "----- mlinfra-compile probe results begin -----", "----- mlinfra-compile probe results end -----"
+MARK_BEGIN, MARK_END = (
+    "----- mlinfra-compile probe results begin -----",
+    "----- mlinfra-compile probe results end -----",
+)
 
 
 def write_results(results, out, print_results):
@@ -82,8 +109,12 @@ def main():
     parser.add_argument("--out", default="probe-results.json")
     parser.add_argument("--allow-other-device", action="store_true")
     parser.add_argument("--print-results", action="store_true", help="also print the results between marker lines")
-    parser.add_argument("--phase", choices=("node", "inter-node"), default="node",
-                        help="inter-node: only the collectives, over two nodes, added to the results of the node phase")
+    parser.add_argument(
+        "--phase",
+        choices=("node", "inter-node"),
+        default="node",
+        help="inter-node: only the collectives, over two nodes, added to the results of the node phase",
+    )
     args = parser.parse_args()
     with open(args.settings, encoding="utf-8") as handle:
         s = json.load(handle)
@@ -119,12 +150,29 @@ def main():
     copy = bench.copy(device, [s["copy_bytes"] // scale])
     intra = bench.collectives(device, [size // scale for size in s["collective_bytes"]], world) if world > 1 else []
     if rank == 0:
-        results = {"version": 3, "kind": "training", "plan": s["plan"], "gpu_id": s["gpu_id"], "world_size": world,
-                   "seq_len": s["seq_len"], "precision": s["precision"], "layouts": layouts, "layouts_failed": failed,
-                   "gemm_tflops": gemm[0]["tflops"], "copy_bytes_per_second": copy[0]["bytes_per_second"],
-                   "gemm": gemm, "copy": copy, "interconnect": s["interconnect"], "processes_per_node": world,
-                   "collectives_intra_node": intra, "measured_at": time.strftime("%Y-%m-%d", time.gmtime()),
-                   "device_name": name, "environment": env, "expected": expected, "warnings": warnings}
+        results = {
+            "version": 3,
+            "kind": "training",
+            "plan": s["plan"],
+            "gpu_id": s["gpu_id"],
+            "world_size": world,
+            "seq_len": s["seq_len"],
+            "precision": s["precision"],
+            "layouts": layouts,
+            "layouts_failed": failed,
+            "gemm_tflops": gemm[0]["tflops"],
+            "copy_bytes_per_second": copy[0]["bytes_per_second"],
+            "gemm": gemm,
+            "copy": copy,
+            "interconnect": s["interconnect"],
+            "processes_per_node": world,
+            "collectives_intra_node": intra,
+            "measured_at": time.strftime("%Y-%m-%d", time.gmtime()),
+            "device_name": name,
+            "environment": env,
+            "expected": expected,
+            "warnings": warnings,
+        }
         write_results(results, args.out, args.print_results)
         steps = ", ".join(f"{l['name']} {l['step_seconds']:.4f} s" for l in layouts) or "no layout finished"
         print(f"probe: {steps}; {gemm[0]['tflops']:.2f} TFLOP/s GEMM -> {args.out}", flush=True)
@@ -147,7 +195,10 @@ def inter_node(s, args, device, rank, world, scale):
             json.dump(results, handle, indent=2, sort_keys=True)
         os.replace(args.out + ".tmp", args.out)
         largest = points[-1] if points else {}
-        print(f"probe: inter-node {largest.get('op')} {largest.get('bus_bytes_per_second', 0):.3g} B/s bus -> {args.out}", flush=True)
+        print(
+            f"probe: inter-node {largest.get('op')} {largest.get('bus_bytes_per_second', 0):.3g} B/s bus -> {args.out}",
+            flush=True,
+        )
     gc.collect()
     dist.barrier()
     dist.destroy_process_group()

@@ -81,7 +81,9 @@ def gemm(device, sizes, dtype):
         a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
         out = torch.empty(n, n, device=device, dtype=dtype)
         seconds, how = device_seconds(lambda a=a, b=b, out=out: torch.matmul(a, b, out=out), device)
-        points.append({"n": n, "dtype": str(dtype), "seconds": seconds, "tflops": 2 * n**3 / seconds / 1e12, "timed": how})
+        points.append(
+            {"n": n, "dtype": str(dtype), "seconds": seconds, "tflops": 2 * n**3 / seconds / 1e12, "timed": how}
+        )
         del a, b, out
     return points
 
@@ -105,8 +107,8 @@ def collectives(device, sizes, world):
         part = torch.ones(size // 4 // world, device=device)
         gathered = torch.empty(part.numel() * world, device=device)
         for op, run, factor in (
-            ("all_reduce", lambda: dist.all_reduce(buffer), 2 * (world - 1) / world),
-            ("all_gather", lambda: dist.all_gather_into_tensor(gathered, part), (world - 1) / world),
+            ("all_reduce", lambda buffer=buffer: dist.all_reduce(buffer), 2 * (world - 1) / world),
+            ("all_gather", lambda out=gathered, part=part: dist.all_gather_into_tensor(out, part), (world - 1) / world),
         ):
             run()
             dist.barrier()
@@ -115,8 +117,17 @@ def collectives(device, sizes, world):
             else:
                 seconds, how = device_seconds(run, device, 5)
             algbw = size / seconds
-            points.append({"op": op, "bytes": size, "ranks": world, "seconds": seconds, "alg_bytes_per_second": algbw,
-                           "bus_bytes_per_second": algbw * factor, "timed": how})
+            points.append(
+                {
+                    "op": op,
+                    "bytes": size,
+                    "ranks": world,
+                    "seconds": seconds,
+                    "alg_bytes_per_second": algbw,
+                    "bus_bytes_per_second": algbw * factor,
+                    "timed": how,
+                }
+            )
         del buffer, part, gathered
     return points
 

@@ -13,7 +13,6 @@ memory the framework's allocator reports (torch.cuda.max_memory_allocated/reserv
 import json
 import os
 import re
-import resource
 import statistics
 import sys
 import time
@@ -24,7 +23,9 @@ import torch.distributed as dist
 WARMUP = int(os.environ.get("MLINFRA_PROBE_WARMUP_STEPS", "3"))
 STEPS = int(os.environ.get("MLINFRA_PROBE_STEPS", "10"))
 OUT_DIR = os.environ.get("MLINFRA_OUT_DIR", ".")
-DEVICE = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if torch.cuda.is_available() else torch.device("cpu")
+DEVICE = (
+    torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if torch.cuda.is_available() else torch.device("cpu")
+)
 
 
 def job_plan():
@@ -39,10 +40,17 @@ def llama(plan):
     arch = plan["model"]["architecture"]
     head_dim = arch["head_dim"] or arch["hidden"] // arch["heads"]
     config = LlamaConfig(
-        vocab_size=arch["vocab"], hidden_size=arch["hidden"], intermediate_size=arch["ffn_hidden"] or arch["moe_ffn_hidden"],
-        num_hidden_layers=arch["layers"], num_attention_heads=arch["heads"], num_key_value_heads=arch["kv_heads"],
-        head_dim=head_dim, max_position_embeddings=max(plan["training"]["seq_len"], 1), rms_norm_eps=arch["norm_eps"],
-        tie_word_embeddings=arch["tied_embeddings"], use_cache=False,
+        vocab_size=arch["vocab"],
+        hidden_size=arch["hidden"],
+        intermediate_size=arch["ffn_hidden"] or arch["moe_ffn_hidden"],
+        num_hidden_layers=arch["layers"],
+        num_attention_heads=arch["heads"],
+        num_key_value_heads=arch["kv_heads"],
+        head_dim=head_dim,
+        max_position_embeddings=max(plan["training"]["seq_len"], 1),
+        rms_norm_eps=arch["norm_eps"],
+        tie_word_embeddings=arch["tied_embeddings"],
+        use_cache=False,
     )
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
@@ -75,12 +83,21 @@ class Clock:
 def peak_bytes(device, rss_start):
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device), torch.cuda.max_memory_reserved(device)
-    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss_start
+    grown = own_peak_rss_bytes() - rss_start
     return grown, grown
 
 
+def own_peak_rss_bytes():
+    """VmHWM: this process's peak RSS (ru_maxrss keeps the launcher's across exec)."""
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    return int(line.split()[1]) * 1024
+
+
 def tokens(plan, micro_batch, device):
-    return torch.randint(0, plan["model"]["architecture"]["vocab"], (micro_batch, plan["training"]["seq_len"]), device=device)
+    return torch.randint(
+        0, plan["model"]["architecture"]["vocab"], (micro_batch, plan["training"]["seq_len"]), device=device
+    )
 
 
 def loop(step, clock):
@@ -117,8 +134,12 @@ def run_deepspeed(plan, device, argv):
             engine.step()
 
     loop(step, clock)
-    return clock, {"zero_stage": engine.zero_optimization_stage(), "micro_batch": engine.train_micro_batch_size_per_gpu(),
-                   "grad_accum": accum, "offload": bool(engine.zero_cpu_offload())}
+    return clock, {
+        "zero_stage": engine.zero_optimization_stage(),
+        "micro_batch": engine.train_micro_batch_size_per_gpu(),
+        "grad_accum": accum,
+        "offload": bool(engine.zero_cpu_offload()),
+    }
 
 
 def run_accelerate(plan, device):
@@ -137,7 +158,10 @@ def run_accelerate(plan, device):
                 optimizer.zero_grad(set_to_none=True)
 
     loop(step, clock)
-    return clock, {"distributed_type": str(accelerator.distributed_type), "mixed_precision": accelerator.mixed_precision}
+    return clock, {
+        "distributed_type": str(accelerator.distributed_type),
+        "mixed_precision": accelerator.mixed_precision,
+    }
 
 
 def run_fsdp_tp(plan, device):
@@ -203,13 +227,18 @@ def run_trainer(plan, device, argv):
             if state.global_step >= WARMUP:
                 clock.mark()
 
-    samples = (WARMUP + STEPS + 1) * args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
+    samples = (
+        (WARMUP + STEPS + 1) * args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
+    )
     data = [{"input_ids": t, "labels": t} for t in tokens(plan, samples, "cpu")]
     trainer = Trainer(model=llama(plan), args=args, train_dataset=data, callbacks=[Steps()])
     metrics = trainer.train().metrics
     engine = trainer.model_wrapped if trainer.is_deepspeed_enabled else None
-    return clock, {"train_runtime": metrics.get("train_runtime"), "deepspeed": trainer.is_deepspeed_enabled,
-                   "zero_stage": engine.zero_optimization_stage() if engine else 0}
+    return clock, {
+        "train_runtime": metrics.get("train_runtime"),
+        "deepspeed": trainer.is_deepspeed_enabled,
+        "zero_stage": engine.zero_optimization_stage() if engine else 0,
+    }
 
 
 MEGATRON_STEP = re.compile(r" iteration +(\d+)/ *\d+ \|.* elapsed time per iteration \(ms\): ([0-9.]+) \|")
@@ -227,9 +256,16 @@ def megatron_row(log_path):
     if not measured or not memory:
         sys.exit(f"probe: {log_path}: no Megatron-LM iteration or memory report after {WARMUP} warm-up steps")
     allocated, reserved = (max(m[i] for m in memory) * 2**20 for i in (0, 1))
-    return {"launch_kind": "megatron", "framework": "megatron", "device": "cuda", "steps_seconds": measured,
-            "step_seconds": statistics.median(measured), "peak_allocated_bytes": int(allocated),
-            "peak_reserved_bytes": int(reserved), "framework_reported": {"iterations": len(steps)}}
+    return {
+        "launch_kind": "megatron",
+        "framework": "megatron",
+        "device": "cuda",
+        "steps_seconds": measured,
+        "step_seconds": statistics.median(measured),
+        "peak_allocated_bytes": int(allocated),
+        "peak_reserved_bytes": int(reserved),
+        "framework_reported": {"iterations": len(steps)},
+    }
 
 
 def cpu_stands_in_for_the_gpu(transformers):
@@ -263,7 +299,7 @@ def main():
     if cuda:
         torch.cuda.set_device(device)
         torch.cuda.reset_peak_memory_stats(device)
-    rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss_start = own_peak_rss_bytes()
     kind, framework = launcher["kind"], plan["parallelism"]["framework"]
     if kind == "hf-trainer":
         clock, seen = run_trainer(plan, device, argv)
@@ -282,14 +318,24 @@ def main():
     allocated, reserved = peak_bytes(device, rss_start)
     rank = dist.get_rank() if dist.is_initialized() else 0
     if rank == 0:
-        row = {"launch_kind": kind, "framework": framework, "device": device.type, "steps_seconds": steps,
-               "step_seconds": statistics.median(steps), "peak_allocated_bytes": int(allocated),
-               "peak_reserved_bytes": int(reserved), "framework_reported": seen,
-               "world_size": dist.get_world_size() if dist.is_initialized() else 1}
+        row = {
+            "launch_kind": kind,
+            "framework": framework,
+            "device": device.type,
+            "steps_seconds": steps,
+            "step_seconds": statistics.median(steps),
+            "peak_allocated_bytes": int(allocated),
+            "peak_reserved_bytes": int(reserved),
+            "framework_reported": seen,
+            "world_size": dist.get_world_size() if dist.is_initialized() else 1,
+        }
         with open(os.environ["MLINFRA_PROBE_RESULTS"], "w", encoding="utf-8") as handle:
             json.dump(row, handle, indent=2, sort_keys=True)
-        print(f"probe: {plan['name']} {kind}/{framework}: {row['step_seconds']:.4f} s per step (median of {len(steps)}), "
-              f"peak {reserved / 2**30:.2f} GiB reserved", flush=True)
+        print(
+            f"probe: {plan['name']} {kind}/{framework}: {row['step_seconds']:.4f} s per step (median of {len(steps)}), "
+            f"peak {reserved / 2**30:.2f} GiB reserved",
+            flush=True,
+        )
     if dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()

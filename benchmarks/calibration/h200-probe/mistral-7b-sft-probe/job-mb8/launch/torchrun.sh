@@ -25,7 +25,7 @@ default_env NCCL_SOCKET_IFNAME '^lo,docker'  # bootstrap over any interface but 
 default_env TORCH_NCCL_ASYNC_ERROR_HANDLING 1
 default_env NCCL_ASYNC_ERROR_HANDLING 1
 # The node's cores shared by its 1 GPU processes.
-default_env OMP_NUM_THREADS 12
+default_env OMP_NUM_THREADS 23
 
 # What the plan decided, for the training script to read.
 export MLINFRA_OUT_DIR="$OUT_DIR"  # the generated files (configs the script may read)
@@ -35,9 +35,23 @@ export MLINFRA_MICRO_BATCH=8
 export MLINFRA_GRAD_ACCUM=1
 export MLINFRA_PRECISION=bf16
 export MLINFRA_CHECKPOINT_DIR=/shared/ckpt/mistral-sft
-export MLINFRA_CHECKPOINT_INTERVAL_SECONDS=116597
-export MLINFRA_CHECKPOINT_INTERVAL_STEPS=138492
+export MLINFRA_CHECKPOINT_INTERVAL_SECONDS=101254
+export MLINFRA_CHECKPOINT_INTERVAL_STEPS=134755
 export MLINFRA_CHECKPOINT_KEEP=2
+export MLINFRA_OPTIMIZER=adamw
+export MLINFRA_LR=2e-05
+export MLINFRA_LR_MIN=0.0
+export MLINFRA_LR_SCHEDULE=cosine
+export MLINFRA_LR_WARMUP_STEPS=1
+export MLINFRA_LR_DECAY_STEPS=31
+export MLINFRA_LR_WSD_DECAY_STEPS=0
+export MLINFRA_WEIGHT_DECAY=0.1
+export MLINFRA_ADAM_BETA1=0.9
+export MLINFRA_ADAM_BETA2=0.999
+export MLINFRA_ADAM_EPS=1e-08
+export MLINFRA_GRAD_CLIP_NORM=1.0
+export MLINFRA_INIT_STD=0.02
+export MLINFRA_DROPOUT=0.0
 export MLINFRA_ACCELERATE_CONFIG="$OUT_DIR/fsdp/accelerate_config.yaml"
 
 

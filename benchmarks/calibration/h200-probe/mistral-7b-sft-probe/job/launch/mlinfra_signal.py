@@ -67,8 +67,10 @@ class CheckpointOnSignal(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.signal.agreed(args.device):
-            sys.stderr.write(f"mlinfra_signal: checkpoint signal: saving checkpoint-{state.global_step} into "
-                             f"{args.output_dir} and stopping\n")
+            sys.stderr.write(
+                f"mlinfra_signal: checkpoint signal: saving checkpoint-{state.global_step} into "
+                f"{args.output_dir} and stopping\n"
+            )
             control.should_save = True
             control.should_training_stop = True
         return control
