@@ -224,8 +224,8 @@ def _round_trip(report: RunReport, results: str, checked: list[tuple[str, float,
         rows.append({"name": name, "measured_seconds": measured, "predicted_seconds": predicted, "off": off})
         if abs(off) > ROUND_TRIP_TOLERANCE:
             why = (
-                f"{name}: the calibrated prediction is {off:+.1%} off its measurement (one share fits every point; "
-                f"more than {ROUND_TRIP_TOLERANCE:.0%} means the step model does not scale as this site does)"
+                f"{name}: the calibrated prediction is {off:+.1%} off its measurement (the fitted shares should explain "
+                f"every point; more than {ROUND_TRIP_TOLERANCE:.0%} off means the step model does not scale as this site does)"
             )
             report.problems.append(Problem(results, why, "calibration-residual", severity="warning"))
     report.text = "".join(line + "\n" for line in lines)

@@ -31,7 +31,7 @@ from dataclasses import replace
 from .catalog.catalog import Catalog
 from .plan.resolved import Decision
 from .site_calibration_file import CalibrationError, ServingPoint, SiteCalibration
-from .site_calibration_fit import bisect_share, mean_ratio, predictions
+from .site_calibration_fit import bisect_share, fit_optimizer_share, mean_ratio, predictions
 from .site_calibration_links import fit_links
 from .sizing.search_cache import SearchCache
 from .units import format_bytes, format_seconds
@@ -78,9 +78,83 @@ def _what_points(points: list) -> str:
     return "/".join(kinds) + " step(s)"
 
 
+def _fit_compute(
+    gpu_id: str, compute: list, measured: Catalog, site: SiteCalibration, searches: SearchCache
+) -> tuple[Catalog, list[Decision]]:
+    """The catalog with the GPU's optimizer share (where its training steps separate it) and then its matmul share
+    fitted to its training and prefill steps, and the decisions saying so."""
+    entry = measured.gpus[gpu_id]
+    share, decisions = entry.achievable_matmul_fraction, []
+    before, first = mean_ratio(compute, measured, share, searches), predictions(compute, measured, share, searches)
+    training = [p for p in compute if not isinstance(p, ServingPoint)]
+    optimizer = fit_optimizer_share(training, measured, share, searches)
+    if optimizer is not None:
+        measured = _with_gpu(measured, entry.model_copy(update={"achievable_optimizer_bandwidth_fraction": optimizer}))
+        decisions.append(_optimizer_decision(gpu_id, entry, optimizer, training, site))
+    share = bisect_share(lambda s: mean_ratio(compute, measured, s, searches))
+    after, last = mean_ratio(compute, measured, share, searches), predictions(compute, measured, share, searches)
+    decision = _decision(
+        gpu_id, "matmul", entry.achievable_matmul_fraction, share, before, after, compute, site, (first, last)
+    )
+    fitted = measured.gpus[gpu_id].model_copy(update={"achievable_matmul_fraction": share})
+    return _with_gpu(measured, fitted), [decision, *decisions]
+
+
+def _optimizer_decision(gpu_id: str, entry, optimizer: float, training: list, site: SiteCalibration) -> Decision:
+    before = entry.achievable_optimizer_bandwidth_fraction or entry.achievable_memory_bandwidth_fraction
+    batches = ", ".join(f"{p.global_batch * p.tp * p.pp / p.gpus:g}" for p in training)
+    return Decision(
+        topic=f"site calibration ({gpu_id}, per step)",
+        choice=f"optimizer pass HBM share {_share_text(before)} → {_share_text(optimizer)}",
+        reason=f"{len(training)} training steps measured at {site.site} at {batches} sequences per GPU per step separate the time a "
+        "step spends once (the optimizer over its states, and whatever else runs once per step) from the time per "
+        "micro-batch: least squares of both shares on the steps' relative errors (site_calibration_fit."
+        "fit_optimizer_share), then the matmul share refitted with it",
+    )
+
+
+def _fit_decodes(
+    gpu_id: str, decodes: list, catalog: Catalog, share: float, site: SiteCalibration, searches: SearchCache
+) -> tuple[float, Decision]:
+    """The GPU's HBM share fitted to its decode steps (at the fitted matmul share) and the decision saying so."""
+    hbm = catalog.gpus[gpu_id].achievable_memory_bandwidth_fraction
+    before, first = (
+        mean_ratio(decodes, catalog, share, searches, hbm),
+        predictions(decodes, catalog, share, searches, hbm),
+    )
+    fitted = bisect_share(lambda h: mean_ratio(decodes, catalog, share, searches, h))
+    after, last = (
+        mean_ratio(decodes, catalog, share, searches, fitted),
+        predictions(decodes, catalog, share, searches, fitted),
+    )
+    return fitted, _decision(gpu_id, "hbm", hbm, fitted, before, after, decodes, site, (first, last))
+
+
+def _with_gpu(catalog: Catalog, gpu) -> Catalog:
+    return replace(catalog, gpus={**catalog.gpus, gpu.id: gpu})
+
+
+def _memory_decision(site: SiteCalibration) -> tuple[float, str, Decision]:
+    mem = site.memory
+    source = f"measured ÷ predicted peak reserved memory at {site.site} ({mem.device} on {mem.gpu}), the largest of {len(mem.points)} layout(s)"
+    measured = ", ".join(
+        f"{p.layout} {format_bytes(p.measured_reserved_bytes)} reserved / {format_bytes(p.measured_allocated_bytes)} "
+        f"allocated vs predicted {format_bytes(p.predicted_reserved_bytes)} / {format_bytes(p.predicted_allocated_bytes)}"
+        for p in mem.points
+    )
+    decision = Decision(
+        topic="site calibration (memory)",
+        choice=f"memory factor {mem.factor:.3f}",
+        reason=f"{source} measured on {site.measured_at} ({site.source}): {measured}"
+        + "; full-training memory fits use it (never below 1) instead of the published rows"
+        + (" — measured on a CPU: a test of the loop, not a GPU margin" if mem.device == "cpu" else ""),
+    )
+    return mem.factor, source, decision
+
+
 def calibrate(catalog: Catalog, site: SiteCalibration) -> tuple[Catalog, list[Decision]]:
-    """The catalog with each measured GPU's matmul share fitted to its training and prefill steps, then its HBM share
-    to its decode steps, and the decisions saying so."""
+    """The catalog with each measured GPU's optimizer and matmul shares fitted to its training and prefill steps,
+    then its HBM share to its decode steps, and the decisions saying so."""
     everything = list(site.points) + list(site.serving_points)
     named = everything + [x for x in (site.memory, site.interconnect) if x is not None]
     unknown = sorted(
@@ -89,7 +163,7 @@ def calibrate(catalog: Catalog, site: SiteCalibration) -> tuple[Catalog, list[De
     )
     if unknown:
         raise CalibrationError(f"points name what the catalog lacks: {', '.join(unknown)}")
-    gpus, decisions, searches = dict(catalog.gpus), [], SearchCache()
+    decisions, searches = [], SearchCache()
     links, link_decision = fit_links(catalog, site) if site.interconnect is not None else (None, None)
     measured = replace(catalog, site_links=links)  # training steps are refitted with the site's own link shares
     for gpu_id in sorted({p.gpu for p in everything}):
@@ -97,77 +171,20 @@ def calibrate(catalog: Catalog, site: SiteCalibration) -> tuple[Catalog, list[De
             p for p in everything if p.gpu == gpu_id and not (isinstance(p, ServingPoint) and p.phase == "decode")
         ]
         decodes = [p for p in site.serving_points if p.gpu == gpu_id and p.phase == "decode"]
-        entry = catalog.gpus[gpu_id]
-        share = entry.achievable_matmul_fraction
         if compute:
-            before, first = (
-                mean_ratio(compute, measured, share, searches),
-                predictions(compute, measured, share, searches),
-            )
-            share = bisect_share(lambda s, compute=compute: mean_ratio(compute, measured, s, searches))
-            after, last = (
-                mean_ratio(compute, measured, share, searches),
-                predictions(compute, measured, share, searches),
-            )
-            decisions.append(
-                _decision(
-                    gpu_id,
-                    "matmul",
-                    entry.achievable_matmul_fraction,
-                    share,
-                    before,
-                    after,
-                    compute,
-                    site,
-                    (first, last),
-                )
-            )
-        hbm = entry.achievable_memory_bandwidth_fraction
+            measured, fitted = _fit_compute(gpu_id, compute, measured, site, searches)
+            decisions += fitted
         if decodes:
-            before, first = (
-                mean_ratio(decodes, catalog, share, searches, hbm),
-                predictions(decodes, catalog, share, searches, hbm),
+            share = measured.gpus[gpu_id].achievable_matmul_fraction
+            hbm, decision = _fit_decodes(gpu_id, decodes, replace(catalog, gpus=measured.gpus), share, site, searches)
+            measured = _with_gpu(
+                measured, measured.gpus[gpu_id].model_copy(update={"achievable_memory_bandwidth_fraction": hbm})
             )
-            hbm = bisect_share(lambda h, decodes=decodes, share=share: mean_ratio(decodes, catalog, share, searches, h))
-            after, last = (
-                mean_ratio(decodes, catalog, share, searches, hbm),
-                predictions(decodes, catalog, share, searches, hbm),
-            )
-            decisions.append(
-                _decision(
-                    gpu_id,
-                    "hbm",
-                    entry.achievable_memory_bandwidth_fraction,
-                    hbm,
-                    before,
-                    after,
-                    decodes,
-                    site,
-                    (first, last),
-                )
-            )
-        gpus[gpu_id] = entry.model_copy(
-            update={"achievable_matmul_fraction": share, "achievable_memory_bandwidth_fraction": hbm}
-        )
+            decisions.append(decision)
     factor, source = None, ""
     if site.memory is not None:
-        mem = site.memory
-        factor = mem.factor
-        source = f"measured ÷ predicted peak reserved memory at {site.site} ({mem.device} on {mem.gpu}), the largest of {len(mem.points)} layout(s)"
-        decisions.append(
-            Decision(
-                topic="site calibration (memory)",
-                choice=f"memory factor {mem.factor:.3f}",
-                reason=f"{source} measured on {site.measured_at} ({site.source}): "
-                + ", ".join(
-                    f"{p.layout} {format_bytes(p.measured_reserved_bytes)} reserved / {format_bytes(p.measured_allocated_bytes)} "
-                    f"allocated vs predicted {format_bytes(p.predicted_reserved_bytes)} / {format_bytes(p.predicted_allocated_bytes)}"
-                    for p in mem.points
-                )
-                + "; full-training memory fits use it (never below 1) instead of the published rows"
-                + (" — measured on a CPU: a test of the loop, not a GPU margin" if mem.device == "cpu" else ""),
-            )
-        )
+        factor, source, decision = _memory_decision(site)
+        decisions.append(decision)
     if link_decision is not None:
         decisions.append(link_decision)
     if site.warnings:
@@ -179,7 +196,7 @@ def calibrate(catalog: Catalog, site: SiteCalibration) -> tuple[Catalog, list[De
             )
         )
     return Catalog(
-        gpus=gpus,
+        gpus=measured.gpus,
         models=catalog.models,
         interconnects=catalog.interconnects,
         storage=catalog.storage,

@@ -25,7 +25,14 @@ TOKENS = 1e9  # any count: the step time does not depend on it
 
 def predicted_step(point: SitePoint, catalog: Catalog, share: float, searches: SearchCache) -> float | None:
     """The step model's time for the measured layout (its TP, PP, ZeRO pinned); its collectives (TP's all-reduces, DP's
-    gradients) at the site's measured intra-node share when the file has one, as the recompiled plan prices them."""
+    gradients) at the site's measured intra-node share when the file has one, as the recompiled plan prices them;
+    the optimizer pass at the catalog entry's (the fitted) optimizer share."""
+    step = predicted_step_parts(point, catalog, share, searches)
+    return step.total if step is not None else None
+
+
+def predicted_step_parts(point: SitePoint, catalog: Catalog, share: float, searches: SearchCache):
+    """predicted_step's StepTime (its matmul, optimizer and other terms), None where the layout cannot be sized."""
     gpu = catalog.gpus[point.gpu].model_copy(update={"achievable_matmul_fraction": share})
     arch = point.shape(catalog)
     links = catalog.site_links
@@ -55,7 +62,7 @@ def predicted_step(point: SitePoint, catalog: Catalog, share: float, searches: S
         framework=point.framework,
     )
     chosen = search_training(req, {**catalog.gpus, point.gpu: gpu}, searches).chosen
-    return chosen.step.total if chosen is not None else None
+    return chosen.step if chosen is not None else None
 
 
 def _serving_model(point: ServingPoint, catalog: Catalog, gpu) -> ReplicaModel:
@@ -124,3 +131,40 @@ def bisect_share(ratio) -> float:
         mid = math.sqrt(low * high)  # geometric: the same relative precision at any share
         low, high = (mid, high) if ratio(mid) > 1 else (low, mid)
     return float(f"{math.sqrt(low * high):.4g}")
+
+
+# The once-per-step share is fitted only where the points separate it from the per-micro-batch time: the optimizer's
+# fraction of the predicted step differs between points by this factor or more (the probe's micro-batches ÷2, ×1,
+# ×2 give 4×); closer points leave it at the catalog's.
+SEPARATION = 2.0
+
+
+def fit_optimizer_share(points: list[SitePoint], catalog: Catalog, share: float, searches: SearchCache) -> float | None:
+    """The HBM share of the optimizer's once-per-step pass that, with the matmul share, best explains training steps
+    measured at different micro-batches. Least squares on the relative error of t ≈ x·M + y·O + R, with M the step's
+    matmul-share-bound time (T(share/2) − T(share): exact for terms ∝ 1/share), O its optimizer pass and R the rest at
+    the catalog's shares; y says how much slower the optimizer pass runs than the catalog's share says. None where
+    the points do not separate the two or the share would leave SHARE_BOUNDS."""
+    if len(points) < 2:
+        return None
+    steps = [predicted_step_parts(p, catalog, share, searches) for p in points]
+    halved = [predicted_step_parts(p, catalog, share / 2, searches) for p in points]
+    if any(s is None or s.optimizer <= 0 for s in steps + halved):
+        return None
+    fractions = [s.optimizer / s.total for s in steps]
+    if max(fractions) < SEPARATION * min(fractions):
+        return None
+    rows = []  # (M, O, measured − R) ÷ measured: minimise Σ (a·x + b·y − c)²
+    for step, slow, point in zip(steps, halved, points):
+        bound = slow.total - step.total
+        rest = step.total - bound - step.optimizer
+        rows.append((bound / point.step_seconds, step.optimizer / point.step_seconds, 1 - rest / point.step_seconds))
+    saa, sab, sbb = (sum(a * a for a, _, _ in rows), sum(a * b for a, b, _ in rows), sum(b * b for _, b, _ in rows))
+    sac, sbc = sum(a * c for a, _, c in rows), sum(b * c for _, b, c in rows)
+    det = saa * sbb - sab * sab
+    slower = (saa * sbc - sab * sac) / det if det > 0 else 0.0
+    if slower <= 0:
+        return None
+    gpu = catalog.gpus[points[0].gpu]
+    fitted = (gpu.achievable_optimizer_bandwidth_fraction or gpu.achievable_memory_bandwidth_fraction) / slower
+    return float(f"{fitted:.4g}") if SHARE_BOUNDS[0] <= fitted <= SHARE_BOUNDS[1] else None

@@ -13,6 +13,7 @@ from compiler.cli import main
 from compiler.diagnostics import PlanInputError
 from compiler.pipeline import resolve
 from compiler.probe import probe_files
+from tests.conftest import REPO
 from tests.test_probe import tiny
 
 HOSTILE = "x\n::set-output name=leak::1\n::add-mask::y\r\u202etxt"
@@ -259,3 +260,14 @@ def test_fuzzed_serving_results_never_crash_calibrate_nor_yield_a_file_a_plan_re
             except PlanInputError as exc:
                 pytest.fail(f"case {case}: the site file written was refused: {exc.render()}")
     assert outcomes[2] > 30 and outcomes[0] > 0, outcomes
+
+
+def test_the_h200_probe_results_round_trip_each_layout_within_five_percent(tmp_path, capsys):
+    """The probe's results from a real H200 (benchmarks/calibration/h200-probe/measured: the emitted Accelerate FSDP
+    job at micro-batches 2, 4, 8): one matmul share alone missed the ends by +5.3% and −6.4%; the per-step
+    optimizer share fitted beside it brings every layout within 5%."""
+    measured = REPO / "benchmarks" / "calibration" / "h200-probe" / "measured" / "probe-results.json"
+    code, out, err = calibrate(tmp_path, None, capsys, raw=measured.read_text())
+    assert code == 0 and "[calibration-residual]" not in err, err
+    offs = [float(l.rsplit("(", 1)[1].rstrip("%)")) for l in out.splitlines() if l.startswith("layout ")]
+    assert len(offs) == 3 and max(map(abs, offs)) <= 5.0, out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import yaml
 
@@ -218,3 +220,33 @@ def test_a_tp_step_is_refitted_with_the_sites_measured_links():
     fitted, decisions = calibrate(catalog, site)
     assert fitted.site_links.intra_node_fraction == pytest.approx(0.1)
     assert fitted.gpus[gpu.id].achievable_matmul_fraction == pytest.approx(0.5, rel=0.01)
+
+
+def test_steps_at_two_micro_batch_counts_recover_both_the_matmul_and_the_optimizer_share():
+    """A site whose optimizer pass runs at a third of the catalog's HBM share and whose GEMMs at 0.6: steps measured
+    with one and eight micro-batches per GPU separate the two, and the fit finds both (one share alone cannot explain both)."""
+    catalog = load_catalog()
+    entry = catalog.gpus["h100-sxm-80gb"]
+    slow_optimizer = entry.achievable_memory_bandwidth_fraction / 3
+    site_gpu = entry.model_copy(update={"achievable_optimizer_bandwidth_fraction": slow_optimizer})
+    site_catalog = replace(catalog, gpus={**catalog.gpus, "h100-sxm-80gb": site_gpu})
+    points = []
+    for micro_batch, global_batch in ((1, 8), (1, 64)):  # one and eight micro-batches per GPU of 8
+        point = SitePoint(**{**POINT, "micro_batch": micro_batch, "global_batch": global_batch}, step_seconds=1.0)
+        seconds = predicted_step(point, site_catalog, 0.6, SearchCache())
+        points.append(point.model_copy(update={"step_seconds": seconds}))
+    site = SiteCalibration(site="cluster-a", measured_at="2026-11-20", source="test", points=points)
+    fitted, decisions = calibrate(catalog, site)
+    gpu = fitted.gpus["h100-sxm-80gb"]
+    assert gpu.achievable_matmul_fraction == pytest.approx(0.6, rel=0.02)
+    assert gpu.achievable_optimizer_bandwidth_fraction == pytest.approx(slow_optimizer, rel=0.05)
+    assert any(d.topic == "site calibration (h100-sxm-80gb, per step)" for d in decisions)
+
+
+def test_steps_of_one_micro_batch_leave_the_optimizer_share_to_the_catalog():
+    catalog = load_catalog()
+    share = catalog.gpus["h100-sxm-80gb"].achievable_matmul_fraction
+    predicted = predicted_step(SitePoint(**POINT, step_seconds=1.0), catalog, share, SearchCache())
+    fitted, decisions = calibrate(catalog, _site(predicted * 1.25))
+    assert fitted.gpus["h100-sxm-80gb"].achievable_optimizer_bandwidth_fraction is None
+    assert not any("per step" in d.topic for d in decisions)

@@ -30,7 +30,7 @@ explain_status=$?
 {
   echo "# Round trip on the probe's GPU results"
   echo
-  echo "Measured on $MACHINE by benchmarks/calibration/gpu_probe_run.sh (branch probe, $(git -C "$REPO" log -1 --format=%h))."
+  echo "Measured on $MACHINE by benchmarks/calibration/gpu_probe_run.sh; calibrate and compile run here at commit $(git -C "$REPO" log -1 --format=%h)."
   echo "Node: $(head -3 environment.txt 2>/dev/null | tr '\n' ' ')"
   echo
   echo '```'

@@ -100,6 +100,14 @@ class GpuSpec(Frozen):
     achievable_memory_bandwidth_fraction: float = Field(
         description="share of peak HBM bandwidth a streaming kernel reaches (measured, with source)"
     )
+    achievable_optimizer_bandwidth_fraction: float | None = Field(
+        None,
+        ge=1e-9,
+        le=1,
+        description="share of peak HBM bandwidth a training step's once-per-step pass (the optimizer over its states) "
+        "reaches; a site calibration fits it where probed micro-batches separate per-step from per-micro-batch time "
+        "(None: achievable_memory_bandwidth_fraction)",
+    )
     k8s_product_label: Annotated[str, Field(pattern=LABEL_VALUE)] = Field(
         description="value of the nvidia.com/gpu.product node label"
     )

@@ -38,6 +38,7 @@ class Rates(NamedTuple):
     matmul: float
     attention_dtype: str
     hbm: float
+    optimizer_hbm: float  # the once-per-step optimizer pass (a site's fitted share, else hbm)
     nvlink: float
     nic: float
 
@@ -47,6 +48,8 @@ def achievable_rates(work: Workload, gpu: GpuSpec, links: Links) -> Rates:
         matmul_flops_per_second(gpu, compute_dtype(work.precision, gpu)),
         ATTENTION_DTYPE[work.precision],
         gpu.memory_bandwidth_bytes_per_second * gpu.achievable_memory_bandwidth_fraction,
+        gpu.memory_bandwidth_bytes_per_second
+        * (gpu.achievable_optimizer_bandwidth_fraction or gpu.achievable_memory_bandwidth_fraction),
         gpu.intra_node_bandwidth_bytes_per_second * links.nvlink_fraction,
         links.inter_node_bytes_per_second * links.nic_fraction,
     )

@@ -316,7 +316,7 @@ def step_time(work: Workload, layout: Layout, gpu: GpuSpec, links: Links, traffi
             best = stage
     stage_seconds = best.per_microbatch + best.tp_comm + best.cp_comm + best.ep_comm
     bubble, p2p = pipeline_seconds(work, lay, links, stage_seconds)
-    optimizer, offload = _optimizer_seconds(traffic, achievable_rates(work, gpu, links).hbm)
+    optimizer, offload = _optimizer_seconds(traffic, achievable_rates(work, gpu, links).optimizer_hbm)
     dp_comm, exposed = dp_seconds(work, lay, gpu, links, traffic, best.per_microbatch)
     compute = m * best.per_microbatch + optimizer + offload
     total = compute + m * (best.tp_comm + best.cp_comm + best.ep_comm) + bubble + p2p + exposed
