@@ -20,6 +20,12 @@ the ViT classifier d·C + C over C = `vocab` classes. ViT replaces the token emb
 projection 3·p²·d + d, a class token d and positions (N + 1)·d for N = (image / patch)² patches.
 "Active" (per token) counts the top-k routed experts and the shared ones instead of all experts.
 CNNs carry their published count in `params_override`.
+Multi-token prediction (DeepSeek-V3 technical report, arXiv 2412.19437, §2.2) is not in `total`: each of the
+`mtp_layers` modules is an RMSNorm over the main model's hidden state and one over the next token's embedding, the
+projection M of their concatenation 2d → d, one transformer layer and a final norm (Megatron-LM's
+MultiTokenPredictionLayer: enorm, hnorm, eh_proj without bias, transformer_layer, final_layernorm in
+megatron/core/transformer/multi_token_prediction.py); the embedding and output head are the main model's
+(`mtp_params`). A checkpoint that ships the module counts it apart (DeepSeek-V3 README: 671B + 14B MTP weights).
 """
 
 from __future__ import annotations
@@ -141,3 +147,24 @@ def count_params(arch: Architecture) -> ParamCounts:
         largest_layer=largest,
         lm_head=head,
     )
+
+
+def mtp_projection_params(arch: Architecture) -> int:
+    """One MTP module's projection of [hidden; embedding] (2d) to d, without bias (DeepSeek-V3 §2.2: M_k)."""
+    return 2 * arch.hidden * arch.hidden
+
+
+def mtp_layer_params(arch: Architecture, counts: ParamCounts) -> int:
+    """One MTP module's transformer layer: built like the model's last layer (an MoE layer in DeepSeek-V3)."""
+    return counts.per_layer_attention + counts.per_layer_norm + counts.per_layer_mlp_total
+
+
+def mtp_params(arch: Architecture) -> int:
+    """Parameters of the `mtp_layers` multi-token-prediction modules (module docstring): per module its three norms
+    (enorm, hnorm, final) over d, the 2d → d projection and one transformer layer; the embedding and output head are
+    shared with the main model, so not counted again. DeepSeek-V3: 11.61B (one MoE layer 11.51B + 2·7168² + norms)."""
+    if not arch.mtp_layers or not arch.layers:
+        return 0
+    counts = count_params(arch)
+    norms = 3 * _norm(arch, arch.hidden)
+    return arch.mtp_layers * (norms + mtp_projection_params(arch) + mtp_layer_params(arch, counts))

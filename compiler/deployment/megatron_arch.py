@@ -7,7 +7,7 @@ build is refused for the Megatron framework by name (`refuse_unexpressible`).
 
 from __future__ import annotations
 
-from ..catalog.params import count_params
+from ..catalog.params import mtp_params as catalog_mtp_params
 from ..catalog.types import Architecture
 from ..diagnostics import FieldRefused
 
@@ -126,12 +126,6 @@ def refuse_unexpressible(arch: Architecture) -> None:
 
 def mtp_params(arch: Architecture) -> int:
     """Parameters of the MTP modules Megatron builds (megatron/core/transformer/multi_token_prediction.py
-    MultiTokenPredictionLayer): enorm and hnorm over d, eh_proj 2d → d without bias, one transformer layer like the
-    last decoder layer (DeepSeek-V3: an MoE layer), a final norm; the embedding and output layer are the main
-    model's. Not in the sized count (the catalog counts the MTP module as a serving draft)."""
-    if not arch.mtp_layers:
-        return 0
-    counts = count_params(arch)
-    norm = 2 if arch.norm == "layernorm" else 1
-    layer = counts.per_layer_attention + counts.per_layer_norm + counts.per_layer_mlp_total
-    return arch.mtp_layers * (3 * norm * arch.hidden + 2 * arch.hidden * arch.hidden + layer)
+    MultiTokenPredictionLayer): catalog/params.mtp_params, which the training sizing counts on the last pipeline
+    stage where Megatron-LM places the module (sizing/train/layout.MTP_FRAMEWORKS)."""
+    return catalog_mtp_params(arch)

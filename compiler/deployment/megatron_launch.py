@@ -150,8 +150,10 @@ def target(
 
 def decisions(target: MegatronTarget) -> list[DeploymentDecision]:
     model = f"{target.launched_params / 1e9:.2f}B parameters" + (
-        f" = {target.sized_params / 1e9:.2f}B sized + {target.mtp_params / 1e9:.2f}B multi-token prediction "
-        "(--mtp-num-layers; the sizing does not count it)"
+        f" = {target.sized_params / 1e9:.2f}B + {target.mtp_params / 1e9:.2f}B multi-token prediction "
+        "(--mtp-num-layers: one layer as the model's last, its 2d → d projection and norms, DeepSeek-V3 report §2.2; "
+        "sized on the last pipeline stage, where Megatron-LM builds it: its states, activations and logits, step "
+        "FLOPs and checkpoint)"
         if target.mtp_params
         else ", the sized count"
     )

@@ -185,9 +185,16 @@ class MegatronTarget(Section):
         default_factory=list, description="flags written in an older release's spelling, with why"
     )
     retention: str = Field(description="how train.checkpoint.keep is held")
-    sized_params: int = Field(description="parameters the sizing counted")
-    mtp_params: int = Field(0, description="multi-token-prediction parameters trained beside them (not sized)")
-    launched_params: int = Field(description="parameters of the model args.sh builds: sized + MTP")
+    sized_params: int = Field(
+        description="parameters of the model without its MTP modules (catalog/params.py count_params)"
+    )
+    mtp_params: int = Field(
+        0,
+        description="multi-token-prediction parameters trained beside them (catalog/params.py mtp_params; DeepSeek-V3 report §2.2): sized on the last pipeline stage, where Megatron-LM builds them (memory, step FLOPs and time, checkpoint)",
+    )
+    launched_params: int = Field(
+        description="parameters of the model args.sh builds and the sizing counts: sized + MTP"
+    )
 
 
 class FrameworkArg(Section):

@@ -22,6 +22,19 @@ def median_note(plan: ResolvedPlan, quantity: str, fmt) -> str:
     return f" at P50 (roofline {fmt(found.roofline)})" if found else ""
 
 
+def _mtp_note(plan: ResolvedPlan) -> str:
+    """The MTP modules the launch trains, counted in N and L (sizing/train/flops.py docstring); '' where none."""
+    frameworks = plan.deployment.frameworks if plan.deployment else None
+    target = frameworks.megatron if frameworks else None
+    if not target or not target.mtp_params:
+        return ""
+    return (
+        f"; N and L with the {format_count(target.mtp_params)}-parameter multi-token-prediction module Megatron-LM "
+        "trains (--mtp-num-layers; DeepSeek-V3 report §2.2): its layer, 2d → d projection and a second LM-head pass "
+        "per token"
+    )
+
+
 def headline_facts(plan: ResolvedPlan) -> list[dict]:
     """The headline numbers, each with the formula or catalog entry behind it."""
     facts = []
@@ -101,7 +114,8 @@ def headline_facts(plan: ResolvedPlan) -> list[dict]:
             {
                 "what": "MFU",
                 "value": f"{100 * t.mfu:.1f}% (HFU {100 * t.hfu:.1f}%) at the roofline step",
-                "source": "PaLM appendix B: (6N + 12·L·H·Q·T) × tokens/s ÷ peak; a frozen base (LoRA, QLoRA) counts 4N, plus 6 per adapter parameter (Hu et al. 2021 §4.2)",
+                "source": "PaLM appendix B: (6N + 12·L·H·Q·T) × tokens/s ÷ peak; a frozen base (LoRA, QLoRA) counts 4N, plus 6 per adapter parameter (Hu et al. 2021 §4.2)"
+                + _mtp_note(plan),
             },
             {
                 "what": "throughput",

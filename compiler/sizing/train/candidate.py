@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 
 from ...catalog.fabrics import Interconnect, Storage
+from ...catalog.params import mtp_params
 from ...catalog.types import Architecture, GpuSpec
 from ..reasons import Reason
 from .activations import recompute_kind
@@ -117,13 +118,17 @@ class SearchContext:
     tokens_per_step: int
     flops_model: float
     checkpoint: int
+    # the same where the framework's launch trains the architecture's MTP modules (Layout.mtp_layers)
+    flops_model_mtp: float
+    checkpoint_mtp: int
     memory: dict[Layout, MemoryBreakdown] = field(default_factory=dict)
-    hardware_flops: dict[str, float] = field(default_factory=dict)
+    hardware_flops: dict[tuple[str, int], float] = field(default_factory=dict)
     whole_run: dict[tuple[int, float, str], WholeRun] = field(default_factory=dict)
 
 
 def search_context(req: TrainRequest) -> SearchContext:
     lora = lora_trainable_params(req.arch, req.lora_rank, req.lora_targets) if req.method != "full" else 0
+    mtp = req.arch.mtp_layers if req.method == "full" else 0  # Layout.mtp_layers: full weights only
     return SearchContext(
         req,
         req.interconnect,
@@ -131,6 +136,10 @@ def search_context(req: TrainRequest) -> SearchContext:
         req.global_batch_sequences * req.seq_len,
         model_flops_per_token(req.arch, req.params, req.seq_len) - _frozen_saving(req, lora),
         checkpoint_bytes(req.params, req.optimizer, req.method, lora, req.memory.master_weights),
+        model_flops_per_token(req.arch, req.params, req.seq_len, mtp) - _frozen_saving(req, lora),
+        checkpoint_bytes(
+            req.params, req.optimizer, req.method, lora, req.memory.master_weights, mtp_params(req.arch) if mtp else 0
+        ),
     )
 
 
@@ -147,13 +156,13 @@ def _frozen_saving(req: TrainRequest, adapters: float) -> float:
     return frozen_base_flops_saved_per_token(req.arch, req.params, adapters) if req.method != "full" else 0.0
 
 
-def _hardware_flops(ctx: SearchContext, recompute: str) -> float:
-    if recompute not in ctx.hardware_flops:
+def _hardware_flops(ctx: SearchContext, recompute: str, mtp: int) -> float:
+    if (recompute, mtp) not in ctx.hardware_flops:
         req = ctx.req
-        hardware = hardware_flops_per_token(req.arch, req.params, req.seq_len, recompute)
+        hardware = hardware_flops_per_token(req.arch, req.params, req.seq_len, recompute, mtp)
         adapters = lora_trainable_params(req.arch, req.lora_rank, req.lora_targets) if req.method != "full" else 0
-        ctx.hardware_flops[recompute] = hardware - _frozen_saving(req, adapters)
-    return ctx.hardware_flops[recompute]
+        ctx.hardware_flops[recompute, mtp] = hardware - _frozen_saving(req, adapters)
+    return ctx.hardware_flops[recompute, mtp]
 
 
 def _whole_run(ctx: SearchContext, gpus: int, write_seconds: float, framework: str) -> WholeRun:
@@ -165,12 +174,14 @@ def _whole_run(ctx: SearchContext, gpus: int, write_seconds: float, framework: s
 
 def trainable_params_per_replica(req: TrainRequest, layout: Layout) -> float:
     """Parameters one GPU trains, before any ZeRO sharding: routed experts are split over EP (a GPU reduces the
-    gradients of the experts it holds), the rest over TP and PP; LoRA's adapters as memory.lora_trainable_params."""
+    gradients of the experts it holds), the rest over TP and PP, the MTP modules the layout trains (Layout.mtp_layers)
+    with them (exact without PP; with PP they are the last stage's); LoRA's adapters as memory.lora_trainable_params."""
     lay = layout
     if req.method != "full":
         return lora_trainable_params(req.arch, req.lora_rank, req.lora_targets, lay.tp) / lay.pp
-    experts = routed_expert_params(req.arch, req.params) * moe_layer_share(req.arch) * req.arch.layers
-    return (req.params.total - experts * (1 - 1 / lay.ep)) / (lay.tp * lay.pp)
+    arch, mtp = req.arch, lay.mtp_layers(req.workload)
+    experts = routed_expert_params(arch, req.params) * (moe_layer_share(arch) * arch.layers + mtp)
+    return (req.params.total + (mtp_params(arch) if mtp else 0) - experts * (1 - 1 / lay.ep)) / (lay.tp * lay.pp)
 
 
 def gradient_bytes_per_replica(req: TrainRequest, layout: Layout, mem: MemoryBreakdown) -> float:
@@ -225,13 +236,15 @@ def price_layout(
     steps = max(1, math.ceil(req.tokens / ctx.tokens_per_step))
     tokens_per_second = ctx.tokens_per_step / step.total
     nodes = max(1, math.ceil(lay.gpus / per_node))
-    write_seconds = ctx.checkpoint / checkpoint_write_bandwidth(ctx.storage, nodes)
+    mtp = lay.mtp_layers(req.workload)
+    flops_model, checkpoint = (ctx.flops_model_mtp, ctx.checkpoint_mtp) if mtp else (ctx.flops_model, ctx.checkpoint)
+    write_seconds = checkpoint / checkpoint_write_bandwidth(ctx.storage, nodes)
     terms = _whole_run(ctx, lay.gpus, write_seconds, lay.framework)
     wall = steps * step.total / terms.goodput
     gpu_hours = wall * lay.gpus / 3600
     price = gpu.price_usd_per_gpu_hour[req.pricing]
     peak = gpu.peak_flops_per_second(COMPUTE_DTYPE[req.precision])
-    hardware = _hardware_flops(ctx, recompute_kind(lay.recompute, lay.framework))
+    hardware = _hardware_flops(ctx, recompute_kind(lay.recompute, lay.framework), mtp)
     allreduce, needed = _network(req, lay, links, gradient_bytes_per_replica(req, lay, mem), step)
     return TrainCandidate(
         gpu_id=gpu.id,
@@ -251,12 +264,12 @@ def price_layout(
         usd_per_gpu_hour=price,
         cost_usd=gpu_hours * price,
         description=describe(gpu.id, lay),
-        flops_per_token_model=ctx.flops_model,
+        flops_per_token_model=flops_model,
         flops_per_token_hardware=hardware,
-        flops_total=ctx.flops_model * req.tokens,
-        mfu=tokens_per_second * ctx.flops_model / (lay.gpus * peak),
+        flops_total=flops_model * req.tokens,
+        mfu=tokens_per_second * flops_model / (lay.gpus * peak),
         hfu=tokens_per_second * hardware / (lay.gpus * peak),
-        checkpoint_bytes=ctx.checkpoint,
+        checkpoint_bytes=checkpoint,
         checkpoint_write_seconds=write_seconds,
         dataset_read_bytes_per_second=tokens_per_second * stored_bytes_per_token(req.arch, req.bytes_per_token),
         allreduce_bytes_per_step=allreduce,

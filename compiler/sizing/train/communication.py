@@ -95,9 +95,9 @@ def cp_exposed_seconds(
     return max(0.0, layers * cp_ring_bytes_per_layer(*shape) / bandwidth - attention)
 
 
-def ep_seconds(work: Workload, layout: Layout, links: Links, rates: Rates, layers: int) -> float:
-    """EP all-to-alls (dispatch and combine) of the MoE layers; EP ranks sit every tp·cp ranks: inside a node while
-    ep·tp·cp fits."""
+def ep_seconds(work: Workload, layout: Layout, links: Links, rates: Rates, layers: int, mtp: int = 0) -> float:
+    """EP all-to-alls (dispatch and combine) of the MoE layers, and of `mtp` MTP modules' layers (each an MoE layer as
+    the model's last); EP ranks sit every tp·cp ranks: inside a node while ep·tp·cp fits."""
     arch, lay = work.arch, layout
     if lay.ep <= 1 or not arch.is_moe:
         return 0.0
@@ -105,7 +105,7 @@ def ep_seconds(work: Workload, layout: Layout, links: Links, rates: Rates, layer
     volume = ep_all_to_all_bytes_per_layer(
         arch, microbatch_tokens(work, lay) / lay.tp, lay.ep, layout_recompute(lay), lay.ep_dispatch
     )
-    return layers * moe_layer_share(arch) * volume / bandwidth
+    return (layers * moe_layer_share(arch) + mtp) * volume / bandwidth
 
 
 def tp_comm_seconds(work: Workload, layout: Layout, links: Links, rates: Rates, layers: int) -> float:

@@ -8,13 +8,18 @@ Narayanan et al. 2021 eq. (3) counts 96·B·s·l·h² = 4 × 24), selective the 
 Korthikanti et al. 2022 §5); torchtitan's op-level SAC (the FSDP path's "selective", train_memory.OP_SAC) re-runs
 the matrices it did not save (2 FLOPs per parameter per token: k, o and up in a SwiGLU block) and the block's
 memory-bound kernels, not the attention kernel, whose output it saved; its TP all-reduces are not saved either.
+Multi-token prediction, where the launch trains it (layout.MTP_FRAMEWORKS; DeepSeek-V3 technical report, arXiv
+2412.19437, §2.2): per module and token, one more layer (its active GEMM parameters and attention, 12·H·Q·T), the
+2d → d projection and the shared output head's GEMM for that module's loss (`mtp_matmul_params`), 6 FLOPs each; full
+recompute repeats the module's layer and projection (Megatron-LM checkpoints the MTP layer with
+--recompute-granularity full, multi_token_prediction.py), not its head.
 """
 
 from __future__ import annotations
 
 import math
 
-from ...catalog.params import ParamCounts
+from ...catalog.params import ParamCounts, mtp_projection_params
 from ...catalog.types import Architecture, GpuSpec
 from .activations import (
     OP_SAC,
@@ -78,8 +83,23 @@ def matmul_params(arch: Architecture, params: ParamCounts) -> float:
 
 def layer_matmul_params(arch: Architecture, params: ParamCounts) -> float:
     """Active GEMM parameters of all transformer layers (the LM head and embeddings excluded)."""
-    head = params.lm_head or (arch.vocab * arch.hidden if arch.tied_embeddings and arch.kind == "decoder" else 0)
-    return max(0.0, matmul_params(arch, params) - head)
+    return max(0.0, matmul_params(arch, params) - output_head_params(arch, params))
+
+
+def output_head_params(arch: Architecture, params: ParamCounts) -> float:
+    """The LM head's GEMM parameters: the untied head, or the tied embedding it multiplies by."""
+    return params.lm_head or (arch.vocab * arch.hidden if arch.tied_embeddings and arch.kind == "decoder" else 0)
+
+
+def mtp_module_matmul_params(arch: Architecture, params: ParamCounts) -> float:
+    """Active GEMM parameters of one MTP module without the head: its layer (built as the model's last, an MoE layer
+    in DeepSeek-V3: top-k and shared experts) and the 2d → d projection."""
+    return params.per_layer_attention + params.per_layer_mlp_active + mtp_projection_params(arch)
+
+
+def mtp_matmul_params(arch: Architecture, params: ParamCounts) -> float:
+    """Active GEMM parameters one token passes through in one MTP module: the module and the shared output head."""
+    return mtp_module_matmul_params(arch, params) + output_head_params(arch, params)
 
 
 def attention_width(arch: Architecture) -> float:
@@ -89,11 +109,14 @@ def attention_width(arch: Architecture) -> float:
     return arch.heads * arch.attention_head_dim if arch.heads else 0.0
 
 
-def model_flops_per_token(arch: Architecture, params: ParamCounts, seq_len: int) -> float:
-    """PaLM App. B: 6·N + 12·L·H·Q·T (CNNs: 3 × the forward FLOPs per sample given in the catalog)."""
+def model_flops_per_token(arch: Architecture, params: ParamCounts, seq_len: int, mtp_layers: int = 0) -> float:
+    """PaLM App. B: 6·N + 12·L·H·Q·T (CNNs: 3 × the forward FLOPs per sample given in the catalog); `mtp_layers`
+    trained MTP modules add 6·N_mtp + 12·H·Q·T each (module docstring)."""
     if arch.kind == "cnn" or not arch.layers:
         return 3 * arch.gflops_per_sample * 1e9 if arch.gflops_per_sample else 6.0 * params.active
-    return 6 * matmul_params(arch, params) + 12 * arch.layers * attention_width(arch) * seq_len
+    layers = arch.layers + mtp_layers
+    mtp = mtp_layers * mtp_matmul_params(arch, params)
+    return 6 * (matmul_params(arch, params) + mtp) + 12 * layers * attention_width(arch) * seq_len
 
 
 def frozen_base_flops_saved_per_token(arch: Architecture, params: ParamCounts, adapter_params: float) -> float:
@@ -103,16 +126,20 @@ def frozen_base_flops_saved_per_token(arch: Architecture, params: ParamCounts, a
     return frozen - FULL_FLOPS_PER_PARAM * adapter_params
 
 
-def hardware_flops_per_token(arch: Architecture, params: ParamCounts, seq_len: int, recompute: str) -> float:
-    """Model FLOPs plus what recompute repeats (HFU numerator)."""
-    attention_forward = 4 * arch.layers * attention_width(arch) * seq_len
+def hardware_flops_per_token(
+    arch: Architecture, params: ParamCounts, seq_len: int, recompute: str, mtp_layers: int = 0
+) -> float:
+    """Model FLOPs plus what recompute repeats (HFU numerator); MTP modules recompute as layers do (module docstring;
+    OP_SAC is the FSDP path's, which trains none)."""
+    attention_forward = 4 * (arch.layers + mtp_layers) * attention_width(arch) * seq_len
+    layer_matmul = layer_matmul_params(arch, params) + mtp_layers * mtp_module_matmul_params(arch, params)
     extra = {
         "none": 0.0,
         "selective": attention_forward,
-        "full": 2 * layer_matmul_params(arch, params) + attention_forward,
+        "full": 2 * layer_matmul + attention_forward,
         OP_SAC: 2 * arch.layers * op_sac_recomputed_params_per_layer(arch) if arch.layers else 0.0,
     }[recompute]
-    return model_flops_per_token(arch, params, seq_len) + extra
+    return model_flops_per_token(arch, params, seq_len, mtp_layers) + extra
 
 
 def attention_kernel_fraction(gpu: GpuSpec, kernel: str = "flash2") -> float:

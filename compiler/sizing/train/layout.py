@@ -13,6 +13,13 @@ from ...catalog.params import ParamCounts
 from ...catalog.types import Architecture
 from .parallel import is_even
 
+# The frameworks whose launch trains the architecture's multi-token-prediction modules: megatron/args.sh passes
+# --mtp-num-layers architecture.mtp_layers (deployment/megatron_arch.mtp_args) and Megatron-LM builds them on the
+# last pipeline stage (megatron/core/transformer/multi_token_prediction.py `mtp_on_this_rank`: without a custom
+# pipeline layout "all of MTP layers on the last pipeline stage"). DeepSpeed, FSDP and DDP run the plan's own script,
+# which the compiler does not build, so MTP stays out of their sizing.
+MTP_FRAMEWORKS = ("megatron",)
+
 
 @dataclass(frozen=True)
 class MemoryOptions:
@@ -88,6 +95,11 @@ class Layout:
     def microbatches(self, workload: Workload) -> int:
         """Micro-batches per step (gradient accumulation): global batch = micro-batch × accumulation × DP."""
         return workload.global_batch_sequences // (self.micro_batch * self.dp)
+
+    def mtp_layers(self, workload: Workload) -> int:
+        """Multi-token-prediction modules this layout trains on its last stage (MTP_FRAMEWORKS; full weights)."""
+        trained = self.framework in MTP_FRAMEWORKS and workload.method == "full"
+        return workload.arch.mtp_layers if trained and workload.arch.layers else 0
 
     def with_changes(self, **changes) -> Layout:
         return replace(self, **changes)

@@ -46,6 +46,12 @@ one Megatron-LM / DeepSpeed / FSDP mixed precision use, with the recipe that dif
     `backward_prefetch=BACKWARD_PRE` default; FSDP2 prefetches one layer ahead): 2 × the largest layer at the
     weight width (NF4 for a QLoRA base).
 
+Multi-token prediction (Layout.mtp_layers: where the framework's launch trains it, Megatron-LM): the last stage holds
+each MTP module's states (model_states.held_params), one layer's activations per module for every micro-batch in
+flight, and the logits of each module's own cross-entropy beside the main loss's (Megatron-LM's process_mtp_loss runs
+the shared output layer and the loss once per depth; megatron/core/transformer/multi_token_prediction.py); the saved
+input of the module's 2d → d projection (4·s·b·d bytes, under a tenth of a layer's activations) is not counted.
+
 Allocator (`allocated` vs `reserved`): what torch.cuda.max_memory_allocated counts is `allocated`; the caching
 allocator holds more (`reserved`). Without expandable segments (PyTorch's default) GMLake (Guo et al., ASPLOS
 2024) measured 15% average fragmentation (1 − allocated/reserved; up to 33%) over eight LLM trainings on A100-80GB:
@@ -194,7 +200,9 @@ def _stage_states(work: Workload, layout: Layout, layers: int, first: bool, last
     layers FSDP holds gathered, and under FSDP2 pipelining the whole stage's weights and fp32 gradients."""
     arch, lay = work.arch, layout
     if arch.layers:
-        held, experts = held_params(arch, work.params, lay.tp, lay.pp, layers, first, last, lay.ep)
+        held, experts = held_params(
+            arch, work.params, lay.tp, lay.pp, layers, first, last, lay.ep, lay.mtp_layers(work)
+        )
     else:
         held, experts = float(work.params.total), 0.0
     shard = _shard_ranks(lay)
@@ -218,11 +226,12 @@ def _stage_memory(work: Workload, layout: Layout, stage: tuple[int, int, bool, b
     weights, gradients, optimizer, cpu, gathered, accumulating = _stage_states(work, lay, layers, first, last)
     per_layer, full_layer = _layer_activations(work, lay)
     in_flight = microbatches_in_flight(lay.pp, lay.vp, rank, lay.microbatches(work))
-    activations = in_flight * layers * per_layer + full_layer + _gathered_kv(work, lay)
+    mtp = lay.mtp_layers(work) if last else 0  # each MTP module: one more layer and its own loss's logits
+    activations = in_flight * (layers + mtp) * per_layer + full_layer + _gathered_kv(work, lay)
     if not arch.layers:
         activations += cnn_activation_bytes(arch, work.precision, lay.micro_batch) / lay.tp
     if last:
-        activations += _logits(work, lay)
+        activations += (1 + mtp) * _logits(work, lay)
     # gradients and activations not live together: an un-accumulated step of one replica or of FSDP (docstring)
     apart = lay.microbatches(work) == 1 and lay.pp == 1 and (lay.dp == 1 or lay.framework == "fsdp")
     allocated = weights + optimizer + (max(gradients, activations) if apart else gradients + activations)

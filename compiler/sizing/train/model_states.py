@@ -18,12 +18,13 @@ Model states (Rajbhandari et al. 2019, "ZeRO", §3 and Fig. 1), bytes per parame
 Megatron sharding: transformer layers split over PP stages (⌈L/p⌉ on a stage), their matrices over TP; the
   norms are replicated on the TP ranks. The input embedding (vocab-parallel over TP) sits on the first stage,
   the LM head (or, when tied, a copy of the embedding) and the final norm on the last; memory is that of the
-  worse of the two stages.
+  worse of the two stages. The multi-token-prediction modules Megatron-LM trains (--mtp-num-layers) sit on the last
+  stage with a copy of the word embeddings (`held_params`).
 """
 
 from __future__ import annotations
 
-from ...catalog.params import ParamCounts
+from ...catalog.params import ParamCounts, mtp_projection_params
 from ...catalog.types import Architecture
 from .activations import WEIGHT_BYTES
 from .layout import Layout, Workload
@@ -67,19 +68,37 @@ def stage_params(arch: Architecture, params: ParamCounts, tp: int, pp: int) -> t
 
 
 def held_params(
-    arch: Architecture, params: ParamCounts, tp: int, pp: int, layers: int, first: bool, last: bool, ep: int = 1
+    arch: Architecture,
+    params: ParamCounts,
+    tp: int,
+    pp: int,
+    layers: int,
+    first: bool,
+    last: bool,
+    ep: int = 1,
+    mtp: int = 0,
 ) -> tuple[float, float]:
     """(parameters, of which routed experts) one GPU of a stage of `layers` layers holds: the layers' matrices over
     TP (routed experts over EP too, train_layout docstring), their norms replicated, the input embedding on the
-    first stage, the LM head (or, when tied, Megatron's copy of the word embeddings) and the final norm on the last."""
+    first stage, the LM head (or, when tied, Megatron's copy of the word embeddings) and the final norm on the last.
+    `mtp`: multi-token-prediction modules on the last stage (Layout.mtp_layers), each one more layer of the same
+    split, its 2d → d projection over TP (a ColumnParallelLinear) and its three norms (catalog/params.mtp_params);
+    with PP the last stage also keeps a copy of the word embeddings for them (megatron/core/models/common/
+    language_module/language_module.py: "we also need to maintain duplicated embedding weights in mtp process
+    stage"), unless a tied head already is that copy."""
     routed = routed_expert_params(arch, params)
     dense_matrices = params.per_layer_attention + params.per_layer_mlp_total - routed
-    experts = layers * routed / (tp * ep)
+    mtp = mtp if last else 0
+    experts = (layers + mtp) * routed / (tp * ep)
     body = layers * (dense_matrices / tp + params.per_layer_norm) + experts
     embedding_in = params.embedding - params.lm_head
     head = params.lm_head or (arch.vocab * arch.hidden if arch.tied_embeddings and pp > 1 else 0)
     final_norm = arch.hidden * (2 if arch.norm == "layernorm" else 1)
     held = body + (embedding_in / tp if first else 0.0) + (head / tp + final_norm if last else 0.0)
+    if mtp:
+        module = (dense_matrices + mtp_projection_params(arch)) / tp + params.per_layer_norm + 3 * final_norm
+        embedding_copy = embedding_in / tp if not first and not (arch.tied_embeddings and pp > 1) else 0.0
+        held += mtp * module + embedding_copy
     return held, experts
 
 
@@ -270,12 +289,17 @@ def model_state_bytes_zero_paper(params: float, zero_stage: int, ranks: int, k: 
 
 
 def checkpoint_bytes(
-    params: ParamCounts, optimizer: str, method: str, lora_trainable: int = 0, master_weights: str = "fp32"
+    params: ParamCounts,
+    optimizer: str,
+    method: str,
+    lora_trainable: int = 0,
+    master_weights: str = "fp32",
+    mtp_params: int = 0,
 ) -> int:
     """A resumable checkpoint: 16-bit weights + the optimizer's fp32 state, 2 + K bytes per trained parameter
     (BLOOM-176B: 176e9 × 14 B = 2.46e12 B against the reported 2.3 TB, bigscience tr11 README); pure 16-bit training
     saves its 16-bit states instead. LoRA and QLoRA save the adapters and their states only; the frozen base is
-    already on storage."""
-    trained = params.total if method == "full" else lora_trainable
+    already on storage. `mtp_params`: trained multi-token-prediction modules, saved with the model."""
+    trained = params.total + mtp_params if method == "full" else lora_trainable
     states = PURE_16BIT_STATE_BYTES[optimizer] if master_weights == "none" else OPTIMIZER_STATE_BYTES[optimizer]
     return int(trained * (2 + states))

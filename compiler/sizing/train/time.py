@@ -50,6 +50,10 @@ Time of one micro-batch on the slowest pipeline stage (the last: ⌈L/p⌉ layer
   full recompute) and writes and accumulates each trainable weight's 16-bit gradient (3 accesses), at the
   HBM rate: why a larger micro-batch is faster per token. ZeRO-3/FSDP also writes every gathered weight into
   HBM twice per micro-batch (the forward's and the backward's all-gather; a recompute reuses the backward's).
+* Multi-token prediction, where the framework trains it (layout.MTP_FRAMEWORKS, Megatron-LM: on the last stage,
+  megatron/core/transformer/multi_token_prediction.py `mtp_on_this_rank`): per module one more layer on the last stage
+  in every term above (GEMMs with its 2d → d projection, attention, memory-bound kernels, TP, CP, EP as one MoE layer,
+  weights read), and one more pass of the shared output head and its fp32 logits for the module's own loss.
 * Optimizer: reads and writes the states a GPU holds once per step at the HBM rate; CPU offload moves
   gradients down and weights up over PCIe and runs Adam at the host's memory bandwidth (ZeRO-Offload, Ren
   et al. 2021 §4).
@@ -80,6 +84,8 @@ from .flops import (
     compute_dtype,
     layer_matmul_params,
     model_flops_per_token,
+    mtp_module_matmul_params,
+    output_head_params,
 )
 from .layout import Layout, Links, Workload
 from .model_states import NF4_BITS_PER_PARAM
@@ -180,19 +186,23 @@ def _cnn_terms(work: Workload, layout: Layout, gpu: GpuSpec, rates: Rates) -> tu
     return matmul, memory, params.active / lay.tp
 
 
+def _stage_mtp(work: Workload, layout: Layout, with_head: bool) -> int:
+    """MTP modules on this stage: the last one's, where the framework trains them (layout.MTP_FRAMEWORKS)."""
+    return layout.mtp_layers(work) if with_head else 0
+
+
 def _stage_params(work: Workload, layout: Layout, layers: int, with_head: bool) -> tuple[float, float, float]:
-    """(matrix parameters per layer, LM head parameters on this stage, parameters one GPU of the stage reads)."""
+    """(matrix parameters per layer, LM head parameters on this stage, parameters one GPU of the stage reads); the
+    last stage's MTP modules read their layer and projection (flops.mtp_module_matmul_params)."""
     arch, params, lay = work.arch, work.params, layout
-    head = 0
-    if with_head:
-        tied = arch.vocab * arch.hidden if arch.tied_embeddings and arch.kind == "decoder" else 0
-        head = params.lm_head or tied
+    head = output_head_params(arch, params) if with_head else 0
+    mtp = _stage_mtp(work, lay, with_head)
     layer_params = layer_matmul_params(arch, params) / arch.layers
-    local_params = (layers * layer_params + head) / lay.tp
+    local_params = (layers * layer_params + head + mtp * mtp_module_matmul_params(arch, params)) / lay.tp
     if arch.is_moe:  # the GPU reads the experts it holds (E/ep; every one gets tokens), not the top-k
         routed = routed_expert_params(arch, params)
         active = routed * (arch.experts_per_token / arch.experts)
-        local_params += layers * moe_layer_share(arch) * (routed / lay.ep - active) / lay.tp
+        local_params += (layers * moe_layer_share(arch) + mtp) * (routed / lay.ep - active) / lay.tp
     return layer_params, head, local_params
 
 
@@ -207,6 +217,9 @@ def _matmul_seconds(
     frozen = work.method != "full"
     base = FROZEN_FLOPS_PER_PARAM if frozen else FULL_FLOPS_PER_PARAM
     matmul = tokens * (layers * layer_params * (base + 2 * repeat) + base * head) / lay.tp / rates.matmul
+    mtp = _stage_mtp(work, lay, with_head)  # each module: its layer and projection (recomputed as layers are), the head
+    module = mtp_module_matmul_params(work.arch, work.params)
+    matmul += tokens * mtp * (module * (base + 2 * repeat) + base * head) / lay.tp / rates.matmul
     if frozen and adapters:  # the adapters' own GEMMs: forward and both backward products
         matmul += tokens * FULL_FLOPS_PER_PARAM * adapters / rates.matmul
     if layout_recompute(lay) == OP_SAC:  # the matrices whose outputs it did not save, forward again
@@ -244,7 +257,8 @@ def _memory_bound_seconds(work: Workload, layout: Layout, rates: Rates, layers: 
     passes = (FORWARD_PASSES + BACKWARD_PASSES) * stored + FORWARD_PASSES * recomputed
     tokens = microbatch_tokens(work, lay)
     logits = tokens * arch.vocab / lay.tp * 4 * LOGIT_PASSES if arch.kind == "decoder" and with_head else 0.0
-    return (layers * passes + logits) / rates.hbm
+    mtp = _stage_mtp(work, lay, with_head)  # each MTP module: one more layer and its own loss's logits
+    return ((layers + mtp) * passes + (1 + mtp) * logits) / rates.hbm
 
 
 def _stage_time(
@@ -258,13 +272,14 @@ def _stage_time(
     if not arch.layers or arch.kind == "cnn":
         matmul, memory, local_params = _cnn_terms(work, lay, gpu, rates)
         attention, repeat = 0.0, 0
+    mtp = _stage_mtp(work, lay, with_head) if arch.layers else 0  # MTP modules: one more (MoE) layer each
     if arch.layers:
         matmul = _matmul_seconds(work, lay, rates, stage, traffic.trainable_params_per_replica)
         local_params = _stage_params(work, lay, layers, with_head)[2]
-        attention = _attention_seconds(work, lay, gpu, rates, layers)
+        attention = _attention_seconds(work, lay, gpu, rates, layers + mtp)
         memory = _memory_bound_seconds(work, lay, rates, layers, with_head)
-        cp = cp_exposed_seconds(work, lay, links, rates, layers, attention)
-        ep = ep_seconds(work, lay, links, rates, layers)
+        cp = cp_exposed_seconds(work, lay, links, rates, layers + mtp, attention)
+        ep = ep_seconds(work, lay, links, rates, layers, mtp)
     given = traffic.trainable_params_per_replica
     trainable = local_params if given is None else given
     reads = WEIGHT_READS_PER_MICROBATCH + repeat + zero3_gathers(work, lay, traffic)
@@ -274,7 +289,7 @@ def _stage_time(
     weights /= rates.hbm
     per_microbatch = matmul + attention + memory + weights
     ep = ep_exposed_seconds(ep, per_microbatch, lay.microbatches(work), lay.pp, lay.ep_overlap)
-    tp = tp_comm_seconds(work, lay, links, rates, layers)
+    tp = tp_comm_seconds(work, lay, links, rates, layers + mtp)
     return _Stage(matmul, attention, memory, weights, per_microbatch, tp, cp, ep)
 
 
