@@ -647,7 +647,7 @@ def moe_run_cases() -> list[MoeRunCase]:
     from compiler.catalog.loader import load_models
     from compiler.sizing.train.layout import Layout
     from compiler.sizing.train.memory import usable_memory_bytes
-    from compiler.sizing.train.parallel import pipeline_split
+    from compiler.sizing.train.parallel import lighter_last_splits, pipeline_split
     from compiler.sizing.train.search import evaluate_layout
 
     arch, lay = load_models()["deepseek-v3"].architecture, DEEPSEEK_V3_LAYOUT
@@ -676,14 +676,18 @@ def moe_run_cases() -> list[MoeRunCase]:
         (True, "bf16", "overlapped"),
         (True, "fp8", "overlapped, FP8 dispatch (as published)"),
     ):
-        shape = Layout(
-            tp=lay["tp"], pp=lay["pp"], ep=lay["ep"], stage_layers=split, ep_overlap=overlap, ep_dispatch=dispatch
-        )
-        for recompute in ("none", "selective", "full"):
-            stated = shape.with_changes(zero=lay["zero"], recompute=recompute, framework="megatron")
-            c = evaluate_layout(request, h800, stated)
-            if c.memory.total <= usable_memory_bytes(h800.memory_bytes):
-                break
+        fitting = []  # each split the search tries (the MTP stage lighter too), at the least recompute that fits
+        for stages in [split, *lighter_last_splits(split)]:
+            shape = Layout(
+                tp=lay["tp"], pp=lay["pp"], ep=lay["ep"], stage_layers=stages, ep_overlap=overlap, ep_dispatch=dispatch
+            )
+            for recompute in ("none", "selective", "full"):
+                stated = shape.with_changes(zero=lay["zero"], recompute=recompute, framework="megatron")
+                c = evaluate_layout(request, h800, stated)
+                if c.memory.total <= usable_memory_bytes(h800.memory_bytes):
+                    fitting.append((c.step.total, recompute, c))
+                    break
+        _, recompute, c = min(fitting, key=lambda row: row[0])
         cases.append(
             MoeRunCase(
                 f"DeepSeek-V3 × {lay['gpus']} H800",

@@ -124,6 +124,17 @@ def pipeline_split(
     return ((lo,) if lo is not None else ()) + (middle,) * middles + ((hi,) if hi is not None else ())
 
 
+def lighter_last_splits(split: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """A split with layers moved from its last stage to its first, one at a time, while the first stays no heavier
+    than a middle stage (61 over 16: 2, 14 × 4, 3 → 3, 14 × 4, 2 and 4, 14 × 4, 1): for a last stage that also runs
+    the multi-token-prediction modules and their second LM-head pass (Megatron-LM builds them there; layout.py).
+    Each is a first/last split Megatron-LM states (--decoder-first/last-pipeline-num-layers)."""
+    if len(split) < 3 or len(set(split[1:-1])) != 1:
+        return []
+    head, middle, tail = split[0], split[1], split[-1]
+    return [(head + tail - k, *split[1:-1], k) for k in range(tail - 1, 0, -1) if head + tail - k <= middle]
+
+
 def is_even(split: tuple[int, ...]) -> bool:
     return len(set(split)) == 1
 
