@@ -13,6 +13,7 @@ from compiler.sizing.train import flops
 from compiler.sizing.train import memory as train_memory
 from compiler.sizing.train.layout import Layout, Workload
 from compiler.sizing.train.model_states import checkpoint_bytes, held_params
+from tests.conftest import REPO, run_cli
 from tests.test_megatron_versions import PLANS, compile_plan
 
 DSV3 = load_models()["deepseek-v3"].architecture
@@ -113,3 +114,22 @@ def test_checkpoint_counts_the_module_only_when_given():
     assert checkpoint_bytes(PARAMS, "adamw", "full", mtp_params=MTP) - checkpoint_bytes(PARAMS, "adamw", "full") == (
         MTP * 14
     )
+
+
+def test_a_last_stage_that_runs_mtp_gets_lighter_splits_to_try():
+    from compiler.sizing.train.parallel import lighter_last_splits
+
+    llama3_split = (2,) + (4,) * 14 + (3,)  # 61 layers over 16 stages
+    assert lighter_last_splits(llama3_split) == [(3,) + (4,) * 14 + (2,), (4,) + (4,) * 14 + (1,)]
+    assert lighter_last_splits((4, 4, 4)) == []  # the first stage would outgrow a middle one
+    assert lighter_last_splits((7, 8, 9, 7)) == []  # uneven middles: no first/last split states it
+
+
+def test_deepseek_v3_on_pp16_puts_one_layer_beside_mtp_on_the_last_stage(tmp_path):
+    """The search keeps the fastest split: the MTP layer and its second LM-head pass on the last stage make
+    4, 14 × 4, 1 faster than Llama 3's 2, 14 × 4, 3; args.sh states it with Megatron-LM's first/last counts."""
+    out = tmp_path / "out"
+    result = run_cli(REPO / "tests" / "data" / "megatron" / "deepseek-v3.yaml", "-o", out)
+    assert result.returncode == 0, result.stderr
+    args = next(out.glob("*/megatron/args.sh")).read_text()
+    assert "--decoder-first-pipeline-num-layers 4" in args and "--decoder-last-pipeline-num-layers 1" in args
