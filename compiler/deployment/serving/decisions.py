@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ...plan.deployment import DeploymentDecision, Engine, ServingUnit
+from ...plan.deployment_fields import DeploymentDecision
+from ...plan.deployment_serving import Engine, ServingUnit
 from ...plan.resolved import Serving
 from ...units import format_bytes
 from ..training.node_share import DEFAULT_CPUS_PER_GPU

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 
-from ...plan.deployment import EngineArg
+from ...plan.deployment_serving import EngineArg
 from ...plan.resolved import ResolvedPlan
 
 # ----------------------------------------------------------------------------------------------- vLLM

@@ -6,7 +6,8 @@ from __future__ import annotations
 import hashlib
 import math
 
-from ...plan.deployment import Autoscaling, EnvVar, NodeShare, ServingUnit
+from ...plan.deployment_fields import EnvVar, NodeShare
+from ...plan.deployment_serving import Autoscaling, ServingUnit
 from ...plan.resolved import ResolvedPlan, Serving
 from ...plan.spec import PlanSpec
 from .. import nodes

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ...plan.deployment import DeploymentDecision, Files, KubernetesTraining, Launcher, Slurm
+from ...plan.deployment import Files
+from ...plan.deployment_fields import DeploymentDecision
+from ...plan.deployment_training import KubernetesTraining, Launcher, Slurm
 from ...plan.runs import runs_dir
 from ...plan.spec import PlanSpec
 from .. import nodes

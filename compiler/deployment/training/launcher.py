@@ -6,7 +6,9 @@ from __future__ import annotations
 import posixpath
 import re
 
-from ...plan.deployment import Checkpoint, EnvVar, Files, Launcher, Lora
+from ...plan.deployment import Files
+from ...plan.deployment_fields import EnvVar
+from ...plan.deployment_training import Checkpoint, Launcher, Lora
 from ...plan.resolved import ResolvedPlan
 from ...plan.spec import PlanSpec
 from .. import megatron_launch, megatron_version
