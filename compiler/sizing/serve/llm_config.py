@@ -13,6 +13,8 @@ from .closed_loop import closed_loop_point
 from .engine_limits import engine_limits
 from .latency import BatchPoint, LoadPoint, evaluate_batch, operating_point
 from .memory import (
+    MemoryBudget,
+    MemoryLayout,
     embedding_weight_bytes,
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
@@ -236,18 +238,16 @@ def memory_for(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp: int
     return replica_memory(
         req.params,
         req.arch,
-        precision=precision,
-        kv_cache_dtype=req.kv_cache_dtype,
-        tp=tp,
-        pp=pp,
-        gpu_memory_bytes=gpu.memory_bytes,
-        gpu_memory_utilization=req.gpu_memory_utilization,
-        max_num_batched_tokens=chunk,
-        max_num_seqs=max_num_seqs,
-        context_len=req.context_len,
-        request_tokens=req.prompt_tokens + req.output_tokens,
-        share_of_free_memory=req.engine == "triton",
-        dp=req.attention_dp,
+        MemoryLayout(precision, req.kv_cache_dtype, tp, pp, dp=req.attention_dp),
+        MemoryBudget(
+            gpu_memory_bytes=gpu.memory_bytes,
+            gpu_memory_utilization=req.gpu_memory_utilization,
+            max_num_batched_tokens=chunk,
+            max_num_seqs=max_num_seqs,
+            context_len=req.context_len,
+            request_tokens=req.prompt_tokens + req.output_tokens,
+            share_of_free_memory=req.engine == "triton",
+        ),
         draft_weights=draft_weights,
         draft_kv_bytes_per_token=draft.draft_kv_bytes_per_token_per_gpu if draft else 0,
     )
