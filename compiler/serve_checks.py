@@ -61,6 +61,9 @@ VLLM_NEEDS_PREQUANTIZED = (
 )  # fp4: NVFP4 needs ModelOpt's calibrated checkpoint (or compressed-tensors)
 
 
+Problem = tuple[tuple, str, str]  # (location, message, code)
+
+
 def _architecture(model: ModelSpec, catalog: Catalog) -> Architecture | None:
     if model.preset:
         return catalog.models[model.preset].architecture
@@ -79,27 +82,39 @@ def _source(model: ModelSpec, catalog: Catalog) -> str:
     )
 
 
-def serve_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, str]]:
+def serve_problems(spec: PlanSpec, catalog: Catalog) -> list[Problem]:
     """(location, message, code) of every serving setting an engine would refuse."""
     if spec.serve is None:
         return []
-    problems = []
-    if spec.serve.traffic.concurrency is not None:
-        arch = _architecture(spec.model, catalog) if spec.model else None
-        if spec.serve.stages or (arch is not None and arch.kind != "decoder"):
-            what = "a staged service" if spec.serve.stages else f"a {arch.kind} model"
-            problems.append(
-                (
-                    ("serve", "traffic", "concurrency"),
-                    f"serve.traffic.concurrency (a closed loop of clients) is modelled for one LLM service, not "
-                    f"{what}: give serve.traffic.requests_per_second",
-                    "closed-loop-unsupported",
-                )
-            )
+    problems = closed_loop_problems(spec, catalog)
     problems += attention_dp_problems(spec, catalog) + speculative_problems(spec, catalog)
-    # (model location, model, engine, [(precision location, precision)])
+    for model_loc, model, engine, precisions in _served_units(spec):
+        problems += _unit_problems(spec, catalog, model_loc, model, engine, precisions)
+    return problems
+
+
+def closed_loop_problems(spec: PlanSpec, catalog: Catalog) -> list[Problem]:
+    """serve.traffic.concurrency on what the closed-loop model does not cover (stages, a non-decoder model)."""
+    if spec.serve.traffic.concurrency is None:
+        return []
+    arch = _architecture(spec.model, catalog) if spec.model else None
+    if not (spec.serve.stages or (arch is not None and arch.kind != "decoder")):
+        return []
+    what = "a staged service" if spec.serve.stages else f"a {arch.kind} model"
+    return [
+        (
+            ("serve", "traffic", "concurrency"),
+            f"serve.traffic.concurrency (a closed loop of clients) is modelled for one LLM service, not "
+            f"{what}: give serve.traffic.requests_per_second",
+            "closed-loop-unsupported",
+        )
+    ]
+
+
+def _served_units(spec: PlanSpec) -> list[tuple[tuple, ModelSpec, str, list[tuple[tuple, str]]]]:
+    """(model location, model, engine, [(precision location, precision)]) of each stage, or of the one service."""
     if spec.serve.stages:
-        units = [
+        return [
             (
                 ("serve", "stages", i, "model"),
                 st.model,
@@ -110,77 +125,85 @@ def serve_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, s
             )
             for i, st in enumerate(spec.serve.stages)
         ]
-    else:
-        precisions = (
-            [(("serve", "precisions", j), p) for j, p in enumerate(spec.serve.precisions)]
-            if spec.serve.precisions
-            else [(("precision",), spec.precision)]
+    precisions = (
+        [(("serve", "precisions", j), p) for j, p in enumerate(spec.serve.precisions)]
+        if spec.serve.precisions
+        else [(("precision",), spec.precision)]
+    )
+    return [(("model",), spec.model, spec.serve.engine, precisions)]
+
+
+def _unit_problems(
+    spec: PlanSpec,
+    catalog: Catalog,
+    model_loc: tuple,
+    model: ModelSpec,
+    engine: str,
+    precisions: list[tuple[tuple, str]],
+) -> list[Problem]:
+    """One served model: an undeployable detector, or (an LLM) a context beyond the model's and precisions its
+    checkpoint or engine cannot serve."""
+    arch = _architecture(model, catalog)
+    if arch is not None and arch.is_ultralytics_detector:
+        return [_detector_problem(model_loc, model, arch, engine)]
+    if arch is None or arch.kind != "decoder":
+        return []
+    problems = []
+    if arch.max_position and spec.serve.context_len > arch.max_position:
+        problems.append(
+            (
+                ("serve", "context_len"),
+                f"serve.context_len {spec.serve.context_len} is above the model's longest context, "
+                f"{arch.max_position} tokens (max_position of {_source(model, catalog)}); {engine} refuses to start "
+                f"with a longer max_model_len: give serve.context_len ≤ {arch.max_position}",
+                "context-too-long",
+            )
         )
-        units = [(("model",), spec.model, spec.serve.engine, precisions)]
-    for model_loc, model, engine, precisions in units:
-        arch = _architecture(model, catalog)
-        if arch is not None and arch.is_ultralytics_detector:
-            where = model_loc + (("preset",) if model.preset else ("architecture", "layer_table"))
-            problems.append(
-                (
-                    where,
-                    f"{model.preset or arch.layer_table} is an Ultralytics detector: the generated {engine} repository serves "
-                    f"vision models as optimum exports them (classifiers: pixel_values to logits; DETR-style "
-                    f"detectors such as YOLOS: logits and pred_boxes), and a YOLO11 ONNX file "
-                    f"(Ultralytics' exporter: images to output0) is not described yet; serve a classifier, "
-                    f"or size the detector with benchmarks/accuracy_vision.py",
-                    "no-detector-deployment",
-                )
-            )
-            continue
-        if arch is None or arch.kind != "decoder":
-            continue
-        if arch.max_position and spec.serve.context_len > arch.max_position:
-            problems.append(
-                (
-                    ("serve", "context_len"),
-                    f"serve.context_len {spec.serve.context_len} is above the model's longest context, "
-                    f"{arch.max_position} tokens (max_position of {_source(model, catalog)}); {engine} refuses to start "
-                    f"with a longer max_model_len: give serve.context_len ≤ {arch.max_position}",
-                    "context-too-long",
-                )
-            )
-        quant = model.quantization
-        for loc, precision in precisions:
-            if precision not in SERVES_AS[quant]:
-                problems.append(
-                    (
-                        loc,
-                        f"precision {precision} cannot be served from a {quant}-quantized checkpoint "
-                        f"(model.quantization {quant} serves as {', '.join(SERVES_AS[quant])}): point model.hf_id "
-                        f"at a checkpoint in {precision} and set model.quantization to its method",
-                        "checkpoint-mismatch",
-                    )
-                )
-            elif precision == "fp4" and engine == "tgi":
-                problems.append(
-                    (
-                        loc,
-                        "precision fp4 (NVFP4) is served by vLLM here (a ModelOpt NVFP4 checkpoint); TGI 3.3 has "
-                        "no NVFP4 method: use engine vllm",
-                        "checkpoint-mismatch",
-                    )
-                )
-            elif quant == "none" and precision in VLLM_NEEDS_PREQUANTIZED and engine in ("vllm", "triton"):
-                problems.append(
-                    (
-                        loc,
-                        f"precision {precision} on {engine} needs a pre-quantized checkpoint: vLLM cannot quantize "
-                        f"the 16-bit weights of {_repository(model, catalog)} to {precision} at load time; "
-                        f"point model.hf_id at {'an NVFP4 (ModelOpt or compressed-tensors)' if precision == 'fp4' else 'an AWQ, GPTQ or compressed-tensors'} checkpoint and set "
-                        f"model.quantization (or use engine tgi, which quantizes at load time)",
-                        "checkpoint-mismatch",
-                    )
-                )
+    for loc, precision in precisions:
+        if (message := _precision_message(precision, model, engine, catalog)) is not None:
+            problems.append((loc, message, "checkpoint-mismatch"))
     return problems
 
 
-def attention_dp_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, str]]:
+def _detector_problem(model_loc: tuple, model: ModelSpec, arch: Architecture, engine: str) -> Problem:
+    """An Ultralytics detector: sized, but its ONNX file's I/O is not described for a serving repository."""
+    where = model_loc + (("preset",) if model.preset else ("architecture", "layer_table"))
+    return (
+        where,
+        f"{model.preset or arch.layer_table} is an Ultralytics detector: the generated {engine} repository serves "
+        f"vision models as optimum exports them (classifiers: pixel_values to logits; DETR-style "
+        f"detectors such as YOLOS: logits and pred_boxes), and a YOLO11 ONNX file "
+        f"(Ultralytics' exporter: images to output0) is not described yet; serve a classifier, "
+        f"or size the detector with benchmarks/accuracy_vision.py",
+        "no-detector-deployment",
+    )
+
+
+def _precision_message(precision: str, model: ModelSpec, engine: str, catalog: Catalog) -> str | None:
+    """Why `engine` cannot serve `precision` from the model's checkpoint, or None when it can."""
+    quant = model.quantization
+    if precision not in SERVES_AS[quant]:
+        return (
+            f"precision {precision} cannot be served from a {quant}-quantized checkpoint "
+            f"(model.quantization {quant} serves as {', '.join(SERVES_AS[quant])}): point model.hf_id "
+            f"at a checkpoint in {precision} and set model.quantization to its method"
+        )
+    if precision == "fp4" and engine == "tgi":
+        return (
+            "precision fp4 (NVFP4) is served by vLLM here (a ModelOpt NVFP4 checkpoint); TGI 3.3 has "
+            "no NVFP4 method: use engine vllm"
+        )
+    if quant == "none" and precision in VLLM_NEEDS_PREQUANTIZED and engine in ("vllm", "triton"):
+        return (
+            f"precision {precision} on {engine} needs a pre-quantized checkpoint: vLLM cannot quantize "
+            f"the 16-bit weights of {_repository(model, catalog)} to {precision} at load time; "
+            f"point model.hf_id at {'an NVFP4 (ModelOpt or compressed-tensors)' if precision == 'fp4' else 'an AWQ, GPTQ or compressed-tensors'} checkpoint and set "
+            f"model.quantization (or use engine tgi, which quantizes at load time)"
+        )
+    return None
+
+
+def attention_dp_problems(spec: PlanSpec, catalog: Catalog) -> list[Problem]:
     dp = spec.serve.attention_dp
     if dp <= 1:
         return []
@@ -219,7 +242,7 @@ def attention_dp_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple,
     return []
 
 
-def speculative_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, str]]:
+def speculative_problems(spec: PlanSpec, catalog: Catalog) -> list[Problem]:
     if spec.serve.speculative is None:
         return []
     where, code = ("serve", "speculative"), "speculative-unsupported"
@@ -260,7 +283,7 @@ IDENTITY_FORMS = {
 SECRET_ENV_SCHEMES = ("s3://",)
 
 
-def credential_problems(spec: PlanSpec) -> list[tuple[tuple, str, str]]:
+def credential_problems(spec: PlanSpec) -> list[Problem]:
     """cluster.kubernetes.object_store against the schemes of the plan's weights."""
     store = spec.cluster.kubernetes.object_store
     if store is None:

@@ -4,7 +4,7 @@ import struct
 import xml.etree.ElementTree as ET
 import zlib
 
-from compiler.targets import charts, report
+from compiler.targets import chart_axes, charts, report
 from tests.fixtures.resolved_plans import serving_plan, training_plan
 from tests.tools.realtools import render_svg_png
 
@@ -29,7 +29,7 @@ def test_memory_chart_places_each_term_and_the_capacity_line():
 
 
 def test_hostile_labels_are_escaped_in_svg():
-    axis = charts.Axis("x", charts.usd_unit)
+    axis = chart_axes.Axis("x", chart_axes.usd_unit)
     svg = charts.pareto([charts.Point("<script>alert(1)</script> & co", 1.0, 2.0, True)], axis, axis, "t")
     ET.fromstring(svg)  # still well-formed
     assert "<script>" not in svg
@@ -89,10 +89,10 @@ def test_example_charts_keep_every_label_inside_the_canvas_in_chromium(tmp_path)
 
 
 def test_ticks_are_round_numbers_in_the_display_unit():
-    assert charts.nice_ticks(172.6, 175.8) == [172.0, 173.0, 174.0, 175.0, 176.0]
-    assert charts.tick_text(16.5 * 86400, charts.seconds_unit(30 * 86400), 0.5 * 86400) == "16.5 d"
-    assert charts.axis_range([173_000, 175_400])[0] > 170_000  # zero-free when the spread is small
-    assert charts.axis_range([1.0, 30.0])[0] == 0.0
+    assert chart_axes.nice_ticks(172.6, 175.8) == [172.0, 173.0, 174.0, 175.0, 176.0]
+    assert chart_axes.tick_text(16.5 * 86400, chart_axes.seconds_unit(30 * 86400), 0.5 * 86400) == "16.5 d"
+    assert chart_axes.axis_range([173_000, 175_400])[0] > 170_000  # zero-free when the spread is small
+    assert chart_axes.axis_range([1.0, 30.0])[0] == 0.0
 
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -141,8 +141,8 @@ def test_a_single_option_gets_no_scatter_and_the_report_no_broken_image():
 
 
 def test_an_axis_that_does_not_start_at_zero_carries_a_break_mark_and_one_spanning_decades_is_log():
-    axis = charts.Axis("cost", charts.usd_unit)
-    time = charts.Axis("time", charts.seconds_unit)
+    axis = chart_axes.Axis("cost", chart_axes.usd_unit)
+    time = chart_axes.Axis("time", chart_axes.seconds_unit)
     close = [charts.Point("a", 173_000, 10.0), charts.Point("b", 175_400, 20.0)]
     marks = [
         line

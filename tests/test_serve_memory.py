@@ -12,6 +12,8 @@ import pytest
 
 from compiler.catalog.types import Architecture, GpuSpec
 from compiler.sizing.serve.memory import (
+    MemoryBudget,
+    MemoryLayout,
     activation_workspace_bytes,
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
@@ -171,16 +173,15 @@ def test_vllm_budget_llama_31_8b_bf16_on_80_gib():
     m = replica_memory(
         LLAMA_31_8B_COUNTS,
         LLAMA_31_8B,
-        precision="bf16",
-        kv_cache_dtype="auto",
-        tp=1,
-        pp=1,
-        gpu_memory_bytes=80 * GIB,
-        gpu_memory_utilization=0.9,
-        max_num_batched_tokens=8192,
-        max_num_seqs=256,
-        context_len=8192,
-        request_tokens=768,
+        MemoryLayout("bf16", "auto", tp=1, pp=1),
+        MemoryBudget(
+            gpu_memory_bytes=80 * GIB,
+            gpu_memory_utilization=0.9,
+            max_num_batched_tokens=8192,
+            max_num_seqs=256,
+            context_len=8192,
+            request_tokens=768,
+        ),
     )
     assert m.usable == 77_309_411_328  # 0.9 × 80 GiB
     assert m.weights == 16_060_522_496
@@ -196,17 +197,16 @@ def test_tensorrt_llm_budget_is_a_share_of_free_memory():
     m = replica_memory(
         LLAMA_31_8B_COUNTS,
         LLAMA_31_8B,
-        precision="bf16",
-        kv_cache_dtype="auto",
-        tp=1,
-        pp=1,
-        gpu_memory_bytes=80 * GIB,
-        gpu_memory_utilization=0.9,
-        max_num_batched_tokens=8192,
-        max_num_seqs=256,
-        context_len=8192,
-        request_tokens=768,
-        share_of_free_memory=True,
+        MemoryLayout("bf16", "auto", tp=1, pp=1),
+        MemoryBudget(
+            gpu_memory_bytes=80 * GIB,
+            gpu_memory_utilization=0.9,
+            max_num_batched_tokens=8192,
+            max_num_seqs=256,
+            context_len=8192,
+            request_tokens=768,
+            share_of_free_memory=True,
+        ),
     )
     free = 80 * GIB - 16_060_522_496 - 1_101_529_088 - 1_921_997_864
     assert m.kv_cache == int(free * 0.9)
@@ -216,15 +216,14 @@ def test_model_that_does_not_fit_leaves_no_kv():
     m = replica_memory(
         LLAMA_2_70B_COUNTS,
         LLAMA_2_70B,
-        precision="bf16",
-        kv_cache_dtype="auto",
-        tp=1,
-        pp=1,
-        gpu_memory_bytes=80 * GIB,
-        gpu_memory_utilization=0.9,
-        max_num_batched_tokens=2048,
-        max_num_seqs=256,
-        context_len=4096,
-        request_tokens=1024,
+        MemoryLayout("bf16", "auto", tp=1, pp=1),
+        MemoryBudget(
+            gpu_memory_bytes=80 * GIB,
+            gpu_memory_utilization=0.9,
+            max_num_batched_tokens=2048,
+            max_num_seqs=256,
+            context_len=4096,
+            request_tokens=1024,
+        ),
     )
     assert m.weights > m.usable and m.kv_cache == 0 and m.kv_cache_tokens == 0 and not m.fits

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ..plan.deployment import DeploymentDecision
+from ..plan.deployment_fields import DeploymentDecision
 from ..plan.spec import PlanSpec, weights_locations
 from ..plan.spec_cluster import AZURE_CLIENT_ID, GCP_SERVICE_ACCOUNT, IAM_ROLE_ARN
 

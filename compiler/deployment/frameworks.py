@@ -12,7 +12,8 @@ stage3_param_persistence_threshold = 10·h. Accelerate keys are those `accelerat
 
 from __future__ import annotations
 
-from ..plan.deployment import Checkpoint, DeploymentDecision, Frameworks
+from ..plan.deployment_fields import DeploymentDecision
+from ..plan.deployment_training import Checkpoint, Frameworks
 from ..plan.framework_configs import (
     AccelerateConfig,
     AccelerateFsdpConfig,

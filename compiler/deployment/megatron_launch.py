@@ -19,7 +19,8 @@ import re
 
 from ..catalog.params import count_params
 from ..diagnostics import FieldRefused
-from ..plan.deployment import Checkpoint, DeploymentDecision, MegatronTarget
+from ..plan.deployment_fields import DeploymentDecision
+from ..plan.deployment_training import Checkpoint, MegatronTarget
 from ..plan.resolved import ResolvedPlan
 from ..plan.spec import PlanSpec
 from . import megatron_arch

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from ..plan.deployment import Alerting, BurnWindow, DeploymentDecision, TrainingAlerts
+from ..plan.deployment import Alerting, BurnWindow, TrainingAlerts
+from ..plan.deployment_fields import DeploymentDecision
 from ..plan.resolved import ResolvedPlan
 
 # Policy thresholds (ours, stated in the alerts): a GPU under 10 % for 15 minutes is idle. No GPU of the job busy

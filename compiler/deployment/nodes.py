@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from ..catalog.types import GpuSpec, NodeType
-from ..plan.deployment import NodeShare
+from ..plan.deployment_fields import NodeShare
 
 MIB = 2**20
 GIB = 2**30

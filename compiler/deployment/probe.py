@@ -14,7 +14,8 @@ import yaml
 
 from ..catalog.catalog import Catalog
 from ..catalog.types import Architecture
-from ..plan.deployment import DeploymentDecision, Directive
+from ..plan.deployment_fields import DeploymentDecision
+from ..plan.deployment_training import Directive
 from ..plan.probe import Probe, ProbeKubernetes, ProbeLayout, ServingProbe
 from ..plan.resolved import ResolvedPlan
 from ..plan.runs import runs_dir

@@ -11,7 +11,8 @@ from typing import Literal
 from pydantic import Field
 
 from ..catalog.types import Architecture
-from .deployment import DeploymentDecision, Directive, Section
+from .deployment_fields import DeploymentDecision, Section
+from .deployment_training import Directive
 
 
 class ProbeLayout(Section):

@@ -6,10 +6,10 @@ output is byte-stable.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape as _html_escape
+
+from .chart_axes import Axis, ScaledAxis, scaled_axis
 
 
 def escape(text: str) -> str:
@@ -87,42 +87,6 @@ def memory_bar(
 
 
 @dataclass(frozen=True)
-class Unit:
-    """How an axis writes its numbers: value / scale, then prefix and suffix ("$", "k"; "", " d")."""
-
-    scale: float
-    prefix: str = ""
-    suffix: str = ""
-
-
-def seconds_unit(largest: float) -> Unit:
-    """The unit the tables use for a duration of this size (units.format_seconds' thresholds)."""
-    for scale, suffix in ((86400, " d"), (3600, " h"), (60, " min"), (1, " s")):
-        if largest >= scale:
-            return Unit(scale, suffix=suffix)
-    return Unit(1e-3, suffix=" ms")
-
-
-def usd_unit(largest: float) -> Unit:
-    for scale, suffix in ((1e6, "M"), (1e3, "k")):
-        if largest >= scale:
-            return Unit(scale, "$", suffix)
-    return Unit(1, "$")
-
-
-@dataclass(frozen=True)
-class Axis:
-    label: str
-    unit: Callable[[float], Unit]
-    limit: float | None = None  # a deadline, budget or SLO, drawn as a dashed line
-    limit_label: str = ""
-    checked: str = ""  # the quantile the limit is checked at, said on its line: "checked at P90"
-
-    def limit_text(self, value: str) -> str:
-        return f"{self.limit_label} {value}" + (f" ({self.checked})" if self.checked else "")
-
-
-@dataclass(frozen=True)
 class Point:
     """One option: its P50 on each axis and the P10-P90 whiskers around it (equal to the P50 where unranged)."""
 
@@ -143,70 +107,6 @@ class Point:
 def worth_drawing(points: list[Point]) -> bool:
     """A scatter says something with two options or more at different places; one point, or all on one spot, not."""
     return len({(round(p.x, 9), round(p.y, 9)) for p in points}) >= 2
-
-
-def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """Round tick values covering [low, high]: steps of 1, 2 or 5 × 10^k (Heckbert, "Nice numbers for graph
-    labels", Graphics Gems 1990)."""
-    span = high - low or abs(high) or 1.0
-    raw = span / count
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
-    first = math.floor(low / step) * step
-    return [round(first + i * step, 12) for i in range(int(math.ceil((high - first) / step - 1e-9)) + 1)]
-
-
-def axis_range(values: list[float]) -> tuple[float, float]:
-    """From zero when the values spread over more than half their size; otherwise around them, so options
-    $173.0k-$175.4k do not collapse into one line at the edge of a 0-$200k axis."""
-    low, high = min(values), max(values)
-    if low <= 0.5 * high:
-        return 0.0, high * 1.1 or 1.0
-    pad = (high - low) * 0.15 or abs(high) * 0.05 or 1.0
-    return low - pad, high + pad
-
-
-LOG_SPAN = 30.0  # an axis whose values span more than this factor is drawn on a log scale
-
-
-def _log_ticks(values: list[float], unit: Unit) -> tuple[tuple[float, float], float, list[float]]:
-    """Decades (× 1, 2, 5 when they give fewer than three) covering the values, in the display unit; returned in
-    base units."""
-    low, high = min(values) / unit.scale, max(values) / unit.scale
-    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
-    ticks: list[float] = []
-    for steps in ((1,), (1, 2, 5)):  # decades, or 1-2-5 within them when decades give fewer than three ticks
-        ticks = [m * 10.0**k for k in range(first, last + 1) for m in steps if low / 1.5 <= m * 10.0**k <= high * 1.5]
-        if len(ticks) >= 3:
-            break
-    lo, hi = min(low / 1.2, ticks[0]), max(high * 1.2, ticks[-1])
-    step = min(ticks) if ticks else 1.0
-    return (lo * unit.scale, hi * unit.scale), step * unit.scale, [t * unit.scale for t in ticks]
-
-
-def _scale(values: list[float], unit: Unit, start: float, length: float):
-    """(range, tick step, ticks, position of a value, log?) of one axis: linear, or log where values span decades."""
-    positive = [v for v in values if v > 0]
-    if positive and len(positive) == len(values) and max(values) / min(values) > LOG_SPAN:
-        (lo, hi), step, ticks = _log_ticks(values, unit)
-        span = math.log10(hi) - math.log10(lo)
-        return (lo, hi), step, ticks, lambda v: start + length * (math.log10(max(v, lo)) - math.log10(lo)) / span, True
-    (lo, hi), step, ticks = _scaled_ticks(values, unit)
-    return (lo, hi), step, ticks, lambda v: start + length * (v - lo) / (hi - lo), False
-
-
-def _scaled_ticks(values: list[float], unit: Unit) -> tuple[tuple[float, float], float, list[float]]:
-    """The axis range, tick step and ticks, nice in the axis' display unit (days, $k), returned in base units."""
-    low, high = axis_range([v / unit.scale for v in values])
-    ticks = nice_ticks(low, high)
-    step = (ticks[1] - ticks[0]) if len(ticks) > 1 else 1.0
-    low, high = min(low, ticks[0]), max(high, ticks[-1])
-    return (low * unit.scale, high * unit.scale), step * unit.scale, [t * unit.scale for t in ticks]
-
-
-def tick_text(value: float, unit: Unit, step: float) -> str:
-    decimals = max(0, -math.floor(math.log10(step / unit.scale) + 1e-9)) if step > 0 else 0
-    return f"{unit.prefix}{value / unit.scale:.{decimals}f}{unit.suffix}"
 
 
 LEGEND_CHARS = 100  # characters of an option's description that fit the legend line at 12 px
@@ -272,39 +172,60 @@ def _whiskers(p: Point, px, py, color: str) -> list[str]:
     return lines
 
 
+PLOT_BOX = (100, 60, WIDTH - 40, 280)  # left, top, right, bottom of a scatter's plot area
+
+
 def pareto(points: list[Point], x: Axis, y: Axis, title: str) -> str:
     """Scatter of options at their P50 with P10-P90 whiskers: ticks in the tables' units, the limits as dashed
     lines named with the quantile they are checked at, a broken-axis mark where an axis does not start at zero,
     every point numbered on the plot and described in a legend below it (visible without hovering)."""
     if not points:
         return _svg([f'<text x="{MARGIN}" y="80">no alternatives</text>'], title)
-    left, right, top, plot_h = 100, WIDTH - 40, 60, 220
-    bottom = top + plot_h
-    x_values = [v for p in points for v in p.xs()]
-    y_values = [v for p in points for v in p.ys()]
-    x_unit, y_unit = x.unit(max(x_values)), y.unit(max(y_values))
-    (x0, x1), x_step, x_ticks, px, x_log = _scale(x_values, x_unit, left, right - left)
-    (y0, y1), y_step, y_ticks, py, y_log = _scale(y_values, y_unit, bottom, -plot_h)
+    left, top, right, bottom = PLOT_BOX
+    xs = scaled_axis(x, [v for p in points for v in p.xs()], left, right - left)
+    ys = scaled_axis(y, [v for p in points for v in p.ys()], bottom, -(bottom - top))
+    placed: list[tuple[float, float, float, float]] = []  # label boxes so far, kept apart
+    legend_top = bottom + 78
+    body = _pareto_axes(xs, ys) + _limit_marks(xs, ys, placed) + _point_marks(points, xs, ys, placed, legend_top)
+    if any(p.x_spread or p.y_spread for p in points):
+        body.append(
+            f'<text x="{MARGIN // 2}" y="{bottom + 56}" fill="#555555">points at P50, whiskers P10–P90 of the '
+            "published actual ÷ predicted</text>"
+        )
+    return _svg(body, title, height=legend_top + 16 * len(points))
+
+
+def _pareto_axes(xs: ScaledAxis, ys: ScaledAxis) -> list[str]:
+    """The two axes, a break mark where one does not start at zero, the ticks and the axis labels."""
+    left, top, right, bottom = PLOT_BOX
+    px, py = xs.at, ys.at
     body = [
         f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#000000"/>',
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#000000"/>',
-        *_break_marks(left, bottom, x0 > 0 and not x_log, y0 > 0 and not y_log),
+        *_break_marks(left, bottom, xs.lo > 0 and not xs.log, ys.lo > 0 and not ys.log),
     ]
-    for tick in x_ticks:
+    for tick in xs.ticks:
         body += [
             f'<line x1="{px(tick):.1f}" y1="{bottom}" x2="{px(tick):.1f}" y2="{bottom + 5}" stroke="#000000"/>',
-            f'<text x="{px(tick):.1f}" y="{bottom + 18}" text-anchor="middle">{escape(tick_text(tick, x_unit, x_step))}</text>',
+            f'<text x="{px(tick):.1f}" y="{bottom + 18}" text-anchor="middle">{escape(xs.text(tick))}</text>',
         ]
-    for tick in y_ticks:
+    for tick in ys.ticks:
         body += [
             f'<line x1="{left - 5}" y1="{py(tick):.1f}" x2="{left}" y2="{py(tick):.1f}" stroke="#000000"/>',
-            f'<text x="{left - 8}" y="{py(tick) + 4:.1f}" text-anchor="end">{escape(tick_text(tick, y_unit, y_step))}</text>',
+            f'<text x="{left - 8}" y="{py(tick) + 4:.1f}" text-anchor="end">{escape(ys.text(tick))}</text>',
         ]
-    body += [
-        f'<text x="{(left + right) / 2}" y="{bottom + 38}" text-anchor="middle">{escape(x.label + (" (log scale)" if x_log else ""))}</text>',
-        f'<text x="16" y="{(top + bottom) / 2}" transform="rotate(-90 16 {(top + bottom) / 2})" text-anchor="middle">{escape(y.label + (" (log scale)" if y_log else ""))}</text>',
+    return body + [
+        f'<text x="{(left + right) / 2}" y="{bottom + 38}" text-anchor="middle">{escape(xs.label())}</text>',
+        f'<text x="16" y="{(top + bottom) / 2}" transform="rotate(-90 16 {(top + bottom) / 2})" text-anchor="middle">{escape(ys.label())}</text>',
     ]
-    placed: list[tuple[float, float, float, float]] = []  # label boxes so far, kept apart
+
+
+def _limit_marks(xs: ScaledAxis, ys: ScaledAxis, placed: list) -> list[str]:
+    """Each axis' limit as a dashed line with its name, or, off the axis, named above the plot on the side it lies
+    (so the points keep their spread). Adds the names' boxes to `placed`."""
+    left, top, right, bottom = PLOT_BOX
+    px, py = xs.at, ys.at
+    body: list[str] = []
 
     def note(tx: float, ty: float, anchor: str, text: str) -> None:
         width = CHAR_WIDTH * len(text)
@@ -312,18 +233,19 @@ def pareto(points: list[Point], x: Axis, y: Axis, title: str) -> str:
         placed.append((x0, ty - LINE_HEIGHT + 3, x0 + width, ty + 3))
         body.append(f'<text x="{tx:.1f}" y="{ty:.1f}" text-anchor="{anchor}" fill="#e15759">{escape(text)}</text>')
 
+    x, y = xs.axis, ys.axis
     if x.limit:
-        text = x.limit_text(tick_text(x.limit, x_unit, x_step))
-        if x0 <= x.limit <= x1:
+        text = x.limit_text(xs.text(x.limit))
+        if xs.lo <= x.limit <= xs.hi:
             body.append(
                 f'<line x1="{px(x.limit):.1f}" y1="{top}" x2="{px(x.limit):.1f}" y2="{bottom}" stroke="#e15759" stroke-dasharray="6 3"/>'
             )
             note(px(x.limit) - 4, top + 12, "end", text)
         else:  # off the axis: said above the plot on the side it lies, so the points keep their spread
-            note(right, top - 12, "end", f"{text} {'→' if x.limit > x1 else '←'}")
+            note(right, top - 12, "end", f"{text} {'→' if x.limit > xs.hi else '←'}")
     if y.limit:
-        text = y.limit_text(tick_text(y.limit, y_unit, y_step))
-        if y0 <= y.limit <= y1:
+        text = y.limit_text(ys.text(y.limit))
+        if ys.lo <= y.limit <= ys.hi:
             body.append(
                 f'<line x1="{left}" y1="{py(y.limit):.1f}" x2="{right}" y2="{py(y.limit):.1f}" stroke="#e15759" stroke-dasharray="6 3"/>'
             )
@@ -334,15 +256,27 @@ def pareto(points: list[Point], x: Axis, y: Axis, title: str) -> str:
                 text,
             )
         else:
-            note(left + 4, top - 12 if y.limit > y1 else bottom - 6, "start", f"{text} {'↑' if y.limit > y1 else '↓'}")
+            note(
+                left + 4,
+                top - 12 if y.limit > ys.hi else bottom - 6,
+                "start",
+                f"{text} {'↑' if y.limit > ys.hi else '↓'}",
+            )
+    return body
+
+
+def _point_marks(points: list[Point], xs: ScaledAxis, ys: ScaledAxis, placed: list, legend_top: float) -> list[str]:
+    """Every point's whiskers, then the point with its number beside it (where no earlier label is) and its legend
+    line below the plot."""
+    px, py = xs.at, ys.at
+    body: list[str] = []
     for p in points:
         body += _whiskers(p, px, py, "#e15759" if p.chosen else "#9db7d5")
-    legend_top = bottom + 78
     for number, p in enumerate(points, 1):
         cx, cy = px(p.x), py(p.y)
         color, r = ("#e15759", 7) if p.chosen else ("#4e79a7", 4)
         tag = f"{number}{' (chosen)' if p.chosen else ''}"
-        tx, ty, anchor = _label_spot(cx, cy, tag, placed, (left, top, right, bottom))
+        tx, ty, anchor = _label_spot(cx, cy, tag, placed, PLOT_BOX)
         body += [
             f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{r}" fill="{color}"><title>{escape(p.label)}</title></circle>',
             f'<text x="{tx:.1f}" y="{ty:.1f}" text-anchor="{anchor}">{tag}</text>',
@@ -351,9 +285,4 @@ def pareto(points: list[Point], x: Axis, y: Axis, title: str) -> str:
         body.append(
             f'<text x="{MARGIN // 2}" y="{legend_top + 16 * (number - 1)}"{weight}>{number}. {escape(_clip(p.label))}</text>'
         )
-    if any(p.x_spread or p.y_spread for p in points):
-        body.append(
-            f'<text x="{MARGIN // 2}" y="{bottom + 56}" fill="#555555">points at P50, whiskers P10–P90 of the '
-            "published actual ÷ predicted</text>"
-        )
-    return _svg(body, title, height=legend_top + 16 * len(points))
+    return body

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..deployment.units import UnitView, unit_views
-from ..plan.deployment import Engine, EngineArg
+from ..plan.deployment_serving import Engine, EngineArg
 from ..plan.resolved import ResolvedPlan, Serving
 
 

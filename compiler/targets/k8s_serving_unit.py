@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..deployment.units import unit_views
-from ..plan import deployment as decided_types
+from ..plan import deployment_serving as decided_types
 from ..plan.resolved import ResolvedPlan, Serving
 from .base import shell_words
 from .engine_common import tgi_launcher_words, vllm_serve_args

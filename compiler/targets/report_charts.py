@@ -5,7 +5,7 @@ target itself."""
 from __future__ import annotations
 
 from ..plan.resolved import ResolvedPlan
-from . import charts
+from . import chart_axes, charts
 
 
 def _checked_at(plan: ResolvedPlan) -> str:
@@ -44,7 +44,7 @@ def _chart_points(plan: ResolvedPlan, field: str) -> list[charts.Point]:
     ]
 
 
-def pareto_charts(plan: ResolvedPlan) -> list[tuple[str, str, list[charts.Point], charts.Axis, charts.Axis]]:
+def pareto_charts(plan: ResolvedPlan) -> list[tuple[str, str, list[charts.Point], chart_axes.Axis, chart_axes.Axis]]:
     """(file, title, points, cost axis, time axis) per chart worth drawing: training on wall time against the
     deadline; an LLM service on the SLO's own quantities, TTFT and TPOT; a vision service on its p99 latency."""
     cost, checked = plan.cost, _checked_at(plan)
@@ -55,13 +55,13 @@ def pareto_charts(plan: ResolvedPlan) -> list[tuple[str, str, list[charts.Point]
                 "charts/pareto.svg",
                 "Cost vs wall time",
                 _chart_points(plan, "seconds"),
-                charts.Axis("total cost", charts.usd_unit, cost.budget_usd, "budget", checked),
-                charts.Axis("wall time", charts.seconds_unit, deadline, "deadline", checked),
+                chart_axes.Axis("total cost", chart_axes.usd_unit, cost.budget_usd, "budget", checked),
+                chart_axes.Axis("wall time", chart_axes.seconds_unit, deadline, "deadline", checked),
             )
         ]
     else:
         s = plan.serving
-        budget = charts.Axis("cost per month", charts.usd_unit, cost.budget_usd_per_month, "budget", checked)
+        budget = chart_axes.Axis("cost per month", chart_axes.usd_unit, cost.budget_usd_per_month, "budget", checked)
         if s.tpot_seconds:
             charts_ = [
                 (
@@ -69,18 +69,22 @@ def pareto_charts(plan: ResolvedPlan) -> list[tuple[str, str, list[charts.Point]
                     "Cost vs TTFT",
                     _chart_points(plan, "ttft_seconds"),
                     budget,
-                    charts.Axis("TTFT p99 at peak", charts.seconds_unit, s.ttft_slo_seconds, "TTFT SLO", checked),
+                    chart_axes.Axis(
+                        "TTFT p99 at peak", chart_axes.seconds_unit, s.ttft_slo_seconds, "TTFT SLO", checked
+                    ),
                 ),
                 (
                     "charts/pareto-tpot.svg",
                     "Cost vs TPOT",
                     _chart_points(plan, "tpot_seconds"),
                     budget,
-                    charts.Axis("TPOT p99 at peak", charts.seconds_unit, s.tpot_slo_seconds, "TPOT SLO", checked),
+                    chart_axes.Axis(
+                        "TPOT p99 at peak", chart_axes.seconds_unit, s.tpot_slo_seconds, "TPOT SLO", checked
+                    ),
                 ),
             ]
         else:
             slo = s.latency_slo_seconds
-            latency = charts.Axis("p99 latency", charts.seconds_unit, slo, "latency SLO", checked)
+            latency = chart_axes.Axis("p99 latency", chart_axes.seconds_unit, slo, "latency SLO", checked)
             charts_ = [("charts/pareto.svg", "Cost vs latency", _chart_points(plan, "seconds"), budget, latency)]
     return [c for c in charts_ if charts.worth_drawing(c[2])]

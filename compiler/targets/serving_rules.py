@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..deployment.units import unit_views
 from ..plan.deployment import Alerting
-from ..plan.deployment import ServingUnit as DecidedUnit
+from ..plan.deployment_serving import ServingUnit as DecidedUnit
 from ..plan.resolved import ResolvedPlan, Serving
 
 # The alert policy (error budget, burn windows, spend window) is decided in compiler/deployment/monitoring.py.

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..deployment.serving.engine_args import VLLM_VERSION
-from ..plan.deployment import Tensor, TritonModel
+from ..plan.deployment_serving import Tensor, TritonModel
 from ..plan.resolved import ResolvedPlan
 from .base import OutputFile, Target, dump_json
 from .base import render as render_template

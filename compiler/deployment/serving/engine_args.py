@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 
-from ...plan.deployment import EngineArg
+from ...plan.deployment_serving import EngineArg
 from ...plan.resolved import ResolvedPlan
 
 # ----------------------------------------------------------------------------------------------- vLLM
@@ -86,18 +86,36 @@ def require_llm(plan: ResolvedPlan) -> None:
 def vllm_args(plan: ResolvedPlan, prefix_caching: bool, drain_seconds: int = 0) -> list[EngineArg]:
     """vLLM engine arguments from the resolved serving section, in the order a reader looks for them."""
     require_llm(plan)
-    s, model = plan.serving, plan.model
-    args = [
+    return (
+        _vllm_endpoint_args(plan)
+        + _vllm_capacity_args(plan)
+        + _vllm_runtime_args(plan, prefix_caching, drain_seconds)
+        + _vllm_parallel_args(plan)
+    )
+
+
+def _vllm_endpoint_args(plan: ResolvedPlan) -> list[EngineArg]:
+    """The weights to load, the name clients ask for, and where the API listens."""
+    return [
         EngineArg(
             key="model",
             value=model_source(plan),
             reason="weights to load: the plan's weights location, else the Hub repo",
         ),
         EngineArg(
-            key="served_model_name", value=model.hf_id, reason="the name clients send in the OpenAI API 'model' field"
+            key="served_model_name",
+            value=plan.model.hf_id,
+            reason="the name clients send in the OpenAI API 'model' field",
         ),
         EngineArg(key="host", value=HOST, reason="listen on every interface", frontend=True),
         EngineArg(key="port", value=HTTP_PORT, reason="API port", frontend=True),
+    ]
+
+
+def _vllm_capacity_args(plan: ResolvedPlan) -> list[EngineArg]:
+    """The sized replica: TP and PP, context, memory share, concurrent sequences, step budget and compute type."""
+    s = plan.serving
+    return [
         EngineArg(key="tensor_parallel_size", value=s.tp, reason="TP from the serving search"),
         EngineArg(
             key="pipeline_parallel_size", value=s.pp, reason="PP from the serving search (one stage per node when > 1)"
@@ -127,6 +145,13 @@ def vllm_args(plan: ResolvedPlan, prefix_caching: bool, drain_seconds: int = 0) 
         ),
         EngineArg(key="dtype", value=compute_dtype(plan), reason=f"compute type for precision {s.precision}"),
     ]
+
+
+def _vllm_runtime_args(plan: ResolvedPlan, prefix_caching: bool, drain_seconds: int) -> list[EngineArg]:
+    """How the engine loads and runs: load-time quantization, KV-cache type, prefix caching, drain on SIGTERM,
+    streamed weights, speculative decoding."""
+    s, model = plan.serving, plan.model
+    args = []
     if s.precision in QUANTIZATION and model.quantization == "none":
         args.append(
             EngineArg(
@@ -164,6 +189,13 @@ def vllm_args(plan: ResolvedPlan, prefix_caching: bool, drain_seconds: int = 0) 
                 ),
             )
         )
+    return args
+
+
+def _vllm_parallel_args(plan: ResolvedPlan) -> list[EngineArg]:
+    """Attention data parallelism, expert parallelism and the Ray backend of a replica over several nodes."""
+    s, model = plan.serving, plan.model
+    args = []
     if s.attention_dp > 1:
         args.append(
             EngineArg(

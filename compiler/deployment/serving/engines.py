@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ...plan.deployment import Engine
+from ...plan.deployment_serving import Engine
 from ...plan.resolved import ResolvedPlan
 from ...plan.spec import PlanSpec
 from ..units import UnitView

@@ -6,7 +6,8 @@ from __future__ import annotations
 import hashlib
 import math
 
-from ...plan.deployment import Autoscaling, EnvVar, NodeShare, ServingUnit
+from ...plan.deployment_fields import EnvVar, NodeShare
+from ...plan.deployment_serving import Autoscaling, ServingUnit
 from ...plan.resolved import ResolvedPlan, Serving
 from ...plan.spec import PlanSpec
 from .. import nodes
@@ -221,31 +222,7 @@ def serving_unit(
     plan: ResolvedPlan, unit: UnitView, spec: PlanSpec, on_kubernetes: bool, fabric: str = "tcp"
 ) -> ServingUnit:
     s = unit.plan.serving
-    edge = unit.plan.hardware.gpu_spec.edge
-    longest = longest_request_seconds(unit.plan, stage_prompt_tokens(unit, spec))
-    drain = min(longest, TGI_DRAIN_SECONDS) if s.engine == "tgi" else longest
-    builds = s.engine == "triton" and triton_model(unit.plan).backend == "tensorrt"
-    multi_node = s.nodes_per_replica > 1
-    # the shape check raises for a replica a LeaderWorkerSet cannot place; only Kubernetes places pods
-    pod_gpus = gpus_per_pod(s) if on_kubernetes else (s.tp if s.nodes_per_replica > 1 else s.gpus_per_replica)
-    shm = EDGE_SHM_BYTES if edge else (SHM_BYTES if pod_gpus > 1 else SINGLE_GPU_SHM_BYTES)
-    weights_per_pod = math.ceil(s.weights_bytes / s.nodes_per_replica)
-    floor = weights_per_pod + shm + (EDGE_HOST_MEMORY_OVERHEAD_BYTES if edge else HOST_MEMORY_OVERHEAD_BYTES)
-    node = nodes.choose(unit.plan.hardware.gpu_spec, pod_gpus, floor, fabric if multi_node else "")
-    rdma_resource, rdma_count = nodes.fabric_device(fabric, node) if multi_node else ("", 0)
-    nccl = [EnvVar(name=n, value=v, comment=c) for n, v, c in NCCL_ENV.get(fabric, [])] if multi_node else []
     health, queue, adapter, metrics_port = ENGINE_ENDPOINTS[s.engine]
-    source = weights_source(unit.plan)
-    fetch = source == "hub" and (s.engine != "triton" or unit.plan.model.architecture.kind == "decoder")
-    checkpoint = checkpoint_bytes(unit.plan)
-    rate = HUB_DOWNLOAD_BYTES_PER_SECOND if fetch else 0.0
-    download = math.ceil(checkpoint / rate) if fetch else 0
-    load = math.ceil(s.startup_seconds / s.nodes_per_replica)
-    warmup = WARMUP_SECONDS[warmup_key(unit.plan)]
-    threshold = startup_failure_threshold(load, warmup)
-    image, init_image, packages, init_gpus = (
-        triton_images(unit.plan, edge) if s.engine == "triton" else (ENGINE_IMAGES[s.engine], "", [], 0)
-    )
     return ServingUnit(
         rollout_max_surge=ROLLOUT_MAX_SURGE,
         rollout_max_unavailable=ROLLOUT_MAX_UNAVAILABLE,
@@ -254,14 +231,7 @@ def serving_unit(
         component=unit.stage or "server",
         stage=unit.stage,
         engine=s.engine,
-        image=spec.cluster.kubernetes.image or image,
-        node_arch="arm64" if edge else "",
-        repository_init_image=init_image,
-        repository_init_packages=packages,
-        repository_init_gpus=init_gpus,
-        engine_build_image=ENGINE_BUILD_IMAGE if builds else "",
-        engine_build_gpus=ENGINE_BUILD_GPUS if builds else 0,
-        gpus_per_pod=pod_gpus,
+        **image_fields(unit.plan, spec),
         pods_per_replica=s.nodes_per_replica,
         http_port=HTTP_PORT,
         metrics_port=metrics_port,
@@ -270,36 +240,106 @@ def serving_unit(
         adapter_metric=adapter,
         probe_period_seconds=PROBE_PERIOD_SECONDS,
         probe_failure_threshold=PROBE_FAILURE_THRESHOLD,
-        startup_failure_threshold=threshold,
-        startup_budget_seconds=threshold * PROBE_PERIOD_SECONDS,
-        weights_source=source,
-        weights_location=model_source(unit.plan),
-        fetch_weights=fetch,
-        fetch_patterns=list(FETCH_PATTERNS) if fetch else [],
-        checkpoint_bytes=checkpoint,
-        weights_bytes_per_pod=weights_per_pod,
-        download_bytes_per_second=rate,
-        download_seconds=download,
-        load_seconds=load,
-        warmup_seconds=warmup,
-        progress_deadline_seconds=download + threshold * PROBE_PERIOD_SECONDS + PROGRESS_DEADLINE_DEFAULT_SECONDS,
-        model_cache_bytes=model_cache_bytes(checkpoint),
-        shared_cache=unit.plan.hardware.storage in SHARED_FILESYSTEMS,
-        cpu_millicores=pod_cpu_millicores(node, edge, pod_gpus),
-        memory_bytes=floor if edge or node is None else node.memory_bytes,
-        node=node,
-        qos_class="Burstable",
-        pre_stop_seconds=PRE_STOP_SECONDS,
-        longest_request_seconds=longest,
-        drain_seconds=drain,
-        termination_grace_seconds=PRE_STOP_SECONDS + drain,
+        **weights_fields(unit.plan),
+        **pod_resource_fields(unit.plan, on_kubernetes, fabric),
+        **termination_fields(unit, spec),
         min_replicas=s.min_replicas,
         max_replicas=s.max_replicas,
-        rdma_resource=rdma_resource,
-        rdma_count=rdma_count,
-        nccl_env=nccl,
-        shm_bytes=shm,
         scale_down_window_seconds=scale_down_window_seconds(s),
         input_queue=unit.input_queue,
         output_queue=unit.output_queue,
     )
+
+
+def image_fields(plan: ResolvedPlan, spec: PlanSpec) -> dict:
+    """The server image (the plan's, else the engine's), the node architecture, and Triton's init containers that
+    fill the model repository and build a TensorRT plan."""
+    s = plan.serving
+    edge = plan.hardware.gpu_spec.edge
+    builds = s.engine == "triton" and triton_model(plan).backend == "tensorrt"
+    image, init_image, packages, init_gpus = (
+        triton_images(plan, edge) if s.engine == "triton" else (ENGINE_IMAGES[s.engine], "", [], 0)
+    )
+    return {
+        "image": spec.cluster.kubernetes.image or image,
+        "node_arch": "arm64" if edge else "",
+        "repository_init_image": init_image,
+        "repository_init_packages": packages,
+        "repository_init_gpus": init_gpus,
+        "engine_build_image": ENGINE_BUILD_IMAGE if builds else "",
+        "engine_build_gpus": ENGINE_BUILD_GPUS if builds else 0,
+    }
+
+
+def weights_fields(plan: ResolvedPlan) -> dict:
+    """Where the weights come from, the download and load they take, the startup probe's budget for them and the
+    model cache that holds them."""
+    s = plan.serving
+    source = weights_source(plan)
+    fetch = source == "hub" and (s.engine != "triton" or plan.model.architecture.kind == "decoder")
+    checkpoint = checkpoint_bytes(plan)
+    rate = HUB_DOWNLOAD_BYTES_PER_SECOND if fetch else 0.0
+    download = math.ceil(checkpoint / rate) if fetch else 0
+    load = math.ceil(s.startup_seconds / s.nodes_per_replica)
+    warmup = WARMUP_SECONDS[warmup_key(plan)]
+    threshold = startup_failure_threshold(load, warmup)
+    return {
+        "startup_failure_threshold": threshold,
+        "startup_budget_seconds": threshold * PROBE_PERIOD_SECONDS,
+        "weights_source": source,
+        "weights_location": model_source(plan),
+        "fetch_weights": fetch,
+        "fetch_patterns": list(FETCH_PATTERNS) if fetch else [],
+        "checkpoint_bytes": checkpoint,
+        "weights_bytes_per_pod": weights_bytes_per_pod(s),
+        "download_bytes_per_second": rate,
+        "download_seconds": download,
+        "load_seconds": load,
+        "warmup_seconds": warmup,
+        "progress_deadline_seconds": download + threshold * PROBE_PERIOD_SECONDS + PROGRESS_DEADLINE_DEFAULT_SECONDS,
+        "model_cache_bytes": model_cache_bytes(checkpoint),
+        "shared_cache": plan.hardware.storage in SHARED_FILESYSTEMS,
+    }
+
+
+def weights_bytes_per_pod(serving: Serving) -> int:
+    """The replica's weights ÷ its pods (one pipeline stage per pod)."""
+    return math.ceil(serving.weights_bytes / serving.nodes_per_replica)
+
+
+def pod_resource_fields(plan: ResolvedPlan, on_kubernetes: bool, fabric: str) -> dict:
+    """GPUs, /dev/shm, the catalog node and its share of CPU and memory, and a multi-node pod's RDMA devices and
+    NCCL settings."""
+    s = plan.serving
+    edge = plan.hardware.gpu_spec.edge
+    multi_node = s.nodes_per_replica > 1
+    # the shape check raises for a replica a LeaderWorkerSet cannot place; only Kubernetes places pods
+    pod_gpus = gpus_per_pod(s) if on_kubernetes else (s.tp if s.nodes_per_replica > 1 else s.gpus_per_replica)
+    shm = EDGE_SHM_BYTES if edge else (SHM_BYTES if pod_gpus > 1 else SINGLE_GPU_SHM_BYTES)
+    floor = weights_bytes_per_pod(s) + shm + (EDGE_HOST_MEMORY_OVERHEAD_BYTES if edge else HOST_MEMORY_OVERHEAD_BYTES)
+    node = nodes.choose(plan.hardware.gpu_spec, pod_gpus, floor, fabric if multi_node else "")
+    rdma_resource, rdma_count = nodes.fabric_device(fabric, node) if multi_node else ("", 0)
+    nccl = [EnvVar(name=n, value=v, comment=c) for n, v, c in NCCL_ENV.get(fabric, [])] if multi_node else []
+    return {
+        "gpus_per_pod": pod_gpus,
+        "cpu_millicores": pod_cpu_millicores(node, edge, pod_gpus),
+        "memory_bytes": floor if edge or node is None else node.memory_bytes,
+        "node": node,
+        "qos_class": "Burstable",
+        "rdma_resource": rdma_resource,
+        "rdma_count": rdma_count,
+        "nccl_env": nccl,
+        "shm_bytes": shm,
+    }
+
+
+def termination_fields(unit: UnitView, spec: PlanSpec) -> dict:
+    """The longest request, the engine's drain of it (TGI caps it) and the grace period around the preStop sleep."""
+    longest = longest_request_seconds(unit.plan, stage_prompt_tokens(unit, spec))
+    drain = min(longest, TGI_DRAIN_SECONDS) if unit.plan.serving.engine == "tgi" else longest
+    return {
+        "pre_stop_seconds": PRE_STOP_SECONDS,
+        "longest_request_seconds": longest,
+        "drain_seconds": drain,
+        "termination_grace_seconds": PRE_STOP_SECONDS + drain,
+    }

@@ -3,7 +3,7 @@ the trtexec build flags and the images that fill the repository."""
 
 from __future__ import annotations
 
-from ...plan.deployment import Tensor, TritonModel
+from ...plan.deployment_serving import Tensor, TritonModel
 from ...plan.resolved import ResolvedPlan
 
 # ----------------------------------------------------------------------------------------------- Triton

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ...plan.deployment import DeploymentDecision, Files, KubernetesTraining, Launcher, Slurm
+from ...plan.deployment import Files
+from ...plan.deployment_fields import DeploymentDecision
+from ...plan.deployment_training import KubernetesTraining, Launcher, Slurm
 from ...plan.runs import runs_dir
 from ...plan.spec import PlanSpec
 from .. import nodes
@@ -67,58 +69,96 @@ def launcher_reason(launch: Launcher) -> str:
 def decisions(
     launch: Launcher, job: Slurm | None, k8s: KubernetesTraining | None, kind_given: bool = False
 ) -> list[DeploymentDecision]:
-    ck = launch.checkpoint
     out = [
         DeploymentDecision(topic="launcher", choice=launch_line(launch), reason=launcher_reason(launch)),
-        DeploymentDecision(
-            topic="launch contract",
-            choice=f"{launch.kind}: {KIND_CONTRACT[launch.kind]}; the job reads "
-            + ", ".join([Files().launcher, *launch.reads])
-            + (
-                " (submit: cd out/<plan> && sbatch slurm/train.sbatch, "
-                "which runs bash launch/torchrun.sh on every node through srun)"
-                if job
-                else ""
-            ),
-            reason="train.entrypoint.kind" if kind_given else f"train.entrypoint.kind auto: {launch.kind_reason}",
-        ),
-        DeploymentDecision(
-            topic="checkpoint signal",
-            choice=f"the launcher forwards SIGUSR1 from Slurm to the workers as SIG{launch.checkpoint_signal} "
-            f"(MLINFRA_CHECKPOINT_SIGNAL={launch.checkpoint_signal}); SIGTERM goes to the agent, which stops the workers",
-            reason=(
-                "Megatron-LM --exit-signal-handler saves and exits on SIGTERM (its --exit-signal default)"
-                if launch.checkpoint_signal == "TERM"
-                else "torchrun starts workers in their own session, so a signal to the job step reaches them only if "
-                "the launcher forwards it; the script checkpoints on it"
-                + (
-                    f" through {launch.checkpoint_helper} (the launcher puts its folder on PYTHONPATH; every "
-                    "rank agrees on the step to stop at with one all-reduce of the flag per step)"
-                    if launch.checkpoint_helper
-                    else ""
-                )
-                + f": {launch.checkpoint_usage}"
-            ),
-        ),
-        DeploymentDecision(
-            topic="CPUs",
-            choice=f"{launch.cpus_per_node} per node, OMP_NUM_THREADS={launch.omp_threads}",
-            reason="cluster.slurm.cpus_per_node"
-            if launch.cpus_per_node != DEFAULT_CPUS_PER_GPU * launch.nproc_per_node
-            else f"{DEFAULT_CPUS_PER_GPU} per GPU, the smallest common 8-GPU server (AWS p4d.24xlarge)",
-        ),
-        DeploymentDecision(
-            topic="checkpoint interval",
-            choice=f"every {ck.interval_seconds:.0f} s = {ck.interval_steps} steps, keep {ck.keep}, in {ck.dir}",
-            reason={
-                "plan": "train.checkpoint.every",
-                "young-daly": "Young-Daly interval from the sizing",
-                "floor": "train.checkpoint.min_interval, above the Young-Daly interval",
-            }[ck.source]
-            + "; exported as MLINFRA_CHECKPOINT_INTERVAL_SECONDS/_STEPS and MLINFRA_CHECKPOINT_KEEP (DeepSpeed and "
-            "accelerate configs have no interval key), Megatron --save-interval, Hugging Face --save_steps/--save_total_limit/--output_dir",
-        ),
+        contract_decision(launch, job is not None, kind_given),
+        checkpoint_signal_decision(launch),
+        cpus_decision(launch),
+        checkpoint_interval_decision(launch),
     ]
+    out += input_decisions(launch)
+    if job:
+        out += slurm_decisions(job)
+    if k8s:
+        out.append(
+            DeploymentDecision(
+                topic="Kubernetes job",
+                choice=f"{k8s.job_api}, image {k8s.image}, {k8s.max_restarts} restarts",
+                reason=f"image: {k8s.image_reason}; restarts: Llama 3 interruption rate (on-demand) or spot reclaims (spot)",
+            )
+        )
+        out += k8s_pod_decisions(k8s, launch)
+    return out
+
+
+def contract_decision(launch: Launcher, on_slurm: bool, kind_given: bool) -> DeploymentDecision:
+    """The launch kind: how the script is started and which generated files it reads."""
+    return DeploymentDecision(
+        topic="launch contract",
+        choice=f"{launch.kind}: {KIND_CONTRACT[launch.kind]}; the job reads "
+        + ", ".join([Files().launcher, *launch.reads])
+        + (
+            " (submit: cd out/<plan> && sbatch slurm/train.sbatch, "
+            "which runs bash launch/torchrun.sh on every node through srun)"
+            if on_slurm
+            else ""
+        ),
+        reason="train.entrypoint.kind" if kind_given else f"train.entrypoint.kind auto: {launch.kind_reason}",
+    )
+
+
+def checkpoint_signal_decision(launch: Launcher) -> DeploymentDecision:
+    """The signal the launcher forwards before the time limit, and how the script checkpoints on it."""
+    return DeploymentDecision(
+        topic="checkpoint signal",
+        choice=f"the launcher forwards SIGUSR1 from Slurm to the workers as SIG{launch.checkpoint_signal} "
+        f"(MLINFRA_CHECKPOINT_SIGNAL={launch.checkpoint_signal}); SIGTERM goes to the agent, which stops the workers",
+        reason=(
+            "Megatron-LM --exit-signal-handler saves and exits on SIGTERM (its --exit-signal default)"
+            if launch.checkpoint_signal == "TERM"
+            else "torchrun starts workers in their own session, so a signal to the job step reaches them only if "
+            "the launcher forwards it; the script checkpoints on it"
+            + (
+                f" through {launch.checkpoint_helper} (the launcher puts its folder on PYTHONPATH; every "
+                "rank agrees on the step to stop at with one all-reduce of the flag per step)"
+                if launch.checkpoint_helper
+                else ""
+            )
+            + f": {launch.checkpoint_usage}"
+        ),
+    )
+
+
+def cpus_decision(launch: Launcher) -> DeploymentDecision:
+    """CPUs per node and OpenMP threads: the plan's, or the default per GPU."""
+    return DeploymentDecision(
+        topic="CPUs",
+        choice=f"{launch.cpus_per_node} per node, OMP_NUM_THREADS={launch.omp_threads}",
+        reason="cluster.slurm.cpus_per_node"
+        if launch.cpus_per_node != DEFAULT_CPUS_PER_GPU * launch.nproc_per_node
+        else f"{DEFAULT_CPUS_PER_GPU} per GPU, the smallest common 8-GPU server (AWS p4d.24xlarge)",
+    )
+
+
+def checkpoint_interval_decision(launch: Launcher) -> DeploymentDecision:
+    """The checkpoint interval, retention and folder, and where each framework reads them."""
+    ck = launch.checkpoint
+    return DeploymentDecision(
+        topic="checkpoint interval",
+        choice=f"every {ck.interval_seconds:.0f} s = {ck.interval_steps} steps, keep {ck.keep}, in {ck.dir}",
+        reason={
+            "plan": "train.checkpoint.every",
+            "young-daly": "Young-Daly interval from the sizing",
+            "floor": "train.checkpoint.min_interval, above the Young-Daly interval",
+        }[ck.source]
+        + "; exported as MLINFRA_CHECKPOINT_INTERVAL_SECONDS/_STEPS and MLINFRA_CHECKPOINT_KEEP (DeepSpeed and "
+        "accelerate configs have no interval key), Megatron --save-interval, Hugging Face --save_steps/--save_total_limit/--output_dir",
+    )
+
+
+def input_decisions(launch: Launcher) -> list[DeploymentDecision]:
+    """What the job starts from: its data, model weights or id, and LoRA adapters (each when the plan gives it)."""
+    out = []
     if launch.data:
         out.append(
             DeploymentDecision(
@@ -154,57 +194,51 @@ def decisions(
                 reason="train.lora, exported as MLINFRA_LORA_*",
             )
         )
-    if job:
+    return out
+
+
+def slurm_decisions(job: Slurm) -> list[DeploymentDecision]:
+    """The Slurm job's time limit and chain, its share of a node, its folder and its warning signal."""
+    out = [
+        DeploymentDecision(
+            topic="Slurm time limit",
+            choice=f"{job.time} per job"
+            + (f", a chain of {job.links} jobs of {job.steps_per_link} steps" if job.links > 1 else ""),
+            reason=f"steps × step time (+ checkpoint writes) + {job.time_margin_fraction:.0%} margin (the step-time range's P90, "
+            f"at least {TIME_MARGIN_FRACTION:.0%}) + {job.launch_overhead_seconds:.0f} s launch "
+            f"+ restore + warning lead; jobs longer than {slurm_time(job.max_job_seconds)} "
+            + (
+                "(cluster.slurm.max_time)"
+                if job.max_job_seconds != MAX_JOB_SECONDS
+                else "(default; set cluster.slurm.max_time to the site's limit)"
+            )
+            + " chain as a job array",
+        )
+    ]
+    if not job.exclusive:
         out.append(
             DeploymentDecision(
-                topic="Slurm time limit",
-                choice=f"{job.time} per job"
-                + (f", a chain of {job.links} jobs of {job.steps_per_link} steps" if job.links > 1 else ""),
-                reason=f"steps × step time (+ checkpoint writes) + {job.time_margin_fraction:.0%} margin (the step-time range's P90, "
-                f"at least {TIME_MARGIN_FRACTION:.0%}) + {job.launch_overhead_seconds:.0f} s launch "
-                f"+ restore + warning lead; jobs longer than {slurm_time(job.max_job_seconds)} "
-                + (
-                    "(cluster.slurm.max_time)"
-                    if job.max_job_seconds != MAX_JOB_SECONDS
-                    else "(default; set cluster.slurm.max_time to the site's limit)"
-                )
-                + " chain as a job array",
+                topic="Slurm share",
+                choice=f"--gpus-per-node={job.gpus_per_node} --cpus-per-gpu={job.cpus_per_gpu} "
+                f"--mem-per-gpu={job.memory_per_gpu}, not exclusive",
+                reason="the job uses fewer GPUs than its node has, so other jobs share the node; " + job.share_reason,
             )
         )
-        if not job.exclusive:
-            out.append(
-                DeploymentDecision(
-                    topic="Slurm share",
-                    choice=f"--gpus-per-node={job.gpus_per_node} --cpus-per-gpu={job.cpus_per_gpu} "
-                    f"--mem-per-gpu={job.memory_per_gpu}, not exclusive",
-                    reason="the job uses fewer GPUs than its node has, so other jobs share the node; "
-                    + job.share_reason,
-                )
-            )
-        out.append(
-            DeploymentDecision(
-                topic="Slurm job folder",
-                choice=f"out/runs/{job.job_name}/ (--chdir={runs_dir(job.job_name)}): the job's working directory and logs",
-                reason="beside the plan's folder, which every compile replaces whole; a compile makes this one and never "
-                "replaces or empties it, so a running job keeps its directory and files",
-            )
+    out.append(
+        DeploymentDecision(
+            topic="Slurm job folder",
+            choice=f"out/runs/{job.job_name}/ (--chdir={runs_dir(job.job_name)}): the job's working directory and logs",
+            reason="beside the plan's folder, which every compile replaces whole; a compile makes this one and never "
+            "replaces or empties it, so a running job keeps its directory and files",
         )
-        out.append(
-            DeploymentDecision(
-                topic="Slurm signal",
-                choice=f"SIGUSR1 {job.signal_lead_seconds} s before the limit",
-                reason=f"one step + {CHECKPOINT_WRITE_SAFETY:g} × the checkpoint write time",
-            )
+    )
+    out.append(
+        DeploymentDecision(
+            topic="Slurm signal",
+            choice=f"SIGUSR1 {job.signal_lead_seconds} s before the limit",
+            reason=f"one step + {CHECKPOINT_WRITE_SAFETY:g} × the checkpoint write time",
         )
-    if k8s:
-        out.append(
-            DeploymentDecision(
-                topic="Kubernetes job",
-                choice=f"{k8s.job_api}, image {k8s.image}, {k8s.max_restarts} restarts",
-                reason=f"image: {k8s.image_reason}; restarts: Llama 3 interruption rate (on-demand) or spot reclaims (spot)",
-            )
-        )
-        out += k8s_pod_decisions(k8s, launch)
+    )
     return out
 
 

@@ -3,7 +3,7 @@ and restarts."""
 
 from __future__ import annotations
 
-from ...plan.deployment import KubernetesTraining, Launcher
+from ...plan.deployment_training import KubernetesTraining, Launcher
 from ...plan.resolved import ResolvedPlan
 from ...plan.spec import PlanSpec
 from .. import megatron_version, nodes

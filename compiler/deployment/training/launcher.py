@@ -6,7 +6,9 @@ from __future__ import annotations
 import posixpath
 import re
 
-from ...plan.deployment import Checkpoint, EnvVar, Files, Launcher, Lora
+from ...plan.deployment import Files
+from ...plan.deployment_fields import EnvVar
+from ...plan.deployment_training import Checkpoint, Launcher, Lora
 from ...plan.resolved import ResolvedPlan
 from ...plan.spec import PlanSpec
 from .. import megatron_launch, megatron_version
@@ -147,30 +149,9 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
     entry, hw, framework = spec.train.entrypoint, plan.hardware, plan.parallelism.framework
     kind = launch_kind(plan, spec)
     helper = files.checkpoint_helper if kind in HELPER_KINDS else ""
-    config = {"deepspeed": files.ds_config, "fsdp": files.accelerate_config}.get(framework, "")
-    if uses_fsdp_tp(plan):
-        config = files.fsdp_tp_config
-    elastic = spec.cluster.pricing == "spot"
-    node_range, restart_reason = restart_policy(plan, kind, elastic)
-    minimum, maximum = nnodes_range(plan, node_range)
-    cpus = spec.cluster.slurm.cpus_per_node
-    if partial_node(plan):
-        cpus = slurm_share(plan, spec)[0] * hw.gpus_per_node
-    elif cpus is None:
-        cpus = DEFAULT_CPUS_PER_GPU * hw.gpus_per_node
-    lora = None
-    if spec.train.method in ("lora", "qlora"):
-        lora = Lora(
-            rank=spec.train.lora.rank,
-            alpha=spec.train.lora.alpha,
-            targets=list(spec.train.lora.targets),
-            method=spec.train.method,
-        )
-    script, prune_keep = entry.script, 0
-    if kind == "megatron":  # pretrain_gpt.py in the image's Megatron-LM; the launcher holds the retention
-        rel = megatron_version.release(spec)
-        script = megatron_launch.entry_script(spec, rel)[0]
-        prune_keep = megatron_launch.retention(rel, checkpoint(plan, spec), plan.training.steps)[1]
+    config = framework_config(plan, files)
+    cpus = cpus_per_node(plan, spec)
+    script, prune_keep = entry_script(plan, spec, kind)
     data = spec.train.data
     return Launcher(
         program="accelerate" if kind == "accelerate" else "torchrun",
@@ -179,32 +160,14 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
         config_flag=LAUNCH_KINDS[kind][1].get(framework, ""),
         megatron_args=kind == "megatron",
         framework_args=framework_args(plan, kind, checkpoint(plan, spec)),
-        reads=[
-            p
-            for p in (
-                config,
-                files.megatron_args if kind == "megatron" else "",
-                files.fsdp_tp_script if uses_fsdp_tp(plan) else "",
-                files.lora_tp_script if uses_fsdp_tp(plan) and spec.train.method == "lora" else "",
-                helper,
-            )
-            if p
-        ],
+        reads=generated_reads(plan, spec, files, kind, config, helper),
         checkpoint_signal="TERM" if kind == "megatron" else "USR1",
         checkpoint_helper=helper,
         checkpoint_usage=CHECKPOINT_USAGE.get(kind, PLAIN_USAGE),
         script=script,
         python_script=script.endswith(".py"),
         args=list(entry.args),
-        nodes=hw.nodes,
-        nnodes=f"{minimum}:{maximum}" if node_range else str(maximum),
-        min_nodes=minimum,
-        nproc_per_node=hw.gpus_per_node,
-        world_size=hw.nodes * hw.gpus_per_node,
-        elastic=elastic,
-        node_range=node_range,
-        restart_reason=restart_reason,
-        max_restarts=SPOT_MAX_RESTARTS if elastic else 0,
+        **node_fields(plan, spec, kind),
         rdzv_port=DEFAULT_RDZV_PORT,
         cpus_per_node=cpus,
         omp_threads=max(1, cpus // hw.gpus_per_node),
@@ -216,13 +179,87 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
         user_env=[EnvVar(name=k, value=v) for k, v in sorted(entry.env.items())],
         checkpoint=checkpoint(plan, spec),
         data=spec.train.data,
-        lora=lora,
+        lora=lora_adapters(spec),
         model_weights=spec.model.weights if spec.model else None,
         model_id=spec.model.hf_id if spec.model else None,
         checkpoint_prune_keep=prune_keep,
         create_dirs=[d for d in (plan.training.checkpoint_dir,) if is_local_path(d)],
         data_mount=data_folder(data, kind) if data and is_local_path(data) else None,
     )
+
+
+def framework_config(plan: ResolvedPlan, files: Files) -> str:
+    """The framework file the job reads: DeepSpeed's or accelerate's config, the FSDP2 × TP settings, or none."""
+    if uses_fsdp_tp(plan):
+        return files.fsdp_tp_config
+    return {"deepspeed": files.ds_config, "fsdp": files.accelerate_config}.get(plan.parallelism.framework, "")
+
+
+def cpus_per_node(plan: ResolvedPlan, spec: PlanSpec) -> int:
+    """CPUs per node: a job below a node gets its share, else cluster.slurm.cpus_per_node or the default per GPU."""
+    gpus = plan.hardware.gpus_per_node
+    if partial_node(plan):
+        return slurm_share(plan, spec)[0] * gpus
+    cpus = spec.cluster.slurm.cpus_per_node
+    return DEFAULT_CPUS_PER_GPU * gpus if cpus is None else cpus
+
+
+def lora_adapters(spec: PlanSpec) -> Lora | None:
+    """train.lora for a LoRA or QLoRA run; None for full training."""
+    if spec.train.method not in ("lora", "qlora"):
+        return None
+    return Lora(
+        rank=spec.train.lora.rank,
+        alpha=spec.train.lora.alpha,
+        targets=list(spec.train.lora.targets),
+        method=spec.train.method,
+    )
+
+
+def entry_script(plan: ResolvedPlan, spec: PlanSpec, kind: str) -> tuple[str, int]:
+    """→ (the script torchrun starts, checkpoints the launcher keeps when it prunes them, 0 for none): the plan's
+    script; for Megatron-LM, pretrain_gpt.py in the image's Megatron-LM, the launcher holding the retention."""
+    if kind != "megatron":
+        return spec.train.entrypoint.script, 0
+    rel = megatron_version.release(spec)
+    script = megatron_launch.entry_script(spec, rel)[0]
+    return script, megatron_launch.retention(rel, checkpoint(plan, spec), plan.training.steps)[1]
+
+
+def generated_reads(plan: ResolvedPlan, spec: PlanSpec, files: Files, kind: str, config: str, helper: str) -> list[str]:
+    """Generated files the job reads besides the launcher: the framework file, Megatron's arguments, the FSDP2 × TP
+    scripts and the checkpoint helper, each where it applies."""
+    fsdp_tp = uses_fsdp_tp(plan)
+    return [
+        p
+        for p in (
+            config,
+            files.megatron_args if kind == "megatron" else "",
+            files.fsdp_tp_script if fsdp_tp else "",
+            files.lora_tp_script if fsdp_tp and spec.train.method == "lora" else "",
+            helper,
+        )
+        if p
+    ]
+
+
+def node_fields(plan: ResolvedPlan, spec: PlanSpec, kind: str) -> dict:
+    """Nodes and GPUs of the job; on spot capacity, the restarts torchrun allows and the node range it may restart on."""
+    hw = plan.hardware
+    elastic = spec.cluster.pricing == "spot"
+    node_range, restart_reason = restart_policy(plan, kind, elastic)
+    minimum, maximum = nnodes_range(plan, node_range)
+    return {
+        "nodes": hw.nodes,
+        "nnodes": f"{minimum}:{maximum}" if node_range else str(maximum),
+        "min_nodes": minimum,
+        "nproc_per_node": hw.gpus_per_node,
+        "world_size": hw.nodes * hw.gpus_per_node,
+        "elastic": elastic,
+        "node_range": node_range,
+        "restart_reason": restart_reason,
+        "max_restarts": SPOT_MAX_RESTARTS if elastic else 0,
+    }
 
 
 def data_folder(data: str, kind: str) -> str:

@@ -7,7 +7,7 @@ import math
 import re
 
 from ...diagnostics import InfeasiblePlan
-from ...plan.deployment import Directive, Launcher, Slurm
+from ...plan.deployment_training import Directive, Launcher, Slurm
 from ...plan.resolved import ResolvedPlan
 from ...plan.spec import PlanSpec
 from ..images import check_image

@@ -203,41 +203,57 @@ class ReplicaMemory:
         return self.kv_cache > 0
 
 
+@dataclass(frozen=True)
+class MemoryLayout:
+    """How a replica's weights and KV cache are stored and split: their types and the TP × PP (× attention DP) split."""
+
+    precision: str
+    kv_cache_dtype: str
+    tp: int
+    pp: int
+    dp: int = 1
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """The GPU memory the engine may take, and the batch and sequence lengths it reserves memory for."""
+
+    gpu_memory_bytes: int
+    gpu_memory_utilization: float
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    context_len: int
+    request_tokens: int
+    share_of_free_memory: bool = False
+
+
 def replica_memory(
     params: ParamCounts,
     arch: Architecture,
-    *,
-    precision: str,
-    kv_cache_dtype: str,
-    tp: int,
-    pp: int,
-    gpu_memory_bytes: int,
-    gpu_memory_utilization: float,
-    max_num_batched_tokens: int,
-    max_num_seqs: int,
-    context_len: int,
-    request_tokens: int,
-    share_of_free_memory: bool = False,
-    dp: int = 1,
+    layout: MemoryLayout,
+    budget: MemoryBudget,
     draft_weights: int = 0,
     draft_kv_bytes_per_token: int = 0,
 ) -> ReplicaMemory:
-    """`gpu_memory_utilization` is vLLM's share of all GPU memory; with `share_of_free_memory` it is
-    TensorRT-LLM's `kv_cache_free_gpu_mem_fraction`: the KV cache takes that share of what weights,
-    activations and runtime leave free (TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction). With attention data
-    parallelism (`dp` > 1) the KV figures are one DP rank's: each rank keeps its own sequences' KV cache. A speculative
+    """`budget.gpu_memory_utilization` is vLLM's share of all GPU memory; with `budget.share_of_free_memory` it is
+    TensorRT-LLM's `kv_cache_free_gpu_mem_fraction`: the KV cache takes that share of what weights, activations and
+    runtime leave free (TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction). With attention data parallelism
+    (`layout.dp` > 1) the KV figures are one DP rank's: each rank keeps its own sequences' KV cache. A speculative
     draft (serve_speculative.py) adds its weights and its layers' KV per token (`draft_*`, per GPU)."""
-    weights = weights_bytes_per_gpu(params, arch, precision, tp, pp, dp) + draft_weights
-    activations = activation_workspace_bytes(arch, max_num_batched_tokens, max_num_seqs)
+    tp, pp, dp = layout.tp, layout.pp, layout.dp
+    weights = weights_bytes_per_gpu(params, arch, layout.precision, tp, pp, dp) + draft_weights
+    activations = activation_workspace_bytes(arch, budget.max_num_batched_tokens, budget.max_num_seqs)
     other = non_torch_bytes(tp * dp, pp)
-    if share_of_free_memory:
-        free = max(0, gpu_memory_bytes - weights - activations - other)
-        kv_cache = int(free * gpu_memory_utilization)
+    if budget.share_of_free_memory:
+        free = max(0, budget.gpu_memory_bytes - weights - activations - other)
+        kv_cache = int(free * budget.gpu_memory_utilization)
         usable = weights + activations + other + kv_cache
     else:
-        usable = int(gpu_memory_bytes * gpu_memory_utilization)
+        usable = int(budget.gpu_memory_bytes * budget.gpu_memory_utilization)
         kv_cache = max(0, usable - weights - activations - other)
-    per_token = kv_bytes_per_token_per_gpu(arch, kv_element_bytes(kv_cache_dtype), tp, pp) + draft_kv_bytes_per_token
+    per_token = (
+        kv_bytes_per_token_per_gpu(arch, kv_element_bytes(layout.kv_cache_dtype), tp, pp) + draft_kv_bytes_per_token
+    )
     tokens = kv_cache // per_token
     return ReplicaMemory(
         weights=weights,
@@ -248,6 +264,6 @@ def replica_memory(
         usable=usable,
         kv_bytes_per_token=per_token,
         kv_cache_tokens=tokens,
-        max_seqs_at_context=tokens // max(1, context_len),
-        max_seqs_at_request=tokens // max(1, request_tokens),
+        max_seqs_at_context=tokens // max(1, budget.context_len),
+        max_seqs_at_request=tokens // max(1, budget.request_tokens),
     )
