@@ -7,13 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from compiler.catalog.loader import load_models
+from compiler.catalog.loader import load_gpus, load_models
 from compiler.catalog.params import count_params
 from compiler.catalog.types import Architecture
 from compiler.pipeline import resolve
 from compiler.sizing.train import flops
 from compiler.sizing.train import parallel as tl
 from compiler.sizing.train.activations import activation_bytes_per_layer
+from compiler.sizing.train.layout import MemoryOptions
+from compiler.sizing.train.memory import usable_memory_bytes
 from compiler.sizing.train.search import TrainPins, search_training
 from tests.fixtures.train_sizing import memory_of, step_of
 from tests.test_train_time import H100, _step
@@ -93,6 +95,72 @@ def test_interleaving_holds_more_microbatches_on_the_first_stage():
     inter = memory_of(LLAMA8B, params, pp=4, microbatches=8, seq_len=4096, vp=2)
     per_layer = activation_bytes_per_layer(LLAMA8B, 4096, 1, 1, False, "none", True)
     assert inter.activations - plain.activations == pytest.approx(1.5 * 8 * per_layer, rel=1e-6)
+
+
+def _megatron_peak_layers(pp: int, vp: int, rank: int, microbatches: int, chunk_layers: list[int]) -> int:
+    """Layer-micro-batches `rank` holds at its peak, walked in the order Megatron-LM runs its chunk passes
+    (megatron/core/pipeline_parallel/schedules.py: `get_schedule_table` orders forwards in groups of
+    microbatch_group_size_per_vp_stage = p micro-batches (model_parallel_config.py default), chunk by chunk; the
+    backward of the k-th entry runs chunk v−1−c; `get_pp_rank_microbatches` warms up (p−r−1)·2 + (v−1)·p forwards,
+    then each steady step runs one forward and one backward). Each pass holds its own chunk's layers."""
+    order = []
+    for low in range(0, microbatches, pp):
+        high = microbatches if low + pp >= microbatches else low + pp
+        order += [chunk for chunk in range(vp) for _ in range(low, high)]
+    passes = microbatches * vp
+    warmup = min((pp - rank - 1) * 2 + (vp - 1) * pp, passes)
+    held = peak = 0
+    for k in range(passes):
+        held += chunk_layers[order[k]]
+        peak = max(peak, held)
+        if k >= warmup:
+            held -= chunk_layers[vp - 1 - order[k - warmup]]
+    return peak
+
+
+@pytest.mark.parametrize(
+    "pp, vp, microbatches",
+    [(4, 2, 8), (4, 2, 4), (8, 5, 64), (8, 5, 8), (16, 4, 384), (2, 20, 64), (6, 4, 12)],
+)
+def test_interleaved_in_flight_is_megatrons_warmup_plus_one_chunk_pass(pp, vp, microbatches):
+    """With equal chunks (stage layers / v each) the rank's peak is its warmup + 1 chunk passes of one chunk's layers:
+    the stage's layers × microbatches_in_flight, on every rank, against the walk of Megatron-LM's own order."""
+    chunk = 3
+    for rank in range(pp):
+        walked = _megatron_peak_layers(pp, vp, rank, microbatches, [chunk] * vp)
+        assert tl.microbatches_in_flight(pp, vp, rank, microbatches) * vp * chunk == walked
+
+
+def test_published_llama3_70b_tp4_pp8_vp5_holds_94_layers_and_fits_as_run():
+    """Megatron-Bridge's Llama-3 70B H100 FP8 recipe (perf_recipes/llama/h100/llama3.py
+    llama3_70b_pretrain_64gpu_h100_fp8cs_config: TP4 PP8 VP5, 2 layers per virtual stage, mb 1, no recompute,
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True). Rank 0 warms up 7·2 + 4·8 = 46 chunk passes and holds 47 of
+    2 layers: 94 = 80·(1 + 7/40) layer-micro-batches (Korthikanti et al. 2022 §4.2.3), 9.4 stages' worth of 10 layers.
+    A layer at s 8192, TP4 with SP: 35.5·s·h/4 = 595,591,168 B (Korthikanti Table 2, GQA and SwiGLU terms).
+    It fits without recompute under the allocator the recipe runs; the 15% fragmentation reserve is what pushes the
+    default (non-expandable) figure past the H100."""
+    arch = load_models()["llama-3.1-70b"].architecture
+    assert tl.microbatches_in_flight(8, 5, 0, 64) == 9.4
+    assert _megatron_peak_layers(8, 5, 0, 64, [2] * 5) == 94 == 80 * (1 + 7 / 40)
+    assert activation_bytes_per_layer(arch, 8192, 1, 4, True, "none", True) == 595_591_168
+    shape = dict(tp=4, pp=8, vp=5, dp=2, zero_stage=1, microbatches=64, seq_len=8192, sequence_parallel=True)
+    shape.update(framework="megatron", recompute="none", precision="fp8")
+    usable = usable_memory_bytes(load_gpus()["h100-sxm-80gb"].memory_bytes)
+    as_run = memory_of(arch, count_params(arch), options=MemoryOptions(expandable_segments=True), **shape)
+    default = memory_of(arch, count_params(arch), **shape)
+    assert as_run.activations == default.activations == 94 * 595_591_168
+    assert as_run.total / 2**30 == pytest.approx(76.26, abs=0.01) and as_run.total <= usable
+    assert default.total / 2**30 == pytest.approx(89.41, abs=0.01) and default.total > usable
+
+
+def test_interleaving_with_a_lighter_first_and_last_chunk():
+    """Llama-3.1-405B over PP16 VP4 with the embedding and loss counted as a layer each (7, 8 × 14, 7; chunks of 2,
+    the first chunk of rank 0 and the last of rank 15 one layer): rank 1 (all chunks of 2) binds at 77 passes × 2 =
+    154, which the sizing counts exactly; rank 0 really holds 127 (31 of its passes are on the 1-layer chunk), counted
+    138.25; rank 15 really holds 98, counted 85.75 — neither binds."""
+    assert _megatron_peak_layers(16, 4, 1, 384, [2, 2, 2, 2]) == 154 == tl.microbatches_in_flight(16, 4, 1, 384) * 8
+    assert _megatron_peak_layers(16, 4, 0, 384, [1, 2, 2, 2]) == 127 < tl.microbatches_in_flight(16, 4, 0, 384) * 7
+    assert _megatron_peak_layers(16, 4, 15, 384, [2, 2, 2, 1]) == 98 > tl.microbatches_in_flight(16, 4, 15, 384) * 7
 
 
 # --- context parallelism ---------------------------------------------------------------------------------------------

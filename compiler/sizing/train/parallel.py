@@ -12,10 +12,14 @@ functions of the shape; train_memory and train_time call them, the search enumer
 * VP, interleaved 1F1B (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters
   Using Megatron-LM", §2.2.2): each rank runs v model chunks of 1/v of its layers; the bubble shrinks from
   (p−1)/m to (p−1)/(v·m) of the ideal step, and the point-to-point traffic grows v-fold. Memory: rank r warms up
-  (p−r−1)·2 + (v−1)·p chunks before its first backward (Megatron-LM schedules.py,
-  forward_backward_pipelining_with_interleaving, num_warmup_microbatches), so it holds ((p−r−1)·2 + (v−1)·p + 1)/v
-  stages' worth of micro-batches: the first rank p·(1 + (p−1)/(p·v)) (Korthikanti et al. 2022 §4.2.3), against p
-  without interleaving.
+  (p−r−1)·2 + (v−1)·p chunk passes before its first backward (Megatron-LM schedules.py, get_pp_rank_microbatches,
+  called by forward_backward_pipelining_with_interleaving; the p is microbatch_group_size_per_vp_stage, whose default
+  is p in model_parallel_config.py), then runs one forward before each backward: it holds warmup + 1 chunk passes,
+  each of one chunk's L/(p·v) layers, so ((p−r−1)·2 + (v−1)·p + 1)/v stages' worth of micro-batches: the first rank
+  p·(1 + (p−1)/(p·v)) (Korthikanti et al. 2022 §4.2.3), against p without interleaving. Chunks are taken as equal;
+  under the embedding-and-loss split the first chunk of the first rank and the last of the last are one layer
+  lighter, which over-counts the first rank and under-counts the last, while the second rank (equal chunks, two
+  passes fewer than the first) is exact (tests/test_train_layout.py walks Megatron-LM's order).
 * CP (Megatron-LM context parallelism docs, docs/source/api-guide/context_parallel.rst: ring attention with
   load-balanced causal chunks): every activation is split by cp along the sequence, so are the GEMM and attention
   FLOPs of a micro-batch (each rank's s/cp queries meet all s keys); the KV chunks travel the ring: in the
@@ -160,7 +164,8 @@ def megatron_split(split: tuple[int, ...], vp: int) -> str | None:
 
 def microbatches_in_flight(pp: int, vp: int, rank: int, microbatches: int) -> float:
     """Stages' worth of micro-batch activations rank `rank` holds at its peak (module docstring): p − r under 1F1B;
-    ((p−r−1)·2 + (v−1)·p + 1)/v under interleaving; never more than the step's micro-batches."""
+    under interleaving its warmup + 1 chunk passes of L/(p·v) layers each, ((p−r−1)·2 + (v−1)·p + 1)/v stages' worth;
+    never more than the step's micro-batches."""
     if pp <= 1:
         return 1.0
     if vp <= 1:
