@@ -104,12 +104,13 @@ def test_every_pod_fits_the_node_it_is_priced_on(example):
 
 def test_p4d_share_by_hand():
     """p4d.24xlarge: 96 vCPU -> reserve 60 + 10 + 10 + 0.25% x 92,000 = 310 m, - 500 m = 95,190 m; 1152 GiB - (11 x 737
-    + 255 = 8,362 MiB) - 100 MiB - 1,024 MiB = 1,170,162 MiB; one GPU of eight: 11,898 m, 146,270 MiB."""
+    + 255 = 8,362 MiB) - 100 MiB - 1,024 MiB - 5,128 x 2 MiB of EFA huge pages = 1,159,906 MiB; one GPU of eight:
+    11,898 m, 144,988 MiB."""
     from compiler.deployment.nodes import share
 
     p4d = GPUS["a100-sxm-40gb"].node_types[0]
     assert p4d.id == "p4d.24xlarge"
-    assert share(p4d, 1) == (11_898, 146_270 * MIB)
+    assert share(p4d, 1) == (11_898, 144_988 * MIB)
 
 
 def test_catalog_node_types_are_sourced_and_the_priced_node_holds_a_gpu():
@@ -160,6 +161,20 @@ def test_multi_node_trainer_requests_the_fabric_device(interconnect, resource, c
         assert c["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
     else:
         assert not any("rdma" in k or "efa" in k for k in limits) and "securityContext" not in c
+
+
+def test_efa_trainer_requests_huge_pages_and_memory_beside_the_nodes_pool():
+    """EFA pods request hugepages-2Mi: 5120Mi (request = limit); their memory request is a share of what the kubelet
+    leaves allocatable once the node's 5,128 pre-allocated 2-MiB pages are taken out, so both fit together."""
+    from compiler.deployment.nodes import allocatable
+
+    c = trainer_container(multi_node("efa-3200g"))
+    assert c["resources"]["limits"]["hugepages-2Mi"] == "5120Mi" == c["resources"]["requests"]["hugepages-2Mi"]
+    p5 = GPUS["h100-sxm-80gb"].node_types[0]
+    reserve = (11 * p5.max_pods + 255 + 100 + 1024 + 5128 * 2) * MIB
+    assert allocatable(p5)[1] == p5.memory_bytes - reserve
+    assert memory_bytes(c["resources"]["requests"]["memory"]) <= p5.memory_bytes - reserve
+    assert "hugepages-2Mi" not in trainer_container(multi_node("ib-400g"))["resources"]["limits"]
 
 
 def test_efa_trainer_lands_on_the_aws_node_and_exports_the_efa_nccl_settings():

@@ -707,3 +707,17 @@ def test_kustomize_builds_every_kubernetes_example_and_the_objects_pass_the_sche
         built[-1].write_text(result.stdout)
     assert len(built) >= 8
     assert _validate_k8s(built) == []
+
+
+def test_a_multi_node_replica_on_efa_requests_its_devices_and_huge_pages():
+    """Every pod of the replica (leader and workers) asks the node's EFA devices and EFA's 5120Mi of 2-MiB huge pages
+    (a huge page limit is also its request); on InfiniBand, no huge pages."""
+    lws = _one(_docs(_multi_node(hardware={"interconnect": "efa-3200g"})), "LeaderWorkerSet")
+    for role in ("leaderTemplate", "workerTemplate"):
+        limits = lws["spec"]["leaderWorkerTemplate"][role]["spec"]["containers"][0]["resources"]["limits"]
+        assert limits["vpc.amazonaws.com/efa"] == 32 and limits["hugepages-2Mi"] == "5120Mi"
+    ib = _one(_docs(_multi_node(hardware={"interconnect": "ib-400g"})), "LeaderWorkerSet")
+    assert (
+        "hugepages-2Mi"
+        not in ib["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["resources"]["limits"]
+    )

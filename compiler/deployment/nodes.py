@@ -13,6 +13,12 @@ Resources for System Daemons"):
   10% of the next 8, 6% of the next 112, 2% above 128 GiB (GKE "Plan node sizes"); AKS and on-premises kubelets are
   held to the same table (an assumption: their defaults reserve less or nothing).
 - Eviction: the kubelet's default hard threshold memory.available<100Mi.
+- Huge pages: an AWS node with EFA pre-allocates 5,128 2-MiB huge pages (AWS EKS user guide "Run machine learning
+  training on Amazon EKS with Elastic Fabric Adapter"), and the kubelet removes every huge page pool from allocatable
+  memory (kubernetes pkg/kubelet/nodestatus/setters.go MachineInfo: "for every huge page reservation, we need to
+  remove it from allocatable memory"). A pod that uses EFA requests hugepages-2Mi: 5120Mi beside its EFA devices (the
+  same page's pod example; libfabric's EFA provider takes its buffers from that pool), its GPU share of it on a part
+  of the node.
 - Daemonsets on a GPU node (device plugin, DCGM exporter, CNI, kube-proxy, CSI node driver, node exporter): a policy of
   DAEMONSET_CPU_MILLICORES and DAEMONSET_MEMORY_BYTES (kube-proxy asks 100m, kube-prometheus-stack's node exporter
   102m / 180Mi, the AWS VPC CNI 25m; the NVIDIA device plugin and DCGM exporter ask nothing by default).
@@ -34,6 +40,9 @@ GKE_MEMORY_RANGES = ((4 * GIB, 0.25), (4 * GIB, 0.20), (8 * GIB, 0.10), (112 * G
 EKS_MEMORY_PER_POD_BYTES = 11 * MIB
 EKS_MEMORY_BASE_BYTES = 255 * MIB
 EVICTION_HARD_BYTES = 100 * MIB
+EFA_HUGEPAGES_POOL_BYTES = 5128 * 2 * MIB  # pre-allocated on an EFA node (module docstring)
+EFA_HUGEPAGES_REQUEST_BYTES = 5120 * MIB  # hugepages-2Mi of a whole-node pod using EFA
+HUGEPAGE_BYTES = 2 * MIB
 DAEMONSET_CPU_MILLICORES = 500
 DAEMONSET_MEMORY_BYTES = 1 * GIB
 # Fabrics whose NICs the pod must be given as a device, and the providers whose nodes carry them: EFA only on AWS;
@@ -68,6 +77,20 @@ def fabric_device(fabric: str, node: NodeShare | None) -> tuple[str, int]:
     return resource, count
 
 
+def fabric_hugepages_bytes(fabric: str, node: NodeShare | None) -> int:
+    """hugepages-2Mi a pod on the fabric requests: EFA's 5120Mi for a whole node, its GPU share on a part of one
+    (whole 2-MiB pages); 0 on other fabrics."""
+    if fabric != "efa" or node is None or not node.efa_interfaces:
+        return 0
+    share = EFA_HUGEPAGES_REQUEST_BYTES * node.gpus // node.node_gpus
+    return share // HUGEPAGE_BYTES * HUGEPAGE_BYTES
+
+
+def hugepages_pool_bytes(node: NodeType) -> int:
+    """The huge pages a node pre-allocates (removed from its allocatable memory): EFA nodes' pool, else none."""
+    return EFA_HUGEPAGES_POOL_BYTES if node.provider == "aws" and node.efa_interfaces else 0
+
+
 def _tiered(total: float, ranges: tuple) -> float:
     reserved, start = 0.0, 0.0
     for size, rate in ranges:
@@ -94,7 +117,7 @@ def allocatable(node: NodeType) -> tuple[int, int]:
     """(CPU millicores, memory bytes) a node offers pods."""
     cpu = node.vcpus * 1000 - cpu_reserve_millicores(node) - DAEMONSET_CPU_MILLICORES
     memory = node.memory_bytes - memory_reserve(node)[0] - EVICTION_HARD_BYTES - DAEMONSET_MEMORY_BYTES
-    return cpu, memory
+    return cpu, memory - hugepages_pool_bytes(node)
 
 
 def share(node: NodeType, gpus: int) -> tuple[int, int]:
@@ -139,7 +162,9 @@ def node_share(spec: GpuSpec, node: NodeType, gpus: int, floor_bytes: int, why: 
         f"{node.id} ({node.vcpus} vCPU, {_gib(node.memory_bytes)}, {node.gpus} GPU): allocatable "
         f"{node.vcpus} - {cpu_reserve / 1000:g} reserved - {DAEMONSET_CPU_MILLICORES / 1000:g} daemonsets = "
         f"{alloc_cpu / 1000:g} CPU and {_gib(node.memory_bytes)} - {_gib(mem_reserve)} ({formula}) - 100 MiB eviction "
-        f"- {_gib(DAEMONSET_MEMORY_BYTES)} daemonsets = {_gib(alloc_memory)}; x {gpus}/{node.gpus} GPU = "
+        f"- {_gib(DAEMONSET_MEMORY_BYTES)} daemonsets"
+        + (f" - {_gib(hugepages_pool_bytes(node))} EFA huge pages" if hugepages_pool_bytes(node) else "")
+        + f" = {_gib(alloc_memory)}; x {gpus}/{node.gpus} GPU = "
         f"{cpu / 1000:g} CPU, {_gib(memory)}"
         + ("" if priced else f"; not {first.id}, the node the price is from")
         + (f": its share is below the pod's {_gib(floor_bytes)} of host memory" if outgrown else why)

@@ -162,6 +162,9 @@ class ServingUnit(Section):
         "", description="extended resource for the RDMA devices of multi-node pods ('' for none)"
     )
     rdma_count: int = Field(0, description="RDMA devices requested per multi-node pod")
+    hugepages_bytes: int = Field(
+        0, description="hugepages-2Mi per multi-node pod on EFA (deployment/nodes.py docstring); 0 = none"
+    )
     nccl_env: list[EnvVar] = Field(
         default_factory=list, description="NCCL settings of multi-node pods (the fabric sizing assumed)"
     )

@@ -217,5 +217,8 @@ class KubernetesTraining(Section):
         "", description="extended resource of the fabric's NICs (multi-node jobs), '' for none"
     )
     fabric_count: int = Field(0, description="count of fabric_resource per pod")
+    hugepages_bytes: int = Field(
+        0, description="hugepages-2Mi per pod: EFA's libfabric buffers (deployment/nodes.py docstring); 0 = none"
+    )
     trainer_pod_regex: str = Field(description="names of the trainer pods (monitoring selects them)")
     data_mount: str | None = Field(None, description="train.data when it is a path: mounted from the node (hostPath)")

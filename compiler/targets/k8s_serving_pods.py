@@ -90,6 +90,8 @@ def _resources(unit: ServingUnit) -> dict:
     """CPU request without a limit, host memory request = limit, the GPUs, and the RDMA devices of multi-node pods."""
     d = unit.decided
     extra = {d.rdma_resource: d.rdma_count} if d.rdma_resource else {}
+    if d.hugepages_bytes:  # EFA's buffers; the request defaults to this limit
+        extra["hugepages-2Mi"] = memory_quantity(d.hugepages_bytes)
     memory = (
         memory_quantity(d.memory_bytes) if d.node is not None and not d.node_arch else quantity_bytes(d.memory_bytes)
     )

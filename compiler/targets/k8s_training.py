@@ -113,6 +113,8 @@ def _pod_spec(plan: ResolvedPlan, config_map: dict, job_api: str) -> dict:
     gpus = {"nvidia.com/gpu": hw.gpus_per_node}
     if job.fabric_resource:  # the fabric's NICs (multi-node): RDMA shared device or EFA interfaces
         gpus[job.fabric_resource] = job.fabric_count
+    if job.hugepages_bytes:  # EFA's buffers; a huge page request equals its limit
+        gpus["hugepages-2Mi"] = memory_quantity(job.hugepages_bytes)
     memory = memory_quantity(job.memory_bytes)
     container = {
         "name": PYTORCHJOB_CONTAINER if pytorchjob else "trainer",

@@ -144,6 +144,7 @@ def unit_decisions(u: ServingUnit, s: Serving, min_given: bool, fabric: tuple[st
             DeploymentDecision(
                 topic=f"RDMA{where}",
                 choice=f"{u.rdma_resource}: {u.rdma_count} per pod, IPC_LOCK, "
+                + (f"hugepages-2Mi: {u.hugepages_bytes // 2**20}Mi, " if u.hugepages_bytes else "")
                 + ", ".join(f"{e.name}={e.value}" for e in u.nccl_env),
                 reason=f"one replica spans {u.pods_per_replica} pods and the sizing assumed {fabric[0]}: {RDMA_SOURCE[fabric[1]]}",
             )

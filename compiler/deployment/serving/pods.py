@@ -328,6 +328,7 @@ def pod_resource_fields(plan: ResolvedPlan, on_kubernetes: bool, fabric: str) ->
         "qos_class": "Burstable",
         "rdma_resource": rdma_resource,
         "rdma_count": rdma_count,
+        "hugepages_bytes": nodes.fabric_hugepages_bytes(fabric, node) if multi_node else 0,
         "nccl_env": nccl,
         "shm_bytes": shm,
     }

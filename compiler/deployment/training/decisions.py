@@ -259,6 +259,7 @@ def k8s_pod_decisions(k8s: KubernetesTraining, launch: Launcher) -> list[Deploym
             DeploymentDecision(
                 topic="trainer fabric",
                 choice=f"{k8s.fabric_resource}: {k8s.fabric_count} per pod, IPC_LOCK; "
+                + (f"hugepages-2Mi: {k8s.hugepages_bytes // nodes.MIB}Mi; " if k8s.hugepages_bytes else "")
                 + ", ".join(f"{e.name}={e.value}" for e in launch.fabric_env),
                 reason=f"{launch.nodes} nodes on a {k8s.fabric} fabric: {nodes.FABRIC_DEVICE_SOURCE[k8s.fabric]}; "
                 "NCCL settings exported by launch/torchrun.sh (a value already set in the pod's environment is kept)",

@@ -57,6 +57,7 @@ def kubernetes_training(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) ->
         fabric=fabric,
         fabric_resource=resource,
         fabric_count=count,
+        hugepages_bytes=nodes.fabric_hugepages_bytes(fabric, node),
         replicated_job=REPLICATED_JOB,
         launch_mount=LAUNCH_MOUNT,
         max_restarts=MAX_RESTARTS[spec.cluster.pricing],
