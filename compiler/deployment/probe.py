@@ -9,6 +9,7 @@ memory margin. Serving (vLLM): the plan's own engine launch, measured by vLLM's 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import yaml
 
@@ -101,7 +102,7 @@ def training_probe(
     compiled by `resolve_text`, the pipeline's)."""
     from ..probe_job import probe_jobs
 
-    arch, hw, par = plan.model.architecture, plan.hardware, plan.parallelism
+    arch, hw = plan.model.architecture, plan.hardware
     processes = min(hw.gpus, hw.gpus_per_node, gpus or hw.gpus_per_node)
     usable = usable_memory_bytes(hw.gpu_memory_bytes)
     margin = max(1.0, catalog.residuals[MEMORY_FAMILY].p90)
@@ -111,11 +112,35 @@ def training_probe(
             f"not one layer of the model fits {processes} × {hw.gpu} at the plan's layout with the memory margin: "
             "the probe has no job to run"
         )
-    chosen = jobs[0].prediction()
     layers = jobs[0].resolved.model.architecture.layers
     why = {"chosen": "the plan's layout as one node runs it"}
     layouts = [_layout(j, why.get(j.name, "a neighbour the compiler also sizes: how the step scales")) for j in jobs]
-    decisions = [
+    decisions = _training_decisions(plan, jobs, processes, usable, margin, neighbours)
+    sizes, nodes, collective_decisions = _collectives(plan, processes)
+    run = _ProbeRun(
+        "training",
+        _reduced(arch, layers),
+        layers,
+        processes,
+        plan.spec.precision,
+        plan.training.seq_len,
+        layouts,
+        None,
+        collective_bytes=sizes,
+        nodes=nodes,
+    )
+    return _probe(plan, run, decisions + collective_decisions)
+
+
+def _training_decisions(
+    plan: ResolvedPlan, jobs: list, processes: int, usable: float, margin: float, neighbours: bool
+) -> list[DeploymentDecision]:
+    """Why the training probe has this depth, this job, these layouts and this time limit: `usable` is the memory a
+    process can use, `margin` the P90 of measured ÷ predicted peaks."""
+    arch, hw, par = plan.model.architecture, plan.hardware, plan.parallelism
+    chosen = jobs[0].prediction()
+    layers = jobs[0].resolved.model.architecture.layers
+    return [
         DeploymentDecision(
             topic="probe shape",
             choice=f"{layers} of the model's {arch.layers} layers",
@@ -151,21 +176,6 @@ def training_probe(
             "the GEMM, HBM and collective tests; the scheduler stops it at the limit",
         ),
     ]
-    sizes, nodes, collective_decisions = _collectives(plan, processes)
-    return _probe(
-        plan,
-        "training",
-        _reduced(arch, layers),
-        layers,
-        processes,
-        plan.spec.precision,
-        plan.training.seq_len,
-        layouts,
-        None,
-        decisions + collective_decisions,
-        collective_bytes=sizes,
-        nodes=nodes,
-    )
 
 
 def _collectives(plan: ResolvedPlan, processes: int) -> tuple[list[int], int, list[DeploymentDecision]]:
@@ -207,52 +217,31 @@ def _collectives(plan: ResolvedPlan, processes: int) -> tuple[list[int], int, li
     )
 
 
-def _probe(
-    plan: ResolvedPlan,
-    kind: str,
-    reduced: Architecture,
-    layers: int,
-    processes: int,
-    precision: str,
-    seq_len: int,
-    layouts: list[ProbeLayout],
-    serving,
-    decisions: list[DeploymentDecision],
-    collective_bytes: list[int] = (),
-    nodes: int = 1,
-) -> Probe:
-    k8s = plan.deployment.kubernetes if plan.deployment else None
-    image = None
-    if plan.spec.cluster.scheduler in ("kubernetes", "both") and k8s is not None:
-        # the training image runs the plan's PyTorch; of the engines' images only vLLM's ships PyTorch and Python
-        engine = k8s.serving[0] if k8s.serving else None
-        image = k8s.training.image if k8s.training else (engine.image if engine and engine.engine == "vllm" else None)
-        decisions = decisions + [
-            DeploymentDecision(
-                topic="probe on Kubernetes",
-                choice=f"probe-job.yaml with {image}" if image else "no probe-job.yaml",
-                reason="a one-pod Job on one node of the plan's GPU, in the plan's own "
-                + ("training image" if k8s.training else "vLLM image (it ships PyTorch)")
-                + "; the log holds the results as one JSON line between marker lines: "
-                + EXTRACT_COMMAND.format(name=f"{plan.name}-probe")
-                if image
-                else f"the {engine.engine + ' engine' if engine else 'plan'}'s image has no PyTorch to run probe.py; submit probe.sbatch or run "
-                "probe.py under torchrun in a PyTorch image",
-            )
-        ]
+@dataclass(frozen=True)
+class _ProbeRun:
+    """What a probe job runs: its kind, the (reduced) model on `processes` GPUs at a precision and sequence length,
+    the training layouts or the serving benchmark, and (training) the collectives' sizes and the nodes they span."""
+
+    kind: str
+    architecture: Architecture
+    layers: int
+    processes: int
+    precision: str
+    seq_len: int
+    layouts: list[ProbeLayout]
+    serving: ServingProbe | None
+    collective_bytes: list[int] = field(default_factory=list)
+    nodes: int = 1
+
+
+def _probe(plan: ResolvedPlan, run: _ProbeRun, decisions: list[DeploymentDecision]) -> Probe:
+    image, image_decision = _kubernetes_image(plan)
+    decisions = decisions + ([image_decision] if image_decision else []) + [_environment_decision(plan)]
     minutes = math.ceil(TIME_LIMIT_SECONDS / 60)
     gpu = plan.hardware.gpu_spec
-    decisions = decisions + [
-        DeploymentDecision(
-            topic="probe environment checks",
-            choice=f"{gpu.k8s_product_label}, {gpu.tdp_watts:g} W",
-            reason=f"the catalog's {gpu.id}: its product name (refused unless --allow-other-device) and TDP (a power limit more "
-            f"than {POWER_TOLERANCE:.0%} off is a warning: a capped board is slower), and the least driver of torch's CUDA "
-            f"major (NVIDIA CUDA Compatibility, Table 1); warnings go to the results and calibrate repeats them",
-        )
-    ]
+    reduced = run.architecture
     return Probe(
-        kind=kind,
+        kind=run.kind,
         name=f"{plan.name}-probe",
         runs_dir=runs_dir(f"{plan.name}-probe"),
         plan=plan.name,
@@ -260,27 +249,60 @@ def _probe(
         expected_device=gpu.k8s_product_label,
         expected_power_watts=gpu.tdp_watts,
         architecture=reduced,
-        layers=layers,
+        layers=run.layers,
         model_layers=plan.model.architecture.layers,
         mlp_hidden=reduced.ffn_hidden or reduced.moe_ffn_hidden,
-        processes=processes,
+        processes=run.processes,
         time_limit_seconds=TIME_LIMIT_SECONDS,
-        precision=precision,
-        seq_len=seq_len,
+        precision=run.precision,
+        seq_len=run.seq_len,
         warmup_steps=WARMUP_STEPS,
         steps=MEASURED_STEPS,
         gemm_size=GEMM_SIZE,
         copy_bytes=COPY_BYTES,
-        collective_bytes=list(collective_bytes),
-        nodes=nodes,
+        collective_bytes=list(run.collective_bytes),
+        nodes=run.nodes,
         interconnect=plan.hardware.interconnect,
         rdzv_port=DEFAULT_RDZV_PORT,
-        layouts=layouts,
-        serving=serving,
+        layouts=run.layouts,
+        serving=run.serving,
         slurm_time=f"{minutes // 60:02d}:{minutes % 60:02d}:00",
         slurm_directives=_slurm_directives(plan),
         kubernetes=ProbeKubernetes(image=image) if image else None,
         decisions=decisions,
+    )
+
+
+def _kubernetes_image(plan: ResolvedPlan) -> tuple[str | None, DeploymentDecision | None]:
+    """→ (the image a Kubernetes probe Job runs in, or None; the decision saying so, None off Kubernetes). The
+    training image runs the plan's PyTorch; of the engines' images only vLLM's ships PyTorch and Python."""
+    k8s = plan.deployment.kubernetes if plan.deployment else None
+    if plan.spec.cluster.scheduler not in ("kubernetes", "both") or k8s is None:
+        return None, None
+    engine = k8s.serving[0] if k8s.serving else None
+    image = k8s.training.image if k8s.training else (engine.image if engine and engine.engine == "vllm" else None)
+    return image, DeploymentDecision(
+        topic="probe on Kubernetes",
+        choice=f"probe-job.yaml with {image}" if image else "no probe-job.yaml",
+        reason="a one-pod Job on one node of the plan's GPU, in the plan's own "
+        + ("training image" if k8s.training else "vLLM image (it ships PyTorch)")
+        + "; the log holds the results as one JSON line between marker lines: "
+        + EXTRACT_COMMAND.format(name=f"{plan.name}-probe")
+        if image
+        else f"the {engine.engine + ' engine' if engine else 'plan'}'s image has no PyTorch to run probe.py; submit probe.sbatch or run "
+        "probe.py under torchrun in a PyTorch image",
+    )
+
+
+def _environment_decision(plan: ResolvedPlan) -> DeploymentDecision:
+    """What probe.py checks of the device before it measures: the GPU's name and power limit, the driver."""
+    gpu = plan.hardware.gpu_spec
+    return DeploymentDecision(
+        topic="probe environment checks",
+        choice=f"{gpu.k8s_product_label}, {gpu.tdp_watts:g} W",
+        reason=f"the catalog's {gpu.id}: its product name (refused unless --allow-other-device) and TDP (a power limit more "
+        f"than {POWER_TOLERANCE:.0%} off is a warning: a capped board is slower), and the least driver of torch's CUDA "
+        f"major (NVIDIA CUDA Compatibility, Table 1); warnings go to the results and calibrate repeats them",
     )
 
 
@@ -330,18 +352,8 @@ def serving_probe(plan: ResolvedPlan) -> Probe:
         ),
     ]
     arch = plan.model.architecture
-    return _probe(
-        plan,
-        "serving",
-        arch,
-        arch.layers,
-        sv.gpus_per_replica,
-        sv.precision,
-        traffic.prompt_tokens,
-        [],
-        serving,
-        decisions,
-    )
+    run = _ProbeRun("serving", arch, arch.layers, sv.gpus_per_replica, sv.precision, traffic.prompt_tokens, [], serving)
+    return _probe(plan, run, decisions)
 
 
 def _unprobed_training(plan: ResolvedPlan) -> str | None:
