@@ -4,7 +4,7 @@ image's Megatron release spells them (megatron_version, megatron_launch). Flag n
 
 from __future__ import annotations
 
-from ..plan.deployment import Checkpoint, FrameworkArg
+from ..plan.deployment_training import Checkpoint, FrameworkArg
 from ..plan.resolved import ResolvedPlan
 from ..plan.spec import PlanSpec
 from ..sizing.train.parallel import megatron_split

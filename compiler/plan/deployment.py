@@ -14,8 +14,6 @@ from pydantic import Field
 
 from .deployment_fields import DeploymentDecision, Section
 from .deployment_serving import Autoscaling, Engine, ServingUnit
-from .deployment_training import Checkpoint as Checkpoint  # re-exported: deployment/megatron_args.py imports it here
-from .deployment_training import FrameworkArg as FrameworkArg  # re-exported, as Checkpoint
 from .deployment_training import Frameworks, KubernetesTraining, Launcher, Slurm
 
 
