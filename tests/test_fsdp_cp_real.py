@@ -205,7 +205,8 @@ ids = torch.arange(8).unsqueeze(0)
 rows = {}
 for rank in (0, 1):
     inputs, labels, positions = fsdp_tp.context_shard(settings, {"cp": Rank(rank)}, ids, ids + 100)
-    seen = fsdp_tp.context_visibility(settings["cp_rank_chunks"], rank, 2).int().tolist()
+    seen = fsdp_tp._sibling("fsdp_cp.py", "mlinfra_fsdp_cp").context_visibility(settings["cp_rank_chunks"], rank, 2)
+    seen = seen.int().tolist()
     rows[rank] = {"inputs": inputs.tolist(), "labels": labels.tolist(), "positions": positions.tolist(), "seen": seen}
 print(json.dumps(rows))
 """

@@ -37,6 +37,10 @@ class Files(Section):
         "fsdp/fsdp_tp.py",
         description="FSDP2 × TP × PP: builds the DeviceMesh, shards the model and runs its pipeline stages",
     )
+    fsdp_cp_script: str = Field(
+        "fsdp/fsdp_cp.py",
+        description="FSDP2 × CP: the context-parallel chunks and all-gather attention fsdp_tp.py loads when CP > 1",
+    )
     lora_tp_script: str = Field(
         "fsdp/lora_tp.py",
         description="LoRA × TP × PP: the adapters fsdp_tp.py wraps the targeted layers in, sharded as their base layers",

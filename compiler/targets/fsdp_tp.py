@@ -2,7 +2,8 @@
 compiler/deployment/fsdp_tp.py, dumped with sorted keys) and fsdp/fsdp_tp.py, the torch-native code that applies
 them (DeviceMesh, parallelize_module, fully_shard). The training script imports fsdp_tp.py ($MLINFRA_FSDP_TP_SCRIPT,
 exported by launch/torchrun.sh); the Python file is the same for every plan, the JSON carries the plan's numbers.
-With LoRA, fsdp/lora_tp.py beside it: the TP-sharded adapters (compiler/deployment/lora_tp.py).
+With LoRA, fsdp/lora_tp.py beside it: the TP-sharded adapters (compiler/deployment/lora_tp.py); with CP, fsdp/fsdp_cp.py:
+the context-parallel chunks and all-gather attention.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ def render(plan: ResolvedPlan, rendered: Mapping[str, OutputFile] | None = None)
     ]
     if settings.lora is not None:  # fsdp_tp.py loads it from beside itself
         out.append(OutputFile(files.lora_tp_script, runtime_script("lora_tp.py")))
+    if settings.cp:  # likewise
+        out.append(OutputFile(files.fsdp_cp_script, runtime_script("fsdp_cp.py")))
     return out
 
 

@@ -237,6 +237,7 @@ def generated_reads(plan: ResolvedPlan, spec: PlanSpec, files: Files, kind: str,
             files.megatron_args if kind == "megatron" else "",
             files.fsdp_tp_script if fsdp_tp else "",
             files.lora_tp_script if fsdp_tp and spec.train.method == "lora" else "",
+            files.fsdp_cp_script if fsdp_tp and plan.parallelism.cp > 1 else "",
             helper,
         )
         if p
