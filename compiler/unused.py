@@ -76,68 +76,79 @@ def _given(data: Any, path: tuple) -> bool:
 
 def unused_fields(spec: PlanSpec, data: Any) -> list[tuple[tuple, str]]:
     """(path, why) for every given field that no output of this plan uses."""
-    found: list[tuple[tuple, str]] = []
+    rules = _object_store_rules(spec)
+    rules += _training_rules(spec) if spec.workload in ("train", "finetune") else _serving_rules(spec)
+    return [(path, why) for path, why in rules if _given(data, path)]
 
-    def refuse(path: tuple, why: str) -> None:
-        if _given(data, path):
-            found.append((path, why))
 
-    weights = weights_locations(spec)
-    if not any(w.lower().startswith(OBJECT_STORE_SCHEMES) for w in weights):
-        refuse(
-            ("cluster", "kubernetes", "object_store"),
-            "no model.weights in object storage (s3://, gs://, az://) to read",
-        )
-    training = spec.workload in ("train", "finetune")
-    scheduler = spec.cluster.scheduler
-    if training:
-        if spec.train.method == "full":
-            refuse(
+def _object_store_rules(spec: PlanSpec) -> list[tuple[tuple, str]]:
+    """The object store is unused when no model.weights location is in object storage."""
+    if any(w.lower().startswith(OBJECT_STORE_SCHEMES) for w in weights_locations(spec)):
+        return []
+    return [
+        (("cluster", "kubernetes", "object_store"), "no model.weights in object storage (s3://, gs://, az://) to read")
+    ]
+
+
+def _training_rules(spec: PlanSpec) -> list[tuple[tuple, str]]:
+    """(path, why) a training plan would not use, given or not."""
+    rules: list[tuple[tuple, str]] = []
+    if spec.train.method == "full":
+        rules.append(
+            (
                 ("train", "lora"),
                 "LoRA settings apply to method lora or qlora; this plan trains all weights (method full)",
             )
-        if spec.train.checkpoint.every != "auto":
-            refuse(
+        )
+    if spec.train.checkpoint.every != "auto":
+        rules.append(
+            (
                 ("train", "checkpoint", "min_interval"),
                 "the floor applies to the Young-Daly interval; train.checkpoint.every is given",
             )
-        if spec.train.tokens is not None:
-            refuse(("train", "epochs"), "epochs multiply dataset_tokens; with train.tokens given it changes nothing")
-        refuse(("budget", "usd_per_month"), "a monthly budget is for serve plans; give budget.usd for a training run")
-        refuse(("cluster", "kubernetes", "autoscaler"), "the autoscaler is for serve plans")
-        refuse(
+        )
+    if spec.train.tokens is not None:
+        rules.append(
+            (("train", "epochs"), "epochs multiply dataset_tokens; with train.tokens given it changes nothing")
+        )
+    rules += [
+        (("budget", "usd_per_month"), "a monthly budget is for serve plans; give budget.usd for a training run"),
+        (("cluster", "kubernetes", "autoscaler"), "the autoscaler is for serve plans"),
+        (
             ("model", "quantization"),
             "model.quantization chooses the serving engine's quantization flags; training reads 16-bit weights",
-        )
-        if scheduler == "kubernetes":
-            for key in SLURM_ONLY:
-                refuse(
-                    ("cluster", "slurm", key), "scheduler kubernetes emits no Slurm job; use scheduler both to get one"
-                )
-        if scheduler == "slurm":
-            for key in KUBERNETES_TRAINING:
-                refuse(
-                    ("cluster", "kubernetes", key),
-                    "scheduler slurm emits no Kubernetes objects; use scheduler both to get them",
-                )
-    else:
-        refuse(("budget", "usd"), "a total budget is for training runs; give budget.usd_per_month for a serve plan")
-        refuse(("cluster", "slurm"), "serve plans emit no Slurm job (the engine launchers run under any scheduler)")
-        refuse(("cluster", "kubernetes", "job_api"), "job_api is the kind of a training job")
-        if scheduler == "slurm":
-            for key in KUBERNETES_SERVING:
-                if key != "namespace":  # the alert rules select the service's series by namespace
-                    refuse(
-                        ("cluster", "kubernetes", key),
-                        "scheduler slurm emits no Kubernetes objects; use scheduler both to get them",
-                    )
-            refuse(
+        ),
+    ]
+    scheduler = spec.cluster.scheduler
+    if scheduler == "kubernetes":
+        why = "scheduler kubernetes emits no Slurm job; use scheduler both to get one"
+        rules += [(("cluster", "slurm", key), why) for key in SLURM_ONLY]
+    if scheduler == "slurm":
+        why = "scheduler slurm emits no Kubernetes objects; use scheduler both to get them"
+        rules += [(("cluster", "kubernetes", key), why) for key in KUBERNETES_TRAINING]
+    return rules
+
+
+def _serving_rules(spec: PlanSpec) -> list[tuple[tuple, str]]:
+    """(path, why) a serve plan would not use, given or not."""
+    rules: list[tuple[tuple, str]] = [
+        (("budget", "usd"), "a total budget is for training runs; give budget.usd_per_month for a serve plan"),
+        (("cluster", "slurm"), "serve plans emit no Slurm job (the engine launchers run under any scheduler)"),
+        (("cluster", "kubernetes", "job_api"), "job_api is the kind of a training job"),
+    ]
+    if spec.cluster.scheduler == "slurm":
+        why = "scheduler slurm emits no Kubernetes objects; use scheduler both to get them"
+        # the alert rules select the service's series by namespace
+        rules += [(("cluster", "kubernetes", key), why) for key in KUBERNETES_SERVING if key != "namespace"]
+        rules.append(
+            (
                 ("serve", "min_replicas"),
                 "the replica floor is the Kubernetes autoscaler's minReplicas; scheduler slurm emits none",
             )
-        for key in SERVING_IGNORES_PINS:
-            refuse(("parallelism", key), "serving pins only tp and pp (data parallelism is the replica count)")
-    return found
+        )
+    why = "serving pins only tp and pp (data parallelism is the replica count)"
+    rules += [(("parallelism", key), why) for key in SERVING_IGNORES_PINS]
+    return rules
 
 
 def check_unused(spec: PlanSpec, loaded: LoadedYaml) -> None:

@@ -35,7 +35,21 @@ def pipeline_split(layers: int, pp: int) -> tuple[int, int] | None:
 
 def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str, str | None]]:
     """(flag, value) pairs in Megatron-LM's order of argument groups; value None for switches."""
-    par, arch, t = plan.parallelism, plan.model.architecture, plan.training
+    return (
+        _parallel_args(plan)
+        + _shape_args(plan)
+        + _architecture_args(plan)
+        + _recompute_args(plan)
+        + _precision_args(plan.spec.precision)
+        + _data_args(plan)
+        + megatron_recipe_args(plan.recipe)  # optimizer, LR schedule, weight decay, Adam, clip, init std, dropout
+        + _run_args(plan, checkpoint)
+    )
+
+
+def _parallel_args(plan: ResolvedPlan) -> list[tuple[str, str | None]]:
+    """TP and PP sizes, the layouts, sequence parallelism and the distributed optimizer."""
+    par = plan.parallelism
     args: list[tuple[str, str | None]] = [
         ("--tensor-model-parallel-size", str(par.tp)),
         ("--pipeline-model-parallel-size", str(par.pp)),
@@ -45,7 +59,13 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
         args.append(("--sequence-parallel", None))
     if par.zero_stage >= 1:  # Megatron's distributed optimizer shards optimizer states over DP (ZeRO-1)
         args.append(("--use-distributed-optimizer", None))
-    args += [
+    return args
+
+
+def _shape_args(plan: ResolvedPlan) -> list[tuple[str, str | None]]:
+    """Batch sizes, sequence length and the transformer's sizes and attention heads."""
+    par, arch, t = plan.parallelism, plan.model.architecture, plan.training
+    args: list[tuple[str, str | None]] = [
         ("--micro-batch-size", str(par.micro_batch)),
         ("--global-batch-size", str(par.global_batch)),
         ("--seq-length", str(t.seq_len)),
@@ -59,7 +79,13 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
         args += [("--group-query-attention", None), ("--num-query-groups", str(arch.kv_heads))]
     if arch.head_dim and arch.head_dim != arch.hidden // arch.heads:
         args.append(("--kv-channels", str(arch.head_dim)))
-    args += megatron_arch.moe_args(arch) + megatron_arch.mla_args(arch) + megatron_arch.mtp_args(arch)
+    return args
+
+
+def _architecture_args(plan: ResolvedPlan) -> list[tuple[str, str | None]]:
+    """MoE, MLA and MTP, position embedding, normalization, MLP and bias switches, RoPE, and an unsized uneven split."""
+    par, arch = plan.parallelism, plan.model.architecture
+    args = megatron_arch.moe_args(arch) + megatron_arch.mla_args(arch) + megatron_arch.mtp_args(arch)
     args += [
         ("--position-embedding-type", megatron_arch.position_type(arch)),
         ("--normalization", NORMALIZATION[arch.norm]),
@@ -82,18 +108,36 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
             ("--decoder-first-pipeline-num-layers", str(split[0])),
             ("--decoder-last-pipeline-num-layers", str(split[1])),
         ]
+    return args
+
+
+def _recompute_args(plan: ResolvedPlan) -> list[tuple[str, str | None]]:
+    """Activation recomputation: its granularity, and for full recompute every layer from its input."""
+    par = plan.parallelism
+    args: list[tuple[str, str | None]] = []
     if par.recompute != "none":
         args.append(("--recompute-granularity", par.recompute))
         if par.recompute == "full":  # recompute every layer from its input
             args += [("--recompute-method", "uniform"), ("--recompute-num-layers", "1")]
-    precision = plan.spec.precision
+    return args
+
+
+def _precision_args(precision: str) -> list[tuple[str, str | None]]:
+    """bf16 or fp16 switches; fp8 runs bf16 with Transformer Engine's hybrid format."""
+    args: list[tuple[str, str | None]] = []
     if precision in ("bf16", "fp8"):
         args.append(("--bf16", None))
     elif precision == "fp16":
         args.append(("--fp16", None))
     if precision == "fp8":
         args.append(("--fp8-format", "hybrid"))  # e4m3 forward, e5m2 gradients (Transformer Engine)
-    spec = plan.spec
+    return args
+
+
+def _data_args(plan: ResolvedPlan) -> list[tuple[str, str | None]]:
+    """The tokenizer (the model's, or none with the catalog's vocabulary) and the data path."""
+    spec, arch = plan.spec, plan.model.architecture
+    args: list[tuple[str, str | None]] = []
     model_id = spec.model.hf_id if spec.model else None
     if model_id:
         args += [("--tokenizer-type", "HuggingFaceTokenizer"), ("--tokenizer-model", model_id)]
@@ -101,9 +145,13 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
         args += [("--tokenizer-type", "NullTokenizer"), ("--vocab-size", str(arch.vocab))]
     if spec.train.data:
         args.append(("--data-path", spec.train.data))
-    args += megatron_recipe_args(plan.recipe)  # optimizer, LR schedule, weight decay, Adam, clip, init std, dropout
-    args += [
-        ("--train-iters", str(t.steps)),
+    return args
+
+
+def _run_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str, str | None]]:
+    """Iterations, evaluation, checkpoint saving and loading, and the exit signal handler."""
+    return [
+        ("--train-iters", str(plan.training.steps)),
         # the plan names no validation set: no evaluation iterations. Megatron-LM has no default --eval-interval
         # (training_config.py @d98e8a6: None) and divides by it while building the datasets, so it is stated
         ("--eval-interval", str(checkpoint.interval_steps)),
@@ -115,7 +163,6 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
         # default of --exit-signal: the same in every Megatron-LM version that has the handler)
         ("--exit-signal-handler", None),
     ]
-    return args
 
 
 def layout_args(plan: ResolvedPlan) -> list[tuple[str, str | None]]:

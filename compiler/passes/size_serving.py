@@ -7,12 +7,15 @@ the top-level sections then describe the last stage and `stages` lists them all.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..diagnostics import InfeasiblePlan
 from ..plan.resolved import (
     Alternative,
     Cost,
+    Decision,
     Hardware,
     MemoryPerGpu,
     ModelInfo,
@@ -27,7 +30,7 @@ from ..plan.spec_serve import SloSpec
 from ..sizing.reasons import because
 from ..sizing.serve.search import search_serving
 from ..sizing.serve.speculative import tokens_per_round
-from ..sizing.serve.stages import PipelineStage, size_pipeline
+from ..sizing.serve.stages import PipelineResult, PipelineStage, size_pipeline
 from ..sizing.serve.types import (
     DEFAULT_TARGET_UTILIZATION,
     HOURS_PER_MONTH,
@@ -41,17 +44,21 @@ from .wording import rejection_rows, words
 from .wording_serving import serving_decisions, serving_infeasible, stage_ratio_decision
 
 
-def _request(
-    spec: PlanSpec,
-    model: ModelInfo,
-    precision: str,
-    engine: str,
-    gpu_ids: list[str],
-    slo: SloSpec,
-    catalog: Catalog,
-    prompt_tokens: int | None = None,
-    output_tokens: int | None = None,
-) -> ServeRequest:
+class _Served(NamedTuple):
+    """What one served model (the plan's, or one stage's) sets apart from the rest of the plan."""
+
+    model: ModelInfo
+    precision: str
+    engine: str
+    gpu_ids: list[str]
+    slo: SloSpec
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+def _request(spec: PlanSpec, served: _Served, catalog: Catalog) -> ServeRequest:
+    """The serving search's request for one served model."""
+    model, precision, engine, gpu_ids, slo, prompt_tokens, output_tokens = served
     serve, arch = spec.serve, model.architecture
     return ServeRequest(
         arch=arch,
@@ -92,9 +99,14 @@ def _request(
 def _sections(
     spec: PlanSpec, engine: str, slo: SloSpec, c: ServeCandidate, catalog: Catalog
 ) -> tuple[Hardware, Serving, MemoryPerGpu]:
+    """The hardware, serving and memory-per-GPU sections of the chosen candidate."""
+    return _hardware(spec, c, catalog), _serving(spec, engine, slo, c, catalog), _memory(c)
+
+
+def _hardware(spec: PlanSpec, c: ServeCandidate, catalog: Catalog) -> Hardware:
+    """The chosen GPUs: how many, on how many nodes, and their price."""
     gpu = catalog.gpus[c.gpu_id]
-    storage = catalog.storage[spec.cluster.storage]
-    hardware = Hardware(
+    return Hardware(
         gpu=c.gpu_id,
         gpus=c.gpus,
         nodes=c.replicas * c.nodes_per_replica,
@@ -106,7 +118,12 @@ def _sections(
         usd_per_gpu_hour=gpu.price_usd_per_gpu_hour[spec.cluster.pricing],
         gpu_spec=gpu,
     )
-    serving = Serving(
+
+
+def _serving(spec: PlanSpec, engine: str, slo: SloSpec, c: ServeCandidate, catalog: Catalog) -> Serving:
+    """The engine's settings, the replicas and the latencies the chosen candidate was sized at."""
+    storage = catalog.storage[spec.cluster.storage]
+    return Serving(
         engine=engine,
         precision=c.precision,
         kv_cache_dtype=spec.serve.kv_cache_dtype,
@@ -154,11 +171,14 @@ def _sections(
         requests_per_second_at_peak=c.requests_per_second_at_peak,
         itl_p50_seconds=c.itl_p50_seconds,
     )
+
+
+def _memory(c: ServeCandidate) -> MemoryPerGpu:
+    """The memory per GPU of the chosen candidate."""
     m = c.memory
-    memory = MemoryPerGpu(
+    return MemoryPerGpu(
         weights=m.weights, kv_cache=m.kv_cache, activations=m.activations, other=m.other, total=m.total, usable=m.usable
     )
-    return hardware, serving, memory
 
 
 def _speculation_fields(c: ServeCandidate) -> dict:
@@ -177,7 +197,9 @@ def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
     spec = plan.spec
     result = search_serving(
         _request(
-            spec, plan.model, spec.precision, spec.serve.engine, spec.cluster.gpu_choices, spec.serve.slo, catalog
+            spec,
+            _Served(plan.model, spec.precision, spec.serve.engine, spec.cluster.gpu_choices, spec.serve.slo),
+            catalog,
         ),
         catalog.gpus,
     )
@@ -221,55 +243,14 @@ def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
 
 
 def _size_stages(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
+    """Size every stage for the rate it receives; the top-level sections describe the last stage."""
     spec = plan.spec
     models = [model_info(stage.model, stage.name, catalog)[0] for stage in spec.serve.stages]
-    pipeline = size_pipeline(
-        tuple(
-            PipelineStage(
-                stage.name,
-                _request(
-                    spec,
-                    model,
-                    stage.precision,
-                    stage.engine,
-                    stage.gpus or spec.cluster.gpu_choices,
-                    stage.slo,
-                    catalog,
-                    stage.prompt_tokens,
-                    stage.output_tokens,
-                ),
-                stage.items_per_request,
-            )
-            for stage, model in zip(spec.serve.stages, models)
-        ),
-        catalog.gpus,
-        spec.serve.traffic.requests_per_second,
-        spec.serve.traffic.peak_factor,
-    )
+    pipeline = _size_pipeline(spec, models, catalog)
     if pipeline.infeasible_reason:
         raise InfeasiblePlan(words(pipeline.infeasible_reason))
-    stages, decisions, warnings, previous = [], list(plan.decisions), list(plan.warnings), ""
+    stages, decisions, warnings = _stage_sections(plan, pipeline, models, catalog)
     ratios = dict(pipeline.gpu_ratio)
-    for (name, result), stage, model in zip(pipeline.stages, spec.serve.stages, models):
-        c = result.chosen
-        hardware, serving, memory = _sections(spec, stage.engine, stage.slo, c, catalog)
-        stages.append(
-            Stage(
-                name=name,
-                model=model,
-                hardware=hardware,
-                serving=serving,
-                memory_per_gpu_bytes=memory,
-                usd_per_month=c.usd_per_month,
-                gpus_per_last_stage_gpu=ratios[name],
-                queue=f"{plan.name}-{previous}-to-{name}" if previous else "",
-            )
-        )
-        decisions += serving_decisions(
-            spec, c, result.evaluated, hardware, prefix=f"{name}: ", vision=model.architecture.kind in VISION_KINDS
-        )
-        warnings += [words(w) for w in result.warnings]
-        previous = name
     decisions.append(stage_ratio_decision([(s.name, ratios[s.name]) for s in stages]))
     last = stages[-1]
     total_usd = pipeline.usd_per_month
@@ -295,6 +276,66 @@ def _size_stages(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
             "search_evaluated": sum(r.evaluated for _, r in pipeline.stages),
         }
     )
+
+
+def _size_pipeline(spec: PlanSpec, models: list[ModelInfo], catalog: Catalog) -> PipelineResult:
+    """Each stage's request, sized together for the rate each receives."""
+    return size_pipeline(
+        tuple(
+            PipelineStage(
+                stage.name,
+                _request(
+                    spec,
+                    _Served(
+                        model,
+                        stage.precision,
+                        stage.engine,
+                        stage.gpus or spec.cluster.gpu_choices,
+                        stage.slo,
+                        stage.prompt_tokens,
+                        stage.output_tokens,
+                    ),
+                    catalog,
+                ),
+                stage.items_per_request,
+            )
+            for stage, model in zip(spec.serve.stages, models)
+        ),
+        catalog.gpus,
+        spec.serve.traffic.requests_per_second,
+        spec.serve.traffic.peak_factor,
+    )
+
+
+def _stage_sections(
+    plan: ResolvedPlan, pipeline: PipelineResult, models: list[ModelInfo], catalog: Catalog
+) -> tuple[list[Stage], list[Decision], list[str]]:
+    """Each stage's sections, the queue from the stage before, and the plan's decisions and warnings with each
+    stage's added."""
+    spec = plan.spec
+    stages, decisions, warnings, previous = [], list(plan.decisions), list(plan.warnings), ""
+    ratios = dict(pipeline.gpu_ratio)
+    for (name, result), stage, model in zip(pipeline.stages, spec.serve.stages, models):
+        c = result.chosen
+        hardware, serving, memory = _sections(spec, stage.engine, stage.slo, c, catalog)
+        stages.append(
+            Stage(
+                name=name,
+                model=model,
+                hardware=hardware,
+                serving=serving,
+                memory_per_gpu_bytes=memory,
+                usd_per_month=c.usd_per_month,
+                gpus_per_last_stage_gpu=ratios[name],
+                queue=f"{plan.name}-{previous}-to-{name}" if previous else "",
+            )
+        )
+        decisions += serving_decisions(
+            spec, c, result.evaluated, hardware, prefix=f"{name}: ", vision=model.architecture.kind in VISION_KINDS
+        )
+        warnings += [words(w) for w in result.warnings]
+        previous = name
+    return stages, decisions, warnings
 
 
 LLM_ENGINES = ("vllm", "tgi")

@@ -9,7 +9,9 @@ wording_training.py and wording_serving.py; what a framework path cannot run, in
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from ..sizing.reasons import Reason
@@ -67,23 +69,44 @@ def _kv_below_context(weights: int, workspace: int, usable: int, kv_tokens: int,
     return f"weights {weights / GIB:.1f} GiB + workspace {workspace / GIB:.1f} GiB exceed {usable / GIB:.1f} GiB usable per GPU"
 
 
-def _mmc_queue(
-    batch: int,
-    utilization: float,
-    wait: float,
-    step: float,
-    bound: str,
-    gemm: float,
-    attention: float,
-    elementwise: float,
-    comm: float,
-    fixed: float = 0.0,
-) -> str:
-    return (
-        f"M/M/c slot wait, c = {batch}, ρ = {utilization:g}: p99 wait {_ms(wait, 1)} ms; decode step {_ms(step, 2)} ms "
-        f"({bound}-bound) = GEMMs {_ms(gemm, 2)} + attention {_ms(attention, 2)} + elementwise {_ms(elementwise, 2)} "
-        f"+ TP/PP comm {_ms(comm, 2)} + fixed per layer {_ms(fixed, 2)} ms"
-    )
+@dataclass(frozen=True)
+class _MmcQueue:
+    """The facts of an "mmc-queue" reason: the M/M/c slot wait at the capacity limit and the decode step's terms."""
+
+    batch: int
+    utilization: float
+    wait: float
+    step: float
+    bound: str
+    gemm: float
+    attention: float
+    elementwise: float
+    comm: float
+    fixed: float = 0.0
+
+    def __str__(self) -> str:
+        return f"{self._wait_words()}; {self._step_words()}"
+
+    def _wait_words(self) -> str:
+        return f"M/M/c slot wait, c = {self.batch}, ρ = {self.utilization:g}: p99 wait {_ms(self.wait, 1)} ms"
+
+    def _step_words(self) -> str:
+        return (
+            f"decode step {_ms(self.step, 2)} ms ({self.bound}-bound) = GEMMs {_ms(self.gemm, 2)} "
+            f"+ attention {_ms(self.attention, 2)} + elementwise {_ms(self.elementwise, 2)} "
+            f"+ TP/PP comm {_ms(self.comm, 2)} + fixed per layer {_ms(self.fixed, 2)} ms"
+        )
+
+
+def _worded_facts(facts: type) -> Callable[..., str]:
+    """A sentence for a reason with many facts, grouped in a dataclass whose str() words them; it takes the facts as
+    keywords, and its signature is the dataclass's (tests/test_wording.py compares it with the facts given)."""
+
+    def sentence(**given: Any) -> str:
+        return str(facts(**given))
+
+    sentence.__signature__ = inspect.signature(facts).replace(return_annotation=str)  # type: ignore[attr-defined]
+    return sentence
 
 
 def _smallest_fit(fit: tuple[int, str, int, int, str]) -> str:
@@ -152,7 +175,7 @@ SENTENCES: dict[str, Callable[..., str]] = {
     # --- serving: one LLM configuration (serve_llm_config.py) ---------------------------------------------------
     "kv-below-context": _kv_below_context,
     "no-batch-meets-slo": _no_batch_meets_slo,
-    "mmc-queue": _mmc_queue,
+    "mmc-queue": _worded_facts(_MmcQueue),
     # --- serving: the LLM search (serve_llm_search.py) ----------------------------------------------------------
     "int4-weight-only": lambda: "int4 (AWQ/GPTQ) is weight-only: matmuls run at the 16-bit rate",
     "latency-over-budget": lambda cheapest: f"optimising latency exceeded the budget; chose the cheapest: {cheapest}",

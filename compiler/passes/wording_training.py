@@ -94,32 +94,9 @@ def training_decisions(
     """`batch_tokens`: the tokens per step the plan gave or the default, when it gave no batch in sequences;
     `gate`: the factor time and cost were checked with against deadline and budget, and the rows behind it; `memory`:
     the memory margin and where it comes from (training_families.memory_source)."""
-    m, s, tokens = c.memory, c.step, spec.train.total_tokens
-    deadline = f"deadline {format_seconds(spec.train.deadline)}" if spec.train.deadline else "no deadline"
     return [
-        Decision(
-            topic="hardware",
-            choice=f"{c.gpus} × {c.gpu_id} ({c.nodes} nodes)",
-            reason=f"{'cheapest' if spec.optimize == 'cost' else 'fastest'} of {evaluated} configurations that fit memory and meet the {deadline}"
-            + (f" and budget {format_usd(spec.budget.usd)}" if spec.budget.usd else "")
-            + (
-                f", with time and cost at {spec.train.gate_quantile.upper()} of {gate[2]} ({gate[1]} published rows, "
-                f"× {gate[0]:.2f}; train.gate_quantile)"
-                if gate[1] and (spec.train.deadline or spec.budget.usd)
-                else ""
-            ),
-        ),
-        Decision(
-            topic="parallelism",
-            choice=f"TP={c.layout.tp} PP={c.layout.pp} DP={c.layout.dp}{_layout_words(c)} ZeRO-{c.layout.zero}, micro-batch {c.layout.micro_batch} × {c.grad_accum} accumulation, recompute {c.layout.recompute}",
-            reason=f"{m.total / 2**30:.1f} GiB per GPU of {c.usable_memory_bytes / 2**30:.1f} GiB usable"
-            + (f" (the device's ÷ {memory[0]:.2f}: {memory[1]})" if memory[0] > 1 else "")
-            + " "
-            f"({m.allocated / 2**30:.1f} GiB allocated, {m.reserved / 2**30:.1f} GiB reserved by the caching "
-            f"allocator, the rest CUDA context and NCCL)"
-            + _pipeline_unsharded_words(m)
-            + f"; roofline step {format_seconds(s.total)}",
-        ),
+        _hardware_decision(spec, c, evaluated, gate),
+        _parallelism_decision(c, memory),
         Decision(topic="framework", choice=c.framework, reason=words(c.framework_reason)),
         Decision(
             topic="memory",
@@ -127,25 +104,68 @@ def training_decisions(
             reason="what the memory per GPU assumes of the training script: train.loss, train.master_weights, "
             "train.optimizer_in_backward, train.activation_offload and train.expandable_segments say otherwise",
         ),
-        Decision(
-            topic="batch",
-            choice=f"{parallelism.global_batch} sequences × {spec.train.seq_len} tokens = {format_count(parallelism.global_batch * spec.train.seq_len)} tokens per step",
-            reason="as given"
-            if spec.train.global_batch
-            else f"{format_count(batch_tokens)} tokens rounded to a power-of-two number of sequences so DP × micro-batch divide it",
-        ),
-        Decision(
-            topic="time",
-            choice=f"roofline {format_seconds(c.wall_seconds)}, {format_count(c.gpu_hours)} GPU-hours, MFU {100 * c.mfu:.1f}%",
-            reason=f"{format_count(tokens)} tokens at {format_count(c.tokens_per_second)} tokens/s, goodput {100 * c.goodput:.1f}% "
-            f"({_whole_run_words(c.whole_run)})",
-        ),
+        _batch_decision(spec, parallelism, batch_tokens),
+        _time_decision(spec, c),
         Decision(
             topic="cost",
             choice=f"roofline {format_usd(c.cost_usd)}",
             reason=f"{format_count(c.gpu_hours)} GPU-hours × {format_usd(hardware.usd_per_gpu_hour)} ({spec.cluster.pricing})",
         ),
     ]
+
+
+def _hardware_decision(spec: PlanSpec, c: TrainCandidate, evaluated: int, gate: tuple[float, int, str]) -> Decision:
+    """The chosen GPUs: cheapest or fastest of the fitting configurations, against deadline, budget and the gate."""
+    deadline = f"deadline {format_seconds(spec.train.deadline)}" if spec.train.deadline else "no deadline"
+    return Decision(
+        topic="hardware",
+        choice=f"{c.gpus} × {c.gpu_id} ({c.nodes} nodes)",
+        reason=f"{'cheapest' if spec.optimize == 'cost' else 'fastest'} of {evaluated} configurations that fit memory and meet the {deadline}"
+        + (f" and budget {format_usd(spec.budget.usd)}" if spec.budget.usd else "")
+        + (
+            f", with time and cost at {spec.train.gate_quantile.upper()} of {gate[2]} ({gate[1]} published rows, "
+            f"× {gate[0]:.2f}; train.gate_quantile)"
+            if gate[1] and (spec.train.deadline or spec.budget.usd)
+            else ""
+        ),
+    )
+
+
+def _parallelism_decision(c: TrainCandidate, memory: tuple[float, str]) -> Decision:
+    """The layout, with the memory per GPU it needs of the usable memory and the roofline step."""
+    m, s = c.memory, c.step
+    return Decision(
+        topic="parallelism",
+        choice=f"TP={c.layout.tp} PP={c.layout.pp} DP={c.layout.dp}{_layout_words(c)} ZeRO-{c.layout.zero}, micro-batch {c.layout.micro_batch} × {c.grad_accum} accumulation, recompute {c.layout.recompute}",
+        reason=f"{m.total / 2**30:.1f} GiB per GPU of {c.usable_memory_bytes / 2**30:.1f} GiB usable"
+        + (f" (the device's ÷ {memory[0]:.2f}: {memory[1]})" if memory[0] > 1 else "")
+        + " "
+        f"({m.allocated / 2**30:.1f} GiB allocated, {m.reserved / 2**30:.1f} GiB reserved by the caching "
+        f"allocator, the rest CUDA context and NCCL)"
+        + _pipeline_unsharded_words(m)
+        + f"; roofline step {format_seconds(s.total)}",
+    )
+
+
+def _batch_decision(spec: PlanSpec, parallelism: Parallelism, batch_tokens: float) -> Decision:
+    """Sequences × tokens per step: as given, or the tokens rounded to a power-of-two number of sequences."""
+    return Decision(
+        topic="batch",
+        choice=f"{parallelism.global_batch} sequences × {spec.train.seq_len} tokens = {format_count(parallelism.global_batch * spec.train.seq_len)} tokens per step",
+        reason="as given"
+        if spec.train.global_batch
+        else f"{format_count(batch_tokens)} tokens rounded to a power-of-two number of sequences so DP × micro-batch divide it",
+    )
+
+
+def _time_decision(spec: PlanSpec, c: TrainCandidate) -> Decision:
+    """Roofline time, GPU-hours and MFU, from the tokens, the throughput and the goodput."""
+    return Decision(
+        topic="time",
+        choice=f"roofline {format_seconds(c.wall_seconds)}, {format_count(c.gpu_hours)} GPU-hours, MFU {100 * c.mfu:.1f}%",
+        reason=f"{format_count(spec.train.total_tokens)} tokens at {format_count(c.tokens_per_second)} tokens/s, goodput {100 * c.goodput:.1f}% "
+        f"({_whole_run_words(c.whole_run)})",
+    )
 
 
 def _whole_run_words(w: WholeRun) -> str:

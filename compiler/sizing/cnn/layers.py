@@ -61,16 +61,17 @@ class Layer:
 FUSIONS = ("tensorrt", "onnxruntime", "eager")
 
 
+@dataclass(frozen=True)
+class After:
+    """What follows a convolution in its layer: a residual add (reading the shortcut), batch norm, an activation."""
+
+    residual: bool = False
+    batch_norm: bool = True
+    activation: bool = True
+
+
 def conv(
-    side_in: int,
-    c_in: int,
-    c_out: int,
-    kernel: int,
-    stride: int = 1,
-    groups: int = 1,
-    residual: bool = False,
-    batch_norm: bool = True,
-    activation: bool = True,
+    side_in: int, c_in: int, c_out: int, kernel: int, stride: int = 1, groups: int = 1, after: After = After()
 ) -> tuple[Layer, int]:
     """A 'same'-padded convolution; returns the layer and its output side."""
     side_out = -(-side_in // stride)
@@ -80,9 +81,9 @@ def conv(
         weights,
         side_in * side_in * c_in,
         side_out * side_out * c_out,
-        side_out * side_out * c_out if residual else 0,
-        batch_norm,
-        activation,
+        side_out * side_out * c_out if after.residual else 0,
+        after.batch_norm,
+        after.activation,
     )
     return layer, side_out
 
@@ -108,9 +109,9 @@ def resnet50(image_side: int = 224, classes: int = 1000) -> tuple[Layer, ...]:
             b, side_out = conv(side, mid, mid, 3, s)
             layers += [a, b]
             if block == 0:
-                down, _ = conv(side, c_in, out, 1, s, activation=False)
+                down, _ = conv(side, c_in, out, 1, s, after=After(activation=False))
                 layers.append(down)
-            c, _ = conv(side_out, mid, out, 1, residual=True)
+            c, _ = conv(side_out, mid, out, 1, after=After(residual=True))
             layers.append(c)
             side, c_in = side_out, out
     return tuple(layers + _pool_and_classifier(side, c_in, classes))
@@ -137,7 +138,7 @@ def mobilenet_v2(image_side: int = 224, classes: int = 1000) -> tuple[Layer, ...
                 expand, _ = conv(side, c_in, hidden, 1)
                 layers.append(expand)
             depthwise, side_out = conv(side, hidden, hidden, 3, stride, groups=hidden)
-            project, _ = conv(side_out, hidden, c, 1, residual=stride == 1 and c_in == c, activation=False)
+            project, _ = conv(side_out, hidden, c, 1, after=After(residual=stride == 1 and c_in == c, activation=False))
             layers += [depthwise, project]
             side, c_in = side_out, c
     last, _ = conv(side, c_in, 1280, 1)
@@ -155,7 +156,7 @@ def _memory_op(input_elements: int, output_elements: int) -> Layer:
 
 def _bottleneck(side: int, c: int, hidden: int, shortcut: bool) -> list[Layer]:
     a, _ = conv(side, c, hidden, 3)
-    b, _ = conv(side, hidden, c, 3, residual=shortcut)
+    b, _ = conv(side, hidden, c, 3, after=After(residual=shortcut))
     return [a, b]
 
 
@@ -197,12 +198,12 @@ def _c2psa(side: int, c1: int) -> list[Layer]:
     )
     return [
         conv(side, c1, 2 * c, 1)[0],
-        conv(side, c, qkv_out, 1, activation=False)[0],
+        conv(side, c, qkv_out, 1, after=After(activation=False))[0],
         attention,
-        conv(side, c, c, 3, groups=c, activation=False)[0],
-        conv(side, c, c, 1, residual=True, activation=False)[0],
+        conv(side, c, c, 3, groups=c, after=After(activation=False))[0],
+        conv(side, c, c, 1, after=After(residual=True, activation=False))[0],
         conv(side, c, 2 * c, 1)[0],
-        conv(side, 2 * c, c, 1, residual=True, activation=False)[0],
+        conv(side, 2 * c, c, 1, after=After(residual=True, activation=False))[0],
         conv(side, 2 * c, c1, 1)[0],
     ]
 
@@ -214,12 +215,12 @@ def _detect(sides: tuple[int, ...], channels: tuple[int, ...], classes: int, reg
         layers += [
             conv(side, x, box, 3)[0],
             conv(side, box, box, 3)[0],
-            conv(side, box, 4 * reg_max, 1, batch_norm=False, activation=False)[0],
+            conv(side, box, 4 * reg_max, 1, after=After(batch_norm=False, activation=False))[0],
             conv(side, x, x, 3, groups=x)[0],
             conv(side, x, cls, 1)[0],
             conv(side, cls, cls, 3, groups=cls)[0],
             conv(side, cls, cls, 1)[0],
-            conv(side, cls, classes, 1, batch_norm=False, activation=False)[0],
+            conv(side, cls, classes, 1, after=After(batch_norm=False, activation=False))[0],
         ]
     return layers
 

@@ -49,6 +49,7 @@ from .replica import compute_dtype, memory_bytes_per_second
 from .types import (
     HOURS_PER_MONTH,
     MAX_PARETO,
+    ReplicaPlan,
     ServeCandidate,
     ServeMemory,
     ServeRejection,
@@ -233,46 +234,100 @@ def search_vision(req: ServeRequest, gpus: dict[str, GpuSpec]) -> ServeSearchRes
     return ServeSearchResult(chosen, pareto, kept, evaluated, None, None, ())
 
 
+@dataclass(frozen=True)
+class _DeviceRun:
+    """One model copy per GPU at one precision: what every batch's timing and the candidate read."""
+
+    req: ServeRequest
+    gpu: GpuSpec
+    precision: str
+    dtype: str
+    flops: float
+    weights: int
+    usable: int
+    fusion: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.gpu.id} {self.precision}"
+
+    def activations(self, batch: int) -> int:
+        return activation_bytes(self.req.arch, batch, self.req.prompt_tokens, self.precision)
+
+    def time(self, batch: int) -> BatchTime:
+        return batch_time(
+            self.req.arch, self.gpu, self.dtype, self.precision, self.flops, self.weights, batch, self.fusion
+        )
+
+
 def evaluate_device(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str, flops: float):
     """→ (candidate, None) or (None, rejection) for one model copy per GPU."""
-    where = f"{gpu.id} {precision}"
-    weights = weights_bytes(req.params, precision)
-    usable = int(gpu.memory_bytes * req.gpu_memory_utilization)
-    slo = req.latency_p99_seconds
-    fusion = cnn_fusion(req.engine, gpu.edge)
+    run = _DeviceRun(
+        req,
+        gpu,
+        precision,
+        dtype,
+        flops,
+        weights=weights_bytes(req.params, precision),
+        usable=int(gpu.memory_bytes * req.gpu_memory_utilization),
+        fusion=cnn_fusion(req.engine, gpu.edge),
+    )
+    best = _largest_batch(run)
+    if best is None:
+        return None, _no_batch_rejection(run)
+    b, timing = best
+    counts = replica_plan(req, b / timing.seconds, gpu.edge)
+    power = counts.replicas * gpu.tdp_watts
+    if gpu.edge and req.power_budget_watts is not None and power > req.power_budget_watts:
+        return None, ServeRejection(
+            run.where,
+            because(
+                "over-power-budget",
+                devices=counts.replicas,
+                tdp=gpu.tdp_watts,
+                power=power,
+                budget=req.power_budget_watts,
+            ),
+        )
+    return _candidate(run, b, timing, counts), None
+
+
+def _largest_batch(run: _DeviceRun) -> tuple[int, BatchTime] | None:
+    """The largest batch whose weights and activations fit and whose worst case (2 batches) meets the SLO."""
+    slo = run.req.latency_p99_seconds
     best = None
     for b in batch_sizes():
-        if weights + activation_bytes(req.arch, b, req.prompt_tokens, precision) > usable:
+        if run.weights + run.activations(b) > run.usable:
             break
-        timing = batch_time(req.arch, gpu, dtype, precision, flops, weights, b, fusion)
+        timing = run.time(b)
         if slo is not None and 2 * timing.seconds > slo:
             break
         best = (b, timing)
-    if best is None:
-        if weights > usable:
-            return None, ServeRejection(where, because("vision-weights-exceed", weights=weights, usable=usable))
-        t1 = batch_time(req.arch, gpu, dtype, precision, flops, weights, 1, fusion).seconds
-        return None, ServeRejection(where, because("batch-one-over-slo", batch_seconds=t1, slo=slo))
-    b, timing = best
+    return best
+
+
+def _no_batch_rejection(run: _DeviceRun) -> ServeRejection:
+    """Why not even batch 1 fits: the weights exceed the usable memory, or one batch's worst case exceeds the SLO."""
+    if run.weights > run.usable:
+        return ServeRejection(run.where, because("vision-weights-exceed", weights=run.weights, usable=run.usable))
+    t1 = run.time(1).seconds
+    return ServeRejection(run.where, because("batch-one-over-slo", batch_seconds=t1, slo=run.req.latency_p99_seconds))
+
+
+def _candidate(run: _DeviceRun, b: int, timing: BatchTime, counts: ReplicaPlan) -> ServeCandidate:
+    """The candidate serving batches of `b` with dynamic batching, and the replicas the request needs."""
+    req, gpu, weights = run.req, run.gpu, run.weights
     t = timing.seconds
     capacity = b / t
-    counts = replica_plan(req, capacity, gpu.edge)
-    min_replicas, replicas = counts.min_replicas, counts.replicas
-    power = replicas * gpu.tdp_watts
-    if gpu.edge and req.power_budget_watts is not None and power > req.power_budget_watts:
-        return None, ServeRejection(
-            where,
-            because(
-                "over-power-budget", devices=replicas, tdp=gpu.tdp_watts, power=power, budget=req.power_budget_watts
-            ),
-        )
+    replicas = counts.replicas
+    slo = req.latency_p99_seconds
     delay = max(0.0, slo - 2 * t) if slo is not None else t
     usd_per_hour = replicas * gpu.price_usd_per_gpu_hour[req.pricing]
     items_per_hour = req.requests_per_second * 3600
-    activations = activation_bytes(req.arch, b, req.prompt_tokens, precision)
+    activations = run.activations(b)
     return ServeCandidate(
         gpu_id=gpu.id,
-        precision=precision,
+        precision=run.precision,
         tp=1,
         pp=1,
         gpus_per_replica=1,
@@ -283,7 +338,12 @@ def evaluate_device(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
         kv_bytes_per_token=0,
         kv_bytes_per_token_per_gpu=0,
         memory=ServeMemory(
-            weights=weights, kv_cache=0, activations=activations, other=0, total=weights + activations, usable=usable
+            weights=weights,
+            kv_cache=0,
+            activations=activations,
+            other=0,
+            total=weights + activations,
+            usable=run.usable,
         ),
         weights_bytes_total=weights,
         ttft_seconds=delay + 2 * t,
@@ -295,7 +355,7 @@ def evaluate_device(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
         requests_per_second=req.requests_per_second,
         queue_target_per_replica=float(b),
         replicas=replicas,
-        min_replicas=min_replicas,
+        min_replicas=counts.min_replicas,
         max_replicas=replicas,
         usd_per_hour=usd_per_hour,
         usd_per_month=usd_per_hour * HOURS_PER_MONTH,
@@ -303,11 +363,11 @@ def evaluate_device(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
         gpu_memory_utilization=req.gpu_memory_utilization,
         target_utilization=req.target_utilization,
         queueing=because(
-            "dynamic-batching", batch=b, batch_seconds=t, delay=delay, roofline=roofline_reason(timing, b, fusion)
+            "dynamic-batching", batch=b, batch_seconds=t, delay=delay, roofline=roofline_reason(timing, b, run.fusion)
         ),
         max_queue_delay_seconds=delay,
         preferred_batch_sizes=tuple(x for x in batch_sizes() if x <= b and x >= b // 4),
-        power_watts=power,
+        power_watts=replicas * gpu.tdp_watts,
         replicas_needed=counts.needed,
         replica_floor=counts.floor,
-    ), None
+    )
