@@ -139,7 +139,7 @@ def build_candidate(
             total=mem.total,
             usable=mem.usable,
         ),
-        weights_bytes_total=weights_bytes_total(req.params, req.arch, precision),
+        weights_bytes_total=weights_bytes_total(req.params, req.arch, precision, req.weight_block),
         ttft_seconds=at_peak.ttft_p99_seconds,
         tpot_seconds=at_peak.tpot_p99_seconds,
         latency_seconds=at_peak.ttft_p99_seconds + req.output_tokens * at_peak.tpot_p99_seconds,
@@ -197,7 +197,9 @@ def speculation_for(req: ServeRequest, precision: str, tp: int, pp: int) -> Spec
         acceptance_range=acceptance,
         draft_arch=arch,
         draft_params=params,
-        draft_weights_bytes_per_gpu=weights_bytes_per_gpu(params, arch, precision, tp, 1, req.attention_dp),
+        draft_weights_bytes_per_gpu=weights_bytes_per_gpu(
+            params, arch, precision, tp, 1, req.attention_dp, req.weight_block
+        ),
         draft_kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu(arch, kv_element_bytes(req.kv_cache_dtype), tp, 1),
     )
 
@@ -228,6 +230,7 @@ def memory_for(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp: int
         dp=req.attention_dp,
         draft_weights=draft_weights,
         draft_kv_bytes_per_token=draft.draft_kv_bytes_per_token_per_gpu if draft else 0,
+        weight_block=req.weight_block,
     )
 
 
@@ -270,6 +273,7 @@ def evaluate_config(req: ServeRequest, gpu: GpuSpec, precision: str, dtype: str,
         inter_node=inter_node_link(req.interconnect) if spans_nodes else None,
         dp=req.attention_dp,
         speculation=speculation_for(req, precision, tp, pp),
+        weight_block=req.weight_block,
     )
     # a pinned max_num_seqs is the only batch tried; with attention DP, batches are per rank × the ranks
     grid = [req.attention_dp * b for b in ([limit] if req.max_batch else batch_grid(limit))]
