@@ -8,8 +8,8 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from ..catalog.types import Architecture
-from .spec_fields import MAX_DIMENSION, MAX_PARAMS, CheckpointQuantization, Count, SafeText, Spec, offers
+from ..catalog.types import Architecture, CheckpointQuantization
+from .spec_fields import MAX_DIMENSION, MAX_PARAMS, Count, SafeText, Spec, offers
 
 
 class ArchitectureSpec(Architecture):
