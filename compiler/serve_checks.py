@@ -3,7 +3,8 @@
 - `serve.context_len` above the model's longest context (architecture.max_position): vLLM refuses to start when
   max_model_len exceeds the model's max_position_embeddings (vllm/config: "User-specified max_model_len ... is
   greater than the derived max_model_len"), TGI likewise for --max-total-tokens.
-- the plan's precision against the checkpoint's own quantization (`model.quantization`): a pre-quantized checkpoint
+- the plan's precision against the checkpoint's own quantization (`model.quantization`, else what the preset's
+  repository ships: compiler/checkpoint.py; a precision left out is the checkpoint's own): a pre-quantized checkpoint
   serves only in the precision it was quantized to, and vLLM 0.32 cannot quantize a 16-bit checkpoint to int8/int4
   at load time (compiler/deployment/serving/engine_args.py, QUANTIZATION), so an int4 plan on a 16-bit repository
   would start nothing on vLLM.
@@ -36,22 +37,12 @@ import re
 
 from .catalog.catalog import Catalog
 from .catalog.types import Architecture
+from .checkpoint import SERVES_AS, checkpoint, serving_precision
 from .plan.spec import PlanSpec, weights_locations
 from .plan.spec_cluster import AZURE_CLIENT_ID, GCP_SERVICE_ACCOUNT, IAM_ROLE_ARN
 from .plan.spec_model import ModelSpec
 from .source import LoadedYaml, refuse_at
 
-# Plan precisions each checkpoint quantization can be served in. none: a 16-bit checkpoint, served as is or quantized
-# by the engine at load time. fp8: FP8 (W8A8) checkpoints. awq: 4-bit weights (AutoAWQ). gptq: 4- or 8-bit weights.
-# compressed-tensors (llm-compressor): W8A8-FP8, W8A8-INT8 or W4A16 schemes.
-SERVES_AS = {
-    "none": ("fp32", "fp16", "bf16", "fp8", "fp4", "int8", "int4"),
-    "fp8": ("fp8",),
-    "nvfp4": ("fp4",),
-    "awq": ("int4",),
-    "gptq": ("int4", "int8"),
-    "compressed-tensors": ("fp8", "fp4", "int8", "int4"),
-}
 # Precisions vLLM 0.32 cannot reach from a 16-bit checkpoint at load time (no dense int8/int4 online method; its
 # bitsandbytes path was removed). TGI can: eetq (int8), bitsandbytes-nf4 (int4).
 VLLM_NEEDS_PREQUANTIZED = (
@@ -97,24 +88,24 @@ def serve_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, s
                 )
             )
     problems += attention_dp_problems(spec, catalog) + speculative_problems(spec, catalog)
-    # (model location, model, engine, [(precision location, precision)])
+    # (model location, model, engine, [(precision location, precision, given in the plan)])
     if spec.serve.stages:
         units = [
             (
                 ("serve", "stages", i, "model"),
                 st.model,
                 st.engine,
-                [(("serve", "precisions", j), p) for j, p in enumerate(spec.serve.precisions)]
+                [(("serve", "precisions", j), p, True) for j, p in enumerate(spec.serve.precisions)]
                 if spec.serve.precisions
-                else [(("serve", "stages", i, "precision"), st.precision)],
+                else [(("serve", "stages", i, "precision"), st.precision, "precision" in st.model_fields_set)],
             )
             for i, st in enumerate(spec.serve.stages)
         ]
     else:
         precisions = (
-            [(("serve", "precisions", j), p) for j, p in enumerate(spec.serve.precisions)]
+            [(("serve", "precisions", j), p, True) for j, p in enumerate(spec.serve.precisions)]
             if spec.serve.precisions
-            else [(("precision",), spec.precision)]
+            else [(("precision",), spec.precision, "precision" in spec.model_fields_set)]
         )
         units = [(("model",), spec.model, spec.serve.engine, precisions)]
     for model_loc, model, engine, precisions in units:
@@ -145,9 +136,22 @@ def serve_problems(spec: PlanSpec, catalog: Catalog) -> list[tuple[tuple, str, s
                     "context-too-long",
                 )
             )
-        quant = model.quantization
-        for loc, precision in precisions:
-            if precision not in SERVES_AS[quant]:
+        ckpt = checkpoint(model, catalog)
+        quant = ckpt.quantization
+        for loc, given, explicit in precisions:
+            precision = serving_precision(given, explicit, quant)
+            if precision not in SERVES_AS[quant] and ckpt.shipped is not None:
+                problems.append(
+                    (
+                        loc,
+                        f"precision {precision}: {ckpt.repository} (preset {model.preset}) ships {quant.upper()} "
+                        f"weights, which vLLM keeps whatever --dtype says (--dtype sets the activations); give "
+                        f"precision {' or '.join(SERVES_AS[quant])} or leave it out, or point model.hf_id at a 16-bit "
+                        f"conversion and set model.quantization none",
+                        "checkpoint-mismatch",
+                    )
+                )
+            elif precision not in SERVES_AS[quant]:
                 problems.append(
                     (
                         loc,

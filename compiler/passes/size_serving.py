@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
+from ..checkpoint import serving_precision
 from ..diagnostics import InfeasiblePlan
 from ..plan.resolved import (
     Alternative,
     Cost,
+    Decision,
     Hardware,
     MemoryPerGpu,
     ModelInfo,
@@ -36,7 +38,7 @@ from ..sizing.serve.types import (
     ServeRequest,
 )
 from .context import PassContext
-from .resolve_model import model_info
+from .resolve_model import checkpoint_decision, model_info
 from .wording import rejection_rows, words
 from .wording_serving import serving_decisions, serving_infeasible, stage_ratio_decision
 
@@ -58,6 +60,7 @@ def _request(
         params=count_params(arch),
         model_id=model.id,
         precisions=tuple(serve.precisions or [precision]),
+        weight_block=model.weight_block,
         kv_cache_dtype=serve.kv_cache_dtype,
         engine=engine,
         context_len=serve.context_len,
@@ -173,12 +176,20 @@ def _speculation_fields(c: ServeCandidate) -> dict:
     }
 
 
+def _precision(precision: str, given: bool, model: ModelInfo, prefix: str = "") -> tuple[str, list[Decision]]:
+    """The precision the model is served in (compiler/checkpoint.py) and, where the checkpoint decided it, why."""
+    served = serving_precision(precision, given, model.quantization)
+    if served == precision:
+        return precision, []
+    why = because("precision-from-checkpoint", quantization=model.quantization, precision=served)
+    return served, [Decision(topic=f"{prefix}precision", choice=served, reason=words(why))]
+
+
 def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
     spec = plan.spec
+    precision, precision_decisions = _precision(spec.precision, "precision" in spec.model_fields_set, plan.model)
     result = search_serving(
-        _request(
-            spec, plan.model, spec.precision, spec.serve.engine, spec.cluster.gpu_choices, spec.serve.slo, catalog
-        ),
+        _request(spec, plan.model, precision, spec.serve.engine, spec.cluster.gpu_choices, spec.serve.slo, catalog),
         catalog.gpus,
     )
     if result.chosen is None:
@@ -211,6 +222,7 @@ def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
             ],
             "rejected": [Rejection(description=d, reason=r) for d, r in rejection_rows(result.rejected, MAX_REJECTED)],
             "decisions": plan.decisions
+            + precision_decisions
             + serving_decisions(
                 spec, c, result.evaluated, hardware, vision=plan.model.architecture.kind in VISION_KINDS
             ),
@@ -223,6 +235,10 @@ def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
 def _size_stages(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
     spec = plan.spec
     models = [model_info(stage.model, stage.name, catalog)[0] for stage in spec.serve.stages]
+    precisions = [
+        _precision(stage.precision, "precision" in stage.model_fields_set, model, f"{stage.name}: ")
+        for stage, model in zip(spec.serve.stages, models)
+    ]
     pipeline = size_pipeline(
         tuple(
             PipelineStage(
@@ -230,7 +246,7 @@ def _size_stages(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
                 _request(
                     spec,
                     model,
-                    stage.precision,
+                    precision,
                     stage.engine,
                     stage.gpus or spec.cluster.gpu_choices,
                     stage.slo,
@@ -240,7 +256,7 @@ def _size_stages(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
                 ),
                 stage.items_per_request,
             )
-            for stage, model in zip(spec.serve.stages, models)
+            for stage, model, (precision, _) in zip(spec.serve.stages, models, precisions)
         ),
         catalog.gpus,
         spec.serve.traffic.requests_per_second,
@@ -249,6 +265,8 @@ def _size_stages(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
     if pipeline.infeasible_reason:
         raise InfeasiblePlan(words(pipeline.infeasible_reason))
     stages, decisions, warnings, previous = [], list(plan.decisions), list(plan.warnings), ""
+    for stage, (_, decided) in zip(spec.serve.stages, precisions):
+        decisions += checkpoint_decision(stage.model, catalog, f"{stage.name}: ") + decided
     ratios = dict(pipeline.gpu_ratio)
     for (name, result), stage, model in zip(pipeline.stages, spec.serve.stages, models):
         c = result.chosen
