@@ -3,7 +3,8 @@
 - `serve.context_len` above the model's longest context (architecture.max_position): vLLM refuses to start when
   max_model_len exceeds the model's max_position_embeddings (vllm/config: "User-specified max_model_len ... is
   greater than the derived max_model_len"), TGI likewise for --max-total-tokens.
-- the plan's precision against the checkpoint's own quantization (`model.quantization`): a pre-quantized checkpoint
+- the plan's precision against the checkpoint's own quantization (`model.quantization`, else what the preset's
+  repository ships: compiler/checkpoint.py; a precision left out is the checkpoint's own): a pre-quantized checkpoint
   serves only in the precision it was quantized to, and vLLM 0.32 cannot quantize a 16-bit checkpoint to int8/int4
   at load time (compiler/deployment/serving/engine_args.py, QUANTIZATION), so an int4 plan on a 16-bit repository
   would start nothing on vLLM.
@@ -36,22 +37,12 @@ import re
 
 from .catalog.catalog import Catalog
 from .catalog.types import Architecture
+from .checkpoint import SERVES_AS, checkpoint, serving_precision
 from .plan.spec import PlanSpec, weights_locations
 from .plan.spec_cluster import AZURE_CLIENT_ID, GCP_SERVICE_ACCOUNT, IAM_ROLE_ARN
 from .plan.spec_model import ModelSpec
 from .source import LoadedYaml, refuse_at
 
-# Plan precisions each checkpoint quantization can be served in. none: a 16-bit checkpoint, served as is or quantized
-# by the engine at load time. fp8: FP8 (W8A8) checkpoints. awq: 4-bit weights (AutoAWQ). gptq: 4- or 8-bit weights.
-# compressed-tensors (llm-compressor): W8A8-FP8, W8A8-INT8 or W4A16 schemes.
-SERVES_AS = {
-    "none": ("fp32", "fp16", "bf16", "fp8", "fp4", "int8", "int4"),
-    "fp8": ("fp8",),
-    "nvfp4": ("fp4",),
-    "awq": ("int4",),
-    "gptq": ("int4", "int8"),
-    "compressed-tensors": ("fp8", "fp4", "int8", "int4"),
-}
 # Precisions vLLM 0.32 cannot reach from a 16-bit checkpoint at load time (no dense int8/int4 online method; its
 # bitsandbytes path was removed). TGI can: eetq (int8), bitsandbytes-nf4 (int4).
 VLLM_NEEDS_PREQUANTIZED = (
@@ -111,24 +102,25 @@ def closed_loop_problems(spec: PlanSpec, catalog: Catalog) -> list[Problem]:
     ]
 
 
-def _served_units(spec: PlanSpec) -> list[tuple[tuple, ModelSpec, str, list[tuple[tuple, str]]]]:
-    """(model location, model, engine, [(precision location, precision)]) of each stage, or of the one service."""
+def _served_units(spec: PlanSpec) -> list[tuple[tuple, ModelSpec, str, list[tuple[tuple, str, bool]]]]:
+    """(model location, model, engine, [(precision location, precision, given in the plan)]) of each stage, or of the
+    one service."""
     if spec.serve.stages:
         return [
             (
                 ("serve", "stages", i, "model"),
                 st.model,
                 st.engine,
-                [(("serve", "precisions", j), p) for j, p in enumerate(spec.serve.precisions)]
+                [(("serve", "precisions", j), p, True) for j, p in enumerate(spec.serve.precisions)]
                 if spec.serve.precisions
-                else [(("serve", "stages", i, "precision"), st.precision)],
+                else [(("serve", "stages", i, "precision"), st.precision, "precision" in st.model_fields_set)],
             )
             for i, st in enumerate(spec.serve.stages)
         ]
     precisions = (
-        [(("serve", "precisions", j), p) for j, p in enumerate(spec.serve.precisions)]
+        [(("serve", "precisions", j), p, True) for j, p in enumerate(spec.serve.precisions)]
         if spec.serve.precisions
-        else [(("precision",), spec.precision)]
+        else [(("precision",), spec.precision, "precision" in spec.model_fields_set)]
     )
     return [(("model",), spec.model, spec.serve.engine, precisions)]
 
@@ -139,7 +131,7 @@ def _unit_problems(
     model_loc: tuple,
     model: ModelSpec,
     engine: str,
-    precisions: list[tuple[tuple, str]],
+    precisions: list[tuple[tuple, str, bool]],
 ) -> list[Problem]:
     """One served model: an undeployable detector, or (an LLM) a context beyond the model's and precisions its
     checkpoint or engine cannot serve."""
@@ -159,8 +151,8 @@ def _unit_problems(
                 "context-too-long",
             )
         )
-    for loc, precision in precisions:
-        if (message := _precision_message(precision, model, engine, catalog)) is not None:
+    for loc, given, explicit in precisions:
+        if (message := _precision_message(given, explicit, model, engine, catalog)) is not None:
             problems.append((loc, message, "checkpoint-mismatch"))
     return problems
 
@@ -179,9 +171,19 @@ def _detector_problem(model_loc: tuple, model: ModelSpec, arch: Architecture, en
     )
 
 
-def _precision_message(precision: str, model: ModelSpec, engine: str, catalog: Catalog) -> str | None:
-    """Why `engine` cannot serve `precision` from the model's checkpoint, or None when it can."""
-    quant = model.quantization
+def _precision_message(given: str, explicit: bool, model: ModelSpec, engine: str, catalog: Catalog) -> str | None:
+    """Why `engine` cannot serve the precision (`given`, or the checkpoint's own where the plan left it out) from the
+    model's checkpoint, or None when it can."""
+    ckpt = checkpoint(model, catalog)
+    quant = ckpt.quantization
+    precision = serving_precision(given, explicit, quant)
+    if precision not in SERVES_AS[quant] and ckpt.shipped is not None:
+        return (
+            f"precision {precision}: {ckpt.repository} (preset {model.preset}) ships {quant.upper()} "
+            f"weights, which vLLM keeps whatever --dtype says (--dtype sets the activations); give "
+            f"precision {' or '.join(SERVES_AS[quant])} or leave it out, or point model.hf_id at a 16-bit "
+            f"conversion and set model.quantization none"
+        )
     if precision not in SERVES_AS[quant]:
         return (
             f"precision {precision} cannot be served from a {quant}-quantized checkpoint "

@@ -144,6 +144,19 @@ def test_weight_bytes_per_param_by_precision():
     assert weight_bytes_per_param("fp8", 4096) == 1.0
     assert weight_bytes_per_param("int4", 8192) == 0.53125  # 0.5 + (2 + 2) / 128
     assert weight_bytes_per_param("int8", 8192) == pytest.approx(1 + 2 / 8192)
+    # a block-scaled FP8 checkpoint (DeepSeek-V3: one fp32 weight_scale_inv per 128×128 block)
+    assert weight_bytes_per_param("fp8", 7168, weight_block=128) == 1 + 4 / 128**2
+    assert weight_bytes_per_param("bf16", 7168, weight_block=128) == 2.0  # the blocks are an fp8 checkpoint's
+
+
+def test_deepseek_v3_fp8_block_scaled_weights_on_8_gpus():
+    """671B FP8 weights over TP8 with their scales (body × 4/128² ≈ 164 MB in all) and the BF16 embedding and head."""
+    body = DEEPSEEK_V3_COUNTS.total - DEEPSEEK_V3_COUNTS.embedding
+    expected = int((body * (1 + 4 / 128**2) + DEEPSEEK_V3_COUNTS.embedding * 2) / 8)
+    assert weights_bytes_per_gpu(DEEPSEEK_V3_COUNTS, DEEPSEEK_V3, "fp8", 8, 1, weight_block=128) == expected
+    unscaled = weights_bytes_per_gpu(DEEPSEEK_V3_COUNTS, DEEPSEEK_V3, "fp8", 8, 1)
+    assert expected - unscaled == pytest.approx(body * 4 / 128**2 / 8, abs=1)
+    assert 84.0e9 < expected < 84.3e9
 
 
 def test_llama_2_70b_int4_group_128_weights():

@@ -35,6 +35,9 @@ CatalogId = Annotated[str, Field(pattern=CATALOG_ID)]
 CatalogText = Annotated[str, Field(max_length=1000), AfterValidator(_printable)]
 
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8", "int4"]
+# How a checkpoint's weights are stored (config.json quantization_config): none = 16-bit; fp8 (W8A8 FP8), nvfp4 (NVIDIA
+# ModelOpt NVFP4), awq, gptq, compressed-tensors (llm-compressor) = pre-quantized, the engine reads the method from it.
+CheckpointQuantization = Literal["none", "fp8", "nvfp4", "awq", "gptq", "compressed-tensors"]
 Pricing = Literal["on-demand", "spot", "reserved"]
 
 
@@ -312,6 +315,29 @@ class Architecture(Frozen):
         return self.kv_lora_rank > 0
 
 
+class ShippedCheckpoint(Frozen):
+    """How the preset's own repository (hf_repo) stores its weights when they are not 16-bit (its config.json
+    quantization_config), with the source that says so."""
+
+    quantization: CheckpointQuantization = Field(description="the method vLLM reads from the repo's config.json")
+    weight_block: int = Field(
+        0,
+        ge=0,
+        le=65_536,
+        description="fp8 block scaling: one fp32 scale per weight_block × weight_block weights (config.json "
+        "weight_block_size); 0 = per-tensor or per-channel scales (negligible bytes)",
+    )
+    source: CatalogText
+
+    @model_validator(mode="after")
+    def quantized_with_blocks_only_for_fp8(self) -> ShippedCheckpoint:
+        if self.quantization == "none":
+            raise PydanticCustomError("invalid-checkpoint", "a 16-bit repository needs no checkpoint entry", {})
+        if self.weight_block and self.quantization != "fp8":
+            raise PydanticCustomError("invalid-checkpoint", "weight_block is for fp8 block-scaled checkpoints", {})
+        return self
+
+
 class ModelPreset(Frozen):
     id: CatalogId
     name: CatalogText
@@ -319,5 +345,8 @@ class ModelPreset(Frozen):
     published_params: float = Field(description="total parameters as the model's authors state them")
     published_active_params: float = 0.0
     hf_repo: Annotated[str, Field(pattern=r"^([A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*)?$")] = ""
+    checkpoint: ShippedCheckpoint | None = Field(
+        None, description="how hf_repo's weights ship when they are not 16-bit (None: 16-bit, as most repos)"
+    )
     source: CatalogText
     as_of: Annotated[str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]

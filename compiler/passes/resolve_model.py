@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
 from ..catalog.types import Architecture
+from ..checkpoint import Checkpoint, checkpoint
 from ..plan.resolved import Decision, ModelInfo, ResolvedPlan
 from ..plan.spec_model import ModelSpec
 from ..sizing.reasons import Reason, because
@@ -34,8 +35,11 @@ def assumed_architecture(params: float) -> Architecture:
     )
 
 
-def model_info(model: ModelSpec, fallback_name: str, catalog: Catalog) -> tuple[ModelInfo, Reason]:
-    """The resolved model and the reason for its shape."""
+def model_info(
+    model: ModelSpec, fallback_name: str, catalog: Catalog, serving: bool = True
+) -> tuple[ModelInfo, Reason]:
+    """The resolved model and the reason for its shape. A served model carries its checkpoint's quantization
+    (compiler/checkpoint.py); a trained one reads 16-bit weights (unused.py refuses model.quantization there)."""
     if model.preset:
         preset = catalog.models[model.preset]
         arch, ident, name, hf_id, assumed = preset.architecture, preset.id, preset.name, preset.hf_repo, False
@@ -48,12 +52,14 @@ def model_info(model: ModelSpec, fallback_name: str, catalog: Catalog) -> tuple[
         ident, name, hf_id, assumed = "custom", fallback_name, "", True
         why = because("shape-from-count", layers=arch.layers, hidden=arch.hidden, aspect_ratio=ASSUMED_ASPECT_RATIO)
     counts = count_params(arch)
+    ckpt = checkpoint(model, catalog) if serving else None
     info = ModelInfo(
         id=ident,
         name=name,
         hf_id=model.hf_id or hf_id or f"local/{fallback_name}",
         weights_uri=model.weights or "",
-        quantization=model.quantization,
+        quantization=ckpt.quantization if ckpt else "none",
+        weight_block=ckpt.weight_block if ckpt else 0,
         architecture=arch,
         params_total=counts.total,
         params_active=counts.active,
@@ -62,12 +68,35 @@ def model_info(model: ModelSpec, fallback_name: str, catalog: Catalog) -> tuple[
     return info, why
 
 
+def checkpoint_decision(model: ModelSpec, catalog: Catalog, prefix: str = "") -> list[Decision]:
+    """The checkpoint's quantization where it was decided from the catalog (model.quantization not given)."""
+    ckpt = checkpoint(model, catalog)
+    if ckpt.shipped is None:
+        return []
+    why = because(
+        "checkpoint-shipped",
+        preset=model.preset,
+        repository=ckpt.repository,
+        quantization=ckpt.quantization,
+        block=ckpt.weight_block,
+        source=ckpt.shipped.source,
+    )
+    return [Decision(topic=f"{prefix}checkpoint", choice=checkpoint_choice(ckpt), reason=words(why))]
+
+
+def checkpoint_choice(ckpt: Checkpoint) -> str:
+    blocks = f", one fp32 scale per {ckpt.weight_block}×{ckpt.weight_block} block" if ckpt.weight_block else ""
+    return f"{ckpt.quantization} weights{blocks}"
+
+
 def resolve_model(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     if plan.spec.model is None:  # a staged service: each stage resolves its own model
         return plan
-    info, why = model_info(plan.spec.model, plan.name, ctx.catalog)
+    serving = plan.workload == "serve"
+    info, why = model_info(plan.spec.model, plan.name, ctx.catalog, serving)
     decision = Decision(
         topic="model", choice=model_choice(info.name, info.params_total, info.params_active), reason=words(why)
     )
+    decisions = [decision] + (checkpoint_decision(plan.spec.model, ctx.catalog) if serving else [])
     warnings = plan.warnings + ([words(because("shape-assumed", why=why))] if info.assumed else [])
-    return plan.model_copy(update={"model": info, "decisions": plan.decisions + [decision], "warnings": warnings})
+    return plan.model_copy(update={"model": info, "decisions": plan.decisions + decisions, "warnings": warnings})

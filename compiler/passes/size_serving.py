@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from ..catalog.catalog import Catalog
 from ..catalog.params import count_params
+from ..checkpoint import serving_precision
 from ..diagnostics import InfeasiblePlan
 from ..plan.resolved import (
     Alternative,
@@ -39,7 +40,7 @@ from ..sizing.serve.types import (
     ServeRequest,
 )
 from .context import PassContext
-from .resolve_model import model_info
+from .resolve_model import checkpoint_decision, model_info
 from .wording import rejection_rows, words
 from .wording_serving import serving_decisions, serving_infeasible, stage_ratio_decision
 
@@ -65,6 +66,7 @@ def _request(spec: PlanSpec, served: _Served, catalog: Catalog) -> ServeRequest:
         params=count_params(arch),
         model_id=model.id,
         precisions=tuple(serve.precisions or [precision]),
+        weight_block=model.weight_block,
         kv_cache_dtype=serve.kv_cache_dtype,
         engine=engine,
         context_len=serve.context_len,
@@ -193,12 +195,22 @@ def _speculation_fields(c: ServeCandidate) -> dict:
     }
 
 
+def _precision(precision: str, given: bool, model: ModelInfo, prefix: str = "") -> tuple[str, list[Decision]]:
+    """The precision the model is served in (compiler/checkpoint.py) and, where the checkpoint decided it, why."""
+    served = serving_precision(precision, given, model.quantization)
+    if served == precision:
+        return precision, []
+    why = because("precision-from-checkpoint", quantization=model.quantization, precision=served)
+    return served, [Decision(topic=f"{prefix}precision", choice=served, reason=words(why))]
+
+
 def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
     spec = plan.spec
+    precision, precision_decisions = _precision(spec.precision, "precision" in spec.model_fields_set, plan.model)
     result = search_serving(
         _request(
             spec,
-            _Served(plan.model, spec.precision, spec.serve.engine, spec.cluster.gpu_choices, spec.serve.slo),
+            _Served(plan.model, precision, spec.serve.engine, spec.cluster.gpu_choices, spec.serve.slo),
             catalog,
         ),
         catalog.gpus,
@@ -233,6 +245,7 @@ def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
             ],
             "rejected": [Rejection(description=d, reason=r) for d, r in rejection_rows(result.rejected, MAX_REJECTED)],
             "decisions": plan.decisions
+            + precision_decisions
             + serving_decisions(
                 spec, c, result.evaluated, hardware, vision=plan.model.architecture.kind in VISION_KINDS
             ),
@@ -246,10 +259,21 @@ def _size_stages(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
     """Size every stage for the rate it receives; the top-level sections describe the last stage."""
     spec = plan.spec
     models = [model_info(stage.model, stage.name, catalog)[0] for stage in spec.serve.stages]
-    pipeline = _size_pipeline(spec, models, catalog)
+    precisions = [
+        _precision(stage.precision, "precision" in stage.model_fields_set, model, f"{stage.name}: ")
+        for stage, model in zip(spec.serve.stages, models)
+    ]
+    pipeline = _size_pipeline(spec, models, [precision for precision, _ in precisions], catalog)
     if pipeline.infeasible_reason:
         raise InfeasiblePlan(words(pipeline.infeasible_reason))
-    stages, decisions, warnings = _stage_sections(plan, pipeline, models, catalog)
+    checkpoint = [
+        d
+        for stage, (_, decided) in zip(spec.serve.stages, precisions)
+        for d in checkpoint_decision(stage.model, catalog, f"{stage.name}: ") + decided
+    ]
+    stages, decisions, warnings = _stage_sections(
+        plan.model_copy(update={"decisions": plan.decisions + checkpoint}), pipeline, models, catalog
+    )
     ratios = dict(pipeline.gpu_ratio)
     decisions.append(stage_ratio_decision([(s.name, ratios[s.name]) for s in stages]))
     last = stages[-1]
@@ -278,7 +302,7 @@ def _size_stages(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
     )
 
 
-def _size_pipeline(spec: PlanSpec, models: list[ModelInfo], catalog: Catalog) -> PipelineResult:
+def _size_pipeline(spec: PlanSpec, models: list[ModelInfo], precisions: list[str], catalog: Catalog) -> PipelineResult:
     """Each stage's request, sized together for the rate each receives."""
     return size_pipeline(
         tuple(
@@ -288,7 +312,7 @@ def _size_pipeline(spec: PlanSpec, models: list[ModelInfo], catalog: Catalog) ->
                     spec,
                     _Served(
                         model,
-                        stage.precision,
+                        precision,
                         stage.engine,
                         stage.gpus or spec.cluster.gpu_choices,
                         stage.slo,
@@ -299,7 +323,7 @@ def _size_pipeline(spec: PlanSpec, models: list[ModelInfo], catalog: Catalog) ->
                 ),
                 stage.items_per_request,
             )
-            for stage, model in zip(spec.serve.stages, models)
+            for stage, model, precision in zip(spec.serve.stages, models, precisions)
         ),
         catalog.gpus,
         spec.serve.traffic.requests_per_second,

@@ -361,4 +361,15 @@ SENTENCES: dict[str, Callable[..., str]] = {
         f"(N ≈ 12·L·d², d/L = {aspect_ratio}; Kaplan et al. 2020)"
     ),
     "shape-assumed": lambda why: f"model shape assumed from a parameter count: {words(why)}",
+    "checkpoint-shipped": lambda preset, repository, quantization, block, source: (
+        f"model.quantization not given: {repository}, the repository of preset {preset}, ships {quantization} "
+        f"weights ({source}); vLLM reads the method from its config.json (no --quantization), and the weights are "
+        f"sized at their stored bytes"
+        + (f" with one fp32 scale per {block}×{block} block (+{4 / block**2:.2e} B per weight)" if block else "")
+        + "; give model.quantization none with model.hf_id of a 16-bit conversion to serve 16-bit weights"
+    ),
+    "precision-from-checkpoint": lambda quantization, precision: (
+        f"precision not given: the {quantization} checkpoint serves in {precision} only (vLLM keeps its stored "
+        f"weights whatever --dtype says), so {precision}, not the default bf16"
+    ),
 }

@@ -26,7 +26,14 @@ class ModelInfo(Section):
     hf_id: str = Field(description="model id given to engines (Hugging Face repo id)")
     weights_uri: str = ""
     quantization: str = Field(
-        "none", description="model.quantization: the checkpoint's own quantization (none = 16-bit weights)"
+        "none",
+        description="the checkpoint's own quantization: model.quantization, else what the preset's repository ships "
+        "(serve plans; none = 16-bit weights)",
+    )
+    weight_block: int = Field(
+        0,
+        description="fp8 block scaling of the checkpoint: one fp32 scale per weight_block × weight_block weights, "
+        "counted in the weights' bytes (0: none counted)",
     )
     architecture: Architecture
     params_total: int

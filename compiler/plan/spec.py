@@ -126,7 +126,12 @@ class PlanSpec(Spec):
     model: ModelSpec | None = Field(
         None, description="the model: a preset, an architecture, or a parameter count (omit only with serve.stages)"
     )
-    precision: Precision = Field("bf16", description="compute precision; int8/int4 for serving only")
+    precision: Precision = Field(
+        "bf16",
+        description="compute precision; int8/int4 for serving only. A serve plan that leaves it out on a pre-quantized "
+        "checkpoint (model.quantization, or what the preset's repository ships: fp8 for deepseek-v3/r1) is served "
+        "in the checkpoint's precision",
+    )
     train: TrainSpec | None = Field(None, description="required for train and finetune")
     serve: ServeSpec | None = Field(None, description="required for serve")
     budget: BudgetSpec = Field(default_factory=BudgetSpec, description="spending limit and alert threshold")

@@ -136,7 +136,6 @@ SafeText = Annotated[
     str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00\r\n]*$"), AfterValidator(_no_control_characters)
 ]
 Precision = Literal["fp32", "fp16", "bf16", "fp8", "fp4", "int8", "int4"]
-CheckpointQuantization = Literal["none", "fp8", "nvfp4", "awq", "gptq", "compressed-tensors"]
 
 
 class Spec(BaseModel):

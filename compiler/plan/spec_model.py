@@ -8,8 +8,8 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from ..catalog.types import Architecture
-from .spec_fields import MAX_DIMENSION, MAX_PARAMS, CheckpointQuantization, Count, SafeText, Spec, offers
+from ..catalog.types import Architecture, CheckpointQuantization
+from .spec_fields import MAX_DIMENSION, MAX_PARAMS, Count, SafeText, Spec, offers
 
 
 class ArchitectureSpec(Architecture):
@@ -94,9 +94,9 @@ class ModelSpec(Spec):
     hf_id: SafeText | None = Field(
         None, description="the model id engines load (Hugging Face repo id); defaults to the preset's repo"
     )
-    quantization: CheckpointQuantization = Field(
-        "none",
-        description="how the checkpoint the engine loads (hf_id / weights) is already quantized: none = 16-bit weights (the presets' repos); fp8, nvfp4 (NVIDIA ModelOpt NVFP4, e.g. nvidia/DeepSeek-R1-FP4), awq, gptq or compressed-tensors = a pre-quantized checkpoint whose method the engine reads from its config.json (serve plans)",
+    quantization: CheckpointQuantization | None = Field(
+        None,
+        description="how the checkpoint the engine loads (hf_id / weights) is already quantized: none = 16-bit weights; fp8, nvfp4 (NVIDIA ModelOpt NVFP4, e.g. nvidia/DeepSeek-R1-FP4), awq, gptq or compressed-tensors = a pre-quantized checkpoint whose method the engine reads from its config.json (serve plans). Not given: what the preset's own repository ships (the catalog's checkpoint entry: fp8 for deepseek-v3 and deepseek-r1), else none; give none for a 16-bit conversion of an FP8 repository",
     )
 
     @field_validator("params")

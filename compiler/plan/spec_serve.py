@@ -53,7 +53,9 @@ class StageSpec(Spec):
 
     name: Annotated[str, Field(pattern=DNS1123_LABEL)] = Field(description="stage name; names its deployment and queue")
     model: ModelSpec = Field(description="the stage's model")
-    precision: Precision = Field("bf16", description="the stage's serving precision")
+    precision: Precision = Field(
+        "bf16", description="the stage's serving precision (left out: a pre-quantized checkpoint's own, as precision)"
+    )
     engine: Literal["vllm", "triton", "tgi"] = Field("vllm", description="the stage's serving engine")
     gpus: list[str] | None = Field(
         None, description="GPU types this stage may use (default: the cluster's)", json_schema_extra=offers("gpus")

@@ -130,7 +130,7 @@ def build_candidate(
         kv_bytes_per_token=kv_bytes_per_token(req.arch, kv_element_bytes(req.kv_cache_dtype)),
         kv_bytes_per_token_per_gpu=mem.kv_bytes_per_token,
         memory=serve_memory(mem),
-        weights_bytes_total=weights_bytes_total(req.params, req.arch, precision),
+        weights_bytes_total=weights_bytes_total(req.params, req.arch, precision, req.weight_block),
         **latency_fields(req, point, traffic.at_peak, idle),
         requests_per_second=traffic.requests_per_second,
         step_bound=point.step.bound,
@@ -221,7 +221,9 @@ def speculation_for(req: ServeRequest, precision: str, tp: int, pp: int) -> Spec
         acceptance_range=acceptance,
         draft_arch=arch,
         draft_params=params,
-        draft_weights_bytes_per_gpu=weights_bytes_per_gpu(params, arch, precision, tp, 1, req.attention_dp),
+        draft_weights_bytes_per_gpu=weights_bytes_per_gpu(
+            params, arch, precision, tp, 1, req.attention_dp, req.weight_block
+        ),
         draft_kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu(arch, kv_element_bytes(req.kv_cache_dtype), tp, 1),
     )
 
@@ -250,6 +252,7 @@ def memory_for(req: ServeRequest, gpu: GpuSpec, precision: str, tp: int, pp: int
         ),
         draft_weights=draft_weights,
         draft_kv_bytes_per_token=draft.draft_kv_bytes_per_token_per_gpu if draft else 0,
+        weight_block=req.weight_block,
     )
 
 
@@ -333,6 +336,7 @@ def replica_model(req: ServeRequest, shape: ReplicaShape, dtype: str, mem) -> Re
         inter_node=inter_node_link(req.interconnect) if spans_nodes else None,
         dp=req.attention_dp,
         speculation=speculation_for(req, precision, tp, pp),
+        weight_block=req.weight_block,
     )
 
 

@@ -37,6 +37,11 @@ INT4_ZERO_BYTES_PER_GROUP = 2
 # int8 W8A8 (SmoothQuant, Xiao et al. 2022; vLLM compressed-tensors): one fp16 scale per output channel,
 # i.e. 2 B per row of each matrix = 2 / in_features bytes per weight. We take in_features ≈ hidden.
 INT8_SCALE_BYTES_PER_CHANNEL = 2
+# Block-scaled FP8 checkpoints (DeepSeek-V3/R1, deepseek-ai/DeepSeek-V3 README_WEIGHTS.md "FP8 Weight Documentation":
+# "FP8 weight format with 128x128 block scaling", a float32 `weight_scale_inv` per block; vLLM allocates the same
+# float32 [ceil(out/128), ceil(in/128)] tensor, vllm/model_executor/layers/quantization/fp8.py @0071b24): 4 B per
+# block of block² weights. A per-tensor scale (vLLM's load-time fp8, ModelOpt FP8) is negligible and not counted.
+FP8_BLOCK_SCALE_BYTES = 4
 # Quantised checkpoints keep the embedding and LM head in 16 bits: AutoAWQ skips `lm_head`, NVIDIA
 # ModelOpt's FP8 config excludes `*lm_head*`, vLLM never quantises `VocabParallelEmbedding`.
 UNQUANTISED_EMBEDDING_BYTES = 2
@@ -58,13 +63,15 @@ NON_TORCH_COLLECTIVE_BYTES = 1.79 * GIB
 # activation workspace below is not divided by TP.
 
 
-def weight_bytes_per_param(precision: str, in_features: int) -> float:
+def weight_bytes_per_param(precision: str, in_features: int, weight_block: int = 0) -> float:
     """Stored bytes per quantisable weight, scales and zero points included.
 
     int4: 0.5 + (2 + 2)/128 = 0.53125 B; fp4 (NVFP4): 0.5 + 1/16 = 0.5625 B; int8: 1 + 2/in_features;
-    fp8/bf16/fp16: element width.
+    fp8 with `weight_block` (a block-scaled checkpoint): 1 + 4/block² (128: 1.000244 B); fp8/bf16/fp16: element width.
     """
     element = WEIGHT_ELEMENT_BYTES[precision]
+    if precision == "fp8" and weight_block:
+        return element + FP8_BLOCK_SCALE_BYTES / weight_block**2
     if precision == "int4":
         return element + (INT4_SCALE_BYTES_PER_GROUP + INT4_ZERO_BYTES_PER_GROUP) / INT4_GROUP_SIZE
     if precision == "int8":
@@ -79,13 +86,14 @@ def embedding_weight_bytes(params: ParamCounts, precision: str) -> float:
     return params.embedding * width
 
 
-def weights_bytes_total(params: ParamCounts, arch: Architecture, precision: str) -> int:
+def weights_bytes_total(params: ParamCounts, arch: Architecture, precision: str, weight_block: int = 0) -> int:
     """All weights of the model: quantised body + 16-bit embedding / LM head.
 
     Llama-2-70B int4 (g128): body 68.45e9 × 0.53125 + embedding 0.524e9 × 2 ≈ 37.4e9 bytes.
     """
     body = params.total - params.embedding
-    return int(body * weight_bytes_per_param(precision, arch.hidden) + embedding_weight_bytes(params, precision))
+    per_param = weight_bytes_per_param(precision, arch.hidden, weight_block)
+    return int(body * per_param + embedding_weight_bytes(params, precision))
 
 
 def layers_per_stage(arch: Architecture, pp: int) -> int:
@@ -106,15 +114,15 @@ def routed_expert_params_total(arch: Architecture) -> int:
 
 
 def weights_bytes_per_gpu(
-    params: ParamCounts, arch: Architecture, precision: str, tp: int, pp: int, dp: int = 1
+    params: ParamCounts, arch: Architecture, precision: str, tp: int, pp: int, dp: int = 1, weight_block: int = 0
 ) -> int:
     """Weights on the busiest GPU: ceil(L/pp) layers of the body, split by TP (Megatron/vLLM shard every
     matrix, vocab-parallel embedding included). With PP the input embedding sits on the first stage and the
     LM head on the last, so a stage holds half of an untied pair or all of a tied one. With attention data
     parallelism over `dp` ranks (vLLM --data-parallel-size with --enable-expert-parallel, docs "Data Parallel
     Deployment") each rank holds everything but the routed experts whole (split by its TP), and the routed
-    experts are split over all dp × tp GPUs."""
-    per_param = weight_bytes_per_param(precision, arch.hidden)
+    experts are split over all dp × tp GPUs. `weight_block`: a block-scaled fp8 checkpoint's scale blocks."""
+    per_param = weight_bytes_per_param(precision, arch.hidden, weight_block)
     routed = routed_expert_params_total(arch) * per_param
     body = (params.total - params.embedding) * per_param - routed + routed / dp
     stage_body = body * layers_per_stage(arch, pp) / arch.layers
@@ -234,6 +242,7 @@ def replica_memory(
     budget: MemoryBudget,
     draft_weights: int = 0,
     draft_kv_bytes_per_token: int = 0,
+    weight_block: int = 0,
 ) -> ReplicaMemory:
     """`budget.gpu_memory_utilization` is vLLM's share of all GPU memory; with `budget.share_of_free_memory` it is
     TensorRT-LLM's `kv_cache_free_gpu_mem_fraction`: the KV cache takes that share of what weights, activations and
@@ -241,7 +250,7 @@ def replica_memory(
     (`layout.dp` > 1) the KV figures are one DP rank's: each rank keeps its own sequences' KV cache. A speculative
     draft (serve_speculative.py) adds its weights and its layers' KV per token (`draft_*`, per GPU)."""
     tp, pp, dp = layout.tp, layout.pp, layout.dp
-    weights = weights_bytes_per_gpu(params, arch, layout.precision, tp, pp, dp) + draft_weights
+    weights = weights_bytes_per_gpu(params, arch, layout.precision, tp, pp, dp, weight_block) + draft_weights
     activations = activation_workspace_bytes(arch, budget.max_num_batched_tokens, budget.max_num_seqs)
     other = non_torch_bytes(tp * dp, pp)
     if budget.share_of_free_memory:

@@ -111,6 +111,7 @@ class ReplicaModel:
     speculation: Speculation | None = (
         None  # speculative decoding (serve_speculative.py): decode_step is per output token
     )
+    weight_block: int = 0  # a block-scaled fp8 checkpoint's scale blocks (memory.weight_bytes_per_param)
 
     @property
     def flops_per_second(self) -> float:
@@ -151,7 +152,7 @@ def routed_expert_bytes_per_gpu(m: ReplicaModel) -> float:
         return 0.0
     routed = a.moe_layer_count * a.experts * expert_params(a)
     stage_share = layers_per_stage(a, m.pp) / a.layers
-    return routed * weight_bytes_per_param(m.precision, a.hidden) * stage_share / (m.tp * m.dp)
+    return routed * weight_bytes_per_param(m.precision, a.hidden, m.weight_block) * stage_share / (m.tp * m.dp)
 
 
 def experts_touched_fraction(arch: Architecture, tokens: float) -> float:

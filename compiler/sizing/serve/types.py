@@ -82,6 +82,7 @@ class ServeRequest:
     attention_dp: int = 1  # attention data-parallel ranks per replica (serve_attention_dp.py); max_batch is per rank
     speculative_tokens: int = 0  # MTP draft tokens per step (serve_speculative.py); 0 = off
     acceptance_rate: float | None = None  # per draft token; None: the published MTP range, sized at its low end
+    weight_block: int = 0  # the checkpoint's fp8 scale blocks (block × block weights per fp32 scale); 0: none counted
 
 
 @dataclass(frozen=True)
