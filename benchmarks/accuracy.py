@@ -771,6 +771,10 @@ _TT_8B = ("q", "v", "o", "gate", "up", "down")
 _TT_70B = ("q", "k", "v", "o", "gate", "up", "down")
 # torchtune trains in pure bf16 (`dtype: bf16`, no master copy); chunked cross-entropy in every recipe listed.
 _TT = {"master_weights": "none", "loss": "chunked"}
+# The rows' dropout, which decides whether the activations keep dropout masks (activations.py docstring): Llama trains
+# without — torchtune's llama3_1 / llama3_2 component builders default attn_dropout=0.0 (its only dropout, handed to
+# SDPA) and torchtitan's Llama attention calls SDPA without dropout; a row that differs states its own.
+LLAMA_DROPOUT = 0.0
 # What each measured row ran, from the CSV's columns and notes; `metric` is what the row's figure is compared with
 # (torchtune's tables report torch.cuda memory statistics — the 3B table says "Peak Memory Active" — so our
 # `allocated`; nvidia-smi figures our `total`). Assumptions the source does not state are in `assumed`.
@@ -971,6 +975,8 @@ BLOOM_ROW = dict(
     framework="megatron",
     options={},
     metric="total",
+    # tr11-176B-ml.slurm passes neither --attention-dropout nor --hidden-dropout: Megatron-DeepSpeed's defaults, 0.1
+    dropout=0.1,
 )
 
 
@@ -1022,6 +1028,7 @@ def predict_memory(row: dict) -> tuple[float, object]:
         lora_rank=row.get("rank", 0),
         lora_targets=row.get("targets", ()),
         memory=MemoryOptions(**row["options"]),
+        dropout=row.get("dropout", LLAMA_DROPOUT),
     )
     mem = memory_per_gpu(work, stated)
     return float({"total": mem.total, "reserved": mem.reserved}.get(row.get("metric", ""), mem.allocated)), mem

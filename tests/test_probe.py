@@ -61,14 +61,15 @@ def test_the_probe_is_the_plans_own_job_reduced_to_fit_and_says_so():
     )
     assert 1 <= probe.layers < probe.model_layers == 32 and probe.processes == 8
     files = {f.path: f.text for f in probe_files(plan).files}
-    # the example's own framework (FSDP under Accelerate): its launcher and configuration run probe_train.py
+    # the example's own framework (DeepSpeed ZeRO-2 under torchrun): its launcher and configuration run probe_train.py
     assert {
         "job/launch/torchrun.sh",
-        "job/fsdp/accelerate_config.yaml",
+        "job/deepspeed/ds_config.json",
         "job/probe-plan.yaml",
         "probe_train.py",
     } <= set(files)
-    assert "accelerate" in files["job/launch/torchrun.sh"] and "probe_train.py" in files["job/launch/torchrun.sh"]
+    launch = files["job/launch/torchrun.sh"]
+    assert "probe_train.py --deepspeed_config" in launch
     reduced = resolve_text(files["job/probe-plan.yaml"])
     assert step_roofline(reduced) == chosen.predicted_step_seconds
     assert reduced.memory_per_gpu_bytes.reserved == chosen.predicted_reserved_bytes
@@ -81,7 +82,7 @@ def test_the_probe_is_the_plans_own_job_reduced_to_fit_and_says_so():
     sbatch = files["probe.sbatch"]
     assert 'bash "$here/job/launch/torchrun.sh"' in sbatch and '"$here/probe.py" --out probe-results.json' in sbatch
     assert "#SBATCH --chdir=../runs/llama3-8b-pretrain-probe" in sbatch
-    assert "- **probe job**: the plan's fsdp job (accelerate launch)" in files["REPORT.md"]
+    assert "- **probe job**: the plan's deepspeed job (deepspeed launch)" in files["REPORT.md"]
 
 
 def test_the_neighbours_are_layouts_the_compiler_sizes():

@@ -7,6 +7,7 @@ from dataclasses import replace
 from ..catalog.catalog import Catalog
 from ..diagnostics import InfeasiblePlan
 from ..plan.resolved import Cost, Decision, Rejection, ResolvedPlan
+from ..recipe.decide import decide_dropout
 from ..sizing.train.search import TrainRequest, search_training
 from ..units import format_seconds
 from .context import PassContext
@@ -58,6 +59,7 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
             memory_factor(ctx.catalog, spec.train.method, spec.train.memory_quantile),
             memory_source(ctx.catalog, spec.train.method, spec.train.memory_quantile),
         ),
+        dropout=decide_dropout(plan),
     )
     return plan.model_copy(
         update={

@@ -11,6 +11,7 @@ from ..catalog.params import count_params
 from ..deployment.megatron_version import megatron_ep_overlap
 from ..diagnostics import FieldRefused, InfeasiblePlan
 from ..plan.resolved import ResolvedPlan
+from ..recipe.decide import decide_dropout
 from ..sizing.reasons import because
 from ..sizing.train.activations import EAGER_LOSS_LAUNCH_KINDS, loss_for
 from ..sizing.train.layout import MemoryOptions
@@ -81,6 +82,7 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
         gate_quantile=train.gate_quantile.upper(),
         memory_factor=memory_factor(catalog, train.method, train.memory_quantile),
         memory=_memory_options(train),
+        dropout=float(decide_dropout(plan)[0]),
     )
 
 

@@ -17,8 +17,24 @@ if TYPE_CHECKING:
     from ..sizing.train.goodput import WholeRun
 
 
-def _memory_choices(spec: PlanSpec) -> str:
-    """The plan's memory choices in words (compiler/sizing/train_memory.py docstring has their sources)."""
+def _dropout_words(dropout: float) -> str:
+    """What the activations keep of dropout (compiler/sizing/train/activations.py docstring)."""
+    if dropout > 0:
+        return f"dropout {dropout:g}: its masks kept for the backward"
+    return "dropout 0: no dropout masks kept"
+
+
+def _dropout_reason(dropout: float, source: str) -> str:
+    """Where the dropout the activations assume comes from, and why it matters to them."""
+    given = source.startswith("the plan's")
+    return (
+        f"; dropout {dropout:g} ({source}{'' if given else '; train.recipe.dropout says otherwise'}): Korthikanti et "
+        "al. 2022 Table 2's dropout masks are kept only with dropout > 0 (ATen's dropout returns its input at p = 0)"
+    )
+
+
+def _memory_choices(spec: PlanSpec, dropout: float = 0.0) -> str:
+    """The plan's memory choices in words (compiler/sizing/train/memory.py docstring has their sources)."""
     train = spec.train
     loss = {
         "standard": "cross-entropy on fp32 logits",
@@ -39,6 +55,7 @@ def _memory_choices(spec: PlanSpec) -> str:
     if not train.reshard_after_forward:
         parts.append("FSDP keeps gathered weights to the backward")
     parts.append("expandable segments" if train.expandable_segments else "15% caching-allocator fragmentation reserve")
+    parts.append(_dropout_words(dropout))
     return ", ".join(parts)
 
 
@@ -90,19 +107,22 @@ def training_decisions(
     batch_tokens: float,
     gate: tuple[float, int, str] = (1.0, 0, ""),
     memory: tuple[float, str] = (1.0, ""),
+    dropout: tuple[float, str] = (0.0, ""),
 ) -> list[Decision]:
     """`batch_tokens`: the tokens per step the plan gave or the default, when it gave no batch in sequences;
     `gate`: the factor time and cost were checked with against deadline and budget, and the rows behind it; `memory`:
-    the memory margin and where it comes from (training_families.memory_source)."""
+    the memory margin and where it comes from (training_families.memory_source); `dropout`: the recipe's dropout and
+    its source (recipe.decide.decide_dropout), which decides whether the activations keep dropout masks."""
     return [
         _hardware_decision(spec, c, evaluated, gate),
         _parallelism_decision(c, memory),
         Decision(topic="framework", choice=c.framework, reason=words(c.framework_reason)),
         Decision(
             topic="memory",
-            choice=_memory_choices(spec),
+            choice=_memory_choices(spec, dropout[0]),
             reason="what the memory per GPU assumes of the training script: train.loss, train.master_weights, "
-            "train.optimizer_in_backward, train.activation_offload and train.expandable_segments say otherwise",
+            "train.optimizer_in_backward, train.activation_offload and train.expandable_segments say otherwise"
+            + (_dropout_reason(*dropout) if dropout[1] else ""),
         ),
         _batch_decision(spec, parallelism, batch_tokens),
         _time_decision(spec, c),

@@ -140,9 +140,20 @@ def _take(plan: ResolvedPlan, family: Family, name: str) -> tuple[object, str]:
     return published.value, published.source
 
 
+def _family(plan: ResolvedPlan) -> Family:
+    return family_for(plan.model.id, plan.model.architecture.kind, plan.workload, plan.spec.train.method)
+
+
+def decide_dropout(plan: ResolvedPlan) -> tuple[float, str]:
+    """(dropout, its source): the plan's train.recipe.dropout, else its family's published value. The training sizing
+    reads it before this pass runs (the recipe needs the sized steps and batch; the activations need the dropout
+    masks, compiler/sizing/train/activations.py), so both take it from here."""
+    return _take(plan, _family(plan), "dropout")
+
+
 def decide_recipe(plan: ResolvedPlan) -> Recipe:
-    spec, arch, steps = plan.spec.train, plan.model.architecture, plan.training.steps
-    family = family_for(plan.model.id, arch.kind, plan.workload, spec.method)
+    spec, steps = plan.spec.train, plan.training.steps
+    family = _family(plan)
     schedule, schedule_reason = _schedule(plan, family)
     warmup, warmup_reason = _warmup(plan, family, steps)
     peak, peak_reason, low, low_reason = _lr(plan, family, schedule)
@@ -153,8 +164,9 @@ def decide_recipe(plan: ResolvedPlan) -> Recipe:
     if schedule == "wsd":
         wsd, reasons["wsd_decay_steps"] = _wsd_decay_steps(plan, family, steps, warmup)
     values = {}
-    for name in ("weight_decay", "betas", "eps", "grad_clip_norm", "init_std", "dropout"):
+    for name in ("weight_decay", "betas", "eps", "grad_clip_norm", "init_std"):
         values[name], reasons[name] = _take(plan, family, name)
+    values["dropout"], reasons["dropout"] = decide_dropout(plan)
     return Recipe(
         optimizer=spec.optimizer,
         family=family.name,

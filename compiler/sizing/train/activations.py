@@ -2,20 +2,32 @@
 
 Activations, bytes per transformer layer and micro-batch, 16-bit (Korthikanti et al. 2022, §4.1, Table 2):
   s·b·h·(34 + 5·a·s/h) = attention 11·sbh + 5·a·s²·b, MLP 19·sbh, two LayerNorm inputs 4·sbh, where
-    attention 11 = QKV input 2 + Q and K 4 + V 2 + softmax-dropout output read by the V-GEMM 2 + out-proj
-    dropout mask 1; scores: softmax output 2·as²b + dropout mask as²b + dropout output 2·as²b;
+    attention 11 = QKV input 2 + Q and K 4 + V 2 + out-projection input 2 + its dropout mask 1; scores: softmax
+    output 2·as²b + dropout mask as²b + dropout output (the V-GEMM's input) 2·as²b;
     MLP 19 = input 2 + first GEMM output (GeLU input) 8 + GeLU output 8 + dropout mask 1 (width 4h).
-  Generalised here, each term derived the same way:
+  Dropout (1 byte per element of each mask): the paper's count stores three masks, the sbh ones after the attention
+  block and after the MLP and the as²b one on the scores. A model trained with dropout 0 stores none: ATen's
+  `dropout` (aten/src/ATen/native/Dropout.cpp, which torch.nn.functional.dropout calls) takes the fused
+  `native_dropout` kernel, the one that returns a mask, only when `is_fused_kernel_acceptable` (p > 0 and p < 1), and
+  `_dropout_impl` returns its input itself when p == 0; Megatron-LM's bias-dropout-add calls that F.dropout and adds
+  the residual (megatron/core/fusions/fused_bias_dropout.py `_bias_dropout_add_func` @d98e8a6), and its unfused core
+  attention passes the softmax output through `torch.nn.Dropout(config.attention_dropout)` to the V-GEMM
+  (transformer/dot_product_attention.py `forward`), so with p = 0 that GEMM saves the softmax output itself: the
+  scores keep 2·as²b, not 5. Without dropout a layer is s·b·h·(32 + 2·a·s/h). The dropout is the recipe's
+  (recipe.decide.decide_dropout: the plan's train.recipe.dropout, else its family's published value).
+  Generalised here, each term derived the same way (m = 1 with dropout masks, 0 without):
   * GQA (Ainslie et al. 2023): K and V are g = kv_heads/heads as wide as Q: Q 2 + K,V 4·g; attention
-    = 2 + 2 + 4·g + 2 + 1 = 7 + 4·g (MHA: 11);
-  * MLP of width f: input 2·sbh + dropout mask sbh + non-gated: activation input and output 2·(2·sbf), or
+    = 2 + 2 + 4·g + 2 + m = 6 + 4·g + m (MHA with dropout: 11);
+  * MLP of width f: input 2·sbh + dropout mask m·sbh + non-gated: activation input and output 2·(2·sbf), or
     gated (SwiGLU): gate and up outputs + their product 3·(2·sbf); f = 4h non-gated gives the paper's 19;
   * MoE: every token visits experts_per_token experts (+ shared experts), so the f term counts that many
     expert widths; the router's logits s·b·E (fp32, 4 bytes) are kept for its softmax backward;
-  * TP divides every term but the 10·sbh of LayerNorm inputs, block inputs and dropout masks (Table 2:
-    10 + 24/t); sequence parallelism divides those too (34/t);
-  * flash attention (Dao et al. 2022) keeps no s×s scores: the 5·a·s²·b term is gone (it stores O and the
-    softmax statistics, counted in the 11);
+  * TP divides every term but the replicated (8 + 2·m)·sbh (Table 2: 10 + 24/t): the two LayerNorm inputs 4, the
+    inputs of the column-parallel QKV and first MLP GEMMs 4 (each rank holds them whole) and the two sbh dropout
+    masks 2·m; the 24 that TP divides are Q, K, V 6 and the out-projection input 2 in attention and the MLP's 8 + 8.
+    Sequence parallelism divides the replicated ones too (34/t, 32/t without dropout);
+  * flash attention (Dao et al. 2022) keeps no s×s scores: the (2 + 3·m)·a·s²·b term is gone (it stores O and the
+    softmax statistics, counted in the out-projection input; its dropout regenerates the mask from the RNG state);
   * selective recompute recomputes the attention core: the scores term is gone (Table 2 "34·sbh/t");
   * full recompute stores only each layer's input 2·sbh (/t with SP) and re-runs the layer in the backward,
     which then needs one layer's full activations at a time;
@@ -38,6 +50,13 @@ WEIGHT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
 SDPA_LOGSUMEXP_BYTES = 4  # flash / efficient SDPA return fp32 log-sum-exp rows (one per query and head)
 
 ACTIVATION_BYTES = 2  # 16-bit activations (Korthikanti et al. count 2 bytes per element, 1 per dropout mask)
+
+MASK_BYTES = 1  # a dropout mask: one byte per element (Korthikanti et al.; ATen's native_dropout returns a bool mask)
+
+# A workload that states no dropout is priced as Table 2 counts it, masks included: Megatron-LM's TransformerConfig
+# defaults hidden_dropout and attention_dropout to 0.1 (megatron/core/transformer/transformer_config.py @d98e8a6). A
+# compiled plan always states the recipe's (recipe.decide.decide_dropout).
+UNSTATED_DROPOUT = 0.1
 
 LOGITS_BYTES = 4  # fp32 logits, as Megatron's and HF's cross-entropy compute them
 
@@ -112,12 +131,16 @@ def activation_bytes_per_layer(
     recompute: str,
     flash_attention: bool,
     cp: int = 1,
+    dropout_masks: bool = True,
 ) -> float:
     """Stored activations of one transformer layer for one micro-batch (module docstring, Korthikanti Table 2);
-    context parallelism splits every term along the sequence (train_layout docstring)."""
+    context parallelism splits every term along the sequence (train_layout docstring). `dropout_masks`: the layer
+    trains with dropout > 0 and keeps its masks, as Table 2 counts (`stores_dropout_masks`)."""
     if cp > 1:
         return (
-            activation_bytes_per_layer(arch, seq_len, micro_batch, tp, sequence_parallel, recompute, flash_attention)
+            activation_bytes_per_layer(
+                arch, seq_len, micro_batch, tp, sequence_parallel, recompute, flash_attention, 1, dropout_masks
+            )
             / cp
         )
     s, b, h, t = seq_len, micro_batch, arch.hidden, tp
@@ -125,19 +148,28 @@ def activation_bytes_per_layer(
     sp = t if sequence_parallel else 1
     if recompute == "full":
         return ACTIVATION_BYTES * sbh / sp
+    m = MASK_BYTES if dropout_masks else 0
     g = arch.kv_heads / arch.heads if arch.heads else 1.0
     experts = (arch.experts_per_token + arch.shared_experts) if arch.is_moe else 1
     f = (arch.moe_ffn_hidden or arch.ffn_hidden) * experts if arch.is_moe else arch.ffn_hidden
-    attention = (7 + 4 * g) * sbh
-    mlp = 3 * sbh + (3 if arch.gated_mlp else 2) * ACTIVATION_BYTES * s * b * f
+    attention = (6 + 4 * g + m) * sbh
+    mlp = (2 + m) * sbh + (3 if arch.gated_mlp else 2) * ACTIVATION_BYTES * s * b * f
     norms = 4 * sbh
-    replicated = 10 * sbh  # LayerNorm inputs, block inputs, dropout masks: split over TP only with SP
+    replicated = (8 + 2 * m) * sbh  # LayerNorm inputs, column-parallel GEMM inputs, dropout masks: /t only with SP
     total = (attention + mlp + norms - replicated) / t + replicated / sp
     if arch.is_moe:
         total += s * b * arch.experts * ROUTER_LOGIT_BYTES / sp
     if not flash_attention and recompute == "none":
-        total += 5 * arch.heads * s * s * b / t
+        # the softmax output, and with dropout its mask and output (without, the V-GEMM saves the softmax output itself)
+        scores = ACTIVATION_BYTES + (MASK_BYTES + ACTIVATION_BYTES if dropout_masks else 0)
+        total += scores * arch.heads * s * s * b / t
     return total
+
+
+def stores_dropout_masks(dropout: float) -> bool:
+    """Whether a layer keeps dropout masks for its backward: only with p > 0 (module docstring: ATen's dropout returns
+    its input itself at p == 0)."""
+    return dropout > 0
 
 
 # torchtitan's op-level selective AC (`selective_ac_option = "op"`, the default of its llama3 configs), in

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from ...catalog.params import ParamCounts
 from ...catalog.types import Architecture
+from .activations import UNSTATED_DROPOUT
 from .parallel import is_even
 
 # The frameworks whose launch trains the architecture's multi-token-prediction modules: megatron/args.sh passes
@@ -52,6 +53,8 @@ class Workload:
     flash_attention: bool = True
     attention_kernel: str = "flash2"  # time.ATTENTION_KERNELS
     memory: MemoryOptions = field(default_factory=MemoryOptions)  # where frameworks differ (memory.py docstring)
+    # attention and hidden dropout: the recipe's (recipe.decide.decide_dropout); > 0 keeps the masks (activations.py)
+    dropout: float = UNSTATED_DROPOUT
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 Model states: model_states.py (the ZeRO paper's bytes per parameter, DeepSpeed's allocation, Megatron's sharding
 over TP × PP stages).
 
-Activations: activations.py (Korthikanti et al. 2022, generalised; the losses' logits).
+Activations: activations.py (Korthikanti et al. 2022, generalised; the losses' logits); the dropout masks Table 2
+counts only where the recipe's dropout is > 0 (`Workload.dropout`, activations.py docstring).
 
 Choices where frameworks differ (`MemoryOptions`; the plan's `train` fields of the same names), each default the
 one Megatron-LM / DeepSpeed / FSDP mixed precision use, with the recipe that differs named:
@@ -75,6 +76,7 @@ from .activations import (
     loss_for,
     op_sac_bytes_per_layer,
     recompute_kind,
+    stores_dropout_masks,
 )
 from .layout import Layout, Workload
 from .model_states import FSDP2_REDUCE_BYTES, ceil_div, gathered_layer_bytes, held_params, model_states_on_gpu
@@ -147,13 +149,14 @@ def _layer_activations(work: Workload, layout: Layout) -> tuple[float, float]:
     arch, lay = work.arch, layout
     shape = (arch, work.seq_len, lay.micro_batch, lay.tp, lay.sequence_parallel)
     recompute = _recompute(work, lay)
+    masks = stores_dropout_masks(work.dropout)  # the recipe's dropout: masks only with p > 0 (activations.py)
     if recompute == OP_SAC:
         per_layer = op_sac_bytes_per_layer(*shape, lay.cp)
     else:
-        per_layer = activation_bytes_per_layer(*shape, recompute, work.flash_attention, lay.cp)
+        per_layer = activation_bytes_per_layer(*shape, recompute, work.flash_attention, lay.cp, masks)
     full_layer = 0.0
     if recompute in ("full", OP_SAC):  # the backward re-runs one layer and holds its full activations meanwhile
-        full_layer = activation_bytes_per_layer(*shape, "none", work.flash_attention, lay.cp)
+        full_layer = activation_bytes_per_layer(*shape, "none", work.flash_attention, lay.cp, masks)
         if recompute == OP_SAC:  # what the recompute adds to the outputs the block kept
             full_layer = max(0.0, full_layer - per_layer)
         elif work.memory.activation_offload:  # the checkpointed layer inputs wait in host memory

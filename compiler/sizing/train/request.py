@@ -10,6 +10,7 @@ from functools import cached_property
 from ...catalog.fabrics import Interconnect, Storage
 from ...catalog.params import ParamCounts
 from ...catalog.types import Architecture
+from .activations import UNSTATED_DROPOUT
 from .communication import INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION
 from .layout import Links, MemoryOptions, Workload
 
@@ -74,6 +75,7 @@ class TrainRequest:
     # family at the plan's quantile (residuals.yaml); 1.0 fits the prediction itself
     memory_factor: float = 1.0
     memory: MemoryOptions = field(default_factory=MemoryOptions)  # where frameworks differ (memory.py docstring)
+    dropout: float = UNSTATED_DROPOUT  # the recipe's attention and hidden dropout (recipe.decide.decide_dropout)
     # a site calibration file's measured interconnect shares (site_calibration.py): (GPU id, intra-node share) for that
     # GPU's links, and the inter-node share of `interconnect`; None: time.py's published shares
     site_intra_node: tuple[str, float] | None = None
@@ -98,6 +100,7 @@ class TrainRequest:
             flash_attention=self.flash_attention,
             attention_kernel=self.attention_kernel,
             memory=self.memory,
+            dropout=self.dropout,
         )
 
 

@@ -9,6 +9,7 @@ set -euo pipefail
 
 OUT_DIR="${MLINFRA_OUT_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 RDZV_ENDPOINT="${1:-${MASTER_ADDR:-127.0.0.1}:${MASTER_PORT:-29500}}"
+RDZV_ID="${MLINFRA_RDZV_ID:-${SLURM_JOB_ID:-llama3-8b-pretrain}}"
 
 # Keep a value the site already exported; otherwise use the plan's default.
 default_env() {
@@ -36,7 +37,7 @@ export MLINFRA_GRAD_ACCUM=4
 export MLINFRA_PRECISION=bf16
 export MLINFRA_CHECKPOINT_DIR=/lustre/ckpt/llama3-8b
 export MLINFRA_CHECKPOINT_INTERVAL_SECONDS=2001
-export MLINFRA_CHECKPOINT_INTERVAL_STEPS=553
+export MLINFRA_CHECKPOINT_INTERVAL_STEPS=559
 export MLINFRA_CHECKPOINT_KEEP=3
 export MLINFRA_DATA=/lustre/datasets/fineweb-tokens
 export MLINFRA_OPTIMIZER=adamw
@@ -53,7 +54,7 @@ export MLINFRA_ADAM_EPS=1e-05
 export MLINFRA_GRAD_CLIP_NORM=1.0
 export MLINFRA_INIT_STD=0.02
 export MLINFRA_DROPOUT=0.0
-export MLINFRA_ACCELERATE_CONFIG="$OUT_DIR/fsdp/accelerate_config.yaml"
+export MLINFRA_DS_CONFIG="$OUT_DIR/deepspeed/ds_config.json"
 
 
 # Checkpoint before the time limit: Slurm sends SIGUSR1 to the job step ahead of the limit, but torchrun starts the
@@ -61,20 +62,17 @@ export MLINFRA_ACCELERATE_CONFIG="$OUT_DIR/fsdp/accelerate_config.yaml"
 # handler for $MLINFRA_CHECKPOINT_SIGNAL that checkpoints after the current step and exits).
 # The agent is started with SIGUSR1 ignored (it must not die of it); a SIGTERM (the limit, scancel) is passed to the
 # agent, which stops its workers with it.
-# The script: from mlinfra_signal import CheckpointSignal; stop = CheckpointSignal(); then after each step: if stop.agreed(accelerator.device): accelerator.save_state(os.environ['MLINFRA_CHECKPOINT_DIR']); break
+# The script: signal.signal(getattr(signal, 'SIG' + os.environ['MLINFRA_CHECKPOINT_SIGNAL']), handler); the handler sets a flag the loop reads after each step, then saves to $MLINFRA_CHECKPOINT_DIR and exits 0
 export MLINFRA_CHECKPOINT_SIGNAL=USR1
-export PYTHONPATH="$OUT_DIR/launch${PYTHONPATH:+:$PYTHONPATH}"  # import mlinfra_signal
 trap '' USR1
-"${MLINFRA_ACCELERATE:-accelerate}" launch \
-  --config_file "$OUT_DIR/fsdp/accelerate_config.yaml" \
-  --num_machines=16 \
-  --num_processes=128 \
-  --machine_rank="${MLINFRA_NODE_RANK:-${SLURM_NODEID:-${NODE_RANK:-0}}}" \
-  --main_process_ip="${RDZV_ENDPOINT%:*}" \
-  --main_process_port="${RDZV_ENDPOINT##*:}" \
-  --rdzv_backend=c10d \
-  --max_restarts=0 \
-  train.py --config cfg.yaml &
+"${MLINFRA_TORCHRUN:-torchrun}" \
+  --nnodes=16 \
+  --nproc-per-node=8 \
+  --max-restarts=0 \
+  --rdzv-backend=c10d \
+  --rdzv-endpoint="$RDZV_ENDPOINT" \
+  --rdzv-id="$RDZV_ID" \
+  train.py --config cfg.yaml --deepspeed_config "$OUT_DIR/deepspeed/ds_config.json" &
 agent=$!
 trap 'pkill -USR1 -P "$agent" || true' USR1
 trap 'kill -TERM "$agent" 2>/dev/null || true' TERM INT
