@@ -261,8 +261,12 @@ def _serving_round_trip(
     notes = []
     with tempfile.TemporaryDirectory(prefix="mlinfra-calibrate-") as folder:
         Path(folder, "site-calibration.yaml").write_text(text, encoding="utf-8")
-        plan = yaml.safe_load(results.plan_text)
-        if not isinstance(plan, dict) or "catalog" in (plan.get("cluster") or {}):
+        try:
+            plan = yaml.safe_load(results.plan_text)
+        except yaml.YAMLError:
+            plan = None  # not YAML: refused below like any other text that is not the plan
+        cluster = plan.get("cluster") if isinstance(plan, dict) else None
+        if not isinstance(plan, dict) or not isinstance(cluster or {}, dict) or "catalog" in (cluster or {}):
             raise ProbeError("plan_text: not the plan the probe wrote")
         plan.setdefault("cluster", {})["calibration"] = "site-calibration.yaml"
         try:
