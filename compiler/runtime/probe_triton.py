@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -73,7 +74,7 @@ def wait_ready(port, model, engine, seconds):
         if engine.poll() is not None:
             return False
         try:
-            url = f"http://127.0.0.1:{port}/v2/models/{model}/ready"
+            url = f"http://127.0.0.1:{port}/v2/models/{urllib.parse.quote(model, safe='')}/ready"
             with urllib.request.urlopen(url, timeout=5) as response:
                 if response.status == 200:
                     return True
