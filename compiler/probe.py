@@ -20,6 +20,7 @@ from .probe_results import (  # noqa: F401  (load_results: the CLI's)
     LayoutResult,
     ServingResults,
     TrainingResults,
+    TritonResults,
     load_results,
 )
 from .targets.base import with_header
@@ -147,29 +148,43 @@ def _serving_points(results: ServingResults) -> list[dict]:
     return points
 
 
-def _serving_data(results: ServingResults, site: str) -> dict:
+def _vision_points(results: TritonResults) -> list[dict]:
+    """Each batch as the server timed it (perf_analyzer's server compute time per batch): one vision batch."""
+    return [
+        {
+            "gpu": results.gpu_id,
+            "architecture": results.architecture.model_dump(mode="json", exclude_defaults=True),
+            "precision": results.precision,
+            "engine": "triton",
+            "batch": p.batch,
+            "tokens": results.prompt_tokens,
+            "step_seconds": p.server_compute_infer_ms / 1e3,
+        }
+        for p in results.points
+    ]
+
+
+def _serving_data(results: ServingResults | TritonResults, site: str) -> dict:
     env = results.environment
-    source = (
-        f"mlinfra-compile serving probe of plan {results.plan} on {env.host} ({results.device_name}): vLLM's "
-        f"`vllm bench serve` at concurrency {', '.join(str(p.concurrency) for p in results.points)}"
-    )
-    data = {
-        "site": site,
-        "measured_at": results.measured_at,
-        "source": source[:1000],
-        "serving_points": _serving_points(results),
-    }
+    if isinstance(results, TritonResults):
+        how = f"Triton's perf_analyzer (server compute time) at batch {', '.join(str(p.batch) for p in results.points)}"
+        key, points = "vision_points", _vision_points(results)
+    else:
+        how = f"vLLM's `vllm bench serve` at concurrency {', '.join(str(p.concurrency) for p in results.points)}"
+        key, points = "serving_points", _serving_points(results)
+    source = f"mlinfra-compile serving probe of plan {results.plan} on {env.host} ({results.device_name}): {how}"
+    data = {"site": site, "measured_at": results.measured_at, "source": source[:1000], key: points}
     warnings = results_warnings(results)
     if warnings:
         data["warnings"] = warnings
     return data
 
 
-def site_calibration_data(results: TrainingResults | ServingResults, site: str) -> dict:
+def site_calibration_data(results: TrainingResults | ServingResults | TritonResults, site: str) -> dict:
     """The site calibration file's content for one probe's results: every layout it measured as a point (priced as
     its job was: framework, layout, reduced shape), the memory factor, the collectives, the warnings; serving results:
     the engine's measured steps."""
-    if isinstance(results, ServingResults):
+    if isinstance(results, (ServingResults, TritonResults)):
         return _serving_data(results, site)
     env = results.environment
     source = (
@@ -199,7 +214,7 @@ def site_calibration_text(data: dict) -> str:
     return CALIBRATION_HEADER + yaml.safe_dump(data, sort_keys=False, width=1 << 30)
 
 
-def results_warnings(results: TrainingResults | ServingResults) -> list[str]:
+def results_warnings(results: TrainingResults | ServingResults | TritonResults) -> list[str]:
     """The environment checks (probe_environment.py) on the results' recorded environment against what the plan's GPU
     catalog entry led the probe to expect: the same checks the probe ran on the node (none without `expected`)."""
     if results.expected is None:
@@ -207,7 +222,9 @@ def results_warnings(results: TrainingResults | ServingResults) -> list[str]:
     return environment_warnings(results.environment.model_dump(), results.expected.model_dump())
 
 
-def _serving_round_trip(results: ServingResults, text: str) -> tuple[list[tuple[str, float, float]], list[str]]:
+def _serving_round_trip(
+    results: ServingResults | TritonResults, text: str
+) -> tuple[list[tuple[str, float, float]], list[str]]:
     """The plan compiled with the site file (a plan that no longer meets its targets is a note, not an error: the
     site is what it is), and each measured step's prediction with the fitted shares."""
     from .catalog.catalog import load_catalog
@@ -215,7 +232,7 @@ def _serving_round_trip(results: ServingResults, text: str) -> tuple[list[tuple[
     from .pipeline import resolve_in
     from .site_calibration import calibrate
     from .site_calibration_file import CalibrationError, SiteCalibration
-    from .site_calibration_fit import predicted_serving_step
+    from .site_calibration_fit import predicted_serving_step, predicted_vision_batch
 
     site = SiteCalibration.model_validate(yaml.safe_load(text))
     try:
@@ -233,11 +250,23 @@ def _serving_round_trip(results: ServingResults, text: str) -> tuple[list[tuple[
         )
         for p in site.serving_points
     ]
+    checked += [
+        (
+            f"batch of {p.batch} (server compute)",
+            predicted_vision_batch(p, catalog, gpu.achievable_matmul_fraction),
+            p.step_seconds,
+        )
+        for p in site.vision_points
+    ]
     notes = []
     with tempfile.TemporaryDirectory(prefix="mlinfra-calibrate-") as folder:
         Path(folder, "site-calibration.yaml").write_text(text, encoding="utf-8")
-        plan = yaml.safe_load(results.plan_text)
-        if not isinstance(plan, dict) or "catalog" in (plan.get("cluster") or {}):
+        try:
+            plan = yaml.safe_load(results.plan_text)
+        except yaml.YAMLError:
+            plan = None  # not YAML: refused below like any other text that is not the plan
+        cluster = plan.get("cluster") if isinstance(plan, dict) else None
+        if not isinstance(plan, dict) or not isinstance(cluster or {}, dict) or "catalog" in (cluster or {}):
             raise ProbeError("plan_text: not the plan the probe wrote")
         plan.setdefault("cluster", {})["calibration"] = "site-calibration.yaml"
         try:
@@ -252,7 +281,7 @@ def _serving_round_trip(results: ServingResults, text: str) -> tuple[list[tuple[
 
 
 def round_trip(
-    results: TrainingResults | ServingResults, text: str
+    results: TrainingResults | ServingResults | TritonResults, text: str
 ) -> tuple[list[tuple[str, float, float]], list[str]]:
     """The site file checked as a plan uses it: each probed layout's reduced plan compiled with the file as its
     cluster.calibration (a failure is a ProbeError naming the layout); (layout, calibrated prediction, measured)
@@ -260,7 +289,7 @@ def round_trip(
     from .diagnostics import InfeasiblePlan, PlanInputError
     from .pipeline import resolve_in
 
-    if isinstance(results, ServingResults):
+    if isinstance(results, (ServingResults, TritonResults)):
         return _serving_round_trip(results, text)
     checked = []
     with tempfile.TemporaryDirectory(prefix="mlinfra-calibrate-") as folder:
@@ -279,7 +308,7 @@ def round_trip(
     return checked, []
 
 
-def checked_site_file(results: TrainingResults | ServingResults, site: str):
+def checked_site_file(results: TrainingResults | ServingResults | TritonResults, site: str):
     """The site file's text, validated as compile reads it and compiled against with each probed layout's plan."""
     from pydantic import ValidationError
 

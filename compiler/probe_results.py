@@ -3,7 +3,9 @@
 Everything calibrate uses is typed and bounded here; text that came from the node (host, GPU name, versions,
 nvidia-smi's line) must be printable on one line (no line breaks, control or bidi characters), so nothing from the
 node reaches a terminal, a CI log or the site file unescaped. A file of another version, of the serving probe (an
-eager PyTorch stand-in, not the engine) or that does not validate is refused with the field that is wrong.
+eager PyTorch stand-in, not the engine) or that does not validate is refused with the field that is wrong. Serving
+results name their engine: vLLM's (`vllm bench serve`) or Triton's (perf_analyzer, a vision model's batches); the
+Triton kind is new within version 3 (no field of the other kinds changed).
 """
 
 from __future__ import annotations
@@ -147,11 +149,49 @@ class ServingResults(_Read):
     expected: Expected | None = None
 
 
+Milliseconds = Annotated[float, Field(ge=0, le=1e9), AfterValidator(_finite)]
+
+
+class TritonPoint(_Read):
+    """One perf_analyzer run at a client batch: the server's compute time per batch (Triton's statistics), the
+    client's latency percentiles and the throughput (items per second)."""
+
+    batch: int = Field(ge=1, le=100_000)
+    concurrency: int = Field(ge=1, le=100_000)
+    server_compute_infer_ms: Annotated[float, Field(gt=0, le=1e9), AfterValidator(_finite)]
+    server_queue_ms: Milliseconds = 0.0
+    server_compute_input_ms: Milliseconds = 0.0
+    server_compute_output_ms: Milliseconds = 0.0
+    p50_latency_ms: Annotated[float, Field(gt=0, le=1e9), AfterValidator(_finite)]
+    p99_latency_ms: Annotated[float, Field(gt=0, le=1e9), AfterValidator(_finite)]
+    throughput_items_per_second: Rate = 0.0
+
+
+class TritonResults(_Read):
+    """The Triton probe's results (probe_triton.py): a vision model's batches measured by perf_analyzer."""
+
+    version: Literal[3]
+    kind: Literal["serving"]
+    engine: Literal["triton"]
+    plan: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+    gpu_id: CatalogId
+    architecture: Architecture
+    precision: Literal["bf16", "fp16", "fp8", "int8"]
+    model: CatalogText
+    prompt_tokens: int = Field(ge=1, le=10_000_000)
+    points: list[TritonPoint] = Field(min_length=1, max_length=32)
+    plan_text: str = Field(max_length=200_000, description="the plan the engine was launched from")
+    measured_at: Annotated[str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]
+    device_name: NodeText
+    environment: Environment = Field(default_factory=Environment)
+    expected: Expected | None = None
+
+
 def _where(loc: tuple) -> str:
     return ".".join(str(part) for part in loc) or "(top level)"
 
 
-def parse_results(data: object) -> TrainingResults | ServingResults:
+def parse_results(data: object) -> TrainingResults | ServingResults | TritonResults:
     """The results validated, or a ProbeError naming the first wrong field (the caller names the file)."""
     if not isinstance(data, dict):
         raise ProbeError("not probe results (a JSON object is expected)")
@@ -161,12 +201,14 @@ def parse_results(data: object) -> TrainingResults | ServingResults:
             f"version: results of version {RESULTS_VERSION} are expected, this file says "
             f"{json.dumps(version)[:40]}; run the probe that `mlinfra-compile probe` writes now"
         )
-    if data.get("kind") == "serving" and data.get("engine") != "vllm":
+    if data.get("kind") == "serving" and data.get("engine") not in ("vllm", "triton"):
         raise ProbeError(
             "engine: serving results of an eager PyTorch stand-in of the model are not the plan's engine "
             "(which runs decode under CUDA graphs); calibrate fits serving shares to the engine's own benchmark only"
         )
-    model = ServingResults if data.get("kind") == "serving" else TrainingResults
+    model = TrainingResults
+    if data.get("kind") == "serving":
+        model = TritonResults if data.get("engine") == "triton" else ServingResults
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -174,7 +216,7 @@ def parse_results(data: object) -> TrainingResults | ServingResults:
         raise ProbeError(f"{_where(first['loc'])}: {first['msg']}") from None
 
 
-def load_results(path: Path) -> TrainingResults | ServingResults:
+def load_results(path: Path) -> TrainingResults | ServingResults | TritonResults:
     from .diagnostics import PlanInputError
     from .source import read_regular_file
 

@@ -1,5 +1,5 @@
 """A site calibration file (`cluster.calibration`): steps measured on the user's own cluster. Training steps at
-stated layouts and serving prefills refit the catalog's achievable matmul share of each measured GPU; serving decode
+stated layouts, serving prefills and vision batches (a Triton probe's) refit the catalog's achievable matmul share of each measured GPU; serving decode
 steps (memory-bound: they stream the weights and the KV cache) then refit its achievable HBM share. Each share is
 the one whose predictions match the measurements (geometric mean of predicted ÷ measured is 1, found by bisection:
 a step's time falls as the share grows), so every plan compiled with the file is sized for that site; the report
@@ -30,7 +30,7 @@ from dataclasses import replace
 
 from .catalog.catalog import Catalog
 from .plan.resolved import Decision
-from .site_calibration_file import CalibrationError, ServingPoint, SiteCalibration
+from .site_calibration_file import CalibrationError, ServingPoint, SiteCalibration, VisionPoint
 from .site_calibration_fit import bisect_share, fit_optimizer_share, mean_ratio, predictions
 from .site_calibration_links import fit_links
 from .sizing.search_cache import SearchCache
@@ -69,13 +69,16 @@ def _share_text(share: float) -> str:
 
 
 def _what_points(points: list) -> str:
-    kinds = sorted(
-        {
-            ("decode" if p.phase == "decode" else "prefill") if isinstance(p, ServingPoint) else "training"
-            for p in points
-        }
-    )
+    kinds = sorted({_kind(p) for p in points})
     return "/".join(kinds) + " step(s)"
+
+
+def _kind(point) -> str:
+    if isinstance(point, VisionPoint):
+        return "vision batch"
+    if isinstance(point, ServingPoint):
+        return "decode" if point.phase == "decode" else "prefill"
+    return "training"
 
 
 def _fit_compute(
@@ -86,7 +89,7 @@ def _fit_compute(
     entry = measured.gpus[gpu_id]
     share, decisions = entry.achievable_matmul_fraction, []
     before, first = mean_ratio(compute, measured, share, searches), predictions(compute, measured, share, searches)
-    training = [p for p in compute if not isinstance(p, ServingPoint)]
+    training = [p for p in compute if not isinstance(p, (ServingPoint, VisionPoint))]
     optimizer = fit_optimizer_share(training, measured, share, searches)
     if optimizer is not None:
         measured = _with_gpu(measured, entry.model_copy(update={"achievable_optimizer_bandwidth_fraction": optimizer}))
@@ -155,7 +158,7 @@ def _memory_decision(site: SiteCalibration) -> tuple[float, str, Decision]:
 def calibrate(catalog: Catalog, site: SiteCalibration) -> tuple[Catalog, list[Decision]]:
     """The catalog with each measured GPU's optimizer and matmul shares fitted to its training and prefill steps,
     then its HBM share to its decode steps, and the decisions saying so."""
-    everything = list(site.points) + list(site.serving_points)
+    everything = list(site.points) + list(site.serving_points) + list(site.vision_points)
     named = everything + [x for x in (site.memory, site.interconnect) if x is not None]
     unknown = sorted(
         {p.gpu for p in named if p.gpu not in catalog.gpus}
@@ -205,5 +208,5 @@ def calibrate(catalog: Catalog, site: SiteCalibration) -> tuple[Catalog, list[De
         site_memory_source=source,
         site_links=links,
         site_fitted_training=tuple(sorted({p.gpu for p in site.points})),
-        site_fitted_serving=tuple(sorted({p.gpu for p in site.serving_points})),
+        site_fitted_serving=tuple(sorted({p.gpu for p in [*site.serving_points, *site.vision_points]})),
     ), decisions

@@ -81,6 +81,30 @@ class ServingPoint(_Strict):
         return self.architecture or catalog.models[self.model].architecture
 
 
+class VisionPoint(_Strict):
+    """One batch of `batch` items of a non-generative model (CNN, ViT, encoder) on one GPU, as its engine's server
+    timed it (a Triton probe: perf_analyzer's server compute time): the vision sizing's batch time
+    (sizing/serve/vision.py) prices it."""
+
+    gpu: CatalogId
+    model: CatalogId | None = Field(None, description="a catalog preset id (or give the architecture)")
+    architecture: ArchitectureSpec | None = Field(None, description="the measured model's shape")
+    precision: Literal["bf16", "fp16", "fp8", "int8"] = "fp16"
+    engine: Literal["triton"] = Field("triton", description="the engine whose backend ran the batch (its fusion)")
+    batch: int = Field(ge=1, le=100_000)
+    tokens: int = Field(1, ge=1, le=10_000_000, description="an encoder's sequence; images: 1 (unused)")
+    step_seconds: float = Field(gt=1e-9, le=1e6, description="the measured time of one batch")
+
+    @model_validator(mode="after")
+    def one_shape(self) -> VisionPoint:
+        if (self.model is None) == (self.architecture is None):
+            raise ValueError("give model (a preset id) or architecture, not both")
+        return self
+
+    def shape(self, catalog: Catalog) -> Architecture:
+        return self.architecture or catalog.models[self.model].architecture
+
+
 class MemoryPoint(_Strict):
     """One layout's peak memory on one GPU: measured (torch.cuda.max_memory_reserved/allocated; a CPU run: its
     resident set) and what train_memory predicted for the same shape and layout."""
@@ -144,6 +168,7 @@ class SiteCalibration(_Strict):
     source: CatalogText
     points: list[SitePoint] = Field(default_factory=list, max_length=100)
     serving_points: list[ServingPoint] = Field(default_factory=list, max_length=100)
+    vision_points: list[VisionPoint] = Field(default_factory=list, max_length=100)
     memory: SiteMemory | None = None
     interconnect: SiteInterconnect | None = None
     warnings: list[CatalogText] = Field(
@@ -154,8 +179,8 @@ class SiteCalibration(_Strict):
 
     @model_validator(mode="after")
     def some_points(self) -> SiteCalibration:
-        if not self.points and not self.serving_points:
-            raise ValueError("give points (training steps) or serving_points")
+        if not self.points and not self.serving_points and not self.vision_points:
+            raise ValueError("give points (training steps), serving_points or vision_points")
         return self
 
 

@@ -8,7 +8,7 @@ import statistics
 
 from .catalog.catalog import Catalog
 from .catalog.params import count_params
-from .site_calibration_file import CalibrationError, ServingPoint, SitePoint
+from .site_calibration_file import CalibrationError, ServingPoint, SitePoint, VisionPoint
 from .sizing.search_cache import SearchCache
 from .sizing.serve.decode import decode_step
 from .sizing.serve.memory import kv_bytes_per_token_per_gpu, weights_bytes_per_gpu
@@ -95,6 +95,23 @@ def predicted_serving_step(point: ServingPoint, catalog: Catalog, matmul: float,
     return decode_step(m, point.batch, point.tokens).seconds
 
 
+def predicted_vision_batch(point: VisionPoint, catalog: Catalog, matmul: float) -> float:
+    """The vision sizing's time for the measured batch (sizing/serve/vision.py batch_time, the engine's fusion) with
+    the GPU's matmul share at `matmul`, its HBM share the catalog's."""
+    from .sizing.serve.vision import batch_time, cnn_fusion, flops_per_item, weights_bytes
+
+    gpu = catalog.gpus[point.gpu].model_copy(update={"achievable_matmul_fraction": matmul})
+    arch = point.shape(catalog)
+    params = count_params(arch)
+    flops = flops_per_item(arch, params, point.tokens)
+    dtype = compute_dtype(point.precision, gpu)
+    if dtype is None:
+        raise CalibrationError(f"vision point on {point.gpu}: the GPU has no {point.precision} math")
+    fusion = cnn_fusion(point.engine, gpu.edge)
+    weights = weights_bytes(params, point.precision)
+    return batch_time(arch, gpu, dtype, point.precision, flops, weights, point.batch, fusion).seconds
+
+
 def predictions(
     points: list, catalog: Catalog, share: float, searches: SearchCache, hbm: float | None = None
 ) -> list[float]:
@@ -102,7 +119,9 @@ def predictions(
     `hbm` (None: the catalog's)."""
     predicted = []
     for p in points:
-        if isinstance(p, ServingPoint):
+        if isinstance(p, VisionPoint):
+            seconds = predicted_vision_batch(p, catalog, share)
+        elif isinstance(p, ServingPoint):
             gpu = catalog.gpus[p.gpu]
             seconds = predicted_serving_step(
                 p, catalog, share, gpu.achievable_memory_bandwidth_fraction if hbm is None else hbm

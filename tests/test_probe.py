@@ -12,7 +12,7 @@ import yaml
 
 from compiler.catalog.residuals import load_residuals
 from compiler.deployment.probe import EXTRACT_COMMAND, MEMORY_FAMILY, RESULTS_BEGIN, RESULTS_END
-from compiler.pipeline import resolve, resolve_text
+from compiler.pipeline import render, resolve, resolve_text
 from compiler.probe import probe_files
 from compiler.probe_job import MAX_LAYOUTS, job_spec, step_roofline
 from compiler.sizing.train.memory import usable_memory_bytes
@@ -149,14 +149,36 @@ def test_an_ordinary_compile_has_no_probe_section():
     assert plan.probe is None and "probe" not in plan.model_dump(mode="json")
 
 
-def test_a_triton_plan_gets_no_probe_and_says_why(tmp_path):
+def test_an_llm_on_triton_gets_no_probe_and_says_why(tmp_path):
     result = run_cli("probe", REPO / "examples" / "llama3-8b-triton.yaml", "-o", tmp_path)
     assert result.returncode == 2 and "[no-probe]" in result.stderr
-    assert "the triton engine's benchmark is not wired in" in result.stderr, result.stderr
+    assert "the triton engine's benchmark for this model is not wired in" in result.stderr, result.stderr
 
 
-def test_a_vision_or_multi_stage_plan_has_no_probe(tmp_path):
-    for example in ("resnet50-triton.yaml", "image-captioning.yaml"):
+def test_a_triton_vision_plan_probes_its_own_repository_with_perf_analyzer():
+    """resnet50-triton: the plan's repository and serve.sh under engine/triton/ as compiled, probe_triton.py run by
+    probe.sbatch, perf_analyzer's batches 1, the geometric middle and max_batch_size, each with the vision sizing's
+    batch time (the largest the one the plan's capacity comes from: batch ÷ time)."""
+    plan = resolve(REPO / "examples" / "resnet50-triton.yaml", probe=True)
+    probe, sv = plan.probe, plan.serving
+    assert probe.kind == "serving" and probe.serving is None and probe.triton.model == "resnet-50"
+    assert probe.triton.batches == [1, 6, 32] and sv.max_concurrency == 32 and probe.triton.concurrency == 1
+    predicted = probe.triton.predicted_batch_seconds
+    assert predicted == sorted(predicted) and 32 / predicted[-1] == pytest.approx(sv.requests_per_second_per_replica)
+    files = {f.path: f.text for f in probe_files(plan).files}
+    compiled = {f.path: f.text for f in render(resolve(REPO / "examples" / "resnet50-triton.yaml")).files}
+    for path in ("triton/serve.sh", "triton/resnet-50/config.pbtxt"):
+        assert files[f"engine/{path}"] == compiled[path]
+    assert 'python3 "$here/probe_triton.py" --out probe-results.json' in files["probe.sbatch"]
+    settings = json.loads(files["settings.json"])
+    assert settings["triton"]["batches"] == [1, 6, 32] and settings["gpu_id"] == plan.hardware.gpu
+    assert resolve_text(settings["triton"]["plan_text"]).serving.max_concurrency == 32
+    topics = [d.topic for d in probe.decisions]
+    assert "probe batches" in topics and "probe concurrency" not in topics and "probe-job.yaml" not in files
+
+
+def test_a_multi_stage_plan_has_no_probe(tmp_path):
+    for example in ("image-captioning.yaml",):
         result = run_cli("probe", REPO / "examples" / example, "-o", tmp_path)
         assert result.returncode == 2 and "[no-probe]" in result.stderr, result.stderr
 

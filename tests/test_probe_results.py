@@ -271,3 +271,80 @@ def test_the_h200_probe_results_round_trip_each_layout_within_five_percent(tmp_p
     assert code == 0 and "[calibration-residual]" not in err, err
     offs = [float(l.rsplit("(", 1)[1].rstrip("%)")) for l in out.splitlines() if l.startswith("layout ")]
     assert len(offs) == 3 and max(map(abs, offs)) <= 5.0, out
+
+
+def synthetic_triton_results(tmp_path) -> dict:
+    """Results as probe_triton.py writes them for the resnet50-triton example, the server's compute time per batch
+    made up as 1.4 × the vision sizing's batch time at the catalog's shares."""
+    plan = resolve(REPO / "examples" / "resnet50-triton.yaml", probe=True)
+    s = json.loads({f.path: f.text for f in probe_files(plan).files}["settings.json"])
+    t = s["triton"]
+    points = [
+        {
+            "batch": b,
+            "concurrency": 1,
+            "server_compute_infer_ms": 1.4e3 * seconds,
+            "server_queue_ms": 0.1,
+            "p50_latency_ms": 3e3 * seconds,
+            "p99_latency_ms": 4e3 * seconds,
+            "throughput_items_per_second": b / (3 * seconds),
+        }
+        for b, seconds in zip(t["batches"], t["predicted_batch_seconds"])
+    ]
+    return {
+        "version": 3,
+        "kind": "serving",
+        "engine": "triton",
+        "plan": s["plan"],
+        "gpu_id": s["gpu_id"],
+        "architecture": s["architecture"],
+        "precision": s["precision"],
+        "model": t["model"],
+        "prompt_tokens": t["prompt_tokens"],
+        "points": points,
+        "plan_text": t["plan_text"],
+        "measured_at": "2026-11-28",
+        "device_name": "Tesla T4",
+        "environment": {"device": "cuda", "gpu_name": "Tesla T4", "host": "gpu017"},
+    }
+
+
+def test_triton_results_calibrate_vision_points_and_round_trip_through_the_plan(tmp_path, capsys):
+    """Each batch becomes a vision point priced by the vision sizing; one matmul share is fitted to them (the batch
+    times scale as the roofline does, so each calibrated prediction is near its measurement); the plan compiles with
+    the site file."""
+    import yaml
+
+    results = synthetic_triton_results(tmp_path)
+    code, out, err = calibrate(tmp_path, results, capsys)
+    assert code == 0, err
+    lines = [l for l in out.splitlines() if l.startswith("batch of ")]
+    assert [l.split(" (")[0] for l in lines] == ["batch of 1", "batch of 6", "batch of 32"], out
+    site = yaml.safe_load((tmp_path / "site.yaml").read_text())
+    assert [p["batch"] for p in site["vision_points"]] == [1, 6, 32] and "serving_points" not in site
+    assert all(p["architecture"]["layer_table"] == "resnet-50" for p in site["vision_points"])
+    assert "Triton's perf_analyzer" in site["source"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda r: r.update(engine="tgi"), "engine: serving results of an eager PyTorch stand-in"),
+        (lambda r: r["points"][0].update(server_compute_infer_ms=0), "points.0.server_compute_infer_ms: Input"),
+        (lambda r: r["points"][1].pop("p99_latency_ms"), "points.1.p99_latency_ms: Field required"),
+        (lambda r: r["points"][2].update(batch=0), "points.2.batch: Input should be greater than or equal to 1"),
+        (lambda r: r.update(points=[]), "points: List should have at least 1 item"),
+        (lambda r: r.update(model="resnet\n::x"), "model: character '\\n' is not allowed"),
+        (lambda r: r.pop("prompt_tokens"), "prompt_tokens: Field required"),
+        (lambda r: r.update(plan_text="model: [1, 2"), "plan_text: not the plan the probe wrote"),
+        (lambda r: r.update(plan_text="cluster: 5"), "plan_text: not the plan the probe wrote"),
+        (lambda r: r.update(precision="fp4"), "precision: Input should be"),
+    ],
+)
+def test_malformed_triton_results_are_refused_at_the_field(tmp_path, capsys, change, message):
+    results = synthetic_triton_results(tmp_path)
+    change(results)
+    code, out, err = calibrate(tmp_path, results, capsys)
+    assert code == 2 and message in err and "[invalid-results]" in err, err
+    assert not (tmp_path / "site.yaml").exists()
+    assert len(err.splitlines()) == 1 and not err.startswith("::")

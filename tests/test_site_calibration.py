@@ -250,3 +250,60 @@ def test_steps_of_one_micro_batch_leave_the_optimizer_share_to_the_catalog():
     fitted, decisions = calibrate(catalog, _site(predicted * 1.25))
     assert fitted.gpus["h100-sxm-80gb"].achievable_optimizer_bandwidth_fraction is None
     assert not any("per step" in d.topic for d in decisions)
+
+
+# resnet-50's preset as a probe's results carry it (probe.py _vision_points: the non-default fields)
+RESNET_50 = {
+    "kind": "cnn",
+    "vocab": 1000,
+    "image_size": 224,
+    "params_override": 25557032,
+    "gflops_per_sample": 8.18,
+    "layer_table": "resnet-50",
+}
+VISION = {"gpu": "t4-16gb", "model": "resnet-50", "precision": "fp16", "engine": "triton", "tokens": 1}
+
+
+def test_vision_batches_measured_slower_lower_the_matmul_share_the_vision_sizing_uses():
+    """A vision point is the vision sizing's batch time (per-layer roofline, onnxruntime's fusion on a T4): measured
+    as predicted, the share stays; measured 1.5× slower at a compute-bound batch, the fitted share is lower and the
+    refitted prediction meets the measurement."""
+    from compiler.site_calibration_file import VisionPoint
+    from compiler.site_calibration_fit import predicted_vision_batch
+
+    catalog = load_catalog()
+    share = catalog.gpus["t4-16gb"].achievable_matmul_fraction
+    point = VisionPoint(**VISION, batch=32, step_seconds=1.0)
+    predicted = predicted_vision_batch(point, catalog, share)
+    plan = resolve(REPO / "examples" / "resnet50-triton.yaml")
+    assert plan.hardware.gpu == "t4-16gb" and 32 / predicted == pytest.approx(
+        plan.serving.requests_per_second_per_replica
+    )
+    slower = SiteCalibration(
+        site="ci",
+        measured_at="2026-11-28",
+        source="x",
+        vision_points=[{**VISION, "batch": 32, "step_seconds": 1.5 * predicted}],
+    )
+    fitted, decisions = calibrate(catalog, slower)
+    new_share = fitted.gpus["t4-16gb"].achievable_matmul_fraction
+    assert new_share < share and fitted.site_fitted_serving == ("t4-16gb",)
+    assert predicted_vision_batch(point, fitted, new_share) == pytest.approx(1.5 * predicted, rel=1e-3)
+    assert "vision batch step(s)" in decisions[0].reason
+
+
+def test_a_vision_point_with_both_shapes_is_a_located_error(tmp_path):
+    site = {
+        "site": "cluster-a",
+        "measured_at": "2026-11-20",
+        "source": "x",
+        "vision_points": [{**VISION, "architecture": RESNET_50, "batch": 8, "step_seconds": 0.01}],
+    }
+    plan = yaml.safe_load((REPO / "examples" / "resnet50-triton.yaml").read_text())
+    plan["cluster"]["calibration"] = "site.yaml"
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    result = run_cli(tmp_path / "plan.yaml", "-o", tmp_path / "out")
+    assert result.returncode == 2 and "[invalid-calibration]" in result.stderr, result.stderr
+    first = result.stderr.splitlines()[0]
+    assert "site.yaml:" in first and "vision_points.0" in first and "not both" in first, first

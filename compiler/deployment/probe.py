@@ -310,11 +310,15 @@ def serving_probe(plan: ResolvedPlan) -> Probe:
     """The plan's own engine on one replica: its emitted launch (vllm/serve.sh with config.yaml's settings) started,
     then vLLM's own serving benchmark (`vllm bench serve`, random prompts of the plan's prompt and output lengths) at
     concurrency 1, the plan's max concurrency and their geometric middle."""
+    from .probe_triton import applies as triton_vision
+    from .probe_triton import triton_probe
+
     sv, traffic = plan.serving, plan.spec.serve.traffic
-    if sv.engine != "vllm":
+    if sv.engine != "vllm" and not triton_vision(plan):
         raise ProbeError(
-            f"the serving probe runs vLLM's own benchmark against the emitted engine; the {sv.engine} engine's "
-            "benchmark is not wired in, so this plan has no serving probe"
+            f"the serving probe runs vLLM's own benchmark against the emitted engine (Triton's perf_analyzer for a "
+            f"vision model on Triton); the {sv.engine} engine's benchmark for this model is not wired in, so this "
+            "plan has no serving probe"
         )
     top = max(1, sv.max_concurrency)
     concurrencies = sorted({1, max(1, round(math.sqrt(top))), top})
@@ -353,7 +357,8 @@ def serving_probe(plan: ResolvedPlan) -> Probe:
     ]
     arch = plan.model.architecture
     run = _ProbeRun("serving", arch, arch.layers, sv.gpus_per_replica, sv.precision, traffic.prompt_tokens, [], serving)
-    return _probe(plan, run, decisions)
+    probe = _probe(plan, run, decisions)
+    return triton_probe(plan, probe, serving.plan_text) if triton_vision(plan) else probe
 
 
 def _unprobed_training(plan: ResolvedPlan) -> str | None:
@@ -375,9 +380,12 @@ def _unprobed_training(plan: ResolvedPlan) -> str | None:
 def decide_probe(
     plan: ResolvedPlan, catalog: Catalog, resolve_text, gpus: int | None = None, neighbours: bool = True
 ) -> Probe:
-    if plan.model is None or plan.stages or plan.model.architecture.kind != "decoder":
+    from .probe_triton import applies as triton_vision
+
+    if plan.model is None or plan.stages or plan.model.architecture.kind != "decoder" and not triton_vision(plan):
         raise ProbeError(
-            "the probe measures decoder models (training, or serving with one stage); vision and multi-stage probes are not built"
+            "the probe measures decoder models (training, or serving with one stage) and vision models served by "
+            "Triton; other vision and multi-stage probes are not built"
         )
     if plan.training is not None:
         unprobed = _unprobed_training(plan)

@@ -55,6 +55,21 @@ class ServingProbe(Section):
     )
 
 
+class TritonProbe(Section):
+    """A Triton vision plan's repository served by its own tritonserver launch, measured by Triton's perf_analyzer."""
+
+    engine: Literal["triton"] = "triton"
+    model: str = Field(description="the Triton model perf_analyzer measures (-m): the repository's model folder")
+    batches: list[int] = Field(description="perf_analyzer's client batch sizes (-b), one run each")
+    concurrency: int = Field(description="--concurrency-range C:C, batches in flight")
+    measurement_interval_ms: int = Field(description="--measurement-interval: perf_analyzer's time window")
+    prompt_tokens: int = Field(description="an encoder's sequence (traffic.prompt_tokens); images: unused")
+    predicted_batch_seconds: list[float] = Field(
+        description="the vision sizing's time for each batch at the catalog's shares"
+    )
+    plan_text: str = Field(description="the plan as given (YAML, without its site calibration)")
+
+
 class ProbeKubernetes(Section):
     """probe-job.yaml: a ConfigMap with the script and settings and a one-pod Job on one GPU node of the plan's type."""
 
@@ -97,6 +112,7 @@ class Probe(Section):
     rdzv_port: int = Field(description="the two-node torchrun rendezvous port on the first node")
     layouts: list[ProbeLayout] = Field(default_factory=list)
     serving: ServingProbe | None = None
+    triton: TritonProbe | None = Field(None, description="a Triton vision plan's probe (perf_analyzer)")
     slurm_time: str = Field(description="#SBATCH --time")
     slurm_directives: list[Directive] = Field(
         default_factory=list, description="partition, account, qos, reservation, constraint as given"

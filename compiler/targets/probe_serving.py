@@ -30,10 +30,53 @@ def serving_settings(plan: ResolvedPlan, engine: dict[str, str]) -> dict:
     }
 
 
+def triton_settings(plan: ResolvedPlan) -> dict:
+    """What probe_triton.py reads: the node checks, the model and its batches."""
+    probe = plan.probe
+    return {
+        "kind": "serving",
+        "plan": probe.plan,
+        "gpu_id": probe.gpu_id,
+        "expected_device": probe.expected_device,
+        "expected_power_watts": probe.expected_power_watts,
+        "architecture": probe.architecture.model_dump(mode="json"),
+        "precision": probe.precision,
+        "time_limit_seconds": probe.time_limit_seconds,
+        "triton": probe.triton.model_dump(mode="json"),
+    }
+
+
+def render_triton_probe(plan: ResolvedPlan, checks: str) -> list[OutputFile]:
+    """A Triton vision plan's probe: its model repository and launch (engine/triton/, as compiled), probe_triton.py
+    (tritonserver from serve.sh, then perf_analyzer per batch), the checks, settings.json, probe.sbatch, plan.json and
+    REPORT.md."""
+    from ..pipeline import render_files
+
+    probe = plan.probe
+    engine = {f.path: f for f in render_files(plan, only=("triton",))}
+    sbatch = render(
+        "probe/probe_triton.sbatch.j2",
+        probe=probe,
+        directives=[f"--{d.flag}={d.value}" for d in probe.slurm_directives],
+    )
+    report = render("probe/REPORT.md.j2", probe=probe, collectives="none", layouts=[], decisions=probe.decisions)
+    return [
+        OutputFile("probe_triton.py", runtime_script("probe_triton.py"), 0o755),
+        OutputFile("probe_environment.py", checks),
+        OutputFile("probe.sbatch", sbatch, 0o755),
+        OutputFile("settings.json", dump_json(triton_settings(plan))),
+        OutputFile("plan.json", dump_json(stable(plan.model_dump(mode="json")))),
+        OutputFile("REPORT.md", report),
+        *(OutputFile(f"engine/{path}", f.text, f.mode) for path, f in engine.items()),
+    ]
+
+
 def render_serving_probe(plan: ResolvedPlan, checks: str) -> list[OutputFile]:
     from ..pipeline import render_files
 
     probe = plan.probe
+    if probe.triton is not None:
+        return render_triton_probe(plan, checks)
     engine = {f.path: f.text for f in render_files(plan, only=("vllm",))}
     settings_text = dump_json(serving_settings(plan, engine))
     script = runtime_script("probe_serve.py")

@@ -660,3 +660,80 @@ def deepspeed_lr_schedule(config: Path, steps: list[int], port: int) -> dict:
     env = {"DS_ACCELERATOR": "cpu", "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
     result = _run([tool_python("torch"), VALIDATORS / "ds_lr_check.py", config, *steps], timeout=3000, env=env)
     return _schedule_row(result, "DS_LR")
+
+
+# A python-based stand-in for Triton's onnxruntime backend, which nvidia-pytriton's CPU tritonserver lacks: it answers
+# each request with zeros of the model's outputs after a time that grows with the batch (numpy from Debian: the
+# python backend's interpreter is Debian's libpython3.11), so Triton's own batching, statistics and perf_analyzer's
+# measurement run for real around a backend whose numbers are the stand-in's.
+ONNXRUNTIME_STAND_IN = """\
+import json
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.input = config["input"][0]["name"]
+        self.outputs = [
+            (o["name"], pb_utils.triton_string_to_numpy(o["data_type"]), [int(d) for d in o["dims"]])
+            for o in config["output"]
+        ]
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            batch = pb_utils.get_input_tensor_by_name(request, self.input).as_numpy().shape[0]
+            time.sleep(%(fixed)g + %(per_item)g * batch)
+            outputs = [pb_utils.Tensor(n, np.zeros([batch, *dims], dtype)) for n, dtype, dims in self.outputs]
+            responses.append(pb_utils.InferenceResponse(outputs))
+        return responses
+"""
+
+
+def tritonserver_on_path(work: Path, fixed_seconds: float = 0.001, per_item_seconds: float = 0.0002) -> dict:
+    """nvidia-pytriton's real tritonserver as `tritonserver` on PATH (a link: its RPATH is relative to the real file)
+    and a backend directory with its python backend and the onnxruntime stand-in; the environment to run it in and
+    the flag that names the backends."""
+    python = tool_python("triton")
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    server_dir = Path(site) / "pytriton" / "tritonserver"
+    stub = server_dir / "backends" / "python" / "triton_python_backend_stub"
+    if not stub.exists():  # pytriton copies it there at runtime; triton_server_check.sh does the same
+        shutil.copy(server_dir / "python_backend_stubs" / "3.11" / "triton_python_backend_stub", stub)
+    (work / "bin").mkdir(parents=True)
+    (work / "bin" / "tritonserver").symlink_to(server_dir / "bin" / "tritonserver")
+    backends = work / "backends"
+    (backends / "onnxruntime").mkdir(parents=True)
+    (backends / "python").symlink_to(server_dir / "backends" / "python")
+    (backends / "onnxruntime" / "model.py").write_text(
+        ONNXRUNTIME_STAND_IN % {"fixed": fixed_seconds, "per_item": per_item_seconds}
+    )
+    # the python backend's stub finds its prefix through python3 on PATH: Debian's, with numpy
+    env = {**os.environ, "PATH": f"{work / 'bin'}:/usr/bin:/bin:{os.environ.get('PATH', '')}"}
+    return {"env": env, "backend_flag": f"--backend-directory={backends}"}
+
+
+def perf_analyzer_bin() -> tuple[Path, dict]:
+    """Triton's perf_analyzer (tritonclient 2.51.0's binary, the perf venv) and the library path it needs (the CUDA
+    runtime wheel's libcudart; Debian's libb64-0d): the binary and environment additions."""
+    venv = TOOLS / "perf"
+    binary = venv / "bin" / "perf_analyzer"
+    require_tool("perf_analyzer", binary.exists(), f"tool venv 'perf' not installed in {TOOLS}; {INSTALL_HINT}")
+    libs = next(iter(venv.glob("lib/python3*/site-packages/nvidia/cuda_runtime/lib")), None)
+    env = {"LD_LIBRARY_PATH": f"{libs}:{os.environ.get('LD_LIBRARY_PATH', '')}"} if libs else {}
+    loads = subprocess.run([binary], capture_output=True, text=True, env={**os.environ, **env}, timeout=60)
+    require_tool(
+        "perf_analyzer",
+        "error while loading shared libraries" not in loads.stderr,
+        f"perf_analyzer does not load ({loads.stderr.strip()[:200]}); {INSTALL_HINT}",
+    )
+    return binary, env
