@@ -380,11 +380,12 @@ def test_partial_node_job_requests_its_share():
     """Before: a 1-GPU fine-tune was emitted with --exclusive --mem=0 and took a whole 8-GPU node."""
     plan = small_training_plan(nodes=1, gpus_per_node=1)
     job = plan.deployment.slurm
-    # one GPU of p5.48xlarge's allocatable: 190,950 m / 8 -> 23 whole CPUs; 2,094,673 MiB / 8 -> 261,834 MiB
-    assert (job.exclusive, job.gpus_per_node, job.cpus_per_gpu, job.memory_per_gpu) == (False, 1, 23, "261834M")
+    # one GPU of p5.48xlarge's allocatable: 190,950 m / 8 -> 23 whole CPUs; 2,094,673 MiB - 10,256 MiB of EFA huge
+    # pages = 2,084,417 MiB / 8 -> 260,552 MiB
+    assert (job.exclusive, job.gpus_per_node, job.cpus_per_gpu, job.memory_per_gpu) == (False, 1, 23, "260552M")
     text = render_training(plan)["slurm/train.sbatch"].text
     assert "--exclusive" not in text and "#SBATCH --mem" + "=" not in text and "#SBATCH --gpus-per-node=1\n" in text
-    assert "#SBATCH --cpus-per-gpu=23\n" in text and "#SBATCH --mem-per-gpu=261834M\n" in text
+    assert "#SBATCH --cpus-per-gpu=23\n" in text and "#SBATCH --mem-per-gpu=260552M\n" in text
     whole = small_training_plan(nodes=1, gpus_per_node=8).deployment.slurm
     assert (whole.exclusive, whole.memory) == (True, "0")
 

@@ -592,9 +592,10 @@ def test_pods_request_cpu_and_host_memory_for_loading_the_weights():
     (pod,) = _pods(_docs(plan))
     resources = pod["containers"][0]["resources"]
     # one GPU of p5.48xlarge (the H100's priced node): CPU (192,000 m - 550 m reserve - 500 m daemonsets) / 8 =
-    # 23,868 m, unthrottled; memory (2,097,152 MiB - (11 x 100 + 255) - 100 - 1,024 MiB) / 8 = 261,834 MiB
+    # 23,868 m, unthrottled; memory (2,097,152 MiB - (11 x 100 + 255) - 100 - 1,024 - 5,128 x 2 MiB of EFA huge pages)
+    # / 8 = 260,552 MiB
     assert resources["requests"]["cpu"] == "23868m" and "cpu" not in resources["limits"]
-    assert resources["requests"]["memory"] == resources["limits"]["memory"] == "261834Mi"
+    assert resources["requests"]["memory"] == resources["limits"]["memory"] == "260552Mi"
     # it holds the floor: 16,060,522,496 B of weights + 16 GiB overhead + 1 GiB /dev/shm (one GPU: no NCCL peers)
     assert _quantity_bytes(resources["requests"]["memory"]) >= 16_060_522_496 + 17 * GIB
     assert resources["limits"]["nvidia.com/gpu"] == 1
@@ -605,7 +606,7 @@ def test_lws_pods_request_memory_for_their_own_stage():
     pods = _pods(_docs(_multi_node()))
     for pod in pods:
         memory = _quantity_bytes(pod["containers"][0]["resources"]["requests"]["memory"])
-        assert memory == 2_094_673 * 2**20  # all 8 GPUs of p5.48xlarge: its whole allocatable memory
+        assert memory == 2_084_417 * 2**20  # all 8 GPUs of p5.48xlarge: its whole allocatable memory (EFA pages out)
         assert memory >= 16_060_522_496 // 2 + 31 * GIB  # the stage's weights + 16 GiB overhead + 15 GiB /dev/shm
         assert pod["containers"][0]["resources"]["requests"]["cpu"] == "190950m"  # 192 vCPU - 550 m - 500 m
 

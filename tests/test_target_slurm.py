@@ -387,11 +387,12 @@ def one_gpu_plan(script: str = str(TINY_TRAIN), **slurm_fields):
 def test_one_gpu_job_takes_its_share_of_the_node_not_the_node():
     """A 1-GPU job on an 8-GPU H100 node (p5.48xlarge: 192 vCPU, 2048 GiB, EKS maxPods 100): allocatable CPU =
     192,000 m - reserve (60 + 10 + 10 + 0.25% x 188,000 = 550 m) - 500 m daemonsets = 190,950 m, / 8 = 23,868 m
-    -> 23 whole CPUs per GPU; memory = 2048 GiB - (11 MiB x 100 + 255 MiB) - 100 MiB - 1 GiB, / 8, in MiB."""
+    -> 23 whole CPUs per GPU; memory = 2048 GiB - (11 MiB x 100 + 255 MiB) - 100 MiB - 1 GiB - 5,128 x 2 MiB of EFA huge
+    pages, / 8, in MiB."""
     plan = one_gpu_plan()
     d = directives(sbatch_text(plan))
     assert "--exclusive" not in d and not any(x.startswith(("--mem=", "--cpus-per-task")) for x in d)
-    memory_mib = (2048 * 1024 - (11 * 100 + 255) - 100 - 1024) // 8
+    memory_mib = (2048 * 1024 - (11 * 100 + 255) - 100 - 1024 - 5128 * 2) // 8
     assert {"--gpus-per-node=1", "--cpus-per-gpu=23", f"--mem-per-gpu={memory_mib}M"} <= set(d)
     assert plan.deployment.launcher.cpus_per_node == 23  # OMP threads and srun's CPUs follow the share
 
