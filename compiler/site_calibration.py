@@ -27,6 +27,7 @@ ones; the environment warnings a probe raised (another GPU, a capped power limit
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import NamedTuple
 
 from .catalog.catalog import Catalog
 from .plan.resolved import Decision
@@ -37,29 +38,34 @@ from .sizing.search_cache import SearchCache
 from .units import format_bytes, format_seconds
 
 
-def _decision(
-    gpu_id: str,
-    what: str,
-    before_share: float,
-    share: float,
-    before: float,
-    after: float,
-    points: list,
-    site: SiteCalibration,
-    predicted: tuple[list[float], list[float]],
-) -> Decision:
+class ShareFit(NamedTuple):
+    """One share refitted to a GPU's points: the share, predicted ÷ measured (geometric mean) and each point's
+    prediction, before (the catalog's share) and after (the site's)."""
+
+    share_before: float
+    share_after: float
+    ratio_before: float
+    ratio_after: float
+    predicted_before: list[float]
+    predicted_after: list[float]
+
+
+def _decision(gpu_id: str, what: str, fit: ShareFit, points: list, site: SiteCalibration) -> Decision:
     bound = (
-        " (the share's bound: no share explains these steps; check the measurement)" if abs(after - 1) > 0.05 else ""
+        " (the share's bound: no share explains these steps; check the measurement)"
+        if abs(fit.ratio_after - 1) > 0.05
+        else ""
     )
     measured = ", ".join(
         f"{format_seconds(p.step_seconds)} (predicted {format_seconds(b)} → {format_seconds(a)})"
-        for p, b, a in zip(points, *predicted)
+        for p, b, a in zip(points, fit.predicted_before, fit.predicted_after)
     )
+    kind = "matmul" if what == "matmul" else "HBM bandwidth"
     return Decision(
         topic=f"site calibration ({gpu_id}{'' if what == 'matmul' else ', HBM'})",
-        choice=f"achievable {'matmul' if what == 'matmul' else 'HBM bandwidth'} share {_share_text(before_share)} → {_share_text(share)}",
+        choice=f"achievable {kind} share {_share_text(fit.share_before)} → {_share_text(fit.share_after)}",
         reason=f"{len(points)} {_what_points(points)} measured at {site.site} on {site.measured_at} ({site.source}): {measured}; "
-        f"predicted ÷ measured {before:.3g} with the catalog's share, {after:.3g} with the site's{bound}",
+        f"predicted ÷ measured {fit.ratio_before:.3g} with the catalog's share, {fit.ratio_after:.3g} with the site's{bound}",
     )
 
 
@@ -96,9 +102,8 @@ def _fit_compute(
         decisions.append(_optimizer_decision(gpu_id, entry, optimizer, training, site))
     share = bisect_share(lambda s: mean_ratio(compute, measured, s, searches))
     after, last = mean_ratio(compute, measured, share, searches), predictions(compute, measured, share, searches)
-    decision = _decision(
-        gpu_id, "matmul", entry.achievable_matmul_fraction, share, before, after, compute, site, (first, last)
-    )
+    fit = ShareFit(entry.achievable_matmul_fraction, share, before, after, first, last)
+    decision = _decision(gpu_id, "matmul", fit, compute, site)
     fitted = measured.gpus[gpu_id].model_copy(update={"achievable_matmul_fraction": share})
     return _with_gpu(measured, fitted), [decision, *decisions]
 
@@ -130,7 +135,7 @@ def _fit_decodes(
         mean_ratio(decodes, catalog, share, searches, fitted),
         predictions(decodes, catalog, share, searches, fitted),
     )
-    return fitted, _decision(gpu_id, "hbm", hbm, fitted, before, after, decodes, site, (first, last))
+    return fitted, _decision(gpu_id, "hbm", ShareFit(hbm, fitted, before, after, first, last), decodes, site)
 
 
 def _with_gpu(catalog: Catalog, gpu) -> Catalog:

@@ -10,7 +10,7 @@ import pytest
 
 from compiler.catalog.params import count_params
 from compiler.pipeline import resolve_text
-from compiler.sizing.train.activations import activation_bytes_per_layer, stores_dropout_masks
+from compiler.sizing.train.activations import LayerShape, activation_bytes_per_layer, stores_dropout_masks
 from tests.fixtures.train_sizing import memory_of
 from tests.test_train_memory import GPT3, LLAMA8B
 
@@ -21,9 +21,13 @@ def test_a_llama_layer_without_dropout_keeps_34_sbh_not_36():
     """Llama-3.1-8B, s 8192, b 1, flash: attention 6 + 4·(8/32) = 7, SwiGLU 2 + 3·2·14336/4096 = 23, norms 4 → 34·sbh
     = 1,140,850,688 B; the two sbh masks (attention and MLP outputs) would add 2·sbh = 67,108,864 B (36·sbh)."""
     sbh = 8192 * 4096
-    without = activation_bytes_per_layer(LLAMA8B, 8192, 1, 1, False, "none", True, dropout_masks=False)
+    without = activation_bytes_per_layer(LayerShape(LLAMA8B, 8192, 1, 1, False), "none", True, dropout_masks=False)
     assert without == 34 * sbh == 1_140_850_688
-    assert activation_bytes_per_layer(LLAMA8B, 8192, 1, 1, False, "none", True) - without == 2 * sbh == 67_108_864
+    assert (
+        activation_bytes_per_layer(LayerShape(LLAMA8B, 8192, 1, 1, False), "none", True) - without
+        == 2 * sbh
+        == 67_108_864
+    )
 
 
 def test_a_gpt2_like_layer_with_dropout_keeps_table_2s_masks_and_without_only_the_softmax_output():
@@ -31,8 +35,12 @@ def test_a_gpt2_like_layer_with_dropout_keeps_table_2s_masks_and_without_only_th
     s·b·h·(34 + 5·16) = 2,868,903,936 B; with dropout 0 s·b·h·(32 + 2·16) = 1,610,612,736 B: the softmax output
     2·as²b stays (the V-GEMM saves it, the identity dropout returning it), its mask as²b and dropout output 2·as²b go."""
     sbh = 2048 * 12288
-    masks = activation_bytes_per_layer(GPT3, 2048, 1, 1, False, "none", False, dropout_masks=stores_dropout_masks(0.1))
-    none = activation_bytes_per_layer(GPT3, 2048, 1, 1, False, "none", False, dropout_masks=stores_dropout_masks(0.0))
+    masks = activation_bytes_per_layer(
+        LayerShape(GPT3, 2048, 1, 1, False), "none", False, dropout_masks=stores_dropout_masks(0.1)
+    )
+    none = activation_bytes_per_layer(
+        LayerShape(GPT3, 2048, 1, 1, False), "none", False, dropout_masks=stores_dropout_masks(0.0)
+    )
     assert masks == sbh * (34 + 5 * 16) == 2_868_903_936
     assert none == sbh * (32 + 2 * 16) == 1_610_612_736
 
@@ -51,14 +59,19 @@ def test_a_gpt2_like_layer_with_dropout_keeps_table_2s_masks_and_without_only_th
 )
 def test_tensor_parallel_replicates_the_masks_only_where_they_are_kept(sequence_parallel, masks, expected):
     sbh = 2048 * 12288
-    got = activation_bytes_per_layer(GPT3, 2048, 1, 8, sequence_parallel, "none", False, dropout_masks=masks)
+    got = activation_bytes_per_layer(
+        LayerShape(GPT3, 2048, 1, 8, sequence_parallel), "none", False, dropout_masks=masks
+    )
     assert got == pytest.approx(sbh * expected)
 
 
 def test_full_recompute_stores_the_layer_input_whatever_the_dropout():
     sbh = 2048 * 12288
     for masks in (True, False):
-        assert activation_bytes_per_layer(GPT3, 2048, 1, 1, False, "full", False, dropout_masks=masks) == 2 * sbh
+        assert (
+            activation_bytes_per_layer(LayerShape(GPT3, 2048, 1, 1, False), "full", False, dropout_masks=masks)
+            == 2 * sbh
+        )
 
 
 def test_the_memory_model_reads_the_workloads_dropout():

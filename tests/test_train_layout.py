@@ -13,7 +13,7 @@ from compiler.catalog.types import Architecture
 from compiler.pipeline import resolve
 from compiler.sizing.train import flops
 from compiler.sizing.train import parallel as tl
-from compiler.sizing.train.activations import activation_bytes_per_layer
+from compiler.sizing.train.activations import LayerShape, activation_bytes_per_layer
 from compiler.sizing.train.layout import MemoryOptions
 from compiler.sizing.train.memory import usable_memory_bytes
 from compiler.sizing.train.search import TrainPins, search_training
@@ -93,7 +93,7 @@ def test_interleaving_holds_more_microbatches_on_the_first_stage():
     params = count_params(LLAMA8B)
     plain = memory_of(LLAMA8B, params, pp=4, microbatches=8, seq_len=4096)
     inter = memory_of(LLAMA8B, params, pp=4, microbatches=8, seq_len=4096, vp=2)
-    per_layer = activation_bytes_per_layer(LLAMA8B, 4096, 1, 1, False, "none", True)
+    per_layer = activation_bytes_per_layer(LayerShape(LLAMA8B, 4096, 1, 1, False), "none", True)
     assert inter.activations - plain.activations == pytest.approx(1.5 * 8 * per_layer, rel=1e-6)
 
 
@@ -142,7 +142,7 @@ def test_published_llama3_70b_tp4_pp8_vp5_holds_94_layers_and_fits_as_run():
     arch = load_models()["llama-3.1-70b"].architecture
     assert tl.microbatches_in_flight(8, 5, 0, 64) == 9.4
     assert _megatron_peak_layers(8, 5, 0, 64, [2] * 5) == 94 == 80 * (1 + 7 / 40)
-    assert activation_bytes_per_layer(arch, 8192, 1, 4, True, "none", True) == 595_591_168
+    assert activation_bytes_per_layer(LayerShape(arch, 8192, 1, 4, True), "none", True) == 595_591_168
     shape = dict(tp=4, pp=8, vp=5, dp=2, zero_stage=1, microbatches=64, seq_len=8192, sequence_parallel=True)
     shape.update(framework="megatron", recompute="none", precision="fp8")
     usable = usable_memory_bytes(load_gpus()["h100-sxm-80gb"].memory_bytes)
@@ -168,7 +168,7 @@ def test_interleaving_with_a_lighter_first_and_last_chunk():
 
 def test_cp_splits_the_activations():
     """Llama-3.1-8B at s = 8192: 36·s·h = 1,207,959,552 B per layer; CP2 holds half on each GPU."""
-    assert activation_bytes_per_layer(LLAMA8B, 8192, 1, 1, False, "none", True, cp=2) == 603_979_776
+    assert activation_bytes_per_layer(LayerShape(LLAMA8B, 8192, 1, 1, False), "none", True, cp=2) == 603_979_776
 
 
 def test_cp_ring_moves_kv_chunks_three_times():

@@ -9,7 +9,7 @@ from compiler.catalog.types import Architecture
 from compiler.sizing.train import activations as ta
 from compiler.sizing.train import memory as tm
 from compiler.sizing.train import model_states as ms
-from compiler.sizing.train.activations import activation_bytes_per_layer
+from compiler.sizing.train.activations import LayerShape, activation_bytes_per_layer
 from compiler.sizing.train.layout import MemoryOptions
 from compiler.sizing.train.model_states import model_state_bytes_zero_paper
 from tests.fixtures.train_sizing import memory_of
@@ -57,31 +57,35 @@ def test_memory_per_gpu_model_states_follow_the_zero_paper(stage):
 
 def test_korthikanti_no_parallelism_gpt3():
     """Table 2: s·b·h·(34 + 5·a·s/h); GPT-3 at s 2048, b 1: 25,165,824 × (34 + 80) = 2,868,903,936 B per layer."""
-    got = activation_bytes_per_layer(GPT3, 2048, 1, 1, False, "none", flash_attention=False)
+    got = activation_bytes_per_layer(LayerShape(GPT3, 2048, 1, 1, False), "none", flash_attention=False)
     assert got == 2048 * 12288 * (34 + 5 * 96 * 2048 / 12288) == 2_868_903_936
 
 
 def test_korthikanti_tensor_parallel_gpt3():
     """Table 2, TP t = 8: s·b·h·(10 + 24/t + 5·a·s/(h·t))."""
-    got = activation_bytes_per_layer(GPT3, 2048, 1, 8, False, "none", flash_attention=False)
+    got = activation_bytes_per_layer(LayerShape(GPT3, 2048, 1, 8, False), "none", flash_attention=False)
     assert got == pytest.approx(2048 * 12288 * (10 + 24 / 8 + 5 * 96 * 2048 / (12288 * 8)))
 
 
 def test_korthikanti_sequence_parallel_and_selective_recompute_gpt3():
     """Table 2: TP + SP s·b·h/t·(34 + 5as/h); + selective recompute 34·s·b·h/t; full recompute 2·s·b·h."""
     sbh = 2048 * 12288
-    assert activation_bytes_per_layer(GPT3, 2048, 1, 8, True, "none", False) == pytest.approx(sbh / 8 * (34 + 80))
-    assert activation_bytes_per_layer(GPT3, 2048, 1, 8, True, "selective", False) == pytest.approx(34 * sbh / 8)
-    assert activation_bytes_per_layer(GPT3, 2048, 1, 1, False, "full", False) == 2 * sbh
+    assert activation_bytes_per_layer(LayerShape(GPT3, 2048, 1, 8, True), "none", False) == pytest.approx(
+        sbh / 8 * (34 + 80)
+    )
+    assert activation_bytes_per_layer(LayerShape(GPT3, 2048, 1, 8, True), "selective", False) == pytest.approx(
+        34 * sbh / 8
+    )
+    assert activation_bytes_per_layer(LayerShape(GPT3, 2048, 1, 1, False), "full", False) == 2 * sbh
 
 
 def test_flash_attention_drops_the_scores_term():
-    assert activation_bytes_per_layer(GPT3, 2048, 1, 1, False, "none", True) == 34 * 2048 * 12288
+    assert activation_bytes_per_layer(LayerShape(GPT3, 2048, 1, 1, False), "none", True) == 34 * 2048 * 12288
 
 
 def test_llama_3_1_8b_seq_8192_gqa_gated():
     """GQA g = 8/32: attention 7 + 4g = 8; SwiGLU: 3 + 3·2·14336/4096 = 24; norms 4 → 36·s·b·h = 1.125 GiB/layer."""
-    per_layer = activation_bytes_per_layer(LLAMA8B, 8192, 1, 1, False, "none", True)
+    per_layer = activation_bytes_per_layer(LayerShape(LLAMA8B, 8192, 1, 1, False), "none", True)
     assert per_layer == 36 * 8192 * 4096 == 1_207_959_552
     mem = memory_of(LLAMA8B, count_params(LLAMA8B), dp=8, zero_stage=3, seq_len=8192, framework="megatron")
     logits = 8192 * 128256 * 4 * 2  # Megatron's fused loss: fp32 logits and their gradient
@@ -95,12 +99,12 @@ def test_moe_activations_count_the_routed_experts():
     )
     s, h = 4096, 4096
     expected = (8 + 3 + 3 * 2 * 2 * 14336 / h + 4) * s * h + s * 8 * 4
-    assert activation_bytes_per_layer(moe, s, 1, 1, False, "none", True) == pytest.approx(expected)
+    assert activation_bytes_per_layer(LayerShape(moe, s, 1, 1, False), "none", True) == pytest.approx(expected)
 
 
 def test_pipeline_first_stage_holds_min_pp_microbatches():
     params = count_params(LLAMA8B)
-    per_layer = activation_bytes_per_layer(LLAMA8B, 4096, 1, 1, False, "none", True)
+    per_layer = activation_bytes_per_layer(LayerShape(LLAMA8B, 4096, 1, 1, False), "none", True)
     first = memory_of(LLAMA8B, params, pp=4, microbatches=16, seq_len=4096, framework="megatron")
     few = memory_of(LLAMA8B, params, pp=4, microbatches=2, seq_len=4096, framework="megatron")
     # first stage: 4 micro-batches × 8 layers; the last stage holds one plus the logits (smaller here)
@@ -271,7 +275,7 @@ def test_activation_offload_keeps_only_the_recomputed_layer():
     on = memory_of(
         LLAMA8B, params, seq_len=2048, recompute="full", options=MemoryOptions(loss="fused", activation_offload=True)
     )
-    layer = activation_bytes_per_layer(LLAMA8B, 2048, 1, 1, False, "none", True)
+    layer = activation_bytes_per_layer(LayerShape(LLAMA8B, 2048, 1, 1, False), "none", True)
     assert on.activations == pytest.approx(layer, abs=2)
 
 
@@ -359,7 +363,7 @@ def test_selective_is_op_sac_under_fsdp_and_megatrons_elsewhere():
     fsdp = memory_of(LLAMA8B, params, framework="fsdp", **kw)
     megatron = memory_of(LLAMA8B, params, framework="megatron", **kw)
     saved = tm.op_sac_bytes_per_layer(LLAMA8B, 8192, 2, 1, False)
-    full_layer = activation_bytes_per_layer(LLAMA8B, 8192, 2, 1, False, "none", True)
+    full_layer = activation_bytes_per_layer(LayerShape(LLAMA8B, 8192, 2, 1, False), "none", True)
     logits = 8192 * 2 * 128256 * 12
     # every block's saved outputs, one block recomputed in the backward (its full activations less what it kept)
     assert fsdp.activations == pytest.approx(32 * saved + (full_layer - saved) + logits, abs=2)

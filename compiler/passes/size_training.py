@@ -15,7 +15,7 @@ from .training_families import gate_factor, memory_factor, memory_source, time_f
 from .training_request import DEFAULT_GLOBAL_BATCH_TOKENS, refuse_adapters_without_layers, refuse_uneven_cp, request_for
 from .training_sections import alternatives_of, hardware_of, memory_section, parallelism_of, training_section
 from .wording import rejection_rows, words
-from .wording_training import training_decisions
+from .wording_training import Margins, training_decisions
 
 
 def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
@@ -50,16 +50,18 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         hardware,
         parallelism,
         spec.train.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS,
-        gate=(
-            gate_factor(ctx.catalog, spec.workload, spec.train.gate_quantile, arch),
-            ctx.catalog.residuals[time_family(spec.workload, arch)].rows,
-            time_family(spec.workload, arch),
+        Margins(
+            gate=(
+                gate_factor(ctx.catalog, spec.workload, spec.train.gate_quantile, arch),
+                ctx.catalog.residuals[time_family(spec.workload, arch)].rows,
+                time_family(spec.workload, arch),
+            ),
+            memory=(
+                memory_factor(ctx.catalog, spec.train.method, spec.train.memory_quantile),
+                memory_source(ctx.catalog, spec.train.method, spec.train.memory_quantile),
+            ),
+            dropout=decide_dropout(plan),
         ),
-        memory=(
-            memory_factor(ctx.catalog, spec.train.method, spec.train.memory_quantile),
-            memory_source(ctx.catalog, spec.train.method, spec.train.memory_quantile),
-        ),
-        dropout=decide_dropout(plan),
     )
     return plan.model_copy(
         update={

@@ -3,7 +3,7 @@ batch, time and cost, each with its reason."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..plan.resolved import Decision
 from ..sizing.train.activations import EAGER_LOSS_LAUNCH_KINDS, loss_for
@@ -98,6 +98,20 @@ def _layout_words(c: TrainCandidate) -> str:
     return "".join(" " + p for p in parts)
 
 
+class Margins(NamedTuple):
+    """What the decisions quote beside the chosen layout. `gate`: the factor time and cost were checked with against
+    deadline and budget, the rows behind it and their family; `memory`: the memory margin and where it comes from
+    (training_families.memory_source); `dropout`: the recipe's dropout and its source (recipe.decide.decide_dropout),
+    which decides whether the activations keep dropout masks."""
+
+    gate: tuple[float, int, str] = (1.0, 0, "")
+    memory: tuple[float, str] = (1.0, "")
+    dropout: tuple[float, str] = (0.0, "")
+
+
+NO_MARGINS = Margins()
+
+
 def training_decisions(
     spec: PlanSpec,
     c: TrainCandidate,
@@ -105,14 +119,10 @@ def training_decisions(
     hardware: Hardware,
     parallelism: Parallelism,
     batch_tokens: float,
-    gate: tuple[float, int, str] = (1.0, 0, ""),
-    memory: tuple[float, str] = (1.0, ""),
-    dropout: tuple[float, str] = (0.0, ""),
+    margins: Margins = NO_MARGINS,
 ) -> list[Decision]:
-    """`batch_tokens`: the tokens per step the plan gave or the default, when it gave no batch in sequences;
-    `gate`: the factor time and cost were checked with against deadline and budget, and the rows behind it; `memory`:
-    the memory margin and where it comes from (training_families.memory_source); `dropout`: the recipe's dropout and
-    its source (recipe.decide.decide_dropout), which decides whether the activations keep dropout masks."""
+    """`batch_tokens`: the tokens per step the plan gave or the default, when it gave no batch in sequences."""
+    gate, memory, dropout = margins
     return [
         _hardware_decision(spec, c, evaluated, gate),
         _parallelism_decision(c, memory),

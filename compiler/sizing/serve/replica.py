@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..train.activations import activation_bytes_per_layer
+from ..train.activations import LayerShape, activation_bytes_per_layer
 from ..train.communication import INTER_NODE_ACHIEVABLE_FRACTION, NVLINK_ACHIEVABLE_FRACTION
 from ..train.flops import FP8_GEMM_BANDWIDTH_FRACTION, matmul_flops_per_second
 from ..train.time import FORWARD_PASSES
@@ -188,5 +188,5 @@ def elementwise_seconds(m: ReplicaModel, tokens: float) -> float:
     training-time dropout masks too, it is an upper bound by their ~2 of ~34 bytes per token and hidden unit."""
     if not m.arch.layers or tokens <= 0:
         return 0.0
-    per_layer = activation_bytes_per_layer(m.arch, 1, max(1, round(tokens)), m.tp, False, "none", True)
+    per_layer = activation_bytes_per_layer(LayerShape(m.arch, 1, max(1, round(tokens)), m.tp, False), "none", True)
     return FORWARD_PASSES * per_layer * layers_per_stage(m.arch, m.pp) / m.bytes_per_second

@@ -40,6 +40,8 @@ Activations, bytes per transformer layer and micro-batch, 16-bit (Korthikanti et
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from ...catalog.types import Architecture
 from ..cnn.layers import table_for
 from ..cnn.train import stored_elements_per_item
@@ -122,27 +124,25 @@ def cnn_activation_bytes(arch: Architecture, precision: str, samples: int) -> fl
     return arch.activation_bytes_per_sample * samples * (2 if WEIGHT_BYTES[precision] == 4 else 1)
 
 
+class LayerShape(NamedTuple):
+    """What sizes one transformer layer's activations for one micro-batch on one GPU."""
+
+    arch: Architecture
+    seq_len: int
+    micro_batch: int
+    tp: int
+    sequence_parallel: bool
+
+
 def activation_bytes_per_layer(
-    arch: Architecture,
-    seq_len: int,
-    micro_batch: int,
-    tp: int,
-    sequence_parallel: bool,
-    recompute: str,
-    flash_attention: bool,
-    cp: int = 1,
-    dropout_masks: bool = True,
+    shape: LayerShape, recompute: str, flash_attention: bool, cp: int = 1, dropout_masks: bool = True
 ) -> float:
     """Stored activations of one transformer layer for one micro-batch (module docstring, Korthikanti Table 2);
     context parallelism splits every term along the sequence (train_layout docstring). `dropout_masks`: the layer
     trains with dropout > 0 and keeps its masks, as Table 2 counts (`stores_dropout_masks`)."""
     if cp > 1:
-        return (
-            activation_bytes_per_layer(
-                arch, seq_len, micro_batch, tp, sequence_parallel, recompute, flash_attention, 1, dropout_masks
-            )
-            / cp
-        )
+        return activation_bytes_per_layer(shape, recompute, flash_attention, 1, dropout_masks) / cp
+    arch, seq_len, micro_batch, tp, sequence_parallel = shape
     s, b, h, t = seq_len, micro_batch, arch.hidden, tp
     sbh = s * b * h
     sp = t if sequence_parallel else 1

@@ -70,6 +70,7 @@ from ...catalog.types import Architecture
 from .activations import (
     OP_SAC,
     WEIGHT_BYTES,
+    LayerShape,
     activation_bytes_per_layer,
     cnn_activation_bytes,
     loss_bytes_per_logit,
@@ -147,16 +148,16 @@ def _layer_activations(work: Workload, layout: Layout) -> tuple[float, float]:
     under recompute): Korthikanti et al.'s terms for the recompute kind, what selective-op SAC keeps, and under
     all-gather CP the whole sequence's K/V beyond the local s/CP (parallel.cp_allgather_kv_bytes)."""
     arch, lay = work.arch, layout
-    shape = (arch, work.seq_len, lay.micro_batch, lay.tp, lay.sequence_parallel)
+    shape = LayerShape(arch, work.seq_len, lay.micro_batch, lay.tp, lay.sequence_parallel)
     recompute = _recompute(work, lay)
     masks = stores_dropout_masks(work.dropout)  # the recipe's dropout: masks only with p > 0 (activations.py)
     if recompute == OP_SAC:
         per_layer = op_sac_bytes_per_layer(*shape, lay.cp)
     else:
-        per_layer = activation_bytes_per_layer(*shape, recompute, work.flash_attention, lay.cp, masks)
+        per_layer = activation_bytes_per_layer(shape, recompute, work.flash_attention, lay.cp, masks)
     full_layer = 0.0
     if recompute in ("full", OP_SAC):  # the backward re-runs one layer and holds its full activations meanwhile
-        full_layer = activation_bytes_per_layer(*shape, "none", work.flash_attention, lay.cp, masks)
+        full_layer = activation_bytes_per_layer(shape, "none", work.flash_attention, lay.cp, masks)
         if recompute == OP_SAC:  # what the recompute adds to the outputs the block kept
             full_layer = max(0.0, full_layer - per_layer)
         elif work.memory.activation_offload:  # the checkpointed layer inputs wait in host memory

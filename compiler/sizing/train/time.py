@@ -69,6 +69,7 @@ from ..cnn.layers import table_for
 from ..cnn.train import training_batch_time, transposes
 from .activations import (
     OP_SAC,
+    LayerShape,
     activation_bytes_per_layer,
     cnn_activation_bytes,
     cnn_element_bytes,
@@ -244,8 +245,8 @@ def _attention_seconds(work: Workload, layout: Layout, gpu: GpuSpec, rates: Rate
 def _memory_bound_seconds(work: Workload, layout: Layout, rates: Rates, layers: int, with_head: bool) -> float:
     """Activations written and read around the kernels (5 passes, and the recomputed ones again), and the fp32 logits."""
     arch, lay, recompute = work.arch, layout, layout_recompute(layout)
-    shape = (arch, work.seq_len, lay.micro_batch, lay.tp, lay.sequence_parallel)
-    stored = activation_bytes_per_layer(*shape, "none", work.flash_attention, lay.cp)
+    shape = LayerShape(arch, work.seq_len, lay.micro_batch, lay.tp, lay.sequence_parallel)
+    stored = activation_bytes_per_layer(shape, "none", work.flash_attention, lay.cp)
     scores = (
         0.0
         if work.flash_attention
