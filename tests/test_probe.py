@@ -222,7 +222,7 @@ def test_a_serving_probe_runs_the_plans_own_engine_launch_and_vllms_benchmark(tm
     assert 'srun --nodes=1 --ntasks=1 python3 "$here/probe_serve.py"' in files["probe.sbatch"]
     assert "#SBATCH --chdir=../runs/llama3-8b-chat-probe" in files["probe.sbatch"]
     tgi = run_cli("probe", REPO / "examples" / "mistral-7b-tgi.yaml", "-o", tmp_path)
-    assert tgi.returncode == 2 and "the tgi engine's benchmark is not wired in" in tgi.stderr, tgi.stderr
+    assert tgi.returncode == 2 and "the tgi engine's benchmark for this model is not wired in" in tgi.stderr, tgi.stderr
 
 
 @pytest.mark.realtool
