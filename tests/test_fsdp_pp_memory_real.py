@@ -16,7 +16,7 @@ from compiler.catalog.types import Architecture
 from compiler.sizing.train.activations import WEIGHT_BYTES
 from compiler.sizing.train.communication import pipeline_gathers_per_step
 from compiler.sizing.train.layout import MemoryOptions
-from compiler.sizing.train.model_states import FSDP2_REDUCE_BYTES, held_params
+from compiler.sizing.train.model_states import FSDP2_REDUCE_BYTES, StageSlice, held_params
 from tests.fixtures.train_sizing import memory_of
 from tests.fsdp_real import compiled, step_rows
 from tests.test_fsdp_pp_real import INTERLEAVED, PLAN, UNEVEN
@@ -31,7 +31,7 @@ MEMORY_TOLERANCE = 0.03
 
 
 def unsharded_bytes(arch: Architecture, tp: int, pp: int, layers: int, first: bool, last: bool) -> tuple[float, float]:
-    held = held_params(arch, count_params(arch), tp, pp, layers, first, last)[0]
+    held = held_params(arch, count_params(arch), tp, pp, StageSlice(layers, first, last))[0]
     return held * WEIGHT_BYTES["bf16"], held * FSDP2_REDUCE_BYTES
 
 

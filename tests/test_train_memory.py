@@ -394,7 +394,9 @@ def test_fsdp2_pipeline_stages_hold_their_weights_whole_and_fp32_gradients_betwe
         memory_of(LLAMA8B, params, framework="fsdp", **args),
         memory_of(LLAMA8B, params, framework="megatron", **args),
     )
-    held = ms.held_params(LLAMA8B, params, 1, 4, 8, first=True, last=False)[0]  # most micro-batches in flight
+    held = ms.held_params(LLAMA8B, params, 1, 4, ms.StageSlice(8, first=True, last=False))[
+        0
+    ]  # most micro-batches in flight
     assert fsdp.gathered == pytest.approx(2 * held, rel=1e-9)
     assert fsdp.accumulating == fsdp.gradients == pytest.approx(4 * held, rel=1e-9)
     assert megatron.gradients == pytest.approx(2 * held / 8, rel=1e-9) and not megatron.accumulating

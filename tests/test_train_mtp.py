@@ -12,7 +12,7 @@ from compiler.catalog.params import count_params, mtp_params
 from compiler.sizing.train import flops
 from compiler.sizing.train import memory as train_memory
 from compiler.sizing.train.layout import Layout, Workload
-from compiler.sizing.train.model_states import checkpoint_bytes, held_params
+from compiler.sizing.train.model_states import StageSlice, checkpoint_bytes, held_params
 from tests.conftest import REPO, run_cli
 from tests.test_megatron_versions import PLANS, compile_plan
 
@@ -45,11 +45,13 @@ def test_only_the_framework_that_launches_mtp_trains_it(framework, method, train
 
 def test_one_gpu_holds_the_whole_module():
     """TP = PP = EP = 1: the module adds exactly its parameters."""
-    with_mtp = held_params(DSV3, PARAMS, 1, 1, 61, True, True, 1, mtp=1)[0]
-    without = held_params(DSV3, PARAMS, 1, 1, 61, True, True, 1)[0]
+    with_mtp = held_params(DSV3, PARAMS, 1, 1, StageSlice(61, True, True, 1), 1)[0]
+    without = held_params(DSV3, PARAMS, 1, 1, StageSlice(61, True, True), 1)[0]
     assert with_mtp - without == MTP
-    not_last = held_params(DSV3, PARAMS, 1, 1, 61, True, False, 1)
-    assert held_params(DSV3, PARAMS, 1, 1, 61, True, False, 1, mtp=1) == not_last  # the module is the last stage's
+    not_last = held_params(DSV3, PARAMS, 1, 1, StageSlice(61, True, False), 1)
+    assert (
+        held_params(DSV3, PARAMS, 1, 1, StageSlice(61, True, False, 1), 1) == not_last
+    )  # the module is the last stage's
 
 
 def test_last_stage_holds_the_module_split_and_an_embedding_copy():
@@ -58,8 +60,8 @@ def test_last_stage_holds_the_module_split_and_an_embedding_copy():
     routed = 256 * 3 * D * 2048
     dense = PARAMS.per_layer_attention + PARAMS.per_layer_mlp_total - routed + 2 * D * D
     expected = dense / 2 + routed / 8 + PARAMS.per_layer_norm + 3 * D + V * D / 2
-    held, experts = held_params(DSV3, PARAMS, 2, 16, 3, False, True, 4, mtp=1)
-    base, base_experts = held_params(DSV3, PARAMS, 2, 16, 3, False, True, 4)
+    held, experts = held_params(DSV3, PARAMS, 2, 16, StageSlice(3, False, True, 1), 4)
+    base, base_experts = held_params(DSV3, PARAMS, 2, 16, StageSlice(3, False, True), 4)
     assert held - base == pytest.approx(expected, rel=1e-12)
     assert experts - base_experts == routed / 8
     assert 2.0e9 < held - base < 2.1e9

@@ -80,7 +80,14 @@ from .activations import (
     stores_dropout_masks,
 )
 from .layout import Layout, Workload
-from .model_states import FSDP2_REDUCE_BYTES, ceil_div, gathered_layer_bytes, held_params, model_states_on_gpu
+from .model_states import (
+    FSDP2_REDUCE_BYTES,
+    StageSlice,
+    ceil_div,
+    gathered_layer_bytes,
+    held_params,
+    model_states_on_gpu,
+)
 from .parallel import cp_allgather_kv_bytes, cp_by_allgather, microbatches_in_flight
 
 GIB = 2**30
@@ -204,9 +211,8 @@ def _stage_states(work: Workload, layout: Layout, layers: int, first: bool, last
     layers FSDP holds gathered, and under FSDP2 pipelining the whole stage's weights and fp32 gradients."""
     arch, lay = work.arch, layout
     if arch.layers:
-        held, experts = held_params(
-            arch, work.params, lay.tp, lay.pp, layers, first, last, lay.ep, lay.mtp_layers(work)
-        )
+        stage = StageSlice(layers, first, last, lay.mtp_layers(work))
+        held, experts = held_params(arch, work.params, lay.tp, lay.pp, stage, lay.ep)
     else:
         held, experts = float(work.params.total), 0.0
     shard = _shard_ranks(lay)

@@ -24,6 +24,8 @@ Megatron sharding: transformer layers split over PP stages (⌈L/p⌉ on a stage
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from ...catalog.params import ParamCounts, mtp_projection_params
 from ...catalog.types import Architecture
 from .activations import WEIGHT_BYTES
@@ -62,21 +64,23 @@ def stage_params(arch: Architecture, params: ParamCounts, tp: int, pp: int) -> t
     if not arch.layers:  # CNNs: no transformer structure, replicated whole
         return float(params.total), float(params.total)
     layers = ceil_div(arch.layers, pp)
-    first = held_params(arch, params, tp, pp, layers, first=True, last=pp == 1)[0]
-    last = held_params(arch, params, tp, pp, layers, first=pp == 1, last=True)[0]
+    first = held_params(arch, params, tp, pp, StageSlice(layers, first=True, last=pp == 1))[0]
+    last = held_params(arch, params, tp, pp, StageSlice(layers, first=pp == 1, last=True))[0]
     return first, last
 
 
+class StageSlice(NamedTuple):
+    """A pipeline stage as the parameters it holds see it: its layers, whether it is the first or the last, and the
+    multi-token-prediction modules it runs (the last stage's, Layout.mtp_layers)."""
+
+    layers: int
+    first: bool
+    last: bool
+    mtp: int = 0
+
+
 def held_params(
-    arch: Architecture,
-    params: ParamCounts,
-    tp: int,
-    pp: int,
-    layers: int,
-    first: bool,
-    last: bool,
-    ep: int = 1,
-    mtp: int = 0,
+    arch: Architecture, params: ParamCounts, tp: int, pp: int, stage: StageSlice, ep: int = 1
 ) -> tuple[float, float]:
     """(parameters, of which routed experts) one GPU of a stage of `layers` layers holds: the layers' matrices over
     TP (routed experts over EP too, train_layout docstring), their norms replicated, the input embedding on the
@@ -86,6 +90,7 @@ def held_params(
     with PP the last stage also keeps a copy of the word embeddings for them (megatron/core/models/common/
     language_module/language_module.py: "we also need to maintain duplicated embedding weights in mtp process
     stage"), unless a tied head already is that copy."""
+    layers, first, last, mtp = stage
     routed = routed_expert_params(arch, params)
     dense_matrices = params.per_layer_attention + params.per_layer_mlp_total - routed
     mtp = mtp if last else 0
