@@ -32,7 +32,7 @@ def _cuda(name="NVIDIA H200", driver="550.54.15", watts="700.00 W", cuda="12.4")
 @pytest.mark.parametrize("count, per_node, nodes, sizes", [(4, 2, 2, 3), (2, 2, 1, 3), (1, 1, 1, 0), (2, 1, 2, 3)])
 def test_probe_collectives_and_nodes_are_decisions_with_reasons(tmp_path, count, per_node, nodes, sizes):
     """Two nodes exactly when the plan spans nodes; collectives whenever more than one rank takes part."""
-    from compiler.deployment.probe import COLLECTIVE_BYTES
+    from compiler.deployment.probe_collectives import COLLECTIVE_BYTES
     from compiler.probe import probe_files
 
     text = TWO_NODES.replace("count: 4, gpus_per_node: 2", f"count: {count}, gpus_per_node: {per_node}")

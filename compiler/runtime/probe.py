@@ -101,7 +101,7 @@ def write_results(results, out, print_results):
         print(MARK_BEGIN + "\n" + json.dumps(results, sort_keys=True) + "\n" + MARK_END, flush=True)
 
 
-def main():
+def parse_args():
     parser = argparse.ArgumentParser()
     parser.add_argument("--settings", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "settings.json"))
     parser.add_argument("--out", default="probe-results.json")
@@ -113,14 +113,13 @@ def main():
         default="node",
         help="inter-node: only the collectives, over two nodes, added to the results of the node phase",
     )
-    args = parser.parse_args()
-    with open(args.settings, encoding="utf-8") as handle:
-        s = json.load(handle)
-    signal.signal(signal.SIGALRM, lambda *_: sys.exit("probe: time limit reached"))
-    signal.alarm(int(s["time_limit_seconds"]))
+    return parser.parse_args()
+
+
+def start_ranks(s, args):
+    """The process group and this rank's device; exit 3 on a node whose GPU is not the one the plan assumed."""
     cuda = torch.cuda.is_available()
     dist.init_process_group(backend="nccl" if cuda else "gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
     local = int(os.environ.get("LOCAL_RANK", "0"))
     device = torch.device("cuda", local) if cuda else torch.device("cpu")
     if cuda:
@@ -130,11 +129,16 @@ def main():
     if expected not in name.replace("-", " ").lower() and not args.allow_other_device:
         print(f"probe: this node has {name!r}, the plan assumed {s['expected_device']!r}", file=sys.stderr)
         sys.exit(3)
+    return device, name
+
+
+def node_results(s, args, device, name, world):
+    """The node phase on every rank: the layouts' results (rank 0 reads them), the GEMM, copy and collective rates;
+    the results dict on rank 0, None elsewhere."""
+    cuda = device.type == "cuda"
     dtype = DTYPES.get(s["precision"], torch.bfloat16)  # fp8: the GEMM test in bf16
     scale = 1 if cuda else 64  # CPU: smaller buffers, the same measurements (CI runs the probe on CPU)
-    if args.phase == "inter-node":
-        inter_node(s, args, device, rank, world, scale)
-        return
+    rank = dist.get_rank()
     expected = {"device": s["expected_device"], "power_watts": s["expected_power_watts"], "gpu_id": s["gpu_id"]}
     env = environment(device) if rank == 0 else {}
     warnings = environment_warnings(env, expected) if rank == 0 else []
@@ -147,33 +151,50 @@ def main():
     gemm = bench.gemm(device, [n], dtype if cuda else torch.float32)
     copy = bench.copy(device, [s["copy_bytes"] // scale])
     intra = bench.collectives(device, [size // scale for size in s["collective_bytes"]], world) if world > 1 else []
-    if rank == 0:
-        results = {
-            "version": 3,
-            "kind": "training",
-            "plan": s["plan"],
-            "gpu_id": s["gpu_id"],
-            "world_size": world,
-            "seq_len": s["seq_len"],
-            "precision": s["precision"],
-            "layouts": layouts,
-            "layouts_failed": failed,
-            "gemm_tflops": gemm[0]["tflops"],
-            "copy_bytes_per_second": copy[0]["bytes_per_second"],
-            "gemm": gemm,
-            "copy": copy,
-            "interconnect": s["interconnect"],
-            "processes_per_node": world,
-            "collectives_intra_node": intra,
-            "measured_at": time.strftime("%Y-%m-%d", time.gmtime()),
-            "device_name": name,
-            "environment": env,
-            "expected": expected,
-            "warnings": warnings,
-        }
+    if rank != 0:
+        return None
+    return {
+        "version": 3,
+        "kind": "training",
+        "plan": s["plan"],
+        "gpu_id": s["gpu_id"],
+        "world_size": world,
+        "seq_len": s["seq_len"],
+        "precision": s["precision"],
+        "layouts": layouts,
+        "layouts_failed": failed,
+        "gemm_tflops": gemm[0]["tflops"],
+        "copy_bytes_per_second": copy[0]["bytes_per_second"],
+        "gemm": gemm,
+        "copy": copy,
+        "interconnect": s["interconnect"],
+        "processes_per_node": world,
+        "collectives_intra_node": intra,
+        "measured_at": time.strftime("%Y-%m-%d", time.gmtime()),
+        "device_name": name,
+        "environment": env,
+        "expected": expected,
+        "warnings": warnings,
+    }
+
+
+def main():
+    args = parse_args()
+    with open(args.settings, encoding="utf-8") as handle:
+        s = json.load(handle)
+    signal.signal(signal.SIGALRM, lambda *_: sys.exit("probe: time limit reached"))
+    signal.alarm(int(s["time_limit_seconds"]))
+    device, name = start_ranks(s, args)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if args.phase == "inter-node":
+        inter_node(s, args, device, rank, world, 1 if device.type == "cuda" else 64)
+        return
+    results = node_results(s, args, device, name, world)
+    if results is not None:
         write_results(results, args.out, args.print_results)
+        layouts = results["layouts"]
         steps = ", ".join(f"{l['name']} {l['step_seconds']:.4f} s" for l in layouts) or "no layout finished"
-        print(f"probe: {steps}; {gemm[0]['tflops']:.2f} TFLOP/s GEMM -> {args.out}", flush=True)
+        print(f"probe: {steps}; {results['gemm_tflops']:.2f} TFLOP/s GEMM -> {args.out}", flush=True)
     gc.collect()
     dist.barrier()
     dist.destroy_process_group()
