@@ -87,22 +87,49 @@ def _kind(point) -> str:
     return "training"
 
 
+# A GPU with both compute points (prefills, training steps) and decode steps: each fit moves the other's predictions
+# (a prefill also reads the weights and runs memory-bound kernels at the HBM share; a decode step's GEMMs run at the
+# matmul share), so the two fits alternate, each round starting from the other's last result.
+FIT_ROUNDS = 3
+
+
+def _fit_gpu(
+    gpu_id: str, points: tuple[list, list], measured: Catalog, site: SiteCalibration, searches: SearchCache
+) -> tuple[Catalog, list[Decision]]:
+    """The catalog with the GPU's shares fitted to its compute points and decode steps (`points`), alternating
+    where it has both (FIT_ROUNDS); the decisions compare the catalog's shares with the last round's."""
+    compute, decodes = points
+    baseline = measured.gpus[gpu_id]
+    decisions: list[Decision] = []
+    for _ in range(FIT_ROUNDS if compute and decodes else 1):
+        decisions = []
+        if compute:
+            measured, decisions = _fit_compute(gpu_id, compute, measured, site, searches, baseline)
+        if decodes:
+            share = measured.gpus[gpu_id].achievable_matmul_fraction
+            hbm, decision = _fit_decodes(gpu_id, decodes, measured, share, (site, searches), baseline)
+            fitted = measured.gpus[gpu_id].model_copy(update={"achievable_memory_bandwidth_fraction": hbm})
+            measured, decisions = _with_gpu(measured, fitted), [*decisions, decision]
+    return measured, decisions
+
+
 def _fit_compute(
-    gpu_id: str, compute: list, measured: Catalog, site: SiteCalibration, searches: SearchCache
+    gpu_id: str, compute: list, measured: Catalog, site: SiteCalibration, searches: SearchCache, baseline
 ) -> tuple[Catalog, list[Decision]]:
     """The catalog with the GPU's optimizer share (where its training steps separate it) and then its matmul share
-    fitted to its training and prefill steps, and the decisions saying so."""
+    fitted to its training and prefill steps, and the decisions saying so (`baseline`: the catalog's entry)."""
     entry = measured.gpus[gpu_id]
-    share, decisions = entry.achievable_matmul_fraction, []
-    before, first = mean_ratio(compute, measured, share, searches), predictions(compute, measured, share, searches)
+    share, decisions = baseline.achievable_matmul_fraction, []
+    at_catalog = _with_gpu(measured, baseline)
+    before, first = mean_ratio(compute, at_catalog, share, searches), predictions(compute, at_catalog, share, searches)
     training = [p for p in compute if not isinstance(p, (ServingPoint, VisionPoint))]
     optimizer = fit_optimizer_share(training, measured, share, searches)
     if optimizer is not None:
         measured = _with_gpu(measured, entry.model_copy(update={"achievable_optimizer_bandwidth_fraction": optimizer}))
-        decisions.append(_optimizer_decision(gpu_id, entry, optimizer, training, site))
+        decisions.append(_optimizer_decision(gpu_id, baseline, optimizer, training, site))
     share = bisect_share(lambda s: mean_ratio(compute, measured, s, searches))
     after, last = mean_ratio(compute, measured, share, searches), predictions(compute, measured, share, searches)
-    fit = ShareFit(entry.achievable_matmul_fraction, share, before, after, first, last)
+    fit = ShareFit(baseline.achievable_matmul_fraction, share, before, after, first, last)
     decision = _decision(gpu_id, "matmul", fit, compute, site)
     fitted = measured.gpus[gpu_id].model_copy(update={"achievable_matmul_fraction": share})
     return _with_gpu(measured, fitted), [decision, *decisions]
@@ -122,10 +149,12 @@ def _optimizer_decision(gpu_id: str, entry, optimizer: float, training: list, si
 
 
 def _fit_decodes(
-    gpu_id: str, decodes: list, catalog: Catalog, share: float, site: SiteCalibration, searches: SearchCache
+    gpu_id: str, decodes: list, catalog: Catalog, share: float, context: tuple[SiteCalibration, SearchCache], baseline
 ) -> tuple[float, Decision]:
-    """The GPU's HBM share fitted to its decode steps (at the fitted matmul share) and the decision saying so."""
-    hbm = catalog.gpus[gpu_id].achievable_memory_bandwidth_fraction
+    """The GPU's HBM share fitted to its decode steps (at the fitted matmul share) and the decision saying so, from
+    the catalog's (`baseline`)."""
+    site, searches = context
+    hbm = baseline.achievable_memory_bandwidth_fraction
     before, first = (
         mean_ratio(decodes, catalog, share, searches, hbm),
         predictions(decodes, catalog, share, searches, hbm),
@@ -179,16 +208,8 @@ def calibrate(catalog: Catalog, site: SiteCalibration) -> tuple[Catalog, list[De
             p for p in everything if p.gpu == gpu_id and not (isinstance(p, ServingPoint) and p.phase == "decode")
         ]
         decodes = [p for p in site.serving_points if p.gpu == gpu_id and p.phase == "decode"]
-        if compute:
-            measured, fitted = _fit_compute(gpu_id, compute, measured, site, searches)
-            decisions += fitted
-        if decodes:
-            share = measured.gpus[gpu_id].achievable_matmul_fraction
-            hbm, decision = _fit_decodes(gpu_id, decodes, replace(catalog, gpus=measured.gpus), share, site, searches)
-            measured = _with_gpu(
-                measured, measured.gpus[gpu_id].model_copy(update={"achievable_memory_bandwidth_fraction": hbm})
-            )
-            decisions.append(decision)
+        measured, fitted = _fit_gpu(gpu_id, (compute, decodes), measured, site, searches)
+        decisions += fitted
     factor, source = None, ""
     if site.memory is not None:
         factor, source, decision = _memory_decision(site)

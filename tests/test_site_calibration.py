@@ -307,3 +307,33 @@ def test_a_vision_point_with_both_shapes_is_a_located_error(tmp_path):
     assert result.returncode == 2 and "[invalid-calibration]" in result.stderr, result.stderr
     first = result.stderr.splitlines()[0]
     assert "site.yaml:" in first and "vision_points.0" in first and "not both" in first, first
+
+
+def test_a_prefill_and_decode_steps_fit_both_shares_together():
+    """A prefill reads the weights at the HBM share and decode GEMMs run at the matmul share, so one fit moves the
+    other's predictions; the fits alternate (FIT_ROUNDS) until the prefill and every decode step are met: steps made
+    at matmul 0.5 and HBM 0.6 give back both shares, each step's calibrated prediction within 1%."""
+    from compiler.site_calibration_file import ServingPoint
+    from compiler.site_calibration_fit import predicted_serving_step
+
+    catalog = load_catalog()
+    shape = dict(gpu="h100-sxm-80gb", model="llama-3.1-8b")
+    points = [
+        ServingPoint(**shape, phase="prefill", batch=1, tokens=1024, step_seconds=1.0),
+        *(ServingPoint(**shape, phase="decode", batch=b, tokens=1100, step_seconds=1.0) for b in (1, 8, 32)),
+    ]
+    points = [p.model_copy(update={"step_seconds": predicted_serving_step(p, catalog, 0.5, 0.6)}) for p in points]
+    site = SiteCalibration(site="cluster-a", measured_at="2026-11-20", source="test", serving_points=points)
+    fitted, decisions = calibrate(catalog, site)
+    gpu = fitted.gpus["h100-sxm-80gb"]
+    assert gpu.achievable_matmul_fraction == pytest.approx(0.5, rel=0.01)
+    assert gpu.achievable_memory_bandwidth_fraction == pytest.approx(0.6, rel=0.01)
+    for p in points:
+        predicted = predicted_serving_step(
+            p, fitted, gpu.achievable_matmul_fraction, gpu.achievable_memory_bandwidth_fraction
+        )
+        assert predicted == pytest.approx(p.step_seconds, rel=0.01), p.phase
+    assert [d.choice.split(" → ")[0] for d in decisions] == [
+        "achievable matmul share 0.800",
+        "achievable HBM bandwidth share 0.900",
+    ]
