@@ -1,6 +1,7 @@
 """Dropout masks in the activations (compiler/sizing/train/activations.py docstring): Korthikanti et al. 2022 Table 2
 counts three, which a layer keeps only when the recipe's dropout is > 0; the compiled plan takes that dropout from the
-recipe's family table before the recipe pass runs, and says so in its memory decision."""
+recipe's family table before the recipe pass runs, and says so in its memory decision. The step time's memory-bound
+kernels move the same bytes (compiler/sizing/train/time.py docstring): no mask traffic at dropout 0."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from compiler.pipeline import resolve_text
 from compiler.sizing.train.activations import LayerShape, activation_bytes_per_layer, stores_dropout_masks
 from tests.fixtures.train_sizing import memory_of
 from tests.test_train_memory import GPT3, LLAMA8B
+from tests.test_train_time import _step
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -80,6 +82,46 @@ def test_the_memory_model_reads_the_workloads_dropout():
     kept = memory_of(LLAMA8B, params, seq_len=4096, framework="megatron", dropout=0.1)
     none = memory_of(LLAMA8B, params, seq_len=4096, framework="megatron", dropout=0.0)
     assert kept.activations - none.activations == 32 * 2 * 4096 * 4096 == 2**30
+
+
+# The hand-built H100 of test_train_time: 3.35 TB/s at 0.90 achievable; Llama-3.1-8B at s 4096, b 1, 8 micro-batches.
+HBM = 3.35e12 * 0.90
+SBH = 4096 * 4096
+AS2B = 32 * 4096 * 4096  # heads × s² × b
+LOGITS = 4096 * 128256 * 4 * 4  # fp32 logits, 4 passes
+
+
+def test_the_step_time_moves_no_mask_bytes_at_dropout_0():
+    """Flash attention: per layer and pass 36·sbh with dropout 0.1 (the two sbh masks), 34·sbh with 0; 32 layers × 5
+    passes + the logits, 8 micro-batches: 840,337,195,008 B = 0.27872 s against 797,387,522,048 B = 0.26447 s, the
+    0.014245 s between them 8 × 32 × 5 × 2·sbh."""
+    kept = _step(dropout=0.1).memory_bound
+    none = _step(dropout=0.0).memory_bound
+    assert kept == pytest.approx(8 * (32 * 5 * 36 * SBH + LOGITS) / HBM) == pytest.approx(0.278719, abs=1e-6)
+    assert none == pytest.approx(8 * (32 * 5 * 34 * SBH + LOGITS) / HBM) == pytest.approx(0.264473, abs=1e-6)
+    assert kept - none == pytest.approx(8 * 32 * 5 * 2 * SBH / HBM) == pytest.approx(0.014245, abs=1e-6)
+
+
+def test_without_dropout_the_scores_move_the_softmax_output_only():
+    """No flash, selective recompute: a layer stores 36·sbh + 5·as²b with dropout 0.1 and 34·sbh + 2·as²b with 0
+    (5 passes), and the recompute writes and reads the scores' 5·as²b or 2·as²b again (2 passes): 180·sbh + 35·as²b
+    against 170·sbh + 14·as²b per layer, 1.87420 s against 0.90266 s for the step's 8 micro-batches."""
+    kept = _step(dropout=0.1, flash_attention=False, recompute="selective").memory_bound
+    none = _step(dropout=0.0, flash_attention=False, recompute="selective").memory_bound
+    assert kept == pytest.approx(8 * (32 * (180 * SBH + 35 * AS2B) + LOGITS) / HBM) == pytest.approx(1.874196, abs=1e-6)
+    assert none == pytest.approx(8 * (32 * (170 * SBH + 14 * AS2B) + LOGITS) / HBM) == pytest.approx(0.902664, abs=1e-6)
+
+
+def test_memory_and_step_time_read_one_dropout_decision():
+    """What dropout 0.1 adds to the memory model's activations (32 layers × 2·sbh = 1 GiB) the time model moves 5 times
+    per micro-batch."""
+    params = count_params(LLAMA8B)
+    memory = {
+        p: memory_of(LLAMA8B, params, seq_len=4096, framework="megatron", dropout=p).activations for p in (0, 0.1)
+    }
+    step = {p: _step(dropout=p, grad_accum=1, framework="megatron").memory_bound for p in (0, 0.1)}
+    assert memory[0.1] - memory[0] == 2**30
+    assert (step[0.1] - step[0]) * HBM == pytest.approx(5 * 2**30)
 
 
 PINNED = "parallelism: {tp: 1, pp: 1, cp: 1, dp: 8, zero_stage: 3, offload: false, micro_batch: 1, recompute: none}\n"

@@ -160,10 +160,15 @@ def activation_bytes_per_layer(
     if arch.is_moe:
         total += s * b * arch.experts * ROUTER_LOGIT_BYTES / sp
     if not flash_attention and recompute == "none":
-        # the softmax output, and with dropout its mask and output (without, the V-GEMM saves the softmax output itself)
-        scores = ACTIVATION_BYTES + (MASK_BYTES + ACTIVATION_BYTES if dropout_masks else 0)
-        total += scores * arch.heads * s * s * b / t
+        total += score_bytes_per_element(dropout_masks) * arch.heads * s * s * b / t
     return total
+
+
+def score_bytes_per_element(dropout_masks: bool) -> int:
+    """Bytes a layer keeps per element of its s×s attention scores without flash attention (module docstring): the
+    softmax output 2, and with dropout its mask 1 and output 2 (Table 2's 5·as²b); without dropout the V-GEMM saves
+    the softmax output itself (2·as²b)."""
+    return ACTIVATION_BYTES + (MASK_BYTES + ACTIVATION_BYTES if dropout_masks else 0)
 
 
 def stores_dropout_masks(dropout: float) -> bool:

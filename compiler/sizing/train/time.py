@@ -13,13 +13,17 @@ Time of one micro-batch on the slowest pipeline stage (the last: ⌈L/p⌉ layer
 * Attention core: with flash attention, the kernel's FLOPs — forward 4·s²·d per head, backward 2.5× that
   (five GEMMs against two, Dao 2023 §3), half of it under a causal mask — at the kernel's measured share of
   peak (ATTENTION_KERNEL_FRACTION; the older Triton kernel TRITON_FLASH_SLOWDOWN times slower); without it,
-  the full s×s score GEMMs at the GEMM rate, and the softmax and dropout over the scores as memory traffic
-  (next item).
+  the full s×s score GEMMs at the GEMM rate, and the softmax (and with dropout the dropout) over the scores as
+  memory traffic (next item).
 * Memory-bound kernels (norms, activations, dropout, residual adds, rotary, softmax without flash): every
   activation byte Korthikanti et al. count is written by one kernel and read by the next in the forward
   (2 passes), and in the backward it is read once while its gradient is written and read (3 passes):
   5 passes at the achievable HBM rate; recompute repeats the forward passes of what it recomputes. The
-  fp32 logits are written, read by the loss, and their gradient written and read (4 passes).
+  bytes are memory.py's, under the same dropout decision (`Workload.dropout`, activations.stores_dropout_masks):
+  with dropout 0 no kernel writes a mask and the scores' dropout does not run (ATen's dropout returns its input at
+  p = 0, activations.py docstring), so Table 2's layer moves s·b·h·(32 + 2·a·s/h) bytes per pass, not
+  (34 + 5·a·s/h), and selective recompute repeats the softmax's 2·a·s²·b, not 5. The fp32 logits are written,
+  read by the loss, and their gradient written and read (4 passes).
 * TP (Shoeybi et al. 2019 §3): 2 all-reduces of s·b·h 16-bit activations per layer in the forward and 2 in
   the backward (+2 when full recompute re-runs the forward; sequence parallelism replaces each by an
   all-gather + reduce-scatter of the same volume), ring 2(t−1)/t × bytes at NVLink's achievable rate, on
@@ -75,6 +79,8 @@ from .activations import (
     cnn_element_bytes,
     op_sac_bytes_per_layer,
     op_sac_recomputed_params_per_layer,
+    score_bytes_per_element,
+    stores_dropout_masks,
 )
 from .communication import cp_exposed_seconds, dp_seconds, ep_seconds, pipeline_seconds, tp_comm_seconds, zero3_gathers
 from .flops import (
@@ -243,14 +249,16 @@ def _attention_seconds(work: Workload, layout: Layout, gpu: GpuSpec, rates: Rate
 
 
 def _memory_bound_seconds(work: Workload, layout: Layout, rates: Rates, layers: int, with_head: bool) -> float:
-    """Activations written and read around the kernels (5 passes, and the recomputed ones again), and the fp32 logits."""
+    """Activations written and read around the kernels (5 passes, and the recomputed ones again; dropout masks only
+    with the workload's dropout > 0, as memory.py), and the fp32 logits."""
     arch, lay, recompute = work.arch, layout, layout_recompute(layout)
     shape = LayerShape(arch, work.seq_len, lay.micro_batch, lay.tp, lay.sequence_parallel)
-    stored = activation_bytes_per_layer(shape, "none", work.flash_attention, lay.cp)
+    masks = stores_dropout_masks(work.dropout)  # the recipe's dropout, as memory.py: no mask traffic at p = 0
+    stored = activation_bytes_per_layer(shape, "none", work.flash_attention, lay.cp, masks)
     scores = (
         0.0
         if work.flash_attention
-        else 5 * arch.heads * work.seq_len * work.seq_len * lay.micro_batch / (lay.tp * lay.cp)
+        else score_bytes_per_element(masks) * arch.heads * work.seq_len**2 * lay.micro_batch / (lay.tp * lay.cp)
     )
     recomputed = {"none": 0.0, "selective": scores, "full": stored}.get(recompute, 0.0)
     if recompute == OP_SAC:  # what the block did not keep is written again
