@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.whole_runs import family_stats, print_whole_runs, whole_run_cases  # noqa: E402
+from benchmarks.whole_runs import family_stats, print_whole_runs, row_dropout, whole_run_cases  # noqa: E402
 from compiler.catalog.fabrics import load_fabrics  # noqa: E402
 from compiler.catalog.loader import load_gpus  # noqa: E402
 from compiler.catalog.params import count_params  # noqa: E402
@@ -177,6 +177,12 @@ def _published(
     return tflops * 1e12 / flops_per_token_model, mfu
 
 
+def _preset(model: str) -> str:
+    """A row's model as a preset-like id for the recipe's family table: its first word, lower case ("Llama-3.1-8B
+    (torchtitan ...)" -> "llama-3.1-8b", "GPT3-175B (NeMo 24.07)" -> "gpt3-175b")."""
+    return model.split(" ")[0].lower()
+
+
 def training_cases() -> list[Case]:
     gpus = load_gpus()
     cases = []
@@ -210,6 +216,7 @@ def training_cases() -> list[Case]:
                 framework="megatron" if family.startswith("megatron") else "auto",  # the runs' own framework
                 attention_kernel="triton-flash" if family == "llm-foundry" else "flash2",
                 memory=LLM_FOUNDRY_MEMORY if family == "llm-foundry" else MemoryOptions(),
+                dropout=row_dropout(_preset(row["model"])),  # GPT and MPT: no family of their own, masks kept
             )
             result = search_training(request, gpus)
             gpu = gpus[gpu_id]
@@ -498,7 +505,9 @@ def layout_row(row: dict) -> dict:
     # torchtitan's launcher runs with PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True" (run_llama_train.sh at
     # 9dec370, the benchmark's commit): no fragmentation reserve
     expandable_segments = family == "torchtitan"
+    workload = "finetune" if method == "lora" or "SFT" in row["model"] else "pretrain"
     return dict(
+        dropout=row_dropout(_preset(row["model"]), workload, method),
         family=family,
         expandable_segments=expandable_segments,
         arch=arch,
@@ -551,6 +560,7 @@ def _price_layout(r: dict, cp: int, vp: int, ep: int, split: tuple[int, ...] | N
         lora_rank=16,
         lora_targets=("q", "k", "v", "o"),
         memory=MemoryOptions(expandable_segments=r["expandable_segments"]),
+        dropout=r["dropout"],
     )
     zero = r["zero"] if dp * cp > 1 or r["framework"] == "fsdp" and r["tp"] * r["pp"] > 1 else 0
     usable = usable_memory_bytes(r["gpu"].memory_bytes)
@@ -668,6 +678,7 @@ def moe_run_cases() -> list[MoeRunCase]:
         interconnect=FABRICS.interconnects["ib-400g"],
         storage=FABRICS.storage["lustre"],
         optimize="time",
+        dropout=row_dropout("deepseek-v3"),
     )
     split = pipeline_split(arch.layers, lay["pp"])
     cases = []

@@ -27,6 +27,8 @@ from compiler.catalog.loader import load_gpus, load_models  # noqa: E402
 from compiler.catalog.params import count_params  # noqa: E402
 from compiler.catalog.types import Architecture  # noqa: E402
 from compiler.passes.wording import words  # noqa: E402
+from compiler.recipe.families import GPT3, family_for  # noqa: E402
+from compiler.sizing.train.activations import UNSTATED_DROPOUT  # noqa: E402
 from compiler.sizing.train.goodput import goodput  # noqa: E402
 from compiler.sizing.train.search import TrainPins, TrainRequest, search_training  # noqa: E402
 
@@ -105,6 +107,16 @@ def _architecture(row: dict) -> Architecture:
     )
 
 
+def row_dropout(preset: str, workload: str = "pretrain", method: str = "full") -> float:
+    """A time row's dropout, which decides whether its activations move dropout masks (time.py docstring): the recipe's
+    family table (recipe.families.family_for) where the row's model has a family of its own there (Llama 2 and 3,
+    DeepSeek-V3, the fine-tuning families: dropout 0); else Table 2's masks are kept (UNSTATED_DROPOUT, Megatron-LM's
+    default 0.1): GPT-3's table is the compiler's fallback for a model without a published recipe, not what these runs
+    stated, and the rows' sources do not state their dropout."""
+    family = family_for(preset, "decoder", workload, method)
+    return UNSTATED_DROPOUT if family is GPT3 else float(family.dropout.value)
+
+
 def _pins(layout: str) -> TrainPins:
     found = {k: int(v) for k, v in re.findall(r"\b(TP|CP|PP)(\d+)", layout)}
     zero = int(m[1]) if (m := re.search(r"ZeRO-(\d)", layout)) else (3 if "FSDP" in layout else None)
@@ -149,6 +161,7 @@ def request(row: dict, tokens: float | None = None) -> TrainRequest:
         optimize="time",
         flash_attention=attention != "none",
         attention_kernel=attention if attention != "none" else "flash2",
+        dropout=row_dropout(row["preset"]),
     )
 
 
