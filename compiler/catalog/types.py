@@ -79,6 +79,14 @@ class NodeType(Frozen):
         description="kubelet maxPods: amazon-eks-ami eni-max-pods.txt on AWS (EKS reserves memory by it), else the "
         "Kubernetes default 110",
     )
+    price_usd_per_hour: float | None = Field(
+        None,
+        ge=0,
+        le=1e6,
+        description="on-demand list price of the whole node (None: no sourced price); a pod that outgrows the GPU's "
+        "priced node is costed at this node's price / gpus",
+    )
+    price_source: CatalogText = Field("", description="where price_usd_per_hour is from, or why there is none")
     source: CatalogText
 
 

@@ -196,3 +196,24 @@ def cpu_quantity(millicores: int) -> str:
 def memory_quantity(n: int) -> str:
     """A Kubernetes memory quantity in MiB (shares are whole MiB)."""
     return f"{n // MIB}Mi"
+
+
+def node_type(spec: GpuSpec, node_id: str) -> NodeType:
+    return next(n for n in spec.node_types if n.id == node_id)
+
+
+def price_per_gpu(spec: GpuSpec, node: NodeType, pricing: str) -> tuple[float, str] | None:
+    """(USD per GPU-hour, how) of the node at the plan's pricing: its on-demand list price / its GPUs, scaled for spot
+    or reserved by the GPU's own ratio to on-demand (only on-demand node prices are sourced); None without a price."""
+    if node.price_usd_per_hour is None:
+        return None
+    per_gpu = node.price_usd_per_hour / node.gpus
+    how = f"{node.id} ${node.price_usd_per_hour:g}/h on-demand / {node.gpus} GPU"
+    if pricing == "on-demand":
+        return per_gpu, how
+    base, own = spec.price_usd_per_gpu_hour.get("on-demand"), spec.price_usd_per_gpu_hour.get(pricing)
+    if not base or own is None:
+        return None
+    return per_gpu * own / base, (
+        f"{how} x {own:g}/{base:g} (the GPU's {pricing} / on-demand price: only the node's on-demand price is sourced)"
+    )

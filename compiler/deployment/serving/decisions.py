@@ -284,20 +284,16 @@ def warnings(units: list[ServingUnit]) -> list[str]:
         f"whose --shutdown-timeout is set from it)"
         for u in units
         if u.drain_seconds < u.longest_request_seconds
-    ] + [node_warning(u) for u in units if u.node is not None and (u.node.outgrown_priced_node or not u.node.fits)]
+    ] + [node_warning(u) for u in units if u.node is not None and not u.node.fits]
 
 
 def node_warning(u: ServingUnit) -> str:
-    """A pod sized on another node than the one the GPU's price is from (or on none that holds it)."""
-    if not u.node.fits:
-        return (
-            f"{u.name}: no catalog node's share of {u.gpus_per_pod} GPU(s) holds the pod's {format_bytes(u.node.floor_bytes)} "
-            f"of host memory; it requests the largest, {u.node.node_type} ({format_bytes(u.memory_bytes)}), and may be "
-            "killed for memory while loading the weights"
-        )
+    """A pod on no node that holds it (a pod on a larger node than the priced one is re-priced there: passes/
+    price_on_node.py)."""
     return (
-        f"{u.name}: the pod needs {format_bytes(u.node.floor_bytes)} of host memory and is sized on {u.node.node_type}; the "
-        "cost uses the GPU's price per hour from a smaller node of the same GPU (cluster.catalog can price the larger one)"
+        f"{u.name}: no catalog node's share of {u.gpus_per_pod} GPU(s) holds the pod's {format_bytes(u.node.floor_bytes)} "
+        f"of host memory; it requests the largest, {u.node.node_type} ({format_bytes(u.memory_bytes)}), and may be "
+        "killed for memory while loading the weights"
     )
 
 

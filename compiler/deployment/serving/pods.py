@@ -307,17 +307,32 @@ def weights_bytes_per_pod(serving: Serving) -> int:
     return math.ceil(serving.weights_bytes / serving.nodes_per_replica)
 
 
+def pod_shape(plan: ResolvedPlan, on_kubernetes: bool) -> tuple[int, int, int]:
+    """(GPUs, /dev/shm bytes, host-memory floor bytes) of one serving pod."""
+    s = plan.serving
+    edge = plan.hardware.gpu_spec.edge
+    # the shape check raises for a replica a LeaderWorkerSet cannot place; only Kubernetes places pods
+    pod_gpus = gpus_per_pod(s) if on_kubernetes else (s.tp if s.nodes_per_replica > 1 else s.gpus_per_replica)
+    shm = EDGE_SHM_BYTES if edge else (SHM_BYTES if pod_gpus > 1 else SINGLE_GPU_SHM_BYTES)
+    floor = weights_bytes_per_pod(s) + shm + (EDGE_HOST_MEMORY_OVERHEAD_BYTES if edge else HOST_MEMORY_OVERHEAD_BYTES)
+    return pod_gpus, shm, floor
+
+
+def pod_node(plan: ResolvedPlan, on_kubernetes: bool, fabric: str) -> NodeShare | None:
+    """The catalog node a serving pod lands on (the pricing pass reads it too, so the cost is the node's)."""
+    pod_gpus, _, floor = pod_shape(plan, on_kubernetes)
+    multi_node = plan.serving.nodes_per_replica > 1
+    return nodes.choose(plan.hardware.gpu_spec, pod_gpus, floor, fabric if multi_node else "")
+
+
 def pod_resource_fields(plan: ResolvedPlan, on_kubernetes: bool, fabric: str) -> dict:
     """GPUs, /dev/shm, the catalog node and its share of CPU and memory, and a multi-node pod's RDMA devices and
     NCCL settings."""
     s = plan.serving
     edge = plan.hardware.gpu_spec.edge
     multi_node = s.nodes_per_replica > 1
-    # the shape check raises for a replica a LeaderWorkerSet cannot place; only Kubernetes places pods
-    pod_gpus = gpus_per_pod(s) if on_kubernetes else (s.tp if s.nodes_per_replica > 1 else s.gpus_per_replica)
-    shm = EDGE_SHM_BYTES if edge else (SHM_BYTES if pod_gpus > 1 else SINGLE_GPU_SHM_BYTES)
-    floor = weights_bytes_per_pod(s) + shm + (EDGE_HOST_MEMORY_OVERHEAD_BYTES if edge else HOST_MEMORY_OVERHEAD_BYTES)
-    node = nodes.choose(plan.hardware.gpu_spec, pod_gpus, floor, fabric if multi_node else "")
+    pod_gpus, shm, floor = pod_shape(plan, on_kubernetes)
+    node = pod_node(plan, on_kubernetes, fabric)
     rdma_resource, rdma_count = nodes.fabric_device(fabric, node) if multi_node else ("", 0)
     nccl = [EnvVar(name=n, value=v, comment=c) for n, v, c in NCCL_ENV.get(fabric, [])] if multi_node else []
     return {

@@ -3,6 +3,7 @@ and restarts."""
 
 from __future__ import annotations
 
+from ...plan.deployment_fields import NodeShare
 from ...plan.deployment_training import KubernetesTraining, Launcher
 from ...plan.resolved import ResolvedPlan
 from ...plan.spec import PlanSpec
@@ -29,6 +30,13 @@ CHECKPOINT_FS_HEADROOM = 1.10
 MAX_RESTARTS = {"spot": 20, "on-demand": 3, "reserved": 3}
 
 
+def trainer_node(plan: ResolvedPlan) -> NodeShare | None:
+    """The catalog node a trainer pod lands on: the pricing pass reads it too, so the cost is the node's."""
+    hw = plan.hardware
+    fabric = fabric_family(hw.interconnect) if hw.nodes > 1 else ""
+    return nodes.choose(hw.gpu_spec, hw.gpus_per_node, SHM_BYTES_PER_GPU * hw.gpus_per_node, fabric)
+
+
 def kubernetes_training(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) -> KubernetesTraining:
     k8s = spec.cluster.kubernetes
     t = plan.training
@@ -45,7 +53,7 @@ def kubernetes_training(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) ->
         )
     hw, shm = plan.hardware, SHM_BYTES_PER_GPU * plan.hardware.gpus_per_node
     fabric = fabric_family(hw.interconnect) if hw.nodes > 1 else ""
-    node = nodes.choose(hw.gpu_spec, hw.gpus_per_node, shm, fabric)
+    node = trainer_node(plan)
     resource, count = nodes.fabric_device(fabric, node)
     return KubernetesTraining(
         job_api=k8s.job_api,
