@@ -7,27 +7,6 @@ from ..plan.resolved import ResolvedPlan
 from ..units import format_bytes
 from .training.launcher import DEFAULT_RDZV_PORT
 
-# a minutes-long measurement job; also the Kubernetes Job's activeDeadlineSeconds.
-TIME_LIMIT_SECONDS = 15 * 60
-# Three warm-up steps absorb the allocator's and the kernels' first-call costs; the median of ten is reported.
-WARMUP_STEPS, MEASURED_STEPS = 3, 10
-# The HBM test's size and the GEMM's side: a 4096² GEMM reaches cuBLAS's large-GEMM rate on H100.
-GEMM_SIZE, COPY_BYTES = 4096, 1 << 30
-# The collectives' message sizes, a factor 16 apart as nccl-tests sweeps them (-b 1M -e 256M -f 16): the small one
-# shows the latency, the largest the plateau rate the shares are fitted to (nccl-tests doc/PERFORMANCE.md: "on large
-# sizes ... it makes more sense to look at the bandwidth"; bus bandwidth plateaus above ~100 MB on NVLink).
-COLLECTIVE_BYTES = (1 << 20, 16 << 20, 256 << 20)
-MEMORY_FAMILY = "memory-full"  # residuals.yaml: measured ÷ predicted peak of published full-training runs
-# The Job's log holds the launchers' and frameworks' own lines too: the results are the one JSON line between these
-# marker lines (probe.py --print-results), which the documented command extracts.
-RESULTS_BEGIN = "----- mlinfra-compile probe results begin -----"
-RESULTS_END = "----- mlinfra-compile probe results end -----"
-EXTRACT_COMMAND = (
-    f"kubectl logs job/{{name}} | sed -n '/^{RESULTS_BEGIN}$/,/^{RESULTS_END}$/{{{{//!p}}}}' > probe-results.json"
-)
-PROMPTS_PER_CONCURRENCY = 2  # requests per benchmark: twice the concurrency, so every slot is refilled once
-
-
 # The collectives' message sizes, a factor 16 apart as nccl-tests sweeps them (-b 1M -e 256M -f 16): the small one
 # shows the latency, the largest the plateau rate the shares are fitted to (nccl-tests doc/PERFORMANCE.md: "on large
 # sizes ... it makes more sense to look at the bandwidth"; bus bandwidth plateaus above ~100 MB on NVLink).

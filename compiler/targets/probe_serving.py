@@ -15,14 +15,7 @@ def serving_settings(plan: ResolvedPlan, engine: dict[str, str]) -> dict:
     probe = plan.probe
     config = yaml.safe_load(engine["vllm/config.yaml"])
     return {
-        "kind": "serving",
-        "plan": probe.plan,
-        "gpu_id": probe.gpu_id,
-        "expected_device": probe.expected_device,
-        "expected_power_watts": probe.expected_power_watts,
-        "architecture": probe.architecture.model_dump(mode="json"),
-        "precision": probe.precision,
-        "time_limit_seconds": probe.time_limit_seconds,
+        **_node_settings(plan),
         "model": config["model"],
         "served_model_name": config.get("served_model_name", config["model"]),
         "serving": probe.serving.model_dump(mode="json"),
@@ -32,6 +25,11 @@ def serving_settings(plan: ResolvedPlan, engine: dict[str, str]) -> dict:
 
 def triton_settings(plan: ResolvedPlan) -> dict:
     """What probe_triton.py reads: the node checks, the model and its batches."""
+    return {**_node_settings(plan), "triton": plan.probe.triton.model_dump(mode="json")}
+
+
+def _node_settings(plan: ResolvedPlan) -> dict:
+    """What every serving probe script reads first: the plan, the node checks, the served shape and the time limit."""
     probe = plan.probe
     return {
         "kind": "serving",
@@ -42,7 +40,6 @@ def triton_settings(plan: ResolvedPlan) -> dict:
         "architecture": probe.architecture.model_dump(mode="json"),
         "precision": probe.precision,
         "time_limit_seconds": probe.time_limit_seconds,
-        "triton": probe.triton.model_dump(mode="json"),
     }
 
 
