@@ -209,6 +209,9 @@ def _probe(plan: ResolvedPlan, run: _ProbeRun, decisions: list[DeploymentDecisio
         architecture=reduced,
         layers=run.layers,
         model_layers=plan.model.architecture.layers,
+        shape_words=f"{run.layers} of {plan.model.architecture.layers} layers, random weights"
+        if run.kind == "training"
+        else "the plan's own model and weights, as its engine serves them (engine/vllm/)",
         mlp_hidden=reduced.ffn_hidden or reduced.moe_ffn_hidden,
         processes=run.processes,
         time_limit_seconds=TIME_LIMIT_SECONDS,

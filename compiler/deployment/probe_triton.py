@@ -98,4 +98,11 @@ def triton_probe(plan: ResolvedPlan, probe: Probe, plan_text: str) -> Probe:
         )
     dropped = ("probe engine", "probe concurrency", "probe on Kubernetes")
     kept = [d for d in probe.decisions if d.topic not in dropped]
-    return probe.model_copy(update={"serving": None, "triton": triton, "decisions": decisions + kept})
+    update = {
+        "serving": None,
+        "triton": triton,
+        "decisions": decisions + kept,
+        "kubernetes": None,  # no probe-job.yaml (the decision above)
+        "shape_words": "the plan's model repository as compiled (engine/triton/)",
+    }
+    return probe.model_copy(update=update)

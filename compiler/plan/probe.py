@@ -92,6 +92,7 @@ class Probe(Section):
     architecture: Architecture = Field(description="the plan's shape with its layers reduced to `layers`")
     layers: int
     model_layers: int
+    shape_words: str = Field(description="what model the probe runs, in words (REPORT.md)")
     mlp_hidden: int = Field(
         description="the MLP width the probe builds: ffn_hidden, or an MoE's expert width as one dense MLP"
     )
