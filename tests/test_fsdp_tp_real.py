@@ -93,13 +93,13 @@ def test_the_sized_sequence_parallelism_reaches_the_files_and_the_report(tmp_pat
     decision = next(d for d in plan["deployment"]["decisions"] if d["topic"] == "FSDP × TP sequence parallelism")
     assert decision["choice"].startswith("on" if sp else "off")
     assert "FSDP × TP sequence parallelism" in (out / "REPORT.md").read_text()
-    # Korthikanti et al. 2022 (sizing/train_memory.py), llama-3.1-8b at mb8 on TP2, full recompute: each of 32 layers
-    # keeps its 2·s·b·h-byte input, the recomputed one holds attention (7+4g)sbh + MLP 3sbh + 6sbf + norms 4sbh, of
-    # which 10sbh are replicated over TP unless SP splits them; the eager fp32 cross-entropy's three copies of the
-    # vocabulary-sharded logits, s·b·V/2 × 12 bytes (train_memory.py, outside Megatron's fused loss)
+    # Korthikanti et al. 2022 (sizing/train/activations.py), llama-3.1-8b at mb8 on TP2, full recompute: each of 32
+    # layers keeps its 2·s·b·h-byte input, the recomputed one holds attention (6+4g)sbh + MLP 2sbh + 6sbf + norms 4sbh
+    # (Llama trains with dropout 0: no dropout masks), of which 8sbh are replicated over TP unless SP splits them; the
+    # eager fp32 cross-entropy's three copies of the vocabulary-sharded logits, s·b·V/2 × 12 bytes
     s, b, h, f, vocab, tp = seq_len, 8, 4096, 14336, 128256, 2
     split = tp if sp else 1
-    recomputed = (8 + 3 + 4 - 10) * s * b * h / tp + 6 * s * b * f / tp + 10 * s * b * h / split
+    recomputed = (7 + 2 + 4 - 8) * s * b * h / tp + 6 * s * b * f / tp + 8 * s * b * h / split
     expected = 32 * 2 * s * b * h / split + recomputed + s * b * vocab / tp * 12
     assert plan["memory_per_gpu_bytes"]["activations"] == pytest.approx(expected, rel=1e-9)
 
