@@ -57,6 +57,23 @@ def _architecture(layout: LayoutResult, where: str) -> dict:
         raise ProbeError(f"{where}.plan_text: not the reduced plan the probe wrote ({type(exc).__name__})") from None
 
 
+def _layout_dropout(plan_text: str, where: str) -> float:
+    """The dropout the layout's reduced plan trained with, as its compile decided it (recipe.decide.decide_dropout);
+    a plan_text that does not compile is a ProbeError naming the layout."""
+    from .diagnostics import InfeasiblePlan, PlanInputError
+    from .pipeline import resolve_text
+    from .recipe.decide import decide_dropout
+
+    try:
+        return float(decide_dropout(resolve_text(plan_text))[0])
+    except PlanInputError as exc:
+        raise ProbeError(
+            f"{where}.plan_text: the layout's plan does not compile: {exc.diagnostics[0].message}"
+        ) from None
+    except InfeasiblePlan as exc:
+        raise ProbeError(f"{where}.plan_text: the layout's plan does not fit: {exc}") from None
+
+
 def _points(results: TrainingResults) -> list[dict]:
     return [
         {
@@ -73,6 +90,7 @@ def _points(results: TrainingResults) -> list[dict]:
             "precision": results.precision,
             "framework": l.framework,
             "offload": l.offload,
+            "dropout": _layout_dropout(l.plan_text, f"layouts.{i}"),
             "step_seconds": l.step_seconds,
         }
         for i, l in enumerate(results.layouts)

@@ -42,6 +42,13 @@ class SitePoint(_Strict):
         "auto", description="the framework that ran the step (a probe's job: the plan's); auto: the search's choice"
     )
     offload: bool = Field(False, description="optimizer states offloaded to the host (DeepSpeed ZeRO-Offload)")
+    dropout: float | None = Field(
+        None,
+        ge=0,
+        lt=1,
+        description="the dropout the measured job trained with (a probe's: its plan's recipe), which decides whether "
+        "the step moves dropout masks; none: Korthikanti et al.'s Table 2 with masks",
+    )
     step_seconds: float = Field(gt=1e-6, le=1e6, description="the measured time of one optimizer step")
 
     @model_validator(mode="after")

@@ -60,6 +60,7 @@ def predicted_step_parts(point: SitePoint, catalog: Catalog, share: float, searc
             "offload": point.offload,
         },
         framework=point.framework,
+        **({"dropout": point.dropout} if point.dropout is not None else {}),
     )
     chosen = search_training(req, {**catalog.gpus, point.gpu: gpu}, searches).chosen
     return chosen.step if chosen is not None else None
