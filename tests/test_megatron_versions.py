@@ -287,3 +287,21 @@ def test_every_emitted_flag_exists_in_the_release(tmp_path, version):
     assert done.returncode == 0, done.stdout + done.stderr
     flags = [w for w in words(out) if w.startswith("--")]
     assert [f for f in flags if not megatron_version.has_flag(version, f)] == []
+
+
+def test_rope_base_is_written_as_the_integer_megatron_parses(tmp_path):
+    """--rotary-base is type=int in Megatron-LM's parser: Mixtral's 1e6 base must be digits (1e+06 is an argparse
+    error), and a fractional base, which no integer can launch, is refused at the field."""
+    done, out = compile_plan(tmp_path / "a", (PLANS / "mixtral-8x7b.yaml").read_text())
+    assert done.returncode == 0, done.stdout + done.stderr
+    argv = words(out)
+    assert argv[argv.index("--rotary-base") + 1] == "1000000"
+    assert argv[argv.index("--norm-epsilon") + 1] == "1e-05"
+    text = LLAMA_8B.format(megatron="", image="nvcr.io/nvidia/nemo:24.09").replace(
+        "model: {preset: llama-3.1-8b}",
+        "model:\n  architecture: {layers: 4, hidden: 1024, heads: 8, kv_heads: 8, ffn_hidden: 4096, vocab: 32000, "
+        "max_position: 4096, rope_theta: 10000.5}",
+    )
+    done, _ = compile_plan(tmp_path / "b", text)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "rope_theta" in done.stdout + done.stderr and "--rotary-base takes an integer" in done.stdout + done.stderr

@@ -111,9 +111,24 @@ def mtp_args(arch: Architecture) -> list[Arg]:
     return [("--mtp-num-layers", str(arch.mtp_layers))] if arch.mtp_layers else []
 
 
+def rotary_base(arch: Architecture) -> str:
+    """RoPE's base as Megatron-LM parses it: `--rotary-base` is an int (arguments.py, type=int, core_v0.8.0 through
+    the pinned commit), so 1e+06 is refused by argparse; written as digits."""
+    return str(int(arch.rope_theta))
+
+
 def refuse_unexpressible(arch: Architecture) -> None:
     """Megatron's GPT model has no ALiBi: --position-embedding-type takes learned_absolute, rope, mrope, relative,
-    yarn or none (every release to core_v0.19.0). Training a BLOOM-style model there would train another model."""
+    yarn or none (every release to core_v0.19.0). Training a BLOOM-style model there would train another model.
+    Its --rotary-base is an integer: a fractional RoPE base would train another model too."""
+    if arch.rope_theta and arch.rope_theta != int(arch.rope_theta):
+        raise FieldRefused(
+            ("model", "architecture", "rope_theta"),
+            f"RoPE base {arch.rope_theta:g} is not a whole number, and Megatron-LM's --rotary-base takes an integer "
+            "(megatron/training/arguments.py): it would train a different model; use train.framework deepspeed or "
+            "fsdp",
+            "framework-cannot-express",
+        )
     if arch.alibi:
         raise FieldRefused(
             ("train", "framework"),

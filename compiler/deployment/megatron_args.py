@@ -97,7 +97,7 @@ def _architecture_args(plan: ResolvedPlan) -> list[tuple[str, str | None]]:
     if not arch.attention_bias and not arch.mlp_bias:
         args.append(("--disable-bias-linear", None))
     if arch.rope_theta:
-        args.append(("--rotary-base", f"{arch.rope_theta:g}"))
+        args.append(("--rotary-base", megatron_arch.rotary_base(arch)))
     if arch.rope_scaling_factor:
         args += [("--use-rope-scaling", None), ("--rope-scaling-factor", f"{arch.rope_scaling_factor:g}")]
     if arch.norm_eps:
