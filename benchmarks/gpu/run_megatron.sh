@@ -21,7 +21,7 @@ SMOKE_ARGS=(
 export CUDA_DEVICE_MAX_CONNECTIONS=1 PYTHONPATH="$mlm${PYTHONPATH:+:$PYTHONPATH}"
 # the dataset index helpers, built with the interpreter's own extension suffix (a venv may lack python3-config)
 make -s -C "$mlm/megatron/core/datasets" LIBEXT="$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')" >> "$log.build" 2>&1
-cmd=(torchrun --nnodes=1 --nproc-per-node=1 --master-port=29511 "$mlm/pretrain_gpt.py" "${MEGATRON_ARGS[@]}" "${SMOKE_ARGS[@]}")
+cmd=(torchrun --nnodes=1 --nproc-per-node=1 --master-port="${MASTER_PORT:-29511}" "$mlm/pretrain_gpt.py" "${MEGATRON_ARGS[@]}" "${SMOKE_ARGS[@]}")
 { printf '%q ' "${cmd[@]}"; echo; } | tee "$log"
 "${cmd[@]}" 2>&1 | tee -a "$log"
 exit "${PIPESTATUS[0]}"
