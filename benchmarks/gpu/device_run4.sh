@@ -16,13 +16,14 @@ started=$(date +%s)
   python3 -c 'import transformer_engine' 2>&1 | tail -1; python3 -c 'import apex' 2>&1 | tail -1; } > "$OUT/environment.txt" 2>&1
 cat "$OUT/environment.txt"
 port=29511
-for plan in megatron-llama8l-1xh200 megatron-moe2l-1xh200; do
+for plan in ${PLANS:-megatron-llama8l-1xh200 megatron-moe2l-1xh200}; do
   t0=$(date +%s)
   MASTER_PORT=$port timeout "${MEGATRON_SECONDS:-170}" bash benchmarks/gpu/run_megatron.sh ".gpu/plans/$plan" "$PWD/.gpu/megatron-lm" "$OUT/$plan.log" > /dev/null 2>&1
   echo "$plan: rc $? in $(($(date +%s) - t0)) s"
   grep -E "number of parameters on|iteration +(1|2|10|20)/|memory \(MB\)|Error|error:" "$OUT/$plan.log" | tail -8 | cut -c1-400
+  rm -rf /tmp/tmp.*  # the run's scratch checkpoint, also when the timeout stopped it before its own cleanup
   port=$((port + 1))
 done
 t0=$(date +%s)
-timeout "${PINNED_SECONDS:-200}" python3 benchmarks/gpu/pinned_layouts.py "$OUT/pinned_layouts.jsonl" --first 4 2>&1 | tail -12 | cut -c1-300
+timeout "${PINNED_SECONDS:-200}" python3 benchmarks/gpu/pinned_layouts.py "$OUT/pinned_layouts.jsonl" --first "${PINNED_FIRST:-4}" 2>&1 | tail -12
 echo "pinned: rc ${PIPESTATUS[0]} in $(($(date +%s) - t0)) s; whole run $(($(date +%s) - started)) s"

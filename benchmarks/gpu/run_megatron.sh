@@ -8,6 +8,7 @@ plan_dir=$1 mlm=$2 log=$3
 # shellcheck source=/dev/null
 source "$plan_dir/megatron/args.sh"
 scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT  # a full checkpoint of the 8-layer model is ~45 GB: the next run needs the disk
 read -r -a extra <<< "${EXTRA_MEGATRON_ARGS:-}"  # words appended after the smoke arguments, said in the log
 SMOKE_ARGS=(
   --train-iters 20                      # the step budget, not the plan's run length
@@ -20,7 +21,7 @@ SMOKE_ARGS=(
 )
 export CUDA_DEVICE_MAX_CONNECTIONS=1 PYTHONPATH="$mlm${PYTHONPATH:+:$PYTHONPATH}"
 # the dataset index helpers, built with the interpreter's own extension suffix (a venv may lack python3-config)
-make -s -C "$mlm/megatron/core/datasets" LIBEXT="$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')" >> "$log.build" 2>&1
+make -s -C "$mlm/megatron/core/datasets" LIBEXT="$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')" >> "${TMPDIR:-/tmp}/megatron-datasets-build.log" 2>&1
 cmd=(torchrun --nnodes=1 --nproc-per-node=1 --master-port="${MASTER_PORT:-29511}" "$mlm/pretrain_gpt.py" "${MEGATRON_ARGS[@]}" "${SMOKE_ARGS[@]}")
 { printf '%q ' "${cmd[@]}"; echo; } | tee "$log"
 "${cmd[@]}" 2>&1 | tee -a "$log"
