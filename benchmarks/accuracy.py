@@ -505,11 +505,17 @@ def layout_row(row: dict) -> dict:
     # torchtitan's launcher runs with PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True" (run_llama_train.sh at
     # 9dec370, the benchmark's commit): no fragmentation reserve
     expandable_segments = family == "torchtitan"
+    # NeMo's performance runs reduce gradients in bf16: NeMo-Framework-Launcher examples/training/*/h100/*.sh
+    # (gpt/h100/175b_fp8_16node.sh, llama/h100/llama2_7b_bf16.sh @329df4a) pass +training.model.optim.grad_sync_dtype=bf16
+    bf16_gradients = family == "nemo" and framework == "megatron"
+    if bf16_gradients:
+        notes.append("bf16 gradients (NeMo's grad_sync_dtype=bf16)")
     workload = "finetune" if method == "lora" or "SFT" in row["model"] else "pretrain"
     return dict(
         dropout=row_dropout(_preset(row["model"]), workload, method),
         family=family,
         expandable_segments=expandable_segments,
+        bf16_gradients=bf16_gradients,
         arch=arch,
         seq=seq,
         gpus=gpus,
@@ -559,7 +565,7 @@ def _price_layout(r: dict, cp: int, vp: int, ep: int, split: tuple[int, ...] | N
         method=r["method"],
         lora_rank=16,
         lora_targets=("q", "k", "v", "o"),
-        memory=MemoryOptions(expandable_segments=r["expandable_segments"]),
+        memory=MemoryOptions(expandable_segments=r["expandable_segments"], bf16_gradients=r["bf16_gradients"]),
         dropout=r["dropout"],
     )
     zero = r["zero"] if dp * cp > 1 or r["framework"] == "fsdp" and r["tp"] * r["pp"] > 1 else 0

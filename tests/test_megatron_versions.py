@@ -305,3 +305,24 @@ def test_rope_base_is_written_as_the_integer_megatron_parses(tmp_path):
     done, _ = compile_plan(tmp_path / "b", text)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "rope_theta" in done.stdout + done.stderr and "--rotary-base takes an integer" in done.stdout + done.stderr
+
+
+def test_gradients_are_sized_as_megatron_holds_them(tmp_path):
+    """Megatron-LM keeps a bf16 model's gradients in an fp32 main_grad buffer (4 B per parameter; measured on an H200,
+    benchmarks/calibration/h200-megatron-run4): the default plan counts 4 B and emits no switch; train.megatron.
+    grad_reduce bf16 counts 2 B and emits --grad-reduce-in-bf16, refused by name for a release without it (< 0.12)."""
+    image = "nvcr.io/nvidia/nemo:25.04"
+    done, out = compile_plan(tmp_path / "fp32", LLAMA_8B.format(megatron="", image=image))
+    assert done.returncode == 0, done.stdout + done.stderr
+    plan = json.loads((out / "plan.json").read_text())
+    params = plan["model"]["params_total"]
+    fp32 = plan["memory_per_gpu_bytes"]["gradients"]
+    assert fp32 == pytest.approx(4 * params / 2, rel=0.02)  # TP2: half the parameters per GPU
+    assert "--grad-reduce-in-bf16" not in words(out)
+    bf16 = LLAMA_8B.format(megatron="  megatron: {grad_reduce: bf16}\n", image=image)
+    done, out = compile_plan(tmp_path / "bf16", bf16)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads((out / "plan.json").read_text())["memory_per_gpu_bytes"]["gradients"] == pytest.approx(fp32 / 2)
+    assert "--grad-reduce-in-bf16" in words(out)
+    done, _ = compile_plan(tmp_path / "old", bf16.replace("nemo:25.04", "nemo:24.07"))
+    assert done.returncode == 2 and "--grad-reduce-in-bf16" in done.stdout + done.stderr

@@ -63,6 +63,8 @@ def _plan(r: dict, name: str) -> dict:
     }  # accuracy.py's fit test: the prediction itself
     if r["expandable_segments"]:  # torchtitan's launcher (accuracy.layout_row)
         train["expandable_segments"] = True
+    if r["bf16_gradients"]:  # NeMo's grad_sync_dtype=bf16 (accuracy.layout_row)
+        train["megatron"] = {"grad_reduce": "bf16"}
     if r["method"] != "full":
         train |= {"method": r["method"], "lora": {"rank": 16, "targets": ["q", "k", "v", "o"]}}
     arch = r["arch"].model_dump(mode="json", exclude_defaults=True)

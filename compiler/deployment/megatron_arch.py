@@ -30,6 +30,7 @@ PURPOSE = {
     "--qk-pos-emb-head-dim": "multi-head latent attention (architecture.qk_rope_head_dim)",
     "--v-head-dim": "multi-head latent attention (architecture.v_head_dim)",
     "--mtp-num-layers": "multi-token prediction (architecture.mtp_layers)",
+    "--grad-reduce-in-bf16": "the bf16 gradients the memory was sized with (train.megatron.grad_reduce)",
     "--use-rope-scaling": "Llama 3.1 RoPE scaling (architecture.rope_scaling_factor)",
     "--rope-scaling-factor": "Llama 3.1 RoPE scaling (architecture.rope_scaling_factor)",
     "--overlap-moe-expert-parallel-comm": "the MoE all-to-all overlap the sizing priced (parallelism.ep_overlap: "

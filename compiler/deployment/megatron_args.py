@@ -40,7 +40,7 @@ def megatron_args(plan: ResolvedPlan, checkpoint: Checkpoint) -> list[tuple[str,
         + _shape_args(plan)
         + _architecture_args(plan)
         + _recompute_args(plan)
-        + _precision_args(plan.spec.precision)
+        + _precision_args(plan.spec.precision, plan.spec.train.megatron.grad_reduce if plan.spec.train else "fp32")
         + _data_args(plan)
         + megatron_recipe_args(plan.recipe)  # optimizer, LR schedule, weight decay, Adam, clip, init std, dropout
         + _run_args(plan, checkpoint)
@@ -122,11 +122,14 @@ def _recompute_args(plan: ResolvedPlan) -> list[tuple[str, str | None]]:
     return args
 
 
-def _precision_args(precision: str) -> list[tuple[str, str | None]]:
-    """bf16 or fp16 switches; fp8 runs bf16 with Transformer Engine's hybrid format."""
+def _precision_args(precision: str, grad_reduce: str) -> list[tuple[str, str | None]]:
+    """bf16 or fp16 switches; fp8 runs bf16 with Transformer Engine's hybrid format; bf16 gradients where the plan
+    sized them (train.megatron.grad_reduce; Megatron keeps fp32 main_grad otherwise)."""
     args: list[tuple[str, str | None]] = []
     if precision in ("bf16", "fp8"):
         args.append(("--bf16", None))
+        if grad_reduce == "bf16":
+            args.append(("--grad-reduce-in-bf16", None))
     elif precision == "fp16":
         args.append(("--fp16", None))
     if precision == "fp8":

@@ -124,6 +124,7 @@ def _memory_options(train) -> MemoryOptions:
         activation_offload=train.activation_offload,
         reshard_after_forward=train.reshard_after_forward,
         expandable_segments=train.expandable_segments,
+        bf16_gradients=train.megatron.grad_reduce == "bf16",
     )
 
 

@@ -114,6 +114,10 @@ class MegatronSpec(Spec):
         description="absolute folder of Megatron-LM inside the image (where pretrain_gpt.py is); a relative train.entrypoint.script is resolved against it. Default: the image's (/opt/megatron-lm in NeMo images)",
         examples=["/opt/megatron-lm"],
     )
+    grad_reduce: Literal["fp32", "bf16"] = Field(
+        "fp32",
+        description="gradient buffer and DP reduction dtype of a bf16 model: fp32 (Megatron-LM's default main_grad, 4 B per parameter) or bf16 (--grad-reduce-in-bf16, megatron-core >= 0.12: 2 B, as NeMo's published performance runs set grad_sync_dtype=bf16)",
+    )
 
 
 class TrainSpec(Spec):

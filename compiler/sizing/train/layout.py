@@ -35,6 +35,7 @@ class MemoryOptions:
     activation_offload: bool = False
     reshard_after_forward: bool = True
     expandable_segments: bool = False
+    bf16_gradients: bool = False  # Megatron-LM's --grad-reduce-in-bf16 (model_states.gradient_bytes_per_param)
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,21 @@ FSDP_GATHERED_LAYERS = 2
 # The FSDP2 script's gradient reduction dtype (MixedPrecisionPolicy reduce_dtype; torchtitan's
 # mixed_precision_reduce default "float32"): the width of FSDP2's accumulated unsharded gradient under PP (below).
 FSDP2_REDUCE_BYTES = 4
+# Megatron-LM keeps a bf16 model's gradients in an fp32 main_grad buffer and reduces them in fp32: validate_args
+# ("bfloat16 requires gradient accumulation and all-reduce to be done in fp32": accumulate_allreduce_grads_in_fp32
+# with the default --main-grads-dtype fp32; megatron/training/arguments.py at the pinned commit and core_v0.8.0), the
+# buffer's dtype float32 under grad_reduce_in_fp32 (megatron/core/distributed/param_and_grad_buffer.py); Megatron's
+# distributed-optimizer guide: "bf16 param, fp32 grads: 6 + 12/d" bytes per parameter. Measured on an H200 (device
+# run 4, benchmarks/calibration/h200-megatron-run4): the 2-B count left 5.6 GB of an 8-layer Llama under-predicted.
+MEGATRON_BF16_GRADIENT_BYTES = 4
+
+
+def gradient_bytes_per_param(work: Workload, layout: Layout) -> float:
+    """Bytes of one parameter's gradient as the framework holds it: the weights' width, but Megatron-LM's fp32
+    main_grad for bf16 (and fp8, which Megatron runs with --bf16) models, unless the plan reduces them in bf16."""
+    if layout.framework == "megatron" and work.precision in ("bf16", "fp8") and not work.memory.bf16_gradients:
+        return MEGATRON_BF16_GRADIENT_BYTES
+    return WEIGHT_BYTES[work.precision]
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -203,7 +218,8 @@ def _expert_model_states(
     weight_shard = shard if lay.zero >= 3 and work.memory.reshard_after_forward else 1
     expert_weight_shard = expert_shard if weight_shard > 1 else 1
     weights = dense * w / weight_shard + experts * w / expert_weight_shard + gathered_layer_bytes(work, lay, shard)
-    gradients = (dense * w / shard + experts * w / expert_shard) if lay.zero >= 2 else held * w
+    g = gradient_bytes_per_param(work, lay)
+    gradients = (dense * g / shard + experts * g / expert_shard) if lay.zero >= 2 else held * g
     optimizer = (dense * k / shard + experts * k / expert_shard) if lay.zero >= 1 else held * k
     if lay.framework == "ddp" and shard > 1:
         gradients *= DDP_GRADIENT_COPIES
@@ -251,7 +267,7 @@ def model_states_on_gpu(
             return deepspeed_model_states(held, largest, shard, lay.zero, lay.offload, lay.offload_params)
         k = optimizer_bytes_per_param(work.arch, work.optimizer, work.precision, options.master_weights)
         weights = held * w / weight_shard + gathered
-        gradients = held * w / (shard if lay.zero >= 2 else 1)
+        gradients = held * gradient_bytes_per_param(work, lay) / (shard if lay.zero >= 2 else 1)
         optimizer = held * k / (shard if lay.zero >= 1 else 1)
     else:
         weights, gradients, optimizer = _adapter_model_states(work, lay, held, shard)
