@@ -11,7 +11,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import accuracy, accuracy_cnn_train, accuracy_serve_points, accuracy_serving, accuracy_vision  # noqa: E402
+from benchmarks import (  # noqa: E402
+    accuracy,
+    accuracy_cnn_train,
+    accuracy_serve_points,
+    accuracy_serving,
+    accuracy_vision,
+    h200_pinned,
+)
 from benchmarks.whole_runs import family_stats, print_whole_runs, whole_run_cases  # noqa: E402
 
 INTRO = """# Accuracy
@@ -73,6 +80,13 @@ def summary_rows() -> list[str]:
         rows.append(f"| CNN serving, {regime} | {count} | {_pct(median)} | {_pct(worst)} | `accuracy_vision.py` |")
     count, median, worst = accuracy_cnn_train.family_stats(accuracy_cnn_train.cnn_train_cases())
     rows.append(f"| CNN training | {count} | {_pct(median)} | {_pct(worst)} | `accuracy_cnn_train.py` |")
+    h200 = h200_pinned.h200_cases()
+    for what, ratios in (("step time", [c.step_ratio for c in h200]), ("peak memory", [c.memory_ratio for c in h200])):
+        errors = [abs(1 / r - 1) for r in ratios]
+        rows.append(
+            f"| measured on one H200, {what} (held out) | {len(errors)} | {_pct(statistics.median(errors))} "
+            f"| {_pct(max(errors))} | `h200_pinned.py` |"
+        )
     return rows
 
 
@@ -88,6 +102,7 @@ SECTIONS = (
     ("Serving", "python benchmarks/accuracy_serving.py", accuracy_serving.main),
     ("CNN serving", "python benchmarks/accuracy_vision.py", accuracy_vision.main),
     ("CNN training", "python benchmarks/accuracy_cnn_train.py", accuracy_cnn_train.main),
+    ("Measured on one H200", "python benchmarks/h200_pinned.py", h200_pinned.main),
 )
 
 

@@ -6,7 +6,8 @@
 * P10-P90 coverage: the share of rows inside the range fitted without them, leave-one-out over the fitted rows and on
   the time split's held-out rows (published after residuals.CUTOFF_YEAR, never fitted), for the empirical quantiles the
   ranges used before (statistics.quantiles 'inclusive') and the prediction interval they use now (residuals.interval);
-* next to it, on the step-time rows, a naive peer: llm-analysis at a fixed 0.5 MFU.
+* next to it, on the step-time rows, a naive peer: llm-analysis at a fixed 0.5 MFU;
+* on their own, the held-out rows this project measured (Row.measured_here: the H200 steps of benchmarks/h200_pinned.py).
 
 Usage: python benchmarks/coverage.py [--markdown | --write]   (--write: the tables in docs/numbers.md)
 """
@@ -94,6 +95,40 @@ def family_report(family: str, rows: list[Row]) -> FamilyReport:
     )
 
 
+@dataclass(frozen=True)
+class MeasuredHere:
+    """A family's held-out rows measured by this project: how many, how many inside the range, signed median errors."""
+
+    family: str
+    rows: int
+    inside: int
+    roofline_signed: float
+    headline_signed: float
+
+
+def measured_here() -> list[MeasuredHere]:
+    rows, found = labelled_rows(), []
+    for family in SOURCES:
+        fitted = [r.ratio for r in rows if r.family == family and not held_out(r)]
+        ours = [r.ratio for r in rows if r.family == family and r.measured_here and held_out(r)]
+        pairs = _held(fitted, ours, interval)
+        if pairs:
+            inside = sum(low <= x <= high for x, (low, _, high) in pairs)
+            roofline = statistics.median(1 / x - 1 for x in ours)
+            headline = statistics.median(mid / x - 1 for x, (_, mid, _) in pairs)
+            found.append(MeasuredHere(family, len(pairs), inside, roofline, headline))
+    return found
+
+
+def measured_here_text(found: list[MeasuredHere]) -> str:
+    parts = [
+        f"{m.family} {m.inside} of {m.rows} inside P10–P90 (signed median: roofline {m.roofline_signed:+.0%}, "
+        f"P50 {m.headline_signed:+.0%})"
+        for m in found
+    ]
+    return "Held-out rows measured by this project (one H200, benchmarks/h200_pinned.py): " + "; ".join(parts) + "."
+
+
 def reports() -> list[FamilyReport]:
     rows = labelled_rows()
     return [family_report(f, [r for r in rows if r.family == f]) for f in SOURCES]
@@ -140,6 +175,8 @@ def markdown(found: list[FamilyReport]) -> str:
         "",
         f"Naive peer on the {peer.family} rows (llm-analysis at a fixed 0.5 MFU): {_errors(peer.peer)}; "
         f"our roofline {_errors(peer.roofline)}, our P50 {_errors(peer.headline)}.",
+        "",
+        measured_here_text(measured_here()),
     ]
     return "\n".join(lines) + "\n"
 
@@ -169,6 +206,7 @@ def main() -> None:
             f"held-out {_pct(f.time_split['empirical']):>4s}→{_pct(f.time_split['interval']):>4s}"
             + (f"  peer@0.5 {_errors(f.peer)}" if f.peer else "")
         )
+    print(measured_here_text(measured_here()))
 
 
 if __name__ == "__main__":

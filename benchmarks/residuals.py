@@ -5,10 +5,13 @@ the P10, P50 and P90 of the next row's ratio (`interval`: a prediction interval 
 thin). A roofline prediction x then reads "x × P10 … x × P50 … x × P90" (or ÷ for a rate), and the headline is the
 P50. Rows published after CUTOFF_YEAR never fit; benchmarks/coverage.py measures the ranges on them. Families:
 * train-step-time: step time of the 30+ published training runs of benchmarks/accuracy.py (published tokens/s
-  against ours, at the layouts the sources state);
+  against ours, at the layouts the sources state); and the seven single-GPU steps we measured on an H200
+  (benchmarks/h200_pinned.py, calibration/h200_measured.csv), against the roofline of the plan each ran;
 * train-whole-run: GPU-hours of the published whole pre-training runs (benchmarks/whole_runs.py): wall time,
   GPU-hours and cost take it;
-* memory-full, memory-lora, memory-qlora: measured peak memory (accuracy.py --memory);
+* memory-full, memory-lora, memory-qlora: measured peak memory (accuracy.py --memory), and the same seven H200 steps'
+  max_memory_allocated against the plan's allocated bytes (memory-full). The H200 rows are dated 2026 (measured
+  2026-11-28): like every row after CUTOFF_YEAR they never fit, so they measure the ranges out of sample;
 * serve-throughput: output tokens/s of the TensorRT-LLM max-throughput rows (accuracy_serving.py) and of the
   serve_points_2.csv rows at their load points (accuracy_serve_points.py); cost per month scales inversely;
 * serve-ttft, serve-tpot: time to first token and inter-token latency of the serve_points_2.csv rows at their load
@@ -43,6 +46,8 @@ from benchmarks.accuracy_cnn_train import ratios as cnn_train_ratios  # noqa: E4
 from benchmarks.accuracy_serve_points import moe_model_ids, point_cases  # noqa: E402
 from benchmarks.accuracy_serving import serving_cases  # noqa: E402
 from benchmarks.accuracy_vision import vision_cases  # noqa: E402
+from benchmarks.h200_pinned import GPU as H200_GPU  # noqa: E402
+from benchmarks.h200_pinned import h200_cases  # noqa: E402
 from benchmarks.published_dates import year_by_prefix, years_by, years_by_index  # noqa: E402
 from benchmarks.whole_runs import FAMILY as WHOLE_RUN_FAMILY  # noqa: E402
 from benchmarks.whole_runs import whole_run_cases  # noqa: E402
@@ -80,6 +85,7 @@ class Row:
     year: int | None  # published (benchmarks/published_dates.py); None: the source names no year
     peer_ratio: float | None = None  # actual ÷ a naive peer's prediction (benchmarks/coverage.py), where it has one
     gpu: str | None = None  # the catalog GPU the row ran on, where the benchmark names one
+    measured_here: bool = False  # measured by this project (benchmarks/h200_pinned.py), not published by others
 
 
 @lru_cache(maxsize=1)
@@ -97,6 +103,10 @@ def labelled_rows() -> tuple[Row, ...]:
         if case.predicted_gpu_hours:
             year = year_by_prefix(case.name, "whole_runs.csv", "model")
             found.append(Row(WHOLE_RUN_FAMILY, case.name, case.published_gpu_hours / case.predicted_gpu_hours, year))
+    for case in h200_cases():  # measured step ÷ roofline step, as the published rows' tokens/s ratio
+        peer = case.step_ratio * PEER_MFU / case.roofline_mfu
+        found.append(Row("train-step-time", case.name, case.step_ratio, case.year, peer, H200_GPU, True))
+        found.append(Row("memory-full", case.name, case.memory_ratio, case.year, None, H200_GPU, True))
     found += [
         Row(CNN_TRAIN_FAMILY, f"ResNet-50 row {i}", r, None) for i, r in enumerate(cnn_train_ratios(cnn_train_cases()))
     ]

@@ -24,6 +24,13 @@ if TYPE_CHECKING:
 # collective and point-to-point message.
 COLLECTIVE_LATENCY_SECONDS = 10e-6
 
+# A served model runs with dropout off, so no kernel writes a dropout mask: vLLM's model files build their layers
+# with no dropout module at all (vllm/model_executor/models/llama.py: RMSNorm, QKVParallelLinear, Attention,
+# SiluAndMul), and a PyTorch model in eval mode (Triton's and TGI's PyTorch paths) calls F.dropout with
+# training=False, and ATen's `_dropout_impl` returns its input when `!train` (aten/src/ATen/native/Dropout.cpp).
+# Table 2's masks (activations.py) are a training-only term.
+SERVING_DROPOUT_MASKS = False
+
 # Compute dtype each serving precision runs its matmuls in, best first. fp8: Hopper/Ada tensor cores
 # (W8A8). int8: W8A8 int8 tensor cores (SmoothQuant). int4: AWQ/GPTQ are weight-only (W4A16) — weights
 # are dequantised and the GEMM runs in 16 bits (AWQ paper §4.2 kernels).
@@ -183,10 +190,11 @@ def attention_flops_per_second(m: ReplicaModel) -> float:
 
 def elementwise_seconds(m: ReplicaModel, tokens: float) -> float:
     """The memory-bound kernels between the GEMMs (norms, rotary, SiLU·mul, residual adds) over `tokens` tokens on
-    one GPU's layers: every activation byte Korthikanti et al. count (train_memory.activation_bytes_per_layer, as
-    the training model does) written by one kernel and read by the next, at the achievable HBM rate. Counting the
-    training-time dropout masks too, it is an upper bound by their ~2 of ~34 bytes per token and hidden unit."""
+    one GPU's layers, prefill and decode alike: every activation byte Korthikanti et al. count
+    (activations.activation_bytes_per_layer, as the training model does) written by one kernel and read by the next,
+    at the achievable HBM rate, without dropout masks (SERVING_DROPOUT_MASKS)."""
     if not m.arch.layers or tokens <= 0:
         return 0.0
-    per_layer = activation_bytes_per_layer(LayerShape(m.arch, 1, max(1, round(tokens)), m.tp, False), "none", True)
+    shape = LayerShape(m.arch, 1, max(1, round(tokens)), m.tp, False)
+    per_layer = activation_bytes_per_layer(shape, "none", True, dropout_masks=SERVING_DROPOUT_MASKS)
     return FORWARD_PASSES * per_layer * layers_per_stage(m.arch, m.pp) / m.bytes_per_second

@@ -61,5 +61,5 @@ exec vllm serve \
   --dtype=bfloat16 \
   --kv-cache-dtype=auto \
   --enable-prefix-caching \
-  --shutdown-timeout=1310 \
+  --shutdown-timeout=1301 \
   --distributed-executor-backend=ray
