@@ -143,10 +143,27 @@ def target(
         script_reason=why,
         older_spellings=older,
         retention=retention_how,
+        gradients=gradient_words(spec),
         sized_params=sized,
         mtp_params=mtp,
         launched_params=sized + mtp,
     )
+
+
+def gradient_words(spec: PlanSpec) -> str:
+    """What Megatron-LM holds a bf16 model's gradients in, as sized (model_states.gradient_bytes_per_param)."""
+    if spec.precision not in ("bf16", "fp8"):
+        return ""
+    if spec.train.megatron.grad_reduce == "bf16":
+        return "bf16, 2 B per parameter (--grad-reduce-in-bf16)"
+    return "fp32 main_grad, 4 B per parameter (Megatron-LM's default for bf16)"
+
+
+GRADIENTS_REASON = (
+    "train.megatron.grad_reduce: Megatron-LM's validate_args accumulates and all-reduces a bf16 model's gradients in "
+    "fp32 unless --grad-reduce-in-bf16 (megatron-core >= 0.12), which NeMo's and Megatron-Bridge's performance runs "
+    "set; the memory per GPU counts the buffer at this width"
+)
 
 
 def decisions(target: MegatronTarget) -> list[DeploymentDecision]:
@@ -175,4 +192,8 @@ def decisions(target: MegatronTarget) -> list[DeploymentDecision]:
             "architecture: MoE width, dense-layer pattern, shared experts, router, MLA, positions",
         ),
         DeploymentDecision(topic="Megatron checkpoint retention", choice=target.retention, reason=RETENTION_REASON),
-    ]
+    ] + (
+        [DeploymentDecision(topic="Megatron-LM gradients", choice=target.gradients, reason=GRADIENTS_REASON)]
+        if target.gradients
+        else []
+    )

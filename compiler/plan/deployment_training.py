@@ -129,6 +129,10 @@ class MegatronTarget(Section):
         default_factory=list, description="flags written in an older release's spelling, with why"
     )
     retention: str = Field(description="how train.checkpoint.keep is held")
+    gradients: str = Field(
+        "",
+        description="the gradient buffer and DP reduction dtype the memory was sized with (train.megatron.grad_reduce; '' for fp16/fp32 models)",
+    )
     sized_params: int = Field(
         description="parameters of the model without its MTP modules (catalog/params.py count_params)"
     )
