@@ -1,4 +1,6 @@
-"""A pod that outgrows the node its GPU is priced on is costed at the node it lands on (passes/price_on_node.py)."""
+"""A pod that outgrows the node its GPU is priced on is costed at the node it lands on (deployment/pod_price.py): every
+candidate of the sizing searches, not only the chosen plan, so the search ranks them at the price they would pay;
+passes/price_on_node.py words the decision and checks that the deployment placed the pods where they were priced."""
 
 from __future__ import annotations
 
@@ -50,13 +52,16 @@ def test_a_pod_that_fits_the_priced_node_keeps_the_gpus_price():
 
 
 def test_over_budget_on_the_larger_node_is_infeasible():
+    """The search itself refuses the plan: at g5.2xlarge's $1.212/GPU-hour two 1-GPU replicas cost 2 × 1.212 × 730 =
+    $1,770/month, over a budget that g5.xlarge's $1.01 (2 × 1.01 × 730 = $1,475) would have met."""
     from compiler.diagnostics import InfeasiblePlan
 
     text = _on("a10g-24gb").replace("optimize: cost", "optimize: cost\nbudget: {usd_per_month: 1000}")
     cheap = resolve_text(text.replace("usd_per_month: 1000", "usd_per_month: 100000"))
+    assert cheap.serving.replicas * cheap.serving.gpus_per_replica == 2
     on_priced_node = cheap.cost.usd_per_month * 1.01 / 1.212
     budget = (on_priced_node + cheap.cost.usd_per_month) / 2  # met at g5.xlarge's price, not at g5.2xlarge's
-    with pytest.raises(InfeasiblePlan, match="g5.2xlarge"):
+    with pytest.raises(InfeasiblePlan, match=r"costs \$1,770/month > budget \$1,622/month"):
         resolve_text(text.replace("usd_per_month: 1000", f"usd_per_month: {budget:.0f}"))
 
 

@@ -69,6 +69,11 @@ FABRIC_DEVICE_SOURCE = {
 }
 
 
+def fabric_family(interconnect: str) -> str:
+    """The fabric family of a catalog interconnect id: ib, roce, efa, or eth (TCP)."""
+    return interconnect.split("-", 1)[0].lower()
+
+
 def fabric_device(fabric: str, node: NodeShare | None) -> tuple[str, int]:
     """(extended resource, count per pod) of the fabric's NICs; ("", 0) for plain Ethernet (TCP sockets)."""
     resource, count = RDMA_RESOURCES.get(fabric, ("", 0))
@@ -151,13 +156,20 @@ def _gib(n: int) -> str:
     return f"{n / GIB:.1f} GiB"
 
 
+def _outgrown_words(first: NodeType, gpus: int, floor_bytes: int) -> str:
+    """Why the priced node cannot hold the pod."""
+    if first.gpus < gpus:
+        return f": it has {first.gpus} GPU, fewer than the pod's {gpus}"
+    return f": its share is below the pod's {_gib(floor_bytes)} of host memory"
+
+
 def node_share(spec: GpuSpec, node: NodeType, gpus: int, floor_bytes: int, why: str = "") -> NodeShare:
     cpu, memory = share(node, gpus)
     cpu_reserve, (mem_reserve, formula) = cpu_reserve_millicores(node), memory_reserve(node)
     alloc_cpu, alloc_memory = allocatable(node)
     first = spec.node_types[0]
     priced = first.id == node.id
-    outgrown = not priced and first.gpus >= gpus and share(first, gpus)[1] < floor_bytes
+    outgrown = not priced and (first.gpus < gpus or share(first, gpus)[1] < floor_bytes)
     reason = (
         f"{node.id} ({node.vcpus} vCPU, {_gib(node.memory_bytes)}, {node.gpus} GPU): allocatable "
         f"{node.vcpus} - {cpu_reserve / 1000:g} reserved - {DAEMONSET_CPU_MILLICORES / 1000:g} daemonsets = "
@@ -167,7 +179,7 @@ def node_share(spec: GpuSpec, node: NodeType, gpus: int, floor_bytes: int, why: 
         + f" = {_gib(alloc_memory)}; x {gpus}/{node.gpus} GPU = "
         f"{cpu / 1000:g} CPU, {_gib(memory)}"
         + ("" if priced else f"; not {first.id}, the node the price is from")
-        + (f": its share is below the pod's {_gib(floor_bytes)} of host memory" if outgrown else why)
+        + (_outgrown_words(first, gpus, floor_bytes) if outgrown else why)
     )
     return NodeShare(
         node_type=node.id,

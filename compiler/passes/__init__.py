@@ -5,7 +5,7 @@ from __future__ import annotations
 from .attach_ranges import attach_ranges
 from .decide_probe import decide_probe
 from .decide_recipe import decide_recipe
-from .price_on_node import price_on_node
+from .price_on_node import check_price_on_node
 from .resolve_deployment import resolve_deployment
 from .resolve_model import resolve_model
 from .size_serving import size_serving
@@ -17,7 +17,7 @@ PASSES = (
     size_serving,  # serve: GPU type, TP/PP, precision, batch, replicas (no-op for training)
     attach_ranges,  # the headline predictions' P10-P90 from their family's published residuals
     decide_recipe,  # train/finetune: learning rate, schedule, warmup, Adam settings, clip, init, dropout
-    price_on_node,  # a pod that outgrows the GPU's priced node pays its node's price; before the alerts read the cost
     resolve_deployment,  # launcher, scheduler, pod and engine decisions from the sized numbers
+    check_price_on_node,  # the pods land on the nodes the sizing priced them on (a bug otherwise); reads the deployment
     decide_probe,  # only for `mlinfra-compile probe`: the probe job's shape and layouts (reads the deployment's image)
 )

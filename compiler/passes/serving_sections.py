@@ -33,7 +33,7 @@ def _hardware(spec: PlanSpec, c: ServeCandidate, catalog: Catalog) -> Hardware:
         interconnect=spec.cluster.interconnect,
         storage=spec.cluster.storage,
         pricing=spec.cluster.pricing,
-        usd_per_gpu_hour=gpu.price_usd_per_gpu_hour[spec.cluster.pricing],
+        usd_per_gpu_hour=c.node_price.usd_per_gpu_hour,  # the node its pods land on (deployment/pod_price.py)
         gpu_spec=gpu,
     )
 

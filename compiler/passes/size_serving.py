@@ -36,6 +36,7 @@ from ..sizing.serve.types import (
     ServeRequest,
 )
 from .context import PassContext
+from .price_on_node import price_notes
 from .resolve_model import checkpoint_decision, model_info
 from .serving_sections import sections
 from .wording import rejection_rows, words
@@ -119,6 +120,7 @@ def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
         raise InfeasiblePlan(serving_infeasible(result, ""))
     c = result.chosen
     hardware, serving, memory = sections(spec, spec.serve.engine, spec.serve.slo, c, catalog)
+    node_decisions, node_warnings = price_notes(c.node_price)
     return plan.model_copy(
         update={
             "hardware": hardware,
@@ -148,8 +150,9 @@ def _size_single(plan: ResolvedPlan, catalog: Catalog) -> ResolvedPlan:
             + precision_decisions
             + serving_decisions(
                 spec, c, result.evaluated, hardware, vision=plan.model.architecture.kind in VISION_KINDS
-            ),
-            "warnings": plan.warnings + [words(w) for w in result.warnings],
+            )
+            + node_decisions,
+            "warnings": plan.warnings + [words(w) for w in result.warnings] + node_warnings,
             "search_evaluated": result.evaluated,
         }
     )
@@ -257,7 +260,9 @@ def _stage_sections(
         decisions += serving_decisions(
             spec, c, result.evaluated, hardware, prefix=f"{name}: ", vision=model.architecture.kind in VISION_KINDS
         )
-        warnings += [words(w) for w in result.warnings]
+        node_decisions, node_warnings = price_notes(c.node_price, f"{name}: ")
+        decisions += node_decisions
+        warnings += [words(w) for w in result.warnings] + node_warnings
         previous = name
     return stages, decisions, warnings
 

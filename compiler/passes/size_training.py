@@ -11,6 +11,7 @@ from ..recipe.decide import decide_dropout
 from ..sizing.train.search import TrainRequest, search_training
 from ..units import format_seconds
 from .context import PassContext
+from .price_on_node import price_notes
 from .training_families import gate_factor, memory_factor, memory_source, time_family
 from .training_request import DEFAULT_GLOBAL_BATCH_TOKENS, refuse_adapters_without_layers, refuse_uneven_cp, request_for
 from .training_sections import alternatives_of, hardware_of, memory_section, parallelism_of, training_section
@@ -43,6 +44,7 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         alert_at=spec.budget.alert_at,
     )
     alternatives = alternatives_of(c, result.pareto)
+    node_decisions, node_warnings = price_notes(c.node_price)
     decisions = training_decisions(
         spec,
         c,
@@ -72,8 +74,8 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
             "cost": cost,
             "alternatives": alternatives,
             "rejected": [Rejection(description=d, reason=r) for d, r in rejection_rows(result.rejected)],
-            "decisions": plan.decisions + decisions + links_decision(request, c, catalog, ctx),
-            "warnings": plan.warnings + [words(w) for w in result.warnings],
+            "decisions": plan.decisions + decisions + node_decisions + links_decision(request, c, catalog, ctx),
+            "warnings": plan.warnings + [words(w) for w in result.warnings] + node_warnings,
             "search_evaluated": result.evaluated,
         }
     )

@@ -47,6 +47,7 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
     arch = plan.model.architecture
     links = catalog.site_links
     return TrainRequest(
+        pods_on_catalog_nodes=spec.cluster.scheduler in ("kubernetes", "both"),
         site_intra_node=(links.gpu, links.intra_node_fraction)
         if links and links.intra_node_fraction is not None
         else None,

@@ -43,7 +43,7 @@ def hardware_of(c: TrainCandidate, spec, gpu) -> Hardware:
         interconnect=spec.cluster.interconnect,
         storage=spec.cluster.storage,
         pricing=spec.cluster.pricing,
-        usd_per_gpu_hour=gpu.price_usd_per_gpu_hour[spec.cluster.pricing],
+        usd_per_gpu_hour=c.usd_per_gpu_hour,  # the price of the node its pods land on (deployment/pod_price.py)
         gpu_spec=gpu,
     )
 

@@ -42,6 +42,7 @@ class NodeShare(Section):
     fits: bool = Field(description="the share holds the floor")
     priced: bool = Field(description="the node the GPU's price per hour is from (the catalog's first node type)")
     outgrown_priced_node: bool = Field(
-        description="the node the price is from holds the GPUs but its share is below the floor: a larger node is used"
+        description="the node the price is from cannot hold the pod (fewer GPUs than it needs, or a share below its floor): "
+        "a larger node is used, and the plan pays its price where the node has one"
     )
     reason: str = Field(description="the arithmetic")

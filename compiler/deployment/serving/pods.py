@@ -11,6 +11,7 @@ from ...plan.deployment_serving import Autoscaling, ServingUnit
 from ...plan.resolved import ResolvedPlan, Serving
 from ...plan.spec import PlanSpec
 from .. import nodes
+from ..pod_price import landing_node, serving_pod, serving_shm_bytes
 from ..training.node_share import DEFAULT_CPUS_PER_GPU
 from ..units import UnitView
 from .engine_args import HTTP_PORT, STREAMED_SCHEMES, TGI_DRAIN_SECONDS, TGI_VERSION, VLLM_VERSION, model_source
@@ -73,9 +74,6 @@ ENGINE_IMAGES = {
     "triton": "nvcr.io/nvidia/tritonserver:25.10-vllm-python-py3",
 }
 
-# /dev/shm for NCCL and vLLM's shared-memory broadcast queue: the size LWS's vLLM GPU example gives
-# (kubernetes-sigs/lws docs/examples/vllm/GPU/lws.yaml, sizeLimit 15Gi); Docker's 64 MiB default is too small.
-SHM_BYTES = 15 * 2**30
 # HPA behaviour. Scale-up: the Kubernetes defaults (no stabilisation; +100 % or +4 pods per 15 s, the larger;
 # kubernetes.io "Horizontal Pod Autoscaling", default behavior) — a queue that grows breaks TTFT within seconds.
 SCALE_UP_PERCENT = 100
@@ -89,15 +87,10 @@ PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
 # on the TTFT path; requests without limits give the Burstable QoS class), host memory request = limit. The share must
 # hold the pod's floor: safetensors are read through host memory on their way to the GPU, so the pod's weights + an
 # overhead (Python, CUDA context and NCCL host buffers, tokenizer, API server; a policy) + the RAM-backed /dev/shm,
-# whose pages count against the pod's memory; a node whose share is smaller is passed over for a larger one.
-HOST_MEMORY_OVERHEAD_BYTES = 16 * 2**30
-# /dev/shm of a 1-GPU pod: no NCCL peers and no tensor-parallel workers for vLLM's shared-memory broadcast queue, so
-# the training rule of 1 GiB per GPU process (DataLoader-style IPC, Triton's Python backend regions) rather than 15 GiB.
-SINGLE_GPU_SHM_BYTES = 1 * 2**30
+# whose pages count against the pod's memory; a node whose share is smaller is passed over for a larger one. The
+# sizes, and the pod's shape, are in compiler/deployment/pod_price.py: the serving search prices its candidates there.
 # Edge devices (Jetson: 6-12 CPU cores, 8-64 GB shared by CPU and GPU): a small request that fits the device.
 EDGE_CPUS = 2
-EDGE_HOST_MEMORY_OVERHEAD_BYTES = 1 * 2**30
-EDGE_SHM_BYTES = 1 * 2**30
 # The availability floor (serve.min_replicas, default 2, 1 on edge devices) is decided by the serving search, which
 # counts it in cost and GPUs (sizing/serve_types.py replica_plan); the autoscaler's bounds are its min/max replicas.
 # Graceful termination. preStop sleeps until the endpoint controller and kube-proxy have taken the pod out of the
@@ -311,18 +304,20 @@ def pod_shape(plan: ResolvedPlan, on_kubernetes: bool) -> tuple[int, int, int]:
     """(GPUs, /dev/shm bytes, host-memory floor bytes) of one serving pod."""
     s = plan.serving
     edge = plan.hardware.gpu_spec.edge
-    # the shape check raises for a replica a LeaderWorkerSet cannot place; only Kubernetes places pods
-    pod_gpus = gpus_per_pod(s) if on_kubernetes else (s.tp if s.nodes_per_replica > 1 else s.gpus_per_replica)
-    shm = EDGE_SHM_BYTES if edge else (SHM_BYTES if pod_gpus > 1 else SINGLE_GPU_SHM_BYTES)
-    floor = weights_bytes_per_pod(s) + shm + (EDGE_HOST_MEMORY_OVERHEAD_BYTES if edge else HOST_MEMORY_OVERHEAD_BYTES)
-    return pod_gpus, shm, floor
+    if (
+        on_kubernetes
+    ):  # the shape check raises for a replica a LeaderWorkerSet cannot place; only Kubernetes places pods
+        gpus_per_pod(s)
+    pod = serving_pod(s.gpus_per_replica, s.tp, s.nodes_per_replica, s.weights_bytes, edge)
+    return pod.gpus, serving_shm_bytes(pod.gpus, edge), pod.floor_bytes
 
 
 def pod_node(plan: ResolvedPlan, on_kubernetes: bool, fabric: str) -> NodeShare | None:
-    """The catalog node a serving pod lands on (the pricing pass reads it too, so the cost is the node's)."""
-    pod_gpus, _, floor = pod_shape(plan, on_kubernetes)
-    multi_node = plan.serving.nodes_per_replica > 1
-    return nodes.choose(plan.hardware.gpu_spec, pod_gpus, floor, fabric if multi_node else "")
+    """The catalog node a serving pod lands on: the serving search priced its pod of this shape (pod_price.py)."""
+    s, edge = plan.serving, plan.hardware.gpu_spec.edge
+    pod_shape(plan, on_kubernetes)  # raises for a shape a LeaderWorkerSet cannot place
+    pod = serving_pod(s.gpus_per_replica, s.tp, s.nodes_per_replica, s.weights_bytes, edge, fabric)
+    return landing_node(plan.hardware.gpu_spec, pod)
 
 
 def pod_resource_fields(plan: ResolvedPlan, on_kubernetes: bool, fabric: str) -> dict:

@@ -9,15 +9,12 @@ from ...plan.resolved import ResolvedPlan
 from ...plan.spec import PlanSpec
 from .. import megatron_version, nodes
 from ..images import training_image
+from ..pod_price import SHM_BYTES_PER_GPU, landing_node, training_pod
 from .launcher import DEFAULT_RDZV_PORT, fabric_family
-from .node_share import DEFAULT_CPUS_PER_GPU, GIB, HOST_MEMORY_PER_GPU_BYTES
+from .node_share import DEFAULT_CPUS_PER_GPU, HOST_MEMORY_PER_GPU_BYTES
 
 LAUNCH_MOUNT = "/mlinfra"  # the ConfigMap's files: $MLINFRA_OUT_DIR of the launcher
 REPLICATED_JOB = "trainer"
-# /dev/shm rule: 1 GiB per GPU process. DataLoader workers hand every batch to their trainer process through shared
-# memory, and NCCL's shared-memory transport uses it between the node's ranks; the container runtime's 64 MiB default
-# breaks both (NVIDIA's PyTorch container notes: raise --shm-size or use --ipc=host for multi-process data loading).
-SHM_BYTES_PER_GPU = GIB
 # Checkpoint PVC = checkpoint_bytes × (kept + 1 being written: the oldest is deleted only after the new one lands)
 # × 1.10 for filesystem metadata and partial shards of an interrupted write.
 CHECKPOINTS_IN_FLIGHT = 1
@@ -31,10 +28,9 @@ MAX_RESTARTS = {"spot": 20, "on-demand": 3, "reserved": 3}
 
 
 def trainer_node(plan: ResolvedPlan) -> NodeShare | None:
-    """The catalog node a trainer pod lands on: the pricing pass reads it too, so the cost is the node's."""
+    """The catalog node a trainer pod lands on: the training search priced its pod of this shape (pod_price.py)."""
     hw = plan.hardware
-    fabric = fabric_family(hw.interconnect) if hw.nodes > 1 else ""
-    return nodes.choose(hw.gpu_spec, hw.gpus_per_node, SHM_BYTES_PER_GPU * hw.gpus_per_node, fabric)
+    return landing_node(hw.gpu_spec, training_pod(hw.gpus_per_node, hw.nodes, hw.interconnect))
 
 
 def kubernetes_training(plan: ResolvedPlan, spec: PlanSpec, launch: Launcher) -> KubernetesTraining:

@@ -13,6 +13,7 @@ from ...plan.resolved import ResolvedPlan
 from ...plan.spec import PlanSpec
 from .. import megatron_launch, megatron_version
 from ..fsdp_tp import uses_fsdp_tp
+from ..nodes import fabric_family
 from ..recipe_flags import hf_trainer_args
 from .elastic import SPOT_MAX_RESTARTS, nnodes_range, restart_policy
 from .launch_kind import LAUNCH_KINDS, auto_kind, launch_kind
@@ -53,11 +54,6 @@ URI = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 def is_local_path(location: str) -> bool:
     """A filesystem path the job's nodes see (mounted into containers), not a URI the script fetches."""
     return location.startswith("/") and not URI.match(location)
-
-
-def fabric_family(interconnect: str) -> str:
-    """The fabric family of a catalog interconnect id: ib, roce, efa, or eth (TCP)."""
-    return interconnect.split("-", 1)[0].lower()
 
 
 def fabric_env(interconnect: str) -> list[EnvVar]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...catalog.params import count_params
+from ...deployment.pod_price import node_price, serving_pod
 from ..reasons import Reason, because
 from .closed_loop import closed_loop_point
 from .engine_limits import engine_limits
@@ -113,7 +114,11 @@ def build_candidate(
     replicas = counts.replicas
     per_node = req.gpus_per_node or gpu.gpus_per_node
     dp = req.attention_dp
-    usd_per_hour = replicas * dp * tp * pp * gpu.price_usd_per_gpu_hour[req.pricing]
+    nodes_per_replica = math.ceil(dp * tp * pp / per_node)
+    weights_total = weights_bytes_total(req.params, req.arch, precision, req.weight_block)
+    pod = serving_pod(dp * tp * pp, tp, nodes_per_replica, weights_total, gpu.edge, req.interconnect.family)
+    priced = node_price(gpu, pod, req.pricing)  # the node its pods land on, as the deployment places them
+    usd_per_hour = replicas * dp * tp * pp * priced.usd_per_gpu_hour
     million_tokens_per_hour = traffic.requests_per_second * req.output_tokens * 3600 / 1e6
     return ServeCandidate(
         gpu_id=gpu.id,
@@ -123,14 +128,14 @@ def build_candidate(
         gpus_per_replica=dp * tp * pp,
         attention_dp=dp,
         speculation=speculation_for(req, precision, tp, pp),
-        nodes_per_replica=math.ceil(dp * tp * pp / per_node),
+        nodes_per_replica=nodes_per_replica,
         max_concurrency=point.batch,
         max_num_batched_tokens=chunk,
         kv_cache_tokens=mem.kv_cache_tokens * dp,
         kv_bytes_per_token=kv_bytes_per_token(req.arch, kv_element_bytes(req.kv_cache_dtype)),
         kv_bytes_per_token_per_gpu=mem.kv_bytes_per_token,
         memory=serve_memory(mem),
-        weights_bytes_total=weights_bytes_total(req.params, req.arch, precision, req.weight_block),
+        weights_bytes_total=weights_total,
         **latency_fields(req, point, traffic.at_peak, idle),
         requests_per_second=traffic.requests_per_second,
         step_bound=point.step.bound,
@@ -148,6 +153,7 @@ def build_candidate(
         gpu_memory_utilization=req.gpu_memory_utilization,
         target_utilization=req.target_utilization,
         queueing=queueing_reason(req, point),
+        node_price=priced,
     )
 
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ...catalog.fabrics import Interconnect
     from ...catalog.params import ParamCounts
     from ...catalog.types import Architecture
+    from ...deployment.pod_price import NodePrice
 
 # Utilisation a replica is sized for: Vertex AI online prediction's autoscaling target defaults to 60%
 # (google.cloud.aiplatform AutoscalingMetricSpec.target: "The default value is 60").
@@ -147,6 +148,8 @@ class ServeCandidate:
     requests_per_second: float = 0.0  # the service's average request rate (closed loop: what its clients produce)
     attention_dp: int = 1  # DP ranks per replica, each of tp × pp GPUs; max_concurrency counts all ranks' sequences
     speculation: object = None  # serve_speculative.Speculation when speculative decoding is on
+    # the price per GPU-hour of the node a pod lands on (deployment/pod_price.py); usd_per_hour is at this price
+    node_price: NodePrice | None = None
 
     @property
     def batch(self) -> int:

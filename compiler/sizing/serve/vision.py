@@ -41,6 +41,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ...deployment.pod_price import node_price, serving_pod
 from ..cnn.layers import Layer, table_for
 from ..reasons import because
 from ..train.flops import matmul_flops_per_second
@@ -322,7 +323,8 @@ def _candidate(run: _DeviceRun, b: int, timing: BatchTime, counts: ReplicaPlan) 
     replicas = counts.replicas
     slo = req.latency_p99_seconds
     delay = max(0.0, slo - 2 * t) if slo is not None else t
-    usd_per_hour = replicas * gpu.price_usd_per_gpu_hour[req.pricing]
+    priced = node_price(gpu, serving_pod(1, 1, 1, weights, gpu.edge), req.pricing)  # where its pods land
+    usd_per_hour = replicas * priced.usd_per_gpu_hour
     items_per_hour = req.requests_per_second * 3600
     activations = run.activations(b)
     return ServeCandidate(
@@ -370,4 +372,5 @@ def _candidate(run: _DeviceRun, b: int, timing: BatchTime, counts: ReplicaPlan) 
         power_watts=replicas * gpu.tdp_watts,
         replicas_needed=counts.needed,
         replica_floor=counts.floor,
+        node_price=priced,
     )

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from ...catalog.fabrics import Interconnect, Storage
 from ...catalog.params import mtp_params
 from ...catalog.types import Architecture, GpuSpec
+from ...deployment.pod_price import NodePrice, node_price, training_pod
 from ..reasons import Reason
 from .activations import recompute_kind
 from .communication import ZERO3_VOLUME_FACTOR, dp_ranks_per_node
@@ -66,7 +67,8 @@ class TrainCandidate:
     wall_seconds: float
     gpu_hours: float
     whole_run: WholeRun
-    usd_per_gpu_hour: float
+    usd_per_gpu_hour: float  # the price of the node the trainer pod lands on (node_price)
+    node_price: NodePrice
     cost_usd: float
     description: str  # formatted once: every ordering of the choice compares it
     flops_per_token_model: float
@@ -124,6 +126,7 @@ class SearchContext:
     memory: dict[Layout, MemoryBreakdown] = field(default_factory=dict)
     hardware_flops: dict[tuple[str, int], float] = field(default_factory=dict)
     whole_run: dict[tuple[int, float, str], WholeRun] = field(default_factory=dict)
+    node_prices: dict[tuple[str, int, int], NodePrice] = field(default_factory=dict)
 
 
 def search_context(req: TrainRequest) -> SearchContext:
@@ -163,6 +166,19 @@ def _hardware_flops(ctx: SearchContext, recompute: str, mtp: int) -> float:
         adapters = lora_trainable_params(req.arch, req.lora_rank, req.lora_targets) if req.method != "full" else 0
         ctx.hardware_flops[recompute, mtp] = hardware - _frozen_saving(req, adapters)
     return ctx.hardware_flops[recompute, mtp]
+
+
+def layout_node_price(ctx: SearchContext, gpu: GpuSpec, gpus_per_node: int, nodes: int) -> NodePrice:
+    """What a GPU-hour of the layout costs: on Kubernetes the price of the node its trainer pods land on
+    (deployment/pod_price.py, the pod the deployment pass places), else the GPU's catalog price."""
+    req = ctx.req
+    if not req.pods_on_catalog_nodes:
+        return NodePrice(gpu.price_usd_per_gpu_hour[req.pricing], None)
+    key = (gpu.id, gpus_per_node, min(nodes, 2))  # one node, or several: the fabric decides among nodes
+    if key not in ctx.node_prices:
+        pod = training_pod(gpus_per_node, nodes, req.interconnect.id)
+        ctx.node_prices[key] = node_price(gpu, pod, req.pricing)
+    return ctx.node_prices[key]
 
 
 def _whole_run(ctx: SearchContext, gpus: int, write_seconds: float, framework: str) -> WholeRun:
@@ -242,7 +258,8 @@ def price_layout(
     terms = _whole_run(ctx, lay.gpus, write_seconds, lay.framework)
     wall = steps * step.total / terms.goodput
     gpu_hours = wall * lay.gpus / 3600
-    price = gpu.price_usd_per_gpu_hour[req.pricing]
+    priced = layout_node_price(ctx, gpu, min(per_node, lay.gpus), nodes)
+    price = priced.usd_per_gpu_hour
     peak = gpu.peak_flops_per_second(COMPUTE_DTYPE[req.precision])
     hardware = _hardware_flops(ctx, recompute_kind(lay.recompute, lay.framework), mtp)
     allreduce, needed = _network(req, lay, links, gradient_bytes_per_replica(req, lay, mem), step)
@@ -262,6 +279,7 @@ def price_layout(
         gpu_hours=gpu_hours,
         whole_run=terms,
         usd_per_gpu_hour=price,
+        node_price=priced,
         cost_usd=gpu_hours * price,
         description=describe(gpu.id, lay),
         flops_per_token_model=flops_model,

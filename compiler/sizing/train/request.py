@@ -80,6 +80,9 @@ class TrainRequest:
     # GPU's links, and the inter-node share of `interconnect`; None: time.py's published shares
     site_intra_node: tuple[str, float] | None = None
     inter_node_fraction: float | None = None
+    # Kubernetes places one trainer pod per node on a catalog node (deployment/pod_price.py): each layout pays the
+    # price of the node its pod lands on; elsewhere (Slurm) the GPU's catalog price
+    pods_on_catalog_nodes: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.pins, Mapping):  # a plain {"tp": 2, ...} mapping, None values meaning "search"
