@@ -202,6 +202,15 @@ def test_the_probe_refuses_a_folder_it_does_not_own(tmp_path):
     assert refused.returncode == 2 and "[output-conflict]" in refused.stderr
 
 
+@pytest.mark.parametrize("example", ["llama3-8b-chat.yaml", "resnet50-triton.yaml"])
+def test_a_serving_probe_rewrites_its_own_folder(tmp_path, example):
+    """A vLLM or Triton probe folder (probe_serve.py, probe_triton.py: no probe.py) is the probe's own: a second
+    probe rewrites it instead of refusing it as another plan's."""
+    for _ in range(2):
+        run = run_cli("probe", REPO / "examples" / example, "-o", tmp_path)
+        assert run.returncode == 0, run.stderr
+
+
 def test_a_serving_probe_runs_the_plans_own_engine_launch_and_vllms_benchmark(tmp_path):
     """A vLLM plan: engine/vllm/ is the plan's own compiled serve.sh and config.yaml; the benchmark runs at
     concurrency 1, the plan's max concurrency and their geometric middle; settings carry the plan, which compiles."""
