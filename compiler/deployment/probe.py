@@ -9,6 +9,7 @@ memory margin. Serving (vLLM): the plan's own engine launch, measured by vLLM's 
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import dataclass, field
 
 import yaml
@@ -39,7 +40,8 @@ MEMORY_FAMILY = "memory-full"  # residuals.yaml: measured ÷ predicted peak of p
 RESULTS_BEGIN = "----- mlinfra-compile probe results begin -----"
 RESULTS_END = "----- mlinfra-compile probe results end -----"
 EXTRACT_COMMAND = (
-    f"kubectl logs job/{{name}} | sed -n '/^{RESULTS_BEGIN}$/,/^{RESULTS_END}$/{{{{//!p}}}}' > probe-results.json"
+    "kubectl logs -n {namespace} job/{name} | "
+    f"sed -n '/^{RESULTS_BEGIN}$/,/^{RESULTS_END}$/{{{{//!p}}}}' > probe-results.json"
 )
 PROMPTS_PER_CONCURRENCY = 2  # requests per benchmark: twice the concurrency, so every slot is refilled once
 
@@ -229,7 +231,7 @@ def _probe(plan: ResolvedPlan, run: _ProbeRun, decisions: list[DeploymentDecisio
         serving=run.serving,
         slurm_time=f"{minutes // 60:02d}:{minutes % 60:02d}:00",
         slurm_directives=_slurm_directives(plan),
-        kubernetes=ProbeKubernetes(image=image) if image else None,
+        kubernetes=ProbeKubernetes(image=image, commands=kubernetes_commands(plan)) if image else None,
         decisions=decisions,
     )
 
@@ -248,11 +250,31 @@ def _kubernetes_image(plan: ResolvedPlan) -> tuple[str | None, DeploymentDecisio
         reason="a one-pod Job on one node of the plan's GPU, in the plan's own "
         + ("training image" if k8s.training else "vLLM image (it ships PyTorch)")
         + "; the log holds the results as one JSON line between marker lines: "
-        + EXTRACT_COMMAND.format(name=f"{plan.name}-probe")
+        + extract_command(plan)
         if image
         else f"the {engine.engine + ' engine' if engine else 'plan'}'s image has no PyTorch to run probe.py; submit probe.sbatch or run "
         "probe.py under torchrun in a PyTorch image",
     )
+
+
+def extract_command(plan: ResolvedPlan) -> str:
+    """The documented retrieval: the probe Job's log, the results JSON between its marker lines, in the plan's
+    namespace."""
+    namespace = plan.deployment.kubernetes.namespace
+    return EXTRACT_COMMAND.format(namespace=shlex.quote(namespace), name=shlex.quote(f"{plan.name}-probe"))
+
+
+def kubernetes_commands(plan: ResolvedPlan) -> list[str]:
+    """How REPORT.md says to run probe-job.yaml, from the probe's folder: apply it, wait for the Job (its deadline is
+    the probe's time limit), retrieve the results, calibrate them."""
+    job = shlex.quote(f"job/{plan.name}-probe")
+    namespace = shlex.quote(plan.deployment.kubernetes.namespace)
+    return [
+        "kubectl apply -f probe-job.yaml",
+        f"kubectl wait -n {namespace} --for=condition=complete {job} --timeout={TIME_LIMIT_SECONDS}s",
+        extract_command(plan),
+        "mlinfra-compile calibrate probe-results.json -o site-calibration.yaml",
+    ]
 
 
 def _environment_decision(plan: ResolvedPlan) -> DeploymentDecision:
