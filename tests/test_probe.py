@@ -188,6 +188,7 @@ def test_a_kubernetes_triton_plan_gets_a_probe_job_in_its_own_pod_shape():
     config, job = yaml.safe_load_all(files["probe-job.yaml"])
     for path in (
         "probe_triton.py",
+        "probe_node.py",
         "probe_environment.py",
         "engine/triton/serve.sh",
         "engine/triton/resnet-50/config.pbtxt",
@@ -263,6 +264,26 @@ def test_the_probe_refuses_a_folder_it_does_not_own(tmp_path):
     (tmp_path / "stray/tiny-probe-probe").mkdir()  # a folder nobody generated
     refused = run_cli("probe", "plan.yaml", "-o", "stray", cwd=tmp_path)
     assert refused.returncode == 2 and "[output-conflict]" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("example", "script"), [("llama3-8b-chat.yaml", "probe_serve"), ("resnet50-triton.yaml", "probe_triton")]
+)
+def test_a_serving_probe_script_runs_from_its_folder_and_checks_the_device(tmp_path, example, script):
+    """probe_serve.py and probe_triton.py import their shared steps (probe_node.py) from beside them: from the probe
+    folder each takes its arguments and settings.json, and on this node (no GPU) refuses to measure without
+    --allow-other-device, naming the plan's device, before it starts any engine."""
+    import sys
+
+    assert run_cli("probe", REPO / "examples" / example, "-o", tmp_path).returncode == 0
+    folder = tmp_path / example.replace(".yaml", "-probe")
+    env = {"PATH": "/usr/bin:/bin"}  # no nvidia-smi, no engine
+    run = subprocess.run(
+        [sys.executable, f"{script}.py", "--out", "r.json"], cwd=folder, env=env, capture_output=True, text=True
+    )
+    device = json.loads((folder / "settings.json").read_text())["expected_device"]
+    assert run.returncode == 1 and f"probe: this node has 'cpu', the plan assumed {device!r}" in run.stderr, run.stderr
+    assert not (folder / "probe-results.d").exists() and not (folder / "r.json").exists()
 
 
 @pytest.mark.parametrize("example", ["llama3-8b-chat.yaml", "resnet50-triton.yaml"])

@@ -1,6 +1,6 @@
 """The serving probe's files (`mlinfra-compile probe` of a vLLM plan): the plan's own engine launch (engine/vllm/:
 serve.sh and config.yaml, as compiled), probe_serve.py (which starts it and runs vLLM's own `vllm bench serve`),
-the environment checks, settings.json, probe.sbatch, probe-job.yaml (Kubernetes plans), plan.json and REPORT.md."""
+probe_node.py (its arguments, device check and results, shared with probe_triton.py), the environment checks, settings.json, probe.sbatch, probe-job.yaml (Kubernetes plans), plan.json and REPORT.md."""
 
 from __future__ import annotations
 
@@ -59,6 +59,7 @@ def render_triton_probe(plan: ResolvedPlan, checks: str) -> list[OutputFile]:
     report = render("probe/REPORT.md.j2", probe=probe, collectives="none", layouts=[], decisions=probe.decisions)
     files = [
         OutputFile("probe_triton.py", runtime_script("probe_triton.py"), 0o755),
+        OutputFile("probe_node.py", runtime_script("probe_node.py")),
         OutputFile("probe_environment.py", checks),
         OutputFile("probe.sbatch", sbatch, 0o755),
         OutputFile("settings.json", dump_json(triton_settings(plan))),
@@ -89,6 +90,7 @@ def render_serving_probe(plan: ResolvedPlan, checks: str) -> list[OutputFile]:
     report = render("probe/REPORT.md.j2", probe=probe, collectives="none", layouts=[], decisions=probe.decisions)
     files = [
         OutputFile("probe_serve.py", script, 0o755),
+        OutputFile("probe_node.py", runtime_script("probe_node.py")),
         OutputFile("probe_environment.py", checks),
         OutputFile("probe.sbatch", sbatch, 0o755),
         OutputFile("settings.json", settings_text),
