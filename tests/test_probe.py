@@ -226,8 +226,9 @@ def test_a_kubernetes_triton_plan_gets_a_probe_job_in_its_own_pod_shape():
 
 
 def test_a_triton_probe_job_needs_the_plans_kubernetes_and_a_server_release_for_perf_analyzer(tmp_path):
-    """A Slurm Triton plan writes no probe-job.yaml and no Kubernetes decision; the SDK image follows the server's
-    NGC release, and a server image of another registry gets the release the compiler pins."""
+    """A Slurm Triton plan writes no probe-job.yaml and no Kubernetes decision; a Jetson plan on Kubernetes writes
+    none and says why (its TensorRT plan is built on the device); the SDK image follows the server's NGC release, and
+    a server image of another registry gets the release the compiler pins."""
     from compiler.deployment.probe_triton import perf_analyzer_image
 
     text = (REPO / "examples" / "resnet50-triton.yaml").read_text()
@@ -236,6 +237,9 @@ def test_a_triton_probe_job_needs_the_plans_kubernetes_and_a_server_release_for_
     plan = resolve(tmp_path / "plan.yaml", probe=True)
     assert plan.probe.kubernetes is None and "probe-job.yaml" not in {f.path for f in probe_files(plan).files}
     assert "probe on Kubernetes" not in [d.topic for d in plan.probe.decisions]
+    jetson = resolve(REPO / "examples" / "mobilenet-jetson.yaml", probe=True)
+    (decision,) = [d for d in jetson.probe.decisions if d.topic == "probe on Kubernetes"]
+    assert jetson.probe.kubernetes is None and decision.choice == "no probe-job.yaml" and "TensorRT" in decision.reason
     assert perf_analyzer_image("nvcr.io/nvidia/tritonserver:24.12-py3") == "nvcr.io/nvidia/tritonserver:24.12-py3-sdk"
     for other in ("registry.example/triton:custom", "nvcr.io/nvidia/tritonserver:25.10-vllm-python-py3"):
         assert perf_analyzer_image(other) == "nvcr.io/nvidia/tritonserver:25.10-py3-sdk"
