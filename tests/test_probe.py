@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from compiler.catalog.residuals import load_residuals
-from compiler.deployment.probe import EXTRACT_COMMAND, MEMORY_FAMILY, RESULTS_BEGIN, RESULTS_END
+from compiler.deployment.probe import MEMORY_FAMILY
+from compiler.deployment.probe_kubernetes import EXTRACT_COMMAND, RESULTS_BEGIN, RESULTS_END
 from compiler.pipeline import render, resolve, resolve_text
 from compiler.probe import probe_files
 from compiler.probe_job import MAX_LAYOUTS, job_spec, step_roofline

@@ -34,7 +34,7 @@ def test_the_triton_probe_runs_perf_analyzer_against_the_plans_tritonserver_and_
     fill-repository's copy and serve.sh --fetch-only (its pip step left out: the stand-in model needs no export),
     perf-analyzer's copy of the binary, then the probe's command, whose whole log through the documented extraction is
     the results JSON that calibrate accepts."""
-    from compiler.deployment.probe import EXTRACT_COMMAND
+    from compiler.deployment.probe_kubernetes import EXTRACT_COMMAND
     from tests.tools.realtools import perf_analyzer_bin, tritonserver_on_path
 
     perf, perf_env = perf_analyzer_bin()

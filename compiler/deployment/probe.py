@@ -9,7 +9,6 @@ memory margin. Serving (vLLM): the plan's own engine launch, measured by vLLM's 
 from __future__ import annotations
 
 import math
-import shlex
 from dataclasses import dataclass, field
 
 import yaml
@@ -25,6 +24,7 @@ from ..probe_environment import POWER_TOLERANCE
 from ..sizing.train.memory import usable_memory_bytes
 from ..units import format_bytes
 from .probe_collectives import collectives
+from .probe_kubernetes import extract_command, kubernetes_commands
 from .training.launcher import DEFAULT_RDZV_PORT
 from .training.slurm import directive_value
 
@@ -35,14 +35,6 @@ WARMUP_STEPS, MEASURED_STEPS = 3, 10
 # The HBM test's size and the GEMM's side: a 4096² GEMM reaches cuBLAS's large-GEMM rate on H100.
 GEMM_SIZE, COPY_BYTES = 4096, 1 << 30
 MEMORY_FAMILY = "memory-full"  # residuals.yaml: measured ÷ predicted peak of published full-training runs
-# The Job's log holds the launchers' and frameworks' own lines too: the results are the one JSON line between these
-# marker lines (probe.py --print-results), which the documented command extracts.
-RESULTS_BEGIN = "----- mlinfra-compile probe results begin -----"
-RESULTS_END = "----- mlinfra-compile probe results end -----"
-EXTRACT_COMMAND = (
-    "kubectl logs -n {namespace} job/{name} | "
-    f"sed -n '/^{RESULTS_BEGIN}$/,/^{RESULTS_END}$/{{{{//!p}}}}' > probe-results.json"
-)
 PROMPTS_PER_CONCURRENCY = 2  # requests per benchmark: twice the concurrency, so every slot is refilled once
 
 
@@ -231,7 +223,9 @@ def _probe(plan: ResolvedPlan, run: _ProbeRun, decisions: list[DeploymentDecisio
         serving=run.serving,
         slurm_time=f"{minutes // 60:02d}:{minutes % 60:02d}:00",
         slurm_directives=_slurm_directives(plan),
-        kubernetes=ProbeKubernetes(image=image, commands=kubernetes_commands(plan)) if image else None,
+        kubernetes=ProbeKubernetes(image=image, commands=kubernetes_commands(plan, TIME_LIMIT_SECONDS))
+        if image
+        else None,
         decisions=decisions,
     )
 
@@ -255,26 +249,6 @@ def _kubernetes_image(plan: ResolvedPlan) -> tuple[str | None, DeploymentDecisio
         else f"the {engine.engine + ' engine' if engine else 'plan'}'s image has no PyTorch to run probe.py; submit probe.sbatch or run "
         "probe.py under torchrun in a PyTorch image",
     )
-
-
-def extract_command(plan: ResolvedPlan) -> str:
-    """The documented retrieval: the probe Job's log, the results JSON between its marker lines, in the plan's
-    namespace."""
-    namespace = plan.deployment.kubernetes.namespace
-    return EXTRACT_COMMAND.format(namespace=shlex.quote(namespace), name=shlex.quote(f"{plan.name}-probe"))
-
-
-def kubernetes_commands(plan: ResolvedPlan) -> list[str]:
-    """How REPORT.md says to run probe-job.yaml, from the probe's folder: apply it, wait for the Job (its deadline is
-    the probe's time limit), retrieve the results, calibrate them."""
-    job = shlex.quote(f"job/{plan.name}-probe")
-    namespace = shlex.quote(plan.deployment.kubernetes.namespace)
-    return [
-        "kubectl apply -f probe-job.yaml",
-        f"kubectl wait -n {namespace} --for=condition=complete {job} --timeout={TIME_LIMIT_SECONDS}s",
-        extract_command(plan),
-        "mlinfra-compile calibrate probe-results.json -o site-calibration.yaml",
-    ]
 
 
 def _environment_decision(plan: ResolvedPlan) -> DeploymentDecision:

@@ -18,7 +18,7 @@ from ..plan.probe import Probe, ProbeKubernetes, TritonProbe
 from ..plan.resolved import ResolvedPlan
 from ..sizing.serve.replica import compute_dtype
 from ..sizing.serve.vision import batch_time, cnn_fusion, flops_per_item, weights_bytes
-from .probe import extract_command, kubernetes_commands
+from .probe_kubernetes import extract_command, kubernetes_commands
 from .serving.triton_model import TRITON_IMAGES
 
 # perf_analyzer's own default window (5000 ms) × its three stable windows is 15 s a point at least; 2 s windows keep
@@ -95,7 +95,7 @@ def triton_probe(plan: ResolvedPlan, probe: Probe, plan_text: str) -> Probe:
             "its default 5 s window would take a minute a batch size",
         ),
     ]
-    kubernetes, job_decision = _kubernetes(plan)
+    kubernetes, job_decision = _kubernetes(plan, probe.time_limit_seconds)
     if job_decision is not None:
         decisions.append(job_decision)
     dropped = ("probe engine", "probe concurrency", "probe on Kubernetes")
@@ -118,7 +118,9 @@ def perf_analyzer_image(server_image: str) -> str:
     return TRITON_IMAGES["onnxruntime"] + SDK_SUFFIX
 
 
-def _kubernetes(plan: ResolvedPlan) -> tuple[ProbeKubernetes | None, DeploymentDecision | None]:
+def _kubernetes(
+    plan: ResolvedPlan, time_limit_seconds: int
+) -> tuple[ProbeKubernetes | None, DeploymentDecision | None]:
     """→ (probe-job.yaml's images, or None; the decision saying so, None off Kubernetes). The Job is the plan's own
     pod shape: fill-repository as its Deployment runs it, then probe_triton.py in the plan's server image."""
     k8s = plan.deployment.kubernetes if plan.deployment else None
@@ -136,7 +138,9 @@ def _kubernetes(plan: ResolvedPlan) -> tuple[ProbeKubernetes | None, DeploymentD
     fill = f"{unit.repository_init_image}" + (
         f", installs {', '.join(unit.repository_init_packages)}" if unit.repository_init_packages else ""
     )
-    job = ProbeKubernetes(image=unit.image, commands=kubernetes_commands(plan), perf_analyzer_image=sdk)
+    job = ProbeKubernetes(
+        image=unit.image, commands=kubernetes_commands(plan, time_limit_seconds), perf_analyzer_image=sdk
+    )
     return job, DeploymentDecision(
         topic="probe on Kubernetes",
         choice=f"probe-job.yaml with {unit.image}",

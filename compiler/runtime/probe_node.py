@@ -1,7 +1,7 @@
 """The serving probes' first and last steps on the node, shared by probe_serve.py and probe_triton.py (which import it
 from beside them, as they import probe_environment.py): the command line and settings.json, the device check, the
 results folder, and the results written and printed between the marker lines a Kubernetes Job's log is read by
-(deployment/probe.py EXTRACT_COMMAND). Standard library only: `mlinfra-compile probe` ships it as it is.
+(deployment/probe_kubernetes.py EXTRACT_COMMAND). Standard library only: `mlinfra-compile probe` ships it as it is.
 """
 
 import argparse
