@@ -134,6 +134,10 @@ def probe_parser() -> Parser:
     return add_output_options(parser)
 
 
+# what marks a folder as a probe's own: its manifest lists the entry script of a training, vLLM or Triton probe
+PROBE_SCRIPTS = frozenset({"probe.py", "probe_serve.py", "probe_triton.py"})
+
+
 def run_probe(argv: list[str]) -> int:
     from .plan_lock import PlanLocked
     from .probe import probe_files
@@ -145,7 +149,7 @@ def run_probe(argv: list[str]) -> int:
     if plan is None:
         return _finish(report, args)
     folder = args.out / plan.probe.name
-    if folder.exists() and "probe.py" not in manifest_hashes(folder):
+    if folder.exists() and not PROBE_SCRIPTS & manifest_hashes(folder).keys():
         why = "exists and is not a probe folder (another plan's output, or not written by mlinfra-compile); remove it or choose another -o"
         report.problems.append(Problem(str(folder), why, "output-conflict"))
         report.fail(EXIT_INVALID)

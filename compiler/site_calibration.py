@@ -1,5 +1,7 @@
 """A site calibration file (`cluster.calibration`): steps measured on the user's own cluster. Training steps at
-stated layouts, serving prefills and vision batches (a Triton probe's) refit the catalog's achievable matmul share of each measured GPU; serving decode
+stated layouts, serving prefills and vision batches (a Triton probe's; only those the share moves: a read-bound batch,
+batch 1 always, fits no share, site_calibration_fit.MIN_VISION_SENSITIVITY) refit the catalog's achievable matmul
+share of each measured GPU; serving decode
 steps (memory-bound: they stream the weights and the KV cache) then refit its achievable HBM share. Each share is
 the one whose predictions match the measurements (geometric mean of predicted ÷ measured is 1, found by bisection:
 a step's time falls as the share grows), so every plan compiled with the file is sized for that site; the report
@@ -32,7 +34,14 @@ from typing import NamedTuple
 from .catalog.catalog import Catalog
 from .plan.resolved import Decision
 from .site_calibration_file import CalibrationError, ServingPoint, SiteCalibration, VisionPoint
-from .site_calibration_fit import bisect_share, fit_optimizer_share, mean_ratio, predictions
+from .site_calibration_fit import (
+    MIN_VISION_SENSITIVITY,
+    bisect_share,
+    fit_optimizer_share,
+    mean_ratio,
+    predictions,
+    vision_sensitivity,
+)
 from .site_calibration_links import fit_links
 from .sizing.search_cache import SearchCache
 from .units import format_bytes, format_seconds
@@ -167,6 +176,20 @@ def _fit_decodes(
     return fitted, _decision(gpu_id, "hbm", ShareFit(hbm, fitted, before, after, first, last), decodes, site)
 
 
+def _held_decision(gpu_id: str, held: list[VisionPoint], catalog: Catalog) -> Decision:
+    """Why these vision batches fit no share: the matmul share barely moves them, and the HBM share is not theirs."""
+    moved = ", ".join(f"batch {p.batch} ×{vision_sensitivity(p, catalog):.3g}" for p in held)
+    return Decision(
+        topic=f"site calibration ({gpu_id}, vision batches)",
+        choice=f"{len(held)} of the measured batches fit no share",
+        reason=f"halving the matmul share lengthens their predicted batch by less than ×{MIN_VISION_SENSITIVITY:g} "
+        f"({moved}): the vision sizing has them bound by weight and activation reads, and what such a batch measures "
+        "beyond those (at batch 1 mostly the runtime's kernel launches) no term of the onnxruntime sizing holds; the "
+        "HBM share is not fitted to them either, because it is the GPU's decode share too and would carry that "
+        "launch time into every plan on the GPU; calibrate prints their predictions against the measurements",
+    )
+
+
 def _with_gpu(catalog: Catalog, gpu) -> Catalog:
     return replace(catalog, gpus={**catalog.gpus, gpu.id: gpu})
 
@@ -204,12 +227,19 @@ def calibrate(catalog: Catalog, site: SiteCalibration) -> tuple[Catalog, list[De
     links, link_decision = fit_links(catalog, site) if site.interconnect is not None else (None, None)
     measured = replace(catalog, site_links=links)  # training steps are refitted with the site's own link shares
     for gpu_id in sorted({p.gpu for p in everything}):
+        held = [
+            p for p in site.vision_points if p.gpu == gpu_id and vision_sensitivity(p, catalog) < MIN_VISION_SENSITIVITY
+        ]
         compute = [
-            p for p in everything if p.gpu == gpu_id and not (isinstance(p, ServingPoint) and p.phase == "decode")
+            p
+            for p in everything
+            if p.gpu == gpu_id
+            and not (isinstance(p, ServingPoint) and p.phase == "decode")
+            and not any(p is h for h in held)
         ]
         decodes = [p for p in site.serving_points if p.gpu == gpu_id and p.phase == "decode"]
         measured, fitted = _fit_gpu(gpu_id, (compute, decodes), measured, site, searches)
-        decisions += fitted
+        decisions += fitted + ([_held_decision(gpu_id, held, catalog)] if held else [])
     factor, source = None, ""
     if site.memory is not None:
         factor, source, decision = _memory_decision(site)

@@ -113,6 +113,22 @@ def predicted_vision_batch(point: VisionPoint, catalog: Catalog, matmul: float) 
     return batch_time(arch, gpu, dtype, point.precision, flops, weights, point.batch, fusion).seconds
 
 
+# A vision batch enters the matmul-share fit only where the share moves its prediction: halving the share lengthens
+# the predicted batch by at least this factor (a quarter of the batch or more scales with the share). Below it the
+# vision sizing has the batch bound by weight and activation reads (resnet-50 at batch 1: ×1.00-1.20 on the catalog's
+# T4, L4, A10G and H100; at batch 32 on a T4 ×1.17), and the share fitted to it would move by the measurement's
+# deviation ÷ that small sensitivity: perf_analyzer's own 10% stability band alone would move it by half or more, and
+# a batch-1 point's launch time (the runtime's kernels, which no term of the onnxruntime sizing holds) would drag it
+# to its bound.
+MIN_VISION_SENSITIVITY = 1.25
+
+
+def vision_sensitivity(point: VisionPoint, catalog: Catalog) -> float:
+    """How much longer the vision sizing predicts the batch when the GPU's matmul share (the catalog's) halves."""
+    share = catalog.gpus[point.gpu].achievable_matmul_fraction
+    return predicted_vision_batch(point, catalog, share / 2) / predicted_vision_batch(point, catalog, share)
+
+
 def predictions(
     points: list, catalog: Catalog, share: float, searches: SearchCache, hbm: float | None = None
 ) -> list[float]:

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from compiler.catalog.residuals import load_residuals
-from compiler.deployment.probe import EXTRACT_COMMAND, MEMORY_FAMILY, RESULTS_BEGIN, RESULTS_END
+from compiler.deployment.probe import MEMORY_FAMILY
+from compiler.deployment.probe_kubernetes import EXTRACT_COMMAND, RESULTS_BEGIN, RESULTS_END
 from compiler.pipeline import render, resolve, resolve_text
 from compiler.probe import probe_files
 from compiler.probe_job import MAX_LAYOUTS, job_spec, step_roofline
@@ -174,7 +175,75 @@ def test_a_triton_vision_plan_probes_its_own_repository_with_perf_analyzer():
     assert settings["triton"]["batches"] == [1, 6, 32] and settings["gpu_id"] == plan.hardware.gpu
     assert resolve_text(settings["triton"]["plan_text"]).serving.max_concurrency == 32
     topics = [d.topic for d in probe.decisions]
-    assert "probe batches" in topics and "probe concurrency" not in topics and "probe-job.yaml" not in files
+    assert "probe batches" in topics and "probe concurrency" not in topics
+
+
+def test_a_kubernetes_triton_plan_gets_a_probe_job_in_its_own_pod_shape():
+    """resnet50-triton (Kubernetes): probe-job.yaml runs probe_triton.py in the plan's server image on the replica's
+    GPUs, after fill-repository (the Deployment's image, packages and GPU) fills the writable copy the probe runs in
+    and perf-analyzer brings the binary from the server release's SDK image; the pod's default container is the
+    probe's, whose log the documented command reads in the plan's namespace."""
+    plan = resolve(REPO / "examples" / "resnet50-triton.yaml", probe=True)
+    unit, probe = plan.deployment.kubernetes.serving[0], plan.probe
+    files = {f.path: f.text for f in probe_files(plan).files}
+    config, job = yaml.safe_load_all(files["probe-job.yaml"])
+    for path in (
+        "probe_triton.py",
+        "probe_node.py",
+        "probe_environment.py",
+        "engine/triton/serve.sh",
+        "engine/triton/resnet-50/config.pbtxt",
+    ):
+        assert files[path].endswith(config["data"][path.replace("/", ".-.")])  # the file: a header first
+    assert "REPORT.md" not in str(config["data"]) and "plan.json" not in str(config["data"])
+    pod = job["spec"]["template"]["spec"]
+    (probe_container,) = pod["containers"]
+    fill, tools = pod["initContainers"]
+    assert job["spec"]["template"]["metadata"]["annotations"] == {"kubectl.kubernetes.io/default-container": "probe"}
+    assert probe_container["image"] == unit.image == "nvcr.io/nvidia/tritonserver:25.10-py3"
+    assert probe_container["resources"]["limits"]["nvidia.com/gpu"] == probe.processes == unit.gpus_per_pod
+    assert (fill["image"], fill["resources"]["limits"]["nvidia.com/gpu"]) == (
+        unit.repository_init_image,
+        unit.repository_init_gpus,
+    )
+    assert "'optimum[exporters]==1.23.3'" in fill["command"][2] and fill["command"][2].endswith(
+        "bash /tmp/probe/engine/triton/serve.sh --fetch-only"
+    )
+    assert tools["image"] == "nvcr.io/nvidia/tritonserver:25.10-py3-sdk" == probe.kubernetes.perf_analyzer_image
+    # the kubelet reads $$ as $: the shell gets $(command -v perf_analyzer)
+    assert tools["command"][2] == 'cp -L "$$(command -v perf_analyzer)" /tools/perf_analyzer'
+    env = {e["name"]: e["value"] for e in probe_container["env"]}
+    assert env == {"MLINFRA_PROBE_PERF_ANALYZER": "/tools/perf_analyzer"}
+    mounts = {c["name"]: {m["name"]: m["mountPath"] for m in c["volumeMounts"]} for c in (probe_container, fill, tools)}
+    assert mounts["probe"]["work"] == mounts["fill-repository"]["work"] == "/tmp/probe"
+    assert mounts["probe"]["tools"] == mounts["perf-analyzer"]["tools"] == "/tools"
+    assert probe_container["command"][2].startswith("cd /tmp/probe && python3 probe_triton.py")
+    assert probe_container["command"][2].endswith("--print-results")
+    assert "kubectl logs -n vision job/resnet50-triton-probe | sed" in files["REPORT.md"]
+    assert (
+        "`kubectl wait -n vision --for=condition=complete job/resnet50-triton-probe --timeout=900s`"
+        in files["REPORT.md"]
+    )
+
+
+def test_a_triton_probe_job_needs_the_plans_kubernetes_and_a_server_release_for_perf_analyzer(tmp_path):
+    """A Slurm Triton plan writes no probe-job.yaml and no Kubernetes decision; a Jetson plan on Kubernetes writes
+    none and says why (its TensorRT plan is built on the device); the SDK image follows the server's NGC release, and
+    a server image of another registry gets the release the compiler pins."""
+    from compiler.deployment.probe_triton import perf_analyzer_image
+
+    text = (REPO / "examples" / "resnet50-triton.yaml").read_text()
+    slurm = text.replace("scheduler: kubernetes", "scheduler: slurm").replace("  kubernetes: {namespace: vision}\n", "")
+    (tmp_path / "plan.yaml").write_text(slurm)
+    plan = resolve(tmp_path / "plan.yaml", probe=True)
+    assert plan.probe.kubernetes is None and "probe-job.yaml" not in {f.path for f in probe_files(plan).files}
+    assert "probe on Kubernetes" not in [d.topic for d in plan.probe.decisions]
+    jetson = resolve(REPO / "examples" / "mobilenet-jetson.yaml", probe=True)
+    (decision,) = [d for d in jetson.probe.decisions if d.topic == "probe on Kubernetes"]
+    assert jetson.probe.kubernetes is None and decision.choice == "no probe-job.yaml" and "TensorRT" in decision.reason
+    assert perf_analyzer_image("nvcr.io/nvidia/tritonserver:24.12-py3") == "nvcr.io/nvidia/tritonserver:24.12-py3-sdk"
+    for other in ("registry.example/triton:custom", "nvcr.io/nvidia/tritonserver:25.10-vllm-python-py3"):
+        assert perf_analyzer_image(other) == "nvcr.io/nvidia/tritonserver:25.10-py3-sdk"
 
 
 def test_a_multi_stage_plan_has_no_probe(tmp_path):
@@ -202,6 +271,35 @@ def test_the_probe_refuses_a_folder_it_does_not_own(tmp_path):
     assert refused.returncode == 2 and "[output-conflict]" in refused.stderr
 
 
+@pytest.mark.parametrize(
+    ("example", "script"), [("llama3-8b-chat.yaml", "probe_serve"), ("resnet50-triton.yaml", "probe_triton")]
+)
+def test_a_serving_probe_script_runs_from_its_folder_and_checks_the_device(tmp_path, example, script):
+    """probe_serve.py and probe_triton.py import their shared steps (probe_node.py) from beside them: from the probe
+    folder each takes its arguments and settings.json, and on this node (no GPU) refuses to measure without
+    --allow-other-device, naming the plan's device, before it starts any engine."""
+    import sys
+
+    assert run_cli("probe", REPO / "examples" / example, "-o", tmp_path).returncode == 0
+    folder = tmp_path / example.replace(".yaml", "-probe")
+    env = {"PATH": "/usr/bin:/bin"}  # no nvidia-smi, no engine
+    run = subprocess.run(
+        [sys.executable, f"{script}.py", "--out", "r.json"], cwd=folder, env=env, capture_output=True, text=True
+    )
+    device = json.loads((folder / "settings.json").read_text())["expected_device"]
+    assert run.returncode == 1 and f"probe: this node has 'cpu', the plan assumed {device!r}" in run.stderr, run.stderr
+    assert not (folder / "probe-results.d").exists() and not (folder / "r.json").exists()
+
+
+@pytest.mark.parametrize("example", ["llama3-8b-chat.yaml", "resnet50-triton.yaml"])
+def test_a_serving_probe_rewrites_its_own_folder(tmp_path, example):
+    """A vLLM or Triton probe folder (probe_serve.py, probe_triton.py: no probe.py) is the probe's own: a second
+    probe rewrites it instead of refusing it as another plan's."""
+    for _ in range(2):
+        run = run_cli("probe", REPO / "examples" / example, "-o", tmp_path)
+        assert run.returncode == 0, run.stderr
+
+
 def test_a_serving_probe_runs_the_plans_own_engine_launch_and_vllms_benchmark(tmp_path):
     """A vLLM plan: engine/vllm/ is the plan's own compiled serve.sh and config.yaml; the benchmark runs at
     concurrency 1, the plan's max concurrency and their geometric middle; settings carry the plan, which compiles."""
@@ -226,11 +324,11 @@ def test_a_serving_probe_runs_the_plans_own_engine_launch_and_vllms_benchmark(tm
 
 
 @pytest.mark.realtool
-@pytest.mark.parametrize("example", ["llama3-405b-pretrain.yaml", "llama3-8b-chat.yaml"])
+@pytest.mark.parametrize("example", ["llama3-405b-pretrain.yaml", "llama3-8b-chat.yaml", "resnet50-triton.yaml"])
 def test_a_kubernetes_plan_gets_a_probe_job_the_schemas_accept(tmp_path, example):
     """scheduler both/kubernetes: probe-job.yaml (a ConfigMap with the probe's and its reduced jobs' files, put back
-    at their paths by the volume's items, and a one-pod Job on one GPU node); a serving plan's Job runs in its vLLM
-    image; the results are printed between marker lines."""
+    at their paths by the volume's items, and a one-pod Job on one GPU node); a serving plan's Job runs in its engine
+    image (vLLM's, Triton's server); the results are printed between marker lines."""
     from tests.tools.realtools import validate_k8s
 
     plan = resolve(REPO / "examples" / example, probe=True)
@@ -377,7 +475,9 @@ def test_the_kubernetes_jobs_command_yields_results_the_documented_extraction_re
     assert pod.returncode == 0, pod.stdout[-4000:]
     (tmp_path / "pod.log").write_text(pod.stdout)
     assert pod.stdout.count("\n") > 3  # other lines than the results
-    extraction = EXTRACT_COMMAND.format(name="tiny-probe-probe").split(" | ", 1)[1].rsplit(" > ", 1)[0]
+    extraction = (
+        EXTRACT_COMMAND.format(namespace="default", name="tiny-probe-probe").split(" | ", 1)[1].rsplit(" > ", 1)[0]
+    )
     extracted = subprocess.run(
         ["bash", "-c", extraction], input=pod.stdout, capture_output=True, text=True, timeout=30
     ).stdout

@@ -310,9 +310,9 @@ def synthetic_triton_results(tmp_path) -> dict:
 
 
 def test_triton_results_calibrate_vision_points_and_round_trip_through_the_plan(tmp_path, capsys):
-    """Each batch becomes a vision point priced by the vision sizing; one matmul share is fitted to them (the batch
-    times scale as the roofline does, so each calibrated prediction is near its measurement); the plan compiles with
-    the site file."""
+    """Each batch becomes a vision point priced by the vision sizing, each printed against its measurement; on the
+    plan's T4 every probed batch is read-bound in that sizing, so none fits a share (site_calibration's held
+    decision); the plan compiles with the site file."""
     import yaml
 
     results = synthetic_triton_results(tmp_path)

@@ -265,31 +265,63 @@ VISION = {"gpu": "t4-16gb", "model": "resnet-50", "precision": "fp16", "engine":
 
 
 def test_vision_batches_measured_slower_lower_the_matmul_share_the_vision_sizing_uses():
-    """A vision point is the vision sizing's batch time (per-layer roofline, onnxruntime's fusion on a T4): measured
-    as predicted, the share stays; measured 1.5× slower at a compute-bound batch, the fitted share is lower and the
-    refitted prediction meets the measurement."""
+    """A vision point is the vision sizing's batch time (per-layer roofline, onnxruntime's fusion): the example's T4
+    batch of 32 is the plan's capacity; on an A10G, where a quarter or more of that batch scales with the matmul
+    share, a batch measured 1.5× slower fits a lower share whose prediction meets the measurement."""
     from compiler.site_calibration_file import VisionPoint
     from compiler.site_calibration_fit import predicted_vision_batch
 
     catalog = load_catalog()
-    share = catalog.gpus["t4-16gb"].achievable_matmul_fraction
-    point = VisionPoint(**VISION, batch=32, step_seconds=1.0)
-    predicted = predicted_vision_batch(point, catalog, share)
+    t4 = VisionPoint(**VISION, batch=32, step_seconds=1.0)
+    predicted = predicted_vision_batch(t4, catalog, catalog.gpus["t4-16gb"].achievable_matmul_fraction)
     plan = resolve(REPO / "examples" / "resnet50-triton.yaml")
     assert plan.hardware.gpu == "t4-16gb" and 32 / predicted == pytest.approx(
         plan.serving.requests_per_second_per_replica
     )
+    share = catalog.gpus["a10g-24gb"].achievable_matmul_fraction
+    point = VisionPoint(**{**VISION, "gpu": "a10g-24gb"}, batch=32, step_seconds=1.0)
+    predicted = predicted_vision_batch(point, catalog, share)
     slower = SiteCalibration(
         site="ci",
         measured_at="2026-11-28",
         source="x",
-        vision_points=[{**VISION, "batch": 32, "step_seconds": 1.5 * predicted}],
+        vision_points=[{**VISION, "gpu": "a10g-24gb", "batch": 32, "step_seconds": 1.5 * predicted}],
     )
     fitted, decisions = calibrate(catalog, slower)
-    new_share = fitted.gpus["t4-16gb"].achievable_matmul_fraction
-    assert new_share < share and fitted.site_fitted_serving == ("t4-16gb",)
+    new_share = fitted.gpus["a10g-24gb"].achievable_matmul_fraction
+    assert new_share < share and fitted.site_fitted_serving == ("a10g-24gb",)
     assert predicted_vision_batch(point, fitted, new_share) == pytest.approx(1.5 * predicted, rel=1e-3)
-    assert "vision batch step(s)" in decisions[0].reason
+    assert "vision batch step(s)" in decisions[0].reason and len(decisions) == 1
+
+
+def test_read_bound_vision_batches_fit_no_share_and_say_why():
+    """A batch whose prediction the matmul share barely moves (batch 1 on any GPU: the weights' reads; batch 32 on a
+    T4) fits nothing: launch time measured at batch 1 would drag the share to its bound. On a T4 the shares stay the
+    catalog's; on an A10G the share is fitted to batch 32 alone, so its prediction meets that measurement whatever
+    batch 1 measured."""
+    from compiler.site_calibration_file import VisionPoint
+    from compiler.site_calibration_fit import MIN_VISION_SENSITIVITY, predicted_vision_batch, vision_sensitivity
+
+    catalog = load_catalog()
+
+    def site(gpu, measured):
+        points = [{**VISION, "gpu": gpu, "batch": b, "step_seconds": t} for b, t in measured]
+        return SiteCalibration(site="ci", measured_at="2026-11-28", source="x", vision_points=points)
+
+    t4 = [(1, 2e-3), (6, 4e-3), (32, 15e-3)]  # batch 1 three times its read time: kernel launches
+    fitted, decisions = calibrate(catalog, site("t4-16gb", t4))
+    assert fitted.gpus["t4-16gb"] == catalog.gpus["t4-16gb"]
+    (held,) = decisions
+    assert held.topic == "site calibration (t4-16gb, vision batches)" and held.choice.startswith("3 of")
+    for b, _ in t4:
+        sensitivity = vision_sensitivity(VisionPoint(**VISION, batch=b, step_seconds=1), catalog)
+        assert sensitivity < MIN_VISION_SENSITIVITY and f"batch {b} ×{sensitivity:.3g}" in held.reason
+    a10g = VisionPoint(**{**VISION, "gpu": "a10g-24gb"}, batch=32, step_seconds=1)
+    target = 1.3 * predicted_vision_batch(a10g, catalog, catalog.gpus["a10g-24gb"].achievable_matmul_fraction)
+    fitted, decisions = calibrate(catalog, site("a10g-24gb", [(1, 2e-3), (32, target)]))
+    share = fitted.gpus["a10g-24gb"].achievable_matmul_fraction
+    assert predicted_vision_batch(a10g, fitted, share) == pytest.approx(target, rel=1e-3)
+    assert [d.choice.split(" ")[0] for d in decisions] == ["achievable", "1"]
 
 
 def test_a_vision_point_with_both_shapes_is_a_located_error(tmp_path):

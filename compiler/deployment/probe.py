@@ -24,6 +24,7 @@ from ..probe_environment import POWER_TOLERANCE
 from ..sizing.train.memory import usable_memory_bytes
 from ..units import format_bytes
 from .probe_collectives import collectives
+from .probe_kubernetes import extract_command, kubernetes_commands
 from .training.launcher import DEFAULT_RDZV_PORT
 from .training.slurm import directive_value
 
@@ -34,13 +35,6 @@ WARMUP_STEPS, MEASURED_STEPS = 3, 10
 # The HBM test's size and the GEMM's side: a 4096² GEMM reaches cuBLAS's large-GEMM rate on H100.
 GEMM_SIZE, COPY_BYTES = 4096, 1 << 30
 MEMORY_FAMILY = "memory-full"  # residuals.yaml: measured ÷ predicted peak of published full-training runs
-# The Job's log holds the launchers' and frameworks' own lines too: the results are the one JSON line between these
-# marker lines (probe.py --print-results), which the documented command extracts.
-RESULTS_BEGIN = "----- mlinfra-compile probe results begin -----"
-RESULTS_END = "----- mlinfra-compile probe results end -----"
-EXTRACT_COMMAND = (
-    f"kubectl logs job/{{name}} | sed -n '/^{RESULTS_BEGIN}$/,/^{RESULTS_END}$/{{{{//!p}}}}' > probe-results.json"
-)
 PROMPTS_PER_CONCURRENCY = 2  # requests per benchmark: twice the concurrency, so every slot is refilled once
 
 
@@ -229,7 +223,9 @@ def _probe(plan: ResolvedPlan, run: _ProbeRun, decisions: list[DeploymentDecisio
         serving=run.serving,
         slurm_time=f"{minutes // 60:02d}:{minutes % 60:02d}:00",
         slurm_directives=_slurm_directives(plan),
-        kubernetes=ProbeKubernetes(image=image) if image else None,
+        kubernetes=ProbeKubernetes(image=image, commands=kubernetes_commands(plan, TIME_LIMIT_SECONDS))
+        if image
+        else None,
         decisions=decisions,
     )
 
@@ -248,7 +244,7 @@ def _kubernetes_image(plan: ResolvedPlan) -> tuple[str | None, DeploymentDecisio
         reason="a one-pod Job on one node of the plan's GPU, in the plan's own "
         + ("training image" if k8s.training else "vLLM image (it ships PyTorch)")
         + "; the log holds the results as one JSON line between marker lines: "
-        + EXTRACT_COMMAND.format(name=f"{plan.name}-probe")
+        + extract_command(plan)
         if image
         else f"the {engine.engine + ' engine' if engine else 'plan'}'s image has no PyTorch to run probe.py; submit probe.sbatch or run "
         "probe.py under torchrun in a PyTorch image",

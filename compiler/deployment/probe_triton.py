@@ -10,19 +10,27 @@ latency and the throughput are kept beside it.
 from __future__ import annotations
 
 import math
+import re
 
 from ..catalog.params import count_params
 from ..plan.deployment_fields import DeploymentDecision
-from ..plan.probe import Probe, TritonProbe
+from ..plan.probe import Probe, ProbeKubernetes, TritonProbe
 from ..plan.resolved import ResolvedPlan
 from ..sizing.serve.replica import compute_dtype
 from ..sizing.serve.vision import batch_time, cnn_fusion, flops_per_item, weights_bytes
+from .probe_kubernetes import extract_command, kubernetes_commands
+from .serving.triton_model import TRITON_IMAGES
 
 # perf_analyzer's own default window (5000 ms) × its three stable windows is 15 s a point at least; 2 s windows keep
 # three points and the engine's start within minutes, and a batch on a GPU runs in milliseconds, so a window still
 # holds hundreds of batches.
 MEASUREMENT_INTERVAL_MS = 2000
 CONCURRENCY = 1  # one batch in flight: the measured latency is one batch's, as the sizing's t_batch(b) is
+# Triton's server images carry no perf_analyzer; NGC publishes it in the SDK image of each release, the server's tag
+# with -sdk appended (nvcr.io/nvidia/tritonserver:25.10-py3 → 25.10-py3-sdk), which perf_analyzer's install guide
+# names first. The same release shares the server image's OS and CUDA, so the binary copied from it loads there.
+TRITON_REPOSITORY = "nvcr.io/nvidia/tritonserver:"
+SDK_SUFFIX = "-sdk"
 
 
 def applies(plan: ResolvedPlan) -> bool:
@@ -87,22 +95,59 @@ def triton_probe(plan: ResolvedPlan, probe: Probe, plan_text: str) -> Probe:
             "its default 5 s window would take a minute a batch size",
         ),
     ]
-    if any(d.topic == "probe on Kubernetes" for d in probe.decisions):
-        decisions.append(
-            DeploymentDecision(
-                topic="probe on Kubernetes",
-                choice="no probe-job.yaml",
-                reason="the Triton probe runs from probe.sbatch (or probe_triton.py by hand) on a GPU node with the "
-                "plan's tritonserver and perf_analyzer; a Kubernetes Job for it is not built yet",
-            )
-        )
+    kubernetes, job_decision = _kubernetes(plan, probe.time_limit_seconds)
+    if job_decision is not None:
+        decisions.append(job_decision)
     dropped = ("probe engine", "probe concurrency", "probe on Kubernetes")
     kept = [d for d in probe.decisions if d.topic not in dropped]
     update = {
         "serving": None,
         "triton": triton,
         "decisions": decisions + kept,
-        "kubernetes": None,  # no probe-job.yaml (the decision above)
+        "kubernetes": kubernetes,
         "shape_words": "the plan's model repository as compiled (engine/triton/)",
     }
     return probe.model_copy(update=update)
+
+
+def perf_analyzer_image(server_image: str) -> str:
+    """The SDK image perf_analyzer is copied from: the server's own release when the server is NGC's full `YY.MM-py3`
+    image, else the release the compiler pins (another registry's or flavour's tag names no SDK image)."""
+    if re.fullmatch(re.escape(TRITON_REPOSITORY) + r"\d{2}\.\d{2}-py3", server_image):
+        return server_image + SDK_SUFFIX
+    return TRITON_IMAGES["onnxruntime"] + SDK_SUFFIX
+
+
+def _kubernetes(
+    plan: ResolvedPlan, time_limit_seconds: int
+) -> tuple[ProbeKubernetes | None, DeploymentDecision | None]:
+    """→ (probe-job.yaml's images, or None; the decision saying so, None off Kubernetes). The Job is the plan's own
+    pod shape: fill-repository as its Deployment runs it, then probe_triton.py in the plan's server image."""
+    k8s = plan.deployment.kubernetes if plan.deployment else None
+    if plan.spec.cluster.scheduler not in ("kubernetes", "both") or k8s is None or not k8s.serving:
+        return None, None
+    unit = k8s.serving[0]
+    if plan.hardware.gpu_spec.edge:
+        return None, DeploymentDecision(
+            topic="probe on Kubernetes",
+            choice="no probe-job.yaml",
+            reason="a Jetson plan's repository needs its TensorRT plan built on the device (the Deployment's "
+            "build-engine init container), which the probe Job does not run yet: run probe_triton.py on the device",
+        )
+    sdk = perf_analyzer_image(unit.image)
+    fill = f"{unit.repository_init_image}" + (
+        f", installs {', '.join(unit.repository_init_packages)}" if unit.repository_init_packages else ""
+    )
+    job = ProbeKubernetes(
+        image=unit.image, commands=kubernetes_commands(plan, time_limit_seconds), perf_analyzer_image=sdk
+    )
+    return job, DeploymentDecision(
+        topic="probe on Kubernetes",
+        choice=f"probe-job.yaml with {unit.image}",
+        reason=f"a one-pod Job on one node of the plan's GPU ({unit.gpus_per_pod} GPU(s), the replica's): init "
+        f"container fill-repository ({fill}) copies the probe folder and runs engine/triton/serve.sh --fetch-only, "
+        f"as the plan's Deployment fills its repository; init container perf-analyzer copies perf_analyzer from "
+        f"{sdk} (Triton's SDK image of the server's release; the server image has none); then probe_triton.py "
+        "runs in the plan's own server image; the log holds the results as one JSON line between marker lines: "
+        + extract_command(plan),
+    )

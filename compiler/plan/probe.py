@@ -73,7 +73,18 @@ class TritonProbe(Section):
 class ProbeKubernetes(Section):
     """probe-job.yaml: a ConfigMap with the script and settings and a one-pod Job on one GPU node of the plan's type."""
 
-    image: str = Field(description="the plan's own training (or engine) image: it carries Python and PyTorch")
+    image: str = Field(
+        description="the plan's own training (or engine) image: it carries Python (and PyTorch, or Triton's server)"
+    )
+    commands: list[str] = Field(
+        description="how REPORT.md says to run it from the probe's folder: apply, wait, retrieve the results from the "
+        "log, calibrate"
+    )
+    perf_analyzer_image: str | None = Field(
+        None,
+        description="Triton: the SDK image (<server image>-sdk, the server's release) an init container copies "
+        "perf_analyzer from; the server image has none",
+    )
 
 
 class Probe(Section):

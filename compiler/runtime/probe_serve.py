@@ -8,8 +8,6 @@ engine's median and p99 time to first token and time per output token and its ou
 environment recorded and checked (probe_environment.py). Stops the engine at the end.
 """
 
-import argparse
-import json
 import os
 import platform
 import signal
@@ -21,12 +19,9 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from probe_environment import environment_warnings  # noqa: E402  (beside this file: the same checks calibrate runs)
+from probe_node import arguments, checked_device, results_folder, write_results  # noqa: E402  (beside this file too)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MARK_BEGIN, MARK_END = (
-    "----- mlinfra-compile probe results begin -----",
-    "----- mlinfra-compile probe results end -----",
-)
 
 
 def free_port():
@@ -140,24 +135,10 @@ KEPT = (
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--settings", default=os.path.join(HERE, "settings.json"))
-    parser.add_argument("--out", default="probe-results.json")
-    parser.add_argument("--allow-other-device", action="store_true")
-    parser.add_argument("--print-results", action="store_true")
-    args = parser.parse_args()
-    with open(args.settings, encoding="utf-8") as handle:
-        s = json.load(handle)
+    args, s = arguments(HERE)
     env = environment()
-    expected = {"device": s["expected_device"], "power_watts": s["expected_power_watts"], "gpu_id": s["gpu_id"]}
-    name = env.get("gpu_name", "cpu")
-    if (
-        s["expected_device"].replace("-", " ").lower() not in name.replace("-", " ").lower()
-        and not args.allow_other_device
-    ):
-        sys.exit(f"probe: this node has {name!r}, the plan assumed {s['expected_device']!r}")
-    folder = os.path.join(os.path.dirname(os.path.abspath(args.out)), "probe-results.d")
-    os.makedirs(folder, exist_ok=True)
+    expected, name = checked_device(s, env, args.allow_other_device)
+    folder = results_folder(args.out)
     port = free_port()
     engine = start_engine(port, os.path.join(folder, "engine.log"))
     points = []
@@ -189,10 +170,7 @@ def main():
         "expected": expected,
         "warnings": environment_warnings(env, expected),
     }
-    with open(args.out, "w", encoding="utf-8") as handle:
-        json.dump(results, handle, indent=2, sort_keys=True)
-    if args.print_results:
-        print(MARK_BEGIN + "\n" + json.dumps(results, sort_keys=True) + "\n" + MARK_END, flush=True)
+    write_results(results, args)
     summary = ", ".join(
         f"c{p['concurrency']} TTFT {p['median_ttft_ms']:.1f} ms TPOT {p['median_tpot_ms']:.2f} ms" for p in points
     )

@@ -10,9 +10,7 @@ server's compute time per batch, the client's p50/p99 latency and the throughput
 checked (probe_environment.py). Stops the engine at the end.
 """
 
-import argparse
 import csv
-import json
 import os
 import platform
 import signal
@@ -25,12 +23,9 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from probe_environment import environment_warnings  # noqa: E402  (beside this file: the same checks calibrate runs)
+from probe_node import arguments, checked_device, results_folder, write_results  # noqa: E402  (beside this file too)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MARK_BEGIN, MARK_END = (
-    "----- mlinfra-compile probe results begin -----",
-    "----- mlinfra-compile probe results end -----",
-)
 # perf_analyzer's CSV columns (microseconds, but Inferences/Second) and the results' names (milliseconds)
 COLUMNS = {
     "p50 latency": "p50_latency_ms",
@@ -131,24 +126,10 @@ def environment():
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--settings", default=os.path.join(HERE, "settings.json"))
-    parser.add_argument("--out", default="probe-results.json")
-    parser.add_argument("--allow-other-device", action="store_true")
-    parser.add_argument("--print-results", action="store_true")
-    args = parser.parse_args()
-    with open(args.settings, encoding="utf-8") as handle:
-        s = json.load(handle)
+    args, s = arguments(HERE)
     env = environment()
-    expected = {"device": s["expected_device"], "power_watts": s["expected_power_watts"], "gpu_id": s["gpu_id"]}
-    name = env.get("gpu_name", "cpu")
-    if (
-        s["expected_device"].replace("-", " ").lower() not in name.replace("-", " ").lower()
-        and not args.allow_other_device
-    ):
-        sys.exit(f"probe: this node has {name!r}, the plan assumed {s['expected_device']!r}")
-    folder = os.path.join(os.path.dirname(os.path.abspath(args.out)), "probe-results.d")
-    os.makedirs(folder, exist_ok=True)
+    expected, name = checked_device(s, env, args.allow_other_device)
+    folder = results_folder(args.out)
     http, grpc, metrics = free_ports(3)
     engine = start_engine(http, grpc, metrics, os.path.join(folder, "engine.log"))
     points = []
@@ -178,10 +159,7 @@ def main():
         "expected": expected,
         "warnings": environment_warnings(env, expected),
     }
-    with open(args.out, "w", encoding="utf-8") as handle:
-        json.dump(results, handle, indent=2, sort_keys=True)
-    if args.print_results:
-        print(MARK_BEGIN + "\n" + json.dumps(results, sort_keys=True) + "\n" + MARK_END, flush=True)
+    write_results(results, args)
     summary = ", ".join(
         f"b{p['batch']} server {p['server_compute_infer_ms']:.3g} ms, p99 {p['p99_latency_ms']:.3g} ms, "
         f"{p['throughput_items_per_second']:.4g}/s"
