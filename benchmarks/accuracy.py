@@ -507,6 +507,7 @@ def layout_row(row: dict) -> dict:
     expandable_segments = family == "torchtitan"
     # NeMo's performance runs reduce gradients in bf16: NeMo-Framework-Launcher examples/training/*/h100/*.sh
     # (gpt/h100/175b_fp8_16node.sh, llama/h100/llama2_7b_bf16.sh @329df4a) pass +training.model.optim.grad_sync_dtype=bf16
+    # to NeMo 1.x's apex DistributedFusedAdam, which steps on the bf16 gradient shards: no fp32 copy
     bf16_gradients = family == "nemo" and framework == "megatron"
     if bf16_gradients:
         notes.append("bf16 gradients (NeMo's grad_sync_dtype=bf16)")
@@ -565,7 +566,11 @@ def _price_layout(r: dict, cp: int, vp: int, ep: int, split: tuple[int, ...] | N
         method=r["method"],
         lora_rank=16,
         lora_targets=("q", "k", "v", "o"),
-        memory=MemoryOptions(expandable_segments=r["expandable_segments"], bf16_gradients=r["bf16_gradients"]),
+        memory=MemoryOptions(
+            expandable_segments=r["expandable_segments"],
+            bf16_gradients=r["bf16_gradients"],
+            fp32_gradient_copy=not r["bf16_gradients"],
+        ),
         dropout=r["dropout"],
     )
     zero = r["zero"] if dp * cp > 1 or r["framework"] == "fsdp" and r["tp"] * r["pp"] > 1 else 0

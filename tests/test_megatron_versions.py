@@ -310,7 +310,9 @@ def test_rope_base_is_written_as_the_integer_megatron_parses(tmp_path):
 def test_gradients_are_sized_as_megatron_holds_them(tmp_path):
     """Megatron-LM keeps a bf16 model's gradients in an fp32 main_grad buffer (4 B per parameter; measured on an H200,
     benchmarks/calibration/h200-megatron-run4): the default plan counts 4 B and emits no switch; train.megatron.
-    grad_reduce bf16 counts 2 B and emits --grad-reduce-in-bf16, refused by name for a release without it (< 0.12)."""
+    grad_reduce bf16 counts a 2-B buffer plus the fp32 copy of the shard its distributed optimizer owns (measured the
+    same way: +2 B per parameter at ZeRO-0) and emits --grad-reduce-in-bf16, refused by name for a release without it
+    (< 0.12)."""
     image = "nvcr.io/nvidia/nemo:25.04"
     done, out = compile_plan(tmp_path / "fp32", LLAMA_8B.format(megatron="", image=image))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -322,7 +324,10 @@ def test_gradients_are_sized_as_megatron_holds_them(tmp_path):
     bf16 = LLAMA_8B.format(megatron="  megatron: {grad_reduce: bf16}\n", image=image)
     done, out = compile_plan(tmp_path / "bf16", bf16)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert json.loads((out / "plan.json").read_text())["memory_per_gpu_bytes"]["gradients"] == pytest.approx(fp32 / 2)
+    bf16_plan = json.loads((out / "plan.json").read_text())
+    dp, zero = bf16_plan["parallelism"]["dp"], bf16_plan["parallelism"]["zero_stage"]
+    assert zero == 1 and dp == 4  # 8 GPUs over TP2: the distributed optimizer owns a quarter of the gradients
+    assert bf16_plan["memory_per_gpu_bytes"]["gradients"] == pytest.approx(fp32 / 2 + fp32 / dp)
     assert "--grad-reduce-in-bf16" in words(out)
     done, _ = compile_plan(tmp_path / "old", bf16.replace("nemo:25.04", "nemo:24.07"))
     assert done.returncode == 2 and "--grad-reduce-in-bf16" in done.stdout + done.stderr

@@ -23,7 +23,17 @@ from compiler.sizing.train.parallel import pipeline_split
 ROWS = list(csv.DictReader(LAYOUTS.open()))
 # Rows the compiler cannot express yet, each with the refusal compile_plan gives (exit 4) and what is missing. The last
 # one, torchtitan's "FSDP 1, CP 8", compiles since the FSDP2 script runs CP (tests/test_fsdp_cp_real.py).
-NOT_EXPRESSIBLE: dict[str, str] = {}
+# NeMo 24.07 ran apex's DistributedFusedAdam on bf16 gradient shards (grad_sync_dtype=bf16) with 16-bit parameter
+# remainders; the plan launches Megatron-LM's optimizer, which holds 4 B of gradients per parameter at DP <= 2 (an fp32
+# main_grad, or a bf16 buffer plus the fp32 copy of the owned shard: model_states.fp32_gradient_copy_bytes).
+APEX_DFA = (
+    "NeMo 24.07's apex DistributedFusedAdam (bf16 gradient shards, parameter remainders) is not Megatron-LM's "
+    "optimizer: with Megatron's gradients the published layout does not fit"
+)
+NOT_EXPRESSIBLE: dict[str, str] = {
+    "Nemotron-4-340B (NeMo 24.07 'Nemotron-340B')": APEX_DFA + " (80.9 of 79.6 GiB usable at DP2)",
+    "Llama-2-70B SFT (NeMo 24.07 finetuning table)": APEX_DFA + " (DP1: every gradient's fp32 copy)",
+}
 STEPS = 1000  # tokens to train: a thousand optimizer steps (no deadline or budget: only the layout is checked)
 
 

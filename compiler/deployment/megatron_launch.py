@@ -155,7 +155,7 @@ def gradient_words(spec: PlanSpec) -> str:
     if spec.precision not in ("bf16", "fp8"):
         return ""
     if spec.train.megatron.grad_reduce == "bf16":
-        return "bf16, 2 B per parameter (--grad-reduce-in-bf16)"
+        return "bf16 buffer, 2 B per parameter, and the optimizer's fp32 copy of the gradients it owns (--grad-reduce-in-bf16)"
     return "fp32 main_grad, 4 B per parameter (Megatron-LM's default for bf16)"
 
 

@@ -116,7 +116,7 @@ class MegatronSpec(Spec):
     )
     grad_reduce: Literal["fp32", "bf16"] = Field(
         "fp32",
-        description="gradient buffer and DP reduction dtype of a bf16 model: fp32 (Megatron-LM's default main_grad, 4 B per parameter) or bf16 (--grad-reduce-in-bf16, megatron-core >= 0.12: 2 B, as NeMo's published performance runs set grad_sync_dtype=bf16)",
+        description="gradient buffer and DP reduction dtype of a bf16 model: fp32 (Megatron-LM's default main_grad, 4 B per parameter) or bf16 (--grad-reduce-in-bf16, megatron-core >= 0.12: a 2-B buffer plus the fp32 copy of the gradients the rank's optimizer owns, 2 + 4/DP B with the distributed optimizer; faster reductions, as Megatron-Bridge's performance recipes run)",
     )
 
 

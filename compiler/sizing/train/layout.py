@@ -36,6 +36,7 @@ class MemoryOptions:
     reshard_after_forward: bool = True
     expandable_segments: bool = False
     bf16_gradients: bool = False  # Megatron-LM's --grad-reduce-in-bf16 (model_states.gradient_bytes_per_param)
+    fp32_gradient_copy: bool = True  # its optimizer's fp32 copy of the owned gradients (model_states, above)
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,21 @@ FSDP2_REDUCE_BYTES = 4
 # distributed-optimizer guide: "bf16 param, fp32 grads: 6 + 12/d" bytes per parameter. Measured on an H200 (device
 # run 4, benchmarks/calibration/h200-megatron-run4): the 2-B count left 5.6 GB of an 8-layer Llama under-predicted.
 MEGATRON_BF16_GRADIENT_BYTES = 4
+# With --grad-reduce-in-bf16 the buffer is bf16 and Megatron's optimizer steps on an fp32 copy of the gradients it
+# owns (Float16OptimizerWithFloat16Params: main_param.grad = main_grad.float(); the distributed optimizer: its shard),
+# kept between steps. Measured on an H200 (device run 4, benchmarks/calibration/h200-megatron-run4): the 2-layer MoE
+# plan's allocated memory rose by 6,036 MiB = 2 B x 3.16B parameters at ZeRO-0 when its gradients went to bf16.
+FP32_GRADIENT_COPY_BYTES = 4
+
+
+def fp32_gradient_copy_bytes(work: Workload, layout: Layout, owned_params: float) -> float:
+    """Megatron-LM's fp32 copy of the gradients a rank's optimizer owns, when the buffer is bf16 (above); none where
+    the optimizer reads the bf16 gradients itself (MemoryOptions.fp32_gradient_copy: NeMo 1.x's apex
+    DistributedFusedAdam)."""
+    megatron_bf16 = layout.framework == "megatron" and work.precision in ("bf16", "fp8")
+    if not (megatron_bf16 and work.memory.bf16_gradients and work.memory.fp32_gradient_copy):
+        return 0.0
+    return owned_params * FP32_GRADIENT_COPY_BYTES
 
 
 def gradient_bytes_per_param(work: Workload, layout: Layout) -> float:
@@ -220,6 +235,8 @@ def _expert_model_states(
     weights = dense * w / weight_shard + experts * w / expert_weight_shard + gathered_layer_bytes(work, lay, shard)
     g = gradient_bytes_per_param(work, lay)
     gradients = (dense * g / shard + experts * g / expert_shard) if lay.zero >= 2 else held * g
+    owned = (dense / shard + experts / expert_shard) if lay.zero >= 1 else held
+    gradients += fp32_gradient_copy_bytes(work, lay, owned)
     optimizer = (dense * k / shard + experts * k / expert_shard) if lay.zero >= 1 else held * k
     if lay.framework == "ddp" and shard > 1:
         gradients *= DDP_GRADIENT_COPIES
@@ -268,6 +285,7 @@ def model_states_on_gpu(
         k = optimizer_bytes_per_param(work.arch, work.optimizer, work.precision, options.master_weights)
         weights = held * w / weight_shard + gathered
         gradients = held * gradient_bytes_per_param(work, lay) / (shard if lay.zero >= 2 else 1)
+        gradients += fp32_gradient_copy_bytes(work, lay, held / (shard if lay.zero >= 1 else 1))
         optimizer = held * k / (shard if lay.zero >= 1 else 1)
     else:
         weights, gradients, optimizer = _adapter_model_states(work, lay, held, shard)
