@@ -6,7 +6,7 @@ host memory than the node's share of them, lands on a larger node of the same GP
 list price / its GPUs. The sizing searches price every candidate here (training: sizing/train/candidate.py; serving:
 sizing/serve/llm_config.py and vision.py), so the alternatives they compare are compared at the price of the node
 each would land on; the deployment pass places the chosen plan's pods with the same shapes (serving/pods.py pod_node,
-training/kubernetes.py trainer_node), and passes/check_node_price.py checks that both agree.
+training/kubernetes.py trainer_node), and passes/price_on_node.py (check_price_on_node) checks that both agree.
 
 A pod whose priced node holds it pays the GPU's catalog price even where the plan's fabric sends it to another node
 (an InfiniBand cluster's Azure or on-premises nodes): the price is then the GPU's, not a node's. A node without a
