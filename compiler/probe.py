@@ -57,44 +57,53 @@ def _architecture(layout: LayoutResult, where: str) -> dict:
         raise ProbeError(f"{where}.plan_text: not the reduced plan the probe wrote ({type(exc).__name__})") from None
 
 
-def _layout_dropout(plan_text: str, where: str) -> float:
-    """The dropout the layout's reduced plan trained with, as its compile decided it (recipe.decide.decide_dropout);
-    a plan_text that does not compile is a ProbeError naming the layout."""
+def _layout_training(plan_text: str, where: str) -> tuple[float, dict | None]:
+    """(the dropout the layout's reduced plan trained with, as its compile decided it (recipe.decide.decide_dropout);
+    its LoRA adapters, None for full training); a plan_text that does not compile is a ProbeError naming the layout."""
     from .diagnostics import InfeasiblePlan, PlanInputError
     from .pipeline import resolve_text
     from .recipe.decide import decide_dropout
 
     try:
-        return float(decide_dropout(resolve_text(plan_text))[0])
+        plan = resolve_text(plan_text)
     except PlanInputError as exc:
         raise ProbeError(
             f"{where}.plan_text: the layout's plan does not compile: {exc.diagnostics[0].message}"
         ) from None
     except InfeasiblePlan as exc:
         raise ProbeError(f"{where}.plan_text: the layout's plan does not fit: {exc}") from None
+    train = plan.spec.train
+    lora = {"rank": train.lora.rank, "targets": list(train.lora.targets)} if train.method == "lora" else None
+    return float(decide_dropout(plan)[0]), lora
 
 
 def _points(results: TrainingResults) -> list[dict]:
-    return [
-        {
-            "gpu": results.gpu_id,
-            "architecture": _architecture(l, f"layouts.{i}"),
-            "gpus": l.tp * l.pp * l.dp,
-            "tp": l.tp,
-            "pp": l.pp,
-            "zero_stage": l.zero_stage,
-            "micro_batch": l.micro_batch,
-            "global_batch": l.global_batch,
-            "seq_len": results.seq_len,
-            "recompute": l.recompute,
-            "precision": results.precision,
-            "framework": l.framework,
-            "offload": l.offload,
-            "dropout": _layout_dropout(l.plan_text, f"layouts.{i}"),
-            "step_seconds": l.step_seconds,
-        }
-        for i, l in enumerate(results.layouts)
-    ]
+    points = []
+    for i, l in enumerate(results.layouts):
+        where = f"layouts.{i}"
+        architecture = _architecture(l, where)  # the shape first: its error names what is wrong with plan_text
+        dropout, lora = _layout_training(l.plan_text, where)
+        points.append(
+            {
+                "gpu": results.gpu_id,
+                "architecture": architecture,
+                "gpus": l.tp * l.pp * l.dp,
+                "tp": l.tp,
+                "pp": l.pp,
+                "zero_stage": l.zero_stage,
+                "micro_batch": l.micro_batch,
+                "global_batch": l.global_batch,
+                "seq_len": results.seq_len,
+                "recompute": l.recompute,
+                "precision": results.precision,
+                "framework": l.framework,
+                "offload": l.offload,
+                "dropout": dropout,
+                **({"lora": lora} if lora else {}),
+                "step_seconds": l.step_seconds,
+            }
+        )
+    return points
 
 
 def _memory(results: TrainingResults) -> dict | None:

@@ -107,7 +107,8 @@ def job_spec(plan: ResolvedPlan, gpus: int, layers: int, micro_batch: int, tp: i
         train.pop(key, None)
     tp = min(tp or par.tp, gpus)
     dp = gpus // tp
-    zero = par.zero_stage if dp > 1 else 0  # one data-parallel rank has nothing to shard
+    # one data-parallel rank has nothing to shard; FSDP2 × TP runs fully_shard (ZeRO-3) at any DP
+    zero = par.zero_stage if dp > 1 or par.framework == "fsdp" else 0
     train.update(
         tokens=PROBE_TOKENS,
         global_batch=dp * micro_batch,

@@ -23,6 +23,13 @@ class _Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class SiteLora(_Strict):
+    """The LoRA adapters a measured fine-tuning step trained (a frozen base: train.lora of its plan)."""
+
+    rank: int = Field(ge=1, le=4096)
+    targets: list[Literal["q", "k", "v", "o", "gate", "up", "down"]] = Field(min_length=1, max_length=7)
+
+
 class SitePoint(_Strict):
     gpu: CatalogId
     model: CatalogId | None = Field(None, description="a catalog preset id (or give the architecture)")
@@ -49,6 +56,7 @@ class SitePoint(_Strict):
         description="the dropout the measured job trained with (a probe's: its plan's recipe), which decides whether "
         "the step moves dropout masks; none: Korthikanti et al.'s Table 2 with masks",
     )
+    lora: SiteLora | None = Field(None, description="the adapters of a LoRA step (none: every weight trained)")
     step_seconds: float = Field(gt=1e-6, le=1e6, description="the measured time of one optimizer step")
 
     @model_validator(mode="after")

@@ -61,6 +61,11 @@ def predicted_step_parts(point: SitePoint, catalog: Catalog, share: float, searc
         },
         framework=point.framework,
         **({"dropout": point.dropout} if point.dropout is not None else {}),
+        **(
+            {"method": "lora", "lora_rank": point.lora.rank, "lora_targets": tuple(point.lora.targets)}
+            if point.lora
+            else {}
+        ),
     )
     chosen = search_training(req, {**catalog.gpus, point.gpu: gpu}, searches).chosen
     return chosen.step if chosen is not None else None

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from compiler.catalog.residuals import load_residuals
-from compiler.deployment.probe import MEMORY_FAMILY
 from compiler.deployment.probe_kubernetes import EXTRACT_COMMAND, RESULTS_BEGIN, RESULTS_END
+from compiler.passes.training_families import MEMORY_FAMILY
 from compiler.pipeline import render, resolve, resolve_text
 from compiler.probe import probe_files
 from compiler.probe_job import MAX_LAYOUTS, job_spec, step_roofline
@@ -31,6 +31,7 @@ train:
 cluster: {gpu: h100-sxm-80gb, count: 2, gpus_per_node: 2, scheduler: slurm, slurm: {partition: gpu}%s}
 %s
 """
+LORA = "  method: lora\n  lora: {rank: 4, alpha: 8, targets: [q, v, down]}"
 # the plan's framework section and layout pins: each runs through its own launch path
 FRAMEWORKS = {
     "ddp": ("  framework: ddp", ""),
@@ -40,12 +41,16 @@ FRAMEWORKS = {
         "  framework: deepspeed\n  entrypoint: {kind: hf-trainer, env: {DS_ACCELERATOR: cpu}}",
         "parallelism: {zero_stage: 2}",
     ),
+    # LoRA: fsdp_tp.py's own TP-sharded adapters (fsdp/lora_tp.py); PEFT's on the launcher's MLINFRA_LORA_* under DDP
+    "fsdp2-lora": ("  framework: fsdp\n" + LORA, "parallelism: {recompute: selective, zero_stage: 3}"),
+    "ddp-lora": ("  framework: ddp\n" + LORA, ""),
 }
 
 
 def tiny(framework: str, calibration: str = "") -> str:
     train, pins = FRAMEWORKS[framework]
-    return TINY % (train, f", calibration: {calibration}" if calibration else "", pins)
+    text = TINY % (train, f", calibration: {calibration}" if calibration else "", pins)
+    return text.replace("workload: train", "workload: finetune") if LORA in train else text
 
 
 def test_the_probe_is_the_plans_own_job_reduced_to_fit_and_says_so():
@@ -75,7 +80,7 @@ def test_the_probe_is_the_plans_own_job_reduced_to_fit_and_says_so():
     assert step_roofline(reduced) == chosen.predicted_step_seconds
     assert reduced.memory_per_gpu_bytes.reserved == chosen.predicted_reserved_bytes
     assert reduced.model.architecture.layers == probe.layers
-    margin = load_residuals()[MEMORY_FAMILY].p90
+    margin = load_residuals()[MEMORY_FAMILY["full"]].p90
     budget = usable_memory_bytes(plan.hardware.gpu_memory_bytes) / margin
     assert all(l.predicted_reserved_bytes <= budget for l in probe.layouts)
     deeper = yaml.safe_dump(job_spec(plan, 8, probe.layers + 1, 2 * chosen.micro_batch))
@@ -430,6 +435,8 @@ def test_the_shortened_job_round_trips_through_calibrate_and_compile(tmp_path, s
     settings = json.loads((folder / "settings.json").read_text())
     assert layout["framework"] == settings["layouts"][0]["framework"] and len(layout["steps_seconds"]) == 3
     assert layout["step_seconds"] > 0 and layout["peak_reserved_bytes"] > 0 and results["layouts_failed"] == []
+    reduced = resolve_text((folder / "job/probe-plan.yaml").read_text())
+    assert layout["framework_reported"]["trainable_parameters"] == _trainable(reduced)
     calibrated = run_cli(
         "calibrate", _runs(folder) / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci"
     )
@@ -440,6 +447,24 @@ def test_the_shortened_job_round_trips_through_calibrate_and_compile(tmp_path, s
     assert compiled.returncode == 0, compiled.stderr
     probed = resolve_text(_with_calibration((folder / "job/probe-plan.yaml").read_text(), tmp_path / "site.yaml"))
     assert probed.training.step_seconds == pytest.approx(layout["step_seconds"], rel=0.05), line
+
+
+def _trainable(plan) -> int:
+    """What the job's optimizer steps: every parameter, or LoRA's r × (in + out) per targeted projection and layer."""
+    arch = plan.model.architecture
+    if plan.spec.train.method == "full":
+        return plan.model.params_total
+    attention, kv = arch.heads * arch.attention_head_dim, arch.kv_heads * arch.attention_head_dim
+    shapes = {
+        "q": (arch.hidden, attention),
+        "k": (arch.hidden, kv),
+        "v": (arch.hidden, kv),
+        "o": (attention, arch.hidden),
+    }
+    shapes |= {"gate": (arch.hidden, arch.ffn_hidden), "up": (arch.hidden, arch.ffn_hidden)}
+    shapes["down"] = (arch.ffn_hidden, arch.hidden)
+    lora = plan.spec.train.lora
+    return arch.layers * sum(lora.rank * sum(shapes[t]) for t in lora.targets)
 
 
 def _with_calibration(plan_text: str, site) -> str:

@@ -15,6 +15,7 @@ import yaml
 
 from ..catalog.catalog import Catalog
 from ..catalog.types import Architecture
+from ..passes.training_families import MEMORY_FAMILY
 from ..plan.deployment_fields import DeploymentDecision
 from ..plan.deployment_training import Directive
 from ..plan.probe import Probe, ProbeKubernetes, ProbeLayout, ServingProbe
@@ -34,7 +35,6 @@ TIME_LIMIT_SECONDS = 15 * 60
 WARMUP_STEPS, MEASURED_STEPS = 3, 10
 # The HBM test's size and the GEMM's side: a 4096² GEMM reaches cuBLAS's large-GEMM rate on H100.
 GEMM_SIZE, COPY_BYTES = 4096, 1 << 30
-MEMORY_FAMILY = "memory-full"  # residuals.yaml: measured ÷ predicted peak of published full-training runs
 PROMPTS_PER_CONCURRENCY = 2  # requests per benchmark: twice the concurrency, so every slot is refilled once
 
 
@@ -96,7 +96,7 @@ def training_probe(
     arch, hw = plan.model.architecture, plan.hardware
     processes = min(hw.gpus, hw.gpus_per_node, gpus or hw.gpus_per_node)
     usable = usable_memory_bytes(hw.gpu_memory_bytes)
-    margin = max(1.0, catalog.residuals[MEMORY_FAMILY].p90)
+    margin = max(1.0, catalog.residuals[MEMORY_FAMILY[plan.spec.train.method]].p90)
     jobs = probe_jobs(resolve_text, plan, processes, usable / margin, neighbours=neighbours)
     if not jobs:
         raise ProbeError(
@@ -137,7 +137,7 @@ def _training_decisions(
             choice=f"{layers} of the model's {arch.layers} layers",
             reason=f"the most layers whose compiled job's predicted peak ({format_bytes(chosen['reserved_bytes'])} "
             f"reserved per GPU) × {margin:.2f} (P90 of published measured ÷ predicted peaks, residuals "
-            f"{MEMORY_FAMILY}) fits the {format_bytes(usable)} a process can use on {hw.gpu}; random weights, "
+            f"{MEMORY_FAMILY[plan.spec.train.method]}) fits the {format_bytes(usable)} a process can use on {hw.gpu}; random weights, "
             "random tokens, every other dimension the plan's",
         ),
         DeploymentDecision(
@@ -323,8 +323,8 @@ def _unprobed_training(plan: ResolvedPlan) -> str | None:
     train, launch = plan.spec.train, plan.deployment.launcher.kind
     if launch == "megatron":
         return None  # Megatron-LM's own script runs the plan's settings
-    if train.method != "full":
-        return f"full training of every weight, not {train.method} adapters on a frozen model"
+    if train.method == "qlora":
+        return "bf16 base weights, not a 4-bit NF4 base (bitsandbytes) under the adapters"
     if train.optimizer != "adamw":
         return f"AdamW (torch's, DeepSpeed's CPU Adam under ZeRO-Offload), not {train.optimizer}"
     if plan.spec.precision == "fp8":

@@ -35,6 +35,7 @@ from ..units import format_seconds
 from .context import PassContext
 from .training_families import (
     CNN_TRAIN_FAMILY,
+    MEMORY_FAMILY,
     STEP_FAMILY,
     WHOLE_RUN_FAMILY,
     step_family,
@@ -49,7 +50,6 @@ MOE_THROUGHPUT = "serve-moe-throughput"
 MOE_TPOT = "serve-moe-tpot"
 VISION = "serve-vision"
 VISION_BATCH1 = "serve-vision-batch1"  # batch-1 rows: launch and framework overhead the roofline leaves out
-MEMORY_FAMILY = {"full": "memory-full", "lora": "memory-lora", "qlora": "memory-qlora"}
 # fields that move with a headline by the same factor: the same quantity at other loads, or a rate derived from it
 FOLLOWERS = {
     "cost.usd_total": ("cost.usd_per_million_tokens",),

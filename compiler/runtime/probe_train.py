@@ -5,7 +5,8 @@ the job's framework configuration: DeepSpeed (deepspeed.initialize with --deepsp
 (accelerate launch --config_file), the FSDP2 × TP script (fsdp/fsdp_tp.py), the Hugging Face Trainer (its
 TrainingArguments from the launcher's flags, DeepSpeed included), or plain DDP. The model is the job's architecture
 (plan.json, layers already reduced) as a transformers Llama with random weights; the data are random tokens; nothing
-is saved. It trains $MLINFRA_PROBE_WARMUP_STEPS + $MLINFRA_PROBE_STEPS optimizer steps and writes, on rank 0, one JSON
+is saved. A LoRA job trains what the plan's does: fsdp_tp.py adds its own adapters (fsdp/lora_tp.py); on the other
+paths PEFT's LoRA goes on the launcher's MLINFRA_LORA_RANK/ALPHA/TARGETS, the base frozen. It trains $MLINFRA_PROBE_WARMUP_STEPS + $MLINFRA_PROBE_STEPS optimizer steps and writes, on rank 0, one JSON
 object to $MLINFRA_PROBE_RESULTS: the measured steps (CUDA events around each optimizer step on a GPU) and the peak
 memory the framework's allocator reports (torch.cuda.max_memory_allocated/reserved; on a CPU, the resident set).
 """
@@ -33,8 +34,8 @@ def job_plan():
         return json.load(handle)
 
 
-def llama(plan):
-    """The job's architecture as a transformers Llama (random weights)."""
+def llama(plan, device=DEVICE):
+    """The job's architecture as a transformers Llama (random weights), built on `device` (meta: no storage yet)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     arch = plan["model"]["architecture"]
@@ -54,8 +55,59 @@ def llama(plan):
     )
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
-    with torch.device(DEVICE):  # built where it trains: no host-side initialisation of the weights
+    with torch.device(device):  # built where it trains: no host-side initialisation of the weights
         return LlamaForCausalLM(config)
+
+
+def materialise(model, device):
+    """A model built on the meta device and sharded (each rank holds its shards only, as the plan's job loads them),
+    given storage on `device` and random weights: norms 1, LoRA's B 0, the rest N(0, 0.02) (LlamaConfig's
+    initializer_range); the rotary tables, buffers a meta build leaves empty, rebuilt."""
+    model.to_empty(device=device)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            local = parameter.to_local() if hasattr(parameter, "to_local") else parameter
+            if "norm" in name:
+                local.fill_(1.0)
+            elif "lora_B" in name:
+                local.zero_()
+            else:
+                local.normal_(0.0, 0.02)
+    for name, module in list(model.named_modules()):
+        if name.endswith("rotary_emb"):
+            parent = model.get_submodule(name.rpartition(".")[0])
+            with torch.device(device):
+                setattr(parent, name.rpartition(".")[2], type(module)(config=module.config))
+    return model
+
+
+# train.lora's targets as the transformers Llama names its projections (compiler/deployment/lora_tp.py LORA_MODULES)
+LORA_TARGET_MODULES = {t: f"{t}_proj" for t in ("q", "k", "v", "o", "gate", "up", "down")}
+
+
+def with_adapters(model):
+    """The launcher's LoRA (MLINFRA_LORA_*, absent for full training) as PEFT injects it: rank r, alpha, no dropout
+    (PEFT's default, as fsdp/lora_tp.py), lora_B zero; only the adapters train."""
+    rank = os.environ.get("MLINFRA_LORA_RANK")
+    if not rank:
+        return model
+    from peft import LoraConfig, inject_adapter_in_model
+
+    targets = [LORA_TARGET_MODULES[t] for t in os.environ["MLINFRA_LORA_TARGETS"].split(",")]
+    config = LoraConfig(r=int(rank), lora_alpha=float(os.environ["MLINFRA_LORA_ALPHA"]), target_modules=targets)
+    model = inject_adapter_in_model(config, model)
+    for name, parameter in model.named_parameters():
+        parameter.requires_grad = "lora_" in name
+    return model
+
+
+def trainable(model):
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def trainable_count(model):
+    """Parameters the optimizer steps (a DTensor counts its whole tensor): all of them, or only LoRA's adapters."""
+    return sum(getattr(p, "ds_numel", p.numel()) for p in trainable(model))  # ZeRO-3: ds_numel, not the partition
 
 
 class Clock:
@@ -117,13 +169,16 @@ def run_deepspeed(plan, device, argv):
     with open(config, encoding="utf-8") as handle:
         zero = json.load(handle).get("zero_optimization", {})
     deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo")
-    model = llama(plan)
+    model = with_adapters(llama(plan))
     if zero.get("offload_optimizer", {}).get("device") == "cpu":  # ZeRO-Offload steps AdamW on the host
         from deepspeed.ops.adam import DeepSpeedCPUAdam as optimizer_class
     else:
         optimizer_class = torch.optim.AdamW
     engine, _, _, _ = deepspeed.initialize(
-        model=model, optimizer=lambda params: optimizer_class(params, lr=1e-5), config=config
+        model=model,
+        model_parameters=trainable(model),
+        optimizer=lambda params: optimizer_class(params, lr=1e-5),
+        config=config,
     )
     accum, clock = engine.gradient_accumulation_steps(), Clock(device)
     batch = tokens(plan, engine.train_micro_batch_size_per_gpu(), engine.device)
@@ -139,6 +194,7 @@ def run_deepspeed(plan, device, argv):
         "micro_batch": engine.train_micro_batch_size_per_gpu(),
         "grad_accum": accum,
         "offload": bool(engine.zero_cpu_offload()),
+        "trainable_parameters": trainable_count(model),
     }
 
 
@@ -146,8 +202,8 @@ def run_accelerate(plan, device):
     from accelerate import Accelerator
 
     accelerator = Accelerator(gradient_accumulation_steps=int(os.environ.get("MLINFRA_GRAD_ACCUM", "1")))
-    model = accelerator.prepare(llama(plan))  # FSDP: the model wrapped first, the optimizer over its parameters
-    optimizer = accelerator.prepare(torch.optim.AdamW(model.parameters(), lr=1e-5))
+    model = accelerator.prepare(with_adapters(llama(plan)))  # FSDP: the model wrapped, then the optimizer over it
+    optimizer = accelerator.prepare(torch.optim.AdamW(trainable(model), lr=1e-5))
     clock, batch = Clock(accelerator.device), tokens(plan, int(os.environ["MLINFRA_MICRO_BATCH"]), accelerator.device)
 
     def step():
@@ -161,6 +217,7 @@ def run_accelerate(plan, device):
     return clock, {
         "distributed_type": str(accelerator.distributed_type),
         "mixed_precision": accelerator.mixed_precision,
+        "trainable_parameters": trainable_count(model),
     }
 
 
@@ -172,8 +229,9 @@ def run_fsdp_tp(plan, device):
     spec.loader.exec_module(fsdp_tp)
     settings = fsdp_tp.load_settings()
     mesh = fsdp_tp.build_mesh(settings, device.type)
-    model = fsdp_tp.parallelize(llama(plan).to(device), mesh, settings)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    # built on the meta device and sharded before any storage: an unsharded fp32 copy per rank need not fit the GPU
+    model = materialise(fsdp_tp.parallelize(llama(plan, torch.device("meta")), mesh, settings), device)
+    optimizer = torch.optim.AdamW(trainable(model), lr=1e-5)
     accum, clock = int(os.environ.get("MLINFRA_GRAD_ACCUM", "1")), Clock(device)
     batch = tokens(plan, int(os.environ["MLINFRA_MICRO_BATCH"]), device)
 
@@ -185,14 +243,14 @@ def run_fsdp_tp(plan, device):
         optimizer.zero_grad(set_to_none=True)
 
     loop(step, clock)
-    return clock, {"mesh": list(mesh.mesh_dim_names or ())}
+    return clock, {"mesh": list(mesh.mesh_dim_names or ()), "trainable_parameters": trainable_count(model)}
 
 
 def run_ddp(plan, device):
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    model = llama(plan).to(device)
+    model = with_adapters(llama(plan)).to(device)
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local] if device.type == "cuda" else None)
-    optimizer = torch.optim.AdamW(ddp.parameters(), lr=1e-5)
+    optimizer = torch.optim.AdamW(trainable(ddp), lr=1e-5)
     accum, clock = int(os.environ.get("MLINFRA_GRAD_ACCUM", "1")), Clock(device)
     batch = tokens(plan, int(os.environ["MLINFRA_MICRO_BATCH"]), device)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(os.environ.get("MLINFRA_PRECISION"), torch.float32)
@@ -207,7 +265,7 @@ def run_ddp(plan, device):
         optimizer.zero_grad(set_to_none=True)
 
     loop(step, clock)
-    return clock, {"precision": str(dtype)}
+    return clock, {"precision": str(dtype), "trainable_parameters": trainable_count(model)}
 
 
 def run_trainer(plan, device, argv):
@@ -231,13 +289,14 @@ def run_trainer(plan, device, argv):
         (WARMUP + STEPS + 1) * args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
     )
     data = [{"input_ids": t, "labels": t} for t in tokens(plan, samples, "cpu")]
-    trainer = Trainer(model=llama(plan), args=args, train_dataset=data, callbacks=[Steps()])
+    trainer = Trainer(model=with_adapters(llama(plan)), args=args, train_dataset=data, callbacks=[Steps()])
     metrics = trainer.train().metrics
     engine = trainer.model_wrapped if trainer.is_deepspeed_enabled else None
     return clock, {
         "train_runtime": metrics.get("train_runtime"),
         "deepspeed": trainer.is_deepspeed_enabled,
         "zero_stage": engine.zero_optimization_stage() if engine else 0,
+        "trainable_parameters": trainable_count(trainer.model),
     }
 
 
