@@ -43,7 +43,8 @@ NO_LORA = "LoRA/QLoRA: no frozen base or adapters in its memory model"
 NO_OFFLOAD = "CPU offload (parameters, optimizer or activations): not in its memory model"
 NO_SPECULATIVE = "MTP speculative decoding: not in its inference model"
 NO_FIT = "its inference() refuses the point: weights + KV cache + activations exceed its GPU memory"
-NOT_TRANSFORMER = "a CNN: its model is a transformer"
+NOT_TRANSFORMER = "CNNs: its model is a transformer"
+PEER_VERSION = "0.2.2"  # scripts/install-test-deps.sh pins it
 MEMORY_GPU = "h100-sxm-80gb"  # the GPU does not enter its memory figure (only the warnings that compare with it)
 
 
