@@ -40,7 +40,8 @@ from compiler.sizing.train.flops import COMPUTE_DTYPE, model_flops_per_token  # 
 
 # What llm-analysis 0.2.2 has no term for: rows needing one are left out, with the reason
 NO_LORA = "LoRA/QLoRA: no frozen base or adapters in its memory model"
-NO_OFFLOAD = "CPU offload (parameters, optimizer or activations): not in its memory model"
+NO_OFFLOAD = "CPU offload or paging (parameters, optimizer states or activations): not in its memory model"
+NO_FUSED_OPTIMIZER = "optimizer step fused into the backward (no whole-model gradients held): not in its memory model"
 NO_SPECULATIVE = "MTP speculative decoding: not in its inference model"
 NO_FIT = "its inference() refuses the point: weights + KV cache + activations exceed its GPU memory"
 NOT_TRANSFORMER = "CNNs: its model is a transformer"
@@ -155,8 +156,10 @@ def _memory_row(name: str, pins: dict, measured_bytes: float, gpu) -> PeerRow:
     family = f"memory-{pins['method']}"
     if pins["method"] != "full":
         return PeerRow(family, name, None, NO_LORA)
-    if pins.get("offload") or pins["options"].get("activation_offload"):
+    if pins.get("offload") or pins["options"].get("activation_offload") or "paged" in pins.get("optimizer", ""):
         return PeerRow(family, name, None, NO_OFFLOAD)
+    if pins["options"].get("optimizer_in_backward"):
+        return PeerRow(family, name, None, NO_FUSED_OPTIMIZER)
     model = pins["model"]
     arch = load_models()[model].architecture if isinstance(model, str) else model
     summary = peer.training(arch, gpu, _memory_layout(pins), pins["seq"])
