@@ -159,26 +159,33 @@ class MeasuredHere:
     inside: int
     roofline_signed: float
     headline_signed: float
+    peer_signed: float | None  # llm-analysis at 0.5 on the same rows
 
 
 def measured_here() -> list[MeasuredHere]:
     rows, found = labelled_rows(), []
+    peer_of = dict(zip(map(id, rows), with_peers(rows)))
     for family in SOURCES:
         fitted = [r.ratio for r in rows if r.family == family and not held_out(r)]
-        ours = [r.ratio for r in rows if r.family == family and r.measured_here and held_out(r)]
+        here = [r for r in rows if r.family == family and r.measured_here and held_out(r)]
+        ours = [r.ratio for r in here]
         pairs = _held(fitted, ours, interval)
         if pairs:
             inside = sum(low <= x <= high for x, (low, _, high) in pairs)
             roofline = statistics.median(1 / x - 1 for x in ours)
             headline = statistics.median(mid / x - 1 for x, (_, mid, _) in pairs)
-            found.append(MeasuredHere(family, len(pairs), inside, roofline, headline))
+            peers = [1 / p.ratio - 1 for r in here if (p := peer_of[id(r)]) and p.ratio]
+            peer = statistics.median(peers) if peers else None
+            found.append(MeasuredHere(family, len(pairs), inside, roofline, headline, peer))
     return found
 
 
 def measured_here_text(found: list[MeasuredHere]) -> str:
     parts = [
         f"{m.family} {m.inside} of {m.rows} inside P10–P90 (signed median: roofline {m.roofline_signed:+.0%}, "
-        f"P50 {m.headline_signed:+.0%})"
+        f"P50 {m.headline_signed:+.0%}"
+        + ("" if m.peer_signed is None else f", llm-analysis {m.peer_signed:+.0%}")
+        + ")"
         for m in found
     ]
     return "Held-out rows measured by this project (one H200, benchmarks/h200_pinned.py): " + "; ".join(parts) + "."
