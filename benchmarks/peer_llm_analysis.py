@@ -1,9 +1,10 @@
 """The naive peer: llm-analysis 0.2.2 (cli-analysis/llm-analysis), called through its Python API on our catalog.
 
 Model shapes and GPUs come from compiler/catalog (never its Hugging Face lookups), mapped into its dataclasses
-(llm_analysis/config.py). Its efficiencies are set explicitly: flops_efficiency FLOPS_EFFICIENCY (0.5, the figure its
-constant.py quotes for Megatron-LM training) and hbm_memory_efficiency its own default, llm_analysis.constant's
-HBM_MEMORY_EFFICIENCY (1.0: what `infer`/`train` use unless told otherwise; a naive user sets only the MFU).
+(llm_analysis/config.py). Its efficiencies are set explicitly: flops_efficiency 0.5 (the figure its constant.py's
+comment gives for Megatron-LM training; its own default is 1) and hbm_memory_efficiency its own default,
+llm_analysis.constant's HBM_MEMORY_EFFICIENCY (1.0: what `infer`/`train` use unless told otherwise; a naive user sets
+only the MFU).
 
 What its model cannot say, and the nearest expression used (benchmarks/peer_rows.py counts the rows left out):
 * a gated (SwiGLU) MLP: its MLP has two matrices, so ffn_embed_dim is 3/2 of the intermediate width (the weights'
