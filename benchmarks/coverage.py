@@ -6,7 +6,8 @@
 * P10-P90 coverage: the share of rows inside the range fitted without them, leave-one-out over the fitted rows and on
   the time split's held-out rows (published after residuals.CUTOFF_YEAR, never fitted), for the empirical quantiles the
   ranges used before (statistics.quantiles 'inclusive') and the prediction interval they use now (residuals.interval);
-* next to it, on the step-time rows, a naive peer: llm-analysis at a fixed 0.5 MFU;
+* next to it, on the same rows, a naive peer: llm-analysis 0.2.2 itself at flops_efficiency 0.5 (benchmarks/peer_rows.py
+  and peer_llm_analysis.py), its errors beside our roofline's and P50's on the rows it can express, the others counted;
 * on their own, the held-out rows this project measured (Row.measured_here: the H200 steps of benchmarks/h200_pinned.py).
 
 Usage: python benchmarks/coverage.py [--markdown | --write]   (--write: the tables in docs/numbers.md)
@@ -22,6 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.peer_rows import NOT_TRANSFORMER, PEER_VERSION, PeerRow, peer_rows  # noqa: E402
 from benchmarks.residuals import CUTOFF_YEAR, SOURCES, Row, held_out, interval, labelled_rows  # noqa: E402
 
 
@@ -58,7 +60,21 @@ class FamilyReport:
     headline: Errors | None  # the P50 headline, out of sample
     loo: dict[str, float | None]  # rule -> share inside, leave-one-out over the fitted rows
     time_split: dict[str, float | None]  # rule -> share inside, on the held-out rows
+    peer: PeerReport
+
+
+@dataclass(frozen=True)
+class PeerReport:
+    """llm-analysis at 0.5 on the family's rows it can express, and ours on the same rows."""
+
+    expressed: int
+    left_out: int
+    reasons: tuple[str, ...]  # why rows were left out, each once
     peer: Errors | None
+    roofline: Errors | None
+    headline: Errors | None  # our P50, out of sample
+    peer_held: Errors | None  # the same, on the held-out rows only
+    headline_held: Errors | None
 
 
 def _left_out(fitted: list[float], rule) -> list[tuple[float, tuple[float, float, float]]]:
@@ -74,25 +90,64 @@ def _share_inside(pairs) -> float | None:
     return sum(low <= x <= high for x, (low, _, high) in pairs) / len(pairs) if pairs else None
 
 
-def family_report(family: str, rows: list[Row]) -> FamilyReport:
-    fitted = [r.ratio for r in rows if not held_out(r)]
-    held = [r.ratio for r in rows if held_out(r)]
+def _headlines(fitted: list[Row], held: list[Row]) -> list[tuple[Row, float]]:
+    """Each row's P50 error out of sample: leave-one-out over the fitted rows, the whole fit for a held-out row."""
+    ratios = [r.ratio for r in fitted]
+    pairs = list(zip(fitted, _left_out(ratios, interval))) if len(fitted) >= 4 else []
+    pairs += list(zip(held, _held(ratios, [r.ratio for r in held], interval)))
+    return [(row, mid / x - 1) for row, (x, (_, mid, _)) in pairs]
+
+
+def peer_report(rows: list[Row], peers: list[PeerRow | None], headlines: list[tuple[Row, float]]) -> PeerReport:
+    """llm-analysis's errors (predicted ÷ actual − 1) on the rows it expresses; ours on the same rows."""
+    pairs = [(row, p) for row, p in zip(rows, peers) if p is not None and p.ratio]
+    same = {id(row) for row, _ in pairs}
+    headline = [(row, e) for row, e in headlines if id(row) in same]
+    return PeerReport(
+        len(pairs),
+        len(rows) - len(pairs),
+        tuple(dict.fromkeys(p.left_out for p in peers if p is not None and p.left_out)),
+        Errors.of([1 / p.ratio - 1 for _, p in pairs]),
+        Errors.of([1 / row.ratio - 1 for row, _ in pairs]),
+        Errors.of([e for _, e in headline]),
+        Errors.of([1 / p.ratio - 1 for row, p in pairs if held_out(row)]),
+        Errors.of([e for row, e in headline if held_out(row)]),
+    )
+
+
+def family_report(family: str, rows: list[Row], peers: list[PeerRow | None]) -> FamilyReport:
+    fitted_rows = [r for r in rows if not held_out(r)]
+    held_rows = [r for r in rows if held_out(r)]
+    fitted, held = [r.ratio for r in fitted_rows], [r.ratio for r in held_rows]
     loo, split = {}, {}
     for name, rule in RULES.items():
         loo[name] = _share_inside(_left_out(fitted, rule))
         split[name] = _share_inside(_held(fitted, held, rule))
-    headline = [mid / x - 1 for x, (_, mid, _) in _left_out(fitted, interval) + _held(fitted, held, interval)]
-    peers = [1 / r.peer_ratio - 1 for r in rows if r.peer_ratio]
+    headlines = _headlines(fitted_rows, held_rows)
     return FamilyReport(
         family,
         len(fitted),
         len(held),
         Errors.of([1 / x - 1 for x in fitted + held]),
-        Errors.of(headline),
+        Errors.of([e for _, e in headlines]),
         loo,
         split,
-        Errors.of(peers),
+        peer_report(rows, peers, headlines),
     )
+
+
+def with_peers(rows: tuple[Row, ...]) -> list[PeerRow | None]:
+    """Each row's llm-analysis row (same family, name and place among equal names), or None where it has none."""
+    found: dict[tuple[str, str, int], PeerRow] = {}
+    for p in peer_rows():
+        key = (p.family, p.name, sum(k[:2] == (p.family, p.name) for k in found))
+        found[key] = p
+    seen: dict[tuple[str, str], int] = {}
+    out = []
+    for row in rows:
+        place = seen[(row.family, row.name)] = seen.get((row.family, row.name), -1) + 1
+        out.append(found.get((row.family, row.name, place)))
+    return out
 
 
 @dataclass(frozen=True)
@@ -104,26 +159,33 @@ class MeasuredHere:
     inside: int
     roofline_signed: float
     headline_signed: float
+    peer_signed: float | None  # llm-analysis at 0.5 on the same rows
 
 
 def measured_here() -> list[MeasuredHere]:
     rows, found = labelled_rows(), []
+    peer_of = dict(zip(map(id, rows), with_peers(rows)))
     for family in SOURCES:
         fitted = [r.ratio for r in rows if r.family == family and not held_out(r)]
-        ours = [r.ratio for r in rows if r.family == family and r.measured_here and held_out(r)]
+        here = [r for r in rows if r.family == family and r.measured_here and held_out(r)]
+        ours = [r.ratio for r in here]
         pairs = _held(fitted, ours, interval)
         if pairs:
             inside = sum(low <= x <= high for x, (low, _, high) in pairs)
             roofline = statistics.median(1 / x - 1 for x in ours)
             headline = statistics.median(mid / x - 1 for x, (_, mid, _) in pairs)
-            found.append(MeasuredHere(family, len(pairs), inside, roofline, headline))
+            peers = [1 / p.ratio - 1 for r in here if (p := peer_of[id(r)]) and p.ratio]
+            peer = statistics.median(peers) if peers else None
+            found.append(MeasuredHere(family, len(pairs), inside, roofline, headline, peer))
     return found
 
 
 def measured_here_text(found: list[MeasuredHere]) -> str:
     parts = [
         f"{m.family} {m.inside} of {m.rows} inside P10–P90 (signed median: roofline {m.roofline_signed:+.0%}, "
-        f"P50 {m.headline_signed:+.0%})"
+        f"P50 {m.headline_signed:+.0%}"
+        + ("" if m.peer_signed is None else f", llm-analysis {m.peer_signed:+.0%}")
+        + ")"
         for m in found
     ]
     return "Held-out rows measured by this project (one H200, benchmarks/h200_pinned.py): " + "; ".join(parts) + "."
@@ -131,7 +193,11 @@ def measured_here_text(found: list[MeasuredHere]) -> str:
 
 def reports() -> list[FamilyReport]:
     rows = labelled_rows()
-    return [family_report(f, [r for r in rows if r.family == f]) for f in SOURCES]
+    peers = with_peers(rows)
+    return [
+        family_report(f, [r for r in rows if r.family == f], [p for r, p in zip(rows, peers) if r.family == f])
+        for f in SOURCES
+    ]
 
 
 def _pct(value: float | None) -> str:
@@ -170,15 +236,34 @@ def markdown(found: list[FamilyReport]) -> str:
         f"| {_pooled(found, 'loo', 'empirical')} → {_pooled(found, 'loo', 'interval')} "
         f"| {_pooled(found, 'time_split', 'empirical')} → {_pooled(found, 'time_split', 'interval')} |"
     )
-    peer = next(f for f in found if f.peer)
-    lines += [
-        "",
-        f"Naive peer on the {peer.family} rows (llm-analysis at a fixed 0.5 MFU): {_errors(peer.peer)}; "
-        f"our roofline {_errors(peer.roofline)}, our P50 {_errors(peer.headline)}.",
-        "",
-        measured_here_text(measured_here()),
-    ]
+    lines += ["", *peer_markdown(found), "", measured_here_text(measured_here())]
     return "\n".join(lines) + "\n"
+
+
+def _left_out_text(p: PeerReport) -> str:
+    if not p.left_out:
+        return "0"
+    return f"{p.left_out}: " + "; ".join(p.reasons or (NOT_TRANSFORMER,))
+
+
+def peer_markdown(found: list[FamilyReport]) -> list[str]:
+    """The naive peer's table: llm-analysis at flops_efficiency 0.5 beside ours, on the rows it expresses."""
+    lines = [
+        f"Naive peer: llm-analysis {PEER_VERSION} itself (benchmarks/peer_rows.py), flops_efficiency 0.5, "
+        "hbm_memory_efficiency 1.0 (its default), on each family's rows it can express, as the rows state them; "
+        "ours on the same rows. Errors as above.",
+        "",
+        "| family | rows expressed | llm-analysis error | our roofline error | our P50 error (out of sample) "
+        "| held out: llm-analysis | held out: our P50 | rows left out |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for f in found:
+        p = f.peer
+        lines.append(
+            f"| {f.family} | {p.expressed} | {_errors(p.peer)} | {_errors(p.roofline)} | {_errors(p.headline)} "
+            f"| {_errors(p.peer_held)} | {_errors(p.headline_held)} | {_left_out_text(p)} |"
+        )
+    return lines
 
 
 def docs_text(found: list[FamilyReport]) -> str:
@@ -204,7 +289,7 @@ def main() -> None:
             f"{f.family:21s} fit {f.fitted:2d} held {f.held:2d}  roofline {_errors(f.roofline):22s} "
             f"P50 {_errors(f.headline):22s} LOO {_pct(f.loo['empirical']):>4s}→{_pct(f.loo['interval']):>4s}  "
             f"held-out {_pct(f.time_split['empirical']):>4s}→{_pct(f.time_split['interval']):>4s}"
-            + (f"  peer@0.5 {_errors(f.peer)}" if f.peer else "")
+            + (f"  llm-analysis@0.5 {_errors(f.peer.peer)}" if f.peer.peer else "")
         )
     print(measured_here_text(measured_here()))
 

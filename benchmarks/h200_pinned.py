@@ -48,7 +48,6 @@ class H200Case:
     step_range: tuple[float, float, float]  # the compiled plan's P10, P50 (the headline) and P90
     measured_allocated_bytes: float
     predicted_allocated_bytes: float
-    roofline_mfu: float  # the plan's MFU at its roofline step
     year: int | None
 
     @property
@@ -123,7 +122,6 @@ def h200_cases() -> tuple[H200Case, ...]:
                 step_range=(step["p10"], step["p50"], step["p90"]),
                 measured_allocated_bytes=float(row["peak_allocated_bytes"]),
                 predicted_allocated_bytes=float(plan["memory_per_gpu_bytes"]["allocated"]),
-                roofline_mfu=plan["training"]["mfu"],
                 year=years[row["case"]],
             )
         )

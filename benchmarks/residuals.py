@@ -57,7 +57,6 @@ RESIDUALS = REPO / "compiler" / "catalog" / "residuals.yaml"
 # family left with fewer than MIN_FIT_ROWS to fit keeps all its rows (no held-out rows; the benchmark says so).
 CUTOFF_YEAR = 2023
 MIN_FIT_ROWS = 3
-PEER_MFU = 0.5  # the naive peer: llm-analysis (cli-analysis/llm-analysis) at a fixed flops_efficiency of 0.5
 # The family an MoE model's row goes to instead of the dense one (compiler/passes/attach_ranges.py reads them the same way).
 MOE_FAMILY = {"serve-throughput": "serve-moe-throughput", "serve-tpot": "serve-moe-tpot"}
 SOURCES = {
@@ -83,7 +82,6 @@ class Row:
     name: str
     ratio: float  # actual ÷ predicted
     year: int | None  # published (benchmarks/published_dates.py); None: the source names no year
-    peer_ratio: float | None = None  # actual ÷ a naive peer's prediction (benchmarks/coverage.py), where it has one
     gpu: str | None = None  # the catalog GPU the row ran on, where the benchmark names one
     measured_here: bool = False  # measured by this project (benchmarks/h200_pinned.py), not published by others
 
@@ -96,17 +94,14 @@ def labelled_rows() -> tuple[Row, ...]:
         if case.predicted_tokens_per_second_per_gpu and case.published_tokens_per_second_per_gpu:
             ratio = case.predicted_tokens_per_second_per_gpu / case.published_tokens_per_second_per_gpu
             year = year_by_prefix(case.name, "training_runs.csv", "model")
-            # llm-analysis's model at flops_efficiency 0.5: our FLOPs per token at 50% of the same dense peak
-            peer = ratio * PEER_MFU / case.predicted_mfu if case.predicted_mfu else None
-            found.append(Row("train-step-time", case.name, ratio, year, peer, case.gpu))
+            found.append(Row("train-step-time", case.name, ratio, year, case.gpu))
     for case in whole_run_cases():
         if case.predicted_gpu_hours:
             year = year_by_prefix(case.name, "whole_runs.csv", "model")
             found.append(Row(WHOLE_RUN_FAMILY, case.name, case.published_gpu_hours / case.predicted_gpu_hours, year))
     for case in h200_cases():  # measured step ÷ roofline step, as the published rows' tokens/s ratio
-        peer = case.step_ratio * PEER_MFU / case.roofline_mfu
-        found.append(Row("train-step-time", case.name, case.step_ratio, case.year, peer, H200_GPU, True))
-        found.append(Row("memory-full", case.name, case.memory_ratio, case.year, None, H200_GPU, True))
+        found.append(Row("train-step-time", case.name, case.step_ratio, case.year, H200_GPU, True))
+        found.append(Row("memory-full", case.name, case.memory_ratio, case.year, H200_GPU, True))
     found += [
         Row(CNN_TRAIN_FAMILY, f"ResNet-50 row {i}", r, None) for i, r in enumerate(cnn_train_ratios(cnn_train_cases()))
     ]

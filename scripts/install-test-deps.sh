@@ -4,7 +4,8 @@
 #           libpython3.11 + python3-numpy (tritonserver's python backend), libb64-0d (perf_analyzer), curl, bc,
 #           prometheus 2.42 (promtool: alert rules checked and unit-tested on synthetic series)
 #   npm:    yaml-language-server 1.19.2 under $MLINFRA_TOOLS/yamlls (the plan schema as an editor reads it)
-#   pip:    this project with its test extras, pre-commit, into the current Python ($PYTHON, default python3)
+#   pip:    this project with its test extras, pre-commit, into the current Python ($PYTHON, default python3);
+#           llm-analysis 0.2.2 --no-deps + fire 0.5 beside them (benchmarks/peer_llm_analysis.py: the naive peer)
 #   venvs under $MLINFRA_TOOLS (default ~/.cache/mlinfra-tools), each pinned to the versions the
 #   workplace recipes proved (shared/validators/README.md); a venv whose marker file exists is kept:
 #     torch   torch 2.13.0 (CPU) + deepspeed 0.19.8 (DS_BUILD_OPS=0) + accelerate   (torchrun, DeepSpeed, FSDP)
@@ -72,6 +73,10 @@ fi
 # checkout, and an older editable install's "compiler" mapping is removed first
 quiet "$PY" -m pip uninstall -q -y mlinfra-compile || true
 quiet "$PY" -m pip install -q ".[test]" 'pre-commit==4.7.0'
+# llm-analysis (the naive peer of benchmarks/coverage.py): its metadata pins huggingface-hub<0.15 and transformers<5,
+# which only its Hugging Face lookups use (the peer maps our catalog instead); without them it needs fire<0.6 alone
+quiet "$PY" -m pip install -q --no-deps 'llm-analysis==0.2.2'
+quiet "$PY" -m pip install -q 'fire>=0.5,<0.6'
 done_step
 
 venv() {  # venv NAME MARKER INSTALL-FUNCTION

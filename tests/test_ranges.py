@@ -245,6 +245,11 @@ def test_an_moe_serving_plan_takes_the_moe_families_and_a_dense_one_does_not(tmp
 
 
 def test_the_coverage_tables_in_the_docs_are_what_the_benchmarks_give_today():
+    from benchmarks.peer_llm_analysis import available
+    from tests.tools.realtools import INSTALL_HINT, require_tool
+
+    # the block holds the naive peer's table: llm-analysis itself computes it
+    require_tool("llm-analysis", available(), f"llm-analysis 0.2.2 not installed: {INSTALL_HINT}")
     from benchmarks.coverage import DOCS, docs_text, reports
 
     assert DOCS.read_text(encoding="utf-8") == docs_text(reports()), "run: python benchmarks/coverage.py --write"
