@@ -73,7 +73,8 @@ def _layout_training(plan_text: str, where: str) -> tuple[float, dict | None]:
     except InfeasiblePlan as exc:
         raise ProbeError(f"{where}.plan_text: the layout's plan does not fit: {exc}") from None
     train = plan.spec.train
-    lora = {"rank": train.lora.rank, "targets": list(train.lora.targets)} if train.method == "lora" else None
+    adapters = {"method": train.method, "rank": train.lora.rank, "targets": list(train.lora.targets)}
+    lora = adapters if train.method in ("lora", "qlora") else None
     return float(decide_dropout(plan)[0]), lora
 
 

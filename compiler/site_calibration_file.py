@@ -24,8 +24,9 @@ class _Strict(BaseModel):
 
 
 class SiteLora(_Strict):
-    """The LoRA adapters a measured fine-tuning step trained (a frozen base: train.lora of its plan)."""
+    """The LoRA adapters a measured fine-tuning step trained (a frozen base: train.lora of its plan; qlora: NF4)."""
 
+    method: Literal["lora", "qlora"] = "lora"
     rank: int = Field(ge=1, le=4096)
     targets: list[Literal["q", "k", "v", "o", "gate", "up", "down"]] = Field(min_length=1, max_length=7)
 

@@ -62,7 +62,7 @@ def predicted_step_parts(point: SitePoint, catalog: Catalog, share: float, searc
         framework=point.framework,
         **({"dropout": point.dropout} if point.dropout is not None else {}),
         **(
-            {"method": "lora", "lora_rank": point.lora.rank, "lora_targets": tuple(point.lora.targets)}
+            {"method": point.lora.method, "lora_rank": point.lora.rank, "lora_targets": tuple(point.lora.targets)}
             if point.lora
             else {}
         ),

@@ -9,7 +9,7 @@
 #   venvs under $MLINFRA_TOOLS (default ~/.cache/mlinfra-tools), each pinned to the versions the
 #   workplace recipes proved (shared/validators/README.md); a venv whose marker file exists is kept:
 #     torch   torch 2.13.0 (CPU) + deepspeed 0.19.8 (DS_BUILD_OPS=0) + accelerate   (torchrun, DeepSpeed, FSDP)
-#             + megatron-core 0.16.1, transformers 5.23.0, peft 0.21.2 (marker files of their own)
+#             + megatron-core 0.16.1, transformers 5.23.0, peft 0.21.2, bitsandbytes 0.50.2 (marker files of their own)
 #               (Megatron checks, HF Trainer, the LoRA reference)
 #     k8s     kubernetes-validate 1.37.0 + check-jsonschema 0.39.0 + promql-parser  (Kubernetes schemas, PromQL)
 #     triton  tritonclient[grpc] 2.73.0 + nvidia-pytriton 0.7.0                      (ModelConfig protobuf, tritonserver)
@@ -186,6 +186,14 @@ PEFT=0.21.2
 if [ -f "$TOOLS/torch/.ok-peft-$PEFT" ]; then echo "   peft: present"; else
   quiet "$TOOLS/torch/bin/pip" install -q --no-deps "peft==$PEFT"  # its dependencies (transformers, accelerate, ...) are there
   touch "$TOOLS/torch/.ok-peft-$PEFT"
+fi
+done_step
+
+step "bitsandbytes (PyPI) in the torch venv: QLoRA's NF4 base in the probe's CPU loop (its CPU backend since 0.4x)"
+BNB=0.50.2
+if [ -f "$TOOLS/torch/.ok-bitsandbytes-$BNB" ]; then echo "   bitsandbytes: present"; else
+  quiet "$TOOLS/torch/bin/pip" install -q --no-deps "bitsandbytes==$BNB"  # torch, numpy, packaging already there
+  touch "$TOOLS/torch/.ok-bitsandbytes-$BNB"
 fi
 done_step
 

@@ -44,13 +44,20 @@ FRAMEWORKS = {
     # LoRA: fsdp_tp.py's own TP-sharded adapters (fsdp/lora_tp.py); PEFT's on the launcher's MLINFRA_LORA_* under DDP
     "fsdp2-lora": ("  framework: fsdp\n" + LORA, "parallelism: {recompute: selective, zero_stage: 3}"),
     "ddp-lora": ("  framework: ddp\n" + LORA, ""),
+    # QLoRA: the NF4 base (bitsandbytes' CPU backend here) under PEFT's adapters
+    "ddp-qlora": ("  framework: ddp\n" + LORA.replace("method: lora", "method: qlora"), ""),
+    "hf-trainer-qlora": (
+        "  framework: deepspeed\n  entrypoint: {kind: hf-trainer, env: {DS_ACCELERATOR: cpu}}\n"
+        + LORA.replace("method: lora", "method: qlora"),
+        "parallelism: {zero_stage: 2}",
+    ),
 }
 
 
 def tiny(framework: str, calibration: str = "") -> str:
     train, pins = FRAMEWORKS[framework]
     text = TINY % (train, f", calibration: {calibration}" if calibration else "", pins)
-    return text.replace("workload: train", "workload: finetune") if LORA in train else text
+    return text.replace("workload: train", "workload: finetune") if "  lora: " in train else text
 
 
 def test_the_probe_is_the_plans_own_job_reduced_to_fit_and_says_so():

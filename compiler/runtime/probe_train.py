@@ -73,16 +73,61 @@ def materialise(model, device):
                 local.zero_()
             else:
                 local.normal_(0.0, 0.02)
+    return rebuilt_rotary(model, device)
+
+
+def rebuilt_rotary(model, device):
+    """The rotary tables (buffers computed at construction) rebuilt on `device`: a meta build leaves them empty."""
     for name, module in list(model.named_modules()):
         if name.endswith("rotary_emb"):
-            parent = model.get_submodule(name.rpartition(".")[0])
             with torch.device(device):
-                setattr(parent, name.rpartition(".")[2], type(module)(config=module.config))
+                model.set_submodule(name, type(module)(config=module.config))
     return model
+
+
+def base_model(plan):
+    """The job's base model on the device: QLoRA's NF4 base for a qlora plan, else the full-precision Llama."""
+    return quantised_llama(plan, DEVICE) if plan["spec"]["train"].get("method") == "qlora" else llama(plan)
 
 
 # train.lora's targets as the transformers Llama names its projections (compiler/deployment/lora_tp.py LORA_MODULES)
 LORA_TARGET_MODULES = {t: f"{t}_proj" for t in ("q", "k", "v", "o", "gate", "up", "down")}
+
+
+def quantised_llama(plan, device):
+    """QLoRA's base (Dettmers et al. 2023, §2): every linear layer of the blocks NF4 with double quantisation
+    (bitsandbytes Linear4bit, compress_statistics), computing in the plan's precision; the embeddings, norms and head
+    in full precision. Built on the meta device, each linear quantised from its own random draw on `device`: no
+    unquantised copy of the model is ever held."""
+    import bitsandbytes as bnb
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(plan["spec"].get("precision"), torch.float32)
+    model = llama(plan, torch.device("meta"))
+    for block in model.model.layers:
+        for name, linear in list(block.named_modules()):
+            if isinstance(linear, torch.nn.Linear):
+                nf4 = bnb.nn.Linear4bit(
+                    linear.in_features,
+                    linear.out_features,
+                    bias=False,
+                    compute_dtype=dtype,
+                    compress_statistics=True,
+                    quant_type="nf4",
+                    device="meta",
+                )
+                draw = torch.empty(linear.out_features, linear.in_features, dtype=dtype, device=device).normal_(0, 0.02)
+                nf4.weight = bnb.nn.Params4bit(draw, requires_grad=False, compress_statistics=True, quant_type="nf4")
+                block.set_submodule(name, nf4.to(device))  # .to quantises
+    for module in model.modules():  # the rest in full precision on the device: norms 1, the others N(0, 0.02)
+        for name, parameter in list(module.named_parameters(recurse=False)):
+            if parameter.is_meta:
+                tensor = torch.empty(parameter.shape, device=device)
+                if "norm" in type(module).__name__.lower():
+                    tensor.fill_(1.0)
+                else:
+                    tensor.normal_(0.0, 0.02)
+                module.register_parameter(name, torch.nn.Parameter(tensor))
+    return rebuilt_rotary(model, device)
 
 
 def with_adapters(model):
@@ -169,7 +214,7 @@ def run_deepspeed(plan, device, argv):
     with open(config, encoding="utf-8") as handle:
         zero = json.load(handle).get("zero_optimization", {})
     deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo")
-    model = with_adapters(llama(plan))
+    model = with_adapters(base_model(plan))
     if zero.get("offload_optimizer", {}).get("device") == "cpu":  # ZeRO-Offload steps AdamW on the host
         from deepspeed.ops.adam import DeepSpeedCPUAdam as optimizer_class
     else:
@@ -202,7 +247,7 @@ def run_accelerate(plan, device):
     from accelerate import Accelerator
 
     accelerator = Accelerator(gradient_accumulation_steps=int(os.environ.get("MLINFRA_GRAD_ACCUM", "1")))
-    model = accelerator.prepare(with_adapters(llama(plan)))  # FSDP: the model wrapped, then the optimizer over it
+    model = accelerator.prepare(with_adapters(base_model(plan)))  # FSDP: the model wrapped, then the optimizer over it
     optimizer = accelerator.prepare(torch.optim.AdamW(trainable(model), lr=1e-5))
     clock, batch = Clock(accelerator.device), tokens(plan, int(os.environ["MLINFRA_MICRO_BATCH"]), accelerator.device)
 
@@ -248,7 +293,7 @@ def run_fsdp_tp(plan, device):
 
 def run_ddp(plan, device):
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    model = with_adapters(llama(plan)).to(device)
+    model = with_adapters(base_model(plan)).to(device)
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local] if device.type == "cuda" else None)
     optimizer = torch.optim.AdamW(trainable(ddp), lr=1e-5)
     accum, clock = int(os.environ.get("MLINFRA_GRAD_ACCUM", "1")), Clock(device)
@@ -289,7 +334,7 @@ def run_trainer(plan, device, argv):
         (WARMUP + STEPS + 1) * args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
     )
     data = [{"input_ids": t, "labels": t} for t in tokens(plan, samples, "cpu")]
-    trainer = Trainer(model=with_adapters(llama(plan)), args=args, train_dataset=data, callbacks=[Steps()])
+    trainer = Trainer(model=with_adapters(base_model(plan)), args=args, train_dataset=data, callbacks=[Steps()])
     metrics = trainer.train().metrics
     engine = trainer.model_wrapped if trainer.is_deepspeed_enabled else None
     return clock, {
