@@ -336,7 +336,9 @@ def test_a_serving_probe_runs_the_plans_own_engine_launch_and_vllms_benchmark(tm
 
 
 @pytest.mark.realtool
-@pytest.mark.parametrize("example", ["llama3-405b-pretrain.yaml", "llama3-8b-chat.yaml", "resnet50-triton.yaml"])
+@pytest.mark.parametrize(
+    "example", ["llama3-405b-pretrain.yaml", "llama3-70b-lora-k8s.yaml", "llama3-8b-chat.yaml", "resnet50-triton.yaml"]
+)
 def test_a_kubernetes_plan_gets_a_probe_job_the_schemas_accept(tmp_path, example):
     """scheduler both/kubernetes: probe-job.yaml (a ConfigMap with the probe's and its reduced jobs' files, put back
     at their paths by the volume's items, and a one-pod Job on one GPU node); a serving plan's Job runs in its engine
