@@ -80,6 +80,7 @@ class Case:
     published_mfu: float | None
     predicted_mfu: float | None
     note: str
+    active_params: int | None = None  # the model's active parameters (count_params), where its shape is known
 
     @property
     def error(self) -> float:
@@ -235,6 +236,7 @@ def training_cases() -> list[Case]:
                         published_mfu,
                         None,
                         words(result.infeasible_reason) if result.infeasible_reason else "",
+                        count_params(arch).active,
                     )
                 )
                 continue
@@ -248,6 +250,7 @@ def training_cases() -> list[Case]:
                     published_mfu,
                     chosen.mfu,
                     f"{chosen.description}; {batch_note}",
+                    count_params(arch).active,
                 )
             )
     return cases
@@ -1010,6 +1013,7 @@ class MemoryCase:
     predicted_bytes: float
     metric: str  # allocated | total
     note: str
+    active_params: int | None = None  # the model's active parameters (count_params)
 
     @property
     def error(self) -> float:
@@ -1022,12 +1026,10 @@ def _family(method: str) -> str:
 
 def predict_memory(row: dict) -> tuple[float, object]:
     """Our memory model at the row's configuration: (the figure its metric names, the breakdown)."""
-    from compiler.catalog.loader import load_models
     from compiler.sizing.train.layout import Layout, MemoryOptions, Workload
     from compiler.sizing.train.memory import memory_per_gpu
 
-    model = row["model"]
-    arch = load_models()[model].architecture if isinstance(model, str) else model
+    arch = memory_architecture(row)
     stated = Layout(
         tp=row.get("tp", 1),
         pp=row.get("pp", 1),
@@ -1056,6 +1058,14 @@ def predict_memory(row: dict) -> tuple[float, object]:
     return float({"total": mem.total, "reserved": mem.reserved}.get(row.get("metric", ""), mem.allocated)), mem
 
 
+def memory_architecture(row: dict) -> Architecture:
+    """A memory row's model: a catalog preset by id, or the Architecture the row states."""
+    from compiler.catalog.loader import load_models
+
+    model = row["model"]
+    return load_models()[model].architecture if isinstance(model, str) else model
+
+
 def _measured_bytes(value: str, unit: str) -> float:
     return float(value) * (2**30 if unit == "GiB" else 1e9)
 
@@ -1077,6 +1087,7 @@ def memory_cases() -> list[MemoryCase]:
                 predicted,
                 pins.get("metric", "allocated"),
                 pins.get("assumed", ""),
+                count_params(memory_architecture(pins)).active,
             )
         )
     predicted, _ = predict_memory(BLOOM_ROW)
@@ -1088,6 +1099,7 @@ def memory_cases() -> list[MemoryCase]:
             predicted,
             "total",
             "'~60GB used per GPU' (BigScience notion page), read as nvidia-smi's figure",
+            count_params(memory_architecture(BLOOM_ROW)).active,
         )
     )
     return cases

@@ -68,6 +68,7 @@ class ServingCase:
     predicted_tpot_seconds: float
     batch: int
     note: str
+    active_params: int | None = None  # the model's active parameters (count_params)
 
     @property
     def error(self) -> float:
@@ -157,6 +158,7 @@ def serving_cases(gpus=None, models=None, count=None) -> list[ServingCase]:
                     predicted_tpot_seconds=c.tpot_seconds,
                     batch=c.max_concurrency,
                     note=row["notes"],
+                    active_params=count(preset.architecture).active,
                 )
             )
     return cases
