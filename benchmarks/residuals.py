@@ -24,6 +24,9 @@ P50. Rows published after CUTOFF_YEAR never fit; benchmarks/coverage.py measures
   (accuracy_cnn_train.py): step time, wall time, GPU-hours and cost of a CNN with a layer table take it;
 * serve-vision, serve-vision-batch1: CNN images/s at a batch of 64-256, and at batch 1 (accuracy_vision.py); a
   batch's time, so the request latency, scales inversely. A plan takes the second when it sizes batch 1.
+Each family also records what its fitted rows cover: the GPUs they ran on (`gpus`) and the fewest and most active
+parameters of their models (`active_params`, compiler.catalog.params.count_params as the compiler counts a plan's),
+each empty where a row does not name it; compiler/passes/attach_ranges.py marks a plan outside them.
 Usage: python benchmarks/residuals.py [--write]   (--write: compiler/catalog/residuals.yaml, which the compiler reads)
 """
 
