@@ -80,6 +80,7 @@ class Case:
     published_mfu: float | None
     predicted_mfu: float | None
     note: str
+    active_params: int | None = None  # the model's active parameters (count_params), where its shape is known
 
     @property
     def error(self) -> float:
@@ -183,6 +184,36 @@ def _preset(model: str) -> str:
     return model.split(" ")[0].lower()
 
 
+def _training_request(row: dict, arch: Architecture, family: str, gpu_id: str, batch: int) -> TrainRequest:
+    """The search request of one published run: its model, GPUs, precision and batch, with its stated layout pinned."""
+    count = int(row["gpu_count"])
+    return TrainRequest(
+        arch=arch,
+        params=count_params(arch),
+        tokens=TOKENS,
+        seq_len=int(row["seq_len"]),
+        global_batch_sequences=batch,
+        gpu_ids=(gpu_id,),
+        precision=_precision(row),
+        gpu_count=count,
+        gpus_per_node=8,
+        max_gpus=count,
+        interconnect=FABRICS.interconnects["ib-200g" if "A100" in row["gpu_type"] else "ib-400g"],
+        storage=FABRICS.storage["lustre"],
+        pins=_pins(row, family),
+        optimize="time",
+        flash_attention=family != "megatron-2021",
+        framework="megatron" if family.startswith("megatron") else "auto",  # the runs' own framework
+        attention_kernel="triton-flash" if family == "llm-foundry" else "flash2",
+        memory=LLM_FOUNDRY_MEMORY if family == "llm-foundry" else MemoryOptions(),
+        dropout=row_dropout(_preset(row["model"])),  # GPT and MPT: no family of their own, masks kept
+    )
+
+
+def _precision(row: dict) -> str:
+    return "fp8" if "fp8" in row["precision"] else "bf16"
+
+
 def training_cases() -> list[Case]:
     gpus = load_gpus()
     cases = []
@@ -195,60 +226,20 @@ def training_cases() -> list[Case]:
                 continue
             count = int(row["gpu_count"])
             arch, family = _architecture(row)
-            precision = "fp8" if "fp8" in row["precision"] else "bf16"
             batch, batch_note = _global_batch(row, count)
-            request = TrainRequest(
-                arch=arch,
-                params=count_params(arch),
-                tokens=TOKENS,
-                seq_len=int(row["seq_len"]),
-                global_batch_sequences=batch,
-                gpu_ids=(gpu_id,),
-                precision=precision,
-                gpu_count=count,
-                gpus_per_node=8,
-                max_gpus=count,
-                interconnect=FABRICS.interconnects["ib-200g" if "A100" in row["gpu_type"] else "ib-400g"],
-                storage=FABRICS.storage["lustre"],
-                pins=_pins(row, family),
-                optimize="time",
-                flash_attention=family != "megatron-2021",
-                framework="megatron" if family.startswith("megatron") else "auto",  # the runs' own framework
-                attention_kernel="triton-flash" if family == "llm-foundry" else "flash2",
-                memory=LLM_FOUNDRY_MEMORY if family == "llm-foundry" else MemoryOptions(),
-                dropout=row_dropout(_preset(row["model"])),  # GPT and MPT: no family of their own, masks kept
-            )
-            result = search_training(request, gpus)
-            gpu = gpus[gpu_id]
-            peak = gpu.dense_tflops[COMPUTE_DTYPE[precision]]
-            model_flops = model_flops_per_token(arch, count_params(arch), int(row["seq_len"]))
+            result = search_training(_training_request(row, arch, family, gpu_id, batch), gpus)
+            peak = gpus[gpu_id].dense_tflops[COMPUTE_DTYPE[_precision(row)]]
+            params = count_params(arch)
+            model_flops = model_flops_per_token(arch, params, int(row["seq_len"]))
             published_tps, published_mfu = _published(row, arch, family, peak, model_flops)
             chosen = result.chosen
             if chosen is None:
-                cases.append(
-                    Case(
-                        name,
-                        gpu_id,
-                        count,
-                        published_tps,
-                        None,
-                        published_mfu,
-                        None,
-                        words(result.infeasible_reason) if result.infeasible_reason else "",
-                    )
-                )
+                note = words(result.infeasible_reason) if result.infeasible_reason else ""
+                cases.append(Case(name, gpu_id, count, published_tps, None, published_mfu, None, note, params.active))
                 continue
+            predicted, note = chosen.tokens_per_second / count, f"{chosen.description}; {batch_note}"
             cases.append(
-                Case(
-                    name,
-                    gpu_id,
-                    count,
-                    published_tps,
-                    chosen.tokens_per_second / count,
-                    published_mfu,
-                    chosen.mfu,
-                    f"{chosen.description}; {batch_note}",
-                )
+                Case(name, gpu_id, count, published_tps, predicted, published_mfu, chosen.mfu, note, params.active)
             )
     return cases
 
@@ -1010,6 +1001,7 @@ class MemoryCase:
     predicted_bytes: float
     metric: str  # allocated | total
     note: str
+    active_params: int | None = None  # the model's active parameters (count_params)
 
     @property
     def error(self) -> float:
@@ -1022,12 +1014,10 @@ def _family(method: str) -> str:
 
 def predict_memory(row: dict) -> tuple[float, object]:
     """Our memory model at the row's configuration: (the figure its metric names, the breakdown)."""
-    from compiler.catalog.loader import load_models
     from compiler.sizing.train.layout import Layout, MemoryOptions, Workload
     from compiler.sizing.train.memory import memory_per_gpu
 
-    model = row["model"]
-    arch = load_models()[model].architecture if isinstance(model, str) else model
+    arch = memory_architecture(row)
     stated = Layout(
         tp=row.get("tp", 1),
         pp=row.get("pp", 1),
@@ -1056,6 +1046,14 @@ def predict_memory(row: dict) -> tuple[float, object]:
     return float({"total": mem.total, "reserved": mem.reserved}.get(row.get("metric", ""), mem.allocated)), mem
 
 
+def memory_architecture(row: dict) -> Architecture:
+    """A memory row's model: a catalog preset by id, or the Architecture the row states."""
+    from compiler.catalog.loader import load_models
+
+    model = row["model"]
+    return load_models()[model].architecture if isinstance(model, str) else model
+
+
 def _measured_bytes(value: str, unit: str) -> float:
     return float(value) * (2**30 if unit == "GiB" else 1e9)
 
@@ -1077,6 +1075,7 @@ def memory_cases() -> list[MemoryCase]:
                 predicted,
                 pins.get("metric", "allocated"),
                 pins.get("assumed", ""),
+                count_params(memory_architecture(pins)).active,
             )
         )
     predicted, _ = predict_memory(BLOOM_ROW)
@@ -1088,6 +1087,7 @@ def memory_cases() -> list[MemoryCase]:
             predicted,
             "total",
             "'~60GB used per GPU' (BigScience notion page), read as nvidia-smi's figure",
+            count_params(memory_architecture(BLOOM_ROW)).active,
         )
     )
     return cases

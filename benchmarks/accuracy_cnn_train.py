@@ -42,6 +42,7 @@ class CnnTrainCase:
     host_limited: bool
     published_items_per_second: float
     predicted_items_per_second: float
+    active_params: int | None = None  # the model's active parameters (count_params)
 
     @property
     def error(self) -> float:
@@ -71,11 +72,9 @@ def cnn_train_cases() -> list[CnnTrainCase]:
         )
         step = step_time(work, Layout(dp=n, micro_batch=batch), gpu, LINKS, traffic)
         name = f"{row['model']} {row['precision']} {row['gpu_type']} ×{n} b{batch} {row['memory_format']}"
-        cases.append(
-            CnnTrainCase(
-                name, n, "host-side limit" in row["notes"], float(row["throughput_items_per_s"]), batch * n / step.total
-            )
-        )
+        published, predicted = float(row["throughput_items_per_s"]), batch * n / step.total
+        host_limited = "host-side limit" in row["notes"]
+        cases.append(CnnTrainCase(name, n, host_limited, published, predicted, params.active))
     return cases
 
 

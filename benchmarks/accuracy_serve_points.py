@@ -295,6 +295,7 @@ class PointCase:
     comparisons: tuple[Comparison, ...]
     batch: int
     replicas: int
+    active_params: int | None = None  # the model's active parameters (count_params)
 
 
 def _number(text: str) -> float | None:
@@ -343,7 +344,8 @@ def _request(s: Statement, arch, params, model_id: str) -> ServeRequest:
 
 def _case(index: int, row: dict, s: Statement, gpus, models, count) -> PointCase:
     arch = GPT_J_6B if s.model == "gpt-j-6b" else models[s.model].architecture
-    result = search_serving(_request(s, arch, count(arch), s.model), gpus)
+    params = count(arch)
+    result = search_serving(_request(s, arch, params, s.model), gpus)
     c = result.chosen
     if c is None:
         raise RuntimeError(f"row {index} {row['model']}: {words(result.infeasible_reason)}")
@@ -365,7 +367,7 @@ def _case(index: int, row: dict, s: Statement, gpus, models, count) -> PointCase
     load = {"static-batch": f"batch {s.clients}", "concurrency": f"{s.clients} clients", "max-load": "max load"}[s.load]
     dp = f" DP{s.attention_dp}" if s.attention_dp > 1 else ""
     name = f"{row['model'].split(' (')[0]} {s.precision}{' kv-fp8' if s.kv_cache_dtype == 'fp8' else ''} {s.gpus}×{s.gpu_id}{dp} {s.prompt_tokens}/{s.output_tokens} {load}"
-    return PointCase(name, index, s, tuple(comparisons), c.max_concurrency, c.replicas)
+    return PointCase(name, index, s, tuple(comparisons), c.max_concurrency, c.replicas, params.active)
 
 
 def rows() -> list[dict]:

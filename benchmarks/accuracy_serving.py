@@ -68,6 +68,7 @@ class ServingCase:
     predicted_tpot_seconds: float
     batch: int
     note: str
+    active_params: int | None = None  # the model's active parameters (count_params)
 
     @property
     def error(self) -> float:
@@ -95,6 +96,36 @@ def optional_seconds(text: str) -> float | None:
     return float(text) / 1e3 if text.strip() else None
 
 
+def _request(preset, params, precision: str, gpu_id: str, tp: int, prompt: int, output: int) -> ServeRequest:
+    """A max-throughput row as a search request: the row's model, GPU, precision and TP, TensorRT-LLM's KV share."""
+    return ServeRequest(
+        arch=preset.architecture,
+        params=params,
+        model_id=preset.id,
+        precisions=(precision,),
+        kv_cache_dtype="fp8" if precision == "fp8" else "auto",
+        engine="triton",
+        context_len=prompt + output,
+        requests_per_second=1.0,
+        prompt_tokens=prompt,
+        output_tokens=output,
+        peak_factor=1.0,
+        ttft_p99_seconds=None,
+        tpot_p99_seconds=None,
+        latency_p99_seconds=None,
+        gpu_ids=(gpu_id,),
+        gpu_count=tp,
+        tp=tp,
+        pp=1,
+        gpus_per_node=None,
+        interconnect=FABRICS.interconnects["ib-400g"],
+        pricing="on-demand",
+        optimize="cost",
+        budget_usd_per_month=None,
+        gpu_memory_utilization=TRTLLM_KV_CACHE_FREE_GPU_MEM_FRACTION,
+    )
+
+
 def serving_cases(gpus=None, models=None, count=None) -> list[ServingCase]:
     """One case per CSV row; catalogs default to the packaged ones (compiler.catalog.loader)."""
     if gpus is None or models is None or count is None:
@@ -110,32 +141,8 @@ def serving_cases(gpus=None, models=None, count=None) -> list[ServingCase]:
             precision = row["precision"].lower()
             tp = int(row["gpu_count"])
             prompt, output = int(row["input_len"]), int(row["output_len"])
-            req = ServeRequest(
-                arch=preset.architecture,
-                params=count(preset.architecture),
-                model_id=preset.id,
-                precisions=(precision,),
-                kv_cache_dtype="fp8" if precision == "fp8" else "auto",
-                engine="triton",
-                context_len=prompt + output,
-                requests_per_second=1.0,
-                prompt_tokens=prompt,
-                output_tokens=output,
-                peak_factor=1.0,
-                ttft_p99_seconds=None,
-                tpot_p99_seconds=None,
-                latency_p99_seconds=None,
-                gpu_ids=(gpu_id,),
-                gpu_count=tp,
-                tp=tp,
-                pp=1,
-                gpus_per_node=None,
-                interconnect=FABRICS.interconnects["ib-400g"],
-                pricing="on-demand",
-                optimize="cost",
-                budget_usd_per_month=None,
-                gpu_memory_utilization=TRTLLM_KV_CACHE_FREE_GPU_MEM_FRACTION,
-            )
+            params = count(preset.architecture)
+            req = _request(preset, params, precision, gpu_id, tp, prompt, output)
             result = search_serving(req, gpus)
             c = result.chosen
             if c is None:
@@ -157,6 +164,7 @@ def serving_cases(gpus=None, models=None, count=None) -> list[ServingCase]:
                     predicted_tpot_seconds=c.tpot_seconds,
                     batch=c.max_concurrency,
                     note=row["notes"],
+                    active_params=params.active,
                 )
             )
     return cases

@@ -35,6 +35,7 @@ class VisionCase:
     regime: str  # batched | batch1
     published_items_per_second: float
     predicted_items_per_second: float
+    active_params: int | None = None  # the model's active parameters (count_params)
 
     @property
     def error(self) -> float:
@@ -77,6 +78,7 @@ def vision_cases() -> list[VisionCase]:
                 "batch1" if batch == 1 else "batched",
                 float(row["throughput_items_per_s"]),
                 batch / timing.seconds,
+                params.active,
             )
         )
     return cases

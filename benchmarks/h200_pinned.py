@@ -49,6 +49,7 @@ class H200Case:
     measured_allocated_bytes: float
     predicted_allocated_bytes: float
     year: int | None
+    active_params: int  # the compiled plan's model.params_active
 
     @property
     def step_ratio(self) -> float:
@@ -123,6 +124,7 @@ def h200_cases() -> tuple[H200Case, ...]:
                 measured_allocated_bytes=float(row["peak_allocated_bytes"]),
                 predicted_allocated_bytes=float(plan["memory_per_gpu_bytes"]["allocated"]),
                 year=years[row["case"]],
+                active_params=plan["model"]["params_active"],
             )
         )
     return tuple(cases)

@@ -24,6 +24,9 @@ P50. Rows published after CUTOFF_YEAR never fit; benchmarks/coverage.py measures
   (accuracy_cnn_train.py): step time, wall time, GPU-hours and cost of a CNN with a layer table take it;
 * serve-vision, serve-vision-batch1: CNN images/s at a batch of 64-256, and at batch 1 (accuracy_vision.py); a
   batch's time, so the request latency, scales inversely. A plan takes the second when it sizes batch 1.
+Each family also records what its fitted rows cover: the GPUs they ran on (`gpus`) and the fewest and most active
+parameters of their models (`active_params`, compiler.catalog.params.count_params as the compiler counts a plan's),
+each empty where a row does not name it; compiler/passes/attach_ranges.py marks a plan outside them.
 Usage: python benchmarks/residuals.py [--write]   (--write: compiler/catalog/residuals.yaml, which the compiler reads)
 """
 
@@ -84,6 +87,7 @@ class Row:
     year: int | None  # published (benchmarks/published_dates.py); None: the source names no year
     gpu: str | None = None  # the catalog GPU the row ran on, where the benchmark names one
     measured_here: bool = False  # measured by this project (benchmarks/h200_pinned.py), not published by others
+    active_params: int | None = None  # the row's model's active parameters (compiler.catalog.params.count_params)
 
 
 @lru_cache(maxsize=1)
@@ -94,36 +98,42 @@ def labelled_rows() -> tuple[Row, ...]:
         if case.predicted_tokens_per_second_per_gpu and case.published_tokens_per_second_per_gpu:
             ratio = case.predicted_tokens_per_second_per_gpu / case.published_tokens_per_second_per_gpu
             year = year_by_prefix(case.name, "training_runs.csv", "model")
-            found.append(Row("train-step-time", case.name, ratio, year, case.gpu))
+            found.append(Row("train-step-time", case.name, ratio, year, case.gpu, active_params=case.active_params))
     for case in whole_run_cases():
         if case.predicted_gpu_hours:
             year = year_by_prefix(case.name, "whole_runs.csv", "model")
-            found.append(Row(WHOLE_RUN_FAMILY, case.name, case.published_gpu_hours / case.predicted_gpu_hours, year))
+            ratio = case.published_gpu_hours / case.predicted_gpu_hours
+            found.append(Row(WHOLE_RUN_FAMILY, case.name, ratio, year, active_params=case.active_params))
     for case in h200_cases():  # measured step ÷ roofline step, as the published rows' tokens/s ratio
-        found.append(Row("train-step-time", case.name, case.step_ratio, case.year, H200_GPU, True))
-        found.append(Row("memory-full", case.name, case.memory_ratio, case.year, H200_GPU, True))
+        found.append(Row("train-step-time", case.name, case.step_ratio, case.year, H200_GPU, True, case.active_params))
+        found.append(Row("memory-full", case.name, case.memory_ratio, case.year, H200_GPU, True, case.active_params))
+    cnn = cnn_train_cases()
     found += [
-        Row(CNN_TRAIN_FAMILY, f"ResNet-50 row {i}", r, None) for i, r in enumerate(cnn_train_ratios(cnn_train_cases()))
+        Row(CNN_TRAIN_FAMILY, f"ResNet-50 row {i}", r, None, active_params=case.active_params)
+        for i, (r, case) in enumerate(zip(cnn_train_ratios(cnn), cnn))
     ]
     for case in memory_cases():
         year = years_by("memory_peaks_2.csv", "case").get(case.name) or years_by(
             "memory_peaks_torchtitan.csv", "case"
         ).get(case.name)
-        found.append(Row(f"memory-{case.family}", case.name, case.measured_bytes / case.predicted_bytes, year))
+        ratio = case.measured_bytes / case.predicted_bytes
+        found.append(Row(f"memory-{case.family}", case.name, ratio, year, active_params=case.active_params))
     moe = moe_model_ids()
     for case in serving_cases():
         family = _serve_family("serve-throughput", case.model_id in moe)
         ratio = case.published_tokens_per_second / case.predicted_tokens_per_second
-        found.append(Row(family, case.name, ratio, None, gpu=case.gpu_id))
+        found.append(Row(family, case.name, ratio, None, gpu=case.gpu_id, active_params=case.active_params))
     dated = years_by_index("serve_points_2.csv")
     for case in point_cases()[0]:
         for c in case.comparisons:
             family = _serve_family(f"serve-{c.family}", case.statement.model in moe)
             ratio, gpu = c.published / c.predicted, case.statement.gpu_id
-            found.append(Row(family, f"{case.name} {c.family}", ratio, dated[case.row], gpu=gpu))
+            name, year = f"{case.name} {c.family}", dated[case.row]
+            found.append(Row(family, name, ratio, year, gpu=gpu, active_params=case.active_params))
     for case in vision_cases():
         family = "serve-vision-batch1" if case.regime == "batch1" else "serve-vision"
-        found.append(Row(family, case.name, case.published_items_per_second / case.predicted_items_per_second, None))
+        ratio = case.published_items_per_second / case.predicted_items_per_second
+        found.append(Row(family, case.name, ratio, None, active_params=case.active_params))
     return tuple(found)
 
 
@@ -172,17 +182,34 @@ def interval(values: list[float]) -> tuple[float, float, float]:
     return math.exp(mean - half), math.exp(mean), math.exp(mean + half)
 
 
-def gpus(rows: tuple[Row, ...] | None = None) -> dict[str, list[str]]:
-    """The GPUs each family's fitted rows ran on, where every row names one (else no claim: an empty list)."""
+def _fitted(rows: tuple[Row, ...] | None) -> dict[str, list[Row]]:
     found: dict[str, list[Row]] = {name: [] for name in SOURCES}
     for row in labelled_rows() if rows is None else rows:
         if not held_out(row):
             found[row.family].append(row)
+    return found
+
+
+def gpus(rows: tuple[Row, ...] | None = None) -> dict[str, list[str]]:
+    """The GPUs each family's fitted rows ran on, where every row names one (else no claim: an empty list)."""
+    found = _fitted(rows)
     return {f: sorted({r.gpu for r in rs}) if rs and all(r.gpu for r in rs) else [] for f, rs in found.items()}
 
 
+def active_params_span(rows: tuple[Row, ...] | None = None) -> dict[str, list[int]]:
+    """[fewest, most] active parameters of each family's fitted rows' models, where every row names its model's
+    count (else no claim: an empty list)."""
+    found = _fitted(rows)
+    return {
+        f: [min(r.active_params for r in rs), max(r.active_params for r in rs)]
+        if rs and all(r.active_params for r in rs)
+        else []
+        for f, rs in found.items()
+    }
+
+
 def families(rows: tuple[Row, ...] | None = None) -> dict[str, dict]:
-    out, support = {}, gpus(rows)
+    out, support, sizes = {}, gpus(rows), active_params_span(rows)
     for name, values in ratios(rows).items():
         p10, p50, p90 = interval(values)
         out[name] = {
@@ -191,6 +218,7 @@ def families(rows: tuple[Row, ...] | None = None) -> dict[str, dict]:
             "p50": round(p50, 4),
             "p90": round(p90, 4),
             "gpus": support[name],
+            "active_params": sizes[name],
             "source": SOURCES[name],
         }
     return out
@@ -199,14 +227,15 @@ def families(rows: tuple[Row, ...] | None = None) -> dict[str, dict]:
 def residuals_text() -> str:
     lines = [
         "# Generated by `python benchmarks/residuals.py --write`; do not edit (tests/test_ranges.py checks it).",
-        "# actual ÷ predicted over each family's benchmark rows: P10, P50, P90; gpus: what its rows ran on (empty: not",
-        "# known for every row).",
+        "# actual ÷ predicted over each family's benchmark rows: P10, P50, P90; gpus: what its rows ran on; active_params:",
+        "# the fewest and most active parameters of its rows' models (either empty: not known for every row).",
         "families:",
     ]
     for name, f in families().items():
         lines.append(
             f"  {name}: {{rows: {f['rows']}, p10: {f['p10']}, p50: {f['p50']}, p90: {f['p90']}, "
-            f'gpus: [{", ".join(f["gpus"])}], source: "{f["source"]}"}}'
+            f"gpus: [{', '.join(f['gpus'])}], active_params: [{', '.join(map(str, f['active_params']))}], "
+            f'source: "{f["source"]}"}}'
         )
     return "\n".join(lines) + "\n"
 

@@ -70,6 +70,7 @@ class WholeRun:
     goodput: float | None
     description: str
     note: str
+    active_params: int | None = None  # the model's active parameters (count_params)
 
     @property
     def error(self) -> float:
@@ -189,6 +190,7 @@ def whole_run_cases() -> list[WholeRun]:
                         None,
                         "",
                         words(result.infeasible_reason) if result.infeasible_reason else "no fit",
+                        count_params(_architecture(row)).active,
                     )
                 )
                 continue
@@ -196,7 +198,17 @@ def whole_run_cases() -> list[WholeRun]:
             before = steady / goodput(c.gpus, c.checkpoint_write_seconds)[0]
             cases.append(
                 WholeRun(
-                    name, count, known, published, c.gpu_hours, steady, before, c.goodput, c.description, row["notes"]
+                    name,
+                    count,
+                    known,
+                    published,
+                    c.gpu_hours,
+                    steady,
+                    before,
+                    c.goodput,
+                    c.description,
+                    row["notes"],
+                    count_params(_architecture(row)).active,
                 )
             )
     return cases

@@ -1,5 +1,6 @@
 """Residuals of the sizing against published figures, per family (residuals.yaml, written by
-benchmarks/residuals.py): the ratio actual ÷ predicted at P10, P50 and P90 over the family's rows, and the GPUs they ran on."""
+benchmarks/residuals.py): the ratio actual ÷ predicted at P10, P50 and P90 over the family's rows, the GPUs they ran on and
+the span of their models' active parameters."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ class Residual(BaseModel):
     p50: float = Field(gt=0)
     p90: float = Field(gt=0)
     gpus: tuple[str, ...] = ()  # the GPUs its rows ran on; empty where not every row names one
+    # (fewest, most) active parameters of its rows' models; empty where not every row names its model's count
+    active_params: tuple[int, int] | tuple[()] = ()
     source: str
 
 

@@ -17,6 +17,10 @@ it, and the engines fill their KV cache up to the configured share. A service's 
 replicas it deploys (the autoscaler's maximum): a decision, not a prediction, so it takes no range; throughput below
 the roofline shows as a higher utilisation and latency at that cost.
 
+A plan outside a family's rows says so (Range.outside, a warning) and still takes its range, borrowed: where every row
+names its GPU and none ran on the plan's, and where every row names its model's active parameters (count_params) and
+the plan's model lies strictly outside their span (residuals.yaml `active_params`: fewest, most; no tolerance).
+
 Gates keep their stated quantile of the same families (train.gate_quantile, train.memory_quantile); a serving SLO is
 checked on the roofline, and a warning says when the median misses it.
 
@@ -31,7 +35,7 @@ from ..catalog.catalog import Catalog
 from ..catalog.residuals import Residual
 from ..catalog.types import Architecture
 from ..plan.resolved import Alternative, Decision, Range, ResolvedPlan
-from ..units import format_seconds
+from ..units import format_count, format_seconds
 from .context import PassContext
 from .training_families import (
     CNN_TRAIN_FAMILY,
@@ -85,25 +89,43 @@ def _residual(ctx: PassContext, family: str, arch: Architecture | None) -> Resid
     return published
 
 
+def _off_gpu(r: Residual, gpu: str) -> bool:
+    """Every row names its GPU and none ran on this one."""
+    return bool(gpu and r.gpus and gpu not in r.gpus)
+
+
+def _off_size(r: Residual, active_params: int) -> bool:
+    """Every row names its model's active parameters and this model's lie strictly outside their span."""
+    return bool(active_params and r.active_params) and not r.active_params[0] <= active_params <= r.active_params[-1]
+
+
+# what a family's rows did with their models, by the family's first word: the verb of the size reason
+ROW_VERBS = {"train": "trained", "serve": "served", "memory": "measured"}
+
+
+def _outside(family: str, r: Residual, gpu: str, active_params: int) -> str:
+    """Why the plan lies outside the family's rows (a GPU none ran on, a model size beyond their span), or ""."""
+    reasons = []
+    if _off_gpu(r, gpu):
+        reasons.append(f"ran on {gpu} (its rows: {', '.join(r.gpus)})")
+    if _off_size(r, active_params):
+        fewest, most = (format_count(n) for n in r.active_params)
+        span = fewest if fewest == most else f"{fewest}–{most}"
+        verb = ROW_VERBS[family.split("-")[0]]
+        reasons.append(f"{verb} a model of {format_count(active_params)} active parameters (its rows: {span})")
+    return f"no published {family} row " + ", nor ".join(reasons) if reasons else ""
+
+
 def _range(
-    ctx: PassContext,
-    quantity: str,
-    roofline: float,
-    family: str,
-    rate: bool = False,
-    gpu: str = "",
-    arch: Architecture | None = None,
+    ctx: PassContext, quantity: str, roofline: float, family: str, plan: ResolvedPlan, rate: bool = False
 ) -> Range:
+    arch = plan.model.architecture
     r = _residual(ctx, family, arch)
     if rate:
         low, mid, high = roofline / r.p90, roofline / r.p50, roofline / r.p10
     else:
         low, mid, high = roofline * r.p10, roofline * r.p50, roofline * r.p90
-    outside = (
-        f"no published {family} row ran on {gpu} (its rows: {', '.join(r.gpus)})"
-        if gpu and r.gpus and gpu not in r.gpus
-        else ""
-    )
+    outside = _outside(family, r, plan.hardware.gpu, plan.model.params_active)
     return Range(
         quantity=quantity, roofline=roofline, p10=low, p50=mid, p90=high, family=family, rows=r.rows, outside=outside
     )
@@ -112,17 +134,17 @@ def _range(
 def _training(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
     t, method = plan.training, plan.spec.train.method
     arch = plan.model.architecture
-    run, step, gpu = time_family(plan.workload, arch), step_family(arch), plan.hardware.gpu
+    run, step = time_family(plan.workload, arch), step_family(arch)
     ranges = [
-        _range(ctx, "training.step_seconds", t.step_seconds, step, gpu=gpu, arch=arch),
-        _range(ctx, "training.wall_seconds", t.wall_seconds, run, gpu=gpu, arch=arch),
-        _range(ctx, "training.gpu_hours", t.gpu_hours, run, gpu=gpu, arch=arch),
-        _range(ctx, "training.tokens_per_second", t.tokens_per_second, step, rate=True, gpu=gpu, arch=arch),
-        _range(ctx, "cost.usd_total", plan.cost.usd_total, run, gpu=gpu, arch=arch),
+        _range(ctx, "training.step_seconds", t.step_seconds, step, plan),
+        _range(ctx, "training.wall_seconds", t.wall_seconds, run, plan),
+        _range(ctx, "training.gpu_hours", t.gpu_hours, run, plan),
+        _range(ctx, "training.tokens_per_second", t.tokens_per_second, step, plan, rate=True),
+        _range(ctx, "cost.usd_total", plan.cost.usd_total, run, plan),
     ]
     if plan.memory_per_gpu_bytes.total:
         total = plan.memory_per_gpu_bytes.total
-        ranges.append(_range(ctx, "memory_per_gpu_bytes.total", total, MEMORY_FAMILY[method], gpu=gpu))
+        ranges.append(_range(ctx, "memory_per_gpu_bytes.total", total, MEMORY_FAMILY[method], plan))
     return ranges
 
 
@@ -140,17 +162,16 @@ def _serving(plan: ResolvedPlan, ctx: PassContext) -> list[Range]:
         if family is None:
             return []
         ranges = [
-            _range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, family),
-            _range(ctx, "serving.ttft_seconds", s.ttft_seconds, family, rate=True),
+            _range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, family, plan),
+            _range(ctx, "serving.ttft_seconds", s.ttft_seconds, family, plan, rate=True),
         ]
         return ranges
     throughput, tpot = _llm_families(plan)
-    gpu = plan.hardware.gpu
     # a replica's throughput; the replicas, so the monthly cost, scale inversely with it
     return [
-        _range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, throughput, gpu=gpu),
-        _range(ctx, "serving.ttft_seconds", s.ttft_seconds, TTFT, gpu=gpu),
-        _range(ctx, "serving.tpot_seconds", s.tpot_seconds, tpot, gpu=gpu),
+        _range(ctx, "serving.tokens_per_second_per_replica", s.tokens_per_second_per_replica, throughput, plan),
+        _range(ctx, "serving.ttft_seconds", s.ttft_seconds, TTFT, plan),
+        _range(ctx, "serving.tpot_seconds", s.tpot_seconds, tpot, plan),
     ]
 
 
@@ -177,9 +198,9 @@ def _headlines_at_median(plan: ResolvedPlan, ranges: list[Range]) -> ResolvedPla
 
 
 def _spread(
-    ctx: PassContext, roofline: float, family: str, rate: bool = False, arch: Architecture | None = None
+    ctx: PassContext, roofline: float, family: str, plan: ResolvedPlan, rate: bool = False
 ) -> tuple[float, tuple[float, float]]:
-    r = _range(ctx, "", roofline, family, rate, arch=arch)
+    r = _range(ctx, "", roofline, family, plan, rate)
     return r.p50, (r.p10, r.p90)
 
 
@@ -187,9 +208,8 @@ def _alternative(a: Alternative, plan: ResolvedPlan, ctx: PassContext) -> Altern
     """An alternative's cost and time at P50 of the same families as the headline, with P10-P90."""
     if plan.training is not None:
         run = time_family(plan.workload, plan.model.architecture)
-        arch = plan.model.architecture
-        usd, usd_spread = _spread(ctx, a.usd, run, arch=arch)
-        seconds, seconds_spread = _spread(ctx, a.seconds, run, arch=arch)
+        usd, usd_spread = _spread(ctx, a.usd, run, plan)
+        seconds, seconds_spread = _spread(ctx, a.seconds, run, plan)
         return a.model_copy(
             update={"usd": usd, "seconds": seconds, "spread": {"usd": usd_spread, "seconds": seconds_spread}}
         )
@@ -197,11 +217,11 @@ def _alternative(a: Alternative, plan: ResolvedPlan, ctx: PassContext) -> Altern
         family = _vision_family(plan)
         if family is None:
             return a
-        seconds, seconds_spread = _spread(ctx, a.seconds, family, rate=True)
+        seconds, seconds_spread = _spread(ctx, a.seconds, family, plan, rate=True)
         return a.model_copy(update={"seconds": seconds, "spread": {"seconds": seconds_spread}})
     _, tpot_family = _llm_families(plan)
-    ttft, ttft_spread = _spread(ctx, a.ttft_seconds, TTFT)
-    tpot, tpot_spread = _spread(ctx, a.tpot_seconds, tpot_family)
+    ttft, ttft_spread = _spread(ctx, a.ttft_seconds, TTFT, plan)
+    tpot, tpot_spread = _spread(ctx, a.tpot_seconds, tpot_family, plan)
     # request latency = TTFT + output tokens × TPOT: each part at the same quantile of its own family
     decode_steps = (a.seconds - a.ttft_seconds) / a.tpot_seconds
     latency = ttft + decode_steps * tpot
@@ -229,10 +249,23 @@ def _slo_warnings(plan: ResolvedPlan) -> list[str]:
     return found
 
 
-def _outside_warnings(ranges: list[Range]) -> list[str]:
+# what an outside range is borrowed from, by (off the rows' GPUs, off their model sizes)
+BORROWED = {
+    (True, False): "the range is borrowed from other GPUs, not measured on this one",
+    (False, True): "the range is borrowed from models of other sizes, not measured at this one",
+    (True, True): "the range is borrowed from other GPUs and models of other sizes, not measured on this plan",
+}
+
+
+def _outside_warnings(plan: ResolvedPlan, ranges: list[Range], ctx: PassContext) -> list[str]:
     """One warning per family the plan lies outside of: its range is borrowed, not measured."""
-    said = dict.fromkeys(r.outside for r in ranges if r.outside)
-    return [f"{reason}: the range is borrowed from other GPUs, not measured on this one" for reason in said]
+    said: dict[str, str] = {}
+    for r in ranges:
+        if r.outside and r.outside not in said:
+            residual = ctx.catalog.residuals[r.family]
+            off = (_off_gpu(residual, plan.hardware.gpu), _off_size(residual, plan.model.params_active))
+            said[r.outside] = BORROWED[off]
+    return [f"{reason}: {borrowed}" for reason, borrowed in said.items()]
 
 
 def _calibration(plan: ResolvedPlan, ranges: list[Range], catalog: Catalog) -> Decision:
@@ -285,6 +318,6 @@ def attach_ranges(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
             "ranges": ranges,
             "alternatives": alternatives,
             "decisions": calibrated.decisions + ([_calibration(plan, ranges, ctx.catalog)] if ranges else []),
-            "warnings": calibrated.warnings + _slo_warnings(calibrated) + _outside_warnings(ranges),
+            "warnings": calibrated.warnings + _slo_warnings(calibrated) + _outside_warnings(plan, ranges, ctx),
         }
     )

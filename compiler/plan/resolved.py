@@ -302,7 +302,10 @@ class Range(Section):
     rows: int
     outside: str = Field(
         "",
-        description="why the plan lies outside the family's rows (a GPU none of them ran on); empty: inside or unknown",
+        description=(
+            "why the plan lies outside the family's rows (a GPU none of them ran on, a model's active parameters beyond"
+            " their span); empty: inside or unknown"
+        ),
     )
 
 
