@@ -46,6 +46,7 @@ def job_files(probe: Probe) -> list[OutputFile]:
     files = []
     if probe.layouts:
         files.append(OutputFile("probe_train.py", runtime_script("probe_train.py"), 0o755))
+        files.append(OutputFile("probe_model.py", runtime_script("probe_model.py")))  # probe_train.py imports it
     for layout in probe.layouts:
         job = render_plan(resolve_text(layout.plan_text))
         files.append(OutputFile(f"{layout.folder}/probe-plan.yaml", layout.plan_text))

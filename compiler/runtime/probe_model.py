@@ -1,0 +1,132 @@
+"""The model a probe job trains (probe_train.py beside it imports this file): the job's architecture as a transformers
+Llama with random weights on the device, QLoRA's NF4 base, LoRA's adapters as the launcher exports them, and what the
+optimizer steps."""
+
+import os
+
+import torch
+
+DEVICE = (
+    torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if torch.cuda.is_available() else torch.device("cpu")
+)
+
+
+def llama(plan, device=DEVICE):
+    """The job's architecture as a transformers Llama (random weights), built on `device` (meta: no storage yet)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    arch = plan["model"]["architecture"]
+    head_dim = arch["head_dim"] or arch["hidden"] // arch["heads"]
+    config = LlamaConfig(
+        vocab_size=arch["vocab"],
+        hidden_size=arch["hidden"],
+        intermediate_size=arch["ffn_hidden"] or arch["moe_ffn_hidden"],
+        num_hidden_layers=arch["layers"],
+        num_attention_heads=arch["heads"],
+        num_key_value_heads=arch["kv_heads"],
+        head_dim=head_dim,
+        max_position_embeddings=max(plan["training"]["seq_len"], 1),
+        rms_norm_eps=arch["norm_eps"],
+        tie_word_embeddings=arch["tied_embeddings"],
+        use_cache=False,
+    )
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    with torch.device(device):  # built where it trains: no host-side initialisation of the weights
+        return LlamaForCausalLM(config)
+
+
+def materialise(model, device):
+    """A model built on the meta device and sharded (each rank holds its shards only, as the plan's job loads them),
+    given storage on `device` and random weights: norms 1, LoRA's B 0, the rest N(0, 0.02) (LlamaConfig's
+    initializer_range); the rotary tables, buffers a meta build leaves empty, rebuilt."""
+    model.to_empty(device=device)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            local = parameter.to_local() if hasattr(parameter, "to_local") else parameter
+            if "norm" in name:
+                local.fill_(1.0)
+            elif "lora_B" in name:
+                local.zero_()
+            else:
+                local.normal_(0.0, 0.02)
+    return rebuilt_rotary(model, device)
+
+
+def rebuilt_rotary(model, device):
+    """The rotary tables (buffers computed at construction) rebuilt on `device`: a meta build leaves them empty."""
+    for name, module in list(model.named_modules()):
+        if name.endswith("rotary_emb"):
+            with torch.device(device):
+                model.set_submodule(name, type(module)(config=module.config))
+    return model
+
+
+def base_model(plan):
+    """The job's base model on the device: QLoRA's NF4 base for a qlora plan, else the full-precision Llama."""
+    return quantised_llama(plan, DEVICE) if plan["spec"]["train"].get("method") == "qlora" else llama(plan)
+
+
+# train.lora's targets as the transformers Llama names its projections (compiler/deployment/lora_tp.py LORA_MODULES)
+LORA_TARGET_MODULES = {t: f"{t}_proj" for t in ("q", "k", "v", "o", "gate", "up", "down")}
+
+
+def quantised_llama(plan, device):
+    """QLoRA's base (Dettmers et al. 2023, §2): every linear layer of the blocks NF4 with double quantisation
+    (bitsandbytes Linear4bit, compress_statistics), computing in the plan's precision; the embeddings, norms and head
+    in full precision. Built on the meta device, each linear quantised from its own random draw on `device`: no
+    unquantised copy of the model is ever held."""
+    import bitsandbytes as bnb
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(plan["spec"].get("precision"), torch.float32)
+    model = llama(plan, torch.device("meta"))
+    for block in model.model.layers:
+        for name, linear in list(block.named_modules()):
+            if isinstance(linear, torch.nn.Linear):
+                nf4 = bnb.nn.Linear4bit(
+                    linear.in_features,
+                    linear.out_features,
+                    bias=False,
+                    compute_dtype=dtype,
+                    compress_statistics=True,
+                    quant_type="nf4",
+                    device="meta",
+                )
+                draw = torch.empty(linear.out_features, linear.in_features, dtype=dtype, device=device).normal_(0, 0.02)
+                nf4.weight = bnb.nn.Params4bit(draw, requires_grad=False, compress_statistics=True, quant_type="nf4")
+                block.set_submodule(name, nf4.to(device))  # .to quantises
+    for module in model.modules():  # the rest in full precision on the device: norms 1, the others N(0, 0.02)
+        for name, parameter in list(module.named_parameters(recurse=False)):
+            if parameter.is_meta:
+                tensor = torch.empty(parameter.shape, device=device)
+                if "norm" in type(module).__name__.lower():
+                    tensor.fill_(1.0)
+                else:
+                    tensor.normal_(0.0, 0.02)
+                module.register_parameter(name, torch.nn.Parameter(tensor))
+    return rebuilt_rotary(model, device)
+
+
+def with_adapters(model):
+    """The launcher's LoRA (MLINFRA_LORA_*, absent for full training) as PEFT injects it: rank r, alpha, no dropout
+    (PEFT's default, as fsdp/lora_tp.py), lora_B zero; only the adapters train."""
+    rank = os.environ.get("MLINFRA_LORA_RANK")
+    if not rank:
+        return model
+    from peft import LoraConfig, inject_adapter_in_model
+
+    targets = [LORA_TARGET_MODULES[t] for t in os.environ["MLINFRA_LORA_TARGETS"].split(",")]
+    config = LoraConfig(r=int(rank), lora_alpha=float(os.environ["MLINFRA_LORA_ALPHA"]), target_modules=targets)
+    model = inject_adapter_in_model(config, model)
+    for name, parameter in model.named_parameters():
+        parameter.requires_grad = "lora_" in name
+    return model
+
+
+def trainable(model):
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def trainable_count(model):
+    """Parameters the optimizer steps (a DTensor counts its whole tensor): all of them, or only LoRA's adapters."""
+    return sum(getattr(p, "ds_numel", p.numel()) for p in trainable(model))  # ZeRO-3: ds_numel, not the partition
