@@ -80,6 +80,7 @@ def test_the_probe_is_the_plans_own_job_reduced_to_fit_and_says_so():
         "job/deepspeed/ds_config.json",
         "job/probe-plan.yaml",
         "probe_train.py",
+        "probe_model.py",
     } <= set(files)
     launch = files["job/launch/torchrun.sh"]
     assert "probe_train.py --deepspeed_config" in launch
@@ -141,7 +142,8 @@ def test_megatrons_iteration_log_and_memory_report_are_read(tmp_path):
     files = {
         f.path: f.text for f in probe_files(resolve(REPO / "examples" / "llama3-405b-pretrain.yaml", probe=True)).files
     }
-    (tmp_path / "probe_train.py").write_text(files["probe_train.py"])
+    for script in ("probe_train.py", "probe_model.py"):  # as probe.sbatch copies them where the jobs work
+        (tmp_path / script).write_text(files[script])
     env = {**os.environ, "MLINFRA_PROBE_RESULTS": str(tmp_path / "job.json")}
     run = subprocess.run(
         [str(tool_python("torch")), "probe_train.py", "--megatron-log", "job.log"],
