@@ -72,7 +72,16 @@ def test_lora_alpha_reaches_the_fine_tune_launch(alpha):
     env = exports(files(plan, "torchrun")["launch/torchrun.sh"])
     assert float(env["MLINFRA_LORA_ALPHA"]) == alpha
     assert env["MLINFRA_LORA_RANK"] == "32" and env["MLINFRA_LORA_TARGETS"] == "q,v"
+    assert env["MLINFRA_LORA_METHOD"] == "lora"
     assert plan.deployment.launcher.lora.alpha == alpha
+
+
+def test_a_qlora_launch_says_its_base_is_quantised():
+    """The script cannot tell QLoRA from LoRA by rank, alpha and targets: the method is exported too."""
+    plan = training_plan(
+        workload="finetune", train={**BASE_TRAIN, "method": "qlora", "lora": {"rank": 8, "targets": ["q", "v"]}}
+    )
+    assert exports(files(plan, "torchrun")["launch/torchrun.sh"])["MLINFRA_LORA_METHOD"] == "qlora"
 
 
 def test_full_training_exports_no_lora_settings():

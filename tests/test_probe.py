@@ -448,6 +448,8 @@ def test_the_shortened_job_round_trips_through_calibrate_and_compile(tmp_path, s
     assert layout["step_seconds"] > 0 and layout["peak_reserved_bytes"] > 0 and results["layouts_failed"] == []
     reduced = resolve_text((folder / "job/probe-plan.yaml").read_text())
     assert layout["framework_reported"]["trainable_parameters"] == _trainable(reduced)
+    nf4 = 7 * reduced.model.architecture.layers if reduced.spec.train.method == "qlora" else 0  # q k v o gate up down
+    assert layout["framework_reported"]["nf4_linears"] == nf4
     calibrated = run_cli(
         "calibrate", _runs(folder) / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci"
     )

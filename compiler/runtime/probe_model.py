@@ -64,7 +64,7 @@ def rebuilt_rotary(model, device):
 
 def base_model(plan):
     """The job's base model on the device: QLoRA's NF4 base for a qlora plan, else the full-precision Llama."""
-    return quantised_llama(plan, DEVICE) if plan["spec"]["train"].get("method") == "qlora" else llama(plan)
+    return quantised_llama(plan, DEVICE) if os.environ.get("MLINFRA_LORA_METHOD") == "qlora" else llama(plan)
 
 
 # train.lora's targets as the transformers Llama names its projections (compiler/deployment/lora_tp.py LORA_MODULES)
@@ -125,6 +125,14 @@ def with_adapters(model):
 
 def trainable(model):
     return [p for p in model.parameters() if p.requires_grad]
+
+
+def trained(model):
+    """What the job trained, for the results: the parameters the optimizer steps and the base's NF4 linears (QLoRA)."""
+    nf4 = sum(
+        type(m).__module__.startswith("bitsandbytes") and type(m).__name__ == "Linear4bit" for m in model.modules()
+    )
+    return {"trainable_parameters": trainable_count(model), "nf4_linears": nf4}
 
 
 def trainable_count(model):

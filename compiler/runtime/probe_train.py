@@ -7,7 +7,7 @@ TrainingArguments from the launcher's flags, DeepSpeed included), or plain DDP. 
 (plan.json, layers already reduced) as a transformers Llama with random weights (probe_model.py beside this file); the
 data are random tokens; nothing is saved. A LoRA job trains what the plan's does: fsdp_tp.py adds its own adapters
 (fsdp/lora_tp.py); on the other paths PEFT's LoRA goes on the launcher's MLINFRA_LORA_RANK/ALPHA/TARGETS, the base
-frozen (QLoRA: NF4). It trains $MLINFRA_PROBE_WARMUP_STEPS + $MLINFRA_PROBE_STEPS optimizer steps and writes, on rank
+frozen (MLINFRA_LORA_METHOD qlora: an NF4 base). It trains $MLINFRA_PROBE_WARMUP_STEPS + $MLINFRA_PROBE_STEPS optimizer steps and writes, on rank
 0, one JSON object to $MLINFRA_PROBE_RESULTS: the measured steps (CUDA events around each optimizer step on a GPU)
 and the peak memory the framework's allocator reports (torch.cuda.max_memory_allocated/reserved; on a CPU, the
 resident set).
@@ -22,7 +22,7 @@ import time
 
 import torch
 import torch.distributed as dist
-from probe_model import DEVICE, base_model, llama, materialise, trainable, trainable_count, with_adapters
+from probe_model import DEVICE, base_model, llama, materialise, trainable, trained, with_adapters
 
 WARMUP = int(os.environ.get("MLINFRA_PROBE_WARMUP_STEPS", "3"))
 STEPS = int(os.environ.get("MLINFRA_PROBE_STEPS", "10"))
@@ -118,7 +118,7 @@ def run_deepspeed(plan, device, argv):
         "micro_batch": engine.train_micro_batch_size_per_gpu(),
         "grad_accum": accum,
         "offload": bool(engine.zero_cpu_offload()),
-        "trainable_parameters": trainable_count(model),
+        **trained(model),
     }
 
 
@@ -141,7 +141,7 @@ def run_accelerate(plan, device):
     return clock, {
         "distributed_type": str(accelerator.distributed_type),
         "mixed_precision": accelerator.mixed_precision,
-        "trainable_parameters": trainable_count(model),
+        **trained(model),
     }
 
 
@@ -167,7 +167,7 @@ def run_fsdp_tp(plan, device):
         optimizer.zero_grad(set_to_none=True)
 
     loop(step, clock)
-    return clock, {"mesh": list(mesh.mesh_dim_names or ()), "trainable_parameters": trainable_count(model)}
+    return clock, {"mesh": list(mesh.mesh_dim_names or ()), **trained(model)}
 
 
 def run_ddp(plan, device):
@@ -189,7 +189,7 @@ def run_ddp(plan, device):
         optimizer.zero_grad(set_to_none=True)
 
     loop(step, clock)
-    return clock, {"precision": str(dtype), "trainable_parameters": trainable_count(model)}
+    return clock, {"precision": str(dtype), **trained(model)}
 
 
 def run_trainer(plan, device, argv):
@@ -220,7 +220,7 @@ def run_trainer(plan, device, argv):
         "train_runtime": metrics.get("train_runtime"),
         "deepspeed": trainer.is_deepspeed_enabled,
         "zero_stage": engine.zero_optimization_stage() if engine else 0,
-        "trainable_parameters": trainable_count(trainer.model),
+        **trained(trainer.model),
     }
 
 

@@ -37,6 +37,7 @@ def _exports(plan: ResolvedPlan) -> list[tuple[str, str]]:
         env.append(("MLINFRA_MODEL_ID", launch.model_id))
     if launch.lora:
         env += [
+            ("MLINFRA_LORA_METHOD", launch.lora.method),  # qlora: the script loads the base in NF4
             ("MLINFRA_LORA_RANK", str(launch.lora.rank)),
             ("MLINFRA_LORA_ALPHA", f"{launch.lora.alpha:g}"),
             ("MLINFRA_LORA_TARGETS", ",".join(launch.lora.targets)),

@@ -44,6 +44,7 @@ export MLINFRA_CHECKPOINT_INTERVAL_STEPS=562
 export MLINFRA_CHECKPOINT_KEEP=2
 export MLINFRA_DATA=s3://datasets/support-chats
 export MLINFRA_WEIGHTS=s3://models/meta-llama/Llama-3.1-70B
+export MLINFRA_LORA_METHOD=lora
 export MLINFRA_LORA_RANK=16
 export MLINFRA_LORA_ALPHA=32
 export MLINFRA_LORA_TARGETS=q,k,v,o,gate,up,down
