@@ -36,20 +36,30 @@ def llama(plan, device=DEVICE):
         return LlamaForCausalLM(config)
 
 
+def compute_dtype():
+    """The plan's precision as the launcher exports it (MLINFRA_PRECISION): bf16, fp16, else fp32."""
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(os.environ.get("MLINFRA_PRECISION"), torch.float32)
+
+
+def random_init(name, tensor):
+    """A random weight in place, by its parameter's name: norms 1, LoRA's B 0, the rest N(0, 0.02) (LlamaConfig's
+    initializer_range)."""
+    if "norm" in name:
+        tensor.fill_(1.0)
+    elif "lora_B" in name:
+        tensor.zero_()
+    else:
+        tensor.normal_(0.0, 0.02)
+
+
 def materialise(model, device):
     """A model built on the meta device and sharded (each rank holds its shards only, as the plan's job loads them),
-    given storage on `device` and random weights: norms 1, LoRA's B 0, the rest N(0, 0.02) (LlamaConfig's
-    initializer_range); the rotary tables, buffers a meta build leaves empty, rebuilt."""
+    given storage on `device` and random weights (random_init, shard by shard); the rotary tables, buffers a meta build
+    leaves empty, rebuilt."""
     model.to_empty(device=device)
     with torch.no_grad():
         for name, parameter in model.named_parameters():
-            local = parameter.to_local() if hasattr(parameter, "to_local") else parameter
-            if "norm" in name:
-                local.fill_(1.0)
-            elif "lora_B" in name:
-                local.zero_()
-            else:
-                local.normal_(0.0, 0.02)
+            random_init(name, parameter.to_local() if hasattr(parameter, "to_local") else parameter)
     return rebuilt_rotary(model, device)
 
 
@@ -78,7 +88,7 @@ def quantised_llama(plan, device):
     unquantised copy of the model is ever held."""
     import bitsandbytes as bnb
 
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(plan["spec"].get("precision"), torch.float32)
+    dtype = compute_dtype()
     model = llama(plan, torch.device("meta"))
     for block in model.model.layers:
         for name, linear in list(block.named_modules()):
@@ -95,14 +105,11 @@ def quantised_llama(plan, device):
                 draw = torch.empty(linear.out_features, linear.in_features, dtype=dtype, device=device).normal_(0, 0.02)
                 nf4.weight = bnb.nn.Params4bit(draw, requires_grad=False, compress_statistics=True, quant_type="nf4")
                 block.set_submodule(name, nf4.to(device))  # .to quantises
-    for module in model.modules():  # the rest in full precision on the device: norms 1, the others N(0, 0.02)
+    for owner, module in list(model.named_modules()):  # the rest in full precision on the device (random_init)
         for name, parameter in list(module.named_parameters(recurse=False)):
             if parameter.is_meta:
                 tensor = torch.empty(parameter.shape, device=device)
-                if "norm" in type(module).__name__.lower():
-                    tensor.fill_(1.0)
-                else:
-                    tensor.normal_(0.0, 0.02)
+                random_init(f"{owner}.{name}", tensor)
                 module.register_parameter(name, torch.nn.Parameter(tensor))
     return rebuilt_rotary(model, device)
 

@@ -22,7 +22,7 @@ import time
 
 import torch
 import torch.distributed as dist
-from probe_model import DEVICE, base_model, llama, materialise, trainable, trained, with_adapters
+from probe_model import DEVICE, base_model, compute_dtype, llama, materialise, trainable, trained, with_adapters
 
 WARMUP = int(os.environ.get("MLINFRA_PROBE_WARMUP_STEPS", "3"))
 STEPS = int(os.environ.get("MLINFRA_PROBE_STEPS", "10"))
@@ -177,7 +177,7 @@ def run_ddp(plan, device):
     optimizer = torch.optim.AdamW(trainable(ddp), lr=1e-5)
     accum, clock = int(os.environ.get("MLINFRA_GRAD_ACCUM", "1")), Clock(device)
     batch = tokens(plan, int(os.environ["MLINFRA_MICRO_BATCH"]), device)
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(os.environ.get("MLINFRA_PRECISION"), torch.float32)
+    dtype = compute_dtype()
 
     def step():
         for i in range(accum):
