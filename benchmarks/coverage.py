@@ -4,7 +4,7 @@
   |error| and the signed median. The P50 of a row comes from a fit that did not see it (leave-one-out over the fitted
   rows; the whole fit for a held-out row);
 * P10-P90 coverage: the share of rows inside the range fitted without them, leave-one-out over the fitted rows and on
-  the time split's held-out rows (published after residuals.CUTOFF_YEAR, never fitted), for the empirical quantiles the
+  the time split's held-out rows (published after the family's residuals.cutoff_year, never fitted), for the empirical quantiles the
   ranges used before (statistics.quantiles 'inclusive') and the prediction interval they use now (residuals.interval);
 * next to it, on the same rows, a naive peer: llm-analysis 0.2.2 itself at flops_efficiency 0.5 (benchmarks/peer_rows.py
   and peer_llm_analysis.py), its errors beside our roofline's and P50's on the rows it can express, the others counted;
@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.peer_rows import NOT_TRANSFORMER, PEER_VERSION, PeerRow, peer_rows  # noqa: E402
-from benchmarks.residuals import CUTOFF_YEAR, SOURCES, Row, held_out, interval, labelled_rows  # noqa: E402
+from benchmarks.residuals import CUTOFF_YEAR, SOURCES, Row, cutoff_year, held_out, interval, labelled_rows  # noqa: E402
 
 
 def empirical(values: list[float]) -> tuple[float, float, float]:
@@ -218,21 +218,24 @@ def _pooled(found: list[FamilyReport], kind: str, rule: str) -> str:
 
 def markdown(found: list[FamilyReport]) -> str:
     lines = [
-        f"Rows published after {CUTOFF_YEAR} are held out of every fit. Errors: predicted ÷ actual − 1 as median |error|"
-        " / worst |error| / signed median. Coverage: the share of rows inside a P10–P90 fitted without them (aim: 80%).",
+        f"Rows published after {CUTOFF_YEAR} are held out of every fit; a family with fewer than three rows up to then"
+        " fits on the rows up to the first year that gives it three ('fit up to'). Errors: predicted ÷ actual − 1 as"
+        " median |error| / worst |error| / signed median. Coverage: the share of rows inside a P10–P90 fitted without"
+        " them (aim: 80%).",
         "",
-        "| family | fitted | held out | roofline error | P50 error (out of sample) | coverage LOO, before → now "
-        "| coverage held-out, before → now |",
-        "|---|---|---|---|---|---|---|",
+        "| family | fit up to | fitted | held out | roofline error | P50 error (out of sample) "
+        "| coverage LOO, before → now | coverage held-out, before → now |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for f in found:
         lines.append(
-            f"| {f.family} | {f.fitted} | {f.held} | {_errors(f.roofline)} | {_errors(f.headline)} "
+            f"| {f.family} | {cutoff_year(f.family)} | {f.fitted} | {f.held} | {_errors(f.roofline)} "
+            f"| {_errors(f.headline)} "
             f"| {_pct(f.loo['empirical'])} → {_pct(f.loo['interval'])} "
             f"| {_pct(f.time_split['empirical'])} → {_pct(f.time_split['interval'])} |"
         )
     lines.append(
-        f"| all families, pooled | {sum(f.fitted for f in found)} | {sum(f.held for f in found)} | | "
+        f"| all families, pooled | | {sum(f.fitted for f in found)} | {sum(f.held for f in found)} | | "
         f"| {_pooled(found, 'loo', 'empirical')} → {_pooled(found, 'loo', 'interval')} "
         f"| {_pooled(found, 'time_split', 'empirical')} → {_pooled(found, 'time_split', 'interval')} |"
     )
@@ -283,10 +286,10 @@ def main() -> None:
         DOCS.write_text(docs_text(found), encoding="utf-8")
         print(f"wrote {DOCS.relative_to(REPO)}")
         return
-    print(f"held out: rows published after {CUTOFF_YEAR}; errors: median |e| / worst |e| / signed median")
+    print("held out: rows published after each family's cut-off; errors: median |e| / worst |e| / signed median")
     for f in found:
         print(
-            f"{f.family:21s} fit {f.fitted:2d} held {f.held:2d}  roofline {_errors(f.roofline):22s} "
+            f"{f.family:21s} up to {cutoff_year(f.family)} fit {f.fitted:2d} held {f.held:2d}  roofline {_errors(f.roofline):22s} "
             f"P50 {_errors(f.headline):22s} LOO {_pct(f.loo['empirical']):>4s}→{_pct(f.loo['interval']):>4s}  "
             f"held-out {_pct(f.time_split['empirical']):>4s}→{_pct(f.time_split['interval']):>4s}"
             + (f"  llm-analysis@0.5 {_errors(f.peer.peer)}" if f.peer.peer else "")

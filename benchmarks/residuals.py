@@ -35,8 +35,8 @@ from __future__ import annotations
 import math
 import statistics
 import sys
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, replace
+from functools import cache, lru_cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,13 +51,13 @@ from benchmarks.accuracy_serving import serving_cases  # noqa: E402
 from benchmarks.accuracy_vision import vision_cases  # noqa: E402
 from benchmarks.h200_pinned import GPU as H200_GPU  # noqa: E402
 from benchmarks.h200_pinned import h200_cases  # noqa: E402
-from benchmarks.published_dates import year_by_prefix, years_by, years_by_index  # noqa: E402
+from benchmarks.published_dates import published_year, year_by_prefix, years_by, years_by_index  # noqa: E402
 from benchmarks.whole_runs import FAMILY as WHOLE_RUN_FAMILY  # noqa: E402
 from benchmarks.whole_runs import whole_run_cases  # noqa: E402
 
 RESIDUALS = REPO / "compiler" / "catalog" / "residuals.yaml"
 # The time split: rows published after this year never fit a family; the benchmark reports them on their own. A
-# family left with fewer than MIN_FIT_ROWS to fit keeps all its rows (no held-out rows; the benchmark says so).
+# family with fewer than MIN_FIT_ROWS rows up to it moves its cut-off to the first year that gives it that many.
 CUTOFF_YEAR = 2023
 MIN_FIT_ROWS = 3
 # The family an MoE model's row goes to instead of the dense one (compiler/passes/attach_ranges.py reads them the same way).
@@ -119,10 +119,10 @@ def labelled_rows() -> tuple[Row, ...]:
         ratio = case.measured_bytes / case.predicted_bytes
         found.append(Row(f"memory-{case.family}", case.name, ratio, year, active_params=case.active_params))
     moe = moe_model_ids()
-    for case in serving_cases():
+    for case, year in zip(serving_cases(), years_by_index("inference_points.csv"), strict=True):
         family = _serve_family("serve-throughput", case.model_id in moe)
         ratio = case.published_tokens_per_second / case.predicted_tokens_per_second
-        found.append(Row(family, case.name, ratio, None, gpu=case.gpu_id, active_params=case.active_params))
+        found.append(Row(family, case.name, ratio, year, gpu=case.gpu_id, active_params=case.active_params))
     dated = years_by_index("serve_points_2.csv")
     for case in point_cases()[0]:
         for c in case.comparisons:
@@ -134,7 +134,7 @@ def labelled_rows() -> tuple[Row, ...]:
         family = "serve-vision-batch1" if case.regime == "batch1" else "serve-vision"
         ratio = case.published_items_per_second / case.predicted_items_per_second
         found.append(Row(family, case.name, ratio, None, active_params=case.active_params))
-    return tuple(found)
+    return tuple(replace(row, year=published_year(row.name, row.year)) for row in found)
 
 
 def ratios(rows: tuple[Row, ...] | None = None) -> dict[str, list[float]]:
@@ -147,16 +147,21 @@ def ratios(rows: tuple[Row, ...] | None = None) -> dict[str, list[float]]:
 
 
 def held_out(row: Row) -> bool:
-    """Published after the cut-off, in a family that keeps MIN_FIT_ROWS earlier or undated rows to fit."""
-    return row.year is not None and row.year > CUTOFF_YEAR and row.family not in _too_thin_to_split()
+    """Published after its family's cut-off (cutoff_year): it never fits, the benchmark measures the range on it."""
+    return row.year is not None and row.year > cutoff_year(row.family)
 
 
-@lru_cache(maxsize=1)
-def _too_thin_to_split() -> frozenset[str]:
-    counts: dict[str, int] = {}
-    for row in labelled_rows():
-        counts[row.family] = counts.get(row.family, 0) + (row.year is None or row.year <= CUTOFF_YEAR)
-    return frozenset(f for f, n in counts.items() if n < MIN_FIT_ROWS)
+@cache
+def cutoff_year(family: str) -> int:
+    """CUTOFF_YEAR, or the first later year up to which the family has MIN_FIT_ROWS rows (undated rows count): a
+    family whose rows are mostly recent fits on its earliest years and is measured on the later ones. A family with
+    fewer rows than that in all keeps them all (nothing held out; the benchmark says so)."""
+    years = sorted(r.year for r in labelled_rows() if r.family == family and r.year is not None)
+    undated = sum(r.family == family and r.year is None for r in labelled_rows())
+    for year in [CUTOFF_YEAR] + [y for y in years if y > CUTOFF_YEAR]:
+        if undated + sum(y <= year for y in years) >= MIN_FIT_ROWS:
+            return year
+    return max(years, default=CUTOFF_YEAR)
 
 
 def _serve_family(family: str, is_moe: bool) -> str:

@@ -266,6 +266,35 @@ def test_rows_published_after_the_cutoff_never_fit_a_family():
         assert len(fitted[family]) == sum(r.family == family and not held_out(r) for r in rows)
 
 
+def test_a_row_is_never_dated_before_the_model_or_engine_it_names():
+    """A source that states no year cannot place a Llama 3.1 or Qwen3 row before those models existed, nor a
+    TensorRT-LLM 0.17 table before that release: such rows were fitted as undated before."""
+    from benchmarks.published_dates import published_year, year_in
+    from benchmarks.residuals import held_out, labelled_rows
+
+    assert published_year("Llama-3.1-8B FP8 1×H100-80GB-HBM3 128/128", None) == 2024
+    assert published_year("Qwen3-235B-A22B fp8 8×h100", 2024) == 2025
+    assert published_year("Llama-2-70B fp8 1×h200", None) is None and published_year("Llama-3.1-405B", 2026) == 2026
+    assert year_in("TensorRT-LLM 0.17 (TP1)") == 2025 and year_in("TensorRT-LLM v0.5.0") is None
+    rows = {r.name: r for r in labelled_rows()}
+    assert rows["Llama-3.1-8B FP8 1×H100-80GB-HBM3 128/128"].year == 2025  # its table: TensorRT-LLM 0.17
+    assert held_out(rows["Llama-3.1-8B 15T on 2048 × H100-80GB"])
+    assert rows["torchtune Llama 3.2 3B single-device: + Compile"].year == 2024
+
+
+def test_a_family_thin_before_the_cutoff_fits_on_its_first_years_and_is_measured_on_the_rest():
+    """memory-full has one row up to 2023 (BLOOM): it fits on the rows up to 2024 and holds out the 2026 H200 rows;
+    a family whose rows are all from one recent year keeps them all."""
+    from benchmarks.residuals import CUTOFF_YEAR, MIN_FIT_ROWS, cutoff_year, held_out, labelled_rows
+
+    rows = labelled_rows()
+    memory = [r for r in rows if r.family == "memory-full"]
+    assert sum(r.year is None or r.year <= CUTOFF_YEAR for r in memory) < MIN_FIT_ROWS
+    assert cutoff_year("memory-full") == 2024 and cutoff_year("train-step-time") == CUTOFF_YEAR
+    assert {r.year for r in memory if held_out(r)} == {2026} and sum(not held_out(r) for r in memory) == 17
+    assert not any(held_out(r) for r in rows if r.family == "memory-lora")
+
+
 def test_a_thin_family_gets_a_wider_interval_than_a_dense_one_with_the_same_spread():
     """The same ratios seen 3 times or 10 times over: the prediction interval narrows as rows are added, and a
     family of a handful of rows is not given the narrow band its few points span."""
