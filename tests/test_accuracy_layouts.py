@@ -48,8 +48,10 @@ def test_row_within_tolerance(name):
 
 def test_new_layouts_close_the_gap_on_the_rows_that_need_them():
     """NeMo Llama-3-70B (TP4 PP4 CP2 VP5) and Nemotron-340B (TP8 PP8 VP12): forced into TP/PP/DP only they were
-    52% and 103% off; stated as published, within 15% and 55%."""
+    52% and 103% off; stated as published, within 15% and 55%. Since Transformer Engine's FP8 GEMM inputs are
+    counted in 1 byte (activations.py), the FP8 Llama forced into TP/PP/DP is 14% off, still more than its
+    published layout's 12%."""
     llama = next(c for n, c in CASES.items() if n.startswith("Llama-3-70B (NeMo"))
     nemotron = next(c for n, c in CASES.items() if n.startswith("Nemotron"))
-    assert abs(llama.error) < 0.15 < abs(llama.error_before)
+    assert abs(llama.error) < abs(llama.error_before) < 0.15
     assert abs(nemotron.error) < 0.55 < 1.0 < abs(nemotron.error_before)

@@ -137,27 +137,50 @@ def test_published_llama3_70b_tp4_pp8_vp5_holds_94_layers_and_fits_as_run():
     llama3_70b_pretrain_64gpu_h100_fp8cs_config: TP4 PP8 VP5, 2 layers per virtual stage, mb 1, no recompute,
     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True). Rank 0 warms up 7·2 + 4·8 = 46 chunk passes and holds 47 of
     2 layers: 94 = 80·(1 + 7/40) layer-micro-batches (Korthikanti et al. 2022 §4.2.3), 9.4 stages' worth of 10 layers.
-    A layer at s 8192, TP4 with SP: 35.5·s·h/4 = 595,591,168 B (Korthikanti Table 2, GQA and SwiGLU terms).
+    A layer at s 8192, TP4 with SP: 35.5·s·h/4 = 595,591,168 B in 16 bits (Korthikanti Table 2, GQA and SwiGLU terms);
+    under the recipe's FP8 Transformer Engine keeps its GEMMs' inputs in FP8: 35.5 − (1 + f/h = 3.5) = 31·s·h/4.
     Gradients: the recipe reduces them in bf16 (Megatron-Bridge's perf configs set grad_reduce_in_fp32 = False), and
     Megatron's distributed optimizer steps on an fp32 copy of its DP2 shard: 2 + 4/2 B per parameter, as much as an
-    fp32 main_grad (measured: device run 4). So the sizing puts it at 80.7 GiB under the recipe's allocator, 1% over
-    the H100's usable, where Megatron-Bridge ran it: a residual over-count of about 1 GiB (the memory family's P10-P90
-    is 0.95-1.27 of the roofline). The 15% fragmentation reserve puts the default allocator's figure at 94.7."""
+    fp32 main_grad (measured: device run 4). So the sizing puts it at 74.1 GiB under the recipe's allocator, inside
+    the H100's usable 79.6, where Megatron-Bridge ran it (80.7, 1% over, while FP8 inputs were counted in 16 bits).
+    The 15% fragmentation reserve puts the default allocator's figure at 86.9: over."""
     arch = load_models()["llama-3.1-70b"].architecture
     assert tl.microbatches_in_flight(8, 5, 0, 64) == 9.4
     assert _megatron_peak_layers(8, 5, 0, 64, [2] * 5) == 94 == 80 * (1 + 7 / 40)
-    assert activation_bytes_per_layer(LayerShape(arch, 8192, 1, 4, True), "none", True) == 595_591_168
+    layer = LayerShape(arch, 8192, 1, 4, True)
+    assert activation_bytes_per_layer(layer, "none", True) == 595_591_168
+    assert activation_bytes_per_layer(layer, "none", True, fp8_inputs=True) == 31 * 8192 * 8192 // 4
     shape = dict(tp=4, pp=8, vp=5, dp=2, zero_stage=1, microbatches=64, seq_len=8192, sequence_parallel=True)
     shape.update(framework="megatron", recompute="none", precision="fp8")
     usable = usable_memory_bytes(load_gpus()["h100-sxm-80gb"].memory_bytes)
     bf16 = MemoryOptions(bf16_gradients=True)
     as_run = memory_of(arch, count_params(arch), options=replace(bf16, expandable_segments=True), **shape)
     default = memory_of(arch, count_params(arch), options=bf16, **shape)
-    assert as_run.activations == default.activations == 94 * 595_591_168
-    assert as_run.total / 2**30 == pytest.approx(80.73, abs=0.01) and as_run.total < 1.02 * usable
-    assert default.total / 2**30 == pytest.approx(94.67, abs=0.01) and default.total > usable
+    assert as_run.activations == default.activations == 94 * 31 * 8192 * 8192 // 4
+    assert as_run.total / 2**30 == pytest.approx(74.12, abs=0.01) and as_run.total < usable
+    assert default.total / 2**30 == pytest.approx(86.90, abs=0.01) and default.total > usable
     fp32 = memory_of(arch, count_params(arch), options=MemoryOptions(expandable_segments=True), **shape)
     assert fp32.total == pytest.approx(as_run.total, rel=1e-9)  # DP2: 2 + 4/2 = 4 B, the fp32 main_grad's
+
+
+def test_only_transformer_engines_fp8_keeps_fp8_gemm_inputs():
+    """Megatron-LM's fp8 (Transformer Engine) keeps (1 + f/h)·sbh/t less a layer than its bf16; torchao's float8 under
+    FSDP saves the 16-bit inputs, so an fp8 FSDP layer keeps what a bf16 one does; full recompute keeps every layer's
+    input either way and saves it only on the one layer the backward re-runs."""
+    arch = load_models()["llama-3.1-8b"].architecture
+    shape = dict(tp=2, seq_len=4096, sequence_parallel=True, recompute="none")
+
+    def activations(framework: str, precision: str, recompute: str = "none") -> float:
+        run = dict(shape, recompute=recompute, framework=framework, precision=precision)
+        return memory_of(arch, count_params(arch), **run).activations
+
+    sbh_t = 4096 * arch.hidden / 2
+    saved = activations("megatron", "bf16") - activations("megatron", "fp8")
+    assert activations("fsdp", "fp8") == activations("fsdp", "bf16")
+    per_layer = (1 + arch.ffn_hidden / arch.hidden) * sbh_t
+    assert saved == pytest.approx(arch.layers * per_layer)
+    full = activations("megatron", "bf16", "full") - activations("megatron", "fp8", "full")
+    assert full == pytest.approx(per_layer)
 
 
 def test_interleaving_with_a_lighter_first_and_last_chunk():

@@ -35,7 +35,13 @@ Activations, bytes per transformer layer and micro-batch, 16-bit (Korthikanti et
     the FSDP path torchtitan's op-level selective AC (`op_sac_bytes_per_layer`), which keeps the outputs of chosen
     ops and recomputes the rest of the block, one block at a time in the backward like full recompute;
   * 1F1B pipeline: stage i holds p − i micro-batches in flight, so the first holds min(p, m) (§4.2.3), the
-    last one.
+    last one;
+  * FP8 under Transformer Engine (Megatron-LM's fp8): a GEMM keeps the FP8 cast of its input for the weight
+    gradient, 1 byte an element (TE 2.x transformer_engine/pytorch/module/layernorm_linear.py `_LayerNormLinear`
+    saves the quantized `ln_out`, module/linear.py `_Linear` its quantized input): the QKV and first-MLP inputs
+    4 → 2·sbh and the second MLP GEMM's input 2 → 1·sbf; the out-projection's FP8 copy of O adds 1·sbh, as the
+    attention kernel keeps O in 16 bits for its own backward. A layer keeps (1 + f/h)·sbh/t less with SP.
+    torchao's float8 (torchtitan) saves the 16-bit input: only Megatron-LM's fp8 takes it (`fp8_gemm_inputs`).
 """
 
 from __future__ import annotations
@@ -135,13 +141,19 @@ class LayerShape(NamedTuple):
 
 
 def activation_bytes_per_layer(
-    shape: LayerShape, recompute: str, flash_attention: bool, cp: int = 1, dropout_masks: bool = True
+    shape: LayerShape,
+    recompute: str,
+    flash_attention: bool,
+    cp: int = 1,
+    dropout_masks: bool = True,
+    fp8_inputs: bool = False,
 ) -> float:
     """Stored activations of one transformer layer for one micro-batch (module docstring, Korthikanti Table 2);
     context parallelism splits every term along the sequence (train_layout docstring). `dropout_masks`: the layer
-    trains with dropout > 0 and keeps its masks, as Table 2 counts (`stores_dropout_masks`)."""
+    trains with dropout > 0 and keeps its masks, as Table 2 counts (`stores_dropout_masks`); `fp8_inputs`: its
+    GEMMs keep FP8 inputs (Transformer Engine, `fp8_gemm_inputs`)."""
     if cp > 1:
-        return activation_bytes_per_layer(shape, recompute, flash_attention, 1, dropout_masks) / cp
+        return activation_bytes_per_layer(shape, recompute, flash_attention, 1, dropout_masks, fp8_inputs) / cp
     arch, seq_len, micro_batch, tp, sequence_parallel = shape
     s, b, h, t = seq_len, micro_batch, arch.hidden, tp
     sbh = s * b * h
@@ -152,16 +164,23 @@ def activation_bytes_per_layer(
     g = arch.kv_heads / arch.heads if arch.heads else 1.0
     experts = (arch.experts_per_token + arch.shared_experts) if arch.is_moe else 1
     f = (arch.moe_ffn_hidden or arch.ffn_hidden) * experts if arch.is_moe else arch.ffn_hidden
-    attention = (6 + 4 * g + m) * sbh
-    mlp = (2 + m) * sbh + (3 if arch.gated_mlp else 2) * ACTIVATION_BYTES * s * b * f
+    x = 1 if fp8_inputs else 0  # FP8: the GEMM inputs 1 byte, the out-projection's copy of O 1 more
+    attention = (6 + 4 * g + m) * sbh  # its QKV input 2 − x, O kept by the kernel 2 and by the out-projection x
+    mlp = (2 - x + m) * sbh + ((3 if arch.gated_mlp else 2) * ACTIVATION_BYTES - x) * s * b * f
     norms = 4 * sbh
-    replicated = (8 + 2 * m) * sbh  # LayerNorm inputs, column-parallel GEMM inputs, dropout masks: /t only with SP
+    replicated = (8 - 2 * x + 2 * m) * sbh  # LayerNorm and column-parallel GEMM inputs, masks: /t only with SP
     total = (attention + mlp + norms - replicated) / t + replicated / sp
     if arch.is_moe:
         total += s * b * arch.experts * ROUTER_LOGIT_BYTES / sp
     if not flash_attention and recompute == "none":
         total += score_bytes_per_element(dropout_masks) * arch.heads * s * s * b / t
     return total
+
+
+def fp8_gemm_inputs(precision: str, framework: str) -> bool:
+    """Whether the GEMMs keep FP8 inputs for the backward: fp8 under Megatron-LM, whose GEMMs are Transformer
+    Engine's (module docstring); torchao's float8 elsewhere saves the 16-bit input."""
+    return precision == "fp8" and framework == "megatron"
 
 
 def score_bytes_per_element(dropout_masks: bool) -> int:

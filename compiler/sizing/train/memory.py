@@ -73,6 +73,7 @@ from .activations import (
     LayerShape,
     activation_bytes_per_layer,
     cnn_activation_bytes,
+    fp8_gemm_inputs,
     loss_bytes_per_logit,
     loss_for,
     op_sac_bytes_per_layer,
@@ -158,13 +159,14 @@ def _layer_activations(work: Workload, layout: Layout) -> tuple[float, float]:
     shape = LayerShape(arch, work.seq_len, lay.micro_batch, lay.tp, lay.sequence_parallel)
     recompute = _recompute(work, lay)
     masks = stores_dropout_masks(work.dropout)  # the recipe's dropout: masks only with p > 0 (activations.py)
+    fp8 = fp8_gemm_inputs(work.precision, lay.framework)  # Transformer Engine keeps FP8 GEMM inputs
     if recompute == OP_SAC:
         per_layer = op_sac_bytes_per_layer(*shape, lay.cp)
     else:
-        per_layer = activation_bytes_per_layer(shape, recompute, work.flash_attention, lay.cp, masks)
+        per_layer = activation_bytes_per_layer(shape, recompute, work.flash_attention, lay.cp, masks, fp8)
     full_layer = 0.0
     if recompute in ("full", OP_SAC):  # the backward re-runs one layer and holds its full activations meanwhile
-        full_layer = activation_bytes_per_layer(shape, "none", work.flash_attention, lay.cp, masks)
+        full_layer = activation_bytes_per_layer(shape, "none", work.flash_attention, lay.cp, masks, fp8)
         if recompute == OP_SAC:  # what the recompute adds to the outputs the block kept
             full_layer = max(0.0, full_layer - per_layer)
         elif work.memory.activation_offload:  # the checkpointed layer inputs wait in host memory
