@@ -46,6 +46,11 @@ FRAMEWORKS = {
     "ddp-lora": ("  framework: ddp\n" + LORA, ""),
     # QLoRA: the NF4 base (bitsandbytes' CPU backend here) under PEFT's adapters
     "ddp-qlora": ("  framework: ddp\n" + LORA.replace("method: lora", "method: qlora"), ""),
+    # FSDP-QLoRA: Accelerate's FSDP1 (fsdp_tp.py takes full weights only), NF4 packed in the launcher's storage dtype
+    "fsdp-qlora": (
+        "  framework: fsdp\n" + LORA.replace("method: lora", "method: qlora"),
+        "parallelism: {zero_stage: 3}",
+    ),
     "hf-trainer-qlora": (
         "  framework: deepspeed\n  entrypoint: {kind: hf-trainer, env: {DS_ACCELERATOR: cpu}}\n"
         + LORA.replace("method: lora", "method: qlora"),
@@ -450,6 +455,9 @@ def test_the_shortened_job_round_trips_through_calibrate_and_compile(tmp_path, s
     assert layout["framework_reported"]["trainable_parameters"] == _trainable(reduced)
     nf4 = 7 * reduced.model.architecture.layers if reduced.spec.train.method == "qlora" else 0  # q k v o gate up down
     assert layout["framework_reported"]["nf4_linears"] == nf4
+    lora = reduced.deployment.launcher.lora  # NF4 packed in the launcher's storage dtype (FSDP), else uint8
+    storage = (lora.quant_storage or "uint8") if nf4 else ""
+    assert layout["framework_reported"]["nf4_storage"] == storage
     calibrated = run_cli(
         "calibrate", _runs(folder) / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci"
     )

@@ -81,14 +81,22 @@ def base_model(plan):
 LORA_TARGET_MODULES = {t: f"{t}_proj" for t in ("q", "k", "v", "o", "gate", "up", "down")}
 
 
+def quant_storage():
+    """The dtype the NF4 bytes are packed in: the launcher's MLINFRA_LORA_QUANT_STORAGE (QLoRA under FSDP, which
+    shards float tensors only), else bitsandbytes' uint8."""
+    name = os.environ.get("MLINFRA_LORA_QUANT_STORAGE")
+    return getattr(torch, name) if name else torch.uint8
+
+
 def quantised_llama(plan, device):
     """QLoRA's base (Dettmers et al. 2023, §2): every linear layer of the blocks NF4 with double quantisation
     (bitsandbytes Linear4bit, compress_statistics), computing in the plan's precision; the embeddings, norms and head
-    in full precision. Built on the meta device, each linear quantised from its own random draw on `device`: no
+    in full precision, or in the NF4 storage dtype under FSDP (PEFT's FSDP-QLoRA loads the model in it: one dtype per
+    flat parameter). Built on the meta device, each linear quantised from its own random draw on `device`: no
     unquantised copy of the model is ever held."""
     import bitsandbytes as bnb
 
-    dtype = compute_dtype()
+    dtype, storage = compute_dtype(), quant_storage()
     model = llama(plan, torch.device("meta"))
     for block in model.model.layers:
         for name, linear in list(block.named_modules()):
@@ -100,15 +108,24 @@ def quantised_llama(plan, device):
                     compute_dtype=dtype,
                     compress_statistics=True,
                     quant_type="nf4",
+                    quant_storage=storage,
                     device="meta",
                 )
                 draw = torch.empty(linear.out_features, linear.in_features, dtype=dtype, device=device).normal_(0, 0.02)
-                nf4.weight = bnb.nn.Params4bit(draw, requires_grad=False, compress_statistics=True, quant_type="nf4")
+                nf4.weight = bnb.nn.Params4bit(  # module: FSDP's flat views lose quant_state, the layer restores it
+                    draw,
+                    requires_grad=False,
+                    compress_statistics=True,
+                    quant_type="nf4",
+                    quant_storage=storage,
+                    module=nf4,
+                )
                 block.set_submodule(name, nf4.to(device))  # .to quantises
-    for owner, module in list(model.named_modules()):  # the rest in full precision on the device (random_init)
+    rest = torch.float32 if storage == torch.uint8 else storage
+    for owner, module in list(model.named_modules()):  # the rest on the device (random_init)
         for name, parameter in list(module.named_parameters(recurse=False)):
             if parameter.is_meta:
-                tensor = torch.empty(parameter.shape, device=device)
+                tensor = torch.empty(parameter.shape, device=device, dtype=rest)
                 random_init(f"{owner}.{name}", tensor)
                 module.register_parameter(name, torch.nn.Parameter(tensor))
     return rebuilt_rotary(model, device)
@@ -135,13 +152,16 @@ def trainable(model):
 
 
 def trained(model):
-    """What the job trained, for the results: the parameters the optimizer steps and the base's NF4 linears (QLoRA)."""
-    nf4 = sum(
-        type(m).__module__.startswith("bitsandbytes") and type(m).__name__ == "Linear4bit" for m in model.modules()
-    )
-    return {"trainable_parameters": trainable_count(model), "nf4_linears": nf4}
+    """What the job trained, for the results: the parameters the optimizer steps, the base's NF4 linears (QLoRA) and
+    the dtype their bytes are packed in."""
+    nf4 = [
+        m for m in model.modules() if type(m).__module__.startswith("bitsandbytes") and type(m).__name__ == "Linear4bit"
+    ]
+    storage = {str(m.quant_storage).removeprefix("torch.") for m in nf4}
+    return {"trainable_parameters": trainable_count(model), "nf4_linears": len(nf4), "nf4_storage": ",".join(storage)}
 
 
 def trainable_count(model):
-    """Parameters the optimizer steps (a DTensor counts its whole tensor): all of them, or only LoRA's adapters."""
-    return sum(getattr(p, "ds_numel", p.numel()) for p in trainable(model))  # ZeRO-3: ds_numel, not the partition
+    """Parameters the optimizer steps, whole (a DTensor's numel; ZeRO-3's ds_numel and an FSDP1 flat parameter's
+    _numels, not the partition): all of them, or only LoRA's adapters."""
+    return sum(sum(p._numels) if hasattr(p, "_numels") else getattr(p, "ds_numel", p.numel()) for p in trainable(model))
