@@ -46,10 +46,11 @@ FRAMEWORKS = {
     "ddp-lora": ("  framework: ddp\n" + LORA, ""),
     # QLoRA: the NF4 base (bitsandbytes' CPU backend here) under PEFT's adapters
     "ddp-qlora": ("  framework: ddp\n" + LORA.replace("method: lora", "method: qlora"), ""),
-    # FSDP-QLoRA: Accelerate's FSDP1 (fsdp_tp.py takes full weights only), NF4 packed in the launcher's storage dtype
+    # FSDP-QLoRA: Accelerate's FSDP1 (fsdp_tp.py has no 4-bit base), NF4 packed in the launcher's storage dtype, the
+    # blocks checkpointed (fsdp_activation_checkpointing)
     "fsdp-qlora": (
         "  framework: fsdp\n" + LORA.replace("method: lora", "method: qlora"),
-        "parallelism: {zero_stage: 3}",
+        "parallelism: {zero_stage: 3, recompute: full}",
     ),
     "hf-trainer-qlora": (
         "  framework: deepspeed\n  entrypoint: {kind: hf-trainer, env: {DS_ACCELERATOR: cpu}}\n"

@@ -1,6 +1,6 @@
 """The model a probe job trains (probe_train.py beside it imports this file): the job's architecture as a transformers
-Llama with random weights on the device, QLoRA's NF4 base, LoRA's adapters as the launcher exports them, and what the
-optimizer steps."""
+Llama with random weights on the device, QLoRA's NF4 base, LoRA's adapters as the launcher exports them, what the
+optimizer steps, and Accelerate's FSDP1 wrapping on a CPU."""
 
 import os
 
@@ -144,6 +144,53 @@ def with_adapters(model):
     model = inject_adapter_in_model(config, model)
     for name, parameter in model.named_parameters():
         parameter.requires_grad = "lora_" in name
+    return model
+
+
+def peft_wrap_policy(plugin, model):
+    """LoRA with fsdp_use_orig_params false (QLoRA): PEFT's fsdp_auto_wrap_policy, as its FSDP guide sets it, so the
+    adapters sit in FSDP units of their own (a flat parameter is all trainable or all frozen)."""
+    if os.environ.get("MLINFRA_LORA_RANK") and not plugin.use_orig_params:
+        from peft.utils.other import fsdp_auto_wrap_policy
+
+        plugin.auto_wrap_policy = fsdp_auto_wrap_policy(model)
+
+
+def fsdp1_on_cpu(model, plugin, mixed, synced):
+    """Accelerator.prepare_model's FSDP1 branch (accelerate 1.15) with the CPU as device: the same FSDP arguments and
+    activation-checkpoint wrapper, the trainable flat parameters upcast to fp32 under mixed precision; sync_module_states,
+    which FSDP1 refuses on a CPU, a broadcast from rank 0 before wrapping."""
+    import functools
+
+    import torch.distributed as dist
+    from torch.distributed.algorithms._checkpoint import checkpoint_wrapper as ac
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    peft_wrap_policy(plugin, model)
+    plugin.set_auto_wrap_policy(model)
+    for tensor in [*model.parameters(), *model.buffers()] if synced else ():
+        dist.broadcast(tensor.data, src=0)
+    model = FSDP(
+        model,
+        sharding_strategy=plugin.sharding_strategy or plugin.reshard_after_forward,
+        cpu_offload=plugin.cpu_offload,
+        auto_wrap_policy=plugin.auto_wrap_policy,
+        mixed_precision=plugin.mixed_precision_policy,
+        backward_prefetch=plugin.backward_prefetch,
+        forward_prefetch=plugin.forward_prefetch,
+        use_orig_params=plugin.use_orig_params,
+        limit_all_gathers=plugin.limit_all_gathers,
+        device_id=torch.device("cpu"),
+    )
+    if plugin.activation_checkpointing:
+        wrapper = functools.partial(ac.checkpoint_wrapper, checkpoint_impl=ac.CheckpointImpl.NO_REENTRANT)
+        ac.apply_activation_checkpointing(
+            model, checkpoint_wrapper_fn=wrapper, auto_wrap_policy=plugin.auto_wrap_policy
+        )
+    for unit in FSDP.fsdp_modules(model) if mixed else ():
+        if unit._has_params and unit._flat_param.requires_grad and unit._flat_param.dtype != torch.float32:
+            unit._flat_param.data = unit._flat_param.data.to(torch.float32)
+            unit._handle._orig_param_dtype = torch.float32
     return model
 
 

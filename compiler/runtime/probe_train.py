@@ -22,7 +22,18 @@ import time
 
 import torch
 import torch.distributed as dist
-from probe_model import DEVICE, base_model, compute_dtype, llama, materialise, trainable, trained, with_adapters
+from probe_model import (
+    DEVICE,
+    base_model,
+    compute_dtype,
+    fsdp1_on_cpu,
+    llama,
+    materialise,
+    peft_wrap_policy,
+    trainable,
+    trained,
+    with_adapters,
+)
 
 WARMUP = int(os.environ.get("MLINFRA_PROBE_WARMUP_STEPS", "3"))
 STEPS = int(os.environ.get("MLINFRA_PROBE_STEPS", "10"))
@@ -149,22 +160,11 @@ def run_accelerate(plan, device):
     }
 
 
-def peft_wrap_policy(plugin, model):
-    """LoRA with fsdp_use_orig_params false (QLoRA): PEFT's fsdp_auto_wrap_policy, as its FSDP guide sets it, so the
-    adapters sit in FSDP units of their own (a flat parameter is all trainable or all frozen)."""
-    if os.environ.get("MLINFRA_LORA_RANK") and not plugin.use_orig_params:
-        from peft.utils.other import fsdp_auto_wrap_policy
-
-        plugin.auto_wrap_policy = fsdp_auto_wrap_policy(model)
-
-
 def run_fsdp1_on_cpu(plan):
     """The FSDP1 job on a CPU (CI, MLINFRA_PROBE_CPU_LOOP=1): the Accelerator refuses FSDP without a device (accelerate
     1.15 "no available devices"), so the plugin `accelerate launch` configured (its FSDP_* environment) wraps the model
-    with Accelerator.prepare_model's FSDP1 arguments on gloo; sync_module_states, which FSDP1 refuses on a CPU, is a
-    broadcast from rank 0, and the trainable flat parameters are upcast to fp32 as prepare_model does."""
+    as Accelerator.prepare_model does (probe_model.py fsdp1_on_cpu), on gloo."""
     from accelerate.utils import FullyShardedDataParallelPlugin
-    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
     dist.init_process_group(backend="gloo")
     sync = {k: os.environ.get(k, "false") for k in ("FSDP_SYNC_MODULE_STATES", "FSDP_CPU_RAM_EFFICIENT_LOADING")}
@@ -173,28 +173,8 @@ def run_fsdp1_on_cpu(plan):
     os.environ.update(sync)
     if precision != "no":
         plugin.set_mixed_precision(precision)
-    model = with_adapters(base_model(plan))
-    peft_wrap_policy(plugin, model)
-    plugin.set_auto_wrap_policy(model)
-    if "true" in (v.lower() for v in sync.values()):
-        for tensor in [*model.parameters(), *model.buffers()]:
-            dist.broadcast(tensor.data, src=0)
-    model = FSDP(
-        model,
-        sharding_strategy=plugin.sharding_strategy or plugin.reshard_after_forward,
-        cpu_offload=plugin.cpu_offload,
-        auto_wrap_policy=plugin.auto_wrap_policy,
-        mixed_precision=plugin.mixed_precision_policy,
-        backward_prefetch=plugin.backward_prefetch,
-        forward_prefetch=plugin.forward_prefetch,
-        use_orig_params=plugin.use_orig_params,
-        limit_all_gathers=plugin.limit_all_gathers,
-        device_id=torch.device("cpu"),
-    )
-    for unit in FSDP.fsdp_modules(model) if precision != "no" else ():
-        if unit._has_params and unit._flat_param.requires_grad and unit._flat_param.dtype != torch.float32:
-            unit._flat_param.data = unit._flat_param.data.to(torch.float32)
-            unit._handle._orig_param_dtype = torch.float32
+    synced = "true" in (v.lower() for v in sync.values())
+    model = fsdp1_on_cpu(with_adapters(base_model(plan)), plugin, precision != "no", synced)
     return fsdp1_loop(plan, model, {"distributed_type": "FSDP", "mixed_precision": precision})
 
 
