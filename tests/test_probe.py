@@ -272,6 +272,21 @@ def test_a_multi_stage_plan_has_no_probe(tmp_path):
         assert result.returncode == 2 and "[no-probe]" in result.stderr, result.stderr
 
 
+def test_a_qlora_fsdp_plan_is_probed_through_accelerate_launch_only(tmp_path):
+    """FSDP-QLoRA is probed by its own accelerate launch (the NF4 storage exported, use_orig_params off); under a plain
+    torchrun launch the probe's script would run DDP, so that plan is refused."""
+    (tmp_path / "plan.yaml").write_text(tiny("fsdp-qlora"))
+    assert run_cli("probe", "plan.yaml", "-o", "out", "--chosen-only", cwd=tmp_path).returncode == 0
+    job = tmp_path / "out/tiny-probe-probe/job"
+    assert 'accelerate}" launch' in (job / "launch/torchrun.sh").read_text()
+    assert "export MLINFRA_LORA_QUANT_STORAGE=bfloat16" in (job / "launch/torchrun.sh").read_text()
+    assert "fsdp_use_orig_params: false" in (job / "fsdp/accelerate_config.yaml").read_text()
+    torchrun = tiny("fsdp-qlora").replace("  framework: fsdp", "  framework: fsdp\n  entrypoint: {kind: torchrun}")
+    (tmp_path / "plan.yaml").write_text(torchrun)
+    refused = run_cli("probe", "plan.yaml", "-o", "out", "--chosen-only", cwd=tmp_path)
+    assert refused.returncode == 2 and "not under a plain torchrun launch" in refused.stderr, refused.stderr
+
+
 def test_the_probe_refuses_a_folder_it_does_not_own(tmp_path):
     """A plan named '<plan>-probe' compiled into out/ is not replaced by the probe of <plan>; the probe's own folder
     is rewritten."""
