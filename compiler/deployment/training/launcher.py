@@ -223,7 +223,8 @@ QUANT_STORAGE_REASON = (
     "in that dtype and the cast leaves them as they are (bitsandbytes docs 'FSDP-QLoRA': quant_storage; PEFT docs "
     "'Use PEFT QLoRA and FSDP': BitsAndBytesConfig(bnb_4bit_quant_storage=...) and the model loaded in the same "
     "dtype); fsdp/accelerate_config.yaml sets fsdp_use_orig_params false as that guide does, so the script wraps "
-    "with PEFT's fsdp_auto_wrap_policy (the adapters in FSDP units of their own)"
+    "with PEFT's fsdp_auto_wrap_policy (the adapters in FSDP units of their own). Under fp16 that guide prefers float32 "
+    "storage with accelerate's mixed_precision 'no' and autocast; here FSDP's own fp16 policy casts, so float16"
 )
 
 
