@@ -2,15 +2,16 @@
 
 The job's launcher (job*/launch/torchrun.sh) runs this script exactly as it would run the plan's training script, with
 the job's framework configuration: DeepSpeed (deepspeed.initialize with --deepspeed_config), Accelerate's FSDP plugin
-(accelerate launch --config_file), the FSDP2 × TP script (fsdp/fsdp_tp.py), the Hugging Face Trainer (its
-TrainingArguments from the launcher's flags, DeepSpeed included), or plain DDP. The model is the job's architecture
-(plan.json, layers already reduced) as a transformers Llama with random weights (probe_model.py beside this file); the
-data are random tokens; nothing is saved. A LoRA job trains what the plan's does: fsdp_tp.py adds its own adapters
-(fsdp/lora_tp.py); on the other paths PEFT's LoRA goes on the launcher's MLINFRA_LORA_RANK/ALPHA/TARGETS, the base
-frozen (MLINFRA_LORA_METHOD qlora: an NF4 base). It trains $MLINFRA_PROBE_WARMUP_STEPS + $MLINFRA_PROBE_STEPS optimizer steps and writes, on rank
-0, one JSON object to $MLINFRA_PROBE_RESULTS: the measured steps (CUDA events around each optimizer step on a GPU)
-and the peak memory the framework's allocator reports (torch.cuda.max_memory_allocated/reserved; on a CPU, the
-resident set).
+(accelerate launch --config_file; on a CPU its plugin, the Accelerator refusing FSDP there), the FSDP2 × TP script
+(fsdp/fsdp_tp.py), the Hugging Face Trainer (its TrainingArguments from the launcher's flags, DeepSpeed included), or
+plain DDP. The model is the job's architecture (plan.json, layers already reduced) as a transformers Llama with random
+weights (probe_model.py beside this file); the data are random tokens; nothing is saved. A LoRA job trains what the
+plan's does: fsdp_tp.py adds its own adapters (fsdp/lora_tp.py); on the other paths PEFT's LoRA goes on the launcher's
+MLINFRA_LORA_RANK/ALPHA/TARGETS, the base frozen (MLINFRA_LORA_METHOD qlora: an NF4 base, under FSDP packed in
+MLINFRA_LORA_QUANT_STORAGE). It trains $MLINFRA_PROBE_WARMUP_STEPS + $MLINFRA_PROBE_STEPS optimizer steps and writes, on
+rank 0, one JSON object to $MLINFRA_PROBE_RESULTS: the measured steps (CUDA events around each optimizer step on a GPU)
+and the peak memory the framework's allocator reports (torch.cuda.max_memory_allocated/reserved; on a CPU, the resident
+set).
 """
 
 import json
