@@ -12,7 +12,7 @@ import yaml
 
 from compiler.diagnostics import PlanInputError
 from compiler.diffing import decision_changes
-from compiler.pipeline import render_files, resolve
+from compiler.pipeline import render_files, resolve, resolve_text
 from compiler.schema import resolved_schema
 from tests.conftest import REPO
 from tests.fixtures.resolved_plans import deployed, training_plan
@@ -82,6 +82,38 @@ def test_a_qlora_launch_says_its_base_is_quantised():
         workload="finetune", train={**BASE_TRAIN, "method": "qlora", "lora": {"rank": 8, "targets": ["q", "v"]}}
     )
     assert exports(files(plan, "torchrun")["launch/torchrun.sh"])["MLINFRA_LORA_METHOD"] == "qlora"
+
+
+QLORA_PLAN = """name: tiny-qlora
+workload: finetune
+precision: %s
+model:
+  architecture: {layers: 2, hidden: 64, heads: 4, kv_heads: 2, ffn_hidden: 128, vocab: 256, max_position: 512}
+train:
+  tokens: 10M
+  seq_len: 64
+  global_batch: 8
+  framework: %s
+  method: qlora
+  lora: {rank: 4, alpha: 8, targets: [q, v, down]}
+cluster: {gpu: h100-sxm-80gb, count: 2, gpus_per_node: 2, scheduler: slurm, slurm: {partition: gpu}}
+"""
+
+
+@pytest.mark.parametrize(("precision", "storage"), [("bf16", "bfloat16"), ("fp16", "float16")])
+def test_qlora_under_fsdp_packs_nf4_in_the_dtype_fsdp_casts_to(precision, storage):
+    """FSDP-QLoRA: the NF4 storage is accelerate's mixed-precision dtype, exported for the script; the accelerate config
+    turns use_orig_params off (PEFT's guide); DDP keeps bitsandbytes' uint8 and exports none."""
+    plan = resolve_text(QLORA_PLAN % (precision, "fsdp"))
+    out = files(plan, "torchrun", "fsdp")
+    assert exports(out["launch/torchrun.sh"])["MLINFRA_LORA_QUANT_STORAGE"] == storage
+    accelerate = yaml.safe_load(out["fsdp/accelerate_config.yaml"])
+    assert accelerate["fsdp_config"]["fsdp_use_orig_params"] is False and accelerate["mixed_precision"] == precision
+    (decision,) = [d for d in plan.deployment.decisions if d.topic == "QLoRA under FSDP"]
+    assert storage in decision.choice and "quant_storage" in decision.reason
+    ddp = resolve_text(QLORA_PLAN % (precision, "ddp"))
+    assert ddp.deployment.launcher.lora.quant_storage is None
+    assert "MLINFRA_LORA_QUANT_STORAGE" not in files(ddp, "torchrun")["launch/torchrun.sh"]
 
 
 def test_full_training_exports_no_lora_settings():

@@ -46,6 +46,12 @@ FRAMEWORKS = {
     "ddp-lora": ("  framework: ddp\n" + LORA, ""),
     # QLoRA: the NF4 base (bitsandbytes' CPU backend here) under PEFT's adapters
     "ddp-qlora": ("  framework: ddp\n" + LORA.replace("method: lora", "method: qlora"), ""),
+    # FSDP-QLoRA: Accelerate's FSDP1 (fsdp_tp.py has no 4-bit base), NF4 packed in the launcher's storage dtype, the
+    # blocks checkpointed (fsdp_activation_checkpointing)
+    "fsdp-qlora": (
+        "  framework: fsdp\n" + LORA.replace("method: lora", "method: qlora"),
+        "parallelism: {zero_stage: 3, recompute: full}",
+    ),
     "hf-trainer-qlora": (
         "  framework: deepspeed\n  entrypoint: {kind: hf-trainer, env: {DS_ACCELERATOR: cpu}}\n"
         + LORA.replace("method: lora", "method: qlora"),
@@ -266,6 +272,21 @@ def test_a_multi_stage_plan_has_no_probe(tmp_path):
         assert result.returncode == 2 and "[no-probe]" in result.stderr, result.stderr
 
 
+def test_a_qlora_fsdp_plan_is_probed_through_accelerate_launch_only(tmp_path):
+    """FSDP-QLoRA is probed by its own accelerate launch (the NF4 storage exported, use_orig_params off); under a plain
+    torchrun launch the probe's script would run DDP, so that plan is refused."""
+    (tmp_path / "plan.yaml").write_text(tiny("fsdp-qlora"))
+    assert run_cli("probe", "plan.yaml", "-o", "out", "--chosen-only", cwd=tmp_path).returncode == 0
+    job = tmp_path / "out/tiny-probe-probe/job"
+    assert 'accelerate}" launch' in (job / "launch/torchrun.sh").read_text()
+    assert "export MLINFRA_LORA_QUANT_STORAGE=bfloat16" in (job / "launch/torchrun.sh").read_text()
+    assert "fsdp_use_orig_params: false" in (job / "fsdp/accelerate_config.yaml").read_text()
+    torchrun = tiny("fsdp-qlora").replace("  framework: fsdp", "  framework: fsdp\n  entrypoint: {kind: torchrun}")
+    (tmp_path / "plan.yaml").write_text(torchrun)
+    refused = run_cli("probe", "plan.yaml", "-o", "out", "--chosen-only", cwd=tmp_path)
+    assert refused.returncode == 2 and "not under a plain torchrun launch" in refused.stderr, refused.stderr
+
+
 def test_the_probe_refuses_a_folder_it_does_not_own(tmp_path):
     """A plan named '<plan>-probe' compiled into out/ is not replaced by the probe of <plan>; the probe's own folder
     is rewritten."""
@@ -450,6 +471,9 @@ def test_the_shortened_job_round_trips_through_calibrate_and_compile(tmp_path, s
     assert layout["framework_reported"]["trainable_parameters"] == _trainable(reduced)
     nf4 = 7 * reduced.model.architecture.layers if reduced.spec.train.method == "qlora" else 0  # q k v o gate up down
     assert layout["framework_reported"]["nf4_linears"] == nf4
+    lora = reduced.deployment.launcher.lora  # NF4 packed in the launcher's storage dtype (FSDP), else uint8
+    storage = (lora.quant_storage or "uint8") if nf4 else ""
+    assert layout["framework_reported"]["nf4_storage"] == storage
     calibrated = run_cli(
         "calibrate", _runs(folder) / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci"
     )

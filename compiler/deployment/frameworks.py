@@ -175,7 +175,9 @@ def accelerate_config(plan: ResolvedPlan) -> AccelerateConfig:
         fsdp_state_dict_type="SHARDED_STATE_DICT",
         fsdp_cpu_ram_efficient_loading=True,
         fsdp_sync_module_states=True,
-        fsdp_use_orig_params=True,
+        # QLoRA: false, as PEFT's "Use PEFT QLoRA and FSDP" sets it (the frozen NF4 base holds no gradients; the
+        # script wraps with PEFT's fsdp_auto_wrap_policy, launcher.lora.quant_storage_reason)
+        fsdp_use_orig_params=plan.spec.train.method != "qlora",
     )
     return AccelerateConfig(
         compute_environment="LOCAL_MACHINE",

@@ -30,6 +30,12 @@ class Lora(Section):
     alpha: float
     targets: list[str]
     method: Literal["lora", "qlora"]
+    quant_storage: Literal["bfloat16", "float16", "float32"] | None = Field(
+        None,
+        description="QLoRA under FSDP: the dtype the NF4 base is packed in (bitsandbytes quant_storage, "
+        "MLINFRA_LORA_QUANT_STORAGE); absent: bitsandbytes' uint8",
+    )
+    quant_storage_reason: str = Field("", description="why that storage ('' when absent)")
 
 
 LaunchKind = Literal["torchrun", "deepspeed", "hf-trainer", "accelerate", "megatron"]

@@ -1,6 +1,6 @@
 """The model a probe job trains (probe_train.py beside it imports this file): the job's architecture as a transformers
-Llama with random weights on the device, QLoRA's NF4 base, LoRA's adapters as the launcher exports them, and what the
-optimizer steps."""
+Llama with random weights on the device, QLoRA's NF4 base, LoRA's adapters as the launcher exports them, what the
+optimizer steps, and Accelerate's FSDP1 wrapping on a CPU."""
 
 import os
 
@@ -81,14 +81,22 @@ def base_model(plan):
 LORA_TARGET_MODULES = {t: f"{t}_proj" for t in ("q", "k", "v", "o", "gate", "up", "down")}
 
 
+def quant_storage():
+    """The dtype the NF4 bytes are packed in: the launcher's MLINFRA_LORA_QUANT_STORAGE (QLoRA under FSDP, which
+    shards float tensors only), else bitsandbytes' uint8."""
+    name = os.environ.get("MLINFRA_LORA_QUANT_STORAGE")
+    return getattr(torch, name) if name else torch.uint8
+
+
 def quantised_llama(plan, device):
     """QLoRA's base (Dettmers et al. 2023, §2): every linear layer of the blocks NF4 with double quantisation
     (bitsandbytes Linear4bit, compress_statistics), computing in the plan's precision; the embeddings, norms and head
-    in full precision. Built on the meta device, each linear quantised from its own random draw on `device`: no
+    in full precision, or in the NF4 storage dtype under FSDP (PEFT's FSDP-QLoRA loads the model in it: one dtype per
+    flat parameter). Built on the meta device, each linear quantised from its own random draw on `device`: no
     unquantised copy of the model is ever held."""
     import bitsandbytes as bnb
 
-    dtype = compute_dtype()
+    dtype, storage = compute_dtype(), quant_storage()
     model = llama(plan, torch.device("meta"))
     for block in model.model.layers:
         for name, linear in list(block.named_modules()):
@@ -100,15 +108,24 @@ def quantised_llama(plan, device):
                     compute_dtype=dtype,
                     compress_statistics=True,
                     quant_type="nf4",
+                    quant_storage=storage,
                     device="meta",
                 )
                 draw = torch.empty(linear.out_features, linear.in_features, dtype=dtype, device=device).normal_(0, 0.02)
-                nf4.weight = bnb.nn.Params4bit(draw, requires_grad=False, compress_statistics=True, quant_type="nf4")
+                nf4.weight = bnb.nn.Params4bit(  # module: FSDP's flat views lose quant_state, the layer restores it
+                    draw,
+                    requires_grad=False,
+                    compress_statistics=True,
+                    quant_type="nf4",
+                    quant_storage=storage,
+                    module=nf4,
+                )
                 block.set_submodule(name, nf4.to(device))  # .to quantises
-    for owner, module in list(model.named_modules()):  # the rest in full precision on the device (random_init)
+    rest = torch.float32 if storage == torch.uint8 else storage
+    for owner, module in list(model.named_modules()):  # the rest on the device (random_init)
         for name, parameter in list(module.named_parameters(recurse=False)):
             if parameter.is_meta:
-                tensor = torch.empty(parameter.shape, device=device)
+                tensor = torch.empty(parameter.shape, device=device, dtype=rest)
                 random_init(f"{owner}.{name}", tensor)
                 module.register_parameter(name, torch.nn.Parameter(tensor))
     return rebuilt_rotary(model, device)
@@ -130,18 +147,68 @@ def with_adapters(model):
     return model
 
 
+def peft_wrap_policy(plugin, model):
+    """LoRA with fsdp_use_orig_params false (QLoRA): PEFT's fsdp_auto_wrap_policy, as its FSDP guide sets it, so the
+    adapters sit in FSDP units of their own (a flat parameter is all trainable or all frozen)."""
+    if os.environ.get("MLINFRA_LORA_RANK") and not plugin.use_orig_params:
+        from peft.utils.other import fsdp_auto_wrap_policy
+
+        plugin.auto_wrap_policy = fsdp_auto_wrap_policy(model)
+
+
+def fsdp1_on_cpu(model, plugin, mixed, synced):
+    """Accelerator.prepare_model's FSDP1 branch (accelerate 1.15) with the CPU as device: the same FSDP arguments and
+    activation-checkpoint wrapper, the trainable flat parameters upcast to fp32 under mixed precision; sync_module_states,
+    which FSDP1 refuses on a CPU, a broadcast from rank 0 before wrapping."""
+    import functools
+
+    import torch.distributed as dist
+    from torch.distributed.algorithms._checkpoint import checkpoint_wrapper as ac
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    peft_wrap_policy(plugin, model)
+    plugin.set_auto_wrap_policy(model)
+    for tensor in [*model.parameters(), *model.buffers()] if synced else ():
+        dist.broadcast(tensor.data, src=0)
+    model = FSDP(
+        model,
+        sharding_strategy=plugin.sharding_strategy or plugin.reshard_after_forward,
+        cpu_offload=plugin.cpu_offload,
+        auto_wrap_policy=plugin.auto_wrap_policy,
+        mixed_precision=plugin.mixed_precision_policy,
+        backward_prefetch=plugin.backward_prefetch,
+        forward_prefetch=plugin.forward_prefetch,
+        use_orig_params=plugin.use_orig_params,
+        limit_all_gathers=plugin.limit_all_gathers,
+        device_id=torch.device("cpu"),
+    )
+    if plugin.activation_checkpointing:
+        wrapper = functools.partial(ac.checkpoint_wrapper, checkpoint_impl=ac.CheckpointImpl.NO_REENTRANT)
+        ac.apply_activation_checkpointing(
+            model, checkpoint_wrapper_fn=wrapper, auto_wrap_policy=plugin.auto_wrap_policy
+        )
+    for unit in FSDP.fsdp_modules(model) if mixed else ():
+        if unit._has_params and unit._flat_param.requires_grad and unit._flat_param.dtype != torch.float32:
+            unit._flat_param.data = unit._flat_param.data.to(torch.float32)
+            unit._handle._orig_param_dtype = torch.float32
+    return model
+
+
 def trainable(model):
     return [p for p in model.parameters() if p.requires_grad]
 
 
 def trained(model):
-    """What the job trained, for the results: the parameters the optimizer steps and the base's NF4 linears (QLoRA)."""
-    nf4 = sum(
-        type(m).__module__.startswith("bitsandbytes") and type(m).__name__ == "Linear4bit" for m in model.modules()
-    )
-    return {"trainable_parameters": trainable_count(model), "nf4_linears": nf4}
+    """What the job trained, for the results: the parameters the optimizer steps, the base's NF4 linears (QLoRA) and
+    the dtype their bytes are packed in."""
+    nf4 = [
+        m for m in model.modules() if type(m).__module__.startswith("bitsandbytes") and type(m).__name__ == "Linear4bit"
+    ]
+    storage = {str(m.quant_storage).removeprefix("torch.") for m in nf4}
+    return {"trainable_parameters": trainable_count(model), "nf4_linears": len(nf4), "nf4_storage": ",".join(storage)}
 
 
 def trainable_count(model):
-    """Parameters the optimizer steps (a DTensor counts its whole tensor): all of them, or only LoRA's adapters."""
-    return sum(getattr(p, "ds_numel", p.numel()) for p in trainable(model))  # ZeRO-3: ds_numel, not the partition
+    """Parameters the optimizer steps, whole (a DTensor's numel; ZeRO-3's ds_numel and an FSDP1 flat parameter's
+    _numels, not the partition): all of them, or only LoRA's adapters."""
+    return sum(sum(p._numels) if hasattr(p, "_numels") else getattr(p, "ds_numel", p.numel()) for p in trainable(model))

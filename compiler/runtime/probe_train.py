@@ -2,15 +2,16 @@
 
 The job's launcher (job*/launch/torchrun.sh) runs this script exactly as it would run the plan's training script, with
 the job's framework configuration: DeepSpeed (deepspeed.initialize with --deepspeed_config), Accelerate's FSDP plugin
-(accelerate launch --config_file), the FSDP2 × TP script (fsdp/fsdp_tp.py), the Hugging Face Trainer (its
-TrainingArguments from the launcher's flags, DeepSpeed included), or plain DDP. The model is the job's architecture
-(plan.json, layers already reduced) as a transformers Llama with random weights (probe_model.py beside this file); the
-data are random tokens; nothing is saved. A LoRA job trains what the plan's does: fsdp_tp.py adds its own adapters
-(fsdp/lora_tp.py); on the other paths PEFT's LoRA goes on the launcher's MLINFRA_LORA_RANK/ALPHA/TARGETS, the base
-frozen (MLINFRA_LORA_METHOD qlora: an NF4 base). It trains $MLINFRA_PROBE_WARMUP_STEPS + $MLINFRA_PROBE_STEPS optimizer steps and writes, on rank
-0, one JSON object to $MLINFRA_PROBE_RESULTS: the measured steps (CUDA events around each optimizer step on a GPU)
-and the peak memory the framework's allocator reports (torch.cuda.max_memory_allocated/reserved; on a CPU, the
-resident set).
+(accelerate launch --config_file; on a CPU its plugin, the Accelerator refusing FSDP there), the FSDP2 × TP script
+(fsdp/fsdp_tp.py), the Hugging Face Trainer (its TrainingArguments from the launcher's flags, DeepSpeed included), or
+plain DDP. The model is the job's architecture (plan.json, layers already reduced) as a transformers Llama with random
+weights (probe_model.py beside this file); the data are random tokens; nothing is saved. A LoRA job trains what the
+plan's does: fsdp_tp.py adds its own adapters (fsdp/lora_tp.py); on the other paths PEFT's LoRA goes on the launcher's
+MLINFRA_LORA_RANK/ALPHA/TARGETS, the base frozen (MLINFRA_LORA_METHOD qlora: an NF4 base, under FSDP packed in
+MLINFRA_LORA_QUANT_STORAGE). It trains $MLINFRA_PROBE_WARMUP_STEPS + $MLINFRA_PROBE_STEPS optimizer steps and writes, on
+rank 0, one JSON object to $MLINFRA_PROBE_RESULTS: the measured steps (CUDA events around each optimizer step on a GPU)
+and the peak memory the framework's allocator reports (torch.cuda.max_memory_allocated/reserved; on a CPU, the resident
+set).
 """
 
 import json
@@ -22,7 +23,18 @@ import time
 
 import torch
 import torch.distributed as dist
-from probe_model import DEVICE, base_model, compute_dtype, llama, materialise, trainable, trained, with_adapters
+from probe_model import (
+    DEVICE,
+    base_model,
+    compute_dtype,
+    fsdp1_on_cpu,
+    llama,
+    materialise,
+    peft_wrap_policy,
+    trainable,
+    trained,
+    with_adapters,
+)
 
 WARMUP = int(os.environ.get("MLINFRA_PROBE_WARMUP_STEPS", "3"))
 STEPS = int(os.environ.get("MLINFRA_PROBE_STEPS", "10"))
@@ -123,10 +135,14 @@ def run_deepspeed(plan, device, argv):
 
 
 def run_accelerate(plan, device):
+    if device.type == "cpu" and os.environ.get("MLINFRA_PROBE_CPU_LOOP") == "1":
+        return run_fsdp1_on_cpu(plan)
     from accelerate import Accelerator
 
     accelerator = Accelerator(gradient_accumulation_steps=int(os.environ.get("MLINFRA_GRAD_ACCUM", "1")))
-    model = accelerator.prepare(with_adapters(base_model(plan)))  # FSDP: the model wrapped, then the optimizer over it
+    model = with_adapters(base_model(plan))
+    peft_wrap_policy(accelerator.state.fsdp_plugin, model)
+    model = accelerator.prepare(model)  # FSDP: the model wrapped, then the optimizer over it
     optimizer = accelerator.prepare(torch.optim.AdamW(trainable(model), lr=1e-5))
     clock, batch = Clock(accelerator.device), tokens(plan, int(os.environ["MLINFRA_MICRO_BATCH"]), accelerator.device)
 
@@ -143,6 +159,39 @@ def run_accelerate(plan, device):
         "mixed_precision": accelerator.mixed_precision,
         **trained(model),
     }
+
+
+def run_fsdp1_on_cpu(plan):
+    """The FSDP1 job on a CPU (CI, MLINFRA_PROBE_CPU_LOOP=1): the Accelerator refuses FSDP without a device (accelerate
+    1.15 "no available devices"), so the plugin `accelerate launch` configured (its FSDP_* environment) wraps the model
+    as Accelerator.prepare_model does (probe_model.py fsdp1_on_cpu), on gloo."""
+    from accelerate.utils import FullyShardedDataParallelPlugin
+
+    dist.init_process_group(backend="gloo")
+    sync = {k: os.environ.get(k, "false") for k in ("FSDP_SYNC_MODULE_STATES", "FSDP_CPU_RAM_EFFICIENT_LOADING")}
+    os.environ.update(dict.fromkeys(sync, "false"))  # with either, the plugin looks for a GPU
+    plugin, precision = FullyShardedDataParallelPlugin(), os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
+    os.environ.update(sync)
+    if precision != "no":
+        plugin.set_mixed_precision(precision)
+    synced = "true" in (v.lower() for v in sync.values())
+    model = fsdp1_on_cpu(with_adapters(base_model(plan)), plugin, precision != "no", synced)
+    return fsdp1_loop(plan, model, {"distributed_type": "FSDP", "mixed_precision": precision})
+
+
+def fsdp1_loop(plan, model, seen):
+    optimizer = torch.optim.AdamW(trainable(model), lr=1e-5)
+    accum, clock = int(os.environ.get("MLINFRA_GRAD_ACCUM", "1")), Clock(DEVICE)
+    batch = tokens(plan, int(os.environ["MLINFRA_MICRO_BATCH"]), DEVICE)
+
+    def step():
+        for _ in range(accum):
+            model(input_ids=batch, labels=batch).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    loop(step, clock)
+    return clock, {**seen, **trained(model)}
 
 
 def run_fsdp_tp(plan, device):

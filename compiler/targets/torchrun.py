@@ -42,6 +42,8 @@ def _exports(plan: ResolvedPlan) -> list[tuple[str, str]]:
             ("MLINFRA_LORA_ALPHA", f"{launch.lora.alpha:g}"),
             ("MLINFRA_LORA_TARGETS", ",".join(launch.lora.targets)),
         ]
+        if launch.lora.quant_storage:  # QLoRA under FSDP: bnb_4bit_quant_storage, and the dtype the model loads in
+            env.append(("MLINFRA_LORA_QUANT_STORAGE", launch.lora.quant_storage))
     return env + (recipe_env(plan.recipe) if plan.recipe else [])
 
 

@@ -194,6 +194,15 @@ def input_decisions(launch: Launcher) -> list[DeploymentDecision]:
                 reason="train.lora, exported as MLINFRA_LORA_*",
             )
         )
+    if launch.lora and launch.lora.quant_storage:
+        out.append(
+            DeploymentDecision(
+                topic="QLoRA under FSDP",
+                choice=f"NF4 packed in {launch.lora.quant_storage} (MLINFRA_LORA_QUANT_STORAGE), fsdp_use_orig_params "
+                "false",
+                reason=launch.lora.quant_storage_reason,
+            )
+        )
     return out
 
 

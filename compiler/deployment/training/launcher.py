@@ -12,6 +12,7 @@ from ...plan.deployment_training import Checkpoint, Launcher, Lora
 from ...plan.resolved import ResolvedPlan
 from ...plan.spec import PlanSpec
 from .. import megatron_launch, megatron_version
+from ..frameworks import MIXED_PRECISION
 from ..fsdp_tp import uses_fsdp_tp
 from ..nodes import fabric_family
 from ..recipe_flags import hf_trainer_args
@@ -175,7 +176,7 @@ def launcher(plan: ResolvedPlan, spec: PlanSpec, files: Files) -> Launcher:
         user_env=[EnvVar(name=k, value=v) for k, v in sorted(entry.env.items())],
         checkpoint=checkpoint(plan, spec),
         data=spec.train.data,
-        lora=lora_adapters(spec),
+        lora=lora_adapters(spec, framework),
         model_weights=spec.model.weights if spec.model else None,
         model_id=spec.model.hf_id if spec.model else None,
         checkpoint_prune_keep=prune_keep,
@@ -200,16 +201,36 @@ def cpus_per_node(plan: ResolvedPlan, spec: PlanSpec) -> int:
     return DEFAULT_CPUS_PER_GPU * gpus if cpus is None else cpus
 
 
-def lora_adapters(spec: PlanSpec) -> Lora | None:
-    """train.lora for a LoRA or QLoRA run; None for full training."""
+def lora_adapters(spec: PlanSpec, framework: str) -> Lora | None:
+    """train.lora for a LoRA or QLoRA run; None for full training. QLoRA under FSDP: the NF4 storage dtype."""
     if spec.train.method not in ("lora", "qlora"):
         return None
+    storage = fsdp_quant_storage(spec.precision) if spec.train.method == "qlora" and framework == "fsdp" else None
     return Lora(
         rank=spec.train.lora.rank,
         alpha=spec.train.lora.alpha,
         targets=list(spec.train.lora.targets),
         method=spec.train.method,
+        quant_storage=storage,
+        quant_storage_reason=QUANT_STORAGE_REASON if storage else "",
     )
+
+
+# Accelerate's FSDP mixed precision (frameworks.MIXED_PRECISION) → the dtype FSDP gives every parameter
+QUANT_STORAGE = {"no": "float32", "fp16": "float16", "bf16": "bfloat16"}
+QUANT_STORAGE_REASON = (
+    "FSDP flattens only float tensors and casts each to its mixed-precision param_dtype, so the NF4 bytes are packed "
+    "in that dtype and the cast leaves them as they are (bitsandbytes docs 'FSDP-QLoRA': quant_storage; PEFT docs "
+    "'Use PEFT QLoRA and FSDP': BitsAndBytesConfig(bnb_4bit_quant_storage=...) and the model loaded in the same "
+    "dtype); fsdp/accelerate_config.yaml sets fsdp_use_orig_params false as that guide does, so the script wraps "
+    "with PEFT's fsdp_auto_wrap_policy (the adapters in FSDP units of their own). Under fp16 that guide prefers float32 "
+    "storage with accelerate's mixed_precision 'no' and autocast; here FSDP's own fp16 policy casts, so float16"
+)
+
+
+def fsdp_quant_storage(precision: str) -> str:
+    """The NF4 storage dtype under FSDP: accelerate's mixed precision for the plan's precision, as a torch dtype name."""
+    return QUANT_STORAGE[MIXED_PRECISION[precision]]
 
 
 def entry_script(plan: ResolvedPlan, spec: PlanSpec, kind: str) -> tuple[str, int]:
