@@ -198,7 +198,9 @@ def _serving_data(results: ServingResults | TritonResults, site: str) -> dict:
         how = f"Triton's perf_analyzer (server compute time) at batch {', '.join(str(p.batch) for p in results.points)}"
         key, points = "vision_points", _vision_points(results)
     else:
-        how = f"vLLM's `vllm bench serve` at concurrency {', '.join(str(p.concurrency) for p in results.points)}"
+        triton = results.engine == "triton-vllm"
+        bench = "Triton's perf_analyzer --streaming (vllm backend)" if triton else "vLLM's `vllm bench serve`"
+        how = f"{bench} at concurrency {', '.join(str(p.concurrency) for p in results.points)}"
         key, points = "serving_points", _serving_points(results)
     source = f"mlinfra-compile serving probe of plan {results.plan} on {env.host} ({results.device_name}): {how}"
     data = {"site": site, "measured_at": results.measured_at, "source": source[:1000], key: points}

@@ -4,8 +4,9 @@ Everything calibrate uses is typed and bounded here; text that came from the nod
 nvidia-smi's line) must be printable on one line (no line breaks, control or bidi characters), so nothing from the
 node reaches a terminal, a CI log or the site file unescaped. A file of another version, of the serving probe (an
 eager PyTorch stand-in, not the engine) or that does not validate is refused with the field that is wrong. Serving
-results name their engine: vLLM's (`vllm bench serve`) or Triton's (perf_analyzer, a vision model's batches); the
-Triton kind is new within version 3 (no field of the other kinds changed).
+results name their engine: vLLM's (`vllm bench serve`), Triton's (perf_analyzer, a vision model's batches) or Triton's
+vllm backend (perf_analyzer --streaming, in vLLM's shape); the Triton kinds are new within version 3 (no field of the
+other kinds changed).
 """
 
 from __future__ import annotations
@@ -131,9 +132,12 @@ class BenchPoint(_Read):
 
 
 class ServingResults(_Read):
+    """vLLM's (probe_serve.py, `vllm bench serve`) or a Triton LLM plan's (probe_triton_llm.py, perf_analyzer
+    --streaming against the vllm backend, summarized alike)."""
+
     version: Literal[3]
     kind: Literal["serving"]
-    engine: Literal["vllm"]
+    engine: Literal["vllm", "triton-vllm"]
     plan: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
     gpu_id: CatalogId
     architecture: Architecture
@@ -201,7 +205,7 @@ def parse_results(data: object) -> TrainingResults | ServingResults | TritonResu
             f"version: results of version {RESULTS_VERSION} are expected, this file says "
             f"{json.dumps(version)[:40]}; run the probe that `mlinfra-compile probe` writes now"
         )
-    if data.get("kind") == "serving" and data.get("engine") not in ("vllm", "triton"):
+    if data.get("kind") == "serving" and data.get("engine") not in ("vllm", "triton", "triton-vllm"):
         raise ProbeError(
             "engine: serving results of an eager PyTorch stand-in of the model are not the plan's engine "
             "(which runs decode under CUDA graphs); calibrate fits serving shares to the engine's own benchmark only"

@@ -170,10 +170,32 @@ def test_an_ordinary_compile_has_no_probe_section():
     assert plan.probe is None and "probe" not in plan.model_dump(mode="json")
 
 
-def test_an_llm_on_triton_gets_no_probe_and_says_why(tmp_path):
-    result = run_cli("probe", REPO / "examples" / "llama3-8b-triton.yaml", "-o", tmp_path)
-    assert result.returncode == 2 and "[no-probe]" in result.stderr
-    assert "the triton engine's benchmark for this model is not wired in" in result.stderr, result.stderr
+def test_an_llm_on_triton_probes_its_own_repository_with_perf_analyzer_streaming():
+    """llama3-8b-triton: the vLLM probe's concurrencies and lengths, the plan's repository and serve.sh as compiled,
+    probe_triton_llm.py run by probe.sbatch and the Job, perf_analyzer from the SDK image of the vLLM image's
+    release, one warm-up request per slot, max_tokens = min_tokens = the output length."""
+    plan = resolve(REPO / "examples" / "llama3-8b-triton.yaml", probe=True)
+    probe, sv, traffic = plan.probe, plan.serving, plan.spec.serve.traffic
+    assert probe.kind == "serving" and probe.triton is None and probe.triton_llm.model == "llama-3.1-8b"
+    assert probe.serving.concurrencies == [1, 13, 178] and sv.max_concurrency == 178
+    assert (probe.serving.prompt_tokens, probe.serving.output_tokens) == (traffic.prompt_tokens, traffic.output_tokens)
+    assert probe.triton_llm.warmup_requests == probe.serving.concurrencies
+    assert json.loads(probe.triton_llm.sampling_parameters) == {"max_tokens": 250, "min_tokens": 250}
+    files = {f.path: f.text for f in probe_files(plan).files}
+    compiled = {f.path: f.text for f in render(resolve(REPO / "examples" / "llama3-8b-triton.yaml")).files}
+    for path in ("triton/serve.sh", "triton/llama-3.1-8b/config.pbtxt", "triton/llama-3.1-8b/1/model.json"):
+        assert files[f"engine/{path}"] == compiled[path]
+    assert 'python3 "$here/probe_triton_llm.py" --out probe-results.json' in files["probe.sbatch"]
+    assert "probe_triton.py" in files and "probe_triton_llm.py" in files  # the second imports the first
+    settings = json.loads(files["settings.json"])
+    assert settings["triton_llm"]["model"] == "llama-3.1-8b" and settings["serving"]["concurrencies"] == [1, 13, 178]
+    assert resolve_text(settings["plan_text"]).serving.max_concurrency == 178
+    job = list(yaml.safe_load_all(files["probe-job.yaml"]))[1]["spec"]["template"]["spec"]
+    assert "python3 probe_triton_llm.py" in job["containers"][0]["command"][-1]
+    assert job["initContainers"][1]["image"] == "nvcr.io/nvidia/tritonserver:25.10-py3-sdk"
+    topics = [d.topic for d in probe.decisions]
+    assert {"probe engine", "probe requests", "probe measurement", "probe concurrency"} <= set(topics)
+    assert "-vllm-python-py3 flavour" in next(d.reason for d in probe.decisions if d.topic == "probe on Kubernetes")
 
 
 def test_a_triton_vision_plan_probes_its_own_repository_with_perf_analyzer():
@@ -668,3 +690,43 @@ def test_calibrate_prices_each_probed_layout_as_the_compile_did(example):
     for point, layout in zip(_points(results), plan.probe.layouts, strict=True):
         priced = predicted_step(SitePoint.model_validate(point), catalog, share, searches)
         assert priced == pytest.approx(layout.predicted_step_seconds, rel=1e-9), layout.name
+
+
+def test_the_triton_llm_probe_summarizes_perf_analyzers_export_as_vllm_bench_does(tmp_path):
+    """probe_triton_llm.py's summary of a profile export (run from the probe folder, as on the node): TTFT = first
+    response − request, TPOT over the tokens after the first response, each response's num_output_tokens counted;
+    the results parse as a vLLM probe's."""
+    from compiler.probe_results import ServingResults, parse_results
+
+    plan = resolve(REPO / "examples" / "llama3-8b-triton.yaml", probe=True)
+    for f in probe_files(plan).files:
+        (tmp_path / f.path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f.path).write_text(f.text)
+    ms = 1_000_000
+    requests = [  # 4 tokens each: 1 + 2 (merged) + 1; then 1 + 1 + 1 + 1
+        {
+            "timestamp": 0,
+            "response_timestamps": [10 * ms, 30 * ms, 40 * ms],
+            "response_outputs": [{"num_output_tokens": n} for n in (1, 2, 1)],
+        },
+        {
+            "timestamp": 5 * ms,
+            "response_timestamps": [25 * ms, 35 * ms, 45 * ms, 55 * ms],
+            "response_outputs": [{"num_output_tokens": 1}] * 4,
+        },
+    ]
+    (tmp_path / "export.json").write_text(json.dumps({"experiments": [{"requests": requests}]}))
+    code = "import json, probe_triton_llm as p; print(json.dumps(p.summary('export.json', 2, 2)))"
+    run = subprocess.run(["python3", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    point = json.loads(run.stdout)
+    assert point["median_ttft_ms"] == pytest.approx(15.0) and point["output_tokens"] == 8
+    assert point["median_tpot_ms"] == pytest.approx(10.0) and point["median_itl_ms"] == pytest.approx(10.0)
+    assert point["duration"] == pytest.approx(0.055) and point["output_throughput"] == pytest.approx(8 / 0.055)
+    results = {
+        "version": 3, "kind": "serving", "engine": "triton-vllm", "plan": "llama3-8b-triton", "gpu_id": "l40s-48gb",
+        "architecture": plan.probe.architecture.model_dump(mode="json"), "precision": "bf16", "tp": 1,
+        "prompt_tokens": 1000, "output_tokens": 250, "points": [point], "plan_text": plan.probe.serving.plan_text,
+        "measured_at": "2026-11-29", "device_name": "cpu",
+    }  # fmt: skip
+    assert isinstance(parse_results(results), ServingResults)

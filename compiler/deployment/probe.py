@@ -269,12 +269,14 @@ def serving_probe(plan: ResolvedPlan) -> Probe:
     concurrency 1, the plan's max concurrency and their geometric middle."""
     from .probe_triton import applies as triton_vision
     from .probe_triton import triton_probe
+    from .probe_triton_llm import applies as triton_llm
+    from .probe_triton_llm import triton_llm_probe
 
     sv, traffic = plan.serving, plan.spec.serve.traffic
-    if sv.engine != "vllm" and not triton_vision(plan):
+    if sv.engine != "vllm" and not triton_vision(plan) and not triton_llm(plan):
         raise ProbeError(
             f"the serving probe runs vLLM's own benchmark against the emitted engine (Triton's perf_analyzer for a "
-            f"vision model on Triton); the {sv.engine} engine's benchmark for this model is not wired in, so this "
+            f"model on Triton); the {sv.engine} engine's benchmark for this model is not wired in, so this "
             "plan has no serving probe"
         )
     top = max(1, sv.max_concurrency)
@@ -315,6 +317,8 @@ def serving_probe(plan: ResolvedPlan) -> Probe:
     arch = plan.model.architecture
     run = _ProbeRun("serving", arch, arch.layers, sv.gpus_per_replica, sv.precision, traffic.prompt_tokens, [], serving)
     probe = _probe(plan, run, decisions)
+    if triton_llm(plan):
+        return triton_llm_probe(plan, probe)
     return triton_probe(plan, probe, serving.plan_text) if triton_vision(plan) else probe
 
 

@@ -95,7 +95,7 @@ def triton_probe(plan: ResolvedPlan, probe: Probe, plan_text: str) -> Probe:
             "its default 5 s window would take a minute a batch size",
         ),
     ]
-    kubernetes, job_decision = _kubernetes(plan, probe.time_limit_seconds)
+    kubernetes, job_decision = triton_kubernetes(plan, probe.time_limit_seconds)
     if job_decision is not None:
         decisions.append(job_decision)
     dropped = ("probe engine", "probe concurrency", "probe on Kubernetes")
@@ -112,17 +112,19 @@ def triton_probe(plan: ResolvedPlan, probe: Probe, plan_text: str) -> Probe:
 
 def perf_analyzer_image(server_image: str) -> str:
     """The SDK image perf_analyzer is copied from: the server's own release when the server is NGC's full `YY.MM-py3`
-    image, else the release the compiler pins (another registry's or flavour's tag names no SDK image)."""
-    if re.fullmatch(re.escape(TRITON_REPOSITORY) + r"\d{2}\.\d{2}-py3", server_image):
-        return server_image + SDK_SUFFIX
+    or vLLM `YY.MM-vllm-python-py3` image (the SDK is `YY.MM-py3-sdk` for both), else the release the compiler pins
+    (another registry's or flavour's tag names no SDK image)."""
+    found = re.fullmatch(re.escape(TRITON_REPOSITORY) + r"(\d{2}\.\d{2})-(?:vllm-python-)?py3", server_image)
+    if found:
+        return f"{TRITON_REPOSITORY}{found.group(1)}-py3{SDK_SUFFIX}"
     return TRITON_IMAGES["onnxruntime"] + SDK_SUFFIX
 
 
-def _kubernetes(
-    plan: ResolvedPlan, time_limit_seconds: int
+def triton_kubernetes(
+    plan: ResolvedPlan, time_limit_seconds: int, script: str = "probe_triton.py"
 ) -> tuple[ProbeKubernetes | None, DeploymentDecision | None]:
     """→ (probe-job.yaml's images, or None; the decision saying so, None off Kubernetes). The Job is the plan's own
-    pod shape: fill-repository as its Deployment runs it, then probe_triton.py in the plan's server image."""
+    pod shape: fill-repository as its Deployment runs it, then `script` in the plan's server image."""
     k8s = plan.deployment.kubernetes if plan.deployment else None
     if plan.spec.cluster.scheduler not in ("kubernetes", "both") or k8s is None or not k8s.serving:
         return None, None
@@ -135,6 +137,9 @@ def _kubernetes(
             "build-engine init container), which the probe Job does not run yet: run probe_triton.py on the device",
         )
     sdk = perf_analyzer_image(unit.image)
+    vllm_note = (
+        ", nor has its -vllm-python-py3 flavour: its SDK image is -py3-sdk" if "-vllm-python-" in unit.image else ""
+    )
     fill = f"{unit.repository_init_image}" + (
         f", installs {', '.join(unit.repository_init_packages)}" if unit.repository_init_packages else ""
     )
@@ -147,7 +152,7 @@ def _kubernetes(
         reason=f"a one-pod Job on one node of the plan's GPU ({unit.gpus_per_pod} GPU(s), the replica's): init "
         f"container fill-repository ({fill}) copies the probe folder and runs engine/triton/serve.sh --fetch-only, "
         f"as the plan's Deployment fills its repository; init container perf-analyzer copies perf_analyzer from "
-        f"{sdk} (Triton's SDK image of the server's release; the server image has none); then probe_triton.py "
-        "runs in the plan's own server image; the log holds the results as one JSON line between marker lines: "
+        f"{sdk} (Triton's SDK image of the server's release; the server image has none{vllm_note}); "
+        f"then {script} runs in the plan's own server image; the log holds the results as one JSON line between marker lines: "
         + extract_command(plan),
     )

@@ -70,6 +70,18 @@ class TritonProbe(Section):
     plan_text: str = Field(description="the plan as given (YAML, without its site calibration)")
 
 
+class TritonLlmProbe(Section):
+    """A Triton LLM plan's repository (backend vllm) served by its own tritonserver launch, measured by perf_analyzer
+    in streaming mode at the vLLM probe's concurrencies and lengths (`serving`)."""
+
+    engine: Literal["triton-vllm"] = "triton-vllm"
+    model: str = Field(description="the Triton model perf_analyzer measures (-m): the repository's model folder")
+    prompt_word: str = Field(description="the word each prompt repeats, one token per repetition")
+    sampling_parameters: str = Field(description="the requests' sampling_parameters (JSON text)")
+    warmup_requests: list[int] = Field(description="--warmup-request-count at each of `serving.concurrencies`")
+    stability_percentage: int = Field(description="--stability-percentage: one measurement of --request-count")
+
+
 class ProbeKubernetes(Section):
     """probe-job.yaml: a ConfigMap with the script and settings and a one-pod Job on one GPU node of the plan's type."""
 
@@ -125,6 +137,9 @@ class Probe(Section):
     layouts: list[ProbeLayout] = Field(default_factory=list)
     serving: ServingProbe | None = None
     triton: TritonProbe | None = Field(None, description="a Triton vision plan's probe (perf_analyzer)")
+    triton_llm: TritonLlmProbe | None = Field(
+        None, description="a Triton LLM plan's probe (perf_analyzer --streaming; its points in `serving`)"
+    )
     slurm_time: str = Field(description="#SBATCH --time")
     slurm_directives: list[Directive] = Field(
         default_factory=list, description="partition, account, qos, reservation, constraint as given"

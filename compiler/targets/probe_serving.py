@@ -24,8 +24,17 @@ def serving_settings(plan: ResolvedPlan, engine: dict[str, str]) -> dict:
 
 
 def triton_settings(plan: ResolvedPlan) -> dict:
-    """What probe_triton.py reads: the node checks, the model and its batches."""
-    return {**_node_settings(plan), "triton": plan.probe.triton.model_dump(mode="json")}
+    """What probe_triton.py reads: the node checks, the model and its batches; a Triton LLM plan's probe_triton_llm.py:
+    the model, perf_analyzer's settings and the vLLM probe's concurrencies and lengths."""
+    probe = plan.probe
+    if probe.triton_llm is not None:
+        return {
+            **_node_settings(plan),
+            "triton_llm": probe.triton_llm.model_dump(mode="json"),
+            "serving": probe.serving.model_dump(mode="json"),
+            "plan_text": probe.serving.plan_text,
+        }
+    return {**_node_settings(plan), "triton": probe.triton.model_dump(mode="json")}
 
 
 def _node_settings(plan: ResolvedPlan) -> dict:
@@ -51,14 +60,17 @@ def render_triton_probe(plan: ResolvedPlan, checks: str) -> list[OutputFile]:
 
     probe = plan.probe
     engine = {f.path: f for f in render_files(plan, only=("triton",))}
+    script = "probe_triton_llm.py" if probe.triton_llm else "probe_triton.py"
     sbatch = render(
         "probe/probe_triton.sbatch.j2",
         probe=probe,
+        script=script,
         directives=[f"--{d.flag}={d.value}" for d in probe.slurm_directives],
     )
     report = render("probe/REPORT.md.j2", probe=probe, collectives="none", layouts=[], decisions=probe.decisions)
     files = [
         OutputFile("probe_triton.py", runtime_script("probe_triton.py"), 0o755),
+        *([OutputFile(script, runtime_script(script), 0o755)] if probe.triton_llm else []),
         OutputFile("probe_node.py", runtime_script("probe_node.py")),
         OutputFile("probe_environment.py", checks),
         OutputFile("probe.sbatch", sbatch, 0o755),
@@ -79,7 +91,7 @@ def render_serving_probe(plan: ResolvedPlan, checks: str) -> list[OutputFile]:
     from ..pipeline import render_files
 
     probe = plan.probe
-    if probe.triton is not None:
+    if probe.triton is not None or probe.triton_llm is not None:
         return render_triton_probe(plan, checks)
     engine = {f.path: f.text for f in render_files(plan, only=("vllm",))}
     settings_text = dump_json(serving_settings(plan, engine))
@@ -151,7 +163,8 @@ def _triton_job(plan: ResolvedPlan, carried: dict[str, str]) -> list[dict]:
     """A ConfigMap with the probe's files and a one-pod Job: the init containers fill the repository and bring
     perf_analyzer, then probe_triton.py runs in the plan's server image on the replica's GPUs and prints the results
     between marker lines (the pod's default container, so `kubectl logs job/<probe>` reads its log)."""
-    command = f"cd {TRITON_WORK} && python3 probe_triton.py --out {TRITON_WORK}/probe-results.json --print-results"
+    script = "probe_triton_llm.py" if plan.probe.triton_llm else "probe_triton.py"
+    command = f"cd {TRITON_WORK} && python3 {script} --out {TRITON_WORK}/probe-results.json --print-results"
     env = [{"name": "MLINFRA_PROBE_PERF_ANALYZER", "value": f"{TRITON_TOOLS}/perf_analyzer"}]
     config, job = probe_job(plan, plan.probe, command, carried, env=env)
     template = job["spec"]["template"]
