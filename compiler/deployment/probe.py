@@ -303,7 +303,7 @@ def serving_probe(plan: ResolvedPlan) -> Probe:
             topic="probe concurrency",
             choice=", ".join(map(str, concurrencies)),
             reason=f"1 (the latency floor), the plan's max concurrency {sv.max_concurrency} and their geometric "
-            f"middle; random prompts of {traffic.prompt_tokens} tokens, {traffic.output_tokens} output tokens "
+            f"middle; prompts of {traffic.prompt_tokens} tokens, {traffic.output_tokens} output tokens "
             f"(traffic), {PROMPTS_PER_CONCURRENCY} × the concurrency requests each (at least "
             f"{PROMPTS_PER_CONCURRENCY * 2})",
         ),

@@ -38,6 +38,17 @@ COLUMNS = {
 }
 
 
+def stop_engine(engine):
+    """tritonserver's group stopped, then killed: the python backend's stub can outlive tritonserver in its group."""
+    os.killpg(engine.pid, signal.SIGTERM)
+    engine.wait(timeout=120)
+    time.sleep(5)
+    try:
+        os.killpg(engine.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def free_ports(count):
     sockets = [socket.socket() for _ in range(count)]
     try:
@@ -139,8 +150,7 @@ def main():
         for batch in s["triton"]["batches"]:
             points.append(perf_analyzer(s, grpc, batch, folder))
     finally:
-        os.killpg(engine.pid, signal.SIGTERM)
-        engine.wait(timeout=120)
+        stop_engine(engine)
     results = {
         "version": 3,
         "kind": "serving",

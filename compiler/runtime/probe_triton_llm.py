@@ -12,7 +12,6 @@ throughput), so calibrate reads both alike. Standard library only.
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from probe_environment import environment_warnings  # noqa: E402  (beside this file)
 from probe_node import arguments, checked_device, results_folder, write_results  # noqa: E402
-from probe_triton import environment, free_ports, start_engine, wait_ready  # noqa: E402
+from probe_triton import environment, free_ports, start_engine, stop_engine, wait_ready  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -139,13 +138,7 @@ def measure(s, folder):
         for c in s["serving"]["concurrencies"]:
             points.append(summary(perf_analyzer(s, grpc, c, folder), c, requests_at(s, c)))
     finally:
-        os.killpg(engine.pid, signal.SIGTERM)
-        engine.wait(timeout=120)
-        time.sleep(5)
-        try:  # the python backend's stub can outlive tritonserver in its group
-            os.killpg(engine.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        stop_engine(engine)
     return points
 
 
