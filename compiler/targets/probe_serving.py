@@ -70,7 +70,11 @@ def render_triton_probe(plan: ResolvedPlan, checks: str) -> list[OutputFile]:
     report = render("probe/REPORT.md.j2", probe=probe, collectives="none", layouts=[], decisions=probe.decisions)
     files = [
         OutputFile("probe_triton.py", runtime_script("probe_triton.py"), 0o755),
-        *([OutputFile(script, runtime_script(script), 0o755)] if probe.triton_llm else []),
+        *(
+            [OutputFile("probe_triton_llm.py", runtime_script("probe_triton_llm.py"), 0o755)]
+            if probe.triton_llm
+            else []
+        ),
         OutputFile("probe_node.py", runtime_script("probe_node.py")),
         OutputFile("probe_environment.py", checks),
         OutputFile("probe.sbatch", sbatch, 0o755),
