@@ -38,6 +38,18 @@ COLUMNS = {
 }
 
 
+def measured(s, model, folder, settings, measure):
+    """The engine started and ready, measure(grpc port, setting) for each setting, the engine stopped; the points."""
+    http, grpc, metrics = free_ports(3)
+    engine = start_engine(http, grpc, metrics, os.path.join(folder, "engine.log"))
+    try:
+        if not wait_ready(http, model, engine, s["time_limit_seconds"] / 2):
+            sys.exit(f"probe: the model did not become ready (see {folder}/engine.log)")
+        return [measure(grpc, setting) for setting in settings]
+    finally:
+        stop_engine(engine)
+
+
 def stop_engine(engine):
     """tritonserver's group stopped, then killed: the python backend's stub can outlive tritonserver in its group."""
     os.killpg(engine.pid, signal.SIGTERM)
@@ -141,16 +153,8 @@ def main():
     env = environment()
     expected, name = checked_device(s, env, args.allow_other_device)
     folder = results_folder(args.out)
-    http, grpc, metrics = free_ports(3)
-    engine = start_engine(http, grpc, metrics, os.path.join(folder, "engine.log"))
-    points = []
-    try:
-        if not wait_ready(http, s["triton"]["model"], engine, s["time_limit_seconds"] / 2):
-            sys.exit(f"probe: the model did not become ready (see {folder}/engine.log)")
-        for batch in s["triton"]["batches"]:
-            points.append(perf_analyzer(s, grpc, batch, folder))
-    finally:
-        stop_engine(engine)
+    batches = s["triton"]["batches"]
+    points = measured(s, s["triton"]["model"], folder, batches, lambda grpc, b: perf_analyzer(s, grpc, b, folder))
     results = {
         "version": 3,
         "kind": "serving",

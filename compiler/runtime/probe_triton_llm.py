@@ -19,7 +19,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from probe_environment import environment_warnings  # noqa: E402  (beside this file)
 from probe_node import arguments, checked_device, results_folder, write_results  # noqa: E402
-from probe_triton import environment, free_ports, start_engine, stop_engine, wait_ready  # noqa: E402
+from probe_triton import environment, measured  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -128,18 +128,12 @@ def summary(export, concurrency, requested):
 
 
 def measure(s, folder):
-    """The engine started, each concurrency measured, the engine stopped; the points."""
-    http, grpc, metrics = free_ports(3)
-    engine = start_engine(http, grpc, metrics, os.path.join(folder, "engine.log"))
-    points = []
-    try:
-        if not wait_ready(http, s["triton_llm"]["model"], engine, s["time_limit_seconds"] / 2):
-            sys.exit(f"probe: the model did not become ready (see {folder}/engine.log)")
-        for c in s["serving"]["concurrencies"]:
-            points.append(summary(perf_analyzer(s, grpc, c, folder), c, requests_at(s, c)))
-    finally:
-        stop_engine(engine)
-    return points
+    """The engine started, each concurrency measured (probe_triton.measured), the engine stopped; the points."""
+
+    def point(grpc, c):
+        return summary(perf_analyzer(s, grpc, c, folder), c, requests_at(s, c))
+
+    return measured(s, s["triton_llm"]["model"], folder, s["serving"]["concurrencies"], point)
 
 
 def main():
