@@ -86,7 +86,8 @@ def _env(tmp_path: Path, backends: Path) -> dict:
 @pytest.mark.slow
 def test_the_triton_llm_probe_streams_perf_analyzer_against_the_plans_tritonserver_and_round_trips(tmp_path):
     """probe → probe_triton_llm.py (tritonserver from the plan's serve.sh, perf_analyzer --streaming at 1, 3, 8) →
-    results in the vLLM probe's shape → calibrate → serving points → the plan compiled with the site file."""
+    results in the vLLM probe's shape → calibrate → serving points (the prefill point's calibrated prediction within 5% of
+    the measured time to first token) → the plan compiled with the site file."""
     from tests.tools.realtools import tool_python
 
     backends = _backends(tmp_path / "work")
@@ -115,6 +116,8 @@ def test_the_triton_llm_probe_streams_perf_analyzer_against_the_plans_tritonserv
         assert p["output_tokens"] == 8 * p["completed"] and p["median_ttft_ms"] > 0 and p["median_tpot_ms"] > 0, p
     calibrated = run_cli("calibrate", out, "-o", tmp_path / "site.yaml", "--site", "ci")
     assert calibrated.returncode == 0, calibrated.stderr
+    (prefill,) = [l for l in calibrated.stdout.splitlines() if l.startswith("prefill step at batch 1:")]
+    assert abs(float(prefill.rsplit("(", 1)[1].rstrip("%)"))) <= 5.0, prefill
     site = yaml.safe_load((tmp_path / "site.yaml").read_text())
     assert "perf_analyzer --streaming" in site["source"]
     assert [(p["phase"], p["batch"]) for p in site["serving_points"]] == [
