@@ -79,16 +79,19 @@ def resolved(
     shown: str | None = None,
     probe_gpus: int | None = None,
     neighbours: bool = True,
+    stage_of: Path | None = None,
 ):
     """The resolved plan, or None after adding why to the report; `probe` decides the probe section too (on
-    `probe_gpus` of one node; the chosen layout only without `neighbours`)."""
+    `probe_gpus` of one node; the chosen layout only without `neighbours`). `stage_of`: the staged plan a stage's plan
+    (a private file) comes from, which names it in headers and whose folder its relative paths start from."""
     from .deployment.probe import ProbeError
     from .diagnostics import InfeasiblePlan, PlanInputError
     from .pipeline import resolve
 
     name = shown or str(path)
+    where = {"display_name": str(stage_of), "base_dir": stage_of.parent} if stage_of else {}
     try:
-        return resolve(path, probe=probe, probe_gpus=probe_gpus, probe_neighbours=neighbours)
+        return resolve(path, probe=probe, probe_gpus=probe_gpus, probe_neighbours=neighbours, **where)
     except ProbeError as exc:
         report.problems.append(Problem(name, str(exc), "no-probe"))
         report.fail(EXIT_INVALID)
@@ -113,8 +116,9 @@ def probe_parser() -> Parser:
         description="Write a measurement job for a plan (out/<plan>-probe/, docs/probe.md): training, the plan's own "
         "job reduced to one node (job*/: its launcher and framework configuration running probe_train.py), then the "
         "node's GEMM, HBM and collective rates (probe.py; a second node for the collectives when the plan spans "
-        "nodes); vLLM serving, the plan's own engine measured by `vllm bench serve` (probe_serve.py). The Slurm job "
-        "writes its log and probe-results.json to out/runs/<plan>-probe/.",
+        "nodes); vLLM serving, the plan's own engine measured by `vllm bench serve` (probe_serve.py); Triton, its "
+        "repository measured by perf_analyzer; a staged service, each stage as a plan of its own "
+        "(out/<plan>-<stage>-probe/). The Slurm job writes its log and probe-results.json to out/runs/<plan>-probe/.",
         epilog="example:\n  mlinfra-compile probe plans/llama3-8b-pretrain.yaml -o out/\n"
         "  (cd out/llama3-8b-pretrain-probe && sbatch probe.sbatch)\n"
         "  mlinfra-compile calibrate out/runs/llama3-8b-pretrain-probe/probe-results.json -o plans/site-calibration.yaml",
@@ -146,17 +150,19 @@ def run_probe(argv: list[str]) -> int:
     args = probe_parser().parse_args(argv)
     report = RunReport("probe")
     plan = resolved(args.plan, report, probe=True, probe_gpus=args.gpus, neighbours=not args.chosen_only)
-    if plan is None:
+    plans = _stage_plans(plan, args, report) if plan is not None and plan.stages else [plan]
+    if None in plans:
         return _finish(report, args)
-    folder = args.out / plan.probe.name
-    if folder.exists() and not PROBE_SCRIPTS & manifest_hashes(folder).keys():
-        why = "exists and is not a probe folder (another plan's output, or not written by mlinfra-compile); remove it or choose another -o"
-        report.problems.append(Problem(str(folder), why, "output-conflict"))
-        report.fail(EXIT_INVALID)
-        return _finish(report, args)
+    for probed in plans:
+        folder = args.out / probed.probe.name
+        if folder.exists() and not PROBE_SCRIPTS & manifest_hashes(folder).keys():
+            why = "exists and is not a probe folder (another plan's output, or not written by mlinfra-compile); remove it or choose another -o"
+            report.problems.append(Problem(str(folder), why, "output-conflict"))
+            report.fail(EXIT_INVALID)
+            return _finish(report, args)
     try:
-        rendered = probe_files(plan)
-        write_plans(args.out, [rendered])
+        rendered = [probe_files(probed) for probed in plans]
+        write_plans(args.out, rendered)
     except (UnsafeOutput, PlanLocked) as exc:
         report.problems.append(Problem("", str(exc), exc.code))  # the message names the path
         report.fail(EXIT_INVALID)
@@ -167,22 +173,48 @@ def run_probe(argv: list[str]) -> int:
     report.plans = [
         {
             "file": str(args.plan),
-            "name": rendered.name,
+            "name": r.name,
             "status": "written",
-            "files": len(rendered.files),
-            "out": str(args.out / rendered.name),
+            "files": len(r.files),
+            "out": str(args.out / r.name),
         }
+        for r in rendered
     ]
     return _finish(report, args)
+
+
+def _stage_plans(plan, args, report: RunReport) -> list:
+    """A staged service's probes: each stage as a plan of its own (deployment/probe_stages.py), resolved with its
+    probe; None in the list where a stage cannot be probed (the report says why)."""
+    from .deployment.probe import ProbeError
+    from .deployment.probe_stages import stage_plan_text
+
+    plans = []
+    with tempfile.TemporaryDirectory(prefix="mlinfra-stage-") as folder:
+        for stage in plan.spec.serve.stages:
+            shown = f"{args.plan} (stage {stage.name})"
+            try:
+                text = stage_plan_text(plan, stage)
+            except ProbeError as exc:
+                report.problems.append(Problem(shown, str(exc), "no-probe"))
+                report.fail(EXIT_INVALID)
+                return [None]
+            path = Path(folder) / f"{stage.name}.yaml"
+            path.write_text(text, encoding="utf-8")
+            plans.append(resolved(path, report, True, shown, args.gpus, not args.chosen_only, stage_of=args.plan))
+    return plans
 
 
 def calibrate_parser() -> Parser:
     parser = Parser(
         prog="mlinfra-compile calibrate",
-        description="Turn probe results into a site calibration file (name it in a plan as cluster.calibration).",
-        epilog="example:\n  mlinfra-compile calibrate probe-results.json -o plans/site-calibration.yaml --site cluster-a",
+        description="Turn probe results into a site calibration file (name it in a plan as cluster.calibration). A "
+        "staged service's stages are probed one by one: give every stage's results to write one file for the plan.",
+        epilog="examples:\n  mlinfra-compile calibrate probe-results.json -o plans/site-calibration.yaml --site cluster-a\n"
+        "  mlinfra-compile calibrate out/runs/image-captioning-vision-probe/probe-results.json "
+        "out/runs/image-captioning-caption-probe/probe-results.json -o plans/site-calibration.yaml",
     )
-    parser.add_argument("results", type=Path)
+    parser.add_argument("results", type=Path, nargs="+")
     parser.add_argument("-o", "--out", type=Path, required=True)
     parser.add_argument("--site", default="site", help="the site's name (letters, digits, . _ -)")
     return add_output_options(parser)
@@ -193,22 +225,28 @@ def run_calibrate(argv: list[str]) -> int:
 
     args = calibrate_parser().parse_args(argv)
     report = RunReport("calibrate")
+    named = ", ".join(map(str, args.results))
     try:
-        results = load_results(args.results)
-        text, (checked, notes) = checked_site_file(results, args.site)
+        loaded = []
+        for path in args.results:
+            named = str(path)
+            loaded.append(load_results(path))
+        named = ", ".join(map(str, args.results))
+        text, (checked, notes) = checked_site_file(loaded, args.site)
         _write_own_file(args.out, text, CALIBRATION_MARK)
     except ProbeError as exc:
-        report.problems.append(Problem(str(args.results), str(exc), "invalid-results"))
+        report.problems.append(Problem(named, str(exc), "invalid-results"))
         report.fail(EXIT_INVALID)
         return _finish(report, args)
     except OSError as exc:
         _os_problem(report, exc, args.out)
         return _finish(report, args)
-    for warning in results_warnings(results):
-        report.problems.append(Problem(str(args.results), warning, "probe-environment", severity="warning"))
+    for path, results in zip(args.results, loaded):
+        for warning in results_warnings(results):
+            report.problems.append(Problem(str(path), warning, "probe-environment", severity="warning"))
     for note in notes:
-        report.problems.append(Problem(str(args.results), note, "calibration-infeasible", severity="warning"))
-    report.result = {"wrote": str(args.out), "checked": _round_trip(report, str(args.results), checked)}
+        report.problems.append(Problem(named, note, "calibration-infeasible", severity="warning"))
+    report.result = {"wrote": str(args.out), "checked": _round_trip(report, named, checked)}
     report.summary = f"wrote {args.out}"
     return _finish(report, args)
 

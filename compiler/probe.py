@@ -270,6 +270,7 @@ def _serving_round_trip(
     except CalibrationError as exc:
         raise ProbeError(f"the site file does not calibrate: {exc}") from None
     gpu = catalog.gpus[results.gpu_id]
+    own = SiteCalibration.model_validate(site_calibration_data(results, site.site))  # this probe's points alone
     checked = [
         (
             f"{p.phase} step at batch {p.batch}",
@@ -278,7 +279,7 @@ def _serving_round_trip(
             ),
             p.step_seconds,
         )
-        for p in site.serving_points
+        for p in own.serving_points
     ]
     checked += [
         (
@@ -286,7 +287,7 @@ def _serving_round_trip(
             predicted_vision_batch(p, catalog, gpu.achievable_matmul_fraction),
             p.step_seconds,
         )
-        for p in site.vision_points
+        for p in own.vision_points
     ]
     notes = []
     with tempfile.TemporaryDirectory(prefix="mlinfra-calibrate-") as folder:
@@ -338,13 +339,41 @@ def round_trip(
     return checked, []
 
 
-def checked_site_file(results: TrainingResults | ServingResults | TritonResults, site: str):
-    """The site file's text, validated as compile reads it and compiled against with each probed layout's plan."""
+def merged_site_data(all_results: list[TrainingResults | ServingResults | TritonResults], site: str) -> dict:
+    """One site file for several probes' results: a staged service's stages (deployment/probe_stages.py), each a
+    serving probe on its own GPU type, their points side by side (each names its GPU, so each GPU's shares are fitted
+    to its own). A training probe's results calibrate alone: its memory factor and collectives are one job's."""
+    if len(all_results) == 1:
+        return site_calibration_data(all_results[0], site)
+    if any(isinstance(r, TrainingResults) for r in all_results):
+        raise ProbeError(
+            "a training probe's results calibrate alone (its memory factor and collectives are one job's); several "
+            "results files are the serving probes of a staged service's stages"
+        )
+    parts = [site_calibration_data(r, site) for r in all_results]
+    data = {
+        "site": site,
+        "measured_at": max(p["measured_at"] for p in parts),
+        "source": "; ".join(p["source"] for p in parts)[:1000],
+    }
+    for key in ("serving_points", "vision_points"):
+        points = [point for p in parts for point in p.get(key, [])]
+        if points:
+            data[key] = points
+    warnings = list(dict.fromkeys(w for p in parts for w in p.get("warnings", [])))
+    if warnings:
+        data["warnings"] = warnings
+    return data
+
+
+def checked_site_file(all_results: list[TrainingResults | ServingResults | TritonResults], site: str):
+    """The site file's text, validated as compile reads it and compiled against with each probed layout's plan (each
+    stage's plan, named by its plan when there are several)."""
     from pydantic import ValidationError
 
     from .site_calibration_file import SiteCalibration
 
-    data = site_calibration_data(results, site)
+    data = merged_site_data(all_results, site)
     try:
         SiteCalibration.model_validate(data)
     except ValidationError as exc:
@@ -352,4 +381,10 @@ def checked_site_file(results: TrainingResults | ServingResults | TritonResults,
         where = ".".join(map(str, first["loc"]))
         raise ProbeError(f"the site file would not validate: {where}: {first['msg']}") from None
     text = site_calibration_text(data)
-    return text, round_trip(results, text)
+    checked, notes = [], []
+    for results in all_results:
+        own_checked, own_notes = round_trip(results, text)
+        prefix = f"{results.plan}: " if len(all_results) > 1 else ""
+        checked += [(prefix + name, predicted, measured) for name, predicted, measured in own_checked]
+        notes += [prefix + note for note in own_notes]
+    return text, (checked, notes)

@@ -288,12 +288,6 @@ def test_a_triton_probe_job_needs_the_plans_kubernetes_and_a_server_release_for_
         assert perf_analyzer_image(other) == "nvcr.io/nvidia/tritonserver:25.10-py3-sdk"
 
 
-def test_a_multi_stage_plan_has_no_probe(tmp_path):
-    for example in ("image-captioning.yaml",):
-        result = run_cli("probe", REPO / "examples" / example, "-o", tmp_path)
-        assert result.returncode == 2 and "[no-probe]" in result.stderr, result.stderr
-
-
 def test_a_qlora_fsdp_plan_is_probed_through_accelerate_launch_only(tmp_path):
     """FSDP-QLoRA is probed by its own accelerate launch (the NF4 storage exported, use_orig_params off); under a plain
     torchrun launch the probe's script would run DDP, so that plan is refused."""

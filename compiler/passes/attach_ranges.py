@@ -34,7 +34,7 @@ from __future__ import annotations
 from ..catalog.catalog import Catalog
 from ..catalog.residuals import Residual
 from ..catalog.types import Architecture
-from ..plan.resolved import Alternative, Decision, Range, ResolvedPlan
+from ..plan.resolved import Alternative, Decision, Range, ResolvedPlan, Stage
 from ..units import format_count, format_seconds
 from .context import PassContext
 from .training_families import (
@@ -304,6 +304,18 @@ def _site_fitted(plan: ResolvedPlan, catalog: Catalog) -> bool:
     return plan.serving is not None and bool(catalog.site_fitted_serving)
 
 
+def _stages_at_median(plan: ResolvedPlan, ctx: PassContext) -> list[Stage]:
+    """Each stage of a staged service with its headlines at P50 of the families a single-stage plan of its model and
+    GPU takes (the top-level sections describe the last stage: its ranges are the plan's)."""
+    staged = []
+    for stage in plan.stages:
+        view = plan.model_copy(update={"serving": stage.serving, "model": stage.model, "hardware": stage.hardware})
+        ranges = _serving(view, ctx)
+        serving = _headlines_at_median(view, ranges).serving
+        staged.append(stage.model_copy(update={"serving": serving, "ranges": ranges}))
+    return staged
+
+
 def attach_ranges(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     if plan.training is not None:
         ranges = _training(plan, ctx)
@@ -315,6 +327,7 @@ def attach_ranges(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
     calibrated = _headlines_at_median(plan, ranges)
     return calibrated.model_copy(
         update={
+            "stages": _stages_at_median(plan, ctx),
             "ranges": ranges,
             "alternatives": alternatives,
             "decisions": calibrated.decisions + ([_calibration(plan, ranges, ctx.catalog)] if ranges else []),

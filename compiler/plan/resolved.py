@@ -248,19 +248,6 @@ class Serving(Section):
     )
 
 
-class Stage(Section):
-    """One stage of a multi-stage service, sized for the rate it receives."""
-
-    name: str
-    model: ModelInfo
-    hardware: Hardware
-    serving: Serving
-    memory_per_gpu_bytes: MemoryPerGpu
-    usd_per_month: float
-    gpus_per_last_stage_gpu: float = Field(description="this stage's GPUs per GPU of the last stage")
-    queue: str = Field("", description="queue this stage reads from (empty for the first stage)")
-
-
 class Cost(Section):
     usd_per_hour: float = 0.0
     usd_total: float = 0.0
@@ -306,6 +293,24 @@ class Range(Section):
             "why the plan lies outside the family's rows (a GPU none of them ran on, a model's active parameters beyond"
             " their span); empty: inside or unknown"
         ),
+    )
+
+
+class Stage(Section):
+    """One stage of a multi-stage service, sized for the rate it receives."""
+
+    name: str
+    model: ModelInfo
+    hardware: Hardware
+    serving: Serving
+    memory_per_gpu_bytes: MemoryPerGpu
+    usd_per_month: float
+    gpus_per_last_stage_gpu: float = Field(description="this stage's GPUs per GPU of the last stage")
+    queue: str = Field("", description="queue this stage reads from (empty for the first stage)")
+    ranges: list[Range] = Field(
+        default_factory=list,
+        description="the stage's headlines at P50 with P10 and P90, as a single-stage plan's (the last stage's are "
+        "the plan's ranges)",
     )
 
 

@@ -84,12 +84,22 @@ VISION_RANGE_LABELS = {
 
 
 def _ranges(plan: ResolvedPlan) -> list[dict]:
-    rows, vision = [], _latency_name(plan) == "p99 latency"
-    for r in plan.ranges:
+    """The plan's ranges, then those of each stage before the last (the last stage's are the plan's)."""
+    staged = [(f"{st.name}: ", st.model, st.ranges) for st in plan.stages[:-1]]
+    rows = []
+    for prefix, model, ranges in [("", plan.model, plan.ranges), *staged]:
+        vision = model is not None and model.architecture.kind in VISION_KINDS
+        rows += _range_rows(ranges, prefix, vision and plan.workload == "serve")
+    return rows
+
+
+def _range_rows(ranges, prefix: str, vision: bool) -> list[dict]:
+    rows = []
+    for r in ranges:
         label, fmt = (vision and VISION_RANGE_LABELS.get(r.quantity)) or RANGE_LABELS[r.quantity]
         rows.append(
             {
-                "what": label,
+                "what": prefix + label,
                 "median": fmt(r.p50),
                 "spread": f"{fmt(r.p10)} – {fmt(r.p90)}",
                 "roofline": fmt(r.roofline),

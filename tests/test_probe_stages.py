@@ -1,0 +1,130 @@
+"""A staged service is probed stage by stage: each stage as a plan of its own, sized exactly as the staged plan sizes
+that stage, probed by its own engine's probe; calibrate writes one site file from every stage's results, and the
+staged plan compiles with it, each GPU's shares fitted to its own stage's points."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from tests.conftest import REPO, run_cli
+
+EXAMPLE = REPO / "examples" / "image-captioning.yaml"
+
+
+def _probed(tmp_path) -> dict[str, dict]:
+    """Each stage's probe settings, by stage name, after `probe` wrote the folders."""
+    result = run_cli("probe", EXAMPLE, "-o", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    return {
+        stage: json.loads((tmp_path / f"out/image-captioning-{stage}-probe/settings.json").read_text())
+        for stage in ("vision", "caption")
+    }
+
+
+def test_each_stage_is_probed_as_a_plan_sized_as_the_staged_plan_sizes_that_stage(tmp_path):
+    settings = _probed(tmp_path)
+    assert settings["vision"]["triton"]["model"] == "vit-l-16" and "serving" not in settings["vision"]
+    assert settings["caption"]["serving"]["engine"] == "vllm" and settings["caption"]["gpu_id"] == "a100-sxm-80gb"
+    compiled = run_cli("-q", EXAMPLE, "-o", tmp_path / "compiled")
+    assert compiled.returncode == 0, compiled.stderr
+    staged = json.loads((tmp_path / "compiled/image-captioning/plan.json").read_text())
+    for stage in staged["stages"]:
+        own = json.loads((tmp_path / f"out/image-captioning-{stage['name']}-probe/plan.json").read_text())
+        assert own["hardware"]["gpu"] == stage["hardware"]["gpu"], stage["name"]
+        assert own["serving"] == stage["serving"], stage["name"]  # every decision and headline, P50s included
+    assert "image-captioning" in (tmp_path / "out/image-captioning-vision-probe/REPORT.md").read_text()
+
+
+def _triton_results(s: dict) -> dict:
+    t = s["triton"]
+    points = [
+        {
+            "batch": b,
+            "concurrency": 1,
+            "server_compute_infer_ms": 1.3e3 * seconds,
+            "server_queue_ms": 0.1,
+            "p50_latency_ms": 2e3 * seconds,
+            "p99_latency_ms": 3e3 * seconds,
+            "throughput_items_per_second": b / (2 * seconds),
+        }
+        for b, seconds in zip(t["batches"], t["predicted_batch_seconds"])
+    ]
+    return {
+        **_common(s, "Tesla T4"),
+        "engine": "triton",
+        "model": t["model"],
+        "prompt_tokens": t["prompt_tokens"],
+        "points": points,
+        "plan_text": t["plan_text"],
+    }
+
+
+def _vllm_results(s: dict) -> dict:
+    v = s["serving"]
+    points = [
+        {"concurrency": c, "completed": 2 * c, "median_ttft_ms": 60.0 * c**0.5, "median_tpot_ms": 12.0 + 0.05 * c}
+        for c in v["concurrencies"]
+    ]
+    return {
+        **_common(s, "NVIDIA A100-SXM4-80GB"),
+        "engine": "vllm",
+        "tp": v["tp"],
+        "prompt_tokens": v["prompt_tokens"],
+        "output_tokens": v["output_tokens"],
+        "points": points,
+        "plan_text": v["plan_text"],
+    }
+
+
+def _common(s: dict, device: str) -> dict:
+    return {
+        "version": 3,
+        "kind": "serving",
+        "plan": s["plan"],
+        "gpu_id": s["gpu_id"],
+        "architecture": s["architecture"],
+        "precision": s["precision"],
+        "measured_at": "2026-11-29",
+        "device_name": device,
+        "environment": {"device": "cuda", "gpu_name": device, "host": "gpu017"},
+    }
+
+
+def test_every_stages_results_calibrate_one_site_file_the_staged_plan_compiles_with(tmp_path):
+    settings = _probed(tmp_path)
+    paths = []
+    for stage, results in (("vision", _triton_results), ("caption", _vllm_results)):
+        paths.append(tmp_path / f"{stage}.json")
+        paths[-1].write_text(json.dumps(results(settings[stage])))
+    calibrated = run_cli("calibrate", *paths, "-o", tmp_path / "site.yaml", "--site", "ci")
+    assert calibrated.returncode == 0, calibrated.stderr
+    lines = [l for l in calibrated.stdout.splitlines() if not l.startswith("wrote ")]
+    assert [l.split(":")[0] for l in lines] == ["image-captioning-vision"] * 3 + ["image-captioning-caption"] * 4
+    site = yaml.safe_load((tmp_path / "site.yaml").read_text())
+    assert {p["gpu"] for p in site["vision_points"]} == {"t4-16gb"}
+    assert [(p["gpu"], p["phase"], p["batch"]) for p in site["serving_points"]] == [
+        ("a100-sxm-80gb", "prefill", 1),
+        ("a100-sxm-80gb", "decode", 1),
+        ("a100-sxm-80gb", "decode", 16),
+        ("a100-sxm-80gb", "decode", 256),
+    ]
+    assert "image-captioning-vision" in site["source"] and "image-captioning-caption" in site["source"]
+    plan = yaml.safe_load(EXAMPLE.read_text())
+    plan["cluster"]["calibration"] = "site.yaml"
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    explained = run_cli("explain", "plan.yaml", cwd=tmp_path)
+    assert explained.returncode == 0, explained.stderr
+    assert "site calibration (a100-sxm-80gb, HBM)" in explained.stdout
+
+
+def test_a_training_probes_results_calibrate_alone(tmp_path):
+    from tests.test_probe_results import synthetic_results
+
+    settings = _probed(tmp_path)
+    (tmp_path / "caption.json").write_text(json.dumps(_vllm_results(settings["caption"])))
+    (tmp_path / "train.json").write_text(json.dumps(synthetic_results(tmp_path)))
+    result = run_cli("calibrate", tmp_path / "train.json", tmp_path / "caption.json", "-o", tmp_path / "site.yaml")
+    assert result.returncode == 2 and "a training probe's results calibrate alone" in result.stderr, result.stderr
+    assert not (tmp_path / "site.yaml").exists()
