@@ -52,6 +52,12 @@ FRAMEWORKS = {
         "  framework: fsdp\n" + LORA.replace("method: lora", "method: qlora"),
         "parallelism: {zero_stage: 3, recompute: full}",
     ),
+    # FSDP1 under a plain torchrun launch: the job reads fsdp/accelerate_config.yaml (MLINFRA_ACCELERATE_CONFIG) as
+    # accelerate launch would; LoRA keeps fsdp_use_orig_params true (adapters and frozen base in the same flat params)
+    "fsdp-lora-torchrun": (
+        "  framework: fsdp\n  entrypoint: {kind: torchrun}\n" + LORA,
+        "parallelism: {zero_stage: 3, recompute: full}",
+    ),
     "hf-trainer-qlora": (
         "  framework: deepspeed\n  entrypoint: {kind: hf-trainer, env: {DS_ACCELERATOR: cpu}}\n"
         + LORA.replace("method: lora", "method: qlora"),
@@ -524,6 +530,32 @@ def _trainable(plan) -> int:
     shapes["down"] = (arch.ffn_hidden, arch.hidden)
     lora = plan.spec.train.lora
     return arch.layers * sum(lora.rank * sum(shapes[t]) for t in lora.targets)
+
+
+@pytest.mark.realtool
+def test_fsdp1_counts_the_whole_models_trainable_parameters_on_every_rank(tmp_path):
+    """Two ranks on gloo through the probe's own FSDP1 wrapping: with fsdp_use_orig_params true the optimizer steps the
+    original parameters, each holding only its rank's part of the shard outside forward (1792 and 1536 of LoRA's 3328
+    here when counted by numel); every rank reports the whole model's count, LoRA's r × (in + out) per targeted
+    projection or every parameter, after an optimizer step."""
+    from tests.tools import realtools
+
+    plan = resolve_text(tiny("fsdp-lora-torchrun"))
+    (tmp_path / "plan.json").write_text(json.dumps(plan.model_dump(mode="json")))
+    cases = {"lora:true": _trainable(plan), "lora:false": _trainable(plan), "full:true": plan.model.params_total}
+    script = REPO / "tests" / "fsdp1_trainable_step.py"
+    done = realtools.torchrun(["--standalone", "--nproc_per_node", "2", script, *cases], timeout=300, cwd=tmp_path)
+    rows = [json.loads(l.split(" ", 1)[1]) for l in done.stdout.splitlines() if l.startswith("FSDP1_TRAINABLE ")]
+    assert done.returncode == 0 and len(rows) == 2 * len(cases), (done.stdout + done.stderr)[-3000:]
+    assert {(r["case"], r["rank"]): r["trainable_parameters"] for r in rows} == {
+        (case, rank): count for case, count in cases.items() for rank in (0, 1)
+    }
+    assert {r["case"]: r["use_orig_params"] for r in rows} == {
+        "lora:true": True,
+        "lora:false": False,
+        "full:true": True,
+    }
+    assert _trainable(plan) == 2 * 4 * ((64 + 64) + (64 + 32) + (128 + 64))  # layers × r × (in + out): q, v, down
 
 
 def _with_calibration(plan_text: str, site) -> str:
