@@ -1,5 +1,6 @@
 """probe → results → calibrate → compile: the probe runs the plan's own emitted job, reduced; the loop on CPU through
-the fake Slurm cluster for DDP, DeepSpeed, FSDP2 (fsdp_tp.py) and the Hugging Face Trainer."""
+the fake Slurm cluster for DDP, DeepSpeed, FSDP2 (fsdp_tp.py), Accelerate's FSDP1 (accelerate launch or torchrun) and the
+Hugging Face Trainer."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 import yaml
 
 from compiler.catalog.residuals import load_residuals
+from compiler.deployment.fsdp_tp import uses_fsdp_tp
 from compiler.deployment.probe_kubernetes import EXTRACT_COMMAND, RESULTS_BEGIN, RESULTS_END
 from compiler.passes.training_families import MEMORY_FAMILY
 from compiler.pipeline import render, resolve, resolve_text
@@ -502,6 +504,15 @@ def test_the_shortened_job_round_trips_through_calibrate_and_compile(tmp_path, s
     lora = reduced.deployment.launcher.lora  # NF4 packed in the launcher's storage dtype (FSDP), else uint8
     storage = (lora.quant_storage or "uint8") if nf4 else ""
     assert layout["framework_reported"]["nf4_storage"] == storage
+    if reduced.parallelism.framework == "fsdp" and not uses_fsdp_tp(reduced):  # Accelerate's FSDP1, as configured
+        config = yaml.safe_load((folder / "job/fsdp/accelerate_config.yaml").read_text())
+        assert {k: layout["framework_reported"][k] for k in ("distributed_type", "mixed_precision")} == {
+            "distributed_type": "FSDP",
+            "mixed_precision": config["mixed_precision"],
+        }
+        assert layout["framework_reported"]["sharding_strategy"] == config["fsdp_config"]["fsdp_sharding_strategy"]
+        assert layout["framework_reported"]["use_orig_params"] == config["fsdp_config"]["fsdp_use_orig_params"]
+        assert layout["framework_reported"]["param_dtype"] == "bfloat16"  # the plan's bf16 (MixedPrecision)
     calibrated = run_cli(
         "calibrate", _runs(folder) / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci"
     )

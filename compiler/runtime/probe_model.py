@@ -194,6 +194,21 @@ def fsdp1_on_cpu(model, plugin, mixed, synced):
     return model
 
 
+def fsdp1_reported(model):
+    """What FSDP1 wrapped the model with, read from the root FullyShardedDataParallel: its sharding strategy, the
+    mixed-precision param dtype, use_orig_params and the number of FSDP units."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    policy = model.mixed_precision
+    return {
+        "fsdp_wrapper": type(model).__name__,
+        "sharding_strategy": model.sharding_strategy.name,
+        "param_dtype": str(policy.param_dtype).removeprefix("torch.") if policy.param_dtype else "",
+        "use_orig_params": model._use_orig_params,
+        "fsdp_units": len(FSDP.fsdp_modules(model)),
+    }
+
+
 def trainable(model):
     return [p for p in model.parameters() if p.requires_grad]
 
