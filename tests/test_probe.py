@@ -302,19 +302,58 @@ def test_a_multi_stage_plan_has_no_probe(tmp_path):
         assert result.returncode == 2 and "[no-probe]" in result.stderr, result.stderr
 
 
-def test_a_qlora_fsdp_plan_is_probed_through_accelerate_launch_only(tmp_path):
-    """FSDP-QLoRA is probed by its own accelerate launch (the NF4 storage exported, use_orig_params off); under a plain
-    torchrun launch the probe's script would run DDP, so that plan is refused."""
-    (tmp_path / "plan.yaml").write_text(tiny("fsdp-qlora"))
-    assert run_cli("probe", "plan.yaml", "-o", "out", "--chosen-only", cwd=tmp_path).returncode == 0
-    job = tmp_path / "out/tiny-probe-probe/job"
-    assert 'accelerate}" launch' in (job / "launch/torchrun.sh").read_text()
-    assert "export MLINFRA_LORA_QUANT_STORAGE=bfloat16" in (job / "launch/torchrun.sh").read_text()
-    assert "fsdp_use_orig_params: false" in (job / "fsdp/accelerate_config.yaml").read_text()
+def test_a_qlora_fsdp_plan_is_probed_under_its_own_launch_either_way(tmp_path):
+    """FSDP-QLoRA is probed by its own launch: accelerate launch with the config file, or torchrun with the file in
+    MLINFRA_ACCELERATE_CONFIG, which probe_train.py turns into the same environment (accelerate's launch code); the NF4
+    storage exported and use_orig_params off either way."""
+    torchrun = tiny("fsdp-qlora").replace("  framework: fsdp", "  framework: fsdp\n  entrypoint: {kind: torchrun}")
+    for text, launcher in ((tiny("fsdp-qlora"), 'accelerate}" launch'), (torchrun, 'torchrun}" \\')):
+        (tmp_path / "plan.yaml").write_text(text)
+        made = run_cli("probe", "plan.yaml", "-o", "out", "--chosen-only", cwd=tmp_path)
+        assert made.returncode == 0, made.stderr
+        job = tmp_path / "out/tiny-probe-probe/job"
+        launch = (job / "launch/torchrun.sh").read_text()
+        assert launcher in launch and "export MLINFRA_LORA_QUANT_STORAGE=bfloat16" in launch
+        assert 'export MLINFRA_ACCELERATE_CONFIG="$OUT_DIR/fsdp/accelerate_config.yaml"' in launch
+        assert "fsdp_use_orig_params: false" in (job / "fsdp/accelerate_config.yaml").read_text()
+
+
+ACCELERATE_ENV = """import json, os, sys
+if sys.argv[1:] == ["--from-config"]:  # as probe_train.py does for a torchrun launch
+    import probe_train
+    probe_train.accelerate_launch_environment(os.environ["MLINFRA_ACCELERATE_CONFIG"])
+keys = sorted(k for k in os.environ if k.startswith(("ACCELERATE_", "FSDP_")))
+print("ACCELERATE_ENV " + json.dumps({k: os.environ[k] for k in keys}), flush=True)
+"""
+
+
+@pytest.mark.realtool
+def test_a_torchrun_fsdp1_probe_gets_the_environment_accelerate_launch_hands_its_workers(tmp_path):
+    """The torchrun FSDP-QLoRA job's accelerate config: the ACCELERATE_* and FSDP_* variables probe_train.py sets from
+    it are those `accelerate launch --config_file` gives each worker (both ranks), FSDP1 with use_orig_params off."""
+    from tests.tools import realtools
+
     torchrun = tiny("fsdp-qlora").replace("  framework: fsdp", "  framework: fsdp\n  entrypoint: {kind: torchrun}")
     (tmp_path / "plan.yaml").write_text(torchrun)
-    refused = run_cli("probe", "plan.yaml", "-o", "out", "--chosen-only", cwd=tmp_path)
-    assert refused.returncode == 2 and "not under a plain torchrun launch" in refused.stderr, refused.stderr
+    assert run_cli("probe", "plan.yaml", "-o", "out", "--chosen-only", cwd=tmp_path).returncode == 0
+    folder = tmp_path / "out/tiny-probe-probe"
+    (folder / "env_check.py").write_text(ACCELERATE_ENV)
+    config = folder / "job/fsdp/accelerate_config.yaml"
+    python = realtools.tool_python("torch")
+    env = {"MLINFRA_ACCELERATE_CONFIG": str(config), "OMP_NUM_THREADS": "1", "PATH": f"{python.parent}:/usr/bin:/bin"}
+    runs = [
+        subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+        for command in (
+            [python.parent / "accelerate", "launch", "--config_file", config, "env_check.py"],
+            [python, "env_check.py", "--from-config"],
+        )
+    ]
+    launched, probed = ([l for l in r.stdout.splitlines() if l.startswith("ACCELERATE_ENV ")] for r in runs)
+    assert len(launched) == 2 and len(probed) == 1, "".join(r.stdout + r.stderr for r in runs)[-3000:]
+    assert set(launched) == set(probed)
+    seen = json.loads(probed[0].split(" ", 1)[1])
+    assert (seen["ACCELERATE_USE_FSDP"], seen["FSDP_VERSION"], seen["FSDP_USE_ORIG_PARAMS"]) == ("true", "1", "false")
+    assert (seen["FSDP_SHARDING_STRATEGY"], seen["ACCELERATE_MIXED_PRECISION"]) == ("FULL_SHARD", "bf16")
 
 
 def test_the_probe_refuses_a_folder_it_does_not_own(tmp_path):
