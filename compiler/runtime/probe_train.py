@@ -21,6 +21,7 @@ import re
 import statistics
 import sys
 import time
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -145,7 +146,9 @@ def accelerate_launch_environment(config_file):
     from accelerate.utils import prepare_multi_gpu_env
 
     args = launch_command_parser().parse_args(["--config_file", config_file, sys.argv[0]])
-    launch = prepare_multi_gpu_env(_validate_launch_command(args)[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "port in use": torchrun's own rendezvous holds it
+        launch = prepare_multi_gpu_env(_validate_launch_command(args)[0])
     os.environ.update({k: v for k, v in launch.items() if k.startswith(("ACCELERATE_", "FSDP_"))})
 
 
