@@ -1,5 +1,6 @@
 """probe → results → calibrate → compile: the probe runs the plan's own emitted job, reduced; the loop on CPU through
-the fake Slurm cluster for DDP, DeepSpeed, FSDP2 (fsdp_tp.py) and the Hugging Face Trainer."""
+the fake Slurm cluster for DDP, DeepSpeed, FSDP2 (fsdp_tp.py), Accelerate's FSDP1 (accelerate launch or torchrun) and the
+Hugging Face Trainer."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 import yaml
 
 from compiler.catalog.residuals import load_residuals
+from compiler.deployment.fsdp_tp import uses_fsdp_tp
 from compiler.deployment.probe_kubernetes import EXTRACT_COMMAND, RESULTS_BEGIN, RESULTS_END
 from compiler.passes.training_families import MEMORY_FAMILY
 from compiler.pipeline import render, resolve, resolve_text
@@ -50,6 +52,12 @@ FRAMEWORKS = {
     # blocks checkpointed (fsdp_activation_checkpointing)
     "fsdp-qlora": (
         "  framework: fsdp\n" + LORA.replace("method: lora", "method: qlora"),
+        "parallelism: {zero_stage: 3, recompute: full}",
+    ),
+    # FSDP1 under a plain torchrun launch: the job reads fsdp/accelerate_config.yaml (MLINFRA_ACCELERATE_CONFIG) as
+    # accelerate launch would; LoRA keeps fsdp_use_orig_params true (adapters and frozen base in the same flat params)
+    "fsdp-lora-torchrun": (
+        "  framework: fsdp\n  entrypoint: {kind: torchrun}\n" + LORA,
         "parallelism: {zero_stage: 3, recompute: full}",
     ),
     "hf-trainer-qlora": (
@@ -288,19 +296,58 @@ def test_a_triton_probe_job_needs_the_plans_kubernetes_and_a_server_release_for_
         assert perf_analyzer_image(other) == "nvcr.io/nvidia/tritonserver:25.10-py3-sdk"
 
 
-def test_a_qlora_fsdp_plan_is_probed_through_accelerate_launch_only(tmp_path):
-    """FSDP-QLoRA is probed by its own accelerate launch (the NF4 storage exported, use_orig_params off); under a plain
-    torchrun launch the probe's script would run DDP, so that plan is refused."""
-    (tmp_path / "plan.yaml").write_text(tiny("fsdp-qlora"))
-    assert run_cli("probe", "plan.yaml", "-o", "out", "--chosen-only", cwd=tmp_path).returncode == 0
-    job = tmp_path / "out/tiny-probe-probe/job"
-    assert 'accelerate}" launch' in (job / "launch/torchrun.sh").read_text()
-    assert "export MLINFRA_LORA_QUANT_STORAGE=bfloat16" in (job / "launch/torchrun.sh").read_text()
-    assert "fsdp_use_orig_params: false" in (job / "fsdp/accelerate_config.yaml").read_text()
+def test_a_qlora_fsdp_plan_is_probed_under_its_own_launch_either_way(tmp_path):
+    """FSDP-QLoRA is probed by its own launch: accelerate launch with the config file, or torchrun with the file in
+    MLINFRA_ACCELERATE_CONFIG, which probe_train.py turns into the same environment (accelerate's launch code); the NF4
+    storage exported and use_orig_params off either way."""
+    torchrun = tiny("fsdp-qlora").replace("  framework: fsdp", "  framework: fsdp\n  entrypoint: {kind: torchrun}")
+    for text, launcher in ((tiny("fsdp-qlora"), 'accelerate}" launch'), (torchrun, 'torchrun}" \\')):
+        (tmp_path / "plan.yaml").write_text(text)
+        made = run_cli("probe", "plan.yaml", "-o", "out", "--chosen-only", cwd=tmp_path)
+        assert made.returncode == 0, made.stderr
+        job = tmp_path / "out/tiny-probe-probe/job"
+        launch = (job / "launch/torchrun.sh").read_text()
+        assert launcher in launch and "export MLINFRA_LORA_QUANT_STORAGE=bfloat16" in launch
+        assert 'export MLINFRA_ACCELERATE_CONFIG="$OUT_DIR/fsdp/accelerate_config.yaml"' in launch
+        assert "fsdp_use_orig_params: false" in (job / "fsdp/accelerate_config.yaml").read_text()
+
+
+ACCELERATE_ENV = """import json, os, sys
+if sys.argv[1:] == ["--from-config"]:  # as probe_train.py does for a torchrun launch
+    import probe_train
+    probe_train.accelerate_launch_environment(os.environ["MLINFRA_ACCELERATE_CONFIG"])
+keys = sorted(k for k in os.environ if k.startswith(("ACCELERATE_", "FSDP_")))
+print("ACCELERATE_ENV " + json.dumps({k: os.environ[k] for k in keys}), flush=True)
+"""
+
+
+@pytest.mark.realtool
+def test_a_torchrun_fsdp1_probe_gets_the_environment_accelerate_launch_hands_its_workers(tmp_path):
+    """The torchrun FSDP-QLoRA job's accelerate config: the ACCELERATE_* and FSDP_* variables probe_train.py sets from
+    it are those `accelerate launch --config_file` gives each worker (both ranks), FSDP1 with use_orig_params off."""
+    from tests.tools import realtools
+
     torchrun = tiny("fsdp-qlora").replace("  framework: fsdp", "  framework: fsdp\n  entrypoint: {kind: torchrun}")
     (tmp_path / "plan.yaml").write_text(torchrun)
-    refused = run_cli("probe", "plan.yaml", "-o", "out", "--chosen-only", cwd=tmp_path)
-    assert refused.returncode == 2 and "not under a plain torchrun launch" in refused.stderr, refused.stderr
+    assert run_cli("probe", "plan.yaml", "-o", "out", "--chosen-only", cwd=tmp_path).returncode == 0
+    folder = tmp_path / "out/tiny-probe-probe"
+    (folder / "env_check.py").write_text(ACCELERATE_ENV)
+    config = folder / "job/fsdp/accelerate_config.yaml"
+    python = realtools.tool_python("torch")
+    env = {"MLINFRA_ACCELERATE_CONFIG": str(config), "OMP_NUM_THREADS": "1", "PATH": f"{python.parent}:/usr/bin:/bin"}
+    runs = [
+        subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+        for command in (
+            [python.parent / "accelerate", "launch", "--config_file", config, "env_check.py"],
+            [python, "env_check.py", "--from-config"],
+        )
+    ]
+    launched, probed = ([l for l in r.stdout.splitlines() if l.startswith("ACCELERATE_ENV ")] for r in runs)
+    assert len(launched) == 2 and len(probed) == 1, "".join(r.stdout + r.stderr for r in runs)[-3000:]
+    assert set(launched) == set(probed)
+    seen = json.loads(probed[0].split(" ", 1)[1])
+    assert (seen["ACCELERATE_USE_FSDP"], seen["FSDP_VERSION"], seen["FSDP_USE_ORIG_PARAMS"]) == ("true", "1", "false")
+    assert (seen["FSDP_SHARDING_STRATEGY"], seen["ACCELERATE_MIXED_PRECISION"]) == ("FULL_SHARD", "bf16")
 
 
 def test_the_probe_refuses_a_folder_it_does_not_own(tmp_path):
@@ -490,6 +537,15 @@ def test_the_shortened_job_round_trips_through_calibrate_and_compile(tmp_path, s
     lora = reduced.deployment.launcher.lora  # NF4 packed in the launcher's storage dtype (FSDP), else uint8
     storage = (lora.quant_storage or "uint8") if nf4 else ""
     assert layout["framework_reported"]["nf4_storage"] == storage
+    if reduced.parallelism.framework == "fsdp" and not uses_fsdp_tp(reduced):  # Accelerate's FSDP1, as configured
+        config = yaml.safe_load((folder / "job/fsdp/accelerate_config.yaml").read_text())
+        assert {k: layout["framework_reported"][k] for k in ("distributed_type", "mixed_precision")} == {
+            "distributed_type": "FSDP",
+            "mixed_precision": config["mixed_precision"],
+        }
+        assert layout["framework_reported"]["sharding_strategy"] == config["fsdp_config"]["fsdp_sharding_strategy"]
+        assert layout["framework_reported"]["use_orig_params"] == config["fsdp_config"]["fsdp_use_orig_params"]
+        assert layout["framework_reported"]["param_dtype"] == "bfloat16"  # the plan's bf16 (MixedPrecision)
     calibrated = run_cli(
         "calibrate", _runs(folder) / "probe-results.json", "-o", tmp_path / "site.yaml", "--site", "ci"
     )
@@ -518,6 +574,32 @@ def _trainable(plan) -> int:
     shapes["down"] = (arch.ffn_hidden, arch.hidden)
     lora = plan.spec.train.lora
     return arch.layers * sum(lora.rank * sum(shapes[t]) for t in lora.targets)
+
+
+@pytest.mark.realtool
+def test_fsdp1_counts_the_whole_models_trainable_parameters_on_every_rank(tmp_path):
+    """Two ranks on gloo through the probe's own FSDP1 wrapping: with fsdp_use_orig_params true the optimizer steps the
+    original parameters, each holding only its rank's part of the shard outside forward (1792 and 1536 of LoRA's 3328
+    here when counted by numel); every rank reports the whole model's count, LoRA's r × (in + out) per targeted
+    projection or every parameter, after an optimizer step."""
+    from tests.tools import realtools
+
+    plan = resolve_text(tiny("fsdp-lora-torchrun"))
+    (tmp_path / "plan.json").write_text(json.dumps(plan.model_dump(mode="json")))
+    cases = {"lora:true": _trainable(plan), "lora:false": _trainable(plan), "full:true": plan.model.params_total}
+    script = REPO / "tests" / "fsdp1_trainable_step.py"
+    done = realtools.torchrun(["--standalone", "--nproc_per_node", "2", script, *cases], timeout=300, cwd=tmp_path)
+    rows = [json.loads(l.split(" ", 1)[1]) for l in done.stdout.splitlines() if l.startswith("FSDP1_TRAINABLE ")]
+    assert done.returncode == 0 and len(rows) == 2 * len(cases), (done.stdout + done.stderr)[-3000:]
+    assert {(r["case"], r["rank"]): r["trainable_parameters"] for r in rows} == {
+        (case, rank): count for case, count in cases.items() for rank in (0, 1)
+    }
+    assert {r["case"]: r["use_orig_params"] for r in rows} == {
+        "lora:true": True,
+        "lora:false": False,
+        "full:true": True,
+    }
+    assert _trainable(plan) == 2 * 4 * ((64 + 64) + (64 + 32) + (128 + 64))  # layers × r × (in + out): q, v, down
 
 
 def _with_calibration(plan_text: str, site) -> str:

@@ -327,8 +327,6 @@ def _unprobed_training(plan: ResolvedPlan) -> str | None:
     train, launch = plan.spec.train, plan.deployment.launcher.kind
     if launch == "megatron":
         return None  # Megatron-LM's own script runs the plan's settings
-    if train.method == "qlora" and plan.parallelism.framework == "fsdp" and launch != "accelerate":
-        return "QLoRA under FSDP through accelerate launch (its FSDP1 plugin), not under a plain torchrun launch"
     if train.optimizer != "adamw":
         return f"AdamW (torch's, DeepSpeed's CPU Adam under ZeRO-Offload), not {train.optimizer}"
     if plan.spec.precision == "fp8":

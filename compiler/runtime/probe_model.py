@@ -194,6 +194,21 @@ def fsdp1_on_cpu(model, plugin, mixed, synced):
     return model
 
 
+def fsdp1_reported(model):
+    """What FSDP1 wrapped the model with, read from the root FullyShardedDataParallel: its sharding strategy, the
+    mixed-precision param dtype, use_orig_params and the number of FSDP units."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    policy = model.mixed_precision
+    return {
+        "fsdp_wrapper": type(model).__name__,
+        "sharding_strategy": model.sharding_strategy.name,
+        "param_dtype": str(policy.param_dtype).removeprefix("torch.") if policy.param_dtype else "",
+        "use_orig_params": model._use_orig_params,
+        "fsdp_units": len(FSDP.fsdp_modules(model)),
+    }
+
+
 def trainable(model):
     return [p for p in model.parameters() if p.requires_grad]
 
@@ -209,6 +224,15 @@ def trained(model):
 
 
 def trainable_count(model):
-    """Parameters the optimizer steps, whole (a DTensor's numel; ZeRO-3's ds_numel and an FSDP1 flat parameter's
-    _numels, not the partition): all of them, or only LoRA's adapters."""
-    return sum(sum(p._numels) if hasattr(p, "_numels") else getattr(p, "ds_numel", p.numel()) for p in trainable(model))
+    """Parameters the optimizer steps, whole, on every rank: a DTensor's numel, ZeRO-3's ds_numel, and under FSDP1 each
+    parameter's numel from its unit's flat parameter (_numels, padding excluded): with use_orig_params the optimizer
+    steps the original parameters, which outside forward hold only this rank's part of the shard, possibly none; without
+    it, the flat parameter (all of its parameters trainable, or none). All of them, or only LoRA's adapters."""
+    whole = {}
+    for module in model.modules():  # FSDP1 units: FullyShardedDataParallel._handle.flat_param
+        flat = getattr(getattr(module, "_handle", None), "flat_param", None)
+        if flat is not None:
+            originals = flat._params if flat._params is not None else [flat] * len(flat._numels)
+            for parameter, numel in zip(originals, flat._numels, strict=True):
+                whole[id(parameter)] = whole.get(id(parameter), 0) + numel
+    return sum(whole.get(id(p), getattr(p, "ds_numel", p.numel())) for p in trainable(model))

@@ -2,7 +2,8 @@
 
 The job's launcher (job*/launch/torchrun.sh) runs this script exactly as it would run the plan's training script, with
 the job's framework configuration: DeepSpeed (deepspeed.initialize with --deepspeed_config), Accelerate's FSDP plugin
-(accelerate launch --config_file; on a CPU its plugin, the Accelerator refusing FSDP there), the FSDP2 × TP script
+(accelerate launch --config_file, or torchrun with that file in MLINFRA_ACCELERATE_CONFIG and the environment accelerate
+launch would set from it; on a CPU its plugin, the Accelerator refusing FSDP there), the FSDP2 × TP script
 (fsdp/fsdp_tp.py), the Hugging Face Trainer (its TrainingArguments from the launcher's flags, DeepSpeed included), or
 plain DDP. The model is the job's architecture (plan.json, layers already reduced) as a transformers Llama with random
 weights (probe_model.py beside this file); the data are random tokens; nothing is saved. A LoRA job trains what the
@@ -20,6 +21,7 @@ import re
 import statistics
 import sys
 import time
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -28,6 +30,7 @@ from probe_model import (
     base_model,
     compute_dtype,
     fsdp1_on_cpu,
+    fsdp1_reported,
     llama,
     materialise,
     peft_wrap_policy,
@@ -134,6 +137,21 @@ def run_deepspeed(plan, device, argv):
     }
 
 
+def accelerate_launch_environment(config_file):
+    """A job torchrun starts with Accelerate's FSDP1 config in MLINFRA_ACCELERATE_CONFIG gets the environment
+    `accelerate launch --config_file` would hand its workers, from accelerate's own launch code (accelerate 1.15
+    commands/launch.py launch_command: _validate_launch_command reads the file, multi_gpu_launcher's
+    prepare_multi_gpu_env turns it into ACCELERATE_* and FSDP_* variables); torchrun has set the ranks' own."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils import prepare_multi_gpu_env
+
+    args = launch_command_parser().parse_args(["--config_file", config_file, sys.argv[0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "port in use": torchrun's own rendezvous holds it
+        launch = prepare_multi_gpu_env(_validate_launch_command(args)[0])
+    os.environ.update({k: v for k, v in launch.items() if k.startswith(("ACCELERATE_", "FSDP_"))})
+
+
 def run_accelerate(plan, device):
     if device.type == "cpu" and os.environ.get("MLINFRA_PROBE_CPU_LOOP") == "1":
         return run_fsdp1_on_cpu(plan)
@@ -155,8 +173,9 @@ def run_accelerate(plan, device):
 
     loop(step, clock)
     return clock, {
-        "distributed_type": str(accelerator.distributed_type),
+        "distributed_type": accelerator.distributed_type.value,
         "mixed_precision": accelerator.mixed_precision,
+        **fsdp1_reported(model),
         **trained(model),
     }
 
@@ -176,7 +195,8 @@ def run_fsdp1_on_cpu(plan):
         plugin.set_mixed_precision(precision)
     synced = "true" in (v.lower() for v in sync.values())
     model = fsdp1_on_cpu(with_adapters(base_model(plan)), plugin, precision != "no", synced)
-    return fsdp1_loop(plan, model, {"distributed_type": "FSDP", "mixed_precision": precision})
+    seen = {"distributed_type": "FSDP", "mixed_precision": precision, **fsdp1_reported(model)}
+    return fsdp1_loop(plan, model, seen)
 
 
 def fsdp1_loop(plan, model, seen):
@@ -338,6 +358,9 @@ def main():
     elif kind == "deepspeed" or "--deepspeed_config" in argv:
         clock, seen = run_deepspeed(plan, device, argv)
     elif kind == "accelerate":
+        clock, seen = run_accelerate(plan, device)
+    elif framework == "fsdp" and not os.environ.get("MLINFRA_FSDP_TP_SCRIPT"):  # torchrun, Accelerate's FSDP1 config
+        accelerate_launch_environment(os.environ["MLINFRA_ACCELERATE_CONFIG"])
         clock, seen = run_accelerate(plan, device)
     else:
         if not dist.is_initialized():
