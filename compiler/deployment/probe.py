@@ -39,7 +39,7 @@ PROMPTS_PER_CONCURRENCY = 2  # requests per benchmark: twice the concurrency, so
 
 
 class ProbeError(ValueError):
-    """A plan the probe cannot measure (a vision model, a multi-stage service)."""
+    """A plan the probe cannot measure (a vision model off Triton, a TGI engine)."""
 
 
 def _reduced(arch: Architecture, layers: int) -> Architecture:
@@ -343,8 +343,8 @@ def decide_probe(
 
     if plan.model is None or plan.stages or plan.model.architecture.kind != "decoder" and not triton_vision(plan):
         raise ProbeError(
-            "the probe measures decoder models (training, or serving with one stage) and vision models served by "
-            "Triton; other vision and multi-stage probes are not built"
+            "the probe measures decoder models (training or serving) and vision models served by Triton, a staged "
+            "service each stage as a plan of its own (probe_stages.py); other vision probes are not built"
         )
     if plan.training is not None:
         unprobed = _unprobed_training(plan)
