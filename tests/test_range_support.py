@@ -91,11 +91,12 @@ def test_a_model_smaller_than_every_row_says_so_too():
 
 
 def test_a_gpu_and_a_size_outside_are_one_reason():
-    """Llama-3-70B FP8 on H200: no fitted TTFT row ran on H200, and every one served GPT-J-6B."""
-    plan = _resolved("llama3-70b-fp8-slo")
-    assert _outside(plan, "serve-ttft") == {
-        "no published serve-ttft row ran on h200-sxm-141gb (its rows: a100-sxm-80gb, h100-sxm-80gb), nor served a model "
-        "of 70.6B active parameters (its rows: 6.05B)"
+    """Mistral-7B (7.24B) on L40S: no TPOT row ran on an L40S, and the smallest TPOT row served Llama-3.1-8B (8.03B)."""
+    plan = _resolved("mistral-7b-tgi")
+    assert plan.model.params_active == 7_241_732_096 and plan.hardware.gpu == "l40s-48gb"
+    assert _outside(plan, "serve-tpot") == {
+        "no published serve-tpot row ran on l40s-48gb (its rows: h100-sxm-80gb), nor served a model of 7.24B "
+        "active parameters (its rows: 8.03B–70.6B)"
     }
     assert any("borrowed from other GPUs and models of other sizes" in w for w in plan.warnings)
 
