@@ -218,8 +218,9 @@ def _pooled(found: list[FamilyReport], kind: str, rule: str) -> str:
 
 def markdown(found: list[FamilyReport]) -> str:
     lines = [
-        f"Rows published after {CUTOFF_YEAR} are held out of every fit; a family with fewer than three rows up to then"
-        " fits on the rows up to the first year that gives it three ('fit up to'). Errors: predicted ÷ actual − 1 as"
+        f"Rows published after {CUTOFF_YEAR} are held out of every fit; a family with fewer than three rows, or rows"
+        " from fewer than two documents, up to then fits on the rows up to the first year that gives it both ('fit up"
+        " to'). Errors: predicted ÷ actual − 1 as"
         " median |error| / worst |error| / signed median. Coverage: the share of rows inside a P10–P90 fitted without"
         " them (aim: 80%).",
         "",

@@ -33,6 +33,7 @@ Usage: python benchmarks/residuals.py [--write]   (--write: compiler/catalog/res
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import sys
 from dataclasses import dataclass, replace
@@ -47,6 +48,7 @@ from benchmarks.accuracy_cnn_train import FAMILY as CNN_TRAIN_FAMILY  # noqa: E4
 from benchmarks.accuracy_cnn_train import cnn_train_cases  # noqa: E402
 from benchmarks.accuracy_cnn_train import ratios as cnn_train_ratios  # noqa: E402
 from benchmarks.accuracy_serve_points import moe_model_ids, point_cases  # noqa: E402
+from benchmarks.accuracy_serve_points import rows as serve_point_rows  # noqa: E402
 from benchmarks.accuracy_serving import serving_cases  # noqa: E402
 from benchmarks.accuracy_vision import vision_cases  # noqa: E402
 from benchmarks.h200_pinned import GPU as H200_GPU  # noqa: E402
@@ -57,9 +59,12 @@ from benchmarks.whole_runs import whole_run_cases  # noqa: E402
 
 RESIDUALS = REPO / "compiler" / "catalog" / "residuals.yaml"
 # The time split: rows published after this year never fit a family; the benchmark reports them on their own. A
-# family with fewer than MIN_FIT_ROWS rows up to it moves its cut-off to the first year that gives it that many.
+# family with fewer than MIN_FIT_ROWS rows, or rows from fewer than MIN_FIT_SOURCES documents, up to it moves its
+# cut-off to the first year that gives it both: rows of one document share its engine, settings and bias, so one
+# document alone cannot say how far the next source lands (its rows' spread is not the spread between sources).
 CUTOFF_YEAR = 2023
 MIN_FIT_ROWS = 3
+MIN_FIT_SOURCES = 2
 # The family an MoE model's row goes to instead of the dense one (compiler/passes/attach_ranges.py reads them the same way).
 MOE_FAMILY = {"serve-throughput": "serve-moe-throughput", "serve-tpot": "serve-moe-tpot"}
 SOURCES = {
@@ -88,6 +93,7 @@ class Row:
     gpu: str | None = None  # the catalog GPU the row ran on, where the benchmark names one
     measured_here: bool = False  # measured by this project (benchmarks/h200_pinned.py), not published by others
     active_params: int | None = None  # the row's model's active parameters (compiler.catalog.params.count_params)
+    source: str | None = None  # the document the row is from (source_document); None: the row counts as its own
 
 
 @lru_cache(maxsize=1)
@@ -124,12 +130,13 @@ def labelled_rows() -> tuple[Row, ...]:
         ratio = case.published_tokens_per_second / case.predicted_tokens_per_second
         found.append(Row(family, case.name, ratio, year, gpu=case.gpu_id, active_params=case.active_params))
     dated = years_by_index("serve_points_2.csv")
+    documents = [source_document(row["source"]) for row in serve_point_rows()]
     for case in point_cases()[0]:
         for c in case.comparisons:
             family = _serve_family(f"serve-{c.family}", case.statement.model in moe)
             ratio, gpu = c.published / c.predicted, case.statement.gpu_id
             name, year = f"{case.name} {c.family}", dated[case.row]
-            found.append(Row(family, name, ratio, year, gpu=gpu, active_params=case.active_params))
+            found.append(Row(family, name, ratio, year, gpu, False, case.active_params, documents[case.row]))
     for case in vision_cases():
         family = "serve-vision-batch1" if case.regime == "batch1" else "serve-vision"
         ratio = case.published_items_per_second / case.predicted_items_per_second
@@ -152,14 +159,23 @@ def held_out(row: Row) -> bool:
 
 
 @cache
+def source_document(source: str) -> str:
+    """The document a CSV row's source names: its text before the first ' (' or ';' (the table, settings and quotes
+    that follow tell rows of one document apart, not documents)."""
+    return re.split(r" \(|;", source, maxsplit=1)[0].strip()
+
+
 def cutoff_year(family: str) -> int:
-    """CUTOFF_YEAR, or the first later year up to which the family has MIN_FIT_ROWS rows (undated rows count): a
-    family whose rows are mostly recent fits on its earliest years and is measured on the later ones. A family with
-    fewer rows than that in all keeps them all (nothing held out; the benchmark says so)."""
-    years = sorted(r.year for r in labelled_rows() if r.family == family and r.year is not None)
-    undated = sum(r.family == family and r.year is None for r in labelled_rows())
+    """CUTOFF_YEAR, or the first later year up to which the family has MIN_FIT_ROWS rows from MIN_FIT_SOURCES
+    documents (undated rows count; a row without a named document counts as one of its own): a family whose rows are
+    mostly recent fits on its earliest years and is measured on the later ones. A family that never has that many
+    keeps them all (nothing held out; the benchmark says so)."""
+    rows = [r for r in labelled_rows() if r.family == family]
+    years = sorted({r.year for r in rows if r.year is not None})
     for year in [CUTOFF_YEAR] + [y for y in years if y > CUTOFF_YEAR]:
-        if undated + sum(y <= year for y in years) >= MIN_FIT_ROWS:
+        fitted = [r for r in rows if r.year is None or r.year <= year]
+        sources = {r.source or f"row {i}" for i, r in enumerate(fitted)}
+        if len(fitted) >= MIN_FIT_ROWS and len(sources) >= MIN_FIT_SOURCES:
             return year
     return max(years, default=CUTOFF_YEAR)
 

@@ -54,11 +54,14 @@ def test_a_model_at_the_edge_of_the_span_is_inside():
 
 
 def test_a_model_just_outside_the_span_is_outside():
-    """No tolerance factor: Mistral-7B (7.24B) is 10 % below the TPOT rows' only size, Llama-3.1-8B (8.03B)."""
-    plan = _resolved("mistral-7b-tgi")
-    assert plan.model.params_active == 7_241_732_096
-    (reason,) = _outside(plan, "serve-tpot")
-    assert reason.endswith(", nor served a model of 7.24B active parameters (its rows: 8.03B)")
+    """No tolerance factor: Llama-3.1-70B (70.55B) is 2.3 % above the serving-throughput rows' largest model,
+    Llama-2-70B (68.98B), on a GPU those rows ran on (H200): the size alone is the reason."""
+    plan = _resolved("llama3-70b-fp8-slo")
+    assert plan.model.params_active == 70_553_706_496
+    assert load_catalog().residuals["serve-throughput"].active_params[1] == 68_976_648_192
+    assert _outside(plan, "serve-throughput") == {
+        "no published serve-throughput row served a model of 70.6B active parameters (its rows: 6.05B–69B)"
+    }
 
 
 def test_a_model_larger_than_every_row_says_its_range_is_borrowed():
@@ -88,11 +91,12 @@ def test_a_model_smaller_than_every_row_says_so_too():
 
 
 def test_a_gpu_and_a_size_outside_are_one_reason():
-    """Llama-3-70B FP8 on H200: no TPOT row ran on H200, and every TPOT row served Llama-3.1-8B."""
-    plan = _resolved("llama3-70b-fp8-slo")
+    """Mistral-7B (7.24B) on L40S: no TPOT row ran on an L40S, and the smallest TPOT row served Llama-3.1-8B (8.03B)."""
+    plan = _resolved("mistral-7b-tgi")
+    assert plan.model.params_active == 7_241_732_096 and plan.hardware.gpu == "l40s-48gb"
     assert _outside(plan, "serve-tpot") == {
-        "no published serve-tpot row ran on h200-sxm-141gb (its rows: h100-sxm-80gb), nor served a model of 70.6B "
-        "active parameters (its rows: 8.03B)"
+        "no published serve-tpot row ran on l40s-48gb (its rows: h100-sxm-80gb), nor served a model of 7.24B "
+        "active parameters (its rows: 8.03B–70.6B)"
     }
     assert any("borrowed from other GPUs and models of other sizes" in w for w in plan.warnings)
 

@@ -295,6 +295,23 @@ def test_a_family_thin_before_the_cutoff_fits_on_its_first_years_and_is_measured
     assert not any(held_out(r) for r in rows if r.family == "memory-lora")
 
 
+def test_a_family_whose_early_rows_are_one_documents_fits_on_a_second_document_too():
+    """serve-ttft's rows up to 2023 are one blog's four GPT-J points: its fit waits for a second document (NIM's 2025
+    table) and holds out vLLM's 2026 rows; serve-tpot's 2025 rows are NIM's table alone, so it keeps every row
+    rather than fit five points of one table as five sources."""
+    from benchmarks.residuals import CUTOFF_YEAR, cutoff_year, held_out, labelled_rows, source_document
+
+    ttft = [r for r in labelled_rows() if r.family == "serve-ttft"]
+    early = {r.source for r in ttft if r.year is None or r.year <= CUTOFF_YEAR}
+    assert len(early) == 1 and cutoff_year("serve-ttft") == 2025
+    assert {r.year for r in ttft if held_out(r)} == {2026}
+    assert {r.source for r in labelled_rows() if r.family == "serve-tpot" and r.year == 2025} == {
+        "docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance.md"
+    }
+    assert cutoff_year("serve-tpot") == 2026
+    assert source_document("github a/b @1:docs/x.md (table 'y'); trtllm-bench") == "github a/b @1:docs/x.md"
+
+
 def test_a_thin_family_gets_a_wider_interval_than_a_dense_one_with_the_same_spread():
     """The same ratios seen 3 times or 10 times over: the prediction interval narrows as rows are added, and a
     family of a handful of rows is not given the narrow band its few points span."""

@@ -230,6 +230,8 @@ def _limit_marks(xs: ScaledAxis, ys: ScaledAxis, placed: list) -> list[str]:
     def note(tx: float, ty: float, anchor: str, text: str) -> None:
         width = CHAR_WIDTH * len(text)
         x0 = tx - width if anchor == "end" else tx
+        while any(x0 < b[2] and b[0] < x0 + width and ty - LINE_HEIGHT + 3 < b[3] and b[1] < ty + 3 for b in placed):
+            ty += LINE_HEIGHT  # a line below the other limit's name, where both limits sit at the plot's top
         placed.append((x0, ty - LINE_HEIGHT + 3, x0 + width, ty + 3))
         body.append(f'<text x="{tx:.1f}" y="{ty:.1f}" text-anchor="{anchor}" fill="#e15759">{escape(text)}</text>')
 
