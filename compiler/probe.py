@@ -150,30 +150,32 @@ def _interconnect(results: TrainingResults) -> dict | None:
 def _serving_points(results: ServingResults) -> list[dict]:
     """The engine's medians as serving steps: time to first token at concurrency 1 is one prefill of a prompt; time
     per output token at concurrency C is one decode step of C sequences at the mean context (prompt + half the
-    output)."""
+    output). A prompt is as long as the engine counted it where it reported its count (the probe's prompts are words
+    meant as one token each; a tokenizer may split them otherwise), else the length asked for."""
     common = {
         "gpu": results.gpu_id,
         "architecture": results.architecture.model_dump(mode="json", exclude_defaults=True),
         "precision": results.precision,
         "tp": results.tp,
     }
-    points = [
-        {
-            **common,
-            "phase": "prefill",
-            "batch": 1,
-            "tokens": results.prompt_tokens,
-            "step_seconds": p.median_ttft_ms / 1e3,
-        }
-        for p in results.points
-        if p.concurrency == 1
-    ]
-    context = results.prompt_tokens + results.output_tokens / 2
-    points += [
-        {**common, "phase": "decode", "batch": p.concurrency, "tokens": context, "step_seconds": p.median_tpot_ms / 1e3}
-        for p in results.points
-    ]
-    return points
+    points = []
+    for p in results.points:
+        prompt = p.prompt_tokens(results.prompt_tokens)
+        if p.concurrency == 1:
+            points.append(
+                {**common, "phase": "prefill", "batch": 1, "tokens": prompt, "step_seconds": p.median_ttft_ms / 1e3}
+            )
+        context = prompt + results.output_tokens / 2
+        points.append(
+            {
+                **common,
+                "phase": "decode",
+                "batch": p.concurrency,
+                "tokens": context,
+                "step_seconds": p.median_tpot_ms / 1e3,
+            }
+        )
+    return sorted(points, key=lambda point: point["phase"] == "decode")
 
 
 def _vision_points(results: TritonResults) -> list[dict]:

@@ -129,6 +129,13 @@ class BenchPoint(_Read):
     median_ttft_ms: Annotated[float, Field(gt=0, le=1e9), AfterValidator(_finite)]
     median_tpot_ms: Annotated[float, Field(gt=0, le=1e9), AfterValidator(_finite)]
     output_throughput: Rate = 0.0
+    total_input_tokens: int | None = Field(
+        None, ge=1, le=10**12, description="the prompts' tokens as the engine counted them, over `completed` requests"
+    )
+
+    def prompt_tokens(self, asked: int) -> int:
+        """The mean prompt the engine saw (its own token count), or the length asked for where it reported none."""
+        return max(1, round(self.total_input_tokens / self.completed)) if self.total_input_tokens else asked
 
 
 class ServingResults(_Read):

@@ -770,8 +770,8 @@ def test_calibrate_prices_each_probed_layout_as_the_compile_did(example):
 
 def test_the_triton_llm_probe_summarizes_perf_analyzers_export_as_vllm_bench_does(tmp_path):
     """probe_triton_llm.py's summary of a profile export (run from the probe folder, as on the node): TTFT = first
-    response − request, TPOT over the tokens after the first response, each response's num_output_tokens counted;
-    the results parse as a vLLM probe's."""
+    response − request, TPOT over the tokens after the first response, each response's num_output_tokens counted,
+    the prompts' num_input_tokens summed; the results parse as a vLLM probe's."""
     from compiler.probe_results import ServingResults, parse_results
 
     plan = resolve(REPO / "examples" / "llama3-8b-triton.yaml", probe=True)
@@ -783,12 +783,12 @@ def test_the_triton_llm_probe_summarizes_perf_analyzers_export_as_vllm_bench_doe
         {
             "timestamp": 0,
             "response_timestamps": [10 * ms, 30 * ms, 40 * ms],
-            "response_outputs": [{"num_output_tokens": n} for n in (1, 2, 1)],
+            "response_outputs": [{"num_output_tokens": n, "num_input_tokens": 1003} for n in (1, 2, 1)],
         },
         {
             "timestamp": 5 * ms,
             "response_timestamps": [25 * ms, 35 * ms, 45 * ms, 55 * ms],
-            "response_outputs": [{"num_output_tokens": 1}] * 4,
+            "response_outputs": [{"num_output_tokens": 1, "num_input_tokens": 1001}] * 4,
         },
     ]
     (tmp_path / "export.json").write_text(json.dumps({"experiments": [{"requests": requests}]}))
@@ -799,6 +799,7 @@ def test_the_triton_llm_probe_summarizes_perf_analyzers_export_as_vllm_bench_doe
     assert point["median_ttft_ms"] == pytest.approx(15.0) and point["output_tokens"] == 8
     assert point["median_tpot_ms"] == pytest.approx(10.0) and point["median_itl_ms"] == pytest.approx(10.0)
     assert point["duration"] == pytest.approx(0.055) and point["output_throughput"] == pytest.approx(8 / 0.055)
+    assert point["total_input_tokens"] == 2004  # each prompt's count from its first response, as the engine made it
     results = {
         "version": 3, "kind": "serving", "engine": "triton-vllm", "plan": "llama3-8b-triton", "gpu_id": "l40s-48gb",
         "architecture": plan.probe.architecture.model_dump(mode="json"), "precision": "bf16", "tp": 1,

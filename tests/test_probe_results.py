@@ -240,6 +240,25 @@ def synthetic_serving_results(tmp_path) -> dict:
     }
 
 
+def test_a_serving_probe_is_calibrated_at_the_prompt_length_the_engine_counted(tmp_path, capsys):
+    """The probe asks for 32-token prompts; where the engine reports its own count (vllm bench serve's
+    total_input_tokens, the Triton vLLM backend's num_input_tokens) the prefill and the decode context are that
+    long, not the length asked for."""
+    import yaml
+
+    results = synthetic_serving_results(tmp_path)
+    for p in results["points"]:
+        p["total_input_tokens"] = 37 * p["completed"]
+    code, out, err = calibrate(tmp_path, results, capsys)
+    assert code == 0, err
+    site = yaml.safe_load((tmp_path / "site.yaml").read_text())
+    assert [p["tokens"] for p in site["serving_points"]] == [37, 41.0, 41.0, 41.0]
+    del results["points"][0]["total_input_tokens"]  # not reported: the length asked for
+    code, out, err = calibrate(tmp_path, results, capsys)
+    site = yaml.safe_load((tmp_path / "site.yaml").read_text())
+    assert code == 0 and [p["tokens"] for p in site["serving_points"]] == [32, 36.0, 41.0, 41.0], err
+
+
 @pytest.mark.slow
 def test_fuzzed_serving_results_never_crash_calibrate_nor_yield_a_file_a_plan_refuses(tmp_path, capsys):
     results = synthetic_serving_results(tmp_path)

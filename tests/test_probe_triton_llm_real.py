@@ -114,6 +114,7 @@ def test_the_triton_llm_probe_streams_perf_analyzer_against_the_plans_tritonserv
     for p in results["points"]:  # every request answered, each with the decided 8 tokens
         assert p["completed"] == p["num_prompts"] == max(4, 2 * p["concurrency"]), p
         assert p["output_tokens"] == 8 * p["completed"] and p["median_ttft_ms"] > 0 and p["median_tpot_ms"] > 0, p
+        assert p["total_input_tokens"] >= 32 * p["completed"], p  # the engine's own count of each prompt
     calibrated = run_cli("calibrate", out, "-o", tmp_path / "site.yaml", "--site", "ci")
     assert calibrated.returncode == 0, calibrated.stderr
     (prefill,) = [l for l in calibrated.stdout.splitlines() if l.startswith("prefill step at batch 1:")]

@@ -15,8 +15,9 @@ from ..plan.resolved import ResolvedPlan
 from .probe_triton import triton_kubernetes
 
 # A common English word: one token per repetition in Llama's, GPT's and most BPE vocabularies, so the prompt's length
-# in tokens is the plan's prompt_tokens without a tokenizer on the node; the node puts the request's number first, so
-# no two prompts share a prefix-cache block (vllm bench serve's random prompts do not either).
+# in tokens is about the plan's prompt_tokens without a tokenizer on the node; the backend returns its own count of
+# each prompt (return_num_input_tokens), which calibrate prices the prefill at. The node puts the request's number
+# first, so no two prompts share a prefix-cache block (vllm bench serve's random prompts do not either).
 PROMPT_WORD = "hello"
 # The engine's first-call costs outside the measurement: one warm-up request per slot. perf_analyzer 2.51 --streaming
 # hung with fewer warm-up requests than the concurrency (2 at concurrency 3: no request ever sent after them).
@@ -65,8 +66,9 @@ def triton_llm_probe(plan: ResolvedPlan, probe: Probe) -> Probe:
             reason=f"the plan's traffic: prompts of {sv.prompt_tokens} tokens ('{PROMPT_WORD}' is one token in "
             f"common BPE vocabularies; the number first keeps prompts from sharing prefix-cache blocks) and "
             f"{sv.output_tokens} output tokens (max_tokens = min_tokens, as --ignore-eos); stream true, "
-            "exclude_input_in_output, return_num_output_tokens (vLLM merges tokens into one streamed response under "
-            "load: each response's count, not the responses, is summed)",
+            "exclude_input_in_output, return_num_input_tokens (the engine's own count of each prompt: calibrate "
+            "prices the prefill at it, not at the length asked for), return_num_output_tokens (vLLM merges tokens "
+            "into one streamed response under load: each response's count, not the responses, is summed)",
         ),
         DeploymentDecision(
             topic="probe measurement",

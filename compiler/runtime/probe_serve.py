@@ -131,6 +131,7 @@ KEPT = (
     "median_itl_ms",
     "mean_ttft_ms",
     "mean_tpot_ms",
+    "total_input_tokens",
 )
 
 

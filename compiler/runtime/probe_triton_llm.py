@@ -3,8 +3,8 @@ by Triton's own benchmark, perf_analyzer, streaming over gRPC.
 
 Starts the engine as probe_triton.py does (engine/triton/serve.sh on free ports; $MLINFRA_PROBE_ENGINE_ARGS appends
 tritonserver flags), waits for the model to be ready, then per concurrency of settings.json writes perf_analyzer's
---input-data (distinct prompts of the plan's length, stream, exclude_input_in_output, return_num_output_tokens, the
-decided sampling_parameters) and runs perf_analyzer ($MLINFRA_PROBE_PERF_ANALYZER, else on PATH; $MLINFRA_PROBE_PERF_ARGS
+--input-data (distinct prompts of the plan's length, stream, exclude_input_in_output, return_num_input_tokens and
+return_num_output_tokens, the decided sampling_parameters) and runs perf_analyzer ($MLINFRA_PROBE_PERF_ANALYZER, else on PATH; $MLINFRA_PROBE_PERF_ARGS
 appends flags) --streaming with a --profile-export-file. Each export's per-response timestamps become the points
 probe_serve.py writes from `vllm bench serve` (median and p99 time to first token and time per output token, output
 throughput), so calibrate reads both alike. Standard library only.
@@ -45,6 +45,7 @@ def input_data(s, concurrency, path):
             "text_input": [f"{concurrency * 100000 + i} {words}"],
             "stream": [True],
             "exclude_input_in_output": [True],
+            "return_num_input_tokens": [True],
             "return_num_output_tokens": [True],
             "sampling_parameters": [t["sampling_parameters"]],
         }
@@ -91,16 +92,19 @@ def percentile(values, p):
 
 def summary(export, concurrency, requested):
     """vllm bench serve's point from perf_analyzer's export: per request the first response's time (TTFT), the rest
-    over the tokens after the first response (TPOT); each response's gap over its tokens (ITL); tokens over the run."""
+    over the tokens after the first response (TPOT); each response's gap over its tokens (ITL); tokens over the run;
+    the prompts' tokens as the engine counted them (num_input_tokens), as vllm bench serve's total_input_tokens."""
     with open(export, encoding="utf-8") as handle:
         (experiment,) = json.load(handle)["experiments"]
     done = [r for r in experiment["requests"] if r.get("response_timestamps")]
     if not done:
         sys.exit(f"probe: no request at concurrency {concurrency} was answered (see {export})")
-    ttft, tpot, itl, tokens = [], [], [], 0
+    ttft, tpot, itl, tokens, prompts = [], [], [], 0, 0
     for r in done:
         times = r["response_timestamps"]
-        counts = [int(o.get("num_output_tokens", 0) or 0) for o in r.get("response_outputs", [])]
+        outputs = r.get("response_outputs", [])
+        prompts += int(outputs[0].get("num_input_tokens", 0) or 0) if outputs else 0  # the engine's count
+        counts = [int(o.get("num_output_tokens", 0) or 0) for o in outputs]
         counts = counts if len(counts) == len(times) else [1] * len(times)
         tokens += sum(counts)
         ttft.append((times[0] - r["timestamp"]) / 1e6)
@@ -124,6 +128,7 @@ def summary(export, concurrency, requested):
         "mean_ttft_ms": sum(ttft) / len(ttft),
         "mean_tpot_ms": sum(tpot) / len(tpot),
         "output_tokens": tokens,
+        "total_input_tokens": prompts or None,
     }
 
 
