@@ -296,13 +296,18 @@ def synthetic_triton_results(tmp_path) -> dict:
     """Results as probe_triton.py writes them for the resnet50-triton example, the server's compute time per batch
     made up as 1.4 × the vision sizing's batch time at the catalog's shares."""
     plan = resolve(REPO / "examples" / "resnet50-triton.yaml", probe=True)
-    s = json.loads({f.path: f.text for f in probe_files(plan).files}["settings.json"])
+    return triton_results(json.loads({f.path: f.text for f in probe_files(plan).files}["settings.json"]), 1.4)
+
+
+def triton_results(s: dict, compute_factor: float, measured_at: str = "2026-11-28") -> dict:
+    """probe_triton.py's results for a probe's settings.json on a T4, each batch's server compute time made up as
+    `compute_factor` × its predicted batch time (the client's latency and throughput beside it)."""
     t = s["triton"]
     points = [
         {
             "batch": b,
             "concurrency": 1,
-            "server_compute_infer_ms": 1.4e3 * seconds,
+            "server_compute_infer_ms": compute_factor * 1e3 * seconds,
             "server_queue_ms": 0.1,
             "p50_latency_ms": 3e3 * seconds,
             "p99_latency_ms": 4e3 * seconds,
@@ -322,7 +327,7 @@ def synthetic_triton_results(tmp_path) -> dict:
         "prompt_tokens": t["prompt_tokens"],
         "points": points,
         "plan_text": t["plan_text"],
-        "measured_at": "2026-11-28",
+        "measured_at": measured_at,
         "device_name": "Tesla T4",
         "environment": {"device": "cuda", "gpu_name": "Tesla T4", "host": "gpu017"},
     }

@@ -38,27 +38,9 @@ def test_each_stage_is_probed_as_a_plan_sized_as_the_staged_plan_sizes_that_stag
 
 
 def _triton_results(s: dict) -> dict:
-    t = s["triton"]
-    points = [
-        {
-            "batch": b,
-            "concurrency": 1,
-            "server_compute_infer_ms": 1.3e3 * seconds,
-            "server_queue_ms": 0.1,
-            "p50_latency_ms": 2e3 * seconds,
-            "p99_latency_ms": 3e3 * seconds,
-            "throughput_items_per_second": b / (2 * seconds),
-        }
-        for b, seconds in zip(t["batches"], t["predicted_batch_seconds"])
-    ]
-    return {
-        **_common(s, "Tesla T4"),
-        "engine": "triton",
-        "model": t["model"],
-        "prompt_tokens": t["prompt_tokens"],
-        "points": points,
-        "plan_text": t["plan_text"],
-    }
+    from tests.test_probe_results import triton_results
+
+    return triton_results(s, 1.3, measured_at="2026-11-29")
 
 
 def _vllm_results(s: dict) -> dict:
