@@ -187,11 +187,11 @@ def _stage_plans(plan, args, report: RunReport) -> list:
     """A staged service's probes: each stage as a plan of its own (deployment/probe_stages.py), resolved with its
     probe; None in the list where a stage cannot be probed (the report says why)."""
     from .deployment.probe import ProbeError
-    from .deployment.probe_stages import stage_plan_text
+    from .deployment.probe_stages import stage_plan_text, with_service
 
-    plans = []
+    plans, stages = [], plan.spec.serve.stages
     with tempfile.TemporaryDirectory(prefix="mlinfra-stage-") as folder:
-        for stage in plan.spec.serve.stages:
+        for stage in stages:
             shown = f"{args.plan} (stage {stage.name})"
             try:
                 text = stage_plan_text(plan, stage)
@@ -202,7 +202,10 @@ def _stage_plans(plan, args, report: RunReport) -> list:
             path = Path(folder) / f"{stage.name}.yaml"
             path.write_text(text, encoding="utf-8")
             plans.append(resolved(path, report, True, shown, args.gpus, not args.chosen_only, stage_of=args.plan))
-    return plans
+    if None in plans:
+        return plans
+    probes = [p.probe for p in plans]
+    return [p.model_copy(update={"probe": with_service(p.probe, plan, s, probes)}) for p, s in zip(plans, stages)]
 
 
 def calibrate_parser() -> Parser:

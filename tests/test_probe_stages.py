@@ -5,6 +5,7 @@ staged plan compiles with it, each GPU's shares fitted to its own stage's points
 from __future__ import annotations
 
 import json
+import shlex
 
 import yaml
 
@@ -75,13 +76,26 @@ def _common(s: dict, device: str) -> dict:
 
 
 def test_every_stages_results_calibrate_one_site_file_the_staged_plan_compiles_with(tmp_path):
+    """Each stage's REPORT gives the one calibrate of every stage's results (the Slurm jobs' runs folders); run as
+    written from a stage's folder it writes the site file the staged plan compiles with."""
     settings = _probed(tmp_path)
-    paths = []
+    out = tmp_path / "out"
     for stage, results in (("vision", _triton_results), ("caption", _vllm_results)):
-        paths.append(tmp_path / f"{stage}.json")
-        paths[-1].write_text(json.dumps(results(settings[stage])))
-    calibrated = run_cli("calibrate", *paths, "-o", tmp_path / "site.yaml", "--site", "ci")
+        runs = out / f"runs/image-captioning-{stage}-probe"
+        (runs / "probe-results.json").write_text(json.dumps(results(settings[stage])))
+    folder = out / "image-captioning-caption-probe"
+    service = json.loads((folder / "plan.json").read_text())["probe"]["service"]
+    assert service["probes"] == ["image-captioning-vision-probe", "image-captioning-caption-probe"]
+    assert f"`{service['calibrate']}` from this folder" in (folder / "REPORT.md").read_text()
+    assert json.loads((folder / "plan.json").read_text())["probe"]["kubernetes"]["commands"][-1] == (
+        "mlinfra-compile calibrate ../image-captioning-vision-probe/probe-results.json "
+        "../image-captioning-caption-probe/probe-results.json -o site-calibration.yaml"
+    )
+    command = shlex.split(service["calibrate"])
+    assert command[:2] == ["mlinfra-compile", "calibrate"]
+    calibrated = run_cli(*command[1:], "--site", "ci", cwd=folder)
     assert calibrated.returncode == 0, calibrated.stderr
+    (folder / "site-calibration.yaml").rename(tmp_path / "site.yaml")
     lines = [l for l in calibrated.stdout.splitlines() if not l.startswith("wrote ")]
     assert [l.split(":")[0] for l in lines] == ["image-captioning-vision"] * 3 + ["image-captioning-caption"] * 4
     site = yaml.safe_load((tmp_path / "site.yaml").read_text())

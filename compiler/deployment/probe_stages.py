@@ -11,6 +11,7 @@ import re
 
 import yaml
 
+from ..plan.probe import Probe, ProbeService
 from ..plan.resolved import ResolvedPlan
 from ..plan.spec_fields import DNS1123_LABEL
 from ..plan.spec_serve import StageSpec
@@ -57,3 +58,23 @@ def stage_plan_text(plan: ResolvedPlan, stage: StageSpec) -> str:
         cluster["gpus"] = list(stage.gpus)
     first = {key: data.pop(key) for key in ("name", "workload", "model", "precision") if key in data}
     return yaml.safe_dump({**first, **data}, sort_keys=False, width=1 << 30)
+
+
+def with_service(probe: Probe, plan: ResolvedPlan, stage: StageSpec, stage_probes: list[Probe]) -> Probe:
+    """A stage's probe told of its siblings: one calibrate of every stage's results writes the staged plan's site file
+    (a probe folder's sibling's runs folder and folder are the same relative paths from any of them); on Kubernetes
+    the REPORT's last step is that calibrate."""
+    runs = " ".join(f"{p.runs_dir}/probe-results.json" for p in stage_probes)
+    retrieved = " ".join(f"../{p.name}/probe-results.json" for p in stage_probes)
+    service = ProbeService(
+        plan=plan.name,
+        stage=stage.name,
+        probes=[p.name for p in stage_probes],
+        calibrate=f"mlinfra-compile calibrate {runs} -o site-calibration.yaml",
+        calibrate_kubernetes=f"mlinfra-compile calibrate {retrieved} -o site-calibration.yaml",
+    )
+    kubernetes = probe.kubernetes
+    if kubernetes is not None:
+        commands = [*kubernetes.commands[:-1], service.calibrate_kubernetes]
+        kubernetes = kubernetes.model_copy(update={"commands": commands})
+    return probe.model_copy(update={"service": service, "kubernetes": kubernetes})

@@ -99,6 +99,21 @@ class ProbeKubernetes(Section):
     )
 
 
+class ProbeService(Section):
+    """A stage of a staged service probed as a plan of its own (deployment/probe_stages.py): its sibling stages' probes
+    and how all their results calibrate one site file for the staged plan."""
+
+    plan: str = Field(description="the staged plan (serve.stages) this stage belongs to")
+    stage: str
+    probes: list[str] = Field(description="every stage's probe folder, in stage order")
+    calibrate: str = Field(
+        description="from this folder: every stage's results (the Slurm jobs' out/runs/<probe>/) into one site file"
+    )
+    calibrate_kubernetes: str = Field(
+        description="from this folder: every stage's probe-results.json, each retrieved in its own probe folder"
+    )
+
+
 class Probe(Section):
     kind: Literal["training", "serving"]
     name: str = Field(description="the probe's folder and job name: <plan>-probe")
@@ -145,4 +160,7 @@ class Probe(Section):
         default_factory=list, description="partition, account, qos, reservation, constraint as given"
     )
     kubernetes: ProbeKubernetes | None = None
+    service: ProbeService | None = Field(
+        None, description="a staged service's stage: the other stages' probes and the one calibrate for them all"
+    )
     decisions: list[DeploymentDecision] = Field(default_factory=list)

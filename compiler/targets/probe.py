@@ -30,7 +30,7 @@ def settings(probe: Probe) -> dict:
     data = probe.model_dump(
         mode="json",
         exclude={
-            **dict.fromkeys(("decisions", "kubernetes", "slurm_directives", "slurm_time", "name"), True),
+            **dict.fromkeys(("decisions", "kubernetes", "slurm_directives", "slurm_time", "name", "service"), True),
             "layouts": {"__all__": {"plan_text"}},
         },
     )
