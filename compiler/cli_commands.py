@@ -150,7 +150,11 @@ def run_probe(argv: list[str]) -> int:
     args = probe_parser().parse_args(argv)
     report = RunReport("probe")
     plan = resolved(args.plan, report, probe=True, probe_gpus=args.gpus, neighbours=not args.chosen_only)
-    plans = _stage_plans(plan, args, report) if plan is not None and plan.stages else [plan]
+    try:
+        plans = _stage_plans(plan, args, report) if plan is not None and plan.stages else [plan]
+    except OSError as exc:  # the stages' plans are written to a private temporary folder first
+        _os_problem(report, exc, Path(tempfile.gettempdir()))
+        return _finish(report, args)
     if None in plans:
         return _finish(report, args)
     for probed in plans:

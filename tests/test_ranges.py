@@ -66,6 +66,11 @@ def test_every_headline_is_the_median_inside_its_own_range(example):
     for a in plan.alternatives:
         for field, (low, high) in a.spread.items():
             assert low < getattr(a, field) < high, (a.description, field)
+    assert not plan.stages or plan.stages[-1].ranges == plan.ranges  # the top-level sections are the last stage's
+    for stage in plan.stages:  # a staged service's stages: each its own headlines and ranges
+        for r in stage.ranges:
+            headline = _headline(stage, r.quantity)
+            assert r.p10 < headline < r.p90 and headline == pytest.approx(r.p50, rel=1e-6, abs=1), (stage.name, r)
 
 
 def test_the_pretraining_headline_is_the_whole_run_median():

@@ -81,11 +81,13 @@ def _every_subcommand(cli, work):
     synthetic.mkdir()
     (work / "probe-results.json").write_text(json.dumps(synthetic_results(synthetic)))
     (work / "tiny.yaml").write_text(tiny("ddp", "site.yaml"))
+    (work / "captioning.yaml").write_text((REPO / "examples/image-captioning.yaml").read_text())
     commands = [
         ("plan.yaml", "-o", "out", "--check"),
         ("explain", "plan.yaml"),
         ("diff", "plan.yaml", "new.yaml"),
         ("probe", "plan.yaml", "-o", "out", "--gpus", "1"),
+        ("probe", "captioning.yaml", "-o", "out"),  # a staged service: a probe folder per stage
         ("calibrate", "probe-results.json", "-o", "site.yaml", "--site", "wheel"),
         ("tiny.yaml", "-o", "out"),
     ]
@@ -95,6 +97,8 @@ def _every_subcommand(cli, work):
         result = run(*command)
         assert result.returncode in (0, 1) if command[0] == "diff" else result.returncode == 0, (command, result.stderr)
     assert (work / "out/llama3-8b-pretrain-probe/job/launch/torchrun.sh").is_file()
+    assert (work / "out/image-captioning-vision-probe/probe_triton.py").is_file()
+    assert (work / "out/image-captioning-caption-probe/probe_serve.py").is_file()
     assert "site calibration (h100-sxm-80gb)" in (work / "out/tiny-probe/REPORT.md").read_text()
     calibrate = run("calibrate", "bad.json", "-o", "site.yaml")
     assert calibrate.returncode == 2 and "bad.json: error: gpu_id: Field required" in calibrate.stderr, calibrate.stderr
