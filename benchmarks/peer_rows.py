@@ -228,7 +228,7 @@ def _point_predictions(case, arch, gpu) -> dict[str, float] | str:
         return NO_FIT
     return {
         "throughput": at_batch["total_tokens_per_sec"] * replicas,
-        "ttft": (one if s.ttft == "p50" else at_batch)["prefill_latency"],
+        "ttft": (at_batch if s.ttft == "together" else one)["prefill_latency"],
         "tpot": at_batch["decode_latency"],
     }
 

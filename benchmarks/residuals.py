@@ -191,16 +191,44 @@ T90 += (1.337, 1.333, 1.330, 1.328, 1.325, 1.323, 1.321, 1.319, 1.318, 1.316, 1.
 Z90 = 1.2816
 
 
-def interval(values: list[float]) -> tuple[float, float, float]:
-    """(P10, P50, P90) of the next row's actual ÷ predicted: the normal prediction interval on log ratios,
-    exp(m ± t(0.90, n−1) · s · √(1 + 1/n)) about their mean m (Geisser 1993, Predictive Inference, ch. 2). It widens
-    where a family is thin (t and √(1 + 1/n) grow as n falls) and narrows where it is dense; the P50 is exp(m)."""
+def interval(values: list[float], documents: list[object] | None = None) -> tuple[float, float, float]:
+    """(P10, P50, P90) of the next row's actual ÷ predicted: a prediction interval on log ratios for a row of a new
+    document, rows grouped by the document they come from (`documents`, parallel to `values`; None: each row its own).
+
+    Rows of one document share its engine, settings and bias, so the next source lands about as far as documents
+    differ, not rows: the one-way random-effects prediction for a new study (Higgins, Thompson & Spiegelhalter 2009, "A
+    re-evaluation of random-effects meta-analysis", J. R. Stat. Soc. A 172(1), §3.4): about the mean m of the k
+    documents' means, exp(m ± t(0.90, k−1) · √(s_b² · (1 + 1/k) + s_w² · (1 − 1/ñ))), s_b² the variance of the
+    document means (its part of the within-document spread is topped up by s_w², the pooled within-document
+    variance, ñ the harmonic mean of the documents' row counts). With one row per document it is the normal prediction
+    interval exp(m ± t(0.90, n−1) · s · √(1 + 1/n)) (Geisser 1993, Predictive Inference, ch. 2). It widens where a
+    family is thin (in rows or in documents) and narrows where it is dense; the P50 is exp(m). A family of one
+    document cannot measure how documents differ: its rows are taken as independent (each its own document)."""
     logs = [math.log(v) for v in values]
-    n, mean = len(logs), statistics.fmean(logs)
-    spread = statistics.stdev(logs) if n > 1 else 0.0
-    t = T90[n - 2] if n - 1 <= len(T90) else Z90
-    half = t * spread * math.sqrt(1 + 1 / n)
+    groups: dict[object, list[float]] = {}
+    for i, x in enumerate(logs):
+        groups.setdefault(i if documents is None else documents[i], []).append(x)
+    if len(groups) < 2:
+        groups = {i: [x] for i, x in enumerate(logs)}
+    k, means = len(groups), [statistics.fmean(g) for g in groups.values()]
+    mean = statistics.fmean(means)
+    between = statistics.variance(means) if k > 1 else 0.0
+    within_sum = sum((x - statistics.fmean(g)) ** 2 for g in groups.values() for x in g)
+    within = within_sum / (len(logs) - k) if len(logs) > k else 0.0
+    harmonic = k / sum(1 / len(g) for g in groups.values())
+    t = T90[k - 2] if k - 1 <= len(T90) else Z90
+    half = t * math.sqrt(between * (1 + 1 / k) + within * (1 - 1 / harmonic))
     return math.exp(mean - half), math.exp(mean), math.exp(mean + half)
+
+
+def document_labels(rows: list[Row]) -> list[object]:
+    """Each row's document (Row.source); a row that names none is a document of its own."""
+    return [r.source or ("row", i) for i, r in enumerate(rows)]
+
+
+def interval_of(rows: list[Row]) -> tuple[float, float, float]:
+    """`interval` over rows, grouped by their documents."""
+    return interval([r.ratio for r in rows], document_labels(rows))
 
 
 def _fitted(rows: tuple[Row, ...] | None) -> dict[str, list[Row]]:
@@ -231,10 +259,10 @@ def active_params_span(rows: tuple[Row, ...] | None = None) -> dict[str, list[in
 
 def families(rows: tuple[Row, ...] | None = None) -> dict[str, dict]:
     out, support, sizes = {}, gpus(rows), active_params_span(rows)
-    for name, values in ratios(rows).items():
-        p10, p50, p90 = interval(values)
+    for name, fitted in _fitted(rows).items():
+        p10, p50, p90 = interval_of(fitted)
         out[name] = {
-            "rows": len(values),
+            "rows": len(fitted),
             "p10": round(p10, 4),
             "p50": round(p50, 4),
             "p90": round(p90, 4),

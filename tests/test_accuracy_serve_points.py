@@ -36,10 +36,6 @@ CASES, SKIPPED = point_cases()
 # 50% bound, until serving stopped counting training's dropout masks among its memory-bound kernel bytes
 # (replica.SERVING_DROPOUT_MASKS), which made every serving step a little faster; what makes this row optimistic is not
 # identified here (the only NVFP4 dense row in the set), so it is listed rather than the bound widened.
-# NIM 1.8.0 Llama-3.3-70B fp8 TP2 at 50 AIPerf clients of 5000/500 tokens (row 27): TTFT 466 ms predicted against 835 ms
-# (-44%). Ours grows 458 -> 466 ms from 1 to 50 clients, the published 407 -> 835 ms: at 50 clients the other requests'
-# 5000-token prefills (~0.4 s each, ~1.7 a second) are busy most of the time, so a new prompt often waits for one to
-# finish; the closed loop lands the others' prefills only during our decode (closed_loop.py) and has no prefill queue.
 KNOWN_OPTIMISTIC = {
     (7, "throughput"),
     (9, "throughput"),
@@ -48,7 +44,6 @@ KNOWN_OPTIMISTIC = {
     (18, "throughput"),
     (19, "throughput"),
     (19, "tpot"),
-    (27, "ttft"),
 }
 POINTS = [(case, c) for case in CASES for c in case.comparisons]
 

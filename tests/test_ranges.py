@@ -329,6 +329,21 @@ def test_a_thin_family_gets_a_wider_interval_than_a_dense_one_with_the_same_spre
     assert low3 < 0.9 and high3 > 1.1  # wider than the rows themselves
 
 
+def test_rows_of_one_document_count_as_one_source_of_spread():
+    """Two tables of four points each, tight inside a table and 30% apart between them: the next table may land as
+    far off again, so the band spans both tables' distance (t at one degree of freedom), far wider than eight
+    independent rows would give. One row per document is the plain prediction interval, unchanged."""
+    from benchmarks.residuals import interval
+
+    values = [0.80, 0.81, 0.79, 0.80, 1.04, 1.05, 1.03, 1.04]
+    as_rows = interval(values)
+    as_tables = interval(values, ["a"] * 4 + ["b"] * 4)
+    assert as_tables[0] < 0.6 and as_tables[2] > 1.4 and as_rows[0] > 0.65 and as_rows[2] < 1.3
+    assert as_tables[1] == pytest.approx(as_rows[1])  # equal tables: the same centre
+    assert interval(values, list(range(8))) == pytest.approx(as_rows)
+    assert interval(values, ["a"] * 8) == pytest.approx(as_rows)  # one document: its rows taken as independent
+
+
 def test_a_plan_on_a_gpu_no_row_ran_on_says_its_range_is_borrowed(tmp_path):
     """The published step rows ran on A100s and H100s: a pre-training plan on MI300X takes their range but says it is
     outside them (plan.json, REPORT.md's Ranges table, a warning); on H100 it says nothing."""

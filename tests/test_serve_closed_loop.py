@@ -34,7 +34,7 @@ def test_one_client_sees_one_prefill_and_single_stream_decode_steps():
 @pytest.mark.parametrize("clients", [1, 7, 64])
 def test_the_rate_is_clients_over_the_time_each_request_takes(clients):
     p = closed_loop_point(llama_8b_on_h100(), 64, clients=clients, **LENGTHS)
-    assert p.arrival_rate * (p.ttft_p50_seconds + 250 * p.tpot_p50_seconds) == pytest.approx(clients)
+    assert p.arrival_rate * (p.ttft_mean_seconds + 250 * p.tpot_p50_seconds) == pytest.approx(clients)
     assert p.in_flight == clients and p.utilization == pytest.approx(clients / 64)
 
 
@@ -43,8 +43,25 @@ def test_a_static_batch_waits_for_every_prompt_before_its_first_token():
     m = llama_8b_on_h100()
     p = closed_loop_point(m, 64, clients=64, **LENGTHS)
     occupancy = prefill_occupancy_seconds(m, 1000, 8192)
-    assert p.ttft_p99_seconds - p.ttft_p50_seconds == pytest.approx(63 * occupancy)
-    assert p.tpot_p50_seconds == pytest.approx(decode_step(m, 64, 1125).seconds + 63 * occupancy / 250)
+    alone = decode_step(m, 64, 1125).seconds + prefill_latency_seconds(m, 1000, 8192)
+    assert p.ttft_p99_seconds - alone == pytest.approx(63 * occupancy)
+    assert p.tpot_p99_seconds == pytest.approx(decode_step(m, 64, 1125).seconds + 63 * occupancy / 250)
+
+
+def test_a_prompt_queues_behind_the_other_clients_prefills():
+    """Long prompts, short outputs: the others' prefills keep the engine busy, so a new prompt often waits for one
+    (NIM's 70B at 5000/500 tokens: TTFT 407 ms at 1 client, 835 ms at 50). The wait moves prefill time from TPOT to
+    TTFT; the mean sits above the median, both below the all-start-together p99."""
+    m = llama_8b_on_h100()
+    lengths = {"prompt_tokens": 8000, "output_tokens": 100, "chunk_tokens": 8192}
+    floor = decode_step(m, 1, 8050).seconds + prefill_latency_seconds(m, 8000, 8192)
+    points = [closed_loop_point(m, 64, clients=n, **lengths) for n in (2, 16, 64)]
+    assert points[0].ttft_p50_seconds < points[1].ttft_p50_seconds < points[2].ttft_p50_seconds
+    for p in points[1:]:
+        assert floor < p.ttft_p50_seconds < p.ttft_mean_seconds < p.ttft_p99_seconds
+        assert p.tpot_p50_seconds < p.tpot_p99_seconds
+    busiest = points[2]
+    assert busiest.ttft_mean_seconds - floor > 2 * prefill_occupancy_seconds(m, 8000, 8192)
 
 
 def test_clients_beyond_the_batch_queue_and_add_no_throughput():
@@ -80,11 +97,12 @@ def test_a_closed_loop_plan_is_sized_and_reported_at_its_clients(tmp_path):
     assert (s.min_replicas, s.max_replicas) == (math.ceil(40 / 32), math.ceil(80 / 32))  # each client holds a slot
     clients = 80 / s.max_replicas
     assert s.in_flight_at_peak == pytest.approx(clients)
-    # Little's law holds on the roofline the load point was sized with (the headlines are its P50s)
+    # Little's law holds on the roofline's means the load point was sized with (the headlines are its P50s); the
+    # median TTFT leaves out the mean prefill queue, a few ms at these 1000-token prompts
     median = {r.quantity: r.p50 / r.roofline for r in plan.ranges}
     ttft = s.ttft_p50_seconds / median["serving.ttft_seconds"]
     tpot = s.tpot_p50_seconds / median["serving.tpot_seconds"]
-    assert s.requests_per_second_at_peak * (ttft + 250 * tpot) == pytest.approx(clients)
+    assert 0.99 * clients < s.requests_per_second_at_peak * (ttft + 250 * tpot) <= clients
     assert s.ttft_seconds > s.ttft_p50_seconds and s.itl_p50_seconds < s.tpot_p50_seconds
     assert (
         0 < s.requests_per_second < s.requests_per_second_at_peak * s.max_replicas

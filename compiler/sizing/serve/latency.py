@@ -125,6 +125,13 @@ class LoadPoint:
     tpot_p50_seconds: float
     tpot_p99_seconds: float
     step_seconds: float = 0.0  # one decode step at the sequences in flight: the inter-token latency most tokens see
+    ttft_mean_seconds: float = 0.0  # what load generators print first (vllm bench serve, AIPerf's avg)
+
+
+def mmc_wait_mean_seconds(servers: int, utilization: float, service_seconds: float) -> float:
+    """Mean M/M/c wait: C·S/(c(1−ρ)) (Erlang C)."""
+    waiting = erlang_c(servers, round(utilization * servers, 9))
+    return waiting * service_seconds / (servers * (1 - utilization))
 
 
 def mmc_wait_quantile_seconds(servers: int, utilization: float, service_seconds: float, tail: float) -> float:
@@ -163,4 +170,5 @@ def operating_point(
         tpot_p50_seconds=tpot_p50,
         tpot_p99_seconds=tpot_p99,
         step_seconds=step.seconds,
+        ttft_mean_seconds=mmc_wait_mean_seconds(batch, utilization, cycle) + step.seconds + prefill,
     )

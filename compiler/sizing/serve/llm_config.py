@@ -176,6 +176,7 @@ def latency_fields(req: ServeRequest, point: BatchPoint, at_peak: LoadPoint, idl
         "tpot_seconds": at_peak.tpot_p99_seconds,
         "latency_seconds": at_peak.ttft_p99_seconds + req.output_tokens * at_peak.tpot_p99_seconds,
         "ttft_p50_seconds": at_peak.ttft_p50_seconds,
+        "ttft_mean_seconds": at_peak.ttft_mean_seconds,
         "tpot_p50_seconds": at_peak.tpot_p50_seconds,
         "utilization_at_peak": at_peak.utilization,
         "in_flight_at_peak": at_peak.in_flight,

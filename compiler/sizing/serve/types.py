@@ -136,6 +136,7 @@ class ServeCandidate:
     replica_floor: int = 1  # the availability floor applied (1 = none)
     # LLMs: the same latencies at other load points (0 where not modelled, e.g. vision)
     ttft_p50_seconds: float = 0.0  # at the operating point at peak traffic
+    ttft_mean_seconds: float = 0.0  # the same requests' mean (a closed loop's prefill queue puts it above the p50)
     tpot_p50_seconds: float = 0.0
     utilization_at_peak: float = 0.0
     in_flight_at_peak: float = 0.0  # sequences a replica runs at peak (Little's law)
