@@ -206,7 +206,7 @@ def _llm_serving_facts(plan: ResolvedPlan) -> list[dict]:
         {
             "what": "latency at peak traffic",
             "value": f"TTFT p50/p99 {format_seconds(s.ttft_p50_seconds)}/{format_seconds(s.ttft_seconds)} (SLO {format_seconds(s.ttft_slo_seconds) if s.ttft_slo_seconds else 'none'}), TPOT p50/p99 {format_seconds(s.tpot_p50_seconds)}/{format_seconds(s.tpot_seconds)} (SLO {format_seconds(s.tpot_slo_seconds) if s.tpot_slo_seconds else 'none'}); utilisation {s.utilization_at_peak:.2f}, {s.in_flight_at_peak:.1f} sequences in flight and {s.requests_per_second_at_peak:.3g} req/s per replica{f' from {s.concurrency} closed-loop clients' if s.concurrency else ''}; inter-token latency p50 {format_seconds(s.itl_p50_seconds)}",
-            "source": "roofline: prefill FLOPs at achievable matmul rate; decode bytes at achievable HBM bandwidth (fp8 GEMMs at the DeepGEMM-measured shares); decode batch = sequences in flight (Little's law); open loop: M/M/c slot wait; closed loop: rate = clients ÷ (TTFT + output × TPOT)",
+            "source": "roofline: prefill FLOPs at achievable matmul rate; decode bytes at achievable HBM bandwidth (fp8 GEMMs at the DeepGEMM-measured shares); decode batch = sequences in flight (Little's law); open loop: M/M/c slot wait; closed loop: rate = clients ÷ (mean TTFT + output × TPOT), a prompt queueing behind the other clients' prefills (M/D/1)",
         },
         {
             "what": "latency, other loads",
