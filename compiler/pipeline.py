@@ -61,11 +61,12 @@ def resolve(
     try:
         catalog = load_catalog(extra)
     except CatalogError as exc:
-        if exc.file:  # named by the catalog file it is in (its text is never quoted: it may be any file)
+        if exc.file and exc.line:  # at its place in the catalog file (its text is never quoted: it may be any file)
             raise PlanInputError([Diagnostic(exc.line, exc.column, "", str(exc), "invalid-catalog", file=exc.file)])
-        pos = loaded.position(("cluster", "catalog"))
+        pos = loaded.position(("cluster", "catalog"))  # no place in it (a folder, an unreadable file): the plan's field
+        message = f"{exc.file}: {exc}" if exc.file else str(exc)
         raise PlanInputError(
-            [Diagnostic(pos.line, pos.column, "cluster.catalog", str(exc), "invalid-catalog", file=loaded.file)],
+            [Diagnostic(pos.line, pos.column, "cluster.catalog", message, "invalid-catalog", file=loaded.file)],
             loaded.text,
         )
     check_references(spec, catalog, loaded)

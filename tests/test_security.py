@@ -3,6 +3,7 @@ generated files and commands only escaped or validated; a hostile one is refused
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
@@ -204,8 +205,12 @@ def test_a_catalog_that_is_not_yaml_is_never_quoted(tmp_path):
     assert "[invalid-catalog]" in _located_error(result) and "hf_abcdef" not in result.stderr
 
 
-def test_a_catalog_that_is_a_device_is_refused(tmp_path):
-    assert "not a regular file" in _located_error(_plan_with(tmp_path, {"cluster.catalog": "/dev/zero"}))
+@pytest.mark.parametrize("catalog,why", [("/dev/zero", "not a regular file"), (".", "cannot read file")])
+def test_a_catalog_that_is_a_device_or_a_folder_is_refused_at_the_plans_field(tmp_path, catalog, why):
+    """Nothing in it to point at: the error points at the plan's cluster.catalog (file:line:col) and names the path."""
+    error = _located_error(_plan_with(tmp_path, {"cluster.catalog": catalog}))
+    assert why in error and "cluster.catalog" in error and "[invalid-catalog]" in error
+    assert re.match(r"[^:]+:[1-9][0-9]*:[1-9][0-9]*: error: ", error), error
 
 
 def test_a_deeply_nested_catalog_is_refused(tmp_path):
