@@ -6,6 +6,7 @@ RunReport; `emit` prints it in the chosen format, so every command has --format 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -189,13 +190,15 @@ def run_probe(argv: list[str]) -> int:
 
 def _stage_plans(plan, args, report: RunReport) -> list:
     """A staged service's probes: each stage as a plan of its own (deployment/probe_stages.py), resolved with its
-    probe; None in the list where a stage cannot be probed (the report says why)."""
+    probe; a stage whose engine no probe measures is left out with a warning (the others are probed), and None is in
+    the list where a stage fails otherwise, or no stage can be probed (the report says why)."""
     from .deployment.probe import ProbeError
     from .deployment.probe_stages import stage_plan_text, with_service
+    from .plan.probe import UnprobedStage
 
-    plans, stages = [], plan.spec.serve.stages
+    plans, unprobed = [], []
     with tempfile.TemporaryDirectory(prefix="mlinfra-stage-") as folder:
-        for stage in stages:
+        for stage in plan.spec.serve.stages:
             shown = f"{args.plan} (stage {stage.name})"
             try:
                 text = stage_plan_text(plan, stage)
@@ -205,11 +208,24 @@ def _stage_plans(plan, args, report: RunReport) -> list:
                 return [None]
             path = Path(folder) / f"{stage.name}.yaml"
             path.write_text(text, encoding="utf-8")
-            plans.append(resolved(path, report, True, shown, args.gpus, not args.chosen_only, stage_of=args.plan))
-    if None in plans:
-        return plans
-    probes = [p.probe for p in plans]
-    return [p.model_copy(update={"probe": with_service(p.probe, plan, s, probes)}) for p, s in zip(plans, stages)]
+            own = RunReport(report.command)
+            probed = resolved(path, own, True, shown, args.gpus, not args.chosen_only, stage_of=args.plan)
+            if probed is None and own.problems and all(p.code == "no-probe" for p in own.problems):
+                unprobed.append(UnprobedStage(stage=stage.name, reason=own.problems[0].message))
+                report.problems += [dataclasses.replace(p, severity="warning") for p in own.problems]
+                continue
+            report.problems += own.problems
+            if own.exit_code:
+                report.fail(own.exit_code)
+            plans.append((stage, probed))
+    if not plans:
+        report.problems.append(Problem(str(args.plan), "no stage of the staged service can be probed", "no-probe"))
+        report.fail(EXIT_INVALID)
+        return [None]
+    if any(p is None for _, p in plans):
+        return [None]
+    probes = [p.probe for _, p in plans]
+    return [p.model_copy(update={"probe": with_service(p.probe, plan, s, probes, unprobed)}) for s, p in plans]
 
 
 def calibrate_parser() -> Parser:

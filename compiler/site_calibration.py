@@ -264,5 +264,6 @@ def calibrate(catalog: Catalog, site: SiteCalibration) -> tuple[Catalog, list[De
         site_memory_source=source,
         site_links=links,
         site_fitted_training=tuple(sorted({p.gpu for p in site.points})),
-        site_fitted_serving=tuple(sorted({p.gpu for p in [*site.serving_points, *site.vision_points]})),
+        site_fitted_serving=tuple(sorted({p.gpu for p in site.serving_points})),
+        site_fitted_vision=tuple(sorted({p.gpu for p in site.vision_points})),
     ), decisions

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shlex
 
+import pytest
 import yaml
 
 from tests.conftest import REPO, run_cli
@@ -124,3 +125,37 @@ def test_a_training_probes_results_calibrate_alone(tmp_path):
     result = run_cli("calibrate", tmp_path / "train.json", tmp_path / "caption.json", "-o", tmp_path / "site.yaml")
     assert result.returncode == 2 and "a training probe's results calibrate alone" in result.stderr, result.stderr
     assert not (tmp_path / "site.yaml").exists()
+
+
+def test_a_stage_no_probe_measures_is_left_out_and_keeps_the_published_ranges(tmp_path):
+    """A TGI caption stage: no probe runs TGI's benchmark, so `probe` writes the vision stage's folder alone, warns
+    (exit 0) and says so in its REPORT; its calibrate writes a site file the staged plan compiles with, the caption
+    stage's headline still at the published P50 (nothing measured it), the vision stage's at the site's own fit."""
+    plan = yaml.safe_load(EXAMPLE.read_text())
+    plan["serve"]["stages"][1]["engine"] = "tgi"
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    probed = run_cli("probe", "plan.yaml", "-o", "out", cwd=tmp_path)
+    assert probed.returncode == 0, probed.stderr
+    assert "(stage caption): warning:" in probed.stderr and "tgi engine's benchmark" in probed.stderr
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == ["image-captioning-vision-probe", "runs"]
+    folder = out / "image-captioning-vision-probe"
+    service = json.loads((folder / "plan.json").read_text())["probe"]["service"]
+    assert service["probes"] == ["image-captioning-vision-probe"]
+    assert [u["stage"] for u in service["unprobed"]] == ["caption"]
+    assert "Stage `caption` is not probed" in (folder / "REPORT.md").read_text()
+    settings = json.loads((folder / "settings.json").read_text())
+    runs = out / "runs/image-captioning-vision-probe"
+    (runs / "probe-results.json").write_text(json.dumps(_triton_results(settings)))
+    calibrated = run_cli(*shlex.split(service["calibrate"])[1:], "--site", "ci", cwd=folder)
+    assert calibrated.returncode == 0, calibrated.stderr
+    plan["cluster"]["calibration"] = "out/image-captioning-vision-probe/site-calibration.yaml"
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    compiled = run_cli("-q", "plan.yaml", "-o", "compiled", cwd=tmp_path)
+    assert compiled.returncode == 0, compiled.stderr
+    stages = {
+        s["name"]: s for s in json.loads((tmp_path / "compiled/image-captioning/plan.json").read_text())["stages"]
+    }
+    published = yaml.safe_load((REPO / "compiler/catalog/residuals.yaml").read_text())["families"]["serve-ttft"]
+    ttft = next(r for r in stages["caption"]["ranges"] if r["quantity"] == "serving.ttft_seconds")
+    assert ttft["p50"] / ttft["roofline"] == pytest.approx(published["p50"], rel=1e-3)

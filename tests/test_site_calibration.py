@@ -289,7 +289,7 @@ def test_vision_batches_measured_slower_lower_the_matmul_share_the_vision_sizing
     )
     fitted, decisions = calibrate(catalog, slower)
     new_share = fitted.gpus["a10g-24gb"].achievable_matmul_fraction
-    assert new_share < share and fitted.site_fitted_serving == ("a10g-24gb",)
+    assert new_share < share and fitted.site_fitted_vision == ("a10g-24gb",) and not fitted.site_fitted_serving
     assert predicted_vision_batch(point, fitted, new_share) == pytest.approx(1.5 * predicted, rel=1e-3)
     assert "vision batch step(s)" in decisions[0].reason and len(decisions) == 1
 
@@ -339,6 +339,30 @@ def test_a_vision_point_with_both_shapes_is_a_located_error(tmp_path):
     assert result.returncode == 2 and "[invalid-calibration]" in result.stderr, result.stderr
     first = result.stderr.splitlines()[0]
     assert "site.yaml:" in first and "vision_points.0" in first and "not both" in first, first
+
+
+@pytest.mark.parametrize("gpu,recentred", [("t4-16gb", True), ("a10g-24gb", False)])
+def test_a_site_recentres_the_vision_ranges_only_on_a_gpu_it_measured(tmp_path, gpu, recentred):
+    """resnet50-triton serves on a T4: vision batches measured there make the fit the median (the published rows give
+    only the spread); batches measured on an A10G fit that GPU's share and leave the T4 plan at the published median."""
+    site = {
+        "site": "cluster-a",
+        "measured_at": "2026-11-20",
+        "source": "x",
+        "vision_points": [{**VISION, "gpu": gpu, "batch": 32, "step_seconds": 0.2}],
+    }
+    plan = yaml.safe_load((REPO / "examples" / "resnet50-triton.yaml").read_text())
+    plan["cluster"]["calibration"] = "site.yaml"
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    resolved = resolve(tmp_path / "plan.yaml")
+    published = load_catalog().residuals
+    assert resolved.ranges
+    for r in resolved.ranges:
+        median = 1.0 if recentred else published[r.family].p50
+        assert r.p50 == pytest.approx(
+            r.roofline / median if r.quantity == "serving.ttft_seconds" else r.roofline * median
+        )
 
 
 def test_a_prefill_and_decode_steps_fit_both_shares_together():

@@ -38,10 +38,11 @@ class Catalog:
     site_memory_factor: float | None = None
     site_memory_source: str = ""
     site_links: SiteLinks | None = None  # a site calibration file's measured interconnect shares
-    # the GPUs whose shares a site calibration fitted to measured training steps, and to measured serving steps: on
-    # them the fit is the median (attach_ranges), the published residuals only its spread
+    # the GPUs whose shares a site calibration fitted to measured training steps, to measured LLM serving steps and to
+    # measured vision batches: on them the fit is the median (attach_ranges), the published residuals only its spread
     site_fitted_training: tuple[str, ...] = ()
     site_fitted_serving: tuple[str, ...] = ()
+    site_fitted_vision: tuple[str, ...] = ()
 
 
 def load_catalog(extra_gpus: Path | None = None) -> Catalog:

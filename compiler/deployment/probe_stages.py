@@ -11,7 +11,7 @@ import re
 
 import yaml
 
-from ..plan.probe import Probe, ProbeService
+from ..plan.probe import Probe, ProbeService, UnprobedStage
 from ..plan.resolved import ResolvedPlan
 from ..plan.spec_fields import DNS1123_LABEL
 from ..plan.spec_serve import StageSpec
@@ -60,10 +60,12 @@ def stage_plan_text(plan: ResolvedPlan, stage: StageSpec) -> str:
     return yaml.safe_dump({**first, **data}, sort_keys=False, width=1 << 30)
 
 
-def with_service(probe: Probe, plan: ResolvedPlan, stage: StageSpec, stage_probes: list[Probe]) -> Probe:
-    """A stage's probe told of its siblings: one calibrate of every stage's results writes the staged plan's site file
-    (a probe folder's sibling's runs folder and folder are the same relative paths from any of them); on Kubernetes
-    the REPORT's last step is that calibrate."""
+def with_service(
+    probe: Probe, plan: ResolvedPlan, stage: StageSpec, stage_probes: list[Probe], unprobed: list[UnprobedStage]
+) -> Probe:
+    """A stage's probe told of its siblings: one calibrate of every probed stage's results writes the staged plan's site
+    file (a probe folder's sibling's runs folder and folder are the same relative paths from any of them); on
+    Kubernetes the REPORT's last step is that calibrate. `unprobed`: the stages no probe measures, said in the REPORT."""
     runs = " ".join(f"{p.runs_dir}/probe-results.json" for p in stage_probes)
     retrieved = " ".join(f"../{p.name}/probe-results.json" for p in stage_probes)
     service = ProbeService(
@@ -72,6 +74,7 @@ def with_service(probe: Probe, plan: ResolvedPlan, stage: StageSpec, stage_probe
         probes=[p.name for p in stage_probes],
         calibrate=f"mlinfra-compile calibrate {runs} -o site-calibration.yaml",
         calibrate_kubernetes=f"mlinfra-compile calibrate {retrieved} -o site-calibration.yaml",
+        unprobed=unprobed,
     )
     kubernetes = probe.kubernetes
     if kubernetes is not None:

@@ -26,7 +26,8 @@ checked on the roofline, and a warning says when the median misses it.
 
 A site calibration (cluster.calibration) that fitted the shares to measured steps already corrects what the
 published median corrects: there the families are re-centred on the fit (training_families.time_residual; serving
-families on 1), so a calibrated headline is the site's own measurement, and the published rows give only the spread.
+families on 1 where the site measured that kind of serving, LLM steps or vision batches, on the plan's or the stage's
+GPU), so a calibrated headline is the site's own measurement, and the published rows give only the spread.
 """
 
 from __future__ import annotations
@@ -72,18 +73,28 @@ FOLLOWERS = {
 
 
 SERVING_FAMILIES = (THROUGHPUT, TTFT, TPOT, MOE_THROUGHPUT, MOE_TPOT)
+VISION_FAMILIES = (VISION, VISION_BATCH1)
 TRAINING_TIME_FAMILIES = (STEP_FAMILY, WHOLE_RUN_FAMILY, CNN_TRAIN_FAMILY)
 
 
-def _residual(ctx: PassContext, family: str, arch: Architecture | None) -> Residual:
+def _site_fitted_gpus(catalog: Catalog, family: str) -> tuple[str, ...]:
+    """The GPUs a site calibration fitted to measurements of this serving family's kind (LLM steps, vision batches)."""
+    if family in SERVING_FAMILIES:
+        return catalog.site_fitted_serving
+    return catalog.site_fitted_vision if family in VISION_FAMILIES else ()
+
+
+def _residual(ctx: PassContext, family: str, arch: Architecture | None, gpu: str = "") -> Residual:
     """The family's published actual ÷ predicted, or where a site calibration fitted the steps (cluster.calibration)
-    re-centred on that fit: training time as training_families.time_residual, serving latency and throughput on 1 (the
-    fitted shares already give the measured steps; the published rows keep only the spread around their median)."""
+    re-centred on that fit: training time as training_families.time_residual, serving on 1 where the site measured
+    that kind of serving on the plan's (or the stage's) GPU (the fitted shares already give the measured steps; the
+    published rows keep only the spread around their median). A GPU the site did not measure keeps the published
+    median."""
     catalog = ctx.catalog
     if family in TRAINING_TIME_FAMILIES:
         return time_residual(catalog, family, arch)
     published = catalog.residuals[family]
-    if family in SERVING_FAMILIES and catalog.site_fitted_serving:
+    if gpu in _site_fitted_gpus(catalog, family):
         middle = published.p50
         return published.model_copy(update={"p10": published.p10 / middle, "p50": 1.0, "p90": published.p90 / middle})
     return published
@@ -120,7 +131,7 @@ def _range(
     ctx: PassContext, quantity: str, roofline: float, family: str, plan: ResolvedPlan, rate: bool = False
 ) -> Range:
     arch = plan.model.architecture
-    r = _residual(ctx, family, arch)
+    r = _residual(ctx, family, arch, plan.hardware.gpu)
     if rate:
         low, mid, high = roofline / r.p90, roofline / r.p50, roofline / r.p10
     else:
@@ -301,7 +312,9 @@ def _calibration(plan: ResolvedPlan, ranges: list[Range], catalog: Catalog) -> D
 def _site_fitted(plan: ResolvedPlan, catalog: Catalog) -> bool:
     if plan.training is not None:
         return bool(catalog.site_fitted_training)
-    return plan.serving is not None and bool(catalog.site_fitted_serving)
+    if plan.serving is None:
+        return False
+    return plan.hardware.gpu in catalog.site_fitted_serving + catalog.site_fitted_vision
 
 
 def _stages_at_median(plan: ResolvedPlan, ctx: PassContext) -> list[Stage]:

@@ -99,6 +99,13 @@ class ProbeKubernetes(Section):
     )
 
 
+class UnprobedStage(Section):
+    """A stage of a staged service the probe cannot measure, and why."""
+
+    stage: str
+    reason: str
+
+
 class ProbeService(Section):
     """A stage of a staged service probed as a plan of its own (deployment/probe_stages.py): its sibling stages' probes
     and how all their results calibrate one site file for the staged plan."""
@@ -111,6 +118,11 @@ class ProbeService(Section):
     )
     calibrate_kubernetes: str = Field(
         description="from this folder: every stage's probe-results.json, each retrieved in its own probe folder"
+    )
+    unprobed: list[UnprobedStage] = Field(
+        default_factory=list,
+        description="stages no probe measures (their engine's benchmark is not wired in): they keep the published "
+        "ranges when the staged plan compiles with the site file",
     )
 
 
