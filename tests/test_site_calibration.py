@@ -105,6 +105,22 @@ def test_on_a_site_fit_the_step_median_is_the_fit_and_the_published_rows_give_on
     )
 
 
+def test_a_site_that_measured_another_gpu_leaves_the_published_median_and_gate(tmp_path):
+    """Steps measured on an A100 fit the A100's shares; the H100 plan's step and gate keep the published median."""
+    site = {
+        "site": "cluster-a",
+        "measured_at": "2026-11-20",
+        "source": "t",
+        "points": [{**POINT, "gpu": "a100-sxm-80gb", "step_seconds": 9.0}],
+    }
+    plan = resolve(_plan_with_site(tmp_path, site))
+    assert plan.hardware.gpu == "h100-sxm-80gb"
+    step = load_catalog().residuals["train-step-time"]
+    seconds = next(r for r in plan.ranges if r.quantity == "training.step_seconds")
+    assert seconds.p50 / seconds.roofline == pytest.approx(step.p50)
+    assert "re-centred" not in next(d for d in plan.decisions if d.topic == "calibration").choice
+
+
 @pytest.mark.parametrize(
     "change,message", [({"gpu": "no-such-gpu"}, "catalog lacks"), ({"step_seconds": -1}, "step_seconds")]
 )

@@ -92,7 +92,7 @@ def _residual(ctx: PassContext, family: str, arch: Architecture | None, gpu: str
     median."""
     catalog = ctx.catalog
     if family in TRAINING_TIME_FAMILIES:
-        return time_residual(catalog, family, arch)
+        return time_residual(catalog, family, arch, gpu)
     published = catalog.residuals[family]
     if gpu in _site_fitted_gpus(catalog, family):
         middle = published.p50
@@ -311,7 +311,7 @@ def _calibration(plan: ResolvedPlan, ranges: list[Range], catalog: Catalog) -> D
 
 def _site_fitted(plan: ResolvedPlan, catalog: Catalog) -> bool:
     if plan.training is not None:
-        return bool(catalog.site_fitted_training)
+        return plan.hardware.gpu in catalog.site_fitted_training
     if plan.serving is None:
         return False
     return plan.hardware.gpu in catalog.site_fitted_serving + catalog.site_fitted_vision

@@ -54,7 +54,7 @@ def size_training(plan: ResolvedPlan, ctx: PassContext) -> ResolvedPlan:
         spec.train.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS,
         Margins(
             gate=(
-                gate_factor(ctx.catalog, spec.workload, spec.train.gate_quantile, arch),
+                gate_factor(ctx.catalog, spec.workload, spec.train.gate_quantile, arch, c.gpu_id),
                 ctx.catalog.residuals[time_family(spec.workload, arch)].rows,
                 time_family(spec.workload, arch),
             ),

@@ -34,13 +34,14 @@ def time_family(workload: str, arch: Architecture | None = None) -> str:
     return WHOLE_RUN_FAMILY if workload == "train" else STEP_FAMILY
 
 
-def time_residual(catalog: Catalog, family: str, arch: Architecture | None = None) -> Residual:
-    """A training-time family's actual ÷ predicted. Where a site calibration fitted the GPUs' shares to measured
+def time_residual(catalog: Catalog, family: str, arch: Architecture | None = None, gpu: str = "") -> Residual:
+    """A training-time family's actual ÷ predicted. Where a site calibration fitted the GPU's shares to measured
     training steps (cluster.calibration), the fit already holds what the published steps' median corrects: every
     training-time family is divided by the steady-step family's P50, so the step's median is the fit itself and a
-    whole run keeps only what its median adds beyond a steady step (failures, restarts, stragglers)."""
+    whole run keeps only what its median adds beyond a steady step (failures, restarts, stragglers). A GPU the site
+    did not measure keeps the published median."""
     published = catalog.residuals[family]
-    if not catalog.site_fitted_training:
+    if gpu not in catalog.site_fitted_training:
         return published
     step = catalog.residuals[step_family(arch)].p50
     return published.model_copy(
@@ -48,11 +49,20 @@ def time_residual(catalog: Catalog, family: str, arch: Architecture | None = Non
     )
 
 
-def gate_factor(catalog: Catalog, workload: str, quantile: str, arch: Architecture | None = None) -> float:
-    """What deadline and budget check time and cost with: the plan's family's actual ÷ predicted at the plan's
-    quantile (time_residual), never below 1 (a pessimistic prediction is not relaxed). The same family gives the
-    report's range, so a plan never passes its gate with a P90 beyond its deadline."""
-    return max(1.0, getattr(time_residual(catalog, time_family(workload, arch), arch), quantile))
+def gate_factor(
+    catalog: Catalog, workload: str, quantile: str, arch: Architecture | None = None, gpu: str = ""
+) -> float:
+    """What deadline and budget check time and cost with on `gpu`: the plan's family's actual ÷ predicted at the
+    plan's quantile (time_residual), never below 1 (a pessimistic prediction is not relaxed). The same family gives
+    the report's range, so a plan never passes its gate with a P90 beyond its deadline."""
+    return max(1.0, getattr(time_residual(catalog, time_family(workload, arch), arch, gpu), quantile))
+
+
+def gate_factors(
+    catalog: Catalog, workload: str, quantile: str, arch: Architecture | None, gpus: tuple[str, ...]
+) -> tuple[tuple[str, float], ...]:
+    """gate_factor on each GPU the search may choose (a site calibration re-centres only the GPUs it measured)."""
+    return tuple((gpu, gate_factor(catalog, workload, quantile, arch, gpu)) for gpu in gpus)
 
 
 MEMORY_FAMILY = {"full": "memory-full", "lora": "memory-lora", "qlora": "memory-qlora"}

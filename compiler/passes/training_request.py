@@ -16,7 +16,7 @@ from ..sizing.reasons import because
 from ..sizing.train.activations import EAGER_LOSS_LAUNCH_KINDS, loss_for
 from ..sizing.train.layout import MemoryOptions
 from ..sizing.train.search import TrainPins, TrainRequest
-from .training_families import gate_factor, memory_factor
+from .training_families import gate_factors, memory_factor
 from .wording import words
 
 # Without a stated batch: about 1M tokens per step, inside GPT-3's range of 0.5M-3.2M tokens
@@ -79,7 +79,7 @@ def request_for(plan: ResolvedPlan, catalog: Catalog) -> TrainRequest:
         mtbf_gpu_hours=train.mtbf_gpu_hours,
         flash_attention=train.flash_attention,
         bytes_per_token=train.bytes_per_token,
-        gate_factor=gate_factor(catalog, spec.workload, train.gate_quantile, arch),
+        gate_factors=gate_factors(catalog, spec.workload, train.gate_quantile, arch, _gpu_choices(plan, catalog)),
         gate_quantile=train.gate_quantile.upper(),
         memory_factor=memory_factor(catalog, train.method, train.memory_quantile),
         memory=_memory_options(train),

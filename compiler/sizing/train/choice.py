@@ -112,36 +112,48 @@ class Collector:
         return because("every-gpu-refused", reasons=tuple(r.reason for r in self.other.values()))
 
 
+def _gated_seconds(req: TrainRequest, c: TrainCandidate) -> float:
+    """The wall time the deadline checks: the prediction × the gate factor on the candidate's GPU."""
+    return c.wall_seconds * req.gate_factor(c.gpu_id)
+
+
+def _gated_usd(req: TrainRequest, c: TrainCandidate) -> float:
+    return c.cost_usd * req.gate_factor(c.gpu_id)
+
+
 def _missed(req: TrainRequest, feasible: list[TrainCandidate], meets_deadline: list[TrainCandidate]):
     """The closest few that miss the deadline, and that are over the budget, as rejections."""
-    f, q = req.gate_factor, req.gate_quantile
+    q = req.gate_quantile
     extra: list[Rejection] = []
     if req.deadline_seconds:
-        for c in sorted((c for c in feasible if c.wall_seconds * f > req.deadline_seconds), key=_key_cost)[:3]:
+        late = (c for c in feasible if _gated_seconds(req, c) > req.deadline_seconds)
+        for c in sorted(late, key=_key_cost)[:3]:
             reason = because(
                 "misses-deadline",
                 wall=c.wall_seconds,
-                gated=c.wall_seconds * f,
+                gated=_gated_seconds(req, c),
                 quantile=q,
                 deadline=req.deadline_seconds,
             )
             extra.append(Rejection(c.description, reason))
     if req.budget_usd:
-        for c in sorted((c for c in meets_deadline if c.cost_usd * f > req.budget_usd), key=_key_time)[:3]:
-            reason = because("over-budget", cost=c.cost_usd, gated=c.cost_usd * f, quantile=q, budget=req.budget_usd)
+        for c in sorted((c for c in meets_deadline if _gated_usd(req, c) > req.budget_usd), key=_key_time)[:3]:
+            reason = because(
+                "over-budget", cost=c.cost_usd, gated=_gated_usd(req, c), quantile=q, budget=req.budget_usd
+            )
             extra.append(Rejection(c.description, reason))
     return extra
 
 
 def _unreachable(req: TrainRequest, feasible: list[TrainCandidate], meets_deadline: list[TrainCandidate]):
     """(reason, nearest candidate) where none meets both the deadline and the budget."""
-    f, q = req.gate_factor, req.gate_quantile
+    q = req.gate_quantile
     if not meets_deadline:
         fastest = min(feasible, key=_key_time)
         reason = because(
             "deadline-unreachable",
             wall=fastest.wall_seconds,
-            gated=fastest.wall_seconds * f,
+            gated=_gated_seconds(req, fastest),
             quantile=q,
             gpus=fastest.gpus,
             gpu_id=fastest.gpu_id,
@@ -154,7 +166,7 @@ def _unreachable(req: TrainRequest, feasible: list[TrainCandidate], meets_deadli
     reason = because(
         "over-budget-cheapest",
         cost=cheapest.cost_usd,
-        gated=cheapest.cost_usd * f,
+        gated=_gated_usd(req, cheapest),
         quantile=q,
         budget=req.budget_usd,
         deadline=req.deadline_seconds,
@@ -195,9 +207,8 @@ def choose(req: TrainRequest, out: Collector, warnings: list[Reason]) -> TrainSe
     if not feasible:
         return TrainSearchResult(None, (), out.rejections(fitting, []), out.evaluated, out.refusal(), None, ())
     pareto = pareto_front(feasible)
-    f = req.gate_factor
-    meets_deadline = [c for c in feasible if not req.deadline_seconds or c.wall_seconds * f <= req.deadline_seconds]
-    within = [c for c in meets_deadline if not req.budget_usd or c.cost_usd * f <= req.budget_usd]
+    meets_deadline = [c for c in feasible if not req.deadline_seconds or _gated_seconds(req, c) <= req.deadline_seconds]
+    within = [c for c in meets_deadline if not req.budget_usd or _gated_usd(req, c) <= req.budget_usd]
     rejected = out.rejections(fitting, _missed(req, feasible, meets_deadline))
     if not within:
         reason, nearest = _unreachable(req, feasible, meets_deadline)

@@ -67,9 +67,10 @@ class TrainRequest:
     flash_attention: bool = True
     attention_kernel: str = "flash2"  # time.ATTENTION_KERNELS
     bytes_per_token: float | None = None  # stored bytes per token; None: from the vocabulary (stored_bytes_per_token)
-    # deadline and budget are checked with time and cost × this factor: the published runs' actual ÷ predicted step
-    # time at the plan's gate quantile (compiler/catalog/residuals.yaml); 1.0 checks the prediction itself
-    gate_factor: float = 1.0
+    # deadline and budget are checked with time and cost × this factor on each GPU: the published runs' actual ÷
+    # predicted step time at the plan's gate quantile (compiler/catalog/residuals.yaml), re-centred on a GPU a site
+    # calibration measured; a GPU not listed: 1.0, the prediction itself
+    gate_factors: tuple[tuple[str, float], ...] = ()
     gate_quantile: str = "P50"
     # a layout fits when its predicted memory × this factor fits: measured ÷ predicted peak memory of the method's
     # family at the plan's quantile (residuals.yaml); 1.0 fits the prediction itself
@@ -87,6 +88,10 @@ class TrainRequest:
     def __post_init__(self) -> None:
         if isinstance(self.pins, Mapping):  # a plain {"tp": 2, ...} mapping, None values meaning "search"
             object.__setattr__(self, "pins", TrainPins(**{k: v for k, v in self.pins.items() if v is not None}))
+
+    def gate_factor(self, gpu_id: str) -> float:
+        """The deadline and budget gate's factor on this GPU (gate_factors)."""
+        return dict(self.gate_factors).get(gpu_id, 1.0)
 
     @cached_property
     def workload(self) -> Workload:
