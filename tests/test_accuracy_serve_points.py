@@ -53,7 +53,7 @@ def test_every_row_is_stated_at_its_load_point_or_left_out_with_a_reason():
     assert len(SKIPPED) == sum(isinstance(s, Skip) for s in STATEMENTS) <= 1
     assert all(reason for _, _, reason in SKIPPED)
     families = by_family(CASES)
-    assert (len(families["throughput"]), len(families["ttft"]), len(families["tpot"])) == (25, 11, 11)
+    assert (len(families["throughput"]), len(families["ttft"]), len(families["tpot"])) == (34, 20, 20)
 
 
 @pytest.mark.parametrize("family", sorted(TOLERANCE_MEDIAN))
