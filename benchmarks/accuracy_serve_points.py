@@ -208,6 +208,19 @@ def _turbomind(model: str, tp: int, clients: int, prompt: int, output: int) -> S
     )
 
 
+TRTLLM_V05_FIRST_TOKEN = (
+    "the first-token test generates one token: its TTFT alone; 'H100' benchmarked 'on an H100-HBM3-80GB system': the "
+    "SXM 80 GB entry; 'A100' (memory and form factor not stated): the SXM 80 GB entry, as the H100vsA100 blog's rows"
+)
+
+
+def _first_token(model: str, gpu: str, precision: str, tp: int, prompt: int) -> Statement:
+    """TensorRT-LLM's performance.md 'Low Latency' tables (v0.5): one prompt at batch 1, one output token."""
+    return _trt(
+        model, gpu, precision, tp, 1, prompt, 1, ttft="p50", throughput=False, assumptions=TRTLLM_V05_FIRST_TOKEN
+    )
+
+
 def _nim_70b(clients: int, prompt: int, output: int) -> Statement:
     """NIM 1.8.0 Llama-3.3-70B, fp8 TP2 on two H100s, AIPerf closed-loop concurrency."""
     return Statement(
@@ -341,6 +354,24 @@ STATEMENTS: tuple[Statement | Skip | tuple[Statement, ...], ...] = (
         _turbomind(model, tp, clients, prompt, output)
         for model, tp in (("llama-2-7b", 1), ("llama-2-13b", 1), ("llama-2-70b", 4))
         for clients, prompt, output in ((1, 128, 128), (1, 2048, 128), (16, 128, 2048))
+    ),
+    *(
+        _first_token(model, gpu, precision, tp, prompt)
+        for gpu, precision, models in (
+            (
+                "h100-sxm-80gb",
+                "fp8",
+                (("gpt-j-6b", 1, (2048,)), ("llama-2-7b", 1, (128, 2048)), ("llama-2-70b", 4, (128, 2048))),
+            ),
+            ("l40s-48gb", "fp8", (("gpt-j-6b", 1, (128, 2048)), ("llama-2-7b", 1, (128, 2048)))),
+            (
+                "a100-sxm-80gb",
+                "fp16",
+                (("gpt-j-6b", 1, (2048,)), ("llama-2-7b", 1, (128, 2048)), ("llama-2-70b", 4, (128, 2048))),
+            ),
+        )
+        for model, tp, prompts in models
+        for prompt in prompts
     ),
 )
 
