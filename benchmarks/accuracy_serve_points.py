@@ -209,7 +209,8 @@ def _turbomind(model: str, tp: int, clients: int, prompt: int, output: int) -> S
 
 
 TRTLLM_V05_FIRST_TOKEN = (
-    "the first-token test generates one token: its TTFT alone; 'H100' benchmarked 'on an H100-HBM3-80GB system': the "
+    "the first-token test generates one token: its TTFT alone, and its context the prompt (the token is never fed "
+    "back; GPT-J's 2048 positions hold the 2048-token prompt); 'H100' benchmarked 'on an H100-HBM3-80GB system': the "
     "SXM 80 GB entry; 'A100' (memory and form factor not stated): the SXM 80 GB entry, as the H100vsA100 blog's rows"
 )
 
@@ -217,7 +218,17 @@ TRTLLM_V05_FIRST_TOKEN = (
 def _first_token(model: str, gpu: str, precision: str, tp: int, prompt: int) -> Statement:
     """TensorRT-LLM's performance.md 'Low Latency' tables (v0.5): one prompt at batch 1, one output token."""
     return _trt(
-        model, gpu, precision, tp, 1, prompt, 1, ttft="p50", throughput=False, assumptions=TRTLLM_V05_FIRST_TOKEN
+        model,
+        gpu,
+        precision,
+        tp,
+        1,
+        prompt,
+        1,
+        ttft="p50",
+        throughput=False,
+        longest_request=prompt,
+        assumptions=TRTLLM_V05_FIRST_TOKEN,
     )
 
 
