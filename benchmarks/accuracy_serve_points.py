@@ -13,7 +13,9 @@ sized by `search_serving` as a plan with that load would be:
   (output − 1) (ai-dynamo/aiperf docs/metrics_reference.md), the mean with those prefills in it: against our TPOT p50;
 * offline max load (trtllm-bench, infinite rate): the replica's capacity at the batch that maximises it, no SLO (as
   accuracy_serving.py);
-* single stream (concurrency 1): one client.
+* single stream (concurrency 1): one client;
+* a lockstep closed loop (LMDeploy's profile_generation.py: N threads resubmitting identical requests, started
+  together): every round starts together, so it is a static batch of N and its mean TTFT the whole batch's prefill.
 
 Run settings the rows do not state come from the engines' defaults, each named where it is set; FP8 rows use an FP8
 KV cache as accuracy_serving.py does. Errors are predicted ÷ published − 1 per metric family (throughput, TTFT, TPOT).
@@ -177,6 +179,59 @@ NIM_70B = (
 )
 
 
+TURBOMIND = (
+    "LMDeploy TurboMind (v0.1.0a1) is no engine the compiler sizes: stated as 'triton', TensorRT-LLM's C++ in-flight "
+    "batching runtime with its KV cache a share of free memory (TurboMind's takes the free memory, cache_chunk_size -1; "
+    "TensorRT-LLM's default share stands in, not binding at 16 x 2176 tokens); 'A100-80G(x8)': the SXM 80 GB entry; "
+    "FTL(ave) read as the mean TTFT, the '50%' token latency as the median ITL"
+)
+
+
+def _turbomind(model: str, tp: int, clients: int, prompt: int, output: int) -> Statement:
+    """LMDeploy's A100 FP16 'Static Inference Benchmark': concurrency 1 is one client; 16 threads of identical
+    requests run in lockstep, a batch of 16 started together each round."""
+    lockstep = clients > 1
+    return Statement(
+        model,
+        "a100-sxm-80gb",
+        "fp16",
+        tp,
+        "triton",
+        "static-batch" if lockstep else "concurrency",
+        clients,
+        prompt,
+        output,
+        TRTLLM_DEFAULT_FREE_FRACTION,
+        TURBOMIND,
+        ttft="together" if lockstep else "mean",
+        tpot="itl",
+    )
+
+
+TRTLLM_V05_FIRST_TOKEN = (
+    "the first-token test generates one token: its TTFT alone, and its context the prompt (the token is never fed "
+    "back; GPT-J's 2048 positions hold the 2048-token prompt); 'H100' benchmarked 'on an H100-HBM3-80GB system': the "
+    "SXM 80 GB entry; 'A100' (memory and form factor not stated): the SXM 80 GB entry, as the H100vsA100 blog's rows"
+)
+
+
+def _first_token(model: str, gpu: str, precision: str, tp: int, prompt: int) -> Statement:
+    """TensorRT-LLM's performance.md 'Low Latency' tables (v0.5): one prompt at batch 1, one output token."""
+    return _trt(
+        model,
+        gpu,
+        precision,
+        tp,
+        1,
+        prompt,
+        1,
+        ttft="p50",
+        throughput=False,
+        longest_request=prompt,
+        assumptions=TRTLLM_V05_FIRST_TOKEN,
+    )
+
+
 def _nim_70b(clients: int, prompt: int, output: int) -> Statement:
     """NIM 1.8.0 Llama-3.3-70B, fp8 TP2 on two H100s, AIPerf closed-loop concurrency."""
     return Statement(
@@ -306,6 +361,29 @@ STATEMENTS: tuple[Statement | Skip | tuple[Statement, ...], ...] = (
     ),
     *(_nim_70b(clients, 5000, 500) for clients in (1, 5, 25, 50)),
     _nim_70b(1, 500, 2000),
+    *(
+        _turbomind(model, tp, clients, prompt, output)
+        for model, tp in (("llama-2-7b", 1), ("llama-2-13b", 1), ("llama-2-70b", 4))
+        for clients, prompt, output in ((1, 128, 128), (1, 2048, 128), (16, 128, 2048))
+    ),
+    *(
+        _first_token(model, gpu, precision, tp, prompt)
+        for gpu, precision, models in (
+            (
+                "h100-sxm-80gb",
+                "fp8",
+                (("gpt-j-6b", 1, (2048,)), ("llama-2-7b", 1, (128, 2048)), ("llama-2-70b", 4, (128, 2048))),
+            ),
+            ("l40s-48gb", "fp8", (("gpt-j-6b", 1, (128, 2048)), ("llama-2-7b", 1, (128, 2048)))),
+            (
+                "a100-sxm-80gb",
+                "fp16",
+                (("gpt-j-6b", 1, (2048,)), ("llama-2-7b", 1, (128, 2048)), ("llama-2-70b", 4, (128, 2048))),
+            ),
+        )
+        for model, tp, prompts in models
+        for prompt in prompts
+    ),
 )
 
 

@@ -36,6 +36,12 @@ CASES, SKIPPED = point_cases()
 # 50% bound, until serving stopped counting training's dropout masks among its memory-bound kernel bytes
 # (replica.SERVING_DROPOUT_MASKS), which made every serving step a little faster; what makes this row optimistic is not
 # identified here (the only NVFP4 dense row in the set), so it is listed rather than the bound widened.
+# Pessimistic, held by the same strict xfail: TensorRT-LLM v0.5's L40S FP8 first tokens at batch 1 (performance.md 'Low
+# Latency', rows 43, 45, 46): GPT-J 128 tokens 23.4 ms predicted against 12 (+95%), Llama-2-7B 128 tokens 26.1 against 14
+# (+87%), 2048 tokens 111.4 against 73 (+53%); GPT-J 2048 tokens (row 44) +38%. A single-stream TTFT is our prefill plus
+# one decode step, and on L40S that step alone (11.9 ms for GPT-J FP8; its 6 GB weight read at 85% of 864 GB/s is 8.2)
+# is the published TTFT, so L40S's unmeasured achievable fractions (catalog: MAMF 0.81 borrowed from A100 PCIe) or the
+# added step are off there; the same table's H100 and A100 rows are within 16%. The only L40S serving rows in the set.
 KNOWN_OPTIMISTIC = {
     (7, "throughput"),
     (9, "throughput"),
@@ -44,6 +50,9 @@ KNOWN_OPTIMISTIC = {
     (18, "throughput"),
     (19, "throughput"),
     (19, "tpot"),
+    (43, "ttft"),
+    (45, "ttft"),
+    (46, "ttft"),
 }
 POINTS = [(case, c) for case in CASES for c in case.comparisons]
 
@@ -53,7 +62,7 @@ def test_every_row_is_stated_at_its_load_point_or_left_out_with_a_reason():
     assert len(SKIPPED) == sum(isinstance(s, Skip) for s in STATEMENTS) <= 1
     assert all(reason for _, _, reason in SKIPPED)
     families = by_family(CASES)
-    assert (len(families["throughput"]), len(families["ttft"]), len(families["tpot"])) == (25, 11, 11)
+    assert (len(families["throughput"]), len(families["ttft"]), len(families["tpot"])) == (34, 34, 20)
 
 
 @pytest.mark.parametrize("family", sorted(TOLERANCE_MEDIAN))

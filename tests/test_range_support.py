@@ -91,12 +91,12 @@ def test_a_model_smaller_than_every_row_says_so_too():
 
 
 def test_a_gpu_and_a_size_outside_are_one_reason():
-    """Mistral-7B (7.24B) on L40S: no TPOT row ran on an L40S, and the smallest TPOT row served Llama-3.1-8B (8.03B)."""
-    plan = _resolved("mistral-7b-tgi")
-    assert plan.model.params_active == 7_241_732_096 and plan.hardware.gpu == "l40s-48gb"
-    assert _outside(plan, "serve-tpot") == {
-        "no published serve-tpot row ran on l40s-48gb (its rows: h100-sxm-80gb), nor served a model of 7.24B "
-        "active parameters (its rows: 8.03B–70.6B)"
+    """Llama-3.1-70B (70.55B) on H200: no TTFT row ran on an H200, and the largest TTFT row served Llama-2-70B (68.98B)."""
+    plan = _resolved("llama3-70b-fp8-slo")
+    assert plan.model.params_active == 70_553_706_496 and plan.hardware.gpu == "h200-sxm-141gb"
+    assert _outside(plan, "serve-ttft") == {
+        "no published serve-ttft row ran on h200-sxm-141gb (its rows: a100-sxm-80gb, h100-sxm-80gb, l40s-48gb), nor "
+        "served a model of 70.6B active parameters (its rows: 6.05B–69B)"
     }
     assert any("borrowed from other GPUs and models of other sizes" in w for w in plan.warnings)
 

@@ -301,19 +301,22 @@ def test_a_family_thin_before_the_cutoff_fits_on_its_first_years_and_is_measured
 
 
 def test_a_family_whose_early_rows_are_one_documents_fits_on_a_second_document_too():
-    """serve-ttft's rows up to 2023 are one blog's four GPT-J points: its fit waits for a second document (NIM's 2025
-    table) and holds out vLLM's 2026 rows; serve-tpot's 2025 rows are NIM's table alone, so it keeps every row
-    rather than fit five points of one table as five sources."""
+    """serve-tpot's rows up to 2023 are one document (LMDeploy's A100 table): its fit waits for a second (NIM's 2025
+    table) and holds out vLLM's 2026 rows, rather than fit nine points of one table as nine sources. serve-ttft has
+    three documents up to 2023 (a TensorRT-LLM blog, TensorRT-LLM's performance page, LMDeploy's table) and fits
+    there, holding out NIM's 2025 and vLLM's 2026 rows."""
     from benchmarks.residuals import CUTOFF_YEAR, cutoff_year, held_out, labelled_rows, source_document
 
+    def early(family: str) -> set[str]:
+        return {r.source for r in labelled_rows() if r.family == family and (r.year is None or r.year <= CUTOFF_YEAR)}
+
+    tpot = [r for r in labelled_rows() if r.family == "serve-tpot"]
+    assert len(early("serve-tpot")) == 1 and cutoff_year("serve-tpot") == 2025
+    assert {r.source for r in tpot if r.year == 2025} == {"docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance.md"}
+    assert {r.year for r in tpot if held_out(r)} == {2026}
     ttft = [r for r in labelled_rows() if r.family == "serve-ttft"]
-    early = {r.source for r in ttft if r.year is None or r.year <= CUTOFF_YEAR}
-    assert len(early) == 1 and cutoff_year("serve-ttft") == 2025
-    assert {r.year for r in ttft if held_out(r)} == {2026}
-    assert {r.source for r in labelled_rows() if r.family == "serve-tpot" and r.year == 2025} == {
-        "docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance.md"
-    }
-    assert cutoff_year("serve-tpot") == 2026
+    assert len(early("serve-ttft")) == 3 and cutoff_year("serve-ttft") == CUTOFF_YEAR
+    assert {r.year for r in ttft if held_out(r)} == {2025, 2026}
     assert source_document("github a/b @1:docs/x.md (table 'y'); trtllm-bench") == "github a/b @1:docs/x.md"
 
 

@@ -20,5 +20,5 @@ exec vllm serve \
   --dtype=bfloat16 \
   --kv-cache-dtype=auto \
   --enable-prefix-caching \
-  --shutdown-timeout=176 \
+  --shutdown-timeout=179 \
   "$@"

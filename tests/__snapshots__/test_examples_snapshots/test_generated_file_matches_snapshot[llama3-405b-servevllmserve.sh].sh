@@ -61,5 +61,5 @@ exec vllm serve \
   --dtype=bfloat16 \
   --kv-cache-dtype=auto \
   --enable-prefix-caching \
-  --shutdown-timeout=1171 \
+  --shutdown-timeout=1190 \
   --distributed-executor-backend=ray

@@ -21,5 +21,5 @@ exec vllm serve \
   --quantization=fp8 \
   --kv-cache-dtype=fp8 \
   --enable-prefix-caching \
-  --shutdown-timeout=484 \
+  --shutdown-timeout=491 \
   "$@"

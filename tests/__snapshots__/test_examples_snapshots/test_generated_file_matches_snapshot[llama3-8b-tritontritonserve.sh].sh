@@ -18,5 +18,5 @@ exec tritonserver \
   --http-port=8000 \
   --grpc-port=8001 \
   --metrics-port=8002 \
-  --exit-timeout-secs=546 \
+  --exit-timeout-secs=554 \
   "$@"
