@@ -150,7 +150,8 @@ VLLM_C8 = (
     "lengths ±15 % around 20k/2k: the means, context up to 1.15 × 22k; BF16 weights as the row assumes; " + H100_GUESS
 )
 FP4_KV = (
-    "NVIDIA's NVFP4 checkpoints (ModelOpt) quantize the KV cache to FP8 (hf_quant_config kv_cache_quant_algo FP8), "
+    "an FP8 KV cache: trtllm-bench sets one for an NVFP4 or FP8 checkpoint whose hf_quant_config kv_cache_quant_algo "
+    "is null and keeps a checkpoint's FP8 (TensorRT-LLM perf-benchmarking.md, 'Quantization in the PyTorch Flow'), "
     "as the perf-overview's FP8 rows run"
 )
 R1_FP4 = (

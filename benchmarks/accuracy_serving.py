@@ -8,7 +8,9 @@ row gives them). The run settings follow the rows' source, nothing is fitted to 
 
 * engine 'triton' (TensorRT-LLM): `kv_cache_free_gpu_mem_fraction 0.95` as the rows state, batch cap
   4096 (trtllm-bench), KV reserved per whole request (GUARANTEED_NO_EVICT, its default scheduler);
-* FP8 rows use an FP8 KV cache (NVIDIA's FP8 checkpoints set `kv_cache_quant_algo: FP8`), FP16 rows a
+* FP8 rows use an FP8 KV cache: trtllm-bench sets one for an FP8 or NVFP4 checkpoint whose `kv_cache_quant_algo` is
+  null, as NVIDIA's FP8 checkpoints' is, and keeps a checkpoint's FP8 (NVIDIA/TensorRT-LLM
+  docs/source/performance/perf-benchmarking.md, "Quantization in the PyTorch Flow", its mapping table); FP16 rows a
   16-bit one;
 * requests of exactly input_len + output_len tokens, as trtllm-bench's synthetic datasets.
 """
