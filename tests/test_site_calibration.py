@@ -340,18 +340,19 @@ def test_read_bound_vision_batches_fit_no_share_and_say_why():
     assert [d.choice.split(" ")[0] for d in decisions] == ["achievable", "1"]
 
 
-def test_a_vision_point_with_both_shapes_is_a_located_error(tmp_path):
-    site = {
-        "site": "cluster-a",
-        "measured_at": "2026-11-20",
-        "source": "x",
-        "vision_points": [{**VISION, "architecture": RESNET_50, "batch": 8, "step_seconds": 0.01}],
-    }
+def _resnet_with_vision_point(tmp_path, point: dict):
+    """resnet50-triton (a T4) with a site file of one vision point; the plan's path."""
+    site = {"site": "cluster-a", "measured_at": "2026-11-20", "source": "x", "vision_points": [{**VISION, **point}]}
     plan = yaml.safe_load((REPO / "examples" / "resnet50-triton.yaml").read_text())
     plan["cluster"]["calibration"] = "site.yaml"
     (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
     (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
-    result = run_cli(tmp_path / "plan.yaml", "-o", tmp_path / "out")
+    return tmp_path / "plan.yaml"
+
+
+def test_a_vision_point_with_both_shapes_is_a_located_error(tmp_path):
+    point = {"architecture": RESNET_50, "batch": 8, "step_seconds": 0.01}
+    result = run_cli(_resnet_with_vision_point(tmp_path, point), "-o", tmp_path / "out")
     assert result.returncode == 2 and "[invalid-calibration]" in result.stderr, result.stderr
     first = result.stderr.splitlines()[0]
     assert "site.yaml:" in first and "vision_points.0" in first and "not both" in first, first
@@ -361,17 +362,7 @@ def test_a_vision_point_with_both_shapes_is_a_located_error(tmp_path):
 def test_a_site_recentres_the_vision_ranges_only_on_a_gpu_it_measured(tmp_path, gpu, recentred):
     """resnet50-triton serves on a T4: vision batches measured there make the fit the median (the published rows give
     only the spread); batches measured on an A10G fit that GPU's share and leave the T4 plan at the published median."""
-    site = {
-        "site": "cluster-a",
-        "measured_at": "2026-11-20",
-        "source": "x",
-        "vision_points": [{**VISION, "gpu": gpu, "batch": 32, "step_seconds": 0.2}],
-    }
-    plan = yaml.safe_load((REPO / "examples" / "resnet50-triton.yaml").read_text())
-    plan["cluster"]["calibration"] = "site.yaml"
-    (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
-    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
-    resolved = resolve(tmp_path / "plan.yaml")
+    resolved = resolve(_resnet_with_vision_point(tmp_path, {"gpu": gpu, "batch": 32, "step_seconds": 0.2}))
     published = load_catalog().residuals
     assert resolved.ranges
     for r in resolved.ranges:
