@@ -140,3 +140,14 @@ def test_clients_are_refused_where_no_closed_loop_is_modelled(tmp_path, example)
         resolve(path)
     (diag,) = exc.value.diagnostics
     assert (diag.code, diag.path) == ("closed-loop-unsupported", "serve.traffic.concurrency") and diag.line > 1
+
+
+@pytest.mark.parametrize("clients", [2, 64, 512, 4096])
+def test_an_engine_busy_with_prefills_almost_all_the_time_still_gives_ordered_finite_latencies(clients):
+    """100k-token prompts and 4-token answers: the others' prefills fill nearly every second of a request's life (the
+    prefill queue's far tail)."""
+    lengths = {"prompt_tokens": 100_000, "output_tokens": 4, "chunk_tokens": 8192}
+    p = closed_loop_point(llama_8b_on_h100(), 4096, clients=clients, **lengths)
+    values = (p.ttft_p50_seconds, p.ttft_mean_seconds, p.ttft_p99_seconds, p.tpot_p50_seconds)
+    assert all(math.isfinite(v) and v > 0 for v in values)
+    assert p.ttft_p50_seconds <= p.ttft_mean_seconds <= p.ttft_p99_seconds
