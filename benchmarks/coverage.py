@@ -2,9 +2,9 @@
 
 * error of the roofline and of the P50 headline, predicted ÷ actual − 1 (negative: optimistic): median |error|, worst
   |error| and the signed median. The P50 of a row comes from a fit that did not see it (leave-one-out over the fitted
-  rows; the whole fit for a held-out row);
-* P10-P90 coverage: the share of rows inside the range fitted without them, leave-one-out over the fitted rows and on
-  the time split's held-out rows (published after the family's residuals.cutoff_year, never fitted), for the empirical quantiles the
+  rows, each left out with its whole document; the whole fit for a held-out row);
+* P10-P90 coverage: the share of rows inside the range fitted without them, leave-one-out (the row's document with
+  it) over the fitted rows and on the time split's held-out rows (published after the family's residuals.cutoff_year, never fitted), for the empirical quantiles the
   ranges used before (statistics.quantiles 'inclusive') and the prediction interval they use now (residuals.interval);
 * next to it, on the same rows, a naive peer: llm-analysis 0.2.2 itself at flops_efficiency 0.5 (benchmarks/peer_rows.py
   and peer_llm_analysis.py), its errors beside our roofline's and P50's on the rows it can express, the others counted;
@@ -24,7 +24,17 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.peer_rows import NOT_TRANSFORMER, PEER_VERSION, PeerRow, peer_rows  # noqa: E402
-from benchmarks.residuals import CUTOFF_YEAR, SOURCES, Row, cutoff_year, held_out, interval_of, labelled_rows  # noqa: E402
+from benchmarks.residuals import (  # noqa: E402
+    CUTOFF_YEAR,
+    MIN_FIT_SOURCES,
+    SOURCES,
+    Row,
+    cutoff_year,
+    document_labels,
+    held_out,
+    interval_of,
+    labelled_rows,
+)
 
 
 def empirical(rows: list[Row]) -> tuple[float, float, float]:
@@ -59,7 +69,7 @@ class FamilyReport:
     held: int
     roofline: Errors | None
     headline: Errors | None  # the P50 headline, out of sample
-    loo: dict[str, float | None]  # rule -> share inside, leave-one-out over the fitted rows
+    loo: dict[str, float | None]  # rule -> share inside, leave-one-(document-)out over the fitted rows
     time_split: dict[str, float | None]  # rule -> share inside, on the held-out rows
     peer: PeerReport
 
@@ -78,9 +88,24 @@ class PeerReport:
     headline_held: Errors | None
 
 
+def _left_out_rows(fitted: list[Row], rule) -> list[tuple[Row, tuple[float, float, float]]]:
+    """(row, the range fitted without the row's whole document) for each fitted row, where at least 3 rows of
+    MIN_FIT_SOURCES other documents stay, as a fit needs: the next source is a new document, so a row's own table must
+    not vouch for it (a row that names no document is its own, which leaves out the row alone). A family of two
+    documents has no such row: one document cannot say how far the other lands."""
+    if len(fitted) < 4:
+        return []
+    documents = document_labels(fitted)
+    pairs = []
+    for row, document in zip(fitted, documents):
+        kept = [(r, d) for r, d in zip(fitted, documents) if d != document]
+        if len(kept) >= 3 and len({d for _, d in kept}) >= MIN_FIT_SOURCES:
+            pairs.append((row, rule([r for r, _ in kept])))
+    return pairs
+
+
 def _left_out(fitted: list[Row], rule) -> list[tuple[float, tuple[float, float, float]]]:
-    """(ratio, the range fitted on the other rows) for each fitted row, where at least 3 others stay."""
-    return [(x.ratio, rule(fitted[:i] + fitted[i + 1 :])) for i, x in enumerate(fitted)] if len(fitted) >= 4 else []
+    return [(row.ratio, fit) for row, fit in _left_out_rows(fitted, rule)]
 
 
 def _held(fitted: list[Row], held: list[float], rule) -> list[tuple[float, tuple[float, float, float]]]:
@@ -96,7 +121,7 @@ def _share_inside(pairs) -> float | None:
 
 def _headlines(fitted: list[Row], held: list[Row]) -> list[tuple[Row, float]]:
     """Each row's P50 error out of sample: leave-one-out over the fitted rows, the whole fit for a held-out row."""
-    pairs = list(zip(fitted, _left_out(fitted, interval_of))) if len(fitted) >= 4 else []
+    pairs = [(row, (row.ratio, fit)) for row, fit in _left_out_rows(fitted, interval_of)]
     pairs += list(zip(held, _held(fitted, [r.ratio for r in held], interval_of)))
     return [(row, mid / x - 1) for row, (x, (_, mid, _)) in pairs]
 

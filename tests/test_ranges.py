@@ -347,6 +347,26 @@ def test_rows_of_one_document_count_as_one_source_of_spread():
     assert interval(values, ["a"] * 8) == pytest.approx(as_rows)  # one document: its rows taken as independent
 
 
+def test_leave_one_out_leaves_out_the_rows_whole_document():
+    """A row is scored against a fit without its own table: the fit sees only other documents' rows, at least two of
+    them; with two documents no row is scored (one document cannot say where another lands); rows that name no
+    document are left out alone."""
+    from benchmarks.coverage import _left_out_rows
+    from benchmarks.residuals import Row
+
+    def rows(document, count):
+        return [Row("serve-ttft", f"{document}{i}", 1.0, 2023, source=document) for i in range(count)]
+
+    seen = []
+    scored = _left_out_rows(rows("a", 3) + rows("b", 3) + rows("c", 2), lambda fit: seen.append(fit) or (0, 1, 2))
+    assert len(scored) == 8
+    for (row, _), fit in zip(scored, seen):
+        assert row.source not in {r.source for r in fit} and len({r.source for r in fit}) == 2
+    assert _left_out_rows(rows("a", 3) + rows("b", 3), lambda fit: (0, 1, 2)) == []
+    alone = [Row("train-step-time", f"r{i}", 1.0, 2023) for i in range(5)]
+    assert [len(fit) for fit in (f for _, f in _left_out_rows(alone, lambda fit: fit))] == [4] * 5
+
+
 def test_a_plan_on_a_gpu_no_row_ran_on_says_its_range_is_borrowed(tmp_path):
     """The published step rows ran on A100s and H100s: a pre-training plan on MI300X takes their range but says it is
     outside them (plan.json, REPORT.md's Ranges table, a warning); on H100 it says nothing."""
