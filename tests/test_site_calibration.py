@@ -372,6 +372,27 @@ def test_a_site_recentres_the_vision_ranges_only_on_a_gpu_it_measured(tmp_path, 
         )
 
 
+def test_vision_batches_on_an_llm_plans_gpu_leave_its_ranges_and_say_so(tmp_path):
+    """A site that measured only vision batches on the LLM plan's GPU fits no LLM step: its ranges keep the published
+    medians, and the calibration decision does not claim a re-centring."""
+    site = {
+        "site": "cluster-a",
+        "measured_at": "2026-11-20",
+        "source": "x",
+        "vision_points": [{**VISION, "gpu": "l4-24gb", "batch": 32, "step_seconds": 0.2}],
+    }
+    plan = yaml.safe_load((REPO / "examples" / "llama3-8b-chat.yaml").read_text())
+    plan["cluster"]["calibration"] = "site.yaml"
+    plan["cluster"]["gpus"] = ["l4-24gb"]
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    resolved = resolve(tmp_path / "plan.yaml")
+    published = load_catalog().residuals
+    assert resolved.hardware.gpu == "l4-24gb" and resolved.ranges
+    assert all(r.p50 != pytest.approx(r.roofline) for r in resolved.ranges if published[r.family].p50 != 1)
+    assert "re-centred" not in next(d for d in resolved.decisions if d.topic == "calibration").choice
+
+
 def test_a_prefill_and_decode_steps_fit_both_shares_together():
     """A prefill reads the weights at the HBM share and decode GEMMs run at the matmul share, so one fit moves the
     other's predictions; the fits alternate (FIT_ROUNDS) until the prefill and every decode step are met: steps made

@@ -294,7 +294,7 @@ def _calibration(plan: ResolvedPlan, ranges: list[Range], catalog: Catalog) -> D
         )
     else:
         gates = "the latency SLOs checked on the roofline prediction (a warning says where the P50 misses one)"
-    fitted = _site_fitted(plan, catalog)
+    fitted = _site_fitted(plan, ranges, catalog)
     return Decision(
         topic="calibration",
         choice="headlines at P50 of published actual ÷ predicted"
@@ -309,12 +309,12 @@ def _calibration(plan: ResolvedPlan, ranges: list[Range], catalog: Catalog) -> D
     )
 
 
-def _site_fitted(plan: ResolvedPlan, catalog: Catalog) -> bool:
+def _site_fitted(plan: ResolvedPlan, ranges: list[Range], catalog: Catalog) -> bool:
+    """Whether the site's fit re-centred these ranges (_residual): training steps on the plan's GPU, or the serving
+    kind a range's family is of (LLM steps, vision batches) measured there."""
     if plan.training is not None:
         return plan.hardware.gpu in catalog.site_fitted_training
-    if plan.serving is None:
-        return False
-    return plan.hardware.gpu in catalog.site_fitted_serving + catalog.site_fitted_vision
+    return any(plan.hardware.gpu in _site_fitted_gpus(catalog, r.family) for r in ranges)
 
 
 def _stages_at_median(plan: ResolvedPlan, ctx: PassContext) -> list[Stage]:
